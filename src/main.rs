@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    bluetape_flow::cli::main()
+}

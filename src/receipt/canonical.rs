@@ -1,0 +1,185 @@
+//! Canonical JSON, byte-identical to the reference's
+//! `json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`.
+//!
+//! Keys are sorted by code point (serde_json's `Map` is a `BTreeMap` because
+//! the `preserve_order` feature is off), strings are escaped the way Python
+//! does (short forms for `\b \f \n \r \t`, lowercase `\u00xx` for the other
+//! control characters, everything else raw UTF-8), and integers keep every
+//! digit (serde_json's `arbitrary_precision` keeps the source text).
+
+use serde_json::{Number, Value};
+use sha2::{Digest, Sha256};
+
+/// Canonical bytes of `value` (no trailing newline).
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_value(&mut out, value);
+    out
+}
+
+/// Canonical text of `value`.
+pub fn to_string(value: &Value) -> String {
+    // The writer only ever emits valid UTF-8.
+    String::from_utf8(to_vec(value)).unwrap_or_default()
+}
+
+/// Lowercase hex SHA-256 of arbitrary bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Lowercase hex SHA-256 of the canonical form of `value`.
+pub fn digest(value: &Value) -> String {
+    sha256_hex(&to_vec(value))
+}
+
+/// True when `n` was written as an integer (no fraction, no exponent).
+pub fn is_integer(n: &Number) -> bool {
+    integer_text(n).is_some()
+}
+
+/// The decimal text of an integer number, or `None` for a float.
+pub fn integer_text(n: &Number) -> Option<&str> {
+    let text = n.as_str();
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(text)
+}
+
+/// True when the value contains a float anywhere (floats are never valid in
+/// our inputs or receipts; see DEVIATIONS.md).
+pub fn contains_float(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => !is_integer(n),
+        Value::Array(items) => items.iter().any(contains_float),
+        Value::Object(map) => map.values().any(contains_float),
+        _ => false,
+    }
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, key);
+                out.push(b':');
+                write_value(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_number(out: &mut Vec<u8>, n: &Number) {
+    match integer_text(n) {
+        // Python parses "-0" as the int 0 and prints "0".
+        Some(text) if text.starts_with('-') && text[1..].bytes().all(|b| b == b'0') => {
+            out.push(b'0')
+        }
+        Some(text) => {
+            // JSON forbids leading zeros, so the source text is already the
+            // shortest decimal form.
+            out.extend_from_slice(text.as_bytes())
+        }
+        // Floats never pass validation; render them deterministically anyway.
+        None => out.extend_from_slice(n.as_str().as_bytes()),
+    }
+}
+
+pub(crate) fn write_string(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0x0f) as usize]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn canon(text: &str) -> String {
+        to_string(&serde_json::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn sorts_keys_and_drops_whitespace() {
+        assert_eq!(canon(r#"{ "b": 1, "a": [ true, null ] }"#), r#"{"a":[true,null],"b":1}"#);
+    }
+
+    #[test]
+    fn escapes_like_python() {
+        let v = json!("q\"b\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}/\u{2028}é✓😀");
+        assert_eq!(
+            to_string(&v),
+            "\"q\\\"b\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}/\u{2028}é✓😀\""
+        );
+    }
+
+    #[test]
+    fn keeps_big_integers_and_normalises_negative_zero() {
+        assert_eq!(canon("[100000000000000000000000000000,-0,-12]"), "[100000000000000000000000000000,0,-12]");
+    }
+
+    #[test]
+    fn sorts_non_bmp_keys_by_code_point() {
+        // U+FF5E sorts before U+1F600 by code point and by UTF-8 bytes, but
+        // after it by UTF-16 units: Python (and we) use code points.
+        assert_eq!(canon(r#"{"😀":1,"～":2}"#), "{\"～\":2,\"😀\":1}");
+    }
+
+    #[test]
+    fn worked_example_evidence_digest() {
+        let v = json!([{"exit_status":0,"kind":"log","summary":"compiler output seen"}]);
+        assert_eq!(digest(&v), "bd6d4e1d37d148f790ff1bfe7b2784ba4d24c94fbad31cdeb749f02209c43611");
+    }
+
+    #[test]
+    fn detects_floats() {
+        assert!(contains_float(&serde_json::from_str("{\"a\":[1.0]}").unwrap()));
+        assert!(contains_float(&serde_json::from_str("1e2").unwrap()));
+        assert!(!contains_float(&serde_json::from_str("{\"a\":[10,-3]}").unwrap()));
+    }
+}
