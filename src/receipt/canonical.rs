@@ -146,7 +146,10 @@ mod tests {
 
     #[test]
     fn sorts_keys_and_drops_whitespace() {
-        assert_eq!(canon(r#"{ "b": 1, "a": [ true, null ] }"#), r#"{"a":[true,null],"b":1}"#);
+        assert_eq!(
+            canon(r#"{ "b": 1, "a": [ true, null ] }"#),
+            r#"{"a":[true,null],"b":1}"#
+        );
     }
 
     #[test]
@@ -160,7 +163,10 @@ mod tests {
 
     #[test]
     fn keeps_big_integers_and_normalises_negative_zero() {
-        assert_eq!(canon("[100000000000000000000000000000,-0,-12]"), "[100000000000000000000000000000,0,-12]");
+        assert_eq!(
+            canon("[100000000000000000000000000000,-0,-12]"),
+            "[100000000000000000000000000000,0,-12]"
+        );
     }
 
     #[test]
@@ -173,13 +179,20 @@ mod tests {
     #[test]
     fn worked_example_evidence_digest() {
         let v = json!([{"exit_status":0,"kind":"log","summary":"compiler output seen"}]);
-        assert_eq!(digest(&v), "bd6d4e1d37d148f790ff1bfe7b2784ba4d24c94fbad31cdeb749f02209c43611");
+        assert_eq!(
+            digest(&v),
+            "bd6d4e1d37d148f790ff1bfe7b2784ba4d24c94fbad31cdeb749f02209c43611"
+        );
     }
 
     #[test]
     fn detects_floats() {
-        assert!(contains_float(&serde_json::from_str("{\"a\":[1.0]}").unwrap()));
+        assert!(contains_float(
+            &serde_json::from_str("{\"a\":[1.0]}").unwrap()
+        ));
         assert!(contains_float(&serde_json::from_str("1e2").unwrap()));
-        assert!(!contains_float(&serde_json::from_str("{\"a\":[10,-3]}").unwrap()));
+        assert!(!contains_float(
+            &serde_json::from_str("{\"a\":[10,-3]}").unwrap()
+        ));
     }
 }

@@ -1,1 +1,8 @@
+//! Receipt formats: canonical JSON, the event contract, the manifest
+//! contract and streaming verification. Pure: no filesystem access.
+
 pub mod canonical;
+pub mod manifest;
+pub mod primitives;
+pub mod rules;
+pub mod verify;

@@ -1,0 +1,12 @@
+//! The only module that touches the filesystem: state-root discovery and
+//! layout, secure opens, atomic replaces with fsync, owner handles, the
+//! directory lock and the acknowledged receipt head.
+
+pub mod discovery;
+pub mod error;
+pub mod handle;
+pub mod lock;
+pub mod paths;
+pub mod secure;
+
+pub use error::{StoreError, StoreResult};

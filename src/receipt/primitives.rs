@@ -1,0 +1,171 @@
+//! Primitive value rules shared by every receipt and input check:
+//! identifiers, SHA-256 hex, UTC timestamps and Python-style lengths.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::Value;
+use std::sync::OnceLock;
+
+use super::canonical::is_integer;
+
+fn identifier_re() -> &'static regex::Regex {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\z").expect("static regex")
+    })
+}
+
+fn timestamp_re() -> &'static regex::Regex {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(
+            r"\A([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?Z\z",
+        )
+        .expect("static regex")
+    })
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, ASCII only, full match.
+pub fn is_identifier(s: &str) -> bool {
+    identifier_re().is_match(s)
+}
+
+/// 64 lowercase hex characters.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The stored-value timestamp rule: a pure regex (no calendar check).
+pub fn is_timestamp_shape(s: &str) -> bool {
+    timestamp_re().is_match(s)
+}
+
+/// An instant with microsecond precision (extra fractional digits are
+/// truncated, as the reference's parser does).
+pub type Instant = DateTime<Utc>;
+
+/// The command-argument timestamp rule: the stored shape AND a valid calendar
+/// instant. Returns the instant.
+pub fn parse_timestamp(s: &str) -> Option<Instant> {
+    let caps = timestamp_re().captures(s)?;
+    let num = |i: usize| caps.get(i).and_then(|m| m.as_str().parse::<u32>().ok());
+    let (year, month, day) = (num(1)?, num(2)?, num(3)?);
+    let (hour, minute, second) = (num(4)?, num(5)?, num(6)?);
+    if year == 0 {
+        return None;
+    }
+    let micros = match caps.get(7) {
+        Some(fraction) => {
+            let digits = &fraction.as_str()[1..];
+            let mut padded: String = digits.chars().take(6).collect();
+            while padded.len() < 6 {
+                padded.push('0');
+            }
+            padded.parse::<u32>().ok()?
+        }
+        None => 0,
+    };
+    let date = NaiveDate::from_ymd_opt(year as i32, month, day)?;
+    let time = date.and_hms_micro_opt(hour, minute, second, micros)?;
+    // chrono accepts a leap second 60 via and_hms_micro_opt? It does not for
+    // second 60 (only via nanosecond overflow), which matches Python.
+    Some(time.and_utc())
+}
+
+/// Render "now" like the reference: microseconds, fraction dropped when zero.
+pub fn format_now(now: Instant) -> String {
+    let micros = now.timestamp_subsec_micros();
+    if micros == 0 {
+        now.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        format!("{}.{:06}Z", now.format("%Y-%m-%dT%H:%M:%S"), micros)
+    }
+}
+
+/// Python `len()` of a string: code points.
+pub fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// A JSON integer (not a bool, not a float). Returns it when it fits in i128;
+/// bigger integers are `Some(i128::MAX)`/`Some(i128::MIN)` so range checks
+/// behave like Python's unbounded comparisons.
+pub fn as_int(value: &Value) -> Option<i128> {
+    match value {
+        Value::Number(n) if is_integer(n) => {
+            let text = n.as_str();
+            Some(text.parse::<i128>().unwrap_or(if text.starts_with('-') {
+                i128::MIN
+            } else {
+                i128::MAX
+            }))
+        }
+        _ => None,
+    }
+}
+
+/// A string of at most `max` code points.
+pub fn is_bounded_string(value: &Value, max: usize) -> bool {
+    matches!(value, Value::String(s) if char_len(s) <= max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn identifiers() {
+        for good in ["a", "a..b", "A-1_x.y", &"x".repeat(128)] {
+            assert!(is_identifier(good), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".x",
+            "a/b",
+            "a\\b",
+            "x\n",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(!is_identifier(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn timestamps_need_a_real_calendar_instant() {
+        assert!(parse_timestamp("2026-07-14T01:00:00Z").is_some());
+        assert!(parse_timestamp("2026-07-14T01:00:00.123456789Z").is_some());
+        assert!(is_timestamp_shape("2026-13-45T99:99:99Z"));
+        for bad in [
+            "2026-13-45T99:99:99Z",
+            "2026-02-30T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T00:00:60Z",
+            "0000-01-01T00:00:00Z",
+            "2026-01-01T00:00:00+00:00",
+            "2026-01-01t00:00:00Z",
+            "2026-01-01T00:00:00Z\n",
+        ] {
+            assert!(parse_timestamp(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn fraction_is_truncated_to_micros() {
+        let a = parse_timestamp("2026-07-14T01:00:00.1234569Z").unwrap();
+        let b = parse_timestamp("2026-07-14T01:00:00.123456Z").unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn now_drops_a_zero_fraction() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(format_now(t), "2026-01-01T00:00:00Z");
+        let t = t + chrono::Duration::microseconds(292358);
+        assert_eq!(format_now(t), "2026-01-01T00:00:00.292358Z");
+    }
+}

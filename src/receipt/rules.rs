@@ -1,0 +1,853 @@
+//! The receipt event contract (reference-runtime §6.3–§6.8): evidence items,
+//! per-event metadata, transaction intents, topology components and recovery
+//! provenance. Pure functions over parsed JSON; each failure is a message.
+
+use serde_json::{Map, Value};
+
+use super::primitives::{
+    as_int, char_len, is_bounded_string, is_identifier, is_sha256_hex, is_timestamp_shape,
+};
+
+/// Manifest family: the first two components of `manifest_version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Phase 1: raw owner token in receipts, no metadata.
+    V1_0,
+    /// Phase 2: owner fingerprints, metadata with owner epochs.
+    V1_1,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::V1_0 => "1.0",
+            Family::V1_1 => "1.1",
+        }
+    }
+}
+
+/// The resource limits of a manifest (reference-runtime §6.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub max_receipt_line_bytes: u64,
+    pub max_input_json_bytes: u64,
+    pub max_evidence_refs: u64,
+    pub max_components: u64,
+    pub max_lanes: u64,
+    pub max_component_checks: u64,
+    pub max_component_dependencies: u64,
+    pub max_write_scopes: u64,
+    pub max_identifier_chars: u64,
+    pub max_evidence_kind_chars: u64,
+    pub max_evidence_path_chars: u64,
+    pub max_evidence_summary_chars: u64,
+    pub max_description_chars: u64,
+    pub max_assignment_chars: u64,
+}
+
+pub const LIMIT_KEYS: [&str; 14] = [
+    "max_assignment_chars",
+    "max_component_checks",
+    "max_component_dependencies",
+    "max_components",
+    "max_description_chars",
+    "max_evidence_kind_chars",
+    "max_evidence_path_chars",
+    "max_evidence_refs",
+    "max_evidence_summary_chars",
+    "max_identifier_chars",
+    "max_input_json_bytes",
+    "max_lanes",
+    "max_receipt_line_bytes",
+    "max_write_scopes",
+];
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_receipt_line_bytes: 65536,
+            max_input_json_bytes: 1_048_576,
+            max_evidence_refs: 8,
+            max_components: 8,
+            max_lanes: 64,
+            max_component_checks: 8,
+            max_component_dependencies: 8,
+            max_write_scopes: 32,
+            max_identifier_chars: 128,
+            max_evidence_kind_chars: 32,
+            max_evidence_path_chars: 256,
+            max_evidence_summary_chars: 256,
+            max_description_chars: 500,
+            max_assignment_chars: 500,
+        }
+    }
+}
+
+impl Limits {
+    /// Limits from an already validated `resource_limits` object; missing or
+    /// odd values fall back to the defaults.
+    pub fn from_object(object: Option<&Value>) -> Limits {
+        let mut limits = Limits::default();
+        let Some(Value::Object(map)) = object else {
+            return limits;
+        };
+        let get = |key: &str, default: u64| -> u64 {
+            map.get(key)
+                .and_then(as_int)
+                .map(|v| v.clamp(0, u64::MAX as i128) as u64)
+                .unwrap_or(default)
+        };
+        limits.max_receipt_line_bytes =
+            get("max_receipt_line_bytes", limits.max_receipt_line_bytes);
+        limits.max_input_json_bytes = get("max_input_json_bytes", limits.max_input_json_bytes);
+        limits.max_evidence_refs = get("max_evidence_refs", limits.max_evidence_refs);
+        limits.max_components = get("max_components", limits.max_components);
+        limits.max_lanes = get("max_lanes", limits.max_lanes);
+        limits.max_component_checks = get("max_component_checks", limits.max_component_checks);
+        limits.max_component_dependencies = get(
+            "max_component_dependencies",
+            limits.max_component_dependencies,
+        );
+        limits.max_write_scopes = get("max_write_scopes", limits.max_write_scopes);
+        limits.max_identifier_chars = get("max_identifier_chars", limits.max_identifier_chars);
+        limits.max_evidence_kind_chars =
+            get("max_evidence_kind_chars", limits.max_evidence_kind_chars);
+        limits.max_evidence_path_chars =
+            get("max_evidence_path_chars", limits.max_evidence_path_chars);
+        limits.max_evidence_summary_chars = get(
+            "max_evidence_summary_chars",
+            limits.max_evidence_summary_chars,
+        );
+        limits.max_description_chars = get("max_description_chars", limits.max_description_chars);
+        limits.max_assignment_chars = get("max_assignment_chars", limits.max_assignment_chars);
+        limits
+    }
+}
+
+type Rule = Result<(), String>;
+
+fn fail<T>(message: impl Into<String>) -> Result<T, String> {
+    Err(message.into())
+}
+
+fn within(len: usize, max: u64) -> bool {
+    (len as u64) <= max
+}
+
+/// E1–E9: an `evidence_refs` list.
+pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
+    let Value::Array(items) = value else {
+        return fail("evidence_refs must be a list");
+    };
+    if !within(items.len(), limits.max_evidence_refs) {
+        return fail("evidence_refs must contain at most 8 entries");
+    }
+    for item in items {
+        let Value::Object(map) = item else {
+            return fail("evidence reference must be an object");
+        };
+        if map.keys().any(|k| {
+            !matches!(
+                k.as_str(),
+                "kind" | "summary" | "path" | "checksum" | "exit_status"
+            )
+        }) {
+            return fail("evidence reference contains unsupported fields");
+        }
+        match map.get("kind") {
+            Some(Value::String(kind))
+                if !kind.is_empty() && within(char_len(kind), limits.max_evidence_kind_chars) => {}
+            _ => return fail("evidence kind must be a bounded non-empty string"),
+        }
+        match map.get("summary") {
+            Some(Value::String(s)) if within(char_len(s), limits.max_evidence_summary_chars) => {}
+            _ => return fail("evidence summary must be at most 256 characters"),
+        }
+        if let Some(path) = map.get("path") {
+            if !matches!(path, Value::String(p) if within(char_len(p), limits.max_evidence_path_chars))
+            {
+                return fail("evidence path must be a bounded string");
+            }
+        }
+        if let Some(checksum) = map.get("checksum") {
+            if !matches!(checksum, Value::String(c) if is_sha256_hex(c)) {
+                return fail("evidence checksum must be lowercase SHA-256");
+            }
+        }
+        if let Some(status) = map.get("exit_status") {
+            if as_int(status).is_none() {
+                return fail("evidence exit_status must be an integer");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The metadata keys an event type may carry beyond `owner_epoch`, and which
+/// of them it must carry (reference-runtime §6.5).
+pub fn metadata_keys(event_type: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    const RECOVERY: &[&str] = &RECOVERY_KEYS;
+    const LANE_CREATED: &[&str] = &[
+        "assignment",
+        "write_scope",
+        "fallback",
+        "startup_ack_deadline",
+        "command_deadline",
+        "replacement_count",
+        "parent_lane_id",
+    ];
+    const REASSIGN: &[&str] = &[
+        "replacement_count",
+        "previous_agent_id",
+        "replacement_lane_id",
+        "replacement_agent_id",
+        "replacement_assignment",
+        "replacement_write_scope",
+        "replacement_fallback",
+        "replacement_startup_ack_deadline",
+        "replacement_command_deadline",
+        "checkpoint_digest",
+    ];
+    const REPAIR: &[&str] = &[
+        "original_lane_id",
+        "replacement_lane_id",
+        "checkpoint_digest",
+    ];
+    const CLOSE: &[&str] = &[
+        "original_lane_id",
+        "replacement_lane_id",
+        "replacement_terminal_state",
+    ];
+    const CANDIDATE: &[&str] = &[
+        "candidate_kind",
+        "original_lane_id",
+        "resolution_lane_id",
+        "original_evidence_digest",
+        "resolution_evidence_digest",
+    ];
+    const REPORT: &[&str] = &[
+        "report_kind",
+        "report_path",
+        "report_checksum",
+        "report_receipt_head",
+    ];
+    match event_type {
+        "run_created" => (RECOVERY, &[]),
+        "lane_created" => (LANE_CREATED, LANE_CREATED),
+        "heartbeat_observed" => (&["evidence_digest"], &["evidence_digest"]),
+        "lease_renewed" => (
+            &["silence_lease_deadline", "evidence_digest"],
+            &["silence_lease_deadline", "evidence_digest"],
+        ),
+        "lane_completed" => (&["changed_paths"], &["changed_paths"]),
+        "probe_sent" => (&["probe_deadline"], &["probe_deadline"]),
+        "lane_reassigned" => (
+            REASSIGN,
+            &[
+                "replacement_count",
+                "previous_agent_id",
+                "replacement_lane_id",
+            ],
+        ),
+        "replacement_repaired" | "replacement_blocked" => (REPAIR, REPAIR),
+        "replacement_lineage_closed" => (CLOSE, CLOSE),
+        "candidate_validated" => (CANDIDATE, &[]),
+        "run_resumed" => (&["new_owner_fingerprint"], &["new_owner_fingerprint"]),
+        "transaction_committed" => (&["intents"], &["intents"]),
+        "handoff_recorded" | "live_report_recorded" => (REPORT, REPORT),
+        "topology_registered" => (&["components"], &["components"]),
+        "topology_component_removed" => (&["component_id"], &["component_id"]),
+        "check_passed" | "check_failed" => {
+            (&["component_id", "check_id"], &["component_id", "check_id"])
+        }
+        "evidence_attached" => (
+            &["component_id", "coverage_state"],
+            &["component_id", "coverage_state"],
+        ),
+        _ => (&[], &[]),
+    }
+}
+
+/// The nine provenance fields of a recovery run's `run_created`.
+pub const RECOVERY_KEYS: [&str; 9] = [
+    "recovery_original_run_id",
+    "recovery_diagnose_checksum",
+    "recovery_manifest_version",
+    "recovery_manifest_hash",
+    "recovery_quarantine_path",
+    "recovery_quarantine_hash",
+    "recovery_first_bad_sequence",
+    "recovery_trusted_sequence",
+    "recovery_trusted_checksum",
+];
+
+/// Lexical containment of a relative path under `prefix/`.
+fn is_contained_relative(path: &str, prefix: &str) -> bool {
+    !path.starts_with('/') && path.starts_with(prefix) && !path.split('/').any(|part| part == "..")
+}
+
+/// §6.6: the provenance fields (all nine present).
+pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
+    let text = |key: &str| metadata.get(key).and_then(Value::as_str);
+    if !text("recovery_original_run_id").is_some_and(is_identifier) {
+        return fail("recovery_original_run_id is invalid");
+    }
+    for key in [
+        "recovery_diagnose_checksum",
+        "recovery_manifest_hash",
+        "recovery_quarantine_hash",
+        "recovery_trusted_checksum",
+    ] {
+        if !text(key).is_some_and(is_sha256_hex) {
+            return fail(format!("{key} must be lowercase SHA-256"));
+        }
+    }
+    if !metadata
+        .get("recovery_manifest_version")
+        .is_some_and(|v| is_bounded_string(v, 32))
+    {
+        return fail("recovery manifest version is invalid");
+    }
+    match text("recovery_quarantine_path") {
+        Some(p) if char_len(p) <= 256 && is_contained_relative(p, "quarantine/") => {}
+        _ => return fail("recovery quarantine path must be contained"),
+    }
+    if !metadata
+        .get("recovery_first_bad_sequence")
+        .and_then(as_int)
+        .is_some_and(|v| v >= 1)
+    {
+        return fail("recovery_first_bad_sequence is invalid");
+    }
+    if !metadata
+        .get("recovery_trusted_sequence")
+        .and_then(as_int)
+        .is_some_and(|v| v >= 0)
+    {
+        return fail("recovery_trusted_sequence is invalid");
+    }
+    Ok(())
+}
+
+/// TC1–TC9: one topology component.
+pub fn check_component(value: &Value, limits: &Limits) -> Rule {
+    const KEYS: [&str; 8] = [
+        "coverage_state",
+        "dependencies",
+        "description",
+        "evidence_refs",
+        "id",
+        "owner_lane",
+        "required",
+        "required_checks",
+    ];
+    let Value::Object(map) = value else {
+        return fail("component metadata fields do not match contract");
+    };
+    if map.len() != KEYS.len() || KEYS.iter().any(|k| !map.contains_key(*k)) {
+        return fail("component metadata fields do not match contract");
+    }
+    for key in ["id", "owner_lane"] {
+        if !map[key].as_str().is_some_and(is_identifier) {
+            return fail(format!(
+                "component {key} must match the identifier contract"
+            ));
+        }
+    }
+    if !map["required"].is_boolean() {
+        return fail("component required must be a boolean");
+    }
+    match &map["description"] {
+        Value::String(d) if !d.is_empty() && within(char_len(d), limits.max_description_chars) => {}
+        _ => return fail("component description is invalid"),
+    }
+    for (key, max) in [
+        ("required_checks", limits.max_component_checks),
+        ("dependencies", limits.max_component_dependencies),
+    ] {
+        let Value::Array(items) = &map[key] else {
+            return fail(format!("component {key} exceeds its limit"));
+        };
+        if !within(items.len(), max) || items.iter().any(|i| !i.as_str().is_some_and(is_identifier))
+        {
+            return fail(format!("component {key} exceeds its limit"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if !items.iter().all(|i| seen.insert(i.as_str())) {
+            return fail(format!("component {key} contains duplicates"));
+        }
+    }
+    if !matches!(&map["evidence_refs"], Value::Array(a) if a.is_empty()) {
+        return fail("topology snapshot evidence_refs must be empty");
+    }
+    if !matches!(
+        map["coverage_state"].as_str(),
+        Some("missing" | "partial" | "covered")
+    ) {
+        return fail("component coverage_state is invalid");
+    }
+    Ok(())
+}
+
+/// The ten keys of a transaction intent.
+pub const INTENT_KEYS: [&str; 10] = [
+    "agent_id",
+    "event_type",
+    "evidence_refs",
+    "from_state",
+    "lane_id",
+    "metadata",
+    "owner_epoch",
+    "reason",
+    "timestamp",
+    "to_state",
+];
+
+const INTENT_PAIRS: [(&str, &str); 4] = [
+    ("heartbeat_observed", "lease_renewed"),
+    ("lane_reassigned", "lane_created"),
+    ("replacement_repaired", "lane_created"),
+    ("main_verification", "run_completed"),
+];
+
+fn check_state_field(value: &Value) -> bool {
+    value.is_null() || is_bounded_string(value, 32)
+}
+
+fn check_reason_field(value: &Value) -> bool {
+    value.is_null() || is_bounded_string(value, 500)
+}
+
+fn check_optional_identifier(value: &Value) -> bool {
+    value.is_null() || value.as_str().is_some_and(is_identifier)
+}
+
+/// TX1–TX11: the `intents` of a transaction envelope.
+fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Rule {
+    if nested {
+        return fail("transaction intent cannot contain nested intents");
+    }
+    let Value::Array(intents) = value else {
+        return fail("transaction intents must contain exactly two events");
+    };
+    if intents.len() != 2 {
+        return fail("transaction intents must contain exactly two events");
+    }
+    let mut types = Vec::with_capacity(2);
+    for intent in intents {
+        let Value::Object(map) = intent else {
+            return fail("transaction intent fields do not match contract");
+        };
+        if map.len() != INTENT_KEYS.len() || INTENT_KEYS.iter().any(|k| !map.contains_key(*k)) {
+            return fail("transaction intent fields do not match contract");
+        }
+        types.push(map["event_type"].as_str().unwrap_or(""));
+    }
+    if !INTENT_PAIRS.contains(&(types[0], types[1])) {
+        return fail("transaction intent pair is unsupported");
+    }
+    for intent in intents {
+        let map = intent.as_object().expect("checked above");
+        let event_type = types_of(map);
+        if event_type == "transaction_committed" {
+            return fail("transaction intent cannot contain a nested envelope");
+        }
+        if as_int(&map["owner_epoch"]) != Some(epoch as i128) {
+            return fail("transaction intent owner epoch does not match");
+        }
+        if !map["timestamp"].as_str().is_some_and(is_timestamp_shape) {
+            return fail("timestamp must be a UTC ISO-8601 timestamp ending in Z");
+        }
+        for key in ["lane_id", "agent_id"] {
+            if !check_optional_identifier(&map[key]) {
+                return fail(format!("{key} must match the identifier contract"));
+            }
+        }
+        if !check_state_field(&map["from_state"]) || !check_state_field(&map["to_state"]) {
+            return fail("transaction state is invalid");
+        }
+        if !check_reason_field(&map["reason"]) {
+            return fail("transaction reason is invalid");
+        }
+        check_evidence(&map["evidence_refs"], limits)?;
+        check_metadata(event_type, Some(&map["metadata"]), limits, epoch, true)?;
+    }
+    Ok(())
+}
+
+fn types_of(map: &Map<String, Value>) -> &str {
+    map.get("event_type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// MD1–MD18: the metadata object of a Phase-2 event (or intent).
+pub fn check_metadata(
+    event_type: &str,
+    metadata: Option<&Value>,
+    limits: &Limits,
+    epoch: u64,
+    nested: bool,
+) -> Rule {
+    let Some(Value::Object(map)) = metadata else {
+        return fail("manifest 1.1 event metadata is required");
+    };
+    let (allowed, required) = metadata_keys(event_type);
+    let unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "owner_epoch" && !allowed.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        return fail(format!(
+            "unsupported metadata fields: {}",
+            unknown.join(", ")
+        ));
+    }
+    match map.get("owner_epoch").and_then(as_int) {
+        Some(e) if e >= 1 && e == epoch as i128 => {}
+        _ => return fail("owner_epoch must match the current positive epoch"),
+    }
+    let mut missing: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|k| !map.contains_key(*k))
+        .collect();
+    missing.sort_unstable();
+    if !missing.is_empty() {
+        return fail(format!(
+            "required metadata fields missing: {}",
+            missing.join(", ")
+        ));
+    }
+    if event_type == "run_created" {
+        let present = RECOVERY_KEYS
+            .iter()
+            .filter(|k| map.contains_key(**k))
+            .count();
+        if present != 0 && present != RECOVERY_KEYS.len() {
+            return fail("recovery run provenance must be complete");
+        }
+        if present == RECOVERY_KEYS.len() {
+            check_recovery_provenance(map)?;
+        }
+    }
+    for (key, value) in map {
+        check_metadata_value(key, value, limits, epoch, nested)?;
+    }
+    Ok(())
+}
+
+fn check_metadata_value(
+    key: &str,
+    value: &Value,
+    limits: &Limits,
+    epoch: u64,
+    nested: bool,
+) -> Rule {
+    match key {
+        "startup_ack_deadline"
+        | "silence_lease_deadline"
+        | "probe_deadline"
+        | "replacement_startup_ack_deadline"
+        | "replacement_command_deadline" => {
+            if !value.as_str().is_some_and(is_timestamp_shape) {
+                return fail(format!(
+                    "{key} must be a UTC ISO-8601 timestamp ending in Z"
+                ));
+            }
+        }
+        "command_deadline" => {
+            if !(value.is_null() || value.as_str().is_some_and(is_timestamp_shape)) {
+                return fail(format!(
+                    "{key} must be a UTC ISO-8601 timestamp ending in Z"
+                ));
+            }
+        }
+        "write_scope" | "replacement_write_scope" | "changed_paths" => {
+            let Value::Array(items) = value else {
+                return fail(format!("{key} must be a bounded list"));
+            };
+            if !within(items.len(), limits.max_write_scopes) {
+                return fail(format!("{key} must be a bounded list"));
+            }
+            if items
+                .iter()
+                .any(|i| !matches!(i, Value::String(s) if !s.is_empty() && char_len(s) <= 256))
+            {
+                return fail(format!("{key} must contain bounded strings"));
+            }
+        }
+        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" => {
+            if !matches!(value, Value::String(s) if within(char_len(s), limits.max_assignment_chars))
+            {
+                return fail(format!("{key} must be at most 500 characters"));
+            }
+        }
+        "replacement_count" => {
+            if !as_int(value).is_some_and(|v| v >= 0) {
+                return fail("replacement_count must be a non-negative integer");
+            }
+        }
+        "previous_agent_id"
+        | "replacement_agent_id"
+        | "original_lane_id"
+        | "replacement_lane_id"
+        | "resolution_lane_id"
+        | "parent_lane_id"
+        | "component_id"
+        | "check_id" => {
+            if !check_optional_identifier(value) {
+                return fail(format!("{key} must match the identifier contract"));
+            }
+        }
+        "evidence_digest"
+        | "checkpoint_digest"
+        | "original_evidence_digest"
+        | "resolution_evidence_digest"
+        | "new_owner_fingerprint"
+        | "report_checksum"
+        | "report_receipt_head" => {
+            if !(value.is_null() || value.as_str().is_some_and(is_sha256_hex)) {
+                return fail(format!("{key} must be lowercase SHA-256"));
+            }
+        }
+        "replacement_terminal_state" => {
+            if !matches!(
+                value.as_str(),
+                Some("completed" | "failed" | "blocked" | "cancelled")
+            ) {
+                return fail("replacement terminal state is invalid");
+            }
+        }
+        "candidate_kind" => {
+            if value.as_str() != Some("failed_lane_resolution") {
+                return fail("candidate kind is invalid");
+            }
+        }
+        "coverage_state" => {
+            if !matches!(value.as_str(), Some("missing" | "partial" | "covered")) {
+                return fail("coverage_state is invalid");
+            }
+        }
+        "report_kind" => {
+            if !matches!(value.as_str(), Some("fresh_session_handoff" | "live_apply")) {
+                return fail("report_kind is invalid");
+            }
+        }
+        "report_path" => match value.as_str() {
+            Some(p) if char_len(p) <= 256 && is_contained_relative(p, "reports/") => {}
+            _ => return fail("report_path must be contained"),
+        },
+        "components" => {
+            let Value::Array(items) = value else {
+                return fail("components must be a bounded list");
+            };
+            if !within(items.len(), limits.max_components) {
+                return fail("components must be a bounded list");
+            }
+            for item in items {
+                check_component(item, limits)?;
+            }
+        }
+        "intents" => check_intents(value, limits, epoch, nested)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The 15 keys every event has (metadata is the 16th, Phase 2 only).
+pub const EVENT_KEYS: [&str; 15] = [
+    "agent_id",
+    "checksum",
+    "event_type",
+    "evidence_refs",
+    "from_state",
+    "lane_id",
+    "manifest_hash",
+    "owner_token",
+    "previous_checksum",
+    "reason",
+    "run_id",
+    "schema_version",
+    "sequence",
+    "timestamp",
+    "to_state",
+];
+
+/// What an event is checked against: the run's manifest snapshot and the
+/// owner epoch current at this point of the receipt.
+#[derive(Debug, Clone, Copy)]
+pub struct EventContract<'a> {
+    pub family: Family,
+    pub event_types: &'a [String],
+    pub limits: &'a Limits,
+    pub epoch: u64,
+}
+
+/// R1–R17: the full per-event contract.
+pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> Rule {
+    let has_required = EVENT_KEYS.iter().all(|k| event.contains_key(*k));
+    let extra = event
+        .keys()
+        .filter(|k| !EVENT_KEYS.contains(&k.as_str()))
+        .collect::<Vec<_>>();
+    if !has_required || extra.iter().any(|k| k.as_str() != "metadata") {
+        return fail("receipt event fields do not match the schema");
+    }
+    if contract.family == Family::V1_0 && !extra.is_empty() {
+        return fail("manifest 1.0 receipt fields do not match the schema");
+    }
+    if as_int(&event["schema_version"]) != Some(1) {
+        return fail("receipt event schema version is unsupported");
+    }
+    if !event["run_id"].as_str().is_some_and(is_identifier) {
+        return fail("run_id must match the identifier contract");
+    }
+    for key in ["lane_id", "agent_id"] {
+        if !check_optional_identifier(&event[key]) {
+            return fail(format!("{key} must match the identifier contract"));
+        }
+    }
+    if !check_state_field(&event["from_state"]) || !check_state_field(&event["to_state"]) {
+        return fail("receipt state field is invalid");
+    }
+    if !as_int(&event["sequence"]).is_some_and(|s| s >= 1) {
+        return fail("receipt sequence must be a positive integer");
+    }
+    let event_type = event["event_type"].as_str().unwrap_or("");
+    if !contract.event_types.iter().any(|t| t == event_type) {
+        return fail("receipt event type is unsupported");
+    }
+    if !event["timestamp"].as_str().is_some_and(is_timestamp_shape) {
+        return fail("timestamp must be a UTC ISO-8601 timestamp ending in Z");
+    }
+    let owner = event["owner_token"].as_str().unwrap_or("");
+    if owner.is_empty() {
+        return fail("receipt owner token must be a non-empty string");
+    }
+    if contract.family == Family::V1_1 && !is_sha256_hex(owner) {
+        return fail("receipt owner fingerprint is invalid");
+    }
+    if !event["manifest_hash"].as_str().is_some_and(is_sha256_hex) {
+        return fail("receipt manifest hash is invalid");
+    }
+    if !event["previous_checksum"]
+        .as_str()
+        .is_some_and(|p| p.is_empty() || is_sha256_hex(p))
+    {
+        return fail("receipt previous checksum is invalid");
+    }
+    if !event["checksum"].as_str().is_some_and(is_sha256_hex) {
+        return fail("receipt checksum is invalid");
+    }
+    check_evidence(&event["evidence_refs"], contract.limits)?;
+    if !check_reason_field(&event["reason"]) {
+        return fail("receipt reason must be at most 500 characters");
+    }
+    match contract.family {
+        Family::V1_0 => Ok(()),
+        Family::V1_1 => check_metadata(
+            event_type,
+            event.get("metadata"),
+            contract.limits,
+            contract.epoch,
+            false,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn evidence_rules() {
+        let l = Limits::default();
+        assert!(check_evidence(&json!([{"kind":"log","summary":""}]), &l).is_ok());
+        assert!(check_evidence(&json!([{"kind":"log","summary":"s","exit_status":100000000000000000000000000000u128}]), &l).is_ok());
+        let bad = [
+            json!({}),
+            json!([1]),
+            json!([{"kind":"","summary":"s"}]),
+            json!([{"kind":"k"}]),
+            json!([{"kind":"k","summary":"s","secret":"x"}]),
+            json!([{"kind":"k","summary":"s","checksum":"ABC"}]),
+            json!([{"kind":"k","summary":"s","exit_status":true}]),
+            json!([{"kind":"k","summary":"s","exit_status":1.5}]),
+            json!([{"kind":"k","summary":"x".repeat(257)}]),
+            Value::Array(vec![json!({"kind":"k","summary":"s"}); 9]),
+        ];
+        for b in bad {
+            assert!(check_evidence(&b, &l).is_err(), "{b}");
+        }
+    }
+
+    #[test]
+    fn metadata_owner_epoch_and_required_keys() {
+        let l = Limits::default();
+        assert!(
+            check_metadata(
+                "plan_approved",
+                Some(&json!({"owner_epoch":1})),
+                &l,
+                1,
+                false
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            check_metadata(
+                "plan_approved",
+                Some(&json!({"owner_epoch":2})),
+                &l,
+                1,
+                false
+            )
+            .unwrap_err(),
+            "owner_epoch must match the current positive epoch"
+        );
+        assert_eq!(
+            check_metadata("probe_sent", Some(&json!({"owner_epoch":1})), &l, 1, false)
+                .unwrap_err(),
+            "required metadata fields missing: probe_deadline"
+        );
+        assert_eq!(
+            check_metadata(
+                "plan_approved",
+                Some(&json!({"owner_epoch":1,"z":1,"a":2})),
+                &l,
+                1,
+                false
+            )
+            .unwrap_err(),
+            "unsupported metadata fields: a, z"
+        );
+        assert!(check_metadata("plan_approved", None, &l, 1, false).is_err());
+    }
+
+    #[test]
+    fn recovery_provenance_is_all_or_nothing() {
+        let l = Limits::default();
+        let partial = json!({"owner_epoch":1,"recovery_original_run_id":"r"});
+        assert_eq!(
+            check_metadata("run_created", Some(&partial), &l, 1, false).unwrap_err(),
+            "recovery run provenance must be complete"
+        );
+    }
+
+    #[test]
+    fn transactions_need_a_legal_pair() {
+        let l = Limits::default();
+        let intent = |t: &str| {
+            json!({"agent_id":null,"event_type":t,"evidence_refs":[],"from_state":null,"lane_id":null,
+                   "metadata":{"owner_epoch":1},"owner_epoch":1,"reason":null,"timestamp":"2026-01-01T00:00:00Z","to_state":null})
+        };
+        let ok = json!({"owner_epoch":1,"intents":[intent("main_verification"), intent("run_completed")]});
+        assert!(check_metadata("transaction_committed", Some(&ok), &l, 1, false).is_ok());
+        let swapped = json!({"owner_epoch":1,"intents":[intent("run_completed"), intent("main_verification")]});
+        assert_eq!(
+            check_metadata("transaction_committed", Some(&swapped), &l, 1, false).unwrap_err(),
+            "transaction intent pair is unsupported"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! Owner handle files (`{"epoch","run_id","token"}`, 0600). The token is a
+//! secret: it is only ever written to the handle file; the receipt and every
+//! output carry its SHA-256 fingerprint.
+
+use serde_json::{Value, json};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::error::{StoreError, StoreResult};
+use super::paths::{is_symlink, resolve_nonstrict, stem};
+use super::secure::{FILE_MODE, create_exclusive, open_regular, open_secure_dir, read_limited};
+use crate::receipt::canonical;
+use crate::receipt::primitives::{as_int, is_identifier};
+
+/// A secret owner token. Debug and Display never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OwnerToken(String);
+
+impl OwnerToken {
+    /// A fresh uuid4 hex token (122 random bits), like the reference.
+    pub fn generate() -> OwnerToken {
+        OwnerToken(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// A token with a known value (tests, reproducing a reference run).
+    pub fn from_secret(secret: &str) -> OwnerToken {
+        OwnerToken(secret.to_string())
+    }
+
+    /// Lowercase hex SHA-256 of the token's UTF-8 bytes.
+    pub fn fingerprint(&self) -> String {
+        canonical::sha256_hex(self.0.as_bytes())
+    }
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OwnerToken(<secret>)")
+    }
+}
+
+/// What a handle file proves: which run, which epoch, which fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerHandle {
+    pub run_id: String,
+    pub epoch: u64,
+    pub fingerprint: String,
+}
+
+/// The canonical bytes of a handle file.
+fn handle_bytes(run_id: &str, epoch: u64, token: &OwnerToken) -> Vec<u8> {
+    let mut bytes = canonical::to_vec(&json!({"epoch": epoch, "run_id": run_id, "token": token.0}));
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Create a new handle file exclusively (no-follow, 0600, fsynced).
+pub fn create_handle(
+    path: &Path,
+    run_id: &str,
+    epoch: u64,
+    token: &OwnerToken,
+) -> StoreResult<OwnerHandle> {
+    if !stem(path).is_some_and(|s| is_identifier(&s)) {
+        return Err(StoreError::invalid(
+            "owner handle name must match the identifier contract",
+        ));
+    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    open_secure_dir(parent, "owner handle directory")?;
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(StoreError::invalid("owner handle already exists"));
+    }
+    create_exclusive(path, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
+        StoreError::Io(m) if m.starts_with("[Errno 17]") => {
+            StoreError::invalid("owner handle already exists")
+        }
+        other => other,
+    })?;
+    Ok(OwnerHandle {
+        run_id: run_id.to_string(),
+        epoch,
+        fingerprint: token.fingerprint(),
+    })
+}
+
+/// Read and validate a handle file. With `run_id`, it must belong to that run.
+pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle> {
+    let mut file = open_regular(path, "owner handle", Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, path, 4096)?
+        .ok_or_else(|| StoreError::invalid("owner handle is invalid"))?;
+    let value: Value = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(|| StoreError::invalid("owner handle is invalid"))?;
+    let Value::Object(map) = value else {
+        return Err(StoreError::invalid("owner handle fields are invalid"));
+    };
+    if map.len() != 3
+        || !["epoch", "run_id", "token"]
+            .iter()
+            .all(|k| map.contains_key(*k))
+    {
+        return Err(StoreError::invalid("owner handle fields are invalid"));
+    }
+    let handle_run = map["run_id"].as_str().filter(|r| is_identifier(r));
+    let Some(handle_run) = handle_run else {
+        return Err(StoreError::invalid(
+            "run_id must match the identifier contract",
+        ));
+    };
+    if run_id.is_some_and(|r| r != handle_run) {
+        return Err(StoreError::invalid("owner handle belongs to another run"));
+    }
+    let epoch = match as_int(&map["epoch"]) {
+        Some(e) if e >= 1 && e <= u64::MAX as i128 => e as u64,
+        _ => {
+            return Err(StoreError::invalid(
+                "owner epoch must be a positive integer",
+            ));
+        }
+    };
+    let token = match &map["token"] {
+        Value::String(t) if !t.is_empty() => OwnerToken(t.clone()),
+        _ => return Err(StoreError::invalid("owner handle token is invalid")),
+    };
+    Ok(OwnerHandle {
+        run_id: handle_run.to_string(),
+        epoch,
+        fingerprint: token.fingerprint(),
+    })
+}
+
+/// The contained-read rule: the handle is a direct child of
+/// `<root>/handles` and its stem is an identifier.
+pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<()> {
+    let handles = root.join("handles");
+    open_secure_dir(&handles, "state-root handles")?;
+    let handles_real = std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    if resolve_nonstrict(parent, cwd) != handles_real {
+        return Err(StoreError::invalid(
+            "owner handle must be a direct child of state-root handles",
+        ));
+    }
+    if !stem(path).is_some_and(|s| is_identifier(&s)) {
+        return Err(StoreError::invalid(
+            "owner handle name must match the identifier contract",
+        ));
+    }
+    Ok(())
+}
+
+/// The init rule for a handle that does not exist yet: contained under
+/// `<root>/handles` (which may not exist yet), a direct child, an
+/// identifier stem, and nothing (not even a dangling symlink) at the path.
+pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
+    let handles = resolve_nonstrict(&root.join("handles"), cwd);
+    let absolute = resolve_nonstrict(path, cwd);
+    if !absolute.starts_with(&handles) || absolute == handles {
+        return Err(StoreError::invalid(
+            "owner handle must be contained under state-root handles",
+        ));
+    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    if resolve_nonstrict(parent, cwd) != handles {
+        return Err(StoreError::invalid(
+            "owner handle must be a direct child of state-root handles",
+        ));
+    }
+    if !stem(path).is_some_and(|s| is_identifier(&s)) {
+        return Err(StoreError::invalid(
+            "owner handle name must match the identifier contract",
+        ));
+    }
+    if is_symlink(path) || std::fs::symlink_metadata(path).is_ok() {
+        return Err(StoreError::invalid("owner handle already exists"));
+    }
+    Ok(handles.join(path.file_name().unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_matches_the_reference_example() {
+        let token = OwnerToken::from_secret("5b12fa0b8bfd4c589bbd6c3637d25097");
+        assert_eq!(
+            token.fingerprint(),
+            "1667382387d683aa7f84c7768d11afa5b4860bc339135eb2a88f6cfb7ffaf11e"
+        );
+        assert!(!format!("{token:?}").contains("5b12"));
+    }
+
+    #[test]
+    fn handle_bytes_match_the_reference_example() {
+        let token = OwnerToken::from_secret("5b12fa0b8bfd4c589bbd6c3637d25097");
+        let bytes = handle_bytes("20261130T020310Z-728df1d6", 1, &token);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"epoch\":1,\"run_id\":\"20261130T020310Z-728df1d6\",\"token\":\"5b12fa0b8bfd4c589bbd6c3637d25097\"}\n"
+        );
+    }
+}

@@ -1,0 +1,489 @@
+//! The reference's directory lock (reference-runtime §5), so the Python tool
+//! and ours exclude each other: a lock directory `L` holding `owner.json`,
+//! a sibling initializer `.<name>.initializing.json`, and a reclaim claim
+//! `L/.reclaim.json` for stale locks (dead pid, 30 s grace by mtime).
+
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::error::{StoreError, StoreResult};
+use super::paths::is_symlink;
+use super::secure::{
+    DIR_MODE, FILE_MODE, check_metadata, create_exclusive, open_regular, open_secure_dir,
+    read_limited, sync_dir,
+};
+use crate::receipt::canonical;
+use crate::receipt::primitives::{as_int, format_now};
+
+const GRACE: Duration = Duration::from_secs(30);
+/// How long we wait for a live holder before answering "busy" (the
+/// reference answers at once; a short wait keeps concurrent callers calm).
+const PATIENCE: Duration = Duration::from_millis(1500);
+
+/// What a pid probe says about a lock holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidState {
+    Alive,
+    Dead,
+    Unknown,
+}
+
+/// `kill(pid, 0)`. Non-positive pids address process groups: never dead.
+pub fn probe_pid(pid: &Value) -> Option<PidState> {
+    let pid = as_int(pid)?;
+    if pid <= 0 {
+        return Some(PidState::Alive);
+    }
+    let Ok(pid) = i32::try_from(pid) else {
+        return Some(PidState::Unknown);
+    };
+    Some(
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+            Ok(()) => PidState::Alive,
+            Err(nix::errno::Errno::ESRCH) => PidState::Dead,
+            Err(_) => PidState::Unknown,
+        },
+    )
+}
+
+fn record(token: &str, nonce_key: &str) -> Vec<u8> {
+    let session = nix::unistd::getsid(None).map(|p| p.as_raw()).unwrap_or(0);
+    let now = format_now(chrono::Utc::now());
+    let mut bytes = canonical::to_vec(&json!({
+        "created_at": now,
+        "pid": std::process::id(),
+        "session_id": session,
+        nonce_key: token,
+    }));
+    bytes.push(b'\n');
+    bytes
+}
+
+fn fresh_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn is_young(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .map(|mtime| {
+            SystemTime::now()
+                .duration_since(mtime)
+                .map(|age| age < GRACE)
+                .unwrap_or(true)
+        })
+        .unwrap_or(false)
+}
+
+/// Read a small JSON record through a no-follow descriptor with an exact mode.
+fn read_record(path: &Path) -> StoreResult<Option<Value>> {
+    let mut file = open_regular(path, "state lock record", Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, path, 65536)?;
+    Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+}
+
+fn pid_of(record: &Value) -> Option<PidState> {
+    match record.get("pid") {
+        Some(Value::Bool(_)) | None => None,
+        Some(pid) => probe_pid(pid),
+    }
+}
+
+/// The lock's paths.
+#[derive(Debug, Clone)]
+pub struct DirLock {
+    dir: PathBuf,
+}
+
+/// Proof that we hold the lock; releasing happens on drop.
+#[derive(Debug)]
+pub struct LockGuard {
+    dir: PathBuf,
+    token: String,
+}
+
+impl DirLock {
+    pub fn new(dir: PathBuf) -> DirLock {
+        DirLock { dir }
+    }
+
+    fn owner(&self) -> PathBuf {
+        self.dir.join("owner.json")
+    }
+
+    fn initializer(&self) -> PathBuf {
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.dir
+            .with_file_name(format!(".{name}.initializing.json"))
+    }
+
+    fn claim(&self) -> PathBuf {
+        self.dir.join(".reclaim.json")
+    }
+
+    fn retired(&self, base: &Path, what: &str) -> PathBuf {
+        let name = base
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        base.with_file_name(format!("{name}.{what}.{}", fresh_token()))
+    }
+
+    /// Acquire, waiting briefly while a live holder works.
+    pub fn acquire(&self) -> StoreResult<LockGuard> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.try_acquire() {
+                Err(StoreError::Busy(message)) if started.elapsed() < PATIENCE => {
+                    let _ = message;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of the reference's protocol.
+    pub fn try_acquire(&self) -> StoreResult<LockGuard> {
+        let token = fresh_token();
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        if std::fs::symlink_metadata(parent).is_err() {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(&e, parent))?;
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(DIR_MODE))
+                .map_err(|e| StoreError::io(&e, parent))?;
+            if let Some(grand) = parent.parent() {
+                sync_dir(grand)?;
+            }
+        }
+        open_secure_dir(parent, "lock parent directory").map_err(|e| match e {
+            StoreError::Invalid(_) => {
+                StoreError::invalid("lock parent directory does not have the required secure mode")
+            }
+            other => other,
+        })?;
+        if !self.dir.exists() {
+            self.claim_initializer(&token)?;
+            match std::fs::create_dir(&self.dir) {
+                Ok(()) => return self.publish(token),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let _ = std::fs::remove_file(self.initializer());
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_file(self.initializer());
+                    return Err(StoreError::io(&e, &self.dir));
+                }
+            }
+        }
+        self.reclaim(token)
+    }
+
+    fn publish(&self, token: String) -> StoreResult<LockGuard> {
+        let result = (|| {
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
+                .map_err(|e| StoreError::io(&e, &self.dir))?;
+            std::fs::rename(self.initializer(), self.owner())
+                .map_err(|e| StoreError::io(&e, &self.owner()))?;
+            sync_dir(&self.dir)?;
+            sync_dir(self.dir.parent().unwrap_or(Path::new(".")))
+        })();
+        match result {
+            Ok(()) => Ok(LockGuard {
+                dir: self.dir.clone(),
+                token,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(self.initializer());
+                Err(e)
+            }
+        }
+    }
+
+    fn claim_initializer(&self, token: &str) -> StoreResult<()> {
+        let init = self.initializer();
+        for _ in 0..2 {
+            match create_exclusive(&init, &record(token, "token")) {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+                Err(e) => return Err(e),
+            }
+            if is_symlink(&init) {
+                return Err(StoreError::busy("state lock initializer is unsafe"));
+            }
+            let existing = match read_record(&init) {
+                Ok(v) => v,
+                Err(StoreError::Invalid(m)) if m.contains("secure mode") || m.contains("uid") => {
+                    return Err(StoreError::Invalid(m));
+                }
+                Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+            };
+            let pid = existing.as_ref().and_then(pid_of);
+            if is_young(&init) || matches!(pid, Some(PidState::Alive | PidState::Unknown)) {
+                return Err(StoreError::busy("state lock initialization is active"));
+            }
+            let stale = self.retired(&init, "stale");
+            if std::fs::rename(&init, &stale).is_err() {
+                return Err(StoreError::busy("state lock initializer changed"));
+            }
+            let _ = std::fs::remove_file(&stale);
+        }
+        Err(StoreError::busy(
+            "state lock initializer could not be claimed",
+        ))
+    }
+
+    /// The slow path: the lock directory exists.
+    fn reclaim(&self, token: String) -> StoreResult<LockGuard> {
+        if is_symlink(&self.dir) || is_symlink(&self.owner()) {
+            return Err(StoreError::busy("state lock path is unsafe"));
+        }
+        let secure = std::fs::symlink_metadata(&self.dir)
+            .map_err(|_| StoreError::busy("state lock changed during recovery"))
+            .and_then(|m| {
+                check_metadata(&m, "state lock", DIR_MODE)
+                    .map_err(|_| StoreError::busy("state lock path is insecure"))
+            });
+        secure?;
+        if let Ok(meta) = std::fs::symlink_metadata(self.owner()) {
+            if check_metadata(&meta, "state lock owner", FILE_MODE).is_err() {
+                return Err(StoreError::busy("state lock path is insecure"));
+            }
+        }
+        let owner_before = read_record(&self.owner()).ok().flatten();
+        match &owner_before {
+            None => {
+                let init = self.initializer();
+                if std::fs::symlink_metadata(&init).is_ok() {
+                    let existing = match read_record(&init) {
+                        Ok(v) => v,
+                        Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+                    };
+                    if existing.is_none() && std::fs::metadata(&init).is_ok_and(|m| m.len() > 0) {
+                        return Err(StoreError::busy("state lock initializer is unsafe"));
+                    }
+                    if matches!(
+                        existing.as_ref().and_then(pid_of),
+                        Some(PidState::Alive | PidState::Unknown)
+                    ) {
+                        return Err(StoreError::busy("state lock initialization is active"));
+                    }
+                }
+                if std::fs::symlink_metadata(self.owner()).is_ok() || is_young(&self.dir) {
+                    return Err(StoreError::busy("state lock owner is not readable yet"));
+                }
+            }
+            Some(record) => {
+                if pid_of(record) != Some(PidState::Dead) {
+                    return Err(StoreError::busy("state lock owner is live or unknown"));
+                }
+            }
+        }
+        self.elect(&token)?;
+        let owner_now = read_record(&self.owner()).ok().flatten();
+        let owner_present = std::fs::symlink_metadata(self.owner()).is_ok();
+        let unchanged = match &owner_before {
+            None => !owner_present,
+            Some(before) => owner_now.as_ref() == Some(before),
+        };
+        if !unchanged {
+            let _ = std::fs::remove_file(self.claim());
+            return Err(StoreError::busy("state lock owner changed during recovery"));
+        }
+        self.claim_initializer(&token)?;
+        let retired = self.retired(&self.dir, "retired");
+        let outcome = match std::fs::rename(&self.dir, &retired) {
+            Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
+            Ok(()) => match std::fs::create_dir(&self.dir) {
+                Err(_) => Err(StoreError::busy(
+                    "state lock was reacquired during recovery",
+                )),
+                Ok(()) => self.publish(token),
+            },
+        };
+        let _ = std::fs::remove_file(self.initializer());
+        let _ = std::fs::remove_dir_all(&retired);
+        outcome
+    }
+
+    fn elect(&self, token: &str) -> StoreResult<()> {
+        let claim = self.claim();
+        match create_exclusive(&claim, &record(token, "nonce")) {
+            Ok(()) => return Ok(()),
+            Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+            Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
+        }
+        if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {
+            return Err(StoreError::busy("state lock recovery claim is unsafe"));
+        }
+        let existing = read_record(&claim)?;
+        if is_young(&claim)
+            || matches!(
+                existing.as_ref().and_then(pid_of),
+                Some(PidState::Alive | PidState::Unknown) | None
+            )
+        {
+            return Err(StoreError::busy("state lock recovery is already claimed"));
+        }
+        let stale = self.dir.join(format!(".reclaim.stale.{}", fresh_token()));
+        std::fs::rename(&claim, &stale)
+            .map_err(|_| StoreError::busy("state lock recovery claim changed"))?;
+        let _ = std::fs::remove_file(&stale);
+        match create_exclusive(&claim, &record(token, "nonce")) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(StoreError::busy("state lock recovery claim was reacquired")),
+        }
+    }
+
+    /// `lock_owner_status` of the reference's diagnosis.
+    pub fn status(&self) -> &'static str {
+        let owner = self.owner();
+        let Ok(meta) = std::fs::symlink_metadata(&owner) else {
+            let dir_exists = std::fs::symlink_metadata(&self.dir).is_ok();
+            let init_exists = std::fs::symlink_metadata(self.initializer()).is_ok();
+            return if dir_exists || init_exists {
+                "locked_initializing"
+            } else {
+                "unlocked"
+            };
+        };
+        if !meta.is_file() {
+            return "unsafe";
+        }
+        let value = std::fs::read(&owner)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        match value
+            .as_ref()
+            .and_then(|v| v.as_object())
+            .and_then(|o| o.get("pid"))
+        {
+            Some(Value::Bool(_)) | None => "invalid",
+            Some(pid) => match probe_pid(pid) {
+                None => "invalid",
+                Some(PidState::Alive) => "locked_alive",
+                Some(PidState::Dead) => "locked_dead",
+                Some(PidState::Unknown) => "locked_unknown",
+            },
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let owner = self.dir.join("owner.json");
+        let ours = std::fs::symlink_metadata(&owner).is_ok_and(|m| m.is_file())
+            && std::fs::read(&owner)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|v| {
+                    v.get("token")
+                        .and_then(Value::as_str)
+                        .map(|t| t == self.token)
+                })
+                .unwrap_or(false);
+        if ours {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            if let Some(parent) = self.dir.parent() {
+                let _ = sync_dir(parent);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::DirBuilderExt;
+
+    fn setup() -> (tempfile::TempDir, DirLock) {
+        let tmp = tempfile::tempdir().unwrap();
+        let locks = tmp.path().join("locks");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&locks)
+            .unwrap();
+        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let lock = DirLock::new(locks.join("receipt"));
+        (tmp, lock)
+    }
+
+    fn write_owner(lock: &DirLock, body: &str) {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&lock.dir)
+            .unwrap();
+        std::fs::set_permissions(&lock.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        create_exclusive(&lock.owner(), body.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn acquire_and_release() {
+        let (_tmp, lock) = setup();
+        assert_eq!(lock.status(), "unlocked");
+        let guard = lock.try_acquire().unwrap();
+        assert_eq!(lock.status(), "locked_alive");
+        assert!(
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is live or unknown")
+        );
+        drop(guard);
+        assert_eq!(lock.status(), "unlocked");
+        assert!(!lock.dir.exists());
+    }
+
+    #[test]
+    fn dead_owner_is_reclaimed() {
+        let (_tmp, lock) = setup();
+        // A pid that does not fit an i32 is unknown, never reclaimed.
+        write_owner(&lock, "{\"pid\":99999999999,\"token\":\"x\"}\n");
+        assert_eq!(lock.status(), "locked_unknown");
+        assert!(lock.try_acquire().is_err());
+        std::fs::remove_dir_all(&lock.dir).unwrap();
+        // pid_max is at most 2^22, so this pid is dead.
+        write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
+        assert_eq!(lock.status(), "locked_dead");
+        let guard = lock.try_acquire().unwrap();
+        assert_eq!(lock.status(), "locked_alive");
+        drop(guard);
+        assert!(!lock.dir.exists());
+        let leftovers: Vec<_> = std::fs::read_dir(lock.dir.parent().unwrap())
+            .unwrap()
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn unreadable_or_odd_owners_are_busy() {
+        for body in ["garbage", "{\"pid\":true}", "[1]", "{\"pid\":1}"] {
+            let (_tmp, lock) = setup();
+            write_owner(&lock, body);
+            assert!(
+                matches!(lock.try_acquire(), Err(StoreError::Busy(_))),
+                "{body}"
+            );
+            let status = lock.status();
+            assert!(
+                ["invalid", "locked_alive"].contains(&status),
+                "{body}: {status}"
+            );
+        }
+    }
+
+    #[test]
+    fn fresh_empty_lock_dir_is_initializing() {
+        let (_tmp, lock) = setup();
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&lock.dir)
+            .unwrap();
+        std::fs::set_permissions(&lock.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(lock.status(), "locked_initializing");
+        assert!(
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is not readable yet")
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! Secure opens: every check runs on the opened descriptor (fstat), never
+//! path-then-open. Files are 0600, directories 0700, owned by the real uid,
+//! never symlinks. Creations and renames are followed by a directory fsync.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+use super::error::{StoreError, StoreResult};
+use super::paths::is_symlink;
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+
+/// The reference's three-part secure-mode check, on a descriptor's metadata.
+pub fn check_metadata(meta: &std::fs::Metadata, kind: &str, mode: u32) -> StoreResult<()> {
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(StoreError::invalid(format!(
+            "{kind} must be owned by the current uid"
+        )));
+    }
+    if meta.mode() & 0o7777 != mode {
+        return Err(StoreError::invalid(format!(
+            "{kind} does not have the required secure mode"
+        )));
+    }
+    Ok(())
+}
+
+fn symlink_or_io(error: std::io::Error, path: &Path, kind: &str) -> StoreError {
+    if matches!(
+        error.raw_os_error(),
+        Some(libc::ELOOP) | Some(libc::ENOTDIR)
+    ) && is_symlink(path)
+    {
+        StoreError::invalid(format!("{kind} must not be a symlink"))
+    } else if error.raw_os_error() == Some(libc::ENOTDIR) {
+        StoreError::invalid(format!("{kind} is not a directory"))
+    } else {
+        StoreError::io(&error, path)
+    }
+}
+
+/// Open a directory without following a final symlink and check it is a
+/// 0700 directory owned by us.
+pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<File> {
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| symlink_or_io(e, path, kind))?;
+    let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
+    if !meta.is_dir() {
+        return Err(StoreError::invalid(format!("{kind} is not a directory")));
+    }
+    check_metadata(&meta, kind, DIR_MODE)?;
+    Ok(dir)
+}
+
+/// Open a file for reading without following a final symlink; it must be a
+/// regular file. With `mode`, also check owner and exact mode.
+pub fn open_regular(path: &Path, kind: &str, mode: Option<u32>) -> StoreResult<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| symlink_or_io(e, path, kind))?;
+    let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
+    if !meta.is_file() {
+        return Err(StoreError::invalid(format!(
+            "{kind} must be a regular file"
+        )));
+    }
+    if let Some(mode) = mode {
+        check_metadata(&meta, kind, mode)?;
+    }
+    Ok(file)
+}
+
+/// fsync a directory so a new or renamed entry survives a power loss.
+pub fn sync_dir(path: &Path) -> StoreResult<()> {
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::io(&e, path))?;
+    dir.sync_all().map_err(|e| StoreError::io(&e, path))
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Create a 0700 directory (parent must exist) or validate an existing one.
+/// Returns true when it was created.
+pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
+    let created = match std::fs::create_dir(path) {
+        Ok(()) => {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
+                .map_err(|e| StoreError::io(&e, path))?;
+            sync_dir(&parent_of(path))?;
+            true
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(StoreError::io(&e, path)),
+    };
+    open_secure_dir(path, kind)?;
+    Ok(created)
+}
+
+/// Write all bytes; a zero-byte write is an error, short writes continue.
+fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match file.write(rest) {
+            Ok(0) => {
+                return Err(StoreError::Io(format!(
+                    "write made no progress: '{}'",
+                    path.display()
+                )));
+            }
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(StoreError::io(&e, path)),
+        }
+    }
+    Ok(())
+}
+
+/// Create a new 0600 file exclusively (no-follow), write it and fsync it
+/// and its directory.
+pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::io(&e, path))?;
+    let result = (|| {
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(|e| StoreError::io(&e, path))?;
+        write_all(&mut file, bytes, path)?;
+        file.sync_all().map_err(|e| StoreError::io(&e, path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+        return result;
+    }
+    sync_dir(&parent_of(path))
+}
+
+/// Replace `path` atomically with `bytes`: exclusive 0600 temp file in the
+/// same directory, fsync, rename, fsync the directory.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    if is_symlink(path) {
+        return Err(StoreError::invalid("atomic target must not be a symlink"));
+    }
+    let dir = parent_of(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let suffix: String = uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(8)
+        .collect();
+    let temp = dir.join(format!(".{name}.{suffix}.tmp"));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&temp)
+        .map_err(|e| StoreError::io(&e, &temp))?;
+    let result = (|| {
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(|e| StoreError::io(&e, &temp))?;
+        write_all(&mut file, bytes, &temp)?;
+        file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
+        std::fs::rename(&temp, path).map_err(|e| StoreError::io(&e, path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+        return result;
+    }
+    sync_dir(&dir)
+}
+
+/// Append one whole line to the receipt: no-follow, 0600, fsync of the file
+/// (and of the directory when the file was created). Only after this returns
+/// may success be reported.
+pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
+    let existed = std::fs::symlink_metadata(path).is_ok();
+    if is_symlink(path) {
+        return Err(StoreError::invalid("receipt path must not be a symlink"));
+    }
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| symlink_or_io(e, path, "receipt path"))?;
+    let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
+    if !meta.is_file() {
+        return Err(StoreError::invalid("receipt must be a regular file"));
+    }
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(StoreError::invalid(
+            "receipt must be owned by the current uid",
+        ));
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+        .map_err(|e| StoreError::io(&e, path))?;
+    write_all(&mut file, line, path)?;
+    file.sync_all().map_err(|e| StoreError::io(&e, path))?;
+    if !existed {
+        sync_dir(&parent_of(path))?;
+    }
+    Ok(())
+}
+
+/// Read a whole small file through a secure descriptor, refusing files
+/// larger than `max` bytes.
+pub fn read_limited(file: &mut File, path: &Path, max: u64) -> StoreResult<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| StoreError::io(&e, path))?;
+    Ok(if bytes.len() as u64 > max {
+        None
+    } else {
+        Some(bytes)
+    })
+}
