@@ -1,3 +1,193 @@
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+//! The command-line surface: clap definitions, dispatch and envelopes.
+//! Parse, call, render; nothing else lives here.
+
+pub mod envelope;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::{Map, Value};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::commands::{self, FlowError, FlowResult};
+use crate::store::discovery::{DiscoveryEnv, discover};
+
+const EPILOG: &str = "Required fields are shown per command. UTC timestamps end in Z. Read-only commands never \
+mutate receipts. Phase 1 supports only verify, rebuild, and receipt-diagnose. Safe next commands appear in \
+command help. In-place migration is unavailable.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bluetape-flow",
+    about = "Guarded Bluetape receipt and coordinator command surface.",
+    after_help = EPILOG,
+    infer_long_args = true,
+    args_override_self = true,
+    disable_version_flag = true
+)]
+pub struct Cli {
+    /// The state root (must precede the command).
+    #[arg(long = "state-root", value_name = "STATE_ROOT")]
+    pub state_root: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command. In-place migration is unavailable.
+    #[command(name = "state-root", args_override_self = true)]
+    StateRoot(StateRootArgs),
+    /// Mutation. Capability: workspace bootstrap. Safe next: run-approve. In-place migration is unavailable.
+    #[command(args_override_self = true)]
+    Init(InitArgs),
+    /// Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild or the manifest-supported inspection command. In-place migration is unavailable.
+    #[command(args_override_self = true)]
+    Verify(RunArgs),
+    /// Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable.
+    #[command(args_override_self = true)]
+    Rebuild(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StateRootArgs {
+    #[arg(long)]
+    pub start: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    #[arg(long = "workflow-type", required = true)]
+    pub workflow_type: String,
+    #[arg(long = "repo-root", required = true)]
+    pub repo_root: PathBuf,
+    #[arg(long = "owner-file", required = true)]
+    pub owner_file: PathBuf,
+    #[arg(long = "component", required = true, action = clap::ArgAction::Append)]
+    pub component: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+}
+
+/// What a command printed: the operation name and its data.
+struct Success {
+    operation: &'static str,
+    data: Map<String, Value>,
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
+    let start = match &cli.command {
+        Command::StateRoot(args) => args.start.clone(),
+        _ => None,
+    };
+    let root = discover(cli.state_root.as_deref(), start.as_deref(), env)?;
+    let success = dispatch(cli.command, &root, env)?;
+    Ok((path_text(&root), success))
+}
+
+fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Success> {
+    Ok(match command {
+        Command::StateRoot(_) => Success {
+            operation: "state-root",
+            data: Map::new(),
+        },
+        Command::Init(args) => {
+            let request = commands::init::InitRequest {
+                workflow_type: args.workflow_type,
+                repo_root: args.repo_root,
+                owner_file: args.owner_file,
+                components: args.component,
+            };
+            let outcome =
+                commands::init::init(root, env, &request, &commands::init::InitEntropy::fresh())?;
+            Success {
+                operation: "init",
+                data: commands::init::outcome_json(&outcome),
+            }
+        }
+        Command::Verify(args) => Success {
+            operation: "verify",
+            data: commands::verify(root, &args.run_id)?,
+        },
+        Command::Rebuild(args) => Success {
+            operation: "rebuild",
+            data: commands::rebuild::rebuild(root, &args.run_id)?,
+        },
+    })
+}
+
+/// clap's message without its "error: " prefix, usage and tips, on one line.
+fn parse_error_message(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let body = text.split("\n\nUsage:").next().unwrap_or(&text);
+    let body = body.trim().trim_start_matches("error: ");
+    body.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn emit(stream: &mut dyn Write, line: &str) {
+    let _ = stream.write_all(line.as_bytes());
+    let _ = stream.write_all(b"\n");
+    let _ = stream.flush();
+}
+
+/// Run the CLI on `args` with `env`, writing to the given streams.
+pub fn run_with(
+    args: Vec<OsString>,
+    env: &DiscoveryEnv,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let matches = Cli::command().try_get_matches_from(args);
+    let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let text = e.render().to_string();
+                let _ = out.write_all(text.as_bytes());
+                if !text.ends_with('\n') {
+                    let _ = out.write_all(b"\n");
+                }
+                return 0;
+            }
+            let (code, text) = envelope::failure(&FlowError::Contract(parse_error_message(&e)));
+            emit(err, &text);
+            return code;
+        }
+    };
+    match run(cli, env) {
+        Ok((root, success)) => {
+            emit(
+                out,
+                &envelope::success(success.operation, &root, success.data),
+            );
+            0
+        }
+        Err(error) => {
+            let (code, text) = envelope::failure(&error);
+            emit(err, &text);
+            code
+        }
+    }
+}
+
+/// The binary's entry point.
+pub fn main() -> ExitCode {
+    let env = DiscoveryEnv::from_process();
+    let code = run_with(
+        std::env::args_os().collect(),
+        &env,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    );
+    ExitCode::from(code)
 }

@@ -2,6 +2,7 @@
 //! contract and streaming verification. Pure: no filesystem access.
 
 pub mod canonical;
+pub mod event;
 pub mod manifest;
 pub mod primitives;
 pub mod rules;

@@ -70,6 +70,9 @@ pub struct ChainVerifier<'a> {
     manifest: &'a RunManifest,
     run_id: &'a str,
     position: ChainPosition,
+    /// Lines up to this sequence must be byte-for-byte canonical: this tool
+    /// acknowledged them, so any other bytes are an edit made afterwards.
+    canonical_until: u64,
 }
 
 impl<'a> ChainVerifier<'a> {
@@ -78,7 +81,13 @@ impl<'a> ChainVerifier<'a> {
             manifest,
             run_id,
             position,
+            canonical_until: 0,
         }
+    }
+
+    /// Require byte-canonical lines up to `sequence` (the acknowledged head).
+    pub fn require_canonical_until(&mut self, sequence: u64) {
+        self.canonical_until = sequence;
     }
 
     pub fn position(&self) -> &ChainPosition {
@@ -182,6 +191,11 @@ impl<'a> ChainVerifier<'a> {
         let claimed = event["checksum"].as_str().unwrap_or_default().to_string();
         if event_checksum(&event) != claimed {
             return Err(self.damage("checksum mismatch"));
+        }
+        if expected_sequence <= self.canonical_until
+            && canonical::to_vec(&Value::Object(event.clone())).as_slice() != content
+        {
+            return Err(self.damage("event bytes differ from their acknowledged canonical form"));
         }
         self.position.sequence = expected_sequence;
         self.position.checksum = claimed;

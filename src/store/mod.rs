@@ -7,6 +7,7 @@ pub mod error;
 pub mod handle;
 pub mod lock;
 pub mod paths;
+pub mod run;
 pub mod secure;
 
 pub use error::{StoreError, StoreResult};

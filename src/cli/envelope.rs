@@ -1,0 +1,112 @@
+//! The reference's JSON envelopes: `json.dumps(obj, ensure_ascii=False,
+//! sort_keys=True)`, i.e. sorted keys with `", "` and `": "` separators.
+
+use serde_json::{Map, Value};
+
+use crate::commands::FlowError;
+use crate::receipt::canonical;
+
+/// Render like Python's default `json.dumps` with sorted keys.
+pub fn render(value: &Value) -> String {
+    let mut out = Vec::new();
+    write(&mut out, value);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                canonical::write_string(out, key);
+                out.extend_from_slice(b": ");
+                write(out, item);
+            }
+            out.push(b'}');
+        }
+        scalar => out.extend_from_slice(&canonical::to_vec(scalar)),
+    }
+}
+
+/// The success envelope: `ok`, `operation`, `state_root` plus the data.
+pub fn success(operation: &str, state_root: &str, mut data: Map<String, Value>) -> String {
+    data.insert("ok".into(), Value::Bool(true));
+    data.insert("operation".into(), Value::String(operation.to_string()));
+    data.insert("state_root".into(), Value::String(state_root.to_string()));
+    render(&Value::Object(data))
+}
+
+/// Exit status, `error` code, `retryable` and `next_command` of an error.
+pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static str>) {
+    match error {
+        FlowError::Contract(_) => (2, "contract_error", false, None),
+        FlowError::ReceiptCorrupt(_) => (3, "receipt_corrupt", false, Some("receipt-diagnose")),
+        FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
+        FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
+        FlowError::CompletionBlocked { .. } => {
+            (6, "completion_blocked", true, Some("completion-check"))
+        }
+        FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+    }
+}
+
+/// The failure envelope and its exit status.
+pub fn failure(error: &FlowError) -> (u8, String) {
+    let (code, name, retryable, next) = classify(error);
+    let mut map = Map::new();
+    map.insert("error".into(), Value::String(name.to_string()));
+    let message: String = error.message().chars().take(500).collect();
+    map.insert("message".into(), Value::String(message));
+    map.insert("ok".into(), Value::Bool(false));
+    map.insert("retryable".into(), Value::Bool(retryable));
+    if let Some(next) = next {
+        map.insert("next_command".into(), Value::String(next.to_string()));
+    }
+    if let FlowError::CompletionBlocked { missing_ids, .. } = error {
+        map.insert(
+            "missing_ids".into(),
+            Value::from(missing_ids.iter().take(64).cloned().collect::<Vec<_>>()),
+        );
+    }
+    (code, render(&Value::Object(map)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_default_separators() {
+        let v: Value = serde_json::from_str(r#"{"b":[1,{"c":"✓"}],"a":null}"#).unwrap();
+        assert_eq!(render(&v), r#"{"a": null, "b": [1, {"c": "✓"}]}"#);
+    }
+
+    #[test]
+    fn failure_envelope_shape() {
+        let (code, text) = failure(&FlowError::ReceiptCorrupt(
+            "receipt contains no events".into(),
+        ));
+        assert_eq!(code, 3);
+        assert_eq!(
+            text,
+            r#"{"error": "receipt_corrupt", "message": "receipt contains no events", "next_command": "receipt-diagnose", "ok": false, "retryable": false}"#
+        );
+        let long = "x".repeat(600);
+        let (_, text) = failure(&FlowError::Contract(long));
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["message"].as_str().unwrap().len(), 500);
+    }
+}

@@ -1,0 +1,79 @@
+use std::fmt;
+
+use crate::receipt::manifest::ManifestError;
+use crate::store::StoreError;
+use crate::store::run::RunReadError;
+
+/// Every way a command can refuse. The CLI maps each to its exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowError {
+    /// Bad input or a broken state-root rule (exit 2).
+    Contract(String),
+    /// The receipt or its snapshot is damaged (exit 3).
+    ReceiptCorrupt(String),
+    /// A manifest this tool cannot speak (exit 4).
+    IncompatibleManifest(String),
+    /// Another writer, a stale owner or a state conflict (exit 5).
+    Conflict(String),
+    /// Completion evidence is missing (exit 6).
+    CompletionBlocked {
+        message: String,
+        missing_ids: Vec<String>,
+    },
+    /// A Phase 2 command on a Phase 1 run (exit 7).
+    Unsupported(String),
+}
+
+impl FlowError {
+    pub fn contract(m: impl Into<String>) -> Self {
+        FlowError::Contract(m.into())
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            FlowError::Contract(m)
+            | FlowError::ReceiptCorrupt(m)
+            | FlowError::IncompatibleManifest(m)
+            | FlowError::Conflict(m)
+            | FlowError::Unsupported(m) => m,
+            FlowError::CompletionBlocked { message, .. } => message,
+        }
+    }
+}
+
+impl fmt::Display for FlowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for FlowError {}
+
+impl From<StoreError> for FlowError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Busy(m) => FlowError::Conflict(m),
+            StoreError::Invalid(m) | StoreError::Io(m) => FlowError::Contract(m),
+        }
+    }
+}
+
+impl From<ManifestError> for FlowError {
+    fn from(e: ManifestError) -> Self {
+        match e {
+            ManifestError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
+            ManifestError::Incompatible(m) => FlowError::IncompatibleManifest(m),
+        }
+    }
+}
+
+impl From<RunReadError> for FlowError {
+    fn from(e: RunReadError) -> Self {
+        match e {
+            RunReadError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
+            RunReadError::Store(s) => s.into(),
+        }
+    }
+}
+
+pub type FlowResult<T> = Result<T, FlowError>;

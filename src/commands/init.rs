@@ -1,0 +1,318 @@
+//! `init`: create the state-root skeleton if needed, a run directory, its
+//! frozen manifest snapshot, the first receipt event and the owner handle.
+//! Everything that can be checked is checked before anything is created;
+//! a failure after the run directory exists removes it again.
+
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+
+use super::error::{FlowError, FlowResult};
+use super::ledger::open_run;
+use crate::receipt::canonical;
+use crate::receipt::event::EventDraft;
+use crate::receipt::manifest::{ManifestContract, bundled};
+use crate::receipt::primitives::{Instant, format_now, is_identifier};
+use crate::receipt::rules::{EventContract, check_event};
+use crate::store::handle::{OwnerToken, check_new_handle_path, create_handle};
+use crate::store::paths::{expand_tilde, is_symlink};
+use crate::store::run::{AckHead, RunDir};
+use crate::store::secure::{atomic_write, ensure_secure_dir, open_secure_dir, sync_dir};
+use crate::store::{StoreError, discovery::DiscoveryEnv};
+
+/// What `init` was asked for.
+#[derive(Debug, Clone)]
+pub struct InitRequest {
+    pub workflow_type: String,
+    pub repo_root: PathBuf,
+    pub owner_file: PathBuf,
+    pub components: Vec<String>,
+}
+
+/// The values `init` takes from the clock and the random source, passed in
+/// so a run can be reproduced exactly.
+#[derive(Debug, Clone)]
+pub struct InitEntropy {
+    pub now: Instant,
+    /// 8 lowercase hex characters for the run id.
+    pub run_suffix: String,
+    pub token: OwnerToken,
+    /// 32 hex characters naming the staging handle.
+    pub staging_suffix: String,
+}
+
+impl InitEntropy {
+    pub fn fresh() -> InitEntropy {
+        InitEntropy {
+            now: chrono::Utc::now(),
+            run_suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
+            token: OwnerToken::generate(),
+            staging_suffix: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+}
+
+/// The result printed by the CLI.
+#[derive(Debug, Clone)]
+pub struct InitOutcome {
+    pub run_id: String,
+    pub checksum: String,
+    pub component_ids: Vec<String>,
+    pub workflow_type: String,
+}
+
+const SUBDIRS: [&str; 6] = [
+    "runs",
+    "reports",
+    "candidates",
+    "locks",
+    "handles",
+    "quarantine",
+];
+const CONFIG: &str =
+    r#"{"runtime":"bluetape-workflow","schema_version":1,"workspace":"bluetape4k"}"#;
+
+fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
+    let mut ids: Vec<String> = Vec::new();
+    for id in components {
+        if !is_identifier(id) {
+            return Err(FlowError::contract(
+                "component_id must match the identifier contract",
+            ));
+        }
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    Ok(ids)
+}
+
+/// Create the state root and its directories (validating existing ones).
+fn ensure_skeleton(root: &Path) -> FlowResult<()> {
+    if is_symlink(root) {
+        return Err(StoreError::invalid("state root must not be a symlink").into());
+    }
+    if std::fs::symlink_metadata(root).is_ok() {
+        open_secure_dir(root, "state root")?;
+    } else {
+        ensure_secure_dir(root, "state root")?;
+    }
+    for name in SUBDIRS {
+        ensure_secure_dir(&root.join(name), &format!("state-root {name}"))?;
+    }
+    let config = root.join("config.json");
+    if std::fs::symlink_metadata(&config).is_err() {
+        atomic_write(&config, format!("{CONFIG}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Run `init`.
+pub fn init(
+    root: &Path,
+    env: &DiscoveryEnv,
+    request: &InitRequest,
+    entropy: &InitEntropy,
+) -> FlowResult<InitOutcome> {
+    let manifest = bundled()?;
+    let workflow_types = manifest.contract["workflow_types"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !workflow_types
+        .iter()
+        .any(|t| t.as_str() == Some(request.workflow_type.as_str()))
+    {
+        return Err(FlowError::contract("unknown workflow type"));
+    }
+    if request.components.is_empty() {
+        return Err(FlowError::contract("component list must not be empty"));
+    }
+    let component_ids = dedupe(&request.components)?;
+    let repo = crate::store::paths::absolute(
+        &expand_tilde(&request.repo_root, env.home.as_ref()),
+        &env.cwd,
+    );
+    let repo = std::fs::canonicalize(&repo).map_err(|e| StoreError::io(&e, &repo))?;
+    if !repo.is_dir() {
+        return Err(FlowError::contract("repo_root must be a directory"));
+    }
+    let repo_text = repo
+        .to_str()
+        .ok_or_else(|| FlowError::contract("repo_root must be valid UTF-8"))?
+        .to_string();
+    if is_symlink(root) {
+        return Err(StoreError::invalid("state root must not be a symlink").into());
+    }
+    let owner_file = expand_tilde(&request.owner_file, env.home.as_ref());
+    let owner_target = check_new_handle_path(root, &owner_file, &env.cwd)?;
+    if std::fs::symlink_metadata(root).is_err() {
+        let parent = root.parent().unwrap_or(Path::new("/"));
+        if !parent.is_dir() {
+            return Err(FlowError::contract(format!(
+                "[Errno 2] No such file or directory: '{}'",
+                root.display()
+            )));
+        }
+    } else {
+        open_secure_dir(root, "state root")?;
+    }
+    let run_id = format!(
+        "{}-{}",
+        entropy.now.format("%Y%m%dT%H%M%SZ"),
+        entropy.run_suffix
+    );
+    if !is_identifier(&run_id) {
+        return Err(FlowError::contract(
+            "run_id must match the identifier contract",
+        ));
+    }
+
+    ensure_skeleton(root)?;
+    let run = RunDir::new(root, &run_id);
+    std::fs::create_dir(&run.dir).map_err(|e| StoreError::io(&e, &run.dir))?;
+    let staging = root
+        .join("handles")
+        .join(format!("init-{}.owner", entropy.staging_suffix));
+    let mut published = false;
+    let result = create_run(
+        &run,
+        &manifest,
+        request,
+        entropy,
+        &component_ids,
+        &repo_text,
+        &staging,
+        &owner_target,
+        &mut published,
+    );
+    if result.is_err() && !published {
+        let _ = std::fs::remove_file(&staging);
+        let _ = std::fs::remove_dir_all(&run.dir);
+        let _ = sync_dir(&root.join("runs"));
+    }
+    let checksum = result?;
+    Ok(InitOutcome {
+        run_id,
+        checksum,
+        component_ids,
+        workflow_type: request.workflow_type.clone(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_run(
+    run: &RunDir,
+    manifest: &ManifestContract,
+    request: &InitRequest,
+    entropy: &InitEntropy,
+    component_ids: &[String],
+    repo_root: &str,
+    staging: &Path,
+    owner_target: &Path,
+    published: &mut bool,
+) -> FlowResult<String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&run.dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| StoreError::io(&e, &run.dir))?;
+    sync_dir(&run.root.join("runs"))?;
+    run.validate()?;
+    for name in ["lanes", "heartbeats", "locks"] {
+        ensure_secure_dir(&run.dir.join(name), "run directory")?;
+    }
+    let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
+    let mut snapshot = manifest.contract.as_object().cloned().unwrap_or_default();
+    snapshot.insert(
+        "_run".into(),
+        json!({
+            "component_ids": component_ids,
+            "initial_owner_epoch": 1,
+            "manifest_hash": manifest.hash,
+            "owner_epoch": 1,
+            "owner_fingerprint": handle.fingerprint,
+            "repo_root": repo_root,
+            "workflow_type": request.workflow_type,
+        }),
+    );
+    let mut bytes = canonical::to_vec(&Value::Object(snapshot));
+    bytes.push(b'\n');
+    atomic_write(&run.manifest_path(), &bytes)?;
+
+    // The first event goes through the same open → lock → verify path as
+    // every append, against the snapshot just written.
+    let opened = open_run(&run.root, &run.run_id)?;
+    let draft = EventDraft {
+        run_id: run.run_id.clone(),
+        lane_id: None,
+        agent_id: None,
+        sequence: 1,
+        event_type: "run_created".into(),
+        from_state: None,
+        to_state: Some("planned".into()),
+        timestamp: format_now(entropy.now),
+        owner_token: handle.fingerprint.clone(),
+        manifest_hash: opened.manifest.contract.hash.clone(),
+        previous_checksum: String::new(),
+        evidence_refs: json!([]),
+        reason: None,
+        metadata: Some(json!({"owner_epoch": 1})),
+    };
+    let sealed = draft.seal();
+    let contract = EventContract {
+        family: opened.manifest.contract.family,
+        event_types: &opened.manifest.contract.event_types,
+        limits: &opened.manifest.contract.limits,
+        epoch: 1,
+    };
+    check_event(&sealed.event, &contract).map_err(FlowError::Contract)?;
+    if (sealed.line.len() as u64 - 1) > opened.manifest.contract.limits.max_receipt_line_bytes {
+        return Err(FlowError::contract(
+            "receipt event exceeds max_receipt_line_bytes",
+        ));
+    }
+    {
+        let _guard = run.receipt_lock().acquire()?;
+        if std::fs::symlink_metadata(run.receipt_path()).is_ok() {
+            return Err(FlowError::Conflict(
+                "receipt head changed before mutation".into(),
+            ));
+        }
+        crate::store::secure::append_line(&run.receipt_path(), &sealed.line)?;
+        run.write_head(&AckHead {
+            sequence: 1,
+            checksum: sealed.checksum.clone(),
+            byte_length: sealed.line.len() as u64,
+        })?;
+        let cache =
+            super::simple_run_cache(&run.run_id, &opened.manifest.contract.hash, [&sealed.event]);
+        run.write_cache(&run.run_cache_path(), &cache)?;
+    }
+
+    // Publish the handle under its requested name: a hard link never
+    // follows a symlink and fails if anything is already there.
+    match std::fs::hard_link(staging, owner_target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(FlowError::contract("owner handle already exists"));
+        }
+        Err(e) => return Err(StoreError::io(&e, owner_target).into()),
+    }
+    *published = true;
+    let _ = std::fs::remove_file(staging);
+    sync_dir(&run.root.join("handles"))?;
+    Ok(sealed.checksum)
+}
+
+/// Keys of the init output (beyond the envelope).
+pub fn outcome_json(outcome: &InitOutcome) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("checksum".into(), Value::String(outcome.checksum.clone()));
+    map.insert("component_ids".into(), json!(outcome.component_ids));
+    map.insert("owner_epoch".into(), Value::from(1));
+    map.insert("run_id".into(), Value::String(outcome.run_id.clone()));
+    map.insert("sequence".into(), Value::from(1));
+    map.insert(
+        "workflow_type".into(),
+        Value::String(outcome.workflow_type.clone()),
+    );
+    map
+}

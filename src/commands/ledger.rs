@@ -1,0 +1,173 @@
+//! Opening a run and verifying its receipt: the shared read path of every
+//! command. Verification streams; the caller sees each verified event.
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use super::error::{FlowError, FlowResult};
+use crate::receipt::manifest::{RunManifest, load_run_manifest};
+use crate::receipt::primitives::is_identifier;
+use crate::receipt::rules::Family;
+use crate::receipt::verify::{
+    ChainPosition, ChainVerifier, INCOMPLETE, NO_EVENTS, ReceiptDamage, StreamStop,
+};
+use crate::store::run::RunDir;
+
+/// An opened run: its directory and validated manifest snapshot.
+#[derive(Debug, Clone)]
+pub struct OpenRun {
+    pub dir: RunDir,
+    pub manifest: RunManifest,
+}
+
+/// Check the run id, then load and validate the manifest snapshot.
+pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+    if !is_identifier(run_id) {
+        return Err(FlowError::contract(
+            "run id must match the identifier contract",
+        ));
+    }
+    let dir = RunDir::new(root, run_id);
+    let bytes = dir.read_manifest()?;
+    let manifest = load_run_manifest(&bytes)?;
+    Ok(OpenRun { dir, manifest })
+}
+
+impl OpenRun {
+    /// Coordinator commands need a Phase 2 (1.1) run.
+    pub fn require_phase2(&self) -> FlowResult<()> {
+        match self.manifest.contract.family {
+            Family::V1_1 => Ok(()),
+            Family::V1_0 => Err(FlowError::Unsupported(
+                "the selected run manifest does not support coordinator commands".into(),
+            )),
+        }
+    }
+}
+
+/// The outcome of a full verification.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Every line verified; the head is trustworthy.
+    Intact(ChainPosition),
+    /// The receipt is damaged at a line.
+    Damaged(ReceiptDamage),
+    /// A verified event was refused by the caller's consumer (e.g. replay).
+    Rejected {
+        sequence: u64,
+        message: String,
+        position: ChainPosition,
+    },
+}
+
+/// Stream-verify the whole receipt, handing each verified event to
+/// `consume`. Also checks the acknowledged head (decisions.md 16): a receipt
+/// that ends before it, or disagrees with it, is damaged.
+pub fn verify_receipt(
+    run: &OpenRun,
+    mut consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+) -> FlowResult<Verdict> {
+    let head = run.dir.read_head()?;
+    let mut reader = match run.dir.open_receipt() {
+        Ok(reader) => reader,
+        Err(_) => {
+            return Ok(Verdict::Damaged(ReceiptDamage {
+                first_bad_sequence: 1,
+                last_trusted_sequence: 0,
+                last_trusted_checksum: String::new(),
+                reason: "receipt is missing or unsafe".into(),
+            }));
+        }
+    };
+    let mut verifier = ChainVerifier::new(
+        &run.manifest,
+        &run.dir.run_id,
+        ChainPosition::genesis(&run.manifest),
+    );
+    if let Some(head) = &head {
+        verifier.require_canonical_until(head.sequence);
+    }
+    let mut head_seen: Option<(String, u64)> = None;
+    let outcome = verifier
+        .verify_stream(&mut reader, |event, position| {
+            if head
+                .as_ref()
+                .is_some_and(|h| h.sequence == position.sequence)
+            {
+                head_seen = Some((position.checksum.clone(), position.byte_length));
+            }
+            consume(event)
+        })
+        .map_err(|e| FlowError::Contract(format!("receipt could not be read: {e}")))?;
+    let position = verifier.position().clone();
+    match outcome {
+        Err(StreamStop::Damage(damage)) => return Ok(Verdict::Damaged(damage)),
+        Err(StreamStop::Rejected(message)) => {
+            return Ok(Verdict::Rejected {
+                sequence: position.sequence,
+                message,
+                position,
+            });
+        }
+        Ok(()) => {}
+    }
+    if position.sequence == 0 {
+        return Ok(Verdict::Damaged(ReceiptDamage {
+            first_bad_sequence: 1,
+            last_trusted_sequence: 0,
+            last_trusted_checksum: String::new(),
+            reason: NO_EVENTS.into(),
+        }));
+    }
+    if let Some(head) = head {
+        let damage = |at: u64, trusted: &ChainPosition, reason: String| ReceiptDamage {
+            first_bad_sequence: at,
+            last_trusted_sequence: trusted.sequence,
+            last_trusted_checksum: trusted.checksum.clone(),
+            reason,
+        };
+        if position.sequence < head.sequence {
+            return Ok(Verdict::Damaged(damage(
+                position.sequence + 1,
+                &position,
+                format!(
+                    "receipt ends before its acknowledged head (sequence {})",
+                    head.sequence
+                ),
+            )));
+        }
+        if head_seen != Some((head.checksum.clone(), head.byte_length)) {
+            // The line at the acknowledged sequence was replaced: trust only
+            // what precedes it.
+            let mut trusted = ChainPosition::genesis(&run.manifest);
+            let mut reread = run.dir.open_receipt()?;
+            let mut prefix = ChainVerifier::new(&run.manifest, &run.dir.run_id, trusted.clone());
+            let _ = prefix.verify_stream(&mut reread, |_, p| {
+                if p.sequence < head.sequence {
+                    trusted = p.clone();
+                    Ok(())
+                } else {
+                    Err(String::new())
+                }
+            });
+            return Ok(Verdict::Damaged(damage(
+                head.sequence,
+                &trusted,
+                "receipt disagrees with its acknowledged head".into(),
+            )));
+        }
+    }
+    Ok(Verdict::Intact(position))
+}
+
+/// The error a damaged receipt gives a command. A torn last line while a
+/// live writer holds the lock is an append in progress, not damage
+/// (decisions.md 13).
+pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage) -> FlowError {
+    if damage.reason == INCOMPLETE && run.dir.receipt_lock().status() == "locked_alive" {
+        return FlowError::Conflict(
+            "append in progress: the receipt's last line is being written".into(),
+        );
+    }
+    FlowError::ReceiptCorrupt(damage.message())
+}

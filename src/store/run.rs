@@ -1,0 +1,246 @@
+//! A run directory under `<root>/runs/<id>`: its files, its validation
+//! (reference-runtime §1.3), manifest and receipt opens, caches and the
+//! acknowledged receipt head (decisions.md 16).
+
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use super::error::{StoreError, StoreResult};
+use super::lock::DirLock;
+use super::paths::is_symlink;
+use super::secure::{FILE_MODE, atomic_write, open_regular, open_secure_dir, read_limited};
+use crate::receipt::canonical;
+use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
+
+/// Largest manifest snapshot we read (the bundled one is under 5 KiB).
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// Why a run's files cannot be read as a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunReadError {
+    /// The run's snapshot or receipt is missing or damaged (exit 3).
+    Corrupt(String),
+    /// A store rule was broken (exit 2 / 5).
+    Store(StoreError),
+}
+
+impl From<StoreError> for RunReadError {
+    fn from(e: StoreError) -> Self {
+        RunReadError::Store(e)
+    }
+}
+
+/// The last receipt head this tool acknowledged to a caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckHead {
+    pub sequence: u64,
+    pub checksum: String,
+    pub byte_length: u64,
+}
+
+/// Paths of one run.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub root: PathBuf,
+    pub run_id: String,
+    pub dir: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(root: &Path, run_id: &str) -> RunDir {
+        RunDir {
+            root: root.to_path_buf(),
+            run_id: run_id.to_string(),
+            dir: root.join("runs").join(run_id),
+        }
+    }
+
+    pub fn manifest_path(&self) -> PathBuf {
+        self.dir.join("manifest.json")
+    }
+
+    pub fn receipt_path(&self) -> PathBuf {
+        self.dir.join("receipt.jsonl")
+    }
+
+    pub fn run_cache_path(&self) -> PathBuf {
+        self.dir.join("run.json")
+    }
+
+    pub fn lanes_dir(&self) -> PathBuf {
+        self.dir.join("lanes")
+    }
+
+    /// Our own file: the last acknowledged head. The reference ignores it.
+    pub fn head_path(&self) -> PathBuf {
+        self.dir.join("receipt-head.json")
+    }
+
+    pub fn receipt_lock(&self) -> DirLock {
+        DirLock::new(self.dir.join("locks").join("receipt"))
+    }
+
+    /// §1.3 run-directory validation (mutations, diagnosis).
+    pub fn validate(&self) -> StoreResult<()> {
+        if !is_identifier(&self.run_id) {
+            return Err(StoreError::invalid(
+                "run_id must match the identifier contract",
+            ));
+        }
+        if is_symlink(&self.dir) {
+            return Err(StoreError::invalid("run directory must not be a symlink"));
+        }
+        open_secure_dir(&self.root, "state root")?;
+        open_secure_dir(&self.root.join("runs"), "state-root runs")?;
+        open_secure_dir(&self.dir, "run directory")?;
+        let runs = std::fs::canonicalize(self.root.join("runs"))
+            .map_err(|e| StoreError::io(&e, &self.root))?;
+        let dir = std::fs::canonicalize(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
+        if dir.parent() != Some(runs.as_path()) {
+            return Err(StoreError::invalid("run directory escapes state-root runs"));
+        }
+        Ok(())
+    }
+
+    /// True when nothing at all exists at the run path.
+    pub fn is_absent(&self) -> bool {
+        std::fs::symlink_metadata(&self.dir).is_err()
+    }
+
+    /// The manifest snapshot bytes (§4.1 steps 1–3).
+    pub fn read_manifest(&self) -> Result<Vec<u8>, RunReadError> {
+        if self.is_absent() {
+            return Err(RunReadError::Corrupt(format!(
+                "run manifest snapshot is missing or invalid: run {} does not exist under the state root {}",
+                self.run_id,
+                self.root.display()
+            )));
+        }
+        if is_symlink(&self.dir) {
+            return Err(RunReadError::Corrupt(
+                "run directory snapshot is unsafe".into(),
+            ));
+        }
+        let path = self.manifest_path();
+        if is_symlink(&path) {
+            return Err(RunReadError::Corrupt(
+                "run manifest snapshot is unsafe".into(),
+            ));
+        }
+        let missing =
+            || RunReadError::Corrupt("run manifest snapshot is missing or invalid".into());
+        let mut file = open_regular(&path, "run manifest snapshot", None).map_err(|_| missing())?;
+        read_limited(&mut file, &path, MAX_MANIFEST_BYTES)
+            .map_err(|_| missing())?
+            .ok_or_else(missing)
+    }
+
+    /// Open the receipt for streaming: a regular, non-symlink file.
+    pub fn open_receipt(&self) -> Result<BufReader<File>, RunReadError> {
+        let path = self.receipt_path();
+        let file = open_regular(&path, "receipt", None)
+            .map_err(|_| RunReadError::Corrupt("receipt is missing or unsafe".into()))?;
+        Ok(BufReader::with_capacity(64 * 1024, file))
+    }
+
+    /// The acknowledged head, if this tool ever wrote one.
+    pub fn read_head(&self) -> Result<Option<AckHead>, RunReadError> {
+        let path = self.head_path();
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(None);
+        }
+        let invalid =
+            || RunReadError::Corrupt("acknowledged receipt head record is invalid".into());
+        let mut file = open_regular(&path, "acknowledged receipt head", Some(FILE_MODE))
+            .map_err(|_| invalid())?;
+        let bytes = read_limited(&mut file, &path, 4096)
+            .map_err(|_| invalid())?
+            .ok_or_else(invalid)?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        let field = |k: &str| {
+            value
+                .get(k)
+                .and_then(as_int)
+                .filter(|n| *n >= 0)
+                .map(|n| n as u64)
+        };
+        let checksum = value
+            .get("checksum")
+            .and_then(Value::as_str)
+            .filter(|c| is_sha256_hex(c));
+        match (
+            field("sequence"),
+            checksum,
+            field("byte_length"),
+            value.get("run_id").and_then(Value::as_str),
+        ) {
+            (Some(sequence), Some(checksum), Some(byte_length), Some(run))
+                if run == self.run_id =>
+            {
+                Ok(Some(AckHead {
+                    sequence,
+                    checksum: checksum.to_string(),
+                    byte_length,
+                }))
+            }
+            _ => Err(invalid()),
+        }
+    }
+
+    /// Record the head we are about to acknowledge (after the append's fsync).
+    pub fn write_head(&self, head: &AckHead) -> StoreResult<()> {
+        let mut bytes = canonical::to_vec(&json!({
+            "byte_length": head.byte_length,
+            "checksum": head.checksum,
+            "run_id": self.run_id,
+            "schema_version": 1,
+            "sequence": head.sequence,
+        }));
+        bytes.push(b'\n');
+        atomic_write(&self.head_path(), &bytes)
+    }
+
+    /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
+    pub fn write_cache(&self, path: &Path, value: &Value) -> StoreResult<()> {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if meta.file_type().is_symlink() {
+                return Err(StoreError::invalid("atomic target must not be a symlink"));
+            }
+        }
+        let mut bytes = canonical::to_vec(value);
+        bytes.push(b'\n');
+        atomic_write(path, &bytes)
+    }
+
+    /// Lane cache names present on disk (stems that are identifiers).
+    pub fn lane_cache_ids(&self) -> StoreResult<Vec<String>> {
+        let dir = self.lanes_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io(&e, &dir)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".json") {
+                if is_identifier(stem) {
+                    ids.push(stem.to_string());
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    pub fn remove_lane_cache(&self, lane_id: &str) -> StoreResult<()> {
+        let path = self.lanes_dir().join(format!("{lane_id}.json"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&e, &path)),
+        }
+    }
+}
