@@ -1,0 +1,80 @@
+//! Issue 2: our `verify` gives the reference's verdict on every state root
+//! the reference wrote, healthy and damaged: same exit status, same error
+//! code, same first bad sequence, same success JSON.
+
+mod common;
+
+use common::{Flow, prepare_state, scenarios};
+use serde_json::Value;
+
+fn expand(argv: &[Value], state: &std::path::Path, scenario: &std::path::Path) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            let a = a.as_str().unwrap();
+            if let Some(name) = a.strip_prefix("{INPUT:").and_then(|r| r.strip_suffix('}')) {
+                scenario
+                    .join("inputs")
+                    .join(name)
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                a.replace("{STATE}", &state.to_string_lossy())
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn verify_matches_the_reference_on_every_fixture() {
+    let mut checked = 0;
+    for scenario in scenarios() {
+        let expected: Value =
+            serde_json::from_str(&std::fs::read_to_string(scenario.join("expected.json")).unwrap())
+                .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        prepare_state(&scenario, &state);
+        let flow = Flow::new(tmp.path());
+        let before = common::snapshot(&state);
+        for (run_id, run) in expected["runs"].as_object().unwrap() {
+            let entry = &run["verify"];
+            let argv = expand(entry["argv"].as_array().unwrap(), &state, &scenario);
+            let out = flow.run(&argv);
+            let name = format!("{} {run_id}", scenario.display());
+            assert_eq!(
+                out.code as i64,
+                entry["exit_status"].as_i64().unwrap(),
+                "{name}: {out:?}"
+            );
+            let state_text = state.to_string_lossy();
+            if out.code == 0 {
+                let want: Value = serde_json::from_str(entry["stdout"].as_str().unwrap()).unwrap();
+                let got: Value =
+                    serde_json::from_str(&out.stdout.replace(&*state_text, "{STATE}")).unwrap();
+                assert_eq!(got, want, "{name}");
+                // Byte-identical envelope, not just the same JSON.
+                assert_eq!(
+                    out.stdout.replace(&*state_text, "{STATE}"),
+                    entry["stdout"].as_str().unwrap(),
+                    "{name}"
+                );
+            } else {
+                let want: Value = serde_json::from_str(entry["stderr"].as_str().unwrap()).unwrap();
+                let got = out.error();
+                for key in ["ok", "error", "retryable", "next_command"] {
+                    assert_eq!(got[key], want[key], "{name}: {key}");
+                }
+                // Same first bad sequence: the reference's messages carry it.
+                assert_eq!(got["message"], want["message"], "{name}");
+            }
+            checked += 1;
+        }
+        assert_eq!(
+            before,
+            common::snapshot(&state),
+            "verify changed {}",
+            scenario.display()
+        );
+    }
+    assert!(checked >= 30, "only {checked} verify outputs compared");
+}
