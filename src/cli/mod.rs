@@ -24,7 +24,8 @@ command help. In-place migration is unavailable.";
     after_help = EPILOG,
     infer_long_args = true,
     args_override_self = true,
-    disable_version_flag = true
+    disable_version_flag = true,
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// The state root (must precede the command).
@@ -36,17 +37,26 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command. In-place migration is unavailable.
-    #[command(name = "state-root", args_override_self = true)]
+    #[command(
+        name = "state-root",
+        args_override_self = true,
+        about = "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command. In-place migration is unavailable."
+    )]
     StateRoot(StateRootArgs),
-    /// Mutation. Capability: workspace bootstrap. Safe next: run-approve. In-place migration is unavailable.
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        about = "Mutation. Capability: workspace bootstrap. Safe next: run-approve. In-place migration is unavailable."
+    )]
     Init(InitArgs),
-    /// Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild or the manifest-supported inspection command. In-place migration is unavailable.
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild or the manifest-supported inspection command. In-place migration is unavailable."
+    )]
     Verify(RunArgs),
-    /// Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable.
-    #[command(args_override_self = true)]
+    #[command(
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable."
+    )]
     Rebuild(RunArgs),
 }
 
