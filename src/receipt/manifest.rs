@@ -459,7 +459,8 @@ mod tests {
 
     #[test]
     fn each_contract_rule_rejects_a_broken_manifest() {
-        let edits: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let edits: Vec<(&str, Edit)> = vec![
             (
                 "M1",
                 Box::new(|m| {

@@ -163,21 +163,20 @@ pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
             Some(Value::String(s)) if within(char_len(s), limits.max_evidence_summary_chars) => {}
             _ => return fail("evidence summary must be at most 256 characters"),
         }
-        if let Some(path) = map.get("path") {
-            if !matches!(path, Value::String(p) if within(char_len(p), limits.max_evidence_path_chars))
-            {
-                return fail("evidence path must be a bounded string");
-            }
+        if let Some(path) = map.get("path")
+            && !matches!(path, Value::String(p) if within(char_len(p), limits.max_evidence_path_chars))
+        {
+            return fail("evidence path must be a bounded string");
         }
-        if let Some(checksum) = map.get("checksum") {
-            if !matches!(checksum, Value::String(c) if is_sha256_hex(c)) {
-                return fail("evidence checksum must be lowercase SHA-256");
-            }
+        if let Some(checksum) = map.get("checksum")
+            && !matches!(checksum, Value::String(c) if is_sha256_hex(c))
+        {
+            return fail("evidence checksum must be lowercase SHA-256");
         }
-        if let Some(status) = map.get("exit_status") {
-            if as_int(status).is_none() {
-                return fail("evidence exit_status must be an integer");
-            }
+        if let Some(status) = map.get("exit_status")
+            && as_int(status).is_none()
+        {
+            return fail("evidence exit_status must be an integer");
         }
     }
     Ok(())
@@ -312,17 +311,17 @@ pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
         Some(p) if char_len(p) <= 256 && is_contained_relative(p, "quarantine/") => {}
         _ => return fail("recovery quarantine path must be contained"),
     }
-    if !metadata
+    if metadata
         .get("recovery_first_bad_sequence")
         .and_then(as_int)
-        .is_some_and(|v| v >= 1)
+        .is_none_or(|v| v < 1)
     {
         return fail("recovery_first_bad_sequence is invalid");
     }
-    if !metadata
+    if metadata
         .get("recovery_trusted_sequence")
         .and_then(as_int)
-        .is_some_and(|v| v >= 0)
+        .is_none_or(|v| v < 0)
     {
         return fail("recovery_trusted_sequence is invalid");
     }
@@ -548,19 +547,19 @@ fn check_metadata_value(
         | "silence_lease_deadline"
         | "probe_deadline"
         | "replacement_startup_ack_deadline"
-        | "replacement_command_deadline" => {
-            if !value.as_str().is_some_and(is_timestamp_shape) {
-                return fail(format!(
-                    "{key} must be a UTC ISO-8601 timestamp ending in Z"
-                ));
-            }
+        | "replacement_command_deadline"
+            if !value.as_str().is_some_and(is_timestamp_shape) =>
+        {
+            return fail(format!(
+                "{key} must be a UTC ISO-8601 timestamp ending in Z"
+            ));
         }
-        "command_deadline" => {
-            if !(value.is_null() || value.as_str().is_some_and(is_timestamp_shape)) {
-                return fail(format!(
-                    "{key} must be a UTC ISO-8601 timestamp ending in Z"
-                ));
-            }
+        "command_deadline"
+            if !(value.is_null() || value.as_str().is_some_and(is_timestamp_shape)) =>
+        {
+            return fail(format!(
+                "{key} must be a UTC ISO-8601 timestamp ending in Z"
+            ));
         }
         "write_scope" | "replacement_write_scope" | "changed_paths" => {
             let Value::Array(items) = value else {
@@ -576,16 +575,12 @@ fn check_metadata_value(
                 return fail(format!("{key} must contain bounded strings"));
             }
         }
-        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" => {
-            if !matches!(value, Value::String(s) if within(char_len(s), limits.max_assignment_chars))
-            {
-                return fail(format!("{key} must be at most 500 characters"));
-            }
+        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" if !matches!(value, Value::String(s) if within(char_len(s), limits.max_assignment_chars)) =>
+        {
+            return fail(format!("{key} must be at most 500 characters"));
         }
-        "replacement_count" => {
-            if !as_int(value).is_some_and(|v| v >= 0) {
-                return fail("replacement_count must be a non-negative integer");
-            }
+        "replacement_count" if as_int(value).is_none_or(|v| v < 0) => {
+            return fail("replacement_count must be a non-negative integer");
         }
         "previous_agent_id"
         | "replacement_agent_id"
@@ -594,10 +589,10 @@ fn check_metadata_value(
         | "resolution_lane_id"
         | "parent_lane_id"
         | "component_id"
-        | "check_id" => {
-            if !check_optional_identifier(value) {
-                return fail(format!("{key} must match the identifier contract"));
-            }
+        | "check_id"
+            if !check_optional_identifier(value) =>
+        {
+            return fail(format!("{key} must match the identifier contract"));
         }
         "evidence_digest"
         | "checkpoint_digest"
@@ -605,33 +600,29 @@ fn check_metadata_value(
         | "resolution_evidence_digest"
         | "new_owner_fingerprint"
         | "report_checksum"
-        | "report_receipt_head" => {
-            if !(value.is_null() || value.as_str().is_some_and(is_sha256_hex)) {
-                return fail(format!("{key} must be lowercase SHA-256"));
-            }
+        | "report_receipt_head"
+            if !(value.is_null() || value.as_str().is_some_and(is_sha256_hex)) =>
+        {
+            return fail(format!("{key} must be lowercase SHA-256"));
         }
-        "replacement_terminal_state" => {
+        "replacement_terminal_state"
             if !matches!(
                 value.as_str(),
                 Some("completed" | "failed" | "blocked" | "cancelled")
-            ) {
-                return fail("replacement terminal state is invalid");
-            }
+            ) =>
+        {
+            return fail("replacement terminal state is invalid");
         }
-        "candidate_kind" => {
-            if value.as_str() != Some("failed_lane_resolution") {
-                return fail("candidate kind is invalid");
-            }
+        "candidate_kind" if value.as_str() != Some("failed_lane_resolution") => {
+            return fail("candidate kind is invalid");
         }
-        "coverage_state" => {
-            if !matches!(value.as_str(), Some("missing" | "partial" | "covered")) {
-                return fail("coverage_state is invalid");
-            }
+        "coverage_state" if !matches!(value.as_str(), Some("missing" | "partial" | "covered")) => {
+            return fail("coverage_state is invalid");
         }
-        "report_kind" => {
-            if !matches!(value.as_str(), Some("fresh_session_handoff" | "live_apply")) {
-                return fail("report_kind is invalid");
-            }
+        "report_kind"
+            if !matches!(value.as_str(), Some("fresh_session_handoff" | "live_apply")) =>
+        {
+            return fail("report_kind is invalid");
         }
         "report_path" => match value.as_str() {
             Some(p) if char_len(p) <= 256 && is_contained_relative(p, "reports/") => {}
@@ -710,7 +701,7 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     if !check_state_field(&event["from_state"]) || !check_state_field(&event["to_state"]) {
         return fail("receipt state field is invalid");
     }
-    if !as_int(&event["sequence"]).is_some_and(|s| s >= 1) {
+    if as_int(&event["sequence"]).is_none_or(|s| s < 1) {
         return fail("receipt sequence must be a positive integer");
     }
     let event_type = event["event_type"].as_str().unwrap_or("");

@@ -249,10 +249,10 @@ impl DirLock {
                     .map_err(|_| StoreError::busy("state lock path is insecure"))
             });
         secure?;
-        if let Ok(meta) = std::fs::symlink_metadata(self.owner()) {
-            if check_metadata(&meta, "state lock owner", FILE_MODE).is_err() {
-                return Err(StoreError::busy("state lock path is insecure"));
-            }
+        if let Ok(meta) = std::fs::symlink_metadata(self.owner())
+            && check_metadata(&meta, "state lock owner", FILE_MODE).is_err()
+        {
+            return Err(StoreError::busy("state lock path is insecure"));
         }
         let owner_before = read_record(&self.owner()).ok().flatten();
         match &owner_before {

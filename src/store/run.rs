@@ -204,10 +204,10 @@ impl RunDir {
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
     pub fn write_cache(&self, path: &Path, value: &Value) -> StoreResult<()> {
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            if meta.file_type().is_symlink() {
-                return Err(StoreError::invalid("atomic target must not be a symlink"));
-            }
+        if let Ok(meta) = std::fs::symlink_metadata(path)
+            && meta.file_type().is_symlink()
+        {
+            return Err(StoreError::invalid("atomic target must not be a symlink"));
         }
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
@@ -225,10 +225,10 @@ impl RunDir {
         let mut ids = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".json") {
-                if is_identifier(stem) {
-                    ids.push(stem.to_string());
-                }
+            if let Some(stem) = name.strip_suffix(".json")
+                && is_identifier(stem)
+            {
+                ids.push(stem.to_string());
             }
         }
         ids.sort();
