@@ -66,6 +66,18 @@ fn verify_matches_the_reference_on_every_fixture() {
                 }
                 // Same first bad sequence: the reference's messages carry it.
                 assert_eq!(got["message"], want["message"], "{name}");
+                // Our extra keys name the trusted prefix; they agree with the
+                // reference's own diagnosis of the same bytes.
+                let diagnosis: Value =
+                    serde_json::from_str(run["receipt-diagnose"]["stdout"].as_str().unwrap())
+                        .unwrap();
+                for key in [
+                    "first_bad_sequence",
+                    "last_trusted_sequence",
+                    "last_trusted_checksum",
+                ] {
+                    assert_eq!(got[key], diagnosis[key], "{name}: {key}");
+                }
             }
             checked += 1;
         }

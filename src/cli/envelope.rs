@@ -53,7 +53,9 @@ pub fn success(operation: &str, state_root: &str, mut data: Map<String, Value>) 
 pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static str>) {
     match error {
         FlowError::Contract(_) => (2, "contract_error", false, None),
-        FlowError::ReceiptCorrupt(_) => (3, "receipt_corrupt", false, Some("receipt-diagnose")),
+        FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
+            (3, "receipt_corrupt", false, Some("receipt-diagnose"))
+        }
         FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
         FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
         FlowError::CompletionBlocked { .. } => {
@@ -74,6 +76,21 @@ pub fn failure(error: &FlowError) -> (u8, String) {
     map.insert("retryable".into(), Value::Bool(retryable));
     if let Some(next) = next {
         map.insert("next_command".into(), Value::String(next.to_string()));
+    }
+    if let FlowError::ReceiptDamaged(damage) = error {
+        // Extra keys beyond the reference's envelope: where trust ends.
+        map.insert(
+            "first_bad_sequence".into(),
+            Value::from(damage.first_bad_sequence),
+        );
+        map.insert(
+            "last_trusted_sequence".into(),
+            Value::from(damage.last_trusted_sequence),
+        );
+        map.insert(
+            "last_trusted_checksum".into(),
+            Value::String(damage.last_trusted_checksum.clone()),
+        );
     }
     if let FlowError::CompletionBlocked { missing_ids, .. } = error {
         map.insert(

@@ -1,6 +1,7 @@
 use std::fmt;
 
 use crate::receipt::manifest::ManifestError;
+use crate::receipt::verify::ReceiptDamage;
 use crate::store::StoreError;
 use crate::store::run::RunReadError;
 
@@ -11,6 +12,9 @@ pub enum FlowError {
     Contract(String),
     /// The receipt or its snapshot is damaged (exit 3).
     ReceiptCorrupt(String),
+    /// The receipt is damaged at a known line (exit 3), with its trusted
+    /// prefix.
+    ReceiptDamaged(ReceiptDamage),
     /// A manifest this tool cannot speak (exit 4).
     IncompatibleManifest(String),
     /// Another writer, a stale owner or a state conflict (exit 5).
@@ -37,6 +41,7 @@ impl FlowError {
             | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
             FlowError::CompletionBlocked { message, .. } => message,
+            FlowError::ReceiptDamaged(damage) => damage.message_text(),
         }
     }
 }

@@ -71,12 +71,12 @@ pub fn verify_receipt(
     let mut reader = match run.dir.open_receipt() {
         Ok(reader) => reader,
         Err(_) => {
-            return Ok(Verdict::Damaged(ReceiptDamage {
-                first_bad_sequence: 1,
-                last_trusted_sequence: 0,
-                last_trusted_checksum: String::new(),
-                reason: "receipt is missing or unsafe".into(),
-            }));
+            return Ok(Verdict::Damaged(ReceiptDamage::new(
+                1,
+                0,
+                "",
+                "receipt is missing or unsafe",
+            )));
         }
     };
     let mut verifier = ChainVerifier::new(
@@ -112,19 +112,11 @@ pub fn verify_receipt(
         Ok(()) => {}
     }
     if position.sequence == 0 {
-        return Ok(Verdict::Damaged(ReceiptDamage {
-            first_bad_sequence: 1,
-            last_trusted_sequence: 0,
-            last_trusted_checksum: String::new(),
-            reason: NO_EVENTS.into(),
-        }));
+        return Ok(Verdict::Damaged(ReceiptDamage::new(1, 0, "", NO_EVENTS)));
     }
     if let Some(head) = head {
-        let damage = |at: u64, trusted: &ChainPosition, reason: String| ReceiptDamage {
-            first_bad_sequence: at,
-            last_trusted_sequence: trusted.sequence,
-            last_trusted_checksum: trusted.checksum.clone(),
-            reason,
+        let damage = |at: u64, trusted: &ChainPosition, reason: String| {
+            ReceiptDamage::new(at, trusted.sequence, &trusted.checksum, &reason)
         };
         if position.sequence < head.sequence {
             return Ok(Verdict::Damaged(damage(
@@ -169,5 +161,5 @@ pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage) -> FlowError {
             "append in progress: the receipt's last line is being written".into(),
         );
     }
-    FlowError::ReceiptCorrupt(damage.message())
+    FlowError::ReceiptDamaged(damage.clone())
 }

@@ -17,19 +17,32 @@ pub struct ReceiptDamage {
     pub last_trusted_sequence: u64,
     pub last_trusted_checksum: String,
     pub reason: String,
+    message: String,
 }
 
 impl ReceiptDamage {
-    /// The reference's message for this damage.
-    pub fn message(&self) -> String {
-        if self.reason == NO_EVENTS {
+    pub fn new(first_bad: u64, trusted: u64, trusted_checksum: &str, reason: &str) -> Self {
+        let message = if reason == NO_EVENTS {
             NO_EVENTS.to_string()
         } else {
-            format!(
-                "receipt corruption at sequence {}: {}",
-                self.first_bad_sequence, self.reason
-            )
+            format!("receipt corruption at sequence {first_bad}: {reason}")
+        };
+        ReceiptDamage {
+            first_bad_sequence: first_bad,
+            last_trusted_sequence: trusted,
+            last_trusted_checksum: trusted_checksum.to_string(),
+            reason: reason.to_string(),
+            message,
         }
+    }
+
+    /// The reference's message for this damage.
+    pub fn message(&self) -> String {
+        self.message.clone()
+    }
+
+    pub fn message_text(&self) -> &str {
+        &self.message
     }
 }
 
@@ -95,12 +108,12 @@ impl<'a> ChainVerifier<'a> {
     }
 
     fn damage(&self, reason: &str) -> ReceiptDamage {
-        ReceiptDamage {
-            first_bad_sequence: self.position.sequence + 1,
-            last_trusted_sequence: self.position.sequence,
-            last_trusted_checksum: self.position.checksum.clone(),
-            reason: reason.to_string(),
-        }
+        ReceiptDamage::new(
+            self.position.sequence + 1,
+            self.position.sequence,
+            &self.position.checksum,
+            reason,
+        )
     }
 
     /// Verify every remaining line of `reader`, calling `accept` with each
