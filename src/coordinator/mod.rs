@@ -1,1 +1,19 @@
+//! The PURE coordinator core: replay of verified receipt events into the
+//! coordinator state (no I/O, no clock).
+//!
+//! * [`replay`] — the reducer: [`CoordinatorState::apply`] one event at a
+//!   time, or [`replay()`] a whole receipt.
+//! * [`state`] — the typed state and its exact reference JSON
+//!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
+pub mod replay;
+pub mod state;
+
+pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
+pub use state::{
+    CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
+    LaneState, RunState,
+};
+
+#[cfg(test)]
+mod fixture_tests;

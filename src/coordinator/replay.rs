@@ -1,0 +1,1313 @@
+//! The pure replay reducer: verified receipt events -> [`CoordinatorState`].
+//!
+//! Behaviour follows reference-coordinator.md §3 (plus §8, §9, §10, §13 for
+//! the events that re-check lineage, resolutions, topology and reports). The
+//! reducer trusts that the hash chain and the receipt contract were verified
+//! by the caller; it checks only the coordinator invariants, and reports a
+//! violation as a [`ReplayError`] carrying the event's (envelope) sequence and
+//! the reference's phrase.
+//!
+//! [`CoordinatorState::apply`] is all-or-nothing for every event: a refused
+//! event leaves the state exactly as it was. That is what the reference's
+//! clone-and-commit does for `transaction_committed`; here it is done with a
+//! small undo journal instead of a deep copy, so replaying many heartbeats
+//! does not copy growing liveness histories.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Map, Number, Value};
+
+use super::state::{
+    CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
+    LaneState, RunState,
+};
+use crate::receipt::canonical;
+
+/// Initial owner/run facts from `manifest.json` `_run` (+ the manifest contract).
+///
+/// `_run` is written once at init and never updated: the *current* owner
+/// exists only in replay (every `run_resumed` rotates it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOrigin {
+    /// `_run.owner_fingerprint`. `None` makes every event's owner stale.
+    pub owner_fingerprint: Option<String>,
+    /// `_run.initial_owner_epoch`, falling back to `_run.owner_epoch`.
+    pub owner_epoch: u64,
+    /// Sorted `_run.component_ids`.
+    pub approved_component_ids: Vec<String>,
+}
+
+impl RunOrigin {
+    /// Reads the `_run` object of a manifest snapshot (family 1.1).
+    ///
+    /// Like the reference, a missing or non-integer epoch (both
+    /// `initial_owner_epoch` and `owner_epoch`) or a non-string fingerprint
+    /// is refused ("run owner metadata is invalid") rather than defaulted: a
+    /// run whose initial owner cannot be established cannot be replayed.
+    pub fn from_run_metadata(run: &Value) -> Result<RunOrigin, ReplayError> {
+        let run = run
+            .as_object()
+            .ok_or_else(|| ReplayError::unsequenced("run metadata is missing"))?;
+        let invalid = || ReplayError::unsequenced("run owner metadata is invalid");
+        let owner_fingerprint = match run.get("owner_fingerprint") {
+            Some(Value::String(fingerprint)) => fingerprint.clone(),
+            _ => return Err(invalid()),
+        };
+        let epoch = match run.get("initial_owner_epoch") {
+            Some(value) => value,
+            None => run.get("owner_epoch").ok_or_else(invalid)?,
+        };
+        let owner_epoch = epoch.as_u64().ok_or_else(invalid)?;
+        let approved_component_ids = match run.get("component_ids") {
+            None => Vec::new(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|id| id.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ReplayError::unsequenced("run component metadata is invalid"))?,
+            Some(_) => {
+                return Err(ReplayError::unsequenced(
+                    "run component metadata is invalid",
+                ));
+            }
+        };
+        let mut origin = RunOrigin {
+            owner_fingerprint: Some(owner_fingerprint),
+            owner_epoch,
+            approved_component_ids,
+        };
+        origin.approved_component_ids.sort();
+        Ok(origin)
+    }
+}
+
+/// The manifest rules replay needs. Always taken from the run's own
+/// manifest snapshot, never from the bundled manifest (decisions.md #5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayPolicy {
+    /// `resource_limits.max_lanes` (default 64).
+    pub max_lanes: usize,
+    /// `failure_resolution == {"requires_parent": true}`; pre-policy 1.1.0
+    /// snapshots lack the key and do not require the parent link.
+    pub requires_parent: bool,
+}
+
+impl Default for ReplayPolicy {
+    fn default() -> Self {
+        ReplayPolicy {
+            max_lanes: 64,
+            requires_parent: false,
+        }
+    }
+}
+
+impl ReplayPolicy {
+    /// Reads the policy from the manifest contract (the snapshot with or
+    /// without `_run`; `_run` is ignored).
+    pub fn from_contract(contract: &Value) -> Self {
+        let max_lanes = match contract
+            .get("resource_limits")
+            .and_then(|limits| limits.get("max_lanes"))
+        {
+            None => 64,
+            Some(value) => value
+                .as_u64()
+                .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        };
+        let requires_parent = contract
+            .get("failure_resolution")
+            .and_then(|policy| policy.get("requires_parent"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        ReplayPolicy {
+            max_lanes,
+            requires_parent,
+        }
+    }
+}
+
+/// A coordinator invariant violated by a receipt event (exit 3
+/// `receipt_corrupt` in the CLI; `sequence` is the diagnosis's
+/// `first_bad_sequence`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayError {
+    /// The event (envelope) sequence; `None` when the event carries none or
+    /// when the failure is not tied to an event.
+    pub sequence: Option<u64>,
+    /// The reference's phrase, e.g. "event evidence is missing".
+    pub message: String,
+}
+
+impl ReplayError {
+    fn at(sequence: Option<u64>, message: impl Into<String>) -> Self {
+        ReplayError {
+            sequence,
+            message: message.into(),
+        }
+    }
+
+    fn unsequenced(message: impl Into<String>) -> Self {
+        ReplayError::at(None, message)
+    }
+}
+
+/// The reference's text: "coordinator corruption at sequence N: <phrase>"
+/// for event failures, the bare phrase otherwise.
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.sequence {
+            Some(sequence) => write!(
+                f,
+                "coordinator corruption at sequence {sequence}: {}",
+                self.message
+            ),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// Replays a whole verified receipt.
+pub fn replay<'a>(
+    origin: &RunOrigin,
+    policy: &ReplayPolicy,
+    events: impl IntoIterator<Item = &'a Value>,
+) -> Result<CoordinatorState, ReplayError> {
+    let mut state = CoordinatorState::new(origin);
+    let mut empty = true;
+    for event in events {
+        empty = false;
+        state.apply(event, policy)?;
+    }
+    if empty {
+        return Err(ReplayError::unsequenced("receipt contains no events"));
+    }
+    Ok(state)
+}
+
+/// Event types after which `incomplete_replacements` is recomputed.
+const LINEAGE_EVENT_TYPES: [&str; 5] = [
+    "lane_created",
+    "lane_reassigned",
+    "replacement_repaired",
+    "replacement_blocked",
+    "replacement_lineage_closed",
+];
+
+/// Events whose evidence is liveness evidence (never completion evidence).
+pub const LIVENESS_EVENT_TYPES: [&str; 7] = [
+    "heartbeat_observed",
+    "lease_renewed",
+    "stall_suspected",
+    "lane_recovered",
+    "probe_sent",
+    "probe_acknowledged",
+    "agent_interrupted",
+];
+
+/// The nine fields a `lane_reassigned` must carry for its reservation to be
+/// stored (the exact child proof of `replacement-repair`).
+const RESERVATION_FIELDS: [&str; 9] = [
+    "replacement_lane_id",
+    "replacement_agent_id",
+    "replacement_assignment",
+    "replacement_write_scope",
+    "replacement_fallback",
+    "replacement_startup_ack_deadline",
+    "replacement_command_deadline",
+    "replacement_count",
+    "checkpoint_digest",
+];
+
+/// Run event edges accepted by replay: (legal sources, target). `None` as a
+/// source is the empty run before the first event.
+fn run_transition(event_type: &str) -> Option<(&'static [Option<RunState>], RunState)> {
+    use RunState::*;
+    Some(match event_type {
+        "run_created" => (&[None, Some(Planned)], Planned),
+        "plan_approved" => (&[Some(Planned)], Approved),
+        "run_started" => (&[Some(Approved)], Running),
+        "run_recovery_started" => (&[Some(Running)], Recovering),
+        "run_recovery_finished" => (&[Some(Recovering)], Running),
+        "run_failed" => (&[Some(Running), Some(Recovering)], Failed),
+        "run_blocked" => (&[Some(Running), Some(Recovering)], Blocked),
+        "run_cancelled" => (
+            &[
+                Some(Planned),
+                Some(Approved),
+                Some(Running),
+                Some(Recovering),
+            ],
+            Cancelled,
+        ),
+        "run_completed" => (&[Some(Running)], Completed),
+        _ => return None,
+    })
+}
+
+/// Lane event edges accepted by replay (wider than what commands emit).
+fn lane_transition(event_type: &str) -> Option<(&'static [LaneState], LaneState)> {
+    use LaneState::*;
+    const FAILABLE: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering, Replaced];
+    const CANCELLABLE: &[LaneState] = &[
+        Pending,
+        Starting,
+        Running,
+        SuspectedStall,
+        Recovering,
+        Replaced,
+    ];
+    Some(match event_type {
+        "lane_started" => (&[Pending], Starting),
+        "startup_ack" => (&[Starting], Running),
+        "heartbeat_observed" | "lease_renewed" => (&[Running], Running),
+        "stall_suspected" => (&[Starting, Running], SuspectedStall),
+        "stall_cleared" => (&[SuspectedStall], Running),
+        "lane_recovered" => (&[SuspectedStall, Recovering], Running),
+        "probe_sent" => (&[SuspectedStall], Recovering),
+        "probe_acknowledged" => (&[Recovering], Running),
+        "agent_interrupted" => (&[Recovering], Recovering),
+        "lane_reassigned" => (&[Recovering], Replaced),
+        "lane_completed" => (&[Running, Replaced], Completed),
+        "lane_failed" => (FAILABLE, Failed),
+        "lane_blocked" => (FAILABLE, Blocked),
+        "lane_cancelled" => (CANCELLABLE, Cancelled),
+        _ => return None,
+    })
+}
+
+/// One undoable change (see [`CoordinatorState::rollback`]).
+enum Undo {
+    RunState(RunState),
+    Owner {
+        epoch: u64,
+        fingerprint: Option<String>,
+    },
+    LaneInserted(String),
+    /// The lane as it was, without its liveness digest history (which only
+    /// ever grows and is restored by truncation to `digests_len`).
+    Lane {
+        saved: Box<LaneRecord>,
+        digests_len: usize,
+    },
+    MainVerified(bool),
+    Topology {
+        topology: BTreeMap<String, Component>,
+        removed_components: Vec<String>,
+        removed_component_records: BTreeMap<String, Component>,
+    },
+    CheckAppended {
+        component: String,
+        check: String,
+        previous: Option<bool>,
+    },
+    Report {
+        kind: String,
+        previous: Option<Map<String, Value>>,
+    },
+    ResolutionInserted(String),
+}
+
+/// Read access to one logical event (a plain event or one transaction
+/// intent) with the error context of its envelope sequence.
+struct Ev<'a> {
+    map: &'a Map<String, Value>,
+    sequence: u64,
+}
+
+impl<'a> Ev<'a> {
+    fn corrupt(&self, message: impl Into<String>) -> ReplayError {
+        ReplayError::at(Some(self.sequence), message)
+    }
+
+    fn event_type(&self) -> Option<&'a str> {
+        self.map.get("event_type").and_then(Value::as_str)
+    }
+
+    /// A nullable string field; any other type is malformed.
+    fn opt_str(&self, key: &str) -> Result<Option<&'a str>, ReplayError> {
+        opt_str_in(self.map, key, || {
+            self.corrupt(format!("event field {key} is malformed"))
+        })
+    }
+
+    fn timestamp(&self) -> Result<String, ReplayError> {
+        self.opt_str("timestamp")?
+            .map(str::to_owned)
+            .ok_or_else(|| self.corrupt("event field timestamp is malformed"))
+    }
+
+    /// The evidence list as its JSON value (absent or null = empty).
+    fn evidence_value(&self) -> Result<Option<&'a Value>, ReplayError> {
+        match self.map.get("evidence_refs") {
+            None | Some(Value::Null) => Ok(None),
+            Some(value @ Value::Array(_)) => Ok(Some(value)),
+            Some(_) => Err(self.corrupt("event field evidence_refs is malformed")),
+        }
+    }
+
+    fn evidence(&self) -> Result<&'a [Value], ReplayError> {
+        Ok(match self.evidence_value()? {
+            Some(Value::Array(items)) => items.as_slice(),
+            _ => &[],
+        })
+    }
+
+    fn require_evidence(&self) -> Result<(), ReplayError> {
+        if self.event_type() != Some("run_created") && self.evidence()?.is_empty() {
+            return Err(self.corrupt("event evidence is missing"));
+        }
+        Ok(())
+    }
+
+    fn metadata(&self) -> Result<Meta<'a>, ReplayError> {
+        metadata_of(self.map).ok_or_else(|| self.corrupt("event field metadata is malformed"))
+    }
+
+    /// A nullable string field of the metadata.
+    fn meta_str(&self, meta: &Meta<'a>, key: &str) -> Result<Option<&'a str>, ReplayError> {
+        match meta.0 {
+            None => Ok(None),
+            Some(map) => opt_str_in(map, key, || self.meta_malformed(key)),
+        }
+    }
+
+    fn meta_strings(&self, meta: &Meta<'a>, key: &str) -> Result<Vec<String>, ReplayError> {
+        match meta.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.meta_malformed(key)),
+            Some(_) => Err(self.meta_malformed(key)),
+        }
+    }
+
+    fn meta_malformed(&self, key: &str) -> ReplayError {
+        self.corrupt(format!("event metadata field {key} is malformed"))
+    }
+}
+
+/// An event's metadata object (`None` = absent, null or `{}`).
+#[derive(Clone, Copy)]
+struct Meta<'a>(Option<&'a Map<String, Value>>);
+
+impl<'a> Meta<'a> {
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.0.and_then(|map| map.get(key))
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.0.is_some_and(|map| map.contains_key(key))
+    }
+}
+
+fn metadata_of(map: &Map<String, Value>) -> Option<Meta<'_>> {
+    match map.get("metadata") {
+        None | Some(Value::Null) => Some(Meta(None)),
+        Some(Value::Object(meta)) => Some(Meta(Some(meta))),
+        Some(_) => None,
+    }
+}
+
+fn opt_str_in<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    malformed: impl FnOnce() -> ReplayError,
+) -> Result<Option<&'a str>, ReplayError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.as_str())),
+        Some(_) => Err(malformed()),
+    }
+}
+
+/// SHA-256 of the canonical JSON of an evidence list (empty list if absent).
+fn evidence_digest(value: Option<&Value>) -> String {
+    match value {
+        Some(value) => canonical::digest(value),
+        None => canonical::digest(&Value::Array(Vec::new())),
+    }
+}
+
+fn list_digest(items: &[Value]) -> String {
+    canonical::digest(&Value::Array(items.to_vec()))
+}
+
+/// Equality of JSON values the way the reference's `==` on parsed JSON
+/// behaves for receipt data (integers only): compare canonical forms.
+fn same_json(a: &Value, b: &Value) -> bool {
+    canonical::to_vec(a) == canonical::to_vec(b)
+}
+
+fn parse_component(value: &Value) -> Option<Component> {
+    let map = value.as_object()?;
+    let strings = |key: &str| -> Option<Vec<String>> {
+        map.get(key)?
+            .as_array()?
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect()
+    };
+    Some(Component {
+        id: map.get("id")?.as_str()?.to_owned(),
+        required: map.get("required")?.as_bool()?,
+        description: map.get("description")?.as_str()?.to_owned(),
+        owner_lane: map.get("owner_lane")?.as_str()?.to_owned(),
+        required_checks: strings("required_checks")?,
+        dependencies: strings("dependencies")?,
+        evidence_refs: map.get("evidence_refs")?.as_array()?.clone(),
+        coverage_state: CoverageState::parse(map.get("coverage_state")?.as_str()?)?,
+    })
+}
+
+impl CoordinatorState {
+    /// The state before the first receipt event.
+    pub fn new(origin: &RunOrigin) -> Self {
+        let mut approved_component_ids = origin.approved_component_ids.clone();
+        approved_component_ids.sort();
+        CoordinatorState {
+            run_state: RunState::Planned,
+            owner_epoch: origin.owner_epoch,
+            owner_fingerprint: origin.owner_fingerprint.clone(),
+            lanes: BTreeMap::new(),
+            topology: BTreeMap::new(),
+            removed_components: Vec::new(),
+            removed_component_records: BTreeMap::new(),
+            approved_component_ids,
+            checks: BTreeMap::new(),
+            check_history: BTreeMap::new(),
+            reports: BTreeMap::new(),
+            main_verified: false,
+            incomplete_replacements: Vec::new(),
+            failure_resolutions: BTreeMap::new(),
+            last_sequence: 0,
+            last_checksum: String::new(),
+            last_event_type: None,
+            updated_at: None,
+        }
+    }
+
+    /// Applies one chain-verified receipt event (the whole 16-key event
+    /// object). All-or-nothing: on error the state is unchanged.
+    pub fn apply(&mut self, event: &Value, policy: &ReplayPolicy) -> Result<(), ReplayError> {
+        let mut journal = Vec::new();
+        let result = self.apply_journaled(event, policy, &mut journal);
+        if result.is_err() {
+            self.rollback(journal);
+        }
+        result
+    }
+
+    fn apply_journaled(
+        &mut self,
+        event: &Value,
+        policy: &ReplayPolicy,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let next = self.last_sequence.saturating_add(1);
+        let map = event
+            .as_object()
+            .ok_or_else(|| ReplayError::at(Some(next), "event is not an object"))?;
+        let sequence = map.get("sequence").and_then(Value::as_u64);
+        if sequence != Some(next) {
+            return Err(ReplayError::at(sequence, "sequence is not contiguous"));
+        }
+        let envelope = Ev {
+            map,
+            sequence: next,
+        };
+        let owner_token = map.get("owner_token").and_then(Value::as_str);
+        if self.owner_fingerprint.is_none() || owner_token != self.owner_fingerprint.as_deref() {
+            return Err(envelope.corrupt("event owner fingerprint is stale"));
+        }
+        let metadata = envelope.metadata()?;
+        if metadata.get("owner_epoch").and_then(Value::as_u64) != Some(self.owner_epoch) {
+            return Err(envelope.corrupt("event owner epoch is stale"));
+        }
+        let event_type = envelope.opt_str("event_type")?;
+        if self.run_state.is_terminal()
+            && !(event_type == Some("live_report_recorded")
+                && self.run_state == RunState::Completed)
+        {
+            return Err(envelope.corrupt("terminal run rejects further mutation"));
+        }
+        // Read the head fields before changing anything.
+        let checksum = envelope.opt_str("checksum")?;
+        let timestamp = envelope.opt_str("timestamp")?;
+
+        let mut touches_lineage = false;
+        if event_type == Some("transaction_committed") {
+            let intents = match metadata.get("intents") {
+                None | Some(Value::Null) => &[][..],
+                Some(Value::Array(intents)) => intents.as_slice(),
+                Some(_) => return Err(envelope.meta_malformed("intents")),
+            };
+            for intent in intents {
+                let intent = intent
+                    .as_object()
+                    .ok_or_else(|| envelope.corrupt("transaction intent is not an object"))?;
+                let logical = Ev {
+                    map: intent,
+                    sequence: next,
+                };
+                touches_lineage |= logical
+                    .event_type()
+                    .is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+                self.apply_logical(&logical, policy, journal)?;
+            }
+        } else {
+            touches_lineage = event_type.is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+            self.apply_logical(&envelope, policy, journal)?;
+        }
+
+        self.last_sequence = next;
+        if let Some(checksum) = checksum {
+            self.last_checksum = checksum.to_owned();
+        }
+        self.last_event_type = event_type.map(str::to_owned);
+        self.updated_at = timestamp.map(str::to_owned);
+        if touches_lineage {
+            self.incomplete_replacements = self
+                .lanes
+                .values()
+                .filter(|lane| {
+                    lane.state == LaneState::Replaced
+                        && !lane
+                            .replacement_lane_id
+                            .as_ref()
+                            .is_some_and(|child| self.lanes.contains_key(child))
+                })
+                .map(|lane| lane.id.clone())
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// Undoes the journal's changes, newest first.
+    fn rollback(&mut self, journal: Vec<Undo>) {
+        for undo in journal.into_iter().rev() {
+            match undo {
+                Undo::RunState(state) => self.run_state = state,
+                Undo::Owner { epoch, fingerprint } => {
+                    self.owner_epoch = epoch;
+                    self.owner_fingerprint = fingerprint;
+                }
+                Undo::LaneInserted(id) => {
+                    self.lanes.remove(&id);
+                }
+                Undo::Lane { saved, digests_len } => {
+                    let mut saved = *saved;
+                    if let Some(current) = self.lanes.get_mut(&saved.id) {
+                        current.truncate_liveness_digests(digests_len);
+                        saved.liveness_evidence_digests =
+                            std::mem::take(&mut current.liveness_evidence_digests);
+                        saved.digest_index = std::mem::take(&mut current.digest_index);
+                        *current = saved;
+                    }
+                }
+                Undo::MainVerified(verified) => self.main_verified = verified,
+                Undo::Topology {
+                    topology,
+                    removed_components,
+                    removed_component_records,
+                } => {
+                    self.topology = topology;
+                    self.removed_components = removed_components;
+                    self.removed_component_records = removed_component_records;
+                }
+                Undo::CheckAppended {
+                    component,
+                    check,
+                    previous,
+                } => {
+                    if let Some(checks) = self.check_history.get_mut(&component) {
+                        if let Some(history) = checks.get_mut(&check) {
+                            history.pop();
+                            if history.is_empty() {
+                                checks.remove(&check);
+                            }
+                        }
+                        if checks.is_empty() {
+                            self.check_history.remove(&component);
+                        }
+                    }
+                    let results = self.checks.entry(component.clone()).or_default();
+                    match previous {
+                        Some(passed) => {
+                            results.insert(check, passed);
+                        }
+                        None => {
+                            results.remove(&check);
+                        }
+                    }
+                    if results.is_empty() {
+                        self.checks.remove(&component);
+                    }
+                }
+                Undo::Report { kind, previous } => match previous {
+                    Some(metadata) => {
+                        self.reports.insert(kind, metadata);
+                    }
+                    None => {
+                        self.reports.remove(&kind);
+                    }
+                },
+                Undo::ResolutionInserted(id) => {
+                    self.failure_resolutions.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Records the lane's current record in the journal and returns it for
+    /// modification.
+    fn lane_for_update(&mut self, id: &str, journal: &mut Vec<Undo>) -> Option<&mut LaneRecord> {
+        let lane = self.lanes.get_mut(id)?;
+        let digests = std::mem::take(&mut lane.liveness_evidence_digests);
+        let index = std::mem::take(&mut lane.digest_index);
+        let saved = Box::new(lane.clone());
+        let digests_len = digests.len();
+        lane.liveness_evidence_digests = digests;
+        lane.digest_index = index;
+        journal.push(Undo::Lane { saved, digests_len });
+        Some(lane)
+    }
+
+    fn save_topology(&self, journal: &mut Vec<Undo>) {
+        journal.push(Undo::Topology {
+            topology: self.topology.clone(),
+            removed_components: self.removed_components.clone(),
+            removed_component_records: self.removed_component_records.clone(),
+        });
+    }
+
+    /// One logical event: a plain receipt event or one transaction intent.
+    fn apply_logical(
+        &mut self,
+        ev: &Ev<'_>,
+        policy: &ReplayPolicy,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let event_type = ev.event_type().unwrap_or("");
+        let meta = ev.metadata()?;
+        if let Some((sources, target)) = run_transition(event_type) {
+            ev.require_evidence()?;
+            return self.apply_run_event(ev, event_type, sources, target, journal);
+        }
+        match event_type {
+            "run_resumed" => self.apply_run_resumed(ev, &meta, journal),
+            "lane_created" => {
+                ev.require_evidence()?;
+                if self.lanes.len() >= policy.max_lanes {
+                    return Err(ev.corrupt("lane limit exceeded"));
+                }
+                self.apply_lane_created(ev, &meta, journal)
+            }
+            _ if lane_transition(event_type).is_some() => {
+                ev.require_evidence()?;
+                self.apply_lane_event(ev, event_type, &meta, journal)
+            }
+            "replacement_repaired" | "replacement_blocked" => {
+                self.apply_replacement_reservation(ev, event_type, &meta, journal)
+            }
+            "replacement_lineage_closed" => self.apply_lineage_closed(ev, &meta, journal),
+            "candidate_validated"
+                if meta.get("candidate_kind").and_then(Value::as_str)
+                    == Some("failed_lane_resolution") =>
+            {
+                self.apply_failure_resolution(ev, &meta, policy, journal)
+            }
+            "main_verification" => {
+                ev.require_evidence()?;
+                journal.push(Undo::MainVerified(self.main_verified));
+                self.main_verified = true;
+                Ok(())
+            }
+            "topology_registered" => self.apply_topology_registered(ev, &meta, journal),
+            "topology_component_removed" => self.apply_component_removed(ev, &meta, journal),
+            "check_passed" | "check_failed" => {
+                self.apply_check_result(ev, event_type == "check_passed", &meta, journal)
+            }
+            "evidence_attached" => self.apply_evidence_attached(ev, &meta, journal),
+            "handoff_recorded" | "live_report_recorded" => self.apply_report(ev, &meta, journal),
+            "candidate_proposed" | "candidate_validated" | "candidate_rejected" => Ok(()),
+            _ => Err(ev.corrupt("event type has no coordinator reducer")),
+        }
+    }
+
+    fn apply_run_event(
+        &mut self,
+        ev: &Ev<'_>,
+        event_type: &str,
+        sources: &[Option<RunState>],
+        target: RunState,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let source = if event_type == "run_created" && self.last_sequence == 0 {
+            None
+        } else {
+            Some(self.run_state)
+        };
+        if !sources.contains(&source) {
+            return Err(ev.corrupt("run transition source is invalid"));
+        }
+        let to_state = ev.opt_str("to_state")?;
+        if to_state.is_some_and(|to| to != target.as_str()) {
+            return Err(ev.corrupt("run transition target is invalid"));
+        }
+        let from_state = ev.opt_str("from_state")?;
+        if from_state.is_some() && from_state != source.map(RunState::as_str) {
+            return Err(ev.corrupt("run transition from_state is invalid"));
+        }
+        journal.push(Undo::RunState(self.run_state));
+        self.run_state = target;
+        Ok(())
+    }
+
+    fn apply_run_resumed(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let old_epoch = self.owner_epoch;
+        if meta.get("owner_epoch").and_then(Value::as_u64) != Some(old_epoch) {
+            return Err(ev.corrupt("resume old owner epoch is invalid"));
+        }
+        let fingerprint = match meta.get("new_owner_fingerprint") {
+            Some(Value::String(fingerprint))
+                if fingerprint.len() == 64
+                    && fingerprint
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+            {
+                fingerprint.clone()
+            }
+            _ => return Err(ev.corrupt("resume owner fingerprint is invalid")),
+        };
+        let new_epoch = old_epoch
+            .checked_add(1)
+            .ok_or_else(|| ev.corrupt("resume old owner epoch is invalid"))?;
+        journal.push(Undo::Owner {
+            epoch: old_epoch,
+            fingerprint: self.owner_fingerprint.clone(),
+        });
+        self.owner_epoch = new_epoch;
+        self.owner_fingerprint = Some(fingerprint);
+        Ok(())
+    }
+
+    fn apply_lane_created(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let Some(lane_id) = ev.opt_str("lane_id")? else {
+            return Err(ev.corrupt("lane_created requires lane_id"));
+        };
+        if !matches!(self.run_state, RunState::Running | RunState::Recovering) {
+            return Err(ev.corrupt("lane cannot be created in current run state"));
+        }
+        if self.lanes.contains_key(lane_id) {
+            return Err(ev.corrupt("duplicate lane_created"));
+        }
+        let Some(agent_id) = ev.opt_str("agent_id")? else {
+            return Err(ev.corrupt("lane_created requires lane_id and agent_id"));
+        };
+        let text = |key: &str| -> Result<Option<String>, ReplayError> {
+            Ok(ev.meta_str(meta, key)?.map(str::to_owned))
+        };
+        let replacement_count = match meta.get("replacement_count") {
+            None => Number::from(0u8),
+            Some(Value::Number(n)) => n.clone(),
+            Some(_) => return Err(ev.meta_malformed("replacement_count")),
+        };
+        let evidence_digest = text("evidence_digest")?;
+        let lane = LaneRecord {
+            id: lane_id.to_owned(),
+            state: LaneState::Pending,
+            agent_id: agent_id.to_owned(),
+            assignment: text("assignment")?,
+            write_scope: ev.meta_strings(meta, "write_scope")?,
+            changed_paths: Vec::new(),
+            fallback: text("fallback")?,
+            startup_ack_deadline: text("startup_ack_deadline")?,
+            silence_lease_deadline: text("silence_lease_deadline")?,
+            command_deadline: text("command_deadline")?,
+            probe_deadline: text("probe_deadline")?,
+            evidence_digest: evidence_digest.clone(),
+            parent_lane_id: text("parent_lane_id")?,
+            replacement_count,
+            replacement_lane_id: text("replacement_lane_id")?,
+            last_evidence_digest: evidence_digest,
+            last_reason: ev.opt_str("reason")?.map(str::to_owned),
+            liveness_evidence_refs: Vec::new(),
+            liveness_evidence_digests: Vec::new(),
+            last_event_type: "lane_created".to_owned(),
+            terminal_sequence: None,
+            updated_at: ev.timestamp()?,
+            evidence_refs: ev.evidence()?.to_vec(),
+            replacement_reservation: None,
+            digest_index: Default::default(),
+        };
+        journal.push(Undo::LaneInserted(lane.id.clone()));
+        self.lanes.insert(lane.id.clone(), lane);
+        Ok(())
+    }
+
+    fn apply_lane_event(
+        &mut self,
+        ev: &Ev<'_>,
+        event_type: &str,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let Some(lane_id) = ev.opt_str("lane_id")? else {
+            return Err(ev.corrupt(format!("{event_type} requires lane_id")));
+        };
+        let Some((sources, target)) = lane_transition(event_type) else {
+            return Err(ev.corrupt("event type has no coordinator reducer"));
+        };
+        let Some(lane) = self.lanes.get(lane_id) else {
+            return Err(ev.corrupt("lane event references an unknown lane"));
+        };
+        if ev
+            .opt_str("agent_id")?
+            .is_some_and(|agent| agent != lane.agent_id)
+        {
+            return Err(ev.corrupt("lane event agent does not own the lane"));
+        }
+        if !sources.contains(&lane.state) {
+            return Err(ev.corrupt("lane transition source is invalid"));
+        }
+        if ev
+            .opt_str("from_state")?
+            .is_some_and(|from| from != lane.state.as_str())
+        {
+            return Err(ev.corrupt("lane transition from_state is invalid"));
+        }
+        if ev
+            .opt_str("to_state")?
+            .is_some_and(|to| to != target.as_str())
+        {
+            return Err(ev.corrupt("lane transition target is invalid"));
+        }
+
+        // Read and type-check everything before changing the lane.
+        let timestamp = ev.timestamp()?;
+        let reason = ev.opt_str("reason")?;
+        let evidence_value = ev.evidence_value()?;
+        let evidence = ev.evidence()?;
+        let copied = |key: &str| -> Result<Option<Option<String>>, ReplayError> {
+            if meta.contains(key) {
+                Ok(Some(ev.meta_str(meta, key)?.map(str::to_owned)))
+            } else {
+                Ok(None)
+            }
+        };
+        let silence_lease_deadline = copied("silence_lease_deadline")?;
+        let probe_deadline = copied("probe_deadline")?;
+        let metadata_digest = copied("evidence_digest")?;
+        let replacement_lane_id = copied("replacement_lane_id")?;
+        let replacement_count = match meta.get("replacement_count") {
+            None => None,
+            Some(Value::Number(n)) => Some(n.clone()),
+            Some(_) => return Err(ev.meta_malformed("replacement_count")),
+        };
+        let changed_paths = if event_type == "lane_completed" {
+            Some(ev.meta_strings(meta, "changed_paths")?)
+        } else {
+            None
+        };
+        let reservation = match (event_type, meta.0) {
+            ("lane_reassigned", Some(map))
+                if RESERVATION_FIELDS.iter().all(|k| map.contains_key(*k)) =>
+            {
+                Some(
+                    RESERVATION_FIELDS
+                        .iter()
+                        .filter_map(|k| map.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                        .collect::<Map<String, Value>>(),
+                )
+            }
+            _ => None,
+        };
+        let sequence = ev.sequence;
+
+        let Some(lane) = self.lane_for_update(lane_id, journal) else {
+            return Err(ev.corrupt("lane event references an unknown lane"));
+        };
+        lane.state = target;
+        lane.last_event_type = event_type.to_owned();
+        lane.updated_at = timestamp;
+        if target.is_terminal() {
+            lane.terminal_sequence = Some(sequence);
+        }
+        if !evidence.is_empty() {
+            if LIVENESS_EVENT_TYPES.contains(&event_type) {
+                lane.liveness_evidence_refs = evidence.to_vec();
+                let digest = evidence_digest(evidence_value);
+                lane.push_liveness_digest(digest.clone());
+                if metadata_digest.is_none() {
+                    lane.last_evidence_digest = Some(digest);
+                }
+            } else {
+                lane.evidence_refs = evidence.to_vec();
+            }
+        }
+        if let Some(value) = silence_lease_deadline {
+            lane.silence_lease_deadline = value;
+        }
+        if let Some(value) = probe_deadline {
+            lane.probe_deadline = value;
+        }
+        if let Some(value) = &metadata_digest {
+            lane.evidence_digest = value.clone();
+        }
+        if let Some(value) = replacement_count {
+            lane.replacement_count = value;
+        }
+        if let Some(value) = replacement_lane_id {
+            lane.replacement_lane_id = value;
+        }
+        if let Some(value) = metadata_digest {
+            lane.last_evidence_digest = value;
+        }
+        if let Some(paths) = changed_paths {
+            lane.changed_paths = paths;
+        }
+        if let Some(reservation) = reservation {
+            lane.replacement_reservation = Some(reservation);
+        }
+        if let Some(reason) = reason {
+            lane.last_reason = Some(reason.to_owned());
+        }
+        Ok(())
+    }
+
+    /// `replacement_repaired` (replaced -> replaced) and `replacement_blocked`
+    /// (replaced -> blocked): the reserved child must still be absent.
+    fn apply_replacement_reservation(
+        &mut self,
+        ev: &Ev<'_>,
+        event_type: &str,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let (what, target) = if event_type == "replacement_repaired" {
+            ("repair", LaneState::Replaced)
+        } else {
+            ("block", LaneState::Blocked)
+        };
+        let original_id = ev.meta_str(meta, "original_lane_id")?;
+        let replacement_id = ev.meta_str(meta, "replacement_lane_id")?;
+        let original = original_id.and_then(|id| self.lanes.get(id));
+        let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
+            return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
+        };
+        if ev.opt_str("lane_id")? != original_id
+            || ev.opt_str("agent_id")? != Some(original.agent_id.as_str())
+            || ev.opt_str("from_state")? != Some("replaced")
+            || ev.opt_str("to_state")? != Some(target.as_str())
+            || original.replacement_lane_id.as_deref() != replacement_id
+            || replacement_id.is_some_and(|id| self.lanes.contains_key(id))
+        {
+            return Err(ev.corrupt(format!("replacement {what} identity is invalid")));
+        }
+        let timestamp = ev.timestamp()?;
+        let evidence = ev.evidence()?.to_vec();
+        let sequence = ev.sequence;
+        let original_id = original.id.clone();
+        let Some(original) = self.lane_for_update(&original_id, journal) else {
+            return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
+        };
+        original.replacement_lane_id = replacement_id.map(str::to_owned);
+        if target == LaneState::Blocked {
+            original.state = LaneState::Blocked;
+            original.terminal_sequence = Some(sequence);
+        }
+        original.last_event_type = event_type.to_owned();
+        original.updated_at = timestamp;
+        original.evidence_refs = evidence;
+        Ok(())
+    }
+
+    /// `replacement_lineage_closed`: the original takes its (existing)
+    /// replacement's terminal state.
+    fn apply_lineage_closed(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let original_id = ev.meta_str(meta, "original_lane_id")?;
+        let replacement_id = ev.meta_str(meta, "replacement_lane_id")?;
+        let terminal_state = ev.meta_str(meta, "replacement_terminal_state")?;
+        let original = original_id.and_then(|id| self.lanes.get(id));
+        let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
+            return Err(ev.corrupt("replacement close original lane is invalid"));
+        };
+        let replacement = replacement_id.and_then(|id| self.lanes.get(id));
+        let identity_ok = ev.opt_str("lane_id")? == original_id
+            && ev.opt_str("agent_id")? == Some(original.agent_id.as_str())
+            && ev.opt_str("from_state")? == Some("replaced")
+            && ev.opt_str("to_state")? == terminal_state
+            && original.replacement_lane_id.as_deref() == replacement_id
+            && replacement.is_some_and(|lane| Some(lane.state.as_str()) == terminal_state);
+        // The replacement's state equals `terminal_state`, so it parses.
+        let Some(target) = terminal_state
+            .and_then(LaneState::parse)
+            .filter(|_| identity_ok)
+        else {
+            return Err(ev.corrupt("replacement close lineage is invalid"));
+        };
+        let timestamp = ev.timestamp()?;
+        let evidence = ev.evidence()?.to_vec();
+        let sequence = ev.sequence;
+        let original_id = original.id.clone();
+        let Some(original) = self.lane_for_update(&original_id, journal) else {
+            return Err(ev.corrupt("replacement close original lane is invalid"));
+        };
+        original.state = target;
+        original.terminal_sequence = Some(sequence);
+        original.last_event_type = "replacement_lineage_closed".to_owned();
+        original.updated_at = timestamp;
+        original.evidence_refs = evidence;
+        Ok(())
+    }
+
+    /// `candidate_validated` with `candidate_kind = failed_lane_resolution`
+    /// (reference-coordinator.md §9).
+    fn apply_failure_resolution(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        policy: &ReplayPolicy,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        ev.require_evidence()?;
+        let evidence = ev.evidence()?;
+        if self.is_liveness_digest(&evidence_digest(ev.evidence_value()?)) {
+            return Err(ev.corrupt("liveness evidence cannot resolve a failed lane"));
+        }
+        let original_id = ev.meta_str(meta, "original_lane_id")?;
+        let resolution_id = ev.meta_str(meta, "resolution_lane_id")?;
+        let original = original_id.and_then(|id| self.lanes.get(id));
+        let Some(original) = original.filter(|lane| lane.state == LaneState::Failed) else {
+            return Err(ev.corrupt("failure resolution original lane is invalid"));
+        };
+        let resolution = resolution_id.and_then(|id| self.lanes.get(id));
+        let lineage_ok = ev.opt_str("lane_id")? == original_id
+            && ev.opt_str("agent_id")? == Some(original.agent_id.as_str())
+            && ev.opt_str("from_state")? == Some("failed")
+            && ev.opt_str("to_state")? == Some("failed")
+            && resolution_id != original_id
+            && resolution.is_some_and(|resolution| {
+                resolution.state == LaneState::Completed
+                    && (!policy.requires_parent
+                        || resolution.parent_lane_id.as_deref() == original_id)
+                    && match (original.terminal_sequence, resolution.terminal_sequence) {
+                        (Some(failed_at), Some(completed_at)) => completed_at > failed_at,
+                        _ => false,
+                    }
+            })
+            && !self.failure_resolutions.contains_key(&original.id);
+        let Some(resolution) = resolution.filter(|_| lineage_ok) else {
+            return Err(ev.corrupt("failure resolution lineage is invalid"));
+        };
+
+        let required: BTreeSet<String> = [
+            list_digest(&original.evidence_refs),
+            list_digest(&resolution.evidence_refs),
+        ]
+        .into_iter()
+        .collect();
+        let supplied: BTreeSet<&str> = evidence
+            .iter()
+            .filter_map(|item| item.get("checksum").and_then(Value::as_str))
+            .collect();
+        let original_digest = ev.meta_str(meta, "original_evidence_digest")?;
+        let resolution_digest = ev.meta_str(meta, "resolution_evidence_digest")?;
+        let bound = |digest: Option<&str>| digest.is_some_and(|d| required.contains(d));
+        if !bound(original_digest)
+            || !bound(resolution_digest)
+            || original_digest == resolution_digest
+            || !required.iter().all(|d| supplied.contains(d.as_str()))
+        {
+            return Err(ev.corrupt("failure resolution evidence binding is invalid"));
+        }
+        let record = FailureResolution {
+            resolution_lane_id: resolution.id.clone(),
+            resolved_at: ev.timestamp()?,
+            evidence_refs: evidence.to_vec(),
+        };
+        let original_id = original.id.clone();
+        journal.push(Undo::ResolutionInserted(original_id.clone()));
+        self.failure_resolutions.insert(original_id, record);
+        Ok(())
+    }
+
+    /// `topology_registered`: replaces the topology; surviving ids keep
+    /// their coverage and evidence. Checks are untouched.
+    fn apply_topology_registered(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        ev.require_evidence()?;
+        let components = match meta.get("components") {
+            None => &[][..],
+            Some(Value::Array(components)) => components.as_slice(),
+            Some(_) => return Err(ev.meta_malformed("components")),
+        };
+        let mut registered = BTreeMap::new();
+        for value in components {
+            let mut component =
+                parse_component(value).ok_or_else(|| ev.meta_malformed("components"))?;
+            if let Some(previous) = self.topology.get(&component.id) {
+                component.coverage_state = previous.coverage_state;
+                component.evidence_refs = previous.evidence_refs.clone();
+            }
+            registered.insert(component.id.clone(), component);
+        }
+        self.save_topology(journal);
+        self.topology = registered;
+        Ok(())
+    }
+
+    fn apply_component_removed(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        ev.require_evidence()?;
+        let component_id = ev.meta_str(meta, "component_id")?;
+        let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
+            return Err(ev.corrupt("topology removal references an unknown component"));
+        };
+        self.save_topology(journal);
+        if let Some(record) = self.topology.remove(component_id) {
+            self.removed_component_records
+                .insert(component_id.to_owned(), record);
+        }
+        if !self.removed_components.iter().any(|id| id == component_id) {
+            self.removed_components.push(component_id.to_owned());
+            self.removed_components.sort();
+        }
+        Ok(())
+    }
+
+    fn apply_check_result(
+        &mut self,
+        ev: &Ev<'_>,
+        passed: bool,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        ev.require_evidence()?;
+        let component_id = ev.meta_str(meta, "component_id")?;
+        let check_id = ev.meta_str(meta, "check_id")?;
+        let registered = component_id
+            .and_then(|id| self.topology.get(id))
+            .zip(check_id)
+            .is_some_and(|(component, check)| component.required_checks.iter().any(|c| c == check));
+        let (Some(component_id), Some(check_id), true) = (component_id, check_id, registered)
+        else {
+            return Err(ev.corrupt("check result references an unknown required check"));
+        };
+        let record = CheckRecord {
+            passed,
+            evidence_refs: ev.evidence()?.to_vec(),
+            reason: ev.opt_str("reason")?.map(str::to_owned),
+        };
+        let last = self
+            .check_history
+            .get(component_id)
+            .and_then(|checks| checks.get(check_id))
+            .and_then(|history| history.last());
+        if last.is_some_and(|last| same_json(&last.to_json(), &record.to_json())) {
+            return Err(ev.corrupt("duplicate check result"));
+        }
+        let previous = self
+            .checks
+            .get(component_id)
+            .and_then(|checks| checks.get(check_id))
+            .copied();
+        journal.push(Undo::CheckAppended {
+            component: component_id.to_owned(),
+            check: check_id.to_owned(),
+            previous,
+        });
+        self.check_history
+            .entry(component_id.to_owned())
+            .or_default()
+            .entry(check_id.to_owned())
+            .or_default()
+            .push(record);
+        self.checks
+            .entry(component_id.to_owned())
+            .or_default()
+            .insert(check_id.to_owned(), passed);
+        Ok(())
+    }
+
+    fn apply_evidence_attached(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        ev.require_evidence()?;
+        let component_id = ev.meta_str(meta, "component_id")?;
+        let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
+            return Err(ev.corrupt("component evidence references an unknown component"));
+        };
+        let coverage = ev
+            .meta_str(meta, "coverage_state")?
+            .and_then(CoverageState::parse)
+            .ok_or_else(|| ev.meta_malformed("coverage_state"))?;
+        let evidence = ev.evidence()?.to_vec();
+        self.save_topology(journal);
+        if let Some(component) = self.topology.get_mut(component_id) {
+            component.coverage_state = coverage;
+            component.evidence_refs = evidence;
+        }
+        Ok(())
+    }
+
+    /// `handoff_recorded` / `live_report_recorded`: one binding per kind;
+    /// rebinding the same metadata is accepted, different metadata is not.
+    fn apply_report(
+        &mut self,
+        ev: &Ev<'_>,
+        meta: &Meta<'_>,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), ReplayError> {
+        let metadata = meta.0.cloned().unwrap_or_default();
+        let Some(kind) = ev.meta_str(meta, "report_kind")? else {
+            return Err(ev.meta_malformed("report_kind"));
+        };
+        let previous = self.reports.get(kind);
+        if previous.is_some_and(|previous| {
+            !same_json(
+                &Value::Object(previous.clone()),
+                &Value::Object(metadata.clone()),
+            )
+        }) {
+            return Err(ev.corrupt("report kind is already bound to different evidence"));
+        }
+        journal.push(Undo::Report {
+            kind: kind.to_owned(),
+            previous: previous.cloned(),
+        });
+        self.reports.insert(kind.to_owned(), metadata);
+        Ok(())
+    }
+}
