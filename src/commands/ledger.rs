@@ -154,9 +154,12 @@ pub fn verify_receipt(
 
 /// The error a damaged receipt gives a command. A torn last line while a
 /// live writer holds the lock is an append in progress, not damage
-/// (decisions.md 13).
-pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage) -> FlowError {
-    if damage.reason == INCOMPLETE && run.dir.receipt_lock().status() == "locked_alive" {
+/// (decisions.md 13). A caller that holds the lock itself sees real damage.
+pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -> FlowError {
+    if !holding_lock
+        && damage.reason == INCOMPLETE
+        && run.dir.receipt_lock().status() == "locked_alive"
+    {
         return FlowError::Conflict(
             "append in progress: the receipt's last line is being written".into(),
         );

@@ -17,7 +17,7 @@ pub fn verify(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     let position = match verify_receipt(&run, |_| Ok(()))? {
         Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage)),
+        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
         Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
     };
     let mut out = Map::new();

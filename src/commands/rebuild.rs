@@ -1,28 +1,98 @@
 //! `rebuild`: rewrite the derived caches (run.json, lanes/*.json) from a
-//! fully verified receipt. The receipt stays the only truth.
+//! fully verified receipt, under the receipt lock so it never races a
+//! writer. The receipt stays the only truth; a damaged receipt writes nothing.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::path::Path;
 
 use super::SimpleRunCache;
 use super::error::{FlowError, FlowResult};
-use super::ledger::{Verdict, damage_error, open_run, verify_receipt};
+use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
+use crate::receipt::rules::Family;
+
+/// The coordinator-shape run.json of a replayed Phase 2 run.
+pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &CoordinatorState) -> Value {
+    json!({
+        "coordinator": {"cache_version": 1, "state": state.public_json()},
+        "last_checksum": state.last_checksum(),
+        "last_event_type": state.last_event_type(),
+        "last_sequence": state.last_sequence(),
+        "manifest_hash": manifest_hash,
+        "run_id": run_id,
+        "schema_version": 1,
+        "state": state.run_state(),
+        "updated_at": state.updated_at(),
+    })
+}
+
+/// Verify and replay a Phase 2 run into its coordinator state.
+pub fn replay_run(
+    run: &OpenRun,
+    holding_lock: bool,
+) -> FlowResult<(CoordinatorState, crate::receipt::verify::ChainPosition)> {
+    let run_meta = run
+        .manifest
+        .run
+        .clone()
+        .map(Value::Object)
+        .unwrap_or(Value::Null);
+    let origin = RunOrigin::from_run_metadata(&run_meta)
+        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    let mut state = CoordinatorState::new(&origin);
+    match verify_receipt(run, |event| {
+        state
+            .apply(&Value::Object(event.clone()), &policy)
+            .map_err(|e| e.to_string())
+    })? {
+        Verdict::Intact(position) => Ok((state, position)),
+        Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
+        Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
+    }
+}
 
 pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
-    let mut cache = SimpleRunCache::default();
-    let position = match verify_receipt(&run, |event| {
-        cache.observe(event);
-        Ok(())
-    })? {
-        Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    let _guard = run.dir.receipt_lock().acquire()?;
+    let hash = run.manifest.contract.hash.clone();
+    let position = match run.manifest.contract.family {
+        Family::V1_1 => {
+            let (state, position) = replay_run(&run, true)?;
+            let lanes = state.lane_records();
+            crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+            for (lane_id, record) in &lanes {
+                run.dir
+                    .write_cache(&run.dir.lanes_dir().join(format!("{lane_id}.json")), record)?;
+            }
+            for lane_id in run.dir.lane_cache_ids()? {
+                if !lanes.contains_key(&lane_id) {
+                    run.dir.remove_lane_cache(&lane_id)?;
+                }
+            }
+            run.dir.write_cache(
+                &run.dir.run_cache_path(),
+                &coordinator_run_cache(run_id, &hash, &state),
+            )?;
+            position
+        }
+        Family::V1_0 => {
+            let mut cache = SimpleRunCache::default();
+            let position = match verify_receipt(&run, |event| {
+                cache.observe(event);
+                Ok(())
+            })? {
+                Verdict::Intact(position) => position,
+                Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, true)),
+                Verdict::Rejected { message, .. } => {
+                    return Err(FlowError::ReceiptCorrupt(message));
+                }
+            };
+            run.dir
+                .write_cache(&run.dir.run_cache_path(), &cache.to_json(run_id, &hash))?;
+            position
+        }
     };
-    run.dir.write_cache(
-        &run.dir.run_cache_path(),
-        &cache.to_json(run_id, &run.manifest.contract.hash),
-    )?;
     let mut out = Map::new();
     out.insert("checksum".into(), Value::String(position.checksum));
     out.insert("run_id".into(), Value::String(run_id.to_string()));
