@@ -58,6 +58,18 @@ pub enum Command {
         about = "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable."
     )]
     Rebuild(RunArgs),
+    #[command(
+        name = "receipt-diagnose",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: recovery-run-create or init. In-place migration is unavailable."
+    )]
+    ReceiptDiagnose(RunArgs),
+    #[command(
+        name = "resume-check",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Safe next: resume, replacement-repair, or replacement-block. In-place migration is unavailable."
+    )]
+    ResumeCheck(RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +139,14 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         Command::Verify(args) => Success {
             operation: "verify",
             data: commands::verify(root, &args.run_id)?,
+        },
+        Command::ReceiptDiagnose(args) => Success {
+            operation: "receipt-diagnose",
+            data: commands::inspect::receipt_diagnose(root, &args.run_id)?,
+        },
+        Command::ResumeCheck(args) => Success {
+            operation: "resume-check",
+            data: commands::inspect::resume_check(root, &args.run_id)?,
         },
         Command::Rebuild(args) => Success {
             operation: "rebuild",

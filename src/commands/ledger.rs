@@ -52,11 +52,12 @@ pub enum Verdict {
     Intact(ChainPosition),
     /// The receipt is damaged at a line.
     Damaged(ReceiptDamage),
-    /// A verified event was refused by the caller's consumer (e.g. replay).
+    /// A verified event was refused by the caller's consumer (e.g. replay):
+    /// `sequence` is that event's, `trusted_checksum` its predecessor's.
     Rejected {
         sequence: u64,
         message: String,
-        position: ChainPosition,
+        trusted_checksum: String,
     },
 }
 
@@ -88,6 +89,7 @@ pub fn verify_receipt(
         verifier.require_canonical_until(head.sequence);
     }
     let mut head_seen: Option<(String, u64)> = None;
+    let mut trusted_checksum = String::new();
     let outcome = verifier
         .verify_stream(&mut reader, |event, position| {
             if head
@@ -96,7 +98,9 @@ pub fn verify_receipt(
             {
                 head_seen = Some((position.checksum.clone(), position.byte_length));
             }
-            consume(event)
+            consume(event)?;
+            trusted_checksum = position.checksum.clone();
+            Ok(())
         })
         .map_err(|e| FlowError::Contract(format!("receipt could not be read: {e}")))?;
     let position = verifier.position().clone();
@@ -106,7 +110,7 @@ pub fn verify_receipt(
             return Ok(Verdict::Rejected {
                 sequence: position.sequence,
                 message,
-                position,
+                trusted_checksum,
             });
         }
         Ok(()) => {}

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod init;
+pub mod inspect;
 pub mod ledger;
 pub mod rebuild;
 
@@ -77,6 +78,11 @@ impl SimpleRunCache {
             last.insert(key.into(), event.get(key).cloned().unwrap_or(Value::Null));
         }
         self.last = Some(last);
+    }
+
+    /// The run state seen so far.
+    pub fn state(&self) -> &str {
+        &self.state
     }
 
     pub fn to_json(&self, run_id: &str, manifest_hash: &str) -> Value {

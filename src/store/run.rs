@@ -244,3 +244,32 @@ impl RunDir {
         }
     }
 }
+
+impl RunDir {
+    /// SHA-256 and size of the receipt's raw bytes, streamed (the file
+    /// identity of a diagnosis). A missing receipt has the identity of an
+    /// empty one.
+    pub fn receipt_identity(&self) -> StoreResult<(String, u64)> {
+        use sha2::{Digest, Sha256};
+        use std::io::Read;
+        let path = self.receipt_path();
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok((canonical::sha256_hex(b""), 0));
+        }
+        let mut file = open_regular(&path, "receipt", None)?;
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let n = file
+                .read(&mut buffer)
+                .map_err(|e| StoreError::io(&e, &path))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+            size += n as u64;
+        }
+        Ok((hex::encode(hasher.finalize()), size))
+    }
+}

@@ -1,0 +1,237 @@
+//! Read-only inspection: `receipt-diagnose` (Phase 1 and 2) and
+//! `resume-check` (Phase 2). Both validate the run directory, verify and
+//! replay the whole receipt, and never write anything.
+
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+use super::SimpleRunCache;
+use super::error::FlowResult;
+use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
+use crate::coordinator::{CoordinatorState, LaneState, ReplayPolicy, RunOrigin};
+use crate::receipt::canonical;
+use crate::receipt::rules::Family;
+
+/// What inspection found: a healthy replay or damage with its trusted prefix.
+pub enum Inspection {
+    Healthy {
+        run_state: String,
+        sequence: u64,
+        checksum: String,
+        state: Option<Box<CoordinatorState>>,
+    },
+    Damaged {
+        first_bad: u64,
+        trusted_sequence: u64,
+        trusted_checksum: String,
+    },
+}
+
+fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
+    let verdict = match run.manifest.contract.family {
+        Family::V1_0 => {
+            let mut cache = SimpleRunCache::default();
+            let verdict = verify_receipt(run, |event| {
+                cache.observe(event);
+                Ok(())
+            })?;
+            if let Verdict::Intact(position) = &verdict {
+                return Ok(Inspection::Healthy {
+                    run_state: cache.state().to_string(),
+                    sequence: position.sequence,
+                    checksum: position.checksum.clone(),
+                    state: None,
+                });
+            }
+            verdict
+        }
+        Family::V1_1 => {
+            let run_meta = run
+                .manifest
+                .run
+                .clone()
+                .map(Value::Object)
+                .unwrap_or(Value::Null);
+            let origin = match RunOrigin::from_run_metadata(&run_meta) {
+                Ok(origin) => origin,
+                Err(_) => {
+                    return Ok(Inspection::Damaged {
+                        first_bad: 1,
+                        trusted_sequence: 0,
+                        trusted_checksum: String::new(),
+                    });
+                }
+            };
+            let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+            let mut state = CoordinatorState::new(&origin);
+            let verdict = verify_receipt(run, |event| {
+                state
+                    .apply(&Value::Object(event.clone()), &policy)
+                    .map_err(|e| e.to_string())
+            })?;
+            if let Verdict::Intact(position) = &verdict {
+                return Ok(Inspection::Healthy {
+                    run_state: state.run_state().to_string(),
+                    sequence: position.sequence,
+                    checksum: position.checksum.clone(),
+                    state: Some(Box::new(state)),
+                });
+            }
+            verdict
+        }
+    };
+    Ok(match verdict {
+        Verdict::Damaged(d) => Inspection::Damaged {
+            first_bad: d.first_bad_sequence,
+            trusted_sequence: d.last_trusted_sequence,
+            trusted_checksum: d.last_trusted_checksum,
+        },
+        Verdict::Rejected {
+            sequence,
+            trusted_checksum,
+            ..
+        } => Inspection::Damaged {
+            first_bad: sequence,
+            trusted_sequence: sequence - 1,
+            trusted_checksum,
+        },
+        Verdict::Intact(_) => unreachable_intact(),
+    })
+}
+
+// Both arms above return early for an intact receipt.
+fn unreachable_intact() -> Inspection {
+    Inspection::Damaged {
+        first_bad: 1,
+        trusted_sequence: 0,
+        trusted_checksum: String::new(),
+    }
+}
+
+fn damaged_object(
+    run: &OpenRun,
+    first_bad: u64,
+    trusted_sequence: u64,
+    trusted_checksum: String,
+) -> FlowResult<Map<String, Value>> {
+    let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
+    let mut map = base_object(run);
+    map.insert("effective_state".into(), json!("blocked"));
+    map.insert("first_bad_sequence".into(), json!(first_bad));
+    map.insert("last_trusted_sequence".into(), json!(trusted_sequence));
+    map.insert("last_trusted_checksum".into(), json!(trusted_checksum));
+    map.insert("receipt_hash".into(), json!(receipt_hash));
+    map.insert("receipt_size".into(), json!(receipt_size));
+    Ok(map)
+}
+
+fn base_object(run: &OpenRun) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("run_id".into(), json!(run.dir.run_id));
+    map.insert(
+        "manifest_version".into(),
+        json!(run.manifest.contract.version),
+    );
+    map.insert("manifest_hash".into(), json!(run.manifest.contract.hash));
+    map.insert(
+        "lock_owner_status".into(),
+        json!(run.dir.receipt_lock().status()),
+    );
+    map
+}
+
+/// `receipt-diagnose`: the diagnosis object plus its checksum.
+pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    let run = open_validated(root, run_id)?;
+    let mut map = match inspect_run(&run)? {
+        Inspection::Healthy {
+            run_state,
+            sequence,
+            checksum,
+            ..
+        } => {
+            let mut map = base_object(&run);
+            map.insert("effective_state".into(), json!(run_state));
+            map.insert("last_trusted_sequence".into(), json!(sequence));
+            map.insert("last_trusted_checksum".into(), json!(checksum));
+            map
+        }
+        Inspection::Damaged {
+            first_bad,
+            trusted_sequence,
+            trusted_checksum,
+        } => damaged_object(&run, first_bad, trusted_sequence, trusted_checksum)?,
+    };
+    let checksum = canonical::digest(&Value::Object(map.clone()));
+    map.insert("diagnosis_checksum".into(), json!(checksum));
+    Ok(map)
+}
+
+/// `resume-check`: what a new owner session must look at (Phase 2 only).
+pub fn resume_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    run.dir.validate()?;
+    match inspect_run(&run)? {
+        Inspection::Damaged {
+            first_bad,
+            trusted_sequence,
+            trusted_checksum,
+        } => damaged_object(&run, first_bad, trusted_sequence, trusted_checksum),
+        Inspection::Healthy {
+            run_state,
+            sequence,
+            checksum,
+            state,
+        } => {
+            let mut map = base_object(&run);
+            map.insert("run_state".into(), json!(run_state));
+            map.insert("last_sequence".into(), json!(sequence));
+            map.insert("last_checksum".into(), json!(checksum));
+            if let Some(state) = state {
+                let observe: Vec<&String> = state
+                    .lanes()
+                    .iter()
+                    .filter(|(_, lane)| {
+                        matches!(
+                            lane.state,
+                            LaneState::Starting
+                                | LaneState::Running
+                                | LaneState::SuspectedStall
+                                | LaneState::Recovering
+                        )
+                    })
+                    .map(|(id, _)| id)
+                    .collect();
+                let gaps: Vec<&String> = state
+                    .approved_component_ids()
+                    .iter()
+                    .filter(|id| !state.topology().contains_key(*id))
+                    .collect();
+                map.insert("owner_epoch".into(), json!(state.owner_epoch()));
+                map.insert("owner_fingerprint".into(), json!(state.owner_fingerprint()));
+                map.insert("lanes_requiring_observation".into(), json!(observe));
+                map.insert(
+                    "incomplete_replacements".into(),
+                    json!(state.incomplete_replacements()),
+                );
+                map.insert("topology_gaps".into(), json!(gaps));
+            }
+            Ok(map)
+        }
+    }
+}
+
+/// Open a run for diagnosis: the run directory rules apply (modes, symlinks).
+fn open_validated(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+    if !crate::receipt::primitives::is_identifier(run_id) {
+        return Err(super::FlowError::contract(
+            "run id must match the identifier contract",
+        ));
+    }
+    let dir = crate::store::run::RunDir::new(root, run_id);
+    if !dir.is_absent() {
+        dir.validate()?;
+    }
+    open_run(root, run_id)
+}
