@@ -707,6 +707,8 @@ fn liveness_evidence_is_kept_apart_from_completion_evidence() {
     assert_eq!(lane["last_evidence_digest"], digest);
     assert_eq!(lane["last_reason"], "silent");
     assert!(s.state.is_liveness_digest(&digest));
+    assert!(s.state.is_liveness_evidence(&evidence("quiet")));
+    assert!(!s.state.is_liveness_evidence(&completion_evidence));
 
     // The same evidence again is not recorded twice.
     s.ok(
@@ -1342,6 +1344,15 @@ fn policy_comes_from_the_run_manifest() {
             max_lanes: 3,
             requires_parent: true
         }
+    );
+    let limit = |value: Value| {
+        ReplayPolicy::from_contract(&json!({"resource_limits": {"max_lanes": value}})).max_lanes
+    };
+    assert_eq!(limit(json!(-1)), 0);
+    assert_eq!(limit(json!("64")), 0);
+    assert_eq!(
+        limit(serde_json::from_str("100000000000000000000000000000").unwrap()),
+        usize::MAX
     );
     // Pre-policy 1.1.0 snapshots lack failure_resolution.
     assert_eq!(
