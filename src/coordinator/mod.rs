@@ -17,3 +17,6 @@ pub use state::{
 
 #[cfg(test)]
 mod fixture_tests;
+
+#[cfg(test)]
+mod replay_tests;

@@ -106,14 +106,21 @@ impl ReplayPolicy {
     /// Reads the policy from the manifest contract (the snapshot with or
     /// without `_run`; `_run` is ignored).
     pub fn from_contract(contract: &Value) -> Self {
+        // The manifest contract guarantees a positive integer; anything else
+        // is read the way the reference's `len(lanes) >= max_lanes` treats
+        // it where that is defined (negative: every lane is over the limit),
+        // and fails closed where it is not (a non-number allows no lane).
         let max_lanes = match contract
             .get("resource_limits")
             .and_then(|limits| limits.get("max_lanes"))
         {
             None => 64,
-            Some(value) => value
-                .as_u64()
-                .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            Some(Value::Number(n)) => match canonical::integer_text(n) {
+                Some(text) if text.starts_with('-') => 0,
+                Some(text) => text.parse::<usize>().unwrap_or(usize::MAX),
+                None => 0,
+            },
+            Some(_) => 0,
         };
         let requires_parent = contract
             .get("failure_resolution")

@@ -478,6 +478,13 @@ impl CoordinatorState {
             .any(|lane| lane.has_liveness_digest(digest))
     }
 
+    /// True when the evidence list (an `evidence_refs` JSON array) was
+    /// recorded as liveness evidence by any lane: such evidence can never
+    /// satisfy completion or resolve a failed lane.
+    pub fn is_liveness_evidence(&self, evidence_refs: &Value) -> bool {
+        self.is_liveness_digest(&crate::receipt::canonical::digest(evidence_refs))
+    }
+
     /// The public replay state exactly as the reference stores it under
     /// `run.json` `coordinator.state`.
     pub fn public_json(&self) -> Value {
