@@ -174,3 +174,46 @@ fn phase2_only_event_types_are_refused_in_phase1() {
         "receipt corruption at sequence 2: event contract mismatch"
     );
 }
+
+#[test]
+fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    let head = write_phase1_run(
+        &root,
+        &[
+            ("run_created", None, Some("planned")),
+            ("plan_approved", Some("planned"), Some("approved")),
+        ],
+        None,
+    );
+    let flow = Flow::new(tmp.path());
+    let d = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "receipt-diagnose",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_ok();
+    assert_eq!(d["effective_state"], "approved");
+    assert_eq!(d["last_trusted_checksum"], head);
+    assert_eq!(d["manifest_version"], "1.0.0");
+    let before = common::snapshot(&root);
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "resume-check",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(e["next_command"], "init");
+    assert_eq!(
+        e["message"],
+        "the selected run manifest does not support coordinator commands"
+    );
+    assert_eq!(before, common::snapshot(&root));
+}
