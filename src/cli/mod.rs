@@ -2,6 +2,8 @@
 //! Parse, call, render; nothing else lives here.
 
 pub mod envelope;
+pub mod mutation;
+pub mod run;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
@@ -70,6 +72,8 @@ pub enum Command {
         about = "Read-only. Capability: Phase 2 only. Safe next: resume, replacement-repair, or replacement-block. In-place migration is unavailable."
     )]
     ResumeCheck(RunArgs),
+    #[command(flatten)]
+    Run(run::RunCommands),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +144,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
             operation: "verify",
             data: commands::verify(root, &args.run_id)?,
         },
+        Command::Run(command) => {
+            let (operation, data) = run::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
         Command::ReceiptDiagnose(args) => Success {
             operation: "receipt-diagnose",
             data: commands::inspect::receipt_diagnose(root, &args.run_id)?,

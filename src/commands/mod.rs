@@ -5,6 +5,8 @@ pub mod error;
 pub mod init;
 pub mod inspect;
 pub mod ledger;
+pub mod lifecycle;
+pub mod mutate;
 pub mod rebuild;
 
 use serde_json::{Map, Value};

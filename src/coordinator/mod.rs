@@ -6,7 +6,9 @@
 //! * [`state`] — the typed state and its exact reference JSON
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
+pub mod decide;
 pub mod replay;
+pub mod run_commands;
 pub mod state;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};

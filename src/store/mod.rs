@@ -5,6 +5,7 @@
 pub mod discovery;
 pub mod error;
 pub mod handle;
+pub mod input;
 pub mod lock;
 pub mod paths;
 pub mod run;

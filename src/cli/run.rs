@@ -1,0 +1,112 @@
+//! Run lifecycle commands: run-approve, run-start, run-recovery-start,
+//! run-recovery-finish, run-fail, run-block, run-cancel.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{MutationArgs, context};
+use crate::commands::{self, FlowResult};
+use crate::coordinator::run_commands::RunCommand;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum RunCommands {
+    #[command(
+        name = "run-approve",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: run-start. In-place migration is unavailable."
+    )]
+    RunApprove(RunTransitionArgs),
+    #[command(
+        name = "run-start",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-create. In-place migration is unavailable."
+    )]
+    RunStart(RunTransitionArgs),
+    #[command(
+        name = "run-recovery-finish",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: resume normal lane work. In-place migration is unavailable."
+    )]
+    RunRecoveryFinish(RunTransitionArgs),
+    #[command(
+        name = "run-recovery-start",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: repair the diagnosed state. In-place migration is unavailable."
+    )]
+    RunRecoveryStart(RunReasonArgs),
+    #[command(
+        name = "run-fail",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
+    )]
+    RunFail(RunReasonArgs),
+    #[command(
+        name = "run-block",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
+    )]
+    RunBlock(RunReasonArgs),
+    #[command(
+        name = "run-cancel",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
+    )]
+    RunCancel(RunReasonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunTransitionArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunReasonArgs {
+    #[command(flatten)]
+    pub transition: RunTransitionArgs,
+    #[arg(long, required = true)]
+    pub reason: String,
+}
+
+pub fn dispatch(
+    command: RunCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let (name, kind, transition, reason) = match command {
+        RunCommands::RunApprove(a) => ("run-approve", RunCommand::Approve, a, None),
+        RunCommands::RunStart(a) => ("run-start", RunCommand::Start, a, None),
+        RunCommands::RunRecoveryFinish(a) => {
+            ("run-recovery-finish", RunCommand::RecoveryFinish, a, None)
+        }
+        RunCommands::RunRecoveryStart(a) => (
+            "run-recovery-start",
+            RunCommand::RecoveryStart,
+            a.transition,
+            Some(a.reason),
+        ),
+        RunCommands::RunFail(a) => ("run-fail", RunCommand::Fail, a.transition, Some(a.reason)),
+        RunCommands::RunBlock(a) => ("run-block", RunCommand::Block, a.transition, Some(a.reason)),
+        RunCommands::RunCancel(a) => (
+            "run-cancel",
+            RunCommand::Cancel,
+            a.transition,
+            Some(a.reason),
+        ),
+    };
+    let ctx = context(root, env, &transition.common);
+    let data = commands::lifecycle::run_transition(
+        &ctx,
+        kind,
+        &transition.evidence,
+        transition.at.as_deref(),
+        reason.as_deref(),
+    )?;
+    Ok((name, data))
+}

@@ -1,0 +1,50 @@
+//! The run lifecycle commands on top of the mutation pipeline.
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use super::error::{FlowError, FlowResult};
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use crate::coordinator::run_commands::{
+    RunCommand, decide_run_transition, precheck_run_transition,
+};
+use crate::receipt::primitives::{format_now, parse_timestamp};
+use crate::store::input::{InputShape, read_json_input};
+
+/// Read an `--evidence` file (a JSON list).
+pub fn read_evidence(ctx: &MutationContext, path: &Path) -> FlowResult<Value> {
+    Ok(read_json_input(
+        path,
+        InputShape::List,
+        ctx.env.home.as_ref(),
+    )?)
+}
+
+/// `--at` (or now) as a stored timestamp; it must be a real UTC instant.
+pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String> {
+    let at = at
+        .map(str::to_string)
+        .unwrap_or_else(|| format_now(ctx.now));
+    parse_timestamp(&at)
+        .ok_or_else(|| FlowError::contract("decided_at must be a UTC timestamp"))?;
+    Ok(at)
+}
+
+/// `run-approve`, `run-start`, `run-recovery-start`, `run-recovery-finish`,
+/// `run-fail`, `run-block`, `run-cancel`.
+pub fn run_transition(
+    ctx: &MutationContext,
+    command: RunCommand,
+    evidence: &Path,
+    at: Option<&str>,
+    reason: Option<&str>,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let at = decided_at(ctx, at)?;
+    precheck_run_transition(&evidence)?;
+    let committed = mutate(ctx, &run, |input| {
+        decide_run_transition(input.state, command, &at, &evidence, reason)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}

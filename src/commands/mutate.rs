@@ -1,0 +1,334 @@
+//! The guarded mutation pipeline (reference-coordinator §2): open the run,
+//! validate the run directory and the owner handle, take the lock, load the
+//! verified state, prove ownership, check the expected head, decide, seal,
+//! pre-apply, append, refresh caches. Authority is a type: appending needs
+//! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
+//! against the freshly loaded state.
+
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+
+use super::error::{FlowError, FlowResult};
+use super::ledger::{OpenRun, open_run};
+use super::rebuild::{coordinator_run_cache, replay_run};
+use crate::coordinator::decide::{Intent, Policy, Refusal};
+use crate::coordinator::{CoordinatorState, ReplayPolicy};
+use crate::receipt::event::{EventDraft, SealedEvent};
+use crate::receipt::primitives::{Instant, format_now, is_sha256_hex};
+use crate::receipt::rules::{
+    EventContract, INTENT_KEYS, check_event, check_evidence, check_metadata,
+};
+use crate::store::discovery::DiscoveryEnv;
+use crate::store::handle::{OwnerHandle, check_contained, read_handle};
+use crate::store::run::AckHead;
+
+/// Everything a mutation needs besides its decision.
+#[derive(Debug, Clone)]
+pub struct MutationContext {
+    pub root: PathBuf,
+    pub run_id: String,
+    pub owner_file: PathBuf,
+    pub expected_head: Option<String>,
+    pub now: Instant,
+    pub env: DiscoveryEnv,
+}
+
+/// What the decision sees: the replayed state, the run's policy and "now".
+pub struct DecisionInput<'a> {
+    pub state: &'a CoordinatorState,
+    pub policy: &'a Policy,
+    pub now: Instant,
+    pub repo_root: Option<&'a str>,
+}
+
+/// Proof that the caller's owner handle matches the run's current owner,
+/// checked under the lock. Only [`authorize`] constructs it.
+#[derive(Debug)]
+pub struct OwnerProof {
+    fingerprint: String,
+    epoch: u64,
+}
+
+/// Compare a handle with the replayed current owner.
+pub fn authorize(state: &CoordinatorState, handle: &OwnerHandle) -> FlowResult<OwnerProof> {
+    if state.owner_fingerprint() != Some(handle.fingerprint.as_str())
+        || state.owner_epoch() != handle.epoch
+    {
+        return Err(FlowError::Conflict(
+            "owner handle does not match the current run owner".into(),
+        ));
+    }
+    Ok(OwnerProof {
+        fingerprint: handle.fingerprint.clone(),
+        epoch: handle.epoch,
+    })
+}
+
+/// The `--expected-head` syntax check, done before any input file is read.
+pub fn check_expected_head_syntax(head: Option<&str>) -> FlowResult<()> {
+    match head {
+        Some(h) if !is_sha256_hex(h) => Err(FlowError::contract(
+            "expected receipt head must be lowercase SHA-256",
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl From<Refusal> for FlowError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Conflict(m) => FlowError::Conflict(m),
+            Refusal::Invalid(m) => FlowError::Contract(m),
+            Refusal::Blocked {
+                message,
+                missing_ids,
+            } => FlowError::CompletionBlocked {
+                message,
+                missing_ids,
+            },
+        }
+    }
+}
+
+/// Open a run for a coordinator command: run id, snapshot, phase gate,
+/// `--expected-head` syntax (the reference's precedence).
+pub fn open_for_mutation(ctx: &MutationContext) -> FlowResult<OpenRun> {
+    let run = open_run(&ctx.root, &ctx.run_id)?;
+    run.require_phase2()?;
+    check_expected_head_syntax(ctx.expected_head.as_deref())?;
+    Ok(run)
+}
+
+/// The state a mutation produced, for the success envelope.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub sequence: u64,
+    pub checksum: String,
+    pub run_state: String,
+    pub owner_epoch: u64,
+    pub owner_fingerprint: Option<String>,
+}
+
+impl Committed {
+    pub fn envelope(&self, run_id: &str) -> Map<String, Value> {
+        let mut map = Map::new();
+        map.insert("run_id".into(), json!(run_id));
+        map.insert("sequence".into(), json!(self.sequence));
+        map.insert("checksum".into(), json!(self.checksum));
+        map.insert("run_state".into(), json!(self.run_state));
+        map
+    }
+}
+
+/// Run the pipeline with `decide` as the command's in-lock decision.
+pub fn mutate(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    run.dir.validate()?;
+    let owner_file = crate::store::paths::expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
+    check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
+    let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
+    let _guard = run.dir.receipt_lock().acquire()?;
+    let (mut state, position) = replay_run(run, true)?;
+    let proof = authorize(&state, &handle)?;
+    if let Some(expected) = &ctx.expected_head
+        && *expected != position.checksum
+    {
+        return Err(FlowError::Conflict(
+            "receipt head changed before mutation".into(),
+        ));
+    }
+    let policy = Policy::from_contract(
+        &run.manifest.contract.contract,
+        &run.manifest.contract.limits,
+    );
+    let repo_root = run
+        .manifest
+        .run
+        .as_ref()
+        .and_then(|r| r.get("repo_root"))
+        .and_then(Value::as_str);
+    let input = DecisionInput {
+        state: &state,
+        policy: &policy,
+        now: ctx.now,
+        repo_root,
+    };
+    let intents = decide(&input)?;
+    let sealed = seal(run, &state, &proof, intents, ctx.now)?;
+    let lanes_before = state.lane_records();
+    let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    state
+        .apply(&Value::Object(sealed.event.clone()), &replay_policy)
+        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    append(run, &proof, &sealed, position.byte_length)?;
+    // Caches are conveniences: the receipt is already durable, so a cache
+    // failure must not turn a committed event into a reported failure.
+    let _ = write_caches(run, &state, &lanes_before);
+    Ok(Committed {
+        sequence: state.last_sequence(),
+        checksum: state.last_checksum().to_string(),
+        run_state: state.run_state().to_string(),
+        owner_epoch: state.owner_epoch(),
+        owner_fingerprint: state.owner_fingerprint().map(str::to_string),
+    })
+}
+
+fn intent_value(intent: &Intent, epoch: u64, now: &str) -> Value {
+    let mut metadata = intent.metadata.clone();
+    metadata.insert("owner_epoch".into(), json!(epoch));
+    json!({
+        "agent_id": intent.agent_id,
+        "event_type": intent.event_type,
+        "evidence_refs": intent.evidence_refs,
+        "from_state": intent.from_state,
+        "lane_id": intent.lane_id,
+        "metadata": metadata,
+        "owner_epoch": epoch,
+        "reason": intent.reason,
+        "timestamp": intent.timestamp.clone().unwrap_or_else(|| now.to_string()),
+        "to_state": intent.to_state,
+    })
+}
+
+/// Normalise the intents (§2 step 9), build the event and check it.
+fn seal(
+    run: &OpenRun,
+    state: &CoordinatorState,
+    proof: &OwnerProof,
+    intents: Vec<Intent>,
+    now: Instant,
+) -> FlowResult<SealedEvent> {
+    let contract = &run.manifest.contract;
+    let now = format_now(now);
+    let epoch = proof.epoch;
+    let values: Vec<Value> = intents
+        .iter()
+        .map(|i| intent_value(i, epoch, &now))
+        .collect();
+    for (intent, value) in intents.iter().zip(&values) {
+        if !contract.event_types.contains(&intent.event_type) {
+            return Err(FlowError::contract("run manifest does not allow event"));
+        }
+        check_evidence(&value["evidence_refs"], &contract.limits).map_err(FlowError::Contract)?;
+        check_metadata(
+            &intent.event_type,
+            Some(&value["metadata"]),
+            &contract.limits,
+            epoch,
+            values.len() > 1,
+        )
+        .map_err(FlowError::Contract)?;
+        debug_assert_eq!(value.as_object().map(|m| m.len()), Some(INTENT_KEYS.len()));
+    }
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let draft = match values.as_slice() {
+        [single] => EventDraft {
+            run_id: run.dir.run_id.clone(),
+            lane_id: text(single, "lane_id"),
+            agent_id: text(single, "agent_id"),
+            sequence: state.last_sequence() + 1,
+            event_type: intents[0].event_type.clone(),
+            from_state: text(single, "from_state"),
+            to_state: text(single, "to_state"),
+            timestamp: text(single, "timestamp").unwrap_or_default(),
+            owner_token: proof.fingerprint.clone(),
+            manifest_hash: contract.hash.clone(),
+            previous_checksum: state.last_checksum().to_string(),
+            evidence_refs: single["evidence_refs"].clone(),
+            reason: text(single, "reason"),
+            metadata: Some(single["metadata"].clone()),
+        },
+        [_, second] => EventDraft {
+            run_id: run.dir.run_id.clone(),
+            lane_id: None,
+            agent_id: None,
+            sequence: state.last_sequence() + 1,
+            event_type: "transaction_committed".into(),
+            from_state: None,
+            to_state: None,
+            timestamp: text(second, "timestamp").unwrap_or_default(),
+            owner_token: proof.fingerprint.clone(),
+            manifest_hash: contract.hash.clone(),
+            previous_checksum: state.last_checksum().to_string(),
+            evidence_refs: json!([]),
+            reason: None,
+            metadata: Some(json!({"owner_epoch": epoch, "intents": values})),
+        },
+        _ => {
+            return Err(FlowError::contract(
+                "coordinator mutation must return one or two intents",
+            ));
+        }
+    };
+    let sealed = draft.seal();
+    let rules = EventContract {
+        family: contract.family,
+        event_types: &contract.event_types,
+        limits: &contract.limits,
+        epoch,
+    };
+    check_event(&sealed.event, &rules).map_err(FlowError::Contract)?;
+    if sealed.line.len() as u64 - 1 > contract.limits.max_receipt_line_bytes {
+        return Err(FlowError::contract(
+            "receipt event exceeds max_receipt_line_bytes",
+        ));
+    }
+    Ok(sealed)
+}
+
+/// Append one sealed line: only with an owner proof. The acknowledged head
+/// is recorded after the fsync, before success is reported.
+fn append(
+    run: &OpenRun,
+    _proof: &OwnerProof,
+    sealed: &SealedEvent,
+    byte_length: u64,
+) -> FlowResult<()> {
+    crate::store::secure::append_line(&run.dir.receipt_path(), &sealed.line)?;
+    let sequence = sealed.event["sequence"].as_u64().unwrap_or_default();
+    run.dir.write_head(&AckHead {
+        sequence,
+        checksum: sealed.checksum.clone(),
+        byte_length: byte_length + sealed.line.len() as u64,
+    })?;
+    Ok(())
+}
+
+fn write_caches(
+    run: &OpenRun,
+    state: &CoordinatorState,
+    before: &std::collections::BTreeMap<String, Value>,
+) -> FlowResult<()> {
+    let lanes = state.lane_records();
+    if !lanes.is_empty() {
+        crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+    }
+    for (lane_id, record) in &lanes {
+        if before.get(lane_id) != Some(record) {
+            run.dir
+                .write_cache(&run.dir.lanes_dir().join(format!("{lane_id}.json")), record)?;
+        }
+    }
+    for lane_id in before.keys().filter(|id| !lanes.contains_key(*id)) {
+        run.dir.remove_lane_cache(lane_id)?;
+    }
+    let cache = coordinator_run_cache(&run.dir.run_id, &run.manifest.contract.hash, state);
+    run.dir.write_cache(&run.dir.run_cache_path(), &cache)?;
+    Ok(())
+}
+
+/// Resolve the repo root pinned at init (strictly: it must still exist).
+pub fn pinned_repo_root(run: &OpenRun) -> FlowResult<PathBuf> {
+    let text = run
+        .manifest
+        .run
+        .as_ref()
+        .and_then(|r| r.get("repo_root"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| FlowError::contract("run manifest has no repo_root"))?;
+    let path = Path::new(text);
+    std::fs::canonicalize(path).map_err(|e| crate::store::StoreError::io(&e, path).into())
+}

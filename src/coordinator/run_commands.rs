@@ -1,0 +1,154 @@
+//! Decisions of the run lifecycle commands (reference-coordinator §4).
+
+use serde_json::Value;
+
+use super::decide::{Intent, Refusal, conflict, require_evidence};
+use super::state::{CoordinatorState, RunState};
+
+/// The seven run transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunCommand {
+    Approve,
+    Start,
+    RecoveryStart,
+    RecoveryFinish,
+    Fail,
+    Block,
+    Cancel,
+}
+
+impl RunCommand {
+    /// (event type, legal sources, target).
+    pub fn rule(self) -> (&'static str, &'static [RunState], RunState) {
+        use RunState::*;
+        match self {
+            RunCommand::Approve => ("plan_approved", &[Planned], Approved),
+            RunCommand::Start => ("run_started", &[Approved], Running),
+            RunCommand::RecoveryStart => ("run_recovery_started", &[Running], Recovering),
+            RunCommand::RecoveryFinish => ("run_recovery_finished", &[Recovering], Running),
+            RunCommand::Fail => ("run_failed", &[Running, Recovering], Failed),
+            RunCommand::Block => ("run_blocked", &[Running, Recovering], Blocked),
+            // decisions.md 6: cancel is allowed from planned and approved too.
+            RunCommand::Cancel => (
+                "run_cancelled",
+                &[Planned, Approved, Running, Recovering],
+                Cancelled,
+            ),
+        }
+    }
+
+    /// Whether the parser requires `--reason`.
+    pub fn takes_reason(self) -> bool {
+        matches!(
+            self,
+            RunCommand::RecoveryStart | RunCommand::Fail | RunCommand::Block | RunCommand::Cancel
+        )
+    }
+}
+
+/// Pre-lock checks: evidence present.
+pub fn precheck_run_transition(evidence: &Value) -> Result<(), Refusal> {
+    require_evidence(evidence)
+}
+
+/// In-lock decision: the run's current state must be a legal source.
+pub fn decide_run_transition(
+    state: &CoordinatorState,
+    command: RunCommand,
+    at: &str,
+    evidence: &Value,
+    reason: Option<&str>,
+) -> Result<Vec<Intent>, Refusal> {
+    require_evidence(evidence)?;
+    let (event_type, sources, target) = command.rule();
+    let current = state.run_state_enum();
+    if !sources.contains(&current) {
+        return conflict("current state does not allow lifecycle intent");
+    }
+    let mut intent = Intent::run(
+        event_type,
+        current.as_str(),
+        target.as_str(),
+        Some(at.to_string()),
+        evidence.clone(),
+    );
+    intent.reason = reason.map(str::to_string);
+    Ok(vec![intent])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::RunOrigin;
+    use serde_json::json;
+
+    fn planned() -> CoordinatorState {
+        CoordinatorState::new(&RunOrigin {
+            owner_fingerprint: Some("a".repeat(64)),
+            owner_epoch: 1,
+            approved_component_ids: vec![],
+        })
+    }
+
+    #[test]
+    fn approve_from_planned() {
+        let ev = json!([{"kind": "user_approval", "summary": "ok"}]);
+        let intents = decide_run_transition(
+            &planned(),
+            RunCommand::Approve,
+            "2026-07-14T01:00:00Z",
+            &ev,
+            None,
+        )
+        .unwrap();
+        assert_eq!(intents.len(), 1);
+        assert_eq!(intents[0].event_type, "plan_approved");
+        assert_eq!(intents[0].from_state.as_deref(), Some("planned"));
+        assert_eq!(intents[0].to_state.as_deref(), Some("approved"));
+    }
+
+    #[test]
+    fn illegal_sources_conflict() {
+        let ev = json!([{"kind": "k", "summary": "s"}]);
+        for command in [
+            RunCommand::Start,
+            RunCommand::RecoveryStart,
+            RunCommand::Fail,
+            RunCommand::Block,
+        ] {
+            assert_eq!(
+                decide_run_transition(&planned(), command, "2026-07-14T01:00:00Z", &ev, Some("r")),
+                Err(Refusal::Conflict(
+                    "current state does not allow lifecycle intent".into()
+                ))
+            );
+        }
+        // Cancel is allowed straight from planned (decisions.md 6).
+        assert!(
+            decide_run_transition(
+                &planned(),
+                RunCommand::Cancel,
+                "2026-07-14T01:00:00Z",
+                &ev,
+                Some("r")
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn evidence_is_required() {
+        assert_eq!(
+            decide_run_transition(
+                &planned(),
+                RunCommand::Approve,
+                "2026-07-14T01:00:00Z",
+                &json!([]),
+                None
+            ),
+            Err(Refusal::Invalid(
+                "lifecycle transition requires evidence".into()
+            ))
+        );
+    }
+}
