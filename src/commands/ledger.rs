@@ -66,10 +66,20 @@ pub enum Verdict {
 /// that ends before it, or disagrees with it, is damaged.
 pub fn verify_receipt(
     run: &OpenRun,
+    consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+) -> FlowResult<Verdict> {
+    verify_from(run, ChainPosition::genesis(&run.manifest), consume)
+}
+
+/// Verify the receipt from `start` (genesis, or a proven checkpoint) to its
+/// end; only the lines after `start.byte_length` are read.
+pub fn verify_from(
+    run: &OpenRun,
+    start: ChainPosition,
     mut consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
 ) -> FlowResult<Verdict> {
     let head = run.dir.read_head()?;
-    let mut reader = match run.dir.open_receipt() {
+    let mut reader = match run.dir.open_receipt_at(start.byte_length) {
         Ok(reader) => reader,
         Err(_) => {
             return Ok(Verdict::Damaged(ReceiptDamage::new(
@@ -80,16 +90,19 @@ pub fn verify_receipt(
             )));
         }
     };
-    let mut verifier = ChainVerifier::new(
-        &run.manifest,
-        &run.dir.run_id,
-        ChainPosition::genesis(&run.manifest),
-    );
+    // A head at or below the start was proven with the start itself.
+    let mut head_seen: Option<(String, u64)> = match &head {
+        Some(h) if h.sequence < start.sequence => Some((h.checksum.clone(), h.byte_length)),
+        Some(h) if h.sequence == start.sequence => {
+            Some((start.checksum.clone(), start.byte_length))
+        }
+        _ => None,
+    };
+    let mut trusted_checksum = start.checksum.clone();
+    let mut verifier = ChainVerifier::new(&run.manifest, &run.dir.run_id, start);
     if let Some(head) = &head {
         verifier.require_canonical_until(head.sequence);
     }
-    let mut head_seen: Option<(String, u64)> = None;
-    let mut trusted_checksum = String::new();
     let outcome = verifier
         .verify_stream(&mut reader, |event, position| {
             if head

@@ -8,9 +8,10 @@
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
+use super::checkpoint::{load_state, save_checkpoint};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, open_run};
-use super::rebuild::{coordinator_run_cache, replay_run};
+use super::rebuild::coordinator_run_cache;
 use crate::coordinator::decide::{Intent, Policy, Refusal};
 use crate::coordinator::{CoordinatorState, ReplayPolicy};
 use crate::receipt::event::{EventDraft, SealedEvent};
@@ -18,6 +19,7 @@ use crate::receipt::primitives::{Instant, format_now, is_sha256_hex};
 use crate::receipt::rules::{
     EventContract, INTENT_KEYS, check_event, check_evidence, check_metadata,
 };
+use crate::receipt::verify::ChainPosition;
 use crate::store::discovery::DiscoveryEnv;
 use crate::store::handle::{OwnerHandle, check_contained, read_handle};
 use crate::store::run::AckHead;
@@ -131,7 +133,7 @@ pub fn mutate(
     check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
-    let (mut state, position) = replay_run(run, true)?;
+    let (mut state, position, _) = load_state(run, true)?;
     let proof = authorize(&state, &handle)?;
     if let Some(expected) = &ctx.expected_head
         && *expected != position.checksum
@@ -167,6 +169,15 @@ pub fn mutate(
     // Caches are conveniences: the receipt is already durable, so a cache
     // failure must not turn a committed event into a reported failure.
     let _ = write_caches(run, &state, &lanes_before);
+    let after = ChainPosition {
+        sequence: state.last_sequence(),
+        checksum: sealed.checksum.clone(),
+        byte_length: position.byte_length + sealed.line.len() as u64,
+        owner_fingerprint: state.owner_fingerprint().map(str::to_string),
+        owner_epoch: state.owner_epoch(),
+        last_line_length: sealed.line.len() as u64,
+    };
+    let _ = save_checkpoint(run, &state, &after);
     Ok(Committed {
         sequence: state.last_sequence(),
         checksum: state.last_checksum().to_string(),

@@ -74,6 +74,7 @@ pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
                 &run.dir.run_cache_path(),
                 &coordinator_run_cache(run_id, &hash, &state),
             )?;
+            super::checkpoint::save_checkpoint(&run, &state, &position)?;
             position
         }
         Family::V1_0 => {

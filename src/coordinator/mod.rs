@@ -9,6 +9,7 @@
 pub mod decide;
 pub mod replay;
 pub mod run_commands;
+pub mod snapshot;
 pub mod state;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};

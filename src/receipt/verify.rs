@@ -63,6 +63,8 @@ pub struct ChainPosition {
     pub owner_fingerprint: Option<String>,
     /// Owner epoch expected on the next event.
     pub owner_epoch: u64,
+    /// Length of the last verified line, LF included (0 before the first).
+    pub last_line_length: u64,
 }
 
 impl ChainPosition {
@@ -74,6 +76,7 @@ impl ChainPosition {
             byte_length: 0,
             owner_fingerprint: manifest.owner_fingerprint().map(str::to_string),
             owner_epoch: manifest.initial_owner_epoch(),
+            last_line_length: 0,
         }
     }
 }
@@ -213,6 +216,7 @@ impl<'a> ChainVerifier<'a> {
         self.position.sequence = expected_sequence;
         self.position.checksum = claimed;
         self.position.byte_length += len;
+        self.position.last_line_length = len;
         if self.manifest.contract.family == Family::V1_1 && event["event_type"] == "run_resumed" {
             self.position.owner_fingerprint = event
                 .get("metadata")

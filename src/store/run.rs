@@ -273,3 +273,46 @@ impl RunDir {
         Ok((hex::encode(hasher.finalize()), size))
     }
 }
+
+impl RunDir {
+    /// Our checkpoint file: a replayed state proven against the receipt
+    /// before use, never believed on its own.
+    pub fn checkpoint_path(&self) -> PathBuf {
+        self.dir.join("checkpoint.json")
+    }
+
+    /// The checkpoint, if present and readable as JSON (it is only a cache:
+    /// anything odd means "no checkpoint").
+    pub fn read_checkpoint(&self) -> Option<Value> {
+        let path = self.checkpoint_path();
+        let mut file = open_regular(&path, "checkpoint", Some(FILE_MODE)).ok()?;
+        let bytes = read_limited(&mut file, &path, 256 << 20).ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn write_checkpoint(&self, value: &Value) -> StoreResult<()> {
+        self.write_cache(&self.checkpoint_path(), value)
+    }
+
+    /// Open the receipt positioned at `offset` (for verifying a tail).
+    pub fn open_receipt_at(&self, offset: u64) -> Result<BufReader<File>, RunReadError> {
+        use std::io::{Seek, SeekFrom};
+        let mut reader = self.open_receipt()?;
+        reader
+            .seek(SeekFrom::Start(offset))
+            .map_err(|_| RunReadError::Corrupt("receipt is missing or unsafe".into()))?;
+        Ok(reader)
+    }
+
+    /// Exactly `len` receipt bytes ending at `end`, or `None` when the
+    /// receipt is shorter or unreadable.
+    pub fn read_receipt_range(&self, end: u64, len: u64) -> Option<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let start = end.checked_sub(len)?;
+        let mut reader = self.open_receipt().ok()?;
+        reader.seek(SeekFrom::Start(start)).ok()?;
+        let mut bytes = vec![0u8; usize::try_from(len).ok()?];
+        reader.read_exact(&mut bytes).ok()?;
+        Some(bytes)
+    }
+}
