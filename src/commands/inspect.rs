@@ -28,22 +28,14 @@ pub enum Inspection {
 }
 
 fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
-    let verdict = match run.manifest.contract.family {
+    let (verdict, run_state, state) = match run.manifest.contract.family {
         Family::V1_0 => {
             let mut cache = SimpleRunCache::default();
             let verdict = verify_receipt(run, |event| {
                 cache.observe(event);
                 Ok(())
             })?;
-            if let Verdict::Intact(position) = &verdict {
-                return Ok(Inspection::Healthy {
-                    run_state: cache.state().to_string(),
-                    sequence: position.sequence,
-                    checksum: position.checksum.clone(),
-                    state: None,
-                });
-            }
-            verdict
+            (verdict, cache.state().to_string(), None)
         }
         Family::V1_1 => {
             let run_meta = run
@@ -52,15 +44,13 @@ fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
                 .clone()
                 .map(Value::Object)
                 .unwrap_or(Value::Null);
-            let origin = match RunOrigin::from_run_metadata(&run_meta) {
-                Ok(origin) => origin,
-                Err(_) => {
-                    return Ok(Inspection::Damaged {
-                        first_bad: 1,
-                        trusted_sequence: 0,
-                        trusted_checksum: String::new(),
-                    });
-                }
+            let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
+                // No initial owner: nothing in the receipt can be trusted.
+                return Ok(Inspection::Damaged {
+                    first_bad: 1,
+                    trusted_sequence: 0,
+                    trusted_checksum: String::new(),
+                });
             };
             let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
             let mut state = CoordinatorState::new(&origin);
@@ -69,18 +59,20 @@ fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
                     .apply(&Value::Object(event.clone()), &policy)
                     .map_err(|e| e.to_string())
             })?;
-            if let Verdict::Intact(position) = &verdict {
-                return Ok(Inspection::Healthy {
-                    run_state: state.run_state().to_string(),
-                    sequence: position.sequence,
-                    checksum: position.checksum.clone(),
-                    state: Some(Box::new(state)),
-                });
-            }
-            verdict
+            (
+                verdict,
+                state.run_state().to_string(),
+                Some(Box::new(state)),
+            )
         }
     };
     Ok(match verdict {
+        Verdict::Intact(position) => Inspection::Healthy {
+            run_state,
+            sequence: position.sequence,
+            checksum: position.checksum,
+            state,
+        },
         Verdict::Damaged(d) => Inspection::Damaged {
             first_bad: d.first_bad_sequence,
             trusted_sequence: d.last_trusted_sequence,
@@ -95,17 +87,7 @@ fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
             trusted_sequence: sequence - 1,
             trusted_checksum,
         },
-        Verdict::Intact(_) => unreachable_intact(),
     })
-}
-
-// Both arms above return early for an intact receipt.
-fn unreachable_intact() -> Inspection {
-    Inspection::Damaged {
-        first_bad: 1,
-        trusted_sequence: 0,
-        trusted_checksum: String::new(),
-    }
 }
 
 fn damaged_object(
