@@ -8,7 +8,7 @@ use std::path::Path;
 use super::SimpleRunCache;
 use super::error::FlowResult;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
-use crate::coordinator::{CoordinatorState, LaneState, ReplayPolicy, RunOrigin};
+use crate::coordinator::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::rules::Family;
 
@@ -37,34 +37,21 @@ fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
             })?;
             (verdict, cache.state().to_string(), None)
         }
-        Family::V1_1 => {
-            let run_meta = run
-                .manifest
-                .run
-                .clone()
-                .map(Value::Object)
-                .unwrap_or(Value::Null);
-            let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
-                // No initial owner: nothing in the receipt can be trusted.
+        Family::V1_1 => match super::rebuild::replay_verdict(run)? {
+            Some((verdict, state)) => (
+                verdict,
+                state.run_state().to_string(),
+                Some(Box::new(state)),
+            ),
+            // No initial owner: nothing in the receipt can be trusted.
+            None => {
                 return Ok(Inspection::Damaged {
                     first_bad: 1,
                     trusted_sequence: 0,
                     trusted_checksum: String::new(),
                 });
-            };
-            let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
-            let mut state = CoordinatorState::new(&origin);
-            let verdict = verify_receipt(run, |event| {
-                state
-                    .apply(&Value::Object(event.clone()), &policy)
-                    .map_err(|e| e.to_string())
-            })?;
-            (
-                verdict,
-                state.run_state().to_string(),
-                Some(Box::new(state)),
-            )
-        }
+            }
+        },
     };
     Ok(match verdict {
         Verdict::Intact(position) => Inspection::Healthy {

@@ -10,6 +10,7 @@ use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
+use crate::receipt::verify::ChainPosition;
 
 /// The coordinator-shape run.json of a replayed Phase 2 run.
 pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &CoordinatorState) -> Value {
@@ -27,25 +28,40 @@ pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &Coordina
 }
 
 /// Verify and replay a Phase 2 run into its coordinator state.
-pub fn replay_run(
-    run: &OpenRun,
-    holding_lock: bool,
-) -> FlowResult<(CoordinatorState, crate::receipt::verify::ChainPosition)> {
+/// Stream-verify and replay a Phase 2 run from genesis. `None` when the
+/// snapshot's `_run` names no initial owner (nothing can be trusted then).
+pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorState)>> {
     let run_meta = run
         .manifest
         .run
         .clone()
         .map(Value::Object)
         .unwrap_or(Value::Null);
-    let origin = RunOrigin::from_run_metadata(&run_meta)
-        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
+        return Ok(None);
+    };
     let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     let mut state = CoordinatorState::new(&origin);
-    match verify_receipt(run, |event| {
+    let verdict = verify_receipt(run, |event| {
         state
             .apply(&Value::Object(event.clone()), &policy)
             .map_err(|e| e.to_string())
-    })? {
+    })?;
+    Ok(Some((verdict, state)))
+}
+
+/// The verified, replayed state of a Phase 2 run, or the error its damage
+/// gives a command.
+pub fn replay_run(
+    run: &OpenRun,
+    holding_lock: bool,
+) -> FlowResult<(CoordinatorState, ChainPosition)> {
+    let Some((verdict, state)) = replay_verdict(run)? else {
+        return Err(FlowError::ReceiptCorrupt(
+            "run owner metadata is invalid".into(),
+        ));
+    };
+    match verdict {
         Verdict::Intact(position) => Ok((state, position)),
         Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
         Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
