@@ -30,9 +30,7 @@ pub fn load_state(
     if let Some((mut state, start)) = proven_checkpoint(run) {
         let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
         let verdict = verify_from(run, start, |event| {
-            state
-                .apply(&Value::Object(event.clone()), &policy)
-                .map_err(|e| e.to_string())
+            state.apply_event(event, &policy).map_err(|e| e.to_string())
         })?;
         if let Verdict::Intact(position) = verdict {
             return Ok((state, position, LoadPath::Checkpoint));

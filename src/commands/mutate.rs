@@ -163,7 +163,7 @@ pub fn mutate(
     let lanes_before = state.lane_records();
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     state
-        .apply(&Value::Object(sealed.event.clone()), &replay_policy)
+        .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
     append(run, &proof, &sealed, position.byte_length)?;
     // Caches are conveniences: the receipt is already durable, so a cache

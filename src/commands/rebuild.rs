@@ -43,9 +43,7 @@ pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorS
     let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
-        state
-            .apply(&Value::Object(event.clone()), &policy)
-            .map_err(|e| e.to_string())
+        state.apply_event(event, &policy).map_err(|e| e.to_string())
     })?;
     Ok(Some((verdict, state)))
 }

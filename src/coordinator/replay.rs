@@ -501,6 +501,20 @@ impl CoordinatorState {
     /// Applies one chain-verified receipt event (the whole 16-key event
     /// object). All-or-nothing: on error the state is unchanged.
     pub fn apply(&mut self, event: &Value, policy: &ReplayPolicy) -> Result<(), ReplayError> {
+        let next = self.last_sequence.saturating_add(1);
+        let map = event
+            .as_object()
+            .ok_or_else(|| ReplayError::at(Some(next), "event is not an object"))?;
+        self.apply_event(map, policy)
+    }
+
+    /// [`Self::apply`] for an event already known to be an object (the
+    /// verifier's output), without copying it.
+    pub fn apply_event(
+        &mut self,
+        event: &Map<String, Value>,
+        policy: &ReplayPolicy,
+    ) -> Result<(), ReplayError> {
         let mut journal = Vec::new();
         let result = self.apply_journaled(event, policy, &mut journal);
         if result.is_err() {
@@ -511,14 +525,11 @@ impl CoordinatorState {
 
     fn apply_journaled(
         &mut self,
-        event: &Value,
+        map: &Map<String, Value>,
         policy: &ReplayPolicy,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
         let next = self.last_sequence.saturating_add(1);
-        let map = event
-            .as_object()
-            .ok_or_else(|| ReplayError::at(Some(next), "event is not an object"))?;
         let sequence = map.get("sequence").and_then(Value::as_u64);
         if sequence != Some(next) {
             return Err(ReplayError::at(sequence, "sequence is not contiguous"));

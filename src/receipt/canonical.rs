@@ -17,6 +17,25 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
     out
 }
 
+/// Canonical bytes of an object without one of its keys (the checksum
+/// pre-image), without copying the object.
+pub fn to_vec_without(map: &serde_json::Map<String, Value>, skip: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    out.push(b'{');
+    let mut first = true;
+    for (key, item) in map.iter().filter(|(k, _)| k.as_str() != skip) {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_string(&mut out, key);
+        out.push(b':');
+        write_value(&mut out, item);
+    }
+    out.push(b'}');
+    out
+}
+
 /// Canonical text of `value`.
 pub fn to_string(value: &Value) -> String {
     // The writer only ever emits valid UTF-8.
