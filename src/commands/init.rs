@@ -96,6 +96,14 @@ fn ensure_skeleton(root: &Path) -> FlowResult<()> {
     } else {
         ensure_secure_dir(root, "state root")?;
     }
+    // Check the directories that already exist before creating any, so a
+    // refusal (say a 0755 quarantine/) leaves no half-built skeleton.
+    for name in SUBDIRS {
+        let path = root.join(name);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            open_secure_dir(&path, &format!("state-root {name}"))?;
+        }
+    }
     for name in SUBDIRS {
         ensure_secure_dir(&root.join(name), &format!("state-root {name}"))?;
     }
