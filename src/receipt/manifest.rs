@@ -113,13 +113,20 @@ impl RunManifest {
     }
 
     /// `_run.initial_owner_epoch`, falling back to `owner_epoch`, then 1.
+    /// A value that is present but not an integer >= 1 gives 0, which no
+    /// event's owner epoch can equal: verification then fails at line 1, as
+    /// in the reference (which compares every event with the raw value).
     pub fn initial_owner_epoch(&self) -> u64 {
         let run = match &self.run {
             Some(run) => run,
             None => return 1,
         };
-        run.get("initial_owner_epoch")
-            .or_else(|| run.get("owner_epoch"))
+        if let Some(value) = run.get("initial_owner_epoch") {
+            return as_int(value)
+                .filter(|e| *e >= 1)
+                .map_or(0, |e| e.min(u64::MAX as i128) as u64);
+        }
+        run.get("owner_epoch")
             .and_then(as_int)
             .filter(|e| *e >= 1)
             .map(|e| e.min(u64::MAX as i128) as u64)
