@@ -134,7 +134,11 @@ impl RunDir {
         let mut file = open_regular(&path, "run manifest snapshot", None).map_err(|_| missing())?;
         read_limited(&mut file, &path, MAX_MANIFEST_BYTES)
             .map_err(|_| missing())?
-            .ok_or_else(missing)
+            .ok_or_else(|| {
+                RunReadError::Corrupt(format!(
+                    "run manifest snapshot is missing or invalid: larger than {MAX_MANIFEST_BYTES} bytes"
+                ))
+            })
     }
 
     /// Open the receipt for streaming: a regular, non-symlink file.
