@@ -27,7 +27,10 @@ command help. In-place migration is unavailable.";
     infer_long_args = true,
     args_override_self = true,
     disable_version_flag = true,
-    disable_help_subcommand = true
+    disable_help_subcommand = true,
+    // Without arguments clap would show the help as the error text; say
+    // what is missing instead, like any other argument error.
+    arg_required_else_help = false
 )]
 pub struct Cli {
     /// The state root (must precede the command).
