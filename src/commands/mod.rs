@@ -4,6 +4,7 @@
 pub mod error;
 pub mod init;
 pub mod inspect;
+pub mod lanes;
 pub mod ledger;
 pub mod lifecycle;
 pub mod mutate;
