@@ -2,6 +2,7 @@
 //! Parse, call, render; nothing else lives here.
 
 pub mod envelope;
+pub mod lanes;
 pub mod mutation;
 pub mod run;
 
@@ -77,6 +78,8 @@ pub enum Command {
     ResumeCheck(RunArgs),
     #[command(flatten)]
     Run(run::RunCommands),
+    #[command(flatten)]
+    Lanes(lanes::LaneCommands),
 }
 
 #[derive(Debug, Args)]
@@ -149,6 +152,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         },
         Command::Run(command) => {
             let (operation, data) = run::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Lanes(command) => {
+            let (operation, data) = lanes::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod init;
 pub mod inspect;
+pub mod lanes;
 pub mod ledger;
 pub mod lifecycle;
 pub mod mutate;

@@ -7,6 +7,7 @@
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
 pub mod decide;
+pub mod lane_commands;
 pub mod replay;
 pub mod run_commands;
 pub mod snapshot;

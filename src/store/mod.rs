@@ -9,6 +9,7 @@ pub mod input;
 pub mod lock;
 pub mod paths;
 pub mod run;
+pub mod scope;
 pub mod secure;
 
 pub use error::{StoreError, StoreResult};

@@ -1,0 +1,161 @@
+//! Lane lifecycle commands: lane-create, lane-start, startup-ack,
+//! probe-ack, lane-complete, lane-fail, lane-block, lane-cancel.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{MutationArgs, context};
+use crate::commands::lanes::LaneTransitionRequest;
+use crate::commands::{self, FlowResult};
+use crate::coordinator::lane_commands::LaneCommand;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum LaneCommands {
+    #[command(
+        name = "lane-create",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start. In-place migration is unavailable."
+    )]
+    LaneCreate(LaneCreateArgs),
+    #[command(
+        name = "lane-start",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: perform native spawn, then startup-ack. In-place migration is unavailable."
+    )]
+    LaneStart(LaneTransitionArgs),
+    #[command(
+        name = "startup-ack",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
+    )]
+    StartupAck(LaneTransitionArgs),
+    #[command(
+        name = "probe-ack",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
+    )]
+    ProbeAck(LaneTransitionArgs),
+    #[command(
+        name = "lane-complete",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable."
+    )]
+    LaneComplete(LaneCompleteArgs),
+    #[command(
+        name = "lane-fail",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-resolve or completion-check. In-place migration is unavailable."
+    )]
+    LaneFail(LaneReasonArgs),
+    #[command(
+        name = "lane-block",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: replacement-close or completion-check. In-place migration is unavailable."
+    )]
+    LaneBlock(LaneReasonArgs),
+    #[command(
+        name = "lane-cancel",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: replacement-close or completion-check. In-place migration is unavailable."
+    )]
+    LaneCancel(LaneReasonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LaneCreateArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LaneTransitionArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long = "agent-id", required = true)]
+    pub agent_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LaneReasonArgs {
+    #[command(flatten)]
+    pub transition: LaneTransitionArgs,
+    #[arg(long, required = true)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LaneCompleteArgs {
+    #[command(flatten)]
+    pub transition: LaneTransitionArgs,
+    #[arg(long = "changed-paths", required = true)]
+    pub changed_paths: PathBuf,
+}
+
+pub fn dispatch(
+    command: LaneCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let (name, kind, transition, reason, changed_paths) = match command {
+        LaneCommands::LaneCreate(a) => {
+            let ctx = context(root, env, &a.common);
+            let data = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
+            return Ok(("lane-create", data));
+        }
+        LaneCommands::LaneStart(a) => ("lane-start", LaneCommand::Start, a, None, None),
+        LaneCommands::StartupAck(a) => ("startup-ack", LaneCommand::StartupAck, a, None, None),
+        LaneCommands::ProbeAck(a) => ("probe-ack", LaneCommand::ProbeAck, a, None, None),
+        LaneCommands::LaneComplete(a) => (
+            "lane-complete",
+            LaneCommand::Complete,
+            a.transition,
+            None,
+            Some(a.changed_paths),
+        ),
+        LaneCommands::LaneFail(a) => (
+            "lane-fail",
+            LaneCommand::Fail,
+            a.transition,
+            Some(a.reason),
+            None,
+        ),
+        LaneCommands::LaneBlock(a) => (
+            "lane-block",
+            LaneCommand::Block,
+            a.transition,
+            Some(a.reason),
+            None,
+        ),
+        LaneCommands::LaneCancel(a) => (
+            "lane-cancel",
+            LaneCommand::Cancel,
+            a.transition,
+            Some(a.reason),
+            None,
+        ),
+    };
+    let ctx = context(root, env, &transition.common);
+    let request = LaneTransitionRequest {
+        command: kind,
+        evidence: transition.evidence,
+        lane_id: transition.lane_id,
+        agent_id: transition.agent_id,
+        at: transition.at,
+        reason,
+        changed_paths,
+    };
+    let data = commands::lanes::lane_transition(&ctx, &request)?;
+    Ok((name, data))
+}

@@ -1,0 +1,108 @@
+//! The lane lifecycle commands on top of the mutation pipeline:
+//! `lane-create` and the shared lane-transition path (`lane-start`,
+//! `startup-ack`, `probe-ack`, `lane-complete`, `lane-fail`, `lane-block`,
+//! `lane-cancel`).
+
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::error::FlowResult;
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use crate::coordinator::decide::Refusal;
+use crate::coordinator::lane_commands::{
+    LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
+    decide_lane_transition, precheck_lane_create, precheck_lane_transition,
+};
+use crate::receipt::rules::Limits;
+use crate::store::input::{InputShape, read_json_input};
+use crate::store::scope::canonicalize_write_scope;
+
+/// Canonicalise a scope list against the run's pinned repo root, as a
+/// decision-layer refusal (every failure is exit 2).
+fn canonicalize(
+    repo_root: Option<&str>,
+    scopes: &Value,
+    limits: &Limits,
+) -> Result<Vec<String>, Refusal> {
+    let Some(root) = repo_root else {
+        return Err(Refusal::Invalid("run manifest has no repo_root".into()));
+    };
+    canonicalize_write_scope(Path::new(root), scopes, limits)
+        .map_err(|e| Refusal::Invalid(e.message().to_string()))
+}
+
+/// `lane-create`: evidence, then the input object, then the pre-lock
+/// checks (the write scope is canonicalised here, before the lock).
+pub fn lane_create(
+    ctx: &MutationContext,
+    evidence: &Path,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let repo_root = run
+        .manifest
+        .run
+        .as_ref()
+        .and_then(|r| r.get("repo_root"))
+        .and_then(Value::as_str);
+    let limits = &run.manifest.contract.limits;
+    let request = precheck_lane_create(&input, &evidence, |scopes| {
+        canonicalize(repo_root, scopes, limits)
+    })?;
+    let committed = mutate(ctx, &run, |input| {
+        decide_lane_create(input.state, input.policy, &request, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// The flags of one lane transition.
+#[derive(Debug, Clone)]
+pub struct LaneTransitionRequest {
+    pub command: LaneCommand,
+    pub evidence: PathBuf,
+    pub lane_id: String,
+    pub agent_id: String,
+    pub at: String,
+    pub reason: Option<String>,
+    /// `--changed-paths` (lane-complete only).
+    pub changed_paths: Option<PathBuf>,
+}
+
+/// The shared lane-transition path: evidence, then `--changed-paths` (its
+/// items must be non-empty strings), then ids, `--at`, evidence present;
+/// in the lock the shared decision (changed paths are canonicalised there,
+/// against the repo root, after the lane checks).
+pub fn lane_transition(
+    ctx: &MutationContext,
+    request: &LaneTransitionRequest,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, &request.evidence)?;
+    let changed_paths = match &request.changed_paths {
+        Some(path) => {
+            let changed = read_json_input(path, InputShape::List, ctx.env.home.as_ref())?;
+            check_changed_paths_input(&changed)?;
+            Some(changed)
+        }
+        None => None,
+    };
+    let transition = LaneTransition {
+        command: request.command,
+        lane_id: &request.lane_id,
+        agent_id: &request.agent_id,
+        at: &request.at,
+        evidence: &evidence,
+        reason: request.reason.as_deref(),
+        changed_paths: changed_paths.as_ref(),
+    };
+    precheck_lane_transition(&transition)?;
+    let committed = mutate(ctx, &run, |input| {
+        decide_lane_transition(input.state, &transition, |paths| {
+            canonicalize(input.repo_root, paths, &input.policy.limits)
+        })
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}

@@ -1,0 +1,381 @@
+//! Decisions of the lane lifecycle commands (reference-coordinator §5):
+//! `lane-create` and the shared lane-transition path of `lane-start`,
+//! `startup-ack`, `probe-ack`, `lane-complete`, `lane-fail`, `lane-block`,
+//! `lane-cancel`.
+//!
+//! Write-scope canonicalisation touches the filesystem (symlinks under the
+//! repo root), so the decisions take it as a function argument: the command
+//! layer passes the store's canonicaliser, tests pass a pure one. The
+//! decision calls it exactly where the reference canonicalises, so the
+//! exit-code precedence is the reference's.
+
+use serde_json::{Map, Value, json};
+
+use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
+use crate::receipt::canonical;
+use crate::receipt::primitives::{Instant, as_int, is_identifier, parse_timestamp};
+use crate::receipt::rules::{Limits, check_evidence};
+
+/// The required keys of the `lane-create --input` object.
+pub const LANE_CREATE_FIELDS: [&str; 8] = [
+    "lane_id",
+    "agent_id",
+    "assignment",
+    "write_scope",
+    "fallback",
+    "observed_at",
+    "startup_ack_deadline",
+    "command_deadline",
+];
+
+/// The optional keys of the `lane-create --input` object.
+pub const LANE_CREATE_OPTIONAL_FIELDS: [&str; 2] = ["parent_lane_id", "replacement_count"];
+
+/// An input object must hold every required key and nothing beyond the
+/// optional ones (reference-coordinator §1.4).
+pub fn require_fields<'a>(
+    input: &'a Value,
+    required: &[&str],
+    optional: &[&str],
+) -> Result<&'a Map<String, Value>, Refusal> {
+    let mismatch = || invalid("JSON input fields do not match the command contract");
+    let Some(object) = input.as_object() else {
+        return mismatch();
+    };
+    let missing = required.iter().any(|key| !object.contains_key(*key));
+    let unknown = object
+        .keys()
+        .any(|key| !required.contains(&key.as_str()) && !optional.contains(&key.as_str()));
+    if missing || unknown {
+        return mismatch();
+    }
+    Ok(object)
+}
+
+/// An identifier-valued input, named `field` in the message.
+pub fn identifier(value: &Value, field: &str) -> Result<String, Refusal> {
+    match value.as_str() {
+        Some(text) if is_identifier(text) => Ok(text.to_string()),
+        _ => Err(Refusal::Invalid(format!(
+            "{field} must match the identifier contract"
+        ))),
+    }
+}
+
+/// A caller-supplied instant (stored shape and a real calendar instant).
+pub fn instant(value: &Value, field: &str) -> Result<Instant, Refusal> {
+    value
+        .as_str()
+        .and_then(parse_timestamp)
+        .ok_or_else(|| Refusal::Invalid(format!("{field} must be a UTC timestamp")))
+}
+
+/// Python's `str.isspace` for one character (Unicode White_Space plus the
+/// four information separators U+001C..U+001F).
+fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// A string with at least one non-whitespace character.
+fn non_blank(value: &Value, message: &str) -> Result<String, Refusal> {
+    match value.as_str() {
+        Some(text) if !text.chars().all(is_python_space) => Ok(text.to_string()),
+        _ => invalid(message),
+    }
+}
+
+/// Lanes are created, and move, only while the run is running or recovering.
+pub fn require_lane_run_state(state: &CoordinatorState) -> Result<(), Refusal> {
+    match state.run_state_enum() {
+        RunState::Running | RunState::Recovering => Ok(()),
+        _ => conflict("run state does not allow this command"),
+    }
+}
+
+/// The lane exists, is neither terminal nor replaced, and `agent_id` owns it.
+pub fn require_active_lane_owner<'s>(
+    state: &'s CoordinatorState,
+    lane_id: &str,
+    agent_id: &str,
+) -> Result<&'s LaneRecord, Refusal> {
+    let Some(lane) = state.lane(lane_id) else {
+        return conflict("lane does not exist");
+    };
+    if lane.state.is_terminal() || lane.state == LaneState::Replaced {
+        return conflict("lane is not active");
+    }
+    if lane.agent_id != agent_id {
+        return conflict("agent does not own the lane");
+    }
+    Ok(lane)
+}
+
+/// A validated `lane-create` request (write scope already canonical).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneCreate {
+    pub lane_id: String,
+    pub agent_id: String,
+    pub assignment: String,
+    pub write_scope: Vec<String>,
+    pub fallback: String,
+    pub observed_at: String,
+    pub startup_ack_deadline: String,
+    pub command_deadline: String,
+    pub parent_lane_id: Option<String>,
+    /// A non-negative JSON integer of any size.
+    pub replacement_count: Value,
+}
+
+/// Pre-lock checks of `lane-create`, in the reference's order: the field
+/// contract, ids, parent id, assignment, fallback, replacement count, write
+/// scope (via `canonicalize`), deadline order, evidence.
+pub fn precheck_lane_create(
+    input: &Value,
+    evidence: &Value,
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
+) -> Result<LaneCreate, Refusal> {
+    let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
+    let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
+    let lane_id = identifier(field("lane_id"), "lane id")?;
+    let agent_id = identifier(field("agent_id"), "agent id")?;
+    let parent_lane_id = match fields.get("parent_lane_id") {
+        None | Some(Value::Null) => None,
+        Some(parent) => Some(identifier(parent, "parent lane id")?),
+    };
+    let assignment = non_blank(field("assignment"), "assignment must be non-empty")?;
+    let fallback = non_blank(field("fallback"), "fallback must be non-empty")?;
+    let replacement_count = match fields.get("replacement_count") {
+        None => json!(0),
+        Some(count) if as_int(count).is_some_and(|n| n >= 0) => count.clone(),
+        Some(_) => return invalid("replacement_count must be a non-negative integer"),
+    };
+    let write_scope = canonicalize(field("write_scope"))?;
+    let observed = instant(field("observed_at"), "observed_at")?;
+    let startup = instant(field("startup_ack_deadline"), "startup_ack_deadline")?;
+    let command = instant(field("command_deadline"), "command_deadline")?;
+    if !(observed < startup && startup <= command) {
+        return invalid(
+            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
+        );
+    }
+    require_evidence(evidence)?;
+    let text = |key: &str| field(key).as_str().unwrap_or_default().to_string();
+    Ok(LaneCreate {
+        lane_id,
+        agent_id,
+        assignment,
+        write_scope,
+        fallback,
+        observed_at: text("observed_at"),
+        startup_ack_deadline: text("startup_ack_deadline"),
+        command_deadline: text("command_deadline"),
+        parent_lane_id,
+        replacement_count,
+    })
+}
+
+/// In-lock decision of `lane-create`: run state, a new lane id, the run's
+/// lane limit. One `lane_created` event at `observed_at`.
+pub fn decide_lane_create(
+    state: &CoordinatorState,
+    policy: &Policy,
+    request: &LaneCreate,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    require_lane_run_state(state)?;
+    if state.lane(&request.lane_id).is_some() {
+        return conflict("identifier already exists");
+    }
+    if state.lanes().len() as u64 >= policy.limits.max_lanes {
+        return conflict("lane limit reached");
+    }
+    let mut metadata = Map::new();
+    metadata.insert("assignment".into(), json!(request.assignment));
+    metadata.insert("write_scope".into(), json!(request.write_scope));
+    metadata.insert("fallback".into(), json!(request.fallback));
+    metadata.insert(
+        "startup_ack_deadline".into(),
+        json!(request.startup_ack_deadline),
+    );
+    metadata.insert("command_deadline".into(), json!(request.command_deadline));
+    metadata.insert("parent_lane_id".into(), json!(request.parent_lane_id));
+    metadata.insert(
+        "replacement_count".into(),
+        request.replacement_count.clone(),
+    );
+    Ok(vec![Intent {
+        event_type: "lane_created".into(),
+        timestamp: Some(request.observed_at.clone()),
+        from_state: None,
+        to_state: Some(LaneState::Pending.as_str().into()),
+        lane_id: Some(request.lane_id.clone()),
+        agent_id: Some(request.agent_id.clone()),
+        reason: None,
+        evidence_refs: evidence.clone(),
+        metadata,
+    }])
+}
+
+/// The seven commands of the shared lane-transition path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneCommand {
+    Start,
+    StartupAck,
+    ProbeAck,
+    Complete,
+    Fail,
+    Block,
+    Cancel,
+}
+
+impl LaneCommand {
+    /// (event type, legal sources, target).
+    pub fn rule(self) -> (&'static str, &'static [LaneState], LaneState) {
+        use LaneState::*;
+        const WORKING: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering];
+        match self {
+            LaneCommand::Start => ("lane_started", &[Pending], Starting),
+            LaneCommand::StartupAck => ("startup_ack", &[Starting], Running),
+            LaneCommand::ProbeAck => ("probe_acknowledged", &[Recovering], Running),
+            LaneCommand::Complete => ("lane_completed", &[Running], Completed),
+            LaneCommand::Fail => ("lane_failed", WORKING, Failed),
+            LaneCommand::Block => ("lane_blocked", WORKING, Blocked),
+            LaneCommand::Cancel => (
+                "lane_cancelled",
+                &[Pending, Starting, Running, SuspectedStall, Recovering],
+                Cancelled,
+            ),
+        }
+    }
+
+    /// Whether the parser requires `--reason`.
+    pub fn takes_reason(self) -> bool {
+        matches!(
+            self,
+            LaneCommand::Fail | LaneCommand::Block | LaneCommand::Cancel
+        )
+    }
+}
+
+/// One lane transition as the caller asked for it.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneTransition<'a> {
+    pub command: LaneCommand,
+    pub lane_id: &'a str,
+    pub agent_id: &'a str,
+    /// `--at`, the event timestamp.
+    pub at: &'a str,
+    pub evidence: &'a Value,
+    pub reason: Option<&'a str>,
+    /// `--changed-paths` (lane-complete only), exactly as read.
+    pub changed_paths: Option<&'a Value>,
+}
+
+/// The `--changed-paths` file must be a list of non-empty strings (checked
+/// right after it is read, before anything else about the transition).
+pub fn check_changed_paths_input(changed: &Value) -> Result<(), Refusal> {
+    match changed.as_array() {
+        Some(items)
+            if items
+                .iter()
+                .all(|p| p.as_str().is_some_and(|s| !s.is_empty())) =>
+        {
+            Ok(())
+        }
+        _ => invalid("changed paths must be non-empty strings"),
+    }
+}
+
+/// Pre-lock checks of a lane transition: ids, `--at`, evidence present.
+pub fn precheck_lane_transition(request: &LaneTransition<'_>) -> Result<(), Refusal> {
+    identifier(&json!(request.lane_id), "lane id")?;
+    identifier(&json!(request.agent_id), "agent id")?;
+    instant(&json!(request.at), "decided_at")?;
+    require_evidence(request.evidence)
+}
+
+/// Whether a canonical path equals a scope entry or lies below one
+/// (`srcx/a` is not below `src`).
+pub fn within_scope(path: &str, scope: &[String]) -> bool {
+    scope.iter().any(|entry| {
+        path == entry
+            || path
+                .strip_prefix(entry.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// In-lock decision of the shared lane-transition path, in the reference's
+/// order: run state, lane exists, lane active, agent owns the lane, legal
+/// source state; then the probe-ack fence (decisions.md 9) and the
+/// lane-complete rules (§5.3): liveness evidence, canonical changed paths
+/// (via `canonicalize`), containment in the lane's write scope.
+pub fn decide_lane_transition(
+    state: &CoordinatorState,
+    request: &LaneTransition<'_>,
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
+) -> Result<Vec<Intent>, Refusal> {
+    require_lane_run_state(state)?;
+    let lane = require_active_lane_owner(state, request.lane_id, request.agent_id)?;
+    let (event_type, sources, target) = request.command.rule();
+    if !sources.contains(&lane.state) {
+        return conflict("current state does not allow lifecycle intent");
+    }
+    // decisions.md 9: once an interrupt is recorded the agent is fenced; a
+    // late probe ACK cannot revive the lane (the reference accepts it).
+    if request.command == LaneCommand::ProbeAck && lane.last_event_type == "agent_interrupted" {
+        return conflict("an interrupted agent cannot acknowledge the probe");
+    }
+    let mut metadata = Map::new();
+    if request.command == LaneCommand::Complete {
+        let changed = complete_paths(lane, request, canonicalize)?;
+        metadata.insert("changed_paths".into(), json!(changed));
+    }
+    Ok(vec![Intent {
+        event_type: event_type.into(),
+        timestamp: Some(request.at.to_string()),
+        from_state: Some(lane.state.as_str().into()),
+        to_state: Some(target.as_str().into()),
+        lane_id: Some(request.lane_id.to_string()),
+        agent_id: Some(request.agent_id.to_string()),
+        reason: request.reason.map(str::to_string),
+        evidence_refs: request.evidence.clone(),
+        metadata,
+    }])
+}
+
+/// The lane-complete rules: the evidence is not this lane's latest liveness
+/// evidence (a heartbeat cannot complete a lane), the changed paths are
+/// already canonical, and every one lies within the pinned write scope.
+fn complete_paths(
+    lane: &LaneRecord,
+    request: &LaneTransition<'_>,
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
+) -> Result<Vec<String>, Refusal> {
+    // Computing the digest validates the evidence first (with the default
+    // limits, as the reference's digest helper does).
+    check_evidence(request.evidence, &Limits::default()).map_err(Refusal::Invalid)?;
+    let digest = canonical::digest(request.evidence);
+    if lane.last_evidence_digest.as_deref() == Some(digest.as_str()) {
+        return invalid("liveness evidence cannot complete a lane");
+    }
+    let Some(supplied) = request.changed_paths else {
+        return invalid("lane completion requires verified changed paths");
+    };
+    let changed = canonicalize(supplied)?;
+    if json!(changed) != *supplied {
+        return invalid("changed paths must already be canonical");
+    }
+    if !changed
+        .iter()
+        .all(|path| within_scope(path, &lane.write_scope))
+    {
+        return conflict("changed paths exceed the pinned lane scope");
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+#[path = "lane_commands_tests.rs"]
+mod tests;

@@ -1,0 +1,932 @@
+//! Unit tests of the lane decisions on hand-made replayed states.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::coordinator::{ReplayPolicy, RunOrigin};
+use crate::store::scope::canonicalize_lexical;
+
+const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+/// Builds a state by replaying hand-made events (made-up checksums: the
+/// reducer trusts the verified chain).
+struct Build {
+    state: CoordinatorState,
+    sequence: u64,
+}
+
+impl Build {
+    fn planned() -> Build {
+        let mut build = Build {
+            state: CoordinatorState::new(&RunOrigin {
+                owner_fingerprint: Some(FP.into()),
+                owner_epoch: 1,
+                approved_component_ids: vec![],
+            }),
+            sequence: 0,
+        };
+        build.event(
+            "run_created",
+            json!({"to_state": "planned", "evidence_refs": []}),
+        );
+        build
+    }
+
+    fn running() -> Build {
+        let mut build = Build::planned();
+        build
+            .event(
+                "plan_approved",
+                json!({"from_state": "planned", "to_state": "approved"}),
+            )
+            .event(
+                "run_started",
+                json!({"from_state": "approved", "to_state": "running"}),
+            );
+        build
+    }
+
+    fn event(&mut self, event_type: &str, patch: Value) -> &mut Build {
+        self.sequence += 1;
+        let mut event = json!({
+            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
+            "sequence": self.sequence, "event_type": event_type,
+            "from_state": null, "to_state": null,
+            "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
+            "manifest_hash": "0".repeat(64), "previous_checksum": "",
+            "checksum": format!("{:064x}", self.sequence),
+            "evidence_refs": [{"kind": "test", "summary": format!("event {}", self.sequence)}],
+            "reason": null, "metadata": {"owner_epoch": 1},
+        });
+        for (key, value) in patch.as_object().unwrap() {
+            if key == "metadata" {
+                for (k, v) in value.as_object().unwrap() {
+                    event["metadata"][k] = v.clone();
+                }
+            } else {
+                event[key] = value.clone();
+            }
+        }
+        let policy = ReplayPolicy {
+            max_lanes: 64,
+            requires_parent: true,
+        };
+        if let Err(error) = self.state.apply(&event, &policy) {
+            panic!("{event_type} refused: {error}");
+        }
+        self
+    }
+
+    fn lane(&mut self, lane_id: &str, scope: Value) -> &mut Build {
+        self.event(
+            "lane_created",
+            json!({"lane_id": lane_id, "agent_id": "agent-1", "to_state": "pending",
+                   "metadata": {"assignment": "work", "write_scope": scope,
+                                "fallback": "main", "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                                "command_deadline": "2026-07-14T01:10:00Z",
+                                "parent_lane_id": null, "replacement_count": 0}}),
+        )
+    }
+
+    fn step(&mut self, event_type: &str, lane_id: &str, from: &str, to: &str) -> &mut Build {
+        self.event(
+            event_type,
+            json!({"lane_id": lane_id, "agent_id": "agent-1", "from_state": from, "to_state": to}),
+        )
+    }
+
+    /// pending -> starting -> running
+    fn started(&mut self, lane_id: &str) -> &mut Build {
+        self.step("lane_started", lane_id, "pending", "starting")
+            .step("startup_ack", lane_id, "starting", "running")
+    }
+
+    /// A heartbeat_observed with `evidence` (liveness evidence of the lane).
+    fn heartbeat(&mut self, lane_id: &str, evidence: &Value) -> &mut Build {
+        self.event(
+            "heartbeat_observed",
+            json!({"lane_id": lane_id, "agent_id": "agent-1", "from_state": "running",
+                   "to_state": "running", "evidence_refs": evidence,
+                   "metadata": {"evidence_digest": canonical::digest(evidence)}}),
+        )
+    }
+
+    /// running -> suspected_stall -> recovering
+    fn recovering(&mut self, lane_id: &str) -> &mut Build {
+        self.step("stall_suspected", lane_id, "running", "suspected_stall")
+            .event(
+                "probe_sent",
+                json!({"lane_id": lane_id, "agent_id": "agent-1",
+                       "from_state": "suspected_stall", "to_state": "recovering",
+                       "metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
+            )
+    }
+
+    /// A lane forced into `state` (for the source-state table).
+    fn with_lane_in(state: LaneState) -> CoordinatorState {
+        let mut build = Build::running();
+        build.lane("l1", json!(["src"]));
+        let mut state_out = build.state;
+        state_out.lanes.get_mut("l1").unwrap().state = state;
+        state_out
+    }
+}
+
+fn evidence() -> Value {
+    json!([{"kind": "test", "summary": "tests passed"}])
+}
+
+fn lexical(value: &Value) -> Result<Vec<String>, Refusal> {
+    canonicalize_lexical(value, &Limits::default()).map_err(|m| Refusal::Invalid(m.into()))
+}
+
+fn create_input() -> Value {
+    json!({
+        "lane_id": "l1", "agent_id": "agent-1", "assignment": "Implement X",
+        "write_scope": ["src/", "./docs", "src"], "fallback": "main session",
+        "observed_at": "2026-07-14T01:00:00Z",
+        "startup_ack_deadline": "2026-07-14T01:00:30Z",
+        "command_deadline": "2026-07-14T01:10:00Z",
+    })
+}
+
+fn with(mut input: Value, key: &str, value: Value) -> Value {
+    input[key] = value;
+    input
+}
+
+fn invalid_msg(message: &str) -> Refusal {
+    Refusal::Invalid(message.into())
+}
+
+fn conflict_msg(message: &str) -> Refusal {
+    Refusal::Conflict(message.into())
+}
+
+// ---------------------------------------------------------------- lane-create
+
+#[test]
+fn create_precheck_canonicalises_the_scope() {
+    let request = precheck_lane_create(&create_input(), &evidence(), lexical).unwrap();
+    assert_eq!(request.write_scope, vec!["src", "docs"]);
+    assert_eq!(request.parent_lane_id, None);
+    assert_eq!(request.replacement_count, json!(0));
+    assert_eq!(request.observed_at, "2026-07-14T01:00:00Z");
+}
+
+#[test]
+fn create_input_must_match_the_field_contract() {
+    let mismatch = invalid_msg("JSON input fields do not match the command contract");
+    let mut missing = create_input();
+    missing.as_object_mut().unwrap().remove("fallback");
+    assert_eq!(
+        precheck_lane_create(&missing, &evidence(), lexical),
+        Err(mismatch.clone())
+    );
+    assert_eq!(
+        precheck_lane_create(
+            &with(create_input(), "extra", json!(1)),
+            &evidence(),
+            lexical
+        ),
+        Err(mismatch)
+    );
+    // Both optional keys are accepted.
+    let full = with(
+        with(create_input(), "parent_lane_id", json!("l0")),
+        "replacement_count",
+        json!(1),
+    );
+    let request = precheck_lane_create(&full, &evidence(), lexical).unwrap();
+    assert_eq!(request.parent_lane_id.as_deref(), Some("l0"));
+    assert_eq!(request.replacement_count, json!(1));
+}
+
+#[test]
+fn create_field_rules() {
+    let cases = [
+        (
+            "lane_id",
+            json!("../x"),
+            "lane id must match the identifier contract",
+        ),
+        (
+            "lane_id",
+            json!(7),
+            "lane id must match the identifier contract",
+        ),
+        (
+            "agent_id",
+            json!(""),
+            "agent id must match the identifier contract",
+        ),
+        (
+            "parent_lane_id",
+            json!("a/b"),
+            "parent lane id must match the identifier contract",
+        ),
+        (
+            "assignment",
+            json!(" \t\n\u{1c}\u{3000}"),
+            "assignment must be non-empty",
+        ),
+        ("assignment", json!(null), "assignment must be non-empty"),
+        ("fallback", json!(""), "fallback must be non-empty"),
+        (
+            "replacement_count",
+            json!(-1),
+            "replacement_count must be a non-negative integer",
+        ),
+        (
+            "replacement_count",
+            json!(true),
+            "replacement_count must be a non-negative integer",
+        ),
+        (
+            "replacement_count",
+            json!(null),
+            "replacement_count must be a non-negative integer",
+        ),
+        (
+            "replacement_count",
+            json!("1"),
+            "replacement_count must be a non-negative integer",
+        ),
+        (
+            "write_scope",
+            json!("src"),
+            "write_scope must be a bounded list",
+        ),
+        (
+            "write_scope",
+            json!(["../x"]),
+            "write scope must not contain traversal",
+        ),
+        (
+            "write_scope",
+            json!(["/abs"]),
+            "write scope must be canonical and relative",
+        ),
+        (
+            "observed_at",
+            json!("2026-07-14T01:00:00+00:00"),
+            "observed_at must be a UTC timestamp",
+        ),
+        (
+            "startup_ack_deadline",
+            json!(5),
+            "startup_ack_deadline must be a UTC timestamp",
+        ),
+        (
+            "command_deadline",
+            json!("2026-02-30T00:00:00Z"),
+            "command_deadline must be a UTC timestamp",
+        ),
+    ];
+    for (key, value, message) in cases {
+        assert_eq!(
+            precheck_lane_create(
+                &with(create_input(), key, value.clone()),
+                &evidence(),
+                lexical
+            ),
+            Err(invalid_msg(message)),
+            "{key} = {value}"
+        );
+    }
+    // A null parent is "no parent"; a huge count is kept exactly.
+    let input = with(
+        with(create_input(), "parent_lane_id", json!(null)),
+        "replacement_count",
+        serde_json::from_str::<Value>("100000000000000000000000000000").unwrap(),
+    );
+    let request = precheck_lane_create(&input, &evidence(), lexical).unwrap();
+    assert_eq!(request.parent_lane_id, None);
+    assert_eq!(
+        canonical::to_string(&request.replacement_count),
+        "100000000000000000000000000000"
+    );
+    // Printable non-ASCII text is not blank.
+    assert!(
+        precheck_lane_create(
+            &with(create_input(), "assignment", json!("é")),
+            &evidence(),
+            lexical
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn create_checks_run_in_the_reference_order() {
+    // Bad id before bad assignment; bad count before the scope; the scope
+    // before the deadlines; deadlines before evidence.
+    let input = with(
+        with(create_input(), "lane_id", json!("")),
+        "assignment",
+        json!(""),
+    );
+    assert_eq!(
+        precheck_lane_create(&input, &json!([]), lexical),
+        Err(invalid_msg("lane id must match the identifier contract"))
+    );
+    let input = with(
+        with(create_input(), "replacement_count", json!(-1)),
+        "write_scope",
+        json!(7),
+    );
+    assert_eq!(
+        precheck_lane_create(&input, &evidence(), lexical),
+        Err(invalid_msg(
+            "replacement_count must be a non-negative integer"
+        ))
+    );
+    let input = with(
+        with(create_input(), "write_scope", json!(["a/.."])),
+        "observed_at",
+        json!("never"),
+    );
+    assert_eq!(
+        precheck_lane_create(&input, &evidence(), lexical),
+        Err(invalid_msg("write scope must not contain traversal"))
+    );
+    let input = with(create_input(), "observed_at", json!("2026-07-14T02:00:00Z"));
+    assert_eq!(
+        precheck_lane_create(&input, &json!([]), lexical),
+        Err(invalid_msg(
+            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline"
+        ))
+    );
+    assert_eq!(
+        precheck_lane_create(&create_input(), &json!([]), lexical),
+        Err(invalid_msg("lifecycle transition requires evidence"))
+    );
+    // The canonicaliser is not consulted before the earlier checks pass.
+    let input = with(create_input(), "fallback", json!(" "));
+    assert_eq!(
+        precheck_lane_create(&input, &evidence(), |_| panic!("called too early")),
+        Err(invalid_msg("fallback must be non-empty"))
+    );
+}
+
+#[test]
+fn create_deadline_order() {
+    let order = |observed: &str, startup: &str, command: &str| {
+        let input = with(
+            with(
+                with(create_input(), "observed_at", json!(observed)),
+                "startup_ack_deadline",
+                json!(startup),
+            ),
+            "command_deadline",
+            json!(command),
+        );
+        precheck_lane_create(&input, &evidence(), lexical).map(|_| ())
+    };
+    let bad = Err(invalid_msg(
+        "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
+    ));
+    let (t0, t1, t2) = (
+        "2026-07-14T01:00:00Z",
+        "2026-07-14T01:00:30Z",
+        "2026-07-14T01:10:00Z",
+    );
+    assert_eq!(order(t0, t1, t2), Ok(()));
+    assert_eq!(order(t0, t1, t1), Ok(()), "startup == command is allowed");
+    assert_eq!(order(t1, t1, t2), bad, "observed == startup is not");
+    assert_eq!(order(t0, t2, t1), bad);
+    // Instants, not strings: extra fraction digits are truncated.
+    assert_eq!(
+        order(
+            "2026-07-14T01:00:00.0000001Z",
+            "2026-07-14T01:00:00.0000009Z",
+            t2
+        ),
+        bad
+    );
+    assert_eq!(
+        order("2026-07-14T01:00:00.9Z", "2026-07-14T01:00:01Z", t2),
+        Ok(())
+    );
+}
+
+#[test]
+fn create_decision() {
+    let request = precheck_lane_create(&create_input(), &evidence(), lexical).unwrap();
+    let policy = Policy::default();
+    let intents =
+        decide_lane_create(&Build::running().state, &policy, &request, &evidence()).unwrap();
+    assert_eq!(intents.len(), 1);
+    let intent = &intents[0];
+    assert_eq!(intent.event_type, "lane_created");
+    assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:00:00Z"));
+    assert_eq!(intent.from_state, None);
+    assert_eq!(intent.to_state.as_deref(), Some("pending"));
+    assert_eq!(intent.lane_id.as_deref(), Some("l1"));
+    assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
+    assert_eq!(intent.reason, None);
+    assert_eq!(intent.evidence_refs, evidence());
+    assert_eq!(
+        Value::Object(intent.metadata.clone()),
+        json!({"assignment": "Implement X", "write_scope": ["src", "docs"],
+               "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
+               "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
+               "replacement_count": 0})
+    );
+}
+
+#[test]
+fn create_needs_an_active_run_a_new_id_and_room() {
+    let request = precheck_lane_create(&create_input(), &evidence(), lexical).unwrap();
+    let policy = Policy::default();
+    assert_eq!(
+        decide_lane_create(&Build::planned().state, &policy, &request, &evidence()),
+        Err(conflict_msg("run state does not allow this command"))
+    );
+    let mut build = Build::running();
+    build.event(
+        "run_recovery_started",
+        json!({"from_state": "running", "to_state": "recovering"}),
+    );
+    assert!(decide_lane_create(&build.state, &policy, &request, &evidence()).is_ok());
+    build.lane("l1", json!([]));
+    assert_eq!(
+        decide_lane_create(&build.state, &policy, &request, &evidence()),
+        Err(conflict_msg("identifier already exists"))
+    );
+    // The limit comes from the run's policy, and counts every lane.
+    let mut small = Policy::default();
+    small.limits.max_lanes = 2;
+    let mut build = Build::running();
+    build.lane("a", json!([]));
+    build.step("lane_cancelled", "a", "pending", "cancelled");
+    let other = LaneCreate {
+        lane_id: "l2".into(),
+        ..request.clone()
+    };
+    assert!(decide_lane_create(&build.state, &small, &request, &evidence()).is_ok());
+    build.lane("l1", json!([]));
+    assert_eq!(
+        decide_lane_create(&build.state, &small, &other, &evidence()),
+        Err(conflict_msg("lane limit reached"))
+    );
+    // A duplicate id is reported before the limit.
+    assert_eq!(
+        decide_lane_create(&build.state, &small, &request, &evidence()),
+        Err(conflict_msg("identifier already exists"))
+    );
+}
+
+// ------------------------------------------------------------ transitions
+
+fn transition<'a>(command: LaneCommand, evidence: &'a Value) -> LaneTransition<'a> {
+    LaneTransition {
+        command,
+        lane_id: "l1",
+        agent_id: "agent-1",
+        at: "2026-07-14T01:05:00Z",
+        evidence,
+        reason: if command.takes_reason() {
+            Some("because")
+        } else {
+            None
+        },
+        changed_paths: None,
+    }
+}
+
+const ALL_COMMANDS: [LaneCommand; 7] = [
+    LaneCommand::Start,
+    LaneCommand::StartupAck,
+    LaneCommand::ProbeAck,
+    LaneCommand::Complete,
+    LaneCommand::Fail,
+    LaneCommand::Block,
+    LaneCommand::Cancel,
+];
+
+#[test]
+fn the_transition_table() {
+    use LaneState::*;
+    let ev = evidence();
+    let paths = json!([]);
+    let expected: [(LaneCommand, &[LaneState], &str, LaneState); 7] = [
+        (LaneCommand::Start, &[Pending], "lane_started", Starting),
+        (LaneCommand::StartupAck, &[Starting], "startup_ack", Running),
+        (
+            LaneCommand::ProbeAck,
+            &[Recovering],
+            "probe_acknowledged",
+            Running,
+        ),
+        (
+            LaneCommand::Complete,
+            &[Running],
+            "lane_completed",
+            Completed,
+        ),
+        (
+            LaneCommand::Fail,
+            &[Starting, Running, SuspectedStall, Recovering],
+            "lane_failed",
+            Failed,
+        ),
+        (
+            LaneCommand::Block,
+            &[Starting, Running, SuspectedStall, Recovering],
+            "lane_blocked",
+            Blocked,
+        ),
+        (
+            LaneCommand::Cancel,
+            &[Pending, Starting, Running, SuspectedStall, Recovering],
+            "lane_cancelled",
+            Cancelled,
+        ),
+    ];
+    for (command, sources, event_type, target) in expected {
+        for from in LaneState::ALL {
+            let state = Build::with_lane_in(from);
+            let mut request = transition(command, &ev);
+            request.changed_paths = Some(&paths);
+            let result = decide_lane_transition(&state, &request, lexical);
+            if from.is_terminal() || from == Replaced {
+                assert_eq!(
+                    result,
+                    Err(conflict_msg("lane is not active")),
+                    "{command:?} {from:?}"
+                );
+            } else if sources.contains(&from) {
+                let intents = result.unwrap();
+                assert_eq!(intents.len(), 1);
+                let intent = &intents[0];
+                assert_eq!(intent.event_type, event_type);
+                assert_eq!(intent.from_state.as_deref(), Some(from.as_str()));
+                assert_eq!(intent.to_state.as_deref(), Some(target.as_str()));
+                assert_eq!(intent.lane_id.as_deref(), Some("l1"));
+                assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
+                assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:05:00Z"));
+                assert_eq!(intent.evidence_refs, ev);
+                assert_eq!(intent.reason.as_deref(), request.reason);
+                let metadata = Value::Object(intent.metadata.clone());
+                if command == LaneCommand::Complete {
+                    assert_eq!(metadata, json!({"changed_paths": []}));
+                } else {
+                    assert_eq!(metadata, json!({}));
+                }
+            } else {
+                assert_eq!(
+                    result,
+                    Err(conflict_msg(
+                        "current state does not allow lifecycle intent"
+                    )),
+                    "{command:?} {from:?}"
+                );
+            }
+        }
+    }
+    for command in ALL_COMMANDS {
+        assert_eq!(
+            command.takes_reason(),
+            matches!(
+                command,
+                LaneCommand::Fail | LaneCommand::Block | LaneCommand::Cancel
+            )
+        );
+    }
+}
+
+#[test]
+fn transition_checks_run_in_the_reference_order() {
+    let ev = evidence();
+    // Run state first, even for a lane that does not exist.
+    let mut request = transition(LaneCommand::Start, &ev);
+    request.lane_id = "ghost";
+    assert_eq!(
+        decide_lane_transition(&Build::planned().state, &request, lexical),
+        Err(conflict_msg("run state does not allow this command"))
+    );
+    let mut build = Build::running();
+    build.lane("l1", json!(["src"]));
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(conflict_msg("lane does not exist"))
+    );
+    // A foreign agent on a live lane; on a terminal lane "not active" wins.
+    let mut request = transition(LaneCommand::Start, &ev);
+    request.agent_id = "agent-2";
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(conflict_msg("agent does not own the lane"))
+    );
+    build.step("lane_cancelled", "l1", "pending", "cancelled");
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(conflict_msg("lane is not active"))
+    );
+    // Agent ownership before the source state.
+    let mut build = Build::running();
+    build.lane("l1", json!(["src"]));
+    let mut request = transition(LaneCommand::StartupAck, &ev);
+    request.agent_id = "agent-2";
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(conflict_msg("agent does not own the lane"))
+    );
+    // Lanes move in a recovering run too.
+    build.event(
+        "run_recovery_started",
+        json!({"from_state": "running", "to_state": "recovering"}),
+    );
+    assert!(
+        decide_lane_transition(&build.state, &transition(LaneCommand::Start, &ev), lexical).is_ok()
+    );
+}
+
+#[test]
+fn probe_ack_after_an_interrupt_is_fenced() {
+    let ev = evidence();
+    let mut build = Build::running();
+    build
+        .lane("l1", json!(["src"]))
+        .started("l1")
+        .recovering("l1");
+    // Before any interrupt the ACK revives the lane.
+    let intents = decide_lane_transition(
+        &build.state,
+        &transition(LaneCommand::ProbeAck, &ev),
+        lexical,
+    )
+    .unwrap();
+    assert_eq!(intents[0].event_type, "probe_acknowledged");
+    // decisions.md 9: after interrupt-result, refused (exit 5).
+    build.step("agent_interrupted", "l1", "recovering", "recovering");
+    assert_eq!(
+        decide_lane_transition(
+            &build.state,
+            &transition(LaneCommand::ProbeAck, &ev),
+            lexical
+        ),
+        Err(conflict_msg(
+            "an interrupted agent cannot acknowledge the probe"
+        ))
+    );
+    // A second interrupt keeps the fence; fail/block/cancel stay possible.
+    build.step("agent_interrupted", "l1", "recovering", "recovering");
+    assert!(
+        decide_lane_transition(
+            &build.state,
+            &transition(LaneCommand::ProbeAck, &ev),
+            lexical
+        )
+        .is_err()
+    );
+    for command in [LaneCommand::Fail, LaneCommand::Block, LaneCommand::Cancel] {
+        assert!(decide_lane_transition(&build.state, &transition(command, &ev), lexical).is_ok());
+    }
+    // The ordinary checks still come first.
+    let mut request = transition(LaneCommand::ProbeAck, &ev);
+    request.agent_id = "agent-2";
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(conflict_msg("agent does not own the lane"))
+    );
+}
+
+// ----------------------------------------------------------- lane-complete
+
+fn complete(
+    state: &CoordinatorState,
+    evidence: &Value,
+    paths: Value,
+) -> Result<Vec<Intent>, Refusal> {
+    let mut request = transition(LaneCommand::Complete, evidence);
+    request.changed_paths = Some(&paths);
+    decide_lane_transition(state, &request, lexical)
+}
+
+fn running_lane(scope: Value) -> Build {
+    let mut build = Build::running();
+    build.lane("l1", scope).started("l1");
+    build
+}
+
+#[test]
+fn complete_records_the_changed_paths() {
+    let build = running_lane(json!(["src", "docs/api"]));
+    let intents = complete(
+        &build.state,
+        &evidence(),
+        json!(["src/a.rs", "docs/api", "src"]),
+    )
+    .unwrap();
+    assert_eq!(intents[0].event_type, "lane_completed");
+    assert_eq!(intents[0].reason, None);
+    assert_eq!(
+        Value::Object(intents[0].metadata.clone()),
+        json!({"changed_paths": ["src/a.rs", "docs/api", "src"]})
+    );
+}
+
+#[test]
+fn a_heartbeat_is_never_completion_evidence() {
+    let beat = json!([{"kind": "heartbeat", "summary": "still working"}]);
+    let later = json!([{"kind": "heartbeat", "summary": "still working, later"}]);
+    let mut build = running_lane(json!(["src"]));
+    build.heartbeat("l1", &beat);
+    assert_eq!(
+        complete(&build.state, &beat, json!(["src/a.rs"])),
+        Err(invalid_msg("liveness evidence cannot complete a lane"))
+    );
+    // Only the lane's latest liveness evidence is caught (the reference's
+    // rule, §7): an older heartbeat of the same lane is not.
+    build.heartbeat("l1", &later);
+    assert_eq!(
+        complete(&build.state, &later, json!(["src/a.rs"])),
+        Err(invalid_msg("liveness evidence cannot complete a lane"))
+    );
+    assert!(complete(&build.state, &beat, json!(["src/a.rs"])).is_ok());
+    // Another lane's latest liveness evidence is not this lane's.
+    let mut build = running_lane(json!(["src"]));
+    build
+        .lane("l2", json!(["src"]))
+        .started("l2")
+        .heartbeat("l2", &beat);
+    assert!(complete(&build.state, &beat, json!(["src/a.rs"])).is_ok());
+    // The liveness check comes before the changed-path rules.
+    let mut build = running_lane(json!(["src"]));
+    build.heartbeat("l1", &beat);
+    assert_eq!(
+        complete(&build.state, &beat, json!(["elsewhere"])),
+        Err(invalid_msg("liveness evidence cannot complete a lane"))
+    );
+}
+
+#[test]
+fn complete_validates_the_evidence_before_digesting_it() {
+    let build = running_lane(json!(["src"]));
+    let bad = json!([{"kind": "k", "summary": "s", "token": "x"}]);
+    assert_eq!(
+        complete(&build.state, &bad, json!(["elsewhere"])),
+        Err(invalid_msg(
+            "evidence reference contains unsupported fields"
+        ))
+    );
+}
+
+#[test]
+fn changed_paths_must_already_be_canonical() {
+    let build = running_lane(json!(["src"]));
+    for paths in [
+        json!(["./src/a"]),
+        json!(["src/a/"]),
+        json!(["src//a"]),
+        json!(["src/./a"]),
+        json!(["src/a", "src/a"]),
+    ] {
+        assert_eq!(
+            complete(&build.state, &evidence(), paths.clone()),
+            Err(invalid_msg("changed paths must already be canonical")),
+            "{paths}"
+        );
+    }
+    // Canonicaliser refusals pass through with their own message (exit 2).
+    assert_eq!(
+        complete(&build.state, &evidence(), json!(["src/../x"])),
+        Err(invalid_msg("write scope must not contain traversal"))
+    );
+    let many: Vec<String> = (0..33).map(|i| format!("src/{i}")).collect();
+    assert_eq!(
+        complete(&build.state, &evidence(), json!(many)),
+        Err(invalid_msg("write_scope must be a bounded list"))
+    );
+    // Non-canonical beats out-of-scope (2 before 5).
+    assert_eq!(
+        complete(&build.state, &evidence(), json!(["./other"])),
+        Err(invalid_msg("changed paths must already be canonical"))
+    );
+    // A missing list is refused.
+    let ev = evidence();
+    let request = transition(LaneCommand::Complete, &ev);
+    assert_eq!(
+        decide_lane_transition(&build.state, &request, lexical),
+        Err(invalid_msg(
+            "lane completion requires verified changed paths"
+        ))
+    );
+}
+
+#[test]
+fn changed_paths_must_stay_in_the_pinned_scope() {
+    let outside = Err(conflict_msg("changed paths exceed the pinned lane scope"));
+    let build = running_lane(json!(["src", "docs/api"]));
+    for paths in [
+        json!(["srcx/a"]),
+        json!(["srcx"]),
+        json!(["docs"]),
+        json!(["docs/apix"]),
+        json!(["src/a", "lib/b"]),
+        json!(["."]),
+    ] {
+        assert_eq!(
+            complete(&build.state, &evidence(), paths.clone()),
+            outside,
+            "{paths}"
+        );
+    }
+    // An empty scope allows only an empty change list.
+    let build = running_lane(json!([]));
+    assert!(complete(&build.state, &evidence(), json!([])).is_ok());
+    assert_eq!(complete(&build.state, &evidence(), json!(["a"])), outside);
+    // A "." scope entry allows exactly "." (as in the reference).
+    let build = running_lane(json!(["."]));
+    assert!(complete(&build.state, &evidence(), json!(["."])).is_ok());
+    assert_eq!(complete(&build.state, &evidence(), json!(["a"])), outside);
+}
+
+#[test]
+fn within_scope_is_component_wise() {
+    let scope = vec!["src".to_string(), "a/b".to_string()];
+    assert!(within_scope("src", &scope));
+    assert!(within_scope("src/x/y", &scope));
+    assert!(within_scope("a/b/c", &scope));
+    assert!(!within_scope("a", &scope));
+    assert!(!within_scope("a/bc", &scope));
+    assert!(!within_scope("srcx", &scope));
+    assert!(!within_scope("x/src", &scope));
+    assert!(!within_scope("src", &[]));
+}
+
+#[test]
+fn transition_prechecks() {
+    let ev = evidence();
+    let ok = transition(LaneCommand::Start, &ev);
+    assert_eq!(precheck_lane_transition(&ok), Ok(()));
+    let cases: [(LaneTransition<'_>, &str); 4] = [
+        (
+            LaneTransition {
+                lane_id: "../x",
+                ..ok
+            },
+            "lane id must match the identifier contract",
+        ),
+        (
+            LaneTransition { agent_id: "", ..ok },
+            "agent id must match the identifier contract",
+        ),
+        (
+            LaneTransition {
+                at: "2026-07-14T01:00Z",
+                ..ok
+            },
+            "decided_at must be a UTC timestamp",
+        ),
+        (
+            LaneTransition {
+                evidence: &Value::Array(vec![]),
+                ..ok
+            },
+            "lifecycle transition requires evidence",
+        ),
+    ];
+    for (request, message) in cases {
+        assert_eq!(
+            precheck_lane_transition(&request),
+            Err(invalid_msg(message))
+        );
+    }
+    // Ids before --at before evidence.
+    let all_bad = LaneTransition {
+        lane_id: "",
+        at: "x",
+        evidence: &Value::Null,
+        ..ok
+    };
+    assert_eq!(
+        precheck_lane_transition(&all_bad),
+        Err(invalid_msg("lane id must match the identifier contract"))
+    );
+}
+
+#[test]
+fn changed_paths_input_shape() {
+    assert_eq!(check_changed_paths_input(&json!([])), Ok(()));
+    assert_eq!(check_changed_paths_input(&json!(["a", "./b"])), Ok(()));
+    for bad in [json!([""]), json!(["a", 1]), json!([null]), json!({})] {
+        assert_eq!(
+            check_changed_paths_input(&bad),
+            Err(invalid_msg("changed paths must be non-empty strings")),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn require_fields_rule() {
+    let input = json!({"a": 1, "b": 2});
+    assert!(require_fields(&input, &["a", "b"], &[]).is_ok());
+    assert!(require_fields(&input, &["a"], &["b", "c"]).is_ok());
+    assert!(require_fields(&input, &["a", "b", "c"], &[]).is_err());
+    assert!(require_fields(&input, &["a"], &[]).is_err());
+    assert!(require_fields(&json!([]), &[], &[]).is_err());
+}
