@@ -7,6 +7,7 @@
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
 pub mod decide;
+pub mod replacement;
 pub mod replay;
 pub mod run_commands;
 pub mod state;
