@@ -3,6 +3,7 @@
 
 pub mod envelope;
 pub mod mutation;
+pub mod replacement;
 pub mod run;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -74,6 +75,8 @@ pub enum Command {
     ResumeCheck(RunArgs),
     #[command(flatten)]
     Run(run::RunCommands),
+    #[command(flatten)]
+    Replacement(replacement::ReplacementCommands),
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +149,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         },
         Command::Run(command) => {
             let (operation, data) = run::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Replacement(command) => {
+            let (operation, data) = replacement::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {
