@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 use std::path::Path;
 
-use super::error::{FlowError, FlowResult};
+use super::error::FlowResult;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
 use crate::coordinator::decide::Refusal;
@@ -70,8 +70,7 @@ pub fn lineage(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let request =
-        precheck_lineage(lane_id, replacement_lane_id, at, &evidence).map_err(FlowError::from)?;
+    let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
     let committed = mutate(ctx, &run, |decision| match command {
         LineageCommand::Close => decide_close(decision.state, &request, &evidence),
         LineageCommand::Repair => decide_repair(decision.state, &request, &evidence),
