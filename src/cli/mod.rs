@@ -4,6 +4,7 @@
 pub mod envelope;
 pub mod lanes;
 pub mod mutation;
+pub mod replacement;
 pub mod run;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -80,6 +81,8 @@ pub enum Command {
     Run(run::RunCommands),
     #[command(flatten)]
     Lanes(lanes::LaneCommands),
+    #[command(flatten)]
+    Replacement(replacement::ReplacementCommands),
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +159,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Lanes(command) => {
             let (operation, data) = lanes::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Replacement(command) => {
+            let (operation, data) = replacement::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -10,6 +10,7 @@ pub mod ledger;
 pub mod lifecycle;
 pub mod mutate;
 pub mod rebuild;
+pub mod replacement;
 
 use serde_json::{Map, Value};
 use std::path::Path;

@@ -1,0 +1,92 @@
+//! Stalled-lane replacement commands: lane-reassign, replacement-repair,
+//! replacement-block, replacement-close.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{MutationArgs, context};
+use crate::commands::FlowResult;
+use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum ReplacementCommands {
+    #[command(
+        name = "lane-reassign",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start for the replacement lane. In-place migration is unavailable."
+    )]
+    LaneReassign(LaneReassignArgs),
+    #[command(
+        name = "replacement-repair",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start for the replacement lane. In-place migration is unavailable."
+    )]
+    ReplacementRepair(LineageArgs),
+    #[command(
+        name = "replacement-block",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
+    )]
+    ReplacementBlock(LineageArgs),
+    #[command(
+        name = "replacement-close",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
+    )]
+    ReplacementClose(LineageArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LaneReassignArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LineageArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long = "replacement-lane-id", required = true)]
+    pub replacement_lane_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+}
+
+pub fn dispatch(
+    command: ReplacementCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let (name, kind, args) = match command {
+        ReplacementCommands::LaneReassign(args) => {
+            let ctx = context(root, env, &args.common);
+            let data = lane_reassign(&ctx, &args.input, &args.evidence)?;
+            return Ok(("lane-reassign", data));
+        }
+        ReplacementCommands::ReplacementRepair(a) => {
+            ("replacement-repair", LineageCommand::Repair, a)
+        }
+        ReplacementCommands::ReplacementBlock(a) => ("replacement-block", LineageCommand::Block, a),
+        ReplacementCommands::ReplacementClose(a) => ("replacement-close", LineageCommand::Close, a),
+    };
+    let ctx = context(root, env, &args.common);
+    let data = lineage(
+        &ctx,
+        kind,
+        &args.lane_id,
+        &args.replacement_lane_id,
+        &args.at,
+        &args.evidence,
+    )?;
+    Ok((name, data))
+}

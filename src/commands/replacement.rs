@@ -1,0 +1,80 @@
+//! The stalled-lane replacement commands on top of the mutation pipeline:
+//! `lane-reassign`, `replacement-close`, `replacement-repair`,
+//! `replacement-block` (reference-coordinator §8).
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use super::error::FlowResult;
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use crate::coordinator::decide::Refusal;
+use crate::coordinator::replacement::{
+    decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
+};
+use crate::store::input::{InputShape, read_json_input};
+use crate::store::replacement_scope::{canonicalize_write_scope, resolve_repo_root};
+
+/// `lane-reassign`: replace an interrupted lane's agent by a new lane and
+/// agent resuming from a recovered checkpoint.
+pub fn lane_reassign(
+    ctx: &MutationContext,
+    input: &Path,
+    evidence: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let limits = &run.manifest.contract.limits;
+    let repo_root = run
+        .manifest
+        .run
+        .as_ref()
+        .and_then(|r| r.get("repo_root"))
+        .and_then(Value::as_str);
+    let canonicalize = |scope: &Value| -> Result<Vec<String>, Refusal> {
+        let Some(repo_root) = repo_root else {
+            return Err(Refusal::Invalid("run manifest has no repo_root".into()));
+        };
+        resolve_repo_root(repo_root, ctx.env.home.as_ref())
+            .and_then(|root| canonicalize_write_scope(&root, scope, limits))
+            .map_err(|e| Refusal::Invalid(e.message().to_string()))
+    };
+    let request = precheck_reassign(&input, &evidence, canonicalize)?;
+    let committed = mutate(ctx, &run, |decision| {
+        decide_reassign(decision.state, decision.policy, &request, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// Which lineage command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineageCommand {
+    /// `replacement-close`: the original takes the replacement's terminal state.
+    Close,
+    /// `replacement-repair`: recreate the reserved child of an incomplete
+    /// reservation.
+    Repair,
+    /// `replacement-block`: end an incomplete reservation as blocked.
+    Block,
+}
+
+/// `replacement-close`, `replacement-repair`, `replacement-block`.
+pub fn lineage(
+    ctx: &MutationContext,
+    command: LineageCommand,
+    lane_id: &str,
+    replacement_lane_id: &str,
+    at: &str,
+    evidence: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
+    let committed = mutate(ctx, &run, |decision| match command {
+        LineageCommand::Close => decide_close(decision.state, &request, &evidence),
+        LineageCommand::Repair => decide_repair(decision.state, &request, &evidence),
+        LineageCommand::Block => decide_block(decision.state, &request, &evidence),
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}

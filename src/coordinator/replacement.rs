@@ -1,0 +1,549 @@
+//! Decisions of the stalled-lane replacement commands
+//! (reference-coordinator §8): `lane-reassign`, `replacement-close`,
+//! `replacement-repair` and `replacement-block`.
+//!
+//! Each command has a pre-lock precheck (input shape, exit 2) and an in-lock
+//! decision on the replayed state; the checks run in the reference's order
+//! because the first failing one decides the exit status.
+//!
+//! Fencing: a replacement always goes to a different lane *and* a different
+//! agent, and the original lane ends `replaced`, so the interrupted agent
+//! can no longer move either lane ([`require_active_lane`]: "lane is not
+//! active" on the original, "agent does not own the lane" on the child).
+//! A recorded reservation that would hand the child back to the interrupted
+//! agent is not repaired (see [`decide_repair`]).
+
+use serde_json::{Map, Value, json};
+
+use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
+use crate::receipt::canonical::digest;
+use crate::receipt::primitives::{Instant, is_identifier, parse_timestamp};
+
+/// The exact field contract of the `lane-reassign --input` object.
+pub const REASSIGN_FIELDS: [&str; 8] = [
+    "lane_id",
+    "replacement_lane_id",
+    "replacement_agent_id",
+    "decided_at",
+    "replacement_assignment",
+    "replacement_write_scope",
+    "replacement_startup_ack_deadline",
+    "replacement_command_deadline",
+];
+
+/// A `lane-reassign` request that passed its pre-lock checks; the write
+/// scope is already canonical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassign {
+    pub lane_id: String,
+    pub replacement_lane_id: String,
+    pub replacement_agent_id: String,
+    pub decided_at: String,
+    pub replacement_assignment: String,
+    pub replacement_write_scope: Vec<String>,
+    pub replacement_startup_ack_deadline: String,
+    pub replacement_command_deadline: String,
+}
+
+/// The lane and replacement ids and `--at` of `replacement-close`,
+/// `replacement-repair` and `replacement-block`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    pub lane_id: String,
+    pub replacement_lane_id: String,
+    pub at: String,
+}
+
+fn require_identifier<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str, Refusal> {
+    match value.and_then(Value::as_str) {
+        Some(text) if is_identifier(text) => Ok(text),
+        _ => invalid(&format!("{field} must match the identifier contract")),
+    }
+}
+
+/// Caller timestamps (`decided_at`, deadlines, `--at`) are read with the
+/// stored-value rule (shape and calendar). The reference reads them laxly
+/// (Python `fromisoformat`) and leaves the shape to the receipt contract,
+/// checked after the owner; so a lax-only value (`2026-07-14T01:40Z`) is
+/// exit 2 either way, but here it is refused before the in-lock checks.
+/// This is the one place to swap in a shared lax reader.
+fn parse_caller_timestamp(text: &str) -> Option<Instant> {
+    parse_timestamp(text)
+}
+
+fn parse_field(value: Option<&Value>, field: &str) -> Result<Instant, Refusal> {
+    value
+        .and_then(Value::as_str)
+        .and_then(parse_caller_timestamp)
+        .ok_or_else(|| Refusal::Invalid(format!("{field} must be a UTC timestamp")))
+}
+
+/// `observed_at < startup_ack_deadline <= command_deadline`.
+fn require_deadline_order(
+    observed_at: Option<&Value>,
+    startup: Option<&Value>,
+    command: Option<&Value>,
+) -> Result<(), Refusal> {
+    let observed = parse_field(observed_at, "observed_at")?;
+    let startup = parse_field(startup, "startup_ack_deadline")?;
+    let command = parse_field(command, "command_deadline")?;
+    if !(observed < startup && startup <= command) {
+        return invalid(
+            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
+        );
+    }
+    Ok(())
+}
+
+/// Some evidence ref of kind `recovery` whose summary mentions a checkpoint.
+fn has_checkpoint_recovery(evidence: &Value) -> bool {
+    evidence.as_array().is_some_and(|refs| {
+        refs.iter().filter_map(Value::as_object).any(|r| {
+            r.get("kind").and_then(Value::as_str) == Some("recovery")
+                && r.get("summary")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s.to_lowercase().contains("checkpoint"))
+        })
+    })
+}
+
+/// Pre-lock checks of `lane-reassign`, in the reference's order (all exit
+/// 2): the field contract, the three ids, distinct lane ids, an assignment
+/// that names the recovered checkpoint, evidence with a checkpoint
+/// `recovery` ref, the canonical scope (`canonicalize_scope` resolves it
+/// under the pinned repo root; it is the only step that touches files) and
+/// the deadline order.
+pub fn precheck_reassign(
+    input: &Value,
+    evidence: &Value,
+    canonicalize_scope: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
+) -> Result<Reassign, Refusal> {
+    let Some(fields) = input.as_object() else {
+        return invalid("JSON input has the wrong top-level type");
+    };
+    if fields.len() != REASSIGN_FIELDS.len()
+        || !REASSIGN_FIELDS.iter().all(|k| fields.contains_key(*k))
+    {
+        return invalid("JSON input fields do not match the command contract");
+    }
+    let lane_id = require_identifier(fields.get("lane_id"), "lane id")?;
+    let replacement_lane_id =
+        require_identifier(fields.get("replacement_lane_id"), "replacement lane id")?;
+    let replacement_agent_id =
+        require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
+    if lane_id == replacement_lane_id {
+        return invalid("replacement lane id must differ from original");
+    }
+    let assignment = match fields.get("replacement_assignment") {
+        Some(Value::String(text)) if !text.trim().is_empty() => text,
+        _ => return invalid("replacement assignment must be non-empty"),
+    };
+    if !assignment.to_lowercase().contains("checkpoint") {
+        return invalid("replacement assignment must identify recovered checkpoint context");
+    }
+    require_evidence(evidence)?;
+    if !has_checkpoint_recovery(evidence) {
+        return invalid("checkpoint recovery evidence is required");
+    }
+    let scope = canonicalize_scope(
+        fields
+            .get("replacement_write_scope")
+            .unwrap_or(&Value::Null),
+    )?;
+    let decided_at = fields.get("decided_at");
+    let startup = fields.get("replacement_startup_ack_deadline");
+    let command = fields.get("replacement_command_deadline");
+    require_deadline_order(decided_at, startup, command)?;
+    // The deadline order parsed all three, so they are strings.
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(Reassign {
+        lane_id: lane_id.to_string(),
+        replacement_lane_id: replacement_lane_id.to_string(),
+        replacement_agent_id: replacement_agent_id.to_string(),
+        decided_at: text(decided_at),
+        replacement_assignment: assignment.clone(),
+        replacement_write_scope: scope,
+        replacement_startup_ack_deadline: text(startup),
+        replacement_command_deadline: text(command),
+    })
+}
+
+/// Pre-lock checks of `replacement-close`, `-repair` and `-block` (exit 2):
+/// both ids, `--at`, evidence present.
+pub fn precheck_lineage(
+    lane_id: &str,
+    replacement_lane_id: &str,
+    at: &str,
+    evidence: &Value,
+) -> Result<Lineage, Refusal> {
+    for (value, field) in [
+        (lane_id, "lane id"),
+        (replacement_lane_id, "replacement lane id"),
+    ] {
+        if !is_identifier(value) {
+            return invalid(&format!("{field} must match the identifier contract"));
+        }
+    }
+    if parse_caller_timestamp(at).is_none() {
+        return invalid("timestamp must be UTC ISO-8601 ending in Z");
+    }
+    require_evidence(evidence)?;
+    Ok(Lineage {
+        lane_id: lane_id.to_string(),
+        replacement_lane_id: replacement_lane_id.to_string(),
+        at: at.to_string(),
+    })
+}
+
+/// Coordinator commands act only on a running or recovering run.
+fn require_run_active(state: &CoordinatorState) -> Result<(), Refusal> {
+    match state.run_state_enum() {
+        RunState::Running | RunState::Recovering => Ok(()),
+        _ => conflict("run state does not allow this command"),
+    }
+}
+
+/// The lane fence shared with every lane transition: the lane exists, is
+/// neither terminal nor `replaced`, and belongs to `agent_id`. A replaced
+/// or interrupted-and-replaced agent fails here for both the original lane
+/// ("lane is not active") and its replacement ("agent does not own the
+/// lane").
+pub fn require_active_lane<'a>(
+    state: &'a CoordinatorState,
+    lane_id: &str,
+    agent_id: &str,
+) -> Result<&'a LaneRecord, Refusal> {
+    let Some(lane) = state.lane(lane_id) else {
+        return conflict("lane does not exist");
+    };
+    if lane.state.is_terminal() || lane.state == LaneState::Replaced {
+        return conflict("lane is not active");
+    }
+    if lane.agent_id != agent_id {
+        return conflict("agent does not own the lane");
+    }
+    Ok(lane)
+}
+
+/// Equal or narrower: an empty original allows only an empty replacement;
+/// otherwise every replacement entry equals, or lies below, some original
+/// entry (`entry + "/"` prefix, so `srcx` is not below `src`).
+pub fn scope_is_equal_or_narrower(original: &[String], replacement: &[String]) -> bool {
+    if original.is_empty() {
+        return replacement.is_empty();
+    }
+    replacement.iter().all(|candidate| {
+        original.iter().any(|allowed| {
+            candidate == allowed
+                || (candidate.starts_with(allowed.as_str())
+                    && candidate[allowed.len()..].starts_with('/'))
+        })
+    })
+}
+
+fn strings(values: &[String]) -> Value {
+    Value::Array(values.iter().cloned().map(Value::String).collect())
+}
+
+fn metadata(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// A lane-level intent at a caller-supplied instant.
+#[allow(clippy::too_many_arguments)]
+fn lane_intent(
+    event_type: &str,
+    lane_id: &str,
+    agent_id: Option<&str>,
+    from: Option<&str>,
+    to: &str,
+    at: &str,
+    evidence: &Value,
+    reason: Option<&str>,
+    metadata: Map<String, Value>,
+) -> Intent {
+    Intent {
+        event_type: event_type.into(),
+        timestamp: Some(at.into()),
+        from_state: from.map(str::to_string),
+        to_state: Some(to.into()),
+        lane_id: Some(lane_id.into()),
+        agent_id: agent_id.map(str::to_string),
+        reason: reason.map(str::to_string),
+        evidence_refs: evidence.clone(),
+        metadata,
+    }
+}
+
+/// In-lock decision of `lane-reassign`: the transaction
+/// (`lane_reassigned` on the original, `lane_created` for the child).
+pub fn decide_reassign(
+    state: &CoordinatorState,
+    policy: &Policy,
+    request: &Reassign,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    require_run_active(state)?;
+    let agent = state
+        .lane(&request.lane_id)
+        .map(|lane| lane.agent_id.as_str())
+        .unwrap_or_default();
+    let original = require_active_lane(state, &request.lane_id, agent)?;
+    if original.state != LaneState::Recovering {
+        return conflict("replacement requires a recovering lane");
+    }
+    if original.last_event_type != "agent_interrupted" {
+        return conflict("replacement requires interrupt evidence");
+    }
+    if request.replacement_agent_id == original.agent_id {
+        return invalid("replacement agent must differ from original");
+    }
+    if original.assignment.as_deref() == Some(request.replacement_assignment.as_str()) {
+        return invalid("replacement assignment must describe resumed work");
+    }
+    if !scope_is_equal_or_narrower(&original.write_scope, &request.replacement_write_scope) {
+        return invalid("replacement write scope must be equal or narrower");
+    }
+    if state.lane(&request.replacement_lane_id).is_some() {
+        return conflict("identifier already exists");
+    }
+    let count = original
+        .replacement_count_u64()
+        .and_then(|c| c.checked_add(1))
+        .filter(|c| *c <= policy.max_replacements);
+    let Some(count) = count else {
+        return conflict("replacement limit reached");
+    };
+    let fallback = match original.fallback.as_deref() {
+        Some(text) if !text.is_empty() => text,
+        _ => "main session",
+    };
+    let scope = strings(&request.replacement_write_scope);
+    let reassigned = lane_intent(
+        "lane_reassigned",
+        &request.lane_id,
+        Some(&original.agent_id),
+        Some("recovering"),
+        "replaced",
+        &request.decided_at,
+        evidence,
+        Some("replacement checkpoint accepted"),
+        metadata(vec![
+            ("replacement_count", json!(count)),
+            ("previous_agent_id", json!(original.agent_id)),
+            ("replacement_lane_id", json!(request.replacement_lane_id)),
+            ("replacement_agent_id", json!(request.replacement_agent_id)),
+            (
+                "replacement_assignment",
+                json!(request.replacement_assignment),
+            ),
+            ("replacement_write_scope", scope.clone()),
+            ("replacement_fallback", json!(fallback)),
+            (
+                "replacement_startup_ack_deadline",
+                json!(request.replacement_startup_ack_deadline),
+            ),
+            (
+                "replacement_command_deadline",
+                json!(request.replacement_command_deadline),
+            ),
+            ("checkpoint_digest", json!(digest(evidence))),
+        ]),
+    );
+    let created = lane_intent(
+        "lane_created",
+        &request.replacement_lane_id,
+        Some(&request.replacement_agent_id),
+        None,
+        "pending",
+        &request.decided_at,
+        evidence,
+        None,
+        metadata(vec![
+            ("assignment", json!(request.replacement_assignment)),
+            ("write_scope", scope),
+            ("fallback", json!(fallback)),
+            (
+                "startup_ack_deadline",
+                json!(request.replacement_startup_ack_deadline),
+            ),
+            (
+                "command_deadline",
+                json!(request.replacement_command_deadline),
+            ),
+            ("parent_lane_id", json!(request.lane_id)),
+            ("replacement_count", json!(count)),
+        ]),
+    );
+    Ok(vec![reassigned, created])
+}
+
+/// In-lock decision of `replacement-close`: the original takes its
+/// terminal replacement's state.
+pub fn decide_close(
+    state: &CoordinatorState,
+    request: &Lineage,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    require_run_active(state)?;
+    let original = match state.lane(&request.lane_id) {
+        Some(lane) if lane.state == LaneState::Replaced => lane,
+        _ => return conflict("original lane is not awaiting lineage close"),
+    };
+    if original.replacement_lane_id.as_deref() != Some(request.replacement_lane_id.as_str()) {
+        return conflict("replacement lane does not match reservation");
+    }
+    let terminal = match state.lane(&request.replacement_lane_id) {
+        Some(lane) if lane.state.is_terminal() => lane.state.as_str(),
+        _ => return conflict("replacement lane is not terminal"),
+    };
+    Ok(vec![lane_intent(
+        "replacement_lineage_closed",
+        &request.lane_id,
+        Some(&original.agent_id),
+        Some("replaced"),
+        terminal,
+        &request.at,
+        evidence,
+        None,
+        metadata(vec![
+            ("original_lane_id", json!(request.lane_id)),
+            ("replacement_lane_id", json!(request.replacement_lane_id)),
+            ("replacement_terminal_state", json!(terminal)),
+        ]),
+    )])
+}
+
+/// In-lock decision of `replacement-repair`: recreate the reserved child of
+/// an incomplete reservation from the stored exact child proof (the
+/// transaction `replacement_repaired`, `lane_created`).
+///
+/// Beyond the reference: a reservation whose child agent is the interrupted
+/// agent itself is not repaired (it would hand the lane back to the agent
+/// the replacement fenced off); it has to be blocked instead.
+pub fn decide_repair(
+    state: &CoordinatorState,
+    request: &Lineage,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    require_run_active(state)?;
+    let original = match state.lane(&request.lane_id) {
+        Some(lane) if lane.state == LaneState::Replaced => lane,
+        _ => return conflict("lane has no repairable replacement"),
+    };
+    if state.lane(&request.replacement_lane_id).is_some() {
+        return conflict("replacement lane already exists");
+    }
+    let Some(reservation) = &original.replacement_reservation else {
+        return conflict("legacy reservation lacks exact child proof; block it explicitly");
+    };
+    if reservation
+        .get("replacement_lane_id")
+        .and_then(Value::as_str)
+        != Some(request.replacement_lane_id.as_str())
+    {
+        return conflict("replacement reservation does not match");
+    }
+    let child_agent = reservation
+        .get("replacement_agent_id")
+        .and_then(Value::as_str);
+    if child_agent == Some(original.agent_id.as_str()) {
+        return conflict("reservation does not fence the interrupted agent; block it explicitly");
+    }
+    let checkpoint = reservation
+        .get("checkpoint_digest")
+        .cloned()
+        .unwrap_or(Value::Null);
+    // A ref without a checksum compares as null, as in the reference.
+    let bound = evidence.as_array().is_some_and(|refs| {
+        refs.iter()
+            .filter_map(Value::as_object)
+            .any(|r| r.get("checksum").unwrap_or(&Value::Null) == &checkpoint)
+    });
+    if !bound {
+        return invalid("checkpoint verification evidence is missing");
+    }
+    let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
+    let repaired = lane_intent(
+        "replacement_repaired",
+        &request.lane_id,
+        Some(&original.agent_id),
+        Some("replaced"),
+        "replaced",
+        &request.at,
+        evidence,
+        None,
+        metadata(vec![
+            ("original_lane_id", json!(request.lane_id)),
+            ("replacement_lane_id", json!(request.replacement_lane_id)),
+            ("checkpoint_digest", checkpoint),
+        ]),
+    );
+    let created = lane_intent(
+        "lane_created",
+        &request.replacement_lane_id,
+        child_agent,
+        None,
+        "pending",
+        &request.at,
+        evidence,
+        None,
+        metadata(vec![
+            ("assignment", field("replacement_assignment")),
+            ("write_scope", field("replacement_write_scope")),
+            ("fallback", field("replacement_fallback")),
+            (
+                "startup_ack_deadline",
+                field("replacement_startup_ack_deadline"),
+            ),
+            ("command_deadline", field("replacement_command_deadline")),
+            ("parent_lane_id", json!(request.lane_id)),
+            ("replacement_count", field("replacement_count")),
+        ]),
+    );
+    Ok(vec![repaired, created])
+}
+
+/// In-lock decision of `replacement-block`: an incomplete reservation that
+/// cannot be safely recreated ends the original `blocked`.
+pub fn decide_block(
+    state: &CoordinatorState,
+    request: &Lineage,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    require_run_active(state)?;
+    let original = match state.lane(&request.lane_id) {
+        Some(lane) if lane.state == LaneState::Replaced => lane,
+        _ => return conflict("lane has no incomplete replacement"),
+    };
+    if original.replacement_lane_id.as_deref() != Some(request.replacement_lane_id.as_str()) {
+        return conflict("replacement reservation does not match");
+    }
+    if state.lane(&request.replacement_lane_id).is_some() {
+        return conflict("replacement lane already exists");
+    }
+    if !state.incomplete_replacements().contains(&request.lane_id) {
+        return conflict("replacement reservation is complete");
+    }
+    let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
+    Ok(vec![lane_intent(
+        "replacement_blocked",
+        &request.lane_id,
+        Some(&original.agent_id),
+        Some("replaced"),
+        "blocked",
+        &request.at,
+        evidence,
+        Some("incomplete replacement cannot be safely recreated"),
+        metadata(vec![
+            ("original_lane_id", json!(request.lane_id)),
+            ("replacement_lane_id", json!(request.replacement_lane_id)),
+            ("checkpoint_digest", json!(checkpoint)),
+        ]),
+    )])
+}
+
+#[cfg(test)]
+#[path = "replacement_tests.rs"]
+mod tests;
