@@ -20,7 +20,7 @@ use crate::store::scope::canonicalize_write_scope;
 
 /// Canonicalise a scope list against the run's pinned repo root, as a
 /// decision-layer refusal (every failure is exit 2).
-fn canonicalize(
+pub(crate) fn canonicalize(
     repo_root: Option<&str>,
     scopes: &Value,
     limits: &Limits,

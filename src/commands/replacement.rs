@@ -8,12 +8,10 @@ use std::path::Path;
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
-use crate::coordinator::decide::Refusal;
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
 };
 use crate::store::input::{InputShape, read_json_input};
-use crate::store::replacement_scope::{canonicalize_write_scope, resolve_repo_root};
 
 /// `lane-reassign`: replace an interrupted lane's agent by a new lane and
 /// agent resuming from a recovered checkpoint.
@@ -32,14 +30,7 @@ pub fn lane_reassign(
         .as_ref()
         .and_then(|r| r.get("repo_root"))
         .and_then(Value::as_str);
-    let canonicalize = |scope: &Value| -> Result<Vec<String>, Refusal> {
-        let Some(repo_root) = repo_root else {
-            return Err(Refusal::Invalid("run manifest has no repo_root".into()));
-        };
-        resolve_repo_root(repo_root, ctx.env.home.as_ref())
-            .and_then(|root| canonicalize_write_scope(&root, scope, limits))
-            .map_err(|e| Refusal::Invalid(e.message().to_string()))
-    };
+    let canonicalize = |scope: &Value| super::lanes::canonicalize(repo_root, scope, limits);
     let request = precheck_reassign(&input, &evidence, canonicalize)?;
     let committed = mutate(ctx, &run, |decision| {
         decide_reassign(decision.state, decision.policy, &request, &evidence)

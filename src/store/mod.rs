@@ -8,7 +8,6 @@ pub mod handle;
 pub mod input;
 pub mod lock;
 pub mod paths;
-pub mod replacement_scope;
 pub mod run;
 pub mod scope;
 pub mod secure;
