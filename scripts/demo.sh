@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The main job: build bluetape-flow and drive a real run in a temporary
-# state root, printing every command and its JSON answer.
-# Usage: scripts/demo.sh            (keeps nothing; the temp dir is removed)
-#        KEEP=1 scripts/demo.sh     (leaves the state root for inspection)
+# The main job: build bluetape-flow and drive a realistic multi-lane run in a
+# temporary state root, printing every command and its JSON answer.
+#
+# Three lanes work in parallel; `parser` goes silent, is suspected, probed,
+# interrupted and replaced by `parser-2` from its checkpoint; `cli` and
+# `docs` complete. Every timestamp is explicit, so the run is reproducible.
+#
+#   scripts/demo.sh           (the temporary state root is removed)
+#   KEEP=1 scripts/demo.sh    (leaves it for inspection)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet
@@ -11,27 +16,89 @@ flow="$PWD/target/release/bluetape-flow"
 work=$(mktemp -d "${TMPDIR:-/tmp}/bluetape-demo.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 state="$work/state"
-mkdir -p "$work/repo"
+repo="$work/repo"
+mkdir -p "$repo/src/parser" "$repo/src/cli" "$repo/docs" "$work/in"
+owner="$state/handles/main.owner"
 
+say() { printf '\n# %s\n' "$*"; }
 step() {
-  printf '\n$ bluetape-flow %s\n' "$*"
-  "$flow" --state-root "$state" "$@"
+  printf '$ bluetape-flow %s\n' "$*" | sed "s#$work#\$WORK#g"
+  "$flow" --state-root "$state" "$@" | sed "s#$work#\$WORK#g"
 }
+# json NAME 'CONTENT': write an input file, print its path.
+json() { printf '%s\n' "$2" > "$work/in/$1.json"; echo "$work/in/$1.json"; }
+ev() { json "ev-$1" "[{\"kind\":\"$2\",\"summary\":\"$3\"}]"; }
 
-step init --workflow-type A --repo-root "$work/repo" \
-  --owner-file "$state/handles/main.owner" --component runtime --component cli
-run_id=$(ls "$state/runs")
-step verify --run-id "$run_id"
-step rebuild --run-id "$run_id"
-step verify --run-id "$run_id"
+say "A run is created, approved and started"
+step init --workflow-type A --repo-root "$repo" --owner-file "$owner" \
+  --component parser --component cli --component docs
+run=$(ls "$state/runs")
+R=(--run-id "$run" --owner-file "$owner")
+step run-approve "${R[@]}" --evidence "$(ev approve user_approval 'plan approved by the user')" --at 2026-07-14T01:00:00Z
+step run-start "${R[@]}" --evidence "$(ev start plan 'run started')" --at 2026-07-14T01:00:01Z
 
-printf '\nThe owner token stays in its 0600 handle file; the receipt carries only its fingerprint:\n'
-ls -l "$state/handles"
-printf '\nA receipt cut below its acknowledged head is reported, not trusted:\n'
-cp "$state/runs/$run_id/receipt.jsonl" "$work/receipt.bak"
-: > "$state/runs/$run_id/receipt.jsonl"
-step verify --run-id "$run_id" || echo "(exit $?: as expected)"
-cp "$work/receipt.bak" "$state/runs/$run_id/receipt.jsonl"
-step verify --run-id "$run_id"
+say "Three lanes, each with its own agent and write scope"
+lane() { # id agent scope
+  json "lane-$1" "{\"lane_id\":\"$1\",\"agent_id\":\"$2\",\"assignment\":\"Work on $1\",\"write_scope\":[\"$3\"],\"fallback\":\"main session\",\"observed_at\":\"2026-07-14T01:00:02Z\",\"startup_ack_deadline\":\"2026-07-14T01:00:30Z\",\"command_deadline\":\"2026-07-14T01:10:00Z\"}"
+}
+for spec in "parser agent-1 src/parser" "cli agent-2 src/cli" "docs agent-3 docs"; do
+  set -- $spec
+  step lane-create "${R[@]}" --input "$(lane "$1" "$2" "$3")" --evidence "$(ev "assign-$1" plan "assign $1")"
+done
+for spec in "parser agent-1" "cli agent-2" "docs agent-3"; do
+  set -- $spec
+  step lane-start "${R[@]}" --lane-id "$1" --agent-id "$2" --at 2026-07-14T01:00:03Z --evidence "$(ev "spawn-$1" lifecycle "spawned $2")"
+  step startup-ack "${R[@]}" --lane-id "$1" --agent-id "$2" --at 2026-07-14T01:00:04Z --evidence "$(ev "ack-$1" lifecycle "$2 acknowledged startup")"
+done
+
+say "Liveness: a heartbeat renews a silence lease (it is never completion evidence)"
+step heartbeat "${R[@]}" --evidence "$(json hb-ev '[{"kind":"log","summary":"parser tests compiling","exit_status":0}]')" \
+  --input "$(json hb '{"lane_id":"parser","agent_id":"agent-1","observed_at":"2026-07-14T01:00:05Z","silence_lease_deadline":"2026-07-14T01:05:00Z","reason":"still compiling"}')"
+
+say "cli and docs finish inside their write scopes"
+step lane-complete "${R[@]}" --lane-id cli --agent-id agent-2 --at 2026-07-14T01:03:00Z \
+  --evidence "$(ev done-cli test 'cli tests passed')" --changed-paths "$(json changed-cli '["src/cli/main.rs"]')"
+step lane-complete "${R[@]}" --lane-id docs --agent-id agent-3 --at 2026-07-14T01:04:00Z \
+  --evidence "$(ev done-docs review 'docs reviewed')" --changed-paths "$(json changed-docs '["docs/guide.md"]')"
+
+say "parser goes silent: fresh until the lease, then a suspected stall"
+step liveness-check --run-id "$run" --lane-id parser --at 2026-07-14T01:04:00Z
+step liveness-check --run-id "$run" --lane-id parser --at 2026-07-14T01:06:00Z
+# The stall record binds the liveness decision by the SHA-256 of its
+# canonical JSON (this text is already canonical).
+canonical_decision='{"action":"suspect_stall","reason":"no fresh evidence"}'
+decision=$(json decision "$canonical_decision")
+digest=$(printf '%s' "$canonical_decision" | sha256sum | cut -d' ' -f1)
+step stall-record "${R[@]}" --lane-id parser --agent-id agent-1 --at 2026-07-14T01:06:00Z --decision "$decision" \
+  --reason "no fresh evidence" --evidence "$(json stall-ev "[{\"kind\":\"liveness\",\"summary\":\"liveness-check decision for parser\",\"checksum\":\"$digest\"}]")"
+
+say "The main session probes agent-1, which does not answer; the deadlines pass"
+step probe-sent "${R[@]}" --lane-id parser --agent-id agent-1 --at 2026-07-14T01:06:10Z --deadline 2026-07-14T01:07:00Z \
+  --evidence "$(ev probe tool 'send_message status probe to agent-1')"
+step liveness-check --run-id "$run" --lane-id parser --at 2026-07-14T01:10:30Z --command-status alive
+step interrupt-result "${R[@]}" --lane-id parser --agent-id agent-1 --at 2026-07-14T01:10:30Z \
+  --evidence "$(ev interrupt tool 'interrupt_agent returned interrupted')"
+
+say "parser is replaced by parser-2 (a new agent, a narrower scope, from the checkpoint)"
+step lane-reassign "${R[@]}" --evidence "$(ev checkpoint recovery 'checkpoint 3 recovered from agent-1 notes')" \
+  --input "$(json reassign '{"lane_id":"parser","replacement_lane_id":"parser-2","replacement_agent_id":"agent-4","decided_at":"2026-07-14T01:11:00Z","replacement_assignment":"Resume parser from checkpoint 3","replacement_write_scope":["src/parser/grammar"],"replacement_startup_ack_deadline":"2026-07-14T01:11:30Z","replacement_command_deadline":"2026-07-14T01:30:00Z"}')"
+
+say "A late result from the replaced agent is refused (fencing)"
+step lane-complete "${R[@]}" --lane-id parser --agent-id agent-1 --at 2026-07-14T01:12:00Z \
+  --evidence "$(ev late lifecycle 'late result from agent-1')" --changed-paths "$(json changed-late '["src/parser/lib.rs"]')" \
+  || echo "(refused, exit $?: as it should be)"
+
+say "parser-2 runs to completion and the lineage is closed"
+step lane-start "${R[@]}" --lane-id parser-2 --agent-id agent-4 --at 2026-07-14T01:11:05Z --evidence "$(ev spawn-p2 lifecycle 'spawned agent-4')"
+step startup-ack "${R[@]}" --lane-id parser-2 --agent-id agent-4 --at 2026-07-14T01:11:10Z --evidence "$(ev ack-p2 lifecycle 'agent-4 acknowledged startup')"
+step lane-complete "${R[@]}" --lane-id parser-2 --agent-id agent-4 --at 2026-07-14T01:20:00Z \
+  --evidence "$(ev done-p2 test 'parser tests passed')" --changed-paths "$(json changed-p2 '["src/parser/grammar/expr.rs"]')"
+step replacement-close "${R[@]}" --lane-id parser --replacement-lane-id parser-2 --at 2026-07-14T01:21:00Z \
+  --evidence "$(ev close lineage 'replacement parser-2 completed')"
+
+say "An auditor replays the receipt read-only"
+step verify --run-id "$run"
+step resume-check --run-id "$run"
+step receipt-diagnose --run-id "$run"
 [ "${KEEP:-0}" = 1 ] && printf '\nstate root kept at %s\n' "$state"
 exit 0
