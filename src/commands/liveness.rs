@@ -64,7 +64,7 @@ pub fn heartbeat(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_object(ctx, input)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
     let heartbeat = precheck_heartbeat(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)

@@ -17,10 +17,13 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
-use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
+use super::lane_commands::{
+    identifier, require_active_lane_owner, require_fields, require_lane_run_state,
+};
+use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
-use crate::receipt::primitives::{Instant, as_int, is_identifier};
+use crate::receipt::primitives::{Instant, as_int};
 use crate::receipt::rules::check_evidence;
 
 /// What the caller observed about the lane's command (`--command-status`).
@@ -271,39 +274,19 @@ pub fn is_blank(text: &str) -> bool {
 }
 
 fn require_identifier(value: &str, field: &str) -> Result<(), Refusal> {
-    if is_identifier(value) {
-        Ok(())
-    } else {
-        Err(Refusal::Invalid(format!(
-            "{field} must match the identifier contract"
-        )))
-    }
+    identifier(&Value::String(value.into()), field).map(|_| ())
 }
 
 /// The active-lane-owner checks of the shared lane path (§5.2), in order:
 /// the run is running or recovering, the lane exists, it is neither
-/// terminal nor replaced, and `agent_id` owns it.
+/// terminal nor replaced, and `agent_id` owns it (the lane commands' checks).
 pub fn active_lane_owner<'s>(
     state: &'s CoordinatorState,
     lane_id: &str,
     agent_id: &str,
 ) -> Result<&'s LaneRecord, Refusal> {
-    if !matches!(
-        state.run_state_enum(),
-        RunState::Running | RunState::Recovering
-    ) {
-        return conflict("run state does not allow this command");
-    }
-    let Some(lane) = state.lane(lane_id) else {
-        return conflict("lane does not exist");
-    };
-    if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return conflict("lane is not active");
-    }
-    if lane.agent_id != agent_id {
-        return conflict("agent does not own the lane");
-    }
-    Ok(lane)
+    require_lane_run_state(state)?;
+    require_active_lane_owner(state, lane_id, agent_id)
 }
 
 /// Fresh liveness evidence (heartbeat, stall-clear): some evidence, a
@@ -383,23 +366,11 @@ pub struct Heartbeat {
 }
 
 /// Pre-lock: exactly the five fields, identifiers, both timestamps parse.
-pub fn precheck_heartbeat(input: &Map<String, Value>) -> Result<Heartbeat, Refusal> {
-    if input.len() != HEARTBEAT_FIELDS.len()
-        || !HEARTBEAT_FIELDS.iter().all(|k| input.contains_key(*k))
-    {
-        return invalid("JSON input fields do not match the command contract");
-    }
+pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, Refusal> {
+    let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let identifier = |key: &str, field: &str| -> Result<String, Refusal> {
-        match input.get(key) {
-            Some(Value::String(id)) if is_identifier(id) => Ok(id.clone()),
-            _ => Err(Refusal::Invalid(format!(
-                "{field} must match the identifier contract"
-            ))),
-        }
-    };
-    let lane_id = identifier("lane_id", "lane id")?;
-    let agent_id = identifier("agent_id", "agent id")?;
+    let lane_id = identifier(&input["lane_id"], "lane id")?;
+    let agent_id = identifier(&input["agent_id"], "agent id")?;
     let observed = parse_instant_value(&input["observed_at"])?;
     let lease = parse_instant_value(&input["silence_lease_deadline"])?;
     Ok(Heartbeat {

@@ -699,7 +699,7 @@ fn blank_is_pythons_isspace() {
 
 // ---------------------------------------------------------------- heartbeat
 
-fn heartbeat_input(patch: Value) -> Map<String, Value> {
+fn heartbeat_input(patch: Value) -> Value {
     let mut input = json!({
         "lane_id": "build", "agent_id": "agent-1",
         "observed_at": "2026-07-14T01:05:00Z",
@@ -713,7 +713,7 @@ fn heartbeat_input(patch: Value) -> Map<String, Value> {
             input[k] = v.clone();
         }
     }
-    input.as_object().unwrap().clone()
+    input
 }
 
 #[test]
