@@ -1702,3 +1702,85 @@ fn help_texts_name_the_safe_next_step() {
         assert!(out.stdout.contains("In-place migration is unavailable."));
     }
 }
+
+// ------------------------------------------- liveness is never completion
+
+/// A heartbeat (or a cleared stall) proves that the agent is alive, never
+/// that its lane is done: the evidence it recorded cannot complete the lane.
+#[test]
+fn liveness_evidence_cannot_complete_its_lane() {
+    let f = Fixture::new("13-liveness-paths");
+    let changed = f.file("changed.json", &json!([]));
+    let complete = |lane: &str, agent: &str, ev: &str| -> Vec<String> {
+        [
+            "--lane-id",
+            lane,
+            "--agent-id",
+            agent,
+            "--at",
+            "2026-07-14T02:10:00Z",
+            "--evidence",
+            ev,
+            "--changed-paths",
+            &changed,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let refusal = "liveness evidence cannot complete a lane";
+    // The reference's own heartbeat.
+    let reference_hb = f.input("heartbeat-leased-evidence.json");
+    f.refused(
+        "lane-complete",
+        &strs(&complete("leased", "agent-l", &reference_hb)),
+        2,
+        refusal,
+    );
+    // One written by us.
+    let ev = f.file(
+        "hb-ev.json",
+        &json!([{"kind": "log", "summary": "benchmark finished 60/60", "exit_status": 0}]),
+    );
+    let input = f.file(
+        "hb.json",
+        &heartbeat_input(
+            "2026-07-14T02:01:00Z",
+            "2026-07-14T02:11:00Z",
+            "benchmark done",
+        ),
+    );
+    f.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
+    f.refused(
+        "lane-complete",
+        &strs(&complete("leased", "agent-l", &ev)),
+        2,
+        refusal,
+    );
+    // The evidence that cleared a stall.
+    let cleared = f.file(
+        "cleared.json",
+        &json!([{"kind": "message", "summary": "all done"}]),
+    );
+    f.ok(
+        "stall-clear",
+        &[
+            "--evidence",
+            &cleared,
+            "--lane-id",
+            "stalled-start",
+            "--agent-id",
+            "agent-s",
+            "--at",
+            "2026-07-14T02:02:00Z",
+            "--reason",
+            "agent replied",
+        ],
+    );
+    f.refused(
+        "lane-complete",
+        &strs(&complete("stalled-start", "agent-s", &cleared)),
+        2,
+        refusal,
+    );
+}
