@@ -3,6 +3,7 @@
 
 pub mod envelope;
 pub mod lanes;
+pub mod liveness;
 pub mod mutation;
 pub mod replacement;
 pub mod run;
@@ -83,6 +84,8 @@ pub enum Command {
     Lanes(lanes::LaneCommands),
     #[command(flatten)]
     Replacement(replacement::ReplacementCommands),
+    #[command(flatten)]
+    Liveness(liveness::LivenessCommands),
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +166,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Replacement(command) => {
             let (operation, data) = replacement::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Liveness(command) => {
+            let (operation, data) = liveness::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod lanes;
 pub mod ledger;
 pub mod lifecycle;
+pub mod liveness;
 pub mod mutate;
 pub mod rebuild;
 pub mod replacement;

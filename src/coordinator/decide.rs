@@ -82,11 +82,16 @@ pub struct Policy {
 
 impl Policy {
     pub fn from_contract(contract: &Value, limits: &Limits) -> Policy {
+        // The manifest rules let a bool through as a liveness number, and
+        // Python then computes with it as 0 or 1; so do we.
         let liveness = |key: &str, default: i64| -> i64 {
             contract
                 .get("liveness")
                 .and_then(|l| l.get(key))
-                .and_then(as_int)
+                .and_then(|v| match v {
+                    Value::Bool(b) => Some(i128::from(*b)),
+                    other => as_int(other),
+                })
                 .map(|v| v.clamp(0, i64::MAX as i128) as i64)
                 .unwrap_or(default)
         };

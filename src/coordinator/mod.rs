@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod lane_commands;
+pub mod liveness;
 pub mod replacement;
 pub mod replay;
 pub mod run_commands;

@@ -1,0 +1,181 @@
+//! Liveness commands: heartbeat, stall-record, stall-clear, probe-sent,
+//! interrupt-result and the read-only liveness-check.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{MutationArgs, context};
+use crate::commands::liveness::{self, LaneFlags};
+use crate::commands::{FlowError, FlowResult};
+use crate::coordinator::liveness::CommandStatus;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum LivenessCommands {
+    #[command(
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: liveness-check. In-place migration is unavailable."
+    )]
+    Heartbeat(HeartbeatArgs),
+    #[command(
+        name = "stall-record",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: probe-sent. In-place migration is unavailable."
+    )]
+    StallRecord(StallRecordArgs),
+    #[command(
+        name = "stall-clear",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
+    )]
+    StallClear(StallClearArgs),
+    #[command(
+        name = "probe-sent",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: perform the native probe, then probe-ack or interrupt-result. In-place migration is unavailable."
+    )]
+    ProbeSent(ProbeSentArgs),
+    #[command(
+        name = "interrupt-result",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: lane-reassign. In-place migration is unavailable."
+    )]
+    InterruptResult(LaneLivenessArgs),
+    #[command(
+        name = "liveness-check",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command. In-place migration is unavailable."
+    )]
+    LivenessCheck(LivenessCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HeartbeatArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+}
+
+/// `--evidence --lane-id --agent-id --at` after the shared mutation flags.
+#[derive(Debug, Args)]
+pub struct LaneLivenessArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long = "agent-id", required = true)]
+    pub agent_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+}
+
+impl LaneLivenessArgs {
+    fn flags(&self) -> LaneFlags<'_> {
+        LaneFlags {
+            lane_id: &self.lane_id,
+            agent_id: &self.agent_id,
+            at: &self.at,
+            evidence: &self.evidence,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StallRecordArgs {
+    #[command(flatten)]
+    pub lane: LaneLivenessArgs,
+    #[arg(long, required = true)]
+    pub reason: String,
+    #[arg(long, required = true)]
+    pub decision: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StallClearArgs {
+    #[command(flatten)]
+    pub lane: LaneLivenessArgs,
+    #[arg(long, required = true)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeSentArgs {
+    #[command(flatten)]
+    pub lane: LaneLivenessArgs,
+    #[arg(long, required = true)]
+    pub deadline: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LivenessCheckArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+    #[arg(
+        long = "command-status",
+        default_value = "unknown",
+        value_parser = ["alive", "dead", "unknown"]
+    )]
+    pub command_status: String,
+}
+
+pub fn dispatch(
+    command: LivenessCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    Ok(match command {
+        LivenessCommands::Heartbeat(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "heartbeat",
+                liveness::heartbeat(&ctx, &a.evidence, &a.input)?,
+            )
+        }
+        LivenessCommands::StallRecord(a) => {
+            let ctx = context(root, env, &a.lane.common);
+            (
+                "stall-record",
+                liveness::stall_record(&ctx, a.lane.flags(), &a.reason, &a.decision)?,
+            )
+        }
+        LivenessCommands::StallClear(a) => {
+            let ctx = context(root, env, &a.lane.common);
+            (
+                "stall-clear",
+                liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?,
+            )
+        }
+        LivenessCommands::ProbeSent(a) => {
+            let ctx = context(root, env, &a.lane.common);
+            (
+                "probe-sent",
+                liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?,
+            )
+        }
+        LivenessCommands::InterruptResult(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "interrupt-result",
+                liveness::interrupt_result(&ctx, a.flags())?,
+            )
+        }
+        LivenessCommands::LivenessCheck(a) => {
+            let status = CommandStatus::parse(&a.command_status)
+                .ok_or_else(|| FlowError::contract("invalid choice for --command-status"))?;
+            (
+                "liveness-check",
+                liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status)?,
+            )
+        }
+    })
+}

@@ -1,0 +1,163 @@
+//! The liveness commands (reference-coordinator §6): the read-only
+//! `liveness-check`, and `heartbeat`, `stall-record`, `stall-clear`,
+//! `probe-sent`, `interrupt-result` on top of the mutation pipeline. Each
+//! mutation: open (run id, snapshot, phase gate, `--expected-head` syntax) →
+//! read the JSON inputs (evidence first) → pure prechecks → `mutate` with
+//! the pure in-lock decision.
+
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+use super::error::{FlowError, FlowResult};
+use super::ledger::open_run;
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::rebuild::replay_run;
+use crate::coordinator::decide::Policy;
+use crate::coordinator::liveness::{
+    CommandStatus, LaneStep, StallRecord, check_lane, decide_heartbeat, decide_interrupt_result,
+    decide_probe_sent, decide_stall_clear, decide_stall_record, precheck_heartbeat,
+    precheck_interrupt_result, precheck_probe_sent, precheck_stall_clear, precheck_stall_record,
+};
+use crate::store::input::{InputShape, read_json_input};
+
+/// Read an object input file (`--input`, `--decision`).
+fn read_object(ctx: &MutationContext, path: &Path) -> FlowResult<Map<String, Value>> {
+    match read_json_input(path, InputShape::Object, ctx.env.home.as_ref())? {
+        Value::Object(map) => Ok(map),
+        _ => Err(FlowError::contract(
+            "JSON input has the wrong top-level type",
+        )),
+    }
+}
+
+/// `liveness-check`: read-only (no lock, no writes). Verifies and replays
+/// the whole receipt, then evaluates one lane at `--at`.
+pub fn liveness_check(
+    root: &Path,
+    run_id: &str,
+    lane_id: &str,
+    at: &str,
+    command: CommandStatus,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    let (state, _) = replay_run(&run, false)?;
+    let policy = Policy::from_contract(
+        &run.manifest.contract.contract,
+        &run.manifest.contract.limits,
+    );
+    let decision = check_lane(&state, &policy, lane_id, at, command)?;
+    let mut out = decision.to_json();
+    out.insert("run_id".into(), json!(run_id));
+    out.insert("sequence".into(), json!(state.last_sequence()));
+    out.insert("checksum".into(), json!(state.last_checksum()));
+    out.insert("run_state".into(), json!(state.run_state()));
+    Ok(out)
+}
+
+/// `heartbeat --input --evidence`.
+pub fn heartbeat(
+    ctx: &MutationContext,
+    evidence: &Path,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let heartbeat = precheck_heartbeat(&input)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// The lane flags shared by the four lane-addressed liveness mutations.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneFlags<'a> {
+    pub lane_id: &'a str,
+    pub agent_id: &'a str,
+    pub at: &'a str,
+    pub evidence: &'a Path,
+}
+
+/// `stall-record --decision --reason`.
+pub fn stall_record(
+    ctx: &MutationContext,
+    flags: LaneFlags<'_>,
+    reason: &str,
+    decision: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, flags.evidence)?;
+    let decision = read_object(ctx, decision)?;
+    let request = StallRecord {
+        lane_id: flags.lane_id,
+        agent_id: flags.agent_id,
+        at: flags.at,
+        reason,
+        decision: &decision,
+        evidence: &evidence,
+    };
+    let at = precheck_stall_record(&request)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_stall_record(d.state, d.policy, &request, at)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `stall-clear --reason`.
+pub fn stall_clear(
+    ctx: &MutationContext,
+    flags: LaneFlags<'_>,
+    reason: &str,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, flags.evidence)?;
+    let step = lane_step(flags, &evidence);
+    precheck_stall_clear(&step)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_stall_clear(d.state, d.policy, &step, reason)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `probe-sent --deadline`.
+pub fn probe_sent(
+    ctx: &MutationContext,
+    flags: LaneFlags<'_>,
+    deadline: &str,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, flags.evidence)?;
+    let step = lane_step(flags, &evidence);
+    let instants = precheck_probe_sent(&step, deadline)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_probe_sent(d.state, d.policy, &step, deadline, instants)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `interrupt-result`.
+pub fn interrupt_result(
+    ctx: &MutationContext,
+    flags: LaneFlags<'_>,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, flags.evidence)?;
+    let step = lane_step(flags, &evidence);
+    let at = precheck_interrupt_result(&step)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_interrupt_result(d.state, d.policy, &step, at)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+fn lane_step<'a>(flags: LaneFlags<'a>, evidence: &'a Value) -> LaneStep<'a> {
+    LaneStep {
+        lane_id: flags.lane_id,
+        agent_id: flags.agent_id,
+        at: flags.at,
+        evidence,
+    }
+}

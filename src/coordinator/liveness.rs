@@ -1,0 +1,660 @@
+//! Liveness (reference-coordinator §6): the pure evaluation of one lane at
+//! an instant ([`evaluate`]) and the decisions of `heartbeat`,
+//! `stall-record`, `stall-clear`, `probe-sent` and `interrupt-result`, each
+//! split like the run commands into a pre-lock precheck and an in-lock
+//! `decide_*`, with the reference's checks in the reference's order.
+//!
+//! A heartbeat proves that an agent is alive, nothing more: every event
+//! written here is a liveness event, so the reducer files its evidence under
+//! the lane's liveness history and never under its completion evidence
+//! (`evidence_refs`). Completion rules refuse evidence found in that history.
+//!
+//! Caller timestamps are read with the LAX parser of §1.5
+//! ([`crate::receipt::lax_time`]); whatever is stored still has to pass the
+//! strict receipt contract when the pipeline seals the event.
+
+use chrono::TimeDelta;
+use serde_json::{Map, Value, json};
+
+use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::lane_commands::{
+    identifier, require_active_lane_owner, require_fields, require_lane_run_state,
+};
+use super::state::{CoordinatorState, LaneRecord, LaneState};
+use crate::receipt::canonical;
+use crate::receipt::lax_time::parse_lax_timestamp;
+use crate::receipt::primitives::{Instant, as_int};
+use crate::receipt::rules::check_evidence;
+
+/// What the caller observed about the lane's command (`--command-status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandStatus {
+    Alive,
+    Dead,
+    Unknown,
+}
+
+impl CommandStatus {
+    pub fn parse(text: &str) -> Option<CommandStatus> {
+        match text {
+            "alive" => Some(CommandStatus::Alive),
+            "dead" => Some(CommandStatus::Dead),
+            "unknown" => Some(CommandStatus::Unknown),
+            _ => None,
+        }
+    }
+}
+
+/// The recommended next step for a lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LivenessAction {
+    Continue,
+    SuspectStall,
+    ObserveCommand,
+    SendProbe,
+    AwaitProbe,
+    Interrupt,
+    MainTakeover,
+    None,
+}
+
+impl LivenessAction {
+    pub const ALL: [LivenessAction; 8] = [
+        LivenessAction::Continue,
+        LivenessAction::SuspectStall,
+        LivenessAction::ObserveCommand,
+        LivenessAction::SendProbe,
+        LivenessAction::AwaitProbe,
+        LivenessAction::Interrupt,
+        LivenessAction::MainTakeover,
+        LivenessAction::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LivenessAction::Continue => "continue",
+            LivenessAction::SuspectStall => "suspect_stall",
+            LivenessAction::ObserveCommand => "observe_command",
+            LivenessAction::SendProbe => "send_probe",
+            LivenessAction::AwaitProbe => "await_probe",
+            LivenessAction::Interrupt => "interrupt",
+            LivenessAction::MainTakeover => "main_takeover",
+            LivenessAction::None => "none",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<LivenessAction> {
+        LivenessAction::ALL
+            .into_iter()
+            .find(|action| action.as_str() == text)
+    }
+}
+
+/// The outcome of [`evaluate`]: exactly `{action, reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessDecision {
+    pub action: LivenessAction,
+    pub reason: &'static str,
+}
+
+impl LivenessDecision {
+    fn new(action: LivenessAction, reason: &'static str) -> Result<Self, Refusal> {
+        Ok(LivenessDecision { action, reason })
+    }
+
+    /// The decision object as printed and as bound by `stall-record`.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        map.insert("action".into(), json!(self.action.as_str()));
+        map.insert("reason".into(), json!(self.reason));
+        map
+    }
+}
+
+const TIMESTAMP_INVALID: &str = "timestamp must be UTC ISO-8601 ending in Z";
+
+/// A caller timestamp, read the reference's lax way.
+pub fn parse_instant(value: &str) -> Result<Instant, Refusal> {
+    parse_lax_timestamp(value).map_err(|e| Refusal::Invalid(e.message().into()))
+}
+
+/// A JSON input value that must be a lax timestamp.
+fn parse_instant_value(value: &Value) -> Result<Instant, Refusal> {
+    match value {
+        Value::String(text) => parse_instant(text),
+        _ => invalid(TIMESTAMP_INVALID),
+    }
+}
+
+/// A deadline stored on the lane record (the reference parses it again,
+/// laxly; a missing one — `command_deadline` may be null in a receipt — is
+/// the same contract error).
+fn stored_instant(value: Option<&str>) -> Result<Instant, Refusal> {
+    match value {
+        Some(text) => parse_instant(text),
+        None => invalid(TIMESTAMP_INVALID),
+    }
+}
+
+/// The largest `timedelta` Python can build (999 999 999 days).
+const MAX_WINDOW_SECONDS: i64 = 999_999_999 * 86_400 + 86_399;
+
+/// `seconds` as a window, within what the reference can represent. Beyond
+/// it the reference crashes (OverflowError); we refuse with a typed error
+/// (decisions.md 1).
+fn window(seconds: i64) -> Result<TimeDelta, Refusal> {
+    if seconds > MAX_WINDOW_SECONDS {
+        return invalid("liveness window exceeds the timestamp range");
+    }
+    TimeDelta::try_seconds(seconds)
+        .ok_or_else(|| Refusal::Invalid("liveness window exceeds the timestamp range".into()))
+}
+
+/// `start + seconds`, refused past Python's `datetime.max`
+/// (9999-12-31T23:59:59.999999), where the reference crashes.
+fn add_window(start: Instant, seconds: i64) -> Result<Instant, Refusal> {
+    let out_of_range = || Refusal::Invalid("liveness window exceeds the timestamp range".into());
+    let end = start
+        .checked_add_signed(window(seconds)?)
+        .ok_or_else(out_of_range)?;
+    let max = chrono::NaiveDate::from_ymd_opt(9999, 12, 31)
+        .and_then(|d| d.and_hms_micro_opt(23, 59, 59, 999_999))
+        .map(|t| t.and_utc())
+        .ok_or_else(out_of_range)?;
+    if end > max {
+        return Err(out_of_range());
+    }
+    Ok(end)
+}
+
+/// The lane's replacement count as an unbounded integer.
+fn replacement_count(lane: &LaneRecord) -> i128 {
+    as_int(&Value::Number(lane.replacement_count.clone())).unwrap_or(i128::MAX)
+}
+
+/// The liveness decision table (§6.2), first match wins; every boundary is
+/// a strict `<`, so at exactly a deadline the window has elapsed.
+///
+/// Refuses (exit 2) only when a stored timestamp the row needs does not
+/// parse, or when the silence window ends beyond the representable range.
+pub fn evaluate(
+    lane: &LaneRecord,
+    policy: &Policy,
+    now: Instant,
+    command: CommandStatus,
+) -> Result<LivenessDecision, Refusal> {
+    use LivenessAction as A;
+    match lane.state {
+        // Every lane state has a row, so the reference's fallback ("lane
+        // state has no liveness action") cannot be reached with a typed state.
+        LaneState::Completed
+        | LaneState::Failed
+        | LaneState::Blocked
+        | LaneState::Cancelled
+        | LaneState::Replaced => LivenessDecision::new(A::None, "lane is terminal"),
+        LaneState::Pending => LivenessDecision::new(A::Continue, "lane awaits dispatch"),
+        LaneState::Starting => {
+            let ack = stored_instant(lane.startup_ack_deadline.as_deref())?;
+            if now < ack {
+                LivenessDecision::new(A::Continue, "startup ACK is pending")
+            } else {
+                LivenessDecision::new(A::SuspectStall, "startup ACK deadline elapsed")
+            }
+        }
+        LaneState::Running => {
+            // The silence window runs from the lane's last event; a recorded
+            // lease only ever extends it, and an old lease keeps counting
+            // after later events.
+            let updated = stored_instant(Some(&lane.updated_at))?;
+            let mut fresh_until = add_window(updated, policy.suspected_stall_seconds)?;
+            if let Some(lease) = &lane.silence_lease_deadline {
+                fresh_until = fresh_until.max(parse_instant(lease)?);
+            }
+            if now < fresh_until {
+                return LivenessDecision::new(A::Continue, "fresh evidence");
+            }
+            let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
+            if command == CommandStatus::Alive && now < command_deadline {
+                return LivenessDecision::new(
+                    A::ObserveCommand,
+                    "command is alive within its deadline",
+                );
+            }
+            // Dead and unknown are the same here.
+            LivenessDecision::new(A::SuspectStall, "no fresh evidence")
+        }
+        LaneState::SuspectedStall => LivenessDecision::new(A::SendProbe, "probe has not been sent"),
+        LaneState::Recovering => {
+            let probe = stored_instant(lane.probe_deadline.as_deref())?;
+            let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
+            if now < probe || now < command_deadline {
+                return LivenessDecision::new(A::AwaitProbe, "a recovery deadline remains");
+            }
+            if replacement_count(lane) >= i128::from(policy.max_replacements) {
+                return LivenessDecision::new(A::MainTakeover, "replacement limit reached");
+            }
+            match command {
+                // Unlike a running lane, a recovering one needs to know.
+                CommandStatus::Unknown => LivenessDecision::new(
+                    A::ObserveCommand,
+                    "command state must be observed before interrupt",
+                ),
+                CommandStatus::Alive | CommandStatus::Dead => {
+                    LivenessDecision::new(A::Interrupt, "recovery deadlines elapsed")
+                }
+            }
+        }
+    }
+}
+
+/// `liveness-check` after the state is loaded: the lane must exist (exit 5)
+/// before `--at` is parsed (exit 2).
+pub fn check_lane(
+    state: &CoordinatorState,
+    policy: &Policy,
+    lane_id: &str,
+    at: &str,
+    command: CommandStatus,
+) -> Result<LivenessDecision, Refusal> {
+    let Some(lane) = state.lane(lane_id) else {
+        return conflict("lane does not exist");
+    };
+    let now = parse_instant(at)?;
+    evaluate(lane, policy, now, command)
+}
+
+// ---------------------------------------------------------------------------
+// Shared checks
+
+/// Python's `str.isspace` over the whole string (empty counts as blank):
+/// Unicode White_Space plus the separators U+001C..U+001F.
+pub fn is_blank(text: &str) -> bool {
+    text.chars()
+        .all(|c| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+fn require_identifier(value: &str, field: &str) -> Result<(), Refusal> {
+    identifier(&Value::String(value.into()), field).map(|_| ())
+}
+
+/// The active-lane-owner checks of the shared lane path (§5.2), in order:
+/// the run is running or recovering, the lane exists, it is neither
+/// terminal nor replaced, and `agent_id` owns it (the lane commands' checks).
+pub fn active_lane_owner<'s>(
+    state: &'s CoordinatorState,
+    lane_id: &str,
+    agent_id: &str,
+) -> Result<&'s LaneRecord, Refusal> {
+    require_lane_run_state(state)?;
+    require_active_lane_owner(state, lane_id, agent_id)
+}
+
+/// Fresh liveness evidence (heartbeat, stall-clear): some evidence, a
+/// non-blank reason, and not BOTH the same evidence digest and the same
+/// reason as the lane's last liveness record. Returns the evidence digest.
+pub fn require_fresh_evidence(
+    lane: &LaneRecord,
+    evidence: &Value,
+    reason: Option<&str>,
+    policy: &Policy,
+) -> Result<String, Refusal> {
+    if evidence.as_array().is_none_or(Vec::is_empty) {
+        return invalid("liveness evidence is required");
+    }
+    let reason = match reason {
+        Some(reason) if !is_blank(reason) => reason,
+        _ => return invalid("liveness reason is required"),
+    };
+    // The digest is only taken over a valid evidence list.
+    check_evidence(evidence, &policy.limits).map_err(Refusal::Invalid)?;
+    let digest = canonical::digest(evidence);
+    if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
+        && lane.last_reason.as_deref() == Some(reason)
+    {
+        return invalid("liveness evidence is unchanged");
+    }
+    Ok(digest)
+}
+
+/// A lane liveness intent (timestamp = the caller's instant as given).
+#[allow(clippy::too_many_arguments)]
+fn lane_intent(
+    event_type: &str,
+    lane: &LaneRecord,
+    to: LaneState,
+    timestamp: &str,
+    evidence: &Value,
+    reason: Option<&str>,
+    metadata: Map<String, Value>,
+) -> Intent {
+    Intent {
+        event_type: event_type.into(),
+        timestamp: Some(timestamp.into()),
+        from_state: Some(lane.state.as_str().into()),
+        to_state: Some(to.as_str().into()),
+        lane_id: Some(lane.id.clone()),
+        agent_id: Some(lane.agent_id.clone()),
+        reason: reason.map(str::to_string),
+        evidence_refs: evidence.clone(),
+        metadata,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// heartbeat (§6.4)
+
+/// The exact fields of a heartbeat `--input`.
+pub const HEARTBEAT_FIELDS: [&str; 5] = [
+    "lane_id",
+    "agent_id",
+    "observed_at",
+    "silence_lease_deadline",
+    "reason",
+];
+
+/// A heartbeat input that passed the pre-lock checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heartbeat {
+    pub lane_id: String,
+    pub agent_id: String,
+    pub observed_at: String,
+    pub observed: Instant,
+    pub silence_lease_deadline: String,
+    pub lease: Instant,
+    /// `None` when the input's reason is not a string.
+    pub reason: Option<String>,
+}
+
+/// Pre-lock: exactly the five fields, identifiers, both timestamps parse.
+pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, Refusal> {
+    let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
+    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let lane_id = identifier(&input["lane_id"], "lane id")?;
+    let agent_id = identifier(&input["agent_id"], "agent id")?;
+    let observed = parse_instant_value(&input["observed_at"])?;
+    let lease = parse_instant_value(&input["silence_lease_deadline"])?;
+    Ok(Heartbeat {
+        lane_id,
+        agent_id,
+        observed_at: text("observed_at").to_string(),
+        observed,
+        silence_lease_deadline: text("silence_lease_deadline").to_string(),
+        lease,
+        reason: input["reason"].as_str().map(str::to_string),
+    })
+}
+
+/// In lock: a running lane owned by the agent, `observed_at < lease <=
+/// command_deadline`, a lease of at most `max_silence_lease_seconds`, fresh
+/// evidence. Two intents: `heartbeat_observed` then `lease_renewed`.
+pub fn decide_heartbeat(
+    state: &CoordinatorState,
+    policy: &Policy,
+    heartbeat: &Heartbeat,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    let lane = active_lane_owner(state, &heartbeat.lane_id, &heartbeat.agent_id)?;
+    if lane.state != LaneState::Running {
+        return conflict("heartbeat requires a running lane");
+    }
+    let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
+    if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
+        return invalid("heartbeat deadlines must satisfy observed_at < lease <= command_deadline");
+    }
+    let lease_micros = (heartbeat.lease - heartbeat.observed)
+        .num_microseconds()
+        .map_or(i128::MAX, i128::from);
+    if lease_micros > i128::from(policy.max_silence_lease_seconds) * 1_000_000 {
+        return invalid("silence lease exceeds manifest maximum");
+    }
+    let digest = require_fresh_evidence(lane, evidence, heartbeat.reason.as_deref(), policy)?;
+    let mut observed_meta = Map::new();
+    observed_meta.insert("evidence_digest".into(), json!(digest));
+    let mut lease_meta = observed_meta.clone();
+    lease_meta.insert(
+        "silence_lease_deadline".into(),
+        json!(heartbeat.silence_lease_deadline),
+    );
+    Ok(vec![
+        lane_intent(
+            "heartbeat_observed",
+            lane,
+            LaneState::Running,
+            &heartbeat.observed_at,
+            evidence,
+            None,
+            observed_meta,
+        ),
+        lane_intent(
+            "lease_renewed",
+            lane,
+            LaneState::Running,
+            &heartbeat.observed_at,
+            evidence,
+            heartbeat.reason.as_deref(),
+            lease_meta,
+        ),
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// stall-record (§6.5)
+
+/// The checksum that binds a liveness decision object as given: SHA-256 of
+/// its canonical JSON; its action must be known and its reason a string.
+pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, Refusal> {
+    let known = decision
+        .get("action")
+        .and_then(Value::as_str)
+        .and_then(LivenessAction::parse)
+        .is_some();
+    if !known || !decision.get("reason").is_some_and(Value::is_string) {
+        return invalid("liveness decision is invalid");
+    }
+    Ok(canonical::digest(&Value::Object(decision.clone())))
+}
+
+/// A `stall-record` request.
+#[derive(Debug, Clone, Copy)]
+pub struct StallRecord<'a> {
+    pub lane_id: &'a str,
+    pub agent_id: &'a str,
+    pub at: &'a str,
+    pub reason: &'a str,
+    pub decision: &'a Map<String, Value>,
+    pub evidence: &'a Value,
+}
+
+/// Pre-lock: evidence, a non-blank reason, a `suspect_stall` decision whose
+/// checksum some evidence ref carries, then `--at`. (The reference does not
+/// pre-validate the lane and agent ids here.)
+pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refusal> {
+    require_evidence(request.evidence)?;
+    if is_blank(request.reason) {
+        return invalid("stall reason is required");
+    }
+    if request.decision.get("action").and_then(Value::as_str) != Some("suspect_stall") {
+        return invalid("stall recording requires a suspect_stall decision");
+    }
+    let checksum = decision_checksum(request.decision)?;
+    let bound = request.evidence.as_array().is_some_and(|refs| {
+        refs.iter()
+            .any(|r| r.get("checksum").and_then(Value::as_str) == Some(checksum.as_str()))
+    });
+    if !bound {
+        return invalid("stall evidence must bind the liveness decision checksum");
+    }
+    parse_instant(request.at)
+}
+
+/// In lock: the active lane owner; the liveness decision recomputed at
+/// `--at` with the command status unknown must equal the decision object
+/// exactly (two keys) and `--reason` must be its reason.
+pub fn decide_stall_record(
+    state: &CoordinatorState,
+    policy: &Policy,
+    request: &StallRecord<'_>,
+    at: Instant,
+) -> Result<Vec<Intent>, Refusal> {
+    let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
+    let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
+    if current.to_json() != *request.decision || request.reason != current.reason {
+        return conflict("liveness decision is stale or mismatched");
+    }
+    if !matches!(lane.state, LaneState::Starting | LaneState::Running) {
+        return conflict("current state does not allow lifecycle intent");
+    }
+    Ok(vec![lane_intent(
+        "stall_suspected",
+        lane,
+        LaneState::SuspectedStall,
+        request.at,
+        request.evidence,
+        Some(request.reason),
+        Map::new(),
+    )])
+}
+
+// ---------------------------------------------------------------------------
+// stall-clear, probe-sent, interrupt-result (§6.6-6.8)
+
+/// A lane liveness step addressed by `--lane-id --agent-id --at`.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneStep<'a> {
+    pub lane_id: &'a str,
+    pub agent_id: &'a str,
+    pub at: &'a str,
+    pub evidence: &'a Value,
+}
+
+fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+    require_identifier(step.lane_id, "lane id")?;
+    require_identifier(step.agent_id, "agent id")?;
+    parse_instant(step.at)
+}
+
+/// Pre-lock for `stall-clear`: ids and `--at` (evidence is checked in lock,
+/// by the freshness rule).
+pub fn precheck_stall_clear(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+    precheck_step(step)
+}
+
+/// In lock: the lane is `suspected_stall` and the evidence is fresh against
+/// the stall record. Writes `lane_recovered` (never `stall_cleared`).
+pub fn decide_stall_clear(
+    state: &CoordinatorState,
+    policy: &Policy,
+    step: &LaneStep<'_>,
+    reason: &str,
+) -> Result<Vec<Intent>, Refusal> {
+    let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
+    if lane.state != LaneState::SuspectedStall {
+        return conflict("current state does not allow lifecycle intent");
+    }
+    require_fresh_evidence(lane, step.evidence, Some(reason), policy)?;
+    Ok(vec![lane_intent(
+        "lane_recovered",
+        lane,
+        LaneState::Running,
+        step.at,
+        step.evidence,
+        Some(reason),
+        Map::new(),
+    )])
+}
+
+/// Pre-lock for `probe-sent`: ids, `--at`, `--deadline`, evidence.
+pub fn precheck_probe_sent(
+    step: &LaneStep<'_>,
+    deadline: &str,
+) -> Result<(Instant, Instant), Refusal> {
+    let at = precheck_step(step)?;
+    let probe = parse_instant(deadline)?;
+    require_evidence(step.evidence)?;
+    Ok((at, probe))
+}
+
+/// In lock: the lane is `suspected_stall`; `at < deadline <= at + probe
+/// grace`. Writes `probe_sent` with the deadline as given.
+pub fn decide_probe_sent(
+    state: &CoordinatorState,
+    policy: &Policy,
+    step: &LaneStep<'_>,
+    deadline: &str,
+    (at, probe): (Instant, Instant),
+) -> Result<Vec<Intent>, Refusal> {
+    let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
+    if lane.state != LaneState::SuspectedStall {
+        return conflict("current state does not allow lifecycle intent");
+    }
+    let grace = window(policy.probe_grace_seconds)?;
+    if at >= probe || probe - at > grace {
+        return invalid("probe deadline must be within the manifest probe grace");
+    }
+    let mut metadata = Map::new();
+    metadata.insert("probe_deadline".into(), json!(deadline));
+    Ok(vec![lane_intent(
+        "probe_sent",
+        lane,
+        LaneState::Recovering,
+        step.at,
+        step.evidence,
+        None,
+        metadata,
+    )])
+}
+
+/// Some evidence ref is the native interrupt tool's: `kind` "tool" and
+/// "interrupt" (any case) in its summary.
+fn has_interrupt_tool_evidence(evidence: &Value) -> bool {
+    evidence.as_array().is_some_and(|refs| {
+        refs.iter().any(|r| {
+            r.get("kind").and_then(Value::as_str) == Some("tool")
+                && r.get("summary")
+                    .map_or(Some(""), Value::as_str)
+                    .is_some_and(|s| s.to_lowercase().contains("interrupt"))
+        })
+    })
+}
+
+/// Pre-lock for `interrupt-result`: ids, `--at`, evidence that includes the
+/// native interrupt tool's.
+pub fn precheck_interrupt_result(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+    let at = precheck_step(step)?;
+    require_evidence(step.evidence)?;
+    if !has_interrupt_tool_evidence(step.evidence) {
+        return invalid("native interrupt tool evidence is required");
+    }
+    Ok(at)
+}
+
+/// In lock: the lane is `recovering` and liveness at `--at` with the command
+/// alive says `interrupt` (both deadlines passed, replacements left).
+/// Writes `agent_interrupted` (repeatable).
+pub fn decide_interrupt_result(
+    state: &CoordinatorState,
+    policy: &Policy,
+    step: &LaneStep<'_>,
+    at: Instant,
+) -> Result<Vec<Intent>, Refusal> {
+    let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
+    if lane.state != LaneState::Recovering {
+        return conflict("interrupt requires a recovering lane");
+    }
+    if evaluate(lane, policy, at, CommandStatus::Alive)?.action != LivenessAction::Interrupt {
+        return conflict("liveness policy does not authorize interrupt");
+    }
+    Ok(vec![lane_intent(
+        "agent_interrupted",
+        lane,
+        LaneState::Recovering,
+        step.at,
+        step.evidence,
+        Some("native interrupt recorded"),
+        Map::new(),
+    )])
+}
+
+#[cfg(test)]
+#[path = "liveness_tests.rs"]
+mod tests;

@@ -1,0 +1,1531 @@
+//! The liveness decision table at and around every boundary, and each
+//! liveness command's rules in the reference's order, on hand-made states.
+//! Decided intents are fed back through the replay reducer, so what the
+//! decisions propose is what a receipt can hold.
+
+use chrono::TimeDelta;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::coordinator::{ReplayPolicy, RunOrigin};
+use crate::receipt::primitives::parse_timestamp;
+
+const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+fn t(text: &str) -> Instant {
+    parse_timestamp(text).unwrap()
+}
+
+fn us(n: i64) -> TimeDelta {
+    TimeDelta::microseconds(n)
+}
+
+fn evidence(summary: &str) -> Value {
+    json!([{"kind": "observation", "summary": summary}])
+}
+
+fn invalid_msg(message: &str) -> Refusal {
+    Refusal::Invalid(message.into())
+}
+
+fn conflict_msg(message: &str) -> Refusal {
+    Refusal::Conflict(message.into())
+}
+
+/// A run built event by event through the reducer.
+struct Run {
+    state: CoordinatorState,
+    sequence: u64,
+}
+
+impl Run {
+    /// running, with lane `build` (agent-1) created at 01:00:00Z:
+    /// startup ACK due 01:00:30Z, command deadline 01:30:00Z.
+    fn new() -> Run {
+        let mut run = Run {
+            state: CoordinatorState::new(&RunOrigin {
+                owner_fingerprint: Some(FP.into()),
+                owner_epoch: 1,
+                approved_component_ids: vec![],
+            }),
+            sequence: 0,
+        };
+        run.event(json!({"event_type": "run_created", "to_state": "planned", "evidence_refs": []}));
+        run.event(
+            json!({"event_type": "plan_approved", "from_state": "planned", "to_state": "approved"}),
+        );
+        run.event(
+            json!({"event_type": "run_started", "from_state": "approved", "to_state": "running"}),
+        );
+        run.lane("build", "agent-1", 0);
+        run
+    }
+
+    fn event(&mut self, fields: Value) {
+        self.sequence += 1;
+        let mut event = json!({
+            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
+            "sequence": self.sequence, "event_type": null, "from_state": null,
+            "to_state": null, "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
+            "manifest_hash": "0".repeat(64), "previous_checksum": "",
+            "checksum": format!("{:064x}", self.sequence),
+            "evidence_refs": evidence(&format!("event {}", self.sequence)),
+            "reason": null, "metadata": {"owner_epoch": 1},
+        });
+        for (k, v) in fields.as_object().unwrap() {
+            if k == "metadata" {
+                for (mk, mv) in v.as_object().unwrap() {
+                    event["metadata"][mk] = mv.clone();
+                }
+            } else {
+                event[k] = v.clone();
+            }
+        }
+        let policy = ReplayPolicy {
+            max_lanes: 64,
+            requires_parent: true,
+        };
+        self.state.apply(&event, &policy).unwrap();
+    }
+
+    fn lane(&mut self, lane_id: &str, agent_id: &str, replacement_count: u64) {
+        self.event(json!({
+            "event_type": "lane_created", "lane_id": lane_id, "agent_id": agent_id,
+            "to_state": "pending",
+            "metadata": {
+                "assignment": "build it", "write_scope": ["src"], "fallback": "main",
+                "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                "command_deadline": "2026-07-14T01:30:00Z",
+                "parent_lane_id": null, "replacement_count": replacement_count,
+            },
+        }));
+    }
+
+    fn step(&mut self, event_type: &str, from: &str, to: &str, at: &str, extra: Value) {
+        let mut fields = json!({
+            "event_type": event_type, "lane_id": "build", "agent_id": "agent-1",
+            "from_state": from, "to_state": to, "timestamp": at,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            fields[k] = v.clone();
+        }
+        self.event(fields);
+    }
+
+    /// pending -> starting (01:00:03Z) -> running (01:00:04Z).
+    fn running(mut self) -> Run {
+        self.step(
+            "lane_started",
+            "pending",
+            "starting",
+            "2026-07-14T01:00:03Z",
+            json!({}),
+        );
+        self.step(
+            "startup_ack",
+            "starting",
+            "running",
+            "2026-07-14T01:00:04Z",
+            json!({}),
+        );
+        self
+    }
+
+    /// running -> suspected_stall at 01:03:00Z with reason "no fresh evidence".
+    fn stalled(mut self) -> Run {
+        self = self.running();
+        self.step(
+            "stall_suspected",
+            "running",
+            "suspected_stall",
+            "2026-07-14T01:03:00Z",
+            json!({"reason": "no fresh evidence", "evidence_refs": evidence("stall")}),
+        );
+        self
+    }
+
+    /// suspected_stall -> recovering at 01:03:10Z, probe due 01:04:00Z.
+    fn recovering(mut self) -> Run {
+        self = self.stalled();
+        self.step(
+            "probe_sent",
+            "suspected_stall",
+            "recovering",
+            "2026-07-14T01:03:10Z",
+            json!({"metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
+        );
+        self
+    }
+
+    /// Seal decided intents the way the pipeline does and replay them.
+    fn commit(&mut self, intents: Vec<Intent>) {
+        let values: Vec<Value> = intents
+            .iter()
+            .map(|i| {
+                let mut metadata = i.metadata.clone();
+                metadata.insert("owner_epoch".into(), json!(1));
+                json!({
+                    "event_type": i.event_type, "timestamp": i.timestamp, "owner_epoch": 1,
+                    "from_state": i.from_state, "to_state": i.to_state, "lane_id": i.lane_id,
+                    "agent_id": i.agent_id, "reason": i.reason,
+                    "evidence_refs": i.evidence_refs, "metadata": metadata,
+                })
+            })
+            .collect();
+        match values.as_slice() {
+            [single] => self.event(single.clone()),
+            [_, second] => self.event(json!({
+                "event_type": "transaction_committed", "timestamp": second["timestamp"],
+                "evidence_refs": [], "metadata": {"intents": values},
+            })),
+            _ => panic!("one or two intents"),
+        }
+    }
+
+    fn lane_record(&self) -> LaneRecord {
+        self.state.lane("build").unwrap().clone()
+    }
+}
+
+fn lane_in(state: LaneState) -> LaneRecord {
+    let mut lane = Run::new().lane_record();
+    lane.state = state;
+    lane
+}
+
+fn eval(lane: &LaneRecord, now: Instant, command: CommandStatus) -> (LivenessAction, &'static str) {
+    let d = evaluate(lane, &Policy::default(), now, command).unwrap();
+    (d.action, d.reason)
+}
+
+const ALL_STATUSES: [CommandStatus; 3] = [
+    CommandStatus::Alive,
+    CommandStatus::Dead,
+    CommandStatus::Unknown,
+];
+
+// ------------------------------------------------------------ decision table
+
+#[test]
+fn terminal_and_replaced_lanes_need_nothing() {
+    for state in [
+        LaneState::Completed,
+        LaneState::Failed,
+        LaneState::Blocked,
+        LaneState::Cancelled,
+        LaneState::Replaced,
+    ] {
+        for status in ALL_STATUSES {
+            assert_eq!(
+                eval(&lane_in(state), t("2026-07-14T05:00:00Z"), status),
+                (LivenessAction::None, "lane is terminal")
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pending_lane_awaits_dispatch() {
+    for status in ALL_STATUSES {
+        assert_eq!(
+            eval(
+                &lane_in(LaneState::Pending),
+                t("2026-07-14T09:00:00Z"),
+                status
+            ),
+            (LivenessAction::Continue, "lane awaits dispatch")
+        );
+    }
+}
+
+#[test]
+fn a_starting_lane_stalls_at_its_startup_deadline() {
+    let lane = lane_in(LaneState::Starting);
+    let ack = t("2026-07-14T01:00:30Z");
+    for status in ALL_STATUSES {
+        assert_eq!(
+            eval(&lane, ack - us(1), status),
+            (LivenessAction::Continue, "startup ACK is pending")
+        );
+        for now in [ack, ack + us(1)] {
+            assert_eq!(
+                eval(&lane, now, status),
+                (LivenessAction::SuspectStall, "startup ACK deadline elapsed")
+            );
+        }
+    }
+}
+
+#[test]
+fn a_running_lane_is_fresh_for_the_stall_window_after_its_last_event() {
+    let lane = Run::new().running().lane_record();
+    assert_eq!(lane.updated_at, "2026-07-14T01:00:04Z");
+    let fresh_until = t("2026-07-14T01:02:04Z");
+    for status in ALL_STATUSES {
+        assert_eq!(
+            eval(&lane, fresh_until - us(1), status),
+            (LivenessAction::Continue, "fresh evidence")
+        );
+    }
+    // At exactly the end of the window it has elapsed.
+    assert_eq!(
+        eval(&lane, fresh_until, CommandStatus::Alive),
+        (
+            LivenessAction::ObserveCommand,
+            "command is alive within its deadline"
+        )
+    );
+    // Dead and unknown are the same for a running lane.
+    for status in [CommandStatus::Dead, CommandStatus::Unknown] {
+        assert_eq!(
+            eval(&lane, fresh_until, status),
+            (LivenessAction::SuspectStall, "no fresh evidence")
+        );
+    }
+}
+
+#[test]
+fn an_alive_command_is_observed_only_before_its_deadline() {
+    let lane = Run::new().running().lane_record();
+    let command = t("2026-07-14T01:30:00Z");
+    assert_eq!(
+        eval(&lane, command - us(1), CommandStatus::Alive).0,
+        LivenessAction::ObserveCommand
+    );
+    for now in [command, command + us(1)] {
+        assert_eq!(
+            eval(&lane, now, CommandStatus::Alive),
+            (LivenessAction::SuspectStall, "no fresh evidence")
+        );
+    }
+}
+
+#[test]
+fn a_lease_extends_the_window_and_never_shortens_it() {
+    let mut lane = Run::new().running().lane_record();
+    // A lease beyond updated_at + 120 s ends the window.
+    lane.silence_lease_deadline = Some("2026-07-14T01:10:00Z".into());
+    let lease = t("2026-07-14T01:10:00Z");
+    assert_eq!(
+        eval(&lane, lease - us(1), CommandStatus::Unknown).0,
+        LivenessAction::Continue
+    );
+    assert_eq!(
+        eval(&lane, lease, CommandStatus::Unknown).0,
+        LivenessAction::SuspectStall
+    );
+    // A lease before updated_at + 120 s changes nothing.
+    lane.silence_lease_deadline = Some("2026-07-14T01:01:00Z".into());
+    let window_end = t("2026-07-14T01:02:04Z");
+    assert_eq!(
+        eval(&lane, window_end - us(1), CommandStatus::Unknown).0,
+        LivenessAction::Continue
+    );
+    assert_eq!(
+        eval(&lane, window_end, CommandStatus::Unknown).0,
+        LivenessAction::SuspectStall
+    );
+}
+
+#[test]
+fn an_old_lease_keeps_counting_after_later_events() {
+    // Heartbeat at 01:01:00Z with a lease to 01:10:00Z, then a stall cycle
+    // ending in lane_recovered at 01:04:00Z: the old lease still holds.
+    let mut run = Run::new().running();
+    let hb = Heartbeat {
+        lane_id: "build".into(),
+        agent_id: "agent-1".into(),
+        observed_at: "2026-07-14T01:01:00Z".into(),
+        observed: t("2026-07-14T01:01:00Z"),
+        silence_lease_deadline: "2026-07-14T01:10:00Z".into(),
+        lease: t("2026-07-14T01:10:00Z"),
+        reason: Some("long build".into()),
+    };
+    let intents = decide_heartbeat(&run.state, &Policy::default(), &hb, &evidence("hb")).unwrap();
+    run.commit(intents);
+    run.step(
+        "stall_suspected",
+        "running",
+        "suspected_stall",
+        "2026-07-14T01:03:00Z",
+        json!({"reason": "suspect"}),
+    );
+    run.step(
+        "lane_recovered",
+        "suspected_stall",
+        "running",
+        "2026-07-14T01:04:00Z",
+        json!({"reason": "answered"}),
+    );
+    let lane = run.lane_record();
+    assert_eq!(lane.updated_at, "2026-07-14T01:04:00Z");
+    assert_eq!(
+        lane.silence_lease_deadline.as_deref(),
+        Some("2026-07-14T01:10:00Z")
+    );
+    assert_eq!(
+        eval(&lane, t("2026-07-14T01:09:59.999999Z"), CommandStatus::Dead).0,
+        LivenessAction::Continue
+    );
+    assert_eq!(
+        eval(&lane, t("2026-07-14T01:10:00Z"), CommandStatus::Dead).0,
+        LivenessAction::SuspectStall
+    );
+}
+
+#[test]
+fn a_suspected_stall_needs_a_probe() {
+    for status in ALL_STATUSES {
+        assert_eq!(
+            eval(
+                &Run::new().stalled().lane_record(),
+                t("2026-07-14T09:00:00Z"),
+                status
+            ),
+            (LivenessAction::SendProbe, "probe has not been sent")
+        );
+    }
+}
+
+#[test]
+fn a_recovering_lane_waits_for_both_deadlines() {
+    let mut lane = Run::new().recovering().lane_record();
+    let probe = t("2026-07-14T01:04:00Z");
+    let command = t("2026-07-14T01:30:00Z");
+    for status in ALL_STATUSES {
+        for now in [probe - us(1), probe, command - us(1)] {
+            assert_eq!(
+                eval(&lane, now, status),
+                (LivenessAction::AwaitProbe, "a recovery deadline remains")
+            );
+        }
+    }
+    // Both passed: dead and unknown now differ.
+    for now in [command, command + us(1)] {
+        assert_eq!(
+            eval(&lane, now, CommandStatus::Unknown),
+            (
+                LivenessAction::ObserveCommand,
+                "command state must be observed before interrupt"
+            )
+        );
+        for status in [CommandStatus::Alive, CommandStatus::Dead] {
+            assert_eq!(
+                eval(&lane, now, status),
+                (LivenessAction::Interrupt, "recovery deadlines elapsed")
+            );
+        }
+    }
+    // A probe deadline after the command deadline is the one that counts.
+    lane.probe_deadline = Some("2026-07-14T01:40:00Z".into());
+    let late_probe = t("2026-07-14T01:40:00Z");
+    assert_eq!(
+        eval(&lane, late_probe - us(1), CommandStatus::Dead).0,
+        LivenessAction::AwaitProbe
+    );
+    assert_eq!(
+        eval(&lane, late_probe, CommandStatus::Dead).0,
+        LivenessAction::Interrupt
+    );
+}
+
+#[test]
+fn a_replaced_lineage_falls_back_to_the_main_session() {
+    let mut lane = Run::new().recovering().lane_record();
+    let after = t("2026-07-14T01:30:00Z");
+    for count in [
+        json!(1),
+        json!(2),
+        json!(100000000000000000000000000000u128),
+    ] {
+        lane.replacement_count = serde_json::from_value(count).unwrap();
+        for status in ALL_STATUSES {
+            assert_eq!(
+                eval(&lane, after, status),
+                (LivenessAction::MainTakeover, "replacement limit reached")
+            );
+        }
+        // Not before the deadlines, though.
+        assert_eq!(
+            eval(&lane, after - us(1), CommandStatus::Dead).0,
+            LivenessAction::AwaitProbe
+        );
+    }
+    // The limit comes from the run's manifest.
+    lane.replacement_count = serde_json::from_value(json!(1)).unwrap();
+    let policy = Policy {
+        max_replacements: 2,
+        ..Policy::default()
+    };
+    assert_eq!(
+        evaluate(&lane, &policy, after, CommandStatus::Dead)
+            .unwrap()
+            .action,
+        LivenessAction::Interrupt
+    );
+}
+
+#[test]
+fn the_windows_come_from_the_run_manifest() {
+    let lane = Run::new().running().lane_record();
+    let updated = t("2026-07-14T01:00:04Z");
+    let policy = Policy {
+        suspected_stall_seconds: 0,
+        ..Policy::default()
+    };
+    assert_eq!(
+        evaluate(&lane, &policy, updated - us(1), CommandStatus::Unknown)
+            .unwrap()
+            .action,
+        LivenessAction::Continue
+    );
+    assert_eq!(
+        evaluate(&lane, &policy, updated, CommandStatus::Unknown)
+            .unwrap()
+            .action,
+        LivenessAction::SuspectStall
+    );
+    // Bools are numbers in the reference's manifest rules.
+    let contract = json!({"liveness": {
+        "suspected_stall_seconds": true, "max_silence_lease_seconds": 600,
+        "probe_grace_seconds": false, "max_replacements": 1,
+    }});
+    let policy = Policy::from_contract(&contract, &Default::default());
+    assert_eq!(policy.suspected_stall_seconds, 1);
+    assert_eq!(policy.probe_grace_seconds, 0);
+}
+
+#[test]
+fn unusable_stored_timestamps_are_contract_errors() {
+    let timestamp = invalid_msg("timestamp must be UTC ISO-8601 ending in Z");
+    // A receipt may carry a null command deadline: only the rows that need
+    // it fail.
+    let mut lane = Run::new().running().lane_record();
+    lane.command_deadline = None;
+    assert_eq!(
+        eval(&lane, t("2026-07-14T01:01:00Z"), CommandStatus::Alive).0,
+        LivenessAction::Continue
+    );
+    for status in ALL_STATUSES {
+        assert_eq!(
+            evaluate(&lane, &Policy::default(), t("2026-07-14T01:03:00Z"), status),
+            Err(timestamp.clone())
+        );
+    }
+    // The stored shape passes the receipt regex but is no calendar day.
+    let mut lane = Run::new().running().lane_record();
+    lane.silence_lease_deadline = Some("2026-02-30T00:00:00Z".into());
+    assert_eq!(
+        evaluate(
+            &lane,
+            &Policy::default(),
+            t("2026-07-14T01:00:05Z"),
+            CommandStatus::Unknown
+        ),
+        Err(timestamp.clone())
+    );
+    let mut lane = Run::new().recovering().lane_record();
+    lane.probe_deadline = None;
+    assert_eq!(
+        evaluate(
+            &lane,
+            &Policy::default(),
+            t("2026-07-14T01:00:05Z"),
+            CommandStatus::Unknown
+        ),
+        Err(timestamp)
+    );
+}
+
+#[test]
+fn a_window_past_the_representable_range_is_refused_not_a_crash() {
+    let out = invalid_msg("liveness window exceeds the timestamp range");
+    let mut lane = Run::new().running().lane_record();
+    lane.updated_at = "9999-12-31T23:58:00Z".into();
+    assert_eq!(
+        evaluate(
+            &lane,
+            &Policy::default(),
+            t("9999-12-31T23:59:00Z"),
+            CommandStatus::Unknown
+        ),
+        Err(out.clone())
+    );
+    // The last representable window end is fine.
+    lane.updated_at = "9999-12-31T23:57:59.999999Z".into();
+    assert_eq!(
+        eval(&lane, t("9999-12-31T23:59:00Z"), CommandStatus::Unknown).0,
+        LivenessAction::Continue
+    );
+    let policy = Policy {
+        suspected_stall_seconds: i64::MAX,
+        ..Policy::default()
+    };
+    assert_eq!(
+        evaluate(
+            &lane,
+            &policy,
+            t("2026-07-14T01:00:00Z"),
+            CommandStatus::Unknown
+        ),
+        Err(out)
+    );
+}
+
+#[test]
+fn liveness_check_finds_the_lane_before_reading_at() {
+    let run = Run::new().running();
+    let policy = Policy::default();
+    assert_eq!(
+        check_lane(
+            &run.state,
+            &policy,
+            "nope",
+            "garbage",
+            CommandStatus::Unknown
+        ),
+        Err(conflict_msg("lane does not exist"))
+    );
+    assert_eq!(
+        check_lane(
+            &run.state,
+            &policy,
+            "build",
+            "garbage",
+            CommandStatus::Unknown
+        ),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+    assert_eq!(
+        check_lane(
+            &run.state,
+            &policy,
+            "build",
+            "2026-07-14Z",
+            CommandStatus::Unknown
+        ),
+        Err(invalid_msg("timestamp must be timezone-aware"))
+    );
+    // The lax reader: minutes only, a space separator, basic format.
+    for at in [
+        "2026-07-14T01:03Z",
+        "2026-07-14 01:02:04Z",
+        "20260714T010204Z",
+    ] {
+        assert_eq!(
+            check_lane(&run.state, &policy, "build", at, CommandStatus::Unknown)
+                .unwrap()
+                .to_json(),
+            *json!({"action": "suspect_stall", "reason": "no fresh evidence"})
+                .as_object()
+                .unwrap(),
+            "{at}"
+        );
+    }
+    // Even a terminal lane needs a readable instant.
+    let mut run = run;
+    run.step(
+        "lane_cancelled",
+        "running",
+        "cancelled",
+        "2026-07-14T01:05:00Z",
+        json!({"reason": "x"}),
+    );
+    assert_eq!(
+        check_lane(&run.state, &policy, "build", "soon", CommandStatus::Unknown),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+}
+
+// ------------------------------------------------------- shared lane checks
+
+#[test]
+fn active_lane_owner_checks_in_order() {
+    let mut run = Run::new();
+    assert_eq!(
+        active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
+        conflict_msg("lane does not exist")
+    );
+    assert_eq!(
+        active_lane_owner(&run.state, "build", "agent-2").unwrap_err(),
+        conflict_msg("agent does not own the lane")
+    );
+    assert!(active_lane_owner(&run.state, "build", "agent-1").is_ok());
+    // Replaced and terminal lanes are not active (checked before the agent).
+    let mut replaced = run.state.clone();
+    replaced.lanes.get_mut("build").unwrap().state = LaneState::Replaced;
+    assert_eq!(
+        active_lane_owner(&replaced, "build", "agent-2").unwrap_err(),
+        conflict_msg("lane is not active")
+    );
+    run.step(
+        "lane_cancelled",
+        "pending",
+        "cancelled",
+        "2026-07-14T01:05:00Z",
+        json!({"reason": "x"}),
+    );
+    assert_eq!(
+        active_lane_owner(&run.state, "build", "agent-2").unwrap_err(),
+        conflict_msg("lane is not active")
+    );
+    // The run state comes first.
+    run.event(json!({"event_type": "run_blocked", "from_state": "running", "to_state": "blocked"}));
+    assert_eq!(
+        active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
+        conflict_msg("run state does not allow this command")
+    );
+    // Recovering runs are fine.
+    let mut run = Run::new();
+    run.event(json!({"event_type": "run_recovery_started", "from_state": "running", "to_state": "recovering"}));
+    assert!(active_lane_owner(&run.state, "build", "agent-1").is_ok());
+}
+
+#[test]
+fn blank_is_pythons_isspace() {
+    for blank in [
+        "",
+        " ",
+        "\t\n\r\u{b}\u{c}",
+        "\u{1c}\u{1d}\u{1e}\u{1f}",
+        "\u{85}\u{a0}\u{3000}",
+    ] {
+        assert!(is_blank(blank), "{blank:?}");
+    }
+    for text in ["x", " x ", "\u{200b}", "\u{180e}"] {
+        assert!(!is_blank(text), "{text:?}");
+    }
+}
+
+// ---------------------------------------------------------------- heartbeat
+
+fn heartbeat_input(patch: Value) -> Value {
+    let mut input = json!({
+        "lane_id": "build", "agent_id": "agent-1",
+        "observed_at": "2026-07-14T01:05:00Z",
+        "silence_lease_deadline": "2026-07-14T01:15:00Z",
+        "reason": "long build",
+    });
+    for (k, v) in patch.as_object().unwrap() {
+        if v.is_null() && k.starts_with('-') {
+            input.as_object_mut().unwrap().remove(&k[1..]);
+        } else {
+            input[k] = v.clone();
+        }
+    }
+    input
+}
+
+#[test]
+fn heartbeat_prechecks_in_order() {
+    let fields = invalid_msg("JSON input fields do not match the command contract");
+    for patch in [json!({"-reason": null}), json!({"extra": 1})] {
+        assert_eq!(
+            precheck_heartbeat(&heartbeat_input(patch)),
+            Err(fields.clone())
+        );
+    }
+    let cases = [
+        (
+            json!({"lane_id": "../x", "agent_id": "bad id"}),
+            "lane id must match the identifier contract",
+        ),
+        (
+            json!({"lane_id": 7}),
+            "lane id must match the identifier contract",
+        ),
+        (
+            json!({"agent_id": "bad id", "observed_at": "x"}),
+            "agent id must match the identifier contract",
+        ),
+        (
+            json!({"observed_at": "2026-07-14T01:05:00", "silence_lease_deadline": "x"}),
+            "timestamp must be UTC ISO-8601 ending in Z",
+        ),
+        (
+            json!({"observed_at": 5}),
+            "timestamp must be UTC ISO-8601 ending in Z",
+        ),
+        (
+            json!({"observed_at": "2026-07-14Z"}),
+            "timestamp must be timezone-aware",
+        ),
+        (
+            json!({"silence_lease_deadline": "2026-07-14T25:00Z"}),
+            "timestamp must be UTC ISO-8601 ending in Z",
+        ),
+    ];
+    for (patch, message) in cases {
+        assert_eq!(
+            precheck_heartbeat(&heartbeat_input(patch.clone())),
+            Err(invalid_msg(message)),
+            "{patch}"
+        );
+    }
+    // Lax timestamps pass here (the receipt contract refuses them later);
+    // the reason is only checked in the lock.
+    let hb = precheck_heartbeat(&heartbeat_input(
+        json!({"observed_at": "2026-07-14T01:05Z", "reason": 3}),
+    ))
+    .unwrap();
+    assert_eq!(hb.observed_at, "2026-07-14T01:05Z");
+    assert_eq!(hb.observed, t("2026-07-14T01:05:00Z"));
+    assert_eq!(hb.reason, None);
+}
+
+fn heartbeat(patch: Value) -> Heartbeat {
+    precheck_heartbeat(&heartbeat_input(patch)).unwrap()
+}
+
+#[test]
+fn heartbeat_renews_the_lease_in_one_transaction() {
+    let mut run = Run::new().running();
+    let ev = evidence("tests still running");
+    let intents =
+        decide_heartbeat(&run.state, &Policy::default(), &heartbeat(json!({})), &ev).unwrap();
+    let digest = canonical::digest(&ev);
+    assert_eq!(intents.len(), 2);
+    let (observed, renewed) = (&intents[0], &intents[1]);
+    assert_eq!(observed.event_type, "heartbeat_observed");
+    assert_eq!(renewed.event_type, "lease_renewed");
+    for intent in &intents {
+        assert_eq!(intent.lane_id.as_deref(), Some("build"));
+        assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
+        assert_eq!(intent.from_state.as_deref(), Some("running"));
+        assert_eq!(intent.to_state.as_deref(), Some("running"));
+        assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:05:00Z"));
+        assert_eq!(intent.evidence_refs, ev);
+    }
+    assert_eq!(observed.reason, None);
+    assert_eq!(
+        Value::Object(observed.metadata.clone()),
+        json!({"evidence_digest": digest})
+    );
+    assert_eq!(renewed.reason.as_deref(), Some("long build"));
+    assert_eq!(
+        Value::Object(renewed.metadata.clone()),
+        json!({"evidence_digest": digest, "silence_lease_deadline": "2026-07-14T01:15:00Z"})
+    );
+    let completion_evidence = run.lane_record().evidence_refs;
+    run.commit(intents);
+    let lane = run.lane_record();
+    assert_eq!(lane.state, LaneState::Running);
+    assert_eq!(lane.updated_at, "2026-07-14T01:05:00Z");
+    assert_eq!(
+        lane.silence_lease_deadline.as_deref(),
+        Some("2026-07-14T01:15:00Z")
+    );
+    assert_eq!(lane.last_evidence_digest.as_deref(), Some(digest.as_str()));
+    assert_eq!(lane.last_reason.as_deref(), Some("long build"));
+    // A heartbeat proves liveness only: its evidence is liveness evidence
+    // for the whole run and never the lane's completion evidence.
+    assert_eq!(lane.evidence_refs, completion_evidence);
+    assert_eq!(lane.liveness_evidence_refs, ev.as_array().unwrap().clone());
+    assert!(run.state.is_liveness_evidence(&ev));
+}
+
+#[test]
+fn heartbeat_needs_a_running_lane_of_an_active_run() {
+    let policy = Policy::default();
+    let ev = evidence("alive");
+    let run = Run::new();
+    assert_eq!(
+        decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
+        Err(conflict_msg("heartbeat requires a running lane"))
+    );
+    assert_eq!(
+        decide_heartbeat(
+            &run.state,
+            &policy,
+            &heartbeat(json!({"agent_id": "agent-2"})),
+            &ev
+        ),
+        Err(conflict_msg("agent does not own the lane"))
+    );
+    for run in [Run::new().stalled(), Run::new().recovering()] {
+        assert_eq!(
+            decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
+            Err(conflict_msg("heartbeat requires a running lane"))
+        );
+    }
+    // The state conflicts come before any input rule.
+    assert_eq!(
+        decide_heartbeat(
+            &Run::new().state,
+            &policy,
+            &heartbeat(json!({"silence_lease_deadline": "2026-07-14T01:00:00Z", "reason": ""})),
+            &json!([])
+        ),
+        Err(conflict_msg("heartbeat requires a running lane"))
+    );
+}
+
+#[test]
+fn heartbeat_lease_bounds() {
+    let run = Run::new().running();
+    let policy = Policy::default();
+    let ev = evidence("alive");
+    let order =
+        invalid_msg("heartbeat deadlines must satisfy observed_at < lease <= command_deadline");
+    let cases = [
+        ("2026-07-14T01:05:00Z", Err(order.clone())),
+        ("2026-07-14T01:04:59Z", Err(order.clone())),
+        ("2026-07-14T01:30:00.000001Z", Err(order.clone())),
+        ("2026-07-14T01:05:00.000001Z", Ok(())),
+        // Exactly the maximum lease is allowed; one microsecond more is not.
+        ("2026-07-14T01:15:00Z", Ok(())),
+        (
+            "2026-07-14T01:15:00.000001Z",
+            Err(invalid_msg("silence lease exceeds manifest maximum")),
+        ),
+    ];
+    for (lease, want) in cases {
+        let got = decide_heartbeat(
+            &run.state,
+            &policy,
+            &heartbeat(json!({"silence_lease_deadline": lease})),
+            &ev,
+        )
+        .map(|_| ());
+        assert_eq!(got, want, "{lease}");
+    }
+    // The lease may end exactly at the command deadline.
+    let hb = heartbeat(json!({
+        "observed_at": "2026-07-14T01:25:00Z", "silence_lease_deadline": "2026-07-14T01:30:00Z"
+    }));
+    assert!(decide_heartbeat(&run.state, &policy, &hb, &ev).is_ok());
+    // The maximum comes from the run's manifest.
+    let short = Policy {
+        max_silence_lease_seconds: 60,
+        ..Policy::default()
+    };
+    let hb = heartbeat(json!({"silence_lease_deadline": "2026-07-14T01:06:00.000001Z"}));
+    assert_eq!(
+        decide_heartbeat(&run.state, &short, &hb, &ev),
+        Err(invalid_msg("silence lease exceeds manifest maximum"))
+    );
+}
+
+#[test]
+fn heartbeat_needs_fresh_evidence_and_a_reason() {
+    let mut run = Run::new().running();
+    let policy = Policy::default();
+    let ev = evidence("tests still running");
+    assert_eq!(
+        decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &json!([])),
+        Err(invalid_msg("liveness evidence is required"))
+    );
+    for reason in [json!(""), json!(" \u{1f}\t"), json!(7), json!(null)] {
+        assert_eq!(
+            decide_heartbeat(
+                &run.state,
+                &policy,
+                &heartbeat(json!({"reason": reason})),
+                &ev
+            ),
+            Err(invalid_msg("liveness reason is required")),
+            "{reason}"
+        );
+    }
+    // The digest is taken over a valid list only.
+    assert_eq!(
+        decide_heartbeat(
+            &run.state,
+            &policy,
+            &heartbeat(json!({})),
+            &json!([{"kind": "x", "summary": "s", "extra": 1}])
+        ),
+        Err(invalid_msg(
+            "evidence reference contains unsupported fields"
+        ))
+    );
+    run.commit(decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev).unwrap());
+    // Same evidence AND same reason: unchanged.
+    let later = json!({
+        "observed_at": "2026-07-14T01:06:00Z", "silence_lease_deadline": "2026-07-14T01:16:00Z"
+    });
+    assert_eq!(
+        decide_heartbeat(&run.state, &policy, &heartbeat(later.clone()), &ev),
+        Err(invalid_msg("liveness evidence is unchanged"))
+    );
+    // Changing either one suffices.
+    let mut other_reason = later.clone();
+    other_reason["reason"] = json!("still building");
+    assert!(decide_heartbeat(&run.state, &policy, &heartbeat(other_reason), &ev).is_ok());
+    assert!(
+        decide_heartbeat(
+            &run.state,
+            &policy,
+            &heartbeat(later),
+            &evidence("new output")
+        )
+        .is_ok()
+    );
+}
+
+// ------------------------------------------------------------- stall-record
+
+fn stall_decision(reason: &str) -> Map<String, Value> {
+    json!({"action": "suspect_stall", "reason": reason})
+        .as_object()
+        .unwrap()
+        .clone()
+}
+
+fn bound_evidence(decision: &Map<String, Value>) -> Value {
+    json!([{"kind": "liveness", "summary": "decision", "checksum": decision_checksum(decision).unwrap()}])
+}
+
+#[test]
+fn the_decision_checksum_binds_the_object_as_given() {
+    let decision = stall_decision("no fresh evidence");
+    assert_eq!(
+        decision_checksum(&decision).unwrap(),
+        canonical::sha256_hex(br#"{"action":"suspect_stall","reason":"no fresh evidence"}"#)
+    );
+    for bad in [
+        json!({"action": "nap", "reason": "x"}),
+        json!({"action": "continue", "reason": 1}),
+        json!({"reason": "x"}),
+    ] {
+        assert_eq!(
+            decision_checksum(bad.as_object().unwrap()),
+            Err(invalid_msg("liveness decision is invalid"))
+        );
+    }
+}
+
+#[test]
+fn stall_record_prechecks_in_order() {
+    let decision = stall_decision("no fresh evidence");
+    let ev = bound_evidence(&decision);
+    let request = StallRecord {
+        lane_id: "any id at all",
+        agent_id: "not checked here",
+        at: "2026-07-14T01:03:00Z",
+        reason: "no fresh evidence",
+        decision: &decision,
+        evidence: &ev,
+    };
+    assert_eq!(
+        precheck_stall_record(&request),
+        Ok(t("2026-07-14T01:03:00Z"))
+    );
+    let empty = json!([]);
+    assert_eq!(
+        precheck_stall_record(&StallRecord {
+            evidence: &empty,
+            reason: " ",
+            at: "x",
+            ..request
+        }),
+        Err(invalid_msg("lifecycle transition requires evidence"))
+    );
+    assert_eq!(
+        precheck_stall_record(&StallRecord {
+            reason: "\u{1c} ",
+            at: "x",
+            ..request
+        }),
+        Err(invalid_msg("stall reason is required"))
+    );
+    let continue_decision = json!({"action": "continue", "reason": "fresh evidence"});
+    let no_action = json!({"reason": "fresh evidence"});
+    for d in [&continue_decision, &no_action] {
+        assert_eq!(
+            precheck_stall_record(&StallRecord {
+                decision: d.as_object().unwrap(),
+                at: "x",
+                ..request
+            }),
+            Err(invalid_msg(
+                "stall recording requires a suspect_stall decision"
+            ))
+        );
+    }
+    let bad_reason = json!({"action": "suspect_stall", "reason": ["x"]});
+    assert_eq!(
+        precheck_stall_record(&StallRecord {
+            decision: bad_reason.as_object().unwrap(),
+            at: "x",
+            ..request
+        }),
+        Err(invalid_msg("liveness decision is invalid"))
+    );
+    let unbound =
+        json!([{"kind": "liveness", "summary": "decision", "checksum": "0".repeat(64)}, "x"]);
+    assert_eq!(
+        precheck_stall_record(&StallRecord {
+            evidence: &unbound,
+            at: "x",
+            ..request
+        }),
+        Err(invalid_msg(
+            "stall evidence must bind the liveness decision checksum"
+        ))
+    );
+    assert_eq!(
+        precheck_stall_record(&StallRecord {
+            at: "2026-07-14T01:03:00",
+            ..request
+        }),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+}
+
+#[test]
+fn stall_record_must_match_the_recomputed_decision_exactly() {
+    let run = Run::new().running();
+    let policy = Policy::default();
+    let decision = stall_decision("no fresh evidence");
+    let ev = bound_evidence(&decision);
+    let request = StallRecord {
+        lane_id: "build",
+        agent_id: "agent-1",
+        at: "2026-07-14T01:02:04Z",
+        reason: "no fresh evidence",
+        decision: &decision,
+        evidence: &ev,
+    };
+    let stale = conflict_msg("liveness decision is stale or mismatched");
+    // One microsecond earlier the lane was still fresh.
+    assert_eq!(
+        decide_stall_record(
+            &run.state,
+            &policy,
+            &request,
+            t("2026-07-14T01:02:03.999999Z")
+        ),
+        Err(stale.clone())
+    );
+    // The reason must be the decision's.
+    assert_eq!(
+        decide_stall_record(
+            &run.state,
+            &policy,
+            &StallRecord {
+                reason: "looks stuck",
+                ..request
+            },
+            t("2026-07-14T01:02:04Z")
+        ),
+        Err(stale.clone())
+    );
+    // Exactly two keys: an extra key is a mismatch (its checksum binds).
+    let extra = json!({"action": "suspect_stall", "reason": "no fresh evidence", "note": 1});
+    let extra = extra.as_object().unwrap();
+    let extra_ev = bound_evidence(extra);
+    let request_extra = StallRecord {
+        decision: extra,
+        evidence: &extra_ev,
+        ..request
+    };
+    assert!(precheck_stall_record(&request_extra).is_ok());
+    assert_eq!(
+        decide_stall_record(
+            &run.state,
+            &policy,
+            &request_extra,
+            t("2026-07-14T01:02:04Z")
+        ),
+        Err(stale.clone())
+    );
+    // The decision is recomputed with the command status unknown.
+    let intents =
+        decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")).unwrap();
+    assert_eq!(intents.len(), 1);
+    let intent = &intents[0];
+    assert_eq!(intent.event_type, "stall_suspected");
+    assert_eq!(intent.from_state.as_deref(), Some("running"));
+    assert_eq!(intent.to_state.as_deref(), Some("suspected_stall"));
+    assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:02:04Z"));
+    assert_eq!(intent.reason.as_deref(), Some("no fresh evidence"));
+    assert_eq!(intent.evidence_refs, ev);
+    assert!(intent.metadata.is_empty());
+    let mut run = run;
+    run.commit(intents);
+    assert_eq!(run.lane_record().state, LaneState::SuspectedStall);
+    // A stalled lane cannot be recorded again (its decision is send_probe).
+    assert_eq!(
+        decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")),
+        Err(stale)
+    );
+}
+
+#[test]
+fn stall_record_from_a_starting_lane() {
+    let mut run = Run::new();
+    run.step(
+        "lane_started",
+        "pending",
+        "starting",
+        "2026-07-14T01:00:03Z",
+        json!({}),
+    );
+    let decision = stall_decision("startup ACK deadline elapsed");
+    let ev = bound_evidence(&decision);
+    let request = StallRecord {
+        lane_id: "build",
+        agent_id: "agent-1",
+        at: "2026-07-14T01:00:30Z",
+        reason: "startup ACK deadline elapsed",
+        decision: &decision,
+        evidence: &ev,
+    };
+    let intents = decide_stall_record(
+        &run.state,
+        &Policy::default(),
+        &request,
+        t("2026-07-14T01:00:30Z"),
+    )
+    .unwrap();
+    assert_eq!(intents[0].from_state.as_deref(), Some("starting"));
+    run.commit(intents);
+    assert_eq!(run.lane_record().state, LaneState::SuspectedStall);
+    // The owner checks come first.
+    assert_eq!(
+        decide_stall_record(
+            &run.state,
+            &Policy::default(),
+            &StallRecord {
+                agent_id: "agent-9",
+                ..request
+            },
+            t("2026-07-14T01:00:30Z")
+        ),
+        Err(conflict_msg("agent does not own the lane"))
+    );
+}
+
+// -------------------------------------------------------------- stall-clear
+
+fn step<'a>(evidence: &'a Value) -> LaneStep<'a> {
+    LaneStep {
+        lane_id: "build",
+        agent_id: "agent-1",
+        at: "2026-07-14T01:03:30Z",
+        evidence,
+    }
+}
+
+#[test]
+fn stall_clear_prechecks() {
+    let ev = evidence("x");
+    assert_eq!(
+        precheck_stall_clear(&step(&ev)),
+        Ok(t("2026-07-14T01:03:30Z"))
+    );
+    let empty = json!([]);
+    // Evidence is not needed before the lock.
+    assert!(precheck_stall_clear(&step(&empty)).is_ok());
+    let bad_lane = LaneStep {
+        lane_id: "a/b",
+        agent_id: "",
+        at: "x",
+        ..step(&ev)
+    };
+    assert_eq!(
+        precheck_stall_clear(&bad_lane),
+        Err(invalid_msg("lane id must match the identifier contract"))
+    );
+    let bad_agent = LaneStep {
+        agent_id: "",
+        at: "x",
+        ..step(&ev)
+    };
+    assert_eq!(
+        precheck_stall_clear(&bad_agent),
+        Err(invalid_msg("agent id must match the identifier contract"))
+    );
+    let bad_at = LaneStep {
+        at: "2026-07-14T01:03:30+00:00",
+        ..step(&ev)
+    };
+    assert_eq!(
+        precheck_stall_clear(&bad_at),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+}
+
+#[test]
+fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
+    let policy = Policy::default();
+    let ev = evidence("agent answered");
+    assert_eq!(
+        decide_stall_clear(&Run::new().running().state, &policy, &step(&ev), "answered"),
+        Err(conflict_msg(
+            "current state does not allow lifecycle intent"
+        ))
+    );
+    assert_eq!(
+        decide_stall_clear(
+            &Run::new().recovering().state,
+            &policy,
+            &step(&ev),
+            "answered"
+        ),
+        Err(conflict_msg(
+            "current state does not allow lifecycle intent"
+        ))
+    );
+    let mut run = Run::new().stalled();
+    assert_eq!(
+        decide_stall_clear(&run.state, &policy, &step(&json!([])), "answered"),
+        Err(invalid_msg("liveness evidence is required"))
+    );
+    assert_eq!(
+        decide_stall_clear(&run.state, &policy, &step(&ev), "  "),
+        Err(invalid_msg("liveness reason is required"))
+    );
+    // Freshness is measured against the stall record itself.
+    let stall_evidence = evidence("stall");
+    assert_eq!(
+        decide_stall_clear(
+            &run.state,
+            &policy,
+            &step(&stall_evidence),
+            "no fresh evidence"
+        ),
+        Err(invalid_msg("liveness evidence is unchanged"))
+    );
+    assert!(decide_stall_clear(&run.state, &policy, &step(&stall_evidence), "answered").is_ok());
+    let intents = decide_stall_clear(&run.state, &policy, &step(&ev), "answered").unwrap();
+    assert_eq!(intents.len(), 1);
+    assert_eq!(intents[0].event_type, "lane_recovered");
+    assert_eq!(intents[0].from_state.as_deref(), Some("suspected_stall"));
+    assert_eq!(intents[0].to_state.as_deref(), Some("running"));
+    assert_eq!(intents[0].reason.as_deref(), Some("answered"));
+    assert_eq!(
+        intents[0].timestamp.as_deref(),
+        Some("2026-07-14T01:03:30Z")
+    );
+    run.commit(intents);
+    let lane = run.lane_record();
+    assert_eq!(lane.state, LaneState::Running);
+    assert_eq!(lane.last_event_type, "lane_recovered");
+    assert!(run.state.is_liveness_evidence(&ev));
+}
+
+// --------------------------------------------------------------- probe-sent
+
+#[test]
+fn probe_sent_prechecks_in_order() {
+    let ev = evidence("probe");
+    let empty = json!([]);
+    assert_eq!(
+        precheck_probe_sent(&step(&ev), "2026-07-14T01:04:00Z"),
+        Ok((t("2026-07-14T01:03:30Z"), t("2026-07-14T01:04:00Z")))
+    );
+    assert_eq!(
+        precheck_probe_sent(
+            &LaneStep {
+                lane_id: "",
+                ..step(&empty)
+            },
+            "x"
+        ),
+        Err(invalid_msg("lane id must match the identifier contract"))
+    );
+    assert_eq!(
+        precheck_probe_sent(
+            &LaneStep {
+                at: "x",
+                ..step(&empty)
+            },
+            "x"
+        ),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+    assert_eq!(
+        precheck_probe_sent(&step(&empty), "2026-07-14Z"),
+        Err(invalid_msg("timestamp must be timezone-aware"))
+    );
+    assert_eq!(
+        precheck_probe_sent(&step(&empty), "2026-07-14T01:04Z"),
+        Err(invalid_msg("lifecycle transition requires evidence"))
+    );
+}
+
+#[test]
+fn probe_sent_deadline_within_the_grace() {
+    let policy = Policy::default();
+    let ev = evidence("probe");
+    let s = LaneStep {
+        at: "2026-07-14T01:03:10Z",
+        ..step(&ev)
+    };
+    let at = t("2026-07-14T01:03:10Z");
+    let decide = |state: &CoordinatorState, deadline: &str| {
+        decide_probe_sent(state, &policy, &s, deadline, (at, t(deadline)))
+    };
+    assert_eq!(
+        decide(&Run::new().running().state, "2026-07-14T01:04:00Z"),
+        Err(conflict_msg(
+            "current state does not allow lifecycle intent"
+        ))
+    );
+    assert_eq!(
+        decide(&Run::new().recovering().state, "2026-07-14T01:04:00Z"),
+        Err(conflict_msg(
+            "current state does not allow lifecycle intent"
+        ))
+    );
+    let run = Run::new().stalled();
+    let grace = invalid_msg("probe deadline must be within the manifest probe grace");
+    for deadline in [
+        "2026-07-14T01:03:10Z",
+        "2026-07-14T01:03:00Z",
+        "2026-07-14T01:04:10.000001Z",
+    ] {
+        assert_eq!(
+            decide(&run.state, deadline),
+            Err(grace.clone()),
+            "{deadline}"
+        );
+    }
+    // Exactly the grace is allowed; so is any later command deadline.
+    for deadline in ["2026-07-14T01:03:10.000001Z", "2026-07-14T01:04:10Z"] {
+        assert!(decide(&run.state, deadline).is_ok(), "{deadline}");
+    }
+    let intents = decide(&run.state, "2026-07-14T01:04:10Z").unwrap();
+    assert_eq!(intents[0].event_type, "probe_sent");
+    assert_eq!(intents[0].from_state.as_deref(), Some("suspected_stall"));
+    assert_eq!(intents[0].to_state.as_deref(), Some("recovering"));
+    assert_eq!(intents[0].reason, None);
+    assert_eq!(
+        Value::Object(intents[0].metadata.clone()),
+        json!({"probe_deadline": "2026-07-14T01:04:10Z"})
+    );
+    let mut run = run;
+    run.commit(intents);
+    let lane = run.lane_record();
+    assert_eq!(lane.state, LaneState::Recovering);
+    assert_eq!(lane.probe_deadline.as_deref(), Some("2026-07-14T01:04:10Z"));
+    // The grace comes from the run's manifest.
+    let run = Run::new().stalled();
+    let tight = Policy {
+        probe_grace_seconds: 10,
+        ..Policy::default()
+    };
+    assert_eq!(
+        decide_probe_sent(
+            &run.state,
+            &tight,
+            &s,
+            "x",
+            (at, t("2026-07-14T01:03:20.000001Z"))
+        ),
+        Err(grace)
+    );
+}
+
+// --------------------------------------------------------- interrupt-result
+
+fn tool(summary: Value) -> Value {
+    json!([{"kind": "note", "summary": "interrupt"}, {"kind": "tool", "summary": summary}])
+}
+
+#[test]
+fn interrupt_result_needs_the_native_tool_evidence() {
+    let ok = tool(json!("Native INTERRUPT sent to agent-1"));
+    assert_eq!(
+        precheck_interrupt_result(&step(&ok)),
+        Ok(t("2026-07-14T01:03:30Z"))
+    );
+    let required = invalid_msg("native interrupt tool evidence is required");
+    for ev in [
+        tool(json!("sent a probe")),
+        tool(json!(null)),
+        json!([{"kind": "tool"}]),
+        json!([{"kind": "Tool", "summary": "interrupt"}]),
+    ] {
+        assert_eq!(
+            precheck_interrupt_result(&step(&ev)),
+            Err(required.clone()),
+            "{ev}"
+        );
+    }
+    let empty = json!([]);
+    assert_eq!(
+        precheck_interrupt_result(&step(&empty)),
+        Err(invalid_msg("lifecycle transition requires evidence"))
+    );
+    assert_eq!(
+        precheck_interrupt_result(&LaneStep {
+            at: "late",
+            ..step(&empty)
+        }),
+        Err(invalid_msg("timestamp must be UTC ISO-8601 ending in Z"))
+    );
+    assert_eq!(
+        precheck_interrupt_result(&LaneStep {
+            agent_id: "-x",
+            ..step(&empty)
+        }),
+        Err(invalid_msg("agent id must match the identifier contract"))
+    );
+}
+
+#[test]
+fn interrupt_result_only_when_liveness_authorizes_it() {
+    let policy = Policy::default();
+    let ev = tool(json!("interrupt tool called"));
+    let at_text = "2026-07-14T01:30:00Z";
+    let s = LaneStep {
+        at: at_text,
+        ..step(&ev)
+    };
+    let at = t(at_text);
+    assert_eq!(
+        decide_interrupt_result(&Run::new().stalled().state, &policy, &s, at),
+        Err(conflict_msg("interrupt requires a recovering lane"))
+    );
+    let mut run = Run::new().recovering();
+    let refused = conflict_msg("liveness policy does not authorize interrupt");
+    // The command deadline has not passed one microsecond earlier.
+    assert_eq!(
+        decide_interrupt_result(&run.state, &policy, &s, at - us(1)),
+        Err(refused.clone())
+    );
+    // A lineage at its replacement limit goes to the main session instead.
+    let mut exhausted = run.state.clone();
+    exhausted.lanes.get_mut("build").unwrap().replacement_count =
+        serde_json::from_value(json!(1)).unwrap();
+    assert_eq!(
+        decide_interrupt_result(&exhausted, &policy, &s, at),
+        Err(refused)
+    );
+    let intents = decide_interrupt_result(&run.state, &policy, &s, at).unwrap();
+    assert_eq!(intents.len(), 1);
+    let intent = &intents[0];
+    assert_eq!(intent.event_type, "agent_interrupted");
+    assert_eq!(intent.from_state.as_deref(), Some("recovering"));
+    assert_eq!(intent.to_state.as_deref(), Some("recovering"));
+    assert_eq!(intent.reason.as_deref(), Some("native interrupt recorded"));
+    assert!(intent.metadata.is_empty());
+    run.commit(intents);
+    assert_eq!(run.lane_record().last_event_type, "agent_interrupted");
+    // Repeatable.
+    let again = LaneStep {
+        at: "2026-07-14T01:31:00Z",
+        ..s
+    };
+    assert!(
+        decide_interrupt_result(&run.state, &policy, &again, t("2026-07-14T01:31:00Z")).is_ok()
+    );
+}
+
+#[test]
+fn liveness_actions_round_trip() {
+    for action in LivenessAction::ALL {
+        assert_eq!(LivenessAction::parse(action.as_str()), Some(action));
+    }
+    assert_eq!(LivenessAction::parse("stall"), None);
+    assert_eq!(CommandStatus::parse("alive"), Some(CommandStatus::Alive));
+    assert_eq!(CommandStatus::parse("dead"), Some(CommandStatus::Dead));
+    assert_eq!(
+        CommandStatus::parse("unknown"),
+        Some(CommandStatus::Unknown)
+    );
+    assert_eq!(CommandStatus::parse("Alive"), None);
+}
