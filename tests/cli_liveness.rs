@@ -703,7 +703,8 @@ fn heartbeat_refusals() {
             message,
         );
     }
-    // Changing only the reason is fresh enough.
+    // Changing only the reason does not make used evidence fresh (stricter
+    // than the reference): the same evidence cannot renew a lease forever.
     let renewed = f.file(
         "ok.json",
         &heartbeat_input(
@@ -712,7 +713,18 @@ fn heartbeat_refusals() {
             "still benchmarking",
         ),
     );
-    f.ok("heartbeat", &["--evidence", &same_ev, "--input", &renewed]);
+    f.refused(
+        "heartbeat",
+        &["--evidence", &same_ev, "--input", &renewed],
+        2,
+        "liveness evidence was already recorded for this lane",
+    );
+    // New evidence renews it.
+    let fresh = f.file(
+        "fresh.json",
+        &json!([{"kind": "log", "summary": "benchmark 7 of 9 done"}]),
+    );
+    f.ok("heartbeat", &["--evidence", &fresh, "--input", &renewed]);
 }
 
 #[test]
@@ -1154,9 +1166,22 @@ fn stall_clear_writes_lane_recovered() {
     // ... a valid but wrong agent is a conflict.
     let a = args(&new_ev, "stalled-start", "agent-t", "replied");
     f.refused("stall-clear", &strs(&a), 5, "agent does not own the lane");
-    // Same evidence with another reason is fresh.
+    // The stall record's evidence with another reason is still used
+    // evidence (stricter than the reference); new evidence clears.
     let a = args(
         &stall_ev,
+        "stalled-start",
+        "agent-s",
+        "agent replied to status query",
+    );
+    f.refused(
+        "stall-clear",
+        &strs(&a),
+        2,
+        "liveness evidence was already recorded for this lane",
+    );
+    let a = args(
+        &new_ev,
         "stalled-start",
         "agent-s",
         "agent replied to status query",
@@ -1780,6 +1805,21 @@ fn liveness_evidence_cannot_complete_its_lane() {
     f.refused(
         "lane-complete",
         &strs(&complete("stalled-start", "agent-s", &cleared)),
+        2,
+        refusal,
+    );
+    // Stricter than the reference: an OLDER heartbeat of the lane (not its
+    // latest liveness record) and another lane's liveness evidence are
+    // refused as completion evidence too.
+    f.refused(
+        "lane-complete",
+        &strs(&complete("leased", "agent-l", &reference_hb)),
+        2,
+        refusal,
+    );
+    f.refused(
+        "lane-complete",
+        &strs(&complete("stalled-start", "agent-s", &ev)),
         2,
         refusal,
     );

@@ -329,7 +329,7 @@ pub fn decide_lane_transition(
     }
     let mut metadata = Map::new();
     if request.command == LaneCommand::Complete {
-        let changed = complete_paths(lane, request, canonicalize)?;
+        let changed = complete_paths(state, lane, request, canonicalize)?;
         metadata.insert("changed_paths".into(), json!(changed));
     }
     Ok(vec![Intent {
@@ -345,10 +345,13 @@ pub fn decide_lane_transition(
     }])
 }
 
-/// The lane-complete rules: the evidence is not this lane's latest liveness
-/// evidence (a heartbeat cannot complete a lane), the changed paths are
-/// already canonical, and every one lies within the pinned write scope.
+/// The lane-complete rules: the evidence is no liveness evidence of any
+/// lane, ever (a heartbeat proves liveness only — stricter than the
+/// reference, which compares with this lane's latest liveness evidence
+/// only), the changed paths are already canonical, and every one lies
+/// within the pinned write scope.
 fn complete_paths(
+    state: &CoordinatorState,
     lane: &LaneRecord,
     request: &LaneTransition<'_>,
     canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
@@ -357,7 +360,9 @@ fn complete_paths(
     // limits, as the reference's digest helper does).
     check_evidence(request.evidence, &Limits::default()).map_err(Refusal::Invalid)?;
     let digest = canonical::digest(request.evidence);
-    if lane.last_evidence_digest.as_deref() == Some(digest.as_str()) {
+    if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
+        || state.is_liveness_digest(&digest)
+    {
         return invalid("liveness evidence cannot complete a lane");
     }
     let Some(supplied) = request.changed_paths else {

@@ -738,21 +738,30 @@ fn a_heartbeat_is_never_completion_evidence() {
         complete(&build.state, &beat, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
-    // Only the lane's latest liveness evidence is caught (the reference's
-    // rule, §7): an older heartbeat of the same lane is not.
+    // Stricter than the reference (which only compares with this lane's
+    // latest liveness evidence, §7): an older heartbeat of the same lane...
     build.heartbeat("l1", &later);
     assert_eq!(
         complete(&build.state, &later, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
-    assert!(complete(&build.state, &beat, json!(["src/a.rs"])).is_ok());
-    // Another lane's latest liveness evidence is not this lane's.
+    assert_eq!(
+        complete(&build.state, &beat, json!(["src/a.rs"])),
+        Err(invalid_msg("liveness evidence cannot complete a lane"))
+    );
+    // ...and another lane's liveness evidence are refused too.
     let mut build = running_lane(json!(["src"]));
     build
         .lane("l2", json!(["src"]))
         .started("l2")
         .heartbeat("l2", &beat);
-    assert!(complete(&build.state, &beat, json!(["src/a.rs"])).is_ok());
+    assert_eq!(
+        complete(&build.state, &beat, json!(["src/a.rs"])),
+        Err(invalid_msg("liveness evidence cannot complete a lane"))
+    );
+    // Completion evidence of its own completes the lane.
+    let result = json!([{"kind": "test", "summary": "tests passed"}]);
+    assert!(complete(&build.state, &result, json!(["src/a.rs"])).is_ok());
     // The liveness check comes before the changed-path rules.
     let mut build = running_lane(json!(["src"]));
     build.heartbeat("l1", &beat);

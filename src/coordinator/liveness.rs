@@ -291,7 +291,10 @@ pub fn active_lane_owner<'s>(
 
 /// Fresh liveness evidence (heartbeat, stall-clear): some evidence, a
 /// non-blank reason, and not BOTH the same evidence digest and the same
-/// reason as the lane's last liveness record. Returns the evidence digest.
+/// reason as the lane's last liveness record (the reference's rule). We add:
+/// evidence this lane already recorded as liveness evidence cannot renew
+/// it again, so the same evidence cannot keep a lane alive forever by
+/// changing only the reason. Returns the evidence digest.
 pub fn require_fresh_evidence(
     lane: &LaneRecord,
     evidence: &Value,
@@ -312,6 +315,9 @@ pub fn require_fresh_evidence(
         && lane.last_reason.as_deref() == Some(reason)
     {
         return invalid("liveness evidence is unchanged");
+    }
+    if lane.has_liveness_digest(&digest) {
+        return invalid("liveness evidence was already recorded for this lane");
     }
     Ok(digest)
 }

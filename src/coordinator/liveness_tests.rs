@@ -948,10 +948,16 @@ fn heartbeat_needs_fresh_evidence_and_a_reason() {
         decide_heartbeat(&run.state, &policy, &heartbeat(later.clone()), &ev),
         Err(invalid_msg("liveness evidence is unchanged"))
     );
-    // Changing either one suffices.
+    // Changing only the reason does not make used evidence fresh (stricter
+    // than the reference): the same evidence cannot renew a lease forever.
     let mut other_reason = later.clone();
     other_reason["reason"] = json!("still building");
-    assert!(decide_heartbeat(&run.state, &policy, &heartbeat(other_reason), &ev).is_ok());
+    assert_eq!(
+        decide_heartbeat(&run.state, &policy, &heartbeat(other_reason), &ev),
+        Err(invalid_msg(
+            "liveness evidence was already recorded for this lane"
+        ))
+    );
     assert!(
         decide_heartbeat(
             &run.state,
@@ -1288,7 +1294,12 @@ fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
         ),
         Err(invalid_msg("liveness evidence is unchanged"))
     );
-    assert!(decide_stall_clear(&run.state, &policy, &step(&stall_evidence), "answered").is_ok());
+    assert_eq!(
+        decide_stall_clear(&run.state, &policy, &step(&stall_evidence), "answered"),
+        Err(invalid_msg(
+            "liveness evidence was already recorded for this lane"
+        ))
+    );
     let intents = decide_stall_clear(&run.state, &policy, &step(&ev), "answered").unwrap();
     assert_eq!(intents.len(), 1);
     assert_eq!(intents[0].event_type, "lane_recovered");
