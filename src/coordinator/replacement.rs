@@ -8,7 +8,7 @@
 //!
 //! Fencing: a replacement always goes to a different lane *and* a different
 //! agent, and the original lane ends `replaced`, so the interrupted agent
-//! can no longer move either lane ([`require_active_lane`]: "lane is not
+//! can no longer move either lane ([`require_active_lane_owner`]: "lane is not
 //! active" on the original, "agent does not own the lane" on the child).
 //! A recorded reservation that would hand the child back to the interrupted
 //! agent is not repaired (see [`decide_repair`]).
@@ -16,7 +16,8 @@
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
-use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
+use super::lane_commands::{require_active_lane_owner, require_lane_run_state};
+use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical::digest;
 use crate::receipt::primitives::{Instant, is_identifier, parse_timestamp};
 
@@ -196,36 +197,6 @@ pub fn precheck_lineage(
     })
 }
 
-/// Coordinator commands act only on a running or recovering run.
-fn require_run_active(state: &CoordinatorState) -> Result<(), Refusal> {
-    match state.run_state_enum() {
-        RunState::Running | RunState::Recovering => Ok(()),
-        _ => conflict("run state does not allow this command"),
-    }
-}
-
-/// The lane fence shared with every lane transition: the lane exists, is
-/// neither terminal nor `replaced`, and belongs to `agent_id`. A replaced
-/// or interrupted-and-replaced agent fails here for both the original lane
-/// ("lane is not active") and its replacement ("agent does not own the
-/// lane").
-pub fn require_active_lane<'a>(
-    state: &'a CoordinatorState,
-    lane_id: &str,
-    agent_id: &str,
-) -> Result<&'a LaneRecord, Refusal> {
-    let Some(lane) = state.lane(lane_id) else {
-        return conflict("lane does not exist");
-    };
-    if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return conflict("lane is not active");
-    }
-    if lane.agent_id != agent_id {
-        return conflict("agent does not own the lane");
-    }
-    Ok(lane)
-}
-
 /// Equal or narrower: an empty original allows only an empty replacement;
 /// otherwise every replacement entry equals, or lies below, some original
 /// entry (`entry + "/"` prefix, so `srcx` is not below `src`).
@@ -284,12 +255,12 @@ pub fn decide_reassign(
     request: &Reassign,
     evidence: &Value,
 ) -> Result<Vec<Intent>, Refusal> {
-    require_run_active(state)?;
+    require_lane_run_state(state)?;
     let agent = state
         .lane(&request.lane_id)
         .map(|lane| lane.agent_id.as_str())
         .unwrap_or_default();
-    let original = require_active_lane(state, &request.lane_id, agent)?;
+    let original = require_active_lane_owner(state, &request.lane_id, agent)?;
     if original.state != LaneState::Recovering {
         return conflict("replacement requires a recovering lane");
     }
@@ -386,7 +357,7 @@ pub fn decide_close(
     request: &Lineage,
     evidence: &Value,
 ) -> Result<Vec<Intent>, Refusal> {
-    require_run_active(state)?;
+    require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,
         _ => return conflict("original lane is not awaiting lineage close"),
@@ -427,7 +398,7 @@ pub fn decide_repair(
     request: &Lineage,
     evidence: &Value,
 ) -> Result<Vec<Intent>, Refusal> {
-    require_run_active(state)?;
+    require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,
         _ => return conflict("lane has no repairable replacement"),
@@ -512,7 +483,7 @@ pub fn decide_block(
     request: &Lineage,
     evidence: &Value,
 ) -> Result<Vec<Intent>, Refusal> {
-    require_run_active(state)?;
+    require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,
         _ => return conflict("lane has no incomplete replacement"),

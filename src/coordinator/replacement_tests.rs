@@ -745,13 +745,20 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     let mut ledger = Ledger::interrupted();
     // Before the replacement the interrupted agent still owns its lane (the
     // lane transition table then refuses completion from `recovering`).
-    assert!(require_active_lane(&ledger.state, "build", "agent-1").is_ok());
+    assert!(
+        crate::coordinator::lane_commands::require_active_lane_owner(
+            &ledger.state,
+            "build",
+            "agent-1"
+        )
+        .is_ok()
+    );
     let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
     ledger.commit(intents);
 
     // A late lane-complete of agent-1: neither lane accepts it.
     let fenced = |ledger: &Ledger, lane: &str, agent: &str| {
-        require_active_lane(&ledger.state, lane, agent)
+        crate::coordinator::lane_commands::require_active_lane_owner(&ledger.state, lane, agent)
             .map(|l| l.id.clone())
             .map_err(|r| match r {
                 Refusal::Conflict(m) => m,
