@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-use super::mutation::{MutationArgs, context};
+use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::lanes::LaneTransitionRequest;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::lane_commands::LaneCommand;
@@ -18,25 +18,25 @@ pub enum LaneCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: lane-start. In-place migration is unavailable."
     )]
-    LaneCreate(LaneCreateArgs),
+    LaneCreate(InputMutationArgs),
     #[command(
         name = "lane-start",
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: perform native spawn, then startup-ack. In-place migration is unavailable."
     )]
-    LaneStart(LaneTransitionArgs),
+    LaneStart(LaneStepArgs),
     #[command(
         name = "startup-ack",
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
     )]
-    StartupAck(LaneTransitionArgs),
+    StartupAck(LaneStepArgs),
     #[command(
         name = "probe-ack",
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
     )]
-    ProbeAck(LaneTransitionArgs),
+    ProbeAck(LaneStepArgs),
     #[command(
         name = "lane-complete",
         args_override_self = true,
@@ -64,33 +64,9 @@ pub enum LaneCommands {
 }
 
 #[derive(Debug, Args)]
-pub struct LaneCreateArgs {
-    #[command(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: PathBuf,
-    #[arg(long, required = true)]
-    pub input: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct LaneTransitionArgs {
-    #[command(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: PathBuf,
-    #[arg(long = "lane-id", required = true)]
-    pub lane_id: String,
-    #[arg(long = "agent-id", required = true)]
-    pub agent_id: String,
-    #[arg(long, required = true)]
-    pub at: String,
-}
-
-#[derive(Debug, Args)]
 pub struct LaneReasonArgs {
     #[command(flatten)]
-    pub transition: LaneTransitionArgs,
+    pub transition: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
 }
@@ -98,7 +74,7 @@ pub struct LaneReasonArgs {
 #[derive(Debug, Args)]
 pub struct LaneCompleteArgs {
     #[command(flatten)]
-    pub transition: LaneTransitionArgs,
+    pub transition: LaneStepArgs,
     #[arg(long = "changed-paths", required = true)]
     pub changed_paths: PathBuf,
 }

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-use super::mutation::{MutationArgs, context};
+use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::liveness::{self, LaneFlags};
 use crate::commands::{FlowError, FlowResult};
 use crate::coordinator::liveness::CommandStatus;
@@ -17,7 +17,7 @@ pub enum LivenessCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: liveness-check. In-place migration is unavailable."
     )]
-    Heartbeat(HeartbeatArgs),
+    Heartbeat(InputMutationArgs),
     #[command(
         name = "stall-record",
         args_override_self = true,
@@ -41,7 +41,7 @@ pub enum LivenessCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: lane-reassign. In-place migration is unavailable."
     )]
-    InterruptResult(LaneLivenessArgs),
+    InterruptResult(LaneStepArgs),
     #[command(
         name = "liveness-check",
         args_override_self = true,
@@ -50,32 +50,7 @@ pub enum LivenessCommands {
     LivenessCheck(LivenessCheckArgs),
 }
 
-#[derive(Debug, Args)]
-pub struct HeartbeatArgs {
-    #[command(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: PathBuf,
-    #[arg(long, required = true)]
-    pub input: PathBuf,
-}
-
-/// `--evidence --lane-id --agent-id --at` after the shared mutation flags.
-#[derive(Debug, Args)]
-pub struct LaneLivenessArgs {
-    #[command(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: PathBuf,
-    #[arg(long = "lane-id", required = true)]
-    pub lane_id: String,
-    #[arg(long = "agent-id", required = true)]
-    pub agent_id: String,
-    #[arg(long, required = true)]
-    pub at: String,
-}
-
-impl LaneLivenessArgs {
+impl LaneStepArgs {
     fn flags(&self) -> LaneFlags<'_> {
         LaneFlags {
             lane_id: &self.lane_id,
@@ -89,7 +64,7 @@ impl LaneLivenessArgs {
 #[derive(Debug, Args)]
 pub struct StallRecordArgs {
     #[command(flatten)]
-    pub lane: LaneLivenessArgs,
+    pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
     #[arg(long, required = true)]
@@ -99,7 +74,7 @@ pub struct StallRecordArgs {
 #[derive(Debug, Args)]
 pub struct StallClearArgs {
     #[command(flatten)]
-    pub lane: LaneLivenessArgs,
+    pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
 }
@@ -107,7 +82,7 @@ pub struct StallClearArgs {
 #[derive(Debug, Args)]
 pub struct ProbeSentArgs {
     #[command(flatten)]
-    pub lane: LaneLivenessArgs,
+    pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub deadline: String,
 }

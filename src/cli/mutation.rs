@@ -17,6 +17,34 @@ pub struct MutationArgs {
     pub expected_head: Option<String>,
 }
 
+/// `--evidence FILE --input FILE` after the shared mutation flags
+/// (lane-create, heartbeat, lane-reassign).
+#[derive(Debug, Args)]
+pub struct InputMutationArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+}
+
+/// `--evidence --lane-id --agent-id --at` after the shared mutation flags
+/// (every lane transition and liveness step).
+#[derive(Debug, Args)]
+pub struct LaneStepArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long = "agent-id", required = true)]
+    pub agent_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+}
+
 /// The pipeline context of one invocation: the clock is read once, here.
 pub fn context(root: &Path, env: &DiscoveryEnv, args: &MutationArgs) -> MutationContext {
     MutationContext {

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-use super::mutation::{MutationArgs, context};
+use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
 use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
 use crate::store::discovery::DiscoveryEnv;
@@ -17,7 +17,7 @@ pub enum ReplacementCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: lane-start for the replacement lane. In-place migration is unavailable."
     )]
-    LaneReassign(LaneReassignArgs),
+    LaneReassign(InputMutationArgs),
     #[command(
         name = "replacement-repair",
         args_override_self = true,
@@ -36,16 +36,6 @@ pub enum ReplacementCommands {
         about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
     )]
     ReplacementClose(LineageArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct LaneReassignArgs {
-    #[command(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: PathBuf,
-    #[arg(long, required = true)]
-    pub input: PathBuf,
 }
 
 #[derive(Debug, Args)]
