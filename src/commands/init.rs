@@ -8,15 +8,16 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
-use crate::receipt::canonical;
 use crate::receipt::event::EventDraft;
 use crate::receipt::manifest::{ManifestContract, bundled};
 use crate::receipt::primitives::{Instant, format_now, is_identifier};
 use crate::receipt::rules::{EventContract, check_event};
-use crate::store::handle::{OwnerToken, check_new_handle_path, create_handle};
+use crate::store::handle::{
+    OwnerToken, check_new_handle_path, create_handle, discard_handle, publish_handle,
+};
+use crate::store::layout::{check_state_root, ensure_skeleton, resolve_repo_root};
 use crate::store::paths::{expand_tilde, is_symlink};
 use crate::store::run::{AckHead, RunDir};
-use crate::store::secure::{atomic_write, ensure_secure_dir, open_secure_dir, sync_dir};
 use crate::store::{StoreError, discovery::DiscoveryEnv};
 
 /// What `init` was asked for.
@@ -60,17 +61,6 @@ pub struct InitOutcome {
     pub workflow_type: String,
 }
 
-const SUBDIRS: [&str; 6] = [
-    "runs",
-    "reports",
-    "candidates",
-    "locks",
-    "handles",
-    "quarantine",
-];
-const CONFIG: &str =
-    r#"{"runtime":"bluetape-workflow","schema_version":1,"workspace":"bluetape4k"}"#;
-
 fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
     let mut ids: Vec<String> = Vec::new();
     for id in components {
@@ -84,34 +74,6 @@ fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
         }
     }
     Ok(ids)
-}
-
-/// Create the state root and its directories (validating existing ones).
-fn ensure_skeleton(root: &Path) -> FlowResult<()> {
-    if is_symlink(root) {
-        return Err(StoreError::invalid("state root must not be a symlink").into());
-    }
-    if std::fs::symlink_metadata(root).is_ok() {
-        open_secure_dir(root, "state root")?;
-    } else {
-        ensure_secure_dir(root, "state root")?;
-    }
-    // Check the directories that already exist before creating any, so a
-    // refusal (say a 0755 quarantine/) leaves no half-built skeleton.
-    for name in SUBDIRS {
-        let path = root.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            open_secure_dir(&path, &format!("state-root {name}"))?;
-        }
-    }
-    for name in SUBDIRS {
-        ensure_secure_dir(&root.join(name), &format!("state-root {name}"))?;
-    }
-    let config = root.join("config.json");
-    if std::fs::symlink_metadata(&config).is_err() {
-        atomic_write(&config, format!("{CONFIG}\n").as_bytes())?;
-    }
-    Ok(())
 }
 
 /// Run `init`.
@@ -140,10 +102,7 @@ pub fn init(
         &expand_tilde(&request.repo_root, env.home.as_ref()),
         &env.cwd,
     );
-    let repo = std::fs::canonicalize(&repo).map_err(|e| StoreError::io(&e, &repo))?;
-    if !repo.is_dir() {
-        return Err(FlowError::contract("repo_root must be a directory"));
-    }
+    let repo = resolve_repo_root(&repo)?;
     let repo_text = repo
         .to_str()
         .ok_or_else(|| FlowError::contract("repo_root must be valid UTF-8"))?
@@ -153,17 +112,7 @@ pub fn init(
     }
     let owner_file = expand_tilde(&request.owner_file, env.home.as_ref());
     let owner_target = check_new_handle_path(root, &owner_file, &env.cwd)?;
-    if std::fs::symlink_metadata(root).is_err() {
-        let parent = root.parent().unwrap_or(Path::new("/"));
-        if !parent.is_dir() {
-            return Err(FlowError::contract(format!(
-                "[Errno 2] No such file or directory: '{}'",
-                root.display()
-            )));
-        }
-    } else {
-        open_secure_dir(root, "state root")?;
-    }
+    check_state_root(root)?;
     let run_id = format!(
         "{}-{}",
         entropy.now.format("%Y%m%dT%H%M%SZ"),
@@ -177,7 +126,7 @@ pub fn init(
 
     ensure_skeleton(root)?;
     let run = RunDir::new(root, &run_id);
-    std::fs::create_dir(&run.dir).map_err(|e| StoreError::io(&e, &run.dir))?;
+    run.create()?;
     let staging = root
         .join("handles")
         .join(format!("init-{}.owner", entropy.staging_suffix));
@@ -194,9 +143,8 @@ pub fn init(
         &mut published,
     );
     if result.is_err() && !published {
-        let _ = std::fs::remove_file(&staging);
-        let _ = std::fs::remove_dir_all(&run.dir);
-        let _ = sync_dir(&root.join("runs"));
+        discard_handle(&staging);
+        run.discard();
     }
     let checksum = result?;
     Ok(InitOutcome {
@@ -219,14 +167,6 @@ fn create_run(
     owner_target: &Path,
     published: &mut bool,
 ) -> FlowResult<String> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&run.dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| StoreError::io(&e, &run.dir))?;
-    sync_dir(&run.root.join("runs"))?;
-    run.validate()?;
-    for name in ["lanes", "heartbeats", "locks"] {
-        ensure_secure_dir(&run.dir.join(name), "run directory")?;
-    }
     let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
     let mut snapshot = manifest.contract.as_object().cloned().unwrap_or_default();
     snapshot.insert(
@@ -241,9 +181,7 @@ fn create_run(
             "workflow_type": request.workflow_type,
         }),
     );
-    let mut bytes = canonical::to_vec(&Value::Object(snapshot));
-    bytes.push(b'\n');
-    atomic_write(&run.manifest_path(), &bytes)?;
+    run.write_manifest(&Value::Object(snapshot))?;
 
     // The first event goes through the same open → lock → verify path as
     // every append, against the snapshot just written.
@@ -279,7 +217,7 @@ fn create_run(
     }
     {
         let _guard = run.receipt_lock().acquire()?;
-        if std::fs::symlink_metadata(run.receipt_path()).is_ok() {
+        if run.has_receipt() {
             return Err(FlowError::Conflict(
                 "receipt head changed before mutation".into(),
             ));
@@ -297,16 +235,8 @@ fn create_run(
 
     // Publish the handle under its requested name: a hard link never
     // follows a symlink and fails if anything is already there.
-    match std::fs::hard_link(staging, owner_target) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(FlowError::contract("owner handle already exists"));
-        }
-        Err(e) => return Err(StoreError::io(&e, owner_target).into()),
-    }
+    publish_handle(staging, owner_target)?;
     *published = true;
-    let _ = std::fs::remove_file(staging);
-    sync_dir(&run.root.join("handles"))?;
     Ok(sealed.checksum)
 }
 

@@ -6,7 +6,7 @@
 //! against the freshly loaded state.
 
 use serde_json::{Map, Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::checkpoint::{load_state, save_checkpoint};
 use super::error::{FlowError, FlowResult};
@@ -329,17 +329,4 @@ fn write_caches(
     let cache = coordinator_run_cache(&run.dir.run_id, &run.manifest.contract.hash, state);
     run.dir.write_cache(&run.dir.run_cache_path(), &cache)?;
     Ok(())
-}
-
-/// Resolve the repo root pinned at init (strictly: it must still exist).
-pub fn pinned_repo_root(run: &OpenRun) -> FlowResult<PathBuf> {
-    let text = run
-        .manifest
-        .run
-        .as_ref()
-        .and_then(|r| r.get("repo_root"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| FlowError::contract("run manifest has no repo_root"))?;
-    let path = Path::new(text);
-    std::fs::canonicalize(path).map_err(|e| crate::store::StoreError::io(&e, path).into())
 }

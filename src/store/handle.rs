@@ -179,6 +179,26 @@ pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResul
     Ok(handles.join(path.file_name().unwrap_or_default()))
 }
 
+/// Publish a staged handle under its requested name: a hard link never
+/// follows a symlink and fails if anything is already there; then the
+/// staging name goes and the directory is synced.
+pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
+    match std::fs::hard_link(staging, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(StoreError::invalid("owner handle already exists"));
+        }
+        Err(e) => return Err(StoreError::io(&e, target)),
+    }
+    let _ = std::fs::remove_file(staging);
+    super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")))
+}
+
+/// Remove a staged handle that was never published (best effort).
+pub fn discard_handle(staging: &Path) {
+    let _ = std::fs::remove_file(staging);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ pub mod discovery;
 pub mod error;
 pub mod handle;
 pub mod input;
+pub mod layout;
 pub mod lock;
 pub mod paths;
 pub mod run;

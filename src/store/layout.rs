@@ -1,0 +1,110 @@
+//! Creating a state root and a run directory (`init`): the skeleton of
+//! reference-runtime §1.2 at 0700/0600, checked before anything is created,
+//! and the rollback of a run directory whose creation failed.
+
+use std::path::{Path, PathBuf};
+
+use super::error::{StoreError, StoreResult};
+use super::paths::is_symlink;
+use super::run::RunDir;
+use super::secure::{DIR_MODE, atomic_write, ensure_secure_dir, open_secure_dir, sync_dir};
+
+const SUBDIRS: [&str; 6] = [
+    "runs",
+    "reports",
+    "candidates",
+    "locks",
+    "handles",
+    "quarantine",
+];
+const CONFIG: &str =
+    r#"{"runtime":"bluetape-workflow","schema_version":1,"workspace":"bluetape4k"}"#;
+
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// A state root `init` may use: an existing secure directory, or a path
+/// whose parent exists (it will be created). Nothing is created here.
+pub fn check_state_root(root: &Path) -> StoreResult<()> {
+    if is_symlink(root) {
+        return Err(StoreError::invalid("state root must not be a symlink"));
+    }
+    if exists(root) {
+        open_secure_dir(root, "state root")?;
+        return Ok(());
+    }
+    let parent = root.parent().unwrap_or(Path::new("/"));
+    if !parent.is_dir() {
+        return Err(StoreError::Io(format!(
+            "[Errno 2] No such file or directory: '{}'",
+            root.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Create the state root and its directories, validating existing ones
+/// first so a refusal (say a 0755 `quarantine/`) leaves no half-built
+/// skeleton; write `config.json` once.
+pub fn ensure_skeleton(root: &Path) -> StoreResult<()> {
+    check_state_root(root)?;
+    for name in SUBDIRS {
+        let path = root.join(name);
+        if exists(&path) {
+            open_secure_dir(&path, &format!("state-root {name}"))?;
+        }
+    }
+    ensure_secure_dir(root, "state root")?;
+    for name in SUBDIRS {
+        ensure_secure_dir(&root.join(name), &format!("state-root {name}"))?;
+    }
+    let config = root.join("config.json");
+    if !exists(&config) {
+        atomic_write(&config, format!("{CONFIG}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The repo root a run pins: it must exist and be a directory; the result
+/// is fully resolved.
+pub fn resolve_repo_root(path: &Path) -> StoreResult<PathBuf> {
+    let repo = std::fs::canonicalize(path).map_err(|e| StoreError::io(&e, path))?;
+    if !repo.is_dir() {
+        return Err(StoreError::invalid("repo_root must be a directory"));
+    }
+    Ok(repo)
+}
+
+impl RunDir {
+    /// Create the run directory (0700, which must not exist yet) with its
+    /// `lanes heartbeats locks` subdirectories.
+    pub fn create(&self) -> StoreResult<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
+            .map_err(|e| StoreError::io(&e, &self.dir))?;
+        sync_dir(&self.root.join("runs"))?;
+        self.validate()?;
+        for name in ["lanes", "heartbeats", "locks"] {
+            ensure_secure_dir(&self.dir.join(name), "run directory")?;
+        }
+        Ok(())
+    }
+
+    /// Remove a run directory whose creation failed (best effort).
+    pub fn discard(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = sync_dir(&self.root.join("runs"));
+    }
+
+    /// Write the frozen manifest snapshot (once, at init).
+    pub fn write_manifest(&self, snapshot: &serde_json::Value) -> StoreResult<()> {
+        self.write_cache(&self.manifest_path(), snapshot)
+    }
+
+    /// Whether any receipt file exists yet.
+    pub fn has_receipt(&self) -> bool {
+        exists(&self.receipt_path())
+    }
+}
