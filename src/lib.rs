@@ -1,7 +1,10 @@
 //! bluetape-flow: a guarded, hash-chained state ledger for multi-lane agent runs.
 //!
-//! Layers (one direction only): `cli` → `commands` → `coordinator` (pure) →
-//! `receipt` (pure formats) → `store` (the only filesystem access).
+//! Layers, with no cycles: `cli` → `commands` → `coordinator` (pure rules)
+//! → `receipt` (pure formats: canonical JSON, the event and manifest
+//! contracts, streaming verification). `commands` → `store`, the only
+//! module that touches the filesystem; `store` writes its files in the
+//! `receipt` formats and never calls the layers above it.
 
 pub mod cli;
 pub mod commands;
