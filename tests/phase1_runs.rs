@@ -217,3 +217,87 @@ fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
     );
     assert_eq!(before, common::snapshot(&root));
 }
+
+#[test]
+fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
+    std::fs::create_dir_all(root.join("handles")).unwrap();
+    let owner = root.join("handles/main.owner");
+    std::fs::write(
+        &owner,
+        format!("{{\"epoch\":1,\"run_id\":\"{RUN_ID}\",\"token\":\"legacy-secret\"}}\n"),
+    )
+    .unwrap();
+    let file = tmp.path().join("ev.json");
+    std::fs::write(&file, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
+    common::set_modes(&root);
+    let flow = Flow::new(tmp.path());
+    let before = common::snapshot(&root);
+    let f = file.to_str().unwrap();
+    let lane = [
+        "--lane-id",
+        "l",
+        "--agent-id",
+        "a",
+        "--at",
+        "2026-07-14T01:00:00Z",
+    ];
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("run-approve", vec![]),
+        ("run-start", vec![]),
+        ("run-cancel", vec!["--reason", "r"]),
+        ("lane-create", vec!["--input", f]),
+        ("lane-start", lane.to_vec()),
+        ("heartbeat", vec!["--input", f]),
+        ("lane-reassign", vec!["--input", f]),
+        (
+            "replacement-close",
+            vec![
+                "--lane-id",
+                "l",
+                "--replacement-lane-id",
+                "m",
+                "--at",
+                "2026-07-14T01:00:00Z",
+            ],
+        ),
+    ];
+    for (command, extra) in cases {
+        let mut argv = vec![
+            "--state-root",
+            root.to_str().unwrap(),
+            command,
+            "--run-id",
+            RUN_ID,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            f,
+        ];
+        argv.extend(extra);
+        let e = flow
+            .run(&argv)
+            .assert_error(7, "unsupported_by_run_manifest");
+        assert_eq!(e["next_command"], "init", "{command}");
+    }
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "liveness-check",
+            "--run-id",
+            RUN_ID,
+            "--lane-id",
+            "l",
+            "--at",
+            "2026-07-14T01:00:00Z",
+        ])
+        .assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(
+        e["message"],
+        "the selected run manifest does not support coordinator commands"
+    );
+    assert_eq!(before, common::snapshot(&root));
+}
