@@ -41,7 +41,7 @@ impl FlowError {
             | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
             FlowError::CompletionBlocked { message, .. } => message,
-            FlowError::ReceiptDamaged(damage) => damage.message_text(),
+            FlowError::ReceiptDamaged(damage) => damage.message(),
         }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 use super::canonical;
-use super::primitives::{as_int, is_identifier};
+use super::primitives::as_int;
 use super::rules::{Family, LIMIT_KEYS, Limits};
 
 /// The manifest bundled into the binary (1.1.0).
@@ -133,10 +133,6 @@ impl RunManifest {
             .unwrap_or(1)
     }
 
-    /// The Phase 1 raw owner token (`_run.owner_token`).
-    pub fn legacy_owner_token(&self) -> Option<&str> {
-        self.run.as_ref()?.get("owner_token")?.as_str()
-    }
 }
 
 /// The family of a `manifest_version` string ("1.1.0" → 1.1).
@@ -418,10 +414,6 @@ fn check_transitions<'a>(
     Ok(targets)
 }
 
-/// True when every `--component`-style id is an identifier.
-pub fn valid_component_ids(ids: &[String]) -> bool {
-    ids.iter().all(|id| is_identifier(id))
-}
 
 #[cfg(test)]
 mod tests {

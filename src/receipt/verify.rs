@@ -37,11 +37,7 @@ impl ReceiptDamage {
     }
 
     /// The reference's message for this damage.
-    pub fn message(&self) -> String {
-        self.message.clone()
-    }
-
-    pub fn message_text(&self) -> &str {
+    pub fn message(&self) -> &str {
         &self.message
     }
 }
