@@ -11,7 +11,7 @@ use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::store::run::{AckHead, RunDir};
 use common::{Flow, Output, fixtures_dir, prepare_state, scenarios};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const LIVENESS_COMMANDS: [&str; 6] = [
     "liveness-check",
@@ -186,23 +186,6 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn expand(argv: &[Value], state: &Path, scenario: &Path) -> Vec<String> {
-    argv.iter()
-        .map(|a| {
-            let a = a.as_str().unwrap();
-            if let Some(name) = a.strip_prefix("{INPUT:").and_then(|r| r.strip_suffix('}')) {
-                scenario
-                    .join("inputs")
-                    .join(name)
-                    .to_string_lossy()
-                    .into_owned()
-            } else {
-                a.replace("{STATE}", &state.to_string_lossy())
-            }
-        })
-        .collect()
-}
-
 // ------------------------------------------------------- reference parity
 
 /// Every `liveness-check` the reference ran at the end of every scenario
@@ -228,7 +211,8 @@ fn liveness_check_reproduces_every_recorded_output() {
             };
             for (lane, statuses) in lanes {
                 for (status, entry) in statuses.as_object().unwrap() {
-                    let argv = expand(entry["argv"].as_array().unwrap(), &state, &scenario);
+                    let argv =
+                        common::expand_argv(entry["argv"].as_array().unwrap(), &state, &scenario);
                     let out = flow.run(&argv);
                     let name = format!("{} {run_id} {lane} {status}", scenario.display());
                     assert_eq!(
@@ -305,9 +289,10 @@ fn every_recorded_liveness_step_replays_byte_for_byte() {
                 sequence - 1
             };
             fixture.truncate(before);
-            let out = fixture
-                .flow
-                .run(&expand(argv, &fixture.root, &fixture.scenario));
+            let out =
+                fixture
+                    .flow
+                    .run(&common::expand_argv(argv, &fixture.root, &fixture.scenario));
             assert_eq!(out.code, 0, "{name} {argv:?}: {out:?}");
             assert_eq!(
                 out.stdout

@@ -8,23 +8,6 @@ mod common;
 use common::{Flow, prepare_state, scenarios};
 use serde_json::Value;
 
-fn expand(argv: &[Value], state: &std::path::Path, scenario: &std::path::Path) -> Vec<String> {
-    argv.iter()
-        .map(|a| {
-            let a = a.as_str().unwrap();
-            if let Some(name) = a.strip_prefix("{INPUT:").and_then(|r| r.strip_suffix('}')) {
-                scenario
-                    .join("inputs")
-                    .join(name)
-                    .to_string_lossy()
-                    .into_owned()
-            } else {
-                a.replace("{STATE}", &state.to_string_lossy())
-            }
-        })
-        .collect()
-}
-
 #[test]
 fn verify_matches_the_reference_on_every_fixture() {
     assert!(compare("verify") >= 40);
@@ -53,7 +36,7 @@ fn compare(command: &str) -> usize {
         let before = common::snapshot(&state);
         for (run_id, run) in expected["runs"].as_object().unwrap() {
             let entry = &run[command];
-            let argv = expand(entry["argv"].as_array().unwrap(), &state, &scenario);
+            let argv = common::expand_argv(entry["argv"].as_array().unwrap(), &state, &scenario);
             let out = flow.run(&argv);
             let name = format!("{} {run_id}", scenario.display());
             assert_eq!(

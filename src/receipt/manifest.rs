@@ -132,7 +132,6 @@ impl RunManifest {
             .map(|e| e.min(u64::MAX as i128) as u64)
             .unwrap_or(1)
     }
-
 }
 
 /// The family of a `manifest_version` string ("1.1.0" → 1.1).
@@ -413,7 +412,6 @@ fn check_transitions<'a>(
     }
     Ok(targets)
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -41,6 +41,24 @@ pub fn scenarios() -> Vec<PathBuf> {
     out
 }
 
+/// A recorded `argv` with its placeholders filled in: `{STATE}` is the
+/// temp copy of the state root, `{INPUT:x}` the scenario's `inputs/x`.
+pub fn expand_argv(argv: &[Value], state: &Path, scenario: &Path) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            let a = a.as_str().expect("recorded argv items are strings");
+            match a.strip_prefix("{INPUT:").and_then(|r| r.strip_suffix('}')) {
+                Some(name) => scenario
+                    .join("inputs")
+                    .join(name)
+                    .to_string_lossy()
+                    .into_owned(),
+                None => a.replace("{STATE}", &state.to_string_lossy()),
+            }
+        })
+        .collect()
+}
+
 /// Copy a scenario's state into `target` (created), recreate the empty
 /// directories git dropped, and set modes 0700/0600.
 pub fn prepare_state(scenario: &Path, target: &Path) {
