@@ -228,8 +228,11 @@ fn create_run(
             checksum: sealed.checksum.clone(),
             byte_length: sealed.line.len() as u64,
         })?;
-        let cache =
-            super::simple_run_cache(&run.run_id, &opened.manifest.contract.hash, [&sealed.event]);
+        let cache = crate::coordinator::simple::simple_run_cache(
+            &run.run_id,
+            &opened.manifest.contract.hash,
+            [&sealed.event],
+        );
         run.write_cache(&run.run_cache_path(), &cache)?;
     }
 

@@ -5,9 +5,9 @@
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
-use super::SimpleRunCache;
 use super::error::FlowResult;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
+use crate::coordinator::simple::SimpleRunCache;
 use crate::coordinator::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::rules::Family;

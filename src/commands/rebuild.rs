@@ -5,9 +5,9 @@
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
-use super::SimpleRunCache;
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use crate::coordinator::simple::SimpleRunCache;
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;

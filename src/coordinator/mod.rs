@@ -12,6 +12,7 @@ pub mod liveness;
 pub mod replacement;
 pub mod replay;
 pub mod run_commands;
+pub mod simple;
 pub mod snapshot;
 pub mod state;
 

@@ -1,0 +1,90 @@
+//! The "simple" run state of the reference: the fold over run-level events
+//! that gives a Phase 1 run its state and the `run.json` written after
+//! `init`. Pure.
+
+use serde_json::{Map, Value};
+
+/// The run state implied by a run-level event (the "simple" cache rule).
+fn simple_state_of(event_type: &str) -> Option<&'static str> {
+    Some(match event_type {
+        "run_created" => "planned",
+        "plan_approved" => "approved",
+        "run_started" => "running",
+        "run_recovery_started" => "recovering",
+        "run_recovery_finished" => "running",
+        "run_completed" => "completed",
+        "run_failed" => "failed",
+        "run_blocked" => "blocked",
+        "run_cancelled" => "cancelled",
+        _ => return None,
+    })
+}
+
+/// Fold events into the reference's "simple" run.json shape.
+pub struct SimpleRunCache {
+    state: String,
+    last: Option<Map<String, Value>>,
+}
+
+impl Default for SimpleRunCache {
+    fn default() -> Self {
+        SimpleRunCache {
+            state: "planned".into(),
+            last: None,
+        }
+    }
+}
+
+impl SimpleRunCache {
+    pub fn observe(&mut self, event: &Map<String, Value>) {
+        if event.get("lane_id").is_none_or(Value::is_null) {
+            if let Some(to) = event.get("to_state").and_then(Value::as_str) {
+                self.state = to.to_string();
+            } else if let Some(state) = event
+                .get("event_type")
+                .and_then(Value::as_str)
+                .and_then(simple_state_of)
+            {
+                self.state = state.to_string();
+            }
+        }
+        let mut last = Map::new();
+        for key in ["checksum", "event_type", "sequence", "timestamp"] {
+            last.insert(key.into(), event.get(key).cloned().unwrap_or(Value::Null));
+        }
+        self.last = Some(last);
+    }
+
+    /// The run state seen so far.
+    pub fn state(&self) -> &str {
+        &self.state
+    }
+
+    pub fn to_json(&self, run_id: &str, manifest_hash: &str) -> Value {
+        let last = self.last.clone().unwrap_or_default();
+        let get = |k: &str| last.get(k).cloned().unwrap_or(Value::Null);
+        serde_json::json!({
+            "last_checksum": get("checksum"),
+            "last_event_type": get("event_type"),
+            "last_sequence": get("sequence"),
+            "manifest_hash": manifest_hash,
+            "run_id": run_id,
+            "schema_version": 1,
+            "state": self.state,
+            "updated_at": get("timestamp"),
+        })
+    }
+}
+
+/// The simple run.json for a sequence of events.
+pub fn simple_run_cache<'a>(
+    run_id: &str,
+    manifest_hash: &str,
+    events: impl IntoIterator<Item = &'a Map<String, Value>>,
+) -> Value {
+    let mut cache = SimpleRunCache::default();
+    for event in events {
+        cache.observe(event);
+    }
+    cache.to_json(run_id, manifest_hash)
+}
