@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::{ReplayPolicy, RunOrigin};
-use crate::store::scope::canonicalize_lexical;
+use crate::receipt::scope::canonicalize_lexical;
 
 const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 

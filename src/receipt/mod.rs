@@ -7,4 +7,5 @@ pub mod lax_time;
 pub mod manifest;
 pub mod primitives;
 pub mod rules;
+pub mod scope;
 pub mod verify;
