@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::commands::FlowError;
+use crate::coordinator::approval::ApprovalRefusal;
 use crate::receipt::canonical;
 
 /// Render like Python's default `json.dumps` with sorted keys.
@@ -62,6 +63,12 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
             (6, "completion_blocked", true, Some("completion-check"))
         }
         FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+        FlowError::Approval(refusal) => match refusal {
+            ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
+            ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
+            ApprovalRefusal::Consumed(_) => (5, "coordinator_conflict", false, Some("approvals")),
+            ApprovalRefusal::Corrupt(_) => (3, "receipt_corrupt", false, Some("receipt-diagnose")),
+        },
     }
 }
 

@@ -1,6 +1,7 @@
 //! The command-line surface: clap definitions, dispatch and envelopes.
 //! Parse, call, render; nothing else lives here.
 
+pub mod approvals;
 pub mod envelope;
 pub mod lanes;
 pub mod liveness;
@@ -86,6 +87,8 @@ pub enum Command {
     Replacement(replacement::ReplacementCommands),
     #[command(flatten)]
     Liveness(liveness::LivenessCommands),
+    #[command(flatten)]
+    Approvals(approvals::ApprovalCommands),
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +107,9 @@ pub struct InitArgs {
     pub owner_file: PathBuf,
     #[arg(long = "component", required = true, action = clap::ArgAction::Append)]
     pub component: Vec<String>,
+    /// Freeze an approval policy for the run (see contracts/approvals.md).
+    #[arg(long = "approval-policy", value_name = "FILE")]
+    pub approval_policy: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -145,11 +151,26 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
                 owner_file: args.owner_file,
                 components: args.component,
             };
-            let outcome =
-                commands::init::init(root, env, &request, &commands::init::InitEntropy::fresh())?;
+            let policy = args
+                .approval_policy
+                .map(|file| commands::init::PolicyRequest {
+                    file,
+                    initiated_by: commands::approval::ApprovalEnv::from_process().initiated_by(),
+                });
+            let (outcome, policy_checksum) = commands::init::init_with_policy(
+                root,
+                env,
+                &request,
+                &commands::init::InitEntropy::fresh(),
+                policy.as_ref(),
+            )?;
+            let mut data = commands::init::outcome_json(&outcome);
+            if let Some(checksum) = policy_checksum {
+                data.insert("approval_policy_checksum".into(), Value::String(checksum));
+            }
             Success {
                 operation: "init",
-                data: commands::init::outcome_json(&outcome),
+                data,
             }
         }
         Command::Verify(args) => Success {
@@ -170,6 +191,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Liveness(command) => {
             let (operation, data) = liveness::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Approvals(command) => {
+            let (operation, data) = approvals::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {
@@ -228,10 +253,11 @@ pub fn run_with(
     };
     match run(cli, env) {
         Ok((root, success)) => {
-            emit(
-                out,
-                &envelope::success(success.operation, &root, success.data),
-            );
+            let text = match approvals::table(success.operation, &success.data) {
+                Some(table) => table,
+                None => envelope::success(success.operation, &root, success.data),
+            };
+            emit(out, &text);
             0
         }
         Err(error) => {

@@ -101,12 +101,30 @@ pub fn dispatch(
         ),
     };
     let ctx = context(root, env, &transition.common);
-    let data = commands::lifecycle::run_transition(
-        &ctx,
-        kind,
-        &transition.evidence,
-        transition.at.as_deref(),
-        reason.as_deref(),
-    )?;
+    // The approval gate (our extension) owns approve and cancel: identity
+    // comes from the environment, never from argv.
+    let gate = commands::approval::ApprovalEnv::from_process;
+    let data = match (kind, reason.as_deref()) {
+        (RunCommand::Approve, _) => commands::approval::approve(
+            &ctx,
+            &transition.evidence,
+            transition.at.as_deref(),
+            &gate(),
+        )?,
+        (RunCommand::Cancel, Some(reason)) => commands::approval::cancel(
+            &ctx,
+            &transition.evidence,
+            transition.at.as_deref(),
+            reason,
+            &gate(),
+        )?,
+        _ => commands::lifecycle::run_transition(
+            &ctx,
+            kind,
+            &transition.evidence,
+            transition.at.as_deref(),
+            reason.as_deref(),
+        )?,
+    };
     Ok((name, data))
 }

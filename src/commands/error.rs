@@ -1,5 +1,6 @@
 use std::fmt;
 
+use crate::coordinator::approval::ApprovalRefusal;
 use crate::receipt::manifest::ManifestError;
 use crate::receipt::verify::ReceiptDamage;
 use crate::store::StoreError;
@@ -26,6 +27,9 @@ pub enum FlowError {
     },
     /// A Phase 2 command on a Phase 1 run (exit 7).
     Unsupported(String),
+    /// The approval gate refuses (exit 2 `approval_refused`, exit 5
+    /// `approval_expired` or a final exit 5 conflict); our extension.
+    Approval(ApprovalRefusal),
 }
 
 impl FlowError {
@@ -42,6 +46,7 @@ impl FlowError {
             | FlowError::Unsupported(m) => m,
             FlowError::CompletionBlocked { message, .. } => message,
             FlowError::ReceiptDamaged(damage) => damage.message(),
+            FlowError::Approval(refusal) => refusal.message(),
         }
     }
 }
@@ -77,6 +82,15 @@ impl From<RunReadError> for FlowError {
         match e {
             RunReadError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
             RunReadError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ApprovalRefusal> for FlowError {
+    fn from(refusal: ApprovalRefusal) -> Self {
+        match refusal {
+            ApprovalRefusal::Corrupt(m) => FlowError::ReceiptCorrupt(m),
+            other => FlowError::Approval(other),
         }
     }
 }

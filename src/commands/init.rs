@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
+use crate::coordinator::approval::ApprovalPolicy;
 use crate::receipt::event::EventDraft;
 use crate::receipt::manifest::{ManifestContract, bundled};
 use crate::receipt::primitives::{Instant, format_now, is_identifier};
 use crate::receipt::rules::{EventContract, check_event};
+use crate::store::approval::write_policy_file;
 use crate::store::handle::{
     OwnerToken, check_new_handle_path, create_handle, discard_handle, publish_handle,
 };
@@ -76,6 +78,14 @@ fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
     Ok(ids)
 }
 
+/// `init --approval-policy FILE` (our extension): the policy input and
+/// `BLUETAPE_INITIATED_BY` (trimmed; `None` when unset or blank).
+#[derive(Debug, Clone)]
+pub struct PolicyRequest {
+    pub file: PathBuf,
+    pub initiated_by: Option<String>,
+}
+
 /// Run `init`.
 pub fn init(
     root: &Path,
@@ -83,6 +93,21 @@ pub fn init(
     request: &InitRequest,
     entropy: &InitEntropy,
 ) -> FlowResult<InitOutcome> {
+    init_with_policy(root, env, request, entropy, None).map(|(outcome, _)| outcome)
+}
+
+/// Run `init`, freezing an approval policy when one is given. The policy is
+/// validated after the reference's own checks and before anything is
+/// created; it is written to `runs/<id>/approval-policy.json` and bound
+/// into `run_created` as an evidence item. Also returns the policy's
+/// chained checksum.
+pub fn init_with_policy(
+    root: &Path,
+    env: &DiscoveryEnv,
+    request: &InitRequest,
+    entropy: &InitEntropy,
+    policy_request: Option<&PolicyRequest>,
+) -> FlowResult<(InitOutcome, Option<String>)> {
     let manifest = bundled()?;
     let workflow_types = manifest.contract["workflow_types"]
         .as_array()
@@ -113,6 +138,9 @@ pub fn init(
     let owner_file = expand_tilde(&request.owner_file, env.home.as_ref());
     let owner_target = check_new_handle_path(root, &owner_file, &env.cwd)?;
     check_state_root(root)?;
+    let policy = policy_request
+        .map(|p| super::approval::read_policy_input(&p.file, p.initiated_by.as_deref(), env))
+        .transpose()?;
     let run_id = format!(
         "{}-{}",
         entropy.now.format("%Y%m%dT%H%M%SZ"),
@@ -140,6 +168,7 @@ pub fn init(
         &repo_text,
         &staging,
         &owner_target,
+        policy.as_ref(),
         &mut published,
     );
     if result.is_err() && !published {
@@ -147,12 +176,15 @@ pub fn init(
         run.discard();
     }
     let checksum = result?;
-    Ok(InitOutcome {
-        run_id,
-        checksum,
-        component_ids,
-        workflow_type: request.workflow_type.clone(),
-    })
+    Ok((
+        InitOutcome {
+            run_id,
+            checksum,
+            component_ids,
+            workflow_type: request.workflow_type.clone(),
+        },
+        policy.map(|p| p.checksum()),
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -165,6 +197,7 @@ fn create_run(
     repo_root: &str,
     staging: &Path,
     owner_target: &Path,
+    policy: Option<&ApprovalPolicy>,
     published: &mut bool,
 ) -> FlowResult<String> {
     let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
@@ -182,6 +215,14 @@ fn create_run(
         }),
     );
     run.write_manifest(&Value::Object(snapshot))?;
+    // The frozen policy exists before the event that binds it.
+    let evidence = match policy {
+        Some(policy) => {
+            write_policy_file(run, &policy.file_bytes())?;
+            json!([policy.evidence_item()])
+        }
+        None => json!([]),
+    };
 
     // The first event goes through the same open → lock → verify path as
     // every append, against the snapshot just written.
@@ -198,7 +239,7 @@ fn create_run(
         owner_token: handle.fingerprint.clone(),
         manifest_hash: opened.manifest.contract.hash.clone(),
         previous_checksum: String::new(),
-        evidence_refs: json!([]),
+        evidence_refs: evidence,
         reason: None,
         metadata: Some(json!({"owner_epoch": 1})),
     };

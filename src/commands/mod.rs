@@ -1,6 +1,7 @@
 //! Commands: the guarded paths between the CLI and the store. Each returns
 //! the command's own output keys; the CLI adds the envelope.
 
+pub mod approval;
 pub mod checkpoint;
 pub mod error;
 pub mod init;

@@ -88,6 +88,7 @@ impl From<Refusal> for FlowError {
                 message,
                 missing_ids,
             },
+            Refusal::Approval(refusal) => refusal.into(),
         }
     }
 }

@@ -59,6 +59,8 @@ pub enum Refusal {
         message: String,
         missing_ids: Vec<String>,
     },
+    /// The approval gate refuses (our extension; see [`super::approval`]).
+    Approval(super::approval::ApprovalRefusal),
 }
 
 pub fn conflict<T>(message: &str) -> Result<T, Refusal> {

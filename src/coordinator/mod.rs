@@ -6,6 +6,7 @@
 //! * [`state`] — the typed state and its exact reference JSON
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
+pub mod approval;
 pub mod decide;
 pub mod lane_commands;
 pub mod liveness;

@@ -1,0 +1,156 @@
+//! `approvals` (our extension): the frozen approver policy of a run, whether
+//! its file still matches the chained checksum, and every approve/deny
+//! decision. Read-only; `--format table` renders the same data for people.
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use crate::commands::{self, FlowResult};
+use crate::store::discovery::DiscoveryEnv;
+
+/// The operation name of the table rendering; [`table`] recognises it.
+const TABLE_OPERATION: &str = "approvals (table)";
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalCommands {
+    #[command(
+        name = "approvals",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Safe next: run-approve or run-cancel. In-place migration is unavailable."
+    )]
+    Approvals(ApprovalsArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Json,
+    Table,
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: Format,
+}
+
+pub fn dispatch(
+    command: ApprovalCommands,
+    root: &Path,
+    _env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let ApprovalCommands::Approvals(args) = command;
+    let data = commands::approval::approvals(root, &args.run_id)?;
+    let operation = match args.format {
+        Format::Json => "approvals",
+        Format::Table => TABLE_OPERATION,
+    };
+    Ok((operation, data))
+}
+
+fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "yes".to_string(),
+        Value::Bool(false) => "no".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The plain-text rendering of an `approvals --format table` result, or
+/// `None` for any other operation.
+pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
+    if operation != TABLE_OPERATION {
+        return None;
+    }
+    let get = |key: &str| data.get(key).unwrap_or(&Value::Null);
+    let mut lines = vec![format!(
+        "run                           {}",
+        cell(get("run_id"))
+    )];
+    match get("policy") {
+        Value::Object(policy) => {
+            lines.push(format!(
+                "policy checksum               {}",
+                cell(get("policy_checksum"))
+            ));
+            lines.push(format!(
+                "policy file matches           {}",
+                cell(get("policy_file_matches"))
+            ));
+            for (key, value) in policy {
+                lines.push(format!("  {key:<28}{}", cell(value)));
+            }
+        }
+        _ if get("policy_checksum").is_null() => {
+            lines.push("policy                        none (the owner alone approves)".into());
+        }
+        _ => {
+            lines.push(format!(
+                "policy checksum               {}",
+                cell(get("policy_checksum"))
+            ));
+            lines.push("policy file matches           NO (approvals are refused)".into());
+            lines.push(format!(
+                "  problem                     {}",
+                cell(get("policy_problem"))
+            ));
+        }
+    }
+    let decisions = get("decisions").as_array().cloned().unwrap_or_default();
+    if decisions.is_empty() {
+        lines.push("decisions                     none".into());
+    } else {
+        lines.push(format!(
+            "{:<9}{:<10}{:<24}{:<12}{}",
+            "SEQUENCE", "DECISION", "BY", "SOURCE", "AT"
+        ));
+        for d in &decisions {
+            let field = |k: &str| cell(d.get(k).unwrap_or(&Value::Null));
+            lines.push(format!(
+                "{:<9}{:<10}{:<24}{:<12}{}",
+                field("sequence"),
+                field("decision"),
+                field("by"),
+                field("source"),
+                field("at")
+            ));
+        }
+    }
+    Some(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_table_operation_renders_text() {
+        let data = Map::new();
+        assert!(table("approvals", &data).is_none());
+        assert!(table("verify", &data).is_none());
+        let data = json!({
+            "run_id": "r1",
+            "policy": {"required_approver": "alice", "require_different_approver": true},
+            "policy_checksum": "ab",
+            "policy_file_matches": true,
+            "decisions": [{"decision": "approved", "by": "alice", "source": "env",
+                           "at": "2026-07-14T01:00:00Z", "sequence": 2}],
+        });
+        let text = table(TABLE_OPERATION, data.as_object().unwrap()).unwrap();
+        assert!(
+            text.contains("  required_approver           alice"),
+            "{text}"
+        );
+        assert!(text.contains("policy file matches           yes"), "{text}");
+        assert!(text.contains("2        approved  alice"), "{text}");
+        let none = json!({"run_id": "r1", "policy": null, "policy_checksum": null,
+                          "policy_file_matches": null, "decisions": []});
+        let text = table(TABLE_OPERATION, none.as_object().unwrap()).unwrap();
+        assert!(text.contains("none (the owner alone approves)"), "{text}");
+    }
+}

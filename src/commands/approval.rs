@@ -1,0 +1,241 @@
+//! The approval gate on top of the mutation pipeline (our extension;
+//! `contracts/approvals.md`): `run-approve` and `run-cancel` under a frozen
+//! approver policy, the policy input of `init`, and the read-only
+//! `approvals` view.
+//!
+//! The policy is re-read under the receipt lock, inside the pipeline's
+//! decision step, against the head the append is about to extend: the
+//! chain is verified from genesis (the binding lives in `run_created`), the
+//! policy file must match the chained checksum, and only then do the pure
+//! rules of [`crate::coordinator::approval`] decide. Nothing but the seal,
+//! the append and its fsync follows.
+
+use serde_json::{Map, Value, json};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::error::{FlowError, FlowResult};
+use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use super::lifecycle::{decided_at, read_evidence};
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use crate::coordinator::CoordinatorState;
+use crate::coordinator::approval::{
+    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
+    decide_approve, decide_deny,
+};
+use crate::coordinator::decide::Refusal;
+use crate::coordinator::run_commands::precheck_run_transition;
+use crate::store::approval::{read_credential, read_policy_file};
+use crate::store::discovery::DiscoveryEnv;
+use crate::store::input::{InputShape, read_json_input};
+use crate::store::paths::{absolute, expand_tilde};
+
+/// The approval gate's process facts, captured once (like
+/// [`DiscoveryEnv`]) so tests can pin them. Identity never travels in argv.
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalEnv {
+    /// `BLUETAPE_APPROVED_BY`: who approves or denies.
+    pub approved_by: Option<OsString>,
+    /// `BLUETAPE_APPROVER_FILE`: the approver's credential file.
+    pub approver_file: Option<OsString>,
+    /// `BLUETAPE_INITIATED_BY`: who initiates the run (read by `init`).
+    pub initiated_by: Option<OsString>,
+}
+
+impl ApprovalEnv {
+    pub fn from_process() -> ApprovalEnv {
+        ApprovalEnv {
+            approved_by: std::env::var_os("BLUETAPE_APPROVED_BY"),
+            approver_file: std::env::var_os("BLUETAPE_APPROVER_FILE"),
+            initiated_by: std::env::var_os("BLUETAPE_INITIATED_BY"),
+        }
+    }
+
+    /// A variable's trimmed text; blank means unset. Text that is not
+    /// UTF-8 is kept lossily so the identity rules refuse it.
+    fn text(value: Option<&OsString>) -> Option<String> {
+        let text = value?.to_string_lossy();
+        let trimmed = text.trim();
+        (!trimmed.is_empty()).then(|| trimmed.to_string())
+    }
+
+    pub fn approved_by(&self) -> Option<String> {
+        Self::text(self.approved_by.as_ref())
+    }
+
+    pub fn initiated_by(&self) -> Option<String> {
+        Self::text(self.initiated_by.as_ref())
+    }
+
+    /// The credential path (`~` expanded, relative to the working
+    /// directory), if set and not blank.
+    pub fn approver_file(&self, env: &DiscoveryEnv) -> Option<PathBuf> {
+        let value = self.approver_file.as_ref().filter(|v| !v.is_empty())?;
+        Some(absolute(
+            &expand_tilde(Path::new(value), env.home.as_ref()),
+            &env.cwd,
+        ))
+    }
+}
+
+/// Read and validate an `init --approval-policy` file (before anything is
+/// created).
+pub fn read_policy_input(
+    path: &Path,
+    initiated_by: Option<&str>,
+    env: &DiscoveryEnv,
+) -> FlowResult<ApprovalPolicy> {
+    let value = read_json_input(path, InputShape::Object, env.home.as_ref())?;
+    ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
+}
+
+/// Fold the whole verified receipt into the approval ledger.
+fn read_ledger(run: &OpenRun, holding_lock: bool) -> FlowResult<(ApprovalLedger, String)> {
+    let mut ledger = ApprovalLedger::default();
+    match verify_receipt(run, |event| {
+        ledger.observe(event);
+        Ok(())
+    })? {
+        Verdict::Intact(position) => Ok((ledger, position.checksum)),
+        Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
+        Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
+    }
+}
+
+/// The gate's view of a run: its ledger and the frozen policy's status.
+fn read_gate(
+    run: &OpenRun,
+    holding_lock: bool,
+) -> FlowResult<(ApprovalLedger, PolicyStatus, String)> {
+    let (ledger, head) = read_ledger(run, holding_lock)?;
+    let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
+    let status = PolicyStatus::resolve(&ledger, file);
+    Ok((ledger, status, head))
+}
+
+/// The in-lock step: the gate read against the head the pipeline loaded.
+fn read_gate_in_lock(
+    run: &OpenRun,
+    state: &CoordinatorState,
+) -> Result<(ApprovalLedger, PolicyStatus), Refusal> {
+    let corrupt = |m: String| Refusal::Approval(ApprovalRefusal::Corrupt(m));
+    let (ledger, status, head) = read_gate(run, true).map_err(|e| corrupt(e.message().into()))?;
+    if head != state.last_checksum() {
+        return Err(corrupt(
+            "receipt head does not match the loaded state".into(),
+        ));
+    }
+    Ok((ledger, status))
+}
+
+/// `run-approve`: the reference's transition, gated by the frozen policy.
+pub fn approve(
+    ctx: &MutationContext,
+    evidence: &Path,
+    at: Option<&str>,
+    approval_env: &ApprovalEnv,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let at = decided_at(ctx, at)?;
+    precheck_run_transition(&evidence)?;
+    let identity = approval_env.approved_by();
+    let credential_path = approval_env.approver_file(&ctx.env);
+    let committed = mutate(ctx, &run, |input| {
+        let (ledger, status) = read_gate_in_lock(&run, input.state)?;
+        let credential = match (&credential_path, status.pins_credential()) {
+            (_, false) | (None, true) => Credential::NotGiven,
+            (Some(path), true) => match read_credential(path) {
+                Ok(c) => Credential::Read {
+                    approver: c.approver,
+                    fingerprint: c.fingerprint,
+                },
+                Err(e) => Credential::Unusable(e.message().to_string()),
+            },
+        };
+        let claim = Claim {
+            identity: identity.clone(),
+            credential,
+        };
+        decide_approve(
+            input.state,
+            &status,
+            &ledger,
+            &claim,
+            input.now,
+            &at,
+            &evidence,
+            &input.policy.limits,
+        )
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `run-cancel`: always allowed; under a policy a cancel from `planned` or
+/// `approved` is a denial and records `BLUETAPE_APPROVED_BY` when set. The
+/// chain is only read for such a denial (the receipt is short then).
+pub fn cancel(
+    ctx: &MutationContext,
+    evidence: &Path,
+    at: Option<&str>,
+    reason: &str,
+    approval_env: &ApprovalEnv,
+) -> FlowResult<Map<String, Value>> {
+    use crate::coordinator::RunState;
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let at = decided_at(ctx, at)?;
+    precheck_run_transition(&evidence)?;
+    let identity = approval_env.approved_by();
+    let committed = mutate(ctx, &run, |input| {
+        let ledger = if matches!(
+            input.state.run_state_enum(),
+            RunState::Planned | RunState::Approved
+        ) {
+            read_gate_in_lock(&run, input.state)?.0
+        } else {
+            ApprovalLedger::default()
+        };
+        decide_deny(
+            input.state,
+            &ledger,
+            identity.as_deref(),
+            &at,
+            &evidence,
+            Some(reason),
+            &input.policy.limits,
+        )
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `approvals`: the frozen policy, whether its file still matches, and
+/// every approve/deny decision. Read-only; a tampered policy file is
+/// reported, not refused.
+pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    run.dir.validate()?;
+    let (ledger, status, _) = read_gate(&run, false)?;
+    let mut map = Map::new();
+    map.insert("run_id".into(), json!(run_id));
+    map.insert("policy_checksum".into(), json!(status.checksum()));
+    match &status {
+        PolicyStatus::Absent => {
+            map.insert("policy".into(), Value::Null);
+            map.insert("policy_file_matches".into(), Value::Null);
+        }
+        PolicyStatus::Frozen { policy, .. } => {
+            map.insert("policy".into(), policy.to_value());
+            map.insert("policy_file_matches".into(), json!(true));
+        }
+        PolicyStatus::Tampered { problem, .. } => {
+            map.insert("policy".into(), Value::Null);
+            map.insert("policy_file_matches".into(), json!(false));
+            map.insert("policy_problem".into(), json!(problem));
+        }
+    }
+    let decisions: Vec<Value> = ledger.decisions.iter().map(|d| d.to_value()).collect();
+    map.insert("decisions".into(), Value::Array(decisions));
+    Ok(map)
+}

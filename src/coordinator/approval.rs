@@ -1,0 +1,725 @@
+//! The approval gate (our extension; `contracts/approvals.md`): a frozen
+//! approver policy, the identity rules of `run-approve`, the deny record of
+//! `run-cancel`, and the fold that reads approvals back from a receipt.
+//!
+//! Pure: no I/O, no clock. The policy file, the approver credential and the
+//! environment are read by the commands layer and arrive here as values.
+//!
+//! Everything the gate records travels in *evidence items* (`kind`,
+//! `summary`, `path`, `checksum`), never in new metadata keys, so a receipt
+//! with a policy still verifies under the reference's rules.
+
+use serde_json::{Map, Value, json};
+
+use super::decide::{Intent, Refusal, invalid, require_evidence};
+use super::run_commands::{RunCommand, decide_run_transition};
+use super::state::{CoordinatorState, RunState};
+use crate::receipt::canonical;
+use crate::receipt::primitives::{Instant, as_int, is_sha256_hex, parse_timestamp};
+use crate::receipt::rules::Limits;
+
+/// The policy file's name inside `runs/<id>/`.
+pub const POLICY_FILE: &str = "approval-policy.json";
+/// Evidence kind of the policy binding on `run_created`.
+pub const POLICY_KIND: &str = "approval_policy";
+/// Evidence kind of the decision record on `plan_approved` / `run_cancelled`.
+pub const IDENTITY_KIND: &str = "approver_identity";
+
+/// The five policy keys; anything else is a contract error.
+pub const POLICY_KEYS: [&str; 5] = [
+    "approver_fingerprint",
+    "expires_after_s",
+    "initiated_by",
+    "require_different_approver",
+    "required_approver",
+];
+
+/// The longest approval window a policy may ask for (ten years).
+pub const MAX_EXPIRES_AFTER_S: u64 = 315_360_000;
+
+const IDENTITY_RULE: &str = "an approver identity ([A-Za-z0-9._@-], 1-128 characters)";
+
+/// `[A-Za-z0-9._@-]{1,128}`.
+pub fn is_approver_identity(text: &str) -> bool {
+    (1..=128).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
+}
+
+/// An identity as it may appear in a message: the allowed characters kept,
+/// anything else shown as `?`, at most 128 characters.
+fn shown(text: &str) -> String {
+    text.chars()
+        .take(128)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-') {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
+/// Who tried, for a refusal message.
+fn who(identity: Option<&str>) -> String {
+    match identity {
+        Some(id) => format!("'{}'", shown(id)),
+        None => "an unidentified caller".to_string(),
+    }
+}
+
+/// Why the gate refuses; each maps to one exit status and error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalRefusal {
+    /// The caller may not approve (exit 2 `approval_refused`, final).
+    Refused(String),
+    /// The approval window is over (exit 5 `approval_expired`, final).
+    Expired(String),
+    /// The approval was already used or the request was denied (exit 5
+    /// `coordinator_conflict`, final).
+    Consumed(String),
+    /// The frozen policy or the receipt cannot be trusted (exit 3
+    /// `receipt_corrupt`).
+    Corrupt(String),
+}
+
+impl ApprovalRefusal {
+    pub fn message(&self) -> &str {
+        match self {
+            ApprovalRefusal::Refused(m)
+            | ApprovalRefusal::Expired(m)
+            | ApprovalRefusal::Consumed(m)
+            | ApprovalRefusal::Corrupt(m) => m,
+        }
+    }
+}
+
+fn refused<T>(message: String) -> Result<T, Refusal> {
+    Err(Refusal::Approval(ApprovalRefusal::Refused(message)))
+}
+
+/// A validated approver policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    pub required_approver: Option<String>,
+    pub require_different_approver: bool,
+    pub initiated_by: Option<String>,
+    pub approver_fingerprint: Option<String>,
+    pub expires_after_s: Option<u64>,
+}
+
+fn identity_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if is_approver_identity(text) => Ok(Some(text.clone())),
+        Some(_) => Err(format!("{key} must be {IDENTITY_RULE}")),
+    }
+}
+
+impl ApprovalPolicy {
+    /// Validate a policy input object. `env_initiator` is
+    /// `BLUETAPE_INITIATED_BY` (already trimmed; `None` when unset or blank).
+    /// Vacuous and unsatisfiable policies are refused.
+    pub fn from_input(
+        value: &Value,
+        env_initiator: Option<&str>,
+    ) -> Result<ApprovalPolicy, String> {
+        let Value::Object(map) = value else {
+            return Err("approval policy must be a JSON object".into());
+        };
+        let mut unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !POLICY_KEYS.contains(k))
+            .collect();
+        if !unknown.is_empty() {
+            unknown.sort_unstable();
+            let names: Vec<String> = unknown.iter().take(8).map(|k| shown(k)).collect();
+            return Err(format!(
+                "approval policy contains unsupported fields: {}",
+                names.join(", ")
+            ));
+        }
+        if map.is_empty() {
+            return Err("approval policy must not be empty".into());
+        }
+        let required_approver = identity_field(map, "required_approver")?;
+        let mut initiated_by = identity_field(map, "initiated_by")?;
+        let require_different_approver = match map.get("require_different_approver") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("require_different_approver must be true or false".into()),
+        };
+        let approver_fingerprint = match map.get("approver_fingerprint") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(f)) if is_sha256_hex(f) => Some(f.clone()),
+            Some(_) => return Err("approver_fingerprint must be lowercase SHA-256".into()),
+        };
+        let expires_after_s = match map.get("expires_after_s") {
+            None | Some(Value::Null) => None,
+            Some(v @ Value::Number(_)) => match as_int(v) {
+                Some(n) if n >= 1 && n <= i128::from(MAX_EXPIRES_AFTER_S) => Some(n as u64),
+                _ => {
+                    return Err(format!(
+                        "expires_after_s must be a positive integer of at most {MAX_EXPIRES_AFTER_S} seconds"
+                    ));
+                }
+            },
+            Some(_) => {
+                return Err(format!(
+                    "expires_after_s must be a positive integer of at most {MAX_EXPIRES_AFTER_S} seconds"
+                ));
+            }
+        };
+        if let Some(env) = env_initiator {
+            if !is_approver_identity(env) {
+                return Err(format!("BLUETAPE_INITIATED_BY must be {IDENTITY_RULE}"));
+            }
+            match &initiated_by {
+                Some(stated) if stated != env => {
+                    return Err(format!(
+                        "initiated_by '{stated}' in the approval policy disagrees with BLUETAPE_INITIATED_BY '{env}'"
+                    ));
+                }
+                _ => initiated_by = Some(env.to_string()),
+            }
+        }
+        if require_different_approver && initiated_by.is_none() {
+            return Err(
+                "require_different_approver needs an initiator: set initiated_by or BLUETAPE_INITIATED_BY"
+                    .into(),
+            );
+        }
+        if require_different_approver
+            && let (Some(approver), Some(initiator)) = (&required_approver, &initiated_by)
+            && approver == initiator
+        {
+            return Err(format!(
+                "required_approver '{approver}' is the initiator and require_different_approver is on: nobody could approve"
+            ));
+        }
+        if required_approver.is_none()
+            && !require_different_approver
+            && approver_fingerprint.is_none()
+            && expires_after_s.is_none()
+        {
+            return Err("approval policy is vacuous: it must name a required_approver, require a different approver, pin an approver_fingerprint or set expires_after_s".into());
+        }
+        Ok(ApprovalPolicy {
+            required_approver,
+            require_different_approver,
+            initiated_by,
+            approver_fingerprint,
+            expires_after_s,
+        })
+    }
+
+    /// The canonical JSON object (all five keys, `null` for absent values).
+    pub fn to_value(&self) -> Value {
+        json!({
+            "approver_fingerprint": self.approver_fingerprint,
+            "expires_after_s": self.expires_after_s,
+            "initiated_by": self.initiated_by,
+            "require_different_approver": self.require_different_approver,
+            "required_approver": self.required_approver,
+        })
+    }
+
+    /// The policy file's bytes: canonical JSON and LF.
+    pub fn file_bytes(&self) -> Vec<u8> {
+        let mut bytes = canonical::to_vec(&self.to_value());
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// SHA-256 of the canonical policy (the checksum chained in
+    /// `run_created`).
+    pub fn checksum(&self) -> String {
+        canonical::digest(&self.to_value())
+    }
+
+    /// One line for people, at most 256 characters.
+    pub fn summary(&self) -> String {
+        let text = format!(
+            "approver={} four_eyes={} initiator={} credential={} expires_after_s={}",
+            self.required_approver.as_deref().unwrap_or("any"),
+            if self.require_different_approver {
+                "on"
+            } else {
+                "off"
+            },
+            self.initiated_by.as_deref().unwrap_or("none"),
+            if self.approver_fingerprint.is_some() {
+                "pinned"
+            } else {
+                "none"
+            },
+            self.expires_after_s
+                .map_or_else(|| "none".to_string(), |s| s.to_string()),
+        );
+        text.chars().take(256).collect()
+    }
+
+    /// The evidence item that binds the policy into `run_created`.
+    pub fn evidence_item(&self) -> Value {
+        json!({
+            "checksum": self.checksum(),
+            "kind": POLICY_KIND,
+            "path": POLICY_FILE,
+            "summary": self.summary(),
+        })
+    }
+
+    /// Read back a frozen policy file: its bytes must be the canonical
+    /// policy whose hash is the chained `checksum`, followed by LF.
+    pub fn from_frozen(bytes: &[u8], checksum: &str) -> Result<ApprovalPolicy, String> {
+        const MISMATCH: &str = "approval policy file does not match its chained checksum";
+        let content = bytes.strip_suffix(b"\n").ok_or(MISMATCH)?;
+        if canonical::sha256_hex(content) != checksum {
+            return Err(MISMATCH.into());
+        }
+        let value: Value = serde_json::from_slice(content).map_err(|_| MISMATCH.to_string())?;
+        let policy =
+            ApprovalPolicy::from_input(&value, None).map_err(|e| format!("{MISMATCH}: {e}"))?;
+        if canonical::to_vec(&policy.to_value()) != content {
+            return Err(MISMATCH.into());
+        }
+        Ok(policy)
+    }
+}
+
+/// A recorded approval decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// `approved` or `denied`.
+    pub decision: &'static str,
+    pub by: Option<String>,
+    /// `env` or `credential` (None when no identity was recorded).
+    pub source: Option<String>,
+    pub at: String,
+    pub sequence: u64,
+}
+
+impl Decision {
+    pub fn to_value(&self) -> Value {
+        json!({
+            "at": self.at,
+            "by": self.by,
+            "decision": self.decision,
+            "sequence": self.sequence,
+            "source": self.source,
+        })
+    }
+}
+
+/// What a receipt says about approvals, folded from its verified events:
+/// the policy binding of `run_created`, its timestamp and every decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalLedger {
+    /// The chained policy checksum, if `run_created` binds a policy.
+    pub binding: Option<String>,
+    /// Set when `run_created` carries a policy item that cannot be read as
+    /// a binding (fail closed: the run refuses approvals).
+    pub malformed_binding: Option<String>,
+    pub created_at: Option<String>,
+    pub decisions: Vec<Decision>,
+}
+
+fn evidence_items(event: &Map<String, Value>) -> impl Iterator<Item = &Map<String, Value>> {
+    event
+        .get("evidence_refs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+}
+
+fn item_text<'a>(item: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    item.get(key).and_then(Value::as_str)
+}
+
+/// Parse `"<verb>=<id> source=<source>"`.
+fn parse_record(summary: &str, verb: &str) -> Option<(String, String)> {
+    let mut parts = summary.split(' ');
+    let id = parts.next()?.strip_prefix(verb)?.strip_prefix('=')?;
+    let source = parts.next()?.strip_prefix("source=")?;
+    if parts.next().is_some() || !is_approver_identity(id) {
+        return None;
+    }
+    Some((id.to_string(), source.to_string()))
+}
+
+impl ApprovalLedger {
+    /// Observe one verified event (in receipt order).
+    pub fn observe(&mut self, event: &Map<String, Value>) {
+        let text = |key: &str| event.get(key).and_then(Value::as_str);
+        let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
+        match text("event_type") {
+            Some("run_created") if sequence == 1 => {
+                self.created_at = text("timestamp").map(str::to_string);
+                let items: Vec<_> = evidence_items(event)
+                    .filter(|item| item_text(item, "kind") == Some(POLICY_KIND))
+                    .collect();
+                match items.as_slice() {
+                    [] => {}
+                    [item]
+                        if item_text(item, "path") == Some(POLICY_FILE)
+                            && item_text(item, "checksum").is_some() =>
+                    {
+                        self.binding = item_text(item, "checksum").map(str::to_string);
+                    }
+                    _ => {
+                        self.malformed_binding =
+                            Some("run_created carries a malformed approval policy binding".into());
+                    }
+                }
+            }
+            Some("plan_approved") => {
+                let record = self.record(event, "approved_by");
+                self.decisions.push(Decision {
+                    decision: "approved",
+                    by: record.as_ref().map(|r| r.0.clone()),
+                    source: record.map(|r| r.1),
+                    at: text("timestamp").unwrap_or_default().to_string(),
+                    sequence,
+                });
+            }
+            Some("run_cancelled") if matches!(text("from_state"), Some("planned" | "approved")) => {
+                let record = self.record(event, "denied_by");
+                self.decisions.push(Decision {
+                    decision: "denied",
+                    by: record.as_ref().map(|r| r.0.clone()),
+                    source: record.map(|r| r.1),
+                    at: text("timestamp").unwrap_or_default().to_string(),
+                    sequence,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The gate's own decision record: the last `approver_identity` item
+    /// bound to this run's policy checksum.
+    fn record(&self, event: &Map<String, Value>, verb: &str) -> Option<(String, String)> {
+        let checksum = self.binding.as_deref()?;
+        evidence_items(event)
+            .filter(|item| {
+                item_text(item, "kind") == Some(IDENTITY_KIND)
+                    && item_text(item, "checksum") == Some(checksum)
+            })
+            .filter_map(|item| item_text(item, "summary"))
+            .filter_map(|summary| parse_record(summary, verb))
+            .last()
+    }
+
+    /// Whether the run was created with an approval policy (well-formed or
+    /// not).
+    pub fn has_policy(&self) -> bool {
+        self.binding.is_some() || self.malformed_binding.is_some()
+    }
+}
+
+/// The frozen policy as the gate sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyStatus {
+    /// The run has no policy: the reference's rules apply unchanged.
+    Absent,
+    /// The policy file matches its chained checksum.
+    Frozen {
+        policy: ApprovalPolicy,
+        checksum: String,
+    },
+    /// The run has a policy, but its file does not match (or is gone, or
+    /// the binding itself is malformed).
+    Tampered {
+        checksum: Option<String>,
+        problem: String,
+    },
+}
+
+impl PolicyStatus {
+    /// Combine the chain's binding with the policy file's bytes (`Err`
+    /// describes why the file could not be read).
+    pub fn resolve(ledger: &ApprovalLedger, file: Option<Result<Vec<u8>, String>>) -> PolicyStatus {
+        if let Some(problem) = &ledger.malformed_binding {
+            return PolicyStatus::Tampered {
+                checksum: None,
+                problem: problem.clone(),
+            };
+        }
+        let Some(checksum) = &ledger.binding else {
+            return PolicyStatus::Absent;
+        };
+        let tampered = |problem: String| PolicyStatus::Tampered {
+            checksum: Some(checksum.clone()),
+            problem,
+        };
+        match file {
+            None => tampered("approval policy file was not read".into()),
+            Some(Err(problem)) => tampered(problem),
+            Some(Ok(bytes)) => match ApprovalPolicy::from_frozen(&bytes, checksum) {
+                Ok(policy) => PolicyStatus::Frozen {
+                    policy,
+                    checksum: checksum.clone(),
+                },
+                Err(problem) => tampered(problem),
+            },
+        }
+    }
+
+    pub fn checksum(&self) -> Option<&str> {
+        match self {
+            PolicyStatus::Absent => None,
+            PolicyStatus::Frozen { checksum, .. } => Some(checksum),
+            PolicyStatus::Tampered { checksum, .. } => checksum.as_deref(),
+        }
+    }
+
+    /// Whether the policy pins an approver credential.
+    pub fn pins_credential(&self) -> bool {
+        matches!(self, PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some())
+    }
+}
+
+/// What the approver's credential file (`BLUETAPE_APPROVER_FILE`) showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// The variable is unset (or blank).
+    NotGiven,
+    /// The file is missing, loose, foreign or malformed.
+    Unusable(String),
+    /// A well-formed credential: its approver and its token's fingerprint.
+    Read {
+        approver: String,
+        fingerprint: String,
+    },
+}
+
+/// The caller's claim: `BLUETAPE_APPROVED_BY` (trimmed; `None` when unset
+/// or blank) and, when the policy pins one, the credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub identity: Option<String>,
+    pub credential: Credential,
+}
+
+/// Caller evidence may not forge the gate's own records.
+fn reject_reserved_kinds(evidence: &Value) -> Result<(), Refusal> {
+    let reserved = evidence.as_array().into_iter().flatten().any(|item| {
+        matches!(
+            item.get("kind").and_then(Value::as_str),
+            Some(POLICY_KIND | IDENTITY_KIND)
+        )
+    });
+    if reserved {
+        return invalid(
+            "evidence kinds approval_policy and approver_identity are reserved for the approval gate",
+        );
+    }
+    Ok(())
+}
+
+/// Room for the gate's record in the evidence list.
+fn require_room(evidence: &Value, limits: &Limits) -> Result<(), Refusal> {
+    let len = evidence.as_array().map_or(0, Vec::len) as u64;
+    if len >= limits.max_evidence_refs {
+        return invalid(&format!(
+            "under an approval policy the evidence may hold at most {} entries: one more records the decision",
+            limits.max_evidence_refs.saturating_sub(1)
+        ));
+    }
+    Ok(())
+}
+
+fn with_record(evidence: &Value, summary: String, checksum: Option<&str>) -> Value {
+    let mut items = evidence.as_array().cloned().unwrap_or_default();
+    let mut record = Map::new();
+    record.insert("kind".into(), json!(IDENTITY_KIND));
+    record.insert("summary".into(), json!(summary));
+    if let Some(checksum) = checksum {
+        record.insert("checksum".into(), json!(checksum));
+    }
+    items.push(Value::Object(record));
+    Value::Array(items)
+}
+
+/// Why an approval cannot happen from a state other than `planned`.
+fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
+    let tried = who(identity);
+    let approved = ledger.decisions.iter().find(|d| d.decision == "approved");
+    let message = match (approved, ledger.decisions.last()) {
+        (Some(d), _) => format!(
+            "approval was already consumed: the plan was approved at sequence {} by {}; run-approve by {tried} refused",
+            d.sequence,
+            d.by.as_deref()
+                .map_or_else(|| "the owner".to_string(), |b| format!("'{b}'"))
+        ),
+        (None, Some(d)) => format!(
+            "approval was already consumed: the plan was denied at sequence {}; run-approve by {tried} refused",
+            d.sequence
+        ),
+        (None, None) => {
+            return Refusal::Conflict("current state does not allow lifecycle intent".into());
+        }
+    };
+    Refusal::Approval(ApprovalRefusal::Consumed(message))
+}
+
+/// In-lock decision of `run-approve`. Without a policy this is exactly the
+/// reference's rule. Under a policy, in order: the run is still `planned`
+/// (else the approval was consumed), the policy file matches its chained
+/// checksum, the evidence leaves room for the record and forges none,
+/// identity present, not the initiator under four eyes, the designated
+/// approver, the pinned credential, the approval window (wall clock, never
+/// `at`).
+#[allow(clippy::too_many_arguments)]
+pub fn decide_approve(
+    state: &CoordinatorState,
+    status: &PolicyStatus,
+    ledger: &ApprovalLedger,
+    claim: &Claim,
+    now: Instant,
+    at: &str,
+    evidence: &Value,
+    limits: &Limits,
+) -> Result<Vec<Intent>, Refusal> {
+    if *status == PolicyStatus::Absent {
+        return decide_run_transition(state, RunCommand::Approve, at, evidence, None);
+    }
+    require_evidence(evidence)?;
+    let identity = claim.identity.as_deref();
+    if state.run_state_enum() != RunState::Planned {
+        return Err(closed(ledger, identity));
+    }
+    let PolicyStatus::Frozen { policy, checksum } = status else {
+        let problem = match status {
+            PolicyStatus::Tampered { problem, .. } => problem.as_str(),
+            _ => "approval policy cannot be read",
+        };
+        return Err(Refusal::Approval(ApprovalRefusal::Corrupt(format!(
+            "{problem}; run-approve by {} refused",
+            who(identity)
+        ))));
+    };
+    reject_reserved_kinds(evidence)?;
+    require_room(evidence, limits)?;
+    let Some(identity) = identity else {
+        return refused("run-approve requires approver identity; set BLUETAPE_APPROVED_BY".into());
+    };
+    if !is_approver_identity(identity) {
+        return refused(format!(
+            "approver identity '{}' is not valid: BLUETAPE_APPROVED_BY must be {IDENTITY_RULE}",
+            shown(identity)
+        ));
+    }
+    if policy.require_different_approver && policy.initiated_by.as_deref() == Some(identity) {
+        return refused(format!(
+            "approval must be granted by someone other than '{identity}'"
+        ));
+    }
+    if let Some(required) = &policy.required_approver
+        && required != identity
+    {
+        return refused(format!(
+            "approval requires approver '{required}', got '{identity}'"
+        ));
+    }
+    let source = match &policy.approver_fingerprint {
+        None => "env",
+        Some(pinned) => {
+            match &claim.credential {
+                Credential::NotGiven => {
+                    return refused(format!(
+                        "approval by '{identity}' requires the pinned approver credential; set BLUETAPE_APPROVER_FILE"
+                    ));
+                }
+                Credential::Unusable(problem) => {
+                    return refused(format!(
+                        "approver credential of '{identity}' is unusable: {problem}"
+                    ));
+                }
+                Credential::Read { approver, .. } if approver != identity => {
+                    return refused(format!(
+                        "approver credential names '{}', not '{identity}'",
+                        shown(approver)
+                    ));
+                }
+                Credential::Read { fingerprint, .. } if fingerprint != pinned => {
+                    return refused(format!(
+                        "approver credential of '{identity}' does not match the pinned fingerprint"
+                    ));
+                }
+                Credential::Read { .. } => {}
+            }
+            "credential"
+        }
+    };
+    if let Some(window) = policy.expires_after_s {
+        let created = ledger
+            .created_at
+            .as_deref()
+            .and_then(parse_timestamp)
+            .ok_or_else(|| {
+                Refusal::Approval(ApprovalRefusal::Corrupt(
+                    "run_created has no readable timestamp for the approval window".into(),
+                ))
+            })?;
+        let elapsed = (now - created).num_seconds();
+        if elapsed > window as i64 {
+            return Err(Refusal::Approval(ApprovalRefusal::Expired(format!(
+                "approval request expired: {elapsed} s since run_created exceed expires_after_s {window}; approval by '{identity}' refused"
+            ))));
+        }
+    }
+    let evidence = with_record(
+        evidence,
+        format!("approved_by={identity} source={source}"),
+        Some(checksum),
+    );
+    decide_run_transition(state, RunCommand::Approve, at, &evidence, None)
+}
+
+/// In-lock decision of `run-cancel`. Stopping is always allowed: no
+/// identity is needed and a tampered policy does not block it. Under a
+/// policy, a cancel from `planned` or `approved` is a denial; when
+/// `BLUETAPE_APPROVED_BY` is set it is recorded as who decided.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_deny(
+    state: &CoordinatorState,
+    ledger: &ApprovalLedger,
+    identity: Option<&str>,
+    at: &str,
+    evidence: &Value,
+    reason: Option<&str>,
+    limits: &Limits,
+) -> Result<Vec<Intent>, Refusal> {
+    let denial = ledger.has_policy()
+        && matches!(
+            state.run_state_enum(),
+            RunState::Planned | RunState::Approved
+        );
+    if !denial {
+        return decide_run_transition(state, RunCommand::Cancel, at, evidence, reason);
+    }
+    require_evidence(evidence)?;
+    reject_reserved_kinds(evidence)?;
+    let Some(identity) = identity else {
+        return decide_run_transition(state, RunCommand::Cancel, at, evidence, reason);
+    };
+    if !is_approver_identity(identity) {
+        return invalid(&format!("BLUETAPE_APPROVED_BY must be {IDENTITY_RULE}"));
+    }
+    require_room(evidence, limits)?;
+    let evidence = with_record(
+        evidence,
+        format!("denied_by={identity} source=env"),
+        ledger.binding.as_deref(),
+    );
+    decide_run_transition(state, RunCommand::Cancel, at, &evidence, reason)
+}
+
+#[cfg(test)]
+#[path = "approval_tests.rs"]
+mod tests;

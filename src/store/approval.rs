@@ -1,0 +1,163 @@
+//! Files of the approval gate (our extension): the frozen policy file
+//! `runs/<id>/approval-policy.json` (0600, written once at init) and the
+//! approver's credential file named by `BLUETAPE_APPROVER_FILE`
+//! (`{"approver","token"}`, 0600, owned by the user, kept wherever the
+//! approver keeps it). The token is a secret: only its SHA-256 fingerprint
+//! leaves this module.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+use super::error::{StoreError, StoreResult};
+use super::run::RunDir;
+use super::secure::{FILE_MODE, create_exclusive, open_regular, read_limited};
+use crate::receipt::canonical;
+
+/// The policy file's name inside the run directory.
+pub const POLICY_FILE: &str = "approval-policy.json";
+
+/// Largest policy file we read (a canonical policy is under 512 bytes).
+const MAX_POLICY_BYTES: u64 = 64 * 1024;
+/// Largest credential file we read.
+const MAX_CREDENTIAL_BYTES: u64 = 4096;
+
+pub fn policy_path(run: &RunDir) -> PathBuf {
+    run.dir.join(POLICY_FILE)
+}
+
+/// Write the frozen policy (exclusive create, 0600, fsync of file and
+/// directory). It never exists before: a policy is written once, at init.
+pub fn write_policy_file(run: &RunDir, bytes: &[u8]) -> StoreResult<()> {
+    create_exclusive(&policy_path(run), bytes)
+}
+
+/// The policy file's bytes through a no-follow descriptor: a regular 0600
+/// file owned by the user. `Err` says, for people, why it cannot be trusted.
+pub fn read_policy_file(run: &RunDir) -> Result<Vec<u8>, String> {
+    let path = policy_path(run);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err("approval policy file is missing".into());
+    }
+    let mut file = open_regular(&path, "approval policy file", Some(FILE_MODE))
+        .map_err(|e| e.message().to_string())?;
+    read_limited(&mut file, &path, MAX_POLICY_BYTES)
+        .map_err(|e| e.message().to_string())?
+        .ok_or_else(|| "approval policy file is too large".to_string())
+}
+
+/// A readable approver credential: who it names and its token's
+/// fingerprint (the token itself never leaves this module).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproverCredential {
+    pub approver: String,
+    pub fingerprint: String,
+}
+
+/// Read an approver credential: a regular non-symlink file owned by the
+/// user with mode 0600, holding exactly `{"approver": str, "token": str}`.
+pub fn read_credential(path: &Path) -> StoreResult<ApproverCredential> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err(StoreError::invalid("approver credential file is missing"));
+    }
+    let mut file = open_regular(path, "approver credential", Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, path, MAX_CREDENTIAL_BYTES)?
+        .ok_or_else(|| StoreError::invalid("approver credential is too large"))?;
+    let invalid = || StoreError::invalid("approver credential must be {\"approver\", \"token\"}");
+    let value: Value = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(invalid)?;
+    let Value::Object(map) = value else {
+        return Err(invalid());
+    };
+    match (map.len(), map.get("approver"), map.get("token")) {
+        (2, Some(Value::String(approver)), Some(Value::String(token))) if !token.is_empty() => {
+            Ok(ApproverCredential {
+                approver: approver.clone(),
+                fingerprint: canonical::sha256_hex(token.as_bytes()),
+            })
+        }
+        _ => Err(invalid()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write(path: &Path, text: &str, mode: u32) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn credentials_are_strict_about_files_and_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("alice.cred");
+        write(&good, r#"{"approver":"alice","token":"s3cret"}"#, 0o600);
+        assert_eq!(
+            read_credential(&good),
+            Ok(ApproverCredential {
+                approver: "alice".into(),
+                fingerprint: canonical::sha256_hex(b"s3cret"),
+            })
+        );
+        let loose = dir.path().join("loose.cred");
+        write(&loose, r#"{"approver":"alice","token":"s3cret"}"#, 0o644);
+        assert_eq!(
+            read_credential(&loose),
+            Err(StoreError::invalid(
+                "approver credential does not have the required secure mode"
+            ))
+        );
+        let link = dir.path().join("link.cred");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert_eq!(
+            read_credential(&link),
+            Err(StoreError::invalid(
+                "approver credential must not be a symlink"
+            ))
+        );
+        assert_eq!(
+            read_credential(&dir.path().join("none")),
+            Err(StoreError::invalid("approver credential file is missing"))
+        );
+        for bad in [
+            r#"{"approver":"alice"}"#,
+            r#"{"approver":"alice","token":""}"#,
+            r#"{"approver":"alice","token":"x","extra":1}"#,
+            r#"{"approver":1,"token":"x"}"#,
+            r#"["alice","x"]"#,
+            "not json",
+        ] {
+            let path = dir.path().join("bad.cred");
+            let _ = std::fs::remove_file(&path);
+            write(&path, bad, 0o600);
+            assert!(read_credential(&path).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_policy_file_is_read_securely() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path(), "r1");
+        std::fs::create_dir_all(&run.dir).unwrap();
+        assert_eq!(
+            read_policy_file(&run),
+            Err("approval policy file is missing".into())
+        );
+        write_policy_file(&run, b"{}\n").unwrap();
+        assert_eq!(read_policy_file(&run), Ok(b"{}\n".to_vec()));
+        let mode = std::fs::metadata(policy_path(&run))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Written once: a second write is refused.
+        assert!(write_policy_file(&run, b"{}\n").is_err());
+        std::fs::set_permissions(policy_path(&run), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        assert!(read_policy_file(&run).is_err());
+    }
+}
