@@ -219,6 +219,22 @@ impl Flow {
         }
     }
 
+    /// Like [`Flow::run`], with extra environment variables for this call
+    /// only (the pinned environment is otherwise unchanged).
+    pub fn run_env<S: AsRef<std::ffi::OsStr>>(&self, args: &[S], envs: &[(&str, &str)]) -> Output {
+        let flow = Flow {
+            home: self.home.clone(),
+            cwd: self.cwd.clone(),
+            envs: self
+                .envs
+                .iter()
+                .cloned()
+                .chain(envs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect(),
+        };
+        flow.run(args)
+    }
+
     /// `init` a fresh run under `root`; returns the run id.
     pub fn init(&self, root: &Path, repo: &Path) -> String {
         std::fs::create_dir_all(repo).unwrap();
