@@ -637,7 +637,8 @@ fn caller_evidence_cannot_forge_a_decision_record() {
 
 #[test]
 fn bad_policies_are_refused_at_init_with_nothing_created() {
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Env, &str)] = &[
         ("{}", &[], "approval policy must not be empty"),
         (
             r#"{"required_approver": "alice", "approvers": ["bob"]}"#,
