@@ -16,6 +16,7 @@ use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{Instant, as_int, is_identifier, parse_timestamp};
 use crate::receipt::rules::{Limits, check_evidence};
+use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
 
 /// The required keys of the `lane-create --input` object.
 pub const LANE_CREATE_FIELDS: [&str; 8] = [
@@ -176,7 +177,9 @@ pub fn precheck_lane_create(
 }
 
 /// In-lock decision of `lane-create`: run state, a new lane id, the run's
-/// lane limit. One `lane_created` event at `observed_at`.
+/// lane limit, and (our extension) a child of an existing parent lane
+/// within its parent's write scope. One `lane_created` event at
+/// `observed_at`.
 pub fn decide_lane_create(
     state: &CoordinatorState,
     policy: &Policy,
@@ -189,6 +192,20 @@ pub fn decide_lane_create(
     }
     if state.lanes().len() as u64 >= policy.limits.max_lanes {
         return conflict("lane limit reached");
+    }
+    // Scopes only narrow (our extension): a child of an existing lane stays
+    // within its parent's scope. The reference lets a child widen it.
+    if let Some(parent) = request
+        .parent_lane_id
+        .as_deref()
+        .and_then(|p| state.lane(p))
+    {
+        narrow_scope(&parent.write_scope, &request.write_scope, &policy.limits).map_err(|n| {
+            narrowing_refusal(
+                n,
+                "child lane write scope must be equal to or narrower than its parent's",
+            )
+        })?;
     }
     let mut metadata = Map::new();
     metadata.insert("assignment".into(), json!(request.assignment));
@@ -298,11 +315,18 @@ pub fn precheck_lane_transition(request: &LaneTransition<'_>) -> Result<(), Refu
 /// Whether a canonical path equals a scope entry or lies below one
 /// (`srcx/a` is not below `src`).
 pub fn within_scope(path: &str, scope: &[String]) -> bool {
-    scope.iter().any(|entry| {
-        path == entry
-            || path
-                .strip_prefix(entry.as_str())
-                .is_some_and(|rest| rest.starts_with('/'))
+    scope.iter().any(|entry| entry_covers(entry, path))
+}
+
+/// The refusal for a scope that cannot be combined with its parent's
+/// ([`narrow_scope`]): `wider` is the command's own phrase.
+pub fn narrowing_refusal(narrowing: Narrowing, wider: &str) -> Refusal {
+    Refusal::Invalid(match narrowing {
+        Narrowing::Wider { .. } => wider.to_string(),
+        Narrowing::MalformedParent { rule, .. } => {
+            format!("parent lane write scope is malformed: {rule}")
+        }
+        Narrowing::MalformedChild { rule, .. } => format!("write scope is malformed: {rule}"),
     })
 }
 

@@ -477,6 +477,88 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     );
 }
 
+#[test]
+fn a_child_lane_stays_within_its_parents_scope() {
+    let policy = Policy::default();
+    let mut build = Build::running();
+    build.lane("build", json!(["src"]));
+    // A write scope that only a hand-made receipt could hold.
+    build.lane("odd", json!(["src/"]));
+    let child = |parent: &str, scope: Value| {
+        let input = with(
+            with(
+                with(create_input(), "lane_id", json!("fix")),
+                "write_scope",
+                scope,
+            ),
+            "parent_lane_id",
+            json!(parent),
+        );
+        precheck_lane_create(&input, &evidence(), lexical).unwrap()
+    };
+    assert!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("build", json!(["src/a"])),
+            &evidence()
+        )
+        .is_ok()
+    );
+    assert!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("build", json!([])),
+            &evidence()
+        )
+        .is_ok()
+    );
+    assert_eq!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("build", json!(["src/a", "lib"])),
+            &evidence()
+        ),
+        Err(invalid_msg(
+            "child lane write scope must be equal to or narrower than its parent's"
+        ))
+    );
+    assert_eq!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("odd", json!(["src"])),
+            &evidence()
+        ),
+        Err(invalid_msg(
+            "parent lane write scope is malformed: write scope must be canonical and relative"
+        ))
+    );
+    // As in the reference, the parent need not exist; then nothing narrows.
+    assert!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("elsewhere", json!(["lib"])),
+            &evidence()
+        )
+        .is_ok()
+    );
+    // The reference's in-lock refusals keep their precedence.
+    build.lane("fix", json!([]));
+    assert_eq!(
+        decide_lane_create(
+            &build.state,
+            &policy,
+            &child("build", json!(["lib"])),
+            &evidence()
+        ),
+        Err(conflict_msg("identifier already exists"))
+    );
+}
+
 // ------------------------------------------------------------ transitions
 
 fn transition<'a>(command: LaneCommand, evidence: &'a Value) -> LaneTransition<'a> {

@@ -16,10 +16,11 @@
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
-use super::lane_commands::{require_active_lane_owner, require_lane_run_state};
+use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical::digest;
 use crate::receipt::primitives::{Instant, is_identifier, parse_timestamp};
+use crate::receipt::scope::narrow_scope;
 
 /// The exact field contract of the `lane-reassign --input` object.
 pub const REASSIGN_FIELDS: [&str; 8] = [
@@ -197,22 +198,6 @@ pub fn precheck_lineage(
     })
 }
 
-/// Equal or narrower: an empty original allows only an empty replacement;
-/// otherwise every replacement entry equals, or lies below, some original
-/// entry (`entry + "/"` prefix, so `srcx` is not below `src`).
-pub fn scope_is_equal_or_narrower(original: &[String], replacement: &[String]) -> bool {
-    if original.is_empty() {
-        return replacement.is_empty();
-    }
-    replacement.iter().all(|candidate| {
-        original.iter().any(|allowed| {
-            candidate == allowed
-                || (candidate.starts_with(allowed.as_str())
-                    && candidate[allowed.len()..].starts_with('/'))
-        })
-    })
-}
-
 fn strings(values: &[String]) -> Value {
     Value::Array(values.iter().cloned().map(Value::String).collect())
 }
@@ -273,9 +258,12 @@ pub fn decide_reassign(
     if original.assignment.as_deref() == Some(request.replacement_assignment.as_str()) {
         return invalid("replacement assignment must describe resumed work");
     }
-    if !scope_is_equal_or_narrower(&original.write_scope, &request.replacement_write_scope) {
-        return invalid("replacement write scope must be equal or narrower");
-    }
+    narrow_scope(
+        &original.write_scope,
+        &request.replacement_write_scope,
+        &policy.limits,
+    )
+    .map_err(|n| narrowing_refusal(n, "replacement write scope must be equal or narrower"))?;
     if state.lane(&request.replacement_lane_id).is_some() {
         return conflict("identifier already exists");
     }

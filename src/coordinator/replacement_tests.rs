@@ -460,31 +460,6 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
 // ------------------------------------------------------------ lane-reassign
 
 #[test]
-fn equal_or_narrower_scopes() {
-    let s = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
-    assert!(scope_is_equal_or_narrower(&s(&["src"]), &s(&["src"])));
-    assert!(scope_is_equal_or_narrower(
-        &s(&["src"]),
-        &s(&["src/a", "src/b/c"])
-    ));
-    assert!(scope_is_equal_or_narrower(
-        &s(&["src", "docs"]),
-        &s(&["docs/x"])
-    ));
-    assert!(scope_is_equal_or_narrower(&s(&["src"]), &s(&[])));
-    assert!(scope_is_equal_or_narrower(&s(&[]), &s(&[])));
-    assert!(!scope_is_equal_or_narrower(&s(&[]), &s(&["src"])));
-    assert!(!scope_is_equal_or_narrower(&s(&["src"]), &s(&["srcx"])));
-    assert!(!scope_is_equal_or_narrower(&s(&["src/a"]), &s(&["src"])));
-    assert!(!scope_is_equal_or_narrower(
-        &s(&["src"]),
-        &s(&["src/a", "lib"])
-    ));
-    // The reference's "." whole-repo scope is only equal to itself.
-    assert!(!scope_is_equal_or_narrower(&s(&["."]), &s(&["src"])));
-}
-
-#[test]
 fn reassign_writes_the_lineage_transaction() {
     let mut ledger = Ledger::interrupted();
     let intents = decide_reassign(

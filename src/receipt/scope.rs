@@ -72,6 +72,69 @@ pub fn canonicalize_lexical(scopes: &Value, limits: &Limits) -> Result<Vec<Strin
     Ok(canonical)
 }
 
+/// Whether `path` (canonical) equals the scope `entry` or lies below it
+/// (`entry + "/"` prefix, so `srcx` is not below `src`). As in the
+/// reference, the whole-repo entry `"."` covers only itself.
+pub fn entry_covers(entry: &str, path: &str) -> bool {
+    path == entry
+        || path
+            .strip_prefix(entry)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Why two write scopes cannot be combined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Narrowing {
+    /// An entry of the parent's scope is not in canonical form.
+    MalformedParent { entry: String, rule: &'static str },
+    /// An entry of the child's scope is not in canonical form.
+    MalformedChild { entry: String, rule: &'static str },
+    /// A child entry lies outside every parent entry.
+    Wider { entry: String },
+}
+
+/// One entry in canonical form: the lexical rules hold and the entry is
+/// already what canonicalisation would make of it.
+fn require_canonical(entry: &str, limits: &Limits) -> Result<(), &'static str> {
+    let value = Value::String(entry.to_string());
+    let components = entry_components(&value, limits.max_evidence_path_chars)?;
+    if join_components(&components) != entry {
+        return Err(NOT_CANONICAL);
+    }
+    Ok(())
+}
+
+/// THE rule that combines two write scopes (a replacement's or a child
+/// lane's scope against its parent's): every entry of both lists must be in
+/// canonical form — a malformed or unknown entry is an error, never
+/// ignored — and `child` must be equal to or narrower than `parent`: an
+/// empty parent allows only an empty child; otherwise every child entry is
+/// covered by some parent entry ([`entry_covers`]). An empty child is
+/// always narrower.
+pub fn narrow_scope(parent: &[String], child: &[String], limits: &Limits) -> Result<(), Narrowing> {
+    for entry in parent {
+        require_canonical(entry, limits).map_err(|rule| Narrowing::MalformedParent {
+            entry: entry.clone(),
+            rule,
+        })?;
+    }
+    for entry in child {
+        require_canonical(entry, limits).map_err(|rule| Narrowing::MalformedChild {
+            entry: entry.clone(),
+            rule,
+        })?;
+    }
+    match child
+        .iter()
+        .find(|entry| !parent.iter().any(|allowed| entry_covers(allowed, entry)))
+    {
+        Some(entry) => Err(Narrowing::Wider {
+            entry: entry.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +206,95 @@ mod tests {
             entry_components(&json!("a..b/...c"), 256),
             Ok(vec!["a..b", "...c"])
         );
+    }
+
+    fn list(items: &[&str]) -> Vec<String> {
+        items.iter().map(|i| i.to_string()).collect()
+    }
+
+    #[test]
+    fn scopes_only_narrow() {
+        let ok = |parent: &[&str], child: &[&str]| {
+            narrow_scope(&list(parent), &list(child), &limits()).is_ok()
+        };
+        assert!(ok(&["src"], &["src"]));
+        assert!(ok(&["src"], &["src/a", "src/b/c"]));
+        assert!(ok(&["src", "docs"], &["docs/x"]));
+        assert!(ok(&["src"], &[]));
+        assert!(ok(&[], &[]));
+        assert!(ok(&["."], &["."]));
+        let wider = |parent: &[&str], child: &[&str], entry: &str| {
+            assert_eq!(
+                narrow_scope(&list(parent), &list(child), &limits()),
+                Err(Narrowing::Wider {
+                    entry: entry.into()
+                }),
+                "{parent:?} {child:?}"
+            );
+        };
+        wider(&[], &["src"], "src");
+        wider(&["src"], &["srcx"], "srcx");
+        wider(&["src/a"], &["src"], "src");
+        wider(&["src"], &["src/a", "lib"], "lib");
+        wider(&["src"], &["."], ".");
+        // The reference's "." whole-repo scope is only equal to itself.
+        wider(&["."], &["src"], "src");
+    }
+
+    #[test]
+    fn malformed_or_unknown_entries_are_refused_never_ignored() {
+        let child = |entry: &str, rule: &'static str| {
+            assert_eq!(
+                narrow_scope(&list(&["src"]), &list(&[entry]), &limits()),
+                Err(Narrowing::MalformedChild {
+                    entry: entry.into(),
+                    rule
+                }),
+                "{entry:?}"
+            );
+        };
+        for entry in [
+            "src/", "./src", "src//a", "src/./a", "", "/src", "src/*", "a\\b",
+        ] {
+            child(entry, NOT_CANONICAL);
+        }
+        child("src/../etc", TRAVERSAL);
+        child("..", TRAVERSAL);
+        assert_eq!(
+            narrow_scope(&list(&["src/"]), &list(&["src/a"]), &limits()),
+            Err(Narrowing::MalformedParent {
+                entry: "src/".into(),
+                rule: NOT_CANONICAL
+            })
+        );
+        assert_eq!(
+            narrow_scope(&list(&["../x"]), &list(&[]), &limits()),
+            Err(Narrowing::MalformedParent {
+                entry: "../x".into(),
+                rule: TRAVERSAL
+            })
+        );
+        // A malformed parent entry is refused even when another parent
+        // entry would cover the child.
+        assert!(matches!(
+            narrow_scope(&list(&["src", "a/"]), &list(&["src/x"]), &limits()),
+            Err(Narrowing::MalformedParent { .. })
+        ));
+        // An over-long entry is malformed, not merely wide.
+        let long = "x".repeat(257);
+        assert!(matches!(
+            narrow_scope(&list(&[&long]), &list(&[&long]), &limits()),
+            Err(Narrowing::MalformedParent { .. })
+        ));
+    }
+
+    #[test]
+    fn entries_cover_themselves_and_what_lies_below() {
+        assert!(entry_covers("src", "src"));
+        assert!(entry_covers("src", "src/x/y"));
+        assert!(!entry_covers("src", "srcx"));
+        assert!(!entry_covers("src/a", "src"));
+        assert!(!entry_covers(".", "src"));
     }
 
     #[test]
