@@ -7,6 +7,7 @@ pub mod liveness;
 pub mod mutation;
 pub mod replacement;
 pub mod run;
+pub mod topology;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
@@ -86,6 +87,8 @@ pub enum Command {
     Replacement(replacement::ReplacementCommands),
     #[command(flatten)]
     Liveness(liveness::LivenessCommands),
+    #[command(flatten)]
+    Topology(topology::TopologyCommands),
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +173,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Liveness(command) => {
             let (operation, data) = liveness::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Topology(command) => {
+            let (operation, data) = topology::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -2,6 +2,7 @@
 //! the command's own output keys; the CLI adds the envelope.
 
 pub mod checkpoint;
+pub mod completion;
 pub mod error;
 pub mod init;
 pub mod inspect;
@@ -12,6 +13,7 @@ pub mod liveness;
 pub mod mutate;
 pub mod rebuild;
 pub mod replacement;
+pub mod topology;
 
 use serde_json::{Map, Value};
 use std::path::Path;
