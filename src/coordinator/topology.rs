@@ -364,7 +364,7 @@ pub fn decide_check_result(
     let reason = match &request.reason {
         Value::Null => None,
         Value::String(reason) => Some(reason.as_str()),
-        _ => return invalid("reason must be at most 500 characters"),
+        _ => return invalid("receipt reason must be at most 500 characters"),
     };
     let event_type = if request.passed {
         "check_passed"

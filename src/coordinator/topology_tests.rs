@@ -468,7 +468,7 @@ fn check_result_refusals() {
     // A first result with a non-string reason fails the receipt contract.
     assert_eq!(
         result(&ledger, true, json!(["why"]), &e),
-        bad("reason must be at most 500 characters")
+        bad("receipt reason must be at most 500 characters")
     );
 }
 
