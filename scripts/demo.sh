@@ -4,14 +4,18 @@
 #
 # Three lanes work in parallel; `parser` goes silent, is suspected, probed,
 # interrupted and replaced by `parser-2` from its checkpoint; `cli` and
-# `docs` complete. Every timestamp is explicit, so the run is reproducible.
+# `docs` complete. The topology is registered; completion is blocked until
+# checks (one fails, then passes), component evidence and the resolution of
+# a failed review lane by its re-review are recorded; then the run
+# completes. Every caller timestamp is explicit (topology, check, evidence
+# and completion events take the current time).
 #
 #   scripts/demo.sh           (the temporary state root is removed)
 #   KEEP=1 scripts/demo.sh    (leaves it for inspection)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet
-flow="$PWD/target/release/bluetape-flow"
+flow="${CARGO_TARGET_DIR:-$PWD/target}/release/bluetape-flow"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bluetape-demo.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
@@ -95,6 +99,59 @@ step lane-complete "${R[@]}" --lane-id parser-2 --agent-id agent-4 --at 2026-07-
   --evidence "$(ev done-p2 test 'parser tests passed')" --changed-paths "$(json changed-p2 '["src/parser/grammar/expr.rs"]')"
 step replacement-close "${R[@]}" --lane-id parser --replacement-lane-id parser-2 --at 2026-07-14T01:21:00Z \
   --evidence "$(ev close lineage 'replacement parser-2 completed')"
+
+say "Topology: the approved components, each owned by a lane that exists"
+# docs is optional; parser is owned by the lane that finished it.
+step topology-register "${R[@]}" --evidence "$(ev topology plan 'component topology approved by the user')" \
+  --input "$(json topology '[
+  {"id":"parser","required":true,"description":"Expression parser","owner_lane":"parser-2","required_checks":["unit"],"dependencies":[],"evidence_refs":[],"coverage_state":"missing"},
+  {"id":"cli","required":true,"description":"Command line front end","owner_lane":"cli","required_checks":["unit"],"dependencies":["parser"],"evidence_refs":[],"coverage_state":"missing"},
+  {"id":"docs","required":false,"description":"User guide","owner_lane":"docs","required_checks":[],"dependencies":[],"evidence_refs":[],"coverage_state":"missing"}]')"
+
+say "A review lane fails; a re-review lane (its child) is started to correct it"
+review_lane() { # id agent observed parent
+  json "lane-$1" "{\"lane_id\":\"$1\",\"agent_id\":\"$2\",\"assignment\":\"Review the parser against its grammar\",\"write_scope\":[],\"fallback\":\"main session\",\"observed_at\":\"$3\",\"startup_ack_deadline\":\"2026-07-14T01:45:00Z\",\"command_deadline\":\"2026-07-14T02:00:00Z\",\"parent_lane_id\":$4}"
+}
+step lane-create "${R[@]}" --input "$(review_lane review agent-5 2026-07-14T01:21:10Z null)" --evidence "$(ev assign-review plan 'assign review')"
+step lane-start "${R[@]}" --lane-id review --agent-id agent-5 --at 2026-07-14T01:21:15Z --evidence "$(ev spawn-review lifecycle 'spawned agent-5')"
+step startup-ack "${R[@]}" --lane-id review --agent-id agent-5 --at 2026-07-14T01:21:20Z --evidence "$(ev ack-review lifecycle 'agent-5 acknowledged startup')"
+fail_ev=$(ev fail-review review 'review found grammar cases without tests')
+step lane-fail "${R[@]}" --lane-id review --agent-id agent-5 --at 2026-07-14T01:25:00Z --reason "grammar cases untested" --evidence "$fail_ev"
+step lane-create "${R[@]}" --input "$(review_lane review-2 agent-6 2026-07-14T01:25:10Z '"review"')" --evidence "$(ev assign-review-2 plan 'assign re-review')"
+step lane-start "${R[@]}" --lane-id review-2 --agent-id agent-6 --at 2026-07-14T01:25:15Z --evidence "$(ev spawn-review-2 lifecycle 'spawned agent-6')"
+step startup-ack "${R[@]}" --lane-id review-2 --agent-id agent-6 --at 2026-07-14T01:25:20Z --evidence "$(ev ack-review-2 lifecycle 'agent-6 acknowledged startup')"
+done_ev=$(ev done-review-2 review 're-review passed: every grammar case is tested')
+step lane-complete "${R[@]}" --lane-id review-2 --agent-id agent-6 --at 2026-07-14T01:30:00Z \
+  --evidence "$done_ev" --changed-paths "$(json changed-review-2 '[]')"
+
+say "The gate: completion-check lists every gap, so complete is blocked (exit 6)"
+step completion-check --run-id "$run"
+step complete "${R[@]}" --evidence "$(ev verify-early verification 'main session verified the build')" \
+  || echo "(blocked, exit $?: as it should be)"
+
+say "Checks: parser's unit check fails, then passes with a reason and fresh evidence"
+check() { json "check-$1-$2" "{\"component_id\":\"$1\",\"check_id\":\"unit\",\"passed\":$2${3:+,\"reason\":\"$3\"}}"; }
+step check-result "${R[@]}" --input "$(check parser false)" --evidence "$(json check-parser-red '[{"kind":"test","summary":"parser unit: 2 failures","exit_status":1}]')"
+step check-result "${R[@]}" --input "$(check parser true 'precedence bug fixed')" --evidence "$(json check-parser-green '[{"kind":"test","summary":"parser unit: all passed","exit_status":0}]')"
+step check-result "${R[@]}" --input "$(check cli true)" --evidence "$(json check-cli '[{"kind":"test","summary":"cli unit: all passed","exit_status":0}]')"
+
+say "Component evidence: a heartbeat is never completion evidence"
+step component-evidence "${R[@]}" --input "$(json cover-parser '{"component_id":"parser"}')" --evidence "$work/in/hb-ev.json" \
+  || echo "(refused, exit $?: as it should be)"
+step component-evidence "${R[@]}" --input "$work/in/cover-parser.json" --evidence "$(ev cover-parser-ev verification 'parser verified at the integrated head')"
+step component-evidence "${R[@]}" --input "$(json cover-cli '{"component_id":"cli"}')" --evidence "$(ev cover-cli-ev verification 'cli verified at the integrated head')"
+
+say "The failed review stays failed; the re-review resolves it (evidence binds both lanes' evidence)"
+# The digest of an evidence list is the SHA-256 of its canonical JSON
+# (these files are already canonical).
+digest_of() { printf '%s' "$(cat "$1")" | sha256sum | cut -d' ' -f1; }
+step lane-resolve "${R[@]}" --lane-id review --resolution-lane-id review-2 --at 2026-07-14T01:31:00Z \
+  --evidence "$(json resolve "[{\"kind\":\"review\",\"summary\":\"failed review\",\"checksum\":\"$(digest_of "$fail_ev")\"},{\"kind\":\"review\",\"summary\":\"re-review\",\"checksum\":\"$(digest_of "$done_ev")\"}]")"
+
+say "Nothing is missing but main verification: the run completes"
+step completion-check --run-id "$run"
+step complete "${R[@]}" --evidence "$(ev verify verification 'main session verified the integrated result')"
+step completion-check --run-id "$run"
 
 say "An auditor replays the receipt read-only"
 step verify --run-id "$run"

@@ -1,7 +1,8 @@
 //! Our read-only commands give the reference's verdict on every state root
 //! the reference wrote, healthy and damaged: same exit status, same error
 //! code, same first bad sequence, byte-identical success JSON. Issue 2 needs
-//! `verify`; `receipt-diagnose` and `resume-check` share its read path.
+//! `verify`; `receipt-diagnose` and `resume-check` share its read path;
+//! issue 4 adds `completion-check`.
 
 mod common;
 
@@ -21,6 +22,11 @@ fn receipt_diagnose_matches_the_reference_on_every_fixture() {
 #[test]
 fn resume_check_matches_the_reference_on_every_fixture() {
     assert!(compare("resume-check") >= 40);
+}
+
+#[test]
+fn completion_check_matches_the_reference_on_every_fixture() {
+    assert!(compare("completion-check") >= 40);
 }
 
 fn compare(command: &str) -> usize {
@@ -66,18 +72,17 @@ fn compare(command: &str) -> usize {
                 assert_eq!(got["message"], want["message"], "{name}");
                 // Our extra keys name the trusted prefix; they agree with the
                 // reference's own diagnosis of the same bytes.
-                if command != "verify" {
-                    continue;
-                }
-                let diagnosis: Value =
-                    serde_json::from_str(run["receipt-diagnose"]["stdout"].as_str().unwrap())
-                        .unwrap();
-                for key in [
-                    "first_bad_sequence",
-                    "last_trusted_sequence",
-                    "last_trusted_checksum",
-                ] {
-                    assert_eq!(got[key], diagnosis[key], "{name}: {key}");
+                if command == "verify" {
+                    let diagnosis: Value =
+                        serde_json::from_str(run["receipt-diagnose"]["stdout"].as_str().unwrap())
+                            .unwrap();
+                    for key in [
+                        "first_bad_sequence",
+                        "last_trusted_sequence",
+                        "last_trusted_checksum",
+                    ] {
+                        assert_eq!(got[key], diagnosis[key], "{name}: {key}");
+                    }
                 }
             }
             checked += 1;

@@ -8,6 +8,7 @@ pub mod liveness;
 pub mod mutation;
 pub mod replacement;
 pub mod run;
+pub mod topology;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
@@ -89,6 +90,8 @@ pub enum Command {
     Liveness(liveness::LivenessCommands),
     #[command(flatten)]
     Approvals(approvals::ApprovalCommands),
+    #[command(flatten)]
+    Topology(topology::TopologyCommands),
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +198,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Approvals(command) => {
             let (operation, data) = approvals::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Topology(command) => {
+            let (operation, data) = topology::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -3,6 +3,7 @@
 
 pub mod approval;
 pub mod checkpoint;
+pub mod completion;
 pub mod error;
 pub mod init;
 pub mod inspect;
@@ -13,6 +14,7 @@ pub mod liveness;
 pub mod mutate;
 pub mod rebuild;
 pub mod replacement;
+pub mod topology;
 
 use serde_json::{Map, Value};
 use std::path::Path;

@@ -74,7 +74,7 @@ pub fn instant(value: &Value, field: &str) -> Result<Instant, Refusal> {
 
 /// Python's `str.isspace` for one character (Unicode White_Space plus the
 /// four information separators U+001C..U+001F).
-fn is_python_space(c: char) -> bool {
+pub(crate) fn is_python_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 

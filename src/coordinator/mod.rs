@@ -7,15 +7,18 @@
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
 pub mod approval;
+pub mod completion;
 pub mod decide;
 pub mod lane_commands;
 pub mod liveness;
 pub mod replacement;
 pub mod replay;
+pub mod resolution;
 pub mod run_commands;
 pub mod simple;
 pub mod snapshot;
 pub mod state;
+pub mod topology;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{
@@ -28,3 +31,6 @@ mod fixture_tests;
 
 #[cfg(test)]
 mod replay_tests;
+
+#[cfg(test)]
+mod test_ledger;

@@ -367,9 +367,13 @@ pub fn check_component(value: &Value, limits: &Limits) -> Rule {
         let Value::Array(items) = &map[key] else {
             return fail(format!("component {key} exceeds its limit"));
         };
-        if !within(items.len(), max) || items.iter().any(|i| !i.as_str().is_some_and(is_identifier))
-        {
+        if !within(items.len(), max) {
             return fail(format!("component {key} exceeds its limit"));
+        }
+        if items.iter().any(|i| !i.as_str().is_some_and(is_identifier)) {
+            return fail(format!(
+                "component {key} must match the identifier contract"
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         if !items.iter().all(|i| seen.insert(i.as_str())) {

@@ -1,0 +1,159 @@
+//! Topology and completion commands: topology-register, topology-remove,
+//! check-result, component-evidence, lane-resolve, complete and the
+//! read-only completion-check.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{InputMutationArgs, MutationArgs, context};
+use crate::commands::FlowResult;
+use crate::commands::{completion, topology};
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum TopologyCommands {
+    #[command(
+        name = "completion-check",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable."
+    )]
+    CompletionCheck(CompletionCheckArgs),
+    #[command(
+        name = "topology-register",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable."
+    )]
+    TopologyRegister(InputMutationArgs),
+    #[command(
+        name = "check-result",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable."
+    )]
+    CheckResult(InputMutationArgs),
+    #[command(
+        name = "component-evidence",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
+    )]
+    ComponentEvidence(InputMutationArgs),
+    #[command(
+        name = "lane-resolve",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
+    )]
+    LaneResolve(LaneResolveArgs),
+    #[command(
+        name = "topology-remove",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
+    )]
+    TopologyRemove(TopologyRemoveArgs),
+    #[command(
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable."
+    )]
+    Complete(CompleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionCheckArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LaneResolveArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "lane-id", required = true)]
+    pub lane_id: String,
+    #[arg(long = "resolution-lane-id", required = true)]
+    pub resolution_lane_id: String,
+    #[arg(long, required = true)]
+    pub at: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TopologyRemoveArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "component-id", required = true)]
+    pub component_id: String,
+    #[arg(long, required = true)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    /// Accepted and ignored, as in the reference: the events are stamped
+    /// with the current time.
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
+pub fn dispatch(
+    command: TopologyCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    Ok(match command {
+        TopologyCommands::CompletionCheck(a) => (
+            "completion-check",
+            completion::completion_check(root, &a.run_id)?,
+        ),
+        TopologyCommands::TopologyRegister(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "topology-register",
+                topology::topology_register(&ctx, &a.evidence, &a.input)?,
+            )
+        }
+        TopologyCommands::CheckResult(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "check-result",
+                topology::check_result(&ctx, &a.evidence, &a.input)?,
+            )
+        }
+        TopologyCommands::ComponentEvidence(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "component-evidence",
+                topology::component_evidence(&ctx, &a.evidence, &a.input)?,
+            )
+        }
+        TopologyCommands::LaneResolve(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "lane-resolve",
+                completion::lane_resolve(
+                    &ctx,
+                    &a.evidence,
+                    &a.lane_id,
+                    &a.resolution_lane_id,
+                    &a.at,
+                )?,
+            )
+        }
+        TopologyCommands::TopologyRemove(a) => {
+            let ctx = context(root, env, &a.common);
+            (
+                "topology-remove",
+                topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
+            )
+        }
+        TopologyCommands::Complete(a) => {
+            let ctx = context(root, env, &a.common);
+            ("complete", completion::complete(&ctx, &a.evidence)?)
+        }
+    })
+}

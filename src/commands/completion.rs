@@ -1,0 +1,76 @@
+//! Completion (reference-coordinator §9, §10.5–§10.7): the read-only
+//! `completion-check`, `lane-resolve` and the `complete` gate.
+
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+use super::error::FlowResult;
+use super::ledger::open_run;
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::rebuild::replay_run;
+use crate::coordinator::completion::{decide_complete, evaluate_completion};
+use crate::coordinator::decide::conflict;
+use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
+use crate::store::handle::{check_contained, read_handle};
+use crate::store::paths::expand_tilde;
+
+/// `completion-check`: read-only (no lock, no writes). Verifies and
+/// replays the whole receipt, then evaluates completion; works in every
+/// run state, terminal ones included.
+pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    let (state, _) = replay_run(&run, false)?;
+    let mut out = evaluate_completion(&state).to_json();
+    out.insert("run_id".into(), json!(run_id));
+    out.insert("sequence".into(), json!(state.last_sequence()));
+    out.insert("checksum".into(), json!(state.last_checksum()));
+    out.insert("run_state".into(), json!(state.run_state()));
+    Ok(out)
+}
+
+/// `complete --evidence [--at]` (`--at` is accepted and ignored, as in the
+/// reference: both events are stamped with the current time).
+///
+/// A gate command verifies the WHOLE receipt (architecture §3), not just
+/// the tail after a checkpoint: after the run directory and owner-handle
+/// file checks (so their exit-2 answers keep the reference's precedence)
+/// the receipt is streamed, verified and replayed from line 1, and the
+/// decision is taken on that fully replayed state. In the lock the pipeline
+/// loads the state again; if the head moved in between, `complete` answers
+/// "receipt head changed before mutation" (exit 5, retry) rather than
+/// decide on a state it did not fully verify.
+pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    run.dir.validate()?;
+    let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
+    check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
+    read_handle(&owner_file, Some(&ctx.run_id))?;
+    let (verified, _) = replay_run(&run, false)?;
+    let committed = mutate(ctx, &run, |d| {
+        if d.state.last_checksum() != verified.last_checksum() {
+            return conflict("receipt head changed before mutation");
+        }
+        decide_complete(&verified, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
+pub fn lane_resolve(
+    ctx: &MutationContext,
+    evidence: &Path,
+    lane_id: &str,
+    resolution_lane_id: &str,
+    at: &str,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_resolve(d.state, d.policy, &request, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}

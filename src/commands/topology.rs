@@ -1,0 +1,82 @@
+//! The topology commands on top of the mutation pipeline
+//! (reference-coordinator §10.1–§10.4): `topology-register`,
+//! `topology-remove`, `check-result`, `component-evidence`. Each: open (run
+//! id, snapshot, phase gate, `--expected-head` syntax) → read the JSON
+//! inputs (evidence first) → pure prechecks → `mutate` with the pure
+//! in-lock decision.
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use super::error::FlowResult;
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use crate::coordinator::topology::{
+    decide_check_result, decide_component_evidence, decide_register, decide_remove,
+    precheck_check_result, precheck_component_evidence, precheck_register, precheck_remove,
+};
+use crate::store::input::{InputShape, read_json_input};
+
+/// `topology-register --input <list of components> --evidence`.
+pub fn topology_register(
+    ctx: &MutationContext,
+    evidence: &Path,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let components = read_json_input(input, InputShape::List, ctx.env.home.as_ref())?;
+    precheck_register(&evidence)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_register(d.state, d.policy, &components, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `topology-remove --component-id --reason --evidence`.
+pub fn topology_remove(
+    ctx: &MutationContext,
+    evidence: &Path,
+    component_id: &str,
+    reason: &str,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    precheck_remove(component_id, &evidence, reason)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_remove(d.state, component_id, reason, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `check-result --input {component_id, check_id, passed[, reason]} --evidence`.
+pub fn check_result(
+    ctx: &MutationContext,
+    evidence: &Path,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let request = precheck_check_result(&input, &evidence)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_check_result(d.state, &request, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}
+
+/// `component-evidence --input {component_id} --evidence`.
+pub fn component_evidence(
+    ctx: &MutationContext,
+    evidence: &Path,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let component_id = precheck_component_evidence(&input)?;
+    let committed = mutate(ctx, &run, |d| {
+        decide_component_evidence(d.state, &component_id, &evidence)
+    })?;
+    Ok(committed.envelope(&ctx.run_id))
+}

@@ -1,0 +1,308 @@
+//! Unit tests of the `lane-resolve` decision on hand-made replayed states.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::coordinator::completion::evaluate_completion;
+use crate::coordinator::test_ledger::{Ledger, ev};
+
+fn bad<T>(message: &str) -> Result<T, Refusal> {
+    Err(Refusal::Invalid(message.into()))
+}
+
+fn busy<T>(message: &str) -> Result<T, Refusal> {
+    Err(Refusal::Conflict(message.into()))
+}
+
+const AT: &str = "2026-07-14T01:30:00Z";
+
+fn failure() -> Value {
+    ev("review found a wrong head")
+}
+
+fn correction() -> Value {
+    ev("re-review passed at the exact head")
+}
+
+/// `review` failed; `rereview` (child of review) completed afterwards.
+fn failed_then_rereviewed() -> Ledger {
+    let mut ledger = Ledger::running(&["report"]);
+    ledger
+        .running_lane("review", Value::Null)
+        .end_lane("lane_failed", "review", "failed", failure())
+        .running_lane("rereview", json!("review"))
+        .end_lane("lane_completed", "rereview", "completed", correction());
+    ledger
+}
+
+/// Evidence binding both lanes' evidence digests.
+fn binding(original: &Value, resolution: &Value) -> Value {
+    json!([
+        {"kind": "review", "summary": "failed review", "checksum": canonical::digest(original)},
+        {"kind": "review", "summary": "re-review", "checksum": canonical::digest(resolution)},
+    ])
+}
+
+fn request(lane: &str, resolver: &str) -> Resolve {
+    Resolve {
+        lane_id: lane.into(),
+        resolution_lane_id: resolver.into(),
+        at: AT.into(),
+    }
+}
+
+fn resolve(
+    ledger: &Ledger,
+    lane: &str,
+    resolver: &str,
+    evidence: &Value,
+) -> Result<Vec<Intent>, Refusal> {
+    decide_resolve(
+        &ledger.state,
+        &ledger.policy,
+        &request(lane, resolver),
+        evidence,
+    )
+}
+
+#[test]
+fn prechecks_ids_then_time_then_evidence() {
+    let e = ev("x");
+    assert_eq!(
+        precheck_resolve("bad id", "r", AT, &e),
+        bad("lane id must match the identifier contract")
+    );
+    assert_eq!(
+        precheck_resolve("l", "", AT, &e),
+        bad("resolution lane id must match the identifier contract")
+    );
+    assert_eq!(
+        precheck_resolve("l", "r", "2026-07-14T01:30:00", &e),
+        bad("timestamp must be UTC ISO-8601 ending in Z")
+    );
+    assert_eq!(
+        precheck_resolve("l", "r", AT, &json!([])),
+        bad("lifecycle transition requires evidence")
+    );
+    // Self-reference is an in-lock rule (after "lane is not a failed lane").
+    assert_eq!(precheck_resolve("l", "l", AT, &e), Ok(request("l", "l")));
+}
+
+#[test]
+fn a_later_child_lane_resolves_a_failed_lane() {
+    let mut ledger = failed_then_rereviewed();
+    let evidence = binding(&failure(), &correction());
+    let intents = resolve(&ledger, "review", "rereview", &evidence).unwrap();
+    assert_eq!(intents.len(), 1);
+    let intent = &intents[0];
+    assert_eq!(intent.event_type, "candidate_validated");
+    assert_eq!(intent.lane_id.as_deref(), Some("review"));
+    assert_eq!(intent.agent_id.as_deref(), Some("agent-review"));
+    assert_eq!(intent.from_state.as_deref(), Some("failed"));
+    assert_eq!(intent.to_state.as_deref(), Some("failed"));
+    assert_eq!(intent.timestamp.as_deref(), Some(AT));
+    assert_eq!(intent.reason, None);
+    assert_eq!(
+        Value::Object(intent.metadata.clone()),
+        json!({
+            "candidate_kind": "failed_lane_resolution",
+            "original_lane_id": "review", "resolution_lane_id": "rereview",
+            "original_evidence_digest": canonical::digest(&failure()),
+            "resolution_evidence_digest": canonical::digest(&correction()),
+        })
+    );
+    ledger.commit(intents);
+    let resolution = &ledger.state.failure_resolutions()["review"];
+    assert_eq!(resolution.resolution_lane_id, "rereview");
+    assert_eq!(resolution.resolved_at, AT);
+    // History stays: the lane is still failed, but no longer blocks.
+    assert_eq!(
+        ledger.state.lane("review").unwrap().state,
+        LaneState::Failed
+    );
+    let report = evaluate_completion(&ledger.state);
+    assert_eq!(report.resolved_failed_lanes, ["review"]);
+    assert!(report.unresolved_failed_lanes.is_empty());
+    assert!(report.missing_lanes.is_empty());
+    // Only once.
+    assert_eq!(
+        resolve(&ledger, "review", "rereview", &evidence),
+        busy("failed lane is already resolved")
+    );
+}
+
+#[test]
+fn refusals_in_the_reference_order() {
+    let ledger = failed_then_rereviewed();
+    let good = binding(&failure(), &correction());
+    assert_eq!(
+        resolve(&ledger, "ghost", "rereview", &good),
+        busy("lane is not a failed lane")
+    );
+    assert_eq!(
+        resolve(&ledger, "rereview", "review", &good),
+        busy("lane is not a failed lane")
+    );
+    // Self-resolution is a contract error (exit 2), after the failed check.
+    assert_eq!(
+        resolve(&ledger, "review", "review", &good),
+        bad("failed lane cannot resolve itself")
+    );
+    assert_eq!(
+        resolve(&ledger, "review", "ghost", &good),
+        busy("resolution lane is not completed")
+    );
+    let mut stopped = failed_then_rereviewed();
+    stopped.raw(
+        "run_blocked",
+        json!({"from_state": "running", "to_state": "blocked"}),
+    );
+    assert_eq!(
+        resolve(&stopped, "review", "rereview", &good),
+        busy("run state does not allow this command")
+    );
+}
+
+#[test]
+fn the_resolver_must_be_completed() {
+    let mut ledger = Ledger::running(&["report"]);
+    ledger
+        .running_lane("review", Value::Null)
+        .end_lane("lane_failed", "review", "failed", failure())
+        .running_lane("running", json!("review"))
+        .running_lane("failed-too", json!("review"))
+        .end_lane("lane_failed", "failed-too", "failed", ev("also failed"))
+        .running_lane("blocked", json!("review"))
+        .end_lane("lane_blocked", "blocked", "blocked", ev("blocked"));
+    for resolver in ["running", "failed-too", "blocked"] {
+        assert_eq!(
+            resolve(
+                &ledger,
+                "review",
+                resolver,
+                &binding(&failure(), &correction())
+            ),
+            busy("resolution lane is not completed"),
+            "{resolver}"
+        );
+    }
+}
+
+#[test]
+fn the_resolver_must_declare_the_failed_parent_when_the_snapshot_says_so() {
+    let mut ledger = Ledger::running(&["report"]);
+    ledger
+        .running_lane("review", Value::Null)
+        .end_lane("lane_failed", "review", "failed", failure())
+        .running_lane("other", Value::Null)
+        .end_lane("lane_completed", "other", "completed", correction());
+    let evidence = binding(&failure(), &correction());
+    assert_eq!(
+        resolve(&ledger, "review", "other", &evidence),
+        busy("resolution lane does not declare failed parent")
+    );
+    // A pre-policy snapshot (no `failure_resolution`) does not require it.
+    ledger.policy.requires_parent = false;
+    ledger.replay.requires_parent = false;
+    let intents = resolve(&ledger, "review", "other", &evidence).unwrap();
+    ledger.commit(intents);
+}
+
+#[test]
+fn the_resolver_must_complete_after_the_failure() {
+    let mut ledger = Ledger::running(&["report"]);
+    ledger
+        .running_lane("rereview", json!("review"))
+        .running_lane("review", Value::Null)
+        .end_lane("lane_completed", "rereview", "completed", correction())
+        .end_lane("lane_failed", "review", "failed", failure());
+    assert_eq!(
+        resolve(
+            &ledger,
+            "review",
+            "rereview",
+            &binding(&failure(), &correction())
+        ),
+        busy("resolution lane did not complete after failure")
+    );
+}
+
+#[test]
+fn liveness_evidence_cannot_resolve() {
+    let mut ledger = failed_then_rereviewed();
+    ledger.running_lane("watcher", Value::Null);
+    // A heartbeat that happens to carry the binding refs is still only
+    // liveness evidence.
+    let beat = binding(&failure(), &correction());
+    ledger.heartbeat("watcher", beat.clone());
+    assert_eq!(
+        resolve(&ledger, "review", "rereview", &beat),
+        bad("liveness evidence cannot satisfy completion evidence")
+    );
+}
+
+#[test]
+fn the_evidence_must_bind_both_lanes() {
+    let ledger = failed_then_rereviewed();
+    for evidence in [
+        binding(&failure(), &failure()),
+        binding(&correction(), &correction()),
+        binding(&failure(), &ev("something else")),
+        ev("no checksums at all"),
+    ] {
+        assert_eq!(
+            resolve(&ledger, "review", "rereview", &evidence),
+            bad("resolution evidence must bind failed and completed lane evidence"),
+            "{evidence}"
+        );
+    }
+}
+
+#[test]
+fn identical_evidence_on_both_lanes_is_a_conflict_not_a_corruption() {
+    // decisions.md 7: the reference passes this to its pre-append replay,
+    // which refuses it as corruption (exit 3); we refuse it first (exit 5).
+    let same = ev("one report for both lanes");
+    let mut ledger = Ledger::running(&["report"]);
+    ledger
+        .running_lane("review", Value::Null)
+        .end_lane("lane_failed", "review", "failed", same.clone())
+        .running_lane("rereview", json!("review"))
+        .end_lane("lane_completed", "rereview", "completed", same.clone());
+    let evidence = binding(&same, &same);
+    assert_eq!(
+        resolve(&ledger, "review", "rereview", &evidence),
+        busy(
+            "resolution lane evidence is identical to the failed lane evidence; \
+             a resolution needs independent evidence"
+        )
+    );
+    // The reducer would indeed refuse the event.
+    let proposal = {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("candidate_kind".into(), json!("failed_lane_resolution"));
+        metadata.insert("original_lane_id".into(), json!("review"));
+        metadata.insert("resolution_lane_id".into(), json!("rereview"));
+        metadata.insert(
+            "original_evidence_digest".into(),
+            json!(canonical::digest(&same)),
+        );
+        metadata.insert(
+            "resolution_evidence_digest".into(),
+            json!(canonical::digest(&same)),
+        );
+        Intent {
+            event_type: "candidate_validated".into(),
+            timestamp: Some(AT.into()),
+            from_state: Some("failed".into()),
+            to_state: Some("failed".into()),
+            lane_id: Some("review".into()),
+            agent_id: Some("agent-review".into()),
+            reason: None,
+            evidence_refs: evidence,
+            metadata,
+        }
+    };
+    let event = ledger.sealed(&[proposal]);
+    assert!(ledger.state.apply(&event, &ledger.replay).is_err());
+}

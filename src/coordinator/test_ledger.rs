@@ -1,0 +1,228 @@
+//! Test support for the topology, completion and resolution decisions: a
+//! replayed run built event by event (made-up checksums: the reducer
+//! trusts the verified chain), into which a decision's intents are
+//! committed the way the pipeline seals them, so every test also proves
+//! the reducer accepts what a decision proposes.
+
+use serde_json::{Value, json};
+
+use super::decide::{Intent, Policy};
+use super::state::CoordinatorState;
+use super::{ReplayError, ReplayPolicy, RunOrigin};
+
+pub const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+/// `[{"kind": "test", "summary": summary}]`.
+pub fn ev(summary: &str) -> Value {
+    json!([{"kind": "test", "summary": summary}])
+}
+
+/// A component as `topology-register` takes it (no coverage).
+pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
+    json!({
+        "id": id, "required": required, "description": format!("Component {id}"),
+        "owner_lane": owner, "required_checks": checks, "dependencies": deps,
+        "evidence_refs": [], "coverage_state": "missing",
+    })
+}
+
+pub struct Ledger {
+    pub state: CoordinatorState,
+    pub replay: ReplayPolicy,
+    pub policy: Policy,
+}
+
+impl Ledger {
+    /// A running run whose init approved `components`.
+    pub fn running(components: &[&str]) -> Ledger {
+        let mut approved: Vec<String> = components.iter().map(|c| c.to_string()).collect();
+        approved.sort();
+        let mut ledger = Ledger {
+            state: CoordinatorState::new(&RunOrigin {
+                owner_fingerprint: Some(FP.into()),
+                owner_epoch: 1,
+                approved_component_ids: approved,
+            }),
+            replay: ReplayPolicy {
+                max_lanes: 64,
+                requires_parent: true,
+            },
+            policy: Policy::default(),
+        };
+        ledger
+            .raw(
+                "run_created",
+                json!({"to_state": "planned", "evidence_refs": []}),
+            )
+            .raw(
+                "plan_approved",
+                json!({"from_state": "planned", "to_state": "approved"}),
+            )
+            .raw(
+                "run_started",
+                json!({"from_state": "approved", "to_state": "running"}),
+            );
+        ledger
+    }
+
+    /// A complete event from `fields` (metadata gets the owner epoch).
+    pub fn event(&self, event_type: &str, fields: Value) -> Value {
+        let sequence = self.state.last_sequence() + 1;
+        let mut event = json!({
+            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
+            "sequence": sequence, "event_type": event_type, "from_state": null,
+            "to_state": null, "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
+            "manifest_hash": "0".repeat(64), "previous_checksum": "",
+            "checksum": format!("{sequence:064x}"),
+            "evidence_refs": ev(&format!("evidence {sequence}")), "reason": null,
+            "metadata": {"owner_epoch": 1},
+        });
+        for (key, value) in fields.as_object().expect("fields object") {
+            if key == "metadata" {
+                for (k, v) in value.as_object().expect("metadata object") {
+                    event["metadata"][k] = v.clone();
+                }
+            } else {
+                event[key] = value.clone();
+            }
+        }
+        event
+    }
+
+    pub fn try_raw(&mut self, event_type: &str, fields: Value) -> Result<(), ReplayError> {
+        let event = self.event(event_type, fields);
+        self.state.apply(&event, &self.replay)
+    }
+
+    #[track_caller]
+    pub fn raw(&mut self, event_type: &str, fields: Value) -> &mut Self {
+        if let Err(e) = self.try_raw(event_type, fields) {
+            panic!("{event_type} refused by replay: {e}");
+        }
+        self
+    }
+
+    /// The event the pipeline would seal for `intents` (one plain event or
+    /// a `transaction_committed` envelope).
+    pub fn sealed(&self, intents: &[Intent]) -> Value {
+        let values: Vec<Value> = intents.iter().map(intent_value).collect();
+        match values.as_slice() {
+            [single] => {
+                let mut fields = single.clone();
+                if let Some(map) = fields.as_object_mut() {
+                    map.remove("owner_epoch");
+                }
+                self.event(&intents[0].event_type, fields)
+            }
+            [_, second] => self.event(
+                "transaction_committed",
+                json!({"timestamp": second["timestamp"], "evidence_refs": [],
+                       "metadata": {"intents": values}}),
+            ),
+            _ => panic!("one or two intents"),
+        }
+    }
+
+    /// Seal intents as the pipeline does and replay them.
+    #[track_caller]
+    pub fn commit(&mut self, intents: Vec<Intent>) -> &mut Self {
+        let event = self.sealed(&intents);
+        if let Err(e) = self.state.apply(&event, &self.replay) {
+            panic!("decision refused by replay: {e}");
+        }
+        self
+    }
+
+    /// A pending lane (`parent` may be null).
+    pub fn lane(&mut self, id: &str, parent: Value) -> &mut Self {
+        self.raw(
+            "lane_created",
+            json!({"lane_id": id, "agent_id": format!("agent-{id}"), "to_state": "pending",
+                   "metadata": {
+                       "assignment": format!("Work on {id}"), "write_scope": ["src"],
+                       "fallback": "main session",
+                       "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                       "command_deadline": "2026-07-14T01:10:00Z",
+                       "parent_lane_id": parent, "replacement_count": 0}}),
+        )
+    }
+
+    pub fn step(&mut self, event_type: &str, id: &str, from: &str, to: &str) -> &mut Self {
+        self.raw(
+            event_type,
+            json!({"lane_id": id, "from_state": from, "to_state": to}),
+        )
+    }
+
+    /// A lane created and running.
+    pub fn running_lane(&mut self, id: &str, parent: Value) -> &mut Self {
+        self.lane(id, parent)
+            .step("lane_started", id, "pending", "starting")
+            .step("startup_ack", id, "starting", "running")
+    }
+
+    /// A running lane finishing with `evidence`.
+    pub fn end_lane(&mut self, event_type: &str, id: &str, to: &str, evidence: Value) -> &mut Self {
+        self.raw(
+            event_type,
+            json!({"lane_id": id, "from_state": "running", "to_state": to,
+                   "evidence_refs": evidence, "metadata": {"changed_paths": []}}),
+        )
+    }
+
+    /// A lane created, run and completed with `evidence`.
+    pub fn completed_lane(&mut self, id: &str, evidence: Value) -> &mut Self {
+        self.running_lane(id, Value::Null)
+            .end_lane("lane_completed", id, "completed", evidence)
+    }
+
+    /// A heartbeat of a running lane carrying `evidence` (liveness evidence).
+    pub fn heartbeat(&mut self, id: &str, evidence: Value) -> &mut Self {
+        self.raw(
+            "heartbeat_observed",
+            json!({"lane_id": id, "from_state": "running", "to_state": "running",
+                   "evidence_refs": evidence}),
+        )
+    }
+
+    /// Registers `components` directly through the reducer.
+    pub fn topology(&mut self, components: Value) -> &mut Self {
+        self.raw(
+            "topology_registered",
+            json!({"metadata": {"components": components}}),
+        )
+    }
+
+    pub fn check(&mut self, component: &str, check: &str, passed: bool) -> &mut Self {
+        let event_type = if passed {
+            "check_passed"
+        } else {
+            "check_failed"
+        };
+        self.raw(
+            event_type,
+            json!({"metadata": {"component_id": component, "check_id": check}}),
+        )
+    }
+
+    pub fn cover(&mut self, component: &str) -> &mut Self {
+        self.raw(
+            "evidence_attached",
+            json!({"metadata": {"component_id": component, "coverage_state": "covered"}}),
+        )
+    }
+}
+
+/// The ten intent keys, as the pipeline normalises them.
+pub fn intent_value(intent: &Intent) -> Value {
+    let mut metadata = intent.metadata.clone();
+    metadata.insert("owner_epoch".into(), json!(1));
+    json!({
+        "agent_id": intent.agent_id, "event_type": intent.event_type,
+        "evidence_refs": intent.evidence_refs, "from_state": intent.from_state,
+        "lane_id": intent.lane_id, "metadata": metadata, "owner_epoch": 1,
+        "reason": intent.reason,
+        "timestamp": intent.timestamp.clone().unwrap_or_else(|| "2026-07-14T02:00:00Z".into()),
+        "to_state": intent.to_state,
+    })
+}
