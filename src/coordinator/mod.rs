@@ -9,8 +9,11 @@
 pub mod decide;
 pub mod lane_commands;
 pub mod liveness;
+pub mod recovery;
 pub mod replacement;
 pub mod replay;
+pub mod reports;
+pub mod resume;
 pub mod run_commands;
 pub mod simple;
 pub mod snapshot;
