@@ -5,6 +5,7 @@ pub mod envelope;
 pub mod lanes;
 pub mod liveness;
 pub mod mutation;
+pub mod recovery;
 pub mod replacement;
 pub mod run;
 
@@ -86,6 +87,8 @@ pub enum Command {
     Replacement(replacement::ReplacementCommands),
     #[command(flatten)]
     Liveness(liveness::LivenessCommands),
+    #[command(flatten)]
+    Recovery(recovery::RecoveryCommands),
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +173,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Liveness(command) => {
             let (operation, data) = liveness::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Recovery(command) => {
+            let (operation, data) = recovery::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

@@ -76,12 +76,41 @@ fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
     Ok(ids)
 }
 
+/// What the new run's `run_created` carries besides `owner_epoch`: nothing
+/// for `init`; the approval evidence and the provenance for a recovery run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirstEvent {
+    pub evidence_refs: Value,
+    /// Metadata beyond `owner_epoch` (the recovery provenance).
+    pub metadata: Map<String, Value>,
+}
+
+impl Default for FirstEvent {
+    fn default() -> Self {
+        FirstEvent {
+            evidence_refs: json!([]),
+            metadata: Map::new(),
+        }
+    }
+}
+
 /// Run `init`.
 pub fn init(
     root: &Path,
     env: &DiscoveryEnv,
     request: &InitRequest,
     entropy: &InitEntropy,
+) -> FlowResult<InitOutcome> {
+    init_run(root, env, request, entropy, &FirstEvent::default())
+}
+
+/// Create a run whose first event carries `first` (init, recovery runs).
+pub fn init_run(
+    root: &Path,
+    env: &DiscoveryEnv,
+    request: &InitRequest,
+    entropy: &InitEntropy,
+    first: &FirstEvent,
 ) -> FlowResult<InitOutcome> {
     let manifest = bundled()?;
     let workflow_types = manifest.contract["workflow_types"]
@@ -136,6 +165,7 @@ pub fn init(
         &manifest,
         request,
         entropy,
+        first,
         &component_ids,
         &repo_text,
         &staging,
@@ -161,6 +191,7 @@ fn create_run(
     manifest: &ManifestContract,
     request: &InitRequest,
     entropy: &InitEntropy,
+    first: &FirstEvent,
     component_ids: &[String],
     repo_root: &str,
     staging: &Path,
@@ -198,9 +229,13 @@ fn create_run(
         owner_token: handle.fingerprint.clone(),
         manifest_hash: opened.manifest.contract.hash.clone(),
         previous_checksum: String::new(),
-        evidence_refs: json!([]),
+        evidence_refs: first.evidence_refs.clone(),
         reason: None,
-        metadata: Some(json!({"owner_epoch": 1})),
+        metadata: Some({
+            let mut metadata = first.metadata.clone();
+            metadata.insert("owner_epoch".into(), json!(1));
+            Value::Object(metadata)
+        }),
     };
     let sealed = draft.seal();
     let contract = EventContract {

@@ -11,7 +11,10 @@ pub mod lifecycle;
 pub mod liveness;
 pub mod mutate;
 pub mod rebuild;
+pub mod recovery;
 pub mod replacement;
+pub mod reports;
+pub mod resume;
 
 use serde_json::{Map, Value};
 use std::path::Path;
