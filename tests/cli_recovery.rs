@@ -736,3 +736,85 @@ fn unknown_runs_and_bad_inputs_are_refused_first() {
     out.assert_error(2, "contract_error");
     assert_eq!(before, common::snapshot(&bed.root));
 }
+
+#[test]
+fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
+    // The phase gate (exit 7) comes first for every command of this family;
+    // receipt-diagnose works on Phase 1 runs too.
+    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
+    let bed = Bed::fresh();
+    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
+    let map = manifest.as_object_mut().unwrap();
+    map.insert("manifest_version".into(), json!("1.0.0"));
+    for key in [
+        "resource_limits",
+        "compatible_manifest_versions",
+        "failure_resolution",
+    ] {
+        map.remove(key);
+    }
+    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
+    let hash = bluetape_flow::receipt::canonical::digest(&manifest);
+    manifest["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
+                              "owner_token": "legacy", "repo_root": text(&bed.repo),
+                              "workflow_type": "A"});
+    std::fs::write(bed.run_dir().join("manifest.json"), manifest.to_string()).unwrap();
+    let input = bed.diagnosis_file();
+    assert_eq!(
+        parse(&std::fs::read_to_string(&input).unwrap())["manifest_version"],
+        "1.0.0"
+    );
+    let owner = text(&bed.handle("main.owner"));
+    let approval = text(&bed.work.join("approval.json"));
+    let new_owner = text(&bed.handle("n.owner"));
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "recovery-run-create",
+            "--run-id",
+            &bed.run_id,
+            "--input",
+            &input,
+            "--owner-file",
+            &new_owner,
+            "--evidence",
+            &approval,
+        ],
+        vec![
+            "resume",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--evidence",
+            &approval,
+            "--new-owner-file",
+            &new_owner,
+        ],
+        vec![
+            "handoff-create",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--input",
+            &input,
+        ],
+        vec![
+            "live-report-create",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--input",
+            &input,
+        ],
+    ];
+    for argv in cases {
+        let before = common::snapshot(&bed.root);
+        let e = bed
+            .cli(&argv)
+            .assert_error(7, "unsupported_by_run_manifest");
+        assert_eq!(e["next_command"], "init", "{argv:?}");
+        assert_eq!(before, common::snapshot(&bed.root), "{argv:?}");
+    }
+}
