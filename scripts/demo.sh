@@ -59,6 +59,28 @@ say "Liveness: a heartbeat renews a silence lease (it is never completion eviden
 step heartbeat "${R[@]}" --evidence "$(json hb-ev '[{"kind":"log","summary":"parser tests compiling","exit_status":0}]')" \
   --input "$(json hb '{"lane_id":"parser","agent_id":"agent-1","observed_at":"2026-07-14T01:00:05Z","silence_lease_deadline":"2026-07-14T01:05:00Z","reason":"still compiling"}')"
 
+# --- hand-over to a new owner (issue 5) -------------------------------------
+say "The session hands over: it binds a handoff report to the receipt head"
+field() { sed -E "s/.*\"$1\": \"?([^\",}]*)\"?[,}].*/\1/"; }
+head=$("$flow" --state-root "$state" verify --run-id "$run" | field checksum)
+manifest=$("$flow" --state-root "$state" resume-check --run-id "$run" | field manifest_hash)
+step handoff-create "${R[@]}" --input "$(json handoff "{\"canonical_sha\":\"$(printf a%.0s {1..64})\",\"agents_hash\":\"$(printf b%.0s {1..64})\",\"skill_hash\":\"$(printf c%.0s {1..64})\",\"manifest_hash\":\"$manifest\",\"run_id\":\"$run\",\"owner_epoch\":1,\"receipt_head\":\"$head\",\"target_hashes\":{\"src/parser/lib.rs\":\"$(printf d%.0s {1..64})\"}}")"
+
+say "A fresh session takes over: resume-check, then resume to a new 0600 handle (epoch 2)"
+step resume-check --run-id "$run"
+cp "$owner" "$state/handles/old-copy.owner" && chmod 600 "$state/handles/old-copy.owner"
+step resume "${R[@]}" --new-owner-file "$state/handles/session-2.owner" \
+  --evidence "$(ev handover user_approval 'user approved handing the run to session 2')"
+owner="$state/handles/session-2.owner"
+R=(--run-id "$run" --owner-file "$owner")
+
+say "The old handle is gone, and a copy of it is fenced by the new epoch"
+step run-block --run-id "$run" --owner-file "$state/handles/old-copy.owner" \
+  --evidence "$(ev stale lifecycle 'a stale session tries to block the run')" --reason "stale session" \
+  || echo "(refused, exit $?: as it should be)"
+rm "$state/handles/old-copy.owner"
+# --- end of hand-over --------------------------------------------------------
+
 say "cli and docs finish inside their write scopes"
 step lane-complete "${R[@]}" --lane-id cli --agent-id agent-2 --at 2026-07-14T01:03:00Z \
   --evidence "$(ev done-cli test 'cli tests passed')" --changed-paths "$(json changed-cli '["src/cli/main.rs"]')"
@@ -157,5 +179,32 @@ say "An auditor replays the receipt read-only"
 step verify --run-id "$run"
 step resume-check --run-id "$run"
 step receipt-diagnose --run-id "$run"
+# --- a damaged receipt superseded by a recovery run (issue 5) ---------------
+say "A second, small run; then a byte of its receipt is changed on disk"
+out=$("$flow" --state-root "$state" init --workflow-type A --repo-root "$repo" \
+  --owner-file "$state/handles/notes.owner" --component notes)
+printf '$ bluetape-flow init ... --owner-file $WORK/state/handles/notes.owner --component notes\n%s\n' "$out" | sed "s#$work#\$WORK#g"
+notes=$(printf '%s' "$out" | field run_id)
+step run-approve --run-id "$notes" --owner-file "$state/handles/notes.owner" \
+  --evidence "$(ev notes-approve user_approval 'notes plan approved')" --at 2026-07-14T02:00:00Z
+sed -i '2s/notes plan approved/notes plan forged!/' "$state/runs/$notes/receipt.jsonl"
+step verify --run-id "$notes" || echo "(refused, exit $?: the chain is broken)"
+
+say "Diagnosis (read-only): where trust ends, and a checksum over the verdict"
+"$flow" --state-root "$state" receipt-diagnose --run-id "$notes" > "$work/in/diagnosis.json"
+printf '$ bluetape-flow receipt-diagnose --run-id %s\n' "$notes"
+sed "s#$work#\$WORK#g" "$work/in/diagnosis.json"
+
+say "Recovery: the damaged bytes go to quarantine, a new run starts with their provenance"
+out=$("$flow" --state-root "$state" recovery-run-create --run-id "$notes" --input "$work/in/diagnosis.json" \
+  --owner-file "$state/handles/notes-recovery.owner" \
+  --evidence "$(ev recovery user_approval 'user approved a recovery run for notes')")
+printf '$ bluetape-flow recovery-run-create --run-id %s ...\n%s\n' "$notes" "$out" | sed "s#$work#\$WORK#g"
+recovered=$(printf '%s' "$out" | field new_run_id)
+step verify --run-id "$recovered"
+step resume-check --run-id "$recovered"
+cmp "$state/runs/$notes/receipt.jsonl" "$state/$(printf '%s' "$out" | field quarantine_path)" \
+  && echo "(the quarantined copy is byte-identical; the damaged receipt was not touched)"
+# --- end of recovery ---------------------------------------------------------
 [ "${KEEP:-0}" = 1 ] && printf '\nstate root kept at %s\n' "$state"
 exit 0

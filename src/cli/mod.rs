@@ -6,6 +6,7 @@ pub mod envelope;
 pub mod lanes;
 pub mod liveness;
 pub mod mutation;
+pub mod recovery;
 pub mod replacement;
 pub mod run;
 pub mod topology;
@@ -92,6 +93,8 @@ pub enum Command {
     Approvals(approvals::ApprovalCommands),
     #[command(flatten)]
     Topology(topology::TopologyCommands),
+    #[command(flatten)]
+    Recovery(recovery::RecoveryCommands),
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +205,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Topology(command) => {
             let (operation, data) = topology::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Recovery(command) => {
+            let (operation, data) = recovery::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::ReceiptDiagnose(args) => Success {

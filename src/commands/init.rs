@@ -78,6 +78,25 @@ fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
     Ok(ids)
 }
 
+/// What the new run's `run_created` carries besides `owner_epoch` and a
+/// frozen approval policy: nothing for `init`; the approval evidence and
+/// the provenance for a recovery run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirstEvent {
+    pub evidence_refs: Value,
+    /// Metadata beyond `owner_epoch` (the recovery provenance).
+    pub metadata: Map<String, Value>,
+}
+
+impl Default for FirstEvent {
+    fn default() -> Self {
+        FirstEvent {
+            evidence_refs: json!([]),
+            metadata: Map::new(),
+        }
+    }
+}
+
 /// `init --approval-policy FILE` (our extension): the policy input and
 /// `BLUETAPE_INITIATED_BY` (trimmed; `None` when unset or blank).
 #[derive(Debug, Clone)]
@@ -93,19 +112,39 @@ pub fn init(
     request: &InitRequest,
     entropy: &InitEntropy,
 ) -> FlowResult<InitOutcome> {
-    init_with_policy(root, env, request, entropy, None).map(|(outcome, _)| outcome)
+    init_run(root, env, request, entropy, &FirstEvent::default(), None).map(|(outcome, _)| outcome)
 }
 
-/// Run `init`, freezing an approval policy when one is given. The policy is
-/// validated after the reference's own checks and before anything is
-/// created; it is written to `runs/<id>/approval-policy.json` and bound
-/// into `run_created` as an evidence item. Also returns the policy's
-/// chained checksum.
+/// Run `init`, freezing an approval policy when one is given (see
+/// [`init_run`]).
 pub fn init_with_policy(
     root: &Path,
     env: &DiscoveryEnv,
     request: &InitRequest,
     entropy: &InitEntropy,
+    policy_request: Option<&PolicyRequest>,
+) -> FlowResult<(InitOutcome, Option<String>)> {
+    init_run(
+        root,
+        env,
+        request,
+        entropy,
+        &FirstEvent::default(),
+        policy_request,
+    )
+}
+
+/// Create a run whose first event carries `first` (init, recovery runs),
+/// freezing an approval policy when one is given. The policy is validated
+/// after the reference's own checks and before anything is created; it is
+/// written to `runs/<id>/approval-policy.json` and bound into `run_created`
+/// as an evidence item. Also returns the policy's chained checksum.
+pub fn init_run(
+    root: &Path,
+    env: &DiscoveryEnv,
+    request: &InitRequest,
+    entropy: &InitEntropy,
+    first: &FirstEvent,
     policy_request: Option<&PolicyRequest>,
 ) -> FlowResult<(InitOutcome, Option<String>)> {
     let manifest = bundled()?;
@@ -169,6 +208,7 @@ pub fn init_with_policy(
         &staging,
         &owner_target,
         policy.as_ref(),
+        first,
         &mut published,
     );
     if result.is_err() && !published {
@@ -198,6 +238,7 @@ fn create_run(
     staging: &Path,
     owner_target: &Path,
     policy: Option<&ApprovalPolicy>,
+    first: &FirstEvent,
     published: &mut bool,
 ) -> FlowResult<String> {
     let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
@@ -216,13 +257,22 @@ fn create_run(
     );
     run.write_manifest(&Value::Object(snapshot))?;
     // The frozen policy exists before the event that binds it.
-    let evidence = match policy {
+    let mut evidence = match policy {
         Some(policy) => {
             write_policy_file(run, &policy.file_bytes())?;
-            json!([policy.evidence_item()])
+            vec![policy.evidence_item()]
         }
-        None => json!([]),
+        None => Vec::new(),
     };
+    evidence.extend(
+        first
+            .evidence_refs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+    let evidence = Value::Array(evidence);
 
     // The first event goes through the same open → lock → verify path as
     // every append, against the snapshot just written.
@@ -241,7 +291,11 @@ fn create_run(
         previous_checksum: String::new(),
         evidence_refs: evidence,
         reason: None,
-        metadata: Some(json!({"owner_epoch": 1})),
+        metadata: Some({
+            let mut metadata = first.metadata.clone();
+            metadata.insert("owner_epoch".into(), json!(1));
+            Value::Object(metadata)
+        }),
     };
     let sealed = draft.seal();
     let contract = EventContract {

@@ -13,7 +13,10 @@ pub mod lifecycle;
 pub mod liveness;
 pub mod mutate;
 pub mod rebuild;
+pub mod recovery;
 pub mod replacement;
+pub mod reports;
+pub mod resume;
 pub mod topology;
 
 use serde_json::{Map, Value};

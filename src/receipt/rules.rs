@@ -285,19 +285,24 @@ fn is_contained_relative(path: &str, prefix: &str) -> bool {
     !path.starts_with('/') && path.starts_with(prefix) && !path.split('/').any(|part| part == "..")
 }
 
-/// §6.6: the provenance fields (all nine present).
+/// §6.6: the provenance fields (all nine present). A receipt damaged at
+/// its first line has no trusted prefix: trusted sequence 0 with an empty
+/// trusted checksum is accepted (decisions.md 11; the reference refuses it).
 pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
     let text = |key: &str| metadata.get(key).and_then(Value::as_str);
     if !text("recovery_original_run_id").is_some_and(is_identifier) {
         return fail("recovery_original_run_id is invalid");
     }
+    let no_trusted_prefix = metadata.get("recovery_trusted_sequence").and_then(as_int) == Some(0);
     for key in [
         "recovery_diagnose_checksum",
         "recovery_manifest_hash",
         "recovery_quarantine_hash",
         "recovery_trusted_checksum",
     ] {
-        if !text(key).is_some_and(is_sha256_hex) {
+        let genesis =
+            key == "recovery_trusted_checksum" && no_trusted_prefix && text(key) == Some("");
+        if !genesis && !text(key).is_some_and(is_sha256_hex) {
             return fail(format!("{key} must be lowercase SHA-256"));
         }
     }
@@ -828,6 +833,32 @@ mod tests {
             check_metadata("run_created", Some(&partial), &l, 1, false).unwrap_err(),
             "recovery run provenance must be complete"
         );
+    }
+
+    #[test]
+    fn an_empty_trusted_checksum_needs_trusted_sequence_zero() {
+        // decisions.md 11: a receipt bad from line 1 has no trusted prefix.
+        let provenance = |sequence: u64, checksum: &str| {
+            json!({
+                "recovery_original_run_id": "r", "recovery_diagnose_checksum": "a".repeat(64),
+                "recovery_manifest_version": "1.1.0", "recovery_manifest_hash": "b".repeat(64),
+                "recovery_quarantine_path": "quarantine/r.receipt.jsonl",
+                "recovery_quarantine_hash": "c".repeat(64), "recovery_first_bad_sequence": sequence + 1,
+                "recovery_trusted_sequence": sequence, "recovery_trusted_checksum": checksum,
+            })
+            .as_object()
+            .cloned()
+            .unwrap()
+        };
+        assert!(check_recovery_provenance(&provenance(0, "")).is_ok());
+        assert!(check_recovery_provenance(&provenance(5, &"d".repeat(64))).is_ok());
+        assert!(check_recovery_provenance(&provenance(0, &"d".repeat(64))).is_ok());
+        for (sequence, checksum) in [(5, ""), (0, "ABC"), (1, "")] {
+            assert_eq!(
+                check_recovery_provenance(&provenance(sequence, checksum)).unwrap_err(),
+                "recovery_trusted_checksum must be lowercase SHA-256"
+            );
+        }
     }
 
     #[test]

@@ -199,6 +199,59 @@ pub fn discard_handle(staging: &Path) {
     let _ = std::fs::remove_file(staging);
 }
 
+/// The JSON held by a secure (0600, owned, not a symlink) handle file, or
+/// `None` when it is not JSON at all; no field is checked.
+pub fn read_handle_json(path: &Path, kind: &str) -> StoreResult<Option<Value>> {
+    let mut file = open_regular(path, kind, Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, path, 4096)?;
+    Ok(bytes
+        .as_deref()
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|t| serde_json::from_str(t).ok()))
+}
+
+/// The rule for the handle a run is handed to (`resume --new-owner-file`,
+/// `recovery-run-create --owner-file`): a direct child of the secure
+/// `<root>/handles` with an identifier stem, never a symlink, and — unless
+/// `allow_existing` (a recovery retry) — not there yet.
+pub fn check_new_owner_path(
+    root: &Path,
+    path: &Path,
+    cwd: &Path,
+    allow_existing: bool,
+) -> StoreResult<()> {
+    check_contained(root, path, cwd)?;
+    if is_symlink(path) || (!allow_existing && std::fs::symlink_metadata(path).is_ok()) {
+        return Err(StoreError::invalid("owner handle already exists"));
+    }
+    Ok(())
+}
+
+/// True when both paths name the same existing file (the current handle
+/// given again as the new one).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Remove a handle file if it still proves exactly `expected` (same run,
+/// epoch and fingerprint), then sync its directory. Anything else at the
+/// path is left alone. Returns whether it was removed.
+pub fn remove_handle_if(path: &Path, expected: &OwnerHandle) -> bool {
+    match read_handle(path, Some(&expected.run_id)) {
+        Ok(found) if found == *expected => {}
+        _ => return false,
+    }
+    if std::fs::remove_file(path).is_err() {
+        return false;
+    }
+    let _ = super::secure::sync_dir(path.parent().unwrap_or(Path::new(".")));
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,8 @@ pub mod input;
 pub mod layout;
 pub mod lock;
 pub mod paths;
+pub mod quarantine;
+pub mod reports;
 pub mod run;
 pub mod scope;
 pub mod secure;

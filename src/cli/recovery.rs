@@ -1,0 +1,115 @@
+//! Owner transfer, recovery and bound reports: resume,
+//! recovery-run-create, handoff-create, live-report-create.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use super::mutation::{MutationArgs, context};
+use crate::commands::FlowResult;
+use crate::commands::recovery::{RecoveryRequest, recovery_run_create};
+use crate::commands::reports::create_report;
+use crate::commands::resume::resume;
+use crate::coordinator::reports::ReportKind;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum RecoveryCommands {
+    #[command(
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: resume-check. In-place migration is unavailable."
+    )]
+    Resume(ResumeArgs),
+    #[command(
+        name = "recovery-run-create",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: verify the new run. In-place migration is unavailable."
+    )]
+    RecoveryRunCreate(RecoveryRunCreateArgs),
+    #[command(
+        name = "handoff-create",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: stop and continue in a fresh session. In-place migration is unavailable."
+    )]
+    HandoffCreate(ReportArgs),
+    #[command(
+        name = "live-report-create",
+        args_override_self = true,
+        about = "Mutation. Capability: Phase 2 only. Safe next: preserve the immutable report. In-place migration is unavailable."
+    )]
+    LiveReportCreate(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long = "new-owner-file", required = true)]
+    pub new_owner_file: PathBuf,
+}
+
+/// No `--expected-head`: the damaged run is not appended to.
+#[derive(Debug, Args)]
+pub struct RecoveryRunCreateArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+    /// The NEW run's owner handle.
+    #[arg(long = "owner-file", required = true)]
+    pub owner_file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub input: PathBuf,
+}
+
+pub fn dispatch(
+    command: RecoveryCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    Ok(match command {
+        RecoveryCommands::Resume(args) => {
+            let ctx = context(root, env, &args.common);
+            (
+                "resume",
+                resume(&ctx, &args.evidence, &args.new_owner_file)?,
+            )
+        }
+        RecoveryCommands::RecoveryRunCreate(args) => {
+            let request = RecoveryRequest {
+                run_id: &args.run_id,
+                input: &args.input,
+                owner_file: &args.owner_file,
+                evidence: &args.evidence,
+            };
+            (
+                "recovery-run-create",
+                recovery_run_create(root, env, &request)?,
+            )
+        }
+        RecoveryCommands::HandoffCreate(args) => {
+            let ctx = context(root, env, &args.common);
+            (
+                "handoff-create",
+                create_report(&ctx, ReportKind::Handoff, &args.input)?,
+            )
+        }
+        RecoveryCommands::LiveReportCreate(args) => {
+            let ctx = context(root, env, &args.common);
+            (
+                "live-report-create",
+                create_report(&ctx, ReportKind::Live, &args.input)?,
+            )
+        }
+    })
+}

@@ -1,0 +1,251 @@
+//! `recovery-run-create` (reference-coordinator §12.2): supersede a damaged
+//! run. The damaged receipt is never modified, truncated or continued: its
+//! bytes are copied into `quarantine/` (0600, immutable) and a brand-new,
+//! independent run starts `planned`, its first event carrying the approval
+//! evidence and the provenance. Retrying with the same owner file returns
+//! the same recovery run. A refusal leaves no quarantine copy behind
+//! (decisions.md 11); a missing receipt is recoverable (decisions.md 17).
+
+use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
+
+use super::error::{FlowError, FlowResult};
+use super::init::{FirstEvent, InitEntropy, InitRequest, init_run};
+use super::inspect::receipt_diagnose;
+use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
+use crate::coordinator::recovery::{
+    ExistingRecovery, ProvenanceInput, check_request, provenance, quarantine_name,
+    require_no_live_writer, require_receipt_identity, require_same_diagnosis,
+    require_same_recovery, supplied_diagnosis,
+};
+use crate::receipt::primitives::is_identifier;
+use crate::receipt::rules::check_evidence;
+use crate::store::discovery::DiscoveryEnv;
+use crate::store::handle::{check_new_owner_path, read_handle, read_handle_json};
+use crate::store::input::{InputShape, read_json_input};
+use crate::store::lock::DirLock;
+use crate::store::paths::expand_tilde;
+use crate::store::quarantine::{QuarantineCopy, quarantine_copy, remove_quarantine};
+
+/// What `recovery-run-create` was asked for.
+#[derive(Debug, Clone)]
+pub struct RecoveryRequest<'a> {
+    pub run_id: &'a str,
+    /// The `receipt-diagnose` output (or its object).
+    pub input: &'a Path,
+    /// The NEW run's owner handle (may exist: a retry).
+    pub owner_file: &'a Path,
+    /// The approval evidence.
+    pub evidence: &'a Path,
+}
+
+/// The diagnosis object as `receipt-diagnose` computes it now, without its
+/// checksum.
+fn current_diagnosis(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    let mut current = receipt_diagnose(root, run_id)?;
+    current.remove("diagnosis_checksum");
+    Ok(current)
+}
+
+fn conflict(message: &str) -> FlowError {
+    FlowError::Conflict(message.into())
+}
+
+/// Path text like Python's `str(Path(p))`: `.` components and repeated or
+/// trailing slashes dropped.
+fn path_text(path: &Path) -> String {
+    path.components()
+        .collect::<PathBuf>()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Run `recovery-run-create`.
+pub fn recovery_run_create(
+    root: &Path,
+    env: &DiscoveryEnv,
+    request: &RecoveryRequest<'_>,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, request.run_id)?;
+    run.require_phase2()?;
+    let input = read_json_input(request.input, InputShape::Object, env.home.as_ref())?;
+    let approval = read_json_input(request.evidence, InputShape::List, env.home.as_ref())?;
+    run.dir.validate()?;
+    let supplied = supplied_diagnosis(input.as_object().cloned().unwrap_or_default());
+    let checksum = check_request(&supplied, &approval)?;
+    let diagnosis = &supplied.diagnosis;
+    require_same_diagnosis(
+        &current_diagnosis(root, request.run_id)?,
+        diagnosis,
+        "damaged run changed after receipt diagnosis",
+    )?;
+    require_no_live_writer(diagnosis)?;
+    let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
+    require_receipt_identity(diagnosis, &receipt_hash, receipt_size)?;
+    let owner_path = expand_tilde(request.owner_file, env.home.as_ref());
+    check_new_owner_path(root, &owner_path, &env.cwd, true)?;
+    let name = quarantine_name(request.run_id, &receipt_hash);
+    let quarantine_path = format!("quarantine/{name}");
+    let provenance = provenance(
+        &ProvenanceInput {
+            original_run_id: request.run_id,
+            diagnosis_checksum: &checksum,
+            manifest_version: &run.manifest.contract.version,
+            manifest_hash: &run.manifest.contract.hash,
+            quarantine_path: &quarantine_path,
+            quarantine_hash: &receipt_hash,
+        },
+        diagnosis,
+    )?;
+    // Everything the new run's first event must satisfy is checked before
+    // the quarantine copy exists.
+    check_evidence(&approval, &run.manifest.contract.limits).map_err(FlowError::Contract)?;
+    let damaged_run = run.manifest.run.clone().unwrap_or_default();
+
+    let lock = DirLock::new(
+        root.join("locks")
+            .join(format!("recovery-{}", request.run_id)),
+    );
+    let _guard = lock.acquire()?;
+    require_same_diagnosis(
+        &current_diagnosis(root, request.run_id)?,
+        diagnosis,
+        "damaged run changed before quarantine",
+    )?;
+    let copy = quarantine_copy(
+        root,
+        &name,
+        &run.dir.receipt_path(),
+        (&receipt_hash, receipt_size),
+    )?;
+    match copy {
+        QuarantineCopy::Created | QuarantineCopy::AlreadyPresent => {}
+        QuarantineCopy::Differs => {
+            return Err(conflict("existing quarantine receipt does not match"));
+        }
+        QuarantineCopy::CopyMismatch => {
+            return Err(conflict("quarantine receipt verification failed"));
+        }
+    }
+    let result = supersede(root, env, &owner_path, &provenance, &approval, &damaged_run);
+    let new_run_id = match result {
+        Ok(new_run_id) => new_run_id,
+        Err(error) => {
+            if copy == QuarantineCopy::Created {
+                remove_quarantine(&root.join(&quarantine_path));
+            }
+            return Err(error);
+        }
+    };
+    let mut out = Map::new();
+    out.insert("new_run_id".into(), json!(new_run_id));
+    out.insert("owner_file".into(), json!(path_text(&owner_path)));
+    out.insert("owner_epoch".into(), json!(1));
+    out.insert("quarantine_path".into(), json!(quarantine_path));
+    out.insert("quarantine_hash".into(), json!(receipt_hash));
+    out.insert("diagnosis_checksum".into(), json!(checksum));
+    Ok(out)
+}
+
+/// The recovery run: the existing one a retry names, or a new one.
+fn supersede(
+    root: &Path,
+    env: &DiscoveryEnv,
+    owner_path: &Path,
+    provenance: &Map<String, Value>,
+    approval: &Value,
+    damaged_run: &Map<String, Value>,
+) -> FlowResult<String> {
+    if std::fs::symlink_metadata(owner_path).is_ok() {
+        return existing_recovery(root, owner_path, provenance, approval, damaged_run);
+    }
+    let text = |key: &str| {
+        damaged_run
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| FlowError::contract(format!("damaged run {key} is invalid")))
+    };
+    let components = match damaged_run.get("component_ids") {
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|id| id.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>(),
+        _ => None,
+    }
+    .ok_or_else(|| FlowError::contract("damaged run component_ids are invalid"))?;
+    let request = InitRequest {
+        workflow_type: text("workflow_type")?,
+        repo_root: PathBuf::from(text("repo_root")?),
+        owner_file: owner_path.to_path_buf(),
+        components,
+    };
+    let first = FirstEvent {
+        evidence_refs: approval.clone(),
+        metadata: provenance.clone(),
+    };
+    let (outcome, _) = init_run(root, env, &request, &InitEntropy::fresh(), &first, None)?;
+    Ok(outcome.run_id)
+}
+
+/// A retry: the handle names a recovery run that must be this recovery.
+fn existing_recovery(
+    root: &Path,
+    owner_path: &Path,
+    provenance: &Map<String, Value>,
+    approval: &Value,
+    damaged_run: &Map<String, Value>,
+) -> FlowResult<String> {
+    let invalid_handle = || conflict("existing recovery owner handle is invalid");
+    let payload =
+        read_handle_json(owner_path, "recovery owner handle")?.ok_or_else(invalid_handle)?;
+    let run_id = match payload.get("run_id") {
+        None => return Err(invalid_handle()),
+        Some(Value::String(id)) if is_identifier(id) => id.clone(),
+        Some(_) => {
+            return Err(FlowError::contract(
+                "recovery run id must match the identifier contract",
+            ));
+        }
+    };
+    let handle = read_handle(owner_path, Some(&run_id))?;
+    let invalid_run = || conflict("existing recovery run is invalid");
+    let recovery = match open_run(root, &run_id) {
+        Ok(run) => run,
+        Err(FlowError::IncompatibleManifest(m)) => return Err(FlowError::IncompatibleManifest(m)),
+        Err(_) => return Err(invalid_run()),
+    };
+    recovery.dir.validate().map_err(|_| invalid_run())?;
+    let first_event = first_verified_event(&recovery).map_err(|_| invalid_run())?;
+    let Some(first_event) = first_event else {
+        return Err(invalid_run());
+    };
+    let existing_run = recovery.manifest.run.clone().unwrap_or_default();
+    require_same_recovery(
+        &ExistingRecovery {
+            first_event: &first_event,
+            run: &existing_run,
+            handle_fingerprint: &handle.fingerprint,
+            handle_epoch: handle.epoch,
+        },
+        provenance,
+        approval,
+        damaged_run,
+    )?;
+    Ok(run_id)
+}
+
+/// The first event of a receipt that verifies completely.
+fn first_verified_event(run: &OpenRun) -> FlowResult<Option<Map<String, Value>>> {
+    let mut first = None;
+    let verdict = verify_receipt(run, |event| {
+        if first.is_none() {
+            first = Some(event.clone());
+        }
+        Ok(())
+    })?;
+    match verdict {
+        Verdict::Intact(_) => Ok(first),
+        _ => Err(conflict("existing recovery run is invalid")),
+    }
+}

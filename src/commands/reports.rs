@@ -1,0 +1,113 @@
+//! `handoff-create` and `live-report-create` (reference-coordinator §13):
+//! store a report's canonical bytes under `reports/` (0600) and bind their
+//! SHA-256 and the pre-event receipt head into the receipt. The file is
+//! written under the receipt lock right before the append, and removed
+//! again if the append does not happen, so a refusal leaves nothing.
+
+use serde_json::{Map, Value};
+use std::path::Path;
+
+use super::error::{FlowError, FlowResult};
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::rebuild::replay_run;
+use crate::coordinator::decide::Policy;
+use crate::coordinator::decide::Refusal;
+use crate::coordinator::reports::{
+    Binding, ReportKind, bind_report, binding_status, decide_report, require_report_state,
+    validate_report_payload,
+};
+use crate::coordinator::resume::require_current_owner;
+use crate::store::StoreError;
+use crate::store::handle::read_handle;
+use crate::store::input::{InputShape, read_json_input};
+use crate::store::paths::expand_tilde;
+use crate::store::reports::{
+    ReportFile, bound_report_checksum, check_report_file, check_reports_dir, remove_report,
+    write_report,
+};
+
+/// Create (or confirm) the report of `kind` from the `--input` payload.
+pub fn create_report(
+    ctx: &MutationContext,
+    kind: ReportKind,
+    input: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    run.dir.validate()?;
+    let (state, _) = replay_run(&run, false)?;
+    let owner_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
+    let owner = read_handle(&owner_path, None)?;
+    require_current_owner(&state, &owner.fingerprint, owner.epoch)?;
+    require_report_state(&state, kind)?;
+    let policy = Policy::from_contract(
+        &run.manifest.contract.contract,
+        &run.manifest.contract.limits,
+    );
+    let payload = validate_report_payload(kind, &payload, &policy.limits)?;
+    let report = bind_report(
+        &state,
+        kind,
+        &ctx.run_id,
+        &run.manifest.contract.hash,
+        payload,
+    )?;
+    check_reports_dir(&ctx.root)?;
+    if binding_status(&state, &report)? == Binding::AlreadyBound {
+        // Idempotent: the same binding is in the receipt; its file must
+        // still hold the bound bytes. Nothing is appended (no CAS either).
+        match bound_report_checksum(&ctx.root, &report.relative_path()) {
+            None => {
+                return Err(FlowError::Conflict(
+                    "bound report file is missing or unsafe".into(),
+                ));
+            }
+            Some(found) if found != report.checksum => {
+                return Err(FlowError::Conflict(
+                    "bound report file checksum differs".into(),
+                ));
+            }
+            Some(_) => {}
+        }
+        let mut out = state_envelope(&ctx.run_id, &state);
+        out.extend(report.output());
+        return Ok(out);
+    }
+    if check_report_file(&ctx.root, &report.file_name, &report.bytes)? == ReportFile::Differs {
+        return Err(FlowError::Conflict("orphan report content differs".into()));
+    }
+    let mut created = false;
+    let committed = mutate(ctx, &run, |input| {
+        let intents = decide_report(input.state, &report)?;
+        created =
+            write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
+                StoreError::Busy(m) => Refusal::Conflict(m),
+                StoreError::Invalid(m) | StoreError::Io(m) => Refusal::Invalid(m),
+            })?;
+        Ok(intents)
+    });
+    let committed = match committed {
+        Ok(committed) => committed,
+        Err(error) => {
+            if created {
+                remove_report(&ctx.root, &report.file_name);
+            }
+            return Err(error);
+        }
+    };
+    let mut out = committed.envelope(&ctx.run_id);
+    out.extend(report.output());
+    Ok(out)
+}
+
+fn state_envelope(
+    run_id: &str,
+    state: &crate::coordinator::CoordinatorState,
+) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("run_id".into(), Value::from(run_id));
+    map.insert("sequence".into(), Value::from(state.last_sequence()));
+    map.insert("checksum".into(), Value::from(state.last_checksum()));
+    map.insert("run_state".into(), Value::from(state.run_state()));
+    map
+}

@@ -1,0 +1,77 @@
+//! `resume`: hand the run to a fresh owner handle (reference-coordinator
+//! §11.2). The new 0600 handle (epoch + 1, fresh token) is created before
+//! the append and removed again if anything fails; after the append the old
+//! handle file is removed if it still holds the old owner. From then on the
+//! old handle — and any copy of it — fails every mutation.
+
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+use super::error::{FlowError, FlowResult};
+use super::lifecycle::read_evidence;
+use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::rebuild::replay_run;
+use crate::coordinator::resume::{
+    decide_resume, precheck_resume, require_current_owner, require_transferable,
+};
+use crate::store::handle::{
+    OwnerHandle, OwnerToken, check_new_owner_path, create_handle, read_handle, remove_handle_if,
+    same_file,
+};
+use crate::store::paths::expand_tilde;
+
+/// `resume --new-owner-file`: returns the state envelope plus the new
+/// owner's epoch and fingerprint (never the token).
+pub fn resume(
+    ctx: &MutationContext,
+    evidence: &Path,
+    new_owner_file: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_for_mutation(ctx)?;
+    let evidence = read_evidence(ctx, evidence)?;
+    run.dir.validate()?;
+    precheck_resume(&evidence)?;
+    // Owner transfer is a gate: the whole receipt is verified, not a tail.
+    let (state, _) = replay_run(&run, false)?;
+    let current_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
+    let current = read_handle(&current_path, None)?;
+    require_current_owner(&state, &current.fingerprint, current.epoch)?;
+    require_transferable(&state)?;
+    let new_path = expand_tilde(new_owner_file, ctx.env.home.as_ref());
+    check_new_owner_path(&ctx.root, &new_path, &ctx.env.cwd, false)?;
+    if same_file(&current_path, &new_path) {
+        return Err(FlowError::contract(
+            "new owner handle must differ from current owner handle",
+        ));
+    }
+    let new_epoch = state
+        .owner_epoch()
+        .checked_add(1)
+        .ok_or_else(|| FlowError::contract("owner epoch must be a positive integer"))?;
+    let new_owner = create_handle(&new_path, &ctx.run_id, new_epoch, &OwnerToken::generate())?;
+    let committed = mutate(ctx, &run, |input| {
+        decide_resume(input.state, &new_owner.fingerprint, &evidence)
+    });
+    let committed = match committed {
+        Ok(committed) => committed,
+        Err(error) => {
+            remove_handle_if(&new_path, &new_owner);
+            return Err(error);
+        }
+    };
+    // The transfer is committed; removing the old handle is housekeeping
+    // (its copies are fenced by the epoch either way).
+    let old_owner = OwnerHandle {
+        run_id: ctx.run_id.clone(),
+        epoch: state.owner_epoch(),
+        fingerprint: state.owner_fingerprint().unwrap_or_default().to_string(),
+    };
+    remove_handle_if(&current_path, &old_owner);
+    let mut out = committed.envelope(&ctx.run_id);
+    out.insert("owner_epoch".into(), json!(committed.owner_epoch));
+    out.insert(
+        "owner_fingerprint".into(),
+        json!(committed.owner_fingerprint),
+    );
+    Ok(out)
+}

@@ -1,0 +1,212 @@
+//! Decisions of `recovery-run-create` (reference-coordinator §12.2): a
+//! damaged receipt is never repaired, truncated or continued. Instead its
+//! bytes are kept in quarantine and a brand-new run starts whose first
+//! event records where it came from (the provenance). The rules here are
+//! pure: what a diagnosis must look like, when it is still current, the
+//! provenance it yields, and when an existing recovery run is the same one.
+
+use serde_json::{Map, Value, json};
+
+use super::decide::{Refusal, conflict, invalid, require_evidence};
+use crate::receipt::canonical;
+use crate::receipt::rules::check_recovery_provenance;
+
+/// Envelope keys of a `receipt-diagnose` output; dropped from the input so
+/// the printed output can be passed back as is.
+const ENVELOPE_KEYS: [&str; 3] = ["ok", "operation", "state_root"];
+
+/// The diagnosis a caller supplied and the checksum it claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuppliedDiagnosis {
+    pub diagnosis: Map<String, Value>,
+    /// The given `diagnosis_checksum` (any JSON value), or the computed one
+    /// when none was given.
+    pub checksum: Value,
+}
+
+/// SHA-256 of the canonical JSON of a diagnosis object.
+pub fn diagnosis_checksum(diagnosis: &Map<String, Value>) -> String {
+    canonical::digest(&Value::Object(diagnosis.clone()))
+}
+
+/// Split an `--input` object into the diagnosis and its checksum.
+pub fn supplied_diagnosis(mut input: Map<String, Value>) -> SuppliedDiagnosis {
+    let given = input.remove("diagnosis_checksum");
+    for key in ENVELOPE_KEYS {
+        input.remove(key);
+    }
+    let checksum = match given {
+        Some(value) if !value.is_null() => value,
+        _ => json!(diagnosis_checksum(&input)),
+    };
+    SuppliedDiagnosis {
+        diagnosis: input,
+        checksum,
+    }
+}
+
+/// Checks on the request itself, in the reference's order (all exit 2):
+/// approval evidence, a blocked diagnosis, a checksum that matches it.
+pub fn check_request(supplied: &SuppliedDiagnosis, approval: &Value) -> Result<String, Refusal> {
+    require_evidence(approval)?;
+    if supplied.diagnosis.get("effective_state") != Some(&json!("blocked")) {
+        return invalid("recovery run requires a blocked receipt diagnosis");
+    }
+    let computed = diagnosis_checksum(&supplied.diagnosis);
+    if supplied.checksum != json!(computed) {
+        return invalid("receipt diagnosis checksum does not match");
+    }
+    Ok(computed)
+}
+
+/// The damaged run must still be diagnosed exactly as supplied.
+pub fn require_same_diagnosis(
+    current: &Map<String, Value>,
+    supplied: &Map<String, Value>,
+    message: &str,
+) -> Result<(), Refusal> {
+    if current != supplied {
+        return conflict(message);
+    }
+    Ok(())
+}
+
+/// A live process holds the damaged run's receipt lock: it may be in the
+/// middle of writing the very bytes we would quarantine. Refused (exit 5,
+/// retryable) until it is gone; the reference copies anyway.
+pub fn require_no_live_writer(diagnosis: &Map<String, Value>) -> Result<(), Refusal> {
+    if diagnosis.get("lock_owner_status") == Some(&json!("locked_alive")) {
+        return conflict("damaged run receipt lock is held by a live process");
+    }
+    Ok(())
+}
+
+/// The receipt bytes on disk are still the diagnosed ones.
+pub fn require_receipt_identity(
+    diagnosis: &Map<String, Value>,
+    hash: &str,
+    size: u64,
+) -> Result<(), Refusal> {
+    if diagnosis.get("receipt_hash") != Some(&json!(hash))
+        || diagnosis.get("receipt_size") != Some(&json!(size))
+    {
+        return conflict("damaged receipt bytes changed after diagnosis");
+    }
+    Ok(())
+}
+
+/// Where the quarantined copy of a damaged receipt lives, relative to the
+/// state root: named by the run and the SHA-256 of its bytes.
+pub fn quarantine_name(run_id: &str, receipt_hash: &str) -> String {
+    format!("{run_id}-{receipt_hash}.receipt.jsonl")
+}
+
+/// What the recovery run's first event records about its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvenanceInput<'a> {
+    pub original_run_id: &'a str,
+    pub diagnosis_checksum: &'a str,
+    pub manifest_version: &'a str,
+    pub manifest_hash: &'a str,
+    pub quarantine_path: &'a str,
+    pub quarantine_hash: &'a str,
+}
+
+/// The nine provenance fields, checked against the receipt contract before
+/// anything is written (so a refusal leaves no quarantine file behind).
+/// A diagnosis whose first line is bad has trusted sequence 0 and an empty
+/// trusted checksum; that is accepted (decisions.md 11).
+pub fn provenance(
+    input: &ProvenanceInput<'_>,
+    diagnosis: &Map<String, Value>,
+) -> Result<Map<String, Value>, Refusal> {
+    let field = |key: &str| {
+        diagnosis
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Refusal::Invalid(format!("'{key}'")))
+    };
+    let mut map = Map::new();
+    map.insert(
+        "recovery_original_run_id".into(),
+        json!(input.original_run_id),
+    );
+    map.insert(
+        "recovery_diagnose_checksum".into(),
+        json!(input.diagnosis_checksum),
+    );
+    map.insert(
+        "recovery_manifest_version".into(),
+        json!(input.manifest_version),
+    );
+    map.insert("recovery_manifest_hash".into(), json!(input.manifest_hash));
+    map.insert(
+        "recovery_quarantine_path".into(),
+        json!(input.quarantine_path),
+    );
+    map.insert(
+        "recovery_quarantine_hash".into(),
+        json!(input.quarantine_hash),
+    );
+    map.insert(
+        "recovery_first_bad_sequence".into(),
+        field("first_bad_sequence")?,
+    );
+    map.insert(
+        "recovery_trusted_sequence".into(),
+        field("last_trusted_sequence")?,
+    );
+    map.insert(
+        "recovery_trusted_checksum".into(),
+        field("last_trusted_checksum")?,
+    );
+    check_recovery_provenance(&map).map_err(Refusal::Invalid)?;
+    Ok(map)
+}
+
+/// The `metadata` of the recovery run's `run_created`.
+pub fn first_event_metadata(provenance: &Map<String, Value>) -> Map<String, Value> {
+    let mut metadata = provenance.clone();
+    metadata.insert("owner_epoch".into(), json!(1));
+    metadata
+}
+
+/// What an existing recovery run (found through the owner handle given
+/// again) must match for a retry to return it instead of creating another.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExistingRecovery<'a> {
+    /// The existing run's first receipt event.
+    pub first_event: &'a Map<String, Value>,
+    /// Its manifest `_run` object.
+    pub run: &'a Map<String, Value>,
+    /// The handle's fingerprint and epoch.
+    pub handle_fingerprint: &'a str,
+    pub handle_epoch: u64,
+}
+
+/// The retry rule (§12.2 step 7): same provenance, same approval, same
+/// workflow, repo and components as the damaged run, owned by this handle.
+pub fn require_same_recovery(
+    existing: &ExistingRecovery<'_>,
+    provenance: &Map<String, Value>,
+    approval: &Value,
+    damaged_run: &Map<String, Value>,
+) -> Result<(), Refusal> {
+    let first = existing.first_event;
+    let same = first.get("event_type") == Some(&json!("run_created"))
+        && first.get("metadata") == Some(&Value::Object(first_event_metadata(provenance)))
+        && first.get("evidence_refs") == Some(approval)
+        && ["workflow_type", "repo_root", "component_ids"]
+            .iter()
+            .all(|key| existing.run.get(*key) == damaged_run.get(*key))
+        && existing.run.get("owner_fingerprint") == Some(&json!(existing.handle_fingerprint))
+        && existing.run.get("owner_epoch") == Some(&json!(existing.handle_epoch));
+    if !same {
+        return conflict("existing recovery run provenance does not match");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;

@@ -1,0 +1,341 @@
+//! Decisions of the bound reports (reference-coordinator §13):
+//! `handoff-create` and `live-report-create`. A report is a fixed-shape
+//! object of hashes — never a secret, a prompt or raw output — whose
+//! canonical bytes are stored once under `reports/` and whose SHA-256 and
+//! the receipt head it was made at are bound into the receipt. One report
+//! per kind per run; repeating the same binding is idempotent.
+
+use serde_json::{Map, Value, json};
+
+use super::decide::{Intent, Refusal, conflict, invalid};
+use super::state::{CoordinatorState, RunState};
+use crate::receipt::canonical;
+use crate::receipt::lax_time::{LaxTimeError, parse_lax_timestamp};
+use crate::receipt::primitives::{as_int, char_len, is_sha256_hex};
+use crate::receipt::rules::{Limits, check_evidence};
+
+/// The two report kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    /// `handoff-create`: a fresh-session handoff of a live run.
+    Handoff,
+    /// `live-report-create`: the live-apply report of a completed run.
+    Live,
+}
+
+/// The keys of a handoff report.
+pub const HANDOFF_FIELDS: [&str; 8] = [
+    "agents_hash",
+    "canonical_sha",
+    "manifest_hash",
+    "owner_epoch",
+    "receipt_head",
+    "run_id",
+    "skill_hash",
+    "target_hashes",
+];
+
+/// The keys a live report has beyond the handoff ones.
+pub const LIVE_EXTRA_FIELDS: [&str; 7] = [
+    "command_ids",
+    "evidence_refs",
+    "exit_status",
+    "live_hash",
+    "rendered_hash",
+    "source_hash",
+    "timestamps",
+];
+
+/// Substrings no report may contain anywhere (keys or values), compared
+/// with the lower-cased canonical JSON: a report binds hashes, it never
+/// carries a credential, a prompt or raw command output.
+pub const FORBIDDEN_REPORT_TERMS: [&str; 6] = [
+    "token",
+    "password",
+    "secret",
+    "prompt",
+    "raw_output",
+    "fencing",
+];
+
+/// Most `target_hashes` entries and `command_ids` a report may list.
+const MAX_TARGETS: usize = 64;
+const MAX_COMMANDS: usize = 64;
+
+impl ReportKind {
+    /// The kind as stored in the receipt and in the file name.
+    pub fn runtime_kind(self) -> &'static str {
+        match self {
+            ReportKind::Handoff => "fresh_session_handoff",
+            ReportKind::Live => "live_apply",
+        }
+    }
+
+    /// The event that binds it.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            ReportKind::Handoff => "handoff_recorded",
+            ReportKind::Live => "live_report_recorded",
+        }
+    }
+
+    /// The run states the report can be made in.
+    pub fn run_states(self) -> &'static [RunState] {
+        match self {
+            ReportKind::Handoff => &[RunState::Running, RunState::Recovering],
+            ReportKind::Live => &[RunState::Completed],
+        }
+    }
+
+    fn has_field(self, key: &str) -> bool {
+        HANDOFF_FIELDS.contains(&key)
+            || (self == ReportKind::Live && LIVE_EXTRA_FIELDS.contains(&key))
+    }
+
+    fn field_count(self) -> usize {
+        match self {
+            ReportKind::Handoff => HANDOFF_FIELDS.len(),
+            ReportKind::Live => HANDOFF_FIELDS.len() + LIVE_EXTRA_FIELDS.len(),
+        }
+    }
+}
+
+/// The run state allows this kind of report now.
+pub fn require_report_state(state: &CoordinatorState, kind: ReportKind) -> Result<(), Refusal> {
+    if !kind.run_states().contains(&state.run_state_enum()) {
+        return conflict("run state does not allow this command");
+    }
+    Ok(())
+}
+
+fn checksum_field(payload: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+    match payload.get(field).and_then(Value::as_str) {
+        Some(text) if is_sha256_hex(text) => Ok(()),
+        _ => Err(Refusal::Invalid(format!(
+            "{field} must be lowercase SHA-256"
+        ))),
+    }
+}
+
+/// A `target_hashes` key: a bounded relative path without `..`.
+fn is_target_path(path: &str) -> bool {
+    !path.is_empty()
+        && char_len(path) <= 256
+        && !path.starts_with('/')
+        && !path.split('/').any(|part| part == "..")
+}
+
+/// Validate the payload's shape, in the reference's order (all exit 2).
+pub fn validate_report_payload(
+    kind: ReportKind,
+    payload: &Value,
+    limits: &Limits,
+) -> Result<Map<String, Value>, Refusal> {
+    let Some(map) = payload.as_object() else {
+        return invalid("report fields do not match the fixed contract");
+    };
+    if map.len() != kind.field_count() || !map.keys().all(|k| kind.has_field(k)) {
+        return invalid("report fields do not match the fixed contract");
+    }
+    let lowered = canonical::to_string(payload).to_lowercase();
+    if FORBIDDEN_REPORT_TERMS
+        .iter()
+        .any(|term| lowered.contains(term))
+    {
+        return invalid("report contains forbidden secret or raw-output fields");
+    }
+    for field in [
+        "canonical_sha",
+        "agents_hash",
+        "skill_hash",
+        "manifest_hash",
+        "receipt_head",
+    ] {
+        checksum_field(map, field)?;
+    }
+    if as_int(&map["owner_epoch"]).is_none_or(|epoch| epoch < 1) {
+        return invalid("owner_epoch must be a positive integer");
+    }
+    let targets_ok = match &map["target_hashes"] {
+        Value::Object(targets) => {
+            targets.len() <= MAX_TARGETS
+                && targets.iter().all(|(path, checksum)| {
+                    is_target_path(path) && checksum.as_str().is_some_and(is_sha256_hex)
+                })
+        }
+        _ => false,
+    };
+    if !targets_ok {
+        return invalid("target_hashes must contain bounded SHA-256 entries");
+    }
+    if kind == ReportKind::Live {
+        for field in ["source_hash", "rendered_hash", "live_hash"] {
+            checksum_field(map, field)?;
+        }
+        let commands = match &map["command_ids"] {
+            Value::Array(ids)
+                if (1..=MAX_COMMANDS).contains(&ids.len())
+                    && ids.iter().all(|id| {
+                        id.as_str()
+                            .is_some_and(|id| (1..=128).contains(&char_len(id)))
+                    }) =>
+            {
+                ids.len()
+            }
+            _ => return invalid("command_ids must be a bounded non-empty list"),
+        };
+        let Value::Array(timestamps) = &map["timestamps"] else {
+            return invalid("timestamps must align with command_ids");
+        };
+        if timestamps.len() != commands {
+            return invalid("timestamps must align with command_ids");
+        }
+        for timestamp in timestamps {
+            // The reference parses report timestamps laxly and does not
+            // insist on a time part.
+            let parsed = timestamp
+                .as_str()
+                .map(parse_lax_timestamp)
+                .unwrap_or(Err(LaxTimeError::Invalid));
+            if matches!(parsed, Err(LaxTimeError::Invalid)) {
+                return invalid("report timestamp must be a UTC timestamp");
+            }
+        }
+        if as_int(&map["exit_status"]).is_none() {
+            return invalid("exit_status must be an integer");
+        }
+        check_evidence(&map["evidence_refs"], limits).map_err(Refusal::Invalid)?;
+    }
+    Ok(map.clone())
+}
+
+/// A validated report ready to be stored and bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundReport {
+    pub kind: ReportKind,
+    /// Canonical JSON of the payload plus LF: the file's exact bytes.
+    pub bytes: Vec<u8>,
+    /// SHA-256 of `bytes`.
+    pub checksum: String,
+    /// `<run_id>-<kind>-<first 16 hex of checksum>.json`.
+    pub file_name: String,
+    /// The receipt head the payload names (the pre-event head).
+    pub receipt_head: String,
+    /// The binding metadata, `owner_epoch` included.
+    pub metadata: Map<String, Value>,
+}
+
+impl BoundReport {
+    /// The path recorded in the receipt, relative to the state root.
+    pub fn relative_path(&self) -> String {
+        format!("reports/{}", self.file_name)
+    }
+
+    /// The keys a report command adds to its success output.
+    pub fn output(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        map.insert("report_path".into(), json!(self.relative_path()));
+        map.insert("report_checksum".into(), json!(self.checksum));
+        map.insert("report_receipt_head".into(), json!(self.receipt_head));
+        map
+    }
+}
+
+/// Check the payload against the run (its id, current epoch and manifest)
+/// and build the binding.
+pub fn bind_report(
+    state: &CoordinatorState,
+    kind: ReportKind,
+    run_id: &str,
+    manifest_hash: &str,
+    payload: Map<String, Value>,
+) -> Result<BoundReport, Refusal> {
+    if payload.get("run_id").and_then(Value::as_str) != Some(run_id) {
+        return invalid("report run_id does not match");
+    }
+    if as_int(&payload["owner_epoch"]) != Some(i128::from(state.owner_epoch())) {
+        return conflict("report owner epoch is stale");
+    }
+    if payload.get("manifest_hash").and_then(Value::as_str) != Some(manifest_hash) {
+        return conflict("report manifest hash is stale");
+    }
+    let receipt_head = payload
+        .get("receipt_head")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut bytes = canonical::to_vec(&Value::Object(payload));
+    bytes.push(b'\n');
+    let checksum = canonical::sha256_hex(&bytes);
+    let file_name = format!("{run_id}-{}-{}.json", kind.runtime_kind(), &checksum[..16]);
+    let mut metadata = Map::new();
+    metadata.insert("owner_epoch".into(), json!(state.owner_epoch()));
+    metadata.insert("report_kind".into(), json!(kind.runtime_kind()));
+    metadata.insert("report_path".into(), json!(format!("reports/{file_name}")));
+    metadata.insert("report_checksum".into(), json!(checksum));
+    metadata.insert("report_receipt_head".into(), json!(receipt_head));
+    Ok(BoundReport {
+        kind,
+        bytes,
+        checksum,
+        file_name,
+        receipt_head,
+        metadata,
+    })
+}
+
+/// Whether this report still has to be bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// The same binding is already in the receipt: nothing to append.
+    AlreadyBound,
+    /// Not bound yet, and the payload names the current head.
+    Unbound,
+}
+
+/// Compare with what the receipt already binds for this kind.
+pub fn binding_status(state: &CoordinatorState, report: &BoundReport) -> Result<Binding, Refusal> {
+    if let Some(existing) = state.reports().get(report.kind.runtime_kind()) {
+        if *existing != report.metadata {
+            return conflict("report kind is already bound");
+        }
+        return Ok(Binding::AlreadyBound);
+    }
+    if report.receipt_head != state.last_checksum() {
+        return conflict("report receipt head is stale");
+    }
+    Ok(Binding::Unbound)
+}
+
+/// In-lock decision: same state rules, and the head has not moved since
+/// the payload named it. The evidence is the report's checksum.
+pub fn decide_report(
+    state: &CoordinatorState,
+    report: &BoundReport,
+) -> Result<Vec<Intent>, Refusal> {
+    require_report_state(state, report.kind)?;
+    if state.last_checksum() != report.receipt_head {
+        return conflict("report receipt head changed before commit");
+    }
+    let mut metadata = report.metadata.clone();
+    metadata.remove("owner_epoch");
+    Ok(vec![Intent {
+        event_type: report.kind.event_type().into(),
+        timestamp: None,
+        from_state: None,
+        to_state: None,
+        lane_id: None,
+        agent_id: None,
+        reason: None,
+        evidence_refs: json!([{
+            "kind": "report",
+            "summary": "immutable report bound to receipt head",
+            "checksum": report.checksum,
+        }]),
+        metadata,
+    }])
+}
+
+#[cfg(test)]
+#[path = "reports_tests.rs"]
+mod tests;

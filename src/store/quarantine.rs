@@ -1,0 +1,238 @@
+//! The quarantine: immutable 0600 byte copies of damaged receipts under
+//! `<root>/quarantine/`, named by run and content hash. A copy is written
+//! once (exclusive, no-follow, fsynced with its directory) and verified by
+//! reading it back; it is never rewritten.
+
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+use super::error::{StoreError, StoreResult};
+use super::secure::{FILE_MODE, ensure_secure_dir, open_regular, sync_dir};
+
+/// `<root>/quarantine`.
+pub fn quarantine_dir(root: &Path) -> PathBuf {
+    root.join("quarantine")
+}
+
+/// What [`quarantine_copy`] found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuarantineCopy {
+    /// This call wrote the copy (a failure later must remove it again).
+    Created,
+    /// An identical copy was already there (a retry); it is kept.
+    AlreadyPresent,
+    /// A copy with that name exists but holds other bytes.
+    Differs,
+    /// The copy we wrote does not hold the expected bytes (the source
+    /// changed while we copied); it was removed again.
+    CopyMismatch,
+}
+
+/// SHA-256 and size of an open file's bytes, streamed.
+fn identity_of(file: &mut File, path: &Path) -> StoreResult<(String, u64)> {
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut buffer) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StoreError::io(&e, path)),
+        };
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        size += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+/// SHA-256 and size of a regular, non-symlink file; with `mode`, its owner
+/// and exact mode are checked too.
+pub fn file_identity(path: &Path, kind: &str, mode: Option<u32>) -> StoreResult<(String, u64)> {
+    let mut file = open_regular(path, kind, mode)?;
+    identity_of(&mut file, path)
+}
+
+/// Copy `source` byte for byte to `<root>/quarantine/<name>` unless that
+/// copy exists. The directory is created 0700 when missing. A missing
+/// source is copied as the empty file it is diagnosed as (decisions.md 17).
+pub fn quarantine_copy(
+    root: &Path,
+    name: &str,
+    source: &Path,
+    expected: (&str, u64),
+) -> StoreResult<QuarantineCopy> {
+    let dir = quarantine_dir(root);
+    ensure_secure_dir(&dir, "state-root quarantine")?;
+    let target = dir.join(name);
+    if std::fs::symlink_metadata(&target).is_ok() {
+        let found = file_identity(&target, "quarantine receipt", Some(FILE_MODE))?;
+        return Ok(if (found.0.as_str(), found.1) == expected {
+            QuarantineCopy::AlreadyPresent
+        } else {
+            QuarantineCopy::Differs
+        });
+    }
+    let mut input = match open_regular(source, "receipt", None) {
+        Ok(file) => Some(file),
+        Err(StoreError::Io(_)) if std::fs::symlink_metadata(source).is_err() => None,
+        Err(e) => return Err(e),
+    };
+    let mut output = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&target)
+        .map_err(|e| StoreError::io(&e, &target))?;
+    let written = (|| {
+        output
+            .set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(|e| StoreError::io(&e, &target))?;
+        if let Some(input) = input.as_mut() {
+            copy_all(input, source, &mut output, &target)?;
+        }
+        output.sync_all().map_err(|e| StoreError::io(&e, &target))?;
+        sync_dir(&dir)?;
+        // Verify what is on disk now, not what we meant to write.
+        file_identity(&target, "quarantine receipt", Some(FILE_MODE))
+    })();
+    match written {
+        Ok(found) if (found.0.as_str(), found.1) == expected => Ok(QuarantineCopy::Created),
+        Ok(_) => {
+            remove_quarantine(&target);
+            Ok(QuarantineCopy::CopyMismatch)
+        }
+        Err(e) => {
+            remove_quarantine(&target);
+            Err(e)
+        }
+    }
+}
+
+fn copy_all(input: &mut File, source: &Path, output: &mut File, target: &Path) -> StoreResult<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match input.read(&mut buffer) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StoreError::io(&e, source)),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        output
+            .write_all(&buffer[..n])
+            .map_err(|e| StoreError::io(&e, target))?;
+    }
+}
+
+/// Remove a quarantine copy this invocation created (best effort), so a
+/// failed recovery leaves no orphan behind (decisions.md 11).
+pub fn remove_quarantine(target: &Path) {
+    if std::fs::remove_file(target).is_ok()
+        && let Some(dir) = target.parent()
+    {
+        let _ = sync_dir(dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn root() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    fn identity(bytes: &[u8]) -> (String, u64) {
+        (
+            crate::receipt::canonical::sha256_hex(bytes),
+            bytes.len() as u64,
+        )
+    }
+
+    #[test]
+    fn copies_once_then_recognises_the_copy() {
+        let dir = root();
+        let source = dir.path().join("receipt.jsonl");
+        std::fs::write(&source, b"damaged\n").unwrap();
+        let (hash, size) = identity(b"damaged\n");
+        let copy = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        assert_eq!(copy, QuarantineCopy::Created);
+        let target = dir.path().join("quarantine/r.receipt.jsonl");
+        assert_eq!(std::fs::read(&target).unwrap(), b"damaged\n");
+        assert_eq!(std::fs::metadata(&target).unwrap().mode() & 0o7777, 0o600);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("quarantine"))
+                .unwrap()
+                .mode()
+                & 0o7777,
+            0o700
+        );
+        let again = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        assert_eq!(again, QuarantineCopy::AlreadyPresent);
+        let other = identity(b"other\n");
+        assert_eq!(
+            quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&other.0, other.1)).unwrap(),
+            QuarantineCopy::Differs
+        );
+        // A copy with a loose mode is refused, not trusted.
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)),
+            Err(StoreError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_source_that_is_not_what_was_diagnosed_leaves_nothing() {
+        let dir = root();
+        let source = dir.path().join("receipt.jsonl");
+        std::fs::write(&source, b"changed\n").unwrap();
+        let (hash, size) = identity(b"damaged\n");
+        let copy = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        assert_eq!(copy, QuarantineCopy::CopyMismatch);
+        assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
+    }
+
+    #[test]
+    fn a_missing_source_is_the_empty_receipt() {
+        let dir = root();
+        let (hash, size) = identity(b"");
+        let copy = quarantine_copy(
+            dir.path(),
+            "r.receipt.jsonl",
+            &dir.path().join("gone"),
+            (&hash, size),
+        )
+        .unwrap();
+        assert_eq!(copy, QuarantineCopy::Created);
+        assert_eq!(
+            std::fs::read(dir.path().join("quarantine/r.receipt.jsonl")).unwrap(),
+            b""
+        );
+    }
+
+    #[test]
+    fn a_symlinked_source_is_refused() {
+        let dir = root();
+        let real = dir.path().join("real");
+        std::fs::write(&real, b"x").unwrap();
+        let link = dir.path().join("receipt.jsonl");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let (hash, size) = identity(b"x");
+        assert!(quarantine_copy(dir.path(), "r.receipt.jsonl", &link, (&hash, size)).is_err());
+        assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
+    }
+}
