@@ -74,6 +74,12 @@ pub fn load_state(
     Ok((state, position, LoadBasis::full_replay()))
 }
 
+/// The checkpoint's state, only when the unchanged receipt proves it (for
+/// read-only queries, which fall back to their own full verification).
+pub fn proven_state(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)> {
+    proven_checkpoint(run).map(|(state, position, _)| (state, position))
+}
+
 /// Record `state` at `position` for the next command (under the lock,
 /// right after the append); `caches_sequence` is where the derived caches
 /// will be current. Returns the digest log's length.

@@ -12,9 +12,10 @@
 //!   lines in first-seen order, read only when the full lists are needed
 //!   (refreshing the derived caches).
 //!
-//! Crash safety: the header is marked dirty and synced before keys are
-//! inserted, and marked clean (with the new entry count) only after they are
-//! synced, so a table that a crash interrupted never claims to be current.
+//! Crash safety: both files change only after the receipt append, and are
+//! used only with a checkpoint whose receipt stamp matches, which is written
+//! after them; so a crash in between always means a full replay and a fresh
+//! table. The header's entry count must also equal the checkpoint's.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -153,28 +154,32 @@ impl DigestFiles {
     /// Replace both files with exactly `digests` (after a full replay).
     /// Returns the log's byte length.
     pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
+        let log = log_bytes(digests);
+        write_fresh(&self.log_path(), &log)?;
+        let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
+        self.write_table(&keys)?;
+        sync_dir(&self.dir)?;
+        Ok(log.len() as u64)
+    }
+
+    /// A fresh table holding `keys`, at most half full.
+    fn write_table(&self, keys: &[[u8; 32]]) -> StoreResult<()> {
         let mut slots = MIN_SLOTS;
-        while (digests.len() as u64) * 2 > slots {
+        while (keys.len() as u64) * 2 > slots {
             slots *= 2;
-        }
-        let mut table = vec![0u8; usize::try_from(slots * KEY_BYTES).unwrap_or(usize::MAX)];
-        for (lane, digest) in digests {
-            insert_in_memory(&mut table, slots, &key(lane, digest));
         }
         let header = Header {
             slots,
-            entries: digests.len() as u64,
+            entries: keys.len() as u64,
             clean: true,
         };
-        let mut bytes = Vec::with_capacity(HEADER_BYTES as usize + table.len());
-        bytes.extend_from_slice(&header.encode());
-        bytes.resize(HEADER_BYTES as usize, 0);
-        bytes.extend_from_slice(&table);
-        let log = log_bytes(digests);
-        write_fresh(&self.log_path(), &log)?;
-        write_fresh(&self.index_path(), &bytes)?;
-        sync_dir(&self.dir)?;
-        Ok(log.len() as u64)
+        let mut bytes = vec![0u8; (HEADER_BYTES + slots * KEY_BYTES) as usize];
+        bytes[..32].copy_from_slice(&header.encode());
+        let table = &mut bytes[HEADER_BYTES as usize..];
+        for key in keys {
+            insert_in_memory(table, slots, key);
+        }
+        write_fresh(&self.index_path(), &bytes)
     }
 
     /// Append `digests` (new since the checkpoint) to a current table and
@@ -194,28 +199,38 @@ impl DigestFiles {
         log.set_len(new_length).map_err(io(&self.log_path()))?;
         let entries = table.header.entries + digests.len() as u64;
         if entries * 2 > table.header.slots {
-            // Grow: rebuild from the log, which now holds every pair.
-            drop(table);
-            let all = self.read_log(new_length)?;
-            return self.rewrite(&all);
+            // Grow: the old table's keys plus the new ones, in a table twice
+            // the size (amortised: this happens at every doubling).
+            let path = self.index_path();
+            let mut old = vec![0u8; (table.header.slots * KEY_BYTES) as usize];
+            table
+                .file
+                .read_exact_at(&mut old, HEADER_BYTES)
+                .map_err(io(&path))?;
+            let mut keys: Vec<[u8; 32]> = old
+                .chunks_exact(KEY_BYTES as usize)
+                .filter(|k| k.iter().any(|b| *b != 0))
+                .filter_map(|k| k.try_into().ok())
+                .collect();
+            keys.extend(digests.iter().map(|(l, d)| key(l, d)));
+            self.write_table(&keys)?;
+            return Ok(new_length);
         }
+        // One sync for keys and header. A crash before the checkpoint that
+        // names this table is written leaves a checkpoint whose receipt
+        // stamp no longer matches (the append came first), so a half-done
+        // table is never used; the sync makes sure a checkpoint that
+        // survives a power loss finds every key it counts.
         let path = self.index_path();
-        table.header.clean = false;
-        table
-            .file
-            .write_all_at(&table.header.encode(), 0)
-            .map_err(io(&path))?;
-        table.file.sync_data().map_err(io(&path))?;
         for (lane, digest) in digests {
             table.insert(&key(lane, digest)).map_err(io(&path))?;
         }
-        table.file.sync_data().map_err(io(&path))?;
         table.header.entries = entries;
-        table.header.clean = true;
         table
             .file
             .write_all_at(&table.header.encode(), 0)
             .map_err(io(&path))?;
+        table.file.sync_data().map_err(io(&path))?;
         Ok(new_length)
     }
 
@@ -397,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupted_update_leaves_a_table_nobody_uses() {
+    fn a_table_marked_unclean_is_not_used() {
         let dir = private_dir();
         let files = DigestFiles::new(dir.path());
         files.rewrite(&pairs(5)).unwrap();

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use super::error::{StoreError, StoreResult};
 use super::lock::DirLock;
 use super::paths::is_symlink;
-use super::secure::{FILE_MODE, atomic_write, open_regular, open_secure_dir, read_limited};
+use super::secure::{
+    Durability, FILE_MODE, atomic_write, atomic_write_with, open_regular, open_secure_dir,
+    read_limited,
+};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
 
@@ -203,7 +206,9 @@ impl RunDir {
             "sequence": head.sequence,
         }));
         bytes.push(b'\n');
-        atomic_write(&self.head_path(), &bytes)
+        // A head whose rename is lost leaves the older head, which is still
+        // true (a receipt longer than its head is fine).
+        atomic_write_with(&self.head_path(), &bytes, Durability::ContentOnly)
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
@@ -354,8 +359,16 @@ impl RunDir {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// The checkpoint is proven against the receipt before every use, so
+    /// it needs no sync: a lost or garbled one only costs a full replay.
     pub fn write_checkpoint(&self, value: &Value) -> StoreResult<()> {
-        self.write_cache(&self.checkpoint_path(), value)
+        let path = self.checkpoint_path();
+        if is_symlink(&path) {
+            return Err(StoreError::invalid("atomic target must not be a symlink"));
+        }
+        let mut bytes = canonical::to_vec(value);
+        bytes.push(b'\n');
+        atomic_write_with(&path, &bytes, Durability::None)
     }
 
     /// Open the receipt positioned at `offset` (for verifying a tail).
