@@ -62,16 +62,24 @@ impl Run {
         self.root.join("runs").join(&self.run_id)
     }
 
+    /// The loaded state (digest lists aside: a checkpoint keeps those in
+    /// the digest table) with its digest counts, and where it came from.
     fn load(&self) -> (Value, LoadPath) {
         let run = open_run(&self.root, &self.run_id).unwrap();
-        let (state, _, path) = load_state(&run, false).unwrap();
-        (state.public_json(), path)
+        let (state, _, basis) = load_state(&run, false).unwrap();
+        (comparable(&state), basis.path)
     }
 
     fn full(&self) -> Value {
         let run = open_run(&self.root, &self.run_id).unwrap();
-        replay_run(&run, false).unwrap().0.public_json()
+        comparable(&replay_run(&run, false).unwrap().0)
     }
+}
+
+fn comparable(state: &bluetape_flow::coordinator::CoordinatorState) -> Value {
+    let mut value = state.public_json_with_digests(false);
+    value["digest_counts"] = json!(state.liveness_digest_counts());
+    value
 }
 
 #[test]
@@ -92,7 +100,7 @@ fn mutations_continue_from_a_proven_checkpoint() {
 }
 
 #[test]
-fn lines_appended_by_another_writer_are_verified_and_replayed_from_the_checkpoint() {
+fn lines_appended_by_another_writer_mean_a_full_replay() {
     let run = setup();
     let out = run.cmd("run-approve", &[]).assert_ok();
     // Another writer (such as the Python tool) appends run_started.
@@ -127,14 +135,17 @@ fn lines_appended_by_another_writer_are_verified_and_replayed_from_the_checkpoin
         .unwrap()
         .write_all(&sealed.line)
         .unwrap();
+    // The receipt's stamp moved: the checkpoint is not used, and the state
+    // comes from the whole receipt.
     let (state, path) = run.load();
-    assert_eq!(path, LoadPath::Checkpoint);
+    assert_eq!(path, LoadPath::FullReplay);
     assert_eq!(state["run_state"], "running");
     assert_eq!(state, run.full());
     let out = run
         .cmd("run-recovery-start", &["--reason", "r"])
         .assert_ok();
     assert_eq!(out["sequence"], 4);
+    assert_eq!(run.load().1, LoadPath::Checkpoint);
 }
 
 #[test]

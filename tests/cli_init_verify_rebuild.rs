@@ -133,7 +133,8 @@ fn init_verify_rebuild_verify() {
         .assert_ok();
     assert_eq!(rebuild["checksum"], init["checksum"]);
     assert_eq!(rebuild["sequence"], 1);
-    // Only derived caches may have been written: run.json and our checkpoint.
+    // Only derived caches may have been written: run.json and our checkpoint
+    // (its state and its liveness digest table).
     let after = common::snapshot(&root);
     for (path, value) in &before {
         if !path.ends_with("run.json") {
@@ -141,9 +142,14 @@ fn init_verify_rebuild_verify() {
         }
     }
     let new: Vec<_> = after.keys().filter(|p| !before.contains_key(*p)).collect();
+    let dir = root.join("runs").join(run_id);
     assert_eq!(
         new,
-        [&root.join("runs").join(run_id).join("checkpoint.json")]
+        [
+            &dir.join("checkpoint-digests.idx"),
+            &dir.join("checkpoint-digests.log"),
+            &dir.join("checkpoint.json"),
+        ]
     );
     flow.run(&[
         "--state-root",

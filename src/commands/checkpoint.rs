@@ -1,19 +1,38 @@
 //! Loading a run's state at a cost that does not grow with the receipt
-//! (architecture §3): start from the checkpoint — the replayed state at a
-//! known sequence, checksum and byte offset — after proving that the receipt
-//! still holds that exact line at that offset, then verify and replay only
-//! the tail. Anything that does not match falls back to a full replay, which
+//! (architecture §3). The checkpoint is the replayed state at a known
+//! sequence, checksum and byte length, plus the receipt's stamp (identity,
+//! size, change times) taken right after our own append under the lock. It
+//! is used only when the receipt still has exactly that stamp — nobody has
+//! written, truncated, extended or replaced it since — and still holds the
+//! checkpoint's line at its offset. Anything else (another writer such as
+//! the Python tool, an edit, a copy) means a full verify and replay, which
 //! also reports any damage precisely. The receipt stays the only truth.
+//!
+//! The liveness evidence digests (one per heartbeat) stay out of the
+//! checkpoint: they live in the store's digest table, which the lanes ask
+//! membership questions of (see `store::digests`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::error::FlowResult;
-use super::ledger::{OpenRun, Verdict, verify_from};
+use super::ledger::OpenRun;
 use super::rebuild::replay_run;
-use crate::coordinator::{CoordinatorState, ReplayPolicy};
+use crate::coordinator::{CoordinatorState, EarlierDigests};
 use crate::receipt::canonical;
 use crate::receipt::primitives::as_int;
 use crate::receipt::verify::{ChainPosition, event_checksum};
+use crate::store::digests::DigestTable;
+use crate::store::run::ReceiptStamp;
+
+const SCHEMA_VERSION: u64 = 2;
+/// Below this many liveness digests in all, the derived caches are rewritten
+/// after every mutation, as the reference does; above it, at most when the
+/// receipt has grown by an eighth since they were last written (they carry
+/// their own `last_sequence`, and `rebuild` refreshes them on demand).
+const SMALL_DIGEST_TOTAL: u64 = 4096;
 
 /// Where a loaded state came from (tests and benchmarks look at it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,44 +41,168 @@ pub enum LoadPath {
     FullReplay,
 }
 
-/// The verified, replayed state of a Phase 2 run.
+/// Where a loaded state came from, and what the next checkpoint builds on.
+#[derive(Debug, Clone)]
+pub struct LoadBasis {
+    pub path: LoadPath,
+    /// The digest table's entries and log length when loaded from a
+    /// checkpoint.
+    digests: Option<(u64, u64)>,
+    /// The sequence at which the derived caches were last fully written.
+    caches_sequence: Option<u64>,
+}
+
+#[derive(Debug)]
+struct TableDigests(DigestTable);
+
+impl EarlierDigests for TableDigests {
+    fn contains(&self, lane_id: &str, digest: &str) -> bool {
+        self.0.contains(lane_id, digest)
+    }
+}
+
+/// The verified, replayed state of a Phase 2 run: from the checkpoint when
+/// the receipt proves it current, otherwise by a full verify and replay.
 pub fn load_state(
     run: &OpenRun,
     holding_lock: bool,
-) -> FlowResult<(CoordinatorState, ChainPosition, LoadPath)> {
-    if let Some((mut state, start)) = proven_checkpoint(run) {
-        let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
-        let verdict = verify_from(run, start, |event| {
-            state.apply_event(event, &policy).map_err(|e| e.to_string())
-        })?;
-        if let Verdict::Intact(position) = verdict {
-            return Ok((state, position, LoadPath::Checkpoint));
-        }
+) -> FlowResult<(CoordinatorState, ChainPosition, LoadBasis)> {
+    if let Some(loaded) = proven_checkpoint(run) {
+        return Ok(loaded);
     }
     let (state, position) = replay_run(run, holding_lock)?;
-    Ok((state, position, LoadPath::FullReplay))
+    Ok((state, position, LoadBasis::full_replay()))
 }
 
-/// Record `state` at `position` for the next command.
+/// The checkpoint's state, only when the unchanged receipt proves it (for
+/// read-only queries, which fall back to their own full verification).
+pub fn proven_state(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)> {
+    proven_checkpoint(run).map(|(state, position, _)| (state, position))
+}
+
+/// Record `state` at `position` for the next command (under the lock,
+/// right after the append); `caches_sequence` is where the derived caches
+/// will be current. Returns the digest log's length.
 pub fn save_checkpoint(
     run: &OpenRun,
+    basis: &LoadBasis,
     state: &CoordinatorState,
     position: &ChainPosition,
-) -> FlowResult<()> {
-    let public = state.public_json();
+    caches_sequence: u64,
+) -> FlowResult<u64> {
+    let files = run.dir.digest_files();
+    let own = state.own_liveness_digests();
+    let (entries, log_bytes) = match basis.digests {
+        Some((entries, log_bytes)) if own.is_empty() => (entries, log_bytes),
+        Some((entries, log_bytes)) => {
+            let table = files.open_table(entries, true).ok_or_else(|| {
+                super::error::FlowError::Contract("checkpoint digest table changed".into())
+            })?;
+            let log_bytes = files.extend(table, log_bytes, &own)?;
+            (entries + own.len() as u64, log_bytes)
+        }
+        None => (own.len() as u64, files.rewrite(&own)?),
+    };
+    let Some(stamp) = run.dir.receipt_stamp() else {
+        return Ok(log_bytes);
+    };
+    let public = state.public_json_with_digests(false);
+    let counts: serde_json::Map<String, Value> = state
+        .liveness_digest_counts()
+        .into_iter()
+        .map(|(lane, n)| (lane, json!(n)))
+        .collect();
     let value = json!({
         "byte_length": position.byte_length,
+        "caches_sequence": caches_sequence,
         "checksum": position.checksum,
+        "digest_counts": counts,
+        "digest_entries": entries,
+        "digest_log_bytes": log_bytes,
         "line_length": position.last_line_length,
         "manifest_hash": run.manifest.contract.hash,
+        "receipt_stamp": stamp.to_json(),
+        "run_metadata_digest": run_metadata_digest(run),
         "run_id": run.dir.run_id,
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "sequence": position.sequence,
         "state_digest": canonical::digest(&public),
         "state": public,
     });
     run.dir.write_checkpoint(&value)?;
-    Ok(())
+    Ok(log_bytes)
+}
+
+/// When the derived caches are rewritten after a mutation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheRefresh {
+    /// Only the lanes this event changed (the caches were current before).
+    ChangedLanes,
+    /// Every lane (earlier refreshes were skipped, or nothing is known).
+    AllLanes,
+    /// Not now (see [`SMALL_DIGEST_TOTAL`]).
+    Skip,
+}
+
+impl LoadBasis {
+    /// A state replayed from genesis (every digest is in the state).
+    pub fn full_replay() -> LoadBasis {
+        LoadBasis {
+            path: LoadPath::FullReplay,
+            digests: None,
+            caches_sequence: None,
+        }
+    }
+
+    /// The cache refresh after the event at `sequence`, for a run with
+    /// `total_digests` liveness digests in all.
+    pub fn cache_refresh(&self, total_digests: u64, sequence: u64) -> CacheRefresh {
+        let Some(last) = self.caches_sequence else {
+            return CacheRefresh::AllLanes;
+        };
+        if total_digests > SMALL_DIGEST_TOTAL && sequence < last + (last / 8).max(1) {
+            CacheRefresh::Skip
+        } else if last + 1 == sequence {
+            CacheRefresh::ChangedLanes
+        } else {
+            CacheRefresh::AllLanes
+        }
+    }
+
+    /// The sequence the caches were last written at (0 when unknown).
+    pub fn caches_sequence(&self) -> u64 {
+        self.caches_sequence.unwrap_or(0)
+    }
+}
+
+/// Put the full digest lists back into `state` (for writing the caches);
+/// `log_bytes` is what [`save_checkpoint`] returned.
+pub fn restore_digest_lists(
+    run: &OpenRun,
+    basis: &LoadBasis,
+    log_bytes: u64,
+    state: &mut CoordinatorState,
+) -> FlowResult<()> {
+    if basis.digests.is_none() {
+        return Ok(());
+    }
+    // The lanes' own digests are already in the log: take the earlier ones
+    // (the log minus what the lanes hold) and prepend them.
+    let mut lists = run.dir.digest_files().read_lists(log_bytes)?;
+    for (lane, own) in state
+        .lanes()
+        .iter()
+        .map(|(id, l)| (id.clone(), l.liveness_evidence_digests.len()))
+    {
+        if let Some(list) = lists.get_mut(&lane) {
+            let keep = list.len().saturating_sub(own);
+            list.truncate(keep);
+        }
+    }
+    lists.retain(|_, list| !list.is_empty());
+    state
+        .prepend_earlier_digests(lists)
+        .map_err(super::error::FlowError::Contract)
 }
 
 fn number(value: &Value, key: &str) -> Option<u64> {
@@ -70,13 +213,30 @@ fn number(value: &Value, key: &str) -> Option<u64> {
 }
 
 /// The checkpoint's state and chain position, if the receipt proves it.
-fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)> {
+fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, LoadBasis)> {
     let checkpoint = run.dir.read_checkpoint()?;
-    if number(&checkpoint, "schema_version") != Some(1)
+    if number(&checkpoint, "schema_version") != Some(SCHEMA_VERSION)
         || checkpoint.get("run_id").and_then(Value::as_str) != Some(run.dir.run_id.as_str())
         || checkpoint.get("manifest_hash").and_then(Value::as_str)
             != Some(run.manifest.contract.hash.as_str())
     {
+        return None;
+    }
+    // The snapshot's `_run` (owner, approved components) seeds the replay.
+    if checkpoint
+        .get("run_metadata_digest")
+        .and_then(Value::as_str)
+        != Some(run_metadata_digest(run).as_str())
+    {
+        return None;
+    }
+    let sequence = number(&checkpoint, "sequence")?;
+    let byte_length = number(&checkpoint, "byte_length")?;
+    let line_length = number(&checkpoint, "line_length")?;
+    let checksum = checkpoint.get("checksum")?.as_str()?.to_string();
+    // Nobody has touched the receipt since the checkpoint was taken.
+    let stamp = ReceiptStamp::from_json(checkpoint.get("receipt_stamp")?)?;
+    if run.dir.receipt_stamp().as_ref() != Some(&stamp) || stamp.size != byte_length {
         return None;
     }
     let public = checkpoint.get("state")?;
@@ -85,15 +245,11 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)>
     {
         return None;
     }
-    let state = CoordinatorState::from_public_json(public).ok()?;
-    let sequence = number(&checkpoint, "sequence")?;
-    let byte_length = number(&checkpoint, "byte_length")?;
-    let line_length = number(&checkpoint, "line_length")?;
-    let checksum = checkpoint.get("checksum")?.as_str()?.to_string();
+    let mut state = CoordinatorState::from_public_json(public).ok()?;
     if sequence == 0 || state.last_sequence() != sequence || state.last_checksum() != checksum {
         return None;
     }
-    // The proof: the receipt holds exactly this canonical line here.
+    // And the receipt holds exactly this canonical line at this offset.
     let line = run.dir.read_receipt_range(byte_length, line_length)?;
     let content = line.strip_suffix(b"\n")?;
     let event: serde_json::Map<String, Value> = serde_json::from_slice(content).ok()?;
@@ -105,6 +261,19 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)>
     {
         return None;
     }
+    let entries = number(&checkpoint, "digest_entries")?;
+    let log_bytes = number(&checkpoint, "digest_log_bytes")?;
+    let mut counts = BTreeMap::new();
+    for (lane, n) in checkpoint.get("digest_counts")?.as_object()? {
+        counts.insert(lane.clone(), usize::try_from(number_value(n)?).ok()?);
+    }
+    if counts.values().map(|n| *n as u64).sum::<u64>() != entries {
+        return None;
+    }
+    let table = run.dir.digest_files().open_table(entries, false)?;
+    state
+        .attach_earlier_digests(Arc::new(TableDigests(table)), &counts)
+        .ok()?;
     let position = ChainPosition {
         sequence,
         checksum,
@@ -113,5 +282,20 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition)>
         owner_epoch: state.owner_epoch(),
         last_line_length: line_length,
     };
-    Some((state, position))
+    let basis = LoadBasis {
+        path: LoadPath::Checkpoint,
+        digests: Some((entries, log_bytes)),
+        caches_sequence: number(&checkpoint, "caches_sequence"),
+    };
+    Some((state, position, basis))
+}
+
+/// SHA-256 of the canonical `_run` section of the run's manifest snapshot.
+fn run_metadata_digest(run: &OpenRun) -> String {
+    let section = run.manifest.run.clone().map_or(Value::Null, Value::Object);
+    canonical::digest(&section)
+}
+
+fn number_value(value: &Value) -> Option<u64> {
+    as_int(value).and_then(|n| u64::try_from(n).ok())
 }

@@ -15,13 +15,14 @@ use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
 use crate::store::handle::{check_contained, read_handle};
 use crate::store::paths::expand_tilde;
 
-/// `completion-check`: read-only (no lock, no writes). Verifies and
-/// replays the whole receipt, then evaluates completion; works in every
-/// run state, terminal ones included.
+/// `completion-check`: read-only (no lock, no writes). Loads the state from
+/// a checkpoint the unchanged receipt proves, else verifies and replays the
+/// whole receipt; then evaluates completion. Works in every run state,
+/// terminal ones included.
 pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
-    let (state, _) = replay_run(&run, false)?;
+    let (state, _, _) = super::checkpoint::load_state(&run, false)?;
     let mut out = evaluate_completion(&state).to_json();
     out.insert("run_id".into(), json!(run_id));
     out.insert("sequence".into(), json!(state.last_sequence()));

@@ -13,6 +13,9 @@ use crate::receipt::verify::{
 };
 use crate::store::run::RunDir;
 
+/// Receipt stretches at least this long are verified on two more threads.
+const PARALLEL_FROM_BYTES: u64 = 1 << 20;
+
 /// An opened run: its directory and validated manifest snapshot.
 #[derive(Debug, Clone)]
 pub struct OpenRun {
@@ -71,6 +74,12 @@ pub fn verify_receipt(
     verify_from(run, ChainPosition::genesis(&run.manifest), consume)
 }
 
+/// Verify the whole receipt without handing the events on (`verify`):
+/// long receipts are parsed on two more threads.
+pub fn verify_chain(run: &OpenRun) -> FlowResult<Verdict> {
+    verify_with(run, ChainPosition::genesis(&run.manifest), None)
+}
+
 /// Verify the receipt from `start` (genesis, or a proven checkpoint) to its
 /// end; only the lines after `start.byte_length` are read.
 pub fn verify_from(
@@ -78,7 +87,18 @@ pub fn verify_from(
     start: ChainPosition,
     mut consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
 ) -> FlowResult<Verdict> {
+    verify_with(run, start, Some(&mut consume))
+}
+
+type Consumer<'c> = &'c mut dyn FnMut(&Map<String, Value>) -> Result<(), String>;
+
+fn verify_with(
+    run: &OpenRun,
+    start: ChainPosition,
+    mut consume: Option<Consumer<'_>>,
+) -> FlowResult<Verdict> {
     let head = run.dir.read_head()?;
+    let start_byte = start.byte_length;
     let mut reader = match run.dir.open_receipt_at(start.byte_length) {
         Ok(reader) => reader,
         Err(_) => {
@@ -103,19 +123,42 @@ pub fn verify_from(
     if let Some(head) = &head {
         verifier.require_canonical_until(head.sequence);
     }
-    let outcome = verifier
-        .verify_stream(&mut reader, |event, position| {
-            if head
-                .as_ref()
-                .is_some_and(|h| h.sequence == position.sequence)
-            {
-                head_seen = Some((position.checksum.clone(), position.byte_length));
-            }
+    let mut after_line = |position: &ChainPosition| {
+        if head
+            .as_ref()
+            .is_some_and(|h| h.sequence == position.sequence)
+        {
+            head_seen = Some((position.checksum.clone(), position.byte_length));
+        }
+        trusted_checksum = position.checksum.clone();
+    };
+    let outcome = match consume.as_mut() {
+        Some(consume) => verifier.verify_stream(&mut reader, |event, position| {
             consume(event)?;
-            trusted_checksum = position.checksum.clone();
+            after_line(position);
             Ok(())
-        })
-        .map_err(|e| FlowError::Contract(format!("receipt could not be read: {e}")))?;
+        }),
+        None => {
+            // Long stretches are parsed on two more threads (same checks,
+            // same verdicts); short ones are not worth the threads.
+            let remaining = run
+                .dir
+                .receipt_stamp()
+                .map_or(0, |stamp| stamp.size.saturating_sub(start_byte));
+            if remaining >= PARALLEL_FROM_BYTES {
+                verifier.verify_stream_parallel(&mut reader, |position| {
+                    after_line(position);
+                    Ok(())
+                })
+            } else {
+                verifier.verify_stream(&mut reader, |_, position| {
+                    after_line(position);
+                    Ok(())
+                })
+            }
+        }
+    }
+    .map_err(|e| FlowError::Contract(format!("receipt could not be read: {e}")))?;
     let position = verifier.position().clone();
     match outcome {
         Err(StreamStop::Damage(damage)) => return Ok(Verdict::Damaged(damage)),

@@ -12,7 +12,6 @@ use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
-use super::rebuild::replay_run;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::{
     CommandStatus, LaneStep, StallRecord, check_lane, decide_heartbeat, decide_interrupt_result,
@@ -31,8 +30,9 @@ fn read_object(ctx: &MutationContext, path: &Path) -> FlowResult<Map<String, Val
     }
 }
 
-/// `liveness-check`: read-only (no lock, no writes). Verifies and replays
-/// the whole receipt, then evaluates one lane at `--at`.
+/// `liveness-check`: read-only (no lock, no writes). Loads the state from a
+/// checkpoint the unchanged receipt proves, else verifies and replays the
+/// whole receipt; then evaluates one lane at `--at`.
 pub fn liveness_check(
     root: &Path,
     run_id: &str,
@@ -42,7 +42,7 @@ pub fn liveness_check(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
-    let (state, _) = replay_run(&run, false)?;
+    let (state, _, _) = super::checkpoint::load_state(&run, false)?;
     let policy = Policy::from_contract(
         &run.manifest.contract.contract,
         &run.manifest.contract.limits,

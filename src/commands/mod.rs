@@ -23,12 +23,12 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 pub use error::{FlowError, FlowResult};
-use ledger::{Verdict, damage_error, open_run, verify_receipt};
+use ledger::{Verdict, damage_error, open_run, verify_chain};
 
 /// `verify`: stream-verify the whole receipt (read-only, no lock).
 pub fn verify(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
-    let position = match verify_receipt(&run, |_| Ok(()))? {
+    let position = match verify_chain(&run)? {
         Verdict::Intact(position) => position,
         Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
         Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),

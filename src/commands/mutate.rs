@@ -8,7 +8,11 @@
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
-use super::checkpoint::{load_state, save_checkpoint};
+use std::collections::BTreeMap;
+
+use super::checkpoint::{
+    CacheRefresh, LoadPath, load_state, restore_digest_lists, save_checkpoint,
+};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, open_run};
 use super::rebuild::coordinator_run_cache;
@@ -134,7 +138,7 @@ pub fn mutate(
     check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
-    let (mut state, position, _) = load_state(run, true)?;
+    let (mut state, position, basis) = load_state(run, true)?;
     let proof = authorize(&state, &handle)?;
     if let Some(expected) = &ctx.expected_head
         && *expected != position.checksum
@@ -161,15 +165,12 @@ pub fn mutate(
     };
     let intents = decide(&input)?;
     let sealed = seal(run, &state, &proof, intents, ctx.now)?;
-    let lanes_before = state.lane_records();
+    let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     state
         .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
     append(run, &proof, &sealed, position.byte_length)?;
-    // Caches are conveniences: the receipt is already durable, so a cache
-    // failure must not turn a committed event into a reported failure.
-    let _ = write_caches(run, &state, &lanes_before);
     let after = ChainPosition {
         sequence: state.last_sequence(),
         checksum: sealed.checksum.clone(),
@@ -178,14 +179,58 @@ pub fn mutate(
         owner_epoch: state.owner_epoch(),
         last_line_length: sealed.line.len() as u64,
     };
-    let _ = save_checkpoint(run, &state, &after);
-    Ok(Committed {
+    // The checkpoint and the caches are conveniences: the receipt is already
+    // durable, so their failure must not turn a committed event into a
+    // reported failure (the next command then replays in full).
+    let committed = Committed {
         sequence: state.last_sequence(),
         checksum: state.last_checksum().to_string(),
         run_state: state.run_state().to_string(),
         owner_epoch: state.owner_epoch(),
         owner_fingerprint: state.owner_fingerprint().map(str::to_string),
-    })
+    };
+    let sequence = state.last_sequence();
+    let total_digests = state.liveness_digest_counts().values().sum::<usize>() as u64;
+    let refresh = basis.cache_refresh(total_digests, sequence);
+    let caches_sequence = match refresh {
+        CacheRefresh::Skip => basis.caches_sequence(),
+        _ => sequence,
+    };
+    let before = (refresh == CacheRefresh::ChangedLanes).then_some(&lanes_before);
+    match save_checkpoint(run, &basis, &state, &after, caches_sequence) {
+        Ok(_) if refresh == CacheRefresh::Skip => {}
+        Ok(log_bytes) => {
+            if restore_digest_lists(run, &basis, log_bytes, &mut state).is_ok() {
+                let _ = write_caches(run, &state, before);
+            }
+        }
+        // No checkpoint: the next command replays in full; the caches can
+        // still be written from the full state when it is one.
+        Err(_) if basis.path == LoadPath::FullReplay => {
+            let _ = write_caches(run, &state, before);
+        }
+        Err(_) => {}
+    }
+    Ok(committed)
+}
+
+/// Each lane's record without its digest list, plus its digest count: what
+/// tells whether a lane's cache changed, at a cost that does not grow with
+/// its heartbeats.
+fn lane_fingerprints(state: &CoordinatorState) -> BTreeMap<String, (Value, usize)> {
+    state
+        .lanes()
+        .iter()
+        .map(|(id, lane)| {
+            (
+                id.clone(),
+                (
+                    lane.to_json_with_digests(false),
+                    lane.liveness_digest_count(),
+                ),
+            )
+        })
+        .collect()
 }
 
 fn intent_value(intent: &Intent, epoch: u64, now: &str) -> Value {
@@ -312,23 +357,41 @@ fn append(
     Ok(())
 }
 
+/// Rewrite run.json and the lane caches: only lanes that changed when
+/// `before` (the caches were current before this event) is given, else all
+/// (removing caches of lanes that no longer exist).
 fn write_caches(
     run: &OpenRun,
     state: &CoordinatorState,
-    before: &std::collections::BTreeMap<String, Value>,
+    before: Option<&BTreeMap<String, (Value, usize)>>,
 ) -> FlowResult<()> {
-    let lanes = state.lane_records();
-    if !lanes.is_empty() {
+    let after = lane_fingerprints(state);
+    if !after.is_empty() {
         crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
     }
-    for (lane_id, record) in &lanes {
-        if before.get(lane_id) != Some(record) {
-            run.dir
-                .write_cache(&run.dir.lanes_dir().join(format!("{lane_id}.json")), record)?;
+    for (lane_id, lane) in state.lanes() {
+        if before.is_none_or(|b| b.get(lane_id) != after.get(lane_id)) {
+            run.dir.write_cache(
+                &run.dir.lanes_dir().join(format!("{lane_id}.json")),
+                &lane.to_json(),
+            )?;
         }
     }
-    for lane_id in before.keys().filter(|id| !lanes.contains_key(*id)) {
-        run.dir.remove_lane_cache(lane_id)?;
+    let stale: Vec<String> = match before {
+        Some(before) => before
+            .keys()
+            .filter(|id| !after.contains_key(*id))
+            .cloned()
+            .collect(),
+        None => run
+            .dir
+            .lane_cache_ids()?
+            .into_iter()
+            .filter(|id| !after.contains_key(id))
+            .collect(),
+    };
+    for lane_id in stale {
+        run.dir.remove_lane_cache(&lane_id)?;
     }
     let cache = coordinator_run_cache(&run.dir.run_id, &run.manifest.contract.hash, state);
     run.dir.write_cache(&run.dir.run_cache_path(), &cache)?;

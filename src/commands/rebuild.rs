@@ -88,7 +88,13 @@ pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
                 &run.dir.run_cache_path(),
                 &coordinator_run_cache(run_id, &hash, &state),
             )?;
-            super::checkpoint::save_checkpoint(&run, &state, &position)?;
+            super::checkpoint::save_checkpoint(
+                &run,
+                &super::checkpoint::LoadBasis::full_replay(),
+                &state,
+                &position,
+                position.sequence,
+            )?;
             position
         }
         Family::V1_0 => {

@@ -25,8 +25,8 @@ pub mod topology;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{
-    CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
-    LaneState, RunState,
+    CheckRecord, Component, CoordinatorState, CoverageState, EarlierDigests, FailureResolution,
+    LaneRecord, LaneState, RunState,
 };
 
 #[cfg(test)]

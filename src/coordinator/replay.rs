@@ -872,6 +872,7 @@ impl CoordinatorState {
             evidence_refs: ev.evidence()?.to_vec(),
             replacement_reservation: None,
             digest_index: Default::default(),
+            earlier: Default::default(),
         };
         journal.push(Undo::LaneInserted(lane.id.clone()));
         self.lanes.insert(lane.id.clone(), lane);

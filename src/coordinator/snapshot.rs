@@ -131,6 +131,7 @@ fn lane(v: &Value) -> Shape<LaneRecord> {
         updated_at: text(field(m, "updated_at")?, "updated_at")?,
         evidence_refs: values(field(m, "evidence_refs")?, "evidence_refs")?,
         replacement_reservation,
+        earlier: Default::default(),
     })
 }
 

@@ -8,6 +8,7 @@
 //! (canonical JSON sorts keys, so only the key sets and values matter).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
 
@@ -168,6 +169,43 @@ pub struct LaneRecord {
     pub replacement_reservation: Option<Map<String, Value>>,
     /// Membership index over `liveness_evidence_digests` (not serialised).
     pub(crate) digest_index: HashSet<String>,
+    /// Digests recorded before a loaded checkpoint, kept outside the state
+    /// (see [`EarlierDigests`]); `liveness_evidence_digests` then holds only
+    /// the ones recorded since.
+    pub(crate) earlier: EarlierLaneDigests,
+}
+
+/// Read access to liveness digests recorded before a checkpoint, held by
+/// the store so that loading a heartbeat-heavy run does not read them all.
+/// The rules only ask membership questions, which this answers.
+pub trait EarlierDigests: std::fmt::Debug {
+    fn contains(&self, lane_id: &str, digest: &str) -> bool;
+}
+
+/// A lane's view of its earlier digests: how many, and where to ask.
+#[derive(Debug, Clone, Default)]
+pub struct EarlierLaneDigests {
+    source: Option<Arc<dyn EarlierDigests>>,
+    count: usize,
+}
+
+impl PartialEq for EarlierLaneDigests {
+    fn eq(&self, other: &Self) -> bool {
+        self.count == other.count
+    }
+}
+
+impl EarlierLaneDigests {
+    pub fn new(source: Arc<dyn EarlierDigests>, count: usize) -> Self {
+        EarlierLaneDigests {
+            source: (count > 0).then_some(source),
+            count,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
 }
 
 impl LaneRecord {
@@ -180,6 +218,16 @@ impl LaneRecord {
     /// Whether `digest` is one of this lane's liveness evidence digests.
     pub fn has_liveness_digest(&self, digest: &str) -> bool {
         self.digest_index.contains(digest)
+            || self
+                .earlier
+                .source
+                .as_ref()
+                .is_some_and(|earlier| earlier.contains(&self.id, digest))
+    }
+
+    /// How many liveness digests the lane has recorded in all.
+    pub fn liveness_digest_count(&self) -> usize {
+        self.earlier.count + self.liveness_evidence_digests.len()
     }
 
     /// Appends a liveness digest unless already present; true when added.
@@ -203,6 +251,12 @@ impl LaneRecord {
 
     /// The record exactly as the reference writes it to `lanes/<id>.json`.
     pub fn to_json(&self) -> Value {
+        debug_assert_eq!(self.earlier.count, 0, "earlier digests are not attached");
+        self.to_json_with_digests(true)
+    }
+
+    /// The record, with or without the liveness digest list.
+    pub fn to_json_with_digests(&self, digests: bool) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id.clone()));
         m.insert("state".into(), Value::String(self.state.as_str().into()));
@@ -245,7 +299,11 @@ impl LaneRecord {
         );
         m.insert(
             "liveness_evidence_digests".into(),
-            strings(&self.liveness_evidence_digests),
+            if digests {
+                strings(&self.liveness_evidence_digests)
+            } else {
+                Value::Array(Vec::new())
+            },
         );
         m.insert(
             "last_event_type".into(),
@@ -488,6 +546,16 @@ impl CoordinatorState {
     /// The public replay state exactly as the reference stores it under
     /// `run.json` `coordinator.state`.
     pub fn public_json(&self) -> Value {
+        self.public_json_with_digests(true)
+    }
+
+    /// The public state, optionally without the liveness digest lists (the
+    /// checkpoint keeps those in the store's digest table instead).
+    pub fn public_json_with_digests(&self, digests: bool) -> Value {
+        debug_assert!(
+            !digests || self.lanes.values().all(|l| l.earlier.count == 0),
+            "earlier digests are not attached"
+        );
         let mut m = Map::new();
         m.insert(
             "approved_component_ids".into(),
@@ -544,7 +612,7 @@ impl CoordinatorState {
             Value::Object(
                 self.lanes
                     .iter()
-                    .map(|(id, lane)| (id.clone(), lane.to_json()))
+                    .map(|(id, lane)| (id.clone(), lane.to_json_with_digests(digests)))
                     .collect(),
             ),
         );
@@ -597,6 +665,71 @@ impl CoordinatorState {
         );
         m.insert("updated_at".into(), opt_string(&self.updated_at));
         Value::Object(m)
+    }
+
+    /// Hand each lane the digests it recorded before a checkpoint, held in
+    /// `source`; `counts` says how many per lane. The lanes must hold no
+    /// digests of their own yet (they come from a checkpoint).
+    pub fn attach_earlier_digests(
+        &mut self,
+        source: Arc<dyn EarlierDigests>,
+        counts: &BTreeMap<String, usize>,
+    ) -> Result<(), String> {
+        if counts.keys().any(|id| !self.lanes.contains_key(id)) {
+            return Err("digest counts name an unknown lane".into());
+        }
+        for (id, lane) in &mut self.lanes {
+            if !lane.liveness_evidence_digests.is_empty() {
+                return Err("lane already holds liveness digests".into());
+            }
+            let count = counts.get(id).copied().unwrap_or(0);
+            lane.earlier = EarlierLaneDigests::new(source.clone(), count);
+        }
+        Ok(())
+    }
+
+    /// Put the earlier digests back into the lanes' own lists (in front of
+    /// the ones recorded since), so the full records can be written out.
+    pub fn prepend_earlier_digests(
+        &mut self,
+        mut lists: BTreeMap<String, Vec<String>>,
+    ) -> Result<(), String> {
+        for (id, lane) in &mut self.lanes {
+            let mut earlier = lists.remove(id).unwrap_or_default();
+            if earlier.len() != lane.earlier.count {
+                return Err(format!("earlier digests of lane {id} do not match"));
+            }
+            earlier.append(&mut lane.liveness_evidence_digests);
+            lane.digest_index = earlier.iter().cloned().collect();
+            lane.liveness_evidence_digests = earlier;
+            lane.earlier = EarlierLaneDigests::default();
+        }
+        if !lists.is_empty() {
+            return Err("earlier digests name an unknown lane".into());
+        }
+        Ok(())
+    }
+
+    /// The (lane, digest) pairs the lanes hold themselves: everything after
+    /// a full replay, only what was recorded since the checkpoint otherwise.
+    pub fn own_liveness_digests(&self) -> Vec<(String, String)> {
+        self.lanes
+            .iter()
+            .flat_map(|(id, lane)| {
+                lane.liveness_evidence_digests
+                    .iter()
+                    .map(move |d| (id.clone(), d.clone()))
+            })
+            .collect()
+    }
+
+    /// lane id -> how many liveness digests it has recorded in all.
+    pub fn liveness_digest_counts(&self) -> BTreeMap<String, usize> {
+        self.lanes
+            .iter()
+            .map(|(id, lane)| (id.clone(), lane.liveness_digest_count()))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// lane id -> lane record, exactly the JSON the reference writes to

@@ -36,6 +36,47 @@ pub fn to_vec_without(map: &serde_json::Map<String, Value>, skip: &str) -> Vec<u
     out
 }
 
+/// Canonical bytes of an object, and the byte range whose removal gives
+/// [`to_vec_without`]`(map, skip)` (`None` when the key is absent): one
+/// serialisation serves both the canonical-form check and the checksum.
+pub fn object_with_hole(
+    map: &serde_json::Map<String, Value>,
+    skip: &str,
+) -> (Vec<u8>, Option<std::ops::Range<usize>>) {
+    let mut out = Vec::with_capacity(2048);
+    out.push(b'{');
+    let mut hole = None;
+    let mut hole_is_first = false;
+    for (i, (key, item)) in map.iter().enumerate() {
+        let comma = out.len();
+        if i > 0 {
+            out.push(b',');
+        }
+        if hole_is_first {
+            // The skipped key came first: its following comma goes with it.
+            if let Some(range) = &mut hole {
+                let range: &mut std::ops::Range<usize> = range;
+                range.end = comma + 1;
+            }
+            hole_is_first = false;
+        }
+        let start = out.len();
+        write_string(&mut out, key);
+        out.push(b':');
+        write_value(&mut out, item);
+        if key == skip {
+            hole = Some(if i > 0 {
+                comma..out.len()
+            } else {
+                start..out.len()
+            });
+            hole_is_first = i == 0;
+        }
+    }
+    out.push(b'}');
+    (out, hole)
+}
+
 /// Canonical text of `value`.
 pub fn to_string(value: &Value) -> String {
     // The writer only ever emits valid UTF-8.
@@ -202,6 +243,28 @@ mod tests {
             digest(&v),
             "bd6d4e1d37d148f790ff1bfe7b2784ba4d24c94fbad31cdeb749f02209c43611"
         );
+    }
+
+    #[test]
+    fn the_hole_is_exactly_the_skipped_member() {
+        for text in [
+            r#"{"a":1,"checksum":"x","z":[1,{"b":2}]}"#,
+            r#"{"checksum":"x","z":2}"#,
+            r#"{"a":1,"checksum":"x"}"#,
+            r#"{"checksum":"x"}"#,
+            r#"{"a":1,"b":2}"#,
+        ] {
+            let Value::Object(map) = serde_json::from_str(text).unwrap() else {
+                unreachable!()
+            };
+            let (full, hole) = object_with_hole(&map, "checksum");
+            assert_eq!(full, to_vec(&Value::Object(map.clone())));
+            let mut without = full.clone();
+            if let Some(range) = hole {
+                without.drain(range);
+            }
+            assert_eq!(without, to_vec_without(&map, "checksum"), "{text}");
+        }
     }
 
     #[test]

@@ -122,20 +122,14 @@ impl<'a> ChainVerifier<'a> {
         reader: &mut R,
         mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
-        let limit = self.manifest.contract.limits.max_receipt_line_bytes;
-        let cap = limit.saturating_add(2);
+        let cap = self.line_cap();
         let mut line = Vec::new();
         loop {
             line.clear();
-            let read = match std::io::Read::take(&mut *reader, cap).read_until(b'\n', &mut line) {
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if read == 0 {
+            if read_line(reader, cap, &mut line)? == 0 {
                 return Ok(Ok(()));
             }
-            let event = match self.check_line(&line, limit) {
+            let event = match self.check_line(&line) {
                 Ok(event) => event,
                 Err(damage) => return Ok(Err(StreamStop::Damage(damage))),
             };
@@ -145,82 +139,296 @@ impl<'a> ChainVerifier<'a> {
         }
     }
 
-    /// Check one framed line (with its LF) and advance the chain.
-    pub fn check_line(
+    /// [`Self::verify_stream`] on two more threads: a reader cuts the
+    /// receipt into batches of whole lines, two workers examine alternate
+    /// batches (parsing, contract, canonical form and checksum: the costly,
+    /// chain-independent part), and this thread links them in order. At most
+    /// a few batches are in flight, so memory stays bounded.
+    ///
+    /// The events themselves are not handed on (plain verification), so
+    /// `accept` sees only the position after each line.
+    pub fn verify_stream_parallel<R: BufRead + Send>(
         &mut self,
-        line: &[u8],
-        limit: u64,
-    ) -> Result<Map<String, Value>, ReceiptDamage> {
-        let len = line.len() as u64;
-        if len >= limit.saturating_add(2) {
-            return Err(self.damage("event too large"));
+        reader: &mut R,
+        mut accept: impl FnMut(&ChainPosition) -> Result<(), String>,
+    ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        use std::sync::mpsc::sync_channel;
+        const BATCH_BYTES: usize = 128 * 1024;
+        let cap = self.line_cap();
+        let rules = LineRules::new(self.manifest, self.run_id, false);
+        std::thread::scope(|scope| {
+            let (to_a, from_reader_a) = sync_channel::<Vec<Vec<u8>>>(1);
+            let (to_b, from_reader_b) = sync_channel::<Vec<Vec<u8>>>(1);
+            let reading = scope.spawn(move || -> std::io::Result<()> {
+                let outlets = [to_a, to_b];
+                for turn in 0.. {
+                    let mut batch = Vec::new();
+                    let mut bytes = 0;
+                    while bytes < BATCH_BYTES {
+                        let mut line = Vec::new();
+                        if read_line(reader, cap, &mut line)? == 0 {
+                            break;
+                        }
+                        bytes += line.len();
+                        batch.push(line);
+                    }
+                    let last = bytes < BATCH_BYTES;
+                    if !batch.is_empty() && outlets[turn % 2].send(batch).is_err() {
+                        return Ok(());
+                    }
+                    if last {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            });
+            let rules = &rules;
+            let mut results = Vec::new();
+            for inlet in [from_reader_a, from_reader_b] {
+                let (out, from_worker) = sync_channel::<Vec<LineFacts>>(1);
+                scope.spawn(move || {
+                    for batch in inlet {
+                        let facts = batch.iter().map(|line| rules.examine(line)).collect();
+                        if out.send(facts).is_err() {
+                            return;
+                        }
+                    }
+                });
+                results.push(from_worker);
+            }
+            let mut outcome = Ok(());
+            'batches: for turn in 0.. {
+                let Ok(batch) = results[turn % 2].recv() else {
+                    break;
+                };
+                for facts in batch {
+                    if let Err(damage) = self.link(facts) {
+                        outcome = Err(StreamStop::Damage(damage));
+                        break 'batches;
+                    }
+                    if let Err(reason) = accept(&self.position) {
+                        outcome = Err(StreamStop::Rejected(reason));
+                        break 'batches;
+                    }
+                }
+            }
+            // Stop the pipeline (a stop leaves batches unread).
+            drop(results);
+            match reading.join() {
+                Ok(Ok(())) => Ok(outcome),
+                Ok(Err(e)) if outcome.is_ok() => Err(e),
+                _ => Ok(outcome),
+            }
+        })
+    }
+
+    fn line_cap(&self) -> u64 {
+        self.manifest
+            .contract
+            .limits
+            .max_receipt_line_bytes
+            .saturating_add(2)
+    }
+
+    /// Check one line (with its LF) against the chain so far and advance.
+    pub fn check_line(&mut self, line: &[u8]) -> Result<Map<String, Value>, ReceiptDamage> {
+        let facts = LineRules::new(self.manifest, self.run_id, true).examine(line);
+        self.link(facts).map(Option::unwrap_or_default)
+    }
+
+    /// The chain-dependent checks of an examined line, in the reference's
+    /// order, then advance. Returns the event when the line kept it.
+    pub fn link(&mut self, facts: LineFacts) -> Result<Option<Map<String, Value>>, ReceiptDamage> {
+        let parsed = facts.body.map_err(|reason| self.damage(reason))?;
+        let phase2 = self.manifest.contract.family == Family::V1_1;
+        let contract_ok = parsed.contract_ok
+            && (!phase2 || parsed.claimed_epoch == Some(self.position.owner_epoch));
+        if !contract_ok {
+            return Err(self.damage("event contract mismatch"));
         }
-        let Some(content) = line.strip_suffix(b"\n") else {
-            return Err(self.damage(INCOMPLETE));
-        };
-        if content.len() as u64 > limit {
-            return Err(self.damage("event too large"));
+        let fields = parsed.fields;
+        let expected_sequence = self.position.sequence + 1;
+        if fields.sequence != Some(expected_sequence) {
+            return Err(self.damage("sequence mismatch"));
         }
-        // Python's bytes parser accepts one leading UTF-8 BOM.
-        let json = content.strip_prefix(b"\xef\xbb\xbf").unwrap_or(content);
-        let value: Value = match serde_json::from_slice(json) {
-            Ok(v) => v,
-            Err(_) => return Err(self.damage("invalid JSON")),
-        };
-        let Value::Object(event) = value else {
-            return Err(self.damage("invalid event"));
-        };
+        if !fields.run_id_ok {
+            return Err(self.damage("run id mismatch"));
+        }
+        if !fields.manifest_ok {
+            return Err(self.damage("manifest hash mismatch"));
+        }
+        if phase2 && fields.owner_token.as_deref() != self.position.owner_fingerprint.as_deref() {
+            return Err(self.damage("owner mismatch"));
+        }
+        if fields.previous_checksum.as_deref() != Some(self.position.checksum.as_str()) {
+            return Err(self.damage("previous checksum mismatch"));
+        }
+        if parsed.checksum != fields.checksum {
+            return Err(self.damage("checksum mismatch"));
+        }
+        if expected_sequence <= self.canonical_until && !parsed.canonical {
+            return Err(self.damage("event bytes differ from their acknowledged canonical form"));
+        }
+        self.position.sequence = expected_sequence;
+        self.position.checksum = fields.checksum;
+        self.position.byte_length += facts.len;
+        self.position.last_line_length = facts.len;
+        if phase2 && let Some(new_owner) = fields.new_owner {
+            self.position.owner_fingerprint = new_owner;
+            self.position.owner_epoch += 1;
+        }
+        Ok(parsed.event)
+    }
+}
+
+/// One line read with the size cap: at most `cap` bytes, up to and
+/// including the LF. Returns the number of bytes read (0 at the end).
+fn read_line<R: BufRead>(reader: &mut R, cap: u64, line: &mut Vec<u8>) -> std::io::Result<usize> {
+    loop {
+        match std::io::Read::take(&mut *reader, cap).read_until(b'\n', line) {
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// What one line says on its own, before its place in the chain is known.
+#[derive(Debug)]
+pub struct LineFacts {
+    len: u64,
+    body: Result<ExaminedEvent, &'static str>,
+}
+
+#[derive(Debug)]
+struct ExaminedEvent {
+    event: Option<Map<String, Value>>,
+    fields: LinkFields,
+    /// The owner epoch the line's metadata claims (the contract was checked
+    /// at it).
+    claimed_epoch: Option<u64>,
+    contract_ok: bool,
+    /// SHA-256 of the canonical event without `checksum`.
+    checksum: String,
+    /// The line's bytes are exactly the canonical form.
+    canonical: bool,
+}
+
+/// What linking a line into the chain reads from it.
+#[derive(Debug)]
+struct LinkFields {
+    sequence: Option<u64>,
+    run_id_ok: bool,
+    manifest_ok: bool,
+    owner_token: Option<String>,
+    previous_checksum: Option<String>,
+    checksum: String,
+    /// `Some` for a `run_resumed` event: its new owner fingerprint.
+    new_owner: Option<Option<String>>,
+}
+
+/// The chain-independent rules for one line (shareable between threads).
+pub struct LineRules<'a> {
+    manifest: &'a RunManifest,
+    run_id: &'a str,
+    /// Hand the parsed event on (a caller wants it), or drop it where it was
+    /// parsed (plain verification: freeing on the parsing thread is cheap).
+    keep_events: bool,
+}
+
+impl<'a> LineRules<'a> {
+    pub fn new(manifest: &'a RunManifest, run_id: &'a str, keep_events: bool) -> Self {
+        LineRules {
+            manifest,
+            run_id,
+            keep_events,
+        }
+    }
+
+    fn contract_ok(&self, event: &Map<String, Value>, epoch: u64) -> bool {
         let contract = EventContract {
             family: self.manifest.contract.family,
             event_types: &self.manifest.contract.event_types,
             limits: &self.manifest.contract.limits,
-            epoch: self.position.owner_epoch,
+            epoch,
         };
-        // Floats are never valid in an event (a tightening, see DEVIATIONS.md).
-        if event.values().any(canonical::contains_float) || check_event(&event, &contract).is_err()
-        {
-            return Err(self.damage("event contract mismatch"));
+        !event.values().any(canonical::contains_float) && check_event(event, &contract).is_ok()
+    }
+
+    /// Framing, size, JSON, contract (at the epoch the line claims),
+    /// canonical form and checksum of one line.
+    pub fn examine(&self, line: &[u8]) -> LineFacts {
+        let len = line.len() as u64;
+        LineFacts {
+            len,
+            body: self.examine_body(line),
         }
-        let expected_sequence = self.position.sequence + 1;
-        if event["sequence"].as_u64() != Some(expected_sequence) {
-            return Err(self.damage("sequence mismatch"));
+    }
+
+    fn examine_body(&self, line: &[u8]) -> Result<ExaminedEvent, &'static str> {
+        let limit = self.manifest.contract.limits.max_receipt_line_bytes;
+        if line.len() as u64 >= limit.saturating_add(2) {
+            return Err("event too large");
         }
-        if event["run_id"].as_str() != Some(self.run_id) {
-            return Err(self.damage("run id mismatch"));
+        let content = line.strip_suffix(b"\n").ok_or(INCOMPLETE)?;
+        if content.len() as u64 > limit {
+            return Err("event too large");
         }
-        if event["manifest_hash"].as_str() != Some(self.manifest.contract.hash.as_str()) {
-            return Err(self.damage("manifest hash mismatch"));
-        }
-        if self.manifest.contract.family == Family::V1_1
-            && event["owner_token"].as_str() != self.position.owner_fingerprint.as_deref()
-        {
-            return Err(self.damage("owner mismatch"));
-        }
-        if event["previous_checksum"].as_str() != Some(self.position.checksum.as_str()) {
-            return Err(self.damage("previous checksum mismatch"));
-        }
-        let claimed = event["checksum"].as_str().unwrap_or_default().to_string();
-        if event_checksum(&event) != claimed {
-            return Err(self.damage("checksum mismatch"));
-        }
-        if expected_sequence <= self.canonical_until
-            && canonical::to_vec(&Value::Object(event.clone())).as_slice() != content
-        {
-            return Err(self.damage("event bytes differ from their acknowledged canonical form"));
-        }
-        self.position.sequence = expected_sequence;
-        self.position.checksum = claimed;
-        self.position.byte_length += len;
-        self.position.last_line_length = len;
-        if self.manifest.contract.family == Family::V1_1 && event["event_type"] == "run_resumed" {
-            self.position.owner_fingerprint = event
-                .get("metadata")
-                .and_then(|m| m.get("new_owner_fingerprint"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            self.position.owner_epoch += 1;
-        }
-        Ok(event)
+        let json = content.strip_prefix(b"\xef\xbb\xbf").unwrap_or(content);
+        let Ok(value) = serde_json::from_slice::<Value>(json) else {
+            return Err("invalid JSON");
+        };
+        let Value::Object(event) = value else {
+            return Err("invalid event");
+        };
+        // Phase 2 binds every event to the current owner epoch through its
+        // metadata; the contract is checked at the epoch the line claims,
+        // and the chain then requires that claim to be the current epoch
+        // (the only epoch at which the contract can hold).
+        let claimed_epoch = event
+            .get("metadata")
+            .and_then(|m| m.get("owner_epoch"))
+            .and_then(Value::as_u64);
+        let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0));
+        let (full, hole) = canonical::object_with_hole(&event, "checksum");
+        let canonical = full == content;
+        let checksum = {
+            use sha2::{Digest, Sha256};
+            let mut hasher = Sha256::new();
+            match hole {
+                Some(range) => {
+                    hasher.update(&full[..range.start]);
+                    hasher.update(&full[range.end..]);
+                }
+                None => hasher.update(&full),
+            }
+            hex::encode(hasher.finalize())
+        };
+        let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_string);
+        let fields = LinkFields {
+            sequence: event.get("sequence").and_then(Value::as_u64),
+            run_id_ok: event.get("run_id").and_then(Value::as_str) == Some(self.run_id),
+            manifest_ok: event.get("manifest_hash").and_then(Value::as_str)
+                == Some(self.manifest.contract.hash.as_str()),
+            owner_token: text("owner_token"),
+            previous_checksum: text("previous_checksum"),
+            checksum: text("checksum").unwrap_or_default(),
+            new_owner: (event.get("event_type").and_then(Value::as_str) == Some("run_resumed"))
+                .then(|| {
+                    event
+                        .get("metadata")
+                        .and_then(|m| m.get("new_owner_fingerprint"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                }),
+        };
+        Ok(ExaminedEvent {
+            event: self.keep_events.then_some(event),
+            fields,
+            claimed_epoch,
+            contract_ok,
+            checksum,
+            canonical,
+        })
     }
 }
 

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use super::error::{StoreError, StoreResult};
 use super::lock::DirLock;
 use super::paths::is_symlink;
-use super::secure::{FILE_MODE, atomic_write, open_regular, open_secure_dir, read_limited};
+use super::secure::{
+    Durability, FILE_MODE, atomic_write, atomic_write_with, open_regular, open_secure_dir,
+    read_limited,
+};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
 
@@ -203,7 +206,9 @@ impl RunDir {
             "sequence": head.sequence,
         }));
         bytes.push(b'\n');
-        atomic_write(&self.head_path(), &bytes)
+        // A head whose rename is lost leaves the older head, which is still
+        // true (a receipt longer than its head is fine).
+        atomic_write_with(&self.head_path(), &bytes, Durability::ContentOnly)
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
@@ -278,7 +283,67 @@ impl RunDir {
     }
 }
 
+/// The receipt file's identity and change times. Equal stamps mean the
+/// file was not written since the earlier one was taken: every write, even
+/// one that restores the old mtime, moves the ctime (the kernel hands out a
+/// fresh fine-grained ctime after one was observed), and a rename changes
+/// the inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+impl ReceiptStamp {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "ctime_ns": self.ctime_ns,
+            "dev": self.dev,
+            "ino": self.ino,
+            "mtime_ns": self.mtime_ns,
+            "size": self.size,
+        })
+    }
+
+    pub fn from_json(value: &Value) -> Option<ReceiptStamp> {
+        let unsigned = |k: &str| value.get(k)?.as_u64();
+        let signed = |k: &str| value.get(k)?.as_i64();
+        Some(ReceiptStamp {
+            dev: unsigned("dev")?,
+            ino: unsigned("ino")?,
+            size: unsigned("size")?,
+            mtime_ns: signed("mtime_ns")?,
+            ctime_ns: signed("ctime_ns")?,
+        })
+    }
+}
+
 impl RunDir {
+    /// The receipt's current stamp (`None` when it is missing or not a
+    /// regular file).
+    pub fn receipt_stamp(&self) -> Option<ReceiptStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(self.receipt_path()).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        Some(ReceiptStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime().checked_mul(1_000_000_000)? + meta.mtime_nsec(),
+            ctime_ns: meta.ctime().checked_mul(1_000_000_000)? + meta.ctime_nsec(),
+        })
+    }
+
+    /// The checkpoint's liveness digest files.
+    pub fn digest_files(&self) -> super::digests::DigestFiles {
+        super::digests::DigestFiles::new(&self.dir)
+    }
+
     /// Our checkpoint file: a replayed state proven against the receipt
     /// before use, never believed on its own.
     pub fn checkpoint_path(&self) -> PathBuf {
@@ -294,8 +359,16 @@ impl RunDir {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// The checkpoint is proven against the receipt before every use, so
+    /// it needs no sync: a lost or garbled one only costs a full replay.
     pub fn write_checkpoint(&self, value: &Value) -> StoreResult<()> {
-        self.write_cache(&self.checkpoint_path(), value)
+        let path = self.checkpoint_path();
+        if is_symlink(&path) {
+            return Err(StoreError::invalid("atomic target must not be a symlink"));
+        }
+        let mut bytes = canonical::to_vec(value);
+        bytes.push(b'\n');
+        atomic_write_with(&path, &bytes, Durability::None)
     }
 
     /// Open the receipt positioned at `offset` (for verifying a tail).

@@ -156,9 +156,28 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     sync_dir(&parent_of(path))
 }
 
+/// How much of an atomic replacement must survive a power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The new content and its name (fsync of the file and the directory).
+    Full,
+    /// The new content, if the rename survives; else the old file stays
+    /// (fsync of the file only): for records where an older version is
+    /// still true, such as the acknowledged head.
+    ContentOnly,
+    /// Nothing: a derived file that is proven before use and rebuilt when
+    /// it is missing or garbled, such as the checkpoint.
+    None,
+}
+
 /// Replace `path` atomically with `bytes`: exclusive 0600 temp file in the
 /// same directory, fsync, rename, fsync the directory.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    atomic_write_with(path, bytes, Durability::Full)
+}
+
+/// [`atomic_write`] with the given durability.
+pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
     if is_symlink(path) {
         return Err(StoreError::invalid("atomic target must not be a symlink"));
     }
@@ -185,14 +204,19 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, &temp))?;
         write_all(&mut file, bytes, &temp)?;
-        file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
+        if durability != Durability::None {
+            file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
+        }
         std::fs::rename(&temp, path).map_err(|e| StoreError::io(&e, path))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
         return result;
     }
-    sync_dir(&dir)
+    match durability {
+        Durability::Full => sync_dir(&dir),
+        Durability::ContentOnly | Durability::None => Ok(()),
+    }
 }
 
 /// Append one whole line to the receipt: no-follow, 0600, fsync of the file

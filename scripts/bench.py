@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Per-command cost against receipt length (driven by scripts/bench.sh).
+
+Grows one heartbeat-heavy run per size (fresh evidence on every heartbeat,
+like real agents) with the real pipeline, then times, at each size:
+heartbeat and check-result (median and p95 of BENCH_SAMPLES calls), verify
+(and its peak RSS), resume-check, completion-check and liveness-check. With
+BENCH_OTHER naming a second implementation of the same CLI (for example
+"python3 .../bluetape-flow.py"), the same calls run on copies of the same
+runs, in the same session, and the ratios are printed. Writes a Markdown
+report (BENCH_OUT, default docs/performance.md).
+"""
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+OURS = [os.path.join(TARGET, "release", "bluetape-flow")]
+GROW = os.path.join(TARGET, "release", "examples", "bench_grow")
+SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "100 1000 10000 100000").split()]
+SAMPLES = int(os.environ.get("BENCH_SAMPLES", "21"))
+QUERY_SAMPLES = int(os.environ.get("BENCH_QUERY_SAMPLES", "5"))
+OTHER = shlex.split(os.environ.get("BENCH_OTHER", ""))
+OTHER_SAMPLES = int(os.environ.get("BENCH_OTHER_SAMPLES", "5"))
+OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "docs", "performance.md"))
+LANE, AGENT = "build", "agent-1"
+
+
+def run(tool, state, argv, check=True):
+    """Run one command; returns (seconds, peak RSS KiB, parsed stdout)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(tool + ["--state-root", state] + argv,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    elapsed = time.perf_counter() - start
+    # communicate() reaped the child; its rusage is in RUSAGE_CHILDREN only
+    # in aggregate, so peak RSS is taken separately (see peak_rss).
+    if check and proc.returncode != 0:
+        sys.exit(f"bench: {' '.join(argv[:1])} failed ({proc.returncode}): {err.decode()}")
+    return elapsed, json.loads(out) if out.strip() else None
+
+
+def peak_rss(tool, state, argv):
+    """Peak RSS (KiB) of one command, from wait4."""
+    proc = subprocess.Popen(tool + ["--state-root", state] + argv,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"bench: {argv[0]} failed ({proc.returncode})")
+    return usage.ru_maxrss
+
+
+def write(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f)
+        f.write("\n")
+
+
+class Workload:
+    def __init__(self, work):
+        self.work = work
+        self.inputs = os.path.join(work, "in")
+        os.makedirs(self.inputs, exist_ok=True)
+        self.counter = 0
+
+    def file(self, name, value):
+        path = os.path.join(self.inputs, name)
+        write(path, value)
+        return path
+
+    def fresh(self, what):
+        """A fresh evidence list (never used before in this session)."""
+        self.counter += 1
+        return self.file(f"ev-{self.counter}.json",
+                         [{"kind": "log", "summary": f"{what} {self.counter}"}])
+
+    def owned(self, state, run_id, command, *rest):
+        owner = os.path.join(state, "handles", f"{run_id}.owner")
+        return [command, "--run-id", run_id, "--owner-file", owner, *rest]
+
+    def create(self, state, size):
+        """A run with one running lane and a registered component, grown to
+        `size` events by heartbeats through the real pipeline."""
+        repo = os.path.join(self.work, "repo")
+        os.makedirs(repo, exist_ok=True)
+        # Each run gets its own owner handle file.
+        tmp_owner = os.path.join(state, "handles", f"new-{size}.owner")
+        _, out = run(OURS, state, ["init", "--workflow-type", "A", "--repo-root", repo,
+                                   "--owner-file", tmp_owner, "--component", "runtime"])
+        run_id = out["run_id"]
+        os.rename(tmp_owner, os.path.join(state, "handles", f"{run_id}.owner"))
+        lane = self.file("lane.json", {
+            "lane_id": LANE, "agent_id": AGENT, "assignment": "benchmark lane",
+            "write_scope": ["src"], "fallback": "main session",
+            "observed_at": "2026-07-14T01:00:00Z",
+            "startup_ack_deadline": "2026-07-14T01:05:00Z",
+            "command_deadline": "2099-01-01T00:00:00Z"})
+        topology = self.file("topology.json", [{
+            "id": "runtime", "required": True, "description": "the runtime",
+            "owner_lane": LANE, "required_checks": ["unit"], "dependencies": [],
+            "evidence_refs": [], "coverage_state": "missing"}])
+        at = ["--at", "2026-07-14T01:01:00Z"]
+        for argv in (["run-approve", "--evidence", self.fresh("approve")],
+                     ["run-start", "--evidence", self.fresh("start")],
+                     ["lane-create", "--input", lane, "--evidence", self.fresh("lane")],
+                     ["lane-start", "--lane-id", LANE, "--agent-id", AGENT, *at,
+                      "--evidence", self.fresh("spawn")],
+                     ["startup-ack", "--lane-id", LANE, "--agent-id", AGENT, *at,
+                      "--evidence", self.fresh("ack")],
+                     ["topology-register", "--input", topology,
+                      "--evidence", self.fresh("topology")]):
+            run(OURS, state, self.owned(state, run_id, *argv))
+        owner = os.path.join(state, "handles", f"{run_id}.owner")
+        subprocess.run([GROW, state, run_id, owner, str(size), f"{LANE}:{AGENT}"],
+                       check=True, stdout=subprocess.DEVNULL)
+        return run_id
+
+    def heartbeat(self, tool, state, run_id, n):
+        observed = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+        lease = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.500000Z"
+        hb = self.file("hb.json", {"lane_id": LANE, "agent_id": AGENT, "observed_at": observed,
+                                   "silence_lease_deadline": lease, "reason": "still working"})
+        return run(tool, state, self.owned(state, run_id, "heartbeat", "--evidence",
+                                           self.fresh("heartbeat"), "--input", hb))[0]
+
+    def check_result(self, tool, state, run_id):
+        check = self.file("check.json", {"component_id": "runtime", "check_id": "unit",
+                                         "passed": True})
+        return run(tool, state, self.owned(state, run_id, "check-result", "--input", check,
+                                           "--evidence", self.fresh("unit tests")))[0]
+
+
+def p95(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def measure(load, tool, state, run_id, samples):
+    """Every figure of one size for one tool (times in ms)."""
+    row = {}
+    hb = [load.heartbeat(tool, state, run_id, n) for n in range(samples)]
+    cr = [load.check_result(tool, state, run_id) for _ in range(samples)]
+    row["heartbeat"] = (statistics.median(hb) * 1e3, p95(hb) * 1e3)
+    row["check-result"] = (statistics.median(cr) * 1e3, p95(cr) * 1e3)
+    receipt = os.path.join(state, "runs", run_id, "receipt.jsonl")
+    row["bytes"] = os.path.getsize(receipt)
+    times = [run(tool, state, ["verify", "--run-id", run_id]) for _ in range(QUERY_SAMPLES)]
+    row["events"] = times[0][1]["sequence"]
+    row["verify"] = statistics.median(t for t, _ in times) * 1e3
+    row["verify_rss"] = max(peak_rss(tool, state, ["verify", "--run-id", run_id])
+                            for _ in range(3))
+    at = "2098-01-01T00:00:10Z"
+    for name, argv in (("resume-check", ["resume-check", "--run-id", run_id]),
+                       ("completion-check", ["completion-check", "--run-id", run_id]),
+                       ("liveness-check", ["liveness-check", "--run-id", run_id,
+                                           "--lane-id", LANE, "--at", at])):
+        row[name] = statistics.median(
+            run(tool, state, argv)[0] for _ in range(QUERY_SAMPLES)) * 1e3
+    return row
+
+
+def table(rows, title):
+    lines = [f"### {title}", "",
+             "| events | receipt | bytes/event | heartbeat median / p95 | check-result median / p95 "
+             "| verify | verify MB/s | verify peak RSS | resume-check | completion-check "
+             "| liveness-check |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for size, r in rows.items():
+        lines.append(
+            f"| {r['events']:,} | {r['bytes'] / 1e6:.1f} MB | {r['bytes'] / r['events']:.0f} "
+            f"| {r['heartbeat'][0]:.2f} / {r['heartbeat'][1]:.2f} ms "
+            f"| {r['check-result'][0]:.2f} / {r['check-result'][1]:.2f} ms "
+            f"| {r['verify']:.1f} ms | {r['bytes'] / 1e6 / (r['verify'] / 1e3):.0f} "
+            f"| {r['verify_rss'] / 1024:.1f} MiB | {r['resume-check']:.2f} ms "
+            f"| {r['completion-check']:.2f} ms | {r['liveness-check']:.2f} ms |")
+    return lines
+
+
+def targets(rows):
+    small, large = rows[min(rows)], rows[max(rows)]
+    checks = []
+    for command in ("heartbeat", "check-result"):
+        ratio = large[command][0] / small[command][0]
+        checks.append((f"{command}: median at {large['events']:,} events is at most 1.5x "
+                       f"its median at {small['events']:,} ({ratio:.2f}x) and at most 5 ms "
+                       f"({large[command][0]:.2f} ms)",
+                       ratio <= 1.5 and large[command][0] <= 5))
+    rate = large["bytes"] / 1e6 / (large["verify"] / 1e3)
+    checks.append((f"verify: at least 200 MB/s ({rate:.0f} MB/s at {large['events']:,} events)",
+                   rate >= 200))
+    rss = max(r["verify_rss"] for r in rows.values()) / 1024
+    checks.append((f"verify: peak RSS under 16 MiB at every size (at most {rss:.1f} MiB)",
+                   rss < 16))
+    slowest = max(large[q] for q in ("resume-check", "completion-check", "liveness-check"))
+    checks.append((f"read-only queries other than verify: at most 10 ms at "
+                   f"{large['events']:,} events (slowest {slowest:.2f} ms)", slowest <= 10))
+    return checks
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="bluetape-bench.")
+    try:
+        state = os.path.join(work, "state")
+        load = Workload(work)
+        started = time.perf_counter()
+        runs = {}
+        for size in SIZES:
+            print(f"growing a run to {size:,} events...", flush=True)
+            runs[size] = load.create(state, size)
+        grown = time.perf_counter() - started
+        other_state = os.path.join(work, "other")
+        if OTHER:
+            shutil.copytree(state, other_state, symlinks=True)
+        ours = {}
+        for size in SIZES:
+            print(f"measuring ours at {size:,} events...", flush=True)
+            ours[size] = measure(load, OURS, state, runs[size], SAMPLES)
+        other = {}
+        for size in SIZES if OTHER else []:
+            print(f"measuring {OTHER[-1]} at {size:,} events...", flush=True)
+            samples = SAMPLES if size < 10000 else min(SAMPLES, OTHER_SAMPLES)
+            other[size] = measure(load, OTHER, other_state, runs[size], samples)
+            # Both tools must still accept what the other extended.
+            run(OURS, other_state, ["verify", "--run-id", runs[size]])
+        report = [
+            "# Performance",
+            "",
+            "Written by `scripts/bench.sh`; reproduce with `scripts/bench.sh` (ours only) or",
+            "`BENCH_OTHER=\"python3 path/to/bluetape-flow.py\" scripts/bench.sh` (both, same run).",
+            "",
+            f"- Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.system()} "
+            f"{platform.release()}, {os.cpu_count()} CPUs; runs grown in {grown:.0f} s.",
+            "- Workload: one run per size, grown by heartbeats with fresh evidence each time "
+            "(one lane, one registered component); then at each size "
+            f"{SAMPLES} heartbeats and {SAMPLES} check-results "
+            f"(other implementation: {OTHER_SAMPLES} each from 10,000 events), and "
+            f"{QUERY_SAMPLES} calls of each query. Times are wall-clock per process, start "
+            "included.",
+            "",
+        ]
+        report += table(ours, "bluetape-flow (this project)") + [""]
+        if OTHER:
+            report += table(other, f"`{' '.join(OTHER)}`") + [""]
+            report += ["### Ratios (other / ours, same session)", "",
+                       "| events | heartbeat | check-result | verify | resume-check "
+                       "| completion-check | liveness-check |",
+                       "|---:|---:|---:|---:|---:|---:|---:|"]
+            for size in SIZES:
+                o, t = ours[size], other[size]
+                report.append(
+                    f"| {o['events']:,} | {t['heartbeat'][0] / o['heartbeat'][0]:.0f}x "
+                    f"| {t['check-result'][0] / o['check-result'][0]:.0f}x "
+                    f"| {t['verify'] / o['verify']:.1f}x "
+                    f"| {t['resume-check'] / o['resume-check']:.0f}x "
+                    f"| {t['completion-check'] / o['completion-check']:.0f}x "
+                    f"| {t['liveness-check'] / o['liveness-check']:.0f}x |")
+            report.append("")
+        if len(SIZES) > 1:
+            report += ["### Targets (issue 7)", ""]
+            for text, ok in targets(ours):
+                report.append(f"- {'met' if ok else 'NOT met'}: {text}")
+            report.append("")
+        text = "\n".join(report)
+        print("\n" + text)
+        os.makedirs(os.path.dirname(OUT), exist_ok=True)
+        with open(OUT, "w") as f:
+            f.write(text)
+        print(f"\nwritten to {os.path.relpath(OUT, ROOT)}")
+    finally:
+        if os.environ.get("KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

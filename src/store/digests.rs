@@ -1,0 +1,425 @@
+//! The checkpoint's liveness-digest store: every lane's liveness evidence
+//! digests, kept beside `checkpoint.json` so that a mutation's cost does not
+//! grow with a heartbeat-heavy receipt (the replayed state holds one digest
+//! per heartbeat; loading them all would be O(receipt)).
+//!
+//! Two files, both derived from the receipt and both rebuilt from a full
+//! replay whenever anything about them does not match the checkpoint:
+//! - `checkpoint-digests.idx`: an open-addressing hash table of 32-byte keys
+//!   (SHA-256 of `lane_id NUL digest`) answering "has lane L recorded
+//!   liveness digest D" with one or two `pread`s;
+//! - `checkpoint-digests.log`: the same pairs as `lane_id SP digest LF`
+//!   lines in first-seen order, read only when the full lists are needed
+//!   (refreshing the derived caches).
+//!
+//! Crash safety: both files change only after the receipt append, and are
+//! used only with a checkpoint whose receipt stamp matches, which is written
+//! after them; so a crash in between always means a full replay and a fresh
+//! table. The header's entry count must also equal the checkpoint's.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+use sha2::{Digest, Sha256};
+
+use super::error::{StoreError, StoreResult};
+use super::secure::{FILE_MODE, check_metadata, sync_dir};
+
+const MAGIC: &[u8; 8] = b"BTDIGX01";
+const HEADER_BYTES: u64 = 4096;
+const KEY_BYTES: u64 = 32;
+const MIN_SLOTS: u64 = 1024;
+/// Slots read per probe step (one page).
+const PROBE_SLOTS: u64 = 128;
+
+/// One liveness digest of one lane.
+pub type LaneDigest = (String, String);
+
+fn key(lane_id: &str, digest: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(lane_id.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(digest.as_bytes());
+    hasher.finalize().into()
+}
+
+fn home_slot(key: &[u8; 32], slots: u64) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&key[..8]);
+    u64::from_le_bytes(first) & (slots - 1)
+}
+
+/// What the header says about the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    slots: u64,
+    entries: u64,
+    clean: bool,
+}
+
+impl Header {
+    fn encode(&self) -> [u8; 32] {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(MAGIC);
+        bytes[8..16].copy_from_slice(&self.slots.to_le_bytes());
+        bytes[16..24].copy_from_slice(&self.entries.to_le_bytes());
+        bytes[24] = u8::from(self.clean);
+        bytes
+    }
+
+    fn decode(bytes: &[u8; 32]) -> Option<Header> {
+        if &bytes[..8] != MAGIC {
+            return None;
+        }
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let header = Header {
+            slots: word(8),
+            entries: word(16),
+            clean: bytes[24] == 1,
+        };
+        (header.slots >= MIN_SLOTS && header.slots.is_power_of_two()).then_some(header)
+    }
+}
+
+/// Where the two files live (the run directory).
+#[derive(Debug, Clone)]
+pub struct DigestFiles {
+    dir: PathBuf,
+}
+
+/// An opened, current digest table (read-only unless opened for update).
+#[derive(Debug)]
+pub struct DigestTable {
+    file: File,
+    header: Header,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |e| StoreError::io(&e, path)
+}
+
+impl DigestFiles {
+    pub fn new(run_dir: &Path) -> DigestFiles {
+        DigestFiles {
+            dir: run_dir.to_path_buf(),
+        }
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.dir.join("checkpoint-digests.idx")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("checkpoint-digests.log")
+    }
+
+    fn open(&self, path: &Path, write: bool) -> StoreResult<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(io(path))?;
+        let meta = file.metadata().map_err(io(path))?;
+        if !meta.is_file() {
+            return Err(StoreError::invalid("checkpoint digest file is not a file"));
+        }
+        check_metadata(&meta, "checkpoint digest file", FILE_MODE)?;
+        Ok(file)
+    }
+
+    /// The table, if it is clean and holds exactly `entries` keys.
+    pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
+        let file = self.open(&self.index_path(), write).ok()?;
+        let mut bytes = [0u8; 32];
+        file.read_exact_at(&mut bytes, 0).ok()?;
+        let header = Header::decode(&bytes)?;
+        let size = file.metadata().ok()?.len();
+        if !header.clean
+            || header.entries != entries
+            || size != HEADER_BYTES + header.slots * KEY_BYTES
+        {
+            return None;
+        }
+        Some(DigestTable { file, header })
+    }
+
+    /// Replace both files with exactly `digests` (after a full replay).
+    /// Returns the log's byte length.
+    pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
+        let log = log_bytes(digests);
+        write_fresh(&self.log_path(), &log)?;
+        let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
+        self.write_table(&keys)?;
+        sync_dir(&self.dir)?;
+        Ok(log.len() as u64)
+    }
+
+    /// A fresh table holding `keys`, at most half full.
+    fn write_table(&self, keys: &[[u8; 32]]) -> StoreResult<()> {
+        let mut slots = MIN_SLOTS;
+        while (keys.len() as u64) * 2 > slots {
+            slots *= 2;
+        }
+        let header = Header {
+            slots,
+            entries: keys.len() as u64,
+            clean: true,
+        };
+        let mut bytes = vec![0u8; (HEADER_BYTES + slots * KEY_BYTES) as usize];
+        bytes[..32].copy_from_slice(&header.encode());
+        let table = &mut bytes[HEADER_BYTES as usize..];
+        for key in keys {
+            insert_in_memory(table, slots, key);
+        }
+        write_fresh(&self.index_path(), &bytes)
+    }
+
+    /// Append `digests` (new since the checkpoint) to a current table and
+    /// log. `log_bytes` is the log length the checkpoint covers; anything
+    /// after it (left by a crash) is overwritten. Returns the new log length.
+    pub fn extend(
+        &self,
+        mut table: DigestTable,
+        log_bytes_covered: u64,
+        digests: &[LaneDigest],
+    ) -> StoreResult<u64> {
+        let log = self.open(&self.log_path(), true)?;
+        let lines = log_bytes(digests);
+        log.write_all_at(&lines, log_bytes_covered)
+            .map_err(io(&self.log_path()))?;
+        let new_length = log_bytes_covered + lines.len() as u64;
+        log.set_len(new_length).map_err(io(&self.log_path()))?;
+        let entries = table.header.entries + digests.len() as u64;
+        if entries * 2 > table.header.slots {
+            // Grow: the old table's keys plus the new ones, in a table twice
+            // the size (amortised: this happens at every doubling).
+            let path = self.index_path();
+            let mut old = vec![0u8; (table.header.slots * KEY_BYTES) as usize];
+            table
+                .file
+                .read_exact_at(&mut old, HEADER_BYTES)
+                .map_err(io(&path))?;
+            let mut keys: Vec<[u8; 32]> = old
+                .chunks_exact(KEY_BYTES as usize)
+                .filter(|k| k.iter().any(|b| *b != 0))
+                .filter_map(|k| k.try_into().ok())
+                .collect();
+            keys.extend(digests.iter().map(|(l, d)| key(l, d)));
+            self.write_table(&keys)?;
+            return Ok(new_length);
+        }
+        // One sync for keys and header. A crash before the checkpoint that
+        // names this table is written leaves a checkpoint whose receipt
+        // stamp no longer matches (the append came first), so a half-done
+        // table is never used; the sync makes sure a checkpoint that
+        // survives a power loss finds every key it counts.
+        let path = self.index_path();
+        for (lane, digest) in digests {
+            table.insert(&key(lane, digest)).map_err(io(&path))?;
+        }
+        table.header.entries = entries;
+        table
+            .file
+            .write_all_at(&table.header.encode(), 0)
+            .map_err(io(&path))?;
+        table.file.sync_data().map_err(io(&path))?;
+        Ok(new_length)
+    }
+
+    /// The first `length` bytes of the log as pairs, in first-seen order.
+    pub fn read_log(&self, length: u64) -> StoreResult<Vec<LaneDigest>> {
+        let path = self.log_path();
+        let file = self.open(&path, false)?;
+        let mut bytes = vec![0u8; usize::try_from(length).unwrap_or(usize::MAX)];
+        file.read_exact_at(&mut bytes, 0).map_err(io(&path))?;
+        let mut pairs = Vec::new();
+        for line in bytes.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let text = std::str::from_utf8(line)
+                .map_err(|_| StoreError::invalid("checkpoint digest log is damaged"))?;
+            let Some((lane, digest)) = text.split_once(' ') else {
+                return Err(StoreError::invalid("checkpoint digest log is damaged"));
+            };
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(StoreError::invalid("checkpoint digest log is damaged"));
+            }
+            pairs.push((lane.to_string(), digest.to_string()));
+        }
+        Ok(pairs)
+    }
+
+    /// The log grouped by lane (the full lists the caches show).
+    pub fn read_lists(&self, length: u64) -> StoreResult<BTreeMap<String, Vec<String>>> {
+        let mut lists: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (lane, digest) in self.read_log(length)? {
+            lists.entry(lane).or_default().push(digest);
+        }
+        Ok(lists)
+    }
+}
+
+impl DigestTable {
+    pub fn entries(&self) -> u64 {
+        self.header.entries
+    }
+
+    /// Whether the table holds the pair. An unreadable table answers "yes",
+    /// which refuses the evidence as repeated rather than accepting it.
+    pub fn contains(&self, lane_id: &str, digest: &str) -> bool {
+        let wanted = key(lane_id, digest);
+        self.find(&wanted).unwrap_or(Some(0)).is_some()
+    }
+
+    /// `Some(slot)` when present, `None` when absent.
+    fn find(&self, wanted: &[u8; 32]) -> std::io::Result<Option<u64>> {
+        let slots = self.header.slots;
+        let mut slot = home_slot(wanted, slots);
+        let mut chunk = vec![0u8; (PROBE_SLOTS * KEY_BYTES) as usize];
+        for _ in 0..slots.div_ceil(PROBE_SLOTS) + 1 {
+            let count = PROBE_SLOTS.min(slots - slot);
+            let bytes = &mut chunk[..(count * KEY_BYTES) as usize];
+            self.file
+                .read_exact_at(bytes, HEADER_BYTES + slot * KEY_BYTES)?;
+            for (i, candidate) in bytes.chunks_exact(KEY_BYTES as usize).enumerate() {
+                if candidate == wanted {
+                    return Ok(Some(slot + i as u64));
+                }
+                if candidate.iter().all(|b| *b == 0) {
+                    return Ok(None);
+                }
+            }
+            slot = (slot + count) & (slots - 1);
+        }
+        Ok(None)
+    }
+
+    fn insert(&mut self, wanted: &[u8; 32]) -> std::io::Result<()> {
+        let slots = self.header.slots;
+        let mut slot = home_slot(wanted, slots);
+        let mut candidate = [0u8; 32];
+        for _ in 0..slots {
+            self.file
+                .read_exact_at(&mut candidate, HEADER_BYTES + slot * KEY_BYTES)?;
+            if candidate == *wanted {
+                return Ok(());
+            }
+            if candidate.iter().all(|b| *b == 0) {
+                return self
+                    .file
+                    .write_all_at(wanted, HEADER_BYTES + slot * KEY_BYTES);
+            }
+            slot = (slot + 1) & (slots - 1);
+        }
+        Err(std::io::Error::other("digest table is full"))
+    }
+}
+
+fn insert_in_memory(table: &mut [u8], slots: u64, wanted: &[u8; 32]) {
+    let mut slot = home_slot(wanted, slots);
+    loop {
+        let at = (slot * KEY_BYTES) as usize;
+        let candidate = &mut table[at..at + KEY_BYTES as usize];
+        if candidate == wanted {
+            return;
+        }
+        if candidate.iter().all(|b| *b == 0) {
+            candidate.copy_from_slice(wanted);
+            return;
+        }
+        slot = (slot + 1) & (slots - 1);
+    }
+}
+
+fn log_bytes(digests: &[LaneDigest]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(digests.len() * 80);
+    for (lane, digest) in digests {
+        bytes.extend_from_slice(lane.as_bytes());
+        bytes.push(b' ');
+        bytes.extend_from_slice(digest.as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes
+}
+
+/// Write a derived file through a temporary name and rename it into place
+/// (0600, synced), so readers see the old file or the new one.
+fn write_fresh(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    super::secure::atomic_write(path, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(n: usize) -> Vec<LaneDigest> {
+        (0..n)
+            .map(|i| (format!("lane-{}", i % 3), format!("{i:064x}")))
+            .collect()
+    }
+
+    fn private_dir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn rewritten_table_answers_membership_per_lane() {
+        let dir = private_dir();
+        let files = DigestFiles::new(dir.path());
+        let all = pairs(3000);
+        let log = files.rewrite(&all).unwrap();
+        let table = files.open_table(3000, false).unwrap();
+        for (lane, digest) in &all {
+            assert!(table.contains(lane, digest));
+        }
+        // The same digest under another lane is a different key.
+        assert!(!table.contains("lane-1", &format!("{:064x}", 0)));
+        assert!(!table.contains("lane-0", &format!("{:064x}", 9999)));
+        assert_eq!(files.read_log(log).unwrap(), all);
+        assert!(
+            files.open_table(2999, false).is_none(),
+            "entry count is bound"
+        );
+    }
+
+    #[test]
+    fn extending_grows_the_table_and_keeps_every_pair() {
+        let dir = private_dir();
+        let files = DigestFiles::new(dir.path());
+        let all = pairs(2500);
+        let mut log = files.rewrite(&all[..10]).unwrap();
+        let mut entries = 10;
+        for chunk in all[10..].chunks(7) {
+            let table = files.open_table(entries, true).unwrap();
+            log = files.extend(table, log, chunk).unwrap();
+            entries += chunk.len() as u64;
+        }
+        let table = files.open_table(entries, false).unwrap();
+        assert!(all.iter().all(|(l, d)| table.contains(l, d)));
+        assert_eq!(files.read_lists(log).unwrap()["lane-2"].len(), 833);
+    }
+
+    #[test]
+    fn a_table_marked_unclean_is_not_used() {
+        let dir = private_dir();
+        let files = DigestFiles::new(dir.path());
+        files.rewrite(&pairs(5)).unwrap();
+        let mut table = files.open_table(5, true).unwrap();
+        table.header.clean = false;
+        table.file.write_all_at(&table.header.encode(), 0).unwrap();
+        drop(table);
+        assert!(files.open_table(5, false).is_none());
+    }
+}
