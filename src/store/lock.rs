@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use super::error::{StoreError, StoreResult};
 use super::paths::is_symlink;
 use super::secure::{
-    DIR_MODE, FILE_MODE, check_metadata, create_exclusive, open_regular, open_secure_dir,
-    read_limited, sync_dir,
+    DIR_MODE, Durability, FILE_MODE, check_metadata, create_exclusive, create_exclusive_with,
+    open_regular, open_secure_dir, read_limited, sync_dir,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, format_now};
@@ -188,9 +188,7 @@ impl DirLock {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
                 .map_err(|e| StoreError::io(&e, &self.dir))?;
             std::fs::rename(self.initializer(), self.owner())
-                .map_err(|e| StoreError::io(&e, &self.owner()))?;
-            sync_dir(&self.dir)?;
-            sync_dir(self.dir.parent().unwrap_or(Path::new(".")))
+                .map_err(|e| StoreError::io(&e, &self.owner()))
         })();
         match result {
             Ok(()) => Ok(LockGuard {
@@ -207,7 +205,10 @@ impl DirLock {
     fn claim_initializer(&self, token: &str) -> StoreResult<()> {
         let init = self.initializer();
         for _ in 0..2 {
-            match create_exclusive(&init, &record(token, "token")) {
+            // The lock only has to exclude live writers: after a crash it
+            // is stale whether or not it reached the disk, so nothing in
+            // taking or releasing it is synced.
+            match create_exclusive_with(&init, &record(token, "token"), Durability::None) {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
                 Err(e) => return Err(e),
@@ -388,9 +389,6 @@ impl Drop for LockGuard {
                 .unwrap_or(false);
         if ours {
             let _ = std::fs::remove_dir_all(&self.dir);
-            if let Some(parent) = self.dir.parent() {
-                let _ = sync_dir(parent);
-            }
         }
     }
 }

@@ -11,8 +11,7 @@ use super::error::{StoreError, StoreResult};
 use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
-    Durability, FILE_MODE, atomic_write, atomic_write_with, open_regular, open_secure_dir,
-    read_limited,
+    Durability, FILE_MODE, atomic_write_with, open_regular, open_secure_dir, read_limited,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -220,7 +219,10 @@ impl RunDir {
         }
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
-        atomic_write(path, &bytes)
+        // Derived and never read back as truth: the content is synced (as
+        // the reference does), the rename is not; after a power loss the
+        // older cache may show, and `rebuild` refreshes it.
+        atomic_write_with(path, &bytes, Durability::ContentOnly)
     }
 
     /// Lane cache names present on disk (stems that are identifiers).

@@ -136,6 +136,11 @@ fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
 /// Create a new 0600 file exclusively (no-follow), write it and fsync it
 /// and its directory.
 pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    create_exclusive_with(path, bytes, Durability::Full)
+}
+
+/// [`create_exclusive`] with the given durability.
+pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -147,13 +152,19 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, path))?;
         write_all(&mut file, bytes, path)?;
+        if durability == Durability::None {
+            return Ok(());
+        }
         file.sync_all().map_err(|e| StoreError::io(&e, path))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(path);
         return result;
     }
-    sync_dir(&parent_of(path))
+    match durability {
+        Durability::Full => sync_dir(&parent_of(path)),
+        Durability::ContentOnly | Durability::None => Ok(()),
+    }
 }
 
 /// How much of an atomic replacement must survive a power loss.
