@@ -837,3 +837,117 @@ fn the_view_has_a_table_for_people() {
     ]);
     assert_eq!(out.code, 3, "{out:?}");
 }
+
+/// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
+fn damage_line(gate: &Gate, n: usize) {
+    let path = gate
+        .root
+        .join("runs")
+        .join(&gate.run_id)
+        .join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[n - 1] = lines[n - 1].replacen('{', "[", 1);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Diagnose the gate's run and ask for a recovery run owned by `owner`.
+fn recover(gate: &Gate, owner: &str) -> Output {
+    let root = gate.root.to_str().unwrap();
+    let diagnosis = gate
+        .flow
+        .run(&[
+            "--state-root",
+            root,
+            "receipt-diagnose",
+            "--run-id",
+            &gate.run_id,
+        ])
+        .assert_ok();
+    let input = gate.base.join("diagnosis.json");
+    std::fs::write(&input, diagnosis.to_string()).unwrap();
+    let owner = gate.root.join("handles").join(owner);
+    gate.flow.run(&[
+        "--state-root",
+        root,
+        "recovery-run-create",
+        "--run-id",
+        &gate.run_id,
+        "--owner-file",
+        owner.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--evidence",
+        gate.evidence.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_recovery_run_keeps_the_damaged_runs_gate() {
+    let gate = gate();
+    gate.approve(&[("BLUETAPE_APPROVED_BY", "alice")])
+        .assert_ok();
+    let policy = gate.approvals()["policy"].clone();
+    damage_line(&gate, 2);
+    let out = recover(&gate, "recovery.owner").assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap().to_string();
+    let recovered = Gate {
+        _tmp: tempfile::tempdir().unwrap(),
+        base: gate.base.clone(),
+        flow: Flow::new(&gate.base),
+        root: gate.root.clone(),
+        run_id: new_run.clone(),
+        evidence: gate.evidence.clone(),
+    };
+    // The same frozen policy, bound into the new run's first event.
+    assert_eq!(recovered.approvals()["policy"], policy);
+    assert_eq!(recovered.approvals()["policy_file_matches"], true);
+    let argv = |who: &str| {
+        let owner = gate.root.join("handles/recovery.owner");
+        let argv = vec![
+            "--state-root".to_string(),
+            gate.root.to_string_lossy().into(),
+            "run-approve".into(),
+            "--run-id".into(),
+            new_run.clone(),
+            "--owner-file".into(),
+            owner.to_string_lossy().into(),
+            "--evidence".into(),
+            gate.evidence.to_string_lossy().into(),
+        ];
+        gate.flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", who)])
+    };
+    let before = recovered.snapshot();
+    recovered.refused(
+        argv("agent-1"),
+        &before,
+        2,
+        "approval_refused",
+        "approval must be granted by someone other than 'agent-1'",
+    );
+    argv("alice").assert_ok();
+    // A retry of the same recovery names the same run.
+    let again = recover(&gate, "recovery.owner").assert_ok();
+    assert_eq!(again["new_run_id"], new_run.as_str());
+    reference_verifies(&gate.root, &new_run);
+}
+
+#[test]
+fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
+    let gate = gate();
+    // Line 1 binds the policy; damaged, the policy file cannot be verified.
+    damage_line(&gate, 1);
+    let before = gate.snapshot();
+    let out = recover(&gate, "recovery.owner");
+    assert_eq!(out.code, 3, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "receipt_corrupt");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("approval policy cannot be carried into a recovery run"),
+        "{e}"
+    );
+    assert_eq!(before, gate.snapshot(), "no quarantine copy, no new run");
+}

@@ -89,6 +89,38 @@ pub fn read_policy_input(
     ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
 }
 
+/// The approval policy a damaged run froze, to carry into its recovery run:
+/// recovering a run must not shed its gate. The run's first event binds the
+/// policy file by its checksum; a policy that cannot be verified that way
+/// (its first line is damaged, or the file is missing, loose or edited)
+/// cannot be carried, and a recovery run without it would be ungated, so
+/// that is refused (exit 3).
+pub fn damaged_run_policy(run: &OpenRun) -> FlowResult<Option<ApprovalPolicy>> {
+    let mut ledger = ApprovalLedger::default();
+    // Only the first line matters: stop after it.
+    let _ = verify_receipt(run, |event| {
+        ledger.observe(event);
+        Err(String::new())
+    })?;
+    let file_exists =
+        std::fs::symlink_metadata(crate::store::approval::policy_path(&run.dir)).is_ok();
+    if !ledger.has_policy() && !file_exists {
+        return Ok(None);
+    }
+    let cannot = |problem: &str| {
+        FlowError::ReceiptCorrupt(format!(
+            "the damaged run's approval policy cannot be carried into a recovery run: {problem}"
+        ))
+    };
+    match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
+        PolicyStatus::Frozen { policy, .. } => Ok(Some(policy)),
+        PolicyStatus::Absent => Err(cannot(
+            "its first event, which binds the policy file, cannot be trusted",
+        )),
+        PolicyStatus::Tampered { problem, .. } => Err(cannot(&problem)),
+    }
+}
+
 /// Fold the whole verified receipt into the approval ledger.
 fn read_ledger(run: &OpenRun, holding_lock: bool) -> FlowResult<(ApprovalLedger, String)> {
     let mut ledger = ApprovalLedger::default();

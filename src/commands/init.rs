@@ -97,6 +97,16 @@ impl Default for FirstEvent {
     }
 }
 
+/// Where a new run's frozen approval policy comes from.
+#[derive(Debug, Clone)]
+pub enum PolicySource {
+    /// `init --approval-policy FILE` (validated as user input).
+    Input(PolicyRequest),
+    /// A policy already frozen by another run (carried into its recovery
+    /// run, so that recovering a run never sheds its gate).
+    Frozen(ApprovalPolicy),
+}
+
 /// `init --approval-policy FILE` (our extension): the policy input and
 /// `BLUETAPE_INITIATED_BY` (trimmed; `None` when unset or blank).
 #[derive(Debug, Clone)]
@@ -124,13 +134,14 @@ pub fn init_with_policy(
     entropy: &InitEntropy,
     policy_request: Option<&PolicyRequest>,
 ) -> FlowResult<(InitOutcome, Option<String>)> {
+    let source = policy_request.cloned().map(PolicySource::Input);
     init_run(
         root,
         env,
         request,
         entropy,
         &FirstEvent::default(),
-        policy_request,
+        source.as_ref(),
     )
 }
 
@@ -145,7 +156,7 @@ pub fn init_run(
     request: &InitRequest,
     entropy: &InitEntropy,
     first: &FirstEvent,
-    policy_request: Option<&PolicyRequest>,
+    policy_source: Option<&PolicySource>,
 ) -> FlowResult<(InitOutcome, Option<String>)> {
     let manifest = bundled()?;
     let workflow_types = manifest.contract["workflow_types"]
@@ -177,9 +188,15 @@ pub fn init_run(
     let owner_file = expand_tilde(&request.owner_file, env.home.as_ref());
     let owner_target = check_new_handle_path(root, &owner_file, &env.cwd)?;
     check_state_root(root)?;
-    let policy = policy_request
-        .map(|p| super::approval::read_policy_input(&p.file, p.initiated_by.as_deref(), env))
-        .transpose()?;
+    let policy = match policy_source {
+        None => None,
+        Some(PolicySource::Input(p)) => Some(super::approval::read_policy_input(
+            &p.file,
+            p.initiated_by.as_deref(),
+            env,
+        )?),
+        Some(PolicySource::Frozen(policy)) => Some(policy.clone()),
+    };
     let run_id = format!(
         "{}-{}",
         entropy.now.format("%Y%m%dT%H%M%SZ"),

@@ -10,9 +10,10 @@ use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
-use super::init::{FirstEvent, InitEntropy, InitRequest, init_run};
+use super::init::{FirstEvent, InitEntropy, InitRequest, PolicySource, init_run};
 use super::inspect::receipt_diagnose;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
+use crate::coordinator::approval::ApprovalPolicy;
 use crate::coordinator::recovery::{
     ExistingRecovery, ProvenanceInput, check_request, provenance, quarantine_name,
     require_no_live_writer, require_receipt_identity, require_same_diagnosis,
@@ -101,6 +102,7 @@ pub fn recovery_run_create(
     // the quarantine copy exists.
     check_evidence(&approval, &run.manifest.contract.limits).map_err(FlowError::Contract)?;
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
+    let policy = super::approval::damaged_run_policy(&run)?;
 
     let lock = DirLock::new(
         root.join("locks")
@@ -127,7 +129,18 @@ pub fn recovery_run_create(
             return Err(conflict("quarantine receipt verification failed"));
         }
     }
-    let result = supersede(root, env, &owner_path, &provenance, &approval, &damaged_run);
+    let first = FirstEvent {
+        evidence_refs: approval,
+        metadata: provenance.clone(),
+    };
+    let result = supersede(
+        root,
+        env,
+        &owner_path,
+        &first,
+        policy.as_ref(),
+        &damaged_run,
+    );
     let new_run_id = match result {
         Ok(new_run_id) => new_run_id,
         Err(error) => {
@@ -152,12 +165,29 @@ fn supersede(
     root: &Path,
     env: &DiscoveryEnv,
     owner_path: &Path,
-    provenance: &Map<String, Value>,
-    approval: &Value,
+    first: &FirstEvent,
+    policy: Option<&ApprovalPolicy>,
     damaged_run: &Map<String, Value>,
 ) -> FlowResult<String> {
     if std::fs::symlink_metadata(owner_path).is_ok() {
-        return existing_recovery(root, owner_path, provenance, approval, damaged_run);
+        // The first event a recovery run made here carries the carried
+        // policy's binding ahead of the approval evidence.
+        let mut evidence: Vec<Value> = policy.map(|p| p.evidence_item()).into_iter().collect();
+        evidence.extend(
+            first
+                .evidence_refs
+                .as_array()
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        return existing_recovery(
+            root,
+            owner_path,
+            &first.metadata,
+            &Value::Array(evidence),
+            damaged_run,
+        );
     }
     let text = |key: &str| {
         damaged_run
@@ -180,11 +210,15 @@ fn supersede(
         owner_file: owner_path.to_path_buf(),
         components,
     };
-    let first = FirstEvent {
-        evidence_refs: approval.clone(),
-        metadata: provenance.clone(),
-    };
-    let (outcome, _) = init_run(root, env, &request, &InitEntropy::fresh(), &first, None)?;
+    let source = policy.cloned().map(PolicySource::Frozen);
+    let (outcome, _) = init_run(
+        root,
+        env,
+        &request,
+        &InitEntropy::fresh(),
+        first,
+        source.as_ref(),
+    )?;
     Ok(outcome.run_id)
 }
 
