@@ -87,7 +87,111 @@ pub fn sync_dir(path: &Path) -> StoreResult<()> {
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| StoreError::io(&e, path))?;
-    dir.sync_all().map_err(|e| StoreError::io(&e, path))
+    sync_file(&dir, path)
+}
+
+/// fsync one open file or directory (every fsync of the store goes here).
+fn sync_file(file: &File, path: &Path) -> StoreResult<()> {
+    if injected(FaultPoint::Fsync, path) {
+        return Err(injected_error(path));
+    }
+    file.sync_all().map_err(|e| StoreError::io(&e, path))
+}
+
+/// The two kinds of operation a test can make fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    Write,
+    Fsync,
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn injected(_point: FaultPoint, _path: &Path) -> bool {
+    false
+}
+
+#[cfg(test)]
+fn injected(point: FaultPoint, path: &Path) -> bool {
+    faults::hit(point, path)
+}
+
+fn injected_error(path: &Path) -> StoreError {
+    StoreError::Io(format!(
+        "[Errno 5] Input/output error (injected): '{}'",
+        path.display()
+    ))
+}
+
+/// Test-only fault injection, compiled into unit tests and never into the
+/// binary: a test arms "fail the n-th write" or "fail the n-th fsync" for
+/// its own thread, and every write and fsync of the store obeys it. A
+/// failing write first lets half of its bytes through, like a device that
+/// fills up mid-line.
+#[cfg(test)]
+pub mod faults {
+    use super::FaultPoint;
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    /// One write or fsync the store attempted, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Attempt {
+        pub point: FaultPoint,
+        pub path: PathBuf,
+        pub failed: bool,
+    }
+
+    #[derive(Default)]
+    struct Plan {
+        fail: Option<(FaultPoint, usize)>,
+        writes: usize,
+        fsyncs: usize,
+        log: Vec<Attempt>,
+    }
+
+    thread_local! {
+        static PLAN: RefCell<Plan> = RefCell::new(Plan::default());
+    }
+
+    /// Start counting; with `fail`, the n-th (1-based) operation of that
+    /// kind fails.
+    pub fn arm(fail: Option<(FaultPoint, usize)>) {
+        PLAN.with(|p| {
+            *p.borrow_mut() = Plan {
+                fail,
+                ..Plan::default()
+            }
+        });
+    }
+
+    /// Stop injecting; returns every operation attempted since `arm`.
+    pub fn disarm() -> Vec<Attempt> {
+        PLAN.with(|p| std::mem::take(&mut *p.borrow_mut()).log)
+    }
+
+    pub(super) fn hit(point: FaultPoint, path: &Path) -> bool {
+        PLAN.with(|p| {
+            let mut plan = p.borrow_mut();
+            let count = match point {
+                FaultPoint::Write => {
+                    plan.writes += 1;
+                    plan.writes
+                }
+                FaultPoint::Fsync => {
+                    plan.fsyncs += 1;
+                    plan.fsyncs
+                }
+            };
+            let failed = plan.fail == Some((point, count));
+            plan.log.push(Attempt {
+                point,
+                path: path.to_path_buf(),
+                failed,
+            });
+            failed
+        })
+    }
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -118,6 +222,10 @@ pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
 fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
     let mut rest = bytes;
     while !rest.is_empty() {
+        if injected(FaultPoint::Write, path) {
+            let _ = file.write(&rest[..rest.len() / 2]);
+            return Err(injected_error(path));
+        }
         match file.write(rest) {
             Ok(0) => {
                 return Err(StoreError::Io(format!(
@@ -185,7 +293,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, &temp))?;
         write_all(&mut file, bytes, &temp)?;
-        file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
+        sync_file(&file, &temp)?;
         std::fs::rename(&temp, path).map_err(|e| StoreError::io(&e, path))
     })();
     if result.is_err() {
