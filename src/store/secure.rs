@@ -303,9 +303,12 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     sync_dir(&dir)
 }
 
-/// Append one whole line to the receipt: no-follow, 0600, fsync of the file
-/// (and of the directory when the file was created). Only after this returns
-/// may success be reported.
+/// Append one whole line to the receipt: no-follow, 0600, one write call
+/// for the whole line (LF included), fsync of the file (and of the
+/// directory when the file was created). Only after this returns may
+/// success be reported. The caller holds the receipt lock: when the write
+/// or the fsync fails, the receipt is cut back to its length before the
+/// append, so a failed append leaves the old receipt, not a torn line.
 pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
     let existed = std::fs::symlink_metadata(path).is_ok();
     if is_symlink(path) {
@@ -329,8 +332,13 @@ pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
     }
     file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
         .map_err(|e| StoreError::io(&e, path))?;
-    write_all(&mut file, line, path)?;
-    file.sync_all().map_err(|e| StoreError::io(&e, path))?;
+    let before = meta.len();
+    if let Err(error) = write_all(&mut file, line, path).and_then(|()| sync_file(&file, path)) {
+        // Nothing was acknowledged: take back whatever part of the line
+        // reached the file (best effort; verify reports what remains).
+        let _ = file.set_len(before).and_then(|()| file.sync_all());
+        return Err(error);
+    }
     if !existed {
         sync_dir(&parent_of(path))?;
     }
