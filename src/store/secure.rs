@@ -242,7 +242,9 @@ fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
 }
 
 /// Create a new 0600 file exclusively (no-follow), write it and fsync it
-/// and its directory.
+/// and its directory. On any failure the new file is removed again, so a
+/// caller that reports an error leaves no record behind (a lock
+/// initializer left by a failed call would block the lock for its grace).
 pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     let mut file = OpenOptions::new()
         .write(true)
@@ -255,13 +257,13 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, path))?;
         write_all(&mut file, bytes, path)?;
-        file.sync_all().map_err(|e| StoreError::io(&e, path))
+        sync_file(&file, path)?;
+        sync_dir(&parent_of(path))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(path);
-        return result;
     }
-    sync_dir(&parent_of(path))
+    result
 }
 
 /// Replace `path` atomically with `bytes`: exclusive 0600 temp file in the
