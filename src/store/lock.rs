@@ -4,7 +4,7 @@
 //! `L/.reclaim.json` for stale locks (dead pid, 30 s grace by mtime).
 
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -59,6 +59,13 @@ fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     }));
     bytes.push(b'\n');
     bytes
+}
+
+/// `mkdir(dir, 0700)`: a lock directory is never visible with a wider mode,
+/// which every later acquirer would refuse as "insecure" for good. (The
+/// chmod that makes it umask-independent follows in `publish`.)
+fn create_lock_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(DIR_MODE).create(dir)
 }
 
 fn fresh_token() -> String {
@@ -154,7 +161,11 @@ impl DirLock {
         let token = fresh_token();
         let parent = self.dir.parent().unwrap_or(Path::new("."));
         if std::fs::symlink_metadata(parent).is_err() {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(&e, parent))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(parent)
+                .map_err(|e| StoreError::io(&e, parent))?;
             std::fs::set_permissions(parent, std::fs::Permissions::from_mode(DIR_MODE))
                 .map_err(|e| StoreError::io(&e, parent))?;
             if let Some(grand) = parent.parent() {
@@ -169,7 +180,7 @@ impl DirLock {
         })?;
         if !self.dir.exists() {
             self.claim_initializer(&token)?;
-            match std::fs::create_dir(&self.dir) {
+            match create_lock_dir(&self.dir) {
                 Ok(()) => return self.publish(token),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = std::fs::remove_file(self.initializer());
@@ -298,7 +309,7 @@ impl DirLock {
         let retired = self.retired(&self.dir, "retired");
         let outcome = match std::fs::rename(&self.dir, &retired) {
             Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
-            Ok(()) => match std::fs::create_dir(&self.dir) {
+            Ok(()) => match create_lock_dir(&self.dir) {
                 Err(_) => Err(StoreError::busy(
                     "state lock was reacquired during recovery",
                 )),

@@ -201,13 +201,21 @@ fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
+/// `mkdir(path, 0700)` then `chmod 0700`: the directory is never visible
+/// with a wider mode (a process killed between the two calls cannot leave a
+/// directory that every later check refuses), and the chmod makes the mode
+/// independent of the umask.
+pub fn create_dir_0700(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(DIR_MODE).create(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
 /// Create a 0700 directory (parent must exist) or validate an existing one.
 /// Returns true when it was created.
 pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
-    let created = match std::fs::create_dir(path) {
+    let created = match create_dir_0700(path) {
         Ok(()) => {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
-                .map_err(|e| StoreError::io(&e, path))?;
             sync_dir(&parent_of(path))?;
             true
         }
