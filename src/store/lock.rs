@@ -195,6 +195,13 @@ impl DirLock {
     }
 
     fn publish(&self, token: String) -> StoreResult<LockGuard> {
+        // From the rename on, owner.json carries our token: if a later step
+        // fails, dropping the guard releases the lock instead of leaving it
+        // held by a process that reported a failure.
+        let guard = LockGuard {
+            dir: self.dir.clone(),
+            token,
+        };
         let result = (|| {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
                 .map_err(|e| StoreError::io(&e, &self.dir))?;
@@ -204,12 +211,10 @@ impl DirLock {
             sync_dir(self.dir.parent().unwrap_or(Path::new(".")))
         })();
         match result {
-            Ok(()) => Ok(LockGuard {
-                dir: self.dir.clone(),
-                token,
-            }),
+            Ok(()) => Ok(guard),
             Err(e) => {
                 let _ = std::fs::remove_file(self.initializer());
+                drop(guard);
                 Err(e)
             }
         }
