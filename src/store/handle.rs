@@ -191,7 +191,12 @@ pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
         Err(e) => return Err(StoreError::io(&e, target)),
     }
     let _ = std::fs::remove_file(staging);
-    super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")))
+    let synced = super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")));
+    if synced.is_err() {
+        // A failed init must not leave a handle to a run it removes.
+        let _ = std::fs::remove_file(target);
+    }
+    synced
 }
 
 /// Remove a staged handle that was never published (best effort).
