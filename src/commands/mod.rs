@@ -13,6 +13,9 @@ pub mod mutate;
 pub mod rebuild;
 pub mod replacement;
 
+#[cfg(test)]
+mod reliability_faults;
+
 use serde_json::{Map, Value};
 use std::path::Path;
 
