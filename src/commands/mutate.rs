@@ -165,6 +165,8 @@ pub fn mutate(
     state
         .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    run.dir
+        .prepare_cache_paths(lanes_before.keys().chain(state.lane_records().keys()))?;
     append(run, &proof, &sealed, position.byte_length)?;
     // Caches are conveniences: the receipt is already durable, so a cache
     // failure must not turn a committed event into a reported failure.

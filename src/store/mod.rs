@@ -2,6 +2,7 @@
 //! layout, secure opens, atomic replaces with fsync, owner handles, the
 //! directory lock and the acknowledged receipt head.
 
+pub mod caches;
 pub mod discovery;
 pub mod error;
 pub mod handle;
