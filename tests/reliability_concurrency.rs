@@ -172,9 +172,18 @@ fn reliability_concurrency_four_writers_and_readers_on_one_run() {
 
 #[test]
 fn reliability_concurrency_alternating_with_the_reference_skipped_without_bench_other() {
-    let Some(other) = std::env::var("BENCH_OTHER").ok().filter(|s| !s.trim().is_empty()) else {
+    let Some(other) = std::env::var("BENCH_OTHER")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+    else {
         eprintln!(
             "SKIPPED: set BENCH_OTHER to the Python reference (e.g. BENCH_OTHER=\"python3 /tmp/ref/skills/bluetape-workflow/scripts/bluetape-flow.py\") to run our tool and the reference alternately on one run"
+        );
+        figure(
+            SCENARIO,
+            "the Python reference and our tool appending alternately to one run",
+            0,
+            "SKIPPED: BENCH_OTHER does not name the reference",
         );
         return;
     };
@@ -229,7 +238,9 @@ fn reliability_concurrency_alternating_with_the_reference_skipped_without_bench_
     assert_eq!(tags, expected);
     figure(
         SCENARIO,
-        &format!("the Python reference and our tool appending heartbeats alternately to one run ({rounds} rounds)"),
+        &format!(
+            "the Python reference and our tool appending heartbeats alternately to one run ({rounds} rounds)"
+        ),
         appended,
         "all present in order; after every round both tools verify the same sequence and checksum",
     );

@@ -343,7 +343,12 @@ fn reliability_crash_an_append_is_one_write_call() {
     for i in 0..3 {
         let before = run.receipt().len();
         let trace = strace(
-            &["-f", "-y", "-e", "trace=write,writev,pwrite64,pwritev,pwritev2"],
+            &[
+                "-f",
+                "-y",
+                "-e",
+                "trace=write,writev,pwrite64,pwritev,pwritev2",
+            ],
             &run.heartbeat_args("w0", &format!("traced-{i}")),
             &base,
         );

@@ -55,7 +55,7 @@ impl<'a> Family<'a> {
         let root = self.run.root.clone();
         let run_id = self.run.run_id.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| library_verdicts(&root, &run_id)));
-        let through_binary = self.variants() % self.binary_every == 0;
+        let through_binary = self.variants().is_multiple_of(self.binary_every);
         let result = match outcome {
             Err(_) => Err("panicked".to_string()),
             Ok((verified, diagnosed)) => match (verified, diagnosed) {
@@ -73,7 +73,9 @@ impl<'a> Family<'a> {
         });
         match result {
             Ok(()) => self.detected += 1,
-            Err(e) => self.failures.push(format!("{what}: expected {first_bad}: {e}")),
+            Err(e) => self
+                .failures
+                .push(format!("{what}: expected {first_bad}: {e}")),
         }
         std::fs::write(&path, &self.original).unwrap();
     }
@@ -226,7 +228,11 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
         let mut kept = all.clone();
         kept.remove(i);
         // A deleted last line is only visible to the acknowledged head.
-        family.check(&join(&kept), i as u64 + 1, &format!("delete line {}", i + 1));
+        family.check(
+            &join(&kept),
+            i as u64 + 1,
+            &format!("delete line {}", i + 1),
+        );
     }
     family.report(&format!("every line of a {n}-line receipt deleted"));
 
@@ -255,7 +261,9 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
             );
         }
     }
-    family.report(&format!("every pair of lines of a {n}-line receipt swapped"));
+    family.report(&format!(
+        "every pair of lines of a {n}-line receipt swapped"
+    ));
 }
 
 #[test]

@@ -53,8 +53,11 @@ fn copy_tree(from: &Path, to: &Path) {
     } else {
         std::fs::copy(from, to).unwrap();
     }
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.permissions().mode()))
-        .unwrap();
+    std::fs::set_permissions(
+        to,
+        std::fs::Permissions::from_mode(meta.permissions().mode()),
+    )
+    .unwrap();
 }
 
 /// A fresh copy of the template under `<tmp>/case`, plus `<tmp>/case/elsewhere`
@@ -181,57 +184,455 @@ type Prepare = fn(&Case) -> Vec<OsString>;
 fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
     vec![
         // ------------------------------------------------------- symlinks
-        ("symlink: state root (heartbeat)", |c| { c.symlink_away(&c.run.root); c.heartbeat() }, 2, "state root must not be a symlink"),
-        ("symlink: state root (init)", |c| { c.symlink_away(&c.run.root); c.init() }, 2, "state root must not be a symlink"),
-        ("symlink: runs/", |c| { c.symlink_away(&c.run.root.join("runs")); c.heartbeat() }, 2, "state-root runs must not be a symlink"),
-        ("symlink: run directory", |c| { c.symlink_away(&c.run_dir()); c.heartbeat() }, 3, "run directory snapshot is unsafe"),
-        ("symlink: receipt.jsonl", |c| { c.symlink_away(&c.run_dir().join("receipt.jsonl")); c.heartbeat() }, 3, "receipt is missing or unsafe"),
-        ("symlink: manifest.json", |c| { c.symlink_away(&c.run_dir().join("manifest.json")); c.heartbeat() }, 3, "run manifest snapshot is unsafe"),
-        ("symlink: receipt-head.json", |c| { c.symlink_away(&c.run_dir().join("receipt-head.json")); c.heartbeat() }, 3, "acknowledged receipt head record is invalid"),
-        ("symlink: owner handle", |c| { c.symlink_away(&c.run.owner); c.heartbeat() }, 2, "owner handle must not be a symlink"),
-        ("symlink: handles/ (heartbeat)", |c| { c.symlink_away(&c.run.root.join("handles")); c.heartbeat() }, 2, "must not be a symlink"),
-        ("symlink: handles/ (init)", |c| { c.symlink_away(&c.run.root.join("handles")); c.init() }, 2, "must not be a symlink"),
-        ("symlink: dangling at the new handle's path (init)", |c| { symlink(c.run.root.join("handles/nowhere.owner"), c.run.root.join("handles/second.owner")).unwrap(); c.init() }, 2, "owner handle already exists"),
-        ("symlink: run locks/ directory", |c| { c.symlink_away(&c.run_dir().join("locks")); c.heartbeat() }, 2, "lock parent directory"),
-        ("symlink: lock directory locks/receipt", |c| { let lock = c.dead_lock(); c.symlink_away(&lock); c.heartbeat() }, 5, "state lock path is unsafe"),
-        ("symlink: lock owner.json", |c| { let lock = c.dead_lock(); c.symlink_away(&lock.join("owner.json")); c.heartbeat() }, 5, "state lock path is unsafe"),
-        ("symlink: run.json", |c| { c.symlink_away(&c.run_dir().join("run.json")); c.heartbeat() }, 2, "run cache must not be a symlink"),
-        ("symlink: checkpoint.json", |c| { c.symlink_away(&c.run_dir().join("checkpoint.json")); c.heartbeat() }, 2, "run checkpoint must not be a symlink"),
-        ("symlink: lanes/", |c| { c.symlink_away(&c.run_dir().join("lanes")); c.heartbeat() }, 2, "state path contains a symlink"),
-        ("symlink: lane cache lanes/w0.json", |c| { c.symlink_away(&c.run_dir().join("lanes/w0.json")); c.heartbeat() }, 2, "lane cache must not be a symlink"),
-        ("symlink: --evidence input file", |c| { let argv = c.heartbeat(); c.symlink_away(&c.run.inputs.join("ev-w0-hostile.json")); argv }, 2, "JSON input must be a regular non-symlink file"),
+        (
+            "symlink: state root (heartbeat)",
+            |c| {
+                c.symlink_away(&c.run.root);
+                c.heartbeat()
+            },
+            2,
+            "state root must not be a symlink",
+        ),
+        (
+            "symlink: state root (init)",
+            |c| {
+                c.symlink_away(&c.run.root);
+                c.init()
+            },
+            2,
+            "state root must not be a symlink",
+        ),
+        (
+            "symlink: runs/",
+            |c| {
+                c.symlink_away(&c.run.root.join("runs"));
+                c.heartbeat()
+            },
+            2,
+            "state-root runs must not be a symlink",
+        ),
+        (
+            "symlink: run directory",
+            |c| {
+                c.symlink_away(&c.run_dir());
+                c.heartbeat()
+            },
+            3,
+            "run directory snapshot is unsafe",
+        ),
+        (
+            "symlink: receipt.jsonl",
+            |c| {
+                c.symlink_away(&c.run_dir().join("receipt.jsonl"));
+                c.heartbeat()
+            },
+            3,
+            "receipt is missing or unsafe",
+        ),
+        (
+            "symlink: manifest.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("manifest.json"));
+                c.heartbeat()
+            },
+            3,
+            "run manifest snapshot is unsafe",
+        ),
+        (
+            "symlink: receipt-head.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("receipt-head.json"));
+                c.heartbeat()
+            },
+            3,
+            "acknowledged receipt head record is invalid",
+        ),
+        (
+            "symlink: owner handle",
+            |c| {
+                c.symlink_away(&c.run.owner);
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not be a symlink",
+        ),
+        (
+            "symlink: handles/ (heartbeat)",
+            |c| {
+                c.symlink_away(&c.run.root.join("handles"));
+                c.heartbeat()
+            },
+            2,
+            "must not be a symlink",
+        ),
+        (
+            "symlink: handles/ (init)",
+            |c| {
+                c.symlink_away(&c.run.root.join("handles"));
+                c.init()
+            },
+            2,
+            "must not be a symlink",
+        ),
+        (
+            "symlink: dangling at the new handle's path (init)",
+            |c| {
+                symlink(
+                    c.run.root.join("handles/nowhere.owner"),
+                    c.run.root.join("handles/second.owner"),
+                )
+                .unwrap();
+                c.init()
+            },
+            2,
+            "owner handle already exists",
+        ),
+        (
+            "symlink: run locks/ directory",
+            |c| {
+                c.symlink_away(&c.run_dir().join("locks"));
+                c.heartbeat()
+            },
+            2,
+            "lock parent directory",
+        ),
+        (
+            "symlink: lock directory locks/receipt",
+            |c| {
+                let lock = c.dead_lock();
+                c.symlink_away(&lock);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is unsafe",
+        ),
+        (
+            "symlink: lock owner.json",
+            |c| {
+                let lock = c.dead_lock();
+                c.symlink_away(&lock.join("owner.json"));
+                c.heartbeat()
+            },
+            5,
+            "state lock path is unsafe",
+        ),
+        (
+            "symlink: run.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("run.json"));
+                c.heartbeat()
+            },
+            2,
+            "run cache must not be a symlink",
+        ),
+        (
+            "symlink: checkpoint.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("checkpoint.json"));
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint must not be a symlink",
+        ),
+        (
+            "symlink: lanes/",
+            |c| {
+                c.symlink_away(&c.run_dir().join("lanes"));
+                c.heartbeat()
+            },
+            2,
+            "state path contains a symlink",
+        ),
+        (
+            "symlink: lane cache lanes/w0.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("lanes/w0.json"));
+                c.heartbeat()
+            },
+            2,
+            "lane cache must not be a symlink",
+        ),
+        (
+            "symlink: --evidence input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.symlink_away(&c.run.inputs.join("ev-w0-hostile.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
         // ---------------------------------------------------------- modes
-        ("mode 0755: state root", |c| { c.chmod(&c.run.root, 0o755); c.heartbeat() }, 2, "state root does not have the required secure mode"),
-        ("mode 0755: state root (init)", |c| { c.chmod(&c.run.root, 0o755); c.init() }, 2, "state root does not have the required secure mode"),
-        ("mode 0755: runs/", |c| { c.chmod(&c.run.root.join("runs"), 0o755); c.heartbeat() }, 2, "does not have the required secure mode"),
-        ("mode 0755: run directory", |c| { c.chmod(&c.run_dir(), 0o755); c.heartbeat() }, 2, "run directory does not have the required secure mode"),
-        ("mode 0755: handles/", |c| { c.chmod(&c.run.root.join("handles"), 0o755); c.heartbeat() }, 2, "does not have the required secure mode"),
-        ("mode 0755: handles/ (init)", |c| { c.chmod(&c.run.root.join("handles"), 0o755); c.init() }, 2, "does not have the required secure mode"),
-        ("mode 0755: quarantine/ (init)", |c| { c.chmod(&c.run.root.join("quarantine"), 0o755); c.init() }, 2, "does not have the required secure mode"),
-        ("mode 0644: owner handle", |c| { c.chmod(&c.run.owner, 0o644); c.heartbeat() }, 2, "owner handle does not have the required secure mode"),
-        ("mode 0755: run locks/ directory", |c| { c.chmod(&c.run_dir().join("locks"), 0o755); c.heartbeat() }, 2, "lock parent directory does not have the required secure mode"),
-        ("mode 0755: lock directory of a dead writer", |c| { let lock = c.dead_lock(); c.chmod(&lock, 0o755); c.heartbeat() }, 5, "state lock path is insecure"),
-        ("mode 0644: lock owner.json of a dead writer", |c| { let lock = c.dead_lock(); c.chmod(&lock.join("owner.json"), 0o644); c.heartbeat() }, 5, "state lock path is insecure"),
-        ("mode 0644: run.json", |c| { c.chmod(&c.run_dir().join("run.json"), 0o644); c.heartbeat() }, 2, "run cache does not have the required secure mode"),
-        ("mode 0644: checkpoint.json", |c| { c.chmod(&c.run_dir().join("checkpoint.json"), 0o644); c.heartbeat() }, 2, "run checkpoint does not have the required secure mode"),
-        ("mode 0755: lanes/", |c| { c.chmod(&c.run_dir().join("lanes"), 0o755); c.heartbeat() }, 2, "directory does not have the required secure mode"),
-        ("mode 0644: lane cache lanes/w0.json", |c| { c.chmod(&c.run_dir().join("lanes/w0.json"), 0o644); c.heartbeat() }, 2, "lane cache does not have the required secure mode"),
-        ("mode 0644: receipt-head.json", |c| { c.chmod(&c.run_dir().join("receipt-head.json"), 0o644); c.heartbeat() }, 3, "acknowledged receipt head record is invalid"),
+        (
+            "mode 0755: state root",
+            |c| {
+                c.chmod(&c.run.root, 0o755);
+                c.heartbeat()
+            },
+            2,
+            "state root does not have the required secure mode",
+        ),
+        (
+            "mode 0755: state root (init)",
+            |c| {
+                c.chmod(&c.run.root, 0o755);
+                c.init()
+            },
+            2,
+            "state root does not have the required secure mode",
+        ),
+        (
+            "mode 0755: runs/",
+            |c| {
+                c.chmod(&c.run.root.join("runs"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: run directory",
+            |c| {
+                c.chmod(&c.run_dir(), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "run directory does not have the required secure mode",
+        ),
+        (
+            "mode 0755: handles/",
+            |c| {
+                c.chmod(&c.run.root.join("handles"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: handles/ (init)",
+            |c| {
+                c.chmod(&c.run.root.join("handles"), 0o755);
+                c.init()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: quarantine/ (init)",
+            |c| {
+                c.chmod(&c.run.root.join("quarantine"), 0o755);
+                c.init()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0644: owner handle",
+            |c| {
+                c.chmod(&c.run.owner, 0o644);
+                c.heartbeat()
+            },
+            2,
+            "owner handle does not have the required secure mode",
+        ),
+        (
+            "mode 0755: run locks/ directory",
+            |c| {
+                c.chmod(&c.run_dir().join("locks"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "lock parent directory does not have the required secure mode",
+        ),
+        (
+            "mode 0755: lock directory of a dead writer",
+            |c| {
+                let lock = c.dead_lock();
+                c.chmod(&lock, 0o755);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is insecure",
+        ),
+        (
+            "mode 0644: lock owner.json of a dead writer",
+            |c| {
+                let lock = c.dead_lock();
+                c.chmod(&lock.join("owner.json"), 0o644);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is insecure",
+        ),
+        (
+            "mode 0644: run.json",
+            |c| {
+                c.chmod(&c.run_dir().join("run.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "run cache does not have the required secure mode",
+        ),
+        (
+            "mode 0644: checkpoint.json",
+            |c| {
+                c.chmod(&c.run_dir().join("checkpoint.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint does not have the required secure mode",
+        ),
+        (
+            "mode 0755: lanes/",
+            |c| {
+                c.chmod(&c.run_dir().join("lanes"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "directory does not have the required secure mode",
+        ),
+        (
+            "mode 0644: lane cache lanes/w0.json",
+            |c| {
+                c.chmod(&c.run_dir().join("lanes/w0.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "lane cache does not have the required secure mode",
+        ),
+        (
+            "mode 0644: receipt-head.json",
+            |c| {
+                c.chmod(&c.run_dir().join("receipt-head.json"), 0o644);
+                c.heartbeat()
+            },
+            3,
+            "acknowledged receipt head record is invalid",
+        ),
         // ---------------------------------------------------------- FIFOs
-        ("FIFO: receipt.jsonl", |c| { c.fifo(&c.run_dir().join("receipt.jsonl")); c.heartbeat() }, 3, "receipt is missing or unsafe"),
-        ("FIFO: manifest.json", |c| { c.fifo(&c.run_dir().join("manifest.json")); c.heartbeat() }, 3, "run manifest snapshot is missing or invalid"),
-        ("FIFO: receipt-head.json", |c| { c.fifo(&c.run_dir().join("receipt-head.json")); c.heartbeat() }, 3, "acknowledged receipt head record is invalid"),
-        ("FIFO: owner handle", |c| { c.fifo(&c.run.owner); c.heartbeat() }, 2, "owner handle must be a regular file"),
-        ("FIFO: --evidence input file", |c| { let argv = c.heartbeat(); c.fifo(&c.run.inputs.join("ev-w0-hostile.json")); argv }, 2, "JSON input must be a regular non-symlink file"),
-        ("FIFO: --input file", |c| { let argv = c.heartbeat(); c.fifo(&c.run.inputs.join("beat-w0.json")); argv }, 2, "JSON input must be a regular non-symlink file"),
-        ("FIFO: run.json", |c| { c.fifo(&c.run_dir().join("run.json")); c.heartbeat() }, 2, "run cache does not have the required secure mode"),
-        ("FIFO: checkpoint.json", |c| { c.fifo(&c.run_dir().join("checkpoint.json")); c.heartbeat() }, 2, "run checkpoint does not have the required secure mode"),
-        ("FIFO: lane cache lanes/w0.json", |c| { c.fifo(&c.run_dir().join("lanes/w0.json")); c.heartbeat() }, 2, "lane cache does not have the required secure mode"),
-        ("FIFO: lock owner.json", |c| { let lock = c.dead_lock(); c.fifo(&lock.join("owner.json")); c.heartbeat() }, 5, "state lock"),
-        ("FIFO: lock initializer", |c| { let init = c.run_dir().join("locks/.receipt.initializing.json"); std::fs::write(&init, "").unwrap(); c.fifo(&init); c.heartbeat() }, 5, "state lock initializer is unsafe"),
+        (
+            "FIFO: receipt.jsonl",
+            |c| {
+                c.fifo(&c.run_dir().join("receipt.jsonl"));
+                c.heartbeat()
+            },
+            3,
+            "receipt is missing or unsafe",
+        ),
+        (
+            "FIFO: manifest.json",
+            |c| {
+                c.fifo(&c.run_dir().join("manifest.json"));
+                c.heartbeat()
+            },
+            3,
+            "run manifest snapshot is missing or invalid",
+        ),
+        (
+            "FIFO: receipt-head.json",
+            |c| {
+                c.fifo(&c.run_dir().join("receipt-head.json"));
+                c.heartbeat()
+            },
+            3,
+            "acknowledged receipt head record is invalid",
+        ),
+        (
+            "FIFO: owner handle",
+            |c| {
+                c.fifo(&c.run.owner);
+                c.heartbeat()
+            },
+            2,
+            "owner handle must be a regular file",
+        ),
+        (
+            "FIFO: --evidence input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.fifo(&c.run.inputs.join("ev-w0-hostile.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
+        (
+            "FIFO: --input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.fifo(&c.run.inputs.join("beat-w0.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
+        (
+            "FIFO: run.json",
+            |c| {
+                c.fifo(&c.run_dir().join("run.json"));
+                c.heartbeat()
+            },
+            2,
+            "run cache does not have the required secure mode",
+        ),
+        (
+            "FIFO: checkpoint.json",
+            |c| {
+                c.fifo(&c.run_dir().join("checkpoint.json"));
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint does not have the required secure mode",
+        ),
+        (
+            "FIFO: lane cache lanes/w0.json",
+            |c| {
+                c.fifo(&c.run_dir().join("lanes/w0.json"));
+                c.heartbeat()
+            },
+            2,
+            "lane cache does not have the required secure mode",
+        ),
+        (
+            "FIFO: lock owner.json",
+            |c| {
+                let lock = c.dead_lock();
+                c.fifo(&lock.join("owner.json"));
+                c.heartbeat()
+            },
+            5,
+            "state lock",
+        ),
+        (
+            "FIFO: lock initializer",
+            |c| {
+                let init = c.run_dir().join("locks/.receipt.initializing.json");
+                std::fs::write(&init, "").unwrap();
+                c.fifo(&init);
+                c.heartbeat()
+            },
+            5,
+            "state lock initializer is unsafe",
+        ),
         // ----------------------------------------------------- hard links
-        ("hard link: owner handle linked from outside the state root", |c| { std::fs::hard_link(&c.run.owner, c.elsewhere.join("copy.owner")).unwrap(); c.heartbeat() }, 2, "owner handle must not have other hard links"),
-        ("hard link: owner handle linked under a second name in handles/", |c| { std::fs::hard_link(&c.run.owner, c.run.root.join("handles/twin.owner")).unwrap(); c.heartbeat() }, 2, "owner handle must not have other hard links"),
+        (
+            "hard link: owner handle linked from outside the state root",
+            |c| {
+                std::fs::hard_link(&c.run.owner, c.elsewhere.join("copy.owner")).unwrap();
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not have other hard links",
+        ),
+        (
+            "hard link: owner handle linked under a second name in handles/",
+            |c| {
+                std::fs::hard_link(&c.run.owner, c.run.root.join("handles/twin.owner")).unwrap();
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not have other hard links",
+        ),
     ]
 }
 

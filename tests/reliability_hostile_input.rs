@@ -94,12 +94,14 @@ fn hostility() -> impl Strategy<Value = Hostility> {
     prop_oneof![
         any::<prop::sample::Index>().prop_map(Hostility::Truncate),
         prop::collection::vec(any::<u8>(), 0..256).prop_map(Hostility::RandomBytes),
-        (any::<prop::sample::Index>(), 0x80u8..=0xff).prop_map(|(i, b)| Hostility::InvalidUtf8(i, b)),
+        (any::<prop::sample::Index>(), 0x80u8..=0xff)
+            .prop_map(|(i, b)| Hostility::InvalidUtf8(i, b)),
         Just(Hostility::Bom),
         "[a-z{}\\[\\],:\"0-9]{1,8}".prop_map(Hostility::TrailingGarbage),
         (
             any::<prop::sample::Index>(),
-            prop_oneof![1usize..128, 128usize..5000]
+            // Depth 1 would be an empty list, which some fields allow.
+            prop_oneof![2usize..128, 128usize..5000]
         )
             .prop_map(|(i, d)| Hostility::DeepNesting(i, d)),
         (
@@ -111,7 +113,8 @@ fn hostility() -> impl Strategy<Value = Hostility> {
         any::<prop::sample::Index>().prop_map(Hostility::MissingField),
         (any::<prop::sample::Index>(), any::<prop::sample::Index>())
             .prop_map(|(i, v)| Hostility::WrongType(i, v)),
-        (any::<prop::sample::Index>(), hostile_id()).prop_map(|(i, id)| Hostility::HostileId(i, id)),
+        (any::<prop::sample::Index>(), hostile_id())
+            .prop_map(|(i, id)| Hostility::HostileId(i, id)),
         (any::<prop::sample::Index>(), any::<prop::sample::Index>())
             .prop_map(|(i, f)| Hostility::Float(i, f)),
     ]
@@ -156,7 +159,8 @@ fn apply(shape: &Shape, hostility: &Hostility) -> (Vec<u8>, Option<Value>) {
     };
     match hostility {
         Hostility::Truncate(i) => {
-            let cut = i.index(text.len());
+            // At least one byte stays (an empty receipt line would be no line).
+            let cut = 1 + i.index(text.len() - 1);
             return (text[..cut].to_vec(), None);
         }
         Hostility::RandomBytes(bytes) => return (bytes.clone(), None),
@@ -382,7 +386,13 @@ fn typed(result: Result<Map<String, Value>, FlowError>) -> Result<(), String> {
 }
 
 fn kinds(f: &Fixture) -> Vec<Kind> {
-    let wrong = vec![json!(true), json!(12345), json!([1]), json!({"x": 1}), Value::Null];
+    let wrong = vec![
+        json!(true),
+        json!(12345),
+        json!([1]),
+        json!({"x": 1}),
+        Value::Null,
+    ];
     let run_id = f.run.run_id.clone();
     vec![
         Kind {
@@ -391,19 +401,34 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 base: json!({"lane_id": "w0", "agent_id": "agent-w0", "observed_at": "2026-07-14T01:02:00Z",
                              "silence_lease_deadline": "2026-07-14T01:06:00Z", "reason": "alive"}),
                 object_at: vec![],
-                fields: vec!["lane_id", "agent_id", "observed_at", "silence_lease_deadline", "reason"],
-                required: vec!["lane_id", "agent_id", "observed_at", "silence_lease_deadline", "reason"],
+                fields: vec![
+                    "lane_id",
+                    "agent_id",
+                    "observed_at",
+                    "silence_lease_deadline",
+                    "reason",
+                ],
+                required: vec![
+                    "lane_id",
+                    "agent_id",
+                    "observed_at",
+                    "silence_lease_deadline",
+                    "reason",
+                ],
                 ids: vec!["lane_id", "agent_id"],
                 wrong: wrong.clone(),
                 bom_is_valid: false,
             },
-            library: |f, file| {
-                typed(heartbeat(&f.ctx(&f.run.owner), &f.valid_evidence(), file))
-            },
+            library: |f, file| typed(heartbeat(&f.ctx(&f.run.owner), &f.valid_evidence(), file)),
             binary: |f, file| {
                 f.run.mutation_args(
                     "heartbeat",
-                    &["--evidence".into(), f.valid_evidence().into(), "--input".into(), file.into()],
+                    &[
+                        "--evidence".into(),
+                        f.valid_evidence().into(),
+                        "--input".into(),
+                        file.into(),
+                    ],
                 )
             },
             file: |f| f.run.inputs.join("hostile-input.json"),
@@ -416,10 +441,26 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                              "startup_ack_deadline": "2026-07-14T01:00:30Z",
                              "command_deadline": "2099-01-01T00:00:00Z"}),
                 object_at: vec![],
-                fields: vec!["lane_id", "agent_id", "assignment", "write_scope", "fallback",
-                             "observed_at", "startup_ack_deadline", "command_deadline"],
-                required: vec!["lane_id", "agent_id", "assignment", "write_scope", "fallback",
-                               "observed_at", "startup_ack_deadline", "command_deadline"],
+                fields: vec![
+                    "lane_id",
+                    "agent_id",
+                    "assignment",
+                    "write_scope",
+                    "fallback",
+                    "observed_at",
+                    "startup_ack_deadline",
+                    "command_deadline",
+                ],
+                required: vec![
+                    "lane_id",
+                    "agent_id",
+                    "assignment",
+                    "write_scope",
+                    "fallback",
+                    "observed_at",
+                    "startup_ack_deadline",
+                    "command_deadline",
+                ],
                 ids: vec!["lane_id", "agent_id", "parent_lane_id"],
                 wrong: wrong.clone(),
                 bom_is_valid: false,
@@ -428,7 +469,12 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
             binary: |f, file| {
                 f.run.mutation_args(
                     "lane-create",
-                    &["--evidence".into(), f.valid_evidence().into(), "--input".into(), file.into()],
+                    &[
+                        "--evidence".into(),
+                        f.valid_evidence().into(),
+                        "--input".into(),
+                        file.into(),
+                    ],
                 )
             },
             file: |f| f.run.inputs.join("hostile-lane.json"),
@@ -460,7 +506,12 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
             binary: |f, file| {
                 f.run.mutation_args(
                     "run-recovery-start",
-                    &["--evidence".into(), file.into(), "--reason".into(), "hostile evidence".into()],
+                    &[
+                        "--evidence".into(),
+                        file.into(),
+                        "--reason".into(),
+                        "hostile evidence".into(),
+                    ],
                 )
             },
             file: |f| f.run.inputs.join("hostile-evidence.json"),
@@ -516,14 +567,39 @@ fn next_line_shape(f: &Fixture) -> Shape {
         base: Value::Object(next),
         object_at: vec![],
         fields: vec![
-            "agent_id", "event_type", "evidence_refs", "from_state", "lane_id", "manifest_hash",
-            "metadata", "owner_token", "previous_checksum", "reason", "run_id", "schema_version",
-            "sequence", "timestamp", "to_state",
+            "agent_id",
+            "event_type",
+            "evidence_refs",
+            "from_state",
+            "lane_id",
+            "manifest_hash",
+            "metadata",
+            "owner_token",
+            "previous_checksum",
+            "reason",
+            "run_id",
+            "schema_version",
+            "sequence",
+            "timestamp",
+            "to_state",
         ],
         required: vec![
-            "agent_id", "checksum", "event_type", "evidence_refs", "from_state", "lane_id",
-            "manifest_hash", "metadata", "owner_token", "previous_checksum", "reason", "run_id",
-            "schema_version", "sequence", "timestamp", "to_state",
+            "agent_id",
+            "checksum",
+            "event_type",
+            "evidence_refs",
+            "from_state",
+            "lane_id",
+            "manifest_hash",
+            "metadata",
+            "owner_token",
+            "previous_checksum",
+            "reason",
+            "run_id",
+            "schema_version",
+            "sequence",
+            "timestamp",
+            "to_state",
         ],
         ids: vec!["run_id", "lane_id", "agent_id"],
         wrong: vec![json!(true), json!(12345), json!([1]), json!({"x": 1})],
@@ -601,7 +677,11 @@ fn reliability_hostile_input_json_inputs_never_panic_write_or_pass() {
         result.unwrap_or_else(|e| panic!("{}: {e}", kind.name));
         let c = count.into_inner();
         total += c.cases;
-        let mix: Vec<String> = c.by_hostility.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let mix: Vec<String> = c
+            .by_hostility
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         lines_out.push((kind.name, c.cases, c.binary, mix.join(", ")));
     }
     for (name, cases, binary, mix) in lines_out {
@@ -671,7 +751,11 @@ fn reliability_hostile_input_receipt_lines_never_panic_or_verify() {
     std::fs::write(&receipt_path, &f.receipt).unwrap();
     result.unwrap();
     let c = count.into_inner();
-    let mix: Vec<String> = c.by_hostility.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let mix: Vec<String> = c
+        .by_hostility
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
     figure(
         SCENARIO,
         &format!(

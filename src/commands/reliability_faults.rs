@@ -112,8 +112,11 @@ fn copy_tree(from: &Path, to: &Path) {
     } else {
         std::fs::copy(from, to).unwrap();
     }
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.permissions().mode()))
-        .unwrap();
+    std::fs::set_permissions(
+        to,
+        std::fs::Permissions::from_mode(meta.permissions().mode()),
+    )
+    .unwrap();
 }
 
 /// Every path under `dir` (sorted), for "nothing was left behind".
@@ -350,7 +353,11 @@ fn reliability_faults_every_failed_write_or_fsync_of_a_heartbeat_keeps_old_or_ne
     });
     assert_eq!(sweep.cases, sweep.old_state + sweep.new_state);
     assert!(sweep.old_state > 0 && sweep.new_state > 0, "{sweep:?}");
-    report("6. Failed writes", "heartbeat: every write and fsync failed in turn", &sweep);
+    report(
+        "6. Failed writes",
+        "heartbeat: every write and fsync failed in turn",
+        &sweep,
+    );
 }
 
 #[test]
@@ -396,7 +403,10 @@ fn check_init(
         .into_iter()
         .filter(|p| p.ends_with(".tmp") || p.contains("locks/receipt") || p.contains(".init"))
         .collect();
-    assert!(lock_litter.is_empty(), "{what}: left behind {lock_litter:?}");
+    assert!(
+        lock_litter.is_empty(),
+        "{what}: left behind {lock_litter:?}"
+    );
     match result {
         Ok(_) => {
             let receipt = root.join("runs").join(RUN_ID).join("receipt.jsonl");

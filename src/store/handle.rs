@@ -90,7 +90,10 @@ pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle
     let mut file = open_regular(path, "owner handle", Some(FILE_MODE))?;
     // A second name for the handle is a second place its secret lives,
     // outside the containment rule (a deviation: the reference accepts it).
-    let links = file.metadata().map_err(|e| StoreError::io(&e, path))?.nlink();
+    let links = file
+        .metadata()
+        .map_err(|e| StoreError::io(&e, path))?
+        .nlink();
     if links != 1 {
         return Err(StoreError::invalid(
             "owner handle must not have other hard links",

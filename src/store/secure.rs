@@ -123,77 +123,6 @@ fn injected_error(path: &Path) -> StoreError {
     ))
 }
 
-/// Test-only fault injection, compiled into unit tests and never into the
-/// binary: a test arms "fail the n-th write" or "fail the n-th fsync" for
-/// its own thread, and every write and fsync of the store obeys it. A
-/// failing write first lets half of its bytes through, like a device that
-/// fills up mid-line.
-#[cfg(test)]
-pub mod faults {
-    use super::FaultPoint;
-    use std::cell::RefCell;
-    use std::path::{Path, PathBuf};
-
-    /// One write or fsync the store attempted, in order.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Attempt {
-        pub point: FaultPoint,
-        pub path: PathBuf,
-        pub failed: bool,
-    }
-
-    #[derive(Default)]
-    struct Plan {
-        fail: Option<(FaultPoint, usize)>,
-        writes: usize,
-        fsyncs: usize,
-        log: Vec<Attempt>,
-    }
-
-    thread_local! {
-        static PLAN: RefCell<Plan> = RefCell::new(Plan::default());
-    }
-
-    /// Start counting; with `fail`, the n-th (1-based) operation of that
-    /// kind fails.
-    pub fn arm(fail: Option<(FaultPoint, usize)>) {
-        PLAN.with(|p| {
-            *p.borrow_mut() = Plan {
-                fail,
-                ..Plan::default()
-            }
-        });
-    }
-
-    /// Stop injecting; returns every operation attempted since `arm`.
-    pub fn disarm() -> Vec<Attempt> {
-        PLAN.with(|p| std::mem::take(&mut *p.borrow_mut()).log)
-    }
-
-    pub(super) fn hit(point: FaultPoint, path: &Path) -> bool {
-        PLAN.with(|p| {
-            let mut plan = p.borrow_mut();
-            let count = match point {
-                FaultPoint::Write => {
-                    plan.writes += 1;
-                    plan.writes
-                }
-                FaultPoint::Fsync => {
-                    plan.fsyncs += 1;
-                    plan.fsyncs
-                }
-            };
-            let failed = plan.fail == Some((point, count));
-            plan.log.push(Attempt {
-                point,
-                path: path.to_path_buf(),
-                failed,
-            });
-            failed
-        })
-    }
-}
-
 fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -368,4 +297,75 @@ pub fn read_limited(file: &mut File, path: &Path, max: u64) -> StoreResult<Optio
     } else {
         Some(bytes)
     })
+}
+
+/// Test-only fault injection, compiled into unit tests and never into the
+/// binary: a test arms "fail the n-th write" or "fail the n-th fsync" for
+/// its own thread, and every write and fsync of the store obeys it. A
+/// failing write first lets half of its bytes through, like a device that
+/// fills up mid-line.
+#[cfg(test)]
+pub mod faults {
+    use super::FaultPoint;
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    /// One write or fsync the store attempted, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Attempt {
+        pub point: FaultPoint,
+        pub path: PathBuf,
+        pub failed: bool,
+    }
+
+    #[derive(Default)]
+    struct Plan {
+        fail: Option<(FaultPoint, usize)>,
+        writes: usize,
+        fsyncs: usize,
+        log: Vec<Attempt>,
+    }
+
+    thread_local! {
+        static PLAN: RefCell<Plan> = RefCell::new(Plan::default());
+    }
+
+    /// Start counting; with `fail`, the n-th (1-based) operation of that
+    /// kind fails.
+    pub fn arm(fail: Option<(FaultPoint, usize)>) {
+        PLAN.with(|p| {
+            *p.borrow_mut() = Plan {
+                fail,
+                ..Plan::default()
+            }
+        });
+    }
+
+    /// Stop injecting; returns every operation attempted since `arm`.
+    pub fn disarm() -> Vec<Attempt> {
+        PLAN.with(|p| std::mem::take(&mut *p.borrow_mut()).log)
+    }
+
+    pub(super) fn hit(point: FaultPoint, path: &Path) -> bool {
+        PLAN.with(|p| {
+            let mut plan = p.borrow_mut();
+            let count = match point {
+                FaultPoint::Write => {
+                    plan.writes += 1;
+                    plan.writes
+                }
+                FaultPoint::Fsync => {
+                    plan.fsyncs += 1;
+                    plan.fsyncs
+                }
+            };
+            let failed = plan.fail == Some((point, count));
+            plan.log.push(Attempt {
+                point,
+                path: path.to_path_buf(),
+                failed,
+            });
+            failed
+        })
+    }
 }

@@ -157,14 +157,18 @@ pub fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
 }
 
 /// Human-readable differences between two snapshots (empty when equal).
-pub fn tree_diff(before: &BTreeMap<PathBuf, Entry>, after: &BTreeMap<PathBuf, Entry>) -> Vec<String> {
+pub fn tree_diff(
+    before: &BTreeMap<PathBuf, Entry>,
+    after: &BTreeMap<PathBuf, Entry>,
+) -> Vec<String> {
     let mut out = Vec::new();
     for (path, entry) in before {
         match after.get(path) {
             None => out.push(format!("removed {}", path.display())),
-            Some(other) if other != entry => {
-                out.push(format!("changed {}: {entry:?} -> {other:?}", path.display()))
-            }
+            Some(other) if other != entry => out.push(format!(
+                "changed {}: {entry:?} -> {other:?}",
+                path.display()
+            )),
             _ => {}
         }
     }
