@@ -336,11 +336,15 @@ impl DirLock {
         if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {
             return Err(StoreError::busy("state lock recovery claim is unsafe"));
         }
+        // Like the reference: a claim whose pid cannot be read (a claimant
+        // killed between creating the file and writing it leaves it empty)
+        // is stale once the grace has passed; only a live or unknown pid
+        // keeps it.
         let existing = read_record(&claim)?;
         if is_young(&claim)
             || matches!(
                 existing.as_ref().and_then(pid_of),
-                Some(PidState::Alive | PidState::Unknown) | None
+                Some(PidState::Alive | PidState::Unknown)
             )
         {
             return Err(StoreError::busy("state lock recovery is already claimed"));
@@ -470,6 +474,29 @@ mod tests {
             .unwrap()
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn an_empty_claim_left_by_a_killed_reclaimer_is_stale_after_the_grace() {
+        // A reclaimer killed between creating `.reclaim.json` and writing it
+        // leaves an empty claim beside a dead owner. Within the grace it
+        // holds; after it, the next writer takes the lock (the reference's
+        // rule: only a live or unknown pid keeps a claim).
+        let (_tmp, lock) = setup();
+        write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
+        create_exclusive(&lock.claim(), b"").unwrap();
+        assert!(
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock recovery is already claimed")
+        );
+        let past = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::open(lock.claim())
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        let guard = lock.try_acquire().expect("the abandoned claim is stale");
+        assert_eq!(lock.status(), "locked_alive");
+        drop(guard);
+        assert!(!lock.dir.exists());
     }
 
     #[test]
