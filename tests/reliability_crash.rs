@@ -273,6 +273,24 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
     }
     let last = finished_runs.last().unwrap();
     last.read("verify", &[]).assert_ok();
+    // What the killed writers left lying around (never read by anything).
+    let mut temp_files = 0;
+    let mut retired_locks = 0;
+    for run in &finished_runs {
+        let mut stack = vec![run.run_dir()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".tmp") {
+                    temp_files += 1;
+                } else if name.contains(".retired.") || name.contains(".stale.") {
+                    retired_locks += 1;
+                } else if entry.file_type().unwrap().is_dir() {
+                    stack.push(entry.path());
+                }
+            }
+        }
+    }
     eprintln!("{tally:?}");
     assert_eq!(
         tally.kills,
@@ -303,7 +321,7 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
         "locks left by the killed writers, taken over by the next writer",
         tally.kills,
         &format!(
-            "{}; the reference's 30 s grace was met {} time(s) (mtimes backdated instead of waiting); never a lock that stayed refused",
+            "{}; the reference's 30 s grace was met {} time(s) (mtimes backdated instead of waiting); never a lock that stayed refused; litter left at the end: {temp_files} temp file(s) of interrupted atomic writes and {retired_locks} retired lock director(y/ies), read by nothing",
             residue.join(", "),
             tally.grace_fast_forwards
         ),
