@@ -61,7 +61,7 @@ struct Tally {
     residue: BTreeMap<&'static str, u64>,
 }
 
-/// What a killed writer left in `runs/<id>/locks`.
+/// What a killed writer left in `runs/<id>/locks` for the next writer.
 fn lock_residue(run: &LaneRun) -> &'static str {
     let locks = run.run_dir().join("locks");
     let lock = locks.join("receipt");
@@ -72,9 +72,9 @@ fn lock_residue(run: &LaneRun) -> &'static str {
                 .collect()
         })
         .unwrap_or_default();
-    if names.iter().any(|n| n.contains(".retired.")) {
-        "a retired lock directory"
-    } else if lock.join("owner.json").exists() {
+    // Retired lock directories are litter of earlier kills (counted at the
+    // end), not what this kill left.
+    if lock.join("owner.json").exists() {
         "owner.json of the dead writer"
     } else if lock.join(".reclaim.json").exists() {
         "a reclaim claim of the dead writer"
