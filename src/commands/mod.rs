@@ -19,6 +19,9 @@ pub mod reports;
 pub mod resume;
 pub mod topology;
 
+#[cfg(test)]
+mod reliability_faults;
+
 use serde_json::{Map, Value};
 use std::path::Path;
 

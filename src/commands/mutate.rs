@@ -170,6 +170,8 @@ pub fn mutate(
     state
         .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    run.dir
+        .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;
     append(run, &proof, &sealed, position.byte_length)?;
     let after = ChainPosition {
         sequence: state.last_sequence(),

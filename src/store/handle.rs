@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 use std::fmt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
@@ -87,6 +88,17 @@ pub fn create_handle(
 /// Read and validate a handle file. With `run_id`, it must belong to that run.
 pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle> {
     let mut file = open_regular(path, "owner handle", Some(FILE_MODE))?;
+    // A second name for the handle is a second place its secret lives,
+    // outside the containment rule (a deviation: the reference accepts it).
+    let links = file
+        .metadata()
+        .map_err(|e| StoreError::io(&e, path))?
+        .nlink();
+    if links != 1 {
+        return Err(StoreError::invalid(
+            "owner handle must not have other hard links",
+        ));
+    }
     let bytes = read_limited(&mut file, path, 4096)?
         .ok_or_else(|| StoreError::invalid("owner handle is invalid"))?;
     let value: Value = std::str::from_utf8(&bytes)
@@ -191,7 +203,12 @@ pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
         Err(e) => return Err(StoreError::io(&e, target)),
     }
     let _ = std::fs::remove_file(staging);
-    super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")))
+    let synced = super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")));
+    if synced.is_err() {
+        // A failed init must not leave a handle to a run it removes.
+        let _ = std::fs::remove_file(target);
+    }
+    synced
 }
 
 /// Remove a staged handle that was never published (best effort).

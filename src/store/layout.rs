@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::error::{StoreError, StoreResult};
 use super::paths::is_symlink;
 use super::run::RunDir;
-use super::secure::{DIR_MODE, atomic_write, ensure_secure_dir, open_secure_dir, sync_dir};
+use super::secure::{atomic_write, create_dir_0700, ensure_secure_dir, open_secure_dir, sync_dir};
 
 const SUBDIRS: [&str; 6] = [
     "runs",
@@ -79,17 +79,23 @@ pub fn resolve_repo_root(path: &Path) -> StoreResult<PathBuf> {
 impl RunDir {
     /// Create the run directory (0700, which must not exist yet) with its
     /// `lanes heartbeats locks` subdirectories.
+    ///
+    /// Once the directory exists it is ours: any later failure removes it
+    /// again, so a failed `init` never leaves a half-made run behind.
     pub fn create(&self) -> StoreResult<()> {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
-        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
-            .map_err(|e| StoreError::io(&e, &self.dir))?;
-        sync_dir(&self.root.join("runs"))?;
-        self.validate()?;
-        for name in ["lanes", "heartbeats", "locks"] {
-            ensure_secure_dir(&self.dir.join(name), "run directory")?;
+        create_dir_0700(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
+        let result = (|| {
+            sync_dir(&self.root.join("runs"))?;
+            self.validate()?;
+            for name in ["lanes", "heartbeats", "locks"] {
+                ensure_secure_dir(&self.dir.join(name), "run directory")?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            self.discard();
         }
-        Ok(())
+        result
     }
 
     /// Remove a run directory whose creation failed (best effort).

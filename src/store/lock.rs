@@ -4,7 +4,7 @@
 //! `L/.reclaim.json` for stale locks (dead pid, 30 s grace by mtime).
 
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -59,6 +59,13 @@ fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     }));
     bytes.push(b'\n');
     bytes
+}
+
+/// `mkdir(dir, 0700)`: a lock directory is never visible with a wider mode,
+/// which every later acquirer would refuse as "insecure" for good. (The
+/// chmod that makes it umask-independent follows in `publish`.)
+fn create_lock_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(DIR_MODE).create(dir)
 }
 
 fn fresh_token() -> String {
@@ -154,7 +161,11 @@ impl DirLock {
         let token = fresh_token();
         let parent = self.dir.parent().unwrap_or(Path::new("."));
         if std::fs::symlink_metadata(parent).is_err() {
-            std::fs::create_dir_all(parent).map_err(|e| StoreError::io(&e, parent))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(parent)
+                .map_err(|e| StoreError::io(&e, parent))?;
             std::fs::set_permissions(parent, std::fs::Permissions::from_mode(DIR_MODE))
                 .map_err(|e| StoreError::io(&e, parent))?;
             if let Some(grand) = parent.parent() {
@@ -169,7 +180,7 @@ impl DirLock {
         })?;
         if !self.dir.exists() {
             self.claim_initializer(&token)?;
-            match std::fs::create_dir(&self.dir) {
+            match create_lock_dir(&self.dir) {
                 Ok(()) => return self.publish(token),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = std::fs::remove_file(self.initializer());
@@ -184,6 +195,13 @@ impl DirLock {
     }
 
     fn publish(&self, token: String) -> StoreResult<LockGuard> {
+        // From the rename on, owner.json carries our token: if a later step
+        // fails, dropping the guard releases the lock instead of leaving it
+        // held by a process that reported a failure.
+        let guard = LockGuard {
+            dir: self.dir.clone(),
+            token,
+        };
         let result = (|| {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
                 .map_err(|e| StoreError::io(&e, &self.dir))?;
@@ -191,12 +209,10 @@ impl DirLock {
                 .map_err(|e| StoreError::io(&e, &self.owner()))
         })();
         match result {
-            Ok(()) => Ok(LockGuard {
-                dir: self.dir.clone(),
-                token,
-            }),
+            Ok(()) => Ok(guard),
             Err(e) => {
                 let _ = std::fs::remove_file(self.initializer());
+                drop(guard);
                 Err(e)
             }
         }
@@ -299,7 +315,7 @@ impl DirLock {
         let retired = self.retired(&self.dir, "retired");
         let outcome = match std::fs::rename(&self.dir, &retired) {
             Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
-            Ok(()) => match std::fs::create_dir(&self.dir) {
+            Ok(()) => match create_lock_dir(&self.dir) {
                 Err(_) => Err(StoreError::busy(
                     "state lock was reacquired during recovery",
                 )),
@@ -321,11 +337,15 @@ impl DirLock {
         if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {
             return Err(StoreError::busy("state lock recovery claim is unsafe"));
         }
+        // Like the reference: a claim whose pid cannot be read (a claimant
+        // killed between creating the file and writing it leaves it empty)
+        // is stale once the grace has passed; only a live or unknown pid
+        // keeps it.
         let existing = read_record(&claim)?;
         if is_young(&claim)
             || matches!(
                 existing.as_ref().and_then(pid_of),
-                Some(PidState::Alive | PidState::Unknown) | None
+                Some(PidState::Alive | PidState::Unknown)
             )
         {
             return Err(StoreError::busy("state lock recovery is already claimed"));
@@ -452,6 +472,29 @@ mod tests {
             .unwrap()
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn an_empty_claim_left_by_a_killed_reclaimer_is_stale_after_the_grace() {
+        // A reclaimer killed between creating `.reclaim.json` and writing it
+        // leaves an empty claim beside a dead owner. Within the grace it
+        // holds; after it, the next writer takes the lock (the reference's
+        // rule: only a live or unknown pid keeps a claim).
+        let (_tmp, lock) = setup();
+        write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
+        create_exclusive(&lock.claim(), b"").unwrap();
+        assert!(
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock recovery is already claimed")
+        );
+        let past = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::open(lock.claim())
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        let guard = lock.try_acquire().expect("the abandoned claim is stale");
+        assert_eq!(lock.status(), "locked_alive");
+        drop(guard);
+        assert!(!lock.dir.exists());
     }
 
     #[test]

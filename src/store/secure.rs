@@ -87,7 +87,40 @@ pub fn sync_dir(path: &Path) -> StoreResult<()> {
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| StoreError::io(&e, path))?;
-    dir.sync_all().map_err(|e| StoreError::io(&e, path))
+    sync_file(&dir, path)
+}
+
+/// fsync one open file or directory (every fsync of the store goes here).
+fn sync_file(file: &File, path: &Path) -> StoreResult<()> {
+    if injected(FaultPoint::Fsync, path) {
+        return Err(injected_error(path));
+    }
+    file.sync_all().map_err(|e| StoreError::io(&e, path))
+}
+
+/// The two kinds of operation a test can make fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    Write,
+    Fsync,
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn injected(_point: FaultPoint, _path: &Path) -> bool {
+    false
+}
+
+#[cfg(test)]
+fn injected(point: FaultPoint, path: &Path) -> bool {
+    faults::hit(point, path)
+}
+
+fn injected_error(path: &Path) -> StoreError {
+    StoreError::Io(format!(
+        "[Errno 5] Input/output error (injected): '{}'",
+        path.display()
+    ))
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -97,13 +130,21 @@ fn parent_of(path: &Path) -> PathBuf {
     }
 }
 
+/// `mkdir(path, 0700)` then `chmod 0700`: the directory is never visible
+/// with a wider mode (a process killed between the two calls cannot leave a
+/// directory that every later check refuses), and the chmod makes the mode
+/// independent of the umask.
+pub fn create_dir_0700(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(DIR_MODE).create(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
 /// Create a 0700 directory (parent must exist) or validate an existing one.
 /// Returns true when it was created.
 pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
-    let created = match std::fs::create_dir(path) {
+    let created = match create_dir_0700(path) {
         Ok(()) => {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
-                .map_err(|e| StoreError::io(&e, path))?;
             sync_dir(&parent_of(path))?;
             true
         }
@@ -118,6 +159,10 @@ pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
 fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
     let mut rest = bytes;
     while !rest.is_empty() {
+        if injected(FaultPoint::Write, path) {
+            let _ = file.write(&rest[..rest.len() / 2]);
+            return Err(injected_error(path));
+        }
         match file.write(rest) {
             Ok(0) => {
                 return Err(StoreError::Io(format!(
@@ -134,7 +179,9 @@ fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
 }
 
 /// Create a new 0600 file exclusively (no-follow), write it and fsync it
-/// and its directory.
+/// and its directory. On any failure the new file is removed again, so a
+/// caller that reports an error leaves no record behind (a lock
+/// initializer left by a failed call would block the lock for its grace).
 pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     create_exclusive_with(path, bytes, Durability::Full)
 }
@@ -155,16 +202,16 @@ pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) 
         if durability == Durability::None {
             return Ok(());
         }
-        file.sync_all().map_err(|e| StoreError::io(&e, path))
+        sync_file(&file, path)?;
+        match durability {
+            Durability::Full => sync_dir(&parent_of(path)),
+            Durability::ContentOnly | Durability::None => Ok(()),
+        }
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(path);
-        return result;
     }
-    match durability {
-        Durability::Full => sync_dir(&parent_of(path)),
-        Durability::ContentOnly | Durability::None => Ok(()),
-    }
+    result
 }
 
 /// How much of an atomic replacement must survive a power loss.
@@ -216,7 +263,7 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> S
             .map_err(|e| StoreError::io(&e, &temp))?;
         write_all(&mut file, bytes, &temp)?;
         if durability != Durability::None {
-            file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
+            sync_file(&file, &temp)?;
         }
         std::fs::rename(&temp, path).map_err(|e| StoreError::io(&e, path))
     })();
@@ -230,9 +277,12 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> S
     }
 }
 
-/// Append one whole line to the receipt: no-follow, 0600, fsync of the file
-/// (and of the directory when the file was created). Only after this returns
-/// may success be reported.
+/// Append one whole line to the receipt: no-follow, 0600, one write call
+/// for the whole line (LF included), fsync of the file (and of the
+/// directory when the file was created). Only after this returns may
+/// success be reported. The caller holds the receipt lock: when the write
+/// or the fsync fails, the receipt is cut back to its length before the
+/// append, so a failed append leaves the old receipt, not a torn line.
 pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
     let existed = std::fs::symlink_metadata(path).is_ok();
     if is_symlink(path) {
@@ -256,8 +306,13 @@ pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
     }
     file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
         .map_err(|e| StoreError::io(&e, path))?;
-    write_all(&mut file, line, path)?;
-    file.sync_all().map_err(|e| StoreError::io(&e, path))?;
+    let before = meta.len();
+    if let Err(error) = write_all(&mut file, line, path).and_then(|()| sync_file(&file, path)) {
+        // Nothing was acknowledged: take back whatever part of the line
+        // reached the file (best effort; verify reports what remains).
+        let _ = file.set_len(before).and_then(|()| file.sync_all());
+        return Err(error);
+    }
     if !existed {
         sync_dir(&parent_of(path))?;
     }
@@ -277,4 +332,75 @@ pub fn read_limited(file: &mut File, path: &Path, max: u64) -> StoreResult<Optio
     } else {
         Some(bytes)
     })
+}
+
+/// Test-only fault injection, compiled into unit tests and never into the
+/// binary: a test arms "fail the n-th write" or "fail the n-th fsync" for
+/// its own thread, and every write and fsync of the store obeys it. A
+/// failing write first lets half of its bytes through, like a device that
+/// fills up mid-line.
+#[cfg(test)]
+pub mod faults {
+    use super::FaultPoint;
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    /// One write or fsync the store attempted, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Attempt {
+        pub point: FaultPoint,
+        pub path: PathBuf,
+        pub failed: bool,
+    }
+
+    #[derive(Default)]
+    struct Plan {
+        fail: Option<(FaultPoint, usize)>,
+        writes: usize,
+        fsyncs: usize,
+        log: Vec<Attempt>,
+    }
+
+    thread_local! {
+        static PLAN: RefCell<Plan> = RefCell::new(Plan::default());
+    }
+
+    /// Start counting; with `fail`, the n-th (1-based) operation of that
+    /// kind fails.
+    pub fn arm(fail: Option<(FaultPoint, usize)>) {
+        PLAN.with(|p| {
+            *p.borrow_mut() = Plan {
+                fail,
+                ..Plan::default()
+            }
+        });
+    }
+
+    /// Stop injecting; returns every operation attempted since `arm`.
+    pub fn disarm() -> Vec<Attempt> {
+        PLAN.with(|p| std::mem::take(&mut *p.borrow_mut()).log)
+    }
+
+    pub(super) fn hit(point: FaultPoint, path: &Path) -> bool {
+        PLAN.with(|p| {
+            let mut plan = p.borrow_mut();
+            let count = match point {
+                FaultPoint::Write => {
+                    plan.writes += 1;
+                    plan.writes
+                }
+                FaultPoint::Fsync => {
+                    plan.fsyncs += 1;
+                    plan.fsyncs
+                }
+            };
+            let failed = plan.fail == Some((point, count));
+            plan.log.push(Attempt {
+                point,
+                path: path.to_path_buf(),
+                failed,
+            });
+            failed
+        })
+    }
 }
