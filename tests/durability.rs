@@ -7,6 +7,42 @@ mod common;
 use common::Flow;
 use std::path::Path;
 
+/// A reader that saw a half-written line, and looks at the lock only after
+/// the writer finished and released it, still answers "append in
+/// progress" (retryable), never a false corruption.
+#[test]
+fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption() {
+    use bluetape_flow::commands::FlowError;
+    use bluetape_flow::commands::ledger::{Verdict, damage_error, open_run, verify_receipt};
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    let root = tmp.path().join("state");
+    let run_id = flow.init(&root, &tmp.path().join("repo"));
+    let receipt = root.join("runs").join(&run_id).join("receipt.jsonl");
+    let whole = std::fs::read(&receipt).unwrap();
+    // What the reader saw: the line without its last bytes.
+    std::fs::write(&receipt, &whole[..whole.len() - 5]).unwrap();
+    let run = open_run(&root, &run_id).unwrap();
+    let Verdict::Damaged(damage) = verify_receipt(&run, |_| Ok(())).unwrap() else {
+        panic!("a torn line is damage")
+    };
+    assert!(matches!(
+        damage_error(&run, &damage, false),
+        FlowError::ReceiptDamaged(_)
+    ));
+    // The writer completes the line and releases the lock.
+    std::fs::write(&receipt, &whole).unwrap();
+    match damage_error(&run, &damage, false) {
+        FlowError::Conflict(message) => assert!(message.contains("append in progress")),
+        other => panic!("{other:?}"),
+    }
+    // A lock holder's own view is never softened.
+    assert!(matches!(
+        damage_error(&run, &damage, true),
+        FlowError::ReceiptDamaged(_)
+    ));
+}
+
 #[test]
 fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
     let tmp = tempfile::tempdir().unwrap();

@@ -216,9 +216,12 @@ fn verify_with(
 /// live writer holds the lock is an append in progress, not damage
 /// (decisions.md 13). A caller that holds the lock itself sees real damage.
 pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -> FlowError {
+    // A reader that saw the writer's line half-written may only look at
+    // the lock after the writer finished and released it: a receipt that
+    // now ends with a complete line was an append in progress too.
     if !holding_lock
         && damage.reason == INCOMPLETE
-        && run.dir.receipt_lock().status() == "locked_alive"
+        && (run.dir.receipt_lock().status() == "locked_alive" || run.dir.receipt_ends_with_lf())
     {
         return FlowError::Conflict(
             "append in progress: the receipt's last line is being written".into(),

@@ -341,6 +341,14 @@ impl RunDir {
         })
     }
 
+    /// Whether the receipt's last byte is now a LF (a torn last line seen a
+    /// moment ago has since been completed by its writer).
+    pub fn receipt_ends_with_lf(&self) -> bool {
+        self.receipt_stamp()
+            .and_then(|stamp| self.read_receipt_range(stamp.size, 1))
+            .is_some_and(|last| last == b"\n")
+    }
+
     /// The checkpoint's liveness digest files.
     pub fn digest_files(&self) -> super::digests::DigestFiles {
         super::digests::DigestFiles::new(&self.dir)
