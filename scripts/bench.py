@@ -32,16 +32,29 @@ SAMPLES = int(os.environ.get("BENCH_SAMPLES", "21"))
 QUERY_SAMPLES = int(os.environ.get("BENCH_QUERY_SAMPLES", "5"))
 OTHER = shlex.split(os.environ.get("BENCH_OTHER", ""))
 OTHER_SAMPLES = int(os.environ.get("BENCH_OTHER_SAMPLES", "5"))
+# The other implementation may take minutes per command on large runs: each
+# of its commands gets this many seconds, and one sample from 100,000 events.
+OTHER_TIMEOUT = float(os.environ.get("BENCH_OTHER_TIMEOUT", "60"))
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "docs", "performance.md"))
 LANE, AGENT = "build", "agent-1"
 
 
-def run(tool, state, argv, check=True):
-    """Run one command; returns (seconds, parsed stdout)."""
+class TimedOut(Exception):
+    pass
+
+
+def run(tool, state, argv, check=True, timeout=None):
+    """Run one command; returns (seconds, parsed stdout). Raises TimedOut
+    (after killing the command) when it outlives `timeout` seconds."""
     start = time.perf_counter()
     proc = subprocess.Popen(tool + ["--state-root", state] + argv,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise TimedOut()
     elapsed = time.perf_counter() - start
     if check and proc.returncode != 0:
         sys.exit(f"bench: {' '.join(argv[:1])} failed ({proc.returncode}): {err.decode()}")
@@ -51,14 +64,18 @@ def run(tool, state, argv, check=True):
 GNU_TIME = "/usr/bin/time"
 
 
-def peak_rss(tool, state, argv):
+def peak_rss(tool, state, argv, timeout=None):
     """Peak RSS (KiB) of one command. Measured by GNU time, a small C
     program: a child forked from this Python process would carry Python's
     own resident size in its high-water mark."""
     if not os.path.exists(GNU_TIME):
         return None
-    proc = subprocess.run([GNU_TIME, "-f", "%M"] + tool + ["--state-root", state] + argv,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        proc = subprocess.run([GNU_TIME, "-f", "%M"] + tool + ["--state-root", state] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TimedOut()
     if proc.returncode != 0:
         sys.exit(f"bench: {argv[0]} failed ({proc.returncode})")
     return int(proc.stderr.strip().splitlines()[-1])
@@ -129,19 +146,21 @@ class Workload:
                        check=True, stdout=subprocess.DEVNULL)
         return run_id
 
-    def heartbeat(self, tool, state, run_id, n):
+    def heartbeat(self, tool, state, run_id, n, timeout=None):
         observed = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
         lease = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.500000Z"
         hb = self.file("hb.json", {"lane_id": LANE, "agent_id": AGENT, "observed_at": observed,
                                    "silence_lease_deadline": lease, "reason": "still working"})
         return run(tool, state, self.owned(state, run_id, "heartbeat", "--evidence",
-                                           self.fresh("heartbeat"), "--input", hb))[0]
+                                           self.fresh("heartbeat"), "--input", hb),
+                   timeout=timeout)[0]
 
-    def check_result(self, tool, state, run_id):
+    def check_result(self, tool, state, run_id, timeout=None):
         check = self.file("check.json", {"component_id": "runtime", "check_id": "unit",
                                          "passed": True})
         return run(tool, state, self.owned(state, run_id, "check-result", "--input", check,
-                                           "--evidence", self.fresh("unit tests")))[0]
+                                           "--evidence", self.fresh("unit tests")),
+                   timeout=timeout)[0]
 
 
 def p95(values):
@@ -149,48 +168,90 @@ def p95(values):
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def measure(load, tool, state, run_id, samples):
-    """Every figure of one size for one tool (times in ms)."""
+def timed(samples, call):
+    """`samples` timings of `call` (seconds), or None when one timed out."""
+    times = []
+    for n in range(samples):
+        try:
+            times.append(call(n))
+        except TimedOut:
+            return None
+    return times
+
+
+def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scratch=None):
+    """Every figure of one size for one tool (times in ms; None: did not
+    finish within `timeout`). The read-only queries run first; with
+    `scratch`, each kind of mutation runs on a fresh copy of the state
+    (a command killed at its timeout may leave a lock or a torn line)."""
     row = {}
-    hb = [load.heartbeat(tool, state, run_id, n) for n in range(samples)]
-    cr = [load.check_result(tool, state, run_id) for _ in range(samples)]
-    row["heartbeat"] = (statistics.median(hb) * 1e3, p95(hb) * 1e3)
-    row["check-result"] = (statistics.median(cr) * 1e3, p95(cr) * 1e3)
     receipt = os.path.join(state, "runs", run_id, "receipt.jsonl")
     row["bytes"] = os.path.getsize(receipt)
-    times = [run(tool, state, ["verify", "--run-id", run_id]) for _ in range(QUERY_SAMPLES)]
-    row["events"] = times[0][1]["sequence"]
-    row["verify"] = statistics.median(t for t, _ in times) * 1e3
-    rss = [peak_rss(tool, state, ["verify", "--run-id", run_id]) for _ in range(3)]
-    row["verify_rss"] = None if None in rss else max(rss)
+    verify = timed(query_samples,
+                   lambda _: run(tool, state, ["verify", "--run-id", run_id], timeout=timeout)[0])
+    row["verify"] = None if verify is None else statistics.median(verify) * 1e3
+    try:
+        rss = [peak_rss(tool, state, ["verify", "--run-id", run_id], timeout) for _ in range(3)]
+        row["verify_rss"] = None if None in rss else max(rss)
+    except TimedOut:
+        row["verify_rss"] = None
     at = "2098-01-01T00:00:10Z"
     for name, argv in (("resume-check", ["resume-check", "--run-id", run_id]),
                        ("completion-check", ["completion-check", "--run-id", run_id]),
                        ("liveness-check", ["liveness-check", "--run-id", run_id,
                                            "--lane-id", LANE, "--at", at])):
-        row[name] = statistics.median(
-            run(tool, state, argv)[0] for _ in range(QUERY_SAMPLES)) * 1e3
+        times = timed(query_samples, lambda _: run(tool, state, argv, timeout=timeout)[0])
+        row[name] = None if times is None else statistics.median(times) * 1e3
+    row["events"] = run(OURS, state, ["verify", "--run-id", run_id])[1]["sequence"]
+    for name, call in (("heartbeat", load.heartbeat), ("check-result", load.check_result)):
+        target = state
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.copytree(state, scratch, symlinks=True)
+            target = scratch
+        times = timed(samples, lambda n: call(tool, target, run_id, n, timeout=timeout)
+                      if name == "heartbeat" else call(tool, target, run_id, timeout=timeout))
+        row[name] = None if times is None else (statistics.median(times) * 1e3,
+                                                p95(times) * 1e3)
     return row
 
 
 def rss_text(kib):
-    return "n/a (no GNU time)" if kib is None else f"{kib / 1024:.1f} MiB"
+    return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
 
 
-def table(rows, title):
+def ms(value, limit=None):
+    if value is None:
+        return f"> {limit:.0f} s" if limit else "n/a"
+    return f"{value:.2f} ms" if value < 100 else f"{value / 1e3:.2f} s"
+
+
+def pair(value, limit=None):
+    if value is None:
+        return ms(None, limit)
+    return f"{ms(value[0])} / {ms(value[1])}"
+
+
+def ratio(theirs, ours, limit=None):
+    if theirs is None:
+        return f"> {limit * 1e3 / ours:,.0f}x" if limit else "n/a"
+    return f"{theirs / ours:,.1f}x" if theirs / ours < 10 else f"{theirs / ours:,.0f}x"
+
+
+def table(rows, title, limit=None):
     lines = [f"### {title}", "",
              "| events | receipt | bytes/event | heartbeat median / p95 | check-result median / p95 "
              "| verify | verify MB/s | verify peak RSS | resume-check | completion-check "
              "| liveness-check |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for size, r in rows.items():
+        rate = "n/a" if r["verify"] is None else f"{r['bytes'] / 1e6 / (r['verify'] / 1e3):.0f}"
         lines.append(
             f"| {r['events']:,} | {r['bytes'] / 1e6:.1f} MB | {r['bytes'] / r['events']:.0f} "
-            f"| {r['heartbeat'][0]:.2f} / {r['heartbeat'][1]:.2f} ms "
-            f"| {r['check-result'][0]:.2f} / {r['check-result'][1]:.2f} ms "
-            f"| {r['verify']:.1f} ms | {r['bytes'] / 1e6 / (r['verify'] / 1e3):.0f} "
-            f"| {rss_text(r['verify_rss'])} | {r['resume-check']:.2f} ms "
-            f"| {r['completion-check']:.2f} ms | {r['liveness-check']:.2f} ms |")
+            f"| {pair(r['heartbeat'], limit)} | {pair(r['check-result'], limit)} "
+            f"| {ms(r['verify'], limit)} | {rate} "
+            f"| {rss_text(r['verify_rss'])} | {ms(r['resume-check'], limit)} "
+            f"| {ms(r['completion-check'], limit)} | {ms(r['liveness-check'], limit)} |")
     return lines
 
 
@@ -233,14 +294,18 @@ def main():
         ours = {}
         for size in SIZES:
             print(f"measuring ours at {size:,} events...", flush=True)
-            ours[size] = measure(load, OURS, state, runs[size], SAMPLES)
+            ours[size] = measure(load, OURS, state, runs[size], SAMPLES, QUERY_SAMPLES)
         other = {}
         for size in SIZES if OTHER else []:
             print(f"measuring {OTHER[-1]} at {size:,} events...", flush=True)
-            samples = SAMPLES if size < 10000 else min(SAMPLES, OTHER_SAMPLES)
-            other[size] = measure(load, OTHER, other_state, runs[size], samples)
-            # Both tools must still accept what the other extended.
-            run(OURS, other_state, ["verify", "--run-id", runs[size]])
+            samples = (SAMPLES if size < 10000 else
+                       min(SAMPLES, OTHER_SAMPLES) if size < 100000 else 1)
+            other[size] = measure(load, OTHER, other_state, runs[size], samples,
+                                  QUERY_SAMPLES if size < 100000 else 1,
+                                  timeout=OTHER_TIMEOUT,
+                                  scratch=os.path.join(work, "other-scratch"))
+            # We accept what the other implementation extended.
+            run(OURS, os.path.join(work, "other-scratch"), ["verify", "--run-id", runs[size]])
         report = [
             "# Performance",
             "",
@@ -252,27 +317,28 @@ def main():
             "- Workload: one run per size, grown by heartbeats with fresh evidence each time "
             "(one lane, one registered component); then at each size "
             f"{SAMPLES} heartbeats and {SAMPLES} check-results "
-            f"(other implementation: {OTHER_SAMPLES} each from 10,000 events), and "
+            f"(other implementation: {OTHER_SAMPLES} each from 10,000 events, one from "
+            f"100,000, each command stopped after {OTHER_TIMEOUT:.0f} s), and "
             f"{QUERY_SAMPLES} calls of each query. Times are wall-clock per process, start "
-            "included.",
+            "included; `> N s` means the command had not finished after N seconds.",
             "",
         ]
         report += table(ours, "bluetape-flow (this project)") + [""]
         if OTHER:
-            report += table(other, f"`{' '.join(OTHER)}`") + [""]
+            report += table(other, f"`{' '.join(OTHER)}`", OTHER_TIMEOUT) + [""]
             report += ["### Ratios (other / ours, same session)", "",
                        "| events | heartbeat | check-result | verify | resume-check "
                        "| completion-check | liveness-check |",
                        "|---:|---:|---:|---:|---:|---:|---:|"]
             for size in SIZES:
                 o, t = ours[size], other[size]
-                report.append(
-                    f"| {o['events']:,} | {t['heartbeat'][0] / o['heartbeat'][0]:.0f}x "
-                    f"| {t['check-result'][0] / o['check-result'][0]:.0f}x "
-                    f"| {t['verify'] / o['verify']:.1f}x "
-                    f"| {t['resume-check'] / o['resume-check']:.0f}x "
-                    f"| {t['completion-check'] / o['completion-check']:.0f}x "
-                    f"| {t['liveness-check'] / o['liveness-check']:.0f}x |")
+                first = lambda v: None if v is None else v[0]
+                cells = [ratio(first(t["heartbeat"]), o["heartbeat"][0], OTHER_TIMEOUT),
+                         ratio(first(t["check-result"]), o["check-result"][0], OTHER_TIMEOUT)]
+                cells += [ratio(t[q], o[q], OTHER_TIMEOUT)
+                          for q in ("verify", "resume-check", "completion-check",
+                                    "liveness-check")]
+                report.append(f"| {o['events']:,} | " + " | ".join(cells) + " |")
             report.append("")
         if len(SIZES) > 1:
             report += ["### Targets (issue 7)", ""]
