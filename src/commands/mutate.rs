@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::collections::BTreeMap;
 
 use super::checkpoint::{
-    CacheRefresh, LoadPath, load_state, restore_digest_lists, save_checkpoint,
+    CacheRefresh, LoadBasis, LoadPath, load_state, restore_digest_lists, save_checkpoint,
 };
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, open_run};
@@ -181,9 +181,6 @@ pub fn mutate(
         owner_epoch: state.owner_epoch(),
         last_line_length: sealed.line.len() as u64,
     };
-    // The checkpoint and the caches are conveniences: the receipt is already
-    // durable, so their failure must not turn a committed event into a
-    // reported failure (the next command then replays in full).
     let committed = Committed {
         sequence: state.last_sequence(),
         checksum: state.last_checksum().to_string(),
@@ -191,6 +188,21 @@ pub fn mutate(
         owner_epoch: state.owner_epoch(),
         owner_fingerprint: state.owner_fingerprint().map(str::to_string),
     };
+    refresh_derived(run, &basis, state, &after, &lanes_before);
+    Ok(committed)
+}
+
+/// After the append: the checkpoint for the next command, then the caches
+/// when they are due. Both are conveniences: the receipt is already
+/// durable, so their failure must not turn a committed event into a
+/// reported failure (the next command then replays in full).
+fn refresh_derived(
+    run: &OpenRun,
+    basis: &LoadBasis,
+    mut state: CoordinatorState,
+    after: &ChainPosition,
+    lanes_before: &BTreeMap<String, (Value, usize)>,
+) {
     let sequence = state.last_sequence();
     let total_digests = state.liveness_digest_counts().values().sum::<usize>() as u64;
     let refresh = basis.cache_refresh(total_digests, sequence);
@@ -198,22 +210,20 @@ pub fn mutate(
         CacheRefresh::Skip => basis.caches_sequence(),
         _ => sequence,
     };
-    let before = (refresh == CacheRefresh::ChangedLanes).then_some(&lanes_before);
-    match save_checkpoint(run, &basis, &state, &after, caches_sequence) {
+    let before = (refresh == CacheRefresh::ChangedLanes).then_some(lanes_before);
+    match save_checkpoint(run, basis, &state, after, caches_sequence) {
         Ok(_) if refresh == CacheRefresh::Skip => {}
         Ok(log_bytes) => {
-            if restore_digest_lists(run, &basis, log_bytes, &mut state).is_ok() {
+            if restore_digest_lists(run, basis, log_bytes, &mut state).is_ok() {
                 let _ = write_caches(run, &state, before);
             }
         }
-        // No checkpoint: the next command replays in full; the caches can
-        // still be written from the full state when it is one.
+        // No checkpoint: the caches can still be written from a full state.
         Err(_) if basis.path == LoadPath::FullReplay => {
             let _ = write_caches(run, &state, before);
         }
         Err(_) => {}
     }
-    Ok(committed)
 }
 
 /// Each lane's record without its digest list, plus its digest count: what
