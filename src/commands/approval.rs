@@ -102,8 +102,7 @@ pub fn damaged_run_policy(run: &OpenRun) -> FlowResult<Option<ApprovalPolicy>> {
         ledger.observe(event);
         Err(String::new())
     })?;
-    let file_exists =
-        std::fs::symlink_metadata(crate::store::approval::policy_path(&run.dir)).is_ok();
+    let file_exists = crate::store::approval::policy_file_exists(&run.dir);
     if !ledger.has_policy() && !file_exists {
         return Ok(None);
     }

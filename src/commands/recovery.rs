@@ -169,7 +169,7 @@ fn supersede(
     policy: Option<&ApprovalPolicy>,
     damaged_run: &Map<String, Value>,
 ) -> FlowResult<String> {
-    if std::fs::symlink_metadata(owner_path).is_ok() {
+    if crate::store::paths::exists_no_follow(owner_path) {
         // The first event a recovery run made here carries the carried
         // policy's binding ahead of the approval evidence.
         let mut evidence: Vec<Value> = policy.map(|p| p.evidence_item()).into_iter().collect();

@@ -25,6 +25,11 @@ pub fn policy_path(run: &RunDir) -> PathBuf {
     run.dir.join(POLICY_FILE)
 }
 
+/// Whether the run has a policy file at all (anything at its path).
+pub fn policy_file_exists(run: &RunDir) -> bool {
+    super::paths::exists_no_follow(&policy_path(run))
+}
+
 /// Write the frozen policy (exclusive create, 0600, fsync of file and
 /// directory). It never exists before: a policy is written once, at init.
 pub fn write_policy_file(run: &RunDir, bytes: &[u8]) -> StoreResult<()> {

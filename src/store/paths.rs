@@ -118,6 +118,11 @@ pub fn is_symlink(path: &Path) -> bool {
         .is_ok_and(|m| m.file_type().is_symlink())
 }
 
+/// True when anything (even a dangling symlink) is at `path` (lstat).
+pub fn exists_no_follow(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
 /// The name without its last suffix, `pathlib` style (`.owner` has no suffix).
 pub fn stem(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;
