@@ -9,7 +9,6 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::mutate::{MutationContext, mutate, open_for_mutation};
-use super::rebuild::replay_run;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Refusal;
 use crate::coordinator::reports::{
@@ -35,7 +34,9 @@ pub fn create_report(
     let run = open_for_mutation(ctx)?;
     let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
     run.dir.validate()?;
-    let (state, _) = replay_run(&run, false)?;
+    // A report binds the current head; like any mutation it may start from
+    // a checkpoint the unchanged receipt proves (reports are not gates).
+    let (state, _, _) = super::checkpoint::load_state(&run, false)?;
     let owner_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let owner = read_handle(&owner_path, None)?;
     require_current_owner(&state, &owner.fingerprint, owner.epoch)?;
