@@ -23,7 +23,7 @@ use super::rebuild::replay_run;
 use crate::coordinator::{CoordinatorState, EarlierDigests};
 use crate::receipt::canonical;
 use crate::receipt::primitives::as_int;
-use crate::receipt::verify::{ChainPosition, event_checksum};
+use crate::receipt::verify::{ChainPosition, LineRules};
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
@@ -251,14 +251,8 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     }
     // And the receipt holds exactly this canonical line at this offset.
     let line = run.dir.read_receipt_range(byte_length, line_length)?;
-    let content = line.strip_suffix(b"\n")?;
-    let event: serde_json::Map<String, Value> = serde_json::from_slice(content).ok()?;
-    if canonical::to_vec(&Value::Object(event.clone())) != content
-        || event.get("checksum").and_then(Value::as_str) != Some(checksum.as_str())
-        || event_checksum(&event) != checksum
-        || event.get("sequence").and_then(Value::as_u64) != Some(sequence)
-        || event.get("run_id").and_then(Value::as_str) != Some(run.dir.run_id.as_str())
-    {
+    let facts = LineRules::new(&run.manifest, &run.dir.run_id, false).examine(&line);
+    if !facts.is_canonical_event(sequence, &checksum) {
         return None;
     }
     let entries = number(&checkpoint, "digest_entries")?;

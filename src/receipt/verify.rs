@@ -299,6 +299,21 @@ pub struct LineFacts {
     body: Result<ExaminedEvent, &'static str>,
 }
 
+impl LineFacts {
+    /// Whether the line is exactly the canonical event `sequence` of this
+    /// run whose checksum is `checksum` (and that checksum is right): the
+    /// proof that a checkpoint's head line is still in the receipt.
+    pub fn is_canonical_event(&self, sequence: u64, checksum: &str) -> bool {
+        self.body.as_ref().is_ok_and(|e| {
+            e.canonical
+                && e.fields.run_id_ok
+                && e.fields.sequence == Some(sequence)
+                && e.fields.checksum == checksum
+                && e.checksum == checksum
+        })
+    }
+}
+
 #[derive(Debug)]
 struct ExaminedEvent {
     event: Option<Map<String, Value>>,
