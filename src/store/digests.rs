@@ -26,7 +26,7 @@ use nix::libc;
 use sha2::{Digest, Sha256};
 
 use super::error::{StoreError, StoreResult};
-use super::secure::{FILE_MODE, check_metadata, sync_dir};
+use super::secure::{FILE_MODE, atomic_write, check_metadata, sync_dir};
 
 const MAGIC: &[u8; 8] = b"BTDIGX01";
 const HEADER_BYTES: u64 = 4096;
@@ -57,7 +57,6 @@ fn home_slot(key: &[u8; 32], slots: u64) -> u64 {
 struct Header {
     slots: u64,
     entries: u64,
-    clean: bool,
 }
 
 impl Header {
@@ -66,7 +65,6 @@ impl Header {
         bytes[..8].copy_from_slice(MAGIC);
         bytes[8..16].copy_from_slice(&self.slots.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.entries.to_le_bytes());
-        bytes[24] = u8::from(self.clean);
         bytes
     }
 
@@ -82,7 +80,6 @@ impl Header {
         let header = Header {
             slots: word(8),
             entries: word(16),
-            clean: bytes[24] == 1,
         };
         (header.slots >= MIN_SLOTS && header.slots.is_power_of_two()).then_some(header)
     }
@@ -135,17 +132,15 @@ impl DigestFiles {
         Ok(file)
     }
 
-    /// The table, if it is clean and holds exactly `entries` keys.
+    /// The table, if its header is sound and it holds exactly `entries`
+    /// keys.
     pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
         let file = self.open(&self.index_path(), write).ok()?;
         let mut bytes = [0u8; 32];
         file.read_exact_at(&mut bytes, 0).ok()?;
         let header = Header::decode(&bytes)?;
         let size = file.metadata().ok()?.len();
-        if !header.clean
-            || header.entries != entries
-            || size != HEADER_BYTES + header.slots * KEY_BYTES
-        {
+        if header.entries != entries || size != HEADER_BYTES + header.slots * KEY_BYTES {
             return None;
         }
         Some(DigestTable { file, header })
@@ -155,7 +150,7 @@ impl DigestFiles {
     /// Returns the log's byte length.
     pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
         let log = log_bytes(digests);
-        write_fresh(&self.log_path(), &log)?;
+        atomic_write(&self.log_path(), &log)?;
         let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
         self.write_table(&keys)?;
         sync_dir(&self.dir)?;
@@ -171,7 +166,6 @@ impl DigestFiles {
         let header = Header {
             slots,
             entries: keys.len() as u64,
-            clean: true,
         };
         let mut bytes = vec![0u8; (HEADER_BYTES + slots * KEY_BYTES) as usize];
         bytes[..32].copy_from_slice(&header.encode());
@@ -179,7 +173,7 @@ impl DigestFiles {
         for key in keys {
             insert_in_memory(table, slots, key);
         }
-        write_fresh(&self.index_path(), &bytes)
+        atomic_write(&self.index_path(), &bytes)
     }
 
     /// Append `digests` (new since the checkpoint) to a current table and
@@ -351,12 +345,6 @@ fn log_bytes(digests: &[LaneDigest]) -> Vec<u8> {
     bytes
 }
 
-/// Write a derived file through a temporary name and rename it into place
-/// (0600, synced), so readers see the old file or the new one.
-fn write_fresh(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    super::secure::atomic_write(path, bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,13 +400,17 @@ mod tests {
     }
 
     #[test]
-    fn a_table_marked_unclean_is_not_used() {
+    fn a_table_with_a_broken_header_or_size_is_not_used() {
         let dir = private_dir();
         let files = DigestFiles::new(dir.path());
         files.rewrite(&pairs(5)).unwrap();
-        let mut table = files.open_table(5, true).unwrap();
-        table.header.clean = false;
-        table.file.write_all_at(&table.header.encode(), 0).unwrap();
+        let table = files.open_table(5, true).unwrap();
+        table.file.write_all_at(b"NOTMAGIC", 0).unwrap();
+        drop(table);
+        assert!(files.open_table(5, false).is_none());
+        files.rewrite(&pairs(5)).unwrap();
+        let table = files.open_table(5, true).unwrap();
+        table.file.set_len(HEADER_BYTES + 7).unwrap();
         drop(table);
         assert!(files.open_table(5, false).is_none());
     }
