@@ -12,7 +12,7 @@ use crate::receipt::canonical;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/fixtures/reference-runs"
+    "/tests/fixtures/reference-runs"
 );
 
 /// Scenarios whose receipts verify (the damaged 20-26, 29 and 30 do not).
@@ -38,7 +38,7 @@ fn fixtures_dir() -> PathBuf {
     let dir = PathBuf::from(FIXTURES);
     assert!(
         dir.join("README.md").is_file(),
-        "reference fixtures are missing at {} (shared/ must sit beside the checkout)",
+        "reference fixtures are missing at {} (they are part of the repository)",
         dir.display()
     );
     dir

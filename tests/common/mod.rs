@@ -12,7 +12,7 @@ use std::process::Command;
 /// The reference fixtures beside the checkout. Missing fixtures are a test
 /// failure, never a silent skip.
 pub fn fixtures_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/reference-runs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-runs");
     assert!(
         dir.join("README.md").is_file(),
         "reference fixtures missing at {}",
