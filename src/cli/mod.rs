@@ -9,7 +9,9 @@ pub mod mutation;
 pub mod recovery;
 pub mod replacement;
 pub mod run;
+pub mod table;
 pub mod topology;
+pub mod views;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
@@ -95,6 +97,8 @@ pub enum Command {
     Topology(topology::TopologyCommands),
     #[command(flatten)]
     Recovery(recovery::RecoveryCommands),
+    #[command(flatten)]
+    Views(views::ViewCommands),
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +215,9 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
             let (operation, data) = recovery::dispatch(command, root, env)?;
             Success { operation, data }
         }
+        Command::Views(_) => {
+            return Err(FlowError::contract("views are run by run_with_terminal"));
+        }
         Command::ReceiptDiagnose(args) => Success {
             operation: "receipt-diagnose",
             data: commands::inspect::receipt_diagnose(root, &args.run_id)?,
@@ -240,10 +247,23 @@ fn emit(stream: &mut dyn Write, line: &str) {
     let _ = stream.flush();
 }
 
-/// Run the CLI on `args` with `env`, writing to the given streams.
+/// Run the CLI on `args` with `env`, writing to the given streams (which
+/// are not a terminal).
 pub fn run_with(
     args: Vec<OsString>,
     env: &DiscoveryEnv,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    run_with_terminal(args, env, views::Terminal::default(), out, err)
+}
+
+/// [`run_with`], knowing whether stdout is a terminal (views print tables
+/// there, JSON elsewhere).
+pub fn run_with_terminal(
+    args: Vec<OsString>,
+    env: &DiscoveryEnv,
+    term: views::Terminal,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
@@ -265,6 +285,16 @@ pub fn run_with(
             return code;
         }
     };
+    if let Command::Views(command) = cli.command {
+        return match discover(cli.state_root.as_deref(), None, env) {
+            Ok(root) => views::run(command, &root, env, term, out, err),
+            Err(error) => {
+                let (code, text) = envelope::failure(&FlowError::from(error));
+                emit(err, &text);
+                code
+            }
+        };
+    }
     match run(cli, env) {
         Ok((root, success)) => {
             let text = match approvals::table(success.operation, &success.data) {
@@ -284,12 +314,22 @@ pub fn run_with(
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
+    use std::io::IsTerminal;
     let env = DiscoveryEnv::from_process();
-    let code = run_with(
+    let term = views::Terminal {
+        stdout_is_tty: std::io::stdout().is_terminal(),
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    };
+    // Views stream their rows: a locked, buffered stdout keeps that cheap.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let code = run_with_terminal(
         std::env::args_os().collect(),
         &env,
-        &mut std::io::stdout(),
+        term,
+        &mut out,
         &mut std::io::stderr(),
     );
+    let _ = out.flush();
     ExitCode::from(code)
 }

@@ -18,6 +18,7 @@ pub mod replacement;
 pub mod reports;
 pub mod resume;
 pub mod topology;
+pub mod views;
 
 #[cfg(test)]
 mod reliability_faults;

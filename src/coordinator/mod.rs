@@ -22,6 +22,7 @@ pub mod simple;
 pub mod snapshot;
 pub mod state;
 pub mod topology;
+pub mod views;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{
