@@ -11,6 +11,7 @@ pub mod handle;
 pub mod input;
 pub mod layout;
 pub mod lock;
+pub mod pages;
 pub mod paths;
 pub mod quarantine;
 pub mod reports;
