@@ -3,8 +3,10 @@
 
 pub mod approvals;
 pub mod envelope;
+pub mod help;
 pub mod lanes;
 pub mod liveness;
+pub mod manual;
 pub mod mutation;
 pub mod recovery;
 pub mod replacement;
@@ -27,21 +29,25 @@ const EPILOG: &str = "Required fields are shown per command. UTC timestamps end 
 mutate receipts. Phase 1 supports only verify, rebuild, and receipt-diagnose. Safe next commands appear in \
 command help. In-place migration is unavailable.";
 
+/// `--version`: ours and the manifest schema it speaks.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (manifest 1.1.0)");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "bluetape-flow",
     about = "Guarded Bluetape receipt and coordinator command surface.",
     after_help = EPILOG,
+    version = VERSION,
     infer_long_args = true,
     args_override_self = true,
-    disable_version_flag = true,
     disable_help_subcommand = true,
     // Without arguments clap would show the help as the error text; say
     // what is missing instead, like any other argument error.
     arg_required_else_help = false
 )]
 pub struct Cli {
-    /// The state root (must precede the command).
+    /// The state root <DIR> (must precede the command); without it the root
+    /// is discovered, see "Getting started" below.
     #[arg(long = "state-root", value_name = "STATE_ROOT")]
     pub state_root: Option<PathBuf>,
     #[command(subcommand)]
@@ -99,6 +105,28 @@ pub enum Command {
     Recovery(recovery::RecoveryCommands),
     #[command(flatten)]
     Views(views::ViewCommands),
+    #[command(
+        args_override_self = true,
+        about = "Utility. Prints a shell completion script on stdout. Never touches a state root."
+    )]
+    Completions(CompletionsArgs),
+    #[command(
+        args_override_self = true,
+        about = "Utility. Writes man pages for the tool and every command. Never touches a state root."
+    )]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -230,7 +258,31 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
             operation: "rebuild",
             data: commands::rebuild::rebuild(root, &args.run_id)?,
         },
+        Command::Completions(_) | Command::Man(_) => {
+            unreachable!("utilities are answered before state-root discovery")
+        }
     })
+}
+
+/// The whole command tree, with the help pages applied.
+pub fn command() -> clap::Command {
+    help::teach(Cli::command(), EPILOG)
+}
+
+/// The utilities never discover a state root: `completions` prints a
+/// script, `man` writes pages and answers with a root-less envelope.
+fn utility(parsed: &Command, out: &mut dyn Write) -> Option<Result<(), FlowError>> {
+    match parsed {
+        Command::Completions(args) => {
+            let mut tree = self::command();
+            clap_complete::generate(args.shell, &mut tree, "bluetape-flow", out);
+            Some(Ok(()))
+        }
+        Command::Man(args) => {
+            Some(manual::write(&command(), &args.out).map(|line| emit(out, &line)))
+        }
+        _ => None,
+    }
 }
 
 /// clap's message without its "error: " prefix, usage and tips, on one line.
@@ -267,7 +319,7 @@ pub fn run_with_terminal(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let matches = Cli::command().try_get_matches_from(args);
+    let matches = command().try_get_matches_from(args);
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) => {
@@ -290,6 +342,16 @@ pub fn run_with_terminal(
             Ok(root) => views::run(command, &root, env, term, out, err),
             Err(error) => {
                 let (code, text) = envelope::failure(&FlowError::from(error));
+                emit(err, &text);
+                code
+            }
+        };
+    }
+    if let Some(result) = utility(&cli.command, out) {
+        return match result {
+            Ok(()) => 0,
+            Err(error) => {
+                let (code, text) = envelope::failure(&error);
                 emit(err, &text);
                 code
             }

@@ -383,12 +383,7 @@ fn is_terminal_event(event: &Map<String, Value>) -> bool {
             .get("metadata")
             .and_then(|m| m.get("intents"))
             .and_then(Value::as_array)
-            .is_some_and(|intents| {
-                intents
-                    .iter()
-                    .filter_map(Value::as_object)
-                    .any(terminal)
-            })
+            .is_some_and(|intents| intents.iter().filter_map(Value::as_object).any(terminal))
 }
 
 /// Stream the verified events after `start` (genesis when `None`) to

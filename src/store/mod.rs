@@ -12,6 +12,7 @@ pub mod input;
 pub mod layout;
 pub mod lock;
 pub mod output;
+pub mod pages;
 pub mod paths;
 pub mod quarantine;
 pub mod reports;

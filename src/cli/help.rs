@@ -1,0 +1,320 @@
+//! Help that teaches (cli-conventions §2). Each command keeps the
+//! reference's first line (`about`); its page `help/<command>.txt` adds what
+//! the command records or answers, its options, its input files and its exit
+//! statuses, and `help/examples/<command>.sh` is a runnable example (the
+//! test suite runs every one of them in order, so they cannot rot). The pages
+//! are applied to the clap tree here, in one place, so parsing and help
+//! never disagree and completions and man pages carry the same text.
+
+use clap::{Arg, Command};
+
+/// One command's help page and example, compiled into the binary.
+pub struct Page {
+    pub name: &'static str,
+    pub text: &'static str,
+    pub example: &'static str,
+}
+
+macro_rules! pages {
+    ($($name:literal),* $(,)?) => {
+        &[$(Page {
+            name: $name,
+            text: include_str!(concat!("help/", $name, ".txt")),
+            example: include_str!(concat!("help/examples/", $name, ".sh")),
+        }),*]
+    };
+}
+
+/// Every command's page, in the order of the top-level help.
+pub const PAGES: &[Page] = pages![
+    "state-root",
+    "init",
+    "verify",
+    "rebuild",
+    "receipt-diagnose",
+    "resume-check",
+    "run-approve",
+    "run-start",
+    "run-recovery-finish",
+    "run-recovery-start",
+    "run-fail",
+    "run-block",
+    "run-cancel",
+    "lane-create",
+    "lane-start",
+    "startup-ack",
+    "probe-ack",
+    "lane-complete",
+    "lane-fail",
+    "lane-block",
+    "lane-cancel",
+    "lane-reassign",
+    "replacement-repair",
+    "replacement-block",
+    "replacement-close",
+    "heartbeat",
+    "stall-record",
+    "stall-clear",
+    "probe-sent",
+    "interrupt-result",
+    "liveness-check",
+    "approvals",
+    "completion-check",
+    "topology-register",
+    "check-result",
+    "component-evidence",
+    "lane-resolve",
+    "topology-remove",
+    "complete",
+    "resume",
+    "recovery-run-create",
+    "handoff-create",
+    "live-report-create",
+    "status",
+    "log",
+    "completions",
+    "man",
+];
+
+/// Options whose meaning is the same wherever they appear; a page's
+/// `Options:` block overrides one for its command.
+const SHARED_OPTIONS: &[(&str, &str)] = &[
+    (
+        "run-id",
+        "The run, by the <RUN_ID> that init printed (e.g. 20260714T010000Z-1a2b3c4d)",
+    ),
+    (
+        "owner-file",
+        "The run's owner handle <FILE> (0600, written by init or resume); it proves you own the run and its token is never printed",
+    ),
+    (
+        "expected-head",
+        "Refuse to write unless the receipt's last checksum is this <SHA256> (64 lowercase hex, e.g. the checksum verify printed)",
+    ),
+    (
+        "evidence",
+        "<FILE> with this step's evidence: a JSON list of 1 to 8 items (see \"Evidence file\" below)",
+    ),
+    ("lane-id", "The lane, by the <LANE_ID> given to lane-create"),
+    (
+        "agent-id",
+        "The agent that owns the lane, by the <AGENT_ID> given to lane-create (or lane-reassign)",
+    ),
+    (
+        "at",
+        "When it happened: a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z",
+    ),
+    (
+        "reason",
+        "Why, as one line of <TEXT> (at most 500 characters, stored in the receipt)",
+    ),
+];
+
+/// The evidence list every `--evidence` takes, documented once.
+const EVIDENCE_FILE: &str = "\
+Evidence file --evidence <FILE>: a JSON list of 1 to 8 objects
+  kind         string, required; 1 to 32 characters. What kind of evidence
+               (e.g. lifecycle, test, review, tool, user_approval).
+  summary      string, required; at most 256 characters (may be empty). What
+               it shows, in words. Never raw output, prompts or secrets.
+  path         string, optional; at most 256 characters. Where it lives.
+  checksum     string, optional; 64 lowercase hex (a SHA-256). Binds a file,
+               a decision or an earlier evidence list.
+  exit_status  integer, optional. The exit status of the command it records.
+  Any other key is refused. The file must be a regular file (not a symlink)
+  of at most 1 MiB. Evidence is bounded proof, not a log: record what a
+  reviewer needs, and a fresh list for every step (a list already recorded
+  on the lane, or a heartbeat's, does not complete anything).
+  Minimal valid example:
+    [{\"kind\": \"test\", \"summary\": \"cargo test: 42 passed\", \"exit_status\": 0}]";
+
+/// What the top-level `--help` adds after the reference's epilog.
+const GETTING_STARTED: &str = "\
+Getting started (each command's --help has a runnable example):
+  bluetape-flow --state-root .bluetape init --workflow-type A --repo-root . \\
+      --owner-file .bluetape/handles/main.owner --component api
+  bluetape-flow verify --run-id <run_id printed by init>
+  bluetape-flow completion-check --run-id <run_id>
+
+Every command prints one line of JSON: success on stdout, a refusal on stderr
+with \"error\", \"message\", \"retryable\" and \"next_command\". Exit statuses:
+0 ok, 2 contract_error or approval_refused, 3 receipt_corrupt,
+4 incompatible_manifest, 5 coordinator_conflict or approval_expired,
+6 completion_blocked, 7 unsupported_by_run_manifest.
+Without --state-root the state root is BLUETAPE_STATE_ROOT, else the nearest
+ancestor holding .bluetape/config.json, else ~/work/bluetape4k/.bluetape,
+else $XDG_STATE_HOME/bluetape-skills (default ~/.local/state/bluetape-skills).";
+
+/// A page split into the parts clap shows in different places.
+#[derive(Debug, Default, PartialEq)]
+pub struct PageParts {
+    /// What the command records or answers (after the reference's line).
+    pub description: String,
+    /// `(long option name, description)` from the `Options:` block.
+    pub options: Vec<(String, String)>,
+    /// Input-file sections, in the page's order.
+    pub inputs: String,
+    /// The `Exit statuses:` section, heading included.
+    pub exits: String,
+}
+
+/// Split a page into its parts: the description runs to the first section
+/// heading; `Options:` lines are `  --name  text`; `Exit statuses:` runs to
+/// the end; everything else is input-file documentation.
+pub fn parse_page(text: &str) -> PageParts {
+    let mut parts = PageParts::default();
+    let mut section = "description";
+    let mut description = Vec::new();
+    let mut inputs = Vec::new();
+    let mut exits = Vec::new();
+    for line in text.lines() {
+        if line == "Options:" {
+            section = "options";
+            continue;
+        }
+        if line.starts_with("Exit statuses:") {
+            section = "exits";
+        } else if line.starts_with("Input file") {
+            section = "inputs";
+        }
+        match section {
+            "description" => description.push(line),
+            "options" => {
+                let entry = line.trim_start().strip_prefix("--").and_then(|rest| {
+                    let (name, text) = rest.split_once("  ")?;
+                    Some((name.trim().to_string(), text.trim().to_string()))
+                });
+                match entry {
+                    Some(entry) => parts.options.push(entry),
+                    None if line.trim().is_empty() => section = "between",
+                    None => {
+                        if let Some(last) = parts.options.last_mut() {
+                            last.1.push(' ');
+                            last.1.push_str(line.trim());
+                        }
+                    }
+                }
+            }
+            "inputs" => inputs.push(line),
+            "exits" => exits.push(line),
+            _ if line.trim().is_empty() => {}
+            _ => {
+                section = "inputs";
+                inputs.push(line);
+            }
+        }
+    }
+    parts.description = description.join("\n").trim().to_string();
+    parts.inputs = inputs.join("\n").trim().to_string();
+    parts.exits = exits.join("\n").trim_end().to_string();
+    parts
+}
+
+/// The example as help shows it: indented, without `#!` harness directives.
+pub fn render_example(example: &str) -> String {
+    example
+        .lines()
+        .filter(|line| !line.starts_with("#!"))
+        .map(|line| {
+            if line.is_empty() {
+                String::new()
+            } else {
+                format!("  {line}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_string()
+}
+
+fn option_help(page: &PageParts, arg: &Arg) -> Option<String> {
+    let long = arg.get_long()?;
+    if let Some((_, text)) = page.options.iter().find(|(name, _)| name == long) {
+        return Some(text.clone());
+    }
+    if arg.get_help().is_some() {
+        return None;
+    }
+    SHARED_OPTIONS
+        .iter()
+        .find(|(name, _)| *name == long)
+        .map(|(_, text)| text.to_string())
+}
+
+fn teach_command(command: Command, page: &Page) -> Command {
+    let parts = parse_page(page.text);
+    let about = command
+        .get_about()
+        .map(|about| about.to_string())
+        .unwrap_or_default();
+    let mut command = command.long_about(format!("{about}\n\n{}", parts.description));
+    let helps: Vec<(String, String)> = command
+        .get_arguments()
+        .filter_map(|arg| option_help(&parts, arg).map(|h| (arg.get_id().to_string(), h)))
+        .collect();
+    for (id, help) in helps {
+        command = command.mut_arg(id, |arg| arg.help(help));
+    }
+    let takes_evidence = command
+        .get_arguments()
+        .any(|arg| arg.get_long() == Some("evidence"));
+    let mut after = Vec::new();
+    if !parts.inputs.is_empty() {
+        after.push(parts.inputs.clone());
+    }
+    if takes_evidence {
+        after.push(EVIDENCE_FILE.to_string());
+    }
+    after.push(format!("Examples:\n{}", render_example(page.example)));
+    if !parts.exits.is_empty() {
+        after.push(parts.exits.clone());
+    }
+    command
+        .after_help("Input files, examples and exit statuses: --help")
+        .after_long_help(after.join("\n\n"))
+}
+
+/// The whole command tree with its help pages applied. `epilog` is the
+/// reference's top-level epilog, kept as the first paragraph.
+pub fn teach(mut command: Command, epilog: &str) -> Command {
+    for page in PAGES {
+        command = command.mut_subcommand(page.name, |sub| teach_command(sub, page));
+    }
+    command.after_long_help(format!("{epilog}\n\n{GETTING_STARTED}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_splits_into_description_options_inputs_and_exits() {
+        let page = "What it does.\nSecond line.\n\nOptions:\n  --input  The lane <FILE>\n    continued\n  --deadline  When\n\nInput file --input <FILE>: a JSON object\n  lane_id  string\n\nExit statuses:\n  0  ok\n  2  contract_error  bad input\n";
+        let parts = parse_page(page);
+        assert_eq!(parts.description, "What it does.\nSecond line.");
+        assert_eq!(
+            parts.options,
+            vec![
+                ("input".to_string(), "The lane <FILE> continued".to_string()),
+                ("deadline".to_string(), "When".to_string()),
+            ]
+        );
+        assert_eq!(
+            parts.inputs,
+            "Input file --input <FILE>: a JSON object\n  lane_id  string"
+        );
+        assert_eq!(
+            parts.exits,
+            "Exit statuses:\n  0  ok\n  2  contract_error  bad input"
+        );
+    }
+
+    #[test]
+    fn examples_lose_their_directives_and_are_indented() {
+        assert_eq!(
+            render_example("#! fixture 10\n# Say hello.\n\necho hi\n"),
+            "  # Say hello.\n\n  echo hi"
+        );
+    }
+}

@@ -1,0 +1,6 @@
+# At 01:06, after api's lease ran out, ask what to do about each lane;
+# the answers are kept for stall-record.
+for lane in api web docs; do
+  bluetape-flow liveness-check --run-id "$RUN" --lane-id "$lane" \
+    --at 2026-07-14T01:06:00Z | tee "liveness-$lane.json"
+done

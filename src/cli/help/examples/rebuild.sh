@@ -1,0 +1,3 @@
+# run.json and the lane caches are only caches: rewrite them from the
+# verified receipt.
+bluetape-flow rebuild --run-id "$RUN"

@@ -1,0 +1,11 @@
+# Cancel a run whose plan the user withdrew before approving it: a new
+# run, $DROPPED (init prints its run_id), is cancelled while planned.
+DROPPED=$(bluetape-flow init --workflow-type A --repo-root . \
+  --owner-file .bluetape/handles/dropped.owner --component web \
+  | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+cat > withdrawn.json <<'EOF'
+[{"kind": "user_approval", "summary": "user withdrew the redesign plan"}]
+EOF
+bluetape-flow run-cancel --run-id "$DROPPED" \
+  --owner-file .bluetape/handles/dropped.owner --evidence withdrawn.json \
+  --at 2026-07-14T02:20:00Z --reason "plan withdrawn"

@@ -1,0 +1,24 @@
+# Fail a run that cannot reach its goal. A failed run stays failed, so
+# this uses a new run, $SPIKE: init prints its run_id; it is approved and
+# started, and its benchmark shows the idea does not work.
+SPIKE=$(bluetape-flow init --workflow-type A --repo-root . \
+  --owner-file .bluetape/handles/spike.owner --component api \
+  | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+cat > spike-approve.json <<'EOF'
+[{"kind": "user_approval", "summary": "user approved the caching spike"}]
+EOF
+bluetape-flow run-approve --run-id "$SPIKE" \
+  --owner-file .bluetape/handles/spike.owner \
+  --evidence spike-approve.json --at 2026-07-14T02:00:00Z
+cat > spike-start.json <<'EOF'
+[{"kind": "plan", "summary": "main session started the caching spike"}]
+EOF
+bluetape-flow run-start --run-id "$SPIKE" \
+  --owner-file .bluetape/handles/spike.owner \
+  --evidence spike-start.json --at 2026-07-14T02:00:01Z
+cat > spike-fail.json <<'EOF'
+[{"kind": "test", "summary": "benchmark: caching gains nothing"}]
+EOF
+bluetape-flow run-fail --run-id "$SPIKE" \
+  --owner-file .bluetape/handles/spike.owner --evidence spike-fail.json \
+  --at 2026-07-14T02:10:00Z --reason "caching gives no measurable gain"
