@@ -331,7 +331,9 @@ pub fn next_actions(
             continue;
         }
         let action = lane_actions.get(lane_id).copied().flatten();
-        if let (Some(lane), Some(A::Continue)) = (state.lane(lane_id), action) {
+        if let (Some(lane), Some(A::Continue)) = (state.lane(lane_id), action)
+            && lane.state == LaneState::Running
+        {
             push(
                 "finish_lane",
                 Some(lane_id),
