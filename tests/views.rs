@@ -851,3 +851,273 @@ fn tables_are_a_snapshot() {
     }
     insta::assert_snapshot!("views-tables", text);
 }
+
+// ---------------------------------------------------------------- report
+
+fn report(flow: &Flow, root: &Path, run: &str, out: &Path, extra: &[&str]) -> Output {
+    let mut argv = os(&[
+        &"--state-root",
+        &root,
+        &"report",
+        &"--run-id",
+        &run,
+        &"--out",
+        &out,
+    ]);
+    argv.extend(extra.iter().map(OsString::from));
+    flow.run(&argv)
+}
+
+/// `report` writes exactly its `--out` file (0600, through a temp file and
+/// a rename), describes the head it read, and refuses — writing nothing —
+/// a path inside the state root, a symlink, an existing file without
+/// `--force`, a missing directory, an unknown run and a bad `--at`.
+#[test]
+fn report_writes_only_its_out_file_and_refuses_unsafe_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = stalled_run(&base.join("built"));
+    let out_dir = base.join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let page = out_dir.join("run.html");
+    let before = common::snapshot(&run.root);
+    let v = report(&run.flow, &run.root, &run.run_id, &page, &[]).assert_ok();
+    assert_eq!(before, common::snapshot(&run.root));
+    let verify = run.read("verify", &[]).assert_ok();
+    assert_eq!(v["operation"], "report");
+    assert_eq!(v["path"], page.to_string_lossy().as_ref());
+    assert_eq!(v["checksum"], verify["checksum"]);
+    assert_eq!(v["sequence"], verify["sequence"]);
+    let bytes = std::fs::read(&page).unwrap();
+    assert_eq!(v["bytes"], bytes.len());
+    let meta = std::fs::metadata(&page).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["run.html".to_string()], "no temp file left");
+    let html = String::from_utf8(bytes).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'sha256-"
+    ));
+    for forbidden in [
+        "<script", " src=", " href=", "@import", "<link", "<iframe", "style=\"",
+    ] {
+        assert!(!html.contains(forbidden), "{forbidden} in the page");
+    }
+    assert_eq!(
+        html.matches("url(").count(),
+        html.matches("url(#arrow)").count()
+    );
+    for section in [
+        "Lane timeline",
+        "Components",
+        "Completion",
+        "Events",
+        "Lanes",
+    ] {
+        assert!(html.contains(&format!("<h2>{section}</h2>")), "{section}");
+    }
+
+    let refuse = |out: &Path, extra: &[&str], code: i32, error: &str| {
+        let root_before = common::snapshot(&run.root);
+        let dir_before = common::snapshot(&out_dir);
+        let o = report(&run.flow, &run.root, &run.run_id, out, extra);
+        o.assert_error(code, error);
+        assert_eq!(root_before, common::snapshot(&run.root), "{out:?}");
+        assert_eq!(dir_before, common::snapshot(&out_dir), "{out:?}");
+    };
+    // An existing file: refused without --force, replaced with it.
+    refuse(&page, &[], 2, "contract_error");
+    std::fs::write(&page, "old").unwrap();
+    report(&run.flow, &run.root, &run.run_id, &page, &["--force"]).assert_ok();
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .starts_with("<!DOCTYPE")
+    );
+    // Inside the state root (also through a relative path and a link).
+    refuse(&run.root.join("report.html"), &[], 2, "contract_error");
+    refuse(
+        &run.run_dir().join("report.html"),
+        &["--force"],
+        2,
+        "contract_error",
+    );
+    let into_root = out_dir.join("into-root");
+    std::os::unix::fs::symlink(&run.root, &into_root).unwrap();
+    refuse(&into_root.join("r.html"), &[], 2, "contract_error");
+    std::fs::remove_file(&into_root).unwrap();
+    // A symlink at the path, even with --force: the target is untouched.
+    let target = base.join("target.txt");
+    std::fs::write(&target, "keep").unwrap();
+    let link = out_dir.join("link.html");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    refuse(&link, &["--force"], 2, "contract_error");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    std::fs::remove_file(&link).unwrap();
+    // A directory that does not exist; a directory in the way.
+    refuse(&out_dir.join("no/such/dir.html"), &[], 2, "contract_error");
+    std::fs::create_dir(out_dir.join("dir.html")).unwrap();
+    refuse(&out_dir.join("dir.html"), &["--force"], 2, "contract_error");
+    std::fs::remove_dir(out_dir.join("dir.html")).unwrap();
+    // Bad --at, unknown run: nothing written either.
+    refuse(
+        &out_dir.join("x.html"),
+        &["--at", "soon"],
+        2,
+        "contract_error",
+    );
+    let root_before = common::snapshot(&run.root);
+    let o = report(
+        &run.flow,
+        &run.root,
+        "nope-run",
+        &out_dir.join("y.html"),
+        &[],
+    );
+    o.assert_error(3, "receipt_corrupt");
+    assert_eq!(root_before, common::snapshot(&run.root));
+    assert!(!out_dir.join("y.html").exists());
+}
+
+/// A report of a damaged run is the exit-3 envelope, and writes nothing.
+#[test]
+fn report_of_a_damaged_run_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (root, damaged, _) = recovered_root(&base);
+    let flow = Flow::new(&base.join("reader"));
+    let out = base.join("damaged.html");
+    let o = report(&flow, &root, &damaged, &out, &[]);
+    o.assert_error(3, "receipt_corrupt");
+    assert!(!out.exists());
+}
+
+fn chromium() -> PathBuf {
+    for dir in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let path = Path::new(dir).join("chromium");
+        if path.is_file() {
+            return path;
+        }
+    }
+    panic!("chromium is required for the browser test (.ci/run installs Debian's chromium)");
+}
+
+/// Run headless Chromium on `page` with `mode` (`--screenshot=..` or
+/// `--dump-dom`); returns its stdout.
+fn browse(page: &Path, work: &Path, mode: &str) -> String {
+    let profile = tempfile::tempdir_in(work).unwrap();
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--window-size=1200,900")
+        .arg(mode)
+        .arg(format!("file://{}", page.display()))
+        .env_clear()
+        .env("HOME", work)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(work)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium {mode}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Distinct colours and the share of non-white pixels of a PNG.
+fn png_stats(path: &Path) -> (usize, f64) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let bytes = &buf[..info.buffer_size()];
+    let mut colours = std::collections::HashSet::new();
+    let mut non_white = 0usize;
+    let pixels = bytes.chunks(channels);
+    let total = pixels.len();
+    for px in pixels {
+        let rgb = (px[0], px[1 % channels], px[2 % channels]);
+        colours.insert(rgb);
+        if rgb != (255, 255, 255) {
+            non_white += 1;
+        }
+    }
+    (colours.len(), non_white as f64 / total.max(1) as f64)
+}
+
+/// Real browser: headless Chromium renders each report (a demo run, a run
+/// with a replacement, a recovery run, one full of hostile strings) to a
+/// PNG that is not blank, and its DOM holds the hostile strings as text and
+/// no element they tried to inject.
+#[test]
+fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base.join("reader"));
+    let demo = stalled_run(&base.join("demo"));
+    let replaced = base.join("replaced");
+    common::prepare_state(&common::fixtures_dir().join("04-stall-replace"), &replaced);
+    let replaced_run = runs_of(&replaced).remove(0);
+    let (recovered, _, recovery) = recovered_root(&base);
+    let hostile = hostile_run(&base.join("hostile"));
+    let pages = base.join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    let cases = [
+        ("demo", demo.root.clone(), demo.run_id.clone()),
+        ("replaced", replaced, replaced_run),
+        ("recovery", recovered, recovery),
+        ("hostile", hostile.root.clone(), hostile.run_id.clone()),
+    ];
+    for (name, root, run) in &cases {
+        let page = pages.join(format!("{name}.html"));
+        report(&flow, root, run, &page, &["--at", "2026-07-14T02:00:00Z"]).assert_ok();
+        let shot = pages.join(format!("{name}.png"));
+        browse(&page, &base, &format!("--screenshot={}", shot.display()));
+        let (colours, share) = png_stats(&shot);
+        assert!(colours >= 16, "{name}: {colours} colours: blank page?");
+        assert!(
+            share > 0.03,
+            "{name}: only {share:.3} of the pixels are not white"
+        );
+        let dom = browse(&page, &base, "--dump-dom");
+        assert!(dom.contains("<h2>Lane timeline</h2>"), "{name}: {dom}");
+        let html = std::fs::read_to_string(&page).unwrap();
+        // The browser built exactly the elements we wrote: no more svg,
+        // script, img or injected b.
+        for tag in ["<svg", "<script", "<img", "<b id=", "<iframe", "<style"] {
+            assert_eq!(
+                dom.matches(tag).count(),
+                html.matches(tag).count(),
+                "{name}: {tag}"
+            );
+        }
+        assert!(!dom.contains("<script"), "{name}");
+    }
+    let dom = browse(&pages.join("hostile.html"), &base, "--dump-dom");
+    for text in [
+        "&lt;script&gt;alert('x')&lt;/script&gt;",
+        "&lt;img src=x onerror=alert(1)&gt;",
+        "&lt;/svg&gt;&lt;b id=\"injected\"&gt;bold&lt;/b&gt;",
+        "ansi \u{241b}[31mred\u{241b}[0m bell\u{2407} nul\u{2400} end",
+        "rtl [U+202E]gnp.exe[U+202C] isolate [U+2066]x[U+2069]",
+        "quote \" amp &amp; apos ' lt &lt; gt &gt;",
+    ] {
+        assert!(dom.contains(text), "hostile text {text:?} not in the DOM");
+    }
+    assert!(!dom.contains("<b id=\"injected\""));
+    assert!(!dom.contains('\u{202e}') && !dom.contains('\u{1b}'));
+}

@@ -72,6 +72,7 @@ pub const PAGES: &[Page] = pages![
     "live-report-create",
     "status",
     "log",
+    "report",
     "completions",
     "man",
 ];

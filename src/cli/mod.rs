@@ -10,6 +10,7 @@ pub mod manual;
 pub mod mutation;
 pub mod recovery;
 pub mod replacement;
+pub mod report;
 pub mod run;
 pub mod table;
 pub mod topology;

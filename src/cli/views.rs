@@ -38,6 +38,11 @@ pub enum ViewCommands {
         about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: status or verify. In-place migration is unavailable."
     )]
     Log(LogArgs),
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: open the written page in a browser. In-place migration is unavailable."
+    )]
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -148,7 +153,7 @@ fn now_text() -> String {
 pub fn run(
     command: ViewCommands,
     root: &Path,
-    _env: &DiscoveryEnv,
+    env: &DiscoveryEnv,
     term: Terminal,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -157,6 +162,7 @@ pub fn run(
     let code = match command {
         ViewCommands::Status(args) => status(args, root, &root_text, term, out),
         ViewCommands::Log(args) => log(args, root, term, out),
+        ViewCommands::Report(args) => super::report::report(args, root, &root_text, env, out),
     };
     let _ = out.flush();
     match code {

@@ -428,3 +428,48 @@ pub fn stream_events(
 pub fn open(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
     open_run(root, run_id)
 }
+
+/// What `report` draws: the status of the run (as `status --run-id`
+/// answers at `at`) and its timeline, folded from one streamed pass over
+/// the verified receipt.
+pub struct ReportData {
+    pub status: Map<String, Value>,
+    pub timeline: crate::coordinator::timeline::Timeline,
+    pub head: ChainPosition,
+}
+
+/// Gather a report's data (read-only; a damaged run is the exit-3 error).
+pub fn report_data(root: &Path, run_id: &str, at: &str) -> FlowResult<ReportData> {
+    let status = status_run(root, run_id, at)?;
+    let run = open_run(root, run_id)?;
+    let mut timeline = crate::coordinator::timeline::Timeline::default();
+    let end = stream_events(&run, None, |event| {
+        timeline.observe(event);
+        Ok(())
+    })?;
+    if status.get("checksum").and_then(Value::as_str) != Some(end.position.checksum.as_str()) {
+        return Err(FlowError::Conflict(
+            "the receipt moved on while the report was read; run it again".into(),
+        ));
+    }
+    Ok(ReportData {
+        status,
+        timeline,
+        head: end.position,
+    })
+}
+
+/// Write the page for `report --out` (outside the state root, temp file
+/// and rename, never through a symlink, never over a file without
+/// `force`).
+pub fn write_report_page(
+    root: &Path,
+    out: &Path,
+    cwd: &Path,
+    bytes: &[u8],
+    force: bool,
+) -> FlowResult<std::path::PathBuf> {
+    Ok(crate::store::output::write_view_file(
+        out, cwd, root, bytes, force,
+    )?)
+}

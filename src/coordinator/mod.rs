@@ -21,6 +21,7 @@ pub mod run_commands;
 pub mod simple;
 pub mod snapshot;
 pub mod state;
+pub mod timeline;
 pub mod topology;
 pub mod views;
 
