@@ -191,7 +191,9 @@ fn verify_and_rebuild_do_not_check_directory_modes_like_the_reference() {
 #[test]
 fn a_foreign_owned_head_record_is_refused_chown_when_root() {
     // Our acknowledged-head file is read with the secure-mode check (0600,
-    // current uid, no symlink); the reference's files are not.
+    // current uid, no symlink); the reference's files are not. A broken
+    // mode or owner is a state-root rule (exit 2, DEVIATIONS 41), not a
+    // damaged receipt.
     let (work, run_id) = Work::with_run();
     let head = work.run_dir(&run_id).join("receipt-head.json");
     if refusal::is_root() {
@@ -201,22 +203,21 @@ fn a_foreign_owned_head_record_is_refused_chown_when_root() {
         // through the same secure-mode check.
         chmod(&head, 0o644);
     }
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "acknowledged receipt head record is invalid",
-    );
+    let needle = if refusal::is_root() {
+        "acknowledged receipt head record must be owned by the current uid"
+    } else {
+        "acknowledged receipt head record does not have the required secure mode"
+    };
+    both_refuse(&work, &run_id, 2, "contract_error", needle);
     let (work, run_id) = Work::with_run();
     let head = work.run_dir(&run_id).join("receipt-head.json");
     chmod(&head, 0o644);
     both_refuse(
         &work,
         &run_id,
-        3,
-        "receipt_corrupt",
-        "acknowledged receipt head record is invalid",
+        2,
+        "contract_error",
+        "acknowledged receipt head record does not have the required secure mode",
     );
 }
 
@@ -848,9 +849,9 @@ fn a_malformed_head_record_is_refused() {
     both_refuse(
         &work,
         &run_id,
-        3,
-        "receipt_corrupt",
-        "acknowledged receipt head record is invalid",
+        2,
+        "contract_error",
+        "acknowledged receipt head record must be a regular file",
     );
 }
 

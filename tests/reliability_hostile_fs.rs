@@ -244,8 +244,8 @@ fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
                 c.symlink_away(&c.run_dir().join("receipt-head.json"));
                 c.heartbeat()
             },
-            3,
-            "acknowledged receipt head record is invalid",
+            2,
+            "acknowledged receipt head record must be a regular file",
         ),
         (
             "symlink: owner handle",
@@ -506,8 +506,8 @@ fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
                 c.chmod(&c.run_dir().join("receipt-head.json"), 0o644);
                 c.heartbeat()
             },
-            3,
-            "acknowledged receipt head record is invalid",
+            2,
+            "acknowledged receipt head record does not have the required secure mode",
         ),
         // ---------------------------------------------------------- FIFOs
         (
@@ -534,8 +534,8 @@ fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
                 c.fifo(&c.run_dir().join("receipt-head.json"));
                 c.heartbeat()
             },
-            3,
-            "acknowledged receipt head record is invalid",
+            2,
+            "acknowledged receipt head record must be a regular file",
         ),
         (
             "FIFO: owner handle",

@@ -178,6 +178,7 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
 }
 
 fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Success> {
+    test_panic_trigger();
     Ok(match command {
         Command::StateRoot(_) => Success {
             operation: "state-root",
@@ -375,7 +376,9 @@ pub fn run_with_terminal(
     }
 }
 
-/// The binary's entry point.
+/// The binary's entry point. A panic is a bug, but it must still end in the
+/// typed envelope and an exit status of the table (DEVIATIONS 13): the
+/// default hook's text is silenced and the unwind is caught here.
 pub fn main() -> ExitCode {
     use std::io::IsTerminal;
     let env = DiscoveryEnv::from_process();
@@ -386,13 +389,42 @@ pub fn main() -> ExitCode {
     // Views stream their rows: a locked, buffered stdout keeps that cheap.
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let code = run_with_terminal(
-        std::env::args_os().collect(),
-        &env,
-        term,
-        &mut out,
-        &mut std::io::stderr(),
-    );
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_with_terminal(
+            std::env::args_os().collect(),
+            &env,
+            term,
+            &mut out,
+            &mut std::io::stderr(),
+        )
+    }));
     let _ = out.flush();
+    let code = outcome.unwrap_or_else(|payload| {
+        let (code, text) = envelope::failure(&panic_error(payload.as_ref()));
+        emit(&mut std::io::stderr(), &text);
+        code
+    });
     ExitCode::from(code)
+}
+
+/// The error a caught panic is reported as. The command may have appended
+/// its event before it failed, so the message says to look before retrying.
+fn panic_error(payload: &(dyn std::any::Any + Send)) -> FlowError {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    FlowError::Contract(format!(
+        "internal error (a bug in bluetape-flow): {what}; run verify before retrying, the event may have been recorded"
+    ))
+}
+
+/// Test-only (debug builds): `BLUETAPE_TEST_PANIC=1` panics inside command
+/// dispatch, so the suite can prove a panic still ends in the envelope.
+fn test_panic_trigger() {
+    if cfg!(debug_assertions) && std::env::var_os("BLUETAPE_TEST_PANIC").is_some() {
+        panic!("test-only panic trigger");
+    }
 }

@@ -111,7 +111,15 @@ fn base_object(run: &OpenRun) -> Map<String, Value> {
 
 /// `receipt-diagnose`: the diagnosis object plus its checksum.
 pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
-    let run = open_validated(root, run_id)?;
+    let mut run = open_validated(root, run_id)?;
+    // Diagnosis always answers: a head record that cannot be read is a
+    // finding (an extra key), and the receipt is judged without it.
+    let head_finding = run
+        .dir
+        .read_head()
+        .err()
+        .map(|e| super::FlowError::from(e).message().to_string());
+    run.trust_head = head_finding.is_none();
     let mut map = match inspect_run(&run)? {
         Inspection::Healthy {
             run_state,
@@ -131,6 +139,9 @@ pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
             trusted_checksum,
         } => damaged_object(&run, first_bad, trusted_sequence, trusted_checksum)?,
     };
+    if let Some(finding) = head_finding {
+        map.insert("head_record_finding".into(), json!(finding));
+    }
     let checksum = canonical::digest(&Value::Object(map.clone()));
     map.insert("diagnosis_checksum".into(), json!(checksum));
     Ok(map)

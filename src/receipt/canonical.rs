@@ -116,6 +116,26 @@ pub fn contains_float(value: &Value) -> bool {
     }
 }
 
+/// The most decimal digits an integer may have: Python's default
+/// `sys.int_info.default_max_str_digits`. The reference cannot parse a
+/// longer one (it can then neither verify nor write the run), so "either
+/// tool verifies what the other wrote" needs this bound on what we accept.
+pub const MAX_INTEGER_DIGITS: usize = 4300;
+
+/// Whether `value` holds an integer of more than [`MAX_INTEGER_DIGITS`]
+/// digits.
+pub fn contains_oversized_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => {
+            let text = n.to_string();
+            text.trim_start_matches('-').len() > MAX_INTEGER_DIGITS
+        }
+        Value::Array(items) => items.iter().any(contains_oversized_integer),
+        Value::Object(map) => map.values().any(contains_oversized_integer),
+        _ => false,
+    }
+}
+
 fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
@@ -273,6 +293,11 @@ mod tests {
             &serde_json::from_str("{\"a\":[1.0]}").unwrap()
         ));
         assert!(contains_float(&serde_json::from_str("1e2").unwrap()));
+        let digits = |n: usize| format!("[{{\"exit_status\": -{}}}]", "9".repeat(n));
+        let at_limit: Value = serde_json::from_str(&digits(MAX_INTEGER_DIGITS)).unwrap();
+        let over: Value = serde_json::from_str(&digits(MAX_INTEGER_DIGITS + 1)).unwrap();
+        assert!(!contains_oversized_integer(&at_limit));
+        assert!(contains_oversized_integer(&over));
         assert!(!contains_float(
             &serde_json::from_str("{\"a\":[10,-3]}").unwrap()
         ));

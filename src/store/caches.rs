@@ -28,13 +28,17 @@ fn check_cache_file(path: &Path, kind: &str) -> StoreResult<()> {
 
 impl RunDir {
     /// `run.json`, `lanes/` (created 0700 when missing), the caches of
-    /// `lane_ids`, and our `checkpoint.json` must be safe to replace.
+    /// `lane_ids`, and our `checkpoint.json` and `receipt-head.json` must be
+    /// safe to replace.
     pub fn prepare_cache_paths<'a>(
         &self,
         lane_ids: impl IntoIterator<Item = &'a String>,
     ) -> StoreResult<()> {
         check_cache_file(&self.run_cache_path(), "run cache")?;
         check_cache_file(&self.checkpoint_path(), "run checkpoint")?;
+        // The head is rewritten after the append too: a head that cannot be
+        // replaced would silently stop protecting the receipt's length.
+        check_cache_file(&self.head_path(), "acknowledged receipt head record")?;
         let lanes = self.lanes_dir();
         if is_symlink(&lanes) {
             return Err(StoreError::invalid("state path contains a symlink"));

@@ -1,6 +1,7 @@
 //! JSON input files (`--evidence`, `--input`, `--decision`,
 //! `--changed-paths`): a regular non-symlink file of at most 1 MiB holding
-//! UTF-8 JSON of the expected top-level type. Floats are refused.
+//! UTF-8 JSON of the expected top-level type. Floats are refused, and so are
+//! integers the reference could not read back (over 4,300 digits).
 
 use serde_json::Value;
 use std::ffi::OsString;
@@ -9,7 +10,7 @@ use std::path::Path;
 use super::error::{StoreError, StoreResult};
 use super::paths::expand_tilde;
 use super::secure::{open_regular, read_limited};
-use crate::receipt::canonical::contains_float;
+use crate::receipt::canonical::{MAX_INTEGER_DIGITS, contains_float, contains_oversized_integer};
 
 const MAX_INPUT_BYTES: u64 = 1_048_576;
 
@@ -44,6 +45,11 @@ pub fn read_json_input(
         return Err(StoreError::invalid(
             "JSON input must not contain floats, NaN or Infinity",
         ));
+    }
+    if contains_oversized_integer(&value) {
+        return Err(StoreError::invalid(format!(
+            "JSON input integers must have at most {MAX_INTEGER_DIGITS} digits (the reference cannot read longer ones)"
+        )));
     }
     let ok = match shape {
         InputShape::List => value.is_array(),

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::error::{StoreError, StoreResult};
 use super::paths::is_symlink;
 use super::secure::{
-    DIR_MODE, Durability, FILE_MODE, check_metadata, create_exclusive, create_exclusive_with,
+    DIR_MODE, FILE_MODE, check_metadata, create_exclusive, create_exclusive_locked, flock_held,
     open_regular, open_secure_dir, read_limited, sync_dir,
 };
 use crate::receipt::canonical;
@@ -48,12 +48,30 @@ pub fn probe_pid(pid: &Value) -> Option<PidState> {
     )
 }
 
+/// Who we are beyond a pid, for a person reading a lock record: a pid means
+/// nothing outside its PID namespace and boot. The reference reads `pid`
+/// and ignores these extra fields; liveness itself is the flock.
+fn identity() -> (String, String) {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let namespace = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (read("/proc/sys/kernel/random/boot_id"), namespace)
+}
+
 fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     let session = nix::unistd::getsid(None).map(|p| p.as_raw()).unwrap_or(0);
     let now = format_now(chrono::Utc::now());
+    let (boot_id, pid_namespace) = identity();
     let mut bytes = canonical::to_vec(&json!({
+        "boot_id": boot_id,
         "created_at": now,
         "pid": std::process::id(),
+        "pid_namespace": pid_namespace,
         "session_id": session,
         nonce_key: token,
     }));
@@ -104,11 +122,13 @@ pub struct DirLock {
     dir: PathBuf,
 }
 
-/// Proof that we hold the lock; releasing happens on drop.
+/// Proof that we hold the lock; releasing happens on drop. `_held` keeps
+/// the flock on `owner.json` for the lock's whole lifetime.
 #[derive(Debug)]
 pub struct LockGuard {
     dir: PathBuf,
     token: String,
+    _held: std::fs::File,
 }
 
 impl DirLock {
@@ -179,9 +199,9 @@ impl DirLock {
             other => other,
         })?;
         if !self.dir.exists() {
-            self.claim_initializer(&token)?;
+            let held = self.claim_initializer(&token)?;
             match create_lock_dir(&self.dir) {
-                Ok(()) => return self.publish(token),
+                Ok(()) => return self.publish(token, held),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = std::fs::remove_file(self.initializer());
                 }
@@ -194,13 +214,14 @@ impl DirLock {
         self.reclaim(token)
     }
 
-    fn publish(&self, token: String) -> StoreResult<LockGuard> {
+    fn publish(&self, token: String, held: std::fs::File) -> StoreResult<LockGuard> {
         // From the rename on, owner.json carries our token: if a later step
         // fails, dropping the guard releases the lock instead of leaving it
         // held by a process that reported a failure.
         let guard = LockGuard {
             dir: self.dir.clone(),
             token,
+            _held: held,
         };
         let result = (|| {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
@@ -218,14 +239,16 @@ impl DirLock {
         }
     }
 
-    fn claim_initializer(&self, token: &str) -> StoreResult<()> {
+    /// Create the initializer, flock-ed; the flock stays with the inode
+    /// when it becomes `owner.json`.
+    fn claim_initializer(&self, token: &str) -> StoreResult<std::fs::File> {
         let init = self.initializer();
         for _ in 0..2 {
             // The lock only has to exclude live writers: after a crash it
             // is stale whether or not it reached the disk, so nothing in
             // taking or releasing it is synced.
-            match create_exclusive_with(&init, &record(token, "token"), Durability::None) {
-                Ok(()) => return Ok(()),
+            match create_exclusive_locked(&init, &record(token, "token")) {
+                Ok(file) => return Ok(file),
                 Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
                 Err(e) => return Err(e),
             }
@@ -240,7 +263,10 @@ impl DirLock {
                 Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
             };
             let pid = existing.as_ref().and_then(pid_of);
-            if is_young(&init) || matches!(pid, Some(PidState::Alive | PidState::Unknown)) {
+            if is_young(&init)
+                || matches!(pid, Some(PidState::Alive | PidState::Unknown))
+                || flock_held(&init)
+            {
                 return Err(StoreError::busy("state lock initialization is active"));
             }
             let stale = self.retired(&init, "stale");
@@ -286,7 +312,8 @@ impl DirLock {
                     if matches!(
                         existing.as_ref().and_then(pid_of),
                         Some(PidState::Alive | PidState::Unknown)
-                    ) {
+                    ) || flock_held(&init)
+                    {
                         return Err(StoreError::busy("state lock initialization is active"));
                     }
                 }
@@ -295,7 +322,9 @@ impl DirLock {
                 }
             }
             Some(record) => {
-                if pid_of(record) != Some(PidState::Dead) {
+                // A pid that looks dead may live in another PID namespace:
+                // the holder's flock is the proof either way.
+                if pid_of(record) != Some(PidState::Dead) || flock_held(&self.owner()) {
                     return Err(StoreError::busy("state lock owner is live or unknown"));
                 }
             }
@@ -311,7 +340,7 @@ impl DirLock {
             let _ = std::fs::remove_file(self.claim());
             return Err(StoreError::busy("state lock owner changed during recovery"));
         }
-        self.claim_initializer(&token)?;
+        let held = self.claim_initializer(&token)?;
         let retired = self.retired(&self.dir, "retired");
         let outcome = match std::fs::rename(&self.dir, &retired) {
             Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
@@ -319,7 +348,7 @@ impl DirLock {
                 Err(_) => Err(StoreError::busy(
                     "state lock was reacquired during recovery",
                 )),
-                Ok(()) => self.publish(token),
+                Ok(()) => self.publish(token, held),
             },
         };
         let _ = std::fs::remove_file(self.initializer());
@@ -387,6 +416,7 @@ impl DirLock {
             Some(pid) => match probe_pid(pid) {
                 None => "invalid",
                 Some(PidState::Alive) => "locked_alive",
+                Some(PidState::Dead) if flock_held(&owner) => "locked_alive",
                 Some(PidState::Dead) => "locked_dead",
                 Some(PidState::Unknown) => "locked_unknown",
             },
@@ -472,6 +502,46 @@ mod tests {
             .unwrap()
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn a_dead_looking_pid_whose_flock_is_held_is_alive() {
+        // A holder in another PID namespace: its pid means nothing here
+        // (999999999 cannot exist), but it holds the flock on owner.json.
+        let (_tmp, lock) = setup();
+        write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
+        let holder = std::fs::File::open(lock.owner()).unwrap();
+        holder.lock().unwrap();
+        assert_eq!(lock.status(), "locked_alive");
+        assert!(
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is live or unknown")
+        );
+        assert!(lock.owner().exists(), "the live holder's lock is untouched");
+        drop(holder);
+        assert_eq!(lock.status(), "locked_dead");
+        let guard = lock
+            .try_acquire()
+            .expect("reclaimed once the flock is gone");
+        drop(guard);
+        assert!(!lock.dir.exists());
+    }
+
+    #[test]
+    fn our_guard_holds_the_flock_and_records_who_we_are() {
+        let (_tmp, lock) = setup();
+        let guard = lock.try_acquire().unwrap();
+        assert!(flock_held(&lock.owner()));
+        let record: Value = serde_json::from_slice(&std::fs::read(lock.owner()).unwrap()).unwrap();
+        assert_eq!(record["pid"], std::process::id());
+        assert!(
+            record["pid_namespace"]
+                .as_str()
+                .unwrap()
+                .starts_with("pid:[")
+        );
+        assert_eq!(record["boot_id"].as_str().unwrap().len(), 36);
+        drop(guard);
+        assert!(!lock.dir.exists());
     }
 
     #[test]

@@ -11,7 +11,8 @@ use super::error::{StoreError, StoreResult};
 use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
-    Durability, FILE_MODE, atomic_write_with, open_regular, open_secure_dir, read_limited,
+    Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular, open_secure_dir,
+    read_limited,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -154,9 +155,26 @@ impl RunDir {
     /// The acknowledged head, if this tool ever wrote one.
     pub fn read_head(&self) -> Result<Option<AckHead>, RunReadError> {
         let path = self.head_path();
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Ok(None);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RunReadError::Store(StoreError::io(&e, &path))),
+        };
+        // A file of the wrong type, mode or owner is a state-root rule
+        // broken (exit 2), not a damaged receipt: the receipt may be fine.
+        if !meta.file_type().is_file() {
+            return Err(RunReadError::Store(StoreError::invalid(format!(
+                "acknowledged receipt head record must be a regular file: '{}' is not (remove it; the next mutation writes a fresh one)",
+                path.display()
+            ))));
         }
+        check_metadata(&meta, "acknowledged receipt head record", FILE_MODE).map_err(|e| {
+            RunReadError::Store(StoreError::invalid(format!(
+                "{}: '{}' must be a 0600 file owned by you (chmod 600 it)",
+                e.message(),
+                path.display()
+            )))
+        })?;
         let invalid =
             || RunReadError::Corrupt("acknowledged receipt head record is invalid".into());
         let mut file = open_regular(&path, "acknowledged receipt head", Some(FILE_MODE))

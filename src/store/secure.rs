@@ -186,6 +186,46 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     create_exclusive_with(path, bytes, Durability::Full)
 }
 
+/// Create `path` exclusively, take an `flock` on it and only then write
+/// `bytes` (unsynced: lock records need not survive a crash). The returned
+/// descriptor holds the flock, which follows the inode through renames, so
+/// a process in any PID namespace on this kernel can see the holder alive.
+pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::io(&e, path))?;
+    let result = (|| {
+        file.lock().map_err(|e| StoreError::io(&e, path))?;
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(|e| StoreError::io(&e, path))?;
+        write_all(&mut file, bytes, path)
+    })();
+    match result {
+        Ok(()) => Ok(file),
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
+}
+
+/// Whether another open file description holds an `flock` on `path` (a
+/// live lock holder, whatever its PID namespace). Unopenable: not held.
+pub fn flock_held(path: &Path) -> bool {
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+}
+
 /// [`create_exclusive`] with the given durability.
 pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
     let mut file = OpenOptions::new()
