@@ -1121,3 +1121,104 @@ fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
     assert!(!dom.contains("<b id=\"injected\""));
     assert!(!dom.contains('\u{202e}') && !dom.contains('\u{1b}'));
 }
+
+// ------------------------------------------------------------- Phase 1
+
+const PHASE1_RUN: &str = "20260101T000000Z-0000beef";
+
+/// A manifest 1.0 (Phase 1) run: run_created, plan_approved.
+fn write_phase1_run(root: &Path) -> String {
+    use bluetape_flow::receipt::canonical;
+    use bluetape_flow::receipt::event::EventDraft;
+    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
+    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
+    let map = manifest.as_object_mut().unwrap();
+    map.insert("manifest_version".into(), json!("1.0.0"));
+    for key in [
+        "resource_limits",
+        "compatible_manifest_versions",
+        "failure_resolution",
+    ] {
+        map.remove(key);
+    }
+    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
+    let hash = canonical::digest(&manifest);
+    let mut snapshot = manifest.clone();
+    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
+        "owner_token": "legacy-secret", "repo_root": "/tmp", "workflow_type": "A"});
+    let dir = root.join("runs").join(PHASE1_RUN);
+    std::fs::create_dir_all(dir.join("lanes")).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        canonical::to_string(&snapshot) + "\n",
+    )
+    .unwrap();
+    let mut receipt = Vec::new();
+    let mut previous = String::new();
+    let events = [
+        ("run_created", None, Some("planned")),
+        ("plan_approved", Some("planned"), Some("approved")),
+    ];
+    for (i, (event_type, from, to)) in events.iter().enumerate() {
+        let sealed = EventDraft {
+            run_id: PHASE1_RUN.into(),
+            lane_id: None,
+            agent_id: None,
+            sequence: i as u64 + 1,
+            event_type: event_type.to_string(),
+            from_state: from.map(str::to_string),
+            to_state: to.map(str::to_string),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            owner_token: "legacy-secret".into(),
+            manifest_hash: hash.clone(),
+            previous_checksum: previous.clone(),
+            evidence_refs: if i == 0 {
+                json!([])
+            } else {
+                json!([{"kind": "user_approval", "summary": "ok"}])
+            },
+            reason: None,
+            metadata: None,
+        }
+        .seal();
+        receipt.extend_from_slice(&sealed.line);
+        previous = sealed.checksum;
+    }
+    std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
+    common::set_modes(root);
+    previous
+}
+
+/// A Phase 1 run is not an error for the views: its verified state, the
+/// Phase 2 fields null; log and report read it too.
+#[test]
+fn views_read_a_phase1_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = base.join("state");
+    let head = write_phase1_run(&root);
+    let flow = Flow::new(&base);
+    let before = common::snapshot(&root);
+    let s = read(
+        &flow,
+        &root,
+        &["status", "--run-id", PHASE1_RUN, "--format", "json"],
+    )
+    .assert_ok();
+    assert_eq!(s["run_state"], "approved");
+    assert_eq!(s["manifest_version"], "1.0.0");
+    assert_eq!(s["checksum"], head);
+    for key in ["lanes", "components", "completion", "next", "owner_epoch"] {
+        assert!(s[key].is_null(), "{key}: {s}");
+    }
+    check_parity(&flow, &root, PHASE1_RUN, INSTANTS[0], "phase 1");
+    let listing = check_listing(&flow, &root, "phase 1");
+    assert_eq!(listing["runs"][0]["run_state"], "approved");
+    let rows = jsonl(&read(&flow, &root, &["log", "--run-id", PHASE1_RUN]));
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2]["checksum"], head);
+    let page = base.join("phase1.html");
+    report(&flow, &root, PHASE1_RUN, &page, &[]).assert_ok();
+    assert!(std::fs::read_to_string(&page).unwrap().contains("1.0.0"));
+    assert_eq!(before, common::snapshot(&root));
+}
