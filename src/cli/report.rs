@@ -284,12 +284,14 @@ fn timeline_svg(timeline: &Timeline, at: &str) -> String {
                     _ => 58.0,
                 };
                 last_label = Some((x, label_y));
+                // Near the right edge the label reads leftwards, unclipped.
+                let anchor = if x > WIDTH - 90.0 { "end" } else { "start" };
                 let _ = write!(
                     s,
-                    "<g><line x1=\"{x:.1}\" y1=\"30\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#5f3dc4\" stroke-dasharray=\"3,3\"/><rect x=\"{:.1}\" y=\"32\" width=\"8\" height=\"16\" fill=\"#5f3dc4\"/><text x=\"{:.1}\" y=\"{label_y:.1}\" font-size=\"10\" fill=\"#5f3dc4\">{label}</text>{}</g>",
+                    "<g><line x1=\"{x:.1}\" y1=\"30\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#5f3dc4\" stroke-dasharray=\"3,3\"/><rect x=\"{:.1}\" y=\"32\" width=\"8\" height=\"16\" fill=\"#5f3dc4\"/><text x=\"{:.1}\" y=\"{label_y:.1}\" font-size=\"10\" fill=\"#5f3dc4\" text-anchor=\"{anchor}\">{label}</text>{}</g>",
                     height - 24.0,
                     x - 4.0,
-                    x + 5.0,
+                    if anchor == "end" { x - 6.0 } else { x + 5.0 },
                     title(&mark.detail, outside)
                 );
             }

@@ -215,10 +215,11 @@ impl Timeline {
         let Some(at) = at else { return };
         let meta = item.get("metadata").and_then(Value::as_object);
         if kind == "run_resumed" {
+            // The event carries the old epoch; the new owner's is the next.
             let epoch = meta
                 .and_then(|m| m.get("owner_epoch"))
                 .and_then(Value::as_u64)
-                .unwrap_or(0);
+                .map_or(0, |old| old.saturating_add(1));
             self.epochs.push((epoch, sequence, time.to_string()));
         }
         let Some(lane_id) = text(item, "lane_id").map(str::to_string) else {
@@ -356,5 +357,27 @@ mod tests {
         assert_eq!(t.first_rows.len(), TABLE_ENDS);
         assert_eq!(t.last_rows.len(), TABLE_ENDS);
         assert_eq!(t.hidden_rows(), 1001 - 2 * TABLE_ENDS as u64);
+    }
+
+    #[test]
+    fn a_resume_starts_the_next_owner_epoch() {
+        let mut t = Timeline::default();
+        t.observe(&event(
+            1,
+            "run_created",
+            None,
+            "2026-07-14T01:00:00Z",
+            json!({"owner_epoch": 1}),
+        ));
+        t.observe(&event(
+            2,
+            "run_resumed",
+            None,
+            "2026-07-14T01:10:00Z",
+            json!({"owner_epoch": 1}),
+        ));
+        let epochs: Vec<(u64, u64)> = t.epochs.iter().map(|(e, s, _)| (*e, *s)).collect();
+        assert_eq!(epochs, vec![(1, 1), (2, 2)]);
+        assert_eq!(t.run_marks.len(), 2);
     }
 }
