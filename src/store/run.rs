@@ -415,6 +415,11 @@ impl RunDir {
         use std::io::{Read, Seek, SeekFrom};
         let start = end.checked_sub(len)?;
         let mut reader = self.open_receipt().ok()?;
+        // Bounded by the real size: `end` and `len` come from a derived
+        // file and must never size an allocation on their own.
+        if end > reader.get_ref().metadata().ok()?.len() {
+            return None;
+        }
         reader.seek(SeekFrom::Start(start)).ok()?;
         let mut bytes = vec![0u8; usize::try_from(len).ok()?];
         reader.read_exact(&mut bytes).ok()?;
