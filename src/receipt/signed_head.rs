@@ -141,6 +141,24 @@ impl std::fmt::Debug for SignerKey {
     }
 }
 
+/// The key hash field of a key text (`<name>+<hash>+…`, after `skip`
+/// leading fields) must be 8 lowercase hex digits: one key, one text (Go
+/// also reads upper case).
+fn lowercase_hash(key: &str, skip: usize) -> Result<(), HeadError> {
+    let hash = key.split('+').nth(skip + 1).unwrap_or_default();
+    if hash.len() == 8
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(())
+    } else {
+        Err(HeadError::Key(
+            "key hash must be 8 lowercase hex digits".into(),
+        ))
+    }
+}
+
 /// Key text from a file: one line, an optional final LF.
 fn one_line(text: &[u8], what: &str) -> Result<String, HeadError> {
     let text =
@@ -157,6 +175,7 @@ fn one_line(text: &[u8], what: &str) -> Result<String, HeadError> {
 impl SignerKey {
     pub fn parse(text: &[u8]) -> Result<SignerKey, HeadError> {
         let line = one_line(text, "signer key file")?;
+        lowercase_hash(&line, 2)?;
         let signer = StandardSigner::new(&line)
             .map_err(|e| HeadError::Key(format!("signer key file is malformed: {e}")))?;
         Ok(SignerKey { signer })
@@ -239,6 +258,7 @@ impl VerifierKeys {
                 "a verifier key file must not hold a signer key".into(),
             ));
         }
+        lowercase_hash(key, 0)?;
         StandardVerifier::new(key)
             .map_err(|e| HeadError::Key(format!("verifier key is malformed: {e}")))?;
         self.keys.push(key.to_string());
@@ -473,12 +493,27 @@ mod tests {
                 assert!(open_head(&bad, &verifiers).is_err(), "byte {i} bit {bit}");
             }
         }
-        let (_, vkey) = generate_key([3; 32], "log").unwrap();
+        let (skey, vkey) = generate_key([3; 32], "log").unwrap();
         for i in 0..vkey.len() {
-            let mut bad = vkey.clone().into_bytes();
-            bad[i] ^= 1;
-            if let Ok(keys) = VerifierKeys::parse(&bad) {
-                assert!(open_head(&note, &keys).is_err(), "key byte {i}");
+            for bit in 0..8 {
+                let mut bad = vkey.clone().into_bytes();
+                bad[i] ^= 1 << bit;
+                if let Ok(keys) = VerifierKeys::parse(&bad) {
+                    assert!(open_head(&note, &keys).is_err(), "key byte {i} bit {bit}");
+                }
+            }
+        }
+        for i in 0..skey.len() {
+            for bit in 0..8 {
+                let mut bad = skey.clone().into_bytes();
+                bad[i] ^= 1 << bit;
+                if bad.last() == Some(&b'\n') {
+                    continue;
+                }
+                assert!(
+                    SignerKey::parse(&bad).is_err(),
+                    "signer key byte {i} bit {bit}"
+                );
             }
         }
     }
