@@ -905,6 +905,9 @@ fn signer_keys_are_guarded() {
         String::new(),
         "\u{ff}".into(),
     ] {
+        if bad == secret {
+            continue; // an all-digit key hash has no upper case
+        }
         let path = write(&run, "bad.key", bad.as_bytes());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         cases.push(path);
