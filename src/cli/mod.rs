@@ -123,6 +123,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The run whose receipt to verify.
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
     /// A file of verifier keys (one per line, as key-generate prints): every stored signed head must verify with them; repeatable.
