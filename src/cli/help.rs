@@ -70,6 +70,11 @@ pub const PAGES: &[Page] = pages![
     "recovery-run-create",
     "handoff-create",
     "live-report-create",
+    "key-generate",
+    "sign-head",
+    "prove-event",
+    "prove-append",
+    "check-proof",
     "completions",
     "man",
 ];
