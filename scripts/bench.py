@@ -5,7 +5,9 @@ Grows one heartbeat-heavy run per size (fresh evidence on every heartbeat,
 like real agents) with the real pipeline, then times, at each size:
 heartbeat and check-result (median and p95 of BENCH_SAMPLES calls), verify
 (and its peak RSS), resume-check, completion-check and liveness-check, and
-the views (status --run-id, log with its peak RSS, report with its size). With
+the views (status --run-id, log with its peak RSS, report with its size), and
+(ours only, issue 19) sign-head and prove-event once the stored tree exists
+and sign-head's first use on a run without our derived files. With
 BENCH_OTHER naming a second implementation of the same CLI (for example
 "python3 .../bluetape-flow.py"), the same calls run on copies of the same
 runs, in the same session, and the ratios are printed. Writes a Markdown
@@ -94,6 +96,10 @@ class Workload:
         self.inputs = os.path.join(work, "in")
         os.makedirs(self.inputs, exist_ok=True)
         self.counter = 0
+        # The signer key of the transparency figures (issue 19).
+        self.key = os.path.join(work, "bench.key")
+        run(OURS, os.path.join(work, "state"), ["key-generate", "--name", "bench.example",
+                                                "--out", self.key])
 
     def file(self, name, value):
         path = os.path.join(self.inputs, name)
@@ -204,6 +210,8 @@ def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scr
         times = timed(query_samples, lambda _: run(tool, state, argv, timeout=timeout)[0])
         row[name] = None if times is None else statistics.median(times) * 1e3
     row["events"] = run(OURS, state, ["verify", "--run-id", run_id])[1]["sequence"]
+    if tool == OURS and load.key:
+        transparency(load, state, run_id, row, query_samples, scratch_of(state))
     for name, call in (("heartbeat", load.heartbeat), ("check-result", load.check_result)):
         target = state
         if scratch:
@@ -273,6 +281,77 @@ def views_targets(rows, ours):
                    f"under 10 MB ({large['report_bytes'] / 1e6:.2f} MB)",
                    large["report"] < 2000 and large["report_bytes"] < 10e6))
     return checks
+def scratch_of(state):
+    return state + "-transparency"
+
+
+def transparency(load, state, run_id, row, samples, scratch):
+    """Issue 19: sign-head and prove-event once the stored hashes exist (a
+    run our tool grew keeps them at every append), and the first use on a
+    run without our files (as the reference writes it: no tree-hashes,
+    checkpoint or receipt-head.json), where sign-head verifies the whole
+    receipt and builds the tree."""
+    argv = ["sign-head", "--run-id", run_id, "--key", load.key]
+    run(OURS, state, argv)
+    times = timed(samples, lambda _: run(OURS, state, argv)[0])
+    row["sign-head"] = statistics.median(times) * 1e3
+    middle = str(max(1, row["events"] // 2))
+    times = timed(samples, lambda _: run(OURS, state, ["prove-event", "--run-id", run_id,
+                                                       "--sequence", middle])[0])
+    row["prove-event"] = statistics.median(times) * 1e3
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(state, scratch, symlinks=True)
+    run_dir = os.path.join(scratch, "runs", run_id)
+    shutil.rmtree(os.path.join(run_dir, "heads"), ignore_errors=True)
+    for name in ("tree-hashes", "checkpoint.json", "receipt-head.json"):
+        try:
+            os.remove(os.path.join(run_dir, name))
+        except FileNotFoundError:
+            pass
+    row["first-sign-head"] = run(OURS, scratch, argv)[0] * 1e3
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def transparency_table(rows):
+    lines = ["### Signed heads and proofs (issue 19)", "",
+             "| events | sign-head | prove-event | first sign-head on a run without our files |",
+             "|---:|---:|---:|---:|"]
+    for r in rows.values():
+        if "sign-head" in r:
+            lines.append(f"| {r['events']:,} | {ms(r['sign-head'])} | {ms(r['prove-event'])} "
+                         f"| {ms(r['first-sign-head'])} |")
+    return lines
+
+
+# What each command of issue 19 costs (contracts/transparency.md), stated
+# here so every regenerated report keeps it beside the figures.
+COSTS = [
+    "### Cost of the transparency commands (issue 19)",
+    "",
+    "n is the number of receipt lines, k the number of stored heads.",
+    "",
+    "- every mutation: + one `pread` of the previous line, up to log2 n `pread`s of stored "
+    "hashes and one `pwrite` of at most 1 + log2 n hashes (under two on average) to "
+    "`tree-hashes`; flat in n (the heartbeat figures above include it). When the tree does "
+    "not match the receipt (first use on a run the reference wrote, another writer's lines), "
+    "that mutation rebuilds it: one pass over the receipt, O(n) time, 32 bytes per stored "
+    "hash (about 64 bytes per line) in memory.",
+    "- `key-generate`: constant (one key, one file).",
+    "- `sign-head`: from the proven checkpoint, O(k log n) reads (each stored head's root) plus "
+    "O(log n) for the new root, and one small file; without a proven checkpoint (another "
+    "writer, an edit) a full `verify` (O(n), streaming) and, when the tree does not match, "
+    "its rebuild (the \"first sign-head\" column).",
+    "- `prove-event`: from the proven checkpoint, O(log n): a binary search for the line "
+    "(O(log n) `pread`s), its leaf, the head's root and the audit path from `tree-hashes`; "
+    "without a proven checkpoint a full `verify` first, and without a matching tree one "
+    "more O(n) pass in memory (read-only: it never writes the tree).",
+    "- `prove-append`: as `prove-event`, for two heads (two roots and one consistency path).",
+    "- `check-proof`: O(log n) hashes and one or two signature checks; reads only its files "
+    "(at most 64 KiB each).",
+    "- `verify`: unchanged when the run has no stored head and no new flag is given; with "
+    "heads, one more streaming pass over the first max(N) lines (O(n) time, O(log n) memory) "
+    "and one signature check per head.",
+]
 
 
 def rss_text(kib):
@@ -330,6 +409,12 @@ def targets(rows):
         rss = max(r["verify_rss"] for r in rows.values()) / 1024
         checks.append((f"verify: peak RSS under 16 MiB at every size (at most {rss:.1f} MiB)",
                        rss < 16))
+    for command in ("sign-head", "prove-event"):
+        if command in large and command in small:
+            ratio = large[command] / small[command]
+            checks.append((f"{command}: at {large['events']:,} events at most 1.5x its time at "
+                           f"{small['events']:,} ({ratio:.2f}x, {large[command]:.2f} ms)",
+                           ratio <= 1.5))
     slowest = max(large[q] for q in ("resume-check", "completion-check", "liveness-check"))
     checks.append((f"read-only queries other than verify: at most 10 ms at "
                    f"{large['events']:,} events (slowest {slowest:.2f} ms)", slowest <= 10))
@@ -387,6 +472,8 @@ def main():
             "",
         ]
         report += table(ours, "bluetape-flow (this project)") + [""]
+        report += transparency_table(ours) + [""]
+        report += COSTS + [""]
         if OTHER:
             report += table(other, f"`{' '.join(OTHER)}`", OTHER_TIMEOUT) + [""]
             report += ["### Ratios (other / ours, same session)", "",
@@ -410,7 +497,7 @@ def main():
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
         if len(SIZES) > 1:
-            report += ["### Targets (issue 7)", ""]
+            report += ["### Targets (issues 7 and 19)", ""]
             for text, ok in targets(ours):
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")

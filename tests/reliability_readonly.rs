@@ -80,6 +80,7 @@ fn roots(base: &Path) -> Vec<Root> {
         assert!(o.status.success(), "{o:?}");
     }
     assert!(healthy.run_dir().join("checkpoint.json").is_file());
+    signed_head(&healthy);
     out.push(Root {
         name: "ours, healthy".into(),
         state: healthy.root.clone(),
@@ -133,6 +134,48 @@ fn roots(base: &Path) -> Vec<Root> {
     out
 }
 
+/// Issue 19: a signed head on the healthy run (so the proof commands read
+/// clean there) and, beside its state root, the files `check-proof` reads.
+fn signed_head(run: &LaneRun) {
+    let files = run.root.parent().unwrap().join("transparency");
+    std::fs::create_dir_all(&files).unwrap();
+    let cli = |args: &[&std::ffi::OsStr]| {
+        let mut argv: Vec<OsString> = vec!["--state-root".into(), run.root.clone().into()];
+        argv.extend(args.iter().map(|a| a.to_os_string()));
+        let o = run.command(&argv).output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let key = files.join("head.key");
+    let out = cli(&[
+        "key-generate".as_ref(),
+        "--name".as_ref(),
+        "readonly".as_ref(),
+        "--out".as_ref(),
+        key.as_os_str(),
+    ]);
+    let vkey = out["verifier_key"].as_str().unwrap().to_string();
+    std::fs::write(files.join("head.pub"), format!("{vkey}\n")).unwrap();
+    let out = cli(&[
+        "sign-head".as_ref(),
+        "--run-id".as_ref(),
+        run.run_id.as_ref(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ]);
+    let head = run.root.join(out["path"].as_str().unwrap());
+    std::fs::copy(&head, files.join("head.note")).unwrap();
+    cli(&[
+        "prove-append".as_ref(),
+        "--run-id".as_ref(),
+        run.run_id.as_ref(),
+        "--from".as_ref(),
+        head.as_os_str(),
+        "--out".as_ref(),
+        files.join("append.json").as_os_str(),
+    ]);
+}
+
 /// The argv of `command` on `run` of `root`.
 fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec!["--state-root".into(), root.state.clone().into()];
@@ -148,6 +191,20 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         let dir = root.state.parent().unwrap().join("report-out");
         std::fs::create_dir_all(&dir).unwrap();
         argv.extend(["--out".into(), dir.join(format!("{n}.html")).into()]);
+    }
+    // The proof commands of issue 19 (files of `signed_head`, present
+    // beside the healthy root only).
+    let files = root.state.parent().unwrap().join("transparency");
+    match command {
+        "prove-event" => argv.extend(["--sequence".into(), "1".into()]),
+        "prove-append" => argv.extend(["--from".into(), files.join("head.note").into()]),
+        "check-proof" => argv.extend([
+            "--append".into(),
+            files.join("append.json").into(),
+            "--key".into(),
+            files.join("head.pub").into(),
+        ]),
+        _ => {}
     }
     if command == "liveness-check" {
         let lane = std::fs::read_dir(root.state.join("runs").join(run).join("lanes"))

@@ -73,6 +73,11 @@ pub const PAGES: &[Page] = pages![
     "status",
     "log",
     "report",
+    "key-generate",
+    "sign-head",
+    "prove-event",
+    "prove-append",
+    "check-proof",
     "completions",
     "man",
 ];

@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod table;
 pub mod topology;
+pub mod transparency;
 pub mod views;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -72,7 +73,7 @@ pub enum Command {
         args_override_self = true,
         about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild or the manifest-supported inspection command. In-place migration is unavailable."
     )]
-    Verify(RunArgs),
+    Verify(VerifyArgs),
     #[command(
         args_override_self = true,
         about = "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable."
@@ -104,6 +105,8 @@ pub enum Command {
     Topology(topology::TopologyCommands),
     #[command(flatten)]
     Recovery(recovery::RecoveryCommands),
+    #[command(flatten)]
+    Transparency(transparency::TransparencyCommands),
     #[command(flatten)]
     Views(views::ViewCommands),
     #[command(
@@ -149,6 +152,19 @@ pub struct InitArgs {
     /// Freeze an approval policy for the run (see contracts/approvals.md).
     #[arg(long = "approval-policy", value_name = "FILE")]
     pub approval_policy: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The run whose receipt to verify.
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+    /// A file of verifier keys (one per line, as key-generate prints): every stored signed head must verify with them; repeatable.
+    #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// A signed head kept elsewhere (needs --key): the receipt must extend it.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub head: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -215,8 +231,12 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         }
         Command::Verify(args) => Success {
             operation: "verify",
-            data: commands::verify(root, &args.run_id)?,
+            data: commands::verify_signed(root, &args.run_id, &args.key, args.head.as_deref())?,
         },
+        Command::Transparency(command) => {
+            let (operation, data) = transparency::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
         Command::Run(command) => {
             let (operation, data) = run::dispatch(command, root, env)?;
             Success { operation, data }

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 use super::mutation::{MutationArgs, context};
+use super::transparency::{SignHeadKeyArg, sign_gate_head};
 use crate::commands::FlowResult;
 use crate::commands::recovery::{RecoveryRequest, recovery_run_create};
 use crate::commands::reports::create_report;
@@ -31,7 +32,7 @@ pub enum RecoveryCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: stop and continue in a fresh session. In-place migration is unavailable."
     )]
-    HandoffCreate(ReportArgs),
+    HandoffCreate(HandoffArgs),
     #[command(
         name = "live-report-create",
         args_override_self = true,
@@ -48,6 +49,8 @@ pub struct ResumeArgs {
     pub evidence: PathBuf,
     #[arg(long = "new-owner-file", required = true)]
     pub new_owner_file: PathBuf,
+    #[command(flatten)]
+    pub sign: SignHeadKeyArg,
 }
 
 /// No `--expected-head`: the damaged run is not appended to.
@@ -62,6 +65,16 @@ pub struct RecoveryRunCreateArgs {
     /// The NEW run's owner handle.
     #[arg(long = "owner-file", required = true)]
     pub owner_file: PathBuf,
+    #[command(flatten)]
+    pub sign: SignHeadKeyArg,
+}
+
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    #[command(flatten)]
+    pub report: ReportArgs,
+    #[command(flatten)]
+    pub sign: SignHeadKeyArg,
 }
 
 #[derive(Debug, Args)]
@@ -79,11 +92,10 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
         RecoveryCommands::Resume(args) => {
+            let key = args.sign.load()?;
             let ctx = context(root, env, &args.common);
-            (
-                "resume",
-                resume(&ctx, &args.evidence, &args.new_owner_file)?,
-            )
+            let data = resume(&ctx, &args.evidence, &args.new_owner_file)?;
+            ("resume", sign_gate_head(root, key.as_ref(), "run_id", data))
         }
         RecoveryCommands::RecoveryRunCreate(args) => {
             let request = RecoveryRequest {
@@ -92,16 +104,20 @@ pub fn dispatch(
                 owner_file: &args.owner_file,
                 evidence: &args.evidence,
             };
+            let key = args.sign.load()?;
+            let data = recovery_run_create(root, env, &request)?;
             (
                 "recovery-run-create",
-                recovery_run_create(root, env, &request)?,
+                sign_gate_head(root, key.as_ref(), "new_run_id", data),
             )
         }
         RecoveryCommands::HandoffCreate(args) => {
-            let ctx = context(root, env, &args.common);
+            let key = args.sign.load()?;
+            let ctx = context(root, env, &args.report.common);
+            let data = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
             (
                 "handoff-create",
-                create_report(&ctx, ReportKind::Handoff, &args.input)?,
+                sign_gate_head(root, key.as_ref(), "run_id", data),
             )
         }
         RecoveryCommands::LiveReportCreate(args) => {

@@ -98,6 +98,8 @@ pub struct CompleteArgs {
     /// with the current time.
     #[arg(long)]
     pub at: Option<String>,
+    #[command(flatten)]
+    pub sign: super::transparency::SignHeadKeyArg,
 }
 
 pub fn dispatch(
@@ -152,8 +154,13 @@ pub fn dispatch(
             )
         }
         TopologyCommands::Complete(a) => {
+            let key = a.sign.load()?;
             let ctx = context(root, env, &a.common);
-            ("complete", completion::complete(&ctx, &a.evidence)?)
+            let data = completion::complete(&ctx, &a.evidence)?;
+            (
+                "complete",
+                super::transparency::sign_gate_head(root, key.as_ref(), "run_id", data),
+            )
         }
     })
 }

@@ -160,9 +160,9 @@ impl LoadBasis {
         let Some(last) = self.caches_sequence else {
             return CacheRefresh::AllLanes;
         };
-        if total_digests > SMALL_DIGEST_TOTAL && sequence < last + (last / 8).max(1) {
+        if total_digests > SMALL_DIGEST_TOTAL && sequence < last.saturating_add((last / 8).max(1)) {
             CacheRefresh::Skip
-        } else if last + 1 == sequence {
+        } else if last.checked_add(1) == Some(sequence) {
             CacheRefresh::ChangedLanes
         } else {
             CacheRefresh::AllLanes
@@ -261,7 +261,10 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     for (lane, n) in checkpoint.get("digest_counts")?.as_object()? {
         counts.insert(lane.clone(), usize::try_from(number_value(n)?).ok()?);
     }
-    if counts.values().map(|n| *n as u64).sum::<u64>() != entries {
+    let total = counts
+        .values()
+        .try_fold(0u64, |sum, n| sum.checked_add(*n as u64));
+    if total != Some(entries) {
         return None;
     }
     let table = run.dir.digest_files().open_table(entries, false)?;
@@ -279,7 +282,9 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     let basis = LoadBasis {
         path: LoadPath::Checkpoint,
         digests: Some((entries, log_bytes)),
-        caches_sequence: number(&checkpoint, "caches_sequence"),
+        // The caches cannot be newer than the checkpoint; a value that says
+        // so was edited and means "unknown" (all caches are rewritten).
+        caches_sequence: number(&checkpoint, "caches_sequence").filter(|c| *c <= sequence),
     };
     Some((state, position, basis))
 }

@@ -18,6 +18,7 @@ pub mod replacement;
 pub mod reports;
 pub mod resume;
 pub mod topology;
+pub mod transparency;
 pub mod views;
 
 #[cfg(test)]
@@ -26,18 +27,44 @@ mod reliability_faults;
 use serde_json::{Map, Value};
 use std::path::Path;
 
+use crate::store;
+
 pub use error::{FlowError, FlowResult};
 use ledger::{Verdict, damage_error, open_run, verify_chain};
 
 /// `verify`: stream-verify the whole receipt (read-only, no lock).
 pub fn verify(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+    verify_signed(root, run_id, &[], None)
+}
+
+/// `verify` with its signed-head checks (issue 19): every stored head,
+/// signatures with `keys`, and a `head` file kept elsewhere. The output
+/// gains keys only when there is a head to speak of or keys were given.
+pub fn verify_signed(
+    root: &Path,
+    run_id: &str,
+    keys: &[std::path::PathBuf],
+    head: Option<&Path>,
+) -> FlowResult<Map<String, Value>> {
+    let keys = if keys.is_empty() {
+        None
+    } else {
+        Some(transparency::load_verifier_keys(keys)?)
+    };
+    let external = head
+        .map(|path| {
+            store::heads::read_small(path, None)
+                .map_err(|e| FlowError::Contract(format!("head file refused: {e}")))
+        })
+        .transpose()?;
     let run = open_run(root, run_id)?;
     let position = match verify_chain(&run)? {
         Verdict::Intact(position) => position,
         Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
         Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
     };
-    let mut out = Map::new();
+    let heads = transparency::verify_heads(&run, &position, keys.as_ref(), external.as_deref())?;
+    let mut out = heads.unwrap_or_default();
     out.insert("checksum".into(), Value::String(position.checksum));
     out.insert("event_count".into(), Value::from(position.sequence));
     out.insert("run_id".into(), Value::String(run_id.to_string()));

@@ -173,6 +173,15 @@ pub fn mutate(
     run.dir
         .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;
     append(run, &proof, &sealed, position.byte_length)?;
+    super::transparency::extend_tree(
+        &run.dir,
+        (
+            position.sequence,
+            position.byte_length,
+            position.last_line_length,
+        ),
+        &sealed.line,
+    );
     let after = ChainPosition {
         sequence: state.last_sequence(),
         checksum: sealed.checksum.clone(),

@@ -140,7 +140,11 @@ impl DigestFiles {
         file.read_exact_at(&mut bytes, 0).ok()?;
         let header = Header::decode(&bytes)?;
         let size = file.metadata().ok()?.len();
-        if header.entries != entries || size != HEADER_BYTES + header.slots * KEY_BYTES {
+        let expected = header
+            .slots
+            .checked_mul(KEY_BYTES)
+            .and_then(|keys| keys.checked_add(HEADER_BYTES))?;
+        if header.entries != entries || size != expected {
             return None;
         }
         Some(DigestTable { file, header })
@@ -232,6 +236,15 @@ impl DigestFiles {
     pub fn read_log(&self, length: u64) -> StoreResult<Vec<LaneDigest>> {
         let path = self.log_path();
         let file = self.open(&path, false)?;
+        // `length` comes from the checkpoint, which anyone can edit: read no
+        // more than the file holds (a huge value must not become a huge
+        // allocation, which aborts after the append has committed).
+        let size = file.metadata().map_err(io(&path))?.len();
+        if length > size {
+            return Err(StoreError::invalid(
+                "checkpoint digest log is shorter than its checkpoint says",
+            ));
+        }
         let mut bytes = vec![0u8; usize::try_from(length).unwrap_or(usize::MAX)];
         file.read_exact_at(&mut bytes, 0).map_err(io(&path))?;
         let mut pairs = Vec::new();

@@ -8,6 +8,7 @@ pub mod digests;
 pub mod discovery;
 pub mod error;
 pub mod handle;
+pub mod heads;
 pub mod input;
 pub mod layout;
 pub mod lock;
@@ -19,5 +20,6 @@ pub mod reports;
 pub mod run;
 pub mod scope;
 pub mod secure;
+pub mod tree;
 
 pub use error::{StoreError, StoreResult};

@@ -372,6 +372,47 @@ impl RunDir {
         super::digests::DigestFiles::new(&self.dir)
     }
 
+    /// The run's stored Merkle tree hashes (issue 19).
+    pub fn tree_file(&self) -> super::tree::TreeFile {
+        super::tree::TreeFile::new(&self.dir)
+    }
+
+    /// Hand each of the receipt's lines within its first `limit` bytes to
+    /// `f`, without its LF (a rebuild of derived data; the caller has
+    /// verified those bytes). A receipt shorter than `limit` is an error.
+    pub fn for_each_line(&self, limit: u64, mut f: impl FnMut(&[u8])) -> StoreResult<()> {
+        use std::io::{BufRead, Read};
+        let path = self.receipt_path();
+        let file = open_regular(&path, "receipt", None)?;
+        let mut reader = BufReader::with_capacity(256 * 1024, file.take(limit));
+        let mut line = Vec::new();
+        let mut seen = 0u64;
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| StoreError::io(&e, &path))?;
+            if n == 0 {
+                break;
+            }
+            seen += n as u64;
+            if line.last() != Some(&b'\n') {
+                return Err(StoreError::Io(format!(
+                    "{}: a line within the verified length has no LF",
+                    path.display()
+                )));
+            }
+            f(&line[..n - 1]);
+        }
+        if seen != limit {
+            return Err(StoreError::Io(format!(
+                "{}: shorter than its verified length",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Our checkpoint file: a replayed state proven against the receipt
     /// before use, never believed on its own.
     pub fn checkpoint_path(&self) -> PathBuf {
@@ -415,6 +456,11 @@ impl RunDir {
         use std::io::{Read, Seek, SeekFrom};
         let start = end.checked_sub(len)?;
         let mut reader = self.open_receipt().ok()?;
+        // Bounded by the real size: `end` and `len` come from a derived
+        // file and must never size an allocation on their own.
+        if end > reader.get_ref().metadata().ok()?.len() {
+            return None;
+        }
         reader.seek(SeekFrom::Start(start)).ok()?;
         let mut bytes = vec![0u8; usize::try_from(len).ok()?];
         reader.read_exact(&mut bytes).ok()?;

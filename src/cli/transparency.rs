@@ -1,0 +1,218 @@
+//! The transparency commands (issue 19; contracts/transparency.md):
+//! key-generate, sign-head, prove-event, prove-append, check-proof, and the
+//! `--sign-head-key` the phase-closing gates accept.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use crate::commands::transparency::{
+    self, ProofInput, load_signer_key, load_verifier_keys, sign_after_gate,
+};
+use crate::commands::{FlowError, FlowResult};
+use crate::receipt::signed_head::SignerKey;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum TransparencyCommands {
+    #[command(
+        name = "key-generate",
+        args_override_self = true,
+        about = "Mutation (a new key file only). Capability: signed heads. Safe next: sign-head --key FILE. The signer key never reaches stdout."
+    )]
+    KeyGenerate(KeyGenerateArgs),
+    #[command(
+        name = "sign-head",
+        args_override_self = true,
+        about = "Mutation (a stored signed head only). Capability: Phase 1 and Phase 2. Safe next: prove-event or verify --key. Never signs a receipt that does not verify."
+    )]
+    SignHead(SignHeadArgs),
+    #[command(
+        name = "prove-event",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: check-proof --proof FILE --event FILE --key VKEY. In-place migration is unavailable."
+    )]
+    ProveEvent(ProveEventArgs),
+    #[command(
+        name = "prove-append",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: check-proof --append FILE --key VKEY. In-place migration is unavailable."
+    )]
+    ProveAppend(ProveAppendArgs),
+    #[command(
+        name = "check-proof",
+        args_override_self = true,
+        about = "Read-only. Capability: offline, no state root. Safe next: keep the proof with its event. In-place migration is unavailable."
+    )]
+    CheckProof(CheckProofArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeyGenerateArgs {
+    /// The key name in the signed heads (no spaces, no '+'), e.g. ci.example/bluetape.
+    #[arg(long, required = true, value_name = "NAME")]
+    pub name: String,
+    /// Where to write the signer key (created at 0600; never over an existing file).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct SignHeadArgs {
+    /// The run whose head to sign.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The signer key file that key-generate wrote (mode 0600).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ProveEventArgs {
+    /// The run holding the event.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The event's sequence (1 to the head's size).
+    #[arg(long, required = true, value_name = "SEQUENCE")]
+    pub sequence: u64,
+    /// The signed head to prove against (default: the newest stored head).
+    #[arg(long, value_name = "FILE")]
+    pub head: Option<PathBuf>,
+    /// Also write the proof text to this new file (0600; never over a file).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProveAppendArgs {
+    /// The run whose heads to relate.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The older signed head (a note file).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub from: PathBuf,
+    /// The newer signed head (default: the newest stored head).
+    #[arg(long, value_name = "FILE")]
+    pub head: Option<PathBuf>,
+    /// Also write the proof (canonical JSON) to this new file (0600; never over a file).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckProofArgs {
+    /// An inclusion proof (c2sp.org/tlog-proof text) that prove-event wrote; needs --event.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "event",
+        conflicts_with = "append"
+    )]
+    pub proof: Option<PathBuf>,
+    /// The event line the inclusion proof is about (the receipt line, LF optional).
+    #[arg(long, value_name = "FILE", requires = "proof")]
+    pub event: Option<PathBuf>,
+    /// A consistency proof (JSON) that prove-append wrote.
+    #[arg(long, value_name = "FILE")]
+    pub append: Option<PathBuf>,
+    /// A file of verifier keys (one per line, as key-generate prints); repeatable.
+    #[arg(long, required = true, action = clap::ArgAction::Append, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// Require the heads to be of this run (origin bluetape-flow/<RUN_ID>).
+    #[arg(long = "run-id", value_name = "RUN_ID")]
+    pub run_id: Option<String>,
+}
+
+pub fn dispatch(
+    command: TransparencyCommands,
+    root: &Path,
+    _env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    Ok(match command {
+        TransparencyCommands::KeyGenerate(args) => (
+            "key-generate",
+            transparency::key_generate(&args.name, &args.out)?,
+        ),
+        TransparencyCommands::SignHead(args) => {
+            let key = load_signer_key(&args.key)?;
+            (
+                "sign-head",
+                transparency::sign_head(root, &args.run_id, &key)?,
+            )
+        }
+        TransparencyCommands::ProveEvent(args) => (
+            "prove-event",
+            transparency::prove_event(
+                root,
+                &args.run_id,
+                args.sequence,
+                args.head.as_deref(),
+                args.out.as_deref(),
+            )?,
+        ),
+        TransparencyCommands::ProveAppend(args) => (
+            "prove-append",
+            transparency::prove_append(
+                root,
+                &args.run_id,
+                &args.from,
+                args.head.as_deref(),
+                args.out.as_deref(),
+            )?,
+        ),
+        TransparencyCommands::CheckProof(args) => {
+            let keys = load_verifier_keys(&args.key)?;
+            let input = match (&args.proof, &args.event, &args.append) {
+                (Some(proof), Some(event), None) => ProofInput::Inclusion { proof, event },
+                (None, None, Some(append)) => ProofInput::Append(append),
+                _ => {
+                    return Err(FlowError::contract(
+                        "check-proof needs --proof FILE --event FILE, or --append FILE",
+                    ));
+                }
+            };
+            (
+                "check-proof",
+                transparency::check_proof(input, &keys, args.run_id.as_deref())?,
+            )
+        }
+    })
+}
+
+/// `--sign-head-key FILE` of the gates that close a phase.
+#[derive(Debug, Args, Clone)]
+pub struct SignHeadKeyArg {
+    /// Sign the head this command leaves with this signer key file (mode 0600); checked before anything is written.
+    #[arg(long = "sign-head-key", value_name = "FILE")]
+    pub sign_head_key: Option<PathBuf>,
+}
+
+impl SignHeadKeyArg {
+    /// Load the key before the gate runs (exit 2 on a bad key file).
+    pub fn load(&self) -> FlowResult<Option<SignerKey>> {
+        self.sign_head_key
+            .as_deref()
+            .map(load_signer_key)
+            .transpose()
+    }
+}
+
+/// Sign the head a gate left (under `run_key` in its output) and add it to
+/// the gate's output.
+pub fn sign_gate_head(
+    root: &Path,
+    key: Option<&SignerKey>,
+    run_key: &str,
+    mut data: Map<String, Value>,
+) -> Map<String, Value> {
+    if let Some(key) = key
+        && let Some(run_id) = data
+            .get(run_key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    {
+        let (name, value) = sign_after_gate(root, &run_id, key);
+        data.insert(name, value);
+    }
+    data
+}
