@@ -238,8 +238,8 @@ mod tests {
 
     #[test]
     fn every_reference_state_round_trips() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/reference-runs");
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-runs");
         assert!(root.is_dir(), "fixtures missing at {}", root.display());
         let mut seen = 0;
         for scenario in std::fs::read_dir(&root).unwrap().flatten() {
