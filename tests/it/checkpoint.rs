@@ -8,60 +8,17 @@ use bluetape_flow::commands::checkpoint::{LoadPath, load_state};
 use bluetape_flow::commands::ledger::open_run;
 use bluetape_flow::commands::rebuild::replay_run;
 use bluetape_flow::receipt::event::EventDraft;
-use common::{Flow, Output};
+use common::{TestBed, bed_type};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
-struct Run {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    evidence: PathBuf,
-}
+bed_type!(Run);
 
 fn setup() -> Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
-    let evidence = tmp.path().join("ev.json");
-    std::fs::write(
-        &evidence,
-        r#"[{"kind":"user_approval","summary":"approved"}]"#,
-    )
-    .unwrap();
-    Run {
-        _tmp: tmp,
-        flow,
-        root,
-        run_id,
-        evidence,
-    }
+    Run(TestBed::planned(&["runtime"])
+        .with_evidence(r#"[{"kind":"user_approval","summary":"approved"}]"#))
 }
 
 impl Run {
-    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
-        let owner = self.root.join("handles/main.owner");
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
-            command,
-            "--run-id",
-            &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            self.evidence.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        self.flow.run(&argv)
-    }
-
-    fn dir(&self) -> PathBuf {
-        self.root.join("runs").join(&self.run_id)
-    }
-
     /// The loaded state (digest lists aside: a checkpoint keeps those in
     /// the digest table) with its digest counts, and where it came from.
     fn load(&self) -> (Value, LoadPath) {
@@ -85,13 +42,13 @@ fn comparable(state: &bluetape_flow::coordinator::CoordinatorState) -> Value {
 #[test]
 fn mutations_continue_from_a_proven_checkpoint() {
     let run = setup();
-    run.cmd("run-approve", &[]).assert_ok();
-    assert!(run.dir().join("checkpoint.json").is_file());
+    run.step("run-approve", &[]).assert_ok();
+    assert!(run.dir.join("checkpoint.json").is_file());
     let (state, path) = run.load();
     assert_eq!(path, LoadPath::Checkpoint);
     assert_eq!(state, run.full());
-    run.cmd("run-start", &[]).assert_ok();
-    run.cmd("run-recovery-start", &["--reason", "r"])
+    run.step("run-start", &[]).assert_ok();
+    run.step("run-recovery-start", &["--reason", "r"])
         .assert_ok();
     let (state, path) = run.load();
     assert_eq!(path, LoadPath::Checkpoint);
@@ -102,7 +59,7 @@ fn mutations_continue_from_a_proven_checkpoint() {
 #[test]
 fn lines_appended_by_another_writer_mean_a_full_replay() {
     let run = setup();
-    let out = run.cmd("run-approve", &[]).assert_ok();
+    let out = run.step("run-approve", &[]).assert_ok();
     // Another writer (such as the Python tool) appends run_started.
     let handle: Value = serde_json::from_str(
         &std::fs::read_to_string(run.root.join("handles/main.owner")).unwrap(),
@@ -131,7 +88,7 @@ fn lines_appended_by_another_writer_mean_a_full_replay() {
     use std::io::Write;
     std::fs::OpenOptions::new()
         .append(true)
-        .open(run.dir().join("receipt.jsonl"))
+        .open(run.dir.join("receipt.jsonl"))
         .unwrap()
         .write_all(&sealed.line)
         .unwrap();
@@ -142,7 +99,7 @@ fn lines_appended_by_another_writer_mean_a_full_replay() {
     assert_eq!(state["run_state"], "running");
     assert_eq!(state, run.full());
     let out = run
-        .cmd("run-recovery-start", &["--reason", "r"])
+        .step("run-recovery-start", &["--reason", "r"])
         .assert_ok();
     assert_eq!(out["sequence"], 4);
     assert_eq!(run.load().1, LoadPath::Checkpoint);
@@ -151,8 +108,8 @@ fn lines_appended_by_another_writer_mean_a_full_replay() {
 #[test]
 fn a_checkpoint_the_receipt_does_not_prove_is_not_used() {
     let run = setup();
-    run.cmd("run-approve", &[]).assert_ok();
-    let path = run.dir().join("checkpoint.json");
+    run.step("run-approve", &[]).assert_ok();
+    let path = run.dir.join("checkpoint.json");
     let original = std::fs::read_to_string(&path).unwrap();
     let mut checkpoint: Value = serde_json::from_str(&original).unwrap();
     // A state edited without fixing its digest.
@@ -171,7 +128,7 @@ fn a_checkpoint_the_receipt_does_not_prove_is_not_used() {
     assert_eq!(run.load().1, LoadPath::FullReplay);
     // The command still works, from the receipt, and writes a fresh checkpoint.
     assert_eq!(
-        run.cmd("run-start", &[]).assert_ok()["run_state"],
+        run.step("run-start", &[]).assert_ok()["run_state"],
         "running"
     );
     assert_eq!(run.load().1, LoadPath::Checkpoint);
@@ -180,9 +137,9 @@ fn a_checkpoint_the_receipt_does_not_prove_is_not_used() {
 #[test]
 fn damage_below_or_after_the_checkpoint_is_still_reported() {
     let run = setup();
-    run.cmd("run-approve", &[]).assert_ok();
-    run.cmd("run-start", &[]).assert_ok();
-    let receipt = run.dir().join("receipt.jsonl");
+    run.step("run-approve", &[]).assert_ok();
+    run.step("run-start", &[]).assert_ok();
+    let receipt = run.dir.join("receipt.jsonl");
     let bytes = std::fs::read(&receipt).unwrap();
     // A torn tail after the checkpoint.
     let mut torn = bytes.clone();
@@ -190,7 +147,7 @@ fn damage_below_or_after_the_checkpoint_is_still_reported() {
     std::fs::write(&receipt, &torn).unwrap();
     let before = common::snapshot(&run.root);
     let e = run
-        .cmd("run-recovery-start", &["--reason", "r"])
+        .step("run-recovery-start", &["--reason", "r"])
         .assert_error(3, "receipt_corrupt");
     assert_eq!(
         e["message"],
@@ -208,7 +165,7 @@ fn damage_below_or_after_the_checkpoint_is_still_reported() {
             .unwrap();
     std::fs::write(&receipt, &bytes[..cut]).unwrap();
     let e = run
-        .cmd("run-recovery-start", &["--reason", "r"])
+        .step("run-recovery-start", &["--reason", "r"])
         .assert_error(3, "receipt_corrupt");
     assert!(
         e["message"].as_str().unwrap().contains("acknowledged head"),

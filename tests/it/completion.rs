@@ -5,11 +5,10 @@
 //! status, error code, message, `next_command` and an unchanged state root.
 
 use crate::bed as common;
-use crate::bed::topo;
 
+use crate::bed::{TestBed, component, ev};
 use bluetape_flow::receipt::canonical::digest;
 use serde_json::{Value, json};
-use topo::{Run, component, ev};
 
 /// Keys every `completion-check` answer carries besides the report.
 fn report(out: &Value) -> Value {
@@ -43,8 +42,8 @@ fn expect(patch: Value) -> Value {
 
 /// A running run with `runtime` (required, owner `build`, check `unit`)
 /// fully covered: only main verification is missing.
-fn covered() -> Run {
-    let run = Run::running(&["runtime"]);
+fn covered() -> TestBed {
+    let run = TestBed::running(&["runtime"]);
     run.completed_lane("build", None, &ev("build done"));
     run.register(&json!([component(
         "runtime",
@@ -63,7 +62,7 @@ fn covered() -> Run {
 /// `complete` must be blocked with exactly these missing ids, writing
 /// nothing.
 #[track_caller]
-fn blocked(run: &Run, missing: Value) {
+fn blocked(run: &TestBed, missing: Value) {
     let e = run.refused(
         || run.complete(&ev("main verification")),
         6,
@@ -76,7 +75,7 @@ fn blocked(run: &Run, missing: Value) {
 
 #[test]
 fn completion_check_is_read_only_and_works_in_any_state() {
-    let run = Run::planned(&["runtime", "docs"]);
+    let run = TestBed::planned(&["runtime", "docs"]);
     let before = common::snapshot(&run.root);
     let out = run.completion();
     assert_eq!(
@@ -189,7 +188,7 @@ fn a_failed_check_alone() {
 
 #[test]
 fn a_missing_component_alone() {
-    let run = Run::running(&["runtime"]);
+    let run = TestBed::running(&["runtime"]);
     run.completed_lane("build", None, &ev("build done"));
     run.register(&json!([component(
         "runtime",
@@ -210,7 +209,7 @@ fn a_missing_component_alone() {
 
 #[test]
 fn an_unregistered_topology_alone() {
-    let run = Run::running(&["runtime"]);
+    let run = TestBed::running(&["runtime"]);
     run.completed_lane("build", None, &ev("build done"));
     assert_eq!(
         report(&run.completion()),
@@ -308,7 +307,7 @@ fn an_incomplete_replacement_blocks_with_its_lane() {
 
 #[test]
 fn everything_missing_at_once() {
-    let run = Run::running(&["zeta", "alpha", "docs"]);
+    let run = TestBed::running(&["zeta", "alpha", "docs"]);
     run.running_lane("z-lane", None);
     run.running_lane("a-lane", None);
     run.completed_lane("d-lane", None, &ev("docs written"));
@@ -434,7 +433,7 @@ fn binding(original: &Value, resolution: &Value) -> Value {
 }
 
 /// `covered()` plus `review` failed and `rereview` (its child) completed.
-fn reviewed() -> Run {
+fn reviewed() -> TestBed {
     let run = covered();
     run.running_lane("review", None);
     run.fail_lane("review", &failure());
@@ -664,7 +663,7 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
     // A 1.1.0 snapshot from before the resolution policy lacks the key.
     // The snapshot is edited and the first receipt line re-sealed under
     // its new hash.
-    let fresh = Run::planned(&["runtime"]);
+    let fresh = TestBed::planned(&["runtime"]);
     let fresh_path = fresh.dir.join("manifest.json");
     let mut snapshot: Value =
         serde_json::from_str(&std::fs::read_to_string(&fresh_path).unwrap()).unwrap();
@@ -706,10 +705,10 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
     common::set_modes(&fresh.root);
     fresh.verify();
     fresh
-        .cmd("run-approve", &ev("a"), &["--at", topo::T0])
+        .cmd("run-approve", &ev("a"), &["--at", common::T0])
         .assert_ok();
     fresh
-        .cmd("run-start", &ev("s"), &["--at", topo::T0])
+        .cmd("run-start", &ev("s"), &["--at", common::T0])
         .assert_ok();
     fresh.running_lane("review", None);
     fresh.fail_lane("review", &failure());

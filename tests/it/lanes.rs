@@ -7,52 +7,26 @@
 use crate::bed as common;
 
 use bluetape_flow::receipt::canonical;
-use bluetape_flow::receipt::event::EventDraft;
-use bluetape_flow::store::run::{AckHead, RunDir};
-use common::{Flow, Output};
+
+use common::{Flow, Output, T0, TestBed, bed_type};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
-struct Run {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    repo: PathBuf,
-    run_id: String,
-    evidence: PathBuf,
-    dir: PathBuf,
-}
-
-const T0: &str = "2026-07-14T01:00:00Z";
+bed_type!(Run);
 
 /// A fresh run, approved and started, with `src/` and `docs/` in its repo.
 fn setup() -> Run {
     let run = planned();
-    run.cmd("run-approve", &[]).assert_ok();
-    run.cmd("run-start", &[]).assert_ok();
+    run.step("run-approve", &[]).assert_ok();
+    run.step("run-start", &[]).assert_ok();
     run
 }
 
 fn planned() -> Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    std::fs::create_dir_all(repo.join("docs")).unwrap();
-    let run_id = flow.init(&root, &repo);
-    let evidence = tmp.path().join("ev.json");
-    std::fs::write(&evidence, r#"[{"kind":"test","summary":"tests passed ✓"}]"#).unwrap();
-    let dir = root.join("runs").join(&run_id);
-    Run {
-        _tmp: tmp,
-        flow,
-        root,
-        repo,
-        run_id,
-        evidence,
-        dir,
-    }
+    let bed = TestBed::planned(&["runtime"])
+        .with_evidence(r#"[{"kind":"test","summary":"tests passed ✓"}]"#);
+    std::fs::create_dir_all(bed.repo.join("src")).unwrap();
+    std::fs::create_dir_all(bed.repo.join("docs")).unwrap();
+    Run(bed)
 }
 
 fn lane_input(lane_id: &str, agent_id: &str, scope: Value) -> Value {
@@ -66,52 +40,20 @@ fn lane_input(lane_id: &str, agent_id: &str, scope: Value) -> Value {
 }
 
 impl Run {
-    fn owner(&self) -> PathBuf {
-        self.root.join("handles/main.owner")
-    }
-
-    fn file(&self, name: &str, value: &Value) -> String {
-        let path = self._tmp.path().join(name);
-        std::fs::write(&path, value.to_string()).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    fn raw(&self, argv: &[&str]) -> Output {
-        let mut all = vec!["--state-root", self.root.to_str().unwrap()];
-        all.extend_from_slice(argv);
-        self.flow.run(&all)
-    }
-
-    /// `command --run-id --owner-file --evidence` plus `extra`.
-    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
-        let owner = self.owner();
-        let mut argv = vec![
-            command,
-            "--run-id",
-            &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            self.evidence.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        self.raw(&argv)
-    }
-
     fn create(&self, input: &Value) -> Output {
-        let path = self.file("lane.json", input);
-        self.cmd("lane-create", &["--input", &path])
+        let path = self.file(input);
+        self.step("lane-create", &["--input", &path])
     }
 
     /// A lane transition at `at` with extra flags.
     fn lane(&self, command: &str, lane: &str, agent: &str, at: &str, extra: &[&str]) -> Output {
         let mut argv = vec!["--lane-id", lane, "--agent-id", agent, "--at", at];
         argv.extend_from_slice(extra);
-        self.cmd(command, &argv)
+        self.step(command, &argv)
     }
 
     fn complete(&self, lane: &str, agent: &str, paths: &Value) -> Output {
-        let path = self.file("changed.json", paths);
+        let path = self.file(paths);
         self.lane(
             "lane-complete",
             lane,
@@ -130,79 +72,11 @@ impl Run {
             .assert_ok();
     }
 
-    fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("receipt.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
     fn lane_cache(&self, lane: &str) -> Value {
         serde_json::from_str(
             &std::fs::read_to_string(self.dir.join("lanes").join(format!("{lane}.json"))).unwrap(),
         )
         .unwrap()
-    }
-
-    fn verify(&self) -> Value {
-        self.raw(&["verify", "--run-id", &self.run_id]).assert_ok()
-    }
-
-    /// Run `f`, assert the typed refusal, and that nothing changed on disk.
-    #[track_caller]
-    fn refused(&self, out: impl FnOnce() -> Output, code: i32, error: &str, message: &str) {
-        let before = common::snapshot(&self.root);
-        let e = out().assert_error(code, error);
-        assert_eq!(e["message"], message, "{e}");
-        if code == 5 {
-            assert_eq!(e["next_command"], "resume-check");
-        } else {
-            assert!(e.get("next_command").is_none(), "{e}");
-        }
-        assert_eq!(
-            before,
-            common::snapshot(&self.root),
-            "a refusal changed the state"
-        );
-    }
-
-    /// Append hand-sealed events after the current head (as another writer
-    /// would) and record the acknowledged head.
-    fn append_sealed(&self, events: &[(&str, Value)]) {
-        let mut last = self.events().pop().unwrap();
-        let receipt = self.dir.join("receipt.jsonl");
-        let mut bytes = std::fs::read(&receipt).unwrap();
-        for (event_type, fields) in events {
-            let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
-            let draft = EventDraft {
-                run_id: self.run_id.clone(),
-                lane_id: text("lane_id"),
-                agent_id: text("agent_id"),
-                sequence: last["sequence"].as_u64().unwrap() + 1,
-                event_type: event_type.to_string(),
-                from_state: text("from_state"),
-                to_state: text("to_state"),
-                timestamp: text("timestamp").unwrap(),
-                owner_token: last["owner_token"].as_str().unwrap().into(),
-                manifest_hash: last["manifest_hash"].as_str().unwrap().into(),
-                previous_checksum: last["checksum"].as_str().unwrap().into(),
-                evidence_refs: fields.get("evidence_refs").cloned().unwrap_or(json!([])),
-                reason: text("reason"),
-                metadata: Some(fields["metadata"].clone()),
-            };
-            let sealed = draft.seal();
-            bytes.extend_from_slice(&sealed.line);
-            last = Value::Object(sealed.event);
-        }
-        std::fs::write(&receipt, &bytes).unwrap();
-        RunDir::new(&self.root, &self.run_id)
-            .write_head(&AckHead {
-                sequence: last["sequence"].as_u64().unwrap(),
-                checksum: last["checksum"].as_str().unwrap().into(),
-                byte_length: bytes.len() as u64,
-            })
-            .unwrap();
     }
 }
 
@@ -410,7 +284,7 @@ fn fail_block_and_cancel_record_their_reason() {
 #[test]
 fn lane_create_refusals() {
     let run = setup();
-    std::os::unix::fs::symlink(run._tmp.path(), run.repo.join("outside")).unwrap();
+    std::os::unix::fs::symlink(run.tmp.path(), run.repo.join("outside")).unwrap();
     let base = || lane_input("l1", "agent-1", json!(["src"]));
     let with = |key: &str, value: Value| {
         let mut input = base();
@@ -494,9 +368,9 @@ fn lane_create_refusals() {
         run.refused(|| run.create(&input), 2, "contract_error", message);
     }
     // The input must be an object; evidence must be non-empty.
-    let list = run.file("list.json", &json!([]));
+    let list = run.file(&json!([]));
     run.refused(
-        || run.cmd("lane-create", &["--input", &list]),
+        || run.step("lane-create", &["--input", &list]),
         2,
         "contract_error",
         "JSON input has the wrong top-level type",
@@ -536,7 +410,7 @@ fn lane_create_refusals() {
     );
     std::fs::write(run.owner(), &handle).unwrap();
     // The pinned repo root must still exist.
-    std::fs::rename(&run.repo, run._tmp.path().join("moved")).unwrap();
+    std::fs::rename(&run.repo, run.tmp.path().join("moved")).unwrap();
     let before = common::snapshot(&run.root);
     let e = run
         .create(&lane_input("l2", "agent-2", json!(["src"])))
@@ -557,15 +431,15 @@ fn lanes_need_a_running_or_recovering_run() {
         "coordinator_conflict",
         "run state does not allow this command",
     );
-    run.cmd("run-approve", &[]).assert_ok();
-    run.cmd("run-start", &[]).assert_ok();
-    run.cmd("run-recovery-start", &["--reason", "drift"])
+    run.step("run-approve", &[]).assert_ok();
+    run.step("run-start", &[]).assert_ok();
+    run.step("run-recovery-start", &["--reason", "drift"])
         .assert_ok();
     // Recovering: lanes are still created and moved.
     run.create(&lane_input("l1", "agent-1", json!([])))
         .assert_ok();
     run.lane("lane-start", "l1", "agent-1", T0, &[]).assert_ok();
-    run.cmd("run-block", &["--reason", "stop"]).assert_ok();
+    run.step("run-block", &["--reason", "stop"]).assert_ok();
     run.refused(
         || run.lane("startup-ack", "l1", "agent-1", T0, &[]),
         5,
@@ -603,7 +477,7 @@ fn lane_transition_refusals() {
             "current state does not allow lifecycle intent",
         );
     }
-    let paths = run.file("changed.json", &json!([]));
+    let paths = run.file(&json!([]));
     run.refused(
         || {
             run.lane(
@@ -670,7 +544,7 @@ fn lane_transition_refusals() {
             argv.extend_from_slice(&["--at", T0]);
         }
         let before = common::snapshot(&run.root);
-        run.cmd(command, &argv).assert_error(2, "contract_error");
+        run.step(command, &argv).assert_error(2, "contract_error");
         assert_eq!(before, common::snapshot(&run.root));
     }
     // A stale owner: the lane checks never run.
@@ -715,7 +589,7 @@ fn lane_transition_refusals() {
 #[test]
 fn lane_complete_rules() {
     let run = setup();
-    std::os::unix::fs::symlink(run._tmp.path(), run.repo.join("src/escape")).unwrap();
+    std::os::unix::fs::symlink(run.tmp.path(), run.repo.join("src/escape")).unwrap();
     run.running_lane("l1", "agent-1", json!(["src", "docs/api"]));
     let refused = |paths: Value, code: i32, message: &str| {
         let error = if code == 5 {
@@ -821,7 +695,7 @@ fn a_heartbeat_cannot_complete_a_lane() {
     };
     run.append_sealed(&[(
         "transaction_committed",
-        json!({"timestamp": at, "metadata": {"owner_epoch": 1, "intents": [
+        json!({"timestamp": at, "evidence_refs": [], "metadata": {"owner_epoch": 1, "intents": [
             intent("heartbeat_observed", Value::Null,
                    json!({"owner_epoch": 1, "evidence_digest": digest})),
             intent("lease_renewed", json!("working"),

@@ -6,58 +6,23 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output};
+use common::{Output, TestBed, bed_type};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-struct Run {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    evidence: PathBuf,
-}
+bed_type!(Run);
 
 fn running() -> Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    std::fs::create_dir_all(repo.join("lib")).unwrap();
-    let run_id = flow.init(&root, &repo);
-    let evidence = tmp.path().join("ev.json");
-    std::fs::write(&evidence, r#"[{"kind":"test","summary":"ok"}]"#).unwrap();
-    let run = Run {
-        _tmp: tmp,
-        flow,
-        root,
-        run_id,
-        evidence,
-    };
-    run.cmd("run-approve", &[]).assert_ok();
-    run.cmd("run-start", &[]).assert_ok();
+    let bed = TestBed::planned(&["runtime"]);
+    std::fs::create_dir_all(bed.repo.join("src")).unwrap();
+    std::fs::create_dir_all(bed.repo.join("lib")).unwrap();
+    let run = Run(bed);
+    run.step("run-approve", &[]).assert_ok();
+    run.step("run-start", &[]).assert_ok();
     run
 }
 
 impl Run {
-    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
-        let owner = self.root.join("handles/main.owner");
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
-            command,
-            "--run-id",
-            &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            self.evidence.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        self.flow.run(&argv)
-    }
-
     fn create(&self, lane_id: &str, parent: Option<&str>, scope: Value) -> Output {
         let input = json!({
             "lane_id": lane_id, "agent_id": "agent-1", "assignment": "work",
@@ -67,9 +32,9 @@ impl Run {
             "command_deadline": "2026-07-14T01:10:00Z",
             "parent_lane_id": parent,
         });
-        let path = self._tmp.path().join(format!("{lane_id}.json"));
+        let path = self.tmp.path().join(format!("{lane_id}.json"));
         std::fs::write(&path, input.to_string()).unwrap();
-        self.cmd("lane-create", &["--input", path.to_str().unwrap()])
+        self.step("lane-create", &["--input", path.to_str().unwrap()])
     }
 }
 

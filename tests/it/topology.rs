@@ -11,11 +11,11 @@
 //! error code, message, `next_command` and an unchanged state root.
 
 use crate::bed as common;
-use crate::bed::topo;
 
+use crate::bed::topo::{cut_state, fixture_lines, recorded_steps};
+use crate::bed::{T0, TestBed, component, ev};
 use common::Flow;
 use serde_json::{Value, json};
-use topo::{Run, T0, component, cut_state, ev, fixture_lines, recorded_steps};
 
 /// The event without what depends on the clock.
 fn timeless(line: &str) -> Value {
@@ -121,8 +121,8 @@ fn api_core(api_required: bool) -> Value {
     ])
 }
 
-fn two_lanes() -> Run {
-    let run = Run::running(&["api", "core"]);
+fn two_lanes() -> TestBed {
+    let run = TestBed::running(&["api", "core"]);
     run.running_lane("a", None);
     run.running_lane("b", None);
     run
@@ -224,7 +224,7 @@ fn register_refusals() {
 
 #[test]
 fn register_needs_a_running_run_and_the_owner() {
-    let run = Run::planned(&["api"]);
+    let run = TestBed::planned(&["api"]);
     let input = json!([component("api", "a", true, &[], &[])]);
     run.refused(
         || run.register(&input),
@@ -369,7 +369,7 @@ fn reregistration_cannot_drop_a_required_component_even_with_a_shrunk_snapshot()
 
 // ---------------------------------------------------------------- remove
 
-fn remove(run: &Run, id: &str, reason: &str) -> common::Output {
+fn remove(run: &TestBed, id: &str, reason: &str) -> common::Output {
     run.cmd(
         "topology-remove",
         &ev(&format!("remove {id}")),
@@ -379,8 +379,8 @@ fn remove(run: &Run, id: &str, reason: &str) -> common::Output {
 
 /// `api` (required, depends on core), `core` (required), `docs`
 /// (optional, depends on guide), `guide` (optional).
-fn four_components() -> Run {
-    let run = Run::running(&["api", "core", "docs", "guide"]);
+fn four_components() -> TestBed {
+    let run = TestBed::running(&["api", "core", "docs", "guide"]);
     run.running_lane("a", None);
     run.register(&json!([
         component("api", "a", true, &[], &["core"]),
@@ -487,8 +487,8 @@ fn remove_refusals() {
 
 // ---------------------------------------------------------------- check-result
 
-fn checked() -> Run {
-    let run = Run::running(&["core"]);
+fn checked() -> TestBed {
+    let run = TestBed::running(&["core"]);
     run.running_lane("b", None);
     run.register(&json!([component("core", "b", true, &["lint"], &[])]))
         .assert_ok();

@@ -1,12 +1,20 @@
-//! Shared helpers for the integration tests: run the real binary in a
-//! pinned environment, copy reference fixtures into temp dirs, snapshot a
-//! tree to prove nothing changed.
+//! The one test bed of every area: the real binary run in a cleared,
+//! pinned environment ([`Flow`]), a temp state root and repo with a run
+//! ([`TestBed`]), typed decoding of the JSON envelope ([`Success`],
+//! [`Failure`]), builders for the common inputs ([`ev`], [`component`],
+//! [`lane_input`], [`heartbeat_input`]), a tree snapshot for "nothing
+//! changed" ([`snapshot`]) and copies of the reference fixtures
+//! ([`prepare_state`], [`scenarios`], [`expand_argv`]).
 #![allow(dead_code)]
 
 pub mod refusal;
 pub mod topo;
 
-use serde_json::Value;
+use bluetape_flow::receipt::event::EventDraft;
+use bluetape_flow::store::run::{AckHead, RunDir};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -116,9 +124,12 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// What [`snapshot`] returns.
+pub type Snapshot = BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
+
 /// Every path under `root` with its type, mode, mtime and content: equal
 /// snapshots mean nothing was created, modified or chmod-ed.
-pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
+pub fn snapshot(root: &Path) -> Snapshot {
     let mut map = BTreeMap::new();
     if let Ok(meta) = std::fs::symlink_metadata(root) {
         map.insert(root.to_path_buf(), (meta.mode(), 0, Vec::new()));
@@ -154,18 +165,70 @@ pub struct Output {
 }
 
 impl Output {
+    pub fn of(out: &std::process::Output) -> Output {
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// The success envelope on stdout: `ok` true, the rest by name.
+#[derive(Debug, Deserialize)]
+pub struct Success {
+    pub ok: bool,
+    pub operation: Option<String>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// The failure envelope on stderr: every key of the contract typed, any
+/// extra key (`first_bad_sequence`, ...) in `rest`.
+#[derive(Debug, Deserialize)]
+pub struct Failure {
+    pub ok: bool,
+    pub error: String,
+    pub message: String,
+    pub retryable: bool,
+    pub next_command: Option<String>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+impl Output {
+    /// The stdout of a successful call, decoded.
+    pub fn success(&self) -> Success {
+        assert_eq!(self.code, 0, "{self:?}");
+        assert!(self.stderr.is_empty(), "{self:?}");
+        let s: Success = serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not a success envelope ({e}): {self:?}"));
+        assert!(s.ok, "{self:?}");
+        s
+    }
+
+    /// The stderr of a refused call, decoded (stdout must be empty).
+    pub fn failure(&self) -> Failure {
+        assert!(
+            self.stdout.is_empty(),
+            "failure printed on stdout: {self:?}"
+        );
+        let f: Failure = serde_json::from_str(&self.stderr)
+            .unwrap_or_else(|e| panic!("stderr is not a failure envelope ({e}): {self:?}"));
+        assert!(!f.ok, "{self:?}");
+        f
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|_| panic!("stdout is not JSON: {self:?}"))
     }
 
+    /// The failure envelope as JSON, after checking it decodes as a
+    /// [`Failure`].
     pub fn error(&self) -> Value {
-        assert!(
-            self.stdout.is_empty(),
-            "failure printed on stdout: {self:?}"
-        );
-        serde_json::from_str(&self.stderr)
-            .unwrap_or_else(|_| panic!("stderr is not JSON: {self:?}"))
+        self.failure();
+        serde_json::from_str(&self.stderr).unwrap()
     }
 
     /// Assert a typed failure with this exit status and error code.
@@ -179,15 +242,13 @@ impl Output {
     }
 
     pub fn assert_ok(&self) -> Value {
-        assert_eq!(self.code, 0, "{self:?}");
-        assert!(self.stderr.is_empty(), "{self:?}");
-        let v = self.json();
-        assert_eq!(v["ok"], true);
-        v
+        self.success();
+        self.json()
     }
 }
 
-/// A pinned environment: HOME inside `home`, no XDG, no BLUETAPE_STATE_ROOT.
+/// A pinned environment (see [`Flow::command`]): HOME inside `home`, no
+/// BLUETAPE_* variable unless a test adds it.
 pub struct Flow {
     pub home: PathBuf,
     pub cwd: PathBuf,
@@ -205,21 +266,32 @@ impl Flow {
         }
     }
 
-    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
+    /// The binary with `args` in the pinned environment: nothing of the
+    /// caller's environment, `HOME` and every `XDG_*` base inside the temp
+    /// dir (`XDG_STATE_HOME` where discovery would look anyway), `NO_COLOR`,
+    /// UTC, then this flow's extra variables. For spawning; most tests
+    /// want [`Flow::run`].
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_bluetape-flow"));
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", "/usr/bin:/bin")
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_CACHE_HOME", self.home.join(".cache"))
+            .env("XDG_DATA_HOME", self.home.join(".local/share"))
+            .env("NO_COLOR", "1")
+            .env("TZ", "UTC")
             .current_dir(&self.cwd);
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
-        let out = cmd.args(args).output().unwrap();
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        cmd.args(args);
+        cmd
+    }
+
+    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
+        Output::of(&self.command(args).output().unwrap())
     }
 
     /// Like [`Flow::run`], with extra environment variables for this call
@@ -263,3 +335,386 @@ impl Flow {
 pub fn args(items: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
     items.iter().map(|i| i.as_ref().to_os_string()).collect()
 }
+
+// ------------------------------------------------------------ test bed
+
+pub const T0: &str = "2026-07-14T01:00:00Z";
+
+/// `[{"kind": "test", "summary": summary}]`.
+pub fn ev(summary: &str) -> Value {
+    json!([{"kind": "test", "summary": summary}])
+}
+
+/// A component as `topology-register` takes it (no coverage).
+pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
+    json!({
+        "id": id, "required": required, "description": format!("Component {id}"),
+        "owner_lane": owner, "required_checks": checks, "dependencies": deps,
+        "evidence_refs": [], "coverage_state": "missing",
+    })
+}
+
+/// A temp dir with a state root, a repo and (from `planned`/`running`) a
+/// run made by the real binary: the bed every area builds on.
+pub struct TestBed {
+    pub tmp: tempfile::TempDir,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub repo: PathBuf,
+    pub run_id: String,
+    pub dir: PathBuf,
+    /// The evidence file of [`TestBed::step`]: `[{"kind": "test", ...}]`
+    /// until a test writes its own with [`TestBed::with_evidence`].
+    pub evidence: PathBuf,
+    files: Cell<u32>,
+}
+
+impl TestBed {
+    /// `init` approving `components`, not yet approved.
+    pub fn planned(components: &[&str]) -> TestBed {
+        let tmp = tempfile::tempdir().unwrap();
+        let flow = Flow::new(tmp.path());
+        let root = tmp.path().join("state");
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let owner = root.join("handles/main.owner");
+        let mut argv: Vec<String> = vec![
+            "--state-root".into(),
+            root.to_str().unwrap().into(),
+            "init".into(),
+            "--workflow-type".into(),
+            "A".into(),
+            "--repo-root".into(),
+            repo.to_str().unwrap().into(),
+            "--owner-file".into(),
+            owner.to_str().unwrap().into(),
+        ];
+        for c in components {
+            argv.push("--component".into());
+            argv.push((*c).into());
+        }
+        let run_id = flow.run(&argv).assert_ok()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let dir = root.join("runs").join(&run_id);
+        let evidence = tmp.path().join("ev.json");
+        std::fs::write(&evidence, ev("ok").to_string()).unwrap();
+        TestBed {
+            tmp,
+            flow,
+            root,
+            repo,
+            run_id,
+            dir,
+            evidence,
+            files: Cell::new(0),
+        }
+    }
+
+    /// Replace the evidence file of [`TestBed::step`] (raw JSON text).
+    pub fn with_evidence(self, json: &str) -> TestBed {
+        std::fs::write(&self.evidence, json).unwrap();
+        self
+    }
+
+    /// `command --run-id --owner-file --evidence <the bed's evidence>` plus
+    /// `extra`.
+    pub fn step(&self, command: &str, extra: &[&str]) -> Output {
+        let owner = self.owner();
+        let mut argv = vec![
+            command,
+            "--run-id",
+            &self.run_id,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            self.evidence.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        self.raw(&argv)
+    }
+
+    /// `command --run-id <id>` plus `extra` (read-only commands).
+    pub fn read(&self, command: &str, extra: &[&str]) -> Output {
+        let mut argv = vec![command, "--run-id", &self.run_id];
+        argv.extend_from_slice(extra);
+        self.raw(&argv)
+    }
+
+    /// A snapshot of everything under the state root.
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot(&self.root)
+    }
+
+    /// `init`, `run-approve`, `run-start`.
+    pub fn running(components: &[&str]) -> TestBed {
+        let run = TestBed::planned(components);
+        run.cmd("run-approve", &ev("approved"), &["--at", T0])
+            .assert_ok();
+        run.cmd("run-start", &ev("started"), &["--at", T0])
+            .assert_ok();
+        run
+    }
+
+    pub fn owner(&self) -> PathBuf {
+        self.root.join("handles/main.owner")
+    }
+
+    /// Write `value` to a fresh input file outside the state root.
+    pub fn file(&self, value: &Value) -> String {
+        let n = self.files.get() + 1;
+        self.files.set(n);
+        let path = self.tmp.path().join(format!("input-{n}.json"));
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// `--state-root <root>` + argv.
+    pub fn raw(&self, argv: &[&str]) -> Output {
+        let mut all = vec!["--state-root", self.root.to_str().unwrap()];
+        all.extend_from_slice(argv);
+        self.flow.run(&all)
+    }
+
+    /// `command --run-id --owner-file --evidence <file>` plus `extra`.
+    pub fn cmd(&self, command: &str, evidence: &Value, extra: &[&str]) -> Output {
+        let evidence = self.file(evidence);
+        let owner = self.owner();
+        let mut argv = vec![
+            command,
+            "--run-id",
+            &self.run_id,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            &evidence,
+        ];
+        argv.extend_from_slice(extra);
+        self.raw(&argv)
+    }
+
+    /// A command with `--input <value>`.
+    pub fn input(&self, command: &str, evidence: &Value, input: &Value) -> Output {
+        let input = self.file(input);
+        self.cmd(command, evidence, &["--input", &input])
+    }
+
+    pub fn lane_step(&self, command: &str, lane: &str, evidence: &Value, extra: &[&str]) -> Output {
+        let agent = format!("agent-{lane}");
+        let mut argv = vec!["--lane-id", lane, "--agent-id", &agent, "--at", T0];
+        argv.extend_from_slice(extra);
+        self.cmd(command, evidence, &argv)
+    }
+
+    /// A running lane `lane` (agent `agent-<lane>`, empty write scope).
+    pub fn running_lane(&self, lane: &str, parent: Option<&str>) {
+        let mut input = json!({
+            "lane_id": lane, "agent_id": format!("agent-{lane}"),
+            "assignment": format!("Work on {lane}"), "write_scope": [],
+            "fallback": "main session", "observed_at": T0,
+            "startup_ack_deadline": "2026-07-14T01:00:30Z",
+            "command_deadline": "2026-07-14T01:10:00Z",
+        });
+        if let Some(parent) = parent {
+            input["parent_lane_id"] = json!(parent);
+        }
+        self.input("lane-create", &ev(&format!("assign {lane}")), &input)
+            .assert_ok();
+        self.lane_step("lane-start", lane, &ev(&format!("spawn {lane}")), &[])
+            .assert_ok();
+        self.lane_step("startup-ack", lane, &ev(&format!("ack {lane}")), &[])
+            .assert_ok();
+    }
+
+    /// Completes a running lane with `evidence` (no changed paths).
+    pub fn complete_lane(&self, lane: &str, evidence: &Value) -> Output {
+        let changed = self.file(&json!([]));
+        self.lane_step(
+            "lane-complete",
+            lane,
+            evidence,
+            &["--changed-paths", &changed],
+        )
+    }
+
+    pub fn fail_lane(&self, lane: &str, evidence: &Value) {
+        self.lane_step("lane-fail", lane, evidence, &["--reason", "review failed"])
+            .assert_ok();
+    }
+
+    /// A lane created, started and completed with `evidence`.
+    pub fn completed_lane(&self, lane: &str, parent: Option<&str>, evidence: &Value) {
+        self.running_lane(lane, parent);
+        self.complete_lane(lane, evidence).assert_ok();
+    }
+
+    /// A heartbeat of a running lane (its evidence becomes liveness evidence).
+    pub fn heartbeat(&self, lane: &str, evidence: &Value) {
+        let input = json!({
+            "lane_id": lane, "agent_id": format!("agent-{lane}"),
+            "observed_at": "2026-07-14T01:00:05Z",
+            "silence_lease_deadline": "2026-07-14T01:05:00Z", "reason": "still working",
+        });
+        self.input("heartbeat", evidence, &input).assert_ok();
+    }
+
+    pub fn register(&self, components: &Value) -> Output {
+        self.input("topology-register", &ev("topology approved"), components)
+    }
+
+    pub fn check(
+        &self,
+        component: &str,
+        check: &str,
+        passed: bool,
+        reason: Option<&str>,
+        evidence: &Value,
+    ) -> Output {
+        let mut input = json!({"component_id": component, "check_id": check, "passed": passed});
+        if let Some(reason) = reason {
+            input["reason"] = json!(reason);
+        }
+        self.input("check-result", evidence, &input)
+    }
+
+    pub fn cover(&self, component: &str, evidence: &Value) -> Output {
+        self.input(
+            "component-evidence",
+            evidence,
+            &json!({"component_id": component}),
+        )
+    }
+
+    pub fn complete(&self, evidence: &Value) -> Output {
+        self.cmd("complete", evidence, &[])
+    }
+
+    pub fn resolve(&self, lane: &str, resolver: &str, evidence: &Value) -> Output {
+        self.cmd(
+            "lane-resolve",
+            evidence,
+            &[
+                "--lane-id",
+                lane,
+                "--resolution-lane-id",
+                resolver,
+                "--at",
+                "2026-07-14T01:30:00Z",
+            ],
+        )
+    }
+
+    pub fn completion(&self) -> Value {
+        self.raw(&["completion-check", "--run-id", &self.run_id])
+            .assert_ok()
+    }
+
+    pub fn verify(&self) -> Value {
+        self.raw(&["verify", "--run-id", &self.run_id]).assert_ok()
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("receipt.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The coordinator state our last mutation cached in `run.json` (tests
+    /// only look at it; commands never read it back).
+    pub fn cached_state(&self) -> Value {
+        let cache: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("run.json")).unwrap())
+                .unwrap();
+        cache["coordinator"]["state"].clone()
+    }
+
+    /// Run `out`, assert the typed refusal (exit status, error code,
+    /// exact message, `next_command`, `retryable`), and that nothing under
+    /// the state root changed.
+    #[track_caller]
+    pub fn refused(
+        &self,
+        out: impl FnOnce() -> Output,
+        code: i32,
+        error: &str,
+        message: &str,
+    ) -> Value {
+        let before = snapshot(&self.root);
+        let e = out().assert_error(code, error);
+        assert_eq!(e["message"], message, "{e}");
+        let next = match code {
+            3 => Some("receipt-diagnose"),
+            5 => Some("resume-check"),
+            6 => Some("completion-check"),
+            7 => Some("init"),
+            _ => None,
+        };
+        match next {
+            Some(next) => assert_eq!(e["next_command"], next, "{e}"),
+            None => assert!(e.get("next_command").is_none(), "{e}"),
+        }
+        assert_eq!(
+            before,
+            snapshot(&self.root),
+            "a refusal changed the state root"
+        );
+        e
+    }
+
+    /// Append hand-sealed events after the head (as another writer would:
+    /// states our own commands refuse to write) and record the head.
+    pub fn append_sealed(&self, events: &[(&str, Value)]) {
+        let mut last = self.events().pop().unwrap();
+        let receipt = self.dir.join("receipt.jsonl");
+        let mut bytes = std::fs::read(&receipt).unwrap();
+        for (event_type, fields) in events {
+            let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
+            let sealed = EventDraft {
+                run_id: self.run_id.clone(),
+                lane_id: text("lane_id"),
+                agent_id: text("agent_id"),
+                sequence: last["sequence"].as_u64().unwrap() + 1,
+                event_type: event_type.to_string(),
+                from_state: text("from_state"),
+                to_state: text("to_state"),
+                timestamp: text("timestamp").unwrap_or_else(|| T0.into()),
+                owner_token: last["owner_token"].as_str().unwrap().into(),
+                manifest_hash: last["manifest_hash"].as_str().unwrap().into(),
+                previous_checksum: last["checksum"].as_str().unwrap().into(),
+                evidence_refs: fields.get("evidence_refs").cloned().unwrap_or(ev("sealed")),
+                reason: text("reason"),
+                metadata: Some(fields["metadata"].clone()),
+            }
+            .seal();
+            bytes.extend_from_slice(&sealed.line);
+            last = Value::Object(sealed.event);
+        }
+        std::fs::write(&receipt, &bytes).unwrap();
+        RunDir::new(&self.root, &self.run_id)
+            .write_head(&AckHead {
+                sequence: last["sequence"].as_u64().unwrap(),
+                checksum: last["checksum"].as_str().unwrap().into(),
+                byte_length: bytes.len() as u64,
+            })
+            .unwrap();
+    }
+}
+
+/// `bed_type!(Run)`: a local `Run` that is a [`TestBed`] (by `Deref`) and
+/// can carry an area's own helper methods without clashing with another
+/// area's.
+macro_rules! bed_type {
+    ($name:ident) => {
+        struct $name(crate::bed::TestBed);
+        impl std::ops::Deref for $name {
+            type Target = crate::bed::TestBed;
+            fn deref(&self) -> &crate::bed::TestBed {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use bed_type;
