@@ -93,6 +93,58 @@ fn gate_with(policy: &str, envs: &[(&str, &str)]) -> Gate {
     gate
 }
 
+/// A gated run like [`gate_with`], made by the library's `init` with its
+/// clock pinned to `created` (an RFC 3339 UTC instant).
+fn gate_created_at(policy: &str, created: &str) -> Gate {
+    use bluetape_flow::commands::init::{
+        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().to_path_buf();
+    let flow = Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let env = bluetape_flow::store::discovery::DiscoveryEnv {
+        home: Some(flow.home.clone().into_os_string()),
+        cwd: base.clone(),
+        ..Default::default()
+    };
+    let entropy = InitEntropy {
+        now: chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+        ..InitEntropy::fresh()
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: vec!["runtime".into()],
+    };
+    let policy = PolicyRequest {
+        file,
+        initiated_by: None,
+    };
+    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let evidence = base.join("ev.json");
+    std::fs::write(
+        &evidence,
+        r#"[{"kind":"user_approval","summary":"plan reviewed"}]"#,
+    )
+    .unwrap();
+    Gate {
+        _tmp: tmp,
+        root,
+        base,
+        flow,
+        run_id: outcome.run_id,
+        evidence,
+    }
+}
+
 fn gate() -> Gate {
     gate_with(FOUR_EYES, &[])
 }
@@ -398,12 +450,15 @@ fn identity_never_travels_in_argv() {
 
 #[test]
 fn an_expired_request_cannot_be_approved_whatever_at_claims() {
-    let g = gate_with(
+    // The window runs on the clock, not on `--at`: a run created (through
+    // the library, which takes `now` as a value) in 2020 is long past a
+    // 1 s window, with no waiting.
+    let g = gate_created_at(
         r#"{"required_approver": "alice", "expires_after_s": 1}"#,
-        &[],
+        "2020-01-01T00:00:00Z",
     );
     let created = g.receipt()[0]["timestamp"].as_str().unwrap().to_string();
-    std::thread::sleep(std::time::Duration::from_millis(2200));
+    assert_eq!(created, "2020-01-01T00:00:00Z");
     let before = g.snapshot();
     let out = g.flow.run_env(
         &g.argv("run-approve", &["--at", &created]),

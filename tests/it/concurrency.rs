@@ -3,101 +3,117 @@
 //! chain stays valid. A writer that cannot get the lock in time answers
 //! exit 5 (retryable) and writes nothing.
 
-use crate::bed as common;
+use crate::bed::{TestBed, lane_input};
+use std::collections::BTreeSet;
 
-use common::Flow;
-use serde_json::{Value, json};
-use std::process::Command;
-
-#[test]
-fn parallel_writers_keep_one_valid_chain() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let repo = tmp.path().join("repo");
-    let run_id = flow.init(&root, &repo);
-    let owner = root.join("handles/main.owner");
-    let evidence = tmp.path().join("ev.json");
-    std::fs::write(&evidence, r#"[{"kind":"plan","summary":"go"}]"#).unwrap();
-    let base = |cmd: &str| -> Vec<String> {
-        vec![
-            "--state-root".into(),
-            root.to_string_lossy().into(),
-            cmd.into(),
-            "--run-id".into(),
-            run_id.clone(),
-            "--owner-file".into(),
-            owner.to_string_lossy().into(),
-            "--evidence".into(),
-            evidence.to_string_lossy().into(),
-        ]
-    };
-    flow.run(&base("run-approve")).assert_ok();
-    flow.run(&base("run-start")).assert_ok();
-    // Eight processes create eight different lanes at once.
-    let writers: Vec<_> = (0..8)
-        .map(|i| {
-            let input = tmp.path().join(format!("lane-{i}.json"));
-            std::fs::write(
+/// Spawn one `lane-create` per lane id at once; returns (created, refused)
+/// lane ids, every refusal checked as a typed, retryable lock conflict.
+fn create_at_once(run: &TestBed, lanes: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let owner = run.owner();
+    let writers: Vec<_> = lanes
+        .iter()
+        .map(|lane| {
+            let input = run.file(&lane_input(lane, &format!("agent-{lane}"), &[]));
+            let argv = [
+                "--state-root",
+                run.root.to_str().unwrap(),
+                "lane-create",
+                "--run-id",
+                &run.run_id,
+                "--owner-file",
+                owner.to_str().unwrap(),
+                "--evidence",
+                run.evidence.to_str().unwrap(),
+                "--input",
                 &input,
-                json!({"lane_id": format!("lane-{i}"), "agent_id": format!("agent-{i}"), "assignment": "work",
-                       "write_scope": [], "fallback": "main", "observed_at": "2026-07-14T01:00:00Z",
-                       "startup_ack_deadline": "2026-07-14T01:00:30Z", "command_deadline": "2026-07-14T01:10:00Z"})
-                .to_string(),
-            )
-            .unwrap();
-            let mut argv = base("lane-create");
-            argv.extend(["--input".into(), input.to_string_lossy().into()]);
-            Command::new(env!("CARGO_BIN_EXE_bluetape-flow"))
-                .args(&argv)
-                .env_clear()
-                .env("HOME", &flow.home)
+            ];
+            let child = run
+                .flow
+                .command(&argv)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
-                .unwrap()
+                .unwrap();
+            (lane.clone(), child)
         })
         .collect();
-    let mut created = 0;
-    for child in writers {
-        let out = child.wait_with_output().unwrap();
-        match out.status.code() {
-            Some(0) => created += 1,
-            Some(5) => {
-                let e: Value = serde_json::from_slice(&out.stderr).unwrap();
-                assert_eq!(e["retryable"], true);
+    let (mut created, mut refused) = (BTreeSet::new(), BTreeSet::new());
+    for (lane, child) in writers {
+        let out = crate::bed::Output::of(&child.wait_with_output().unwrap());
+        match out.code {
+            0 => {
+                assert_eq!(out.assert_ok()["operation"], "lane-create", "{out:?}");
+                created.insert(lane);
             }
-            other => panic!(
-                "unexpected exit {other:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
+            5 => {
+                let e = out.failure();
+                assert_eq!(
+                    (e.error.as_str(), e.retryable, e.message.as_str()),
+                    (
+                        "coordinator_conflict",
+                        true,
+                        "state lock owner is live or unknown"
+                    ),
+                    "{out:?}"
+                );
+                refused.insert(lane);
+            }
+            _ => panic!("{lane}: unexpected exit: {out:?}"),
         }
     }
-    assert!(created >= 1);
-    let v = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run_id,
-        ])
-        .assert_ok();
-    // init + approve + start + one event per successful writer, no more, no less.
-    assert_eq!(v["event_count"], 3 + created);
-    let receipt =
-        std::fs::read_to_string(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
-    let lanes: std::collections::BTreeSet<String> = receipt
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    (created, refused)
+}
+
+/// The lane ids the receipt records as created, each exactly once.
+fn recorded_lanes(run: &TestBed) -> BTreeSet<String> {
+    let ids: Vec<String> = run
+        .events()
+        .iter()
         .filter(|e| e["event_type"] == "lane_created")
         .map(|e| e["lane_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(lanes.len() as i64, created);
+    let set: BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(set.len(), ids.len(), "a lane was created twice: {ids:?}");
+    set
+}
+
+#[test]
+fn parallel_writers_keep_one_valid_chain() {
+    let run = TestBed::running(&["runtime"]);
+    let lanes: Vec<String> = (0..8).map(|i| format!("lane-{i}")).collect();
+
+    // While a live process (this test) holds the receipt lock, every one
+    // of four writers waits out its patience and is refused, writing
+    // nothing.
+    let lock = run.dir.join("locks/receipt");
+    std::fs::create_dir(&lock).unwrap();
+    std::fs::write(
+        lock.join("owner.json"),
+        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
+    )
+    .unwrap();
+    crate::bed::set_modes(&run.root);
+    let before = run.snapshot();
+    let (created, refused) = create_at_once(&run, &lanes[..4]);
+    assert_eq!(created, BTreeSet::new());
+    assert_eq!(refused, lanes[..4].iter().cloned().collect());
+    assert_eq!(before, run.snapshot(), "a refused writer wrote");
+    std::fs::remove_file(lock.join("owner.json")).unwrap();
+    std::fs::remove_dir(&lock).unwrap();
+
+    // Eight processes create eight different lanes at once. Each waits up
+    // to 1.5 s for the lock, far longer than seven appends take, so every
+    // one of them wins: none lost, none refused, none duplicated.
+    let (created, refused) = create_at_once(&run, &lanes);
+    assert_eq!(refused, BTreeSet::new());
+    assert_eq!(created, lanes.iter().cloned().collect());
+    assert_eq!(recorded_lanes(&run), created);
+    let v = run.read("verify", &[]).assert_ok();
+    // init + approve + start + one event per writer, no more, no less.
+    assert_eq!(v["event_count"], 3 + lanes.len() as u64);
     // No lock or temp file is left behind.
-    let run_dir = root.join("runs").join(&run_id);
-    assert!(!run_dir.join("locks/receipt").exists());
-    let stray: Vec<_> = std::fs::read_dir(&run_dir)
+    assert!(!run.dir.join("locks/receipt").exists());
+    let stray: Vec<_> = std::fs::read_dir(&run.dir)
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))

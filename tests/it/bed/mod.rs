@@ -336,6 +336,31 @@ pub fn args(items: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
     items.iter().map(|i| i.as_ref().to_os_string()).collect()
 }
 
+// ------------------------------------------------------------ builders
+
+/// A lane as `lane-create` takes it: agent `agent`, write scope `scope`,
+/// observed at [`T0`], startup ack due 30 s later, command deadline 10 min.
+pub fn lane_input(lane: &str, agent: &str, scope: &[&str]) -> Value {
+    json!({
+        "lane_id": lane, "agent_id": agent, "assignment": format!("Work on {lane}"),
+        "write_scope": scope, "fallback": "main session", "observed_at": T0,
+        "startup_ack_deadline": "2026-07-14T01:00:30Z",
+        "command_deadline": "2026-07-14T01:10:00Z",
+    })
+}
+
+/// A heartbeat as `heartbeat` takes it.
+pub fn heartbeat_input(
+    lane: &str,
+    agent: &str,
+    observed: &str,
+    lease: &str,
+    reason: &str,
+) -> Value {
+    json!({"lane_id": lane, "agent_id": agent, "observed_at": observed,
+           "silence_lease_deadline": lease, "reason": reason})
+}
+
 // ------------------------------------------------------------ test bed
 
 pub const T0: &str = "2026-07-14T01:00:00Z";
