@@ -7,22 +7,69 @@
 //! panic, with the first bad sequence named exactly, by `verify` and by
 //! `receipt-diagnose`. The library functions carry the exhaustive counts;
 //! a sample of every family also goes through the binary (exit 3 for
-//! verify, a diagnosis naming the line, never exit 1 or 101).
+//! verify, a diagnosis naming the line, never exit 1 or 101, nothing
+//! written).
+//!
+//! The single-byte-change property lives here only (issue 16 merged the
+//! copies of bad_input, properties and this file): every byte of four
+//! receipts — ours with its head, ours with lines another writer appended
+//! beyond the head, the reference's own, and a hand-acknowledged one full
+//! of escapes and a 30-digit integer — changed several ways.
 
-use crate::reliability;
-
+use crate::bed::refusal::{Chain, Work, append};
+use crate::bed::{Flow, Output, snapshot};
+use crate::reliability::{LaneRun, Rng, figure, full, lines, seed, size};
+use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
 use bluetape_flow::commands::inspect::receipt_diagnose;
 use bluetape_flow::commands::{FlowError, verify};
-use reliability::{LaneRun, figure, full, lines, size};
+use bluetape_flow::receipt::event::EventDraft;
+use bluetape_flow::store::discovery::DiscoveryEnv;
+use bluetape_flow::store::handle::OwnerToken;
+use bluetape_flow::store::run::{AckHead, RunDir};
+use serde_json::json;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SCENARIO: &str = "2. Damage";
 const LIMIT: usize = 65536;
 
+/// A run whose receipt is damaged, variant by variant, and put back.
+struct Subject {
+    flow: Flow,
+    root: PathBuf,
+    run_id: String,
+}
+
+impl Subject {
+    fn of(run: &LaneRun) -> Subject {
+        Subject {
+            flow: Flow::new(&run.base),
+            root: run.root.clone(),
+            run_id: run.run_id.clone(),
+        }
+    }
+
+    fn receipt_path(&self) -> PathBuf {
+        self.root
+            .join("runs")
+            .join(&self.run_id)
+            .join("receipt.jsonl")
+    }
+
+    fn receipt(&self) -> Vec<u8> {
+        std::fs::read(self.receipt_path()).unwrap()
+    }
+
+    fn read(&self, command: &str) -> Output {
+        let root = self.root.to_str().unwrap();
+        self.flow
+            .run(&["--state-root", root, command, "--run-id", &self.run_id])
+    }
+}
+
 /// One damage family under test.
 struct Family<'a> {
-    run: &'a LaneRun,
+    run: &'a Subject,
     original: Vec<u8>,
     detected: u64,
     failures: Vec<String>,
@@ -32,7 +79,7 @@ struct Family<'a> {
 }
 
 impl<'a> Family<'a> {
-    fn new(run: &'a LaneRun, binary_samples: u64, expected_variants: u64) -> Family<'a> {
+    fn new(run: &'a Subject, binary_samples: u64, expected_variants: u64) -> Family<'a> {
         Family {
             run,
             original: run.receipt(),
@@ -112,25 +159,37 @@ fn library_verdicts(root: &Path, run_id: &str) -> (Option<u64>, Option<u64>) {
     (verified, diagnosed)
 }
 
-fn binary_verdicts(run: &LaneRun, first_bad: u64) -> Result<(), String> {
-    let out = run.read("verify", &[]);
-    if out.code != 3 {
-        return Err(format!("binary verify exit {}: {}", out.code, out.stderr));
+/// Both verdicts through the binary: verify refuses with the typed
+/// envelope (exit 3, one JSON line on stderr, `receipt_corrupt`, not
+/// retryable, `next_command` receipt-diagnose) naming the line, the
+/// diagnosis names it too, and neither writes anything.
+fn binary_verdicts(run: &Subject, first_bad: u64) -> Result<(), String> {
+    let before = snapshot(&run.root);
+    let out = run.read("verify");
+    if out.code != 3 || !out.stdout.is_empty() || out.stderr.trim_end().lines().count() != 1 {
+        return Err(format!("binary verify: {out:?}"));
     }
-    let e = out.error();
-    let message = e["message"].as_str().unwrap_or_default();
-    let named = message == "receipt contains no events" && first_bad == 1
-        || message.starts_with(&format!("receipt corruption at sequence {first_bad}:"));
-    if e["error"] != "receipt_corrupt" || !named {
-        return Err(format!("binary verify said {e}"));
+    let e = out.failure();
+    let named = e.message == "receipt contains no events" && first_bad == 1
+        || e.message
+            .starts_with(&format!("receipt corruption at sequence {first_bad}:"));
+    if e.error != "receipt_corrupt"
+        || e.retryable
+        || e.next_command.as_deref() != Some("receipt-diagnose")
+        || !named
+    {
+        return Err(format!("binary verify said {e:?}"));
     }
-    let out = run.read("receipt-diagnose", &[]);
+    let out = run.read("receipt-diagnose");
     if out.code != 0 {
         return Err(format!("binary diagnose exit {}: {}", out.code, out.stderr));
     }
     let d = out.json();
     if d["first_bad_sequence"] != first_bad || d["effective_state"] != "blocked" {
         return Err(format!("binary diagnose said {d}"));
+    }
+    if before != snapshot(&run.root) {
+        return Err("a refused read changed the state root".into());
     }
     Ok(())
 }
@@ -158,12 +217,13 @@ fn join(lines: &[&[u8]]) -> Vec<u8> {
 fn reliability_damage_truncating_the_last_line_at_every_byte_offset_is_detected() {
     let tmp = tempfile::tempdir().unwrap();
     let run = run_with_beats(tmp.path(), 2);
+    let subject = Subject::of(&run);
     let receipt = run.receipt();
     let all = lines(&receipt);
     let n = all.len() as u64;
     let last_start = receipt.len() - all.last().unwrap().len();
     let offsets = all.last().unwrap().len() as u64;
-    let mut family = Family::new(&run, size(10, 100), offsets);
+    let mut family = Family::new(&subject, size(10, 100), offsets);
     // Offset 0 removes the whole line (only the head can tell); every other
     // offset leaves an unterminated line.
     for cut in last_start..receipt.len() {
@@ -174,55 +234,206 @@ fn reliability_damage_truncating_the_last_line_at_every_byte_offset_is_detected(
     ));
 }
 
-#[test]
-fn reliability_damage_every_single_bit_flip_is_detected() {
-    // A small receipt: init, run-approve, run-start (head at 3).
-    let tmp = tempfile::tempdir().unwrap();
-    let run = LaneRun::new(tmp.path(), &[]);
+/// The replacement values of the byte at `position`: one bit, rotating
+/// through the eight, and a second change rotating through another bit, a
+/// case flip (0x20), the neighbour value and a random non-zero delta. The
+/// first and last byte of every line (`{` and the LF), and every byte in
+/// the full run, get all eleven: each bit, the case flip, the neighbour
+/// and the delta.
+fn byte_changes(position: usize, byte: u8, edge: bool, rng: &mut Rng) -> Vec<u8> {
+    let delta = 1 + rng.below(255) as u8;
+    let mut values = if full() || edge {
+        let mut all: Vec<u8> = (0..8).map(|bit| byte ^ (1 << bit)).collect();
+        all.extend([byte ^ 0x20, byte.wrapping_add(1), byte.wrapping_add(delta)]);
+        all
+    } else {
+        let second = match position % 4 {
+            0 => byte ^ (1 << ((position + 4) % 8)),
+            1 => byte ^ 0x20,
+            2 => byte.wrapping_add(1),
+            _ => byte.wrapping_add(delta),
+        };
+        vec![byte ^ (1 << (position % 8)), second]
+    };
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+/// Change every byte of `run`'s receipt (see [`byte_changes`]); each
+/// variant must name the line the byte is in.
+fn change_every_byte(run: &Subject, what: &str) {
     let receipt = run.receipt();
     let all = lines(&receipt);
-    // CI flips one bit of every byte (rotating through the 8 positions);
-    // the full run flips every bit of every byte.
-    let per_byte: u64 = if full() { 8 } else { 1 };
-    let mut family = Family::new(&run, size(10, 200), receipt.len() as u64 * per_byte);
-    let mut first = 0u64;
+    let per_byte: u64 = if full() { 11 } else { 2 };
+    let mut rng = Rng::new(seed() ^ receipt.len() as u64);
+    let mut family = Family::new(run, size(8, 200), receipt.len() as u64 * per_byte);
+    let mut first = 0usize;
     for (index, line) in all.iter().enumerate() {
-        for offset in 0..line.len() {
-            let byte = first as usize + offset;
-            for k in 0..per_byte {
-                let bit = (byte as u64 + k) % 8;
+        for byte in first..first + line.len() {
+            let edge = byte == first || byte == first + line.len() - 1;
+            for value in byte_changes(byte, receipt[byte], edge, &mut rng) {
                 let mut changed = receipt.clone();
-                changed[byte] ^= 1 << bit;
+                changed[byte] = value;
                 family.check(
                     &changed,
                     index as u64 + 1,
-                    &format!("bit {bit} of byte {byte}"),
+                    &format!("byte {byte} {:#04x} -> {value:#04x}", receipt[byte]),
                 );
             }
         }
-        first += line.len() as u64;
+        first += line.len();
     }
     family.report(&format!(
-        "single bit flips in a {}-line, {}-byte receipt ({})",
+        "single byte changes in {what}, a {}-line, {}-byte receipt ({})",
         all.len(),
         receipt.len(),
         if full() {
-            "every bit of every byte"
+            "every bit of every byte, a case flip, the neighbour value and a random delta"
         } else {
-            "one bit of every byte, rotating"
+            "two changes of every byte: one bit rotating, then another bit, a case flip, the neighbour value or a random delta; all of them at the first and last byte of every line"
         }
     ));
+    // Put back, the receipt verifies again.
+    let v = run.read("verify").assert_ok();
+    assert_eq!(v["event_count"], all.len() as u64);
+}
+
+#[test]
+fn reliability_damage_every_single_byte_change_is_detected_in_our_receipt() {
+    // init, run-approve, run-start through the binary (head at 3).
+    let tmp = tempfile::tempdir().unwrap();
+    let run = LaneRun::new(tmp.path(), &[]);
+    change_every_byte(&Subject::of(&run), "our receipt");
+}
+
+#[test]
+fn reliability_damage_every_single_byte_change_is_detected_beyond_the_head() {
+    // Line 1 is covered by our acknowledged head; lines 2-3, sealed by
+    // hand as another writer (the Python tool) would append them, are
+    // verified the reference's way (parse, re-canonicalize, hash).
+    let (work, run_id) = Work::with_run();
+    let mut chain = Chain::of(&work.run_dir(&run_id));
+    append(&work.receipt(&run_id), &chain.two_more_lines());
+    let subject = Subject {
+        flow: Flow::new(&work.base),
+        root: work.state.clone(),
+        run_id,
+    };
+    assert_eq!(subject.read("verify").assert_ok()["sequence"], 3);
+    change_every_byte(&subject, "our init and two lines beyond the head");
+}
+
+#[test]
+fn reliability_damage_every_single_byte_change_is_detected_in_a_reference_receipt() {
+    // Fixture 01: a receipt the Python tool wrote, no head record.
+    let (work, run_id) = Work::from_fixture("01-init-only");
+    let subject = Subject {
+        flow: Flow::new(&work.base),
+        root: work.state.clone(),
+        run_id,
+    };
+    change_every_byte(&subject, "the reference's receipt of fixture 01");
+}
+
+/// A run with a few events whose strings need escapes, acknowledged by a
+/// head record: the receipt bytes and where they live.
+fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
+    use chrono::TimeZone;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let env = DiscoveryEnv {
+        cwd: tmp.path().to_path_buf(),
+        home: Some(tmp.path().into()),
+        ..Default::default()
+    };
+    let token = OwnerToken::from_secret("5b12fa0b8bfd4c589bbd6c3637d25097");
+    let entropy = InitEntropy {
+        now: chrono::Utc.with_ymd_and_hms(2026, 7, 14, 1, 0, 0).unwrap(),
+        run_suffix: "0badc0de".into(),
+        token: token.clone(),
+        staging_suffix: "1".repeat(32),
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: vec!["runtime".into()],
+    };
+    let outcome = init(&root, &env, &request, &entropy).unwrap();
+    let run = RunDir::new(&root, &outcome.run_id);
+    let mut bytes = std::fs::read(run.receipt_path()).unwrap();
+    let mut previous = outcome.checksum.clone();
+    let hash = "63d9230c3ff7198644fe0d20580809737484322b921d513406875053c96576d6".to_string();
+    for (sequence, (event_type, from, to, reason)) in [
+        (
+            "plan_approved",
+            "planned",
+            "approved",
+            "ok \u{1}\u{1f}\t\"q\" ✓",
+        ),
+        ("run_started", "approved", "running", "start\n\u{7f}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sealed = EventDraft {
+            run_id: outcome.run_id.clone(),
+            lane_id: None,
+            agent_id: None,
+            sequence: sequence as u64 + 2,
+            event_type: event_type.into(),
+            from_state: Some(from.into()),
+            to_state: Some(to.into()),
+            timestamp: "2026-07-14T01:00:00Z".into(),
+            owner_token: token.fingerprint(),
+            manifest_hash: hash.clone(),
+            previous_checksum: previous.clone(),
+            evidence_refs: json!([{"kind": "user_approval", "summary": "approved \u{2}", "exit_status": 100000000000000000000000000000u128}]),
+            reason: Some(reason.into()),
+            metadata: Some(json!({"owner_epoch": 1})),
+        }
+        .seal();
+        bytes.extend_from_slice(&sealed.line);
+        previous = sealed.checksum;
+    }
+    std::fs::write(run.receipt_path(), &bytes).unwrap();
+    run.write_head(&AckHead {
+        sequence: 3,
+        checksum: previous,
+        byte_length: bytes.len() as u64,
+    })
+    .unwrap();
+    verify(&root, &outcome.run_id).expect("the hand-built receipt verifies");
+    (tmp, root, outcome.run_id)
+}
+
+#[test]
+fn reliability_damage_every_single_byte_change_is_detected_in_an_escaped_receipt() {
+    let (tmp, root, run_id) = acknowledged_receipt();
+    let subject = Subject {
+        flow: Flow::new(tmp.path()),
+        root,
+        run_id,
+    };
+    change_every_byte(
+        &subject,
+        "a hand-acknowledged receipt of control characters, escapes and a 30-digit integer",
+    );
 }
 
 #[test]
 fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
     let tmp = tempfile::tempdir().unwrap();
     let run = run_with_beats(tmp.path(), 3);
+    let subject = Subject::of(&run);
     let receipt = run.receipt();
     let all = lines(&receipt);
     let n = all.len();
 
-    let mut family = Family::new(&run, size(3, 9), n as u64);
+    let mut family = Family::new(&subject, size(3, 9), n as u64);
     for i in 0..n {
         let mut kept = all.clone();
         kept.remove(i);
@@ -235,7 +446,7 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
     }
     family.report(&format!("every line of a {n}-line receipt deleted"));
 
-    let mut family = Family::new(&run, size(3, 9), n as u64);
+    let mut family = Family::new(&subject, size(3, 9), n as u64);
     for i in 0..n {
         let mut doubled = all.clone();
         doubled.insert(i + 1, all[i]);
@@ -248,7 +459,7 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
     family.report(&format!("every line of a {n}-line receipt duplicated"));
 
     let pairs = (n * (n - 1) / 2) as u64;
-    let mut family = Family::new(&run, size(3, 36), pairs);
+    let mut family = Family::new(&subject, size(3, 36), pairs);
     for i in 0..n {
         for j in i + 1..n {
             let mut swapped = all.clone();
@@ -269,10 +480,11 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
 fn reliability_damage_a_cut_off_tail_is_caught_by_the_acknowledged_head() {
     let tmp = tempfile::tempdir().unwrap();
     let run = run_with_beats(tmp.path(), 3);
+    let subject = Subject::of(&run);
     let receipt = run.receipt();
     let all = lines(&receipt);
     let n = all.len();
-    let mut family = Family::new(&run, size(3, 9), n as u64);
+    let mut family = Family::new(&subject, size(3, 9), n as u64);
     // Keep the first `keep` lines (0..n): a chain that is valid in itself.
     for keep in 0..n {
         family.check(
@@ -290,10 +502,11 @@ fn reliability_damage_a_cut_off_tail_is_caught_by_the_acknowledged_head() {
 fn reliability_damage_a_line_grown_past_the_size_limit_is_detected() {
     let tmp = tempfile::tempdir().unwrap();
     let run = run_with_beats(tmp.path(), 1);
+    let subject = Subject::of(&run);
     let receipt = run.receipt();
     let all = lines(&receipt);
     let n = all.len();
-    let mut family = Family::new(&run, size(2, 7), n as u64 * 2);
+    let mut family = Family::new(&subject, size(2, 7), n as u64 * 2);
     for i in 0..n {
         // The same event padded with insignificant whitespace, so only its
         // size is wrong: just past the limit, and far past it.
