@@ -865,7 +865,10 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
 #[test]
 fn the_view_has_a_table_for_people() {
     let g = gate();
-    g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
+    let approve = g.argv("run-approve", &["--at", "2026-07-14T01:00:00Z"]);
+    g.flow
+        .run_env(&approve, &[("BLUETAPE_APPROVED_BY", "alice")])
+        .assert_ok();
     let out = g.approvals_with(&["--format", "table"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
@@ -879,6 +882,13 @@ fn the_view_has_a_table_for_people() {
         out.stdout
     );
     assert!(out.stdout.contains("approved  alice"), "{}", out.stdout);
+    // The whole table, exit status included, as people see it.
+    common::snapshots().bind(|| {
+        insta::assert_snapshot!(
+            "approvals_table",
+            out.human(&[(g.run_id.as_str(), "[run-id]")])
+        )
+    });
     let out = g.approvals_with(&["--format", "xml"]);
     assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(out.error()["error"], "contract_error");

@@ -124,6 +124,17 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// insta's settings for every snapshot of the binary: the `.snap` files
+/// live in `tests/it/snapshots/`, whatever module asserts them. CI
+/// (`CI=true`) never writes new ones: review with `cargo insta review` or
+/// run with `INSTA_UPDATE=always` and commit the files.
+pub fn snapshots() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings
+}
+
 /// What [`snapshot`] returns.
 pub type Snapshot = BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
 
@@ -217,6 +228,20 @@ impl Output {
             .unwrap_or_else(|e| panic!("stderr is not a failure envelope ({e}): {self:?}"));
         assert!(!f.ok, "{self:?}");
         f
+    }
+
+    /// Exit status, stdout and stderr as one text for a snapshot of
+    /// human-facing output, with each `(text, placeholder)` replaced
+    /// (run ids, temp paths).
+    pub fn human(&self, redactions: &[(&str, &str)]) -> String {
+        let mut text = format!(
+            "exit status: {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        for (from, to) in redactions {
+            text = text.replace(from, to);
+        }
+        text
     }
 
     pub fn json(&self) -> Value {
