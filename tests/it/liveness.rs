@@ -1532,48 +1532,10 @@ fn hand_built_lanes_the_cli_cannot_make() {
 
 #[test]
 fn phase1_runs_are_refused_by_every_liveness_command() {
-    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("state");
-    let run_id = "20260101T000000Z-0000beef";
-    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
-    let map = manifest.as_object_mut().unwrap();
-    map.insert("manifest_version".into(), json!("1.0.0"));
-    for key in [
-        "resource_limits",
-        "compatible_manifest_versions",
-        "failure_resolution",
-    ] {
-        map.remove(key);
-    }
-    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
-    let hash = canonical::digest(&manifest);
-    let mut snapshot = manifest.clone();
-    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
-                              "owner_token": "legacy", "repo_root": "/tmp", "workflow_type": "A"});
-    let dir = root.join("runs").join(run_id);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(root.join("handles")).unwrap();
-    std::fs::write(dir.join("manifest.json"), canonical::to_string(&snapshot)).unwrap();
-    let sealed = EventDraft {
-        run_id: run_id.into(),
-        lane_id: None,
-        agent_id: None,
-        sequence: 1,
-        event_type: "run_created".into(),
-        from_state: None,
-        to_state: Some("planned".into()),
-        timestamp: "2026-01-01T00:00:00Z".into(),
-        owner_token: "legacy".into(),
-        manifest_hash: hash,
-        previous_checksum: String::new(),
-        evidence_refs: json!([]),
-        reason: None,
-        metadata: None,
-    }
-    .seal();
-    std::fs::write(dir.join("receipt.jsonl"), &sealed.line).unwrap();
-    common::set_modes(&root);
+    let run_id = common::PHASE1_RUN_ID;
+    common::write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
     let flow = Flow::new(tmp.path());
     let owner = root.join("handles/main.owner");
     let owner = owner.to_str().unwrap();

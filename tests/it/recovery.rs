@@ -741,19 +741,8 @@ fn unknown_runs_and_bad_inputs_are_refused_first() {
 fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
     // The phase gate (exit 7) comes first for every command of this family;
     // receipt-diagnose works on Phase 1 runs too.
-    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
     let bed = Bed::fresh();
-    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
-    let map = manifest.as_object_mut().unwrap();
-    map.insert("manifest_version".into(), json!("1.0.0"));
-    for key in [
-        "resource_limits",
-        "compatible_manifest_versions",
-        "failure_resolution",
-    ] {
-        map.remove(key);
-    }
-    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
+    let mut manifest = common::phase1_manifest();
     let hash = bluetape_flow::receipt::canonical::digest(&manifest);
     manifest["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
                               "owner_token": "legacy", "repo_root": text(&bed.repo),

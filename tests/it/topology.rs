@@ -750,58 +750,14 @@ fn help_texts_are_the_reference_ones() {
 
 #[test]
 fn every_new_command_answers_exit_7_on_a_phase1_run() {
-    use bluetape_flow::receipt::canonical;
-    use bluetape_flow::receipt::event::EventDraft;
-    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
-    const RUN_ID: &str = "20260101T000000Z-0000beef";
+    use common::{PHASE1_RUN_ID as RUN_ID, PHASE1_TOKEN};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("state");
-    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
-    let map = manifest.as_object_mut().unwrap();
-    map.insert("manifest_version".into(), json!("1.0.0"));
-    for key in [
-        "resource_limits",
-        "compatible_manifest_versions",
-        "failure_resolution",
-    ] {
-        map.remove(key);
-    }
-    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
-    let hash = canonical::digest(&manifest);
-    let mut snapshot = manifest.clone();
-    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
-                              "owner_token": "legacy", "repo_root": "/tmp", "workflow_type": "A"});
-    let dir = root.join("runs").join(RUN_ID);
-    std::fs::create_dir_all(dir.join("lanes")).unwrap();
-    std::fs::create_dir_all(root.join("handles")).unwrap();
-    std::fs::write(
-        dir.join("manifest.json"),
-        canonical::to_string(&snapshot) + "\n",
-    )
-    .unwrap();
-    let line = EventDraft {
-        run_id: RUN_ID.into(),
-        lane_id: None,
-        agent_id: None,
-        sequence: 1,
-        event_type: "run_created".into(),
-        from_state: None,
-        to_state: Some("planned".into()),
-        timestamp: T0.into(),
-        owner_token: "legacy".into(),
-        manifest_hash: hash,
-        previous_checksum: String::new(),
-        evidence_refs: json!([]),
-        reason: None,
-        metadata: None,
-    }
-    .seal()
-    .line;
-    std::fs::write(dir.join("receipt.jsonl"), line).unwrap();
+    common::write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
     let owner = root.join("handles/main.owner");
     std::fs::write(
         &owner,
-        format!("{{\"epoch\":1,\"run_id\":\"{RUN_ID}\",\"token\":\"legacy\"}}\n"),
+        format!("{{\"epoch\":1,\"run_id\":\"{RUN_ID}\",\"token\":\"{PHASE1_TOKEN}\"}}\n"),
     )
     .unwrap();
     let file = tmp.path().join("ev.json");

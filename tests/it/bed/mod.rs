@@ -386,6 +386,84 @@ pub fn heartbeat_input(
            "silence_lease_deadline": lease, "reason": reason})
 }
 
+// ------------------------------------------------------------ Phase 1 runs
+
+/// The run id of [`write_phase1_run`].
+pub const PHASE1_RUN_ID: &str = "20260101T000000Z-0000beef";
+const RUN_ID: &str = PHASE1_RUN_ID;
+/// The raw owner token a Phase 1 receipt carries.
+pub const PHASE1_TOKEN: &str = "legacy-secret";
+
+/// The bundled manifest as family 1.0 (Phase 1) had it.
+pub fn phase1_manifest() -> Value {
+    let mut m: Value =
+        serde_json::from_str(bluetape_flow::receipt::manifest::BUNDLED_MANIFEST).unwrap();
+    let map = m.as_object_mut().unwrap();
+    map.insert("manifest_version".into(), json!("1.0.0"));
+    for key in [
+        "resource_limits",
+        "compatible_manifest_versions",
+        "failure_resolution",
+    ] {
+        map.remove(key);
+    }
+    m["receipt"]["event_types"] = json!(bluetape_flow::receipt::manifest::EVENT_TYPES_1_0);
+    m
+}
+
+/// A Phase 1 run under `root` (with `handles/`, no owner file) whose
+/// receipt holds `events` (type, from, to), all at 2026-01-01, with
+/// `metadata`; returns the last checksum.
+pub fn write_phase1_run(
+    root: &Path,
+    events: &[(&str, Option<&str>, Option<&str>)],
+    metadata: Option<Value>,
+) -> String {
+    let manifest = phase1_manifest();
+    let hash = bluetape_flow::receipt::canonical::digest(&manifest);
+    let mut snapshot = manifest.clone();
+    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash, "owner_token": PHASE1_TOKEN,
+                              "repo_root": "/tmp", "workflow_type": "A"});
+    let dir = root.join("runs").join(RUN_ID);
+    std::fs::create_dir_all(dir.join("lanes")).unwrap();
+    std::fs::create_dir_all(root.join("handles")).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        bluetape_flow::receipt::canonical::to_string(&snapshot) + "\n",
+    )
+    .unwrap();
+    let mut receipt = Vec::new();
+    let mut previous = String::new();
+    for (i, (event_type, from, to)) in events.iter().enumerate() {
+        let sealed = EventDraft {
+            run_id: RUN_ID.into(),
+            lane_id: None,
+            agent_id: None,
+            sequence: i as u64 + 1,
+            event_type: event_type.to_string(),
+            from_state: from.map(str::to_string),
+            to_state: to.map(str::to_string),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            owner_token: PHASE1_TOKEN.into(),
+            manifest_hash: hash.clone(),
+            previous_checksum: previous.clone(),
+            evidence_refs: if i == 0 {
+                json!([])
+            } else {
+                json!([{"kind": "user_approval", "summary": "ok"}])
+            },
+            reason: None,
+            metadata: metadata.clone(),
+        }
+        .seal();
+        receipt.extend_from_slice(&sealed.line);
+        previous = sealed.checksum;
+    }
+    std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
+    set_modes(root);
+    previous
+}
+
 // ------------------------------------------------------------ test bed
 
 pub const T0: &str = "2026-07-14T01:00:00Z";

@@ -4,78 +4,10 @@
 
 use crate::bed as common;
 
-use bluetape_flow::receipt::canonical;
-use bluetape_flow::receipt::event::EventDraft;
-use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
-use common::Flow;
+use common::{Flow, PHASE1_RUN_ID, write_phase1_run};
 use serde_json::{Value, json};
-use std::path::Path;
 
-const RUN_ID: &str = "20260101T000000Z-0000beef";
-
-fn phase1_manifest() -> Value {
-    let mut m: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
-    let map = m.as_object_mut().unwrap();
-    map.insert("manifest_version".into(), json!("1.0.0"));
-    for key in [
-        "resource_limits",
-        "compatible_manifest_versions",
-        "failure_resolution",
-    ] {
-        map.remove(key);
-    }
-    m["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
-    m
-}
-
-fn write_phase1_run(
-    root: &Path,
-    events: &[(&str, Option<&str>, Option<&str>)],
-    metadata: Option<Value>,
-) -> String {
-    let manifest = phase1_manifest();
-    let hash = canonical::digest(&manifest);
-    let mut snapshot = manifest.clone();
-    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash, "owner_token": "legacy-secret",
-                              "repo_root": "/tmp", "workflow_type": "A"});
-    let dir = root.join("runs").join(RUN_ID);
-    std::fs::create_dir_all(dir.join("lanes")).unwrap();
-    std::fs::write(
-        dir.join("manifest.json"),
-        canonical::to_string(&snapshot) + "\n",
-    )
-    .unwrap();
-    let mut receipt = Vec::new();
-    let mut previous = String::new();
-    for (i, (event_type, from, to)) in events.iter().enumerate() {
-        let sealed = EventDraft {
-            run_id: RUN_ID.into(),
-            lane_id: None,
-            agent_id: None,
-            sequence: i as u64 + 1,
-            event_type: event_type.to_string(),
-            from_state: from.map(str::to_string),
-            to_state: to.map(str::to_string),
-            timestamp: "2026-01-01T00:00:00Z".into(),
-            owner_token: "legacy-secret".into(),
-            manifest_hash: hash.clone(),
-            previous_checksum: previous.clone(),
-            evidence_refs: if i == 0 {
-                json!([])
-            } else {
-                json!([{"kind": "user_approval", "summary": "ok"}])
-            },
-            reason: None,
-            metadata: metadata.clone(),
-        }
-        .seal();
-        receipt.extend_from_slice(&sealed.line);
-        previous = sealed.checksum;
-    }
-    std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
-    common::set_modes(root);
-    previous
-}
+const RUN_ID: &str = PHASE1_RUN_ID;
 
 #[test]
 fn verify_and_rebuild_read_phase1_runs() {
