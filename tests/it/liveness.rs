@@ -195,54 +195,31 @@ fn strs(v: &[String]) -> Vec<&str> {
 #[test]
 fn liveness_check_reproduces_every_recorded_output() {
     let mut checked = 0;
-    for scenario in scenarios() {
-        let expected: Value =
-            serde_json::from_str(&std::fs::read_to_string(scenario.join("expected.json")).unwrap())
-                .unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("state");
-        prepare_state(&scenario, &state);
-        let flow = Flow::new(tmp.path());
-        let before = common::snapshot(&state);
-        let state_text = state.to_string_lossy().into_owned();
-        for (run_id, run) in expected["runs"].as_object().unwrap() {
+    for copy in common::fixture_copies() {
+        let before = common::snapshot(&copy.state);
+        for (run_id, run) in copy.runs() {
             let Some(lanes) = run.get("liveness-check").and_then(Value::as_object) else {
                 continue;
             };
             for (lane, statuses) in lanes {
                 for (status, entry) in statuses.as_object().unwrap() {
-                    let argv =
-                        common::expand_argv(entry["argv"].as_array().unwrap(), &state, &scenario);
-                    let out = flow.run(&argv);
-                    let name = format!("{} {run_id} {lane} {status}", scenario.display());
-                    assert_eq!(
-                        out.code as i64,
-                        entry["exit_status"].as_i64().unwrap(),
-                        "{name}: {out:?}"
+                    let out = copy.run_recorded(entry);
+                    let name = format!("{} {run_id} {lane} {status}", copy.scenario.display());
+                    copy.assert_recorded(
+                        &out,
+                        entry,
+                        &["ok", "error", "retryable", "next_command", "message"],
+                        &name,
                     );
-                    if out.code == 0 {
-                        assert_eq!(
-                            out.stdout.replace(&state_text, "{STATE}"),
-                            entry["stdout"].as_str().unwrap(),
-                            "{name}"
-                        );
-                    } else {
-                        let want: Value =
-                            serde_json::from_str(entry["stderr"].as_str().unwrap()).unwrap();
-                        let got = out.error();
-                        for key in ["ok", "error", "retryable", "next_command", "message"] {
-                            assert_eq!(got[key], want[key], "{name}: {key}");
-                        }
-                    }
                     checked += 1;
                 }
             }
         }
         assert_eq!(
             before,
-            common::snapshot(&state),
+            common::snapshot(&copy.state),
             "liveness-check wrote under {}",
-            scenario.display()
+            copy.scenario.display()
         );
     }
     assert_eq!(checked, 147);

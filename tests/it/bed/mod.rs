@@ -70,6 +70,88 @@ pub fn expand_argv(argv: &[Value], state: &Path, scenario: &Path) -> Vec<String>
         .collect()
 }
 
+/// A temp copy of one reference scenario's state root, with what the
+/// reference recorded for it (`expected.json`).
+pub struct FixtureCopy {
+    _tmp: tempfile::TempDir,
+    pub scenario: PathBuf,
+    pub expected: Value,
+    pub state: PathBuf,
+    pub flow: Flow,
+}
+
+impl FixtureCopy {
+    pub fn new(scenario: &Path) -> FixtureCopy {
+        let expected =
+            serde_json::from_str(&std::fs::read_to_string(scenario.join("expected.json")).unwrap())
+                .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        prepare_state(scenario, &state);
+        FixtureCopy {
+            flow: Flow::new(tmp.path()),
+            _tmp: tmp,
+            scenario: scenario.to_path_buf(),
+            expected,
+            state,
+        }
+    }
+
+    /// `expected.json`'s runs: run id -> what was recorded for it.
+    pub fn runs(&self) -> &Map<String, Value> {
+        self.expected["runs"].as_object().unwrap()
+    }
+
+    /// Run a recorded `argv` (placeholders filled in) on this copy.
+    pub fn run_recorded(&self, entry: &Value) -> Output {
+        self.flow.run(&expand_argv(
+            entry["argv"].as_array().unwrap(),
+            &self.state,
+            &self.scenario,
+        ))
+    }
+
+    /// `out` as the reference recorded it in `entry`: the same exit
+    /// status; on success the byte-identical stdout (the state root read as
+    /// `{STATE}`); on failure the same `keys` of the envelope. Returns the
+    /// failure envelope, if any.
+    #[track_caller]
+    pub fn assert_recorded(
+        &self,
+        out: &Output,
+        entry: &Value,
+        keys: &[&str],
+        name: &str,
+    ) -> Option<Value> {
+        assert_eq!(
+            out.code as i64,
+            entry["exit_status"].as_i64().unwrap(),
+            "{name}: {out:?}"
+        );
+        if out.code == 0 {
+            assert_eq!(
+                out.stdout
+                    .replace(&*self.state.to_string_lossy(), "{STATE}"),
+                entry["stdout"].as_str().unwrap(),
+                "{name}"
+            );
+            None
+        } else {
+            let want: Value = serde_json::from_str(entry["stderr"].as_str().unwrap()).unwrap();
+            let got = out.error();
+            for key in keys {
+                assert_eq!(got[key], want[key], "{name}: {key}");
+            }
+            Some(got)
+        }
+    }
+}
+
+/// A [`FixtureCopy`] of every scenario of [`scenarios`].
+pub fn fixture_copies() -> impl Iterator<Item = FixtureCopy> {
+    scenarios().into_iter().map(|s| FixtureCopy::new(&s))
+}
+
 /// Copy a scenario's state into `target` (created), recreate the empty
 /// directories git dropped, and set modes 0700/0600.
 pub fn prepare_state(scenario: &Path, target: &Path) {

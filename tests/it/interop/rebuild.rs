@@ -5,20 +5,14 @@
 
 use crate::bed as common;
 
-use common::{Flow, prepare_state, scenarios};
 use serde_json::Value;
 
 #[test]
 fn rebuild_regenerates_the_reference_caches() {
     let mut compared = 0;
-    for scenario in scenarios() {
-        let expected: Value =
-            serde_json::from_str(&std::fs::read_to_string(scenario.join("expected.json")).unwrap())
-                .unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("state");
-        prepare_state(&scenario, &state);
-        let flow = Flow::new(tmp.path());
+    for copy in common::fixture_copies() {
+        let (scenario, expected, state, flow) =
+            (&copy.scenario, &copy.expected, &copy.state, &copy.flow);
         // Damaged copies keep the stale caches of the run they were cut
         // from, so their caches are not a reference to compare with.
         let commands = std::fs::read_to_string(scenario.join("commands.jsonl")).unwrap_or_default();
@@ -34,7 +28,7 @@ fn rebuild_regenerates_the_reference_caches() {
             }
             std::fs::write(dir.join("lanes/ghost.json"), "{}\n").unwrap();
             std::fs::remove_file(dir.join("run.json")).unwrap();
-            common::set_modes(&state);
+            common::set_modes(state);
             let out = flow.run(&[
                 "--state-root",
                 state.to_str().unwrap(),
