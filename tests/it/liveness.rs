@@ -9,7 +9,7 @@ use crate::bed as common;
 use bluetape_flow::receipt::canonical;
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::store::run::{AckHead, RunDir};
-use common::{Flow, Output, fixtures_dir, prepare_state, scenarios};
+use common::{Flow, Output, TestBed, bed_type, scenarios};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -22,76 +22,16 @@ const LIVENESS_COMMANDS: [&str; 6] = [
     "interrupt-result",
 ];
 
-/// A copy of one reference scenario's state root.
-struct Fixture {
-    tmp: tempfile::TempDir,
-    flow: Flow,
-    scenario: PathBuf,
-    root: PathBuf,
-    run_id: String,
-}
+// A copy of one reference scenario's state root.
+bed_type!(Fixture);
 
 impl Fixture {
     fn new(name: &str) -> Fixture {
-        let scenario = fixtures_dir().join(name);
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("state");
-        prepare_state(&scenario, &root);
-        let run_id = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .next()
-            .unwrap();
-        Fixture {
-            flow: Flow::new(tmp.path()),
-            tmp,
-            scenario,
-            root,
-            run_id,
-        }
-    }
-
-    fn run_dir(&self) -> PathBuf {
-        self.root.join("runs").join(&self.run_id)
+        Fixture(TestBed::from_fixture(name))
     }
 
     fn owner(&self) -> String {
-        self.root
-            .join("handles/main.owner")
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// Keep only the first `lines` receipt lines: the state as it was then.
-    fn truncate(&self, lines: usize) {
-        let receipt = self.run_dir().join("receipt.jsonl");
-        let text = std::fs::read_to_string(&receipt).unwrap();
-        let kept: String = text.split_inclusive('\n').take(lines).collect();
-        std::fs::write(&receipt, kept).unwrap();
-    }
-
-    fn receipt(&self) -> String {
-        std::fs::read_to_string(self.run_dir().join("receipt.jsonl")).unwrap()
-    }
-
-    fn last_event(&self) -> Value {
-        serde_json::from_str(self.receipt().lines().last().unwrap()).unwrap()
-    }
-
-    /// A JSON file outside the state root.
-    fn file(&self, name: &str, value: &Value) -> String {
-        let path = self.tmp.path().join(name);
-        std::fs::write(&path, value.to_string()).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    fn input(&self, name: &str) -> String {
-        self.scenario
-            .join("inputs")
-            .join(name)
-            .to_string_lossy()
-            .into_owned()
+        self.handle("main.owner").to_string_lossy().into_owned()
     }
 
     fn cli(&self, command: &str, args: &[&str]) -> Output {
@@ -266,10 +206,11 @@ fn every_recorded_liveness_step_replays_byte_for_byte() {
                 sequence - 1
             };
             fixture.truncate(before);
-            let out =
-                fixture
-                    .flow
-                    .run(&common::expand_argv(argv, &fixture.root, &fixture.scenario));
+            let out = fixture.flow.run(&common::expand_argv(
+                argv,
+                &fixture.root,
+                fixture.scenario.as_ref().unwrap(),
+            ));
             assert_eq!(out.code, 0, "{name} {argv:?}: {out:?}");
             assert_eq!(
                 out.stdout
@@ -384,7 +325,7 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
     f.cli("liveness-check", &["--lane-id", "done"])
         .assert_error(2, "contract_error");
     // A live writer holding the receipt lock does not stop a reader.
-    let lock = f.run_dir().join("locks/receipt");
+    let lock = f.dir.join("locks/receipt");
     std::fs::create_dir_all(&lock).unwrap();
     std::fs::write(
         lock.join("owner.json"),
@@ -433,11 +374,11 @@ fn heartbeat_input(observed: &str, lease: &str, reason: &str) -> Value {
 #[test]
 fn heartbeat_extends_the_silence_window() {
     let f = Fixture::new("13-liveness-paths");
-    let ev = f.file(
+    let ev = f.put(
         "hb-ev.json",
         &json!([{"kind": "log", "summary": "benchmark iteration 55/60", "exit_status": 0}]),
     );
-    let input = f.file(
+    let input = f.put(
         "hb.json",
         &heartbeat_input(
             "2026-07-14T02:04:00Z",
@@ -469,16 +410,15 @@ fn heartbeat_extends_the_silence_window() {
     );
     assert_eq!(f.check("leased", lease, "alive").0, "observe_command");
     // The lane cache follows the receipt; completion evidence is untouched.
-    let lane: Value = serde_json::from_str(
-        &std::fs::read_to_string(f.run_dir().join("lanes/leased.json")).unwrap(),
-    )
-    .unwrap();
+    let lane: Value =
+        serde_json::from_str(&std::fs::read_to_string(f.dir.join("lanes/leased.json")).unwrap())
+            .unwrap();
     assert_eq!(lane["silence_lease_deadline"], lease);
     assert_eq!(lane["last_reason"], "long benchmark");
     assert_eq!(
         lane["evidence_refs"],
         serde_json::from_str::<Value>(
-            &std::fs::read_to_string(f.input("startup-ack-leased.json")).unwrap()
+            &std::fs::read_to_string(f.scenario_input("startup-ack-leased.json")).unwrap()
         )
         .unwrap()
     );
@@ -489,12 +429,12 @@ fn heartbeat_extends_the_silence_window() {
 fn heartbeat_refusals() {
     let f = Fixture::new("13-liveness-paths");
     // The reference's own last heartbeat of this lane.
-    let same_ev = f.input("heartbeat-leased-evidence.json");
-    let new_ev = f.file(
+    let same_ev = f.scenario_input("heartbeat-leased-evidence.json");
+    let new_ev = f.put(
         "ev.json",
         &json!([{"kind": "log", "summary": "benchmark iteration 41/60"}]),
     );
-    let hb = |name: &str, value: Value| f.file(name, &value);
+    let hb = |name: &str, value: Value| f.put(name, &value);
     let cases: Vec<(String, String, i32, &str)> = vec![
         (
             same_ev.clone(),
@@ -537,7 +477,7 @@ fn heartbeat_refusals() {
             "silence lease exceeds manifest maximum",
         ),
         (
-            f.file("empty.json", &json!([])),
+            f.put("empty.json", &json!([])),
             hb(
                 "e.json",
                 heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
@@ -555,7 +495,7 @@ fn heartbeat_refusals() {
             "liveness reason is required",
         ),
         (
-            f.file("bad-ev.json", &json!([{"kind": "log"}])),
+            f.put("bad-ev.json", &json!([{"kind": "log"}])),
             hb(
                 "g.json",
                 heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
@@ -642,7 +582,7 @@ fn heartbeat_refusals() {
             "timestamp must be a UTC ISO-8601 timestamp ending in Z",
         ),
         (
-            f.file("list.json", &json!({})),
+            f.put("list.json", &json!({})),
             hb(
                 "p.json",
                 heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
@@ -652,7 +592,7 @@ fn heartbeat_refusals() {
         ),
         (
             new_ev.clone(),
-            f.file("q.json", &json!([])),
+            f.put("q.json", &json!([])),
             2,
             "JSON input has the wrong top-level type",
         ),
@@ -667,7 +607,7 @@ fn heartbeat_refusals() {
     }
     // Changing only the reason does not make used evidence fresh (stricter
     // than the reference): the same evidence cannot renew a lease forever.
-    let renewed = f.file(
+    let renewed = f.put(
         "ok.json",
         &heartbeat_input(
             "2026-07-14T01:56:00Z",
@@ -682,7 +622,7 @@ fn heartbeat_refusals() {
         "liveness evidence was already recorded for this lane",
     );
     // New evidence renews it.
-    let fresh = f.file(
+    let fresh = f.put(
         "fresh.json",
         &json!([{"kind": "log", "summary": "benchmark 7 of 9 done"}]),
     );
@@ -693,23 +633,23 @@ fn heartbeat_refusals() {
 fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
     let f = Fixture::new("13-liveness-paths");
     let stale = f.stale_owner();
-    let ev = f.file("ev.json", &json!([{"kind": "log", "summary": "new"}]));
-    let empty = f.file("empty.json", &json!([]));
+    let ev = f.put("ev.json", &json!([{"kind": "log", "summary": "new"}]));
+    let empty = f.put("empty.json", &json!([]));
     // Valid pre-lock input, stale owner: exit 5 for each command.
-    let hb = f.file(
+    let hb = f.put(
         "hb.json",
         &heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
     );
-    let decision = f.file(
+    let decision = f.put(
         "decision.json",
         &json!({"action": "suspect_stall", "reason": "no fresh evidence"}),
     );
-    let bound = f.file(
+    let bound = f.put(
         "bound.json",
         &json!([{"kind": "liveness", "summary": "decision",
                  "checksum": canonical::sha256_hex(br#"{"action":"suspect_stall","reason":"no fresh evidence"}"#)}]),
     );
-    let tool = f.file(
+    let tool = f.put(
         "tool.json",
         &json!([{"kind": "tool", "summary": "interrupt sent"}]),
     );
@@ -788,7 +728,7 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         assert_eq!(before, common::snapshot(&f.root));
     }
     // Invalid pre-lock input beats the stale owner: exit 2.
-    let unparsable = f.file("x.json", &heartbeat_input("soon", "later", "r"));
+    let unparsable = f.put("x.json", &heartbeat_input("soon", "later", "r"));
     let bad_cases: Vec<(&str, Vec<&str>, &str)> = vec![
         (
             "heartbeat",
@@ -940,8 +880,8 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     let decision = json!({"action": out["action"], "reason": out["reason"]});
     assert_eq!(decision["action"], "suspect_stall");
     let checksum = canonical::digest(&decision);
-    let decision_file = f.file("decision.json", &decision);
-    let ev = f.file(
+    let decision_file = f.put("decision.json", &decision);
+    let ev = f.put(
         "ev.json",
         &json!([{"kind": "liveness", "summary": "liveness-check decision", "checksum": checksum}]),
     );
@@ -977,8 +917,8 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     // Exactly two keys: an extra key breaks the match even when bound.
     let extra =
         json!({"action": "suspect_stall", "reason": "no fresh evidence", "lane": "cleared"});
-    let extra_file = f.file("extra.json", &extra);
-    let extra_ev = f.file(
+    let extra_file = f.put("extra.json", &extra);
+    let extra_ev = f.put(
         "extra-ev.json",
         &json!([{"kind": "liveness", "summary": "d", "checksum": canonical::digest(&extra)}]),
     );
@@ -991,7 +931,7 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     let a = args(
         "2026-07-14T01:05:30Z",
         "no fresh evidence",
-        &f.file(
+        &f.put(
             "c.json",
             &json!({"action": "continue", "reason": "fresh evidence"}),
         ),
@@ -1005,7 +945,7 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     let a = args(
         "2026-07-14T01:05:30Z",
         "no fresh evidence",
-        &f.file("l.json", &json!([decision])),
+        &f.put("l.json", &json!([decision])),
     );
     f.refused(
         "stall-record",
@@ -1016,11 +956,11 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     let a = args(
         "2026-07-14T01:05:30Z",
         "no fresh evidence",
-        &f.file("r.json", &json!({"action": "suspect_stall", "reason": 1})),
+        &f.put("r.json", &json!({"action": "suspect_stall", "reason": 1})),
     );
     f.refused("stall-record", &strs(&a), 2, "liveness decision is invalid");
     let mut a = args("2026-07-14T01:05:30Z", "no fresh evidence", &decision_file);
-    a[1] = f.file(
+    a[1] = f.put(
         "unbound.json",
         &json!([{"kind": "liveness", "summary": "no checksum"}]),
     );
@@ -1064,12 +1004,12 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
 #[test]
 fn stall_clear_writes_lane_recovered() {
     let f = Fixture::new("13-liveness-paths");
-    let stall_ev = f.input("stall-stalled-start-2026-07-14T010100Z-evidence.json");
-    let new_ev = f.file(
+    let stall_ev = f.scenario_input("stall-stalled-start-2026-07-14T010100Z-evidence.json");
+    let new_ev = f.put(
         "ev.json",
         &json!([{"kind": "message", "summary": "agent replied"}]),
     );
-    let empty = f.file("empty.json", &json!([]));
+    let empty = f.put("empty.json", &json!([]));
     let args = |ev: &str, lane: &str, agent: &str, reason: &str| -> Vec<String> {
         [
             "--evidence",
@@ -1170,7 +1110,7 @@ fn stall_clear_writes_lane_recovered() {
 #[test]
 fn probe_sent_deadline_within_the_grace() {
     let f = Fixture::new("13-liveness-paths");
-    let ev = f.file(
+    let ev = f.put(
         "ev.json",
         &json!([{"kind": "tool", "summary": "send_message probe"}]),
     );
@@ -1256,7 +1196,7 @@ fn probe_sent_deadline_within_the_grace() {
 #[test]
 fn interrupt_result_only_when_liveness_authorizes_it() {
     let f = Fixture::new("13-liveness-paths");
-    let tool = f.file(
+    let tool = f.put(
         "tool.json",
         &json!([{"kind": "tool", "summary": "Native INTERRUPT delivered"}]),
     );
@@ -1317,7 +1257,7 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         5,
         "interrupt requires a recovering lane",
     );
-    let probe = f.file(
+    let probe = f.put(
         "p.json",
         &json!([{"kind": "tool", "summary": "send_message probe"}]),
     );
@@ -1659,7 +1599,7 @@ fn help_texts_name_the_safe_next_step() {
 #[test]
 fn liveness_evidence_cannot_complete_its_lane() {
     let f = Fixture::new("13-liveness-paths");
-    let changed = f.file("changed.json", &json!([]));
+    let changed = f.put("changed.json", &json!([]));
     let complete = |lane: &str, agent: &str, ev: &str| -> Vec<String> {
         [
             "--lane-id",
@@ -1679,7 +1619,7 @@ fn liveness_evidence_cannot_complete_its_lane() {
     };
     let refusal = "liveness evidence cannot complete a lane";
     // The reference's own heartbeat.
-    let reference_hb = f.input("heartbeat-leased-evidence.json");
+    let reference_hb = f.scenario_input("heartbeat-leased-evidence.json");
     f.refused(
         "lane-complete",
         &strs(&complete("leased", "agent-l", &reference_hb)),
@@ -1687,11 +1627,11 @@ fn liveness_evidence_cannot_complete_its_lane() {
         refusal,
     );
     // One written by us.
-    let ev = f.file(
+    let ev = f.put(
         "hb-ev.json",
         &json!([{"kind": "log", "summary": "benchmark finished 60/60", "exit_status": 0}]),
     );
-    let input = f.file(
+    let input = f.put(
         "hb.json",
         &heartbeat_input(
             "2026-07-14T02:01:00Z",
@@ -1707,7 +1647,7 @@ fn liveness_evidence_cannot_complete_its_lane() {
         refusal,
     );
     // The evidence that cleared a stall.
-    let cleared = f.file(
+    let cleared = f.put(
         "cleared.json",
         &json!([{"kind": "message", "summary": "all done"}]),
     );

@@ -8,35 +8,28 @@
 use crate::bed as common;
 
 use bluetape_flow::receipt::canonical;
-use common::{Flow, Output, fixtures_dir, prepare_state};
+use common::{Output, TestBed, bed_type, fixtures_dir};
 use serde_json::{Value, json};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-struct Bed {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    work: PathBuf,
-    scenario: Option<PathBuf>,
-}
+bed_type!(Bed);
 
 impl Bed {
     /// A fresh running run.
     fn running() -> Bed {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        let run_id = flow.init(&root, &tmp.path().join("repo"));
-        let bed = Bed::with(tmp, flow, root, run_id, None);
+        let bed = Bed::with(TestBed::planned(&["runtime"]));
         for command in ["run-approve", "run-start"] {
-            bed.mutation(command, "main.owner", &["--evidence", &bed.file("ev.json")])
-                .assert_ok();
+            bed.mutation(
+                command,
+                "main.owner",
+                &["--evidence", &bed.work_file("ev.json")],
+            )
+            .assert_ok();
         }
         bed
     }
@@ -44,25 +37,8 @@ impl Bed {
     /// A reference scenario with its receipt cut to the first `lines`
     /// lines and its reports removed: the state just before the report.
     fn fixture_before(name: &str, lines: usize) -> Bed {
-        let scenario = fixtures_dir().join(name);
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        prepare_state(&scenario, &root);
-        let run_id = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .next()
-            .unwrap();
-        let bed = Bed::with(tmp, flow, root, run_id, Some(scenario));
-        let receipt = bed.receipt_path();
-        let kept: String = std::fs::read_to_string(&receipt)
-            .unwrap()
-            .split_inclusive('\n')
-            .take(lines)
-            .collect();
-        std::fs::write(&receipt, kept).unwrap();
+        let bed = Bed::with(TestBed::from_fixture(name));
+        bed.truncate(lines);
         for entry in std::fs::read_dir(bed.root.join("reports"))
             .unwrap()
             .flatten()
@@ -72,56 +48,12 @@ impl Bed {
         bed
     }
 
-    fn with(
-        tmp: tempfile::TempDir,
-        flow: Flow,
-        root: PathBuf,
-        run_id: String,
-        scenario: Option<PathBuf>,
-    ) -> Bed {
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let bed = Bed {
-            _tmp: tmp,
-            flow,
-            root,
-            run_id,
-            work,
-            scenario,
-        };
+    fn with(bed: TestBed) -> Bed {
         bed.put(
             "ev.json",
             &json!([{"kind": "user_approval", "summary": "ok"}]),
         );
-        bed
-    }
-
-    fn put(&self, name: &str, value: &Value) -> String {
-        std::fs::write(self.work.join(name), value.to_string()).unwrap();
-        self.file(name)
-    }
-
-    fn file(&self, name: &str) -> String {
-        text(&self.work.join(name))
-    }
-
-    fn handle(&self, name: &str) -> PathBuf {
-        self.root.join("handles").join(name)
-    }
-
-    fn receipt_path(&self) -> PathBuf {
-        self.root
-            .join("runs")
-            .join(&self.run_id)
-            .join("receipt.jsonl")
-    }
-
-    fn receipt(&self) -> String {
-        std::fs::read_to_string(self.receipt_path()).unwrap()
-    }
-
-    fn last_event(&self) -> Value {
-        serde_json::from_str(self.receipt().lines().last().unwrap()).unwrap()
+        Bed(bed)
     }
 
     fn head(&self) -> String {
@@ -145,20 +77,6 @@ impl Bed {
             .as_str()
             .unwrap()
             .to_string()
-    }
-
-    fn mutation(&self, command: &str, owner: &str, rest: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            text(&self.root),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            text(&self.handle(owner)),
-        ];
-        argv.extend(rest.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
     }
 
     fn report(&self, command: &str, payload: &Value, rest: &[&str]) -> Output {
@@ -538,7 +456,7 @@ fn owners_are_checked_before_the_payload() {
         "main.owner",
         &[
             "--evidence",
-            &bed.file("ev.json"),
+            &bed.work_file("ev.json"),
             "--new-owner-file",
             &new_owner,
         ],

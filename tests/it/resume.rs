@@ -7,18 +7,12 @@
 use crate::bed as common;
 
 use bluetape_flow::receipt::canonical;
-use common::{Flow, Output, fixtures_dir, prepare_state};
+use common::{Output, TestBed, bed_type, fixtures_dir};
 use serde_json::{Value, json};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-struct Run {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    work: PathBuf,
-}
+bed_type!(Run);
 
 fn text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
@@ -27,27 +21,11 @@ fn text(path: &Path) -> String {
 impl Run {
     /// A fresh run, approved.
     fn new() -> Run {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        let run_id = flow.init(&root, &tmp.path().join("repo"));
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let run = Run {
-            _tmp: tmp,
-            flow,
-            root,
-            run_id,
-            work,
-        };
-        run.put(
-            "ev.json",
-            &json!([{"kind": "user_approval", "summary": "hand over"}]),
-        );
+        let run = Run::with_evidence(TestBed::planned(&["runtime"]));
         run.mutation(
             "run-approve",
             "main.owner",
-            &["--evidence", &run.file("ev.json")],
+            &["--evidence", &run.work_file("ev.json")],
         )
         .assert_ok();
         run
@@ -55,70 +33,15 @@ impl Run {
 
     /// A copy of a reference scenario (single run).
     fn fixture(name: &str) -> Run {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        prepare_state(&fixtures_dir().join(name), &root);
-        let run_id = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .next()
-            .unwrap();
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let run = Run {
-            _tmp: tmp,
-            flow,
-            root,
-            run_id,
-            work,
-        };
-        run.put(
+        Run::with_evidence(TestBed::from_fixture(name))
+    }
+
+    fn with_evidence(bed: TestBed) -> Run {
+        bed.put(
             "ev.json",
             &json!([{"kind": "user_approval", "summary": "hand over"}]),
         );
-        run
-    }
-
-    fn put(&self, name: &str, value: &Value) {
-        std::fs::write(self.work.join(name), value.to_string()).unwrap();
-    }
-
-    fn file(&self, name: &str) -> String {
-        text(&self.work.join(name))
-    }
-
-    fn handle(&self, name: &str) -> PathBuf {
-        self.root.join("handles").join(name)
-    }
-
-    fn receipt(&self) -> String {
-        std::fs::read_to_string(
-            self.root
-                .join("runs")
-                .join(&self.run_id)
-                .join("receipt.jsonl"),
-        )
-        .unwrap()
-    }
-
-    fn last_event(&self) -> Value {
-        serde_json::from_str(self.receipt().lines().last().unwrap()).unwrap()
-    }
-
-    fn mutation(&self, command: &str, owner: &str, rest: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            text(&self.root),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            text(&self.handle(owner)),
-        ];
-        argv.extend(rest.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        Run(bed)
     }
 
     fn resume(&self, owner: &str, new_owner: &str, rest: &[&str]) -> Output {
@@ -127,7 +50,7 @@ impl Run {
         } else {
             text(&self.handle(new_owner))
         };
-        let ev = self.file("ev.json");
+        let ev = self.work_file("ev.json");
         let mut argv: Vec<&str> = vec!["--evidence", &ev, "--new-owner-file", &new_owner];
         argv.extend_from_slice(rest);
         self.mutation("resume", owner, &argv)
@@ -268,7 +191,7 @@ fn resume_hands_the_run_to_a_fresh_handle() {
     run.mutation(
         "run-start",
         "second.owner",
-        &["--evidence", &run.file("ev.json")],
+        &["--evidence", &run.work_file("ev.json")],
     )
     .assert_ok();
     let v = run.resume("second.owner", "third.owner", &[]).assert_ok();
@@ -290,7 +213,12 @@ fn a_reference_run_at_epoch_three_is_handed_on() {
     run.mutation(
         "run-block",
         "owner-4.owner",
-        &["--evidence", &run.file("ev.json"), "--reason", "handed on"],
+        &[
+            "--evidence",
+            &run.work_file("ev.json"),
+            "--reason",
+            "handed on",
+        ],
     )
     .assert_ok();
 }
@@ -332,7 +260,7 @@ fn refusals_change_nothing() {
                 "main.owner",
                 &[
                     "--evidence",
-                    &run.file("empty.json"),
+                    &run.work_file("empty.json"),
                     "--new-owner-file",
                     &text(&run.handle("n.owner")),
                 ],
@@ -396,7 +324,7 @@ fn refusals_change_nothing() {
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
     run.refused(
         || {
-            let ev = run.file("ev.json");
+            let ev = run.work_file("ev.json");
             let new_owner = text(&run.handle("n.owner"));
             run.flow.run(&[
                 "--state-root",
@@ -444,7 +372,7 @@ fn terminal_and_damaged_runs_keep_their_owner() {
     run.mutation(
         "run-cancel",
         "main.owner",
-        &["--evidence", &run.file("ev.json"), "--reason", "stop"],
+        &["--evidence", &run.work_file("ev.json"), "--reason", "stop"],
     )
     .assert_ok();
     run.refused(

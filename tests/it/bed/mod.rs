@@ -576,6 +576,10 @@ pub struct TestBed {
     /// The evidence file of [`TestBed::step`]: `[{"kind": "test", ...}]`
     /// until a test writes its own with [`TestBed::with_evidence`].
     pub evidence: PathBuf,
+    /// A directory outside the state root for a test's own files.
+    pub work: PathBuf,
+    /// The reference scenario a fixture bed was copied from.
+    pub scenario: Option<PathBuf>,
     files: Cell<u32>,
 }
 
@@ -607,9 +611,41 @@ impl TestBed {
             .as_str()
             .unwrap()
             .to_string();
+        TestBed::around(tmp, flow, root, repo, run_id, None)
+    }
+
+    /// A copy of the reference scenario `name` (its first run), its inputs
+    /// at [`TestBed::scenario_input`].
+    pub fn from_fixture(name: &str) -> TestBed {
+        let scenario = fixtures_dir().join(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let flow = Flow::new(tmp.path());
+        let root = tmp.path().join("state");
+        prepare_state(&scenario, &root);
+        let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        runs.sort();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        TestBed::around(tmp, flow, root, repo, runs.remove(0), Some(scenario))
+    }
+
+    fn around(
+        tmp: tempfile::TempDir,
+        flow: Flow,
+        root: PathBuf,
+        repo: PathBuf,
+        run_id: String,
+        scenario: Option<PathBuf>,
+    ) -> TestBed {
         let dir = root.join("runs").join(&run_id);
         let evidence = tmp.path().join("ev.json");
         std::fs::write(&evidence, ev("ok").to_string()).unwrap();
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
         TestBed {
             tmp,
             flow,
@@ -618,8 +654,68 @@ impl TestBed {
             run_id,
             dir,
             evidence,
+            work,
+            scenario,
             files: Cell::new(0),
         }
+    }
+
+    /// A file of the scenario's `inputs/` (fixture beds only).
+    pub fn scenario_input(&self, name: &str) -> String {
+        let scenario = self.scenario.as_ref().expect("a fixture bed");
+        scenario
+            .join("inputs")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Write `value` to `work/<name>` (outside the state root); its path.
+    pub fn put(&self, name: &str, value: &Value) -> String {
+        std::fs::write(self.work.join(name), value.to_string()).unwrap();
+        self.work_file(name)
+    }
+
+    /// The path of `work/<name>`.
+    pub fn work_file(&self, name: &str) -> String {
+        self.work.join(name).to_string_lossy().into_owned()
+    }
+
+    /// `handles/<name>` under the state root.
+    pub fn handle(&self, name: &str) -> PathBuf {
+        self.root.join("handles").join(name)
+    }
+
+    pub fn receipt_path(&self) -> PathBuf {
+        self.dir.join("receipt.jsonl")
+    }
+
+    pub fn receipt(&self) -> String {
+        std::fs::read_to_string(self.receipt_path()).unwrap()
+    }
+
+    pub fn last_event(&self) -> Value {
+        serde_json::from_str(self.receipt().lines().last().unwrap()).unwrap()
+    }
+
+    /// Keep only the first `lines` receipt lines: the state as it was then.
+    pub fn truncate(&self, lines: usize) {
+        let kept: String = self.receipt().split_inclusive('\n').take(lines).collect();
+        std::fs::write(self.receipt_path(), kept).unwrap();
+    }
+
+    /// `command --run-id --owner-file handles/<owner>` plus `rest`.
+    pub fn mutation(&self, command: &str, owner: &str, rest: &[&str]) -> Output {
+        let owner = self.handle(owner);
+        let mut argv = vec![
+            command,
+            "--run-id",
+            &self.run_id,
+            "--owner-file",
+            owner.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(rest);
+        self.raw(&argv)
     }
 
     /// Replace the evidence file of [`TestBed::step`] (raw JSON text).
