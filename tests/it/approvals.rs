@@ -397,13 +397,9 @@ fn two_racing_approvals_exactly_one_wins() {
     for _ in 0..3 {
         let g = gate();
         let spawn = || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_bluetape-flow"))
-                .env_clear()
-                .env("HOME", &g.flow.home)
-                .env("PATH", "/usr/bin:/bin")
+            g.flow
+                .command(&g.argv("run-approve", &[]))
                 .env("BLUETAPE_APPROVED_BY", "alice")
-                .current_dir(&g.base)
-                .args(g.argv("run-approve", &[]))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

@@ -116,19 +116,15 @@ fn init_fsyncs_files_and_the_directories_it_changes() {
     let root = base.join("state");
     std::fs::create_dir(base.join("repo")).unwrap();
     let trace = base.join("trace.txt");
-    let status = std::process::Command::new("strace")
-        .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_bluetape-flow"))
-        .arg("--state-root")
-        .arg(&root)
-        .args(["init", "--workflow-type", "A", "--repo-root"])
-        .arg(base.join("repo"))
-        .arg("--owner-file")
-        .arg(root.join("handles/main.owner"))
-        .args(["--component", "runtime"])
-        .env_clear()
-        .env("HOME", &base)
+    let init = common::init_argv(
+        &root,
+        "A",
+        &base.join("repo"),
+        &root.join("handles/main.owner"),
+        &["runtime"],
+    );
+    let status = Flow::new(&base)
+        .strace(&["-f", "-y", "-e", "trace=fsync,fdatasync"], &trace, &init)
         .status()
         .expect("strace is required (.ci/run installs it)");
     assert!(status.success());

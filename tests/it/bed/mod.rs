@@ -380,6 +380,30 @@ impl Flow {
     /// want [`Flow::run`].
     pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_bluetape-flow"));
+        self.pin(&mut cmd);
+        cmd.args(args);
+        cmd
+    }
+
+    /// The binary with `args` under `strace <strace_args> -o <trace>`, in
+    /// the pinned environment.
+    pub fn strace<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        strace_args: &[&str],
+        trace: &Path,
+        args: &[S],
+    ) -> Command {
+        let mut cmd = Command::new("strace");
+        self.pin(&mut cmd);
+        cmd.args(strace_args)
+            .arg("-o")
+            .arg(trace)
+            .arg(env!("CARGO_BIN_EXE_bluetape-flow"))
+            .args(args);
+        cmd
+    }
+
+    fn pin(&self, cmd: &mut Command) {
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", "/usr/bin:/bin")
@@ -393,8 +417,6 @@ impl Flow {
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
-        cmd.args(args);
-        cmd
     }
 
     pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
@@ -421,20 +443,56 @@ impl Flow {
     pub fn init(&self, root: &Path, repo: &Path) -> String {
         std::fs::create_dir_all(repo).unwrap();
         let owner = root.join("handles/main.owner");
-        let out = self.run(&[
-            "--state-root".as_ref(),
-            root.as_os_str(),
-            "init".as_ref(),
-            "--workflow-type".as_ref(),
-            "A".as_ref(),
-            "--repo-root".as_ref(),
-            repo.as_os_str(),
-            "--owner-file".as_ref(),
-            owner.as_os_str(),
-            "--component".as_ref(),
-            "runtime".as_ref(),
-        ]);
+        let out = self.run(&init_argv(root, "A", repo, &owner, &["runtime"]));
         out.assert_ok()["run_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// `--state-root <root> init --workflow-type <workflow> --repo-root <repo>
+/// --owner-file <owner>` and a `--component` per component.
+pub fn init_argv(
+    root: &Path,
+    workflow: &str,
+    repo: &Path,
+    owner: &Path,
+    components: &[&str],
+) -> Vec<std::ffi::OsString> {
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        "--state-root".into(),
+        root.into(),
+        "init".into(),
+        "--workflow-type".into(),
+        workflow.into(),
+        "--repo-root".into(),
+        repo.into(),
+        "--owner-file".into(),
+        owner.into(),
+    ];
+    for c in components {
+        argv.push("--component".into());
+        argv.push((*c).into());
+    }
+    argv
+}
+
+/// The `next_command` the exit status table names for a typed refusal
+/// of `code` (approval refusals aside).
+pub fn next_command(code: i32) -> Option<&'static str> {
+    match code {
+        3 => Some("receipt-diagnose"),
+        5 => Some("resume-check"),
+        6 => Some("completion-check"),
+        7 => Some("init"),
+        _ => None,
+    }
+}
+
+/// `e` names [`next_command`] of `code`, or no next command at all.
+#[track_caller]
+pub fn assert_next_command(e: &Value, code: i32) {
+    match next_command(code) {
+        Some(next) => assert_eq!(e["next_command"], next, "{e}"),
+        None => assert!(e.get("next_command").is_none(), "{e}"),
     }
 }
 
@@ -591,22 +649,13 @@ impl TestBed {
         let root = tmp.path().join("state");
         let repo = tmp.path().join("repo");
         std::fs::create_dir_all(&repo).unwrap();
-        let owner = root.join("handles/main.owner");
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            root.to_str().unwrap().into(),
-            "init".into(),
-            "--workflow-type".into(),
-            "A".into(),
-            "--repo-root".into(),
-            repo.to_str().unwrap().into(),
-            "--owner-file".into(),
-            owner.to_str().unwrap().into(),
-        ];
-        for c in components {
-            argv.push("--component".into());
-            argv.push((*c).into());
-        }
+        let argv = init_argv(
+            &root,
+            "A",
+            &repo,
+            &root.join("handles/main.owner"),
+            components,
+        );
         let run_id = flow.run(&argv).assert_ok()["run_id"]
             .as_str()
             .unwrap()
@@ -951,17 +1000,7 @@ impl TestBed {
         let before = snapshot(&self.root);
         let e = out().assert_error(code, error);
         assert_eq!(e["message"], message, "{e}");
-        let next = match code {
-            3 => Some("receipt-diagnose"),
-            5 => Some("resume-check"),
-            6 => Some("completion-check"),
-            7 => Some("init"),
-            _ => None,
-        };
-        match next {
-            Some(next) => assert_eq!(e["next_command"], next, "{e}"),
-            None => assert!(e.get("next_command").is_none(), "{e}"),
-        }
+        assert_next_command(&e, code);
         assert_eq!(
             before,
             snapshot(&self.root),

@@ -101,22 +101,7 @@ impl Work {
         repo: &Path,
         components: &[&str],
     ) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec![
-            "--state-root".into(),
-            root.as_os_str().into(),
-            "init".into(),
-            "--workflow-type".into(),
-            workflow.into(),
-            "--repo-root".into(),
-            repo.as_os_str().into(),
-            "--owner-file".into(),
-            owner.as_os_str().into(),
-        ];
-        for c in components {
-            args.push("--component".into());
-            args.push((*c).into());
-        }
-        args
+        crate::bed::init_argv(root, workflow, repo, owner, components)
     }
 
     /// A well-formed init of a new handle `handles/<name>.owner`.
@@ -162,17 +147,7 @@ pub fn expect_error(out: &Output, code: i32, error: &str, needle: &str, what: &s
         "{what}: stderr must be one JSON line: {out:?}"
     );
     let e = out.assert_error(code, error);
-    let next = match code {
-        3 => Some("receipt-diagnose"),
-        5 => Some("resume-check"),
-        6 => Some("completion-check"),
-        7 => Some("init"),
-        _ => None,
-    };
-    match next {
-        Some(n) => assert_eq!(e["next_command"], n, "{what}: {out:?}"),
-        None => assert!(e.get("next_command").is_none(), "{what}: {out:?}"),
-    }
+    crate::bed::assert_next_command(&e, code);
     let message = e["message"].as_str().unwrap();
     assert!(
         message.contains(needle),

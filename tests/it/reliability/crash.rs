@@ -418,14 +418,8 @@ fn strace(args: &[&str], program: &[std::ffi::OsString], home: &Path) -> String 
             .unwrap()
             .as_nanos()
     ));
-    let status = std::process::Command::new("strace")
-        .args(args)
-        .arg("-o")
-        .arg(&trace)
-        .arg(env!("CARGO_BIN_EXE_bluetape-flow"))
-        .args(program)
-        .env_clear()
-        .env("HOME", home)
+    let status = crate::bed::Flow::new(home)
+        .strace(args, &trace, program)
         .stdout(Stdio::null())
         .status()
         .expect("strace is required (.ci/run installs it)");

@@ -221,19 +221,13 @@ impl LaneRun {
         let inputs = base.join(format!("inputs-{owner_name}"));
         std::fs::create_dir_all(&inputs).unwrap();
         let owner = root.join("handles").join(format!("{owner_name}.owner"));
-        let out = flow.run(&[
-            "--state-root".as_ref(),
-            root.as_os_str(),
-            "init".as_ref(),
-            "--workflow-type".as_ref(),
-            "A".as_ref(),
-            "--repo-root".as_ref(),
-            repo.as_os_str(),
-            "--owner-file".as_ref(),
-            owner.as_os_str(),
-            "--component".as_ref(),
-            "runtime".as_ref(),
-        ]);
+        let out = flow.run(&crate::bed::init_argv(
+            &root,
+            "A",
+            &repo,
+            &owner,
+            &["runtime"],
+        ));
         let run_id = out.assert_ok()["run_id"].as_str().unwrap().to_string();
         let run = LaneRun {
             base: base.to_path_buf(),
@@ -369,14 +363,9 @@ impl LaneRun {
     }
 
     /// The binary with the pinned environment of `Flow`, not yet started.
+    /// The binary with `argv` in the bed's pinned environment, to spawn.
     pub fn command(&self, argv: &[OsString]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bluetape-flow"));
-        cmd.env_clear()
-            .env("HOME", &self.flow.home)
-            .env("PATH", "/usr/bin:/bin")
-            .current_dir(&self.flow.cwd)
-            .args(argv);
-        cmd
+        self.flow.command(argv)
     }
 }
 

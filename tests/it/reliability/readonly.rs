@@ -23,11 +23,10 @@ const SCENARIO: &str = "7. Read-only means read-only";
 
 /// Every subcommand whose help starts with "Read-only.".
 fn read_only_commands() -> Vec<String> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bluetape-flow"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8(out.stdout).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = crate::bed::Flow::new(tmp.path()).run(&["--help"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let help = out.stdout;
     let commands: Vec<String> = help
         .lines()
         .filter_map(|l| {
