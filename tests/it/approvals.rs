@@ -155,19 +155,9 @@ impl Gate {
     }
 
     fn argv(&self, command: &str, extra: &[&str]) -> Vec<String> {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            self.owner().to_string_lossy().into(),
-            "--evidence".into(),
-            self.evidence.to_string_lossy().into(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        argv
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        common::mutation_argv(&self.root, command, &self.run_id, &self.owner(), &rest)
     }
 
     fn approve(&self, envs: &[(&str, &str)]) -> Output {

@@ -4,74 +4,27 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output};
+use common::{TestBed, bed_type};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-struct Run {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    evidence: PathBuf,
-}
+bed_type!(Run);
 
 fn setup() -> Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
-    let evidence = tmp.path().join("ev.json");
-    std::fs::write(
-        &evidence,
-        r#"[{"kind":"user_approval","summary":"User approved plan — ok ✓"}]"#,
-    )
-    .unwrap();
-    Run {
-        _tmp: tmp,
-        flow,
-        root,
-        run_id,
-        evidence,
-    }
+    Run(TestBed::planned(&["runtime"])
+        .with_evidence(r#"[{"kind":"user_approval","summary":"User approved plan — ok ✓"}]"#))
 }
 
 impl Run {
-    fn owner(&self) -> PathBuf {
-        self.root.join("handles/main.owner")
-    }
-
-    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            self.owner().to_string_lossy().into(),
-            "--evidence".into(),
-            self.evidence.to_string_lossy().into(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
-    }
-
     fn head(&self) -> String {
-        let out = self.flow.run(&[
-            "--state-root",
-            self.root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &self.run_id,
-        ]);
+        let out = self.read("verify", &[]);
         out.assert_ok()["checksum"].as_str().unwrap().to_string()
     }
 
     /// Assert a refusal that changed nothing.
     fn refused(&self, command: &str, extra: &[&str], code: i32, error: &str) -> Value {
         let before = common::snapshot(&self.root);
-        let e = self.cmd(command, extra).assert_error(code, error);
+        let e = self.step(command, extra).assert_error(code, error);
         assert_eq!(
             before,
             common::snapshot(&self.root),
@@ -85,22 +38,22 @@ impl Run {
 fn a_run_walks_its_lifecycle() {
     let run = setup();
     let out = run
-        .cmd("run-approve", &["--at", "2026-07-14T01:00:00Z"])
+        .step("run-approve", &["--at", "2026-07-14T01:00:00Z"])
         .assert_ok();
     assert_eq!(out["operation"], "run-approve");
     assert_eq!(out["run_state"], "approved");
     assert_eq!(out["sequence"], 2);
     assert_eq!(out.as_object().unwrap().len(), 7);
-    let out = run.cmd("run-start", &[]).assert_ok();
+    let out = run.step("run-start", &[]).assert_ok();
     assert_eq!(out["run_state"], "running");
     let out = run
-        .cmd("run-recovery-start", &["--reason", "suspect drift"])
+        .step("run-recovery-start", &["--reason", "suspect drift"])
         .assert_ok();
     assert_eq!(out["run_state"], "recovering");
-    let out = run.cmd("run-recovery-finish", &[]).assert_ok();
+    let out = run.step("run-recovery-finish", &[]).assert_ok();
     assert_eq!(out["run_state"], "running");
     let out = run
-        .cmd("run-block", &["--reason", "waiting on review"])
+        .step("run-block", &["--reason", "waiting on review"])
         .assert_ok();
     assert_eq!(out["run_state"], "blocked");
     assert_eq!(out["checksum"], run.head());
@@ -139,7 +92,7 @@ fn a_run_walks_its_lifecycle() {
 fn cancel_is_allowed_from_planned() {
     let run = setup();
     assert_eq!(
-        run.cmd("run-cancel", &["--reason", "not needed"])
+        run.step("run-cancel", &["--reason", "not needed"])
             .assert_ok()["run_state"],
         "cancelled"
     );
@@ -168,7 +121,7 @@ fn expected_head_guards_the_append() {
     );
     assert_eq!(e["message"], "receipt head changed before mutation");
     let out = run
-        .cmd("run-approve", &["--expected-head", &head])
+        .step("run-approve", &["--expected-head", &head])
         .assert_ok();
     // The old head is stale now.
     run.refused(
@@ -177,7 +130,7 @@ fn expected_head_guards_the_append() {
         5,
         "coordinator_conflict",
     );
-    run.cmd(
+    run.step(
         "run-start",
         &["--expected-head", out["checksum"].as_str().unwrap()],
     )
@@ -242,7 +195,7 @@ fn owner_handles_are_fenced() {
     ];
     run.flow.run(&argv).assert_error(2, "contract_error");
     // And the real owner still works.
-    run.cmd("run-approve", &[]).assert_ok();
+    run.step("run-approve", &[]).assert_ok();
 }
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -297,9 +250,9 @@ fn evidence_files_are_checked() {
         &run.evidence,
         br#"[{"kind":"k","summary":"s","exit_status":100000000000000000000000000000}]"#,
     );
-    run.cmd("run-approve", &["--reason", "x"])
+    run.step("run-approve", &["--reason", "x"])
         .assert_error(2, "contract_error"); // run-approve takes no --reason
-    run.cmd("run-approve", &[]).assert_ok();
+    run.step("run-approve", &[]).assert_ok();
     let receipt = std::fs::read_to_string(
         run.root
             .join("runs")
@@ -355,6 +308,6 @@ fn a_live_lock_holder_makes_writers_wait_then_refuse() {
         "{\"pid\":999999999,\"token\":\"t\"}\n",
     )
     .unwrap();
-    run.cmd("run-approve", &[]).assert_ok();
+    run.step("run-approve", &[]).assert_ok();
     assert!(!lock.exists());
 }

@@ -169,17 +169,13 @@ impl Scenario {
     }
 
     fn cmd(&self, command: &str, owner: &Path, extra: &[&str]) -> Output {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            owner.to_string_lossy().into(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        self.flow.run(&common::mutation_argv(
+            &self.root,
+            command,
+            &self.run_id,
+            owner,
+            extra,
+        ))
     }
 
     fn reassign(&self, input: &Value, evidence: &Value, extra: &[&str]) -> Output {

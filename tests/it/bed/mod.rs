@@ -475,6 +475,28 @@ pub fn init_argv(
     argv
 }
 
+/// `--state-root <root> <command> --run-id <run_id> --owner-file <owner>`
+/// plus `extra`: the shape of every guarded mutation.
+pub fn mutation_argv(
+    root: &Path,
+    command: &str,
+    run_id: &str,
+    owner: &Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec![
+        "--state-root".into(),
+        root.to_string_lossy().into(),
+        command.into(),
+        "--run-id".into(),
+        run_id.into(),
+        "--owner-file".into(),
+        owner.to_string_lossy().into(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv
+}
+
 /// The `next_command` the exit status table names for a typed refusal
 /// of `code` (approval refusals aside).
 pub fn next_command(code: i32) -> Option<&'static str> {
@@ -755,16 +777,13 @@ impl TestBed {
 
     /// `command --run-id --owner-file handles/<owner>` plus `rest`.
     pub fn mutation(&self, command: &str, owner: &str, rest: &[&str]) -> Output {
-        let owner = self.handle(owner);
-        let mut argv = vec![
+        self.flow.run(&mutation_argv(
+            &self.root,
             command,
-            "--run-id",
             &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(rest);
-        self.raw(&argv)
+            &self.handle(owner),
+            rest,
+        ))
     }
 
     /// Replace the evidence file of [`TestBed::step`] (raw JSON text).
@@ -776,18 +795,9 @@ impl TestBed {
     /// `command --run-id --owner-file --evidence <the bed's evidence>` plus
     /// `extra`.
     pub fn step(&self, command: &str, extra: &[&str]) -> Output {
-        let owner = self.owner();
-        let mut argv = vec![
-            command,
-            "--run-id",
-            &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            self.evidence.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        self.raw(&argv)
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        self.mutation(command, "main.owner", &rest)
     }
 
     /// `command --run-id <id>` plus `extra` (read-only commands).
@@ -835,18 +845,9 @@ impl TestBed {
     /// `command --run-id --owner-file --evidence <file>` plus `extra`.
     pub fn cmd(&self, command: &str, evidence: &Value, extra: &[&str]) -> Output {
         let evidence = self.file(evidence);
-        let owner = self.owner();
-        let mut argv = vec![
-            command,
-            "--run-id",
-            &self.run_id,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            &evidence,
-        ];
-        argv.extend_from_slice(extra);
-        self.raw(&argv)
+        let mut rest = vec!["--evidence", evidence.as_str()];
+        rest.extend_from_slice(extra);
+        self.mutation(command, "main.owner", &rest)
     }
 
     /// A command with `--input <value>`.
