@@ -85,14 +85,7 @@ fn parallel_writers_keep_one_valid_chain() {
     // While a live process (this test) holds the receipt lock, every one
     // of four writers waits out its patience and is refused, writing
     // nothing.
-    let lock = run.dir.join("locks/receipt");
-    std::fs::create_dir(&lock).unwrap();
-    std::fs::write(
-        lock.join("owner.json"),
-        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
-    )
-    .unwrap();
-    crate::bed::set_modes(&run.root);
+    let lock = crate::bed::hold_receipt_lock(&run.root, &run.dir);
     let before = run.snapshot();
     let (created, refused) = create_at_once(&run, &lanes[..4]);
     assert_eq!(created, BTreeSet::new());

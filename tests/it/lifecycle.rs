@@ -288,18 +288,7 @@ fn timestamps_must_be_real_utc_instants() {
 #[test]
 fn a_live_lock_holder_makes_writers_wait_then_refuse() {
     let run = setup();
-    let lock = run
-        .root
-        .join("runs")
-        .join(&run.run_id)
-        .join("locks/receipt");
-    std::fs::create_dir(&lock).unwrap();
-    std::fs::write(
-        lock.join("owner.json"),
-        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
-    )
-    .unwrap();
-    common::set_modes(&run.root);
+    let lock = common::hold_receipt_lock(&run.root, &run.dir);
     let e = run.refused("run-approve", &[], 5, "coordinator_conflict");
     assert_eq!(e["message"], "state lock owner is live or unknown");
     // A dead holder's lock is reclaimed (pid far above pid_max).

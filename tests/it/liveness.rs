@@ -325,14 +325,7 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
     f.cli("liveness-check", &["--lane-id", "done"])
         .assert_error(2, "contract_error");
     // A live writer holding the receipt lock does not stop a reader.
-    let lock = f.dir.join("locks/receipt");
-    std::fs::create_dir_all(&lock).unwrap();
-    std::fs::write(
-        lock.join("owner.json"),
-        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
-    )
-    .unwrap();
-    common::set_modes(&f.root);
+    let lock = common::hold_receipt_lock(&f.root, &f.dir);
     f.refused(
         "liveness-check",
         &["--lane-id", "ghost", "--at", "2026-07-14T02:00:00Z"],

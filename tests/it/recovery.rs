@@ -415,11 +415,7 @@ fn the_reference_recovery_run_is_recognised_on_retry() {
         manifest["_run"]["repo_root"] = json!(text(&bed.repo));
         std::fs::write(&path, manifest.to_string()).unwrap();
     }
-    let steps: Vec<Value> = std::fs::read_to_string(scenario.join("commands.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps = common::recorded_steps(&scenario);
     let repeat = steps
         .iter()
         .rfind(|s| s["kind"] == "cli" && s["argv"][2] == "recovery-run-create")
@@ -586,14 +582,7 @@ fn owner_paths_and_locks_are_checked() {
     // A live process holds the damaged run's receipt lock: diagnosed after
     // it was taken, the diagnosis says so and recovery waits for it (the
     // reference would copy a receipt that may still be written).
-    let receipt_lock = bed.run_dir().join("locks/receipt");
-    std::fs::create_dir(&receipt_lock).unwrap();
-    std::fs::write(
-        receipt_lock.join("owner.json"),
-        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
-    )
-    .unwrap();
-    common::set_modes(&bed.root);
+    let receipt_lock = common::hold_receipt_lock(&bed.root, &bed.run_dir());
     bed.refused(
         || bed.recover(&input),
         5,

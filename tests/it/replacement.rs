@@ -46,10 +46,8 @@ fn fixture_lines(scenario: &str) -> Vec<String> {
 
 /// The `nth` (0-based) recorded step of `operation` in `scenario`.
 fn recorded(scenario: &str, operation: &str, nth: usize) -> Value {
-    std::fs::read_to_string(fixture(scenario).join("commands.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    common::recorded_steps(&fixture(scenario))
+        .into_iter()
         .filter(|s| s["kind"] == "cli" && s["argv"][2] == operation)
         .nth(nth)
         .unwrap_or_else(|| panic!("{scenario} has no step {operation} #{nth}"))
@@ -213,19 +211,7 @@ impl Scenario {
     #[track_caller]
     fn refused(&self, run: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
         let before = common::snapshot(&self.root);
-        let out = run();
-        let error = if code == 2 {
-            "contract_error"
-        } else {
-            "coordinator_conflict"
-        };
-        let e = out.assert_error(code, error);
-        assert_eq!(e["message"], message, "{out:?}");
-        if code == 5 {
-            assert_eq!(e["next_command"], "resume-check");
-        } else {
-            assert!(e.get("next_command").is_none(), "{e}");
-        }
+        let e = common::assert_conflict_or_contract(&run(), code, message);
         assert_eq!(before, common::snapshot(&self.root), "a refusal wrote");
         e
     }

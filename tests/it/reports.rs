@@ -99,19 +99,7 @@ impl Bed {
     #[track_caller]
     fn refused(&self, out: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
         let before = common::snapshot(&self.root);
-        let out = out();
-        let error = if code == 2 {
-            "contract_error"
-        } else {
-            "coordinator_conflict"
-        };
-        let e = out.assert_error(code, error);
-        assert_eq!(e["message"], message, "{out:?}");
-        if code == 5 {
-            assert_eq!(e["next_command"], "resume-check");
-        } else {
-            assert!(e.get("next_command").is_none());
-        }
+        let e = common::assert_conflict_or_contract(&out(), code, message);
         assert_eq!(before, common::snapshot(&self.root), "a refusal wrote");
         e
     }
@@ -119,11 +107,9 @@ impl Bed {
     /// The recorded CLI steps of the scenario.
     fn steps(&self) -> Vec<Value> {
         let scenario = self.scenario.as_ref().unwrap();
-        std::fs::read_to_string(scenario.join("commands.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|s: &Value| s["kind"] == "cli")
+        common::recorded_steps(scenario)
+            .into_iter()
+            .filter(|s| s["kind"] == "cli")
             .collect()
     }
 

@@ -228,11 +228,7 @@ fn an_incomplete_replacement_blocks_the_transfer_as_recorded() {
     // The reference's own refusal, replayed byte for byte.
     let scenario = fixtures_dir().join("10-replacement-incomplete");
     let run = Run::fixture("10-replacement-incomplete");
-    let steps: Vec<Value> = std::fs::read_to_string(scenario.join("commands.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps = common::recorded_steps(&scenario);
     let step = steps
         .iter()
         .find(|s| s["kind"] == "cli" && s["argv"][2] == "resume")
@@ -344,18 +340,7 @@ fn refusals_change_nothing() {
         "owner handle must be a direct child of state-root handles",
     );
     // A live process holds the receipt lock.
-    let lock = run
-        .root
-        .join("runs")
-        .join(&run.run_id)
-        .join("locks/receipt");
-    std::fs::create_dir(&lock).unwrap();
-    std::fs::write(
-        lock.join("owner.json"),
-        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
-    )
-    .unwrap();
-    common::set_modes(&run.root);
+    let lock = common::hold_receipt_lock(&run.root, &run.dir);
     run.refused(
         || run.resume("main.owner", "n.owner", &[]),
         5,

@@ -497,6 +497,46 @@ pub fn mutation_argv(
     argv
 }
 
+/// Hold the receipt lock of run directory `run_dir` as this (live) test
+/// process does: writers wait, then refuse with a retryable conflict.
+/// Returns the lock directory; modes under `root` are set again.
+pub fn hold_receipt_lock(root: &Path, run_dir: &Path) -> PathBuf {
+    let lock = run_dir.join("locks/receipt");
+    std::fs::create_dir_all(&lock).unwrap();
+    std::fs::write(
+        lock.join("owner.json"),
+        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
+    )
+    .unwrap();
+    set_modes(root);
+    lock
+}
+
+/// The recorded steps (`commands.jsonl`) of a reference scenario.
+pub fn recorded_steps(scenario: &Path) -> Vec<Value> {
+    std::fs::read_to_string(scenario.join("commands.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A refusal of the lane and run commands: exit 2 `contract_error` or
+/// 5 `coordinator_conflict` with exactly `message` and the table's
+/// `next_command`. Returns the envelope.
+#[track_caller]
+pub fn assert_conflict_or_contract(out: &Output, code: i32, message: &str) -> Value {
+    let error = if code == 2 {
+        "contract_error"
+    } else {
+        "coordinator_conflict"
+    };
+    let e = out.assert_error(code, error);
+    assert_eq!(e["message"], message, "{out:?}");
+    assert_next_command(&e, code);
+    e
+}
+
 /// The `next_command` the exit status table names for a typed refusal
 /// of `code` (approval refusals aside).
 pub fn next_command(code: i32) -> Option<&'static str> {

@@ -42,10 +42,14 @@ struct Subject {
 
 impl Subject {
     fn of(run: &LaneRun) -> Subject {
+        Subject::new(&run.base, &run.root, &run.run_id)
+    }
+
+    fn new(base: &Path, root: &Path, run_id: &str) -> Subject {
         Subject {
-            flow: Flow::new(&run.base),
-            root: run.root.clone(),
-            run_id: run.run_id.clone(),
+            flow: Flow::new(base),
+            root: root.to_path_buf(),
+            run_id: run_id.to_string(),
         }
     }
 
@@ -315,11 +319,7 @@ fn reliability_damage_every_single_byte_change_is_detected_beyond_the_head() {
     let (work, run_id) = Work::with_run();
     let mut chain = Chain::of(&work.run_dir(&run_id));
     append(&work.receipt(&run_id), &chain.two_more_lines());
-    let subject = Subject {
-        flow: Flow::new(&work.base),
-        root: work.state.clone(),
-        run_id,
-    };
+    let subject = Subject::new(&work.base, &work.state, &run_id);
     assert_eq!(subject.read("verify").assert_ok()["sequence"], 3);
     change_every_byte(&subject, "our init and two lines beyond the head");
 }
@@ -328,11 +328,7 @@ fn reliability_damage_every_single_byte_change_is_detected_beyond_the_head() {
 fn reliability_damage_every_single_byte_change_is_detected_in_a_reference_receipt() {
     // Fixture 01: a receipt the Python tool wrote, no head record.
     let (work, run_id) = Work::from_fixture("01-init-only");
-    let subject = Subject {
-        flow: Flow::new(&work.base),
-        root: work.state.clone(),
-        run_id,
-    };
+    let subject = Subject::new(&work.base, &work.state, &run_id);
     change_every_byte(&subject, "the reference's receipt of fixture 01");
 }
 
@@ -413,11 +409,7 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
 #[test]
 fn reliability_damage_every_single_byte_change_is_detected_in_an_escaped_receipt() {
     let (tmp, root, run_id) = acknowledged_receipt();
-    let subject = Subject {
-        flow: Flow::new(tmp.path()),
-        root,
-        run_id,
-    };
+    let subject = Subject::new(tmp.path(), &root, &run_id);
     change_every_byte(
         &subject,
         "a hand-acknowledged receipt of control characters, escapes and a 30-digit integer",
