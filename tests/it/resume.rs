@@ -233,15 +233,7 @@ fn an_incomplete_replacement_blocks_the_transfer_as_recorded() {
         .iter()
         .find(|s| s["kind"] == "cli" && s["argv"][2] == "resume")
         .unwrap();
-    let argv = common::expand_argv(step["argv"].as_array().unwrap(), &run.root, &scenario);
-    let before = common::snapshot(&run.root);
-    let out = run.flow.run(&argv);
-    assert_eq!(out.code, step["exit_status"].as_i64().unwrap() as i32);
-    assert_eq!(
-        out.stderr.replace(&text(&run.root), "{STATE}"),
-        step["stderr"].as_str().unwrap()
-    );
-    assert_eq!(before, common::snapshot(&run.root));
+    common::assert_replays_read_only(&run.flow, &run.root, &scenario, step);
 }
 
 #[test]

@@ -521,6 +521,30 @@ pub fn recorded_steps(scenario: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Replay the recorded `step` of `scenario` on the state root `root`: the
+/// exit status, stdout and stderr the reference printed (the root read as
+/// `{STATE}`), and a state root left exactly as it was.
+#[track_caller]
+pub fn assert_replays_read_only(flow: &Flow, root: &Path, scenario: &Path, step: &Value) {
+    let argv = expand_argv(step["argv"].as_array().unwrap(), root, scenario);
+    let before = snapshot(root);
+    let out = flow.run(&argv);
+    let state = root.to_string_lossy();
+    assert_eq!(
+        out.code as i64,
+        step["exit_status"].as_i64().unwrap(),
+        "{out:?}"
+    );
+    for (printed, key) in [(&out.stdout, "stdout"), (&out.stderr, "stderr")] {
+        assert_eq!(
+            printed.replace(&*state, "{STATE}"),
+            step[key].as_str().unwrap(),
+            "{key}: {out:?}"
+        );
+    }
+    assert_eq!(before, snapshot(root), "the replayed step wrote");
+}
+
 /// A refusal of the lane and run commands: exit 2 `contract_error` or
 /// 5 `coordinator_conflict` with exactly `message` and the table's
 /// `next_command`. Returns the envelope.
