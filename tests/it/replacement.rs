@@ -35,13 +35,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// The reference's receipt of `scenario`, one string per line (no LF).
 fn fixture_lines(scenario: &str) -> Vec<String> {
-    let runs = fixture(scenario).join("state/runs");
-    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap();
-    std::fs::read_to_string(run.path().join("receipt.jsonl"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    common::topo::fixture_lines(&fixture(scenario))
 }
 
 /// The `nth` (0-based) recorded step of `operation` in `scenario`.

@@ -750,21 +750,10 @@ fn help_texts_are_the_reference_ones() {
 
 #[test]
 fn every_new_command_answers_exit_7_on_a_phase1_run() {
-    use common::{PHASE1_RUN_ID as RUN_ID, PHASE1_TOKEN};
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    common::write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
-    let owner = root.join("handles/main.owner");
-    std::fs::write(
-        &owner,
-        format!("{{\"epoch\":1,\"run_id\":\"{RUN_ID}\",\"token\":\"{PHASE1_TOKEN}\"}}\n"),
-    )
-    .unwrap();
-    let file = tmp.path().join("ev.json");
-    std::fs::write(&file, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
-    common::set_modes(&root);
-    let flow = Flow::new(tmp.path());
-    let before = common::snapshot(&root);
+    use common::PHASE1_RUN_ID as RUN_ID;
+    let bed = common::Phase1Bed::new();
+    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
+    let before = common::snapshot(root);
     let f = file.to_str().unwrap();
     let r = root.to_str().unwrap();
     let o = owner.to_str().unwrap();
@@ -814,5 +803,5 @@ fn every_new_command_answers_exit_7_on_a_phase1_run() {
             "the selected run manifest does not support coordinator commands"
         );
     }
-    assert_eq!(before, common::snapshot(&root));
+    assert_eq!(before, common::snapshot(root));
 }

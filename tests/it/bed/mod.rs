@@ -690,6 +690,43 @@ pub fn write_phase1_run(
     previous
 }
 
+/// A Phase 1 run with only `run_created`, its owner handle
+/// `handles/main.owner` and an evidence file: what the exit-7 tests of every
+/// Phase 2 command start from.
+pub struct Phase1Bed {
+    pub tmp: tempfile::TempDir,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub owner: PathBuf,
+    pub evidence: PathBuf,
+}
+
+impl Phase1Bed {
+    pub fn new() -> Phase1Bed {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
+        let owner = root.join("handles/main.owner");
+        std::fs::write(
+            &owner,
+            format!(
+                "{{\"epoch\":1,\"run_id\":\"{PHASE1_RUN_ID}\",\"token\":\"{PHASE1_TOKEN}\"}}\n"
+            ),
+        )
+        .unwrap();
+        let evidence = tmp.path().join("ev.json");
+        std::fs::write(&evidence, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
+        set_modes(&root);
+        Phase1Bed {
+            flow: Flow::new(tmp.path()),
+            tmp,
+            root,
+            owner,
+            evidence,
+        }
+    }
+}
+
 // ------------------------------------------------------------ test bed
 
 pub const T0: &str = "2026-07-14T01:00:00Z";

@@ -152,21 +152,9 @@ fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
 
 #[test]
 fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
-    std::fs::create_dir_all(root.join("handles")).unwrap();
-    let owner = root.join("handles/main.owner");
-    std::fs::write(
-        &owner,
-        format!("{{\"epoch\":1,\"run_id\":\"{RUN_ID}\",\"token\":\"legacy-secret\"}}\n"),
-    )
-    .unwrap();
-    let file = tmp.path().join("ev.json");
-    std::fs::write(&file, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
-    common::set_modes(&root);
-    let flow = Flow::new(tmp.path());
-    let before = common::snapshot(&root);
+    let bed = common::Phase1Bed::new();
+    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
+    let before = common::snapshot(root);
     let f = file.to_str().unwrap();
     let lane = [
         "--lane-id",
@@ -231,5 +219,5 @@ fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
         e["message"],
         "the selected run manifest does not support coordinator commands"
     );
-    assert_eq!(before, common::snapshot(&root));
+    assert_eq!(before, common::snapshot(root));
 }
