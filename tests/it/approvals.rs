@@ -8,6 +8,7 @@
 //! rules (and under the reference itself when `BLUETAPE_REFERENCE` names it).
 
 use crate::bed as common;
+use crate::bed::TestBed;
 
 use common::{Flow, Output};
 use serde_json::{Value, json};
@@ -785,14 +786,12 @@ fn the_initiator_may_come_from_the_environment() {
 
 #[test]
 fn a_run_without_a_policy_behaves_like_the_reference() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
+    let bed = TestBed::planned(&["runtime"]);
+    let (tmp, flow, root, run_id) = (&bed.tmp, &bed.flow, &bed.root, &bed.run_id);
     assert!(
         !root
             .join("runs")
-            .join(&run_id)
+            .join(run_id)
             .join("approval-policy.json")
             .exists()
     );
@@ -804,7 +803,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
         root.to_str().unwrap(),
         "run-approve",
         "--run-id",
-        &run_id,
+        run_id,
         "--owner-file",
         owner.to_str().unwrap(),
         "--evidence",
@@ -814,7 +813,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
     flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", "bob")])
         .assert_ok();
     let receipt =
-        std::fs::read_to_string(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
+        std::fs::read_to_string(root.join("runs").join(run_id).join("receipt.jsonl")).unwrap();
     let approved: Value = serde_json::from_str(receipt.lines().nth(1).unwrap()).unwrap();
     assert_eq!(
         approved["evidence_refs"],
@@ -833,7 +832,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
             root.to_str().unwrap(),
             "approvals",
             "--run-id",
-            &run_id,
+            run_id,
         ])
         .assert_ok();
     assert_eq!(view["policy"], Value::Null);

@@ -3,6 +3,7 @@
 //! before success is printed). The fsync test traces the real binary.
 
 use crate::bed as common;
+use crate::bed::TestBed;
 
 use common::Flow;
 use std::path::Path;
@@ -14,15 +15,13 @@ use std::path::Path;
 fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption() {
     use bluetape_flow::commands::FlowError;
     use bluetape_flow::commands::ledger::{Verdict, damage_error, open_run, verify_receipt};
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
-    let receipt = root.join("runs").join(&run_id).join("receipt.jsonl");
+    let bed = TestBed::planned(&["runtime"]);
+    let (root, run_id) = (&bed.root, &bed.run_id);
+    let receipt = root.join("runs").join(run_id).join("receipt.jsonl");
     let whole = std::fs::read(&receipt).unwrap();
     // What the reader saw: the line without its last bytes.
     std::fs::write(&receipt, &whole[..whole.len() - 5]).unwrap();
-    let run = open_run(&root, &run_id).unwrap();
+    let run = open_run(root, run_id).unwrap();
     let Verdict::Damaged(damage) = verify_receipt(&run, |_| Ok(())).unwrap() else {
         panic!("a torn line is damage")
     };
@@ -45,11 +44,9 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
 
 #[test]
 fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
-    let run = root.join("runs").join(&run_id);
+    let bed = TestBed::planned(&["runtime"]);
+    let (flow, root, run_id) = (&bed.flow, &bed.root, &bed.run_id);
+    let run = root.join("runs").join(run_id);
     let receipt = run.join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();
     bytes.extend_from_slice(b"{\"agent_id\":null,\"chec");
@@ -60,7 +57,7 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
         root.to_str().unwrap(),
         "verify",
         "--run-id",
-        &run_id,
+        run_id,
     ]);
     let e = out.assert_error(3, "receipt_corrupt");
     assert_eq!(
@@ -75,14 +72,14 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
         std::process::id()
     );
     std::fs::write(lock.join("owner.json"), owner).unwrap();
-    common::set_modes(&root);
-    let before = common::snapshot(&root);
+    common::set_modes(root);
+    let before = common::snapshot(root);
     let out = flow.run(&[
         "--state-root",
         root.to_str().unwrap(),
         "verify",
         "--run-id",
-        &run_id,
+        run_id,
     ]);
     let e = out.assert_error(5, "coordinator_conflict");
     assert_eq!(e["next_command"], "resume-check");
@@ -93,7 +90,7 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
             .contains("append in progress"),
         "{e}"
     );
-    assert_eq!(before, common::snapshot(&root));
+    assert_eq!(before, common::snapshot(root));
 }
 
 fn fsynced_paths(trace: &str) -> Vec<String> {

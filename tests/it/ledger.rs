@@ -3,6 +3,7 @@
 //! receipt the reference's rules accept.
 
 use crate::bed as common;
+use crate::bed::TestBed;
 
 use common::{Flow, fixtures_dir};
 use serde_json::Value;
@@ -167,12 +168,10 @@ fn receipt_lines_are_canonical_and_chained() {
     // alone: every line is canonical JSON + LF and its checksum is the
     // SHA-256 of the event without `checksum`.
     use sha2::{Digest, Sha256};
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    let root = tmp.path().join("state");
-    let run_id = flow.init(&root, &tmp.path().join("repo"));
+    let bed = TestBed::planned(&["runtime"]);
+    let (root, run_id) = (&bed.root, &bed.run_id);
     let receipt =
-        std::fs::read_to_string(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
+        std::fs::read_to_string(root.join("runs").join(run_id).join("receipt.jsonl")).unwrap();
     let mut previous = String::new();
     for line in receipt.split_inclusive('\n') {
         let body = line.strip_suffix('\n').expect("LF-terminated");
