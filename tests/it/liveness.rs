@@ -22,8 +22,10 @@ const LIVENESS_COMMANDS: [&str; 6] = [
     "interrupt-result",
 ];
 
-// A copy of one reference scenario's state root.
-bed_type!(Fixture);
+bed_type!(
+    /// A copy of one reference scenario's state root.
+    Fixture
+);
 
 impl Fixture {
     fn new(name: &str) -> Fixture {
@@ -59,29 +61,11 @@ impl Fixture {
     /// A refusal with this status, code and message that changed nothing.
     #[track_caller]
     fn refused(&self, command: &str, args: &[&str], code: i32, message: &str) {
-        let before = common::snapshot(&self.root);
-        let out = self.cli(command, args);
-        let error = match code {
-            2 => "contract_error",
-            3 => "receipt_corrupt",
-            5 => "coordinator_conflict",
-            7 => "unsupported_by_run_manifest",
-            _ => panic!("unexpected code {code}"),
-        };
-        let e = out.assert_error(code, error);
-        assert_eq!(e["message"], message, "{command} {args:?}");
-        let next = match code {
-            3 => json!("receipt-diagnose"),
-            5 => json!("resume-check"),
-            7 => json!("init"),
-            _ => Value::Null,
-        };
-        assert_eq!(e.get("next_command").cloned().unwrap_or(Value::Null), next);
-        assert_eq!(
-            before,
-            common::snapshot(&self.root),
-            "{command} {args:?} changed the state"
-        );
+        assert!(matches!(code, 2 | 3 | 5 | 7), "unexpected code {code}");
+        common::unchanged(&self.root, || {
+            let e = common::assert_refusal(&self.cli(command, args), code);
+            assert_eq!(e["message"], message, "{command} {args:?}");
+        });
     }
 
     fn check(&self, lane: &str, at: &str, status: &str) -> (String, String) {

@@ -10,7 +10,7 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output, fixtures_dir, prepare_state};
+use common::{Output, TestBed, bed_type, fixtures_dir};
 use serde_json::{Map, Value, json};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -37,70 +37,35 @@ fn sha256(bytes: &[u8]) -> String {
     bluetape_flow::receipt::canonical::sha256_hex(bytes)
 }
 
-/// A state root with one (damaged or healthy) run to recover.
-struct Bed {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    run_id: String,
-    work: PathBuf,
-    repo: PathBuf,
-}
+bed_type!(
+    /// A state root with one (damaged or healthy) run to recover.
+    Bed
+);
 
 impl Bed {
     /// A copy of a reference scenario, `_run.repo_root` pinned to a temp
     /// directory (outside the manifest hash, so diagnoses are unchanged).
     fn fixture(name: &str) -> Bed {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        prepare_state(&fixtures_dir().join(name), &root);
-        let run_id = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .next()
-            .unwrap();
-        let bed = Bed::with(tmp, flow, root, run_id);
+        let bed = Bed::with(TestBed::from_fixture(name));
         bed.pin_repo_root(&bed.repo);
         bed
     }
 
     /// A fresh run made by this tool.
     fn fresh() -> Bed {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        let run_id = flow.init(&root, &tmp.path().join("repo"));
-        Bed::with(tmp, flow, root, run_id)
+        Bed::with(TestBed::planned(&["runtime"]))
     }
 
-    fn with(tmp: tempfile::TempDir, flow: Flow, root: PathBuf, run_id: String) -> Bed {
-        let work = tmp.path().join("work");
-        let repo = tmp.path().join("repo");
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::create_dir_all(&repo).unwrap();
-        let bed = Bed {
-            _tmp: tmp,
-            flow,
-            root,
-            run_id,
-            work,
-            repo,
-        };
+    fn with(bed: TestBed) -> Bed {
         bed.put(
             "approval.json",
             &json!([{"kind": "user_approval", "summary": "user approved a recovery run"}]),
         );
-        bed
+        Bed(bed)
     }
 
     fn run_dir(&self) -> PathBuf {
-        self.root.join("runs").join(&self.run_id)
-    }
-
-    fn receipt_path(&self) -> PathBuf {
-        self.run_dir().join("receipt.jsonl")
+        self.dir.clone()
     }
 
     fn pin_repo_root(&self, repo: &Path) {
@@ -119,19 +84,8 @@ impl Bed {
         std::fs::write(self.receipt_path(), bytes).unwrap();
     }
 
-    fn put(&self, name: &str, value: &Value) -> String {
-        std::fs::write(self.work.join(name), value.to_string()).unwrap();
-        text(&self.work.join(name))
-    }
-
-    fn handle(&self, name: &str) -> PathBuf {
-        self.root.join("handles").join(name)
-    }
-
     fn cli(&self, args: &[&str]) -> Output {
-        let mut argv = vec!["--state-root".to_string(), text(&self.root)];
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        self.raw(args)
     }
 
     fn diagnose(&self) -> Output {
@@ -207,17 +161,12 @@ impl Bed {
     /// Assert a refusal that changed nothing.
     #[track_caller]
     fn refused(&self, out: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
-        let before = common::snapshot(&self.root);
-        let out = out();
-        let error = match code {
-            2 => "contract_error",
-            3 => "receipt_corrupt",
-            _ => "coordinator_conflict",
-        };
-        let e = out.assert_error(code, error);
-        assert_eq!(e["message"], message, "{out:?}");
-        assert_eq!(before, common::snapshot(&self.root), "a refusal wrote");
-        e
+        common::unchanged(&self.root, || {
+            let out = out();
+            let e = common::assert_refusal(&out, code);
+            assert_eq!(e["message"], message, "{out:?}");
+            e
+        })
     }
 }
 

@@ -71,25 +71,15 @@ impl Run {
     /// Assert a refusal that changed nothing; returns the error envelope.
     #[track_caller]
     fn refused(&self, out: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
-        let before = common::snapshot(&self.root);
-        let out = out();
-        let error = match code {
-            2 => "contract_error",
-            3 => "receipt_corrupt",
-            _ => "coordinator_conflict",
-        };
-        let e = out.assert_error(code, error);
-        assert!(
-            e["message"] == message || e["message"].as_str().unwrap().contains(message),
-            "{out:?}"
-        );
-        match code {
-            5 => assert_eq!(e["next_command"], "resume-check"),
-            3 => assert_eq!(e["next_command"], "receipt-diagnose"),
-            _ => assert!(e.get("next_command").is_none()),
-        }
-        assert_eq!(before, common::snapshot(&self.root), "a refusal wrote");
-        e
+        common::unchanged(&self.root, || {
+            let out = out();
+            let e = common::assert_refusal(&out, code);
+            assert!(
+                e["message"] == message || e["message"].as_str().unwrap().contains(message),
+                "{out:?}"
+            );
+            e
+        })
     }
 }
 

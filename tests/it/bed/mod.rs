@@ -545,19 +545,51 @@ pub fn assert_replays_read_only(flow: &Flow, root: &Path, scenario: &Path, step:
     assert_eq!(before, snapshot(root), "the replayed step wrote");
 }
 
+/// The error code the exit-status table gives a refusal of `code`
+/// (approval refusals aside).
+pub fn error_of(code: i32) -> &'static str {
+    match code {
+        2 => "contract_error",
+        3 => "receipt_corrupt",
+        4 => "incompatible_manifest",
+        5 => "coordinator_conflict",
+        6 => "completion_blocked",
+        7 => "unsupported_by_run_manifest",
+        _ => panic!("no typed refusal has exit status {code}"),
+    }
+}
+
+/// A typed refusal of exit status `code`: its error code and
+/// `next_command` as the exit-status table says. Returns the envelope.
+#[track_caller]
+pub fn assert_refusal(out: &Output, code: i32) -> Value {
+    let e = out.assert_error(code, error_of(code));
+    assert_next_command(&e, code);
+    e
+}
+
+/// Run `f` and assert that nothing under `root` changed meanwhile.
+#[track_caller]
+pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+    let before = snapshot(root);
+    let value = f();
+    assert_eq!(
+        before,
+        snapshot(root),
+        "a refusal changed {}",
+        root.display()
+    );
+    value
+}
+
 /// A refusal of the lane and run commands: exit 2 `contract_error` or
 /// 5 `coordinator_conflict` with exactly `message` and the table's
 /// `next_command`. Returns the envelope.
 #[track_caller]
 pub fn assert_conflict_or_contract(out: &Output, code: i32, message: &str) -> Value {
-    let error = if code == 2 {
-        "contract_error"
-    } else {
-        "coordinator_conflict"
-    };
-    let e = out.assert_error(code, error);
+    assert!(matches!(code, 2 | 5), "{code}");
+    let e = assert_refusal(out, code);
     assert_eq!(e["message"], message, "{out:?}");
-    assert_next_command(&e, code);
     e
 }
 
@@ -1154,7 +1186,8 @@ impl TestBed {
 /// can carry an area's own helper methods without clashing with another
 /// area's.
 macro_rules! bed_type {
-    ($name:ident) => {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
         struct $name(crate::bed::TestBed);
         impl std::ops::Deref for $name {
             type Target = crate::bed::TestBed;
