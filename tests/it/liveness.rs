@@ -344,8 +344,7 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
 // ---------------------------------------------------------------- heartbeat
 
 fn heartbeat_input(observed: &str, lease: &str, reason: &str) -> Value {
-    json!({"lane_id": "leased", "agent_id": "agent-l", "observed_at": observed,
-           "silence_lease_deadline": lease, "reason": reason})
+    common::heartbeat_input("leased", "agent-l", observed, lease, reason)
 }
 
 #[test]
@@ -484,8 +483,13 @@ fn heartbeat_refusals() {
             new_ev.clone(),
             hb(
                 "h.json",
-                json!({"lane_id": "stalled-start", "agent_id": "agent-s",
-                "observed_at": "2026-07-14T01:56:00Z", "silence_lease_deadline": "2026-07-14T02:06:00Z", "reason": "r"}),
+                common::heartbeat_input(
+                    "stalled-start",
+                    "agent-s",
+                    "2026-07-14T01:56:00Z",
+                    "2026-07-14T02:06:00Z",
+                    "r",
+                ),
             ),
             5,
             "heartbeat requires a running lane",
@@ -494,8 +498,13 @@ fn heartbeat_refusals() {
             new_ev.clone(),
             hb(
                 "i.json",
-                json!({"lane_id": "leased", "agent_id": "agent-x",
-                "observed_at": "2026-07-14T01:56:00Z", "silence_lease_deadline": "2026-07-14T02:06:00Z", "reason": "r"}),
+                common::heartbeat_input(
+                    "leased",
+                    "agent-x",
+                    "2026-07-14T01:56:00Z",
+                    "2026-07-14T02:06:00Z",
+                    "r",
+                ),
             ),
             5,
             "agent does not own the lane",
@@ -504,8 +513,13 @@ fn heartbeat_refusals() {
             new_ev.clone(),
             hb(
                 "j.json",
-                json!({"lane_id": "done", "agent_id": "agent-d",
-                "observed_at": "2026-07-14T01:56:00Z", "silence_lease_deadline": "2026-07-14T02:06:00Z", "reason": "r"}),
+                common::heartbeat_input(
+                    "done",
+                    "agent-d",
+                    "2026-07-14T01:56:00Z",
+                    "2026-07-14T02:06:00Z",
+                    "r",
+                ),
             ),
             5,
             "lane is not active",
@@ -514,8 +528,13 @@ fn heartbeat_refusals() {
             new_ev.clone(),
             hb(
                 "k.json",
-                json!({"lane_id": "ghost", "agent_id": "agent-l",
-                "observed_at": "2026-07-14T01:56:00Z", "silence_lease_deadline": "2026-07-14T02:06:00Z", "reason": "r"}),
+                common::heartbeat_input(
+                    "ghost",
+                    "agent-l",
+                    "2026-07-14T01:56:00Z",
+                    "2026-07-14T02:06:00Z",
+                    "r",
+                ),
             ),
             5,
             "lane does not exist",
