@@ -263,14 +263,7 @@ fn an_incomplete_replacement_blocks_with_its_lane() {
     let root = tmp.path().join("state");
     let scenario = common::fixtures_dir().join("10-replacement-incomplete");
     common::prepare_state(&scenario, &root);
-    let run_id = std::fs::read_dir(root.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let run_id = common::first_run_id(&root);
     let flow = common::Flow::new(tmp.path());
     let r = root.to_str().unwrap();
     let out = flow

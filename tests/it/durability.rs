@@ -126,12 +126,7 @@ fn init_fsyncs_files_and_the_directories_it_changes() {
         .expect("strace is required (.ci/run installs it)");
     assert!(status.success());
     let synced = fsynced_paths(&std::fs::read_to_string(&trace).unwrap());
-    let run_id = std::fs::read_dir(root.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name();
+    let run_id = common::first_run_id(&root);
     let run = root.join("runs").join(&run_id);
     let has = |p: &Path| synced.iter().any(|s| Path::new(s) == p);
     for path in [

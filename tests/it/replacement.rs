@@ -54,13 +54,8 @@ impl Scenario {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("state");
         common::prepare_state(&fixture(source), &root);
-        let run_dir = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        let run_id = run_dir.file_name().unwrap().to_str().unwrap().to_string();
+        let run_id = common::first_run_id(&root);
+        let run_dir = root.join("runs").join(&run_id);
         if let Some(keep) = keep {
             let lines = fixture_lines(source);
             assert!(keep <= lines.len());

@@ -152,6 +152,28 @@ pub fn fixture_copies() -> impl Iterator<Item = FixtureCopy> {
     scenarios().into_iter().map(|s| FixtureCopy::new(&s))
 }
 
+/// The run ids under `root/runs`, sorted (none when there is no such
+/// directory).
+pub fn run_ids(root: &Path) -> Vec<String> {
+    let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    runs.sort();
+    runs
+}
+
+/// The first run id under `root/runs` (a fixture copy holds one).
+pub fn first_run_id(root: &Path) -> String {
+    run_ids(root)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no run under {}", root.display()))
+}
+
 /// Copy a scenario's state into `target` (created), recreate the empty
 /// directories git dropped, and set modes 0700/0600.
 pub fn prepare_state(scenario: &Path, target: &Path) {
@@ -826,15 +848,10 @@ impl TestBed {
         let flow = Flow::new(tmp.path());
         let root = tmp.path().join("state");
         prepare_state(&scenario, &root);
-        let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        runs.sort();
+        let run_id = first_run_id(&root);
         let repo = tmp.path().join("repo");
         std::fs::create_dir_all(&repo).unwrap();
-        TestBed::around(tmp, flow, root, repo, runs.remove(0), Some(scenario))
+        TestBed::around(tmp, flow, root, repo, run_id, Some(scenario))
     }
 
     fn around(

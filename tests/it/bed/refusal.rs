@@ -50,12 +50,7 @@ impl Work {
     pub fn from_fixture(name: &str) -> (Work, String) {
         let work = Work::new();
         crate::bed::prepare_state(&crate::bed::fixtures_dir().join(name), &work.state);
-        let mut runs: Vec<String> = std::fs::read_dir(work.state.join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        runs.sort();
-        let run_id = runs.remove(0);
+        let run_id = crate::bed::first_run_id(&work.state);
         (work, run_id)
     }
 

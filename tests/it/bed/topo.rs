@@ -77,12 +77,7 @@ pub fn cut_state(scenario: &Path, keep: usize) -> (tempfile::TempDir, PathBuf, P
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("state");
     common::prepare_state(scenario, &root);
-    let run_dir = std::fs::read_dir(root.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = root.join("runs").join(common::first_run_id(&root));
     let lines = fixture_lines(scenario);
     let text: String = lines[..keep].iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(run_dir.join("receipt.jsonl"), text).unwrap();

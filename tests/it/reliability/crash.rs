@@ -488,12 +488,7 @@ fn reliability_crash_every_directory_is_created_with_mode_0700() {
     let flags = ["-f", "-e", "trace=mkdir,mkdirat"];
     let mut trace = strace(&flags, &init, &base);
     // A mutation that has to recreate the run's locks/ and lanes/.
-    let run_id = std::fs::read_dir(root.join("runs"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name();
+    let run_id = crate::bed::first_run_id(&root);
     let run_dir = root.join("runs").join(&run_id);
     std::fs::remove_dir(run_dir.join("locks")).unwrap();
     std::fs::remove_dir(run_dir.join("lanes")).unwrap();
@@ -504,7 +499,7 @@ fn reliability_crash_every_directory_is_created_with_mode_0700() {
         root.clone().into(),
         "run-approve".into(),
         "--run-id".into(),
-        run_id.clone(),
+        run_id.clone().into(),
         "--owner-file".into(),
         root.join("handles/main.owner").into(),
         "--evidence".into(),

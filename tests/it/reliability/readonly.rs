@@ -55,15 +55,7 @@ struct Root {
 }
 
 fn runs_of(state: &Path) -> Vec<String> {
-    let mut runs: Vec<String> = std::fs::read_dir(state.join("runs"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    runs.sort();
-    runs
+    crate::bed::run_ids(state)
 }
 
 /// Our three state roots and a copy of every reference fixture.
