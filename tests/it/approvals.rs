@@ -45,26 +45,10 @@ fn try_init_as(
     std::fs::create_dir_all(&repo).unwrap();
     let file = base.join("policy.json");
     std::fs::write(&file, policy).unwrap();
-    flow.run_env(
-        &[
-            "--state-root",
-            root.to_str().unwrap(),
-            "init",
-            "--workflow-type",
-            "A",
-            "--repo-root",
-            repo.to_str().unwrap(),
-            "--owner-file",
-            root.join(format!("handles/{owner}.owner"))
-                .to_str()
-                .unwrap(),
-            "--component",
-            "runtime",
-            "--approval-policy",
-            file.to_str().unwrap(),
-        ],
-        envs,
-    )
+    let owner = root.join(format!("handles/{owner}.owner"));
+    let mut argv = common::init_argv(&root, "A", &repo, &owner, &["runtime"]);
+    argv.extend(["--approval-policy".into(), file.into_os_string()]);
+    flow.run_env(&argv, envs)
 }
 
 fn gate_with(policy: &str, envs: &[(&str, &str)]) -> Gate {
