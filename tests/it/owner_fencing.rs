@@ -13,7 +13,7 @@
 use crate::bed as common;
 
 use bluetape_flow::receipt::canonical;
-use common::{Flow, Output};
+use common::{Flow, Output, TestBed, bed_type};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ fn step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
         owner,
         &[
             "--evidence",
-            &bed.file("ev.json"),
+            &bed.work_file("ev.json"),
             "--lane-id",
             "build",
             "--agent-id",
@@ -79,7 +79,7 @@ fn step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
 }
 
 fn run_step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
-    let mut argv = owned(bed, owner, &["--evidence", &bed.file("ev.json")]);
+    let mut argv = owned(bed, owner, &["--evidence", &bed.work_file("ev.json")]);
     argv.extend(s(rest));
     argv
 }
@@ -90,7 +90,7 @@ fn lineage(bed: &Bed, owner: &Path) -> Vec<String> {
         owner,
         &[
             "--evidence",
-            &bed.file("ev.json"),
+            &bed.work_file("ev.json"),
             "--lane-id",
             "build",
             "--replacement-lane-id",
@@ -107,7 +107,7 @@ fn table() -> Vec<Entry> {
         Entry {
             command: "topology-register",
             guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.file("topology.json")]),
+            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("topology.json")]),
         },
         Entry {
             command: "topology-remove",
@@ -123,12 +123,12 @@ fn table() -> Vec<Entry> {
         Entry {
             command: "check-result",
             guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.file("check.json")]),
+            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("check.json")]),
         },
         Entry {
             command: "component-evidence",
             guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.file("component.json")]),
+            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("component.json")]),
         },
         Entry {
             command: "complete",
@@ -218,9 +218,9 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--input",
-                        &bed.file("lane-docs.json"),
+                        &bed.work_file("lane-docs.json"),
                         "--evidence",
-                        &bed.file("ev.json"),
+                        &bed.work_file("ev.json"),
                     ],
                 )
             },
@@ -243,7 +243,13 @@ fn table() -> Vec<Entry> {
         Entry {
             command: "lane-complete",
             guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--changed-paths", &bed.file("changed.json")]),
+            argv: |bed, owner| {
+                step(
+                    bed,
+                    owner,
+                    &["--changed-paths", &bed.work_file("changed.json")],
+                )
+            },
         },
         Entry {
             command: "lane-fail",
@@ -269,9 +275,9 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--input",
-                        &bed.file("reassign.json"),
+                        &bed.work_file("reassign.json"),
                         "--evidence",
-                        &bed.file("ev-recovery.json"),
+                        &bed.work_file("ev-recovery.json"),
                     ],
                 )
             },
@@ -300,9 +306,9 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--input",
-                        &bed.file("heartbeat.json"),
+                        &bed.work_file("heartbeat.json"),
                         "--evidence",
-                        &bed.file("ev.json"),
+                        &bed.work_file("ev.json"),
                     ],
                 )
             },
@@ -316,7 +322,7 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--evidence",
-                        &bed.file("ev-stall.json"),
+                        &bed.work_file("ev-stall.json"),
                         "--lane-id",
                         "build",
                         "--agent-id",
@@ -329,7 +335,7 @@ fn table() -> Vec<Entry> {
                     "--reason",
                     "no fresh evidence",
                     "--decision",
-                    &bed.file("decision.json"),
+                    &bed.work_file("decision.json"),
                 ]));
                 argv
             },
@@ -351,7 +357,7 @@ fn table() -> Vec<Entry> {
                 let mut argv = step(bed, owner, &[]);
                 // The native interrupt tool's evidence is a pre-lock rule.
                 let at = argv.iter().position(|a| a == "--evidence").unwrap();
-                argv[at + 1] = bed.file("ev-interrupt.json");
+                argv[at + 1] = bed.work_file("ev-interrupt.json");
                 argv
             },
         },
@@ -365,7 +371,7 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--evidence",
-                        &bed.file("ev.json"),
+                        &bed.work_file("ev.json"),
                         "--new-owner-file",
                         &text(&new_owner),
                     ],
@@ -375,12 +381,12 @@ fn table() -> Vec<Entry> {
         Entry {
             command: "handoff-create",
             guard: Guard::PlainRead,
-            argv: |bed, owner| owned(bed, owner, &["--input", &bed.file("handoff.json")]),
+            argv: |bed, owner| owned(bed, owner, &["--input", &bed.work_file("handoff.json")]),
         },
         Entry {
             command: "live-report-create",
             guard: Guard::PlainRead,
-            argv: |bed, owner| owned(bed, owner, &["--input", &bed.file("handoff.json")]),
+            argv: |bed, owner| owned(bed, owner, &["--input", &bed.work_file("handoff.json")]),
         },
         Entry {
             command: "recovery-run-create",
@@ -391,9 +397,9 @@ fn table() -> Vec<Entry> {
                     owner,
                     &[
                         "--input",
-                        &bed.file("diagnosis.json"),
+                        &bed.work_file("diagnosis.json"),
                         "--evidence",
-                        &bed.file("ev.json"),
+                        &bed.work_file("ev.json"),
                     ],
                 )
             },
@@ -432,34 +438,15 @@ fn help_mutations(flow: &Flow) -> Vec<String> {
     names
 }
 
-/// A run at epoch 3 (resumed twice) with one started lane, a second run in
-/// the same state root, and every input file the table needs.
-struct Bed {
-    _tmp: tempfile::TempDir,
-    flow: Flow,
-    root: PathBuf,
-    repo: PathBuf,
-    work: PathBuf,
-    run_id: String,
-}
+bed_type!(
+    /// A run at epoch 3 (resumed twice) with one started lane, a second run
+    /// in the same state root, and every input file the table needs.
+    Bed
+);
 
 impl Bed {
     fn new() -> Bed {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
-        let root = tmp.path().join("state");
-        let repo = tmp.path().join("repo");
-        let run_id = flow.init(&root, &repo);
-        let work = tmp.path().join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let bed = Bed {
-            _tmp: tmp,
-            flow,
-            root,
-            repo,
-            work,
-            run_id,
-        };
+        let bed = Bed(TestBed::planned(&["runtime"]));
         bed.write_inputs();
         let main = bed.handle("main.owner");
         for command in ["run-approve", "run-start"] {
@@ -470,9 +457,9 @@ impl Bed {
             &main,
             &[
                 "--input",
-                &bed.file("lane-build.json"),
+                &bed.work_file("lane-build.json"),
                 "--evidence",
-                &bed.file("ev.json"),
+                &bed.work_file("ev.json"),
             ],
         );
         bed.ok(&lane, "lane-create");
@@ -484,20 +471,14 @@ impl Bed {
         assert!(!bed.handle("main.owner").exists());
         assert!(!bed.handle("owner-2.owner").exists());
         // Another run in the same state root, with its own handle.
-        let out = bed.flow.run(&[
-            "--state-root",
-            &text(&bed.root),
-            "init",
-            "--workflow-type",
+        let other = common::init_argv(
+            &bed.root,
             "A",
-            "--repo-root",
-            &text(&bed.repo),
-            "--owner-file",
-            &text(&bed.handle("other.owner")),
-            "--component",
-            "runtime",
-        ]);
-        out.assert_ok();
+            &bed.repo,
+            &bed.handle("other.owner"),
+            &["runtime"],
+        );
+        bed.flow.run(&other).assert_ok();
         // The current owner's handle with a loose mode: only the mode is wrong.
         bed.copy_handle("owner-3.owner", "loose.owner", 0o644);
         // The healthy run's own diagnosis (recovery-run-create input).
@@ -512,10 +493,6 @@ impl Bed {
         bed
     }
 
-    fn handle(&self, name: &str) -> PathBuf {
-        self.root.join("handles").join(name)
-    }
-
     fn copy_handle(&self, from: &str, to: &str, mode: u32) {
         let target = self.handle(to);
         std::fs::copy(self.handle(from), &target).unwrap();
@@ -528,20 +505,12 @@ impl Bed {
             &self.handle(from),
             &[
                 "--evidence",
-                &self.file("ev.json"),
+                &self.work_file("ev.json"),
                 "--new-owner-file",
                 &text(&self.handle(to)),
             ],
         );
         self.ok(&argv, "resume");
-    }
-
-    fn file(&self, name: &str) -> String {
-        text(&self.work.join(name))
-    }
-
-    fn put(&self, name: &str, value: &Value) {
-        std::fs::write(self.work.join(name), value.to_string()).unwrap();
     }
 
     fn write_inputs(&self) {
