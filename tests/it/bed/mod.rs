@@ -1015,13 +1015,7 @@ impl TestBed {
 
     /// A running lane `lane` (agent `agent-<lane>`, empty write scope).
     pub fn running_lane(&self, lane: &str, parent: Option<&str>) {
-        let mut input = json!({
-            "lane_id": lane, "agent_id": format!("agent-{lane}"),
-            "assignment": format!("Work on {lane}"), "write_scope": [],
-            "fallback": "main session", "observed_at": T0,
-            "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z",
-        });
+        let mut input = lane_input(lane, &format!("agent-{lane}"), &[]);
         if let Some(parent) = parent {
             input["parent_lane_id"] = json!(parent);
         }
@@ -1057,11 +1051,13 @@ impl TestBed {
 
     /// A heartbeat of a running lane (its evidence becomes liveness evidence).
     pub fn heartbeat(&self, lane: &str, evidence: &Value) {
-        let input = json!({
-            "lane_id": lane, "agent_id": format!("agent-{lane}"),
-            "observed_at": "2026-07-14T01:00:05Z",
-            "silence_lease_deadline": "2026-07-14T01:05:00Z", "reason": "still working",
-        });
+        let input = heartbeat_input(
+            lane,
+            &format!("agent-{lane}"),
+            "2026-07-14T01:00:05Z",
+            "2026-07-14T01:05:00Z",
+            "still working",
+        );
         self.input("heartbeat", evidence, &input).assert_ok();
     }
 
