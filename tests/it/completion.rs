@@ -43,6 +43,13 @@ fn expect(patch: Value) -> Value {
 /// A running run with `runtime` (required, owner `build`, check `unit`)
 /// fully covered: only main verification is missing.
 fn covered() -> TestBed {
+    let run = checked();
+    run.cover("runtime", &ev("runtime verified")).assert_ok();
+    run
+}
+
+/// Like [`covered`] before the component evidence: `unit` passed.
+fn checked() -> TestBed {
     let run = TestBed::running(&["runtime"]);
     run.completed_lane("build", None, &ev("build done"));
     run.register(&json!([component(
@@ -55,7 +62,6 @@ fn covered() -> TestBed {
     .assert_ok();
     run.check("runtime", "unit", true, None, &ev("unit tests passed"))
         .assert_ok();
-    run.cover("runtime", &ev("runtime verified")).assert_ok();
     run
 }
 
@@ -188,18 +194,7 @@ fn a_failed_check_alone() {
 
 #[test]
 fn a_missing_component_alone() {
-    let run = TestBed::running(&["runtime"]);
-    run.completed_lane("build", None, &ev("build done"));
-    run.register(&json!([component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
-    run.check("runtime", "unit", true, None, &ev("unit tests passed"))
-        .assert_ok();
+    let run = checked();
     assert_eq!(
         report(&run.completion()),
         expect(json!({"missing_components": ["runtime"]}))
