@@ -1,0 +1,987 @@
+//! Approval gates (our extension, contracts/approvals.md) through the
+//! binary: `init --approval-policy`, `run-approve` under a frozen policy
+//! (identity from `BLUETAPE_APPROVED_BY` only, four eyes, the designated
+//! approver, a pinned credential, the approval window), single use, denial
+//! through `run-cancel`, a tampered policy file, and the `approvals` view.
+//! Every refusal asserts exit status, error code, message, `retryable` and
+//! an unchanged state; a gated receipt still verifies under the reference's
+//! rules (and under the reference itself when `BLUETAPE_REFERENCE` names it).
+
+use crate::bed as common;
+use crate::bed::TestBed;
+
+use common::{Flow, Output};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const FOUR_EYES: &str = r#"{"required_approver": "alice", "require_different_approver": true,
+    "initiated_by": "agent-1", "expires_after_s": 3600}"#;
+
+struct Gate {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    flow: Flow,
+    root: PathBuf,
+    run_id: String,
+    evidence: PathBuf,
+}
+
+/// `init --approval-policy` with `policy` (and extra environment).
+fn try_init(base: &Path, flow: &Flow, policy: &str, envs: &[(&str, &str)]) -> Output {
+    try_init_as(base, flow, policy, envs, "main")
+}
+
+/// `init --approval-policy` with the owner handle `handles/<owner>.owner`.
+fn try_init_as(
+    base: &Path,
+    flow: &Flow,
+    policy: &str,
+    envs: &[(&str, &str)],
+    owner: &str,
+) -> Output {
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let owner = root.join(format!("handles/{owner}.owner"));
+    let mut argv = common::init_argv(&root, "A", &repo, &owner, &["runtime"]);
+    argv.extend(["--approval-policy".into(), file.into_os_string()]);
+    flow.run_env(&argv, envs)
+}
+
+fn gate_with(policy: &str, envs: &[(&str, &str)]) -> Gate {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().to_path_buf();
+    let flow = Flow::new(&base);
+    let out = try_init(&base, &flow, policy, envs).assert_ok();
+    let run_id = out["run_id"].as_str().unwrap().to_string();
+    let evidence = base.join("ev.json");
+    std::fs::write(
+        &evidence,
+        r#"[{"kind":"user_approval","summary":"plan reviewed"}]"#,
+    )
+    .unwrap();
+    let gate = Gate {
+        _tmp: tmp,
+        root: base.join("state"),
+        base,
+        flow,
+        run_id,
+        evidence,
+    };
+    assert_eq!(
+        out["approval_policy_checksum"],
+        gate.approvals()["policy_checksum"]
+    );
+    gate
+}
+
+/// A gated run like [`gate_with`], made by the library's `init` with its
+/// clock pinned to `created` (an RFC 3339 UTC instant).
+fn gate_created_at(policy: &str, created: &str) -> Gate {
+    use bluetape_flow::commands::init::{
+        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().to_path_buf();
+    let flow = Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let env = bluetape_flow::store::discovery::DiscoveryEnv {
+        home: Some(flow.home.clone().into_os_string()),
+        cwd: base.clone(),
+        ..Default::default()
+    };
+    let entropy = InitEntropy {
+        now: chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+        ..InitEntropy::fresh()
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: vec!["runtime".into()],
+    };
+    let policy = PolicyRequest {
+        file,
+        initiated_by: None,
+    };
+    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let evidence = base.join("ev.json");
+    std::fs::write(
+        &evidence,
+        r#"[{"kind":"user_approval","summary":"plan reviewed"}]"#,
+    )
+    .unwrap();
+    Gate {
+        _tmp: tmp,
+        root,
+        base,
+        flow,
+        run_id: outcome.run_id,
+        evidence,
+    }
+}
+
+fn gate() -> Gate {
+    gate_with(FOUR_EYES, &[])
+}
+
+impl Gate {
+    fn owner(&self) -> PathBuf {
+        self.root.join("handles/main.owner")
+    }
+
+    fn argv(&self, command: &str, extra: &[&str]) -> Vec<String> {
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        common::mutation_argv(&self.root, command, &self.run_id, &self.owner(), &rest)
+    }
+
+    fn approve(&self, envs: &[(&str, &str)]) -> Output {
+        self.flow.run_env(&self.argv("run-approve", &[]), envs)
+    }
+
+    fn cancel(&self, envs: &[(&str, &str)]) -> Output {
+        self.flow.run_env(
+            &self.argv("run-cancel", &["--reason", "plan rejected"]),
+            envs,
+        )
+    }
+
+    fn approvals_with(&self, extra: &[&str]) -> Output {
+        let mut argv = vec![
+            "--state-root",
+            self.root.to_str().unwrap(),
+            "approvals",
+            "--run-id",
+            &self.run_id,
+        ];
+        argv.extend_from_slice(extra);
+        self.flow.run(&argv)
+    }
+
+    fn approvals(&self) -> Value {
+        self.approvals_with(&[]).assert_ok()
+    }
+
+    fn policy_file(&self) -> PathBuf {
+        self.root
+            .join("runs")
+            .join(&self.run_id)
+            .join("approval-policy.json")
+    }
+
+    fn receipt(&self) -> Vec<Value> {
+        std::fs::read_to_string(
+            self.root
+                .join("runs")
+                .join(&self.run_id)
+                .join("receipt.jsonl"),
+        )
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+    }
+
+    /// Assert a final refusal that changed nothing.
+    fn refused(&self, out: Output, before: &Snapshot, code: i32, error: &str, message: &str) {
+        assert_refusal(&out, code, error, message);
+        assert_eq!(
+            *before,
+            common::snapshot(&self.root),
+            "the refusal changed the state"
+        );
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        common::snapshot(&self.root)
+    }
+
+    fn credential(&self, name: &str, approver: &str, token: &str, mode: u32) -> PathBuf {
+        let path = self.base.join(name);
+        std::fs::write(
+            &path,
+            format!("{{\"approver\":\"{approver}\",\"token\":\"{token}\"}}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+}
+
+type Snapshot = std::collections::BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
+
+fn assert_refusal(out: &Output, code: i32, error: &str, message: &str) {
+    assert_eq!(out.code, code, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], error, "{out:?}");
+    assert_eq!(e["message"], message, "{out:?}");
+    assert_eq!(e["ok"], false);
+    assert_eq!(e["retryable"], false, "{out:?}");
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// The gated receipt verifies under the reference's rules, as our `verify`
+/// applies them; when `BLUETAPE_REFERENCE` names the Python reference
+/// (`python3 path/to/bluetape-flow.py`), the reference itself verifies it too.
+/// The project cannot ship the reference, so the suite never requires it.
+fn reference_verifies(root: &Path, run_id: &str) {
+    let mut verifiers = vec![vec![env!("CARGO_BIN_EXE_bluetape-flow").to_string()]];
+    if let Ok(other) = std::env::var("BLUETAPE_REFERENCE") {
+        let words: Vec<String> = other.split_whitespace().map(str::to_string).collect();
+        if !words.is_empty() {
+            verifiers.push(words);
+        }
+    }
+    for words in verifiers {
+        let out = std::process::Command::new(&words[0])
+            .args(&words[1..])
+            .arg("--state-root")
+            .arg(root)
+            .args(["verify", "--run-id", run_id])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} verify failed: {}",
+            words.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ok"], true);
+    }
+}
+
+// ------------------------------------------------------------ run-approve
+
+#[test]
+fn only_the_designated_approver_approves_and_refusals_consume_nothing() {
+    let g = gate();
+    let before = g.snapshot();
+    g.refused(
+        g.approve(&[]),
+        &before,
+        2,
+        "approval_refused",
+        "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
+    );
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "   ")]),
+        &before,
+        2,
+        "approval_refused",
+        "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
+    );
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-1")]),
+        &before,
+        2,
+        "approval_refused",
+        "approval must be granted by someone other than 'agent-1'",
+    );
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
+        &before,
+        2,
+        "approval_refused",
+        "approval requires approver 'alice', got 'bob'",
+    );
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "al ice")]),
+        &before,
+        2,
+        "approval_refused",
+        "approver identity 'al?ice' is not valid: BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
+    );
+    // After four refusals the designated approver still can (the value is
+    // trimmed).
+    let out = g
+        .approve(&[("BLUETAPE_APPROVED_BY", " alice\n")])
+        .assert_ok();
+    assert_eq!(out["run_state"], "approved");
+    assert_eq!(out["sequence"], 2);
+    let receipt = g.receipt();
+    assert_eq!(receipt.len(), 2);
+    let checksum = g.approvals()["policy_checksum"].clone();
+    assert_eq!(
+        receipt[1]["evidence_refs"],
+        json!([{"kind": "user_approval", "summary": "plan reviewed"},
+               {"kind": "approver_identity", "summary": "approved_by=alice source=env",
+                "checksum": checksum}])
+    );
+    // Only evidence items carry the extension: the metadata is the reference's.
+    assert_eq!(receipt[1]["metadata"], json!({"owner_epoch": 1}));
+    assert_eq!(
+        receipt[0]["evidence_refs"][0]["kind"], "approval_policy",
+        "{:?}",
+        receipt[0]
+    );
+    assert_eq!(
+        receipt[0]["evidence_refs"][0]["path"],
+        "approval-policy.json"
+    );
+    reference_verifies(&g.root, &g.run_id);
+    let view = g.approvals();
+    assert_eq!(
+        view["decisions"],
+        json!([{"decision": "approved", "by": "alice", "source": "env",
+                "at": receipt[1]["timestamp"], "sequence": 2}])
+    );
+}
+
+#[test]
+fn an_approval_is_single_use() {
+    let g = gate();
+    g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
+    let before = g.snapshot();
+    for who in ["alice", "bob"] {
+        g.refused(
+            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+            &before,
+            5,
+            "coordinator_conflict",
+            &format!(
+                "approval was already consumed: the plan was approved at sequence 2 by 'alice'; run-approve by '{who}' refused"
+            ),
+        );
+    }
+    g.refused(
+        g.approve(&[]),
+        &before,
+        5,
+        "coordinator_conflict",
+        "approval was already consumed: the plan was approved at sequence 2 by 'alice'; run-approve by an unidentified caller refused",
+    );
+}
+
+#[test]
+fn two_racing_approvals_exactly_one_wins() {
+    for _ in 0..3 {
+        let g = gate();
+        let spawn = || {
+            g.flow
+                .command(&g.argv("run-approve", &[]))
+                .env("BLUETAPE_APPROVED_BY", "alice")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let codes: Vec<i32> = outs.iter().map(|o| o.status.code().unwrap()).collect();
+        assert_eq!(
+            codes.iter().filter(|c| **c == 0).count(),
+            1,
+            "{codes:?} {outs:?}"
+        );
+        let loser = outs.iter().find(|o| !o.status.success()).unwrap();
+        assert_eq!(loser.status.code(), Some(5), "{loser:?}");
+        let approvals = g
+            .receipt()
+            .iter()
+            .filter(|e| e["event_type"] == "plan_approved")
+            .count();
+        assert_eq!(approvals, 1);
+        assert_eq!(g.approvals()["decisions"].as_array().unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn identity_never_travels_in_argv() {
+    let g = gate();
+    let before = g.snapshot();
+    let out = g.flow.run_env(
+        &g.argv("run-approve", &["--approved-by", "alice"]),
+        &[("BLUETAPE_APPROVED_BY", "alice")],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "contract_error");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("unexpected argument '--approved-by'"),
+        "{message}"
+    );
+    assert_eq!(before, g.snapshot());
+}
+
+#[test]
+fn an_expired_request_cannot_be_approved_whatever_at_claims() {
+    // The window runs on the clock, not on `--at`: a run created (through
+    // the library, which takes `now` as a value) in 2020 is long past a
+    // 1 s window, with no waiting.
+    let g = gate_created_at(
+        r#"{"required_approver": "alice", "expires_after_s": 1}"#,
+        "2020-01-01T00:00:00Z",
+    );
+    let created = g.receipt()[0]["timestamp"].as_str().unwrap().to_string();
+    assert_eq!(created, "2020-01-01T00:00:00Z");
+    let before = g.snapshot();
+    let out = g.flow.run_env(
+        &g.argv("run-approve", &["--at", &created]),
+        &[("BLUETAPE_APPROVED_BY", "alice")],
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "approval_expired");
+    assert_eq!(e["retryable"], false);
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("approval request expired: ")
+            && message.ends_with(
+                " s since run_created exceed expires_after_s 1; approval by 'alice' refused"
+            ),
+        "{message}"
+    );
+    assert_eq!(before, g.snapshot());
+    // Identity is checked before the window.
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
+        &before,
+        2,
+        "approval_refused",
+        "approval requires approver 'alice', got 'bob'",
+    );
+    // Stopping is still allowed.
+    g.cancel(&[]).assert_ok();
+}
+
+#[test]
+fn a_pinned_credential_is_required_and_must_match() {
+    let token = "approver-secret-1";
+    let policy = format!(
+        r#"{{"required_approver": "alice", "approver_fingerprint": "{}"}}"#,
+        sha256_hex(token)
+    );
+    let g = gate_with(&policy, &[]);
+    let before = g.snapshot();
+    let alice = ("BLUETAPE_APPROVED_BY", "alice");
+    g.refused(
+        g.approve(&[alice]),
+        &before,
+        2,
+        "approval_refused",
+        "approval by 'alice' requires the pinned approver credential; set BLUETAPE_APPROVER_FILE",
+    );
+    let missing = g.base.join("nowhere.cred");
+    g.refused(
+        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", missing.to_str().unwrap())]),
+        &before,
+        2,
+        "approval_refused",
+        "approver credential of 'alice' is unusable: approver credential file is missing",
+    );
+    let wrong = g.credential("wrong.cred", "alice", "guessed", 0o600);
+    g.refused(
+        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", wrong.to_str().unwrap())]),
+        &before,
+        2,
+        "approval_refused",
+        "approver credential of 'alice' does not match the pinned fingerprint",
+    );
+    let loose = g.credential("loose.cred", "alice", token, 0o644);
+    g.refused(
+        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", loose.to_str().unwrap())]),
+        &before,
+        2,
+        "approval_refused",
+        "approver credential of 'alice' is unusable: approver credential does not have the required secure mode",
+    );
+    let carol = g.credential("carol.cred", "carol", token, 0o600);
+    g.refused(
+        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", carol.to_str().unwrap())]),
+        &before,
+        2,
+        "approval_refused",
+        "approver credential names 'carol', not 'alice'",
+    );
+    let link = g.base.join("link.cred");
+    let right = g.credential("alice.cred", "alice", token, 0o600);
+    std::os::unix::fs::symlink(&right, &link).unwrap();
+    g.refused(
+        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", link.to_str().unwrap())]),
+        &before,
+        2,
+        "approval_refused",
+        "approver credential of 'alice' is unusable: approver credential must not be a symlink",
+    );
+    g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", right.to_str().unwrap())])
+        .assert_ok();
+    let decisions = g.approvals()["decisions"].clone();
+    assert_eq!(decisions[0]["source"], "credential");
+    assert_eq!(decisions[0]["by"], "alice");
+    // The secret never reaches the receipt.
+    let receipt =
+        std::fs::read_to_string(g.root.join("runs").join(&g.run_id).join("receipt.jsonl")).unwrap();
+    assert!(!receipt.contains(token));
+    reference_verifies(&g.root, &g.run_id);
+}
+
+// ------------------------------------------------------------ tampering
+
+#[test]
+fn an_edited_policy_file_makes_approvals_refuse() {
+    let g = gate();
+    let file = g.policy_file();
+    let original = std::fs::read(&file).unwrap();
+    let edited = String::from_utf8(original.clone())
+        .unwrap()
+        .replace("\"alice\"", "\"bob\"");
+    std::fs::write(&file, edited).unwrap();
+    let before = g.snapshot();
+    for who in ["bob", "alice"] {
+        g.refused(
+            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+            &before,
+            3,
+            "receipt_corrupt",
+            &format!(
+                "approval policy file does not match its chained checksum; run-approve by '{who}' refused"
+            ),
+        );
+    }
+    // The view reports the tampering and exits 0.
+    let view = g.approvals();
+    assert_eq!(view["policy_file_matches"], false);
+    assert_eq!(view["policy"], Value::Null);
+    assert_eq!(
+        view["policy_problem"],
+        "approval policy file does not match its chained checksum"
+    );
+    assert_eq!(before, g.snapshot(), "the view wrote something");
+    // A deleted file is no way around the policy.
+    std::fs::remove_file(&file).unwrap();
+    let before = g.snapshot();
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+        &before,
+        3,
+        "receipt_corrupt",
+        "approval policy file is missing; run-approve by 'alice' refused",
+    );
+    assert_eq!(g.approvals()["policy_file_matches"], false);
+    // Restoring the exact bytes restores the gate.
+    std::fs::write(&file, &original).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(g.approvals()["policy_file_matches"], true);
+    g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
+}
+
+#[test]
+fn a_tampered_policy_does_not_block_stopping() {
+    let g = gate();
+    std::fs::write(g.policy_file(), b"{}\n").unwrap();
+    g.cancel(&[("BLUETAPE_APPROVED_BY", "bob")]).assert_ok();
+    let view = g.approvals();
+    assert_eq!(view["policy_file_matches"], false);
+    assert_eq!(view["decisions"][0]["decision"], "denied");
+    assert_eq!(view["decisions"][0]["by"], "bob");
+}
+
+// ------------------------------------------------------------ denial
+
+#[test]
+fn a_denial_needs_no_identity() {
+    let g = gate();
+    g.cancel(&[]).assert_ok();
+    let view = g.approvals();
+    let at = g.receipt()[1]["timestamp"].clone();
+    assert_eq!(
+        view["decisions"],
+        json!([{"decision": "denied", "by": null, "source": null, "at": at, "sequence": 2}])
+    );
+    // A denied request cannot be approved afterwards.
+    let before = g.snapshot();
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+        &before,
+        5,
+        "coordinator_conflict",
+        "approval was already consumed: the plan was denied at sequence 2; run-approve by 'alice' refused",
+    );
+    reference_verifies(&g.root, &g.run_id);
+}
+
+#[test]
+fn a_denial_records_who_decided_when_known() {
+    let g = gate();
+    g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
+    g.cancel(&[("BLUETAPE_APPROVED_BY", "carol")]).assert_ok();
+    let decisions = g.approvals()["decisions"].clone();
+    assert_eq!(decisions.as_array().unwrap().len(), 2);
+    assert_eq!(decisions[1]["decision"], "denied");
+    assert_eq!(decisions[1]["by"], "carol");
+    assert_eq!(decisions[1]["source"], "env");
+    assert_eq!(decisions[1]["sequence"], 3);
+    reference_verifies(&g.root, &g.run_id);
+    // A malformed identity is refused rather than recorded.
+    let g = gate();
+    let before = g.snapshot();
+    let out = g.cancel(&[("BLUETAPE_APPROVED_BY", "carol smith")]);
+    assert_refusal(
+        &out,
+        2,
+        "contract_error",
+        "BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
+    );
+    assert_eq!(before, g.snapshot());
+}
+
+#[test]
+fn caller_evidence_cannot_forge_a_decision_record() {
+    let g = gate();
+    std::fs::write(
+        &g.evidence,
+        r#"[{"kind":"approver_identity","summary":"approved_by=alice source=env"}]"#,
+    )
+    .unwrap();
+    let before = g.snapshot();
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+        &before,
+        2,
+        "contract_error",
+        "evidence kinds approval_policy and approver_identity are reserved for the approval gate",
+    );
+}
+
+// ------------------------------------------------------------ init
+
+#[test]
+fn bad_policies_are_refused_at_init_with_nothing_created() {
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Env, &str)] = &[
+        ("{}", &[], "approval policy must not be empty"),
+        (
+            r#"{"required_approver": "alice", "approvers": ["bob"]}"#,
+            &[],
+            "approval policy contains unsupported fields: approvers",
+        ),
+        (
+            r#"{"required_approver": "alice!"}"#,
+            &[],
+            "required_approver must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
+        ),
+        (
+            r#"{"approver_fingerprint": "abc"}"#,
+            &[],
+            "approver_fingerprint must be lowercase SHA-256",
+        ),
+        (
+            r#"{"required_approver": "alice", "require_different_approver": true}"#,
+            &[],
+            "require_different_approver needs an initiator: set initiated_by or BLUETAPE_INITIATED_BY",
+        ),
+        (
+            r#"{"required_approver": "alice", "require_different_approver": true}"#,
+            &[("BLUETAPE_INITIATED_BY", "alice")],
+            "required_approver 'alice' is the initiator and require_different_approver is on: nobody could approve",
+        ),
+        (
+            r#"{"initiated_by": "agent-1"}"#,
+            &[],
+            "approval policy is vacuous: it must name a required_approver, require a different approver, pin an approver_fingerprint or set expires_after_s",
+        ),
+        (
+            r#"{"expires_after_s": 0}"#,
+            &[],
+            "expires_after_s must be a positive integer of at most 315360000 seconds",
+        ),
+        (
+            r#"{"expires_after_s": 1.5}"#,
+            &[],
+            "JSON input must not contain floats, NaN or Infinity",
+        ),
+        (
+            r#"["alice"]"#,
+            &[],
+            "JSON input has the wrong top-level type",
+        ),
+    ];
+    for (policy, envs, message) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let flow = Flow::new(tmp.path());
+        let out = try_init(tmp.path(), &flow, policy, envs);
+        assert_refusal(&out, 2, "contract_error", message);
+        assert!(
+            !tmp.path().join("state").exists(),
+            "{policy}: the state root was created"
+        );
+    }
+    // On an existing state root, a refused policy leaves it byte-identical.
+    let g = gate();
+    let before = g.snapshot();
+    let out = try_init_as(&g.base, &g.flow, "{}", &[], "second");
+    assert_refusal(
+        &out,
+        2,
+        "contract_error",
+        "approval policy must not be empty",
+    );
+    assert_eq!(before, g.snapshot());
+}
+
+#[test]
+fn the_initiator_may_come_from_the_environment() {
+    let g = gate_with(
+        r#"{"require_different_approver": true}"#,
+        &[("BLUETAPE_INITIATED_BY", " agent-7 ")],
+    );
+    let policy = g.approvals()["policy"].clone();
+    assert_eq!(
+        policy,
+        json!({"required_approver": null, "require_different_approver": true,
+               "initiated_by": "agent-7", "approver_fingerprint": null,
+               "expires_after_s": null})
+    );
+    let mode = std::fs::metadata(g.policy_file())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before = g.snapshot();
+    g.refused(
+        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-7")]),
+        &before,
+        2,
+        "approval_refused",
+        "approval must be granted by someone other than 'agent-7'",
+    );
+    // Four eyes alone: anyone else may approve.
+    g.approve(&[("BLUETAPE_APPROVED_BY", "agent-8")])
+        .assert_ok();
+}
+
+// ------------------------------------------------------------ no policy
+
+#[test]
+fn a_run_without_a_policy_behaves_like_the_reference() {
+    let bed = TestBed::planned(&["runtime"]);
+    let (tmp, flow, root, run_id) = (&bed.tmp, &bed.flow, &bed.root, &bed.run_id);
+    assert!(
+        !root
+            .join("runs")
+            .join(run_id)
+            .join("approval-policy.json")
+            .exists()
+    );
+    let evidence = tmp.path().join("ev.json");
+    std::fs::write(&evidence, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
+    let owner = root.join("handles/main.owner");
+    let argv = [
+        "--state-root",
+        root.to_str().unwrap(),
+        "run-approve",
+        "--run-id",
+        run_id,
+        "--owner-file",
+        owner.to_str().unwrap(),
+        "--evidence",
+        evidence.to_str().unwrap(),
+    ];
+    // No identity needed, and an identity given is not recorded.
+    flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", "bob")])
+        .assert_ok();
+    let receipt =
+        std::fs::read_to_string(root.join("runs").join(run_id).join("receipt.jsonl")).unwrap();
+    let approved: Value = serde_json::from_str(receipt.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(
+        approved["evidence_refs"],
+        json!([{"kind": "user_approval", "summary": "ok"}])
+    );
+    // The second approval is the reference's retryable state conflict.
+    let out = flow.run(&argv);
+    out.assert_error(5, "coordinator_conflict");
+    assert_eq!(
+        out.error()["message"],
+        "current state does not allow lifecycle intent"
+    );
+    let view = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "approvals",
+            "--run-id",
+            run_id,
+        ])
+        .assert_ok();
+    assert_eq!(view["policy"], Value::Null);
+    assert_eq!(view["policy_checksum"], Value::Null);
+    assert_eq!(view["policy_file_matches"], Value::Null);
+    assert_eq!(
+        view["decisions"],
+        json!([{"decision": "approved", "by": null, "source": null,
+                "at": approved["timestamp"], "sequence": 2}])
+    );
+}
+
+// ------------------------------------------------------------ the view
+
+#[test]
+fn the_view_has_a_table_for_people() {
+    let g = gate();
+    let approve = g.argv("run-approve", &["--at", "2026-07-14T01:00:00Z"]);
+    g.flow
+        .run_env(&approve, &[("BLUETAPE_APPROVED_BY", "alice")])
+        .assert_ok();
+    let out = g.approvals_with(&["--format", "table"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("policy file matches           yes"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("  required_approver           alice"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("approved  alice"), "{}", out.stdout);
+    // The whole table, exit status included, as people see it.
+    common::snapshots().bind(|| {
+        insta::assert_snapshot!(
+            "approvals_table",
+            out.human(&[(g.run_id.as_str(), "[run-id]")])
+        )
+    });
+    let out = g.approvals_with(&["--format", "xml"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.error()["error"], "contract_error");
+    // A run that does not exist is the usual exit 3.
+    let out = g.flow.run(&[
+        "--state-root",
+        g.root.to_str().unwrap(),
+        "approvals",
+        "--run-id",
+        "nope",
+    ]);
+    assert_eq!(out.code, 3, "{out:?}");
+}
+
+/// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
+fn damage_line(gate: &Gate, n: usize) {
+    let path = gate
+        .root
+        .join("runs")
+        .join(&gate.run_id)
+        .join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[n - 1] = lines[n - 1].replacen('{', "[", 1);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Diagnose the gate's run and ask for a recovery run owned by `owner`.
+fn recover(gate: &Gate, owner: &str) -> Output {
+    let root = gate.root.to_str().unwrap();
+    let diagnosis = gate
+        .flow
+        .run(&[
+            "--state-root",
+            root,
+            "receipt-diagnose",
+            "--run-id",
+            &gate.run_id,
+        ])
+        .assert_ok();
+    let input = gate.base.join("diagnosis.json");
+    std::fs::write(&input, diagnosis.to_string()).unwrap();
+    let owner = gate.root.join("handles").join(owner);
+    gate.flow.run(&[
+        "--state-root",
+        root,
+        "recovery-run-create",
+        "--run-id",
+        &gate.run_id,
+        "--owner-file",
+        owner.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--evidence",
+        gate.evidence.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_recovery_run_keeps_the_damaged_runs_gate() {
+    let gate = gate();
+    gate.approve(&[("BLUETAPE_APPROVED_BY", "alice")])
+        .assert_ok();
+    let policy = gate.approvals()["policy"].clone();
+    damage_line(&gate, 2);
+    let out = recover(&gate, "recovery.owner").assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap().to_string();
+    let recovered = Gate {
+        _tmp: tempfile::tempdir().unwrap(),
+        base: gate.base.clone(),
+        flow: Flow::new(&gate.base),
+        root: gate.root.clone(),
+        run_id: new_run.clone(),
+        evidence: gate.evidence.clone(),
+    };
+    // The same frozen policy, bound into the new run's first event.
+    assert_eq!(recovered.approvals()["policy"], policy);
+    assert_eq!(recovered.approvals()["policy_file_matches"], true);
+    let argv = |who: &str| {
+        let owner = gate.root.join("handles/recovery.owner");
+        let argv = vec![
+            "--state-root".to_string(),
+            gate.root.to_string_lossy().into(),
+            "run-approve".into(),
+            "--run-id".into(),
+            new_run.clone(),
+            "--owner-file".into(),
+            owner.to_string_lossy().into(),
+            "--evidence".into(),
+            gate.evidence.to_string_lossy().into(),
+        ];
+        gate.flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", who)])
+    };
+    let before = recovered.snapshot();
+    recovered.refused(
+        argv("agent-1"),
+        &before,
+        2,
+        "approval_refused",
+        "approval must be granted by someone other than 'agent-1'",
+    );
+    argv("alice").assert_ok();
+    // A retry of the same recovery names the same run.
+    let again = recover(&gate, "recovery.owner").assert_ok();
+    assert_eq!(again["new_run_id"], new_run.as_str());
+    reference_verifies(&gate.root, &new_run);
+}
+
+#[test]
+fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
+    let gate = gate();
+    // Line 1 binds the policy; damaged, the policy file cannot be verified.
+    damage_line(&gate, 1);
+    let before = gate.snapshot();
+    let out = recover(&gate, "recovery.owner");
+    assert_eq!(out.code, 3, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "receipt_corrupt");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("approval policy cannot be carried into a recovery run"),
+        "{e}"
+    );
+    assert_eq!(before, gate.snapshot(), "no quarantine copy, no new run");
+}

@@ -1,0 +1,1213 @@
+//! The one test bed of every area: the real binary run in a cleared,
+//! pinned environment ([`Flow`]), a temp state root and repo with a run
+//! ([`TestBed`]), typed decoding of the JSON envelope ([`Success`],
+//! [`Failure`]), builders for the common inputs ([`ev`], [`component`],
+//! [`lane_input`], [`heartbeat_input`]), a tree snapshot for "nothing
+//! changed" ([`snapshot`]) and copies of the reference fixtures
+//! ([`prepare_state`], [`scenarios`], [`expand_argv`]).
+#![allow(dead_code)]
+
+pub mod refusal;
+pub mod topo;
+
+use bluetape_flow::receipt::event::EventDraft;
+use bluetape_flow::store::run::{AckHead, RunDir};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The reference fixtures beside the checkout. Missing fixtures are a test
+/// failure, never a silent skip.
+pub fn fixtures_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-runs");
+    assert!(
+        dir.join("README.md").is_file(),
+        "reference fixtures missing at {}",
+        dir.display()
+    );
+    dir
+}
+
+/// Names of every scenario directory (with expected.json), plus recovery/.
+pub fn scenarios() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.join("expected.json").is_file() {
+            out.push(path.clone());
+            if path.join("recovery/expected.json").is_file() {
+                out.push(path.join("recovery"));
+            }
+        }
+    }
+    out
+}
+
+/// A recorded `argv` with its placeholders filled in: `{STATE}` is the
+/// temp copy of the state root, `{INPUT:x}` the scenario's `inputs/x`.
+pub fn expand_argv(argv: &[Value], state: &Path, scenario: &Path) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            let a = a.as_str().expect("recorded argv items are strings");
+            match a.strip_prefix("{INPUT:").and_then(|r| r.strip_suffix('}')) {
+                Some(name) => scenario
+                    .join("inputs")
+                    .join(name)
+                    .to_string_lossy()
+                    .into_owned(),
+                None => a.replace("{STATE}", &state.to_string_lossy()),
+            }
+        })
+        .collect()
+}
+
+/// A temp copy of one reference scenario's state root, with what the
+/// reference recorded for it (`expected.json`).
+pub struct FixtureCopy {
+    _tmp: tempfile::TempDir,
+    pub scenario: PathBuf,
+    pub expected: Value,
+    pub state: PathBuf,
+    pub flow: Flow,
+}
+
+impl FixtureCopy {
+    pub fn new(scenario: &Path) -> FixtureCopy {
+        let expected =
+            serde_json::from_str(&std::fs::read_to_string(scenario.join("expected.json")).unwrap())
+                .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        prepare_state(scenario, &state);
+        FixtureCopy {
+            flow: Flow::new(tmp.path()),
+            _tmp: tmp,
+            scenario: scenario.to_path_buf(),
+            expected,
+            state,
+        }
+    }
+
+    /// `expected.json`'s runs: run id -> what was recorded for it.
+    pub fn runs(&self) -> &Map<String, Value> {
+        self.expected["runs"].as_object().unwrap()
+    }
+
+    /// Run a recorded `argv` (placeholders filled in) on this copy.
+    pub fn run_recorded(&self, entry: &Value) -> Output {
+        self.flow.run(&expand_argv(
+            entry["argv"].as_array().unwrap(),
+            &self.state,
+            &self.scenario,
+        ))
+    }
+
+    /// `out` as the reference recorded it in `entry`: the same exit
+    /// status; on success the byte-identical stdout (the state root read as
+    /// `{STATE}`); on failure the same `keys` of the envelope. Returns the
+    /// failure envelope, if any.
+    #[track_caller]
+    pub fn assert_recorded(
+        &self,
+        out: &Output,
+        entry: &Value,
+        keys: &[&str],
+        name: &str,
+    ) -> Option<Value> {
+        assert_eq!(
+            out.code as i64,
+            entry["exit_status"].as_i64().unwrap(),
+            "{name}: {out:?}"
+        );
+        if out.code == 0 {
+            assert_eq!(
+                out.stdout
+                    .replace(&*self.state.to_string_lossy(), "{STATE}"),
+                entry["stdout"].as_str().unwrap(),
+                "{name}"
+            );
+            None
+        } else {
+            let want: Value = serde_json::from_str(entry["stderr"].as_str().unwrap()).unwrap();
+            let got = out.error();
+            for key in keys {
+                assert_eq!(got[key], want[key], "{name}: {key}");
+            }
+            Some(got)
+        }
+    }
+}
+
+/// A [`FixtureCopy`] of every scenario of [`scenarios`].
+pub fn fixture_copies() -> impl Iterator<Item = FixtureCopy> {
+    scenarios().into_iter().map(|s| FixtureCopy::new(&s))
+}
+
+/// The run ids under `root/runs`, sorted (none when there is no such
+/// directory).
+pub fn run_ids(root: &Path) -> Vec<String> {
+    let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    runs.sort();
+    runs
+}
+
+/// The first run id under `root/runs` (a fixture copy holds one).
+pub fn first_run_id(root: &Path) -> String {
+    run_ids(root)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no run under {}", root.display()))
+}
+
+/// Copy a scenario's state into `target` (created), recreate the empty
+/// directories git dropped, and set modes 0700/0600.
+pub fn prepare_state(scenario: &Path, target: &Path) {
+    let tree: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(scenario.join("state-tree.json")).unwrap())
+            .unwrap();
+    std::fs::create_dir_all(target).unwrap();
+    for entry in tree {
+        let rel = entry["path"].as_str().unwrap();
+        match entry["type"].as_str().unwrap() {
+            "file" => {
+                let dest = target.join(rel);
+                std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                std::fs::copy(scenario.join("state").join(rel), &dest).unwrap();
+            }
+            "dir" => std::fs::create_dir_all(target.join(rel)).unwrap(),
+            _ => {}
+        }
+    }
+    set_modes(target);
+}
+
+/// 0700 on every directory, 0600 on every file under (and including) `root`.
+pub fn set_modes(root: &Path) {
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).unwrap();
+    for entry in walk(root) {
+        let meta = std::fs::symlink_metadata(&entry).unwrap();
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = if meta.is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push(path.clone());
+            }
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// insta's settings for every snapshot of the binary: the `.snap` files
+/// live in `tests/it/snapshots/`, whatever module asserts them. CI
+/// (`CI=true`) never writes new ones: review with `cargo insta review` or
+/// run with `INSTA_UPDATE=always` and commit the files.
+pub fn snapshots() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings
+}
+
+/// What [`snapshot`] returns.
+pub type Snapshot = BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
+
+/// Every path under `root` with its type, mode, mtime and content: equal
+/// snapshots mean nothing was created, modified or chmod-ed.
+pub fn snapshot(root: &Path) -> Snapshot {
+    let mut map = BTreeMap::new();
+    if let Ok(meta) = std::fs::symlink_metadata(root) {
+        map.insert(root.to_path_buf(), (meta.mode(), 0, Vec::new()));
+    }
+    for path in walk(root) {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let content = if meta.is_file() {
+            std::fs::read(&path).unwrap()
+        } else if meta.file_type().is_symlink() {
+            std::fs::read_link(&path)
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        } else {
+            Vec::new()
+        };
+        let mtime = if meta.is_file() {
+            meta.mtime_nsec() + meta.mtime() * 1_000_000_000
+        } else {
+            0
+        };
+        map.insert(path, (meta.mode(), mtime, content));
+    }
+    map
+}
+
+/// The result of one CLI call.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn of(out: &std::process::Output) -> Output {
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// The success envelope on stdout: `ok` true, the rest by name.
+#[derive(Debug, Deserialize)]
+pub struct Success {
+    pub ok: bool,
+    pub operation: Option<String>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// The failure envelope on stderr: every key of the contract typed, any
+/// extra key (`first_bad_sequence`, ...) in `rest`.
+#[derive(Debug, Deserialize)]
+pub struct Failure {
+    pub ok: bool,
+    pub error: String,
+    pub message: String,
+    pub retryable: bool,
+    pub next_command: Option<String>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+impl Output {
+    /// The stdout of a successful call, decoded.
+    pub fn success(&self) -> Success {
+        assert_eq!(self.code, 0, "{self:?}");
+        assert!(self.stderr.is_empty(), "{self:?}");
+        let s: Success = serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not a success envelope ({e}): {self:?}"));
+        assert!(s.ok, "{self:?}");
+        s
+    }
+
+    /// The stderr of a refused call, decoded (stdout must be empty).
+    pub fn failure(&self) -> Failure {
+        assert!(
+            self.stdout.is_empty(),
+            "failure printed on stdout: {self:?}"
+        );
+        let f: Failure = serde_json::from_str(&self.stderr)
+            .unwrap_or_else(|e| panic!("stderr is not a failure envelope ({e}): {self:?}"));
+        assert!(!f.ok, "{self:?}");
+        f
+    }
+
+    /// Exit status, stdout and stderr as one text for a snapshot of
+    /// human-facing output, with each `(text, placeholder)` replaced
+    /// (run ids, temp paths).
+    pub fn human(&self, redactions: &[(&str, &str)]) -> String {
+        let mut text = format!(
+            "exit status: {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        for (from, to) in redactions {
+            text = text.replace(from, to);
+        }
+        text
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|_| panic!("stdout is not JSON: {self:?}"))
+    }
+
+    /// The failure envelope as JSON, after checking it decodes as a
+    /// [`Failure`].
+    pub fn error(&self) -> Value {
+        self.failure();
+        serde_json::from_str(&self.stderr).unwrap()
+    }
+
+    /// Assert a typed failure with this exit status and error code.
+    pub fn assert_error(&self, code: i32, error: &str) -> Value {
+        assert_eq!(self.code, code, "{self:?}");
+        let e = self.error();
+        assert_eq!(e["error"], error, "{self:?}");
+        assert_eq!(e["ok"], false);
+        assert_eq!(e["retryable"], matches!(code, 5 | 6), "{self:?}");
+        e
+    }
+
+    pub fn assert_ok(&self) -> Value {
+        self.success();
+        self.json()
+    }
+}
+
+/// A pinned environment (see [`Flow::command`]): HOME inside `home`, no
+/// BLUETAPE_* variable unless a test adds it.
+pub struct Flow {
+    pub home: PathBuf,
+    pub cwd: PathBuf,
+    pub envs: Vec<(String, String)>,
+}
+
+impl Flow {
+    pub fn new(base: &Path) -> Flow {
+        let home = base.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        Flow {
+            home,
+            cwd: base.to_path_buf(),
+            envs: Vec::new(),
+        }
+    }
+
+    /// The binary with `args` in the pinned environment: nothing of the
+    /// caller's environment, `HOME` and every `XDG_*` base inside the temp
+    /// dir (`XDG_STATE_HOME` where discovery would look anyway), `NO_COLOR`,
+    /// UTC, then this flow's extra variables. For spawning; most tests
+    /// want [`Flow::run`].
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bluetape-flow"));
+        self.pin(&mut cmd);
+        cmd.args(args);
+        cmd
+    }
+
+    /// The binary with `args` under `strace <strace_args> -o <trace>`, in
+    /// the pinned environment.
+    pub fn strace<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        strace_args: &[&str],
+        trace: &Path,
+        args: &[S],
+    ) -> Command {
+        let mut cmd = Command::new("strace");
+        self.pin(&mut cmd);
+        cmd.args(strace_args)
+            .arg("-o")
+            .arg(trace)
+            .arg(env!("CARGO_BIN_EXE_bluetape-flow"))
+            .args(args);
+        cmd
+    }
+
+    fn pin(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/bin:/bin")
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_CACHE_HOME", self.home.join(".cache"))
+            .env("XDG_DATA_HOME", self.home.join(".local/share"))
+            .env("NO_COLOR", "1")
+            .env("TZ", "UTC")
+            .current_dir(&self.cwd);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+    }
+
+    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
+        Output::of(&self.command(args).output().unwrap())
+    }
+
+    /// Like [`Flow::run`], with extra environment variables for this call
+    /// only (the pinned environment is otherwise unchanged).
+    pub fn run_env<S: AsRef<std::ffi::OsStr>>(&self, args: &[S], envs: &[(&str, &str)]) -> Output {
+        let flow = Flow {
+            home: self.home.clone(),
+            cwd: self.cwd.clone(),
+            envs: self
+                .envs
+                .iter()
+                .cloned()
+                .chain(envs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect(),
+        };
+        flow.run(args)
+    }
+
+    /// `init` a fresh run under `root`; returns the run id.
+    pub fn init(&self, root: &Path, repo: &Path) -> String {
+        std::fs::create_dir_all(repo).unwrap();
+        let owner = root.join("handles/main.owner");
+        let out = self.run(&init_argv(root, "A", repo, &owner, &["runtime"]));
+        out.assert_ok()["run_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// `--state-root <root> init --workflow-type <workflow> --repo-root <repo>
+/// --owner-file <owner>` and a `--component` per component.
+pub fn init_argv(
+    root: &Path,
+    workflow: &str,
+    repo: &Path,
+    owner: &Path,
+    components: &[&str],
+) -> Vec<std::ffi::OsString> {
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        "--state-root".into(),
+        root.into(),
+        "init".into(),
+        "--workflow-type".into(),
+        workflow.into(),
+        "--repo-root".into(),
+        repo.into(),
+        "--owner-file".into(),
+        owner.into(),
+    ];
+    for c in components {
+        argv.push("--component".into());
+        argv.push((*c).into());
+    }
+    argv
+}
+
+/// `--state-root <root> <command> --run-id <run_id> --owner-file <owner>`
+/// plus `extra`: the shape of every guarded mutation.
+pub fn mutation_argv(
+    root: &Path,
+    command: &str,
+    run_id: &str,
+    owner: &Path,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec![
+        "--state-root".into(),
+        root.to_string_lossy().into(),
+        command.into(),
+        "--run-id".into(),
+        run_id.into(),
+        "--owner-file".into(),
+        owner.to_string_lossy().into(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv
+}
+
+/// Hold the receipt lock of run directory `run_dir` as this (live) test
+/// process does: writers wait, then refuse with a retryable conflict.
+/// Returns the lock directory; modes under `root` are set again.
+pub fn hold_receipt_lock(root: &Path, run_dir: &Path) -> PathBuf {
+    let lock = run_dir.join("locks/receipt");
+    std::fs::create_dir_all(&lock).unwrap();
+    std::fs::write(
+        lock.join("owner.json"),
+        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
+    )
+    .unwrap();
+    set_modes(root);
+    lock
+}
+
+/// The recorded steps (`commands.jsonl`) of a reference scenario.
+pub fn recorded_steps(scenario: &Path) -> Vec<Value> {
+    std::fs::read_to_string(scenario.join("commands.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Replay the recorded `step` of `scenario` on the state root `root`: the
+/// exit status, stdout and stderr the reference printed (the root read as
+/// `{STATE}`), and a state root left exactly as it was.
+#[track_caller]
+pub fn assert_replays_read_only(flow: &Flow, root: &Path, scenario: &Path, step: &Value) {
+    let argv = expand_argv(step["argv"].as_array().unwrap(), root, scenario);
+    let before = snapshot(root);
+    let out = flow.run(&argv);
+    let state = root.to_string_lossy();
+    assert_eq!(
+        out.code as i64,
+        step["exit_status"].as_i64().unwrap(),
+        "{out:?}"
+    );
+    for (printed, key) in [(&out.stdout, "stdout"), (&out.stderr, "stderr")] {
+        assert_eq!(
+            printed.replace(&*state, "{STATE}"),
+            step[key].as_str().unwrap(),
+            "{key}: {out:?}"
+        );
+    }
+    assert_eq!(before, snapshot(root), "the replayed step wrote");
+}
+
+/// The error code the exit-status table gives a refusal of `code`
+/// (approval refusals aside).
+pub fn error_of(code: i32) -> &'static str {
+    match code {
+        2 => "contract_error",
+        3 => "receipt_corrupt",
+        4 => "incompatible_manifest",
+        5 => "coordinator_conflict",
+        6 => "completion_blocked",
+        7 => "unsupported_by_run_manifest",
+        _ => panic!("no typed refusal has exit status {code}"),
+    }
+}
+
+/// A typed refusal of exit status `code`: its error code and
+/// `next_command` as the exit-status table says. Returns the envelope.
+#[track_caller]
+pub fn assert_refusal(out: &Output, code: i32) -> Value {
+    let e = out.assert_error(code, error_of(code));
+    assert_next_command(&e, code);
+    e
+}
+
+/// Run `f` and assert that nothing under `root` changed meanwhile.
+#[track_caller]
+pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+    let before = snapshot(root);
+    let value = f();
+    assert_eq!(
+        before,
+        snapshot(root),
+        "a refusal changed {}",
+        root.display()
+    );
+    value
+}
+
+/// A refusal of the lane and run commands: exit 2 `contract_error` or
+/// 5 `coordinator_conflict` with exactly `message` and the table's
+/// `next_command`. Returns the envelope.
+#[track_caller]
+pub fn assert_conflict_or_contract(out: &Output, code: i32, message: &str) -> Value {
+    assert!(matches!(code, 2 | 5), "{code}");
+    let e = assert_refusal(out, code);
+    assert_eq!(e["message"], message, "{out:?}");
+    e
+}
+
+/// The `next_command` the exit status table names for a typed refusal
+/// of `code` (approval refusals aside).
+pub fn next_command(code: i32) -> Option<&'static str> {
+    match code {
+        3 => Some("receipt-diagnose"),
+        5 => Some("resume-check"),
+        6 => Some("completion-check"),
+        7 => Some("init"),
+        _ => None,
+    }
+}
+
+/// `e` names [`next_command`] of `code`, or no next command at all.
+#[track_caller]
+pub fn assert_next_command(e: &Value, code: i32) {
+    match next_command(code) {
+        Some(next) => assert_eq!(e["next_command"], next, "{e}"),
+        None => assert!(e.get("next_command").is_none(), "{e}"),
+    }
+}
+
+/// Arguments as owned strings (paths included).
+pub fn args(items: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
+    items.iter().map(|i| i.as_ref().to_os_string()).collect()
+}
+
+// ------------------------------------------------------------ builders
+
+/// A lane as `lane-create` takes it: agent `agent`, write scope `scope`,
+/// observed at [`T0`], startup ack due 30 s later, command deadline 10 min.
+pub fn lane_input(lane: &str, agent: &str, scope: &[&str]) -> Value {
+    json!({
+        "lane_id": lane, "agent_id": agent, "assignment": format!("Work on {lane}"),
+        "write_scope": scope, "fallback": "main session", "observed_at": T0,
+        "startup_ack_deadline": "2026-07-14T01:00:30Z",
+        "command_deadline": "2026-07-14T01:10:00Z",
+    })
+}
+
+/// A heartbeat as `heartbeat` takes it.
+pub fn heartbeat_input(
+    lane: &str,
+    agent: &str,
+    observed: &str,
+    lease: &str,
+    reason: &str,
+) -> Value {
+    json!({"lane_id": lane, "agent_id": agent, "observed_at": observed,
+           "silence_lease_deadline": lease, "reason": reason})
+}
+
+// ------------------------------------------------------------ Phase 1 runs
+
+/// The run id of [`write_phase1_run`].
+pub const PHASE1_RUN_ID: &str = "20260101T000000Z-0000beef";
+const RUN_ID: &str = PHASE1_RUN_ID;
+/// The raw owner token a Phase 1 receipt carries.
+pub const PHASE1_TOKEN: &str = "legacy-secret";
+
+/// The bundled manifest as family 1.0 (Phase 1) had it.
+pub fn phase1_manifest() -> Value {
+    let mut m: Value =
+        serde_json::from_str(bluetape_flow::receipt::manifest::BUNDLED_MANIFEST).unwrap();
+    let map = m.as_object_mut().unwrap();
+    map.insert("manifest_version".into(), json!("1.0.0"));
+    for key in [
+        "resource_limits",
+        "compatible_manifest_versions",
+        "failure_resolution",
+    ] {
+        map.remove(key);
+    }
+    m["receipt"]["event_types"] = json!(bluetape_flow::receipt::manifest::EVENT_TYPES_1_0);
+    m
+}
+
+/// A Phase 1 run under `root` (with `handles/`, no owner file) whose
+/// receipt holds `events` (type, from, to), all at 2026-01-01, with
+/// `metadata`; returns the last checksum.
+pub fn write_phase1_run(
+    root: &Path,
+    events: &[(&str, Option<&str>, Option<&str>)],
+    metadata: Option<Value>,
+) -> String {
+    let manifest = phase1_manifest();
+    let hash = bluetape_flow::receipt::canonical::digest(&manifest);
+    let mut snapshot = manifest.clone();
+    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash, "owner_token": PHASE1_TOKEN,
+                              "repo_root": "/tmp", "workflow_type": "A"});
+    let dir = root.join("runs").join(RUN_ID);
+    std::fs::create_dir_all(dir.join("lanes")).unwrap();
+    std::fs::create_dir_all(root.join("handles")).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        bluetape_flow::receipt::canonical::to_string(&snapshot) + "\n",
+    )
+    .unwrap();
+    let mut receipt = Vec::new();
+    let mut previous = String::new();
+    for (i, (event_type, from, to)) in events.iter().enumerate() {
+        let sealed = EventDraft {
+            run_id: RUN_ID.into(),
+            lane_id: None,
+            agent_id: None,
+            sequence: i as u64 + 1,
+            event_type: event_type.to_string(),
+            from_state: from.map(str::to_string),
+            to_state: to.map(str::to_string),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            owner_token: PHASE1_TOKEN.into(),
+            manifest_hash: hash.clone(),
+            previous_checksum: previous.clone(),
+            evidence_refs: if i == 0 {
+                json!([])
+            } else {
+                json!([{"kind": "user_approval", "summary": "ok"}])
+            },
+            reason: None,
+            metadata: metadata.clone(),
+        }
+        .seal();
+        receipt.extend_from_slice(&sealed.line);
+        previous = sealed.checksum;
+    }
+    std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
+    set_modes(root);
+    previous
+}
+
+/// A Phase 1 run with only `run_created`, its owner handle
+/// `handles/main.owner` and an evidence file: what the exit-7 tests of every
+/// Phase 2 command start from.
+pub struct Phase1Bed {
+    pub tmp: tempfile::TempDir,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub owner: PathBuf,
+    pub evidence: PathBuf,
+}
+
+impl Phase1Bed {
+    pub fn new() -> Phase1Bed {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        write_phase1_run(&root, &[("run_created", None, Some("planned"))], None);
+        let owner = root.join("handles/main.owner");
+        std::fs::write(
+            &owner,
+            format!(
+                "{{\"epoch\":1,\"run_id\":\"{PHASE1_RUN_ID}\",\"token\":\"{PHASE1_TOKEN}\"}}\n"
+            ),
+        )
+        .unwrap();
+        let evidence = tmp.path().join("ev.json");
+        std::fs::write(&evidence, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
+        set_modes(&root);
+        Phase1Bed {
+            flow: Flow::new(tmp.path()),
+            tmp,
+            root,
+            owner,
+            evidence,
+        }
+    }
+}
+
+// ------------------------------------------------------------ test bed
+
+pub const T0: &str = "2026-07-14T01:00:00Z";
+
+/// `[{"kind": "test", "summary": summary}]`.
+pub fn ev(summary: &str) -> Value {
+    json!([{"kind": "test", "summary": summary}])
+}
+
+/// A component as `topology-register` takes it (no coverage).
+pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
+    json!({
+        "id": id, "required": required, "description": format!("Component {id}"),
+        "owner_lane": owner, "required_checks": checks, "dependencies": deps,
+        "evidence_refs": [], "coverage_state": "missing",
+    })
+}
+
+/// A temp dir with a state root, a repo and (from `planned`/`running`) a
+/// run made by the real binary: the bed every area builds on.
+pub struct TestBed {
+    pub tmp: tempfile::TempDir,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub repo: PathBuf,
+    pub run_id: String,
+    pub dir: PathBuf,
+    /// The evidence file of [`TestBed::step`]: `[{"kind": "test", ...}]`
+    /// until a test writes its own with [`TestBed::with_evidence`].
+    pub evidence: PathBuf,
+    /// A directory outside the state root for a test's own files.
+    pub work: PathBuf,
+    /// The reference scenario a fixture bed was copied from.
+    pub scenario: Option<PathBuf>,
+    files: Cell<u32>,
+}
+
+impl TestBed {
+    /// `init` approving `components`, not yet approved.
+    pub fn planned(components: &[&str]) -> TestBed {
+        let tmp = tempfile::tempdir().unwrap();
+        let flow = Flow::new(tmp.path());
+        let root = tmp.path().join("state");
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let argv = init_argv(
+            &root,
+            "A",
+            &repo,
+            &root.join("handles/main.owner"),
+            components,
+        );
+        let run_id = flow.run(&argv).assert_ok()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        TestBed::around(tmp, flow, root, repo, run_id, None)
+    }
+
+    /// A copy of the reference scenario `name` (its first run), its inputs
+    /// at [`TestBed::scenario_input`].
+    pub fn from_fixture(name: &str) -> TestBed {
+        let scenario = fixtures_dir().join(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let flow = Flow::new(tmp.path());
+        let root = tmp.path().join("state");
+        prepare_state(&scenario, &root);
+        let run_id = first_run_id(&root);
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        TestBed::around(tmp, flow, root, repo, run_id, Some(scenario))
+    }
+
+    fn around(
+        tmp: tempfile::TempDir,
+        flow: Flow,
+        root: PathBuf,
+        repo: PathBuf,
+        run_id: String,
+        scenario: Option<PathBuf>,
+    ) -> TestBed {
+        let dir = root.join("runs").join(&run_id);
+        let evidence = tmp.path().join("ev.json");
+        std::fs::write(&evidence, ev("ok").to_string()).unwrap();
+        let work = tmp.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        TestBed {
+            tmp,
+            flow,
+            root,
+            repo,
+            run_id,
+            dir,
+            evidence,
+            work,
+            scenario,
+            files: Cell::new(0),
+        }
+    }
+
+    /// A file of the scenario's `inputs/` (fixture beds only).
+    pub fn scenario_input(&self, name: &str) -> String {
+        let scenario = self.scenario.as_ref().expect("a fixture bed");
+        scenario
+            .join("inputs")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Write `value` to `work/<name>` (outside the state root); its path.
+    pub fn put(&self, name: &str, value: &Value) -> String {
+        std::fs::write(self.work.join(name), value.to_string()).unwrap();
+        self.work_file(name)
+    }
+
+    /// The path of `work/<name>`.
+    pub fn work_file(&self, name: &str) -> String {
+        self.work.join(name).to_string_lossy().into_owned()
+    }
+
+    /// `handles/<name>` under the state root.
+    pub fn handle(&self, name: &str) -> PathBuf {
+        self.root.join("handles").join(name)
+    }
+
+    pub fn receipt_path(&self) -> PathBuf {
+        self.dir.join("receipt.jsonl")
+    }
+
+    pub fn receipt(&self) -> String {
+        std::fs::read_to_string(self.receipt_path()).unwrap()
+    }
+
+    pub fn last_event(&self) -> Value {
+        serde_json::from_str(self.receipt().lines().last().unwrap()).unwrap()
+    }
+
+    /// Keep only the first `lines` receipt lines: the state as it was then.
+    pub fn truncate(&self, lines: usize) {
+        let kept: String = self.receipt().split_inclusive('\n').take(lines).collect();
+        std::fs::write(self.receipt_path(), kept).unwrap();
+    }
+
+    /// `command --run-id --owner-file handles/<owner>` plus `rest`.
+    pub fn mutation(&self, command: &str, owner: &str, rest: &[&str]) -> Output {
+        self.flow.run(&mutation_argv(
+            &self.root,
+            command,
+            &self.run_id,
+            &self.handle(owner),
+            rest,
+        ))
+    }
+
+    /// Replace the evidence file of [`TestBed::step`] (raw JSON text).
+    pub fn with_evidence(self, json: &str) -> TestBed {
+        std::fs::write(&self.evidence, json).unwrap();
+        self
+    }
+
+    /// `command --run-id --owner-file --evidence <the bed's evidence>` plus
+    /// `extra`.
+    pub fn step(&self, command: &str, extra: &[&str]) -> Output {
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        self.mutation(command, "main.owner", &rest)
+    }
+
+    /// `command --run-id <id>` plus `extra` (read-only commands).
+    pub fn read(&self, command: &str, extra: &[&str]) -> Output {
+        let mut argv = vec![command, "--run-id", &self.run_id];
+        argv.extend_from_slice(extra);
+        self.raw(&argv)
+    }
+
+    /// A snapshot of everything under the state root.
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot(&self.root)
+    }
+
+    /// `init`, `run-approve`, `run-start`.
+    pub fn running(components: &[&str]) -> TestBed {
+        let run = TestBed::planned(components);
+        run.cmd("run-approve", &ev("approved"), &["--at", T0])
+            .assert_ok();
+        run.cmd("run-start", &ev("started"), &["--at", T0])
+            .assert_ok();
+        run
+    }
+
+    pub fn owner(&self) -> PathBuf {
+        self.root.join("handles/main.owner")
+    }
+
+    /// Write `value` to a fresh input file outside the state root.
+    pub fn file(&self, value: &Value) -> String {
+        let n = self.files.get() + 1;
+        self.files.set(n);
+        let path = self.tmp.path().join(format!("input-{n}.json"));
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// `--state-root <root>` + argv.
+    pub fn raw(&self, argv: &[&str]) -> Output {
+        let mut all = vec!["--state-root", self.root.to_str().unwrap()];
+        all.extend_from_slice(argv);
+        self.flow.run(&all)
+    }
+
+    /// `command --run-id --owner-file --evidence <file>` plus `extra`.
+    pub fn cmd(&self, command: &str, evidence: &Value, extra: &[&str]) -> Output {
+        let evidence = self.file(evidence);
+        let mut rest = vec!["--evidence", evidence.as_str()];
+        rest.extend_from_slice(extra);
+        self.mutation(command, "main.owner", &rest)
+    }
+
+    /// A command with `--input <value>`.
+    pub fn input(&self, command: &str, evidence: &Value, input: &Value) -> Output {
+        let input = self.file(input);
+        self.cmd(command, evidence, &["--input", &input])
+    }
+
+    pub fn lane_step(&self, command: &str, lane: &str, evidence: &Value, extra: &[&str]) -> Output {
+        let agent = format!("agent-{lane}");
+        let mut argv = vec!["--lane-id", lane, "--agent-id", &agent, "--at", T0];
+        argv.extend_from_slice(extra);
+        self.cmd(command, evidence, &argv)
+    }
+
+    /// A running lane `lane` (agent `agent-<lane>`, empty write scope).
+    pub fn running_lane(&self, lane: &str, parent: Option<&str>) {
+        let mut input = lane_input(lane, &format!("agent-{lane}"), &[]);
+        if let Some(parent) = parent {
+            input["parent_lane_id"] = json!(parent);
+        }
+        self.input("lane-create", &ev(&format!("assign {lane}")), &input)
+            .assert_ok();
+        self.lane_step("lane-start", lane, &ev(&format!("spawn {lane}")), &[])
+            .assert_ok();
+        self.lane_step("startup-ack", lane, &ev(&format!("ack {lane}")), &[])
+            .assert_ok();
+    }
+
+    /// Completes a running lane with `evidence` (no changed paths).
+    pub fn complete_lane(&self, lane: &str, evidence: &Value) -> Output {
+        let changed = self.file(&json!([]));
+        self.lane_step(
+            "lane-complete",
+            lane,
+            evidence,
+            &["--changed-paths", &changed],
+        )
+    }
+
+    pub fn fail_lane(&self, lane: &str, evidence: &Value) {
+        self.lane_step("lane-fail", lane, evidence, &["--reason", "review failed"])
+            .assert_ok();
+    }
+
+    /// A lane created, started and completed with `evidence`.
+    pub fn completed_lane(&self, lane: &str, parent: Option<&str>, evidence: &Value) {
+        self.running_lane(lane, parent);
+        self.complete_lane(lane, evidence).assert_ok();
+    }
+
+    /// A heartbeat of a running lane (its evidence becomes liveness evidence).
+    pub fn heartbeat(&self, lane: &str, evidence: &Value) {
+        let input = heartbeat_input(
+            lane,
+            &format!("agent-{lane}"),
+            "2026-07-14T01:00:05Z",
+            "2026-07-14T01:05:00Z",
+            "still working",
+        );
+        self.input("heartbeat", evidence, &input).assert_ok();
+    }
+
+    pub fn register(&self, components: &Value) -> Output {
+        self.input("topology-register", &ev("topology approved"), components)
+    }
+
+    pub fn check(
+        &self,
+        component: &str,
+        check: &str,
+        passed: bool,
+        reason: Option<&str>,
+        evidence: &Value,
+    ) -> Output {
+        let mut input = json!({"component_id": component, "check_id": check, "passed": passed});
+        if let Some(reason) = reason {
+            input["reason"] = json!(reason);
+        }
+        self.input("check-result", evidence, &input)
+    }
+
+    pub fn cover(&self, component: &str, evidence: &Value) -> Output {
+        self.input(
+            "component-evidence",
+            evidence,
+            &json!({"component_id": component}),
+        )
+    }
+
+    pub fn complete(&self, evidence: &Value) -> Output {
+        self.cmd("complete", evidence, &[])
+    }
+
+    pub fn resolve(&self, lane: &str, resolver: &str, evidence: &Value) -> Output {
+        self.cmd(
+            "lane-resolve",
+            evidence,
+            &[
+                "--lane-id",
+                lane,
+                "--resolution-lane-id",
+                resolver,
+                "--at",
+                "2026-07-14T01:30:00Z",
+            ],
+        )
+    }
+
+    pub fn completion(&self) -> Value {
+        self.raw(&["completion-check", "--run-id", &self.run_id])
+            .assert_ok()
+    }
+
+    pub fn verify(&self) -> Value {
+        self.raw(&["verify", "--run-id", &self.run_id]).assert_ok()
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("receipt.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The coordinator state our last mutation cached in `run.json` (tests
+    /// only look at it; commands never read it back).
+    pub fn cached_state(&self) -> Value {
+        let cache: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("run.json")).unwrap())
+                .unwrap();
+        cache["coordinator"]["state"].clone()
+    }
+
+    /// Run `out`, assert the typed refusal (exit status, error code,
+    /// exact message, `next_command`, `retryable`), and that nothing under
+    /// the state root changed.
+    #[track_caller]
+    pub fn refused(
+        &self,
+        out: impl FnOnce() -> Output,
+        code: i32,
+        error: &str,
+        message: &str,
+    ) -> Value {
+        let before = snapshot(&self.root);
+        let e = out().assert_error(code, error);
+        assert_eq!(e["message"], message, "{e}");
+        assert_next_command(&e, code);
+        assert_eq!(
+            before,
+            snapshot(&self.root),
+            "a refusal changed the state root"
+        );
+        e
+    }
+
+    /// Append hand-sealed events after the head (as another writer would:
+    /// states our own commands refuse to write) and record the head.
+    pub fn append_sealed(&self, events: &[(&str, Value)]) {
+        let mut last = self.events().pop().unwrap();
+        let receipt = self.dir.join("receipt.jsonl");
+        let mut bytes = std::fs::read(&receipt).unwrap();
+        for (event_type, fields) in events {
+            let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
+            let sealed = EventDraft {
+                run_id: self.run_id.clone(),
+                lane_id: text("lane_id"),
+                agent_id: text("agent_id"),
+                sequence: last["sequence"].as_u64().unwrap() + 1,
+                event_type: event_type.to_string(),
+                from_state: text("from_state"),
+                to_state: text("to_state"),
+                timestamp: text("timestamp").unwrap_or_else(|| T0.into()),
+                owner_token: last["owner_token"].as_str().unwrap().into(),
+                manifest_hash: last["manifest_hash"].as_str().unwrap().into(),
+                previous_checksum: last["checksum"].as_str().unwrap().into(),
+                evidence_refs: fields.get("evidence_refs").cloned().unwrap_or(ev("sealed")),
+                reason: text("reason"),
+                metadata: Some(fields["metadata"].clone()),
+            }
+            .seal();
+            bytes.extend_from_slice(&sealed.line);
+            last = Value::Object(sealed.event);
+        }
+        std::fs::write(&receipt, &bytes).unwrap();
+        RunDir::new(&self.root, &self.run_id)
+            .write_head(&AckHead {
+                sequence: last["sequence"].as_u64().unwrap(),
+                checksum: last["checksum"].as_str().unwrap().into(),
+                byte_length: bytes.len() as u64,
+            })
+            .unwrap();
+    }
+}
+
+/// `bed_type!(Run)`: a local `Run` that is a [`TestBed`] (by `Deref`) and
+/// can carry an area's own helper methods without clashing with another
+/// area's.
+macro_rules! bed_type {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        struct $name(crate::bed::TestBed);
+        impl std::ops::Deref for $name {
+            type Target = crate::bed::TestBed;
+            fn deref(&self) -> &crate::bed::TestBed {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use bed_type;

@@ -1,0 +1,78 @@
+//! Our read-only commands give the reference's verdict on every state root
+//! the reference wrote, healthy and damaged: same exit status, same error
+//! code, same first bad sequence, byte-identical success JSON. Issue 2 needs
+//! `verify`; `receipt-diagnose` and `resume-check` share its read path;
+//! issue 4 adds `completion-check`.
+
+use crate::bed as common;
+
+use common::fixture_copies;
+use serde_json::Value;
+
+#[test]
+fn verify_matches_the_reference_on_every_fixture() {
+    assert!(compare("verify") >= 40);
+}
+
+#[test]
+fn receipt_diagnose_matches_the_reference_on_every_fixture() {
+    assert!(compare("receipt-diagnose") >= 40);
+}
+
+#[test]
+fn resume_check_matches_the_reference_on_every_fixture() {
+    assert!(compare("resume-check") >= 40);
+}
+
+#[test]
+fn completion_check_matches_the_reference_on_every_fixture() {
+    assert!(compare("completion-check") >= 40);
+}
+
+fn compare(command: &str) -> usize {
+    let mut checked = 0;
+    for copy in fixture_copies() {
+        let before = common::snapshot(&copy.state);
+        for (run_id, run) in copy.runs() {
+            let entry = &run[command];
+            let out = copy.run_recorded(entry);
+            let name = format!("{} {run_id}", copy.scenario.display());
+            let keys = ["ok", "error", "retryable", "next_command", "message"];
+            if out.code == 0 {
+                // The same JSON, and (checked by assert_recorded) the
+                // byte-identical envelope.
+                let state_text = copy.state.to_string_lossy();
+                let want: Value = serde_json::from_str(entry["stdout"].as_str().unwrap()).unwrap();
+                let got: Value =
+                    serde_json::from_str(&out.stdout.replace(&*state_text, "{STATE}")).unwrap();
+                assert_eq!(got, want, "{name}");
+            }
+            // Same first bad sequence: the reference's messages carry it.
+            let failure = copy.assert_recorded(&out, entry, &keys, &name);
+            // Our extra keys name the trusted prefix; they agree with the
+            // reference's own diagnosis of the same bytes.
+            if let Some(got) = failure
+                && command == "verify"
+            {
+                let diagnosis: Value =
+                    serde_json::from_str(run["receipt-diagnose"]["stdout"].as_str().unwrap())
+                        .unwrap();
+                for key in [
+                    "first_bad_sequence",
+                    "last_trusted_sequence",
+                    "last_trusted_checksum",
+                ] {
+                    assert_eq!(got[key], diagnosis[key], "{name}: {key}");
+                }
+            }
+            checked += 1;
+        }
+        assert_eq!(
+            before,
+            common::snapshot(&copy.state),
+            "verify changed {}",
+            copy.scenario.display()
+        );
+    }
+    checked
+}

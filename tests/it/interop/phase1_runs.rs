@@ -1,0 +1,223 @@
+//! Issue 2, item 7: family 1.0 (Phase 1) runs are readable by verify and
+//! rebuild: 15-key events without metadata, the raw owner token in the
+//! receipt, default limits.
+
+use crate::bed as common;
+
+use common::{Flow, PHASE1_RUN_ID, write_phase1_run};
+use serde_json::{Value, json};
+
+const RUN_ID: &str = PHASE1_RUN_ID;
+
+#[test]
+fn verify_and_rebuild_read_phase1_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    let head = write_phase1_run(
+        &root,
+        &[
+            ("run_created", None, Some("planned")),
+            ("plan_approved", Some("planned"), Some("approved")),
+            ("run_started", None, None),
+        ],
+        None,
+    );
+    let flow = Flow::new(tmp.path());
+    let v = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "verify",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_ok();
+    assert_eq!(v["checksum"], head);
+    assert_eq!(v["event_count"], 3);
+    let r = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "rebuild",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_ok();
+    assert_eq!(r["sequence"], 3);
+    let cache: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("runs").join(RUN_ID).join("run.json")).unwrap(),
+    )
+    .unwrap();
+    // The simple cache: a null to_state falls back to the event type's state.
+    assert_eq!(cache["state"], "running");
+    assert_eq!(cache["last_event_type"], "run_started");
+    assert!(cache.get("coordinator").is_none());
+}
+
+#[test]
+fn phase1_events_may_not_carry_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    write_phase1_run(
+        &root,
+        &[("run_created", None, Some("planned"))],
+        Some(json!({"owner_epoch": 1})),
+    );
+    let flow = Flow::new(tmp.path());
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "verify",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_error(3, "receipt_corrupt");
+    assert_eq!(
+        e["message"],
+        "receipt corruption at sequence 1: event contract mismatch"
+    );
+}
+
+#[test]
+fn phase2_only_event_types_are_refused_in_phase1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    write_phase1_run(
+        &root,
+        &[
+            ("run_created", None, Some("planned")),
+            ("run_cancelled", Some("planned"), Some("cancelled")),
+        ],
+        None,
+    );
+    let flow = Flow::new(tmp.path());
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "verify",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_error(3, "receipt_corrupt");
+    assert_eq!(
+        e["message"],
+        "receipt corruption at sequence 2: event contract mismatch"
+    );
+}
+
+#[test]
+fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("state");
+    let head = write_phase1_run(
+        &root,
+        &[
+            ("run_created", None, Some("planned")),
+            ("plan_approved", Some("planned"), Some("approved")),
+        ],
+        None,
+    );
+    let flow = Flow::new(tmp.path());
+    let d = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "receipt-diagnose",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_ok();
+    assert_eq!(d["effective_state"], "approved");
+    assert_eq!(d["last_trusted_checksum"], head);
+    assert_eq!(d["manifest_version"], "1.0.0");
+    let before = common::snapshot(&root);
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "resume-check",
+            "--run-id",
+            RUN_ID,
+        ])
+        .assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(e["next_command"], "init");
+    assert_eq!(
+        e["message"],
+        "the selected run manifest does not support coordinator commands"
+    );
+    assert_eq!(before, common::snapshot(&root));
+}
+
+#[test]
+fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
+    let bed = common::Phase1Bed::new();
+    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
+    let before = common::snapshot(root);
+    let f = file.to_str().unwrap();
+    let lane = [
+        "--lane-id",
+        "l",
+        "--agent-id",
+        "a",
+        "--at",
+        "2026-07-14T01:00:00Z",
+    ];
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("run-approve", vec![]),
+        ("run-start", vec![]),
+        ("run-cancel", vec!["--reason", "r"]),
+        ("lane-create", vec!["--input", f]),
+        ("lane-start", lane.to_vec()),
+        ("heartbeat", vec!["--input", f]),
+        ("lane-reassign", vec!["--input", f]),
+        (
+            "replacement-close",
+            vec![
+                "--lane-id",
+                "l",
+                "--replacement-lane-id",
+                "m",
+                "--at",
+                "2026-07-14T01:00:00Z",
+            ],
+        ),
+    ];
+    for (command, extra) in cases {
+        let mut argv = vec![
+            "--state-root",
+            root.to_str().unwrap(),
+            command,
+            "--run-id",
+            RUN_ID,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            f,
+        ];
+        argv.extend(extra);
+        let e = flow
+            .run(&argv)
+            .assert_error(7, "unsupported_by_run_manifest");
+        assert_eq!(e["next_command"], "init", "{command}");
+    }
+    let e = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "liveness-check",
+            "--run-id",
+            RUN_ID,
+            "--lane-id",
+            "l",
+            "--at",
+            "2026-07-14T01:00:00Z",
+        ])
+        .assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(
+        e["message"],
+        "the selected run manifest does not support coordinator commands"
+    );
+    assert_eq!(before, common::snapshot(root));
+}

@@ -1,0 +1,223 @@
+//! The lock across PID namespaces (issue 14, item 2): a writer in another
+//! PID namespace (a container sharing the state root through a bind mount)
+//! has a pid that means nothing on the host, where it may look dead. The
+//! holder's flock on `owner.json` is what proves it alive, so the host
+//! never reclaims a lock that is still held, and writers on both sides never
+//! fork the chain. Needs `unshare` (util-linux) and the privilege to create
+//! a PID namespace (root, as on this project's machines and CI); without
+//! them these tests fail, they do not skip.
+
+use crate::reliability;
+
+use reliability::{LaneRun, lines};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A pid that no host process has now (a pid inside the namespace that
+/// equals it looks dead to the host's `kill(pid, 0)`).
+fn dead_host_pid() -> u32 {
+    (3000..30000)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .expect("a free pid")
+}
+
+/// `sh -c script` as the child of pid 1 of a new PID namespace, whose
+/// next pid is `pid` (so the script's `$$` is `pid`).
+fn in_namespace(pid: u32, script: &str) -> Command {
+    let mut cmd = Command::new("unshare");
+    // The outer sh is the namespace's pid 1; it forks the script, which
+    // gets `pid`. --kill-child: when unshare dies, so does the namespace.
+    cmd.args([
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "sh",
+        "-c",
+    ])
+    .arg(format!(
+        "echo {} > /proc/sys/kernel/ns_last_pid && sh -c \"$0\"",
+        pid - 1
+    ))
+    .arg(script);
+    cmd
+}
+
+fn wait_for(path: &Path, child: &mut Child) {
+    let start = Instant::now();
+    while !path.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the namespaced holder exited early ({status}): unshare needs root");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "holder never ready"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A holder in another namespace records its namespace pid (dead on the
+/// host) and holds the flock, as our binary does: the host writer waits
+/// and answers busy instead of reclaiming; once the holder is gone the lock
+/// is reclaimed and the write lands.
+#[test]
+fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = LaneRun::new(&base, &["a"]);
+    let lock = run.run_dir().join("locks/receipt");
+    let ready = base.join("ready");
+    let pid = dead_host_pid();
+    let script = format!(
+        "mkdir -m 700 '{lock}' && printf '{{\"pid\": %s, \"token\": \"ns\"}}\\n' $$ > '{lock}/owner.json' \
+         && chmod 600 '{lock}/owner.json' && exec flock '{lock}/owner.json' sh -c \"touch '{ready}'; sleep 30\"",
+        lock = lock.display(),
+        ready = ready.display()
+    );
+    let mut holder = in_namespace(pid, &script)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("unshare (util-linux) is installed");
+    wait_for(&ready, &mut holder);
+    let owner: Value =
+        serde_json::from_slice(&std::fs::read(lock.join("owner.json")).unwrap()).unwrap();
+    assert_eq!(owner["pid"], pid, "the holder's pid is its namespace pid");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "and dead on the host"
+    );
+    let before = run.receipt();
+
+    let out = run.flow.run(&run.heartbeat_args("a", "host-1"));
+    let holder_done = holder.try_wait().unwrap();
+    let e = out.assert_error(5, "coordinator_conflict");
+    assert_eq!(e["message"], "state lock owner is live or unknown", "{e}");
+    assert!(holder_done.is_none(), "the holder was still running");
+    assert_eq!(run.receipt(), before, "nothing appended while held");
+    assert!(
+        lock.join("owner.json").exists(),
+        "the holder's lock is untouched"
+    );
+    let diagnosis = run.read("receipt-diagnose", &[]).assert_ok();
+    assert_eq!(
+        diagnosis["lock_owner_status"], "locked_alive",
+        "{diagnosis}"
+    );
+
+    let _ = holder.kill();
+    let _ = holder.wait();
+    // unshare is gone; wait until nothing holds the flock any more.
+    let start = Instant::now();
+    loop {
+        let out = run.flow.run(&run.heartbeat_args("a", "host-2"));
+        if out.code == 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{out:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(lines(&run.receipt()).len(), lines(&before).len() + 1);
+    run.read("verify", &[]).assert_ok();
+}
+
+/// Writers on both sides, many rounds: every acknowledged heartbeat is in
+/// the receipt exactly once and the chain verifies.
+#[test]
+fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = LaneRun::new(&base, &["host", "ns"]);
+    let rounds = reliability::size(6, 40);
+    let start_lines = lines(&run.receipt()).len();
+    let mut acknowledged = Vec::new();
+    for round in 0..rounds {
+        let mut children = Vec::new();
+        for (side, lane) in [("ns", "ns"), ("host", "host")] {
+            for writer in 0..2 {
+                let tag = format!("{side}-{round}-{writer}");
+                let argv = run.heartbeat_args(lane, &tag);
+                let child = if side == "ns" {
+                    let words: Vec<String> =
+                        std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
+                            .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
+                            .map(|w| format!("'{w}'"))
+                            .collect();
+                    // Retry on the retryable exit 5, as a caller would.
+                    let script = format!(
+                        "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
+                        cmd = words.join(" ")
+                    );
+                    in_namespace(dead_host_pid() + writer, &script)
+                        .env_clear()
+                        .env("HOME", &run.flow.home)
+                        .env("PATH", "/usr/bin:/bin")
+                        .current_dir(&run.flow.cwd)
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .expect("unshare is installed")
+                } else {
+                    retrying_host_writer(&run, argv)
+                };
+                children.push((tag, child));
+            }
+        }
+        for (tag, child) in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{tag}: {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let line = String::from_utf8_lossy(&out.stdout);
+            let ack: Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+            acknowledged.push((tag, ack["sequence"].as_u64().unwrap()));
+        }
+    }
+    let receipt = run.receipt();
+    let events = lines(&receipt);
+    assert_eq!(events.len(), start_lines + acknowledged.len());
+    let mut sequences: Vec<u64> = acknowledged.iter().map(|(_, s)| *s).collect();
+    sequences.sort();
+    sequences.dedup();
+    assert_eq!(
+        sequences.len(),
+        acknowledged.len(),
+        "a sequence acknowledged twice"
+    );
+    let text = String::from_utf8_lossy(&receipt);
+    for (tag, _) in &acknowledged {
+        let needle = format!("beat {tag}\"");
+        let holding = text.lines().filter(|l| l.contains(&needle)).count();
+        assert_eq!(holding, 1, "{tag} is in {holding} receipt lines");
+    }
+    run.read("verify", &[]).assert_ok();
+}
+
+/// A host writer that retries on exit 5 (a shell loop, like the namespaced
+/// ones, so both sides race the same way).
+fn retrying_host_writer(run: &LaneRun, argv: Vec<OsString>) -> Child {
+    let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
+        .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
+        .map(|w| format!("'{w}'"))
+        .collect();
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
+            cmd = words.join(" ")
+        ))
+        .env_clear()
+        .env("HOME", &run.flow.home)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(&run.flow.cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}

@@ -1,0 +1,740 @@
+//! Receipt diagnosis and recovery runs through the binary
+//! (reference-coordinator §12): every damaged reference fixture diagnosed
+//! exactly as the reference recorded, then superseded by a new run that
+//! `verify` accepts, its damaged receipt kept byte for byte in quarantine
+//! and never touched; the idempotent retry; a damaged first line and a
+//! missing receipt recovered (decisions.md 11 and 17); and every refusal —
+//! tampered or stale diagnoses, bad owner paths, live locks, odd quarantine
+//! files, a failing new run — with the reference's exit status and error
+//! code, leaving no quarantine orphan and the state byte-identical.
+
+use crate::bed as common;
+
+use common::{Output, TestBed, bed_type, fixtures_dir};
+use serde_json::{Map, Value, json};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+const DAMAGED: [&str; 11] = [
+    "20-bitflip-mid",
+    "21-torn-last-line",
+    "22-deleted-middle-line",
+    "23-duplicated-line",
+    "24-swapped-lines",
+    "25-oversized-line",
+    "26-trailing-garbage",
+    "27-deleted-last-line",
+    "28-padded-line-at-limit",
+    "29-bitflip-first-line",
+    "30-empty-receipt",
+];
+
+fn text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    bluetape_flow::receipt::canonical::sha256_hex(bytes)
+}
+
+bed_type!(
+    /// A state root with one (damaged or healthy) run to recover.
+    Bed
+);
+
+impl Bed {
+    /// A copy of a reference scenario, `_run.repo_root` pinned to a temp
+    /// directory (outside the manifest hash, so diagnoses are unchanged).
+    fn fixture(name: &str) -> Bed {
+        let bed = Bed::with(TestBed::from_fixture(name));
+        bed.pin_repo_root(&bed.repo);
+        bed
+    }
+
+    /// A fresh run made by this tool.
+    fn fresh() -> Bed {
+        Bed::with(TestBed::planned(&["runtime"]))
+    }
+
+    fn with(bed: TestBed) -> Bed {
+        bed.put(
+            "approval.json",
+            &json!([{"kind": "user_approval", "summary": "user approved a recovery run"}]),
+        );
+        Bed(bed)
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    fn pin_repo_root(&self, repo: &Path) {
+        let path = self.run_dir().join("manifest.json");
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        manifest["_run"]["repo_root"] = json!(text(repo));
+        std::fs::write(&path, manifest.to_string()).unwrap();
+    }
+
+    /// Flip one bit of the receipt at `offset` from the end.
+    fn damage(&self, from_end: usize) {
+        let mut bytes = std::fs::read(self.receipt_path()).unwrap();
+        let at = bytes.len() - from_end;
+        bytes[at] ^= 1;
+        std::fs::write(self.receipt_path(), bytes).unwrap();
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        self.raw(args)
+    }
+
+    fn diagnose(&self) -> Output {
+        self.cli(&["receipt-diagnose", "--run-id", &self.run_id])
+    }
+
+    /// `receipt-diagnose`'s stdout, as a file for `--input`.
+    fn diagnosis_file(&self) -> String {
+        self.diagnosis_file_named("diagnosis.json")
+    }
+
+    fn diagnosis_file_named(&self, name: &str) -> String {
+        let out = self.diagnose();
+        assert_eq!(out.code, 0, "{out:?}");
+        std::fs::write(self.work.join(name), &out.stdout).unwrap();
+        text(&self.work.join(name))
+    }
+
+    /// Another run in the same state root.
+    fn other_run(&self) -> String {
+        let out = self.cli(&[
+            "init",
+            "--workflow-type",
+            "A",
+            "--repo-root",
+            &text(&self.repo),
+            "--owner-file",
+            &text(&self.handle("other.owner")),
+            "--component",
+            "runtime",
+        ]);
+        out.assert_ok()["run_id"].as_str().unwrap().to_string()
+    }
+
+    fn recover_with(&self, input: &str, owner: &str, approval: &str) -> Output {
+        let owner = if owner.starts_with('/') {
+            owner.to_string()
+        } else {
+            text(&self.handle(owner))
+        };
+        self.cli(&[
+            "recovery-run-create",
+            "--run-id",
+            &self.run_id,
+            "--input",
+            input,
+            "--owner-file",
+            &owner,
+            "--evidence",
+            approval,
+        ])
+    }
+
+    fn recover(&self, input: &str) -> Output {
+        let approval = text(&self.work.join("approval.json"));
+        self.recover_with(input, "recovery.owner", &approval)
+    }
+
+    fn verify(&self, run_id: &str) -> Output {
+        self.cli(&["verify", "--run-id", run_id])
+    }
+
+    fn quarantine_files(&self) -> Vec<String> {
+        match std::fs::read_dir(self.root.join("quarantine")) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Assert a refusal that changed nothing.
+    #[track_caller]
+    fn refused(&self, out: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
+        common::unchanged(&self.root, || {
+            let out = out();
+            let e = common::assert_refusal(&out, code);
+            assert_eq!(e["message"], message, "{out:?}");
+            e
+        })
+    }
+}
+
+fn parse(out: &str) -> Map<String, Value> {
+    serde_json::from_str::<Value>(out)
+        .unwrap()
+        .as_object()
+        .cloned()
+        .unwrap()
+}
+
+/// What the reference printed for a step of a scenario's expected.json.
+fn recorded(scenario: &str, run_id: &str, command: &str) -> Value {
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures_dir().join(scenario).join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    expected["runs"][run_id][command].clone()
+}
+
+#[test]
+fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
+    for scenario in DAMAGED {
+        let bed = Bed::fixture(scenario);
+        let damaged_bytes = std::fs::read(bed.receipt_path()).unwrap();
+
+        // receipt-diagnose: exactly the reference's output, and read-only.
+        let before = common::snapshot(&bed.root);
+        let out = bed.diagnose();
+        assert_eq!(
+            before,
+            common::snapshot(&bed.root),
+            "{scenario}: diagnose wrote"
+        );
+        let want = recorded(scenario, &bed.run_id, "receipt-diagnose");
+        assert_eq!(out.code, 0, "{scenario}: {out:?}");
+        assert_eq!(
+            out.stdout.replace(&text(&bed.root), "{STATE}"),
+            want["stdout"].as_str().unwrap(),
+            "{scenario}"
+        );
+        let diagnosis = parse(&out.stdout);
+        let input = bed.diagnosis_file();
+
+        if diagnosis["effective_state"] != "blocked" {
+            // 27 and 28 verify: there is nothing to recover.
+            bed.refused(
+                || bed.recover(&input),
+                2,
+                "recovery run requires a blocked receipt diagnosis",
+            );
+            continue;
+        }
+
+        let out = bed.recover(&input).assert_ok();
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "diagnosis_checksum",
+                "new_run_id",
+                "ok",
+                "operation",
+                "owner_epoch",
+                "owner_file",
+                "quarantine_hash",
+                "quarantine_path",
+                "state_root"
+            ],
+            "{scenario}"
+        );
+        let hash = sha256(&damaged_bytes);
+        let quarantine = format!("quarantine/{}-{hash}.receipt.jsonl", bed.run_id);
+        assert_eq!(out["quarantine_path"], quarantine.as_str());
+        assert_eq!(out["quarantine_hash"], hash.as_str());
+        assert_eq!(out["diagnosis_checksum"], diagnosis["diagnosis_checksum"]);
+        assert_eq!(out["owner_epoch"], 1);
+        assert_eq!(
+            out["owner_file"],
+            text(&bed.handle("recovery.owner")).as_str()
+        );
+        // Where the reference recovered too, it printed the same answer
+        // (but for the new run's id and the state root).
+        let reference: Value = serde_json::from_str::<Value>(
+            &std::fs::read_to_string(fixtures_dir().join(scenario).join("expected.json")).unwrap(),
+        )
+        .unwrap()["recovery-run-create"]
+            .clone();
+        if reference["exit_status"] == 0 {
+            let mut theirs = parse(reference["stdout"].as_str().unwrap());
+            let mut ours = out.as_object().cloned().unwrap();
+            for key in ["new_run_id", "owner_file", "state_root"] {
+                theirs.remove(key);
+                ours.remove(key);
+            }
+            assert_eq!(ours, theirs, "{scenario}");
+        } else {
+            // 29 and 30: the reference cannot record an empty trusted
+            // checksum; we can (decisions.md 11).
+            assert_eq!(diagnosis["last_trusted_sequence"], 0, "{scenario}");
+        }
+
+        // The damaged receipt is untouched; its copy is exact and 0600.
+        assert_eq!(std::fs::read(bed.receipt_path()).unwrap(), damaged_bytes);
+        let copy = bed.root.join(&quarantine);
+        assert_eq!(std::fs::read(&copy).unwrap(), damaged_bytes, "{scenario}");
+        assert_eq!(std::fs::metadata(&copy).unwrap().mode() & 0o7777, 0o600);
+
+        // The new run: independent, planned, epoch 1, verified; its first
+        // event carries the approval and the provenance.
+        let new_run = out["new_run_id"].as_str().unwrap();
+        assert_ne!(new_run, bed.run_id);
+        let verified = bed.verify(new_run).assert_ok();
+        assert_eq!(verified["event_count"], 1, "{scenario}");
+        let first: Value = serde_json::from_str(
+            std::fs::read_to_string(bed.root.join("runs").join(new_run).join("receipt.jsonl"))
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(first["event_type"], "run_created");
+        assert_eq!(first["to_state"], "planned");
+        assert_eq!(
+            first["evidence_refs"],
+            json!([{"kind": "user_approval", "summary": "user approved a recovery run"}])
+        );
+        assert_eq!(
+            first["metadata"],
+            json!({
+                "owner_epoch": 1,
+                "recovery_original_run_id": bed.run_id,
+                "recovery_diagnose_checksum": diagnosis["diagnosis_checksum"],
+                "recovery_manifest_version": diagnosis["manifest_version"],
+                "recovery_manifest_hash": diagnosis["manifest_hash"],
+                "recovery_quarantine_path": quarantine,
+                "recovery_quarantine_hash": hash,
+                "recovery_first_bad_sequence": diagnosis["first_bad_sequence"],
+                "recovery_trusted_sequence": diagnosis["last_trusted_sequence"],
+                "recovery_trusted_checksum": diagnosis["last_trusted_checksum"],
+            }),
+            "{scenario}"
+        );
+        let check = bed.cli(&["resume-check", "--run-id", new_run]).assert_ok();
+        assert_eq!(check["run_state"], "planned");
+        assert_eq!(check["owner_epoch"], 1);
+        let handle = bed.handle("recovery.owner");
+        assert_eq!(std::fs::metadata(&handle).unwrap().mode() & 0o7777, 0o600);
+        // The damaged run is still diagnosed the same way.
+        assert_eq!(
+            bed.diagnose().stdout.replace(&text(&bed.root), "{STATE}"),
+            want["stdout"].as_str().unwrap()
+        );
+
+        // A retry with the same owner file returns the same run and
+        // changes nothing.
+        let before = common::snapshot(&bed.root);
+        let again = bed.recover(&input).assert_ok();
+        assert_eq!(again, out, "{scenario}");
+        assert_eq!(
+            before,
+            common::snapshot(&bed.root),
+            "{scenario}: retry wrote"
+        );
+
+        // The new run is a run like any other: its owner approves it.
+        let approval = text(&bed.work.join("approval.json"));
+        bed.cli(&[
+            "run-approve",
+            "--run-id",
+            new_run,
+            "--owner-file",
+            &text(&handle),
+            "--evidence",
+            &approval,
+        ])
+        .assert_ok();
+        bed.verify(new_run).assert_ok();
+    }
+}
+
+#[test]
+fn the_reference_recovery_run_is_recognised_on_retry() {
+    // 20-bitflip-mid/recovery: the reference's recovery run exists; our
+    // retry with its owner file returns it, exactly as the reference did.
+    let scenario = fixtures_dir().join("20-bitflip-mid/recovery");
+    let bed = Bed::fixture("20-bitflip-mid/recovery");
+    // Pin every run's repo root the same way (workflow, repo and
+    // components must match between the two runs).
+    for entry in std::fs::read_dir(bed.root.join("runs")).unwrap().flatten() {
+        let path = entry.path().join("manifest.json");
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        manifest["_run"]["repo_root"] = json!(text(&bed.repo));
+        std::fs::write(&path, manifest.to_string()).unwrap();
+    }
+    let steps = common::recorded_steps(&scenario);
+    let repeat = steps
+        .iter()
+        .rfind(|s| s["kind"] == "cli" && s["argv"][2] == "recovery-run-create")
+        .unwrap();
+    assert_eq!(repeat["exit_status"], 0);
+    common::assert_replays_read_only(&bed.flow, &bed.root, &scenario, repeat);
+}
+
+#[test]
+fn a_missing_receipt_is_diagnosed_damaged_and_recovered() {
+    // decisions.md 17: the reference exits 2 and leaves no way forward.
+    let bed = Bed::fresh();
+    std::fs::remove_file(bed.receipt_path()).unwrap();
+    let input = bed.diagnosis_file();
+    let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
+    assert_eq!(diagnosis["effective_state"], "blocked");
+    assert_eq!(diagnosis["first_bad_sequence"], 1);
+    assert_eq!(diagnosis["last_trusted_sequence"], 0);
+    assert_eq!(diagnosis["last_trusted_checksum"], "");
+    assert_eq!(diagnosis["receipt_size"], 0);
+    let out = bed.recover(&input).assert_ok();
+    assert_eq!(out["quarantine_hash"], sha256(b"").as_str());
+    let copy = bed.root.join(out["quarantine_path"].as_str().unwrap());
+    assert_eq!(std::fs::read(&copy).unwrap(), b"");
+    assert_eq!(std::fs::metadata(&copy).unwrap().mode() & 0o7777, 0o600);
+    assert!(
+        !bed.receipt_path().exists(),
+        "the damaged run stays as it was"
+    );
+    bed.verify(out["new_run_id"].as_str().unwrap()).assert_ok();
+}
+
+#[test]
+fn a_diagnosis_must_be_the_current_one_untampered() {
+    let bed = Bed::fresh();
+    let other = bed.other_run();
+    bed.damage(30);
+    let input = bed.diagnosis_file();
+    let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
+
+    // A changed value under the original checksum.
+    let mut tampered = diagnosis.clone();
+    tampered.insert("first_bad_sequence".into(), json!(2));
+    let file = bed.put("tampered.json", &Value::Object(tampered.clone()));
+    bed.refused(
+        || bed.recover(&file),
+        2,
+        "receipt diagnosis checksum does not match",
+    );
+    // Swapped values with a recomputed checksum: well-formed, but not what
+    // the run looks like now.
+    let mut swapped = diagnosis.clone();
+    swapped.insert("first_bad_sequence".into(), json!(0));
+    swapped.insert("last_trusted_sequence".into(), json!(1));
+    swapped.remove("diagnosis_checksum");
+    let file = bed.put("swapped.json", &Value::Object(swapped));
+    bed.refused(
+        || bed.recover(&file),
+        5,
+        "damaged run changed after receipt diagnosis",
+    );
+    // Another run's diagnosis (healthy): refused before anything else.
+    let out = bed.cli(&["receipt-diagnose", "--run-id", &other]);
+    let file = bed.put("other.json", &out.json());
+    bed.refused(
+        || bed.recover(&file),
+        2,
+        "recovery run requires a blocked receipt diagnosis",
+    );
+    // Another damaged run's diagnosis names that run.
+    let mut foreign = diagnosis.clone();
+    foreign.insert("run_id".into(), json!(other));
+    foreign.remove("diagnosis_checksum");
+    let file = bed.put("foreign.json", &Value::Object(foreign));
+    bed.refused(
+        || bed.recover(&file),
+        5,
+        "damaged run changed after receipt diagnosis",
+    );
+    // The receipt changed after the diagnosis.
+    let original = std::fs::read(bed.receipt_path()).unwrap();
+    bed.damage(40);
+    bed.refused(
+        || bed.recover(&input),
+        5,
+        "damaged run changed after receipt diagnosis",
+    );
+    std::fs::write(bed.receipt_path(), &original).unwrap();
+    // Approval evidence: present, non-empty, valid.
+    let empty = bed.put("empty.json", &json!([]));
+    bed.refused(
+        || bed.recover_with(&input, "recovery.owner", &empty),
+        2,
+        "lifecycle transition requires evidence",
+    );
+    let bad = bed.put("bad.json", &json!([{"kind": "", "summary": "x"}]));
+    bed.refused(
+        || bed.recover_with(&input, "recovery.owner", &bad),
+        2,
+        "evidence kind must be a bounded non-empty string",
+    );
+    assert!(bed.quarantine_files().is_empty());
+
+    // The same diagnosis with its keys in another order is the same object.
+    let mut reordered = String::from("{");
+    let entries: Vec<(&String, &Value)> = diagnosis.iter().rev().collect();
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            reordered.push_str(", ");
+        }
+        reordered.push_str(&format!("{}: {}", json!(key), value));
+    }
+    reordered.push('}');
+    std::fs::write(bed.work.join("reordered.json"), reordered).unwrap();
+    let out = bed
+        .recover(&text(&bed.work.join("reordered.json")))
+        .assert_ok();
+    assert_eq!(out["diagnosis_checksum"], diagnosis["diagnosis_checksum"]);
+}
+
+#[test]
+fn owner_paths_and_locks_are_checked() {
+    let bed = Bed::fresh();
+    bed.damage(30);
+    let input = bed.diagnosis_file();
+    let approval = text(&bed.work.join("approval.json"));
+    let outside = text(&bed.work.join("recovery.owner"));
+    bed.refused(
+        || bed.recover_with(&input, &outside, &approval),
+        2,
+        "owner handle must be a direct child of state-root handles",
+    );
+    std::os::unix::fs::symlink(bed.work.join("nowhere"), bed.handle("link.owner")).unwrap();
+    bed.refused(
+        || bed.recover_with(&input, "link.owner", &approval),
+        2,
+        "owner handle already exists",
+    );
+    // A live process holds the recovery lock.
+    let lock = bed
+        .root
+        .join("locks")
+        .join(format!("recovery-{}", bed.run_id));
+    std::fs::create_dir(&lock).unwrap();
+    std::fs::write(
+        lock.join("owner.json"),
+        format!("{{\"pid\":{},\"token\":\"t\"}}\n", std::process::id()),
+    )
+    .unwrap();
+    common::set_modes(&bed.root);
+    bed.refused(
+        || bed.recover(&input),
+        5,
+        "state lock owner is live or unknown",
+    );
+    std::fs::remove_dir_all(&lock).unwrap();
+    // A live process holds the damaged run's receipt lock: diagnosed after
+    // it was taken, the diagnosis says so and recovery waits for it (the
+    // reference would copy a receipt that may still be written).
+    let receipt_lock = common::hold_receipt_lock(&bed.root, &bed.run_dir());
+    bed.refused(
+        || bed.recover(&input),
+        5,
+        "damaged run changed after receipt diagnosis",
+    );
+    let locked = bed.diagnosis_file_named("locked.json");
+    assert_eq!(
+        parse(&std::fs::read_to_string(&locked).unwrap())["lock_owner_status"],
+        "locked_alive"
+    );
+    bed.refused(
+        || bed.recover(&locked),
+        5,
+        "damaged run receipt lock is held by a live process",
+    );
+    std::fs::remove_dir_all(&receipt_lock).unwrap();
+    assert!(bed.quarantine_files().is_empty());
+    bed.recover(&input).assert_ok();
+}
+
+#[test]
+fn quarantine_files_are_never_replaced_and_never_orphaned() {
+    let bed = Bed::fresh();
+    bed.damage(30);
+    let input = bed.diagnosis_file();
+    let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
+    let name = format!(
+        "{}-{}.receipt.jsonl",
+        bed.run_id,
+        diagnosis["receipt_hash"].as_str().unwrap()
+    );
+    let quarantine = bed.root.join("quarantine").join(&name);
+
+    // Another file under the quarantine name is kept, and refused.
+    std::fs::write(&quarantine, b"something else\n").unwrap();
+    common::set_modes(&bed.root);
+    bed.refused(
+        || bed.recover(&input),
+        5,
+        "existing quarantine receipt does not match",
+    );
+    std::fs::set_permissions(&quarantine, std::fs::Permissions::from_mode(0o644)).unwrap();
+    bed.refused(
+        || bed.recover(&input),
+        2,
+        "quarantine receipt does not have the required secure mode",
+    );
+    std::fs::remove_file(&quarantine).unwrap();
+
+    // The new run cannot be created (its repo root is gone): no run, no
+    // handle and no quarantine copy are left (decisions.md 11).
+    bed.pin_repo_root(&bed.work.join("gone"));
+    let before = common::snapshot(&bed.root);
+    let out = bed.recover(&input);
+    let e = out.assert_error(2, "contract_error");
+    assert!(
+        e["message"].as_str().unwrap().contains("No such file"),
+        "{e}"
+    );
+    assert_eq!(before, common::snapshot(&bed.root));
+    assert!(bed.quarantine_files().is_empty());
+    bed.pin_repo_root(&bed.repo);
+
+    // The owner file names another run: not this recovery (a healthy
+    // run's provenance differs; the damaged run does not even verify). The
+    // copy made for the attempt is removed again.
+    bed.other_run();
+    let approval = text(&bed.work.join("approval.json"));
+    bed.refused(
+        || bed.recover_with(&input, "other.owner", &approval),
+        5,
+        "existing recovery run provenance does not match",
+    );
+    bed.refused(
+        || bed.recover_with(&input, "main.owner", &approval),
+        5,
+        "existing recovery run is invalid",
+    );
+    assert!(bed.quarantine_files().is_empty());
+
+    // A successful recovery; a retry with other approval evidence is not
+    // the same recovery, and the existing copy stays.
+    let out = bed.recover(&input).assert_ok();
+    let other = bed.put(
+        "other-approval.json",
+        &json!([{"kind": "user_approval", "summary": "someone else"}]),
+    );
+    bed.refused(
+        || bed.recover_with(&input, "recovery.owner", &other),
+        5,
+        "existing recovery run provenance does not match",
+    );
+    assert_eq!(bed.quarantine_files(), [name]);
+    bed.verify(out["new_run_id"].as_str().unwrap()).assert_ok();
+}
+
+#[test]
+fn unknown_runs_and_bad_inputs_are_refused_first() {
+    let bed = Bed::fresh();
+    bed.damage(30);
+    let input = bed.diagnosis_file();
+    let approval = text(&bed.work.join("approval.json"));
+    let out = bed.cli(&[
+        "recovery-run-create",
+        "--run-id",
+        "20990101T000000Z-00000000",
+        "--input",
+        &input,
+        "--owner-file",
+        &text(&bed.handle("recovery.owner")),
+        "--evidence",
+        &approval,
+    ]);
+    out.assert_error(3, "receipt_corrupt");
+    let list = bed.put("list.json", &json!([]));
+    bed.refused(
+        || bed.recover(&list),
+        2,
+        "JSON input has the wrong top-level type",
+    );
+    let missing = text(&bed.work.join("missing.json"));
+    let before = common::snapshot(&bed.root);
+    bed.recover(&missing).assert_error(2, "contract_error");
+    assert_eq!(before, common::snapshot(&bed.root));
+    // recovery-run-create takes no --expected-head.
+    let before = common::snapshot(&bed.root);
+    let out = bed.cli(&[
+        "recovery-run-create",
+        "--run-id",
+        &bed.run_id,
+        "--input",
+        &input,
+        "--owner-file",
+        &text(&bed.handle("recovery.owner")),
+        "--evidence",
+        &approval,
+        "--expected-head",
+        &"0".repeat(64),
+    ]);
+    out.assert_error(2, "contract_error");
+    assert_eq!(before, common::snapshot(&bed.root));
+}
+
+#[test]
+fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
+    // The phase gate (exit 7) comes first for every command of this family;
+    // receipt-diagnose works on Phase 1 runs too.
+    let bed = Bed::fresh();
+    let mut manifest = common::phase1_manifest();
+    let hash = bluetape_flow::receipt::canonical::digest(&manifest);
+    manifest["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
+                              "owner_token": "legacy", "repo_root": text(&bed.repo),
+                              "workflow_type": "A"});
+    std::fs::write(bed.run_dir().join("manifest.json"), manifest.to_string()).unwrap();
+    let input = bed.diagnosis_file();
+    assert_eq!(
+        parse(&std::fs::read_to_string(&input).unwrap())["manifest_version"],
+        "1.0.0"
+    );
+    let owner = text(&bed.handle("main.owner"));
+    let approval = text(&bed.work.join("approval.json"));
+    let new_owner = text(&bed.handle("n.owner"));
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "recovery-run-create",
+            "--run-id",
+            &bed.run_id,
+            "--input",
+            &input,
+            "--owner-file",
+            &new_owner,
+            "--evidence",
+            &approval,
+        ],
+        vec![
+            "resume",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--evidence",
+            &approval,
+            "--new-owner-file",
+            &new_owner,
+        ],
+        vec![
+            "handoff-create",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--input",
+            &input,
+        ],
+        vec![
+            "live-report-create",
+            "--run-id",
+            &bed.run_id,
+            "--owner-file",
+            &owner,
+            "--input",
+            &input,
+        ],
+    ];
+    for argv in cases {
+        let before = common::snapshot(&bed.root);
+        let e = bed
+            .cli(&argv)
+            .assert_error(7, "unsupported_by_run_manifest");
+        assert_eq!(e["next_command"], "init", "{argv:?}");
+        assert_eq!(before, common::snapshot(&bed.root), "{argv:?}");
+    }
+}

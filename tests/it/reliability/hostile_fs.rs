@@ -1,0 +1,759 @@
+//! Reliability scenario 4 (issue 8): a hostile filesystem. Each case puts
+//! one hostile object where the state root expects its own — a symlink (to
+//! a real, valid target elsewhere), a directory or file with a wider mode,
+//! a FIFO, a hard-linked handle — and runs a mutation (`heartbeat`) or
+//! `init` through the binary. Every case is refused with a typed error
+//! before anything is written: the whole tree, the symlink targets
+//! included, keeps every byte, mode, link, mtime and ctime. No command
+//! hangs on a FIFO (each call has a deadline).
+
+use crate::bed as common;
+use crate::reliability;
+
+use nix::sys::stat::Mode;
+use reliability::{LaneRun, figure, tree, tree_diff};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const SCENARIO: &str = "4. Hostile filesystem";
+
+/// The template every case copies: a run with a running lane (so run.json,
+/// lanes/, checkpoint.json and receipt-head.json all exist).
+struct Template {
+    _tmp: tempfile::TempDir,
+    run: LaneRun,
+}
+
+fn template() -> Template {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap().join("template");
+    std::fs::create_dir(&base).unwrap();
+    let run = LaneRun::new(&base, &["w0"]);
+    let out = run
+        .command(&run.heartbeat_args("w0", "template"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(run.run_dir().join("checkpoint.json").is_file());
+    Template { _tmp: tmp, run }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    let meta = std::fs::symlink_metadata(from).unwrap();
+    if meta.is_dir() {
+        std::fs::create_dir(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::copy(from, to).unwrap();
+    }
+    std::fs::set_permissions(
+        to,
+        std::fs::Permissions::from_mode(meta.permissions().mode()),
+    )
+    .unwrap();
+}
+
+/// A fresh copy of the template under `<tmp>/case`, plus `<tmp>/case/elsewhere`
+/// for symlink targets and hard links.
+struct Case {
+    _tmp: tempfile::TempDir,
+    run: LaneRun,
+    base: PathBuf,
+    elsewhere: PathBuf,
+}
+
+impl Case {
+    fn new(template: &Template) -> Case {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap().join("case");
+        copy_tree(&template.run.base, &base);
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let t = &template.run;
+        let run = LaneRun {
+            base: base.clone(),
+            flow: common::Flow::new(&base),
+            root: base.join("state"),
+            run_id: t.run_id.clone(),
+            owner: base.join("state/handles/main.owner"),
+            inputs: base.join(t.inputs.file_name().unwrap()),
+        };
+        Case {
+            _tmp: tmp,
+            run,
+            base,
+            elsewhere,
+        }
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.run.run_dir()
+    }
+
+    /// Move `path` to `elsewhere/<name>` and put a symlink to it in its place.
+    fn symlink_away(&self, path: &Path) {
+        let target = self.elsewhere.join(path.file_name().unwrap());
+        std::fs::rename(path, &target).unwrap();
+        symlink(&target, path).unwrap();
+    }
+
+    /// Replace the file at `path` with a FIFO (mode 0600).
+    fn fifo(&self, path: &Path) {
+        std::fs::remove_file(path).unwrap();
+        nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).unwrap();
+    }
+
+    fn chmod(&self, path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// A lock directory left by a dead writer (pid that cannot exist).
+    fn dead_lock(&self) -> PathBuf {
+        let lock = self.run_dir().join("locks/receipt");
+        std::fs::create_dir(&lock).unwrap();
+        self.chmod(&lock, 0o700);
+        let owner = lock.join("owner.json");
+        std::fs::write(
+            &owner,
+            "{\"created_at\":\"2026-01-01T00:00:00Z\",\"pid\":2147483646,\"session_id\":0,\"token\":\"t\"}\n",
+        )
+        .unwrap();
+        self.chmod(&owner, 0o600);
+        lock
+    }
+
+    fn heartbeat(&self) -> Vec<OsString> {
+        self.run.heartbeat_args("w0", "hostile")
+    }
+
+    /// `init` of a second run into this state root.
+    fn init(&self) -> Vec<OsString> {
+        vec![
+            "--state-root".into(),
+            self.run.root.clone().into(),
+            "init".into(),
+            "--workflow-type".into(),
+            "A".into(),
+            "--repo-root".into(),
+            self.base.join("repo").into(),
+            "--owner-file".into(),
+            self.run.root.join("handles/second.owner").into(),
+            "--component".into(),
+            "runtime".into(),
+        ]
+    }
+}
+
+/// Run with a deadline: (exit code, stderr); a hang fails the test.
+fn run_bounded(run: &LaneRun, argv: &[OsString]) -> (Option<i32>, String, String) {
+    let mut child = run
+        .command(argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the command hung: {argv:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+type Prepare = fn(&Case) -> Vec<OsString>;
+
+/// (name, prepare, expected exit, message fragment)
+fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
+    vec![
+        // ------------------------------------------------------- symlinks
+        (
+            "symlink: state root (heartbeat)",
+            |c| {
+                c.symlink_away(&c.run.root);
+                c.heartbeat()
+            },
+            2,
+            "state root must not be a symlink",
+        ),
+        (
+            "symlink: state root (init)",
+            |c| {
+                c.symlink_away(&c.run.root);
+                c.init()
+            },
+            2,
+            "state root must not be a symlink",
+        ),
+        (
+            "symlink: runs/",
+            |c| {
+                c.symlink_away(&c.run.root.join("runs"));
+                c.heartbeat()
+            },
+            2,
+            "state-root runs must not be a symlink",
+        ),
+        (
+            "symlink: run directory",
+            |c| {
+                c.symlink_away(&c.run_dir());
+                c.heartbeat()
+            },
+            3,
+            "run directory snapshot is unsafe",
+        ),
+        (
+            "symlink: receipt.jsonl",
+            |c| {
+                c.symlink_away(&c.run_dir().join("receipt.jsonl"));
+                c.heartbeat()
+            },
+            3,
+            "receipt is missing or unsafe",
+        ),
+        (
+            "symlink: manifest.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("manifest.json"));
+                c.heartbeat()
+            },
+            3,
+            "run manifest snapshot is unsafe",
+        ),
+        (
+            "symlink: receipt-head.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("receipt-head.json"));
+                c.heartbeat()
+            },
+            2,
+            "acknowledged receipt head record must be a regular file",
+        ),
+        (
+            "symlink: owner handle",
+            |c| {
+                c.symlink_away(&c.run.owner);
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not be a symlink",
+        ),
+        (
+            "symlink: handles/ (heartbeat)",
+            |c| {
+                c.symlink_away(&c.run.root.join("handles"));
+                c.heartbeat()
+            },
+            2,
+            "must not be a symlink",
+        ),
+        (
+            "symlink: handles/ (init)",
+            |c| {
+                c.symlink_away(&c.run.root.join("handles"));
+                c.init()
+            },
+            2,
+            "must not be a symlink",
+        ),
+        (
+            "symlink: dangling at the new handle's path (init)",
+            |c| {
+                symlink(
+                    c.run.root.join("handles/nowhere.owner"),
+                    c.run.root.join("handles/second.owner"),
+                )
+                .unwrap();
+                c.init()
+            },
+            2,
+            "owner handle already exists",
+        ),
+        (
+            "symlink: run locks/ directory",
+            |c| {
+                c.symlink_away(&c.run_dir().join("locks"));
+                c.heartbeat()
+            },
+            2,
+            "lock parent directory",
+        ),
+        (
+            "symlink: lock directory locks/receipt",
+            |c| {
+                let lock = c.dead_lock();
+                c.symlink_away(&lock);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is unsafe",
+        ),
+        (
+            "symlink: lock owner.json",
+            |c| {
+                let lock = c.dead_lock();
+                c.symlink_away(&lock.join("owner.json"));
+                c.heartbeat()
+            },
+            5,
+            "state lock path is unsafe",
+        ),
+        (
+            "symlink: run.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("run.json"));
+                c.heartbeat()
+            },
+            2,
+            "run cache must not be a symlink",
+        ),
+        (
+            "symlink: checkpoint.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("checkpoint.json"));
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint must not be a symlink",
+        ),
+        (
+            "symlink: lanes/",
+            |c| {
+                c.symlink_away(&c.run_dir().join("lanes"));
+                c.heartbeat()
+            },
+            2,
+            "state path contains a symlink",
+        ),
+        (
+            "symlink: lane cache lanes/w0.json",
+            |c| {
+                c.symlink_away(&c.run_dir().join("lanes/w0.json"));
+                c.heartbeat()
+            },
+            2,
+            "lane cache must not be a symlink",
+        ),
+        (
+            "symlink: --evidence input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.symlink_away(&c.run.inputs.join("ev-w0-hostile.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
+        // ---------------------------------------------------------- modes
+        (
+            "mode 0755: state root",
+            |c| {
+                c.chmod(&c.run.root, 0o755);
+                c.heartbeat()
+            },
+            2,
+            "state root does not have the required secure mode",
+        ),
+        (
+            "mode 0755: state root (init)",
+            |c| {
+                c.chmod(&c.run.root, 0o755);
+                c.init()
+            },
+            2,
+            "state root does not have the required secure mode",
+        ),
+        (
+            "mode 0755: runs/",
+            |c| {
+                c.chmod(&c.run.root.join("runs"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: run directory",
+            |c| {
+                c.chmod(&c.run_dir(), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "run directory does not have the required secure mode",
+        ),
+        (
+            "mode 0755: handles/",
+            |c| {
+                c.chmod(&c.run.root.join("handles"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: handles/ (init)",
+            |c| {
+                c.chmod(&c.run.root.join("handles"), 0o755);
+                c.init()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0755: quarantine/ (init)",
+            |c| {
+                c.chmod(&c.run.root.join("quarantine"), 0o755);
+                c.init()
+            },
+            2,
+            "does not have the required secure mode",
+        ),
+        (
+            "mode 0644: owner handle",
+            |c| {
+                c.chmod(&c.run.owner, 0o644);
+                c.heartbeat()
+            },
+            2,
+            "owner handle does not have the required secure mode",
+        ),
+        (
+            "mode 0755: run locks/ directory",
+            |c| {
+                c.chmod(&c.run_dir().join("locks"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "lock parent directory does not have the required secure mode",
+        ),
+        (
+            "mode 0755: lock directory of a dead writer",
+            |c| {
+                let lock = c.dead_lock();
+                c.chmod(&lock, 0o755);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is insecure",
+        ),
+        (
+            "mode 0644: lock owner.json of a dead writer",
+            |c| {
+                let lock = c.dead_lock();
+                c.chmod(&lock.join("owner.json"), 0o644);
+                c.heartbeat()
+            },
+            5,
+            "state lock path is insecure",
+        ),
+        (
+            "mode 0644: run.json",
+            |c| {
+                c.chmod(&c.run_dir().join("run.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "run cache does not have the required secure mode",
+        ),
+        (
+            "mode 0644: checkpoint.json",
+            |c| {
+                c.chmod(&c.run_dir().join("checkpoint.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint does not have the required secure mode",
+        ),
+        (
+            "mode 0755: lanes/",
+            |c| {
+                c.chmod(&c.run_dir().join("lanes"), 0o755);
+                c.heartbeat()
+            },
+            2,
+            "directory does not have the required secure mode",
+        ),
+        (
+            "mode 0644: lane cache lanes/w0.json",
+            |c| {
+                c.chmod(&c.run_dir().join("lanes/w0.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "lane cache does not have the required secure mode",
+        ),
+        (
+            "mode 0644: receipt-head.json",
+            |c| {
+                c.chmod(&c.run_dir().join("receipt-head.json"), 0o644);
+                c.heartbeat()
+            },
+            2,
+            "acknowledged receipt head record does not have the required secure mode",
+        ),
+        // ---------------------------------------------------------- FIFOs
+        (
+            "FIFO: receipt.jsonl",
+            |c| {
+                c.fifo(&c.run_dir().join("receipt.jsonl"));
+                c.heartbeat()
+            },
+            3,
+            "receipt is missing or unsafe",
+        ),
+        (
+            "FIFO: manifest.json",
+            |c| {
+                c.fifo(&c.run_dir().join("manifest.json"));
+                c.heartbeat()
+            },
+            3,
+            "run manifest snapshot is missing or invalid",
+        ),
+        (
+            "FIFO: receipt-head.json",
+            |c| {
+                c.fifo(&c.run_dir().join("receipt-head.json"));
+                c.heartbeat()
+            },
+            2,
+            "acknowledged receipt head record must be a regular file",
+        ),
+        (
+            "FIFO: owner handle",
+            |c| {
+                c.fifo(&c.run.owner);
+                c.heartbeat()
+            },
+            2,
+            "owner handle must be a regular file",
+        ),
+        (
+            "FIFO: --evidence input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.fifo(&c.run.inputs.join("ev-w0-hostile.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
+        (
+            "FIFO: --input file",
+            |c| {
+                let argv = c.heartbeat();
+                c.fifo(&c.run.inputs.join("beat-w0.json"));
+                argv
+            },
+            2,
+            "JSON input must be a regular non-symlink file",
+        ),
+        (
+            "FIFO: run.json",
+            |c| {
+                c.fifo(&c.run_dir().join("run.json"));
+                c.heartbeat()
+            },
+            2,
+            "run cache does not have the required secure mode",
+        ),
+        (
+            "FIFO: checkpoint.json",
+            |c| {
+                c.fifo(&c.run_dir().join("checkpoint.json"));
+                c.heartbeat()
+            },
+            2,
+            "run checkpoint does not have the required secure mode",
+        ),
+        (
+            "FIFO: lane cache lanes/w0.json",
+            |c| {
+                c.fifo(&c.run_dir().join("lanes/w0.json"));
+                c.heartbeat()
+            },
+            2,
+            "lane cache does not have the required secure mode",
+        ),
+        (
+            "FIFO: lock owner.json",
+            |c| {
+                let lock = c.dead_lock();
+                c.fifo(&lock.join("owner.json"));
+                c.heartbeat()
+            },
+            5,
+            "state lock",
+        ),
+        (
+            "FIFO: lock initializer",
+            |c| {
+                let init = c.run_dir().join("locks/.receipt.initializing.json");
+                std::fs::write(&init, "").unwrap();
+                c.fifo(&init);
+                c.heartbeat()
+            },
+            5,
+            "state lock initializer is unsafe",
+        ),
+        // ----------------------------------------------------- hard links
+        (
+            "hard link: owner handle linked from outside the state root",
+            |c| {
+                std::fs::hard_link(&c.run.owner, c.elsewhere.join("copy.owner")).unwrap();
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not have other hard links",
+        ),
+        (
+            "hard link: owner handle linked under a second name in handles/",
+            |c| {
+                std::fs::hard_link(&c.run.owner, c.run.root.join("handles/twin.owner")).unwrap();
+                c.heartbeat()
+            },
+            2,
+            "owner handle must not have other hard links",
+        ),
+    ]
+}
+
+/// Refusals found under the receipt lock (a damaged receipt, an unsafe
+/// cache path) take and release the lock first, as the reference does: the
+/// one trace they may leave is the time stamps of `runs/<id>/locks`, where
+/// the lock directory came and went. Everything else is compared exactly.
+fn unlocked(
+    mut snapshot: std::collections::BTreeMap<PathBuf, reliability::Entry>,
+    case: &Case,
+) -> std::collections::BTreeMap<PathBuf, reliability::Entry> {
+    if let Some(entry) = snapshot.get_mut(&case.run_dir().join("locks")) {
+        entry.mtime = 0;
+        entry.ctime = 0;
+    }
+    snapshot
+}
+
+/// One case: prepare it on a fresh copy, run it, compare the trees.
+fn run_case(
+    template: &Template,
+    name: &'static str,
+    prepare: Prepare,
+    code: i32,
+    fragment: &str,
+) -> Result<&'static str, String> {
+    let case = Case::new(template);
+    let argv = prepare(&case);
+    let before = unlocked(tree(&case.base), &case);
+    let (status, stdout, stderr) = run_bounded(&case.run, &argv);
+    let after = unlocked(tree(&case.base), &case);
+    let diff = tree_diff(&before, &after);
+    let error: Value = serde_json::from_str(&stderr).unwrap_or(Value::Null);
+    let typed = stdout.is_empty()
+        && error["ok"] == false
+        && error["retryable"] == (code == 5)
+        && error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(fragment));
+    if status == Some(code) && typed && diff.is_empty() {
+        Ok(name)
+    } else {
+        Err(format!(
+            "{name}: exit {status:?} (expected {code} '{fragment}'), stderr {stderr}, changes {diff:?}"
+        ))
+    }
+}
+
+#[test]
+fn reliability_hostile_fs_every_hostile_object_is_refused_before_any_write() {
+    let template = template();
+    let mut refused = 0u64;
+    let mut by_kind: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut failures = Vec::new();
+    let all = cases();
+    // Refusals met under a busy lock wait the lock's patience (1.5 s):
+    // four cases at a time keep the suite quick.
+    let outcomes: Vec<Result<&str, String>> = std::thread::scope(|scope| {
+        let template = &template;
+        let handles: Vec<_> = all
+            .chunks(all.len().div_ceil(4))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(name, prepare, code, fragment)| {
+                            run_case(template, name, *prepare, *code, fragment)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    for outcome in outcomes {
+        match outcome {
+            Ok(name) => {
+                refused += 1;
+                *by_kind.entry(name.split(':').next().unwrap()).or_default() += 1;
+            }
+            Err(failure) => failures.push(failure),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    figure(
+        SCENARIO,
+        &format!(
+            "hostile objects in place of the state root's own ({}), then a heartbeat or init through the binary",
+            kinds.join(", ")
+        ),
+        all.len() as u64,
+        &format!(
+            "{refused} of {} refused with the expected typed error before any write (exit 2, 3 or 5; 0 panics, 0 hangs); every byte, mode, link, mtime and ctime of the tree and of the symlink targets unchanged (the one exception allowed: the time stamps of runs/<id>/locks when the refusal came under the lock, which was taken and released)",
+            all.len()
+        ),
+    );
+}
+
+#[test]
+fn reliability_hostile_fs_loosened_receipt_and_manifest_modes_are_handled_like_the_reference() {
+    // The reference re-tightens a 0644 receipt on the next append and never
+    // checks manifest.json's mode; we do the same (nothing is followed).
+    let template = template();
+    let case = Case::new(&template);
+    let receipt = case.run_dir().join("receipt.jsonl");
+    let manifest = case.run_dir().join("manifest.json");
+    case.chmod(&receipt, 0o644);
+    case.chmod(&manifest, 0o644);
+    let (status, _, stderr) = run_bounded(&case.run, &case.heartbeat());
+    assert_eq!(status, Some(0), "{stderr}");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&receipt), 0o600);
+    assert_eq!(mode(&manifest), 0o644);
+    figure(
+        SCENARIO,
+        "a 0644 receipt and a 0644 manifest.json (modes the reference does not refuse)",
+        2,
+        "accepted like the reference: the append re-tightens the receipt to 0600; manifest.json is read, never written",
+    );
+}

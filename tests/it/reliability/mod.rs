@@ -1,0 +1,377 @@
+//! Shared pieces of the reliability suite (issue 8): the size of a run
+//! (quick for CI, full for `scripts/torture.sh`), a seeded random source,
+//! the figures each scenario reports, a snapshot of a whole tree (bytes,
+//! modes, link targets, mtimes and ctimes), and a run with running lanes
+//! built through the real binary.
+//!
+//! Sizes: `BLUETAPE_TORTURE=full` selects the full counts. Figures: every
+//! scenario prints `[figure] scenario | case | count | result` on stderr
+//! and, with `BLUETAPE_TORTURE_REPORT=<dir>`, appends it as a JSON line to
+//! `<dir>/<test binary>.jsonl`; counts are what the test measured.
+#![allow(dead_code)]
+
+mod concurrency;
+mod crash;
+mod damage;
+mod hostile_fs;
+mod hostile_input;
+mod readonly;
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::bed::{Flow, Output};
+use bluetape_flow::receipt::canonical;
+
+/// True for the full torture size.
+pub fn full() -> bool {
+    std::env::var("BLUETAPE_TORTURE").is_ok_and(|v| v == "full")
+}
+
+/// `quick` in CI, `full` under `BLUETAPE_TORTURE=full`.
+pub fn size(quick: u64, full_size: u64) -> u64 {
+    if full() { full_size } else { quick }
+}
+
+/// The seed of every random choice (`BLUETAPE_TORTURE_SEED`, default fixed).
+pub fn seed() -> u64 {
+    std::env::var("BLUETAPE_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x0008_5eed)
+}
+
+/// splitmix64: small, seeded, good enough to place kills.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// True with probability `percent`/100.
+    pub fn percent(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Report one measured figure.
+pub fn figure(scenario: &str, case: &str, count: u64, result: &str) {
+    eprintln!("[figure] {scenario} | {case} | {count} | {result}");
+    let Some(dir) = std::env::var_os("BLUETAPE_TORTURE_REPORT") else {
+        return;
+    };
+    use std::io::Write;
+    let exe = std::env::current_exe().unwrap();
+    let name = exe
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .split('-')
+        .next()
+        .unwrap()
+        .to_string();
+    let line = json!({"scenario": scenario, "case": case, "count": count, "result": result});
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(Path::new(&dir).join(format!("{name}.jsonl")))
+        .unwrap();
+    // One write per line: every area of the one test binary appends here.
+    file.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// One path of a tree snapshot: kind, mode, link count, modification and
+/// change times (ns), size and content digest (files) or target (links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: char,
+    pub mode: u32,
+    pub nlink: u64,
+    pub mtime: i128,
+    pub ctime: i128,
+    pub len: u64,
+    pub content: String,
+}
+
+/// Every path under (and including) `root`, never following a symlink and
+/// never opening anything but regular files.
+pub fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let kind = meta.file_type();
+        let (tag, content) = if kind.is_symlink() {
+            (
+                'l',
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        } else if kind.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                for entry in entries.flatten() {
+                    stack.push(entry.path());
+                }
+            }
+            ('d', String::new())
+        } else if kind.is_fifo() {
+            ('p', String::new())
+        } else if kind.is_file() {
+            (
+                'f',
+                std::fs::read(&path)
+                    .map(|b| canonical::sha256_hex(&b))
+                    .unwrap_or_else(|e| format!("unreadable: {e}")),
+            )
+        } else {
+            ('?', String::new())
+        };
+        out.insert(
+            path,
+            Entry {
+                kind: tag,
+                mode: meta.mode(),
+                nlink: meta.nlink(),
+                mtime: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+                ctime: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+                len: if kind.is_file() { meta.len() } else { 0 },
+                content,
+            },
+        );
+    }
+    out
+}
+
+/// Human-readable differences between two snapshots (empty when equal).
+pub fn tree_diff(
+    before: &BTreeMap<PathBuf, Entry>,
+    after: &BTreeMap<PathBuf, Entry>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, entry) in before {
+        match after.get(path) {
+            None => out.push(format!("removed {}", path.display())),
+            Some(other) if other != entry => out.push(format!(
+                "changed {}: {entry:?} -> {other:?}",
+                path.display()
+            )),
+            _ => {}
+        }
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        out.push(format!("created {}", path.display()));
+    }
+    out
+}
+
+/// The receipt lines of a run directory, LF included.
+pub fn lines(receipt: &[u8]) -> Vec<&[u8]> {
+    receipt.split_inclusive(|b| *b == b'\n').collect()
+}
+
+/// A run whose lanes are all running, built through the binary, with
+/// helpers to append heartbeats with fresh evidence.
+pub struct LaneRun {
+    pub base: PathBuf,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub run_id: String,
+    pub owner: PathBuf,
+    pub inputs: PathBuf,
+}
+
+pub const OBSERVED: &str = "2026-07-14T01:01:00Z";
+pub const LEASE: &str = "2026-07-14T01:05:00Z";
+
+impl LaneRun {
+    /// `init` under `<base>/state` (which may already hold other runs),
+    /// then approve, start, and create/start/ack each lane (agent
+    /// `agent-<lane>`, command deadline far away).
+    pub fn new(base: &Path, lanes: &[&str]) -> LaneRun {
+        Self::new_with_owner(base, lanes, "main")
+    }
+
+    pub fn new_with_owner(base: &Path, lanes: &[&str], owner_name: &str) -> LaneRun {
+        let flow = Flow::new(base);
+        let root = base.join("state");
+        let repo = base.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let inputs = base.join(format!("inputs-{owner_name}"));
+        std::fs::create_dir_all(&inputs).unwrap();
+        let owner = root.join("handles").join(format!("{owner_name}.owner"));
+        let out = flow.run(&crate::bed::init_argv(
+            &root,
+            "A",
+            &repo,
+            &owner,
+            &["runtime"],
+        ));
+        let run_id = out.assert_ok()["run_id"].as_str().unwrap().to_string();
+        let run = LaneRun {
+            base: base.to_path_buf(),
+            flow,
+            root,
+            run_id,
+            owner,
+            inputs,
+        };
+        let evidence = run.input("setup-ev.json", &json!([{"kind": "plan", "summary": "go"}]));
+        for command in ["run-approve", "run-start"] {
+            run.mutation(command, &["--evidence".into(), evidence.clone().into()])
+                .assert_ok();
+        }
+        for lane in lanes {
+            let agent = format!("agent-{lane}");
+            let input = run.input(
+                &format!("lane-{lane}.json"),
+                &json!({"lane_id": lane, "agent_id": agent, "assignment": "work",
+                        "write_scope": [], "fallback": "main", "observed_at": "2026-07-14T01:00:00Z",
+                        "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                        "command_deadline": "2099-01-01T00:00:00Z"}),
+            );
+            run.mutation(
+                "lane-create",
+                &[
+                    "--evidence".into(),
+                    evidence.clone().into(),
+                    "--input".into(),
+                    input.into(),
+                ],
+            )
+            .assert_ok();
+            for (command, at) in [
+                ("lane-start", "2026-07-14T01:00:05Z"),
+                ("startup-ack", "2026-07-14T01:00:06Z"),
+            ] {
+                run.mutation(
+                    command,
+                    &[
+                        "--evidence".into(),
+                        evidence.clone().into(),
+                        "--lane-id".into(),
+                        (*lane).into(),
+                        "--agent-id".into(),
+                        agent.clone().into(),
+                        "--at".into(),
+                        at.into(),
+                    ],
+                )
+                .assert_ok();
+            }
+            run.input(
+                &format!("beat-{lane}.json"),
+                &json!({"lane_id": lane, "agent_id": agent, "observed_at": OBSERVED,
+                        "silence_lease_deadline": LEASE, "reason": "alive"}),
+            );
+        }
+        run
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
+    pub fn receipt_path(&self) -> PathBuf {
+        self.run_dir().join("receipt.jsonl")
+    }
+
+    pub fn receipt(&self) -> Vec<u8> {
+        std::fs::read(self.receipt_path()).unwrap()
+    }
+
+    /// Write a JSON input file outside the state root.
+    pub fn input(&self, name: &str, value: &Value) -> PathBuf {
+        let path = self.inputs.join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
+    }
+
+    /// `--state-root R <command> --run-id ID --owner-file O <extra>`.
+    pub fn mutation_args(&self, command: &str, extra: &[OsString]) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            "--state-root".into(),
+            self.root.clone().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone().into(),
+            "--owner-file".into(),
+            self.owner.clone().into(),
+        ];
+        argv.extend_from_slice(extra);
+        argv
+    }
+
+    pub fn mutation(&self, command: &str, extra: &[OsString]) -> Output {
+        self.flow.run(&self.mutation_args(command, extra))
+    }
+
+    /// `--state-root R <command> --run-id ID <extra>` (read-only commands).
+    pub fn read_args(&self, command: &str, extra: &[&str]) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            "--state-root".into(),
+            self.root.clone().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone().into(),
+        ];
+        argv.extend(extra.iter().map(OsString::from));
+        argv
+    }
+
+    pub fn read(&self, command: &str, extra: &[&str]) -> Output {
+        self.flow.run(&self.read_args(command, extra))
+    }
+
+    /// A heartbeat on `lane` whose evidence (summary `beat <tag>`) has never
+    /// been used: the argv, ready to run.
+    pub fn heartbeat_args(&self, lane: &str, tag: &str) -> Vec<OsString> {
+        let evidence = self.input(
+            &format!("ev-{lane}-{tag}.json"),
+            &json!([{"kind": "log", "summary": format!("beat {tag}")}]),
+        );
+        self.mutation_args(
+            "heartbeat",
+            &[
+                "--evidence".into(),
+                evidence.into(),
+                "--input".into(),
+                self.inputs.join(format!("beat-{lane}.json")).into(),
+            ],
+        )
+    }
+
+    /// The binary with the pinned environment of `Flow`, not yet started.
+    /// The binary with `argv` in the bed's pinned environment, to spawn.
+    pub fn command(&self, argv: &[OsString]) -> Command {
+        self.flow.command(argv)
+    }
+}
+
+/// The evidence summary of a heartbeat line (`beat <tag>`), if it is one.
+pub fn beat_tag(event: &Value) -> Option<String> {
+    let intents = event["metadata"]["intents"].as_array()?;
+    let summary = intents.first()?["evidence_refs"][0]["summary"].as_str()?;
+    summary.strip_prefix("beat ").map(str::to_string)
+}
