@@ -380,3 +380,29 @@ fn numeric_pointers(value: &serde_json::Value, at: String) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// On a filesystem with 1 s timestamps a same-size edit within the second
+/// after our append keeps the receipt's stamp (simulated: the checkpoint is
+/// re-stamped with the edited receipt's metadata). The checkpoint's tail
+/// fingerprint still sees it, so the next mutation replays, finds the damage
+/// and refuses instead of appending onto it.
+#[test]
+fn a_same_size_edit_the_stamp_cannot_see_is_caught_by_the_tail_fingerprint() {
+    let (_tmp, run) = lane_run();
+    let receipt = run.receipt();
+    let text = String::from_utf8(receipt.clone()).unwrap();
+    let second = text.lines().nth(1).unwrap();
+    assert!(second.contains("\"summary\":\"go\""), "{second}");
+    let edited = text.replacen("\"summary\":\"go\"", "\"summary\":\"GO\"", 2);
+    assert_eq!(edited.len(), receipt.len(), "a same-size edit");
+    std::fs::write(run.receipt_path(), &edited).unwrap();
+    restamp(&run.run_dir());
+    let out = run.flow.run(&run.heartbeat_args("a", "after-edit"));
+    let e = out.assert_error(3, "receipt_corrupt");
+    assert_eq!(e["first_bad_sequence"], 2, "{e}");
+    assert_eq!(
+        run.receipt(),
+        edited.as_bytes(),
+        "nothing appended onto the damage"
+    );
+}
