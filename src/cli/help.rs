@@ -78,6 +78,7 @@ pub const PAGES: &[Page] = pages![
     "prove-event",
     "prove-append",
     "check-proof",
+    "doctor",
     "completions",
     "man",
 ];

@@ -111,6 +111,11 @@ pub enum Command {
     Views(views::ViewCommands),
     #[command(
         args_override_self = true,
+        about = "Read-only. Capability: workspace maintenance. Safe next: the remedy each item names. In-place migration is unavailable."
+    )]
+    Doctor(DoctorArgs),
+    #[command(
+        args_override_self = true,
         about = "Utility. Prints a shell completion script on stdout. Never touches a state root."
     )]
     Completions(CompletionsArgs),
@@ -120,6 +125,9 @@ pub enum Command {
     )]
     Man(ManArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {}
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -279,6 +287,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         Command::Rebuild(args) => Success {
             operation: "rebuild",
             data: commands::rebuild::rebuild(root, &args.run_id)?,
+        },
+        Command::Doctor(_) => Success {
+            operation: "doctor",
+            data: commands::doctor::doctor(root, std::time::SystemTime::now()),
         },
         Command::Completions(_) | Command::Man(_) => {
             unreachable!("utilities are answered before state-root discovery")

@@ -128,6 +128,7 @@ pub fn save_checkpoint(
         "sequence": position.sequence,
         "state_digest": canonical::digest(&public),
         "state": public,
+        "tail_sha256": run.dir.receipt_tail_digest(stamp.size),
     });
     run.dir.write_checkpoint(&value)?;
     Ok(log_bytes)
@@ -237,6 +238,12 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     // Nobody has touched the receipt since the checkpoint was taken.
     let stamp = ReceiptStamp::from_json(checkpoint.get("receipt_stamp")?)?;
     if run.dir.receipt_stamp().as_ref() != Some(&stamp) || stamp.size != byte_length {
+        return None;
+    }
+    // The stamp alone cannot see a same-size edit within a coarse
+    // timestamp's tick; the tail's fingerprint can.
+    let tail = checkpoint.get("tail_sha256")?.as_str()?;
+    if run.dir.receipt_tail_digest(byte_length).as_deref() != Some(tail) {
         return None;
     }
     let public = checkpoint.get("state")?;

@@ -209,6 +209,9 @@ pub fn init_run(
     }
 
     ensure_skeleton(root)?;
+    // A killed init leaves a run directory without a receipt and a staging
+    // handle; remove those that are provably dead before making another.
+    crate::store::litter::remove_dead_init_litter(root, entropy.now.into());
     let run = RunDir::new(root, &run_id);
     run.create()?;
     let staging = root

@@ -4,6 +4,7 @@
 pub mod approval;
 pub mod checkpoint;
 pub mod completion;
+pub mod doctor;
 pub mod error;
 pub mod init;
 pub mod inspect;

@@ -11,6 +11,7 @@ pub mod handle;
 pub mod heads;
 pub mod input;
 pub mod layout;
+pub mod litter;
 pub mod lock;
 pub mod output;
 pub mod pages;

@@ -17,6 +17,9 @@ use super::secure::{
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
 
+/// How much of the receipt's end the checkpoint fingerprints.
+const RECEIPT_TAIL_BYTES: u64 = 64 * 1024;
+
 /// Largest manifest snapshot we read (the bundled one is under 5 KiB).
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
@@ -357,6 +360,16 @@ impl RunDir {
             mtime_ns: meta.mtime().checked_mul(1_000_000_000)? + meta.mtime_nsec(),
             ctime_ns: meta.ctime().checked_mul(1_000_000_000)? + meta.ctime_nsec(),
         })
+    }
+
+    /// SHA-256 of the receipt's last `min(size, 64 KiB)` bytes before `size`:
+    /// the stamp's second witness. On a filesystem whose timestamps cannot
+    /// tell two writes within a second apart, a same-size edit keeps the
+    /// stamp; it does not keep this fingerprint of the tail.
+    pub fn receipt_tail_digest(&self, size: u64) -> Option<String> {
+        use sha2::Digest;
+        let bytes = self.read_receipt_range(size, size.min(RECEIPT_TAIL_BYTES))?;
+        Some(hex::encode(sha2::Sha256::digest(&bytes)))
     }
 
     /// Whether the receipt's last byte is now a LF (a torn last line seen a

@@ -380,3 +380,124 @@ fn numeric_pointers(value: &serde_json::Value, at: String) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// On a filesystem with 1 s timestamps a same-size edit within the second
+/// after our append keeps the receipt's stamp (simulated: the checkpoint is
+/// re-stamped with the edited receipt's metadata). The checkpoint's tail
+/// fingerprint still sees it, so the next mutation replays, finds the damage
+/// and refuses instead of appending onto it.
+#[test]
+fn a_same_size_edit_the_stamp_cannot_see_is_caught_by_the_tail_fingerprint() {
+    let (_tmp, run) = lane_run();
+    let receipt = run.receipt();
+    let text = String::from_utf8(receipt.clone()).unwrap();
+    let second = text.lines().nth(1).unwrap();
+    assert!(second.contains("\"summary\":\"go\""), "{second}");
+    let edited = text.replacen("\"summary\":\"go\"", "\"summary\":\"GO\"", 2);
+    assert_eq!(edited.len(), receipt.len(), "a same-size edit");
+    std::fs::write(run.receipt_path(), &edited).unwrap();
+    restamp(&run.run_dir());
+    let out = run.flow.run(&run.heartbeat_args("a", "after-edit"));
+    let e = out.assert_error(3, "receipt_corrupt");
+    assert_eq!(e["first_bad_sequence"], 2, "{e}");
+    assert_eq!(
+        run.receipt(),
+        edited.as_bytes(),
+        "nothing appended onto the damage"
+    );
+}
+
+/// What a killed `init` leaves (a run directory without a receipt, a
+/// staging handle) is listed by `doctor` with its remedy, and removed by the
+/// next `init` once it is older than the lock grace; a staging handle whose
+/// run has a receipt is that run's only credential and is kept.
+#[test]
+fn init_litter_is_listed_by_doctor_and_removed_once_provably_dead() {
+    let (_tmp, run) = lane_run();
+    let root = run.root.clone();
+    let half = root.join("runs/20260714T010000Z-deadbeef");
+    std::fs::create_dir_all(half.join("locks")).unwrap();
+    let staging = root.join("handles/init-0123456789abcdef0123456789abcdef.owner");
+    std::fs::write(
+        &staging,
+        r#"{"epoch":1,"run_id":"20260714T010000Z-deadbeef","token":"x"}"#,
+    )
+    .unwrap();
+    let unpublished = root.join("handles/init-fedcba9876543210fedcba9876543210.owner");
+    std::fs::write(
+        &unpublished,
+        format!(r#"{{"epoch":1,"run_id":"{}","token":"y"}}"#, run.run_id),
+    )
+    .unwrap();
+    common::set_modes(&root);
+    let doctor = |flow: &common::Flow| {
+        let out = flow.run(&["--state-root".as_ref(), root.as_os_str(), "doctor".as_ref()]);
+        out.assert_ok()
+    };
+    // Young: listed, not dead, and init leaves it alone.
+    let before = common::snapshot(&root);
+    let young = doctor(&run.flow);
+    assert_eq!(common::snapshot(&root), before, "doctor writes nothing");
+    assert_eq!(young["count"], 3, "{young}");
+    assert!(
+        young["litter"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["dead"] == false)
+    );
+    // Backdate past the 30 s grace.
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    for path in [&half, &staging, &unpublished] {
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+    }
+    let old = doctor(&run.flow);
+    let kinds: Vec<(String, bool, String)> = old["litter"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["kind"].as_str().unwrap().to_string(),
+                l["dead"].as_bool().unwrap(),
+                l["remedy"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds[0].0, "half_made_run");
+    assert!(
+        kinds[0].1 && kinds[0].2.starts_with("rm -r -- '"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds[1].0, "staging_handle");
+    assert!(kinds[1].1 && kinds[1].2.starts_with("rm -- '"), "{kinds:?}");
+    assert_eq!(kinds[2].0, "unpublished_handle");
+    assert!(
+        !kinds[2].1 && kinds[2].2.starts_with("keep it"),
+        "{kinds:?}"
+    );
+    // The next init removes the dead ones and keeps the credential.
+    let second = root.join("handles/second.owner");
+    run.flow
+        .run(&[
+            "--state-root".as_ref(),
+            root.as_os_str(),
+            "init".as_ref(),
+            "--workflow-type".as_ref(),
+            "A".as_ref(),
+            "--repo-root".as_ref(),
+            run.base.join("repo").as_os_str(),
+            "--owner-file".as_ref(),
+            second.as_os_str(),
+            "--component".as_ref(),
+            "runtime".as_ref(),
+        ])
+        .assert_ok();
+    assert!(!half.exists() && !staging.exists());
+    assert!(unpublished.exists());
+    let after = doctor(&run.flow);
+    assert_eq!(after["count"], 1, "{after}");
+}

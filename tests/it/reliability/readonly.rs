@@ -37,6 +37,7 @@ fn read_only_commands() -> Vec<String> {
         .collect();
     for known in [
         "state-root",
+        "doctor",
         "verify",
         "receipt-diagnose",
         "resume-check",
@@ -171,7 +172,8 @@ fn signed_head(run: &LaneRun) {
 fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec!["--state-root".into(), root.state.clone().into()];
     argv.push(command.into());
-    if command == "state-root" {
+    // Commands of the whole state root take no run.
+    if command == "state-root" || command == "doctor" {
         return argv;
     }
     argv.extend(["--run-id".into(), run.into()]);

@@ -1,0 +1,261 @@
+//! Litter: what killed writers leave in a state root. A killed `init`
+//! leaves a run directory without a receipt and a staging handle
+//! `handles/init-<hex>.owner`; a killed writer leaves a temp file of an
+//! atomic replace (`.<name>.<hex>.tmp`), a lock held by a dead process, or
+//! a retired lock directory (`<lock>.retired.<hex>`, `.stale.`). None of it
+//! is read as truth, but it accumulates. `doctor` lists it (read-only) with
+//! the command that removes it; `init` removes what is provably dead: older
+//! than the lock grace and, for a run directory, with no live lock holder.
+//! Nothing holding data is removed: a staging handle whose run has a
+//! receipt is that run's only credential and is only reported.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::lock::DirLock;
+
+/// The lock protocol's grace: anything younger may belong to a live writer.
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// What a piece of litter is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LitterKind {
+    /// A run directory without a receipt (a killed `init`).
+    HalfMadeRun,
+    /// `handles/init-*.owner` of a run that has no receipt.
+    StagingHandle,
+    /// `handles/init-*.owner` of a run that has a receipt: its only handle.
+    UnpublishedHandle,
+    /// A temp file of an interrupted atomic replace.
+    TempFile,
+    /// A retired or stale lock directory or file left by a reclaim.
+    RetiredLock,
+    /// A lock whose holder is dead (the next writer reclaims it).
+    DeadLock,
+}
+
+impl LitterKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LitterKind::HalfMadeRun => "half_made_run",
+            LitterKind::StagingHandle => "staging_handle",
+            LitterKind::UnpublishedHandle => "unpublished_handle",
+            LitterKind::TempFile => "temp_file",
+            LitterKind::RetiredLock => "retired_lock",
+            LitterKind::DeadLock => "dead_lock",
+        }
+    }
+}
+
+/// One piece of litter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Litter {
+    pub kind: LitterKind,
+    pub path: PathBuf,
+    /// Seconds since it was last modified.
+    pub age_s: u64,
+    /// Older than the grace with no live holder: safe to remove.
+    pub dead: bool,
+}
+
+impl Litter {
+    /// The shell command that removes it, or what to do instead.
+    pub fn remedy(&self) -> String {
+        let quoted = self.path.to_string_lossy().replace('\'', "'\\''");
+        match self.kind {
+            LitterKind::UnpublishedHandle => format!(
+                "keep it: it is the run's only owner handle; give it a name with mv '{quoted}' <state root>/handles/<name>.owner"
+            ),
+            LitterKind::DeadLock => "nothing: the next writer of the run reclaims it".to_string(),
+            _ if !self.dead => {
+                "wait: it may belong to a live writer (younger than 30 s or locked)".to_string()
+            }
+            LitterKind::HalfMadeRun | LitterKind::RetiredLock => format!("rm -r -- '{quoted}'"),
+            LitterKind::StagingHandle | LitterKind::TempFile => format!("rm -- '{quoted}'"),
+        }
+    }
+}
+
+fn age(path: &Path, now: SystemTime) -> Option<Duration> {
+    let modified = std::fs::symlink_metadata(path).ok()?.modified().ok()?;
+    Some(now.duration_since(modified).unwrap_or_default())
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|it| it.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+fn is_retired_name(name: &str) -> bool {
+    name.contains(".retired.") || name.contains(".stale.")
+}
+
+fn has_receipt(run_dir: &Path) -> bool {
+    std::fs::symlink_metadata(run_dir.join("receipt.jsonl")).is_ok_and(|m| m.len() > 0)
+}
+
+fn lock_is_free(lock: &DirLock) -> bool {
+    matches!(lock.status(), "unlocked" | "locked_dead")
+}
+
+/// Every piece of litter under `root`, oldest kinds first. Reads only.
+pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
+    let mut out = Vec::new();
+    let mut push = |kind, path: PathBuf, dead_if_old: bool| {
+        let age = age(&path, now).unwrap_or_default();
+        out.push(Litter {
+            kind,
+            dead: dead_if_old && age >= GRACE,
+            age_s: age.as_secs(),
+            path,
+        });
+    };
+    for run_dir in entries(&root.join("runs")) {
+        let is_dir = std::fs::symlink_metadata(&run_dir).is_ok_and(|m| m.is_dir());
+        if !is_dir {
+            continue;
+        }
+        let lock = DirLock::new(run_dir.join("locks").join("receipt"));
+        if !has_receipt(&run_dir) {
+            push(
+                LitterKind::HalfMadeRun,
+                run_dir.clone(),
+                lock_is_free(&lock),
+            );
+            continue;
+        }
+        if lock.status() == "locked_dead" {
+            push(
+                LitterKind::DeadLock,
+                run_dir.join("locks").join("receipt"),
+                false,
+            );
+        }
+        for dir in [
+            run_dir.clone(),
+            run_dir.join("lanes"),
+            run_dir.join("locks"),
+        ] {
+            for path in entries(&dir) {
+                let name = name_of(&path);
+                if is_temp_name(&name) {
+                    push(LitterKind::TempFile, path, true);
+                } else if is_retired_name(&name) {
+                    push(LitterKind::RetiredLock, path, true);
+                }
+            }
+        }
+    }
+    for path in entries(&root.join("handles")) {
+        let name = name_of(&path);
+        if is_temp_name(&name) {
+            push(LitterKind::TempFile, path, true);
+            continue;
+        }
+        if !(name.starts_with("init-") && name.ends_with(".owner")) {
+            continue;
+        }
+        let run_id = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("run_id").and_then(|r| r.as_str()).map(str::to_string));
+        let live_run = run_id
+            .filter(|id| super::super::receipt::primitives::is_identifier(id))
+            .is_some_and(|id| has_receipt(&root.join("runs").join(id)));
+        if live_run {
+            push(LitterKind::UnpublishedHandle, path, false);
+        } else {
+            push(LitterKind::StagingHandle, path, true);
+        }
+    }
+    for dir in [root.to_path_buf(), root.join("locks")] {
+        for path in entries(&dir) {
+            let name = name_of(&path);
+            if is_temp_name(&name) {
+                push(LitterKind::TempFile, path, true);
+            } else if is_retired_name(&name) {
+                push(LitterKind::RetiredLock, path, true);
+            }
+        }
+    }
+    out
+}
+
+/// What `init` removes before it creates a run: the dead half-made runs
+/// and staging handles a killed `init` left. Best effort: a failure to
+/// remove is left for `doctor` to report. Returns how many were removed.
+pub fn remove_dead_init_litter(root: &Path, now: SystemTime) -> usize {
+    scan(root, now)
+        .into_iter()
+        .filter(|l| l.dead)
+        .filter(|l| matches!(l.kind, LitterKind::HalfMadeRun | LitterKind::StagingHandle))
+        .filter(|l| match l.kind {
+            LitterKind::HalfMadeRun => std::fs::remove_dir_all(&l.path).is_ok(),
+            _ => std::fs::remove_file(&l.path).is_ok(),
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::DirBuilderExt;
+
+    fn dir(path: &Path) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .unwrap();
+    }
+
+    #[test]
+    fn only_dead_init_litter_is_removed_and_data_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        dir(&root.join("runs/half"));
+        dir(&root.join("runs/real"));
+        std::fs::write(root.join("runs/real/receipt.jsonl"), b"{}\n").unwrap();
+        dir(&root.join("handles"));
+        std::fs::write(root.join("handles/init-aa.owner"), br#"{"run_id":"half"}"#).unwrap();
+        std::fs::write(root.join("handles/init-bb.owner"), br#"{"run_id":"real"}"#).unwrap();
+        std::fs::write(root.join("runs/real/.run.json.ab12.tmp"), b"x").unwrap();
+        // Just made: everything may belong to a live init.
+        let now = SystemTime::now();
+        assert_eq!(remove_dead_init_litter(root, now), 0);
+        let later = now + Duration::from_secs(31);
+        let found = scan(root, later);
+        let kinds: Vec<_> = found.iter().map(|l| (l.kind, l.dead)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (LitterKind::HalfMadeRun, true),
+                (LitterKind::TempFile, true),
+                (LitterKind::StagingHandle, true),
+                (LitterKind::UnpublishedHandle, false),
+            ]
+        );
+        assert!(found[3].remedy().starts_with("keep it"));
+        assert_eq!(remove_dead_init_litter(root, later), 2);
+        assert!(!root.join("runs/half").exists());
+        assert!(!root.join("handles/init-aa.owner").exists());
+        assert!(
+            root.join("handles/init-bb.owner").exists(),
+            "a live run's only handle"
+        );
+        assert!(root.join("runs/real/receipt.jsonl").exists());
+    }
+}
