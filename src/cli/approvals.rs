@@ -100,6 +100,9 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
             ));
         }
     }
+    if let Value::String(proof) = get("identity_proof") {
+        lines.push(format!("identity                      {proof}"));
+    }
     let decisions = get("decisions").as_array().cloned().unwrap_or_default();
     if decisions.is_empty() {
         lines.push("decisions                     none".into());
@@ -110,15 +113,32 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
         ));
         for d in &decisions {
             let field = |k: &str| cell(d.get(k).unwrap_or(&Value::Null));
+            let decision = match d.get("breach") {
+                Some(_) => "BREACH".to_string(),
+                None => field("decision"),
+            };
             lines.push(format!(
                 "{:<9}{:<10}{:<24}{:<12}{}",
                 field("sequence"),
-                field("decision"),
+                decision,
                 field("by"),
                 field("source"),
                 field("at")
             ));
         }
+    }
+    let breaches = get("breaches").as_array().cloned().unwrap_or_default();
+    for b in &breaches {
+        let field = |k: &str| cell(b.get(k).unwrap_or(&Value::Null));
+        lines.push(format!(
+            "BREACH at sequence {} ({}): {}",
+            field("sequence"),
+            field("rule"),
+            field("found")
+        ));
+    }
+    if !breaches.is_empty() {
+        lines.push(format!("hint: {}", crate::coordinator::breach::HINT));
     }
     Some(lines.join("\n"))
 }

@@ -17,12 +17,13 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::{decided_at, read_evidence};
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
     decide_approve, decide_deny,
 };
+use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
 use crate::coordinator::decide::Refusal;
 use crate::coordinator::run_commands::precheck_run_transition;
 use crate::store::approval::{read_credential, read_policy_file};
@@ -172,8 +173,11 @@ pub fn approve(
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
     let credential_path = approval_env.approver_file(&ctx.env);
-    let committed = mutate(ctx, &run, |input| {
+    let committed = mutate_replayed(ctx, &run, |input| {
         let (ledger, status) = read_gate_in_lock(&run, input.state)?;
+        if status != PolicyStatus::Absent {
+            crate::coordinator::breach::require_no_breach(input.state, "run-approve")?;
+        }
         let credential = match (&credential_path, status.pins_credential()) {
             (_, false) | (None, true) => Credential::NotGiven,
             (Some(path), true) => match read_credential(path) {
@@ -218,7 +222,7 @@ pub fn cancel(
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
-    let committed = mutate(ctx, &run, |input| {
+    let committed = mutate_replayed(ctx, &run, |input| {
         let ledger = if matches!(
             input.state.run_state_enum(),
             RunState::Planned | RunState::Approved
@@ -247,7 +251,33 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
-    let (ledger, status, _) = read_gate(&run, false)?;
+    // One pass: the approval ledger and the replay that applies the gate
+    // (and our other rules) to every event, whoever wrote it.
+    let origin = run
+        .manifest
+        .run
+        .clone()
+        .map(Value::Object)
+        .and_then(|meta| crate::coordinator::RunOrigin::from_run_metadata(&meta).ok());
+    let replay_policy = super::rebuild::replay_policy(&run);
+    let mut state = origin.as_ref().map(CoordinatorState::new);
+    let mut ledger = ApprovalLedger::default();
+    match verify_receipt(&run, |event| {
+        ledger.observe(event);
+        if let Some(replaying) = state.as_mut()
+            && replaying.apply_event(event, &replay_policy).is_err()
+        {
+            state = None;
+        }
+        Ok(())
+    })? {
+        Verdict::Intact(_) => {}
+        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
+        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    }
+    let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
+    let status = PolicyStatus::resolve(&ledger, file);
+    let breaches = state.map(|s| s.breaches().to_vec()).unwrap_or_default();
     let mut map = Map::new();
     map.insert("run_id".into(), json!(run_id));
     map.insert("policy_checksum".into(), json!(status.checksum()));
@@ -266,7 +296,36 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
             map.insert("policy_problem".into(), json!(problem));
         }
     }
-    let decisions: Vec<Value> = ledger.decisions.iter().map(|d| d.to_value()).collect();
+    if status != PolicyStatus::Absent {
+        map.insert("identity_proof".into(), json!(identity_proof(&status)));
+    }
+    let decisions: Vec<Value> = ledger
+        .decisions
+        .iter()
+        .map(|d| {
+            let mut value = d.to_value();
+            let breach = breaches
+                .iter()
+                .find(|b| b.sequence == d.sequence && b.rule == APPROVAL_GATE);
+            if let (Some(breach), Some(object)) = (breach, value.as_object_mut()) {
+                object.insert("breach".into(), json!(breach.found));
+            }
+            value
+        })
+        .collect();
     map.insert("decisions".into(), Value::Array(decisions));
+    if !breaches.is_empty() {
+        map.insert("breaches".into(), breaches_value(&breaches));
+    }
     Ok(map)
+}
+
+/// How the policy proves who approved, in plain words.
+fn identity_proof(status: &PolicyStatus) -> &'static str {
+    match status {
+        PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some() => {
+            "identity asserted with a pinned credential, not signed"
+        }
+        _ => "identity asserted, not signed",
+    }
 }

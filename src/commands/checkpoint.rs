@@ -27,7 +27,7 @@ use crate::receipt::verify::{ChainPosition, LineRules};
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
-const SCHEMA_VERSION: u64 = 2;
+const SCHEMA_VERSION: u64 = 3;
 /// Below this many liveness digests in all, the derived caches are rewritten
 /// after every mutation, as the reference does; above it, at most when the
 /// receipt has grown by an eighth since they were last written (they carry
@@ -121,6 +121,7 @@ pub fn save_checkpoint(
         "digest_log_bytes": log_bytes,
         "line_length": position.last_line_length,
         "manifest_hash": run.manifest.contract.hash,
+        "ours": state.ours_json(),
         "receipt_stamp": stamp.to_json(),
         "run_metadata_digest": run_metadata_digest(run),
         "run_id": run.dir.run_id,
@@ -246,6 +247,7 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         return None;
     }
     let mut state = CoordinatorState::from_public_json(public).ok()?;
+    state.restore_ours(checkpoint.get("ours")?).ok()?;
     if sequence == 0 || state.last_sequence() != sequence || state.last_checksum() != checksum {
         return None;
     }

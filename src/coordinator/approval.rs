@@ -469,6 +469,38 @@ impl PolicyStatus {
         }
     }
 
+    /// The checkpoint's form of the status.
+    pub fn to_value(&self) -> Value {
+        match self {
+            PolicyStatus::Absent => json!({"status": "absent"}),
+            PolicyStatus::Frozen { policy, checksum } => {
+                json!({"checksum": checksum, "policy": policy.to_value(), "status": "frozen"})
+            }
+            PolicyStatus::Tampered { checksum, problem } => {
+                json!({"checksum": checksum, "problem": problem, "status": "tampered"})
+            }
+        }
+    }
+
+    /// Read back [`Self::to_value`]; a frozen policy must still be valid
+    /// and match its checksum.
+    pub fn from_value(value: &Value) -> Option<PolicyStatus> {
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        match value.get("status")?.as_str()? {
+            "absent" => Some(PolicyStatus::Absent),
+            "frozen" => {
+                let policy = ApprovalPolicy::from_input(value.get("policy")?, None).ok()?;
+                let checksum = text("checksum")?;
+                (policy.checksum() == checksum).then_some(PolicyStatus::Frozen { policy, checksum })
+            }
+            "tampered" => Some(PolicyStatus::Tampered {
+                checksum: text("checksum"),
+                problem: text("problem")?,
+            }),
+            _ => None,
+        }
+    }
+
     pub fn checksum(&self) -> Option<&str> {
         match self {
             PolicyStatus::Absent => None,
@@ -481,6 +513,96 @@ impl PolicyStatus {
     pub fn pins_credential(&self) -> bool {
         matches!(self, PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some())
     }
+}
+
+/// Replay's approval gate (issue 13): whether a `plan_approved` — written
+/// by us, by the reference or by hand — satisfies the run's frozen policy.
+/// `None` when it does; otherwise what was found. Without a policy there is
+/// no gate (the reference's rule). A record is the gate's own
+/// `approver_identity` item: exactly one, bound to the policy checksum,
+/// `approved_by=<id> source=<source>` with the only source the policy
+/// admits, naming an identity the policy admits. When the policy file
+/// cannot be read only the record's shape and binding can be checked.
+/// Without a signature the identity is asserted, not proven: anyone who
+/// can write the record can claim it (see `contracts/approvals.md`).
+pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<String> {
+    let checksum = match status {
+        PolicyStatus::Absent => return None,
+        PolicyStatus::Tampered {
+            checksum: None,
+            problem,
+        } => {
+            return Some(format!(
+                "plan_approved under an approval policy that cannot be read: {problem}"
+            ));
+        }
+        PolicyStatus::Tampered {
+            checksum: Some(checksum),
+            ..
+        }
+        | PolicyStatus::Frozen { checksum, .. } => checksum,
+    };
+    let items: Vec<&Map<String, Value>> = evidence_items(event).collect();
+    if items
+        .iter()
+        .any(|item| item_text(item, "kind") == Some(POLICY_KIND))
+    {
+        return Some("plan_approved carries an approval_policy item".into());
+    }
+    let records: Vec<&&Map<String, Value>> = items
+        .iter()
+        .filter(|item| item_text(item, "kind") == Some(IDENTITY_KIND))
+        .collect();
+    let record = match records.as_slice() {
+        [] => {
+            return Some(
+                "plan_approved without the gate's approver record: nobody the policy admits approved"
+                    .into(),
+            );
+        }
+        [record] => record,
+        _ => {
+            return Some(format!(
+                "plan_approved carries {} approver records",
+                records.len()
+            ));
+        }
+    };
+    if item_text(record, "checksum") != Some(checksum.as_str()) {
+        return Some("the approver record is not bound to the run's policy checksum".into());
+    }
+    let Some((identity, source)) =
+        item_text(record, "summary").and_then(|s| parse_record(s, "approved_by"))
+    else {
+        return Some("the approver record is malformed".into());
+    };
+    let PolicyStatus::Frozen { policy, .. } = status else {
+        return None;
+    };
+    let admitted = if policy.approver_fingerprint.is_some() {
+        "credential"
+    } else {
+        "env"
+    };
+    if source != admitted {
+        return Some(format!(
+            "approval by '{identity}' claims source={} but the policy admits only source={admitted}",
+            shown(&source)
+        ));
+    }
+    if policy.require_different_approver && policy.initiated_by.as_deref() == Some(&identity) {
+        return Some(format!(
+            "approval by the initiator '{identity}' under four eyes"
+        ));
+    }
+    if let Some(required) = &policy.required_approver
+        && *required != identity
+    {
+        return Some(format!(
+            "approval by '{identity}', but the policy requires approver '{required}'"
+        ));
+    }
+    None
 }
 
 /// What the approver's credential file (`BLUETAPE_APPROVER_FILE`) showed.

@@ -10,10 +10,7 @@ use serde_json::Value;
 use super::{CoordinatorState, ReplayPolicy, RunOrigin, replay};
 use crate::receipt::canonical;
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/reference-runs"
-);
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/reference-runs");
 
 /// Scenarios whose receipts verify (the damaged 20-26, 29 and 30 do not).
 const SCENARIOS: [&str; 15] = [

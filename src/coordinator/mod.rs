@@ -7,6 +7,7 @@
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
 pub mod approval;
+pub mod breach;
 pub mod completion;
 pub mod decide;
 pub mod lane_commands;

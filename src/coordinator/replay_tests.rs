@@ -24,6 +24,7 @@ fn policy() -> ReplayPolicy {
     ReplayPolicy {
         max_lanes: 64,
         requires_parent: true,
+        approval_file: None,
     }
 }
 
@@ -625,6 +626,7 @@ fn lane_limit_comes_from_the_policy() {
     let mut s = Script::with_policy(ReplayPolicy {
         max_lanes: 2,
         requires_parent: true,
+        approval_file: None,
     });
     s.running()
         .lane("a", "x", json!({}))
@@ -1141,6 +1143,7 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
         let mut s = Script::with_policy(ReplayPolicy {
             max_lanes: 64,
             requires_parent,
+            approval_file: None,
         });
         s.running()
             .lane("review", "agent-1", json!({}))
@@ -1342,7 +1345,8 @@ fn policy_comes_from_the_run_manifest() {
         policy,
         ReplayPolicy {
             max_lanes: 3,
-            requires_parent: true
+            requires_parent: true,
+            approval_file: None,
         }
     );
     let limit = |value: Value| {

@@ -228,6 +228,8 @@ impl CoordinatorState {
             last_checksum: text(field(m, "last_checksum")?, "last_checksum")?,
             last_event_type: opt_text(field(m, "last_event_type")?, "last_event_type")?,
             updated_at: opt_text(field(m, "updated_at")?, "updated_at")?,
+            gate: super::approval::PolicyStatus::Absent,
+            breaches: Vec::new(),
         })
     }
 }
@@ -238,8 +240,8 @@ mod tests {
 
     #[test]
     fn every_reference_state_round_trips() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/reference-runs");
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference-runs");
         assert!(root.is_dir(), "fixtures missing at {}", root.display());
         let mut seen = 0;
         for scenario in std::fs::read_dir(&root).unwrap().flatten() {

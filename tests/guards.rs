@@ -1,0 +1,496 @@
+//! Issue 13: our rules hold whoever writes. Each reproduction of the issue
+//! through the binary: lines another writer (the Python reference, or a
+//! hand with the owner handle) appends with a valid chain are judged by our
+//! rules on replay, recovery fails closed, and edited derived files are
+//! never believed. The other writer is played by hand-appended, correctly
+//! chained receipt lines (tests never run the reference).
+
+mod common;
+
+use bluetape_flow::receipt::event::EventDraft;
+use common::{Flow, Output};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+
+const FOUR_EYES: &str = r#"{"required_approver": "alice", "require_different_approver": true,
+    "initiated_by": "agent-1"}"#;
+
+struct Run {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    flow: Flow,
+    root: PathBuf,
+    run_id: String,
+}
+
+impl Run {
+    /// A run created by `agent-1`, under `policy` when given.
+    fn new(policy: Option<&str>) -> Run {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
+        let flow = Flow::new(&base);
+        let root = base.join("state");
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        let mut argv: Vec<String> = [
+            "--state-root",
+            root.to_str().unwrap(),
+            "init",
+            "--workflow-type",
+            "A",
+            "--repo-root",
+            repo.to_str().unwrap(),
+            "--owner-file",
+            root.join("handles/main.owner").to_str().unwrap(),
+            "--component",
+            "runtime",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(policy) = policy {
+            let file = base.join("policy.json");
+            std::fs::write(&file, policy).unwrap();
+            argv.push("--approval-policy".into());
+            argv.push(file.to_string_lossy().into());
+        }
+        let out = flow
+            .run_env(&argv, &[("BLUETAPE_INITIATED_BY", "agent-1")])
+            .assert_ok();
+        let run_id = out["run_id"].as_str().unwrap().to_string();
+        Run {
+            _tmp: tmp,
+            base,
+            flow,
+            root,
+            run_id,
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
+    fn owner(&self) -> PathBuf {
+        self.root.join("handles/main.owner")
+    }
+
+    /// Write an input file and return its path.
+    fn input(&self, name: &str, value: &Value) -> String {
+        let path = self.base.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(value).unwrap()).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    fn evidence(&self, summary: &str) -> String {
+        self.input(
+            &format!("ev-{}", summary.replace(' ', "-")),
+            &json!([{"kind": "test", "summary": summary}]),
+        )
+    }
+
+    /// A mutation as the owner, with `--run-id` and `--owner-file`.
+    fn cmd_env(&self, command: &str, extra: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut argv: Vec<String> = vec![
+            "--state-root".into(),
+            self.root.to_string_lossy().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone(),
+            "--owner-file".into(),
+            self.owner().to_string_lossy().into(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run_env(&argv, envs)
+    }
+
+    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
+        self.cmd_env(command, extra, &[])
+    }
+
+    /// A read-only query (no owner file).
+    fn query(&self, command: &str, extra: &[&str]) -> Output {
+        let mut argv: Vec<String> = vec![
+            "--state-root".into(),
+            self.root.to_string_lossy().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run(&argv)
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir().join("receipt.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Another writer appends a correctly chained event: `fields` override
+    /// a draft built from the last line (same owner, epoch 1).
+    fn append(&self, event_type: &str, fields: Value) {
+        let last = self.events().pop().unwrap();
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut metadata = json!({"owner_epoch": 1});
+        if let Some(extra) = fields.get("metadata").and_then(Value::as_object) {
+            for (k, v) in extra {
+                metadata[k] = v.clone();
+            }
+        }
+        let sealed = EventDraft {
+            run_id: self.run_id.clone(),
+            lane_id: text(&fields, "lane_id"),
+            agent_id: text(&fields, "agent_id"),
+            sequence: last["sequence"].as_u64().unwrap() + 1,
+            event_type: event_type.into(),
+            from_state: text(&fields, "from_state"),
+            to_state: text(&fields, "to_state"),
+            timestamp: text(&fields, "timestamp").unwrap_or_else(|| "2026-07-14T01:00:00Z".into()),
+            owner_token: text(&last, "owner_token").unwrap(),
+            manifest_hash: text(&last, "manifest_hash").unwrap(),
+            previous_checksum: text(&last, "checksum").unwrap(),
+            evidence_refs: fields
+                .get("evidence_refs")
+                .cloned()
+                .unwrap_or_else(|| json!([{"kind": "test", "summary": "by hand"}])),
+            reason: text(&fields, "reason"),
+            metadata: Some(metadata),
+        }
+        .seal();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir().join("receipt.jsonl"))
+            .unwrap()
+            .write_all(&sealed.line)
+            .unwrap();
+    }
+
+    fn policy_checksum(&self) -> String {
+        self.query("approvals", &[]).assert_ok()["policy_checksum"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Approve through our binary as `alice` (the policy's approver).
+    fn approve_as(&self, who: &str) -> Output {
+        let ev = self.evidence("plan reviewed");
+        self.cmd_env(
+            "run-approve",
+            &["--evidence", &ev],
+            &[("BLUETAPE_APPROVED_BY", who)],
+        )
+    }
+
+    fn start(&self) -> Output {
+        let ev = self.evidence("run started");
+        self.cmd("run-start", &["--evidence", &ev])
+    }
+
+    /// A running lane `id` of `agent` (created, started, acknowledged).
+    fn running_lane(&self, id: &str, agent: &str) {
+        let lane = self.input(
+            &format!("lane-{id}"),
+            &json!({"lane_id": id, "agent_id": agent, "assignment": format!("Work on {id}"),
+                    "write_scope": ["src"], "fallback": "main session",
+                    "observed_at": "2026-07-14T01:00:02Z",
+                    "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                    "command_deadline": "2026-07-14T01:10:00Z"}),
+        );
+        let ev = self.evidence(&format!("assign {id}"));
+        self.cmd("lane-create", &["--input", &lane, "--evidence", &ev])
+            .assert_ok();
+        for (command, at) in [
+            ("lane-start", "2026-07-14T01:00:03Z"),
+            ("startup-ack", "2026-07-14T01:00:04Z"),
+        ] {
+            let ev = self.evidence(&format!("{command} {id}"));
+            self.cmd(
+                command,
+                &[
+                    "--lane-id",
+                    id,
+                    "--agent-id",
+                    agent,
+                    "--at",
+                    at,
+                    "--evidence",
+                    &ev,
+                ],
+            )
+            .assert_ok();
+        }
+    }
+
+    fn heartbeat(&self, id: &str, agent: &str, n: u32) -> Value {
+        let evidence = json!([{"kind": "log", "summary": format!("heartbeat {n} of {id}")}]);
+        let ev = self.input(&format!("hb-ev-{id}-{n}"), &evidence);
+        let hb = self.input(
+            &format!("hb-{id}-{n}"),
+            &json!({"lane_id": id, "agent_id": agent,
+                    "observed_at": format!("2026-07-14T01:00:{:02}Z", 5 + n),
+                    "silence_lease_deadline": "2026-07-14T01:05:00Z",
+                    "reason": format!("alive {n}")}),
+        );
+        self.cmd("heartbeat", &["--input", &hb, "--evidence", &ev])
+            .assert_ok();
+        evidence
+    }
+}
+
+fn breach_rules(value: &Value) -> Vec<String> {
+    value["breaches"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no breaches in {value}"))
+        .iter()
+        .map(|b| b["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A gate refusing because of a standing breach.
+fn assert_breach_refusal(out: &Output, gate: &str, rule: &str) {
+    assert_eq!(out.code, 5, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "rule_breach", "{e}");
+    assert_eq!(
+        e["retryable"], false,
+        "a breach does not go away by retrying"
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{gate} refused")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains(rule), "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("--approval-policy"),
+        "{e}"
+    );
+    assert_eq!(breach_rules(&e), [rule]);
+}
+
+// ------------------------------------------------------------ deliverable 1
+
+#[test]
+fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
+    let run = Run::new(Some(FOUR_EYES));
+    // Our run-approve refuses the initiator.
+    run.approve_as("agent-1")
+        .assert_error(2, "approval_refused");
+    // The reference's run-approve: the owner's plan_approved, no record.
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": [{"kind": "user_approval", "summary": "plan reviewed"}]}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(verify["sequence"], 2);
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_eq!(verify["breaches"][0]["sequence"], 2);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("without the gate's approver record"),
+        "{verify}"
+    );
+    let before = std::fs::read(run.dir().join("receipt.jsonl")).unwrap();
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    assert_eq!(
+        std::fs::read(run.dir().join("receipt.jsonl")).unwrap(),
+        before,
+        "a refused gate writes nothing"
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert_eq!(approvals["decisions"][0]["by"], Value::Null);
+    assert!(
+        approvals["decisions"][0]["breach"].is_string(),
+        "{approvals}"
+    );
+    assert_eq!(breach_rules(&approvals), ["approval_gate"]);
+    // The chain is still good: rebuild and completion-check work and show it.
+    run.query("rebuild", &[]).assert_ok();
+    let check = run.query("completion-check", &[]).assert_ok();
+    assert_eq!(breach_rules(&check), ["approval_gate"]);
+    // Stopping is always allowed.
+    let ev = run.evidence("stop");
+    run.cmd("run-cancel", &["--evidence", &ev, "--reason", "breach"])
+        .assert_ok();
+}
+
+#[test]
+fn issue13_a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
+    let run = Run::new(Some(FOUR_EYES));
+    let checksum = run.policy_checksum();
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": [{"kind": "user_approval", "summary": "ok"},
+                                 {"kind": "approver_identity",
+                                  "summary": "approved_by=alice source=credential",
+                                  "checksum": checksum}]}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("claims source=credential"),
+        "{verify}"
+    );
+    let table = run.query("approvals", &["--format", "table"]);
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(
+        !table.stdout.contains("approved  alice"),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("BREACH    alice"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("identity asserted, not signed"),
+        "{}",
+        table.stdout
+    );
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+}
+
+#[test]
+fn issue13_our_own_approval_verifies_exactly_as_before() {
+    let run = Run::new(Some(FOUR_EYES));
+    run.approve_as("alice").assert_ok();
+    let verify = run.query("verify", &[]).assert_ok();
+    assert!(verify.get("breaches").is_none(), "{verify}");
+    assert_eq!(
+        verify.as_object().unwrap().keys().collect::<Vec<_>>(),
+        [
+            "checksum",
+            "event_count",
+            "ok",
+            "operation",
+            "run_id",
+            "sequence",
+            "state_root"
+        ]
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert!(approvals.get("breaches").is_none(), "{approvals}");
+    assert_eq!(approvals["decisions"][0]["by"], "alice");
+    assert!(approvals["decisions"][0].get("breach").is_none());
+    assert_eq!(approvals["identity_proof"], "identity asserted, not signed");
+    run.start().assert_ok();
+    // A run without a policy: no gate, no identity_proof key.
+    let plain = Run::new(None);
+    plain
+        .cmd("run-approve", &["--evidence", &plain.evidence("ok")])
+        .assert_ok();
+    let approvals = plain.query("approvals", &[]).assert_ok();
+    assert!(approvals.get("identity_proof").is_none(), "{approvals}");
+    assert!(
+        plain
+            .query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none()
+    );
+}
+
+#[test]
+fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let older = run.heartbeat("a", "agent-1", 1);
+    run.heartbeat("a", "agent-1", 2);
+    // Our lane-complete refuses it...
+    let changed = run.input("changed", &json!([]));
+    let ev = run.input("older", &older);
+    run.cmd(
+        "lane-complete",
+        &[
+            "--lane-id",
+            "a",
+            "--agent-id",
+            "agent-1",
+            "--at",
+            "2026-07-14T01:01:00Z",
+            "--evidence",
+            &ev,
+            "--changed-paths",
+            &changed,
+        ],
+    )
+    .assert_error(2, "contract_error");
+    // ...the reference's (which checks the latest heartbeat only) writes it.
+    run.append(
+        "lane_completed",
+        json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
+               "to_state": "completed", "evidence_refs": older,
+               "timestamp": "2026-07-14T01:01:00Z",
+               "metadata": {"changed_paths": []}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["liveness_evidence_as_completion"]);
+    run.query("rebuild", &[]).assert_ok();
+    let check = run.query("completion-check", &[]).assert_ok();
+    assert_eq!(breach_rules(&check), ["liveness_evidence_as_completion"]);
+    assert_breach_refusal(
+        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
+        "complete",
+        "liveness_evidence_as_completion",
+    );
+    let new_owner = run.root.join("handles/next.owner");
+    assert_breach_refusal(
+        &run.cmd(
+            "resume",
+            &[
+                "--evidence",
+                &run.evidence("hand over"),
+                "--new-owner-file",
+                new_owner.to_str().unwrap(),
+            ],
+        ),
+        "resume",
+        "liveness_evidence_as_completion",
+    );
+    assert!(!new_owner.exists());
+}
+
+#[test]
+fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let components = run.input(
+        "topology",
+        &json!([{"id": "runtime", "required": true, "description": "Runtime",
+                 "owner_lane": "a", "required_checks": [], "dependencies": [],
+                 "evidence_refs": [], "coverage_state": "missing"}]),
+    );
+    let out = run.cmd(
+        "topology-register",
+        &[
+            "--input",
+            &components,
+            "--evidence",
+            &run.evidence("topology"),
+        ],
+    );
+    out.assert_ok();
+    run.append(
+        "topology_component_removed",
+        json!({"reason": "not needed", "metadata": {"component_id": "runtime"}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["required_component_removed"]);
+}
