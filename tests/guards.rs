@@ -494,3 +494,190 @@ fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
     let verify = run.query("verify", &[]).assert_ok();
     assert_eq!(breach_rules(&verify), ["required_component_removed"]);
 }
+
+// ------------------------------------------------------------ deliverable 3
+
+impl Run {
+    /// Change one byte inside line `n` (1-based) of the receipt.
+    fn damage_line(&self, n: usize, from: &str, to: &str) {
+        let path = self.dir().join("receipt.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        assert!(lines[n - 1].contains(from), "{}", lines[n - 1]);
+        lines[n - 1] = lines[n - 1].replacen(from, to, 1);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+
+    /// receipt-diagnose, then recovery-run-create (with `extra` flags).
+    fn recover(&self, owner: &str, extra: &[&str]) -> Output {
+        let diagnosis = self.query("receipt-diagnose", &[]).assert_ok();
+        let input = self.input("diagnosis", &diagnosis);
+        let ev = self.evidence("recovery approved");
+        let owner = self.root.join("handles").join(owner);
+        let mut argv: Vec<String> = [
+            "--state-root",
+            self.root.to_str().unwrap(),
+            "recovery-run-create",
+            "--run-id",
+            &self.run_id,
+            "--input",
+            &input,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            &ev,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run(&argv)
+    }
+
+    /// The recovery run `id`, owned by `handles/<owner>`, seen as a Run.
+    fn approve_other(&self, id: &str, owner: &str, who: &str) -> Output {
+        let ev = self.evidence("recovery plan reviewed");
+        let argv = [
+            "--state-root".to_string(),
+            self.root.to_string_lossy().into(),
+            "run-approve".into(),
+            "--run-id".into(),
+            id.into(),
+            "--owner-file".into(),
+            self.root
+                .join("handles")
+                .join(owner)
+                .to_string_lossy()
+                .into(),
+            "--evidence".into(),
+            ev,
+        ];
+        self.flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", who)])
+    }
+
+    fn approvals_of(&self, id: &str) -> Value {
+        self.flow
+            .run(&[
+                "--state-root",
+                self.root.to_str().unwrap(),
+                "approvals",
+                "--run-id",
+                id,
+            ])
+            .assert_ok()
+    }
+
+    fn quarantine_is_empty(&self) -> bool {
+        std::fs::read_dir(self.root.join("quarantine"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    }
+}
+
+#[test]
+fn issue13_recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
+    let run = Run::new(Some(FOUR_EYES));
+    // One byte inside approver=alice on line 1, and the policy file gone.
+    run.damage_line(1, "approver=alice", "approver=alicf");
+    std::fs::remove_file(run.dir().join("approval-policy.json")).unwrap();
+    let diagnosis = run.query("receipt-diagnose", &[]).assert_ok();
+    assert_eq!(diagnosis["last_trusted_sequence"], 0);
+    let out = run.recover("recovery.owner", &[]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "receipt_corrupt");
+    assert!(
+        e["message"].as_str().unwrap().contains(
+            "approval policy file is missing and the damaged receipt names an approval policy"
+        ),
+        "{e}"
+    );
+    // Naming a fresh gate does not make a lost one go away.
+    let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
+    let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(run.quarantine_is_empty(), "no quarantine copy on a refusal");
+    assert!(!run.root.join("handles/recovery.owner").exists());
+}
+
+#[test]
+fn issue13_a_first_line_that_cannot_be_trusted_needs_an_explicit_gate() {
+    // Ungated or gated: line 1 damaged, the gate cannot be proven absent.
+    for policy in [None, Some(FOUR_EYES)] {
+        let run = Run::new(policy);
+        run.damage_line(1, "\"planned\"", "\"plannet\"");
+        let out = run.recover("recovery.owner", &[]);
+        assert_eq!(out.code, 3, "{out:?}");
+        let e = out.error();
+        assert_eq!(e["error"], "receipt_corrupt");
+        assert!(
+            e["message"].as_str().unwrap().contains("--approval-policy"),
+            "{e}"
+        );
+        assert!(run.quarantine_is_empty());
+        // With an explicit gate the recovery run is created under it.
+        let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
+        let out = run
+            .recover("recovery.owner", &["--approval-policy", &fresh])
+            .assert_ok();
+        let new_run = out["new_run_id"].as_str().unwrap();
+        let approvals = run.approvals_of(new_run);
+        assert_eq!(approvals["policy"]["required_approver"], "carol");
+        run.approve_other(new_run, "recovery.owner", "agent-1")
+            .assert_error(2, "approval_refused");
+        run.approve_other(new_run, "recovery.owner", "carol")
+            .assert_ok();
+    }
+}
+
+#[test]
+fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
+    // A trusted first line: the frozen policy is carried, and a different
+    // --approval-policy may not replace it.
+    let run = Run::new(Some(FOUR_EYES));
+    run.approve_as("alice").assert_ok();
+    run.damage_line(2, "plan reviewed", "plan reviewee");
+    let weaker = run.input("weaker", &json!({"expires_after_s": 600}));
+    run.recover("recovery.owner", &["--approval-policy", &weaker])
+        .assert_error(2, "contract_error");
+    assert!(run.quarantine_is_empty());
+    let out = run.recover("recovery.owner", &[]).assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap();
+    assert_eq!(
+        run.approvals_of(new_run)["policy"]["required_approver"],
+        "alice"
+    );
+
+    // A breach in the trusted prefix: the carried gate was already broken
+    // once, so the recovery run needs a fresh one.
+    let run = Run::new(Some(FOUR_EYES));
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved"}),
+    );
+    run.append(
+        "run_started",
+        json!({"from_state": "approved", "to_state": "running"}),
+    );
+    run.damage_line(3, "by hand", "by hanx");
+    let out = run.recover("recovery.owner", &[]);
+    assert_breach_refusal(
+        &out,
+        "recovery-run-create without --approval-policy",
+        "approval_gate",
+    );
+    assert!(run.quarantine_is_empty());
+    let fresh = run.input(
+        "fresh",
+        &json!({"required_approver": "carol",
+        "require_different_approver": true, "initiated_by": "agent-1"}),
+    );
+    let out = run
+        .recover("recovery.owner", &["--approval-policy", &fresh])
+        .assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap();
+    assert_eq!(
+        run.approvals_of(new_run)["policy"]["required_approver"],
+        "carol"
+    );
+}

@@ -90,34 +90,85 @@ pub fn read_policy_input(
     ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
 }
 
-/// The approval policy a damaged run froze, to carry into its recovery run:
-/// recovering a run must not shed its gate. The run's first event binds the
-/// policy file by its checksum; a policy that cannot be verified that way
-/// (its first line is damaged, or the file is missing, loose or edited)
-/// cannot be carried, and a recovery run without it would be ungated, so
-/// that is refused (exit 3).
-pub fn damaged_run_policy(run: &OpenRun) -> FlowResult<Option<ApprovalPolicy>> {
+/// The approval gate of a recovery run (issue 13: recovery fails closed).
+/// `fresh` is the policy the caller named with `--approval-policy`.
+///
+/// * The damaged run's first event, which binds its policy, is trusted:
+///   its frozen policy is carried (a missing, loose or edited file is
+///   refused, exit 3); a run without one stays ungated unless `fresh`
+///   adds a gate. `fresh` may replace a carried policy only while a breach
+///   of our rules stands in the trusted prefix (then it must: exit 5
+///   `rule_breach` without it); otherwise it must repeat the carried one.
+/// * The first line cannot be trusted: the gate cannot be proven absent,
+///   so `fresh` is required (exit 3 naming the flag). A policy file that
+///   is missing while any line of the damaged receipt names a policy is
+///   refused (exit 3) even then.
+pub fn recovery_gate(
+    run: &OpenRun,
+    fresh: Option<ApprovalPolicy>,
+) -> FlowResult<Option<ApprovalPolicy>> {
     let mut ledger = ApprovalLedger::default();
-    // Only the first line matters: stop after it.
+    // Only the first line matters for the binding: stop after it.
     let _ = verify_receipt(run, |event| {
         ledger.observe(event);
         Err(String::new())
     })?;
+    let first_trusted = ledger.created_at.is_some() || ledger.has_policy();
     let file_exists = crate::store::approval::policy_file_exists(&run.dir);
-    if !ledger.has_policy() && !file_exists {
-        return Ok(None);
-    }
     let cannot = |problem: &str| {
         FlowError::ReceiptCorrupt(format!(
             "the damaged run's approval policy cannot be carried into a recovery run: {problem}"
         ))
     };
-    match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
-        PolicyStatus::Frozen { policy, .. } => Ok(Some(policy)),
-        PolicyStatus::Absent => Err(cannot(
-            "its first event, which binds the policy file, cannot be trusted",
+    if !first_trusted {
+        let named = run.dir.receipt_mentions(&[
+            b"\"approval_policy\"".as_slice(),
+            b"\"approver_identity\"".as_slice(),
+        ]);
+        if named && !file_exists {
+            return Err(cannot(
+                "approval policy file is missing and the damaged receipt names an approval policy",
+            ));
+        }
+        return match fresh {
+            Some(policy) => Ok(Some(policy)),
+            None => Err(FlowError::ReceiptCorrupt(
+                "the damaged run's first line cannot be trusted, so its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE".into(),
+            )),
+        };
+    }
+    let carried = if !ledger.has_policy() && !file_exists {
+        None
+    } else {
+        match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
+            PolicyStatus::Frozen { policy, .. } => Some(policy),
+            PolicyStatus::Absent => {
+                return Err(cannot(
+                    "its first event, which binds the policy file, cannot be trusted",
+                ));
+            }
+            PolicyStatus::Tampered { problem, .. } => return Err(cannot(&problem)),
+        }
+    };
+    let Some(carried) = carried else {
+        return Ok(fresh);
+    };
+    let breaches = super::rebuild::replay_verdict(run)?
+        .map(|(_, state)| state.breaches().to_vec())
+        .unwrap_or_default();
+    match fresh {
+        None if !breaches.is_empty() => {
+            crate::coordinator::breach::refuse_breaches(
+                &breaches,
+                "recovery-run-create without --approval-policy",
+            )?;
+            Ok(Some(carried))
+        }
+        None => Ok(Some(carried)),
+        Some(policy) if policy == carried || !breaches.is_empty() => Ok(Some(policy)),
+        Some(_) => Err(FlowError::contract(
+            "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only repeat it",
         )),
-        PolicyStatus::Tampered { problem, .. } => Err(cannot(&problem)),
     }
 }
 

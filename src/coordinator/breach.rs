@@ -217,7 +217,11 @@ pub fn stricter_rules(
 /// A gate's check: no breach stands in the replayed state. `gate` names
 /// the command that refuses.
 pub fn require_no_breach(state: &CoordinatorState, gate: &str) -> Result<(), Refusal> {
-    let breaches = state.breaches();
+    refuse_breaches(state.breaches(), gate)
+}
+
+/// [`require_no_breach`] for a list of breaches.
+pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), Refusal> {
     let Some(first) = breaches.first() else {
         return Ok(());
     };
