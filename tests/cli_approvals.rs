@@ -629,7 +629,7 @@ fn caller_evidence_cannot_forge_a_decision_record() {
         &before,
         2,
         "contract_error",
-        "evidence kinds approval_policy and approver_identity are reserved for the approval gate",
+        "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate",
     );
 }
 

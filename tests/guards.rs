@@ -681,3 +681,253 @@ fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
         "carol"
     );
 }
+
+// ------------------------------------------------------------ deliverable 2
+
+/// A real ssh-keygen; missing is a test failure (`.ci/run` installs it).
+fn ssh_keygen(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new("ssh-keygen")
+        .args(args)
+        .output()
+        .expect("ssh-keygen is required (Debian openssh-client; .ci/run installs it)");
+    assert!(out.status.success(), "ssh-keygen {args:?}: {out:?}");
+    out
+}
+
+/// A fresh Ed25519 key pair `dir/name` (comment `name`); the public line.
+fn keypair(dir: &std::path::Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(name);
+    ssh_keygen(&[
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-C",
+        name,
+        "-f",
+        key.to_str().unwrap(),
+    ]);
+    let public = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+    (key, public.trim().to_string())
+}
+
+/// Sign `file` with `key` in the approval namespace; the `.sig` path.
+fn sign(key: &std::path::Path, file: &std::path::Path) -> PathBuf {
+    ssh_keygen(&[
+        "-Y",
+        "sign",
+        "-n",
+        "bluetape-flow-approval",
+        "-f",
+        key.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    PathBuf::from(format!("{}.sig", file.display()))
+}
+
+impl Run {
+    fn statement(&self, name: &str) -> PathBuf {
+        let path = self.base.join(name);
+        let out = self.query("approval-statement", &["--out", path.to_str().unwrap()]);
+        let out = out.assert_ok();
+        assert_eq!(out["namespace"], "bluetape-flow-approval");
+        path
+    }
+
+    fn approve_signed(&self, who: &str, signature: &std::path::Path) -> Output {
+        let ev = self.evidence("plan reviewed");
+        self.cmd_env(
+            "run-approve",
+            &[
+                "--evidence",
+                &ev,
+                "--signature",
+                signature.to_str().unwrap(),
+            ],
+            &[("BLUETAPE_APPROVED_BY", who)],
+        )
+    }
+}
+
+fn signed_policy(alice_public: &str) -> String {
+    json!({"required_approver": "alice", "require_different_approver": true,
+           "initiated_by": "agent-1", "approver_key": alice_public})
+    .to_string()
+}
+
+fn assert_signature_refused(out: &Output, run: &Run, contains: &str) {
+    assert_eq!(out.code, 2, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "approval_refused", "{e}");
+    assert_eq!(e["retryable"], false);
+    assert!(e["message"].as_str().unwrap().contains(contains), "{e}");
+    assert_eq!(run.events().len(), 1, "a refusal writes nothing");
+}
+
+#[test]
+fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = keypair(keys.path(), "alice");
+    let (agent, _) = keypair(keys.path(), "agent-1");
+    let run = Run::new(Some(&signed_policy(&alice_public)));
+    let other = Run::new(Some(&signed_policy(&alice_public)));
+    let statement = run.statement("statement");
+    let text = std::fs::read_to_string(&statement).unwrap();
+    assert!(text.contains(&run.run_id) && text.ends_with('\n'), "{text}");
+
+    // No signature, the initiator's key, another run's statement, another
+    // head, a truncated and a bit-flipped signature: each refused.
+    assert_signature_refused(
+        &run.approve_as("alice"),
+        &run,
+        "requires a signature by the pinned approver key",
+    );
+    let by_agent = sign(&agent, &statement);
+    assert_signature_refused(
+        &run.approve_signed("alice", &by_agent),
+        &run,
+        "not made with the policy's approver key",
+    );
+    std::fs::remove_file(&by_agent).unwrap();
+    let other_statement = other.statement("other-statement");
+    let for_other = sign(&alice, &other_statement);
+    assert_signature_refused(
+        &run.approve_signed("alice", &for_other),
+        &run,
+        "does not verify over this run's approval statement",
+    );
+    let head = run.events()[0]["checksum"].as_str().unwrap().to_string();
+    let moved = run.base.join("moved-head");
+    std::fs::write(&moved, text.replace(&head, &"0".repeat(64))).unwrap();
+    let for_moved = sign(&alice, &moved);
+    assert_signature_refused(
+        &run.approve_signed("alice", &for_moved),
+        &run,
+        "does not verify",
+    );
+    let good = sign(&alice, &statement);
+    let pem = std::fs::read_to_string(&good).unwrap();
+    let truncated = run.base.join("truncated.sig");
+    std::fs::write(&truncated, &pem[..pem.len() / 2]).unwrap();
+    assert_signature_refused(
+        &run.approve_signed("alice", &truncated),
+        &run,
+        "not an SSH signature",
+    );
+    // Flip one bit of the last base64 character before the footer: the
+    // Ed25519 signature's tail.
+    let lines: Vec<&str> = pem.lines().collect();
+    let mut body: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let last = body.len() - 2;
+    let mut bytes = body[last].clone().into_bytes();
+    let at = bytes.iter().rposition(|b| *b != b'=').unwrap() - 1;
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    body[last] = String::from_utf8(bytes).unwrap();
+    let flipped = run.base.join("flipped.sig");
+    std::fs::write(&flipped, body.join("\n") + "\n").unwrap();
+    let out = run.approve_signed("alice", &flipped);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.error()["error"], "approval_refused");
+    // The initiator cannot approve even with alice's signature.
+    assert_signature_refused(
+        &run.approve_signed("agent-1", &good),
+        &run,
+        "someone other than 'agent-1'",
+    );
+
+    // The right key: once.
+    let out = run.approve_signed("alice", &good).assert_ok();
+    assert_eq!(out["run_state"], "approved");
+    let event = run.events().pop().unwrap();
+    let kinds: Vec<&str> = event["evidence_refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["test", "approver_identity", "approver_signature"]);
+    let out = run.approve_signed("alice", &good);
+    assert_eq!(out.code, 5, "{out:?}");
+    assert!(
+        out.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("already consumed")
+    );
+    // Replay re-verifies it: no breach; the view says it is signed.
+    assert!(
+        run.query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none()
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert_eq!(approvals["decisions"][0]["source"], "signature");
+    assert!(
+        approvals["identity_proof"]
+            .as_str()
+            .unwrap()
+            .starts_with("identity signed"),
+        "{approvals}"
+    );
+    run.start().assert_ok();
+
+    // A replayed signature: the same stored signature appended by another
+    // writer to the other run is a breach there.
+    other.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": event["evidence_refs"]}),
+    );
+    let verify = other.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_breach_refusal(&other.start(), "run-start", "approval_gate");
+}
+
+#[test]
+fn issue13_a_signature_without_a_pinned_key_is_refused() {
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = keypair(keys.path(), "alice");
+    let run = Run::new(Some(FOUR_EYES));
+    // No key pinned: nothing to sign, and a signature is refused, typed.
+    let path = run.base.join("statement");
+    let out = run.query("approval-statement", &["--out", path.to_str().unwrap()]);
+    out.assert_error(2, "contract_error");
+    assert!(!path.exists());
+    std::fs::write(&path, "anything\n").unwrap();
+    let sig = sign(&alice, &path);
+    assert_signature_refused(
+        &run.approve_signed("alice", &sig),
+        &run,
+        "pins no approver_key",
+    );
+    run.approve_as("alice").assert_ok();
+    // approval-statement never writes inside the state root.
+    let signed = Run::new(Some(&signed_policy(&alice_public)));
+    let inside = signed.root.join("statement");
+    signed
+        .query("approval-statement", &["--out", inside.to_str().unwrap()])
+        .assert_error(2, "contract_error");
+    assert!(!inside.exists());
+    // A policy pinning a key that is not ssh-ed25519 is refused at init.
+    let bad = json!({"required_approver": "alice", "approver_key": "ssh-rsa AAAA alice"});
+    let file = signed.base.join("bad-policy.json");
+    std::fs::write(&file, bad.to_string()).unwrap();
+    let out = signed.flow.run(&[
+        "--state-root",
+        signed.root.to_str().unwrap(),
+        "init",
+        "--workflow-type",
+        "A",
+        "--repo-root",
+        signed.base.join("repo").to_str().unwrap(),
+        "--owner-file",
+        signed.root.join("handles/bad.owner").to_str().unwrap(),
+        "--component",
+        "runtime",
+        "--approval-policy",
+        file.to_str().unwrap(),
+    ]);
+    out.assert_error(2, "contract_error");
+}

@@ -21,7 +21,7 @@ use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
-    decide_approve, decide_deny,
+    SignatureClaim, decide_approve, decide_deny,
 };
 use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
 use crate::coordinator::decide::Refusal;
@@ -217,6 +217,7 @@ pub fn approve(
     evidence: &Path,
     at: Option<&str>,
     approval_env: &ApprovalEnv,
+    signature: Option<&Path>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -224,6 +225,13 @@ pub fn approve(
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
     let credential_path = approval_env.approver_file(&ctx.env);
+    let signature = signature.map(|path| SignatureClaim {
+        run_id: ctx.run_id.clone(),
+        file: crate::store::approval::read_signature_file(&absolute(
+            &expand_tilde(path, ctx.env.home.as_ref()),
+            &ctx.env.cwd,
+        )),
+    });
     let committed = mutate_replayed(ctx, &run, |input| {
         let (ledger, status) = read_gate_in_lock(&run, input.state)?;
         if status != PolicyStatus::Absent {
@@ -242,6 +250,7 @@ pub fn approve(
         let claim = Claim {
             identity: identity.clone(),
             credential,
+            signature: signature.clone(),
         };
         decide_approve(
             input.state,
@@ -374,9 +383,70 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
 /// How the policy proves who approved, in plain words.
 fn identity_proof(status: &PolicyStatus) -> &'static str {
     match status {
+        PolicyStatus::Frozen { policy, .. } if policy.approver_key.is_some() => {
+            "identity signed with the pinned approver key, verified on replay"
+        }
         PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some() => {
             "identity asserted with a pinned credential, not signed"
         }
         _ => "identity asserted, not signed",
     }
+}
+
+/// `approval-statement --run-id ID --out FILE` (read-only for the state
+/// root): write the canonical statement the approver signs for the run's
+/// current head. The run must be `planned`, verify in full, carry no
+/// breach, and its frozen policy must pin an `approver_key`. FILE is
+/// created new (never replaced).
+pub fn approval_statement(
+    root: &Path,
+    env: &DiscoveryEnv,
+    run_id: &str,
+    out: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    run.dir.validate()?;
+    let (state, position) = super::rebuild::replay_run(&run, false)?;
+    crate::coordinator::breach::require_no_breach(&state, "approval-statement")?;
+    let (policy, checksum) = match state.gate() {
+        PolicyStatus::Frozen { policy, checksum } => (policy, checksum),
+        PolicyStatus::Absent => {
+            return Err(FlowError::contract(
+                "the run has no approval policy: there is nothing to sign",
+            ));
+        }
+        PolicyStatus::Tampered { problem, .. } => {
+            return Err(FlowError::ReceiptCorrupt(problem.clone()));
+        }
+    };
+    if policy.approver_key.is_none() {
+        return Err(FlowError::contract(
+            "the run's approval policy pins no approver_key: approvals are not signed",
+        ));
+    }
+    if state.run_state_enum() != crate::coordinator::RunState::Planned {
+        return Err(FlowError::Conflict(format!(
+            "the run is {}, not planned: there is no approval to sign",
+            state.run_state()
+        )));
+    }
+    let bytes = crate::coordinator::signed::statement(run_id, &position.checksum, checksum);
+    let path = absolute(&expand_tilde(out, env.home.as_ref()), &env.cwd);
+    if path.starts_with(root) || path.starts_with(absolute(root, &env.cwd)) {
+        return Err(FlowError::contract(
+            "approval-statement --out must name a file outside the state root (the command is read-only there)",
+        ));
+    }
+    crate::store::approval::write_statement(&path, &bytes)?;
+    let mut map = Map::new();
+    map.insert("run_id".into(), json!(run_id));
+    map.insert("head".into(), json!(position.checksum));
+    map.insert("policy_checksum".into(), json!(checksum));
+    map.insert(
+        "namespace".into(),
+        json!(crate::coordinator::signed::NAMESPACE),
+    );
+    map.insert("out".into(), json!(path.to_string_lossy()));
+    Ok(map)
 }

@@ -19,6 +19,7 @@ pub mod reports;
 pub mod resolution;
 pub mod resume;
 pub mod run_commands;
+pub mod signed;
 pub mod simple;
 pub mod snapshot;
 pub mod state;
