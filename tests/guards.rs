@@ -931,3 +931,193 @@ fn issue13_a_signature_without_a_pinned_key_is_refused() {
     ]);
     out.assert_error(2, "contract_error");
 }
+
+// ------------------------------------------------------------ deliverable 4
+
+impl Run {
+    fn checkpoint(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.dir().join("checkpoint.json")).unwrap()).unwrap()
+    }
+
+    /// Edit checkpoint.json's state and recompute its unkeyed
+    /// `state_digest`, as an attacker with write access can.
+    fn forge_checkpoint(&self, edit: impl FnOnce(&mut Value)) {
+        let mut checkpoint = self.checkpoint();
+        edit(&mut checkpoint);
+        checkpoint["state_digest"] = json!(bluetape_flow::receipt::canonical::digest(
+            &checkpoint["state"]
+        ));
+        std::fs::write(
+            self.dir().join("checkpoint.json"),
+            bluetape_flow::receipt::canonical::to_vec(&checkpoint),
+        )
+        .unwrap();
+    }
+
+    /// Zero the digest table after its header.
+    fn zero_digest_table(&self) {
+        let path = self.dir().join("checkpoint-digests.idx");
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() > 4096, "the table has entries");
+        for b in &mut bytes[4096..] {
+            *b = 0;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+
+    /// `rebuild` succeeds and `verify` finds no breach of ours.
+    fn assert_replayable(&self, after: &str) {
+        let out = self.query("rebuild", &[]);
+        assert_eq!(out.code, 0, "rebuild after {after}: {out:?}");
+        let verify = self.query("verify", &[]).assert_ok();
+        assert!(verify.get("breaches").is_none(), "after {after}: {verify}");
+    }
+}
+
+#[test]
+fn issue13_a_forged_checkpoint_cannot_steer_a_run_transition() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    assert!(
+        run.checkpoint()["mac"].is_string(),
+        "the checkpoint is keyed"
+    );
+    let key = run.root.join("derived.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    run.forge_checkpoint(|c| c["state"]["run_state"] = json!("running"));
+    // The run is approved, not running: the transition is refused...
+    let out = run.cmd(
+        "run-recovery-start",
+        &["--evidence", &run.evidence("r"), "--reason", "r"],
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    // ...the queries answer from the receipt, and nothing was bricked.
+    assert_eq!(
+        run.query("resume-check", &[]).assert_ok()["run_state"],
+        "approved"
+    );
+    run.assert_replayable("a forged run_state");
+    run.start().assert_ok();
+    run.assert_replayable("run-start");
+}
+
+#[test]
+fn issue13_forged_derived_files_are_never_believed() {
+    // Each forgery, then each command; every command that exits 0 must
+    // leave a receipt that a full replay accepts without a breach.
+    type Forgery = fn(&Run);
+    let forgeries: [(&str, Forgery); 3] = [
+        ("all lanes completed", |run| {
+            run.forge_checkpoint(|c| {
+                c["state"]["lanes"]["a"]["state"] = json!("completed");
+                c["state"]["lanes"]["a"]["terminal_sequence"] = json!(9);
+            })
+        }),
+        ("a zeroed digest table", |run| run.zero_digest_table()),
+        ("a checkpoint without its MAC", |run| {
+            let mut c = run.checkpoint();
+            c.as_object_mut().unwrap().remove("mac");
+            std::fs::write(
+                run.dir().join("checkpoint.json"),
+                bluetape_flow::receipt::canonical::to_vec(&c),
+            )
+            .unwrap();
+        }),
+    ];
+    for (name, forge) in forgeries {
+        let run = Run::new(None);
+        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+            .assert_ok();
+        run.start().assert_ok();
+        run.running_lane("a", "agent-1");
+        let first = run.heartbeat("a", "agent-1", 1);
+        run.heartbeat("a", "agent-1", 2);
+        forge(&run);
+        let check = run.query("completion-check", &[]).assert_ok();
+        assert_eq!(check["missing_lanes"], json!(["a"]), "{name}: {check}");
+        // Completing the lane with a heartbeat's evidence is refused.
+        let changed = run.input("changed", &json!([]));
+        let ev = run.input("first", &first);
+        let out = run.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                "2026-07-14T01:01:00Z",
+                "--evidence",
+                &ev,
+                "--changed-paths",
+                &changed,
+            ],
+        );
+        assert_eq!(out.code, 2, "{name}: {out:?}");
+        assert!(
+            out.error()["message"]
+                .as_str()
+                .unwrap()
+                .contains("liveness evidence cannot complete a lane"),
+            "{name}: {out:?}"
+        );
+        forge(&run);
+        let out = run.cmd("complete", &["--evidence", &run.evidence("done")]);
+        assert_eq!(out.code, 6, "{name}: {out:?}");
+        forge(&run);
+        // A fresh heartbeat and a real completion still work.
+        run.heartbeat("a", "agent-1", 3);
+        run.assert_replayable(&format!("{name}: heartbeat"));
+        forge(&run);
+        let done = run.evidence("lane a done");
+        run.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                "2026-07-14T01:02:00Z",
+                "--evidence",
+                &done,
+                "--changed-paths",
+                &changed,
+            ],
+        )
+        .assert_ok();
+        run.assert_replayable(&format!("{name}: lane-complete"));
+    }
+}
+
+#[test]
+fn issue13_a_forged_checkpoint_cannot_hide_a_breach() {
+    let run = Run::new(Some(FOUR_EYES));
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved"}),
+    );
+    // A command of ours writes a checkpoint holding the breach...
+    run.query("rebuild", &[]).assert_ok();
+    assert_eq!(breach_rules(&run.checkpoint()["ours"]), ["approval_gate"]);
+    // ...which an attacker empties.
+    let mut c = run.checkpoint();
+    c["ours"]["breaches"] = json!([]);
+    std::fs::write(
+        run.dir().join("checkpoint.json"),
+        bluetape_flow::receipt::canonical::to_vec(&c),
+    )
+    .unwrap();
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    assert_eq!(
+        breach_rules(&run.query("completion-check", &[]).assert_ok()),
+        ["approval_gate"]
+    );
+}

@@ -78,7 +78,8 @@ pub fn lane_resolve(
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
-    let committed = mutate(ctx, &run, |d| {
+    // Liveness history decides the binding: a full replay (issue 13).
+    let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
     })?;
     Ok(committed.envelope(&ctx.run_id))

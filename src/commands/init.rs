@@ -209,6 +209,8 @@ pub fn init_run(
     }
 
     ensure_skeleton(root)?;
+    // The secret that authenticates our derived files (issue 13).
+    crate::store::secret::ensure_key(root)?;
     let run = RunDir::new(root, &run_id);
     run.create()?;
     let staging = root

@@ -148,6 +148,16 @@ pub fn mutate_replayed(
     mutate_with(ctx, run, true, decide)
 }
 
+/// [`mutate`] or [`mutate_replayed`], as `full_replay` says.
+pub fn mutate_maybe_replayed(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, full_replay, decide)
+}
+
 fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,

@@ -16,6 +16,7 @@ pub mod quarantine;
 pub mod reports;
 pub mod run;
 pub mod scope;
+pub mod secret;
 pub mod secure;
 
 pub use error::{StoreError, StoreResult};
