@@ -1388,3 +1388,39 @@ fn big_replacement_count_round_trips() {
         "100000000000000000000000000000"
     );
 }
+
+/// Issue 13 (DEVIATIONS 20): a repair that recreates the reserved child
+/// for the interrupted agent itself is replayed as the reference does, and
+/// recorded as a breach of our fencing rule; a fencing repair is not.
+#[test]
+fn a_repair_that_does_not_fence_the_interrupted_agent_is_a_breach() {
+    for (child_agent, breached) in [("agent-2", false), ("agent-1", true)] {
+        let mut s = Script::new();
+        s.running()
+            .lane("build", "agent-1", json!({}))
+            .start_lane("build")
+            .interrupt_lane("build");
+        let mut metadata = reassign_metadata("build-2");
+        metadata["replacement_agent_id"] = json!(child_agent);
+        s.ok(
+            "lane_reassigned",
+            json!({"lane_id": "build", "agent_id": "agent-1",
+                   "from_state": "recovering", "to_state": "replaced",
+                   "reason": "replacement checkpoint accepted",
+                   "evidence_refs": evidence("checkpoint 3"), "metadata": metadata}),
+        );
+        s.ok(
+            "replacement_repaired",
+            json!({"lane_id": "build", "agent_id": "agent-1", "from_state": "replaced",
+                   "to_state": "replaced",
+                   "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                "checkpoint_digest": "c".repeat(64)}}),
+        );
+        let rules: Vec<&str> = s.state.breaches().iter().map(|b| b.rule.as_str()).collect();
+        if breached {
+            assert_eq!(rules, [crate::coordinator::breach::UNFENCED_REPAIR]);
+        } else {
+            assert!(rules.is_empty(), "{rules:?}");
+        }
+    }
+}
