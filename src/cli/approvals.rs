@@ -20,6 +20,21 @@ pub enum ApprovalCommands {
         about = "Read-only. Capability: Phase 2 only. Safe next: run-approve or run-cancel. In-place migration is unavailable."
     )]
     Approvals(ApprovalsArgs),
+    #[command(
+        name = "approval-statement",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only, runs whose policy pins approver_key. Writes the approval statement for the approver to sign to a new file (--out). Safe next: ssh-keygen -Y sign -n bluetape-flow-approval, then run-approve --signature. In-place migration is unavailable."
+    )]
+    ApprovalStatement(StatementArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatementArgs {
+    #[arg(long = "run-id", required = true)]
+    pub run_id: String,
+    /// The new file to write the statement to (never replaced).
+    #[arg(long, required = true)]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -39,9 +54,15 @@ pub struct ApprovalsArgs {
 pub fn dispatch(
     command: ApprovalCommands,
     root: &Path,
-    _env: &DiscoveryEnv,
+    env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
-    let ApprovalCommands::Approvals(args) = command;
+    let args = match command {
+        ApprovalCommands::Approvals(args) => args,
+        ApprovalCommands::ApprovalStatement(args) => {
+            let data = commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
+            return Ok(("approval-statement", data));
+        }
+    };
     let data = commands::approval::approvals(root, &args.run_id)?;
     let operation = match args.format {
         Format::Json => "approvals",
@@ -100,6 +121,9 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
             ));
         }
     }
+    if let Value::String(proof) = get("identity_proof") {
+        lines.push(format!("identity                      {proof}"));
+    }
     let decisions = get("decisions").as_array().cloned().unwrap_or_default();
     if decisions.is_empty() {
         lines.push("decisions                     none".into());
@@ -110,15 +134,32 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
         ));
         for d in &decisions {
             let field = |k: &str| cell(d.get(k).unwrap_or(&Value::Null));
+            let decision = match d.get("breach") {
+                Some(_) => "BREACH".to_string(),
+                None => field("decision"),
+            };
             lines.push(format!(
                 "{:<9}{:<10}{:<24}{:<12}{}",
                 field("sequence"),
-                field("decision"),
+                decision,
                 field("by"),
                 field("source"),
                 field("at")
             ));
         }
+    }
+    let breaches = get("breaches").as_array().cloned().unwrap_or_default();
+    for b in &breaches {
+        let field = |k: &str| cell(b.get(k).unwrap_or(&Value::Null));
+        lines.push(format!(
+            "BREACH at sequence {} ({}): {}",
+            field("sequence"),
+            field("rule"),
+            field("found")
+        ));
+    }
+    if !breaches.is_empty() {
+        lines.push(format!("hint: {}", crate::coordinator::breach::HINT));
     }
     Some(lines.join("\n"))
 }

@@ -63,6 +63,7 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
             (6, "completion_blocked", true, Some("completion-check"))
         }
         FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+        FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
         FlowError::Approval(refusal) => match refusal {
             ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
             ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
@@ -97,6 +98,18 @@ pub fn failure(error: &FlowError) -> (u8, String) {
         map.insert(
             "last_trusted_checksum".into(),
             Value::String(damage.last_trusted_checksum.clone()),
+        );
+    }
+    if let FlowError::Breach { breaches, .. } = error {
+        // Extra keys: which events broke which rule, and the way on.
+        let shown: Vec<_> = breaches.iter().take(16).cloned().collect();
+        map.insert(
+            "breaches".into(),
+            crate::coordinator::breach::breaches_value(&shown),
+        );
+        map.insert(
+            "hint".into(),
+            Value::String(crate::coordinator::breach::HINT.to_string()),
         );
     }
     if let FlowError::CompletionBlocked { missing_ids, .. } = error {

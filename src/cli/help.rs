@@ -34,6 +34,7 @@ pub const PAGES: &[Page] = pages![
     "receipt-diagnose",
     "resume-check",
     "run-approve",
+    "approval-statement",
     "run-start",
     "run-recovery-finish",
     "run-recovery-start",

@@ -65,6 +65,10 @@ pub struct RecoveryRunCreateArgs {
     /// The NEW run's owner handle.
     #[arg(long = "owner-file", required = true)]
     pub owner_file: PathBuf,
+    /// The recovery run's approval policy (our extension): required when
+    /// the damaged run's gate cannot be carried or proven absent.
+    #[arg(long = "approval-policy")]
+    pub approval_policy: Option<PathBuf>,
     #[command(flatten)]
     pub sign: SignHeadKeyArg,
 }
@@ -98,11 +102,19 @@ pub fn dispatch(
             ("resume", sign_gate_head(root, key.as_ref(), "run_id", data))
         }
         RecoveryCommands::RecoveryRunCreate(args) => {
+            let policy = args
+                .approval_policy
+                .map(|file| crate::commands::init::PolicyRequest {
+                    file,
+                    initiated_by: crate::commands::approval::ApprovalEnv::from_process()
+                        .initiated_by(),
+                });
             let request = RecoveryRequest {
                 run_id: &args.run_id,
                 input: &args.input,
                 owner_file: &args.owner_file,
                 evidence: &args.evidence,
+                approval_policy: policy.as_ref(),
             };
             let key = args.sign.load()?;
             let data = recovery_run_create(root, env, &request)?;

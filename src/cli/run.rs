@@ -17,7 +17,7 @@ pub enum RunCommands {
         args_override_self = true,
         about = "Mutation. Capability: Phase 2 only. Safe next: run-start. In-place migration is unavailable."
     )]
-    RunApprove(RunTransitionArgs),
+    RunApprove(RunApproveArgs),
     #[command(
         name = "run-start",
         args_override_self = true,
@@ -67,6 +67,17 @@ pub struct RunTransitionArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RunApproveArgs {
+    #[command(flatten)]
+    pub transition: RunTransitionArgs,
+    /// An SSH signature of the run's `approval-statement` (`ssh-keygen -Y
+    /// sign -n bluetape-flow-approval`), required when the policy pins an
+    /// approver_key (our extension).
+    #[arg(long)]
+    pub signature: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct RunReasonArgs {
     #[command(flatten)]
     pub transition: RunTransitionArgs,
@@ -80,7 +91,19 @@ pub fn dispatch(
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, transition, reason) = match command {
-        RunCommands::RunApprove(a) => ("run-approve", RunCommand::Approve, a, None),
+        RunCommands::RunApprove(a) => {
+            // The approval gate (our extension): identity comes from the
+            // environment, never from argv; a signature from a file.
+            let ctx = context(root, env, &a.transition.common);
+            let data = commands::approval::approve(
+                &ctx,
+                &a.transition.evidence,
+                a.transition.at.as_deref(),
+                &commands::approval::ApprovalEnv::from_process(),
+                a.signature.as_deref(),
+            )?;
+            return Ok(("run-approve", data));
+        }
         RunCommands::RunStart(a) => ("run-start", RunCommand::Start, a, None),
         RunCommands::RunRecoveryFinish(a) => {
             ("run-recovery-finish", RunCommand::RecoveryFinish, a, None)
@@ -105,12 +128,6 @@ pub fn dispatch(
     // comes from the environment, never from argv.
     let gate = commands::approval::ApprovalEnv::from_process;
     let data = match (kind, reason.as_deref()) {
-        (RunCommand::Approve, _) => commands::approval::approve(
-            &ctx,
-            &transition.evidence,
-            transition.at.as_deref(),
-            &gate(),
-        )?,
         (RunCommand::Cancel, Some(reason)) => commands::approval::cancel(
             &ctx,
             &transition.evidence,

@@ -17,12 +17,13 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::{decided_at, read_evidence};
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
-    decide_approve, decide_deny,
+    SignatureClaim, decide_approve, decide_deny,
 };
+use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
 use crate::coordinator::decide::Refusal;
 use crate::coordinator::run_commands::precheck_run_transition;
 use crate::store::approval::{read_credential, read_policy_file};
@@ -89,34 +90,85 @@ pub fn read_policy_input(
     ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
 }
 
-/// The approval policy a damaged run froze, to carry into its recovery run:
-/// recovering a run must not shed its gate. The run's first event binds the
-/// policy file by its checksum; a policy that cannot be verified that way
-/// (its first line is damaged, or the file is missing, loose or edited)
-/// cannot be carried, and a recovery run without it would be ungated, so
-/// that is refused (exit 3).
-pub fn damaged_run_policy(run: &OpenRun) -> FlowResult<Option<ApprovalPolicy>> {
+/// The approval gate of a recovery run (issue 13: recovery fails closed).
+/// `fresh` is the policy the caller named with `--approval-policy`.
+///
+/// * The damaged run's first event, which binds its policy, is trusted:
+///   its frozen policy is carried (a missing, loose or edited file is
+///   refused, exit 3); a run without one stays ungated unless `fresh`
+///   adds a gate. `fresh` may replace a carried policy only while a breach
+///   of our rules stands in the trusted prefix (then it must: exit 5
+///   `rule_breach` without it); otherwise it must repeat the carried one.
+/// * The first line cannot be trusted: the gate cannot be proven absent,
+///   so `fresh` is required (exit 3 naming the flag). A policy file that
+///   is missing while any line of the damaged receipt names a policy is
+///   refused (exit 3) even then.
+pub fn recovery_gate(
+    run: &OpenRun,
+    fresh: Option<ApprovalPolicy>,
+) -> FlowResult<Option<ApprovalPolicy>> {
     let mut ledger = ApprovalLedger::default();
-    // Only the first line matters: stop after it.
+    // Only the first line matters for the binding: stop after it.
     let _ = verify_receipt(run, |event| {
         ledger.observe(event);
         Err(String::new())
     })?;
+    let first_trusted = ledger.created_at.is_some() || ledger.has_policy();
     let file_exists = crate::store::approval::policy_file_exists(&run.dir);
-    if !ledger.has_policy() && !file_exists {
-        return Ok(None);
-    }
     let cannot = |problem: &str| {
         FlowError::ReceiptCorrupt(format!(
             "the damaged run's approval policy cannot be carried into a recovery run: {problem}"
         ))
     };
-    match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
-        PolicyStatus::Frozen { policy, .. } => Ok(Some(policy)),
-        PolicyStatus::Absent => Err(cannot(
-            "its first event, which binds the policy file, cannot be trusted",
+    if !first_trusted {
+        let named = run.dir.receipt_mentions(&[
+            b"\"approval_policy\"".as_slice(),
+            b"\"approver_identity\"".as_slice(),
+        ]);
+        if named && !file_exists {
+            return Err(cannot(
+                "approval policy file is missing and the damaged receipt names an approval policy",
+            ));
+        }
+        return match fresh {
+            Some(policy) => Ok(Some(policy)),
+            None => Err(FlowError::ReceiptCorrupt(
+                "the damaged run's first line cannot be trusted, so its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE".into(),
+            )),
+        };
+    }
+    let carried = if !ledger.has_policy() && !file_exists {
+        None
+    } else {
+        match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
+            PolicyStatus::Frozen { policy, .. } => Some(policy),
+            PolicyStatus::Absent => {
+                return Err(cannot(
+                    "its first event, which binds the policy file, cannot be trusted",
+                ));
+            }
+            PolicyStatus::Tampered { problem, .. } => return Err(cannot(&problem)),
+        }
+    };
+    let Some(carried) = carried else {
+        return Ok(fresh);
+    };
+    let breaches = super::rebuild::replay_verdict(run)?
+        .map(|(_, state)| state.breaches().to_vec())
+        .unwrap_or_default();
+    match fresh {
+        None if !breaches.is_empty() => {
+            crate::coordinator::breach::refuse_breaches(
+                &breaches,
+                "recovery-run-create without --approval-policy",
+            )?;
+            Ok(Some(carried))
+        }
+        None => Ok(Some(carried)),
+        Some(policy) if policy == carried || !breaches.is_empty() => Ok(Some(policy)),
+        Some(_) => Err(FlowError::contract(
+            "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only repeat it",
         )),
-        PolicyStatus::Tampered { problem, .. } => Err(cannot(&problem)),
     }
 }
 
@@ -165,6 +217,7 @@ pub fn approve(
     evidence: &Path,
     at: Option<&str>,
     approval_env: &ApprovalEnv,
+    signature: Option<&Path>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -172,8 +225,18 @@ pub fn approve(
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
     let credential_path = approval_env.approver_file(&ctx.env);
-    let committed = mutate(ctx, &run, |input| {
+    let signature = signature.map(|path| SignatureClaim {
+        run_id: ctx.run_id.clone(),
+        file: crate::store::approval::read_signature_file(&absolute(
+            &expand_tilde(path, ctx.env.home.as_ref()),
+            &ctx.env.cwd,
+        )),
+    });
+    let committed = mutate_replayed(ctx, &run, |input| {
         let (ledger, status) = read_gate_in_lock(&run, input.state)?;
+        if status != PolicyStatus::Absent {
+            crate::coordinator::breach::require_no_breach(input.state, "run-approve")?;
+        }
         let credential = match (&credential_path, status.pins_credential()) {
             (_, false) | (None, true) => Credential::NotGiven,
             (Some(path), true) => match read_credential(path) {
@@ -187,6 +250,7 @@ pub fn approve(
         let claim = Claim {
             identity: identity.clone(),
             credential,
+            signature: signature.clone(),
         };
         decide_approve(
             input.state,
@@ -218,7 +282,7 @@ pub fn cancel(
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
-    let committed = mutate(ctx, &run, |input| {
+    let committed = mutate_replayed(ctx, &run, |input| {
         let ledger = if matches!(
             input.state.run_state_enum(),
             RunState::Planned | RunState::Approved
@@ -247,7 +311,33 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
-    let (ledger, status, _) = read_gate(&run, false)?;
+    // One pass: the approval ledger and the replay that applies the gate
+    // (and our other rules) to every event, whoever wrote it.
+    let origin = run
+        .manifest
+        .run
+        .clone()
+        .map(Value::Object)
+        .and_then(|meta| crate::coordinator::RunOrigin::from_run_metadata(&meta).ok());
+    let replay_policy = super::rebuild::replay_policy(&run);
+    let mut state = origin.as_ref().map(CoordinatorState::new);
+    let mut ledger = ApprovalLedger::default();
+    match verify_receipt(&run, |event| {
+        ledger.observe(event);
+        if let Some(replaying) = state.as_mut()
+            && replaying.apply_event(event, &replay_policy).is_err()
+        {
+            state = None;
+        }
+        Ok(())
+    })? {
+        Verdict::Intact(_) => {}
+        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
+        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    }
+    let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
+    let status = PolicyStatus::resolve(&ledger, file);
+    let breaches = state.map(|s| s.breaches().to_vec()).unwrap_or_default();
     let mut map = Map::new();
     map.insert("run_id".into(), json!(run_id));
     map.insert("policy_checksum".into(), json!(status.checksum()));
@@ -266,7 +356,97 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
             map.insert("policy_problem".into(), json!(problem));
         }
     }
-    let decisions: Vec<Value> = ledger.decisions.iter().map(|d| d.to_value()).collect();
+    if status != PolicyStatus::Absent {
+        map.insert("identity_proof".into(), json!(identity_proof(&status)));
+    }
+    let decisions: Vec<Value> = ledger
+        .decisions
+        .iter()
+        .map(|d| {
+            let mut value = d.to_value();
+            let breach = breaches
+                .iter()
+                .find(|b| b.sequence == d.sequence && b.rule == APPROVAL_GATE);
+            if let (Some(breach), Some(object)) = (breach, value.as_object_mut()) {
+                object.insert("breach".into(), json!(breach.found));
+            }
+            value
+        })
+        .collect();
     map.insert("decisions".into(), Value::Array(decisions));
+    if !breaches.is_empty() {
+        map.insert("breaches".into(), breaches_value(&breaches));
+    }
+    Ok(map)
+}
+
+/// How the policy proves who approved, in plain words.
+fn identity_proof(status: &PolicyStatus) -> &'static str {
+    match status {
+        PolicyStatus::Frozen { policy, .. } if policy.approver_key.is_some() => {
+            "identity signed with the pinned approver key, verified on replay"
+        }
+        PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some() => {
+            "identity asserted with a pinned credential, not signed"
+        }
+        _ => "identity asserted, not signed",
+    }
+}
+
+/// `approval-statement --run-id ID --out FILE` (read-only for the state
+/// root): write the canonical statement the approver signs for the run's
+/// current head. The run must be `planned`, verify in full, carry no
+/// breach, and its frozen policy must pin an `approver_key`. FILE is
+/// created new (never replaced).
+pub fn approval_statement(
+    root: &Path,
+    env: &DiscoveryEnv,
+    run_id: &str,
+    out: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let run = open_run(root, run_id)?;
+    run.require_phase2()?;
+    run.dir.validate()?;
+    let (state, position) = super::rebuild::replay_run(&run, false)?;
+    crate::coordinator::breach::require_no_breach(&state, "approval-statement")?;
+    let (policy, checksum) = match state.gate() {
+        PolicyStatus::Frozen { policy, checksum } => (policy, checksum),
+        PolicyStatus::Absent => {
+            return Err(FlowError::contract(
+                "the run has no approval policy: there is nothing to sign",
+            ));
+        }
+        PolicyStatus::Tampered { problem, .. } => {
+            return Err(FlowError::ReceiptCorrupt(problem.clone()));
+        }
+    };
+    if policy.approver_key.is_none() {
+        return Err(FlowError::contract(
+            "the run's approval policy pins no approver_key: approvals are not signed",
+        ));
+    }
+    if state.run_state_enum() != crate::coordinator::RunState::Planned {
+        return Err(FlowError::Conflict(format!(
+            "the run is {}, not planned: there is no approval to sign",
+            state.run_state()
+        )));
+    }
+    let bytes = crate::coordinator::signed::statement(run_id, &position.checksum, checksum);
+    let path = absolute(&expand_tilde(out, env.home.as_ref()), &env.cwd);
+    if path.starts_with(root) || path.starts_with(absolute(root, &env.cwd)) {
+        return Err(FlowError::contract(
+            "approval-statement --out must name a file outside the state root (the command is read-only there)",
+        ));
+    }
+    crate::store::approval::write_statement(&path, &bytes)?;
+    let mut map = Map::new();
+    map.insert("run_id".into(), json!(run_id));
+    map.insert("head".into(), json!(position.checksum));
+    map.insert("policy_checksum".into(), json!(checksum));
+    map.insert(
+        "namespace".into(),
+        json!(crate::coordinator::signed::NAMESPACE),
+    );
+    map.insert("out".into(), json!(path.to_string_lossy()));
     Ok(map)
 }

@@ -27,7 +27,7 @@ use crate::receipt::verify::{ChainPosition, LineRules};
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
-const SCHEMA_VERSION: u64 = 2;
+const SCHEMA_VERSION: u64 = 4;
 /// Below this many liveness digests in all, the derived caches are rewritten
 /// after every mutation, as the reference does; above it, at most when the
 /// receipt has grown by an eighth since they were last written (they carry
@@ -106,6 +106,11 @@ pub fn save_checkpoint(
     let Some(stamp) = run.dir.receipt_stamp() else {
         return Ok(log_bytes);
     };
+    // A checkpoint is only ever believed with its MAC: without a key
+    // (an unsafe key file) there is no point in writing one.
+    let Some(key) = crate::store::secret::ensure_key(&run.dir.root)? else {
+        return Ok(log_bytes);
+    };
     let public = state.public_json_with_digests(false);
     let counts: serde_json::Map<String, Value> = state
         .liveness_digest_counts()
@@ -121,6 +126,7 @@ pub fn save_checkpoint(
         "digest_log_bytes": log_bytes,
         "line_length": position.last_line_length,
         "manifest_hash": run.manifest.contract.hash,
+        "ours": state.ours_json(),
         "receipt_stamp": stamp.to_json(),
         "run_metadata_digest": run_metadata_digest(run),
         "run_id": run.dir.run_id,
@@ -130,6 +136,8 @@ pub fn save_checkpoint(
         "state": public,
         "tail_sha256": run.dir.receipt_tail_digest(stamp.size),
     });
+    let mut value = value;
+    value["mac"] = json!(mac(&key, &value));
     run.dir.write_checkpoint(&value)?;
     Ok(log_bytes)
 }
@@ -215,7 +223,14 @@ fn number(value: &Value, key: &str) -> Option<u64> {
 
 /// The checkpoint's state and chain position, if the receipt proves it.
 fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, LoadBasis)> {
-    let checkpoint = run.dir.read_checkpoint()?;
+    let mut checkpoint = run.dir.read_checkpoint()?;
+    // Authenticated first (issue 13): an edited checkpoint, or one written
+    // under another key, is never believed.
+    let key = crate::store::secret::read_key(&run.dir.root)?;
+    let claimed = checkpoint.as_object_mut()?.remove("mac")?;
+    if !mac_matches(&key, &checkpoint, claimed.as_str()?) {
+        return None;
+    }
     if number(&checkpoint, "schema_version") != Some(SCHEMA_VERSION)
         || checkpoint.get("run_id").and_then(Value::as_str) != Some(run.dir.run_id.as_str())
         || checkpoint.get("manifest_hash").and_then(Value::as_str)
@@ -253,6 +268,7 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         return None;
     }
     let mut state = CoordinatorState::from_public_json(public).ok()?;
+    state.restore_ours(checkpoint.get("ours")?).ok()?;
     if sequence == 0 || state.last_sequence() != sequence || state.last_checksum() != checksum {
         return None;
     }
@@ -294,6 +310,27 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         caches_sequence: number(&checkpoint, "caches_sequence").filter(|c| *c <= sequence),
     };
     Some((state, position, basis))
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+fn mac_of(key: &[u8], value: &Value) -> HmacSha256 {
+    use hmac::Mac;
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(&canonical::to_vec(value));
+    mac
+}
+
+/// HMAC-SHA256 (hex) of the canonical checkpoint without its `mac` key.
+fn mac(key: &[u8], value: &Value) -> String {
+    use hmac::Mac;
+    hex::encode(mac_of(key, value).finalize().into_bytes())
+}
+
+/// Constant-time comparison of a claimed MAC.
+fn mac_matches(key: &[u8], value: &Value, claimed: &str) -> bool {
+    use hmac::Mac;
+    hex::decode(claimed).is_ok_and(|tag| mac_of(key, value).verify_slice(&tag).is_ok())
 }
 
 /// SHA-256 of the canonical `_run` section of the run's manifest snapshot.

@@ -28,6 +28,13 @@ pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
     out.insert("sequence".into(), json!(state.last_sequence()));
     out.insert("checksum".into(), json!(state.last_checksum()));
     out.insert("run_state".into(), json!(state.run_state()));
+    if !state.breaches().is_empty() {
+        // Extra key (issue 13): the run cannot complete while these stand.
+        out.insert(
+            "breaches".into(),
+            crate::coordinator::breach::breaches_value(state.breaches()),
+        );
+    }
     Ok(out)
 }
 
@@ -54,6 +61,7 @@ pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String
         if d.state.last_checksum() != verified.last_checksum() {
             return conflict("receipt head changed before mutation");
         }
+        crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &evidence)
     })?;
     Ok(committed.envelope(&ctx.run_id))
@@ -70,7 +78,8 @@ pub fn lane_resolve(
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
-    let committed = mutate(ctx, &run, |d| {
+    // Liveness history decides the binding: a full replay (issue 13).
+    let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
     })?;
     Ok(committed.envelope(&ctx.run_id))

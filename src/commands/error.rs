@@ -30,6 +30,12 @@ pub enum FlowError {
     /// The approval gate refuses (exit 2 `approval_refused`, exit 5
     /// `approval_expired` or a final exit 5 conflict); our extension.
     Approval(ApprovalRefusal),
+    /// A breach of our rules stands in the receipt (exit 5 `rule_breach`,
+    /// final); the envelope adds `breaches` and a `hint`.
+    Breach {
+        message: String,
+        breaches: Vec<crate::coordinator::breach::Breach>,
+    },
 }
 
 impl FlowError {
@@ -44,7 +50,9 @@ impl FlowError {
             | FlowError::IncompatibleManifest(m)
             | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
-            FlowError::CompletionBlocked { message, .. } => message,
+            FlowError::CompletionBlocked { message, .. } | FlowError::Breach { message, .. } => {
+                message
+            }
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
         }

@@ -209,6 +209,8 @@ pub fn init_run(
     }
 
     ensure_skeleton(root)?;
+    // The secret that authenticates our derived files (issue 13).
+    crate::store::secret::ensure_key(root)?;
     // A killed init leaves a run directory without a receipt and a staging
     // handle; remove those that are provably dead before making another.
     crate::store::litter::remove_dead_init_litter(root, entropy.now.into());

@@ -99,7 +99,10 @@ pub fn lane_transition(
         changed_paths: changed_paths.as_ref(),
     };
     precheck_lane_transition(&transition)?;
-    let committed = mutate(ctx, &run, |input| {
+    // lane-complete asks whether its evidence was ever liveness evidence:
+    // it decides on a full replay, never on the digest table (issue 13).
+    let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
+    let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |paths| {
             canonicalize(input.repo_root, paths, &input.policy.limits)
         })

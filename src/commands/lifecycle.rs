@@ -4,7 +4,8 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
+use crate::coordinator::breach::require_no_breach;
 use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
 };
@@ -43,7 +44,10 @@ pub fn run_transition(
     let evidence = read_evidence(ctx, evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
-    let committed = mutate(ctx, &run, |input| {
+    let committed = mutate_replayed(ctx, &run, |input| {
+        if command == RunCommand::Start {
+            require_no_breach(input.state, "run-start")?;
+        }
         decide_run_transition(input.state, command, &at, &evidence, reason)
     })?;
     Ok(committed.envelope(&ctx.run_id))

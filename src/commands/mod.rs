@@ -59,16 +59,83 @@ pub fn verify_signed(
         })
         .transpose()?;
     let run = open_run(root, run_id)?;
-    let position = match verify_chain(&run)? {
-        Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    // Phase 2 runs also report the breaches replay finds (issue 13).
+    let (position, state) = if run.manifest.contract.family == crate::receipt::rules::Family::V1_1 {
+        verify_replayed(&run)?
+    } else {
+        match verify_chain(&run)? {
+            Verdict::Intact(position) => (position, None),
+            Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
+            Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        }
     };
     let heads = transparency::verify_heads(&run, &position, keys.as_ref(), external.as_deref())?;
     let mut out = heads.unwrap_or_default();
+    out.extend(verify_output(run_id, position, state.as_ref()));
+    Ok(out)
+}
+
+/// The verified head and the replayed state of a Phase 2 run.
+fn verify_replayed(
+    run: &ledger::OpenRun,
+) -> FlowResult<(
+    crate::receipt::verify::ChainPosition,
+    Option<crate::coordinator::CoordinatorState>,
+)> {
+    // A checkpoint the unchanged receipt proves already holds the replay's
+    // breaches: then the chain alone is verified (on two worker threads).
+    if let Some((state, _)) = checkpoint::proven_state(run) {
+        let position = match verify_chain(run)? {
+            Verdict::Intact(position) => position,
+            Verdict::Damaged(damage) => return Err(damage_error(run, &damage, false)),
+            Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        };
+        if position.sequence == state.last_sequence() && position.checksum == state.last_checksum()
+        {
+            return Ok((position, Some(state)));
+        }
+    }
+    let origin = run
+        .manifest
+        .run
+        .clone()
+        .map(Value::Object)
+        .and_then(|meta| crate::coordinator::RunOrigin::from_run_metadata(&meta).ok());
+    let policy = rebuild::replay_policy(run);
+    let mut state = origin
+        .as_ref()
+        .map(crate::coordinator::CoordinatorState::new);
+    let verdict = ledger::verify_receipt(run, |event| {
+        if let Some(replaying) = state.as_mut()
+            && replaying.apply_event(event, &policy).is_err()
+        {
+            state = None;
+        }
+        Ok(())
+    })?;
+    let position = match verdict {
+        Verdict::Intact(position) => position,
+        Verdict::Damaged(damage) => return Err(damage_error(run, &damage, false)),
+        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    };
+    Ok((position, state))
+}
+
+fn verify_output(
+    run_id: &str,
+    position: crate::receipt::verify::ChainPosition,
+    state: Option<&crate::coordinator::CoordinatorState>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
     out.insert("checksum".into(), Value::String(position.checksum));
     out.insert("event_count".into(), Value::from(position.sequence));
     out.insert("run_id".into(), Value::String(run_id.to_string()));
     out.insert("sequence".into(), Value::from(position.sequence));
-    Ok(out)
+    if let Some(state) = state.filter(|s| !s.breaches().is_empty()) {
+        out.insert(
+            "breaches".into(),
+            crate::coordinator::breach::breaches_value(state.breaches()),
+        );
+    }
+    out
 }

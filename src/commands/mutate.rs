@@ -93,6 +93,7 @@ impl From<Refusal> for FlowError {
                 missing_ids,
             },
             Refusal::Approval(refusal) => refusal.into(),
+            Refusal::Breach { message, breaches } => FlowError::Breach { message, breaches },
         }
     }
 }
@@ -133,12 +134,47 @@ pub fn mutate(
     run: &OpenRun,
     decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
+    mutate_with(ctx, run, false, decide)
+}
+
+/// [`mutate`] deciding on a full verify and replay under the lock, never
+/// on the checkpoint: run-level transitions (`run-*`) are decided this way,
+/// as `complete` is, so an edited derived file cannot steer them.
+pub fn mutate_replayed(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, true, decide)
+}
+
+/// [`mutate`] or [`mutate_replayed`], as `full_replay` says.
+pub fn mutate_maybe_replayed(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, full_replay, decide)
+}
+
+fn mutate_with(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
     run.dir.validate()?;
     let owner_file = crate::store::paths::expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
-    let (mut state, position, basis) = load_state(run, true)?;
+    let (mut state, position, basis) = if full_replay {
+        let (state, position) = super::rebuild::replay_run(run, true)?;
+        (state, position, LoadBasis::full_replay())
+    } else {
+        load_state(run, true)?
+    };
     let proof = authorize(&state, &handle)?;
     if let Some(expected) = &ctx.expected_head
         && *expected != position.checksum
@@ -167,9 +203,17 @@ pub fn mutate(
     let sealed = seal(run, &state, &proof, intents, ctx.now)?;
     let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    let breaches_before = state.breaches().len();
     state
         .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    // We never write what our own replay records as a breach.
+    if let Some(breach) = state.breaches().get(breaches_before) {
+        return Err(FlowError::Contract(format!(
+            "refusing to append an event that breaks our rules: {}",
+            breach.describe()
+        )));
+    }
     run.dir
         .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;
     append(run, &proof, &sealed, position.byte_length)?;

@@ -40,12 +40,19 @@ pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorS
     let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
         return Ok(None);
     };
-    let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    let policy = replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
         state.apply_event(event, &policy).map_err(|e| e.to_string())
     })?;
     Ok(Some((verdict, state)))
+}
+
+/// The replay rules of a run: its manifest's, and its approval policy file
+/// for the gate (read only when the run has one).
+pub fn replay_policy(run: &OpenRun) -> ReplayPolicy {
+    let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    policy.with_approval_file(crate::store::approval::read_policy_file(&run.dir))
 }
 
 /// The verified, replayed state of a Phase 2 run, or the error its damage

@@ -38,6 +38,9 @@ pub struct RecoveryRequest<'a> {
     pub owner_file: &'a Path,
     /// The approval evidence.
     pub evidence: &'a Path,
+    /// `--approval-policy`: the recovery run's gate, when the damaged run's
+    /// cannot be carried (see [`super::approval::recovery_gate`]).
+    pub approval_policy: Option<&'a super::init::PolicyRequest>,
 }
 
 /// The diagnosis object as `receipt-diagnose` computes it now, without its
@@ -71,6 +74,14 @@ pub fn recovery_run_create(
     run.require_phase2()?;
     let input = read_json_input(request.input, InputShape::Object, env.home.as_ref())?;
     let approval = read_json_input(request.evidence, InputShape::List, env.home.as_ref())?;
+    let fresh = match request.approval_policy {
+        Some(p) => Some(super::approval::read_policy_input(
+            &p.file,
+            p.initiated_by.as_deref(),
+            env,
+        )?),
+        None => None,
+    };
     run.dir.validate()?;
     let supplied = supplied_diagnosis(input.as_object().cloned().unwrap_or_default());
     let checksum = check_request(&supplied, &approval)?;
@@ -102,7 +113,7 @@ pub fn recovery_run_create(
     // the quarantine copy exists.
     check_evidence(&approval, &run.manifest.contract.limits).map_err(FlowError::Contract)?;
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
-    let policy = super::approval::damaged_run_policy(&run)?;
+    let policy = super::approval::recovery_gate(&run, fresh)?;
 
     let lock = DirLock::new(
         root.join("locks")

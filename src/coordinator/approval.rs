@@ -25,9 +25,12 @@ pub const POLICY_KIND: &str = "approval_policy";
 /// Evidence kind of the decision record on `plan_approved` / `run_cancelled`.
 pub const IDENTITY_KIND: &str = "approver_identity";
 
-/// The five policy keys; anything else is a contract error.
-pub const POLICY_KEYS: [&str; 5] = [
+/// The policy keys; anything else is a contract error. `approver_key`
+/// (issue 13) appears in the canonical policy only when set, so the
+/// checksums of policies frozen before it are unchanged.
+pub const POLICY_KEYS: [&str; 6] = [
     "approver_fingerprint",
+    "approver_key",
     "expires_after_s",
     "initiated_by",
     "require_different_approver",
@@ -107,6 +110,9 @@ pub struct ApprovalPolicy {
     pub require_different_approver: bool,
     pub initiated_by: Option<String>,
     pub approver_fingerprint: Option<String>,
+    /// An OpenSSH `ssh-ed25519` public key line (canonical form): approvals
+    /// must be signed with it (see [`super::signed`]).
+    pub approver_key: Option<String>,
     pub expires_after_s: Option<u64>,
 }
 
@@ -157,6 +163,17 @@ impl ApprovalPolicy {
             Some(Value::String(f)) if is_sha256_hex(f) => Some(f.clone()),
             Some(_) => return Err("approver_fingerprint must be lowercase SHA-256".into()),
         };
+        let approver_key = match map.get("approver_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(line)) => Some(super::signed::canonical_key(line)?),
+            Some(_) => return Err("approver_key must be an OpenSSH public key line".into()),
+        };
+        if approver_key.is_some() && approver_fingerprint.is_some() {
+            return Err(
+                "approval policy pins either an approver_fingerprint or an approver_key, not both"
+                    .into(),
+            );
+        }
         let expires_after_s = match map.get("expires_after_s") {
             None | Some(Value::Null) => None,
             Some(v @ Value::Number(_)) => match as_int(v) {
@@ -203,6 +220,7 @@ impl ApprovalPolicy {
         if required_approver.is_none()
             && !require_different_approver
             && approver_fingerprint.is_none()
+            && approver_key.is_none()
             && expires_after_s.is_none()
         {
             return Err("approval policy is vacuous: it must name a required_approver, require a different approver, pin an approver_fingerprint or set expires_after_s".into());
@@ -212,19 +230,24 @@ impl ApprovalPolicy {
             require_different_approver,
             initiated_by,
             approver_fingerprint,
+            approver_key,
             expires_after_s,
         })
     }
 
     /// The canonical JSON object (all five keys, `null` for absent values).
     pub fn to_value(&self) -> Value {
-        json!({
+        let mut value = json!({
             "approver_fingerprint": self.approver_fingerprint,
             "expires_after_s": self.expires_after_s,
             "initiated_by": self.initiated_by,
             "require_different_approver": self.require_different_approver,
             "required_approver": self.required_approver,
-        })
+        });
+        if let Some(key) = &self.approver_key {
+            value["approver_key"] = json!(key);
+        }
+        value
     }
 
     /// The policy file's bytes: canonical JSON and LF.
@@ -259,6 +282,10 @@ impl ApprovalPolicy {
             self.expires_after_s
                 .map_or_else(|| "none".to_string(), |s| s.to_string()),
         );
+        let text = match &self.approver_key {
+            Some(_) => format!("{text} key=ssh-ed25519"),
+            None => text,
+        };
         text.chars().take(256).collect()
     }
 
@@ -469,6 +496,38 @@ impl PolicyStatus {
         }
     }
 
+    /// The checkpoint's form of the status.
+    pub fn to_value(&self) -> Value {
+        match self {
+            PolicyStatus::Absent => json!({"status": "absent"}),
+            PolicyStatus::Frozen { policy, checksum } => {
+                json!({"checksum": checksum, "policy": policy.to_value(), "status": "frozen"})
+            }
+            PolicyStatus::Tampered { checksum, problem } => {
+                json!({"checksum": checksum, "problem": problem, "status": "tampered"})
+            }
+        }
+    }
+
+    /// Read back [`Self::to_value`]; a frozen policy must still be valid
+    /// and match its checksum.
+    pub fn from_value(value: &Value) -> Option<PolicyStatus> {
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        match value.get("status")?.as_str()? {
+            "absent" => Some(PolicyStatus::Absent),
+            "frozen" => {
+                let policy = ApprovalPolicy::from_input(value.get("policy")?, None).ok()?;
+                let checksum = text("checksum")?;
+                (policy.checksum() == checksum).then_some(PolicyStatus::Frozen { policy, checksum })
+            }
+            "tampered" => Some(PolicyStatus::Tampered {
+                checksum: text("checksum"),
+                problem: text("problem")?,
+            }),
+            _ => None,
+        }
+    }
+
     pub fn checksum(&self) -> Option<&str> {
         match self {
             PolicyStatus::Absent => None,
@@ -481,6 +540,129 @@ impl PolicyStatus {
     pub fn pins_credential(&self) -> bool {
         matches!(self, PolicyStatus::Frozen { policy, .. } if policy.approver_fingerprint.is_some())
     }
+}
+
+/// Replay's approval gate (issue 13): whether a `plan_approved` — written
+/// by us, by the reference or by hand — satisfies the run's frozen policy.
+/// `None` when it does; otherwise what was found. Without a policy there is
+/// no gate (the reference's rule). A record is the gate's own
+/// `approver_identity` item: exactly one, bound to the policy checksum,
+/// `approved_by=<id> source=<source>` with the only source the policy
+/// admits, naming an identity the policy admits. When the policy file
+/// cannot be read only the record's shape and binding can be checked.
+/// Without a signature the identity is asserted, not proven: anyone who
+/// can write the record can claim it (see `contracts/approvals.md`).
+pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<String> {
+    let checksum = match status {
+        PolicyStatus::Absent => return None,
+        PolicyStatus::Tampered {
+            checksum: None,
+            problem,
+        } => {
+            return Some(format!(
+                "plan_approved under an approval policy that cannot be read: {problem}"
+            ));
+        }
+        PolicyStatus::Tampered {
+            checksum: Some(checksum),
+            ..
+        }
+        | PolicyStatus::Frozen { checksum, .. } => checksum,
+    };
+    let items: Vec<&Map<String, Value>> = evidence_items(event).collect();
+    if items
+        .iter()
+        .any(|item| item_text(item, "kind") == Some(POLICY_KIND))
+    {
+        return Some("plan_approved carries an approval_policy item".into());
+    }
+    let records: Vec<&&Map<String, Value>> = items
+        .iter()
+        .filter(|item| item_text(item, "kind") == Some(IDENTITY_KIND))
+        .collect();
+    let record = match records.as_slice() {
+        [] => {
+            return Some(
+                "plan_approved without the gate's approver record: nobody the policy admits approved"
+                    .into(),
+            );
+        }
+        [record] => record,
+        _ => {
+            return Some(format!(
+                "plan_approved carries {} approver records",
+                records.len()
+            ));
+        }
+    };
+    if item_text(record, "checksum") != Some(checksum.as_str()) {
+        return Some("the approver record is not bound to the run's policy checksum".into());
+    }
+    let Some((identity, source)) =
+        item_text(record, "summary").and_then(|s| parse_record(s, "approved_by"))
+    else {
+        return Some("the approver record is malformed".into());
+    };
+    let PolicyStatus::Frozen { policy, .. } = status else {
+        return None;
+    };
+    let admitted = if policy.approver_key.is_some() {
+        "signature"
+    } else if policy.approver_fingerprint.is_some() {
+        "credential"
+    } else {
+        "env"
+    };
+    if source != admitted {
+        return Some(format!(
+            "approval by '{identity}' claims source={} but the policy admits only source={admitted}",
+            shown(&source)
+        ));
+    }
+    if policy.require_different_approver && policy.initiated_by.as_deref() == Some(&identity) {
+        return Some(format!(
+            "approval by the initiator '{identity}' under four eyes"
+        ));
+    }
+    if let Some(required) = &policy.required_approver
+        && *required != identity
+    {
+        return Some(format!(
+            "approval by '{identity}', but the policy requires approver '{required}'"
+        ));
+    }
+    let signatures: Vec<&&Map<String, Value>> = items
+        .iter()
+        .filter(|item| item_text(item, "kind") == Some(super::signed::SIGNATURE_KIND))
+        .collect();
+    let Some(key) = &policy.approver_key else {
+        return (!signatures.is_empty())
+            .then(|| "plan_approved carries a signature the policy cannot check".into());
+    };
+    let [signature] = signatures.as_slice() else {
+        return Some(format!(
+            "plan_approved carries {} approver signatures where the policy requires exactly one",
+            signatures.len()
+        ));
+    };
+    if item_text(signature, "checksum") != Some(checksum.as_str()) {
+        return Some("the approver signature is not bound to the run's policy checksum".into());
+    }
+    let Some(stored) =
+        item_text(signature, "summary").and_then(super::signed::StoredSignature::from_summary)
+    else {
+        return Some("the approver signature is malformed".into());
+    };
+    let (Some(run_id), Some(head)) = (
+        event.get("run_id").and_then(Value::as_str),
+        event.get("previous_checksum").and_then(Value::as_str),
+    ) else {
+        return Some("plan_approved names no run or head for its signature".into());
+    };
+    let statement = super::signed::statement(run_id, head, checksum);
+    super::signed::verify_stored(key, &stored, &statement)
+        .err()
+        .map(|problem| format!("approval by '{identity}': {problem}"))
 }
 
 /// What the approver's credential file (`BLUETAPE_APPROVER_FILE`) showed.
@@ -503,6 +685,16 @@ pub enum Credential {
 pub struct Claim {
     pub identity: Option<String>,
     pub credential: Credential,
+    /// `run-approve --signature FILE`: the file's bytes (or why they could
+    /// not be read) and the run they must approve.
+    pub signature: Option<SignatureClaim>,
+}
+
+/// A signature file given to `run-approve`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureClaim {
+    pub run_id: String,
+    pub file: Result<Vec<u8>, String>,
 }
 
 /// Caller evidence may not forge the gate's own records.
@@ -510,12 +702,12 @@ fn reject_reserved_kinds(evidence: &Value) -> Result<(), Refusal> {
     let reserved = evidence.as_array().into_iter().flatten().any(|item| {
         matches!(
             item.get("kind").and_then(Value::as_str),
-            Some(POLICY_KIND | IDENTITY_KIND)
+            Some(POLICY_KIND | IDENTITY_KIND | super::signed::SIGNATURE_KIND)
         )
     });
     if reserved {
         return invalid(
-            "evidence kinds approval_policy and approver_identity are reserved for the approval gate",
+            "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate",
         );
     }
     Ok(())
@@ -605,6 +797,16 @@ pub fn decide_approve(
     };
     reject_reserved_kinds(evidence)?;
     require_room(evidence, limits)?;
+    if policy.approver_key.is_some() {
+        // The signature is one more item.
+        let len = evidence.as_array().map_or(0, Vec::len) as u64;
+        if len + 2 > limits.max_evidence_refs {
+            return invalid(&format!(
+                "under a signed approval policy the evidence may hold at most {} entries: two more record the decision",
+                limits.max_evidence_refs.saturating_sub(2)
+            ));
+        }
+    }
     let Some(identity) = identity else {
         return refused("run-approve requires approver identity; set BLUETAPE_APPROVED_BY".into());
     };
@@ -626,9 +828,41 @@ pub fn decide_approve(
             "approval requires approver '{required}', got '{identity}'"
         ));
     }
-    let source = match &policy.approver_fingerprint {
-        None => "env",
-        Some(pinned) => {
+    let mut signed = None;
+    let source = match (&policy.approver_fingerprint, &policy.approver_key) {
+        (_, Some(key)) => {
+            let Some(claim) = &claim.signature else {
+                return refused(format!(
+                    "approval by '{identity}' requires a signature by the pinned approver key: sign the output of approval-statement and pass --signature FILE"
+                ));
+            };
+            let pem = match &claim.file {
+                Ok(pem) => pem,
+                Err(problem) => {
+                    return refused(format!(
+                        "approval signature of '{identity}' is unusable: {problem}"
+                    ));
+                }
+            };
+            let statement =
+                super::signed::statement(&claim.run_id, state.last_checksum(), checksum);
+            match super::signed::verify_pem(key, pem, &statement) {
+                Ok(stored) => signed = Some(stored),
+                Err(problem) => {
+                    return refused(format!(
+                        "approval signature of '{identity}' is refused: {problem}"
+                    ));
+                }
+            }
+            "signature"
+        }
+        (_, None) if claim.signature.is_some() => {
+            return refused(format!(
+                "the run's approval policy pins no approver_key, so the signature of '{identity}' cannot be checked; approve without --signature"
+            ));
+        }
+        (None, None) => "env",
+        (Some(pinned), None) => {
             match &claim.credential {
                 Credential::NotGiven => {
                     return refused(format!(
@@ -673,11 +907,14 @@ pub fn decide_approve(
             ))));
         }
     }
-    let evidence = with_record(
+    let mut evidence = with_record(
         evidence,
         format!("approved_by={identity} source={source}"),
         Some(checksum),
     );
+    if let (Some(stored), Some(items)) = (signed, evidence.as_array_mut()) {
+        items.push(stored.evidence_item(checksum));
+    }
     decide_run_transition(state, RunCommand::Approve, at, &evidence, None)
 }
 

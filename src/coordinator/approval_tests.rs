@@ -47,6 +47,7 @@ fn claim(identity: Option<&str>) -> Claim {
     Claim {
         identity: identity.map(str::to_string),
         credential: Credential::NotGiven,
+        signature: None,
     }
 }
 
@@ -347,6 +348,7 @@ fn a_pinned_credential_must_be_given_and_match() {
     let with = |credential: Credential| Claim {
         identity: Some("alice".into()),
         credential,
+        signature: None,
     };
     assert_eq!(
         approve(&status, &ledger, &with(Credential::NotGiven), at(1)),
@@ -474,7 +476,11 @@ fn an_approval_is_used_once() {
 #[test]
 fn caller_evidence_cannot_forge_the_gate_records() {
     let (status, ledger) = frozen(&four_eyes());
-    for kind in [IDENTITY_KIND, POLICY_KIND] {
+    for kind in [
+        IDENTITY_KIND,
+        POLICY_KIND,
+        crate::coordinator::signed::SIGNATURE_KIND,
+    ] {
         let forged = json!([{"kind": kind, "summary": "approved_by=mallory source=env"}]);
         assert_eq!(
             decide_approve(
@@ -488,7 +494,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
                 &Limits::default()
             ),
             Err(Refusal::Invalid(
-                "evidence kinds approval_policy and approver_identity are reserved for the approval gate".into()
+                "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate".into()
             ))
         );
     }

@@ -61,6 +61,12 @@ pub enum Refusal {
     },
     /// The approval gate refuses (our extension; see [`super::approval`]).
     Approval(super::approval::ApprovalRefusal),
+    /// A breach of our rules stands in the receipt (issue 13; exit 5
+    /// `rule_breach`, final).
+    Breach {
+        message: String,
+        breaches: Vec<super::breach::Breach>,
+    },
 }
 
 pub fn conflict<T>(message: &str) -> Result<T, Refusal> {

@@ -70,6 +70,7 @@ impl Build {
         let policy = ReplayPolicy {
             max_lanes: 64,
             requires_parent: true,
+            approval_file: None,
         };
         if let Err(error) = self.state.apply(&event, &policy) {
             panic!("{event_type} refused: {error}");

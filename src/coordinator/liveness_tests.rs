@@ -84,6 +84,7 @@ impl Run {
         let policy = ReplayPolicy {
             max_lanes: 64,
             requires_parent: true,
+            approval_file: None,
         };
         self.state.apply(&event, &policy).unwrap();
     }

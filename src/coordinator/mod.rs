@@ -7,6 +7,7 @@
 //!   ([`CoordinatorState::public_json`], [`CoordinatorState::lane_records`]).
 
 pub mod approval;
+pub mod breach;
 pub mod completion;
 pub mod decide;
 pub mod lane_commands;
@@ -18,6 +19,7 @@ pub mod reports;
 pub mod resolution;
 pub mod resume;
 pub mod run_commands;
+pub mod signed;
 pub mod simple;
 pub mod snapshot;
 pub mod state;

@@ -18,6 +18,8 @@ use std::fmt;
 
 use serde_json::{Map, Number, Value};
 
+use super::approval::{ApprovalLedger, PolicyStatus, gate_breach};
+use super::breach::Breach;
 use super::state::{
     CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
     LaneState, RunState,
@@ -91,6 +93,11 @@ pub struct ReplayPolicy {
     /// `failure_resolution == {"requires_parent": true}`; pre-policy 1.1.0
     /// snapshots lack the key and do not require the parent link.
     pub requires_parent: bool,
+    /// The bytes of `approval-policy.json` as the store read them (`Err`:
+    /// why not; `None`: not read). Checked against the checksum that
+    /// `run_created` chains, it becomes the gate replay applies to every
+    /// `plan_approved` (see [`super::breach`]).
+    pub approval_file: Option<Result<Vec<u8>, String>>,
 }
 
 impl Default for ReplayPolicy {
@@ -98,6 +105,7 @@ impl Default for ReplayPolicy {
         ReplayPolicy {
             max_lanes: 64,
             requires_parent: false,
+            approval_file: None,
         }
     }
 }
@@ -130,7 +138,14 @@ impl ReplayPolicy {
         ReplayPolicy {
             max_lanes,
             requires_parent,
+            approval_file: None,
         }
+    }
+
+    /// The same rules with the run's policy file for the approval gate.
+    pub fn with_approval_file(mut self, file: Result<Vec<u8>, String>) -> Self {
+        self.approval_file = Some(file);
+        self
     }
 }
 
@@ -495,6 +510,8 @@ impl CoordinatorState {
             last_checksum: String::new(),
             last_event_type: None,
             updated_at: None,
+            gate: PolicyStatus::Absent,
+            breaches: Vec::new(),
         }
     }
 
@@ -558,6 +575,7 @@ impl CoordinatorState {
         let timestamp = envelope.opt_str("timestamp")?;
 
         let mut touches_lineage = false;
+        let mut found: Vec<(String, String)> = Vec::new();
         if event_type == Some("transaction_committed") {
             let intents = match metadata.get("intents") {
                 None | Some(Value::Null) => &[][..],
@@ -575,12 +593,26 @@ impl CoordinatorState {
                 touches_lineage |= logical
                     .event_type()
                     .is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+                found.extend(self.our_rules(intent));
                 self.apply_logical(&logical, policy, journal)?;
             }
         } else {
             touches_lineage = event_type.is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+            found.extend(self.our_rules(map));
             self.apply_logical(&envelope, policy, journal)?;
         }
+        // Nothing below can fail: the event is applied.
+        if event_type == Some("run_created") && next == 1 {
+            let mut ledger = ApprovalLedger::default();
+            ledger.observe(map);
+            self.gate = PolicyStatus::resolve(&ledger, policy.approval_file.clone());
+        }
+        self.breaches
+            .extend(found.into_iter().map(|(rule, found)| Breach {
+                sequence: next,
+                rule,
+                found,
+            }));
 
         self.last_sequence = next;
         if let Some(checksum) = checksum {
@@ -603,6 +635,18 @@ impl CoordinatorState {
                 .collect();
         }
         Ok(())
+    }
+
+    /// Our stricter rules and the approval gate for one logical event,
+    /// against the state before it (see [`super::breach`]).
+    fn our_rules(&self, event: &Map<String, Value>) -> Vec<(String, String)> {
+        let mut found = super::breach::stricter_rules(self, event);
+        if event.get("event_type").and_then(Value::as_str) == Some("plan_approved")
+            && let Some(what) = gate_breach(&self.gate, event)
+        {
+            found.push((super::breach::APPROVAL_GATE.to_string(), what));
+        }
+        found
     }
 
     /// Undoes the journal's changes, newest first.

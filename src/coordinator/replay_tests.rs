@@ -24,6 +24,7 @@ fn policy() -> ReplayPolicy {
     ReplayPolicy {
         max_lanes: 64,
         requires_parent: true,
+        approval_file: None,
     }
 }
 
@@ -625,6 +626,7 @@ fn lane_limit_comes_from_the_policy() {
     let mut s = Script::with_policy(ReplayPolicy {
         max_lanes: 2,
         requires_parent: true,
+        approval_file: None,
     });
     s.running()
         .lane("a", "x", json!({}))
@@ -1141,6 +1143,7 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
         let mut s = Script::with_policy(ReplayPolicy {
             max_lanes: 64,
             requires_parent,
+            approval_file: None,
         });
         s.running()
             .lane("review", "agent-1", json!({}))
@@ -1342,7 +1345,8 @@ fn policy_comes_from_the_run_manifest() {
         policy,
         ReplayPolicy {
             max_lanes: 3,
-            requires_parent: true
+            requires_parent: true,
+            approval_file: None,
         }
     );
     let limit = |value: Value| {
@@ -1383,4 +1387,40 @@ fn big_replacement_count_round_trips() {
         canonical::to_string(&s.lane_json("a")["replacement_count"]),
         "100000000000000000000000000000"
     );
+}
+
+/// Issue 13 (DEVIATIONS 20): a repair that recreates the reserved child
+/// for the interrupted agent itself is replayed as the reference does, and
+/// recorded as a breach of our fencing rule; a fencing repair is not.
+#[test]
+fn a_repair_that_does_not_fence_the_interrupted_agent_is_a_breach() {
+    for (child_agent, breached) in [("agent-2", false), ("agent-1", true)] {
+        let mut s = Script::new();
+        s.running()
+            .lane("build", "agent-1", json!({}))
+            .start_lane("build")
+            .interrupt_lane("build");
+        let mut metadata = reassign_metadata("build-2");
+        metadata["replacement_agent_id"] = json!(child_agent);
+        s.ok(
+            "lane_reassigned",
+            json!({"lane_id": "build", "agent_id": "agent-1",
+                   "from_state": "recovering", "to_state": "replaced",
+                   "reason": "replacement checkpoint accepted",
+                   "evidence_refs": evidence("checkpoint 3"), "metadata": metadata}),
+        );
+        s.ok(
+            "replacement_repaired",
+            json!({"lane_id": "build", "agent_id": "agent-1", "from_state": "replaced",
+                   "to_state": "replaced",
+                   "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                "checkpoint_digest": "c".repeat(64)}}),
+        );
+        let rules: Vec<&str> = s.state.breaches().iter().map(|b| b.rule.as_str()).collect();
+        if breached {
+            assert_eq!(rules, [crate::coordinator::breach::UNFENCED_REPAIR]);
+        } else {
+            assert!(rules.is_empty(), "{rules:?}");
+        }
+    }
 }

@@ -228,6 +228,8 @@ impl CoordinatorState {
             last_checksum: text(field(m, "last_checksum")?, "last_checksum")?,
             last_event_type: opt_text(field(m, "last_event_type")?, "last_event_type")?,
             updated_at: opt_text(field(m, "updated_at")?, "updated_at")?,
+            gate: super::approval::PolicyStatus::Absent,
+            breaches: Vec::new(),
         })
     }
 }

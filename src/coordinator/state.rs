@@ -438,9 +438,53 @@ pub struct CoordinatorState {
     pub(crate) last_checksum: String,
     pub(crate) last_event_type: Option<String>,
     pub(crate) updated_at: Option<String>,
+    /// The approval gate replay applies (our extension; not in the
+    /// reference's state JSON, kept in the checkpoint's `ours`).
+    pub(crate) gate: super::approval::PolicyStatus,
+    /// Events that broke one of our rules (issue 13), in receipt order.
+    pub(crate) breaches: Vec<super::breach::Breach>,
 }
 
 impl CoordinatorState {
+    /// Events that broke one of our rules, in receipt order.
+    pub fn breaches(&self) -> &[super::breach::Breach] {
+        &self.breaches
+    }
+
+    /// The approval gate as replay established it from `run_created`.
+    pub fn gate(&self) -> &super::approval::PolicyStatus {
+        &self.gate
+    }
+
+    /// What replay adds to the reference's state: the gate and the
+    /// breaches (kept in the checkpoint, never in `run.json`).
+    pub fn ours_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "breaches": super::breach::breaches_value(&self.breaches),
+            "gate": self.gate.to_value(),
+        })
+    }
+
+    /// Restore [`Self::ours_json`] into a state rebuilt from its public JSON.
+    pub fn restore_ours(&mut self, value: &serde_json::Value) -> Result<(), String> {
+        let bad = || "checkpoint extension is malformed".to_string();
+        let breaches = value
+            .get("breaches")
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(bad)?
+            .iter()
+            .map(super::breach::Breach::from_value)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(bad)?;
+        let gate = value
+            .get("gate")
+            .and_then(super::approval::PolicyStatus::from_value)
+            .ok_or_else(bad)?;
+        self.breaches = breaches;
+        self.gate = gate;
+        Ok(())
+    }
+
     pub fn run_state(&self) -> &str {
         self.run_state.as_str()
     }

@@ -46,6 +46,7 @@ impl Ledger {
             replay: ReplayPolicy {
                 max_lanes: 64,
                 requires_parent: true,
+                approval_file: None,
             },
             policy: Policy::default(),
         };

@@ -79,6 +79,7 @@ fn refusal_code(refusal: &Refusal) -> (&'static str, String) {
         Refusal::Conflict(m) => ("coordinator_conflict", m.clone()),
         Refusal::Blocked { message, .. } => ("completion_blocked", message.clone()),
         Refusal::Approval(a) => ("approval_refused", a.message().to_string()),
+        Refusal::Breach { message, .. } => ("rule_breach", message.clone()),
     }
 }
 
@@ -389,6 +390,12 @@ pub fn run_detail(
     map.insert("lanes".into(), Value::Array(lanes));
     map.insert("components".into(), components_json(state));
     map.insert("completion".into(), Value::Object(report.to_json()));
+    // Events that break one of our rules (issue 13), as completion-check
+    // reports them; empty when none stands.
+    map.insert(
+        "breaches".into(),
+        super::breach::breaches_value(state.breaches()),
+    );
     map.insert(
         "next".into(),
         Value::Array(next_actions(state, run_id, &actions, &report)),

@@ -86,6 +86,28 @@ pub fn read_credential(path: &Path) -> StoreResult<ApproverCredential> {
     }
 }
 
+/// Largest approval signature file we read (an Ed25519 SSH signature is
+/// under 400 bytes).
+const MAX_SIGNATURE_BYTES: u64 = 8 * 1024;
+
+/// Read `run-approve --signature FILE`: a regular, non-symlink file (not a
+/// secret, so any mode). `Err` says why, for people.
+pub fn read_signature_file(path: &Path) -> Result<Vec<u8>, String> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err("signature file is missing".into());
+    }
+    let mut file =
+        open_regular(path, "signature file", None).map_err(|e| e.message().to_string())?;
+    read_limited(&mut file, path, MAX_SIGNATURE_BYTES)
+        .map_err(|e| e.message().to_string())?
+        .ok_or_else(|| "signature file is too large".to_string())
+}
+
+/// Write the approval statement to a new file (never replacing one).
+pub fn write_statement(path: &Path, bytes: &[u8]) -> StoreResult<()> {
+    create_exclusive(path, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

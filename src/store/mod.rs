@@ -20,6 +20,7 @@ pub mod quarantine;
 pub mod reports;
 pub mod run;
 pub mod scope;
+pub mod secret;
 pub mod secure;
 pub mod tree;
 

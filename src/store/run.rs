@@ -463,6 +463,30 @@ impl RunDir {
         Ok(reader)
     }
 
+    /// Whether any receipt byte sequence, damaged lines included, contains
+    /// one of `needles` (streamed; `false` when the receipt is unreadable).
+    pub fn receipt_mentions(&self, needles: &[&[u8]]) -> bool {
+        use std::io::BufRead;
+        let Ok(mut reader) = self.open_receipt_at(0) else {
+            return false;
+        };
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {
+                    if needles
+                        .iter()
+                        .any(|n| line.windows(n.len()).any(|w| w == *n))
+                    {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
     /// Exactly `len` receipt bytes ending at `end`, or `None` when the
     /// receipt is shorter or unreadable.
     pub fn read_receipt_range(&self, end: u64, len: u64) -> Option<Vec<u8>> {

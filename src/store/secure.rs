@@ -186,18 +186,23 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
     create_exclusive_with(path, bytes, Durability::Full)
 }
 
-/// Create `path` exclusively, take an `flock` on it and only then write
-/// `bytes` (unsynced: lock records need not survive a crash). The returned
-/// descriptor holds the flock, which follows the inode through renames, so
-/// a process in any PID namespace on this kernel can see the holder alive.
-pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
-    let mut file = OpenOptions::new()
+/// A new 0600 file at `path`, never through a symlink.
+fn create_new_file(path: &Path) -> StoreResult<File> {
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| StoreError::io(&e, path))?;
+        .map_err(|e| StoreError::io(&e, path))
+}
+
+/// Create `path` exclusively, take an `flock` on it and only then write
+/// `bytes` (unsynced: lock records need not survive a crash). The returned
+/// descriptor holds the flock, which follows the inode through renames, so
+/// a process in any PID namespace on this kernel can see the holder alive.
+pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
+    let mut file = create_new_file(path)?;
     let result = (|| {
         file.lock().map_err(|e| StoreError::io(&e, path))?;
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
@@ -228,13 +233,7 @@ pub fn flock_held(path: &Path) -> bool {
 
 /// [`create_exclusive`] with the given durability.
 pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| StoreError::io(&e, path))?;
+    let mut file = create_new_file(path)?;
     let result = (|| {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, path))?;

@@ -655,7 +655,7 @@ fn caller_evidence_cannot_forge_a_decision_record() {
         &before,
         2,
         "contract_error",
-        "evidence kinds approval_policy and approver_identity are reserved for the approval gate",
+        "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate",
     );
 }
 
@@ -969,7 +969,9 @@ fn a_recovery_run_keeps_the_damaged_runs_gate() {
 #[test]
 fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
     let gate = gate();
-    // Line 1 binds the policy; damaged, the policy file cannot be verified.
+    // Line 1 binds the policy; damaged, the policy file cannot be verified
+    // and the gate cannot be proven absent: the recovery run's gate must
+    // be named (issue 13; tests/guards.rs covers the flag).
     damage_line(&gate, 1);
     let before = gate.snapshot();
     let out = recover(&gate, "recovery.owner");
@@ -980,7 +982,7 @@ fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
         e["message"]
             .as_str()
             .unwrap()
-            .contains("approval policy cannot be carried into a recovery run"),
+            .contains("its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE"),
         "{e}"
     );
     assert_eq!(before, gate.snapshot(), "no quarantine copy, no new run");

@@ -228,18 +228,34 @@ fn an_unresolved_failed_lane() {
 #[test]
 fn a_removed_required_component_blocks_forever() {
     // Our topology-remove refuses a required component; a receipt another
-    // writer produced (the reference allows it) still blocks completion.
+    // writer produced (the reference allows it) still blocks completion,
+    // and replay records the removal as a breach of our rule (issue 13),
+    // which `complete` names before any missing evidence.
     let run = covered();
     run.append_sealed(&[(
         "topology_component_removed",
         json!({"reason": "scope cut", "metadata": {"owner_epoch": 1, "component_id": "runtime"}}),
     )]);
     run.verify();
+    let mut report = report(&run.completion());
+    let breaches = report.as_object_mut().unwrap().remove("breaches");
+    assert_eq!(report, expect(json!({"missing_components": ["runtime"]})));
     assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_components": ["runtime"]}))
+        breaches.unwrap()[0]["rule"],
+        "required_component_removed",
+        "the breach is shown"
     );
-    blocked(&run, json!(["runtime"]));
+    let before = common::snapshot(&run.root);
+    let out = run.complete(&ev("main verification"));
+    assert_eq!(out.code, 5, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "rule_breach", "{e}");
+    assert_eq!(e["retryable"], false);
+    assert_eq!(
+        e["message"],
+        "complete refused: the receipt breaks our rules: rule required_component_removed broken at sequence 11: topology_component_removed removes required component runtime"
+    );
+    assert_eq!(common::snapshot(&run.root), before, "nothing written");
     // It cannot come back through a re-registration either.
     run.refused(
         || run.register(&json!([component("runtime", "build", true, &[], &[])])),

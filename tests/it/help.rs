@@ -23,6 +23,7 @@ const EXIT_TABLE: &[(&str, &str)] = &[
     ("4", "incompatible_manifest"),
     ("5", "coordinator_conflict"),
     ("5", "approval_expired"),
+    ("5", "rule_breach"),
     ("6", "completion_blocked"),
     ("7", "unsupported_by_run_manifest"),
 ];

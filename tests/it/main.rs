@@ -17,6 +17,7 @@ mod checkpoint_honesty;
 mod completion;
 mod concurrency;
 mod durability;
+mod guards;
 mod hardening;
 mod help;
 mod interop;

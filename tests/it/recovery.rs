@@ -126,17 +126,31 @@ impl Bed {
         } else {
             text(&self.handle(owner))
         };
-        self.cli(&[
-            "recovery-run-create",
-            "--run-id",
-            &self.run_id,
-            "--input",
-            input,
-            "--owner-file",
-            &owner,
-            "--evidence",
-            approval,
-        ])
+        let mut argv = vec![
+            "recovery-run-create".to_string(),
+            "--run-id".into(),
+            self.run_id.clone(),
+            "--input".into(),
+            input.into(),
+            "--owner-file".into(),
+            owner,
+            "--evidence".into(),
+            approval.into(),
+        ];
+        // Issue 13: when line 1 cannot be trusted the damaged run's gate
+        // cannot be proven absent, so the recovery run's gate is named.
+        let trusted = std::fs::read_to_string(input)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|d| d["last_trusted_sequence"].as_u64());
+        if trusted == Some(0) {
+            let policy = self.work.join("recovery-policy.json");
+            std::fs::write(&policy, r#"{"required_approver": "recovery-approver"}"#).unwrap();
+            argv.push("--approval-policy".into());
+            argv.push(text(&policy));
+        }
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        self.cli(&argv)
     }
 
     fn recover(&self, input: &str) -> Output {
@@ -291,9 +305,14 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
         .unwrap();
         assert_eq!(first["event_type"], "run_created");
         assert_eq!(first["to_state"], "planned");
+        let mut evidence = first["evidence_refs"].as_array().unwrap().clone();
+        if diagnosis["last_trusted_sequence"] == 0 {
+            // The gate named with --approval-policy comes first (issue 13).
+            assert_eq!(evidence.remove(0)["kind"], "approval_policy", "{scenario}");
+        }
         assert_eq!(
-            first["evidence_refs"],
-            json!([{"kind": "user_approval", "summary": "user approved a recovery run"}])
+            evidence,
+            [json!({"kind": "user_approval", "summary": "user approved a recovery run"})]
         );
         assert_eq!(
             first["metadata"],
@@ -333,18 +352,23 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
             "{scenario}: retry wrote"
         );
 
-        // The new run is a run like any other: its owner approves it.
+        // The new run is a run like any other: its owner approves it (and,
+        // under the gate named for a line-1 recovery, its approver).
         let approval = text(&bed.work.join("approval.json"));
-        bed.cli(&[
-            "run-approve",
-            "--run-id",
-            new_run,
-            "--owner-file",
-            &text(&handle),
-            "--evidence",
-            &approval,
-        ])
-        .assert_ok();
+        let argv = [
+            "--state-root".to_string(),
+            text(&bed.root),
+            "run-approve".into(),
+            "--run-id".into(),
+            new_run.into(),
+            "--owner-file".into(),
+            text(&handle),
+            "--evidence".into(),
+            approval,
+        ];
+        bed.flow
+            .run_env(&argv, &[("BLUETAPE_APPROVED_BY", "recovery-approver")])
+            .assert_ok();
         bed.verify(new_run).assert_ok();
     }
 }

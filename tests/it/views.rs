@@ -244,6 +244,11 @@ fn check_parity(flow: &Flow, root: &Path, run: &str, at: &str, what: &str) -> us
         expected.insert(key.into(), completion[key].clone());
     }
     assert_eq!(s["completion"], Value::Object(expected), "{what}");
+    assert_eq!(
+        s["breaches"],
+        completion.get("breaches").cloned().unwrap_or(json!([])),
+        "{what}"
+    );
     let lanes = s["lanes"].as_array().unwrap();
     let lane_files = runs_lanes(root, run);
     assert_eq!(lanes.len(), lane_files.len().max(lanes.len()), "{what}");

@@ -199,6 +199,17 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         ]),
         _ => {}
     }
+    if command == "approval-statement" {
+        // Its one write is a new file outside the state root (issue 13).
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = std::env::temp_dir().join(format!(
+            "bluetape-readonly-statement-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&out);
+        argv.extend(["--out".into(), out.into()]);
+    }
     if command == "liveness-check" {
         let lane = std::fs::read_dir(root.state.join("runs").join(run).join("lanes"))
             .ok()
@@ -324,6 +335,12 @@ fn reliability_readonly_commands_change_nothing_even_on_a_write_protected_tree()
     // Our healthy run reads clean with every command.
     for command in &commands {
         let out = flow.run(&argv(command, &roots[0], &roots[0].runs[0]));
+        if command == "approval-statement" {
+            // Only a run whose policy pins approver_key has a statement to
+            // sign (tests/guards.rs); elsewhere it is a typed refusal.
+            assert_eq!(out.code, 2, "{command}: {out:?}");
+            continue;
+        }
         assert_eq!(out.code, 0, "{command}: {out:?}");
     }
 

@@ -1,0 +1,243 @@
+//! Our rules, whoever writes (issue 13). The reference's replay accepts
+//! some events that our commands refuse to write: a `plan_approved` that
+//! does not satisfy the run's frozen approval policy, and the events our
+//! stricter rules (DEVIATIONS 19–22, 25, 26) forbid. The Python tool, or a
+//! hand with the owner handle, can still append them with a valid chain.
+//! Replay therefore applies those rules to every event and records an event
+//! that breaks one as a [`Breach`] of the run: the chain still verifies
+//! (both tools give the same verdict), but every gate refuses to move past
+//! a breach, and the views show it.
+//!
+//! Pure: the rules read the state before the event and the event itself.
+//!
+//! DEVIATIONS 23, 24 and 27 need no rule here: the reference refuses (or
+//! crashes on) those inputs before it writes anything, and replay already
+//! rejects a resolution bound to identical evidence.
+
+use serde_json::{Map, Value, json};
+
+use super::decide::Refusal;
+use super::state::{CoordinatorState, LaneState};
+use crate::receipt::canonical;
+
+/// Rule names, as `verify`, `approvals` and `completion-check` report them.
+pub const APPROVAL_GATE: &str = "approval_gate";
+pub const INTERRUPTED_PROBE_ACK: &str = "interrupted_probe_ack";
+pub const UNFENCED_REPAIR: &str = "unfenced_repair";
+pub const LIVENESS_AS_COMPLETION: &str = "liveness_evidence_as_completion";
+pub const LIVENESS_REUSED: &str = "liveness_evidence_reused";
+pub const REQUIRED_COMPONENT_DROPPED: &str = "required_component_dropped";
+pub const REQUIRED_COMPONENT_REMOVED: &str = "required_component_removed";
+
+/// What a gate says while a breach stands (the `hint` of the refusal).
+pub const HINT: &str = "a breach of this run's rules stands in its receipt and cannot be undone; \
+     leave this run and continue in a new one under a fresh gate: init --approval-policy FILE \
+     (or, for a damaged receipt, recovery-run-create --approval-policy FILE)";
+
+/// One event that broke one of our rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breach {
+    /// The event's (envelope) sequence.
+    pub sequence: u64,
+    /// One of the rule names above.
+    pub rule: String,
+    /// What was found, for people.
+    pub found: String,
+}
+
+impl Breach {
+    pub fn to_value(&self) -> Value {
+        json!({"found": self.found, "rule": self.rule, "sequence": self.sequence})
+    }
+
+    pub fn from_value(value: &Value) -> Option<Breach> {
+        let map = value.as_object()?;
+        if map.len() != 3 {
+            return None;
+        }
+        Some(Breach {
+            sequence: map.get("sequence")?.as_u64()?,
+            rule: map.get("rule")?.as_str()?.to_string(),
+            found: map.get("found")?.as_str()?.to_string(),
+        })
+    }
+
+    /// One line for a refusal message.
+    pub fn describe(&self) -> String {
+        format!(
+            "rule {} broken at sequence {}: {}",
+            self.rule, self.sequence, self.found
+        )
+    }
+}
+
+/// The list as JSON.
+pub fn breaches_value(breaches: &[Breach]) -> Value {
+    Value::Array(breaches.iter().map(Breach::to_value).collect())
+}
+
+fn digest_of(event: &Map<String, Value>) -> String {
+    match event.get("evidence_refs") {
+        Some(value @ Value::Array(_)) => canonical::digest(value),
+        _ => canonical::digest(&Value::Array(Vec::new())),
+    }
+}
+
+fn text<'a>(event: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    event.get(key).and_then(Value::as_str)
+}
+
+fn meta<'a>(event: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    event.get("metadata").and_then(|m| m.get(key))
+}
+
+/// The stricter lane and topology rules for one logical event (a plain
+/// event or one transaction intent), against the state before it. Returns
+/// `(rule, found)` pairs; the approval gate is checked by
+/// [`super::approval::gate_breach`].
+pub fn stricter_rules(
+    state: &CoordinatorState,
+    event: &Map<String, Value>,
+) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut breach = |rule: &str, what: String| found.push((rule.to_string(), what));
+    let event_type = text(event, "event_type").unwrap_or("");
+    let lane = text(event, "lane_id").and_then(|id| state.lanes().get(id));
+    match event_type {
+        // DEVIATIONS 19: an interrupted agent cannot revive its lane.
+        "probe_acknowledged" => {
+            if let Some(lane) = lane.filter(|l| l.last_event_type == "agent_interrupted") {
+                breach(
+                    INTERRUPTED_PROBE_ACK,
+                    format!(
+                        "probe_acknowledged for lane {} after agent_interrupted: an interrupted agent cannot acknowledge the probe",
+                        lane.id
+                    ),
+                );
+            }
+        }
+        // DEVIATIONS 20: a repair must fence the interrupted agent.
+        "replacement_repaired" => {
+            let original = meta(event, "original_lane_id")
+                .and_then(Value::as_str)
+                .and_then(|id| state.lanes().get(id));
+            if let Some(original) = original {
+                let child_agent = original
+                    .replacement_reservation
+                    .as_ref()
+                    .and_then(|r| r.get("replacement_agent_id"))
+                    .and_then(Value::as_str);
+                if child_agent == Some(original.agent_id.as_str()) {
+                    breach(
+                        UNFENCED_REPAIR,
+                        format!(
+                            "replacement_repaired recreates lane {}'s reserved child for the interrupted agent {} itself",
+                            original.id, original.agent_id
+                        ),
+                    );
+                }
+            }
+        }
+        // DEVIATIONS 21: a heartbeat proves liveness only.
+        "lane_completed" | "run_completed" if state.is_liveness_digest(&digest_of(event)) => {
+            breach(
+                LIVENESS_AS_COMPLETION,
+                format!(
+                    "{event_type} uses evidence recorded as liveness evidence: a heartbeat is never completion evidence"
+                ),
+            );
+        }
+        // DEVIATIONS 22: liveness evidence renews a lease once. A heartbeat
+        // is heartbeat_observed + lease_renewed with one evidence list, so
+        // the first of the pair is the one checked; a stall-clear is a
+        // lane_recovered from suspected_stall.
+        "heartbeat_observed" | "lane_recovered" => {
+            let checked = lane.filter(|l| {
+                event_type == "heartbeat_observed" || l.state == LaneState::SuspectedStall
+            });
+            if let Some(lane) = checked
+                && lane.has_liveness_digest(&digest_of(event))
+            {
+                breach(
+                    LIVENESS_REUSED,
+                    format!(
+                        "{event_type} for lane {} repeats liveness evidence the lane already recorded",
+                        lane.id
+                    ),
+                );
+            }
+        }
+        // DEVIATIONS 25: a re-registration keeps every required component.
+        "topology_registered" => {
+            let registered: Vec<(&str, Option<bool>)> = meta(event, "components")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    Some((
+                        c.get("id")?.as_str()?,
+                        c.get("required").and_then(Value::as_bool),
+                    ))
+                })
+                .collect();
+            for (id, component) in state.topology() {
+                if !component.required {
+                    continue;
+                }
+                match registered.iter().find(|(rid, _)| rid == id) {
+                    Some((_, Some(true))) => {}
+                    Some(_) => breach(
+                        REQUIRED_COMPONENT_DROPPED,
+                        format!("topology_registered demotes required component {id}"),
+                    ),
+                    None => breach(
+                        REQUIRED_COMPONENT_DROPPED,
+                        format!("topology_registered drops required component {id}"),
+                    ),
+                }
+            }
+        }
+        // DEVIATIONS 26: a required component stays until covered.
+        "topology_component_removed" => {
+            let id = meta(event, "component_id").and_then(Value::as_str);
+            if let Some(id) = id
+                && state.topology().get(id).is_some_and(|c| c.required)
+            {
+                breach(
+                    REQUIRED_COMPONENT_REMOVED,
+                    format!("topology_component_removed removes required component {id}"),
+                );
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+/// A gate's check: no breach stands in the replayed state. `gate` names
+/// the command that refuses.
+pub fn require_no_breach(state: &CoordinatorState, gate: &str) -> Result<(), Refusal> {
+    refuse_breaches(state.breaches(), gate)
+}
+
+/// [`require_no_breach`] for a list of breaches.
+pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), Refusal> {
+    let Some(first) = breaches.first() else {
+        return Ok(());
+    };
+    let more = match breaches.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Err(Refusal::Breach {
+        message: format!(
+            "{gate} refused: the receipt breaks our rules: {}{more}",
+            first.describe()
+        ),
+        breaches: breaches.to_vec(),
+    })
+}
+
+#[cfg(test)]
+#[path = "breach_tests.rs"]
+mod tests;

@@ -1,0 +1,276 @@
+//! Our rules applied by replay to events any writer appended (issue 13):
+//! each breaking event is recorded, never refused, and never changes what
+//! the reference's rules make of the state.
+
+use serde_json::{Value, json};
+
+use super::super::approval::{ApprovalPolicy, PolicyStatus};
+use super::super::state::CoordinatorState;
+use super::super::test_ledger::{FP, Ledger, component, ev};
+use super::super::{ReplayPolicy, RunOrigin};
+use super::*;
+
+fn rules(ledger: &Ledger) -> Vec<&str> {
+    ledger
+        .state
+        .breaches()
+        .iter()
+        .map(|b| b.rule.as_str())
+        .collect()
+}
+
+#[test]
+fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
+    let mut ledger = Ledger::running(&["runtime"]);
+    ledger
+        .running_lane("a", Value::Null)
+        .heartbeat("a", ev("hb 1"))
+        .heartbeat("a", ev("hb 2"));
+    assert!(rules(&ledger).is_empty());
+    // The older heartbeat's evidence (the reference checks the latest only).
+    ledger.end_lane("lane_completed", "a", "completed", ev("hb 1"));
+    assert_eq!(rules(&ledger), [LIVENESS_AS_COMPLETION]);
+    let breach = &ledger.state.breaches()[0];
+    assert_eq!(breach.sequence, ledger.state.last_sequence());
+    // Recorded, not refused: the lane is completed as the reference says.
+    assert_eq!(ledger.state.lanes()["a"].state.as_str(), "completed");
+    // Fresh evidence on another lane is fine; another lane's heartbeat is not.
+    ledger.completed_lane("b", ev("done b"));
+    assert_eq!(rules(&ledger).len(), 1);
+    ledger
+        .running_lane("c", Value::Null)
+        .end_lane("lane_completed", "c", "completed", ev("hb 2"));
+    assert_eq!(
+        rules(&ledger),
+        [LIVENESS_AS_COMPLETION, LIVENESS_AS_COMPLETION]
+    );
+}
+
+#[test]
+fn liveness_evidence_renews_a_lease_once() {
+    let mut ledger = Ledger::running(&["runtime"]);
+    ledger
+        .running_lane("a", Value::Null)
+        .heartbeat("a", ev("hb 1"))
+        .heartbeat("a", ev("hb 2"));
+    assert!(rules(&ledger).is_empty());
+    ledger.heartbeat("a", ev("hb 1"));
+    assert_eq!(rules(&ledger), [LIVENESS_REUSED]);
+}
+
+#[test]
+fn an_interrupted_agent_acknowledging_the_probe_is_a_breach() {
+    let mut ledger = Ledger::running(&["runtime"]);
+    ledger
+        .running_lane("a", Value::Null)
+        .step("stall_suspected", "a", "running", "suspected_stall")
+        .step("probe_sent", "a", "suspected_stall", "recovering");
+    let mut acked = Ledger::running(&["runtime"]);
+    acked
+        .running_lane("a", Value::Null)
+        .step("stall_suspected", "a", "running", "suspected_stall")
+        .step("probe_sent", "a", "suspected_stall", "recovering")
+        .step("probe_acknowledged", "a", "recovering", "running");
+    assert!(rules(&acked).is_empty(), "a probe ack before an interrupt");
+    ledger
+        .step("agent_interrupted", "a", "recovering", "recovering")
+        .step("probe_acknowledged", "a", "recovering", "running");
+    assert_eq!(rules(&ledger), [INTERRUPTED_PROBE_ACK]);
+}
+
+#[test]
+fn required_components_stay_until_covered() {
+    let mut ledger = Ledger::running(&["runtime", "cli"]);
+    ledger.topology(json!([
+        component("runtime", "main", true, &[], &[]),
+        component("cli", "main", false, &[], &[]),
+    ]));
+    assert!(rules(&ledger).is_empty());
+    // Demoted, then dropped.
+    ledger.topology(json!([
+        component("runtime", "main", false, &[], &[]),
+        component("cli", "main", false, &[], &[]),
+    ]));
+    assert_eq!(rules(&ledger), [REQUIRED_COMPONENT_DROPPED]);
+    let mut dropped = Ledger::running(&["runtime"]);
+    dropped
+        .topology(json!([component("runtime", "main", true, &[], &[])]))
+        .topology(json!([component("other", "main", false, &[], &[])]));
+    assert_eq!(rules(&dropped), [REQUIRED_COMPONENT_DROPPED]);
+    // Removing an optional component is fine, a required one is not.
+    let mut removed = Ledger::running(&["runtime", "cli"]);
+    removed
+        .topology(json!([
+            component("runtime", "main", true, &[], &[]),
+            component("cli", "main", false, &[], &[]),
+        ]))
+        .raw(
+            "topology_component_removed",
+            json!({"metadata": {"component_id": "cli"}, "reason": "r"}),
+        );
+    assert!(rules(&removed).is_empty());
+    removed.raw(
+        "topology_component_removed",
+        json!({"metadata": {"component_id": "runtime"}, "reason": "r"}),
+    );
+    assert_eq!(rules(&removed), [REQUIRED_COMPONENT_REMOVED]);
+}
+
+fn policy(value: Value) -> ApprovalPolicy {
+    ApprovalPolicy::from_input(&value, None).unwrap()
+}
+
+/// A planned run created under `policy`, replayed with its file `file`.
+fn gated(policy: &ApprovalPolicy, file: Result<Vec<u8>, String>) -> Ledger {
+    let mut ledger = Ledger {
+        state: CoordinatorState::new(&RunOrigin {
+            owner_fingerprint: Some(FP.into()),
+            owner_epoch: 1,
+            approved_component_ids: vec!["runtime".into()],
+        }),
+        replay: ReplayPolicy::default().with_approval_file(file),
+        policy: Default::default(),
+    };
+    ledger.raw(
+        "run_created",
+        json!({"to_state": "planned", "evidence_refs": [policy.evidence_item()]}),
+    );
+    ledger
+}
+
+fn approve(ledger: &mut Ledger, evidence: Value) -> Vec<Breach> {
+    ledger.raw(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved", "evidence_refs": evidence}),
+    );
+    ledger.state.breaches().to_vec()
+}
+
+fn record(summary: &str, checksum: &str) -> Value {
+    json!({"kind": "approver_identity", "summary": summary, "checksum": checksum})
+}
+
+#[test]
+fn replay_applies_the_approval_gate_to_every_plan_approved() {
+    let frozen = policy(json!({"required_approver": "alice",
+        "require_different_approver": true, "initiated_by": "agent-1"}));
+    let sum = frozen.checksum();
+    let user = json!({"kind": "user_approval", "summary": "ok"});
+    let cases: Vec<(Value, Option<&str>)> = vec![
+        // What our run-approve writes for alice.
+        (
+            json!([user, record("approved_by=alice source=env", &sum)]),
+            None,
+        ),
+        // The reference's run-approve: no record at all.
+        (json!([user]), Some("without the gate's approver record")),
+        // A forged record: the policy pins no credential.
+        (
+            json!([user, record("approved_by=alice source=credential", &sum)]),
+            Some("admits only source=env"),
+        ),
+        (
+            json!([user, record("approved_by=agent-1 source=env", &sum)]),
+            Some("the initiator 'agent-1'"),
+        ),
+        (
+            json!([user, record("approved_by=bob source=env", &sum)]),
+            Some("requires approver 'alice'"),
+        ),
+        (
+            json!([
+                user,
+                record("approved_by=alice source=env", &"0".repeat(64))
+            ]),
+            Some("not bound"),
+        ),
+        (
+            json!([
+                user,
+                record("approved_by=alice source=env", &sum),
+                record("approved_by=alice source=env", &sum)
+            ]),
+            Some("2 approver records"),
+        ),
+        (
+            json!([user, frozen.evidence_item()]),
+            Some("approval_policy item"),
+        ),
+    ];
+    for (evidence, expected) in cases {
+        let mut ledger = gated(&frozen, Ok(frozen.file_bytes()));
+        assert!(matches!(ledger.state.gate(), PolicyStatus::Frozen { .. }));
+        let breaches = approve(&mut ledger, evidence.clone());
+        assert_eq!(ledger.state.run_state(), "approved");
+        match expected {
+            None => assert!(breaches.is_empty(), "{evidence}: {breaches:?}"),
+            Some(text) => {
+                assert_eq!(breaches.len(), 1, "{evidence}");
+                assert_eq!(breaches[0].rule, APPROVAL_GATE);
+                assert_eq!(breaches[0].sequence, 2);
+                assert!(breaches[0].found.contains(text), "{:?}", breaches[0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_gate_whose_file_cannot_be_read_still_needs_a_bound_record() {
+    let frozen = policy(json!({"required_approver": "alice"}));
+    let sum = frozen.checksum();
+    let mut ledger = gated(&frozen, Err("approval policy file is missing".into()));
+    assert!(matches!(ledger.state.gate(), PolicyStatus::Tampered { .. }));
+    let breaches = approve(
+        &mut ledger,
+        json!([record("approved_by=bob source=env", &sum)]),
+    );
+    assert!(
+        breaches.is_empty(),
+        "the identity cannot be judged without the policy"
+    );
+    let mut ledger = gated(&frozen, Err("approval policy file is missing".into()));
+    assert_eq!(approve(&mut ledger, ev("plain")).len(), 1);
+    // A run without a policy has no gate: the reference's rule.
+    let mut plain = Ledger::running(&["runtime"]);
+    assert_eq!(plain.state.gate(), &PolicyStatus::Absent);
+    assert!(plain.state.breaches().is_empty());
+    plain.raw(
+        "run_cancelled",
+        json!({"from_state": "running", "to_state": "cancelled"}),
+    );
+    assert!(plain.state.breaches().is_empty());
+}
+
+#[test]
+fn gate_and_breaches_round_trip_through_the_checkpoint_form() {
+    let frozen = policy(json!({"required_approver": "alice"}));
+    let mut ledger = gated(&frozen, Ok(frozen.file_bytes()));
+    approve(&mut ledger, ev("plain"));
+    let ours = ledger.state.ours_json();
+    let mut restored = CoordinatorState::from_public_json(&ledger.state.public_json()).unwrap();
+    assert!(restored.breaches().is_empty());
+    restored.restore_ours(&ours).unwrap();
+    assert_eq!(restored.breaches(), ledger.state.breaches());
+    assert_eq!(restored.gate(), ledger.state.gate());
+    // A frozen gate whose policy does not hash to its checksum is refused.
+    let mut forged = ours.clone();
+    forged["gate"]["policy"]["required_approver"] = json!("mallory");
+    assert!(restored.restore_ours(&forged).is_err());
+    assert!(restored.restore_ours(&json!({})).is_err());
+}
+
+#[test]
+fn a_gate_refuses_while_a_breach_stands() {
+    let frozen = policy(json!({"required_approver": "alice"}));
+    let mut ledger = gated(&frozen, Ok(frozen.file_bytes()));
+    assert!(require_no_breach(&ledger.state, "run-start").is_ok());
+    approve(&mut ledger, ev("plain"));
+    match require_no_breach(&ledger.state, "run-start") {
+        Err(Refusal::Breach { message, breaches }) => {
+            assert!(message.starts_with("run-start refused"), "{message}");
+            assert!(message.contains("approval_gate"), "{message}");
+            assert_eq!(breaches.len(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,1123 @@
+//! Issue 13: our rules hold whoever writes. Each reproduction of the issue
+//! through the binary: lines another writer (the Python reference, or a
+//! hand with the owner handle) appends with a valid chain are judged by our
+//! rules on replay, recovery fails closed, and edited derived files are
+//! never believed. The other writer is played by hand-appended, correctly
+//! chained receipt lines (tests never run the reference).
+
+use crate::bed as common;
+
+use bluetape_flow::receipt::event::EventDraft;
+use common::{Flow, Output};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+
+const FOUR_EYES: &str = r#"{"required_approver": "alice", "require_different_approver": true,
+    "initiated_by": "agent-1"}"#;
+
+struct Run {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    flow: Flow,
+    root: PathBuf,
+    run_id: String,
+}
+
+impl Run {
+    /// A run created by `agent-1`, under `policy` when given.
+    fn new(policy: Option<&str>) -> Run {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
+        let flow = Flow::new(&base);
+        let root = base.join("state");
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        let mut argv: Vec<String> = [
+            "--state-root",
+            root.to_str().unwrap(),
+            "init",
+            "--workflow-type",
+            "A",
+            "--repo-root",
+            repo.to_str().unwrap(),
+            "--owner-file",
+            root.join("handles/main.owner").to_str().unwrap(),
+            "--component",
+            "runtime",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(policy) = policy {
+            let file = base.join("policy.json");
+            std::fs::write(&file, policy).unwrap();
+            argv.push("--approval-policy".into());
+            argv.push(file.to_string_lossy().into());
+        }
+        let out = flow
+            .run_env(&argv, &[("BLUETAPE_INITIATED_BY", "agent-1")])
+            .assert_ok();
+        let run_id = out["run_id"].as_str().unwrap().to_string();
+        Run {
+            _tmp: tmp,
+            base,
+            flow,
+            root,
+            run_id,
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
+    fn owner(&self) -> PathBuf {
+        self.root.join("handles/main.owner")
+    }
+
+    /// Write an input file and return its path.
+    fn input(&self, name: &str, value: &Value) -> String {
+        let path = self.base.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(value).unwrap()).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    fn evidence(&self, summary: &str) -> String {
+        self.input(
+            &format!("ev-{}", summary.replace(' ', "-")),
+            &json!([{"kind": "test", "summary": summary}]),
+        )
+    }
+
+    /// A mutation as the owner, with `--run-id` and `--owner-file`.
+    fn cmd_env(&self, command: &str, extra: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut argv: Vec<String> = vec![
+            "--state-root".into(),
+            self.root.to_string_lossy().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone(),
+            "--owner-file".into(),
+            self.owner().to_string_lossy().into(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run_env(&argv, envs)
+    }
+
+    fn cmd(&self, command: &str, extra: &[&str]) -> Output {
+        self.cmd_env(command, extra, &[])
+    }
+
+    /// A read-only query (no owner file).
+    fn query(&self, command: &str, extra: &[&str]) -> Output {
+        let mut argv: Vec<String> = vec![
+            "--state-root".into(),
+            self.root.to_string_lossy().into(),
+            command.into(),
+            "--run-id".into(),
+            self.run_id.clone(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run(&argv)
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir().join("receipt.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Another writer appends a correctly chained event: `fields` override
+    /// a draft built from the last line (same owner, epoch 1).
+    fn append(&self, event_type: &str, fields: Value) {
+        let last = self.events().pop().unwrap();
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut metadata = json!({"owner_epoch": 1});
+        if let Some(extra) = fields.get("metadata").and_then(Value::as_object) {
+            for (k, v) in extra {
+                metadata[k] = v.clone();
+            }
+        }
+        let sealed = EventDraft {
+            run_id: self.run_id.clone(),
+            lane_id: text(&fields, "lane_id"),
+            agent_id: text(&fields, "agent_id"),
+            sequence: last["sequence"].as_u64().unwrap() + 1,
+            event_type: event_type.into(),
+            from_state: text(&fields, "from_state"),
+            to_state: text(&fields, "to_state"),
+            timestamp: text(&fields, "timestamp").unwrap_or_else(|| "2026-07-14T01:00:00Z".into()),
+            owner_token: text(&last, "owner_token").unwrap(),
+            manifest_hash: text(&last, "manifest_hash").unwrap(),
+            previous_checksum: text(&last, "checksum").unwrap(),
+            evidence_refs: fields
+                .get("evidence_refs")
+                .cloned()
+                .unwrap_or_else(|| json!([{"kind": "test", "summary": "by hand"}])),
+            reason: text(&fields, "reason"),
+            metadata: Some(metadata),
+        }
+        .seal();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir().join("receipt.jsonl"))
+            .unwrap()
+            .write_all(&sealed.line)
+            .unwrap();
+    }
+
+    fn policy_checksum(&self) -> String {
+        self.query("approvals", &[]).assert_ok()["policy_checksum"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Approve through our binary as `alice` (the policy's approver).
+    fn approve_as(&self, who: &str) -> Output {
+        let ev = self.evidence("plan reviewed");
+        self.cmd_env(
+            "run-approve",
+            &["--evidence", &ev],
+            &[("BLUETAPE_APPROVED_BY", who)],
+        )
+    }
+
+    fn start(&self) -> Output {
+        let ev = self.evidence("run started");
+        self.cmd("run-start", &["--evidence", &ev])
+    }
+
+    /// A running lane `id` of `agent` (created, started, acknowledged).
+    fn running_lane(&self, id: &str, agent: &str) {
+        let lane = self.input(
+            &format!("lane-{id}"),
+            &json!({"lane_id": id, "agent_id": agent, "assignment": format!("Work on {id}"),
+                    "write_scope": ["src"], "fallback": "main session",
+                    "observed_at": "2026-07-14T01:00:02Z",
+                    "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                    "command_deadline": "2026-07-14T01:10:00Z"}),
+        );
+        let ev = self.evidence(&format!("assign {id}"));
+        self.cmd("lane-create", &["--input", &lane, "--evidence", &ev])
+            .assert_ok();
+        for (command, at) in [
+            ("lane-start", "2026-07-14T01:00:03Z"),
+            ("startup-ack", "2026-07-14T01:00:04Z"),
+        ] {
+            let ev = self.evidence(&format!("{command} {id}"));
+            self.cmd(
+                command,
+                &[
+                    "--lane-id",
+                    id,
+                    "--agent-id",
+                    agent,
+                    "--at",
+                    at,
+                    "--evidence",
+                    &ev,
+                ],
+            )
+            .assert_ok();
+        }
+    }
+
+    fn heartbeat(&self, id: &str, agent: &str, n: u32) -> Value {
+        let evidence = json!([{"kind": "log", "summary": format!("heartbeat {n} of {id}")}]);
+        let ev = self.input(&format!("hb-ev-{id}-{n}"), &evidence);
+        let hb = self.input(
+            &format!("hb-{id}-{n}"),
+            &json!({"lane_id": id, "agent_id": agent,
+                    "observed_at": format!("2026-07-14T01:00:{:02}Z", 5 + n),
+                    "silence_lease_deadline": "2026-07-14T01:05:00Z",
+                    "reason": format!("alive {n}")}),
+        );
+        self.cmd("heartbeat", &["--input", &hb, "--evidence", &ev])
+            .assert_ok();
+        evidence
+    }
+}
+
+fn breach_rules(value: &Value) -> Vec<String> {
+    value["breaches"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no breaches in {value}"))
+        .iter()
+        .map(|b| b["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A gate refusing because of a standing breach.
+fn assert_breach_refusal(out: &Output, gate: &str, rule: &str) {
+    assert_eq!(out.code, 5, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "rule_breach", "{e}");
+    assert_eq!(
+        e["retryable"], false,
+        "a breach does not go away by retrying"
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{gate} refused")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains(rule), "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("--approval-policy"),
+        "{e}"
+    );
+    assert_eq!(breach_rules(&e), [rule]);
+}
+
+// ------------------------------------------------------------ deliverable 1
+
+#[test]
+fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
+    let run = Run::new(Some(FOUR_EYES));
+    // Our run-approve refuses the initiator.
+    run.approve_as("agent-1")
+        .assert_error(2, "approval_refused");
+    // The reference's run-approve: the owner's plan_approved, no record.
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": [{"kind": "user_approval", "summary": "plan reviewed"}]}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(verify["sequence"], 2);
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_eq!(verify["breaches"][0]["sequence"], 2);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("without the gate's approver record"),
+        "{verify}"
+    );
+    let before = std::fs::read(run.dir().join("receipt.jsonl")).unwrap();
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    assert_eq!(
+        std::fs::read(run.dir().join("receipt.jsonl")).unwrap(),
+        before,
+        "a refused gate writes nothing"
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert_eq!(approvals["decisions"][0]["by"], Value::Null);
+    assert!(
+        approvals["decisions"][0]["breach"].is_string(),
+        "{approvals}"
+    );
+    assert_eq!(breach_rules(&approvals), ["approval_gate"]);
+    // The chain is still good: rebuild and completion-check work and show it.
+    run.query("rebuild", &[]).assert_ok();
+    let check = run.query("completion-check", &[]).assert_ok();
+    assert_eq!(breach_rules(&check), ["approval_gate"]);
+    // Stopping is always allowed.
+    let ev = run.evidence("stop");
+    run.cmd("run-cancel", &["--evidence", &ev, "--reason", "breach"])
+        .assert_ok();
+}
+
+#[test]
+fn issue13_a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
+    let run = Run::new(Some(FOUR_EYES));
+    let checksum = run.policy_checksum();
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": [{"kind": "user_approval", "summary": "ok"},
+                                 {"kind": "approver_identity",
+                                  "summary": "approved_by=alice source=credential",
+                                  "checksum": checksum}]}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("claims source=credential"),
+        "{verify}"
+    );
+    let table = run.query("approvals", &["--format", "table"]);
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(
+        !table.stdout.contains("approved  alice"),
+        "{}",
+        table.stdout
+    );
+    assert!(table.stdout.contains("BREACH    alice"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("identity asserted, not signed"),
+        "{}",
+        table.stdout
+    );
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+}
+
+#[test]
+fn issue13_our_own_approval_verifies_exactly_as_before() {
+    let run = Run::new(Some(FOUR_EYES));
+    run.approve_as("alice").assert_ok();
+    let verify = run.query("verify", &[]).assert_ok();
+    assert!(verify.get("breaches").is_none(), "{verify}");
+    assert_eq!(
+        verify.as_object().unwrap().keys().collect::<Vec<_>>(),
+        [
+            "checksum",
+            "event_count",
+            "ok",
+            "operation",
+            "run_id",
+            "sequence",
+            "state_root"
+        ]
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert!(approvals.get("breaches").is_none(), "{approvals}");
+    assert_eq!(approvals["decisions"][0]["by"], "alice");
+    assert!(approvals["decisions"][0].get("breach").is_none());
+    assert_eq!(approvals["identity_proof"], "identity asserted, not signed");
+    run.start().assert_ok();
+    // A run without a policy: no gate, no identity_proof key.
+    let plain = Run::new(None);
+    plain
+        .cmd("run-approve", &["--evidence", &plain.evidence("ok")])
+        .assert_ok();
+    let approvals = plain.query("approvals", &[]).assert_ok();
+    assert!(approvals.get("identity_proof").is_none(), "{approvals}");
+    assert!(
+        plain
+            .query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none()
+    );
+}
+
+#[test]
+fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let older = run.heartbeat("a", "agent-1", 1);
+    run.heartbeat("a", "agent-1", 2);
+    // Our lane-complete refuses it...
+    let changed = run.input("changed", &json!([]));
+    let ev = run.input("older", &older);
+    run.cmd(
+        "lane-complete",
+        &[
+            "--lane-id",
+            "a",
+            "--agent-id",
+            "agent-1",
+            "--at",
+            "2026-07-14T01:01:00Z",
+            "--evidence",
+            &ev,
+            "--changed-paths",
+            &changed,
+        ],
+    )
+    .assert_error(2, "contract_error");
+    // ...the reference's (which checks the latest heartbeat only) writes it.
+    run.append(
+        "lane_completed",
+        json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
+               "to_state": "completed", "evidence_refs": older,
+               "timestamp": "2026-07-14T01:01:00Z",
+               "metadata": {"changed_paths": []}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["liveness_evidence_as_completion"]);
+    run.query("rebuild", &[]).assert_ok();
+    let check = run.query("completion-check", &[]).assert_ok();
+    assert_eq!(breach_rules(&check), ["liveness_evidence_as_completion"]);
+    assert_breach_refusal(
+        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
+        "complete",
+        "liveness_evidence_as_completion",
+    );
+    let new_owner = run.root.join("handles/next.owner");
+    assert_breach_refusal(
+        &run.cmd(
+            "resume",
+            &[
+                "--evidence",
+                &run.evidence("hand over"),
+                "--new-owner-file",
+                new_owner.to_str().unwrap(),
+            ],
+        ),
+        "resume",
+        "liveness_evidence_as_completion",
+    );
+    assert!(!new_owner.exists());
+}
+
+#[test]
+fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let components = run.input(
+        "topology",
+        &json!([{"id": "runtime", "required": true, "description": "Runtime",
+                 "owner_lane": "a", "required_checks": [], "dependencies": [],
+                 "evidence_refs": [], "coverage_state": "missing"}]),
+    );
+    let out = run.cmd(
+        "topology-register",
+        &[
+            "--input",
+            &components,
+            "--evidence",
+            &run.evidence("topology"),
+        ],
+    );
+    out.assert_ok();
+    run.append(
+        "topology_component_removed",
+        json!({"reason": "not needed", "metadata": {"component_id": "runtime"}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["required_component_removed"]);
+}
+
+// ------------------------------------------------------------ deliverable 3
+
+impl Run {
+    /// Change one byte inside line `n` (1-based) of the receipt.
+    fn damage_line(&self, n: usize, from: &str, to: &str) {
+        let path = self.dir().join("receipt.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        assert!(lines[n - 1].contains(from), "{}", lines[n - 1]);
+        lines[n - 1] = lines[n - 1].replacen(from, to, 1);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+
+    /// receipt-diagnose, then recovery-run-create (with `extra` flags).
+    fn recover(&self, owner: &str, extra: &[&str]) -> Output {
+        let diagnosis = self.query("receipt-diagnose", &[]).assert_ok();
+        let input = self.input("diagnosis", &diagnosis);
+        let ev = self.evidence("recovery approved");
+        let owner = self.root.join("handles").join(owner);
+        let mut argv: Vec<String> = [
+            "--state-root",
+            self.root.to_str().unwrap(),
+            "recovery-run-create",
+            "--run-id",
+            &self.run_id,
+            "--input",
+            &input,
+            "--owner-file",
+            owner.to_str().unwrap(),
+            "--evidence",
+            &ev,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        self.flow.run(&argv)
+    }
+
+    /// The recovery run `id`, owned by `handles/<owner>`, seen as a Run.
+    fn approve_other(&self, id: &str, owner: &str, who: &str) -> Output {
+        let ev = self.evidence("recovery plan reviewed");
+        let argv = [
+            "--state-root".to_string(),
+            self.root.to_string_lossy().into(),
+            "run-approve".into(),
+            "--run-id".into(),
+            id.into(),
+            "--owner-file".into(),
+            self.root
+                .join("handles")
+                .join(owner)
+                .to_string_lossy()
+                .into(),
+            "--evidence".into(),
+            ev,
+        ];
+        self.flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", who)])
+    }
+
+    fn approvals_of(&self, id: &str) -> Value {
+        self.flow
+            .run(&[
+                "--state-root",
+                self.root.to_str().unwrap(),
+                "approvals",
+                "--run-id",
+                id,
+            ])
+            .assert_ok()
+    }
+
+    fn quarantine_is_empty(&self) -> bool {
+        std::fs::read_dir(self.root.join("quarantine"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    }
+}
+
+#[test]
+fn issue13_recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
+    let run = Run::new(Some(FOUR_EYES));
+    // One byte inside approver=alice on line 1, and the policy file gone.
+    run.damage_line(1, "approver=alice", "approver=alicf");
+    std::fs::remove_file(run.dir().join("approval-policy.json")).unwrap();
+    let diagnosis = run.query("receipt-diagnose", &[]).assert_ok();
+    assert_eq!(diagnosis["last_trusted_sequence"], 0);
+    let out = run.recover("recovery.owner", &[]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "receipt_corrupt");
+    assert!(
+        e["message"].as_str().unwrap().contains(
+            "approval policy file is missing and the damaged receipt names an approval policy"
+        ),
+        "{e}"
+    );
+    // Naming a fresh gate does not make a lost one go away.
+    let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
+    let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(run.quarantine_is_empty(), "no quarantine copy on a refusal");
+    assert!(!run.root.join("handles/recovery.owner").exists());
+}
+
+#[test]
+fn issue13_a_first_line_that_cannot_be_trusted_needs_an_explicit_gate() {
+    // Ungated or gated: line 1 damaged, the gate cannot be proven absent.
+    for policy in [None, Some(FOUR_EYES)] {
+        let run = Run::new(policy);
+        run.damage_line(1, "\"planned\"", "\"plannet\"");
+        let out = run.recover("recovery.owner", &[]);
+        assert_eq!(out.code, 3, "{out:?}");
+        let e = out.error();
+        assert_eq!(e["error"], "receipt_corrupt");
+        assert!(
+            e["message"].as_str().unwrap().contains("--approval-policy"),
+            "{e}"
+        );
+        assert!(run.quarantine_is_empty());
+        // With an explicit gate the recovery run is created under it.
+        let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
+        let out = run
+            .recover("recovery.owner", &["--approval-policy", &fresh])
+            .assert_ok();
+        let new_run = out["new_run_id"].as_str().unwrap();
+        let approvals = run.approvals_of(new_run);
+        assert_eq!(approvals["policy"]["required_approver"], "carol");
+        run.approve_other(new_run, "recovery.owner", "agent-1")
+            .assert_error(2, "approval_refused");
+        run.approve_other(new_run, "recovery.owner", "carol")
+            .assert_ok();
+    }
+}
+
+#[test]
+fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
+    // A trusted first line: the frozen policy is carried, and a different
+    // --approval-policy may not replace it.
+    let run = Run::new(Some(FOUR_EYES));
+    run.approve_as("alice").assert_ok();
+    run.damage_line(2, "plan reviewed", "plan reviewee");
+    let weaker = run.input("weaker", &json!({"expires_after_s": 600}));
+    run.recover("recovery.owner", &["--approval-policy", &weaker])
+        .assert_error(2, "contract_error");
+    assert!(run.quarantine_is_empty());
+    let out = run.recover("recovery.owner", &[]).assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap();
+    assert_eq!(
+        run.approvals_of(new_run)["policy"]["required_approver"],
+        "alice"
+    );
+
+    // A breach in the trusted prefix: the carried gate was already broken
+    // once, so the recovery run needs a fresh one.
+    let run = Run::new(Some(FOUR_EYES));
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved"}),
+    );
+    run.append(
+        "run_started",
+        json!({"from_state": "approved", "to_state": "running"}),
+    );
+    run.damage_line(3, "by hand", "by hanx");
+    let out = run.recover("recovery.owner", &[]);
+    assert_breach_refusal(
+        &out,
+        "recovery-run-create without --approval-policy",
+        "approval_gate",
+    );
+    assert!(run.quarantine_is_empty());
+    let fresh = run.input(
+        "fresh",
+        &json!({"required_approver": "carol",
+        "require_different_approver": true, "initiated_by": "agent-1"}),
+    );
+    let out = run
+        .recover("recovery.owner", &["--approval-policy", &fresh])
+        .assert_ok();
+    let new_run = out["new_run_id"].as_str().unwrap();
+    assert_eq!(
+        run.approvals_of(new_run)["policy"]["required_approver"],
+        "carol"
+    );
+}
+
+// ------------------------------------------------------------ deliverable 2
+
+/// A real ssh-keygen; missing is a test failure (`.ci/run` installs it).
+fn ssh_keygen(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new("ssh-keygen")
+        .args(args)
+        .output()
+        .expect("ssh-keygen is required (Debian openssh-client; .ci/run installs it)");
+    assert!(out.status.success(), "ssh-keygen {args:?}: {out:?}");
+    out
+}
+
+/// A fresh Ed25519 key pair `dir/name` (comment `name`); the public line.
+fn keypair(dir: &std::path::Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(name);
+    ssh_keygen(&[
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-C",
+        name,
+        "-f",
+        key.to_str().unwrap(),
+    ]);
+    let public = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+    (key, public.trim().to_string())
+}
+
+/// Sign `file` with `key` in the approval namespace; the `.sig` path.
+fn sign(key: &std::path::Path, file: &std::path::Path) -> PathBuf {
+    ssh_keygen(&[
+        "-Y",
+        "sign",
+        "-n",
+        "bluetape-flow-approval",
+        "-f",
+        key.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    PathBuf::from(format!("{}.sig", file.display()))
+}
+
+impl Run {
+    fn statement(&self, name: &str) -> PathBuf {
+        let path = self.base.join(name);
+        let out = self.query("approval-statement", &["--out", path.to_str().unwrap()]);
+        let out = out.assert_ok();
+        assert_eq!(out["namespace"], "bluetape-flow-approval");
+        path
+    }
+
+    fn approve_signed(&self, who: &str, signature: &std::path::Path) -> Output {
+        let ev = self.evidence("plan reviewed");
+        self.cmd_env(
+            "run-approve",
+            &[
+                "--evidence",
+                &ev,
+                "--signature",
+                signature.to_str().unwrap(),
+            ],
+            &[("BLUETAPE_APPROVED_BY", who)],
+        )
+    }
+}
+
+fn signed_policy(alice_public: &str) -> String {
+    json!({"required_approver": "alice", "require_different_approver": true,
+           "initiated_by": "agent-1", "approver_key": alice_public})
+    .to_string()
+}
+
+fn assert_signature_refused(out: &Output, run: &Run, contains: &str) {
+    assert_eq!(out.code, 2, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "approval_refused", "{e}");
+    assert_eq!(e["retryable"], false);
+    assert!(e["message"].as_str().unwrap().contains(contains), "{e}");
+    assert_eq!(run.events().len(), 1, "a refusal writes nothing");
+}
+
+#[test]
+fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = keypair(keys.path(), "alice");
+    let (agent, _) = keypair(keys.path(), "agent-1");
+    let run = Run::new(Some(&signed_policy(&alice_public)));
+    let other = Run::new(Some(&signed_policy(&alice_public)));
+    let statement = run.statement("statement");
+    let text = std::fs::read_to_string(&statement).unwrap();
+    assert!(text.contains(&run.run_id) && text.ends_with('\n'), "{text}");
+
+    // No signature, the initiator's key, another run's statement, another
+    // head, a truncated and a bit-flipped signature: each refused.
+    assert_signature_refused(
+        &run.approve_as("alice"),
+        &run,
+        "requires a signature by the pinned approver key",
+    );
+    let by_agent = sign(&agent, &statement);
+    assert_signature_refused(
+        &run.approve_signed("alice", &by_agent),
+        &run,
+        "not made with the policy's approver key",
+    );
+    std::fs::remove_file(&by_agent).unwrap();
+    let other_statement = other.statement("other-statement");
+    let for_other = sign(&alice, &other_statement);
+    assert_signature_refused(
+        &run.approve_signed("alice", &for_other),
+        &run,
+        "does not verify over this run's approval statement",
+    );
+    let head = run.events()[0]["checksum"].as_str().unwrap().to_string();
+    let moved = run.base.join("moved-head");
+    std::fs::write(&moved, text.replace(&head, &"0".repeat(64))).unwrap();
+    let for_moved = sign(&alice, &moved);
+    assert_signature_refused(
+        &run.approve_signed("alice", &for_moved),
+        &run,
+        "does not verify",
+    );
+    let good = sign(&alice, &statement);
+    let pem = std::fs::read_to_string(&good).unwrap();
+    let truncated = run.base.join("truncated.sig");
+    std::fs::write(&truncated, &pem[..pem.len() / 2]).unwrap();
+    assert_signature_refused(
+        &run.approve_signed("alice", &truncated),
+        &run,
+        "not an SSH signature",
+    );
+    // Flip one bit of the last base64 character before the footer: the
+    // Ed25519 signature's tail.
+    let lines: Vec<&str> = pem.lines().collect();
+    let mut body: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let last = body.len() - 2;
+    let mut bytes = body[last].clone().into_bytes();
+    let at = bytes.iter().rposition(|b| *b != b'=').unwrap() - 1;
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    body[last] = String::from_utf8(bytes).unwrap();
+    let flipped = run.base.join("flipped.sig");
+    std::fs::write(&flipped, body.join("\n") + "\n").unwrap();
+    let out = run.approve_signed("alice", &flipped);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.error()["error"], "approval_refused");
+    // The initiator cannot approve even with alice's signature.
+    assert_signature_refused(
+        &run.approve_signed("agent-1", &good),
+        &run,
+        "someone other than 'agent-1'",
+    );
+
+    // The right key: once.
+    let out = run.approve_signed("alice", &good).assert_ok();
+    assert_eq!(out["run_state"], "approved");
+    let event = run.events().pop().unwrap();
+    let kinds: Vec<&str> = event["evidence_refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["test", "approver_identity", "approver_signature"]);
+    let out = run.approve_signed("alice", &good);
+    assert_eq!(out.code, 5, "{out:?}");
+    assert!(
+        out.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("already consumed")
+    );
+    // Replay re-verifies it: no breach; the view says it is signed.
+    assert!(
+        run.query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none()
+    );
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert_eq!(approvals["decisions"][0]["source"], "signature");
+    assert!(
+        approvals["identity_proof"]
+            .as_str()
+            .unwrap()
+            .starts_with("identity signed"),
+        "{approvals}"
+    );
+    run.start().assert_ok();
+
+    // A replayed signature: the same stored signature appended by another
+    // writer to the other run is a breach there.
+    other.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved",
+               "evidence_refs": event["evidence_refs"]}),
+    );
+    let verify = other.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_breach_refusal(&other.start(), "run-start", "approval_gate");
+}
+
+#[test]
+fn issue13_a_signature_without_a_pinned_key_is_refused() {
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = keypair(keys.path(), "alice");
+    let run = Run::new(Some(FOUR_EYES));
+    // No key pinned: nothing to sign, and a signature is refused, typed.
+    let path = run.base.join("statement");
+    let out = run.query("approval-statement", &["--out", path.to_str().unwrap()]);
+    out.assert_error(2, "contract_error");
+    assert!(!path.exists());
+    std::fs::write(&path, "anything\n").unwrap();
+    let sig = sign(&alice, &path);
+    assert_signature_refused(
+        &run.approve_signed("alice", &sig),
+        &run,
+        "pins no approver_key",
+    );
+    run.approve_as("alice").assert_ok();
+    // approval-statement never writes inside the state root.
+    let signed = Run::new(Some(&signed_policy(&alice_public)));
+    let inside = signed.root.join("statement");
+    signed
+        .query("approval-statement", &["--out", inside.to_str().unwrap()])
+        .assert_error(2, "contract_error");
+    assert!(!inside.exists());
+    // A policy pinning a key that is not ssh-ed25519 is refused at init.
+    let bad = json!({"required_approver": "alice", "approver_key": "ssh-rsa AAAA alice"});
+    let file = signed.base.join("bad-policy.json");
+    std::fs::write(&file, bad.to_string()).unwrap();
+    let out = signed.flow.run(&[
+        "--state-root",
+        signed.root.to_str().unwrap(),
+        "init",
+        "--workflow-type",
+        "A",
+        "--repo-root",
+        signed.base.join("repo").to_str().unwrap(),
+        "--owner-file",
+        signed.root.join("handles/bad.owner").to_str().unwrap(),
+        "--component",
+        "runtime",
+        "--approval-policy",
+        file.to_str().unwrap(),
+    ]);
+    out.assert_error(2, "contract_error");
+}
+
+// ------------------------------------------------------------ deliverable 4
+
+impl Run {
+    fn checkpoint(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.dir().join("checkpoint.json")).unwrap()).unwrap()
+    }
+
+    /// Edit checkpoint.json's state and recompute its unkeyed
+    /// `state_digest`, as an attacker with write access can.
+    fn forge_checkpoint(&self, edit: impl FnOnce(&mut Value)) {
+        let mut checkpoint = self.checkpoint();
+        edit(&mut checkpoint);
+        checkpoint["state_digest"] = json!(bluetape_flow::receipt::canonical::digest(
+            &checkpoint["state"]
+        ));
+        std::fs::write(
+            self.dir().join("checkpoint.json"),
+            bluetape_flow::receipt::canonical::to_vec(&checkpoint),
+        )
+        .unwrap();
+    }
+
+    /// Zero the digest table after its header.
+    fn zero_digest_table(&self) {
+        let path = self.dir().join("checkpoint-digests.idx");
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() > 4096, "the table has entries");
+        for b in &mut bytes[4096..] {
+            *b = 0;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+
+    /// `rebuild` succeeds and `verify` finds no breach of ours.
+    fn assert_replayable(&self, after: &str) {
+        let out = self.query("rebuild", &[]);
+        assert_eq!(out.code, 0, "rebuild after {after}: {out:?}");
+        let verify = self.query("verify", &[]).assert_ok();
+        assert!(verify.get("breaches").is_none(), "after {after}: {verify}");
+    }
+}
+
+#[test]
+fn issue13_a_forged_checkpoint_cannot_steer_a_run_transition() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    assert!(
+        run.checkpoint()["mac"].is_string(),
+        "the checkpoint is keyed"
+    );
+    let key = run.root.join("derived.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    run.forge_checkpoint(|c| c["state"]["run_state"] = json!("running"));
+    // The run is approved, not running: the transition is refused...
+    let out = run.cmd(
+        "run-recovery-start",
+        &["--evidence", &run.evidence("r"), "--reason", "r"],
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    // ...the queries answer from the receipt, and nothing was bricked.
+    assert_eq!(
+        run.query("resume-check", &[]).assert_ok()["run_state"],
+        "approved"
+    );
+    run.assert_replayable("a forged run_state");
+    run.start().assert_ok();
+    run.assert_replayable("run-start");
+}
+
+#[test]
+fn issue13_forged_derived_files_are_never_believed() {
+    // Each forgery, then each command; every command that exits 0 must
+    // leave a receipt that a full replay accepts without a breach.
+    type Forgery = fn(&Run);
+    let forgeries: [(&str, Forgery); 3] = [
+        ("all lanes completed", |run| {
+            run.forge_checkpoint(|c| {
+                c["state"]["lanes"]["a"]["state"] = json!("completed");
+                c["state"]["lanes"]["a"]["terminal_sequence"] = json!(9);
+            })
+        }),
+        ("a zeroed digest table", |run| run.zero_digest_table()),
+        ("a checkpoint without its MAC", |run| {
+            let mut c = run.checkpoint();
+            c.as_object_mut().unwrap().remove("mac");
+            std::fs::write(
+                run.dir().join("checkpoint.json"),
+                bluetape_flow::receipt::canonical::to_vec(&c),
+            )
+            .unwrap();
+        }),
+    ];
+    for (name, forge) in forgeries {
+        let run = Run::new(None);
+        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+            .assert_ok();
+        run.start().assert_ok();
+        run.running_lane("a", "agent-1");
+        let first = run.heartbeat("a", "agent-1", 1);
+        run.heartbeat("a", "agent-1", 2);
+        forge(&run);
+        let check = run.query("completion-check", &[]).assert_ok();
+        assert_eq!(check["missing_lanes"], json!(["a"]), "{name}: {check}");
+        // Completing the lane with a heartbeat's evidence is refused.
+        let changed = run.input("changed", &json!([]));
+        let ev = run.input("first", &first);
+        let out = run.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                "2026-07-14T01:01:00Z",
+                "--evidence",
+                &ev,
+                "--changed-paths",
+                &changed,
+            ],
+        );
+        assert_eq!(out.code, 2, "{name}: {out:?}");
+        assert!(
+            out.error()["message"]
+                .as_str()
+                .unwrap()
+                .contains("liveness evidence cannot complete a lane"),
+            "{name}: {out:?}"
+        );
+        forge(&run);
+        let out = run.cmd("complete", &["--evidence", &run.evidence("done")]);
+        assert_eq!(out.code, 6, "{name}: {out:?}");
+        forge(&run);
+        // A fresh heartbeat and a real completion still work.
+        run.heartbeat("a", "agent-1", 3);
+        run.assert_replayable(&format!("{name}: heartbeat"));
+        forge(&run);
+        let done = run.evidence("lane a done");
+        run.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                "2026-07-14T01:02:00Z",
+                "--evidence",
+                &done,
+                "--changed-paths",
+                &changed,
+            ],
+        )
+        .assert_ok();
+        run.assert_replayable(&format!("{name}: lane-complete"));
+    }
+}
+
+#[test]
+fn issue13_a_forged_checkpoint_cannot_hide_a_breach() {
+    let run = Run::new(Some(FOUR_EYES));
+    run.append(
+        "plan_approved",
+        json!({"from_state": "planned", "to_state": "approved"}),
+    );
+    // A command of ours writes a checkpoint holding the breach...
+    run.query("rebuild", &[]).assert_ok();
+    assert_eq!(breach_rules(&run.checkpoint()["ours"]), ["approval_gate"]);
+    // ...which an attacker empties.
+    let mut c = run.checkpoint();
+    c["ours"]["breaches"] = json!([]);
+    std::fs::write(
+        run.dir().join("checkpoint.json"),
+        bluetape_flow::receipt::canonical::to_vec(&c),
+    )
+    .unwrap();
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["approval_gate"]);
+    assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    assert_eq!(
+        breach_rules(&run.query("completion-check", &[]).assert_ok()),
+        ["approval_gate"]
+    );
+}
