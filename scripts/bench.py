@@ -5,6 +5,7 @@ Grows one heartbeat-heavy run per size (fresh evidence on every heartbeat,
 like real agents) with the real pipeline, then times, at each size:
 heartbeat and check-result (median and p95 of BENCH_SAMPLES calls), verify
 (and its peak RSS), resume-check, completion-check and liveness-check, and
+the views (status --run-id, log with its peak RSS, report with its size), and
 (ours only, issue 19) sign-head and prove-event once the stored tree exists
 and sign-head's first use on a run without our derived files. With
 BENCH_OTHER naming a second implementation of the same CLI (for example
@@ -224,6 +225,62 @@ def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scr
     return row
 
 
+def measure_views(state, run_id, work, samples):
+    """The views of issue 18 at one size (ours only): `status --run-id`
+    (median ms), `log` streaming every event as JSON lines (median ms and
+    peak RSS), `report` (median ms and the page's size)."""
+    row = {}
+    at = "2098-01-01T00:00:10Z"
+    status = ["status", "--run-id", run_id, "--at", at, "--format", "json"]
+    row["status"] = statistics.median(run(OURS, state, status)[0] for _ in range(samples)) * 1e3
+    log = ["log", "--run-id", run_id, "--format", "jsonl"]
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        subprocess.run(OURS + ["--state-root", state] + log, check=True,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    row["log"] = statistics.median(times) * 1e3
+    rss = [peak_rss(OURS, state, log) for _ in range(3)]
+    row["log_rss"] = None if None in rss else max(rss)
+    page = os.path.join(work, f"report-{run_id}.html")
+    times = []
+    for _ in range(samples):
+        elapsed, out = run(OURS, state, ["report", "--run-id", run_id, "--out", page,
+                                         "--at", at, "--force"])
+        times.append(elapsed)
+    row["report"] = statistics.median(times) * 1e3
+    row["report_bytes"] = os.path.getsize(page)
+    return row
+
+
+def views_table(rows, ours):
+    lines = ["### Views (issue 18)", "",
+             "| events | status --run-id | log (all events, jsonl) | log peak RSS "
+             "| report | report size |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for size, v in rows.items():
+        lines.append(f"| {ours[size]['events']:,} | {ms(v['status'])} | {ms(v['log'])} "
+                     f"| {rss_text(v['log_rss'])} | {ms(v['report'])} "
+                     f"| {v['report_bytes'] / 1e3:,.0f} kB |")
+    return lines
+
+
+def views_targets(rows, ours):
+    small, large = rows[min(rows)], rows[max(rows)]
+    n_small, n_large = ours[min(rows)]["events"], ours[max(rows)]["events"]
+    checks = [(f"status --run-id at {n_large:,} events within 1.5x of its time at "
+               f"{n_small:,} ({large['status'] / small['status']:.2f}x)",
+               large["status"] <= 1.5 * small["status"])]
+    base = min((s for s in rows if ours[s]["events"] >= 1000), default=min(rows))
+    if large["log_rss"] is not None and rows[base]["log_rss"] is not None:
+        checks.append((f"log peak RSS at {n_large:,} events within 1.5x of its value at "
+                       f"{ours[base]['events']:,} ({large['log_rss'] / rows[base]['log_rss']:.2f}x)",
+                       large["log_rss"] <= 1.5 * rows[base]["log_rss"]))
+    checks.append((f"report of {n_large:,} events under 2 s ({ms(large['report'])}) and "
+                   f"under 10 MB ({large['report_bytes'] / 1e6:.2f} MB)",
+                   large["report"] < 2000 and large["report_bytes"] < 10e6))
+    return checks
 def scratch_of(state):
     return state + "-transparency"
 
@@ -382,6 +439,10 @@ def main():
         for size in SIZES:
             print(f"measuring ours at {size:,} events...", flush=True)
             ours[size] = measure(load, OURS, state, runs[size], SAMPLES, QUERY_SAMPLES)
+        views = {}
+        for size in SIZES:
+            print(f"measuring the views at {size:,} events...", flush=True)
+            views[size] = measure_views(state, runs[size], work, QUERY_SAMPLES)
         other = {}
         for size in SIZES if OTHER else []:
             print(f"measuring {OTHER[-1]} at {size:,} events...", flush=True)
@@ -428,6 +489,12 @@ def main():
                           for q in ("verify", "resume-check", "completion-check",
                                     "liveness-check")]
                 report.append(f"| {o['events']:,} | " + " | ".join(cells) + " |")
+            report.append("")
+        report += views_table(views, ours) + [""]
+        if len(SIZES) > 1:
+            report += ["### Targets (issue 18, views)", ""]
+            for text, ok in views_targets(views, ours):
+                report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
         if len(SIZES) > 1:
             report += ["### Targets (issues 7 and 19)", ""]

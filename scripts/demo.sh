@@ -206,5 +206,14 @@ step resume-check --run-id "$recovered"
 cmp "$state/runs/$notes/receipt.jsonl" "$state/$(printf '%s' "$out" | field quarantine_path)" \
   && echo "(the quarantined copy is byte-identical; the damaged receipt was not touched)"
 # --- end of recovery ---------------------------------------------------------
+# --- views (issue 18) ---------------------------------------------------------
+say "Where every run stands (status), and the main run in full"
+step status --at 2026-07-14T02:00:00Z --format table --color never
+step status --run-id "$run" --at 2026-07-14T02:00:00Z --format table --color never
+say "The last events of the main run (log), then one page about it (report)"
+step log --run-id "$run" --tail 5 --format table
+page="${DEMO_REPORT:-${CARGO_TARGET_DIR:-$PWD/target}/demo-report.html}"
+step report --run-id "$run" --out "$page" --at 2026-07-14T02:00:00Z --force
+printf '(open it in a browser: xdg-open %s)\n' "$page"
 [ "${KEEP:-0}" = 1 ] && printf '\nstate root kept at %s\n' "$state"
 exit 0

@@ -10,9 +10,12 @@ pub mod manual;
 pub mod mutation;
 pub mod recovery;
 pub mod replacement;
+pub mod report;
 pub mod run;
+pub mod table;
 pub mod topology;
 pub mod transparency;
+pub mod views;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
@@ -104,6 +107,8 @@ pub enum Command {
     Recovery(recovery::RecoveryCommands),
     #[command(flatten)]
     Transparency(transparency::TransparencyCommands),
+    #[command(flatten)]
+    Views(views::ViewCommands),
     #[command(
         args_override_self = true,
         about = "Read-only. Capability: workspace maintenance. Safe next: the remedy each item names. In-place migration is unavailable."
@@ -268,6 +273,9 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
             let (operation, data) = recovery::dispatch(command, root, env)?;
             Success { operation, data }
         }
+        Command::Views(_) => {
+            return Err(FlowError::contract("views are run by run_with_terminal"));
+        }
         Command::ReceiptDiagnose(args) => Success {
             operation: "receipt-diagnose",
             data: commands::inspect::receipt_diagnose(root, &args.run_id)?,
@@ -325,10 +333,23 @@ fn emit(stream: &mut dyn Write, line: &str) {
     let _ = stream.flush();
 }
 
-/// Run the CLI on `args` with `env`, writing to the given streams.
+/// Run the CLI on `args` with `env`, writing to the given streams (which
+/// are not a terminal).
 pub fn run_with(
     args: Vec<OsString>,
     env: &DiscoveryEnv,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    run_with_terminal(args, env, views::Terminal::default(), out, err)
+}
+
+/// [`run_with`], knowing whether stdout is a terminal (views print tables
+/// there, JSON elsewhere).
+pub fn run_with_terminal(
+    args: Vec<OsString>,
+    env: &DiscoveryEnv,
+    term: views::Terminal,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
@@ -350,6 +371,16 @@ pub fn run_with(
             return code;
         }
     };
+    if let Command::Views(command) = cli.command {
+        return match discover(cli.state_root.as_deref(), None, env) {
+            Ok(root) => views::run(command, &root, env, term, out, err),
+            Err(error) => {
+                let (code, text) = envelope::failure(&FlowError::from(error));
+                emit(err, &text);
+                code
+            }
+        };
+    }
     if let Some(result) = utility(&cli.command, out) {
         return match result {
             Ok(()) => 0,
@@ -381,16 +412,26 @@ pub fn run_with(
 /// typed envelope and an exit status of the table (DEVIATIONS 13): the
 /// default hook's text is silenced and the unwind is caught here.
 pub fn main() -> ExitCode {
+    use std::io::IsTerminal;
     let env = DiscoveryEnv::from_process();
+    let term = views::Terminal {
+        stdout_is_tty: std::io::stdout().is_terminal(),
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    };
+    // Views stream their rows: a locked, buffered stdout keeps that cheap.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
     std::panic::set_hook(Box::new(|_| {}));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_with(
+        run_with_terminal(
             std::env::args_os().collect(),
             &env,
-            &mut std::io::stdout(),
+            term,
+            &mut out,
             &mut std::io::stderr(),
         )
     }));
+    let _ = out.flush();
     let code = outcome.unwrap_or_else(|payload| {
         let (code, text) = envelope::failure(&panic_error(payload.as_ref()));
         emit(&mut std::io::stderr(), &text);

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::error::FlowResult;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
+use crate::coordinator::CoordinatorState;
 use crate::coordinator::simple::SimpleRunCache;
-use crate::coordinator::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::rules::Family;
 
@@ -27,7 +27,7 @@ pub enum Inspection {
     },
 }
 
-fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
+pub fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
     let (verdict, run_state, state) = match run.manifest.contract.family {
         Family::V1_0 => {
             let mut cache = SimpleRunCache::default();
@@ -179,33 +179,7 @@ pub fn resume_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>>
             map.insert("last_sequence".into(), json!(sequence));
             map.insert("last_checksum".into(), json!(checksum));
             if let Some(state) = state {
-                let observe: Vec<&String> = state
-                    .lanes()
-                    .iter()
-                    .filter(|(_, lane)| {
-                        matches!(
-                            lane.state,
-                            LaneState::Starting
-                                | LaneState::Running
-                                | LaneState::SuspectedStall
-                                | LaneState::Recovering
-                        )
-                    })
-                    .map(|(id, _)| id)
-                    .collect();
-                let gaps: Vec<&String> = state
-                    .approved_component_ids()
-                    .iter()
-                    .filter(|id| !state.topology().contains_key(*id))
-                    .collect();
-                map.insert("owner_epoch".into(), json!(state.owner_epoch()));
-                map.insert("owner_fingerprint".into(), json!(state.owner_fingerprint()));
-                map.insert("lanes_requiring_observation".into(), json!(observe));
-                map.insert(
-                    "incomplete_replacements".into(),
-                    json!(state.incomplete_replacements()),
-                );
-                map.insert("topology_gaps".into(), json!(gaps));
+                map.extend(crate::coordinator::views::resume_fields(&state));
             }
             Ok(map)
         }

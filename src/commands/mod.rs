@@ -20,6 +20,7 @@ pub mod reports;
 pub mod resume;
 pub mod topology;
 pub mod transparency;
+pub mod views;
 
 #[cfg(test)]
 mod reliability_faults;

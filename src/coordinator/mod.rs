@@ -23,7 +23,9 @@ pub mod signed;
 pub mod simple;
 pub mod snapshot;
 pub mod state;
+pub mod timeline;
 pub mod topology;
+pub mod views;
 
 pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{

@@ -13,6 +13,7 @@ pub mod input;
 pub mod layout;
 pub mod litter;
 pub mod lock;
+pub mod output;
 pub mod pages;
 pub mod paths;
 pub mod quarantine;

@@ -504,3 +504,22 @@ impl RunDir {
         Some(bytes)
     }
 }
+
+/// The run ids under `<root>/runs` (entry names that are identifiers),
+/// sorted; run ids begin with their creation time, so this is oldest
+/// first. Nothing is opened but the directory listing.
+pub fn list_run_ids(root: &Path) -> StoreResult<Vec<String>> {
+    let dir = root.join("runs");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(&e, &dir)),
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| is_identifier(name))
+        .collect();
+    ids.sort();
+    Ok(ids)
+}

@@ -38,6 +38,7 @@ mod scope_narrowing;
 mod state_root;
 mod topology;
 mod transparency;
+mod views;
 
 /// jj's guard: a `.rs` file under `tests/` that no `mod` declaration
 /// reaches is never compiled, so its tests would silently not run. Every

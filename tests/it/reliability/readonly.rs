@@ -177,6 +177,14 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         return argv;
     }
     argv.extend(["--run-id".into(), run.into()]);
+    if command == "report" {
+        // The page goes outside the state root, one new file per call.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = root.state.parent().unwrap().join("report-out");
+        std::fs::create_dir_all(&dir).unwrap();
+        argv.extend(["--out".into(), dir.join(format!("{n}.html")).into()]);
+    }
     // The proof commands of issue 19 (files of `signed_head`, present
     // beside the healthy root only).
     let files = root.state.parent().unwrap().join("transparency");
@@ -281,10 +289,20 @@ fn pass(flow: &common::Flow, roots: &[Root], commands: &[String]) -> Pass {
                     "{command} on {} / {run}: {result:?}",
                     root.name
                 );
-                if result.code == 0 {
+                if result.code == 0 && command == "log" {
+                    // One JSON row per event, then the summary line.
+                    let last: serde_json::Value =
+                        serde_json::from_str(result.stdout.lines().last().unwrap()).unwrap();
+                    assert_eq!(last["type"], "summary", "{result:?}");
+                } else if result.code == 0 {
                     assert!(result.json()["ok"] == true);
                 } else {
-                    let e = result.error();
+                    // `log` prints the verified prefix before the error.
+                    let e: serde_json::Value = if command == "log" {
+                        serde_json::from_str(&result.stderr).unwrap()
+                    } else {
+                        result.error()
+                    };
                     assert!(
                         !e["message"]
                             .as_str()

@@ -1,0 +1,690 @@
+//! The views of issue 18: `status`, `log` and `report`. Read-only: they
+//! never lock or write in the state root. Like `gh`/`kubectl`, they print a
+//! table when stdout is a terminal and JSON otherwise; `--format`
+//! overrides. `log` streams its rows as the receipt is verified.
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Map, Value, json};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::envelope;
+use super::table::{self, cell, fit, pad, paint, row};
+use crate::commands::views as view_commands;
+use crate::commands::{FlowError, FlowResult};
+use crate::coordinator::views::{has_type, log_row, touches_lane};
+use crate::receipt::primitives::{format_now, is_identifier};
+use crate::receipt::verify::INCOMPLETE;
+use crate::store::discovery::DiscoveryEnv;
+
+/// What the process knows about its terminal (captured once in `main`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Terminal {
+    pub stdout_is_tty: bool,
+    /// `NO_COLOR` is set to a non-empty value (no-color.org).
+    pub no_color: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ViewCommands {
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: the first command under next, or status --run-id. In-place migration is unavailable."
+    )]
+    Status(StatusArgs),
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: status or verify. In-place migration is unavailable."
+    )]
+    Log(LogArgs),
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: open the written page in a browser. In-place migration is unavailable."
+    )]
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Table,
+    Jsonl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    fn wanted(self, term: Terminal) -> bool {
+        let choice = match self {
+            ColorChoice::Auto => "auto",
+            ColorChoice::Always => "always",
+            ColorChoice::Never => "never",
+        };
+        table::colour_wanted(choice, term.stdout_is_tty, term.no_color)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// One run in detail (default: every run under runs/, oldest first).
+    #[arg(long = "run-id", value_name = "RUN_ID")]
+    pub run_id: Option<String>,
+    /// The instant liveness is judged at: a UTC timestamp ending in Z
+    /// (default: now).
+    #[arg(long, value_name = "UTC")]
+    pub at: Option<String>,
+    /// table (default on a terminal) or json (default otherwise).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<StatusFormat>,
+    /// Colour in tables: auto (terminal and no NO_COLOR), always, never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// Only events about this lane (or transactions touching it).
+    #[arg(long, value_name = "LANE_ID")]
+    pub lane: Option<String>,
+    /// Only events of this type (or transactions holding one), e.g.
+    /// heartbeat_observed.
+    #[arg(long = "type", value_name = "EVENT_TYPE")]
+    pub event_type: Option<String>,
+    /// Only events after this sequence number.
+    #[arg(long, value_name = "SEQ")]
+    pub since: Option<u64>,
+    /// Only the last N matching events.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u64>,
+    /// Keep printing new events as they are appended, until the run ends
+    /// or the user interrupts (never takes the lock).
+    #[arg(long)]
+    pub follow: bool,
+    /// table (default on a terminal) or jsonl (default otherwise).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<LogFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The HTML file to write (outside the state root; not a symlink).
+    #[arg(long, required = true, value_name = "FILE.html")]
+    pub out: PathBuf,
+    /// The instant open lanes are drawn up to: a UTC timestamp ending in Z
+    /// (default: now).
+    #[arg(long, value_name = "UTC")]
+    pub at: Option<String>,
+    /// Replace an existing output file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn emit(stream: &mut dyn Write, line: &str) -> bool {
+    stream.write_all(line.as_bytes()).is_ok() && stream.write_all(b"\n").is_ok()
+}
+
+fn fail(err: &mut dyn Write, error: &FlowError) -> u8 {
+    let (code, text) = envelope::failure(error);
+    emit(err, &text);
+    let _ = err.flush();
+    code
+}
+
+fn now_text() -> String {
+    format_now(chrono::Utc::now())
+}
+
+/// Run a view; returns the exit status.
+pub fn run(
+    command: ViewCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+    term: Terminal,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let root_text = root.to_string_lossy().into_owned();
+    let code = match command {
+        ViewCommands::Status(args) => status(args, root, &root_text, term, out),
+        ViewCommands::Log(args) => log(args, root, term, out),
+        ViewCommands::Report(args) => super::report::report(args, root, &root_text, env, out),
+    };
+    let _ = out.flush();
+    match code {
+        Ok(code) => code,
+        Err(error) => fail(err, &error),
+    }
+}
+
+fn status(
+    args: StatusArgs,
+    root: &Path,
+    root_text: &str,
+    term: Terminal,
+    out: &mut dyn Write,
+) -> FlowResult<u8> {
+    let at = args.at.unwrap_or_else(now_text);
+    let data = match &args.run_id {
+        Some(run_id) => view_commands::status_run(root, run_id, &at)?,
+        None => view_commands::status_all(root, &at)?,
+    };
+    let format = args.format.unwrap_or(if term.stdout_is_tty {
+        StatusFormat::Table
+    } else {
+        StatusFormat::Json
+    });
+    let colour = args.color.wanted(term);
+    let text = match (format, args.run_id.is_some()) {
+        (StatusFormat::Json, _) => envelope::success("status", root_text, data),
+        (StatusFormat::Table, false) => listing_table(&data, colour),
+        (StatusFormat::Table, true) => detail_table(&data, colour),
+    };
+    emit(out, &text);
+    Ok(0)
+}
+
+fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
+    map.get(key).unwrap_or(&Value::Null)
+}
+
+fn short_hash(value: &Value) -> String {
+    value
+        .as_str()
+        .map(|s| cell(&json!(s.chars().take(12).collect::<String>())))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The table of `status` without `--run-id`.
+pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
+    let mut lines = vec![format!("at {}", cell(get(data, "at")))];
+    let runs = get(data, "runs").as_array().cloned().unwrap_or_default();
+    if runs.is_empty() {
+        lines.push("no runs".into());
+        return lines.join("\n");
+    }
+    lines.push(row(&[
+        ("RUN".into(), 25),
+        ("STATE".into(), 10),
+        ("RECEIPT".into(), 7),
+        ("SEQ".into(), 6),
+        ("DONE".into(), 8),
+        ("APPROVAL".into(), 8),
+        ("LANES".into(), 0),
+    ]));
+    for run in &runs {
+        let Some(run) = run.as_object() else { continue };
+        let receipt = cell(get(run, "receipt"));
+        let state = cell(get(run, "run_state"));
+        let done = match get(run, "completion") {
+            Value::Object(c) if c.get("complete") == Some(&json!(true)) => "yes".to_string(),
+            Value::Object(c) => format!("{} gaps", cell(c.get("gaps").unwrap_or(&Value::Null))),
+            _ => "-".into(),
+        };
+        let approval = get(run, "approval")
+            .get("state")
+            .map_or("-".to_string(), cell);
+        let lanes = match get(run, "lanes") {
+            Value::Object(counts) => {
+                let total: u64 = counts.values().filter_map(Value::as_u64).sum();
+                let completed = counts.get("completed").and_then(Value::as_u64).unwrap_or(0);
+                format!("{completed}/{total} done")
+            }
+            _ => "-".into(),
+        };
+        let seq = match get(run, "first_bad_sequence") {
+            Value::Number(n) if receipt == "damaged" => format!("bad {n}"),
+            _ => cell(get(run, "sequence")),
+        };
+        let mut line = row(&[
+            (cell(get(run, "run_id")), 25),
+            (state.clone(), 10),
+            (receipt.clone(), 7),
+            (seq, 6),
+            (done, 8),
+            (approval, 8),
+            (lanes, 0),
+        ]);
+        if colour {
+            line = colour_words(
+                line,
+                &[(&pad(&state, 10), &state), (&pad(&receipt, 7), &receipt)],
+            );
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+/// Colour the first occurrence of each padded cell (after the run id).
+fn colour_words(line: String, cells: &[(&str, &str)]) -> String {
+    let mut out = line;
+    for (text, state) in cells {
+        if let Some(pos) = out[25.min(out.len())..].find(text) {
+            let at = pos + 25.min(out.len());
+            let painted = paint(text.to_string(), state, true);
+            out.replace_range(at..at + text.len(), &painted);
+        }
+    }
+    out
+}
+
+fn list(value: &Value) -> String {
+    match value.as_array() {
+        Some(items) if !items.is_empty() => items.iter().map(cell).collect::<Vec<_>>().join(", "),
+        _ => "-".into(),
+    }
+}
+
+/// The table of `status --run-id`.
+pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
+    let mut lines = Vec::new();
+    let field = |key: &str| cell(get(data, key));
+    lines.push(fit(
+        &format!(
+            "run        {}  (workflow {}, manifest {})",
+            field("run_id"),
+            field("workflow_type"),
+            field("manifest_version")
+        ),
+        table::WIDTH,
+    ));
+    let state = field("run_state");
+    lines.push(fit(
+        &format!(
+            "state      {}  receipt {} at sequence {} ({})",
+            paint(state.clone(), &state, colour),
+            field("receipt"),
+            field("sequence"),
+            short_hash(get(data, "checksum"))
+        ),
+        table::WIDTH + if colour { 9 } else { 0 },
+    ));
+    lines.push(fit(
+        &format!(
+            "owner      epoch {} ({})",
+            field("owner_epoch"),
+            short_hash(get(data, "owner_fingerprint"))
+        ),
+        table::WIDTH,
+    ));
+    if let Value::Object(approval) = get(data, "approval") {
+        lines.push(fit(
+            &format!(
+                "approval   {} by {} at {}{}",
+                cell(get(approval, "state")),
+                cell(get(approval, "by")),
+                cell(get(approval, "at")),
+                if approval.get("gated") == Some(&json!(true)) {
+                    " (gated)"
+                } else {
+                    ""
+                }
+            ),
+            table::WIDTH,
+        ));
+    }
+    if !get(data, "recovery_of").is_null() || !list(get(data, "recovered_by")).eq("-") {
+        lines.push(fit(
+            &format!(
+                "recovery   of {}; recovered by {}",
+                field("recovery_of"),
+                list(get(data, "recovered_by"))
+            ),
+            table::WIDTH,
+        ));
+    }
+    lines.push(format!("at         {}", field("at")));
+    let lanes = get(data, "lanes").as_array().cloned().unwrap_or_default();
+    if !lanes.is_empty() {
+        lines.push(String::new());
+        lines.push(row(&[
+            ("LANE".into(), 14),
+            ("AGENT".into(), 12),
+            ("STATE".into(), 15),
+            ("LIVENESS".into(), 14),
+            ("NEXT".into(), 0),
+        ]));
+        for lane in &lanes {
+            let Some(lane) = lane.as_object() else {
+                continue;
+            };
+            let state = cell(get(lane, "state"));
+            let liveness = get(lane, "liveness");
+            let verdict = liveness
+                .get("action")
+                .or_else(|| liveness.get("error"))
+                .map_or("-".into(), cell);
+            let next = get(lane, "next_command")
+                .as_str()
+                .map(|c| {
+                    c.trim_start_matches("bluetape-flow ")
+                        .split(" --")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .unwrap_or_else(|| "-".into());
+            let mut line = row(&[
+                (cell(get(lane, "lane_id")), 14),
+                (cell(get(lane, "agent_id")), 12),
+                (state.clone(), 15),
+                (verdict, 14),
+                (next, 0),
+            ]);
+            if colour {
+                let padded = pad(&state, 15);
+                if let Some(pos) = line.find(&format!(" {padded}")) {
+                    let painted = paint(padded.clone(), &state, true);
+                    line.replace_range(pos + 1..pos + 1 + padded.len(), &painted);
+                }
+            }
+            lines.push(line);
+        }
+    }
+    let components = get(data, "components")
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !components.is_empty() {
+        lines.push(String::new());
+        lines.push(row(&[
+            ("COMPONENT".into(), 16),
+            ("REQ".into(), 4),
+            ("OWNER".into(), 14),
+            ("COVERAGE".into(), 9),
+            ("EVIDENCE".into(), 9),
+            ("CHECKS".into(), 0),
+        ]));
+        for component in &components {
+            let Some(c) = component.as_object() else {
+                continue;
+            };
+            let checks: Vec<String> = get(c, "required_checks")
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|check| {
+                    let mark = match check.get("passed") {
+                        Some(Value::Bool(true)) => "ok",
+                        Some(Value::Bool(false)) => "FAIL",
+                        _ => "?",
+                    };
+                    format!(
+                        "{}:{mark}",
+                        cell(check.get("check").unwrap_or(&Value::Null))
+                    )
+                })
+                .collect();
+            let mut name = cell(get(c, "component_id"));
+            if get(c, "removed") == &json!(true) {
+                name.push_str(" (removed)");
+            }
+            lines.push(row(&[
+                (name, 16),
+                (cell(get(c, "required")), 4),
+                (cell(get(c, "owner_lane")), 14),
+                (cell(get(c, "coverage")), 9),
+                (cell(get(c, "evidence_present")), 9),
+                (
+                    if checks.is_empty() {
+                        "-".into()
+                    } else {
+                        checks.join(" ")
+                    },
+                    0,
+                ),
+            ]));
+        }
+    }
+    if let Value::Object(completion) = get(data, "completion") {
+        lines.push(String::new());
+        lines.push(format!("complete   {}", cell(get(completion, "complete"))));
+        for (key, label) in [
+            ("missing_lanes", "missing lanes"),
+            ("missing_components", "missing components"),
+            ("failed_checks", "failed checks"),
+            ("unresolved_failed_lanes", "unresolved failed"),
+            ("incomplete_replacements", "replacements to repair"),
+        ] {
+            let items = list(get(completion, key));
+            if items != "-" {
+                lines.push(fit(&format!("  {label:<23}{items}"), table::WIDTH));
+            }
+        }
+        if get(completion, "missing_main_verification") == &json!(true) {
+            lines.push("  main verification      missing (recorded by complete)".into());
+        }
+    }
+    let next = get(data, "next").as_array().cloned().unwrap_or_default();
+    if !next.is_empty() {
+        lines.push(String::new());
+        lines.push("next".into());
+        for (i, action) in next.iter().enumerate() {
+            let subject = action
+                .get("subject")
+                .filter(|s| !s.is_null())
+                .map(|s| format!(" {}", cell(s)))
+                .unwrap_or_default();
+            lines.push(fit(
+                &format!(
+                    "{:>3}. {}{}",
+                    i + 1,
+                    cell(action.get("action").unwrap_or(&Value::Null)),
+                    subject
+                ),
+                table::WIDTH,
+            ));
+            if let Some(command) = action.get("command").and_then(Value::as_str) {
+                lines.push(fit(
+                    &format!("     {}", table::inert(command)),
+                    table::WIDTH,
+                ));
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+/// The `log` filters, checked before anything is read.
+struct Filter {
+    lane: Option<String>,
+    event_type: Option<String>,
+    since: u64,
+}
+
+impl Filter {
+    fn accepts(&self, event: &Map<String, Value>) -> bool {
+        let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
+        sequence > self.since
+            && self.lane.as_deref().is_none_or(|l| touches_lane(event, l))
+            && self
+                .event_type
+                .as_deref()
+                .is_none_or(|t| has_type(event, t))
+    }
+}
+
+/// The table header of `log`.
+pub fn log_header() -> String {
+    row(&[
+        ("SEQ".into(), 5),
+        ("TIME (UTC)".into(), 14),
+        ("TYPE".into(), 16),
+        ("LANE".into(), 8),
+        ("CHECKSUM".into(), 12),
+        ("SUMMARY".into(), 0),
+    ])
+}
+
+/// `2026-07-14T01:00:05.123Z` as `07-14T01:00:05` (the table's time; the
+/// JSON rows carry the full stamp).
+fn table_time(value: &Value) -> String {
+    match value.as_str() {
+        Some(text) if text.len() >= 19 && text.is_char_boundary(5) && text.is_char_boundary(19) => {
+            cell(&json!(&text[5..19]))
+        }
+        _ => cell(value),
+    }
+}
+
+/// One `log` table line.
+pub fn log_line(row_data: &Map<String, Value>) -> String {
+    let kind = match get(row_data, "intent_types").as_array() {
+        Some(types) => types.iter().map(cell).collect::<Vec<_>>().join("+"),
+        None => cell(get(row_data, "event_type")),
+    };
+    row(&[
+        (cell(get(row_data, "sequence")), 5),
+        (table_time(get(row_data, "created_at")), 14),
+        (kind, 16),
+        (cell(get(row_data, "lane_id")), 8),
+        (short_hash(get(row_data, "checksum")), 12),
+        (cell(get(row_data, "summary")), 0),
+    ])
+}
+
+fn render_row(event: &Map<String, Value>, format: LogFormat) -> String {
+    let data = log_row(event);
+    match format {
+        LogFormat::Jsonl => envelope::render(&Value::Object(data)),
+        LogFormat::Table => log_line(&data),
+    }
+}
+
+fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowResult<u8> {
+    let run = view_commands::open(root, &args.run_id)?;
+    if let Some(lane) = &args.lane
+        && !is_identifier(lane)
+    {
+        return Err(FlowError::contract("--lane must be a lane identifier"));
+    }
+    if let Some(kind) = &args.event_type
+        && !run.manifest.contract.event_types.iter().any(|t| t == kind)
+    {
+        return Err(FlowError::contract(
+            "--type must be an event type of the run's manifest",
+        ));
+    }
+    let filter = Filter {
+        lane: args.lane.clone(),
+        event_type: args.event_type.clone(),
+        since: args.since.unwrap_or(0),
+    };
+    let format = args.format.unwrap_or(if term.stdout_is_tty {
+        LogFormat::Table
+    } else {
+        LogFormat::Jsonl
+    });
+    if format == LogFormat::Table {
+        emit(out, &log_header());
+    }
+    let tail = args.tail.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let mut kept: VecDeque<String> = VecDeque::new();
+    let mut printed = 0u64;
+    let mut broken = false;
+    let result = view_commands::stream_events(&run, None, |event| {
+        if !filter.accepts(event) {
+            return Ok(());
+        }
+        let line = render_row(event, format);
+        match tail {
+            Some(0) => {}
+            Some(n) => {
+                if kept.len() == n {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+            None => {
+                printed += 1;
+                if !emit(out, &line) {
+                    broken = true;
+                    return Err("stdout closed".into());
+                }
+            }
+        }
+        Ok(())
+    });
+    // A reader that went away (a closed pipe) is not an error of ours.
+    if broken {
+        return Ok(0);
+    }
+    for line in kept.drain(..) {
+        printed += 1;
+        emit(out, &line);
+    }
+    let mut end = result?;
+    let summary = |end: &view_commands::StreamEnd, printed: u64| {
+        json!({
+            "type": "summary",
+            "events": end.position.sequence,
+            "printed": printed,
+            "checksum": end.position.checksum,
+            "verified": true,
+        })
+    };
+    if !args.follow || end.terminal {
+        if format == LogFormat::Jsonl {
+            emit(out, &envelope::render(&summary(&end, printed)));
+        }
+        return Ok(0);
+    }
+    let _ = out.flush();
+    // Follow: poll the receipt from the last verified position; never lock.
+    let mut seen = end.position.sequence;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut failed = false;
+        let step = view_commands::stream_events(&run, Some(end.position.clone()), |event| {
+            // After a torn line the same lines are verified again: each
+            // event is printed once.
+            let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
+            if sequence <= seen {
+                return Ok(());
+            }
+            seen = sequence;
+            if !filter.accepts(event) {
+                return Ok(());
+            }
+            printed += 1;
+            if !emit(out, &render_row(event, format)) || out.flush().is_err() {
+                failed = true;
+                return Err("stdout closed".into());
+            }
+            Ok(())
+        });
+        if failed {
+            return Ok(0);
+        }
+        match step {
+            Ok(next) => {
+                end = next;
+                if end.terminal {
+                    if format == LogFormat::Jsonl {
+                        emit(out, &envelope::render(&summary(&end, printed)));
+                    }
+                    return Ok(0);
+                }
+            }
+            // An append in progress (a torn last line) is waited for.
+            Err(FlowError::Conflict(_)) => {}
+            Err(FlowError::ReceiptDamaged(damage)) if damage.reason == INCOMPLETE => {}
+            Err(error) => return Err(error),
+        }
+    }
+}

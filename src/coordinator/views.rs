@@ -1,0 +1,565 @@
+//! The pure view models of `status` (issue 18): where a run stands and the
+//! safe next step, built only from the replayed state and the very
+//! functions the single-purpose queries call — [`check_lane`] for each
+//! lane's liveness verdict (`liveness-check`), [`evaluate_completion`]
+//! (`completion-check`) and [`resume_fields`] (`resume-check`) — so a view
+//! can never disagree with them. No I/O, no clock: `--at` comes in as text.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::completion::{CompletionReport, evaluate, evaluate_completion};
+use super::decide::{Policy, Refusal};
+use super::liveness::{CommandStatus, LivenessAction, check_lane};
+use super::state::{CoordinatorState, LaneRecord, LaneState};
+
+/// The `resume-check` fields of a replayed state: lanes that need
+/// observation, replacements needing repair, approved components without a
+/// registration. `resume-check` itself prints exactly these.
+pub fn resume_fields(state: &CoordinatorState) -> Map<String, Value> {
+    let observe: Vec<&String> = state
+        .lanes()
+        .iter()
+        .filter(|(_, lane)| {
+            matches!(
+                lane.state,
+                LaneState::Starting
+                    | LaneState::Running
+                    | LaneState::SuspectedStall
+                    | LaneState::Recovering
+            )
+        })
+        .map(|(id, _)| id)
+        .collect();
+    let gaps: Vec<&String> = state
+        .approved_component_ids()
+        .iter()
+        .filter(|id| !state.topology().contains_key(*id))
+        .collect();
+    let mut map = Map::new();
+    map.insert("owner_epoch".into(), json!(state.owner_epoch()));
+    map.insert("owner_fingerprint".into(), json!(state.owner_fingerprint()));
+    map.insert("lanes_requiring_observation".into(), json!(observe));
+    map.insert(
+        "incomplete_replacements".into(),
+        json!(state.incomplete_replacements()),
+    );
+    map.insert("topology_gaps".into(), json!(gaps));
+    map
+}
+
+/// What `liveness-check --lane-id L --at T` (no `--command-status`)
+/// answers for one lane: its decision, or the refusal it would print.
+pub fn lane_liveness(
+    state: &CoordinatorState,
+    policy: &Policy,
+    lane_id: &str,
+    at: &str,
+) -> Result<LivenessAction, Refusal> {
+    check_lane(state, policy, lane_id, at, CommandStatus::Unknown).map(|d| d.action)
+}
+
+/// The verdict object of a lane: `{action, reason}` exactly as
+/// `liveness-check` prints them, or `{error, message}` with the error code
+/// it would exit with.
+fn liveness_json(state: &CoordinatorState, policy: &Policy, lane_id: &str, at: &str) -> Value {
+    match check_lane(state, policy, lane_id, at, CommandStatus::Unknown) {
+        Ok(decision) => Value::Object(decision.to_json()),
+        Err(refusal) => {
+            let (error, message) = refusal_code(&refusal);
+            json!({"error": error, "message": message})
+        }
+    }
+}
+
+fn refusal_code(refusal: &Refusal) -> (&'static str, String) {
+    match refusal {
+        Refusal::Invalid(m) => ("contract_error", m.clone()),
+        Refusal::Conflict(m) => ("coordinator_conflict", m.clone()),
+        Refusal::Blocked { message, .. } => ("completion_blocked", message.clone()),
+        Refusal::Approval(a) => ("approval_refused", a.message().to_string()),
+        Refusal::Breach { message, .. } => ("rule_breach", message.clone()),
+    }
+}
+
+/// Shell-quote one argument (single quotes; identifiers need none).
+fn quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The command line for `command` on `lane` of `run_id`, with `<...>`
+/// placeholders where only the agent knows the value.
+fn lane_command(command: &str, run_id: &str, lane: &LaneRecord, extra: &str) -> String {
+    format!(
+        "bluetape-flow {command} --run-id {} --owner-file <OWNER_FILE> --lane-id {} --agent-id {} --at <UTC> --evidence <FILE>{extra}",
+        quote(run_id),
+        quote(&lane.id),
+        quote(&lane.agent_id)
+    )
+}
+
+fn run_command(command: &str, run_id: &str, extra: &str) -> String {
+    format!(
+        "bluetape-flow {command} --run-id {} --owner-file <OWNER_FILE> --evidence <FILE>{extra}",
+        quote(run_id)
+    )
+}
+
+/// The command an agent runs next for a lane, given its liveness action
+/// (`None` when the lane needs nothing).
+pub fn next_lane_command(
+    state: &CoordinatorState,
+    run_id: &str,
+    lane: &LaneRecord,
+    action: Option<LivenessAction>,
+) -> Option<String> {
+    use LivenessAction as A;
+    let Some(action) = action else {
+        // The verdict itself failed: look at the lane first.
+        return Some(format!(
+            "bluetape-flow liveness-check --run-id {} --lane-id {} --at <UTC>",
+            quote(run_id),
+            quote(&lane.id)
+        ));
+    };
+    Some(match (action, lane.state) {
+        (A::Continue, LaneState::Pending) => lane_command("lane-start", run_id, lane, ""),
+        (A::Continue, LaneState::Starting) => lane_command("startup-ack", run_id, lane, ""),
+        (A::Continue, _) => run_command("heartbeat", run_id, " --input <FILE>"),
+        (A::SuspectStall, _) => lane_command(
+            "stall-record",
+            run_id,
+            lane,
+            " --reason <TEXT> --decision <FILE>",
+        ),
+        (A::SendProbe, _) => lane_command("probe-sent", run_id, lane, " --deadline <UTC>"),
+        (A::AwaitProbe, _) => lane_command("probe-ack", run_id, lane, ""),
+        (A::Interrupt, _) => lane_command("interrupt-result", run_id, lane, ""),
+        (A::ObserveCommand, _) => format!(
+            "bluetape-flow liveness-check --run-id {} --lane-id {} --at <UTC> --command-status <alive|dead>",
+            quote(run_id),
+            quote(&lane.id)
+        ),
+        (A::MainTakeover, _) => lane_command("lane-fail", run_id, lane, ""),
+        (A::None, LaneState::Replaced) => {
+            let child = lane.replacement_lane_id.as_deref().unwrap_or("<LANE>");
+            let verb = if state
+                .incomplete_replacements()
+                .iter()
+                .any(|id| id == &lane.id)
+            {
+                "replacement-repair"
+            } else if state.lane(child).map(|c| c.state) == Some(LaneState::Completed) {
+                "replacement-close"
+            } else {
+                return None;
+            };
+            format!(
+                "bluetape-flow {verb} --run-id {} --owner-file <OWNER_FILE> --lane-id {} --replacement-lane-id {} --at <UTC> --evidence <FILE>",
+                quote(run_id),
+                quote(&lane.id),
+                quote(child)
+            )
+        }
+        (A::None, _) => return None,
+    })
+}
+
+/// One lane of `status --run-id`.
+fn lane_json(
+    state: &CoordinatorState,
+    policy: &Policy,
+    run_id: &str,
+    lane: &LaneRecord,
+    at: &str,
+) -> (Value, Option<LivenessAction>) {
+    let action = lane_liveness(state, policy, &lane.id, at).ok();
+    let value = json!({
+        "lane_id": lane.id,
+        "agent_id": lane.agent_id,
+        "state": lane.state.as_str(),
+        "parent_lane_id": lane.parent_lane_id,
+        "replaced_by": lane.replacement_lane_id,
+        "write_scope": lane.write_scope,
+        "last_observed_at": lane.updated_at,
+        "lease_until": lane.silence_lease_deadline,
+        "liveness": liveness_json(state, policy, &lane.id, at),
+        "next_command": next_lane_command(state, run_id, lane, action),
+    });
+    (value, action)
+}
+
+/// The components of the run: registered ones with their recorded check
+/// results, then removed ones.
+pub fn components_json(state: &CoordinatorState) -> Value {
+    let mut out = Vec::new();
+    let one = |component: &super::state::Component, removed: bool| {
+        let results = state.checks().get(&component.id);
+        let checks: Vec<Value> = component
+            .required_checks
+            .iter()
+            .map(|check| {
+                json!({
+                    "check": check,
+                    "passed": results.and_then(|r| r.get(check)).copied(),
+                })
+            })
+            .collect();
+        json!({
+            "component_id": component.id,
+            "required": component.required,
+            "owner_lane": component.owner_lane,
+            "required_checks": checks,
+            "evidence_present": !component.evidence_refs.is_empty(),
+            "coverage": component.coverage_state.as_str(),
+            "dependencies": component.dependencies,
+            "removed": removed,
+        })
+    };
+    for component in state.topology().values() {
+        out.push(one(component, false));
+    }
+    for component in state.removed_component_records().values() {
+        out.push(one(component, true));
+    }
+    Value::Array(out)
+}
+
+/// The recommended actions, in order: stalled or recovering lanes first,
+/// then replacements needing repair, then completion gaps, then `complete`
+/// when nothing else is missing.
+pub fn next_actions(
+    state: &CoordinatorState,
+    run_id: &str,
+    lane_actions: &BTreeMap<String, Option<LivenessAction>>,
+    report: &CompletionReport,
+) -> Vec<Value> {
+    use LivenessAction as A;
+    let mut out = Vec::new();
+    let mut push = |kind: &str, subject: Option<&str>, command: Option<String>| {
+        out.push(json!({"action": kind, "subject": subject, "command": command}));
+    };
+    let run_state = state.run_state_enum();
+    if run_state.is_terminal() {
+        return out;
+    }
+    let urgent = |action: &Option<LivenessAction>| {
+        matches!(
+            action,
+            None | Some(
+                A::SuspectStall | A::SendProbe | A::AwaitProbe | A::Interrupt | A::MainTakeover
+            ) | Some(A::ObserveCommand)
+        )
+    };
+    for (lane_id, action) in lane_actions {
+        let Some(lane) = state.lane(lane_id) else {
+            continue;
+        };
+        if urgent(action) {
+            let kind = action.map_or("liveness_unreadable", |a| a.as_str());
+            push(
+                kind,
+                Some(lane_id),
+                next_lane_command(state, run_id, lane, *action),
+            );
+        }
+    }
+    for lane_id in state.incomplete_replacements() {
+        if let Some(lane) = state.lane(lane_id) {
+            push(
+                "repair_replacement",
+                Some(lane_id),
+                next_lane_command(state, run_id, lane, Some(A::None)),
+            );
+        }
+    }
+    match run_state {
+        super::state::RunState::Planned => {
+            push(
+                "approve_run",
+                None,
+                Some(run_command("run-approve", run_id, "")),
+            );
+            return out;
+        }
+        super::state::RunState::Approved => {
+            push(
+                "start_run",
+                None,
+                Some(run_command("run-start", run_id, "")),
+            );
+            return out;
+        }
+        _ => {}
+    }
+    for component in &report.missing_components {
+        let command = if state.topology().contains_key(component) {
+            run_command("component-evidence", run_id, " --input <FILE>")
+        } else {
+            run_command("topology-register", run_id, " --input <FILE>")
+        };
+        push("cover_component", Some(component), Some(command));
+    }
+    for check in &report.failed_checks {
+        push(
+            "record_check",
+            Some(check),
+            Some(run_command("check-result", run_id, " --input <FILE>")),
+        );
+    }
+    for lane_id in &report.unresolved_failed_lanes {
+        push(
+            "resolve_failed_lane",
+            Some(lane_id),
+            Some(format!(
+                "bluetape-flow lane-resolve --run-id {} --owner-file <OWNER_FILE> --lane-id {} --resolution-lane-id <LANE> --at <UTC> --evidence <FILE>",
+                quote(run_id),
+                quote(lane_id)
+            )),
+        );
+    }
+    for lane_id in &report.missing_lanes {
+        if report.unresolved_failed_lanes.contains(lane_id) {
+            continue;
+        }
+        let action = lane_actions.get(lane_id).copied().flatten();
+        if let (Some(lane), Some(A::Continue)) = (state.lane(lane_id), action)
+            && lane.state == LaneState::Running
+        {
+            push(
+                "finish_lane",
+                Some(lane_id),
+                Some(lane_command("lane-complete", run_id, lane, "")),
+            );
+        }
+    }
+    if evaluate(state, true).complete && run_state == super::state::RunState::Running {
+        push("complete", None, Some(run_command("complete", run_id, "")));
+    }
+    out
+}
+
+/// How many gaps a completion report lists (for the run listing).
+pub fn gap_count(report: &CompletionReport) -> usize {
+    report.missing_lanes.len()
+        + report.missing_components.len()
+        + report.failed_checks.len()
+        + report.incomplete_replacements.len()
+        + report.unresolved_failed_lanes.len()
+        + usize::from(report.missing_main_verification)
+}
+
+/// Lanes by state (`{"running": 2, "completed": 1}`).
+pub fn lane_counts(state: &CoordinatorState) -> Map<String, Value> {
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for lane in state.lanes().values() {
+        *counts.entry(lane.state.as_str()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(k, n)| (k.into(), json!(n)))
+        .collect()
+}
+
+/// The Phase 2 part of `status --run-id`: lanes, components, completion,
+/// the resume fields and the next actions, at `at` (already validated).
+pub fn run_detail(
+    state: &CoordinatorState,
+    policy: &Policy,
+    run_id: &str,
+    at: &str,
+) -> Map<String, Value> {
+    let mut lanes = Vec::new();
+    let mut actions = BTreeMap::new();
+    for lane in state.lanes().values() {
+        let (value, action) = lane_json(state, policy, run_id, lane, at);
+        lanes.push(value);
+        actions.insert(lane.id.clone(), action);
+    }
+    let report = evaluate_completion(state);
+    let mut map = resume_fields(state);
+    map.insert("lanes".into(), Value::Array(lanes));
+    map.insert("components".into(), components_json(state));
+    map.insert("completion".into(), Value::Object(report.to_json()));
+    // Events that break one of our rules (issue 13), as completion-check
+    // reports them; empty when none stands.
+    map.insert(
+        "breaches".into(),
+        super::breach::breaches_value(state.breaches()),
+    );
+    map.insert(
+        "next".into(),
+        Value::Array(next_actions(state, run_id, &actions, &report)),
+    );
+    map
+}
+
+/// The longest `summary` a log row carries (the event itself is in the
+/// receipt; a row is for reading).
+pub const MAX_SUMMARY_CHARS: usize = 240;
+
+fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    map.get(key).and_then(Value::as_str)
+}
+
+/// The one-line summary parts of one event or intent.
+fn summary_parts(event: &Map<String, Value>, parts: &mut Vec<String>) {
+    if let Some(reason) = text(event, "reason") {
+        parts.push(reason.to_string());
+    }
+    if let Some(meta) = event.get("metadata").and_then(Value::as_object) {
+        match (text(meta, "component_id"), text(meta, "check_id")) {
+            (Some(component), Some(check)) => parts.push(format!("{component}:{check}")),
+            (Some(component), None) => parts.push(format!("component {component}")),
+            _ => {}
+        }
+        if let Some(kind) = text(meta, "report_kind") {
+            parts.push(format!("report {kind}"));
+        }
+        if let Some(child) = text(meta, "replacement_lane_id") {
+            parts.push(format!("replacement {child}"));
+        }
+        if let Some(lease) = text(meta, "silence_lease_deadline") {
+            parts.push(format!("lease until {lease}"));
+        }
+        if let Some(components) = meta.get("components").and_then(Value::as_array) {
+            let ids: Vec<&str> = components
+                .iter()
+                .filter_map(|c| c.get("id").and_then(Value::as_str))
+                .collect();
+            parts.push(format!("components {}", ids.join(",")));
+        }
+    }
+    for item in event
+        .get("evidence_refs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+    {
+        let kind = text(item, "kind").unwrap_or("?");
+        match text(item, "summary") {
+            Some(summary) => parts.push(format!("{kind}: {summary}")),
+            None => parts.push(kind.to_string()),
+        }
+    }
+}
+
+/// The intents of a `transaction_committed` (empty for any other event).
+pub fn intents(event: &Map<String, Value>) -> Vec<&Map<String, Value>> {
+    event
+        .get("metadata")
+        .and_then(|m| m.get("intents"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .collect()
+}
+
+/// One `log` row of a verified event: `sequence`, `created_at`,
+/// `observed_at`, `event_type` (and `intent_types` for a transaction),
+/// `lane_id`, `agent_id`, `owner_epoch`, `summary`, `checksum`.
+pub fn log_row(event: &Map<String, Value>) -> Map<String, Value> {
+    let inner = intents(event);
+    let first = |key: &str| -> Value {
+        match event.get(key) {
+            Some(Value::String(s)) => json!(s),
+            _ => inner
+                .iter()
+                .find_map(|i| text(i, key))
+                .map_or(Value::Null, |s| json!(s)),
+        }
+    };
+    let mut parts = Vec::new();
+    summary_parts(event, &mut parts);
+    for intent in &inner {
+        summary_parts(intent, &mut parts);
+    }
+    parts.dedup();
+    let summary: String = parts.join("; ").chars().take(MAX_SUMMARY_CHARS).collect();
+    let metadata = event.get("metadata").and_then(Value::as_object);
+    let observed = metadata
+        .and_then(|m| m.get("observed_at"))
+        .or_else(|| {
+            inner
+                .iter()
+                .find_map(|i| i.get("metadata")?.get("observed_at"))
+        })
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut row = Map::new();
+    row.insert(
+        "sequence".into(),
+        event.get("sequence").cloned().unwrap_or(Value::Null),
+    );
+    row.insert(
+        "created_at".into(),
+        event.get("timestamp").cloned().unwrap_or(Value::Null),
+    );
+    row.insert("observed_at".into(), observed);
+    row.insert(
+        "event_type".into(),
+        event.get("event_type").cloned().unwrap_or(Value::Null),
+    );
+    if !inner.is_empty() {
+        let types: Vec<Value> = inner
+            .iter()
+            .filter_map(|i| i.get("event_type").cloned())
+            .collect();
+        row.insert("intent_types".into(), Value::Array(types));
+    }
+    row.insert("lane_id".into(), first("lane_id"));
+    row.insert("agent_id".into(), first("agent_id"));
+    row.insert(
+        "owner_epoch".into(),
+        metadata
+            .and_then(|m| m.get("owner_epoch"))
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    row.insert("summary".into(), json!(summary));
+    row.insert(
+        "checksum".into(),
+        event.get("checksum").cloned().unwrap_or(Value::Null),
+    );
+    row
+}
+
+/// Whether a row's event (or one of its intents) is about `lane`.
+pub fn touches_lane(event: &Map<String, Value>, lane: &str) -> bool {
+    text(event, "lane_id") == Some(lane)
+        || intents(event)
+            .iter()
+            .any(|i| text(i, "lane_id") == Some(lane))
+}
+
+/// Whether the event is of type `kind`, or a transaction holding one.
+pub fn has_type(event: &Map<String, Value>, kind: &str) -> bool {
+    text(event, "event_type") == Some(kind)
+        || intents(event)
+            .iter()
+            .any(|i| text(i, "event_type") == Some(kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_leaves_identifiers_alone_and_quotes_the_rest() {
+        assert_eq!(quote("build-2"), "build-2");
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+        assert_eq!(quote(""), "''");
+    }
+}
