@@ -2,6 +2,8 @@
 //! the command's own output keys; the CLI adds the envelope.
 
 pub mod approval;
+pub mod attest;
+pub mod bundle;
 pub mod checkpoint;
 pub mod completion;
 pub mod doctor;

@@ -3,6 +3,7 @@
 //! directory lock and the acknowledged receipt head.
 
 pub mod approval;
+pub mod bundle;
 pub mod caches;
 pub mod digests;
 pub mod discovery;

@@ -1,0 +1,113 @@
+//! The commands that take a run off the machine (issue 20;
+//! contracts/bundle.md): bundle-export, bundle-verify, publish, attest.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use crate::commands::FlowResult;
+use crate::commands::bundle;
+use crate::receipt::primitives::format_now;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommands {
+    #[command(
+        name = "bundle-export",
+        args_override_self = true,
+        about = "Read-only (writes one new file outside the state root). Capability: Phase 2 only. Safe next: bundle-verify FILE on any machine. Never writes inside the state root."
+    )]
+    BundleExport(BundleExportArgs),
+    #[command(
+        name = "bundle-verify",
+        args_override_self = true,
+        about = "Read-only. Capability: offline, no state root. Safe next: keep the bundle with the verifier key. Extracts nothing."
+    )]
+    BundleVerify(BundleVerifyArgs),
+    #[command(
+        args_override_self = true,
+        about = "Read-only (writes one new file outside the state root). Capability: Phase 2 only, a completed run. Safe next: verify the envelope with any DSSE verifier. Never writes inside the state root."
+    )]
+    Attest(AttestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AttestArgs {
+    /// The completed run to attest.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The signer key file that key-generate wrote (mode 0600).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Where to write the DSSE envelope (JSON), outside the state root.
+    #[arg(long, required = true, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace an existing file at --out (never a symlink or a non-file).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleExportArgs {
+    /// The run to export (a Phase 2 run).
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// Where to write the bundle (a new .tar file outside the state root).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace an existing file at --out (never a symlink or a non-file).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleVerifyArgs {
+    /// The bundle tar that bundle-export wrote.
+    #[arg(value_name = "FILE", required = true)]
+    pub file: PathBuf,
+    /// A file of verifier keys (one per line, as key-generate prints): every signed head in the bundle must verify with them; repeatable.
+    #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// A signed head kept elsewhere: the bundle's receipt must extend it.
+    #[arg(long, value_name = "FILE")]
+    pub head: Option<PathBuf>,
+    /// The instant liveness is judged at in the summary: a UTC timestamp ending in Z (default: now).
+    #[arg(long, value_name = "UTC")]
+    pub at: Option<String>,
+}
+
+pub fn dispatch(
+    command: BundleCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let now = || format_now(chrono::Utc::now());
+    Ok(match command {
+        BundleCommands::BundleExport(args) => (
+            "bundle-export",
+            bundle::export(root, &args.run_id, &args.out, &env.cwd, args.force)?,
+        ),
+        BundleCommands::Attest(args) => {
+            let key = crate::commands::transparency::load_signer_key(&args.key)?;
+            (
+                "attest",
+                crate::commands::attest::attest(
+                    root,
+                    &args.run_id,
+                    &key,
+                    &args.out,
+                    &env.cwd,
+                    args.force,
+                )?,
+            )
+        }
+        BundleCommands::BundleVerify(args) => {
+            let at = args.at.unwrap_or_else(now);
+            let file = env.cwd.join(&args.file);
+            (
+                "bundle-verify",
+                bundle::verify_file(&file, &args.key, args.head.as_deref(), &at)?,
+            )
+        }
+    })
+}
