@@ -29,6 +29,24 @@ pub enum BundleCommands {
         about = "Read-only (writes one new file outside the state root). Capability: Phase 2 only, a completed run. Safe next: verify the envelope with any DSSE verifier. Never writes inside the state root."
     )]
     Attest(AttestArgs),
+    #[command(
+        args_override_self = true,
+        about = "Mutation (of a git ref only; the state root is untouched). Capability: Phase 2 only. Safe next: git push origin 'refs/bluetape/*:refs/bluetape/*'. Moves the ref only forward."
+    )]
+    Publish(PublishArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The run to publish.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The git repository to publish into (default: the run's repo_root).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// The ref to publish onto (default: refs/bluetape/runs/<RUN_ID>).
+    #[arg(long = "ref", value_name = "REF")]
+    pub git_ref: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -63,8 +81,18 @@ pub struct BundleExportArgs {
 #[derive(Debug, Args)]
 pub struct BundleVerifyArgs {
     /// The bundle tar that bundle-export wrote.
-    #[arg(value_name = "FILE", required = true)]
-    pub file: PathBuf,
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "git",
+        conflicts_with = "git"
+    )]
+    pub file: Option<PathBuf>,
+    /// A git repository holding a publication (instead of FILE); needs --ref.
+    #[arg(long, value_name = "DIR", requires = "git_ref")]
+    pub git: Option<PathBuf>,
+    /// The publication's ref in --git, e.g. refs/bluetape/runs/<RUN_ID>.
+    #[arg(long = "ref", id = "git_ref", value_name = "REF", requires = "git")]
+    pub git_ref: Option<String>,
     /// A file of verifier keys (one per line, as key-generate prints): every signed head in the bundle must verify with them; repeatable.
     #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
     pub key: Vec<PathBuf>,
@@ -101,13 +129,38 @@ pub fn dispatch(
                 )?,
             )
         }
+        BundleCommands::Publish(args) => (
+            "publish",
+            crate::commands::publish::publish(
+                root,
+                &args.run_id,
+                args.repo.as_deref(),
+                args.git_ref.as_deref(),
+                &env.cwd,
+            )?,
+        ),
         BundleCommands::BundleVerify(args) => {
             let at = args.at.unwrap_or_else(now);
-            let file = env.cwd.join(&args.file);
-            (
-                "bundle-verify",
-                bundle::verify_file(&file, &args.key, args.head.as_deref(), &at)?,
-            )
+            let head = args.head.map(|h| env.cwd.join(h));
+            let keys: Vec<PathBuf> = args.key.iter().map(|k| env.cwd.join(k)).collect();
+            let data = match (&args.file, &args.git, &args.git_ref) {
+                (Some(file), None, None) => {
+                    bundle::verify_file(&env.cwd.join(file), &keys, head.as_deref(), &at)?
+                }
+                (None, Some(dir), Some(reference)) => crate::commands::publish::verify_git(
+                    &env.cwd.join(dir),
+                    reference,
+                    &keys,
+                    head.as_deref(),
+                    &at,
+                )?,
+                _ => {
+                    return Err(crate::commands::FlowError::contract(
+                        "bundle-verify needs FILE, or --git DIR --ref REF",
+                    ));
+                }
+            };
+            ("bundle-verify", data)
         }
     })
 }

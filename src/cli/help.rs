@@ -81,6 +81,7 @@ pub const PAGES: &[Page] = pages![
     "check-proof",
     "bundle-export",
     "bundle-verify",
+    "publish",
     "attest",
     "doctor",
     "completions",

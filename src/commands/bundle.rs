@@ -170,10 +170,16 @@ pub struct Plan {
 /// Gather the members of a verified run (every bound report, the policy,
 /// the quarantined source, the stored heads that hold).
 pub fn plan(replayed: &Replayed) -> FlowResult<Plan> {
+    // A stored head the receipt no longer extends is damage: refuse.
+    super::transparency::verify_heads(&replayed.run, &replayed.position, None, None)?;
+    plan_with(replayed, &[])
+}
+
+/// Receipt segments already known (a publication's): their members, kept
+/// as they are; the rest of the receipt is cut from after them.
+pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
     let run = &replayed.run;
     let root = &run.dir.root;
-    // A stored head the receipt no longer extends is damage: refuse.
-    super::transparency::verify_heads(run, &replayed.position, None, None)?;
     let mut members: Vec<(Member, Content)> = Vec::new();
     let mut add = |name: String, bytes: Vec<u8>| {
         let member = Member {
@@ -216,12 +222,16 @@ pub fn plan(replayed: &Replayed) -> FlowResult<Plan> {
         add(name, bytes);
     }
     let mut offset = 0u64;
-    let segments = run
-        .dir
-        .receipt_segments(replayed.position.byte_length, SEGMENT_EVENTS)?;
+    for member in kept {
+        members.push((member.clone(), Content::Receipt { offset }));
+        offset += member.size;
+    }
+    let segments =
+        run.dir
+            .receipt_segments(offset, replayed.position.byte_length, SEGMENT_EVENTS)?;
     for (i, (size, sha256)) in segments.into_iter().enumerate() {
         let member = Member {
-            name: segment_name(i as u64 * SEGMENT_EVENTS + 1),
+            name: segment_name((kept.len() + i) as u64 * SEGMENT_EVENTS + 1),
             size,
             sha256,
         };

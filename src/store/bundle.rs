@@ -36,12 +36,23 @@ pub fn file_digest(path: &Path, kind: &str) -> StoreResult<(u64, String)> {
 }
 
 impl RunDir {
-    /// The receipt's first `byte_length` bytes cut after every `per`
-    /// lines: each piece's size and SHA-256, in one streamed pass.
-    pub fn receipt_segments(&self, byte_length: u64, per: u64) -> StoreResult<Vec<(u64, String)>> {
+    /// The receipt's bytes from `start` (a line start) to `byte_length`
+    /// cut after every `per` lines: each piece's size and SHA-256, in one streamed pass.
+    pub fn receipt_segments(
+        &self,
+        start: u64,
+        byte_length: u64,
+        per: u64,
+    ) -> StoreResult<Vec<(u64, String)>> {
+        use std::io::{Seek, SeekFrom};
         let path = self.receipt_path();
-        let file = open_regular(&path, "receipt", None)?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 16, file.take(byte_length));
+        let mut file = open_regular(&path, "receipt", None)?;
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| StoreError::io(&e, &path))?;
+        let mut reader = std::io::BufReader::with_capacity(
+            1 << 16,
+            file.take(byte_length.saturating_sub(start)),
+        );
         let mut out = Vec::new();
         let (mut size, mut lines, mut hasher) = (0u64, 0u64, Sha256::new());
         loop {

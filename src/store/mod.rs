@@ -8,6 +8,7 @@ pub mod caches;
 pub mod digests;
 pub mod discovery;
 pub mod error;
+pub mod git;
 pub mod handle;
 pub mod heads;
 pub mod input;
