@@ -15,18 +15,18 @@ pub enum BundleCommands {
     #[command(
         name = "bundle-export",
         args_override_self = true,
-        about = "Read-only (writes one new file outside the state root). Capability: Phase 2 only. Safe next: bundle-verify FILE on any machine. Never writes inside the state root."
+        about = "Read-only. Capability: Phase 2 only. Writes one bundle file outside the state root (--out). Safe next: bundle-verify FILE on any machine. In-place migration is unavailable."
     )]
     BundleExport(BundleExportArgs),
     #[command(
         name = "bundle-verify",
         args_override_self = true,
-        about = "Read-only. Capability: offline, no state root. Safe next: keep the bundle with the verifier key. Extracts nothing."
+        about = "Read-only. Capability: offline, no state root. Safe next: keep the bundle with the verifier key. Extracts nothing; in-place migration is unavailable."
     )]
     BundleVerify(BundleVerifyArgs),
     #[command(
         args_override_self = true,
-        about = "Read-only (writes one new file outside the state root). Capability: Phase 2 only, a completed run. Safe next: verify the envelope with any DSSE verifier. Never writes inside the state root."
+        about = "Read-only. Capability: Phase 2 only, completed runs. Writes one DSSE envelope outside the state root (--out). Safe next: verify it with any DSSE verifier. In-place migration is unavailable."
     )]
     Attest(AttestArgs),
     #[command(

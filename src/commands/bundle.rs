@@ -851,11 +851,14 @@ pub fn verify_members(
     }
     // The policy: present exactly when the run binds one, with its bytes.
     match (&ledger.binding, &policy_bytes) {
-        (Some(binding), Some(bytes)) if &sha256_hex(bytes) == binding => {}
-        (Some(_), Some(_)) => {
-            return Err(refused(
-                "approval-policy.json is not the policy the run binds",
-            ));
+        (Some(binding), Some(bytes)) => {
+            crate::coordinator::approval::ApprovalPolicy::from_frozen(bytes, binding).map_err(
+                |why| {
+                    refused(format!(
+                        "approval-policy.json is not the policy the run binds: {why}"
+                    ))
+                },
+            )?;
         }
         (Some(_), None) => return Err(refused("member approval-policy.json is missing")),
         (None, Some(_)) => {

@@ -354,8 +354,7 @@ fn check_extends(
         .index
         .members
         .iter()
-        .filter(|m| classify(&m.name) == Some(Class::Receipt))
-        .next_back()
+        .rfind(|m| classify(&m.name) == Some(Class::Receipt))
         .map(|m| m.name.clone());
     for member in &older.index.members {
         let class = classify(&member.name);
