@@ -694,6 +694,52 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         &reference,
     ])
     .assert_error(3, "receipt_corrupt");
+    // A forced rewrite whose newest commit is itself a valid, shorter
+    // bundle (an older publication's tree on top of the newest one): the
+    // tip verifies, the history does not.
+    let tip = git(&repo, &["rev-parse", &reference]);
+    let old_tree = git(&repo, &["rev-parse", &format!("{reference}~2^{{tree}}")]);
+    let forged = git(
+        &repo,
+        &["commit-tree", &old_tree, "-p", &tip, "-m", "rollback"],
+    );
+    git(
+        &repo,
+        &[
+            "push",
+            "-q",
+            "--force",
+            remote.to_str().unwrap(),
+            &format!("{forged}:{reference}"),
+        ],
+    );
+    let third = bed.tmp.path().join("clone-3");
+    git(
+        bed.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            third.to_str().unwrap(),
+        ],
+    );
+    git(
+        &third,
+        &["fetch", "-q", "origin", "refs/bluetape/*:refs/bluetape/*"],
+    );
+    let e = flow
+        .run(&[
+            "bundle-verify",
+            "--git",
+            third.to_str().unwrap(),
+            "--ref",
+            &reference,
+        ])
+        .assert_error(3, "receipt_corrupt");
+    assert!(
+        e["message"].as_str().unwrap().contains("not append-only"),
+        "{e}"
+    );
     // A history rewritten to a shorter receipt (a forced reset onto an
     // older publication plus a different event) is refused too.
     let older = git(&repo, &["rev-parse", &format!("{reference}~2")]);
