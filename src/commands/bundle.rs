@@ -28,6 +28,9 @@ use crate::receipt::verify::{ChainPosition, ChainVerifier, StreamStop};
 use crate::store::bundle::{file_digest, open_input, read_member_file};
 use crate::store::heads::read_small;
 
+/// Receipts at least this long are verified on two more threads.
+const PARALLEL_FROM_BYTES: u64 = 1 << 20;
+
 /// The tool named in every index.
 pub fn tool() -> String {
     format!("bluetape-flow {}", env!("CARGO_PKG_VERSION"))
@@ -413,13 +416,13 @@ pub fn export(
 // ------------------------------------------------------------------ verify
 
 /// Members read one after another, in index order.
-pub trait MemberSource {
+pub trait MemberSource: Send {
     fn begin(&mut self, member: &Member) -> Result<(), BundleError>;
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, BundleError>;
     fn end(&mut self, member: &Member) -> Result<(), BundleError>;
 }
 
-impl<R: Read> MemberSource for TarReader<R> {
+impl<R: Read + Send> MemberSource for TarReader<R> {
     fn begin(&mut self, member: &Member) -> Result<(), BundleError> {
         TarReader::begin(self, &member.name, member.size)
     }
@@ -499,7 +502,6 @@ struct Segments<'s> {
     tree: RootAccumulator,
     wanted: BTreeSet<u64>,
     roots: BTreeMap<u64, Hash>,
-    receipt: Sha256,
     error: Option<BundleError>,
 }
 
@@ -531,7 +533,6 @@ impl Segments<'_> {
     fn absorb(&mut self, n: usize) {
         let data = &self.buf[..n];
         self.hasher.update(data);
-        self.receipt.update(data);
         self.read += n as u64;
         let mut rest = data;
         while let Some(i) = rest.iter().position(|b| *b == b'\n') {
@@ -622,8 +623,6 @@ pub struct Verified {
     pub root: Hash,
     /// Every head that held (name, body).
     pub heads: Vec<(String, HeadBody)>,
-    /// Checksums of the receipt at the sizes heads name.
-    pub receipt_sha256: String,
 }
 
 /// Check every member of a bundle read from `source` (after its index),
@@ -741,10 +740,9 @@ pub fn verify_members(
         tree: RootAccumulator::default(),
         wanted: wanted.clone(),
         roots: BTreeMap::new(),
-        receipt: Sha256::new(),
         error: None,
     };
-    let outcome = verifier.verify_stream(&mut stream, |event, position| {
+    let mut replay = |event: &Map<String, Value>, position: &ChainPosition| {
         if first.is_none() {
             first = Some(first_event_facts(event));
         }
@@ -753,7 +751,15 @@ pub fn verify_members(
         }
         ledger.observe(event);
         state.apply_event(event, &policy).map_err(|e| e.to_string())
-    });
+    };
+    // Long receipts are parsed on two more threads (the same checks, the
+    // events handed on in order for the replay).
+    let receipt_bytes: u64 = segments.iter().map(|m| m.size).sum();
+    let outcome = if receipt_bytes >= PARALLEL_FROM_BYTES {
+        verifier.verify_stream_parallel_events(&mut stream, &mut replay)
+    } else {
+        verifier.verify_stream(&mut stream, &mut replay)
+    };
     match outcome {
         Err(io) => {
             return Err(match stream.error.take() {
@@ -782,7 +788,6 @@ pub fn verify_members(
         ));
     }
     let roots = std::mem::take(&mut stream.roots);
-    let receipt_sha256 = hex::encode(std::mem::take(&mut stream.receipt).finalize());
     let root = *roots
         .get(&position.sequence)
         .ok_or_else(|| refused("the receipt has no tree root"))?;
@@ -893,7 +898,6 @@ pub fn verify_members(
         recovery_of,
         root,
         heads,
-        receipt_sha256,
     })
 }
 

@@ -152,10 +152,32 @@ impl<'a> ChainVerifier<'a> {
         reader: &mut R,
         mut accept: impl FnMut(&ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        self.parallel(reader, false, |_, position| accept(position))
+    }
+
+    /// [`Self::verify_stream_parallel`] that also hands each verified event
+    /// on, in order (parsed on the worker threads): for a caller that
+    /// replays while it verifies (`bundle-verify`).
+    pub fn verify_stream_parallel_events<R: BufRead + Send>(
+        &mut self,
+        reader: &mut R,
+        mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
+    ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        self.parallel(reader, true, |event, position| {
+            accept(&event.unwrap_or_default(), position)
+        })
+    }
+
+    fn parallel<R: BufRead + Send>(
+        &mut self,
+        reader: &mut R,
+        keep_events: bool,
+        mut accept: impl FnMut(Option<Map<String, Value>>, &ChainPosition) -> Result<(), String>,
+    ) -> Result<Result<(), StreamStop>, std::io::Error> {
         use std::sync::mpsc::sync_channel;
         const BATCH_BYTES: usize = 128 * 1024;
         let cap = self.line_cap();
-        let rules = LineRules::new(self.manifest, self.run_id, false);
+        let rules = LineRules::new(self.manifest, self.run_id, keep_events);
         std::thread::scope(|scope| {
             let (to_a, from_reader_a) = sync_channel::<Vec<Vec<u8>>>(1);
             let (to_b, from_reader_b) = sync_channel::<Vec<Vec<u8>>>(1);
@@ -202,11 +224,14 @@ impl<'a> ChainVerifier<'a> {
                     break;
                 };
                 for facts in batch {
-                    if let Err(damage) = self.link(facts) {
-                        outcome = Err(StreamStop::Damage(damage));
-                        break 'batches;
-                    }
-                    if let Err(reason) = accept(&self.position) {
+                    let event = match self.link(facts) {
+                        Ok(event) => event,
+                        Err(damage) => {
+                            outcome = Err(StreamStop::Damage(damage));
+                            break 'batches;
+                        }
+                    };
+                    if let Err(reason) = accept(event, &self.position) {
                         outcome = Err(StreamStop::Rejected(reason));
                         break 'batches;
                     }

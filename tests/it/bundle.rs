@@ -915,3 +915,156 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
     std::fs::write(&file, value.to_string()).unwrap();
     assert!(!check(&file).status.success());
 }
+
+/// A receipt over the parallel threshold (1 MiB): parsed on two worker
+/// threads, replayed in order; the verdicts are the sequential ones.
+#[test]
+fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, run_id) = crate::parallel_verify::long_run(tmp.path());
+    let flow = Flow::new(tmp.path());
+    let out = tmp.path().join("long.tar");
+    flow.run(&[
+        "--state-root",
+        root.to_str().unwrap(),
+        "bundle-export",
+        "--run-id",
+        &run_id,
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .assert_ok();
+    let receipt = std::fs::metadata(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
+    assert!(
+        receipt.len() > 1 << 20,
+        "the receipt must take the parallel path"
+    );
+    let (elsewhere, other) = elsewhere();
+    let verified = verify(&other, &out).assert_ok();
+    let status = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "status",
+            "--run-id",
+            &run_id,
+            "--at",
+            "2026-07-14T02:00:00Z",
+            "--format",
+            "json",
+        ])
+        .assert_ok();
+    for key in ["run_state", "sequence", "checksum", "lanes", "completion"] {
+        assert_eq!(verified[key], status[key], "{key}");
+    }
+    // A changed event deep in a segment, with its index entry changed to
+    // match (a consistent forgery of the tar), is still refused: by the
+    // chain, on the worker threads.
+    let good = std::fs::read(&out).unwrap();
+    let forged = reforge(&good, |name, data| {
+        if name.ends_with("000000000257.jsonl") {
+            let at = data.len() / 2;
+            data[at] = if data[at] == b'a' { b'b' } else { b'a' };
+        }
+    });
+    let e = assert_refused(
+        &other,
+        elsewhere.path(),
+        &forged,
+        "a forged event in a long receipt",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("bundle refused: receipt"),
+        "{e}"
+    );
+}
+
+/// The tar rebuilt with `change` applied to members' data and the index
+/// recomputed to match: a forgery only the content checks can catch.
+fn reforge(bytes: &[u8], mut change: impl FnMut(&str, &mut Vec<u8>)) -> Vec<u8> {
+    use sha2::Digest;
+    let all = members(bytes);
+    let name_of = |header: usize| {
+        let h = &bytes[header..header + 512];
+        let field = |r: std::ops::Range<usize>| {
+            String::from_utf8_lossy(&h[r])
+                .trim_end_matches('\0')
+                .to_string()
+        };
+        let (prefix, name) = (field(345..500), field(0..100));
+        let full = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        full.strip_prefix("bluetape-bundle/").unwrap().to_string()
+    };
+    let (_, data, size) = all[0];
+    let mut index: Value = serde_json::from_slice(&bytes[data..data + size]).unwrap();
+    let mut datas = Vec::new();
+    for (i, (header, data, size)) in all.iter().enumerate().skip(1) {
+        let name = name_of(*header);
+        let mut content = bytes[*data..*data + *size].to_vec();
+        change(&name, &mut content);
+        let entry = &mut index["members"][i - 1];
+        assert_eq!(entry["name"], name.as_str());
+        entry["sha256"] = Value::String(hex::encode(sha2::Sha256::digest(&content)));
+        entry["size"] = Value::from(content.len());
+        datas.push((name, content));
+    }
+    let mut text = bluetape_flow::receipt::canonical::to_vec(&index);
+    text.push(b'\n');
+    let mut out = Vec::new();
+    let mut writer = bluetape_flow::receipt::bundle::BundleWriter::new(&mut out);
+    writer
+        .append("index.json", text.len() as u64, &text[..])
+        .unwrap();
+    for (name, content) in &datas {
+        writer
+            .append(name, content.len() as u64, &content[..])
+            .unwrap();
+    }
+    writer.finish().unwrap();
+    out
+}
+
+/// Forgeries that keep the tar and its index consistent (each member's
+/// SHA-256 recomputed) are caught by what binds each member: the chain, the
+/// replay, the report, policy and quarantine bindings, the manifest.
+#[test]
+fn consistent_forgeries_of_each_member_are_refused_by_their_bindings() {
+    let demo = demo();
+    let (tmp, flow) = elsewhere();
+    let flip = |data: &mut Vec<u8>| {
+        let at = data.len() / 2;
+        data[at] = if data[at] == b'1' { b'2' } else { b'1' };
+    };
+    for run in [demo.main_run(), demo.recovery_run(), demo.gated_run()] {
+        let good = std::fs::read(demo.export(&run, &format!("forge-{run}.tar"))).unwrap();
+        // The rebuilt tar with nothing changed is the same bundle.
+        let same = reforge(&good, |_, _| {});
+        assert_eq!(same, good, "reforge is faithful");
+        let names: Vec<String> = {
+            let (_, data, size) = members(&good)[0];
+            let index: Value = serde_json::from_slice(&good[data..data + size]).unwrap();
+            index["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        for name in &names {
+            let forged = reforge(&good, |n, data| {
+                if n == name {
+                    flip(data);
+                }
+            });
+            assert_ne!(forged, good);
+            assert_refused(&flow, tmp.path(), &forged, &format!("{run}: forged {name}"));
+        }
+    }
+}
