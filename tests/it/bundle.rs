@@ -1068,3 +1068,85 @@ fn consistent_forgeries_of_each_member_are_refused_by_their_bindings() {
         }
     }
 }
+
+/// Signed heads travel in the bundle: they verify with their key, not with
+/// another, and a head kept elsewhere must be extended by the bundle.
+#[test]
+fn signed_heads_in_a_bundle_verify_with_their_key_only() {
+    let bed = common::TestBed::running(&["api"]);
+    let key = |name: &str| {
+        let stem = name.replace('/', "-");
+        let file = bed.work.join(format!("{stem}.key"));
+        let out = bed
+            .raw(&[
+                "key-generate",
+                "--name",
+                name,
+                "--out",
+                file.to_str().unwrap(),
+            ])
+            .assert_ok();
+        let public = bed.work.join(format!("{stem}.pub"));
+        std::fs::write(
+            &public,
+            format!("{}\n", out["verifier_key"].as_str().unwrap()),
+        )
+        .unwrap();
+        (file, public)
+    };
+    let (ours, ours_pub) = key("ci.example/ours");
+    let (_, other_pub) = key("ci.example/other");
+    let export = |name: &str| {
+        let out = bed.work.join(name);
+        bed.read("bundle-export", &["--out", out.to_str().unwrap()])
+            .assert_ok();
+        out
+    };
+    let before = export("before.tar");
+    bed.cmd(
+        "lane-create",
+        &common::ev("assign"),
+        &[
+            "--input",
+            &bed.file(&common::lane_input("w", "agent", &["src/w"])),
+        ],
+    )
+    .assert_ok();
+    let signed = bed
+        .read("sign-head", &["--key", ours.to_str().unwrap()])
+        .assert_ok();
+    let kept = bed.work.join("kept.note");
+    std::fs::write(&kept, signed["note"].as_str().unwrap()).unwrap();
+    let bundle = export("signed.tar");
+    let (_tmp, flow) = elsewhere();
+    let run = |file: &Path, extra: &[&str]| {
+        let mut argv = vec!["bundle-verify", file.to_str().unwrap()];
+        argv.extend_from_slice(extra);
+        flow.run(&argv)
+    };
+    let out = run(&bundle, &["--key", ours_pub.to_str().unwrap()]).assert_ok();
+    assert_eq!(out["heads"], 1);
+    run(&bundle, &["--key", other_pub.to_str().unwrap()]).assert_error(3, "receipt_corrupt");
+    run(
+        &bundle,
+        &[
+            "--key",
+            ours_pub.to_str().unwrap(),
+            "--head",
+            kept.to_str().unwrap(),
+        ],
+    )
+    .assert_ok();
+    // An older bundle does not extend the head kept since; with a key,
+    // a bundle without heads proves nothing and is refused.
+    let e = run(&before, &["--head", kept.to_str().unwrap()]).assert_error(3, "receipt_corrupt");
+    assert!(e["message"].as_str().unwrap().contains("--head"), "{e}");
+    run(&before, &["--key", ours_pub.to_str().unwrap()]).assert_error(3, "receipt_corrupt");
+    // The receipt cut back before the stored head: the export refuses.
+    bed.truncate(2);
+    bed.read(
+        "bundle-export",
+        &["--out", bed.work.join("cut.tar").to_str().unwrap()],
+    )
+    .assert_error(3, "receipt_corrupt");
+}
