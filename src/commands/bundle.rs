@@ -742,6 +742,9 @@ pub fn verify_members(
         roots: BTreeMap::new(),
         error: None,
     };
+    // Liveness digests leave the lanes every segment: memory stays bounded
+    // (32 bytes per heartbeat) whatever the receipt's length.
+    let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
     let mut replay = |event: &Map<String, Value>, position: &ChainPosition| {
         if first.is_none() {
             first = Some(first_event_facts(event));
@@ -750,7 +753,13 @@ pub fn verify_members(
             checksums.insert(position.sequence, position.checksum.clone());
         }
         ledger.observe(event);
-        state.apply_event(event, &policy).map_err(|e| e.to_string())
+        state
+            .apply_event(event, &policy)
+            .map_err(|e| e.to_string())?;
+        if position.sequence.is_multiple_of(SEGMENT_EVENTS) {
+            state.spill_liveness_digests(&spilled)?;
+        }
+        Ok(())
     };
     // Long receipts are parsed on two more threads (the same checks, the
     // events handed on in order for the replay).

@@ -175,7 +175,9 @@ impl<'a> ChainVerifier<'a> {
         mut accept: impl FnMut(Option<Map<String, Value>>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
         use std::sync::mpsc::sync_channel;
-        const BATCH_BYTES: usize = 128 * 1024;
+        // Parsed events are many times their bytes: smaller batches keep the
+        // few in flight small when they are handed on.
+        let batch_bytes: usize = if keep_events { 16 * 1024 } else { 128 * 1024 };
         let cap = self.line_cap();
         let rules = LineRules::new(self.manifest, self.run_id, keep_events);
         std::thread::scope(|scope| {
@@ -186,7 +188,7 @@ impl<'a> ChainVerifier<'a> {
                 for turn in 0.. {
                     let mut batch = Vec::new();
                     let mut bytes = 0;
-                    while bytes < BATCH_BYTES {
+                    while bytes < batch_bytes {
                         let mut line = Vec::new();
                         if read_line(reader, cap, &mut line)? == 0 {
                             break;
@@ -194,7 +196,7 @@ impl<'a> ChainVerifier<'a> {
                         bytes += line.len();
                         batch.push(line);
                     }
-                    let last = bytes < BATCH_BYTES;
+                    let last = bytes < batch_bytes;
                     if !batch.is_empty() && outlets[turn % 2].send(batch).is_err() {
                         return Ok(());
                     }

@@ -65,6 +65,11 @@ impl Git {
 
     /// Run `git args`, feeding `input`; its stdout (trailing LF kept).
     pub fn run(&self, args: &[&str], input: Option<&[u8]>) -> StoreResult<Vec<u8>> {
+        let what = args
+            .iter()
+            .copied()
+            .find(|a| !a.starts_with('-') && !a.contains('='))
+            .unwrap_or("git");
         let mut child = self
             .command()
             .args(args)
@@ -76,22 +81,18 @@ impl Git {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| git_error(args[0], e))?;
+            .map_err(|e| git_error(what, e))?;
         if let Some(bytes) = input {
             let mut stdin = child.stdin.take().expect("piped");
             let bytes = bytes.to_vec();
             // A writer thread: git may answer before it read everything.
             let writer = std::thread::spawn(move || stdin.write_all(&bytes));
-            let out = child
-                .wait_with_output()
-                .map_err(|e| git_error(args[0], e))?;
+            let out = child.wait_with_output().map_err(|e| git_error(what, e))?;
             let _ = writer.join();
-            return finish(args[0], out);
+            return finish(what, out);
         }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| git_error(args[0], e))?;
-        finish(args[0], out)
+        let out = child.wait_with_output().map_err(|e| git_error(what, e))?;
+        finish(what, out)
     }
 
     fn line(&self, args: &[&str], input: Option<&[u8]>) -> StoreResult<String> {
@@ -121,9 +122,20 @@ impl Git {
                 .is_ok_and(|o| o.status.success())
     }
 
-    /// Store a blob (git writes it only if it is new); its id.
+    /// Store a blob (git writes it only if it is new); its id. Loose
+    /// objects are compressed at zlib level 1: a publication's new segment
+    /// is written in a few milliseconds (`git gc` repacks them anyway).
     pub fn hash_object(&self, bytes: &[u8]) -> StoreResult<String> {
-        self.line(&["hash-object", "-w", "--stdin"], Some(bytes))
+        self.line(
+            &[
+                "-c",
+                "core.looseCompression=1",
+                "hash-object",
+                "-w",
+                "--stdin",
+            ],
+            Some(bytes),
+        )
     }
 
     /// A tree of blobs and trees: `(mode, kind, id, name)` each.
