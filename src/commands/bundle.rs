@@ -743,7 +743,7 @@ pub fn verify_members(
         error: None,
     };
     // Liveness digests leave the lanes every segment: memory stays bounded
-    // (32 bytes per heartbeat) whatever the receipt's length.
+    // (16 bytes per heartbeat) whatever the receipt's length.
     let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
     let mut replay = |event: &Map<String, Value>, position: &ChainPosition| {
         if first.is_none() {

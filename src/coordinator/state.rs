@@ -182,20 +182,23 @@ pub trait EarlierDigests: std::fmt::Debug {
     fn contains(&self, lane_id: &str, digest: &str) -> bool;
 }
 
-/// Liveness digests moved out of the lanes and kept compactly (32 bytes
-/// each instead of two 64-character strings), so that a streaming replay
-/// of a heartbeat-heavy receipt stays in bounded memory (`bundle-verify`).
-/// Membership is all the rules ask of them.
+/// Liveness digests moved out of the lanes and kept compactly (the first
+/// 16 bytes of each SHA-256 instead of two 64-character strings), so that a
+/// streaming replay of a heartbeat-heavy receipt stays in bounded memory
+/// (`bundle-verify`). Membership is all the rules ask of them; a false
+/// match would need a 128-bit second preimage.
 #[derive(Debug, Default)]
 pub struct CompactDigests {
-    lanes: std::sync::Mutex<std::collections::HashMap<String, HashSet<[u8; 32]>>>,
+    lanes: std::sync::Mutex<std::collections::HashMap<String, HashSet<[u8; 16]>>>,
     /// Digests that are not 64 hex digits (never ours), kept as they are.
     other: std::sync::Mutex<HashSet<(String, String)>>,
 }
 
-fn digest_bytes(digest: &str) -> Option<[u8; 32]> {
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(digest, &mut out).ok()?;
+fn digest_bytes(digest: &str) -> Option<[u8; 16]> {
+    let mut full = [0u8; 32];
+    hex::decode_to_slice(digest, &mut full).ok()?;
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
     Some(out)
 }
 
