@@ -377,8 +377,9 @@ BUNDLE_COSTS = [
     "copied); memory O(1) in n besides the index (one entry per 256 events).",
     "- `bundle-verify`: one streaming pass over the tar: each byte of the receipt is hashed "
     "twice (segment SHA-256, Merkle leaf) and verified and replayed once; memory: the index, "
-    "the heads and reports (each at most 64 KiB / 1 MiB) and the replayed state, never the "
-    "receipt. With `--git`: the newest commit the same way through `git cat-file --batch`, "
+    "the heads and reports (each at most 64 KiB / 1 MiB) and the replayed state (its liveness "
+    "digests moved every 256 events into a set of 16 bytes each), never the receipt; long "
+    "receipts are parsed on two worker threads and replayed in order. With `--git`: the newest commit the same way through `git cat-file --batch`, "
     "and for each older commit its index and tree (O(n/256) entries) and at most two "
     "segments compared.",
     "- `publish`: from the proven checkpoint O(log n) to check that the receipt extends the "

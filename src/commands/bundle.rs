@@ -644,12 +644,15 @@ pub fn verify_members(
     }
     let manifest_bytes = read_whole(source, manifest_member).map_err(e)?;
     at += 1;
-    let manifest = load_run_manifest(&manifest_bytes).map_err(|err| {
-        refused(format!(
-            "manifest.json is not a run manifest snapshot: {}",
-            FlowError::from(err).message()
-        ))
-    })?;
+    let manifest =
+        load_run_manifest(&manifest_bytes).map_err(|err| match FlowError::from(err) {
+            // A snapshot of a manifest this tool does not speak: exit 4.
+            incompatible @ FlowError::IncompatibleManifest(_) => incompatible,
+            other => refused(format!(
+                "manifest.json is not a run manifest snapshot: {}",
+                other.message()
+            )),
+        })?;
     if manifest.contract.family != Family::V1_1 {
         return Err(FlowError::Unsupported(
             "bundles need a Phase 2 (manifest 1.1) run".into(),
