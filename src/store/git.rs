@@ -172,8 +172,14 @@ impl Git {
     }
 
     /// Every entry of a commit's tree, recursively, with blob sizes.
-    pub fn ls_tree(&self, commit: &str) -> StoreResult<Vec<TreeEntry>> {
-        let out = self.run(&["ls-tree", "-r", "-l", "-z", "--full-tree", commit], None)?;
+    pub fn ls_tree(&self, commit: &str, sizes: bool) -> StoreResult<Vec<TreeEntry>> {
+        // `-l` reads every blob's header: only a verifier needs the sizes.
+        let args: &[&str] = if sizes {
+            &["ls-tree", "-r", "-l", "-z", "--full-tree", commit]
+        } else {
+            &["ls-tree", "-r", "-z", "--full-tree", commit]
+        };
+        let out = self.run(args, None)?;
         let mut entries = Vec::new();
         for record in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
             let text = String::from_utf8_lossy(record);
@@ -181,8 +187,10 @@ impl Git {
                 .split_once('\t')
                 .ok_or_else(|| git_error("ls-tree", "unexpected output"))?;
             let parts: Vec<&str> = meta.split_whitespace().collect();
-            let [mode, kind, id, size] = parts[..] else {
-                return Err(git_error("ls-tree", "unexpected output"));
+            let (mode, kind, id, size) = match parts[..] {
+                [mode, kind, id, size] => (mode, kind, id, size),
+                [mode, kind, id] if !sizes => (mode, kind, id, "-"),
+                _ => return Err(git_error("ls-tree", "unexpected output")),
             };
             entries.push(TreeEntry {
                 mode: mode.to_string(),
