@@ -25,6 +25,7 @@ mod lanes;
 mod ledger;
 mod lifecycle;
 mod liveness;
+mod mcp;
 mod namespaces;
 mod owner_fencing;
 mod parallel_verify;
