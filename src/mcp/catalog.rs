@@ -72,20 +72,20 @@ pub const OWNER_TOOLS: &[&str] = &[
     "complete",
     "handoff-create",
     "live-report-create",
+    "resume",
 ];
 
 /// Never a tool, in any mode: a model must not approve its own plan
 /// (`run-approve` is a person's act with their identity, and
 /// `approval-statement` writes what that person signs), nothing that
-/// makes or uses a signing key, nothing that hands the run to another
-/// handle or ends it on the model's word, nothing that needs a file the
+/// makes or uses a signing key, nothing that makes a handle for a new run
+/// (recovery) or ends a run on the model's word, nothing that needs a file the
 /// model would name (`prove-append --from`, `report --out`, `check-proof`).
 pub const NEVER_TOOLS: &[&str] = &[
     "run-approve",
     "approval-statement",
     "key-generate",
     "sign-head",
-    "resume",
     "recovery-run-create",
     "run-recovery-start",
     "run-recovery-finish",
@@ -159,6 +159,9 @@ pub struct ToolSpec {
     pub read_only: bool,
     /// The command takes `--owner-file`: the server adds its own handle.
     pub takes_owner: bool,
+    /// The command takes `--new-owner-file` (`resume`): the server names
+    /// the new handle and acts with it afterwards.
+    pub makes_owner: bool,
     pub params: Vec<Param>,
 }
 
@@ -189,14 +192,14 @@ pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
 fn spec(command: &Command, name: &str) -> ToolSpec {
     let mut params = Vec::new();
     let mut takes_owner = false;
+    let mut makes_owner = false;
     for arg in command.get_arguments() {
         let Some(flag) = arg.get_long() else { continue };
         if flag == "help" {
             continue;
         }
-        if flag == "owner-file" {
-            takes_owner = true;
-        }
+        takes_owner |= flag == "owner-file";
+        makes_owner |= flag == "new-owner-file";
         if WITHHELD_FLAGS.contains(&flag) {
             continue;
         }
@@ -233,6 +236,7 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
         description,
         read_only: READ_ONLY_TOOLS.contains(&name),
         takes_owner,
+        makes_owner,
         params,
     }
 }
@@ -470,7 +474,9 @@ mod tests {
             for arg in command.get_arguments().filter(|a| a.is_required_set()) {
                 let long = arg.get_long().unwrap();
                 assert!(
-                    long == "owner-file" || t.params.iter().any(|p| p.flag == long),
+                    long == "owner-file"
+                        || (long == "new-owner-file" && t.makes_owner)
+                        || t.params.iter().any(|p| p.flag == long),
                     "{} requires --{long}, which no argument supplies",
                     t.name
                 );

@@ -71,6 +71,9 @@ impl Config {
 /// The MCP server: its tools and how to run them.
 struct Server {
     config: Arc<Config>,
+    /// The handle the owner tools act with: `--owner-file` until a
+    /// `resume` makes a new one.
+    owner: Arc<std::sync::Mutex<Option<PathBuf>>>,
     tools: Arc<Vec<ToolSpec>>,
     listed: Arc<Vec<Tool>>,
 }
@@ -97,6 +100,7 @@ impl Server {
             })
             .collect();
         Server {
+            owner: Arc::new(std::sync::Mutex::new(config.owner_file.clone())),
             config: Arc::new(config),
             tools: Arc::new(tools),
             listed: Arc::new(listed),
@@ -130,9 +134,33 @@ fn refusal(error: &FlowError) -> CallToolResult {
     result(&envelope::failure(error).1, false)
 }
 
+/// Where `resume` puts the new handle: beside the current one (which
+/// resume deletes), `<stem>-r<n>.owner` for the first n that is free.
+fn next_handle(current: &std::path::Path) -> PathBuf {
+    let stem = current
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "owner".into());
+    let base = stem
+        .rsplit_once("-r")
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(stem.as_str(), |(base, _)| base)
+        .to_string();
+    (1..)
+        .map(|n| current.with_file_name(format!("{base}-r{n}.owner")))
+        .find(|candidate| std::fs::symlink_metadata(candidate).is_err())
+        .unwrap_or_else(|| current.with_extension("next"))
+}
+
 /// Run one call as the CLI runs its command line; returns the envelope
-/// line and whether it is a success.
-fn invoke(config: &Config, spec: &ToolSpec, pieces: Vec<Piece>) -> (String, bool) {
+/// line and whether it is a success (and, after a `resume`, the handle to
+/// act with from now on).
+fn invoke(
+    config: &Config,
+    owner: Option<&std::path::Path>,
+    spec: &ToolSpec,
+    pieces: Vec<Piece>,
+) -> (String, bool, Option<PathBuf>) {
     let mut inputs: Option<PrivateInputs> = None;
     let mut argv: Vec<OsString> = vec!["bluetape-flow".into()];
     if let Some(root) = &config.state_root {
@@ -140,10 +168,18 @@ fn invoke(config: &Config, spec: &ToolSpec, pieces: Vec<Piece>) -> (String, bool
     }
     argv.push(spec.name.clone().into());
     if spec.takes_owner
-        && let Some(owner) = &config.owner_file
+        && let Some(owner) = owner
     {
         argv.push(joined("owner-file", owner.as_os_str()));
     }
+    let new_owner = match owner {
+        Some(owner) if spec.makes_owner => {
+            let next = next_handle(owner);
+            argv.push(joined("new-owner-file", next.as_os_str()));
+            Some(next)
+        }
+        _ => None,
+    };
     for piece in pieces {
         match piece {
             Piece::Value(flag, value) => argv.push(joined(&flag, value.as_ref())),
@@ -160,7 +196,7 @@ fn invoke(config: &Config, spec: &ToolSpec, pieces: Vec<Piece>) -> (String, bool
                 });
                 match stored {
                     Ok(path) => argv.push(joined(&flag, path.as_os_str())),
-                    Err(error) => return (envelope::failure(&error.into()).1, false),
+                    Err(error) => return (envelope::failure(&error.into()).1, false, None),
                 }
             }
         }
@@ -171,11 +207,20 @@ fn invoke(config: &Config, spec: &ToolSpec, pieces: Vec<Piece>) -> (String, bool
     }));
     drop(inputs);
     match outcome {
-        Ok(0) => (String::from_utf8_lossy(&out).trim_end().to_string(), true),
-        Ok(_) => (String::from_utf8_lossy(&err).trim_end().to_string(), false),
+        Ok(0) => (
+            String::from_utf8_lossy(&out).trim_end().to_string(),
+            true,
+            new_owner,
+        ),
+        Ok(_) => (
+            String::from_utf8_lossy(&err).trim_end().to_string(),
+            false,
+            None,
+        ),
         Err(payload) => (
             envelope::failure(&crate::cli::panic_error(payload.as_ref())).1,
             false,
+            None,
         ),
     }
 }
@@ -244,7 +289,16 @@ impl ServerHandler for Server {
             Err(message) => return Ok(refusal(&FlowError::Contract(message)).into()),
         };
         let config = self.config.clone();
-        let joined = tokio::task::spawn_blocking(move || invoke(&config, &spec, pieces)).await;
+        let owner = self.owner.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let current = owner.lock().map(|o| o.clone()).unwrap_or_default();
+            let (line, ok, new_owner) = invoke(&config, current.as_deref(), &spec, pieces);
+            if let (Some(new_owner), Ok(mut held)) = (new_owner, owner.lock()) {
+                *held = Some(new_owner);
+            }
+            (line, ok)
+        })
+        .await;
         Ok(match joined {
             Ok((line, ok)) => result(&line, ok),
             Err(_) => refusal(&FlowError::contract(

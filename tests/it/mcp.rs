@@ -886,3 +886,54 @@ fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on()
         .unwrap();
     assert!(status.success(), "{status}: {stderr}");
 }
+
+#[test]
+fn after_resume_the_server_acts_with_the_new_handle_it_made() {
+    let run = common::TestBed::running(&["runtime"]);
+    let Some(mut client) = Client::start(
+        &run.flow,
+        &run.tmp.path().join("mcp-tmp"),
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            run.root.to_str().unwrap(),
+            "--owner-file",
+            run.owner().to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let copy = run.handle("old-copy.owner");
+    std::fs::copy(run.owner(), &copy).unwrap();
+    let resumed = client.ok(
+        "resume",
+        json!({"run_id": run.run_id, "evidence": evidence("user_approval", "the user approved the hand-over")}),
+    );
+    assert_eq!(resumed["owner_epoch"], 2, "{resumed}");
+    assert!(!run.owner().exists(), "the old handle stays");
+    let new_handle = run.handle("main-r1.owner");
+    assert!(new_handle.exists());
+    let handle: Value =
+        serde_json::from_str(&std::fs::read_to_string(&new_handle).unwrap()).unwrap();
+    let token = handle["token"].as_str().unwrap();
+    assert!(
+        token.len() >= 32 && !resumed.to_string().contains(token),
+        "a secret in the result"
+    );
+    client.ok(
+        "lane-create",
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])}),
+    );
+    run.mutation(
+        "lane-create",
+        "old-copy.owner",
+        &[
+            "--evidence",
+            run.evidence.to_str().unwrap(),
+            "--input",
+            &run.file(&common::lane_input("web", "agent-2", &[])),
+        ],
+    )
+    .assert_error(5, "coordinator_conflict");
+}
