@@ -350,7 +350,9 @@ pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, 
     }
     let mut out = Vec::new();
     for param in &tool.params {
-        let Some(value) = args.get(&param.name) else {
+        // `null` is taken as "not given" (clients send it for optional
+        // arguments); for a required one it is missing.
+        let Some(value) = args.get(&param.name).filter(|v| !v.is_null()) else {
             if param.required {
                 return Err(format!("{} needs the argument `{}`", tool.name, param.name));
             }
