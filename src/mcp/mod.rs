@@ -134,24 +134,6 @@ fn refusal(error: &FlowError) -> CallToolResult {
     result(&envelope::failure(error).1, false)
 }
 
-/// Where `resume` puts the new handle: beside the current one (which
-/// resume deletes), `<stem>-r<n>.owner` for the first n that is free.
-fn next_handle(current: &std::path::Path) -> PathBuf {
-    let stem = current
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "owner".into());
-    let base = stem
-        .rsplit_once("-r")
-        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(stem.as_str(), |(base, _)| base)
-        .to_string();
-    (1..)
-        .map(|n| current.with_file_name(format!("{base}-r{n}.owner")))
-        .find(|candidate| std::fs::symlink_metadata(candidate).is_err())
-        .unwrap_or_else(|| current.with_extension("next"))
-}
-
 /// Run one call as the CLI runs its command line; returns the envelope
 /// line and whether it is a success (and, after a `resume`, the handle to
 /// act with from now on).
@@ -174,7 +156,7 @@ fn invoke(
     }
     let new_owner = match owner {
         Some(owner) if spec.makes_owner => {
-            let next = next_handle(owner);
+            let next = crate::store::private::next_handle(owner);
             argv.push(joined("new-owner-file", next.as_os_str()));
             Some(next)
         }

@@ -281,10 +281,18 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
         "component-evidence",
         "complete",
         "handoff-create",
+        "resume",
     ] {
         assert!(listed.iter().any(|t| t == mutation), "{mutation}");
     }
-    for never in ["run-approve", "key-generate", "sign-head", "resume", "mcp"] {
+    for never in [
+        "run-approve",
+        "approval-statement",
+        "key-generate",
+        "sign-head",
+        "report",
+        "mcp",
+    ] {
         assert!(!listed.iter().any(|t| t == never), "{never} is a tool");
         let answer = client.call(never, json!({}));
         assert_eq!(answer["rpc_error"]["code"], -32602, "{never}: {answer}");
