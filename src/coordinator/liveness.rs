@@ -16,14 +16,14 @@
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{Intent, Policy, Refusal, Teaching, conflict, invalid, require_evidence};
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
-use crate::receipt::primitives::{Instant, as_int};
+use crate::receipt::primitives::{Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
 
 /// What the caller observed about the lane's command (`--command-status`).
@@ -115,7 +115,11 @@ const TIMESTAMP_INVALID: &str = "timestamp must be UTC ISO-8601 ending in Z";
 
 /// A caller timestamp, read the reference's lax way.
 pub fn parse_instant(value: &str) -> Result<Instant, Refusal> {
-    parse_lax_timestamp(value).map_err(|e| Refusal::Invalid(e.message().into()))
+    parse_lax_timestamp(value).map_err(|e| {
+        Refusal::Invalid(e.message().into()).hinted(format!(
+            "'{value}' is not a UTC instant: give it like 2026-07-14T01:00:00Z"
+        ))
+    })
 }
 
 /// A JSON input value that must be a lax timestamp.
@@ -247,6 +251,67 @@ pub fn evaluate(
     }
 }
 
+/// What `liveness-check --explain` adds to its answer (issue 15): the
+/// lane's state, its last evidence time, the deadlines that decide the
+/// answer, and for `suspect_stall` the exact `decision` object with its
+/// `decision_checksum`, so `stall-record` can take them as they are; for
+/// `send_probe` the latest `--deadline` that `probe-sent` accepts at `now`.
+pub fn explain(
+    lane: &LaneRecord,
+    policy: &Policy,
+    now: Instant,
+    decision: &LivenessDecision,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("lane_state".into(), json!(lane.state.as_str()));
+    out.insert("agent_id".into(), json!(lane.agent_id));
+    out.insert("last_evidence_at".into(), json!(lane.updated_at));
+    let mut deadlines = Map::new();
+    let mut put = |key: &str, value: &Option<String>| {
+        if let Some(value) = value {
+            deadlines.insert(key.into(), json!(value));
+        }
+    };
+    match lane.state {
+        LaneState::Starting => put("startup_ack_deadline", &lane.startup_ack_deadline),
+        LaneState::Running => {
+            let fresh = stored_instant(Some(&lane.updated_at))
+                .and_then(|u| add_window(u, policy.suspected_stall_seconds))
+                .ok()
+                .map(|window| {
+                    let lease = lane
+                        .silence_lease_deadline
+                        .as_deref()
+                        .and_then(|l| parse_instant(l).ok());
+                    format_now(lease.map_or(window, |l| window.max(l)))
+                });
+            put("fresh_until", &fresh);
+            put("silence_lease_deadline", &lane.silence_lease_deadline);
+            put("command_deadline", &lane.command_deadline);
+        }
+        LaneState::Recovering => {
+            put("probe_deadline", &lane.probe_deadline);
+            put("command_deadline", &lane.command_deadline);
+        }
+        _ => {}
+    }
+    out.insert("deadlines".into(), Value::Object(deadlines));
+    if decision.action == LivenessAction::SuspectStall {
+        let object = decision.to_json();
+        out.insert(
+            "decision_checksum".into(),
+            json!(canonical::digest(&Value::Object(object.clone()))),
+        );
+        out.insert("decision".into(), Value::Object(object));
+    }
+    if decision.action == LivenessAction::SendProbe
+        && let Ok(latest) = add_window(now, policy.probe_grace_seconds)
+    {
+        out.insert("probe_deadline_max".into(), json!(format_now(latest)));
+    }
+    out
+}
+
 /// `liveness-check` after the state is loaded: the lane must exist (exit 5)
 /// before `--at` is parsed (exit 2).
 pub fn check_lane(
@@ -257,7 +322,7 @@ pub fn check_lane(
     command: CommandStatus,
 ) -> Result<LivenessDecision, Refusal> {
     let Some(lane) = state.lane(lane_id) else {
-        return conflict("lane does not exist");
+        return Err(super::lane_commands::missing_lane(state, lane_id));
     };
     let now = parse_instant(at)?;
     evaluate(lane, policy, now, command)
@@ -265,6 +330,18 @@ pub fn check_lane(
 
 // ---------------------------------------------------------------------------
 // Shared checks
+
+/// "current state does not allow lifecycle intent" for `lane`, naming its
+/// state, the states needed, and the way on.
+fn lane_state_refusal(lane: &LaneRecord, allowed: &[LaneState]) -> Refusal {
+    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+    super::decide::state_refusal(
+        &format!("lane {}", lane.id),
+        lane.state.as_str(),
+        &names,
+        super::decide::lane_state_hint(&lane.id, lane.state, allowed),
+    )
+}
 
 /// Python's `str.isspace` over the whole string (empty counts as blank):
 /// Unicode White_Space plus the separators U+001C..U+001F.
@@ -309,7 +386,8 @@ pub fn require_fresh_evidence(
         _ => return invalid("liveness reason is required"),
     };
     // The digest is only taken over a valid evidence list.
-    check_evidence(evidence, &policy.limits).map_err(Refusal::Invalid)?;
+    check_evidence(evidence, &policy.limits)
+        .map_err(|m| super::decide::evidence_refusal(m, evidence, &policy.limits))?;
     let digest = canonical::digest(evidence);
     if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
         && lane.last_reason.as_deref() == Some(reason)
@@ -446,6 +524,9 @@ pub fn decide_heartbeat(
 // ---------------------------------------------------------------------------
 // stall-record (§6.5)
 
+/// How a `stall-record` decision file is made from `liveness-check`.
+const DECISION_HINT: &str = "the --decision file is exactly liveness-check's decision object {\"action\": ..., \"reason\": ...}: write it with bluetape-flow liveness-check --run-id {run_id} --lane-id {lane_id} --at TIME --decision-out decision.json, put its decision_checksum as \"checksum\" in an evidence item, and pass its reason as --reason";
+
 /// The checksum that binds a liveness decision object as given: SHA-256 of
 /// its canonical JSON; its action must be known and its reason a string.
 pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, Refusal> {
@@ -479,16 +560,65 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
     if is_blank(request.reason) {
         return invalid("stall reason is required");
     }
+    let unknown: Vec<&String> = request
+        .decision
+        .keys()
+        .filter(|k| !matches!(k.as_str(), "action" | "reason"))
+        .collect();
+    let decision_fields = |extra: Map<String, Value>| {
+        let mut fields = Map::new();
+        fields.insert("input".into(), json!("--decision"));
+        if !unknown.is_empty() {
+            fields.insert("unknown".into(), json!(unknown));
+            fields.insert("allowed".into(), json!(["action", "reason"]));
+        }
+        fields.extend(extra);
+        Value::Object(fields)
+    };
     if request.decision.get("action").and_then(Value::as_str) != Some("suspect_stall") {
-        return invalid("stall recording requires a suspect_stall decision");
+        return Err(
+            Refusal::Invalid("stall recording requires a suspect_stall decision".into()).taught(
+                Teaching {
+                    detail: None,
+                    hint: Some(DECISION_HINT.into()),
+                    fields: Some(decision_fields(Map::new())),
+                },
+            ),
+        );
     }
-    let checksum = decision_checksum(request.decision)?;
+    let checksum = decision_checksum(request.decision).map_err(|r| {
+        r.taught(Teaching {
+            detail: None,
+            hint: Some(DECISION_HINT.into()),
+            fields: Some(decision_fields(Map::new())),
+        })
+    })?;
     let bound = request.evidence.as_array().is_some_and(|refs| {
         refs.iter()
             .any(|r| r.get("checksum").and_then(Value::as_str) == Some(checksum.as_str()))
     });
     if !bound {
-        return invalid("stall evidence must bind the liveness decision checksum");
+        let hint = if unknown.is_empty() {
+            format!(
+                "add \"checksum\": \"{checksum}\" (the decision file's SHA-256, liveness-check's decision_checksum) to an evidence item"
+            )
+        } else {
+            DECISION_HINT.to_string()
+        };
+        let mut extra = Map::new();
+        extra.insert("decision_checksum".into(), json!(checksum));
+        return Err(Refusal::Invalid(
+            "stall evidence must bind the liveness decision checksum".into(),
+        )
+        .taught(Teaching {
+            detail: Some(if unknown.is_empty() {
+                "no evidence item has its checksum".to_string()
+            } else {
+                "the decision file must hold only action and reason".to_string()
+            }),
+            hint: Some(hint),
+            fields: Some(decision_fields(extra)),
+        }));
     }
     parse_instant(request.at)
 }
@@ -505,10 +635,36 @@ pub fn decide_stall_record(
     let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
-        return conflict("liveness decision is stale or mismatched");
+        let same = current.to_json() == *request.decision;
+        let hint = if same {
+            format!(
+                "--reason must be the decision's reason: --reason '{}'",
+                current.reason
+            )
+        } else {
+            format!(
+                "at --at the lane's decision is {}: ask again with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {} --at {} --decision-out decision.json",
+                Value::Object(current.to_json()),
+                lane.id,
+                request.at
+            )
+        };
+        return Err(
+            Refusal::Conflict("liveness decision is stale or mismatched".into()).taught(Teaching {
+                detail: None,
+                hint: Some(hint),
+                fields: Some(json!({
+                    "input": "--decision",
+                    "current_decision": Value::Object(current.to_json()),
+                })),
+            }),
+        );
     }
     if !matches!(lane.state, LaneState::Starting | LaneState::Running) {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(
+            lane,
+            &[LaneState::Starting, LaneState::Running],
+        ));
     }
     Ok(vec![lane_intent(
         "stall_suspected",
@@ -555,7 +711,7 @@ pub fn decide_stall_clear(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
     }
     require_fresh_evidence(lane, step.evidence, Some(reason), policy)?;
     Ok(vec![lane_intent(
@@ -591,7 +747,7 @@ pub fn decide_probe_sent(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
     }
     let grace = window(policy.probe_grace_seconds)?;
     if at >= probe || probe - at > grace {
