@@ -706,3 +706,218 @@ fn stall_record_refusals(_run: &str) {
     args.extend(["--reason", "no fresh evidence", "--decision", &decision]);
     life.ok("stall-record", &args);
 }
+
+/// One row of the README's exit-code table.
+#[derive(Debug)]
+struct ExitRow {
+    exit: i32,
+    error: Option<String>,
+    meaning: String,
+    retryable: Option<bool>,
+    next_command: Option<String>,
+}
+
+/// The rows of the table under `## Exit codes` in the README.
+fn readme_exit_rows() -> Vec<ExitRow> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = readme
+        .split("## Exit codes\n")
+        .nth(1)
+        .expect("README has an exit-code section");
+    let cell = |text: &str| -> Option<String> {
+        let text = text.trim().trim_matches('`');
+        (text != "–" && text != "-").then(|| text.to_string())
+    };
+    let rows: Vec<ExitRow> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+            assert_eq!(cells.len(), 5, "{line}");
+            ExitRow {
+                exit: cells[0].trim().parse().unwrap(),
+                error: cell(cells[1]),
+                meaning: cells[2].trim().to_string(),
+                retryable: cell(cells[3]).map(|r| r.parse().unwrap()),
+                next_command: cell(cells[4]),
+            }
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{rows:?}");
+    rows
+}
+
+/// A run with an approval policy (alice approves, the initiator may not),
+/// created through the library at `created` so an expiry can be in the past.
+fn gated_run(policy: &str, created: &str) -> (Life, Vec<(&'static str, &'static str)>) {
+    use bluetape_flow::commands::init::{
+        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let env = bluetape_flow::store::discovery::DiscoveryEnv {
+        home: Some(flow.home.clone().into_os_string()),
+        cwd: base.clone(),
+        ..Default::default()
+    };
+    let entropy = InitEntropy {
+        now: chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+        ..InitEntropy::fresh()
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: vec!["api".into()],
+    };
+    let policy = PolicyRequest {
+        file,
+        initiated_by: Some("agent-1".into()),
+    };
+    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let life = Life {
+        _tmp: tmp,
+        base,
+        flow,
+        owner: root.join("handles/main.owner"),
+        root,
+        run: outcome.run_id,
+    };
+    (life, vec![("BLUETAPE_APPROVED_BY", "alice")])
+}
+
+/// Drive the binary into the case of one README row; returns what it printed.
+fn reach(row: &ExitRow) -> Output {
+    let now_ish = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    match (row.exit, row.error.as_deref(), row.retryable) {
+        (0, None, _) => Life::new().read("verify", &[]),
+        (2, Some("contract_error"), _) => Life::new().read("verify", &["--no-such-flag"]),
+        (2, Some("approval_refused"), _) => {
+            let (life, _) = gated_run(r#"{"required_approver": "alice"}"#, &now_ish);
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            life.flow.run_env(
+                &life.argv("run-approve", true, &["--evidence", &ev]),
+                &[("BLUETAPE_APPROVED_BY", "agent-1")],
+            )
+        }
+        (3, Some("receipt_corrupt"), _) => {
+            let life = Life::new();
+            life.flow.run(&[
+                "--state-root",
+                life.root.to_str().unwrap(),
+                "verify",
+                "--run-id",
+                "20990101T000000Z-00000000",
+            ])
+        }
+        (4, Some("incompatible_manifest"), _) => {
+            let life = Life::new();
+            let manifest = life.root.join("runs").join(&life.run).join("manifest.json");
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            let edited = text.replace(
+                "\"manifest_version\":\"1.1.0\"",
+                "\"manifest_version\":\"2.0.0\"",
+            );
+            assert_ne!(text, edited);
+            std::fs::write(&manifest, edited).unwrap();
+            life.read("verify", &[])
+        }
+        (5, Some("coordinator_conflict"), Some(true)) => {
+            let life = Life::new();
+            let ev = life.evidence("s.json", "plan", "start");
+            life.mutate("run-start", &["--evidence", &ev])
+        }
+        (5, Some("coordinator_conflict"), Some(false)) => {
+            let (life, alice) = gated_run(r#"{"required_approver": "alice"}"#, &now_ish);
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            let argv = life.argv("run-approve", true, &["--evidence", &ev]);
+            life.flow.run_env(&argv, &alice).assert_ok();
+            life.flow.run_env(&argv, &alice)
+        }
+        (5, Some("approval_expired"), _) => {
+            let (life, alice) = gated_run(
+                r#"{"required_approver": "alice", "expires_after_s": 1}"#,
+                "2020-01-01T00:00:00Z",
+            );
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            life.flow.run_env(
+                &life.argv("run-approve", true, &["--evidence", &ev]),
+                &alice,
+            )
+        }
+        (5, Some("rule_breach"), _) => {
+            // A required component removed by another writer is a breach
+            // of our rules; the `complete` gate names it.
+            let run = crate::bed::TestBed::running(&["runtime"]);
+            run.completed_lane("build", None, &crate::bed::ev("build done"));
+            run.register(&json!([crate::bed::component(
+                "runtime",
+                "build",
+                true,
+                &["unit"],
+                &[]
+            )]))
+            .assert_ok();
+            run.append_sealed(&[(
+                "topology_component_removed",
+                json!({"reason": "scope cut", "metadata": {"owner_epoch": 1, "component_id": "runtime"}}),
+            )]);
+            run.complete(&crate::bed::ev("main verification"))
+        }
+        (6, Some("completion_blocked"), _) => {
+            let life = Life::running();
+            let ev = life.evidence("v.json", "verification", "verified");
+            life.mutate("complete", &["--evidence", &ev])
+        }
+        (7, Some("unsupported_by_run_manifest"), _) => {
+            let bed = crate::bed::Phase1Bed::new();
+            bed.flow.run(&[
+                "--state-root",
+                bed.root.to_str().unwrap(),
+                "liveness-check",
+                "--run-id",
+                crate::bed::PHASE1_RUN_ID,
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:00:00Z",
+            ])
+        }
+        _ => panic!("README row with no known way to reach it: {row:?}"),
+    }
+}
+
+/// Each row of the README's exit-code table is what the binary does: its
+/// exit status, `error`, `retryable` and `next_command` (issue 15).
+#[test]
+fn issue15_the_readme_exit_table_is_what_the_binary_does() {
+    for row in readme_exit_rows() {
+        let out = reach(&row);
+        assert_eq!(out.code, row.exit, "{row:?}: {out:?}");
+        if row.exit == 0 {
+            assert_eq!(out.assert_ok()["ok"], true);
+            continue;
+        }
+        let e = out.error();
+        assert_eq!(e["ok"], false, "{row:?}: {e}");
+        assert_eq!(e["error"].as_str(), row.error.as_deref(), "{row:?}: {e}");
+        assert_eq!(e["retryable"].as_bool(), row.retryable, "{row:?}: {e}");
+        assert_eq!(
+            e.get("next_command").and_then(Value::as_str),
+            row.next_command.as_deref(),
+            "{}: {e}",
+            row.meaning
+        );
+    }
+}
