@@ -31,6 +31,8 @@ def drive(tool):
     la=lambda at,e,agent="agent-1",lid="api": ["--lane-id",lid,"--agent-id",agent,"--at",at,"--evidence",e]
     sp=ev("sp.json","lifecycle","spawned")
     out["lane_only"]=M("lane-create","--input",put("lo.json",{"lane_id":"api"}),"--evidence",A)
+    out["long"]=M("lane-create","--input",put("long.json",dict(lane,lane_id="api-2",assignment="x"*501)),"--evidence",A)
+    out["bad_id"]=M("lane-create","--input",put("bad.json",dict(lane,lane_id="api 2")),"--evidence",A)
     out["text_ev"]=M("run-approve","--evidence",f"{base}/user approved")
     out["obj_ev"]=M("lane-create","--input",L,"--evidence",put("o.json",{"kind":"plan","summary":"x"}))
     out["extra_ev"]=M("lane-start",*la("2026-07-14T01:00:05Z",put("x.json",[{"kind":"plan","summary":"x","note":"y"}])))

@@ -349,7 +349,12 @@ fn seal(
             epoch,
             values.len() > 1,
         )
-        .map_err(FlowError::Contract)?;
+        .map_err(|m| {
+            FlowError::from(crate::coordinator::decide::metadata_refusal(
+                m,
+                &contract.limits,
+            ))
+        })?;
         debug_assert_eq!(value.as_object().map(|m| m.len()), Some(INTENT_KEYS.len()));
     }
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);

@@ -180,6 +180,58 @@ impl Refusal {
     }
 }
 
+/// A refusal about one `--input` key: the detail names the key and what it
+/// must be, `fields.invalid` holds `{field, expected, limit}` (issue 15).
+pub fn in_field(
+    key: &'static str,
+    expected: &'static str,
+    limit: Option<u64>,
+) -> impl FnOnce(Refusal) -> Refusal {
+    move |refusal| {
+        let mut item = serde_json::Map::new();
+        item.insert("field".into(), Value::from(key));
+        item.insert("expected".into(), Value::from(expected));
+        if let Some(limit) = limit {
+            item.insert("limit".into(), Value::from(limit));
+        }
+        refusal.taught(Teaching {
+            detail: Some(format!("--input field {key} must be {expected}")),
+            hint: None,
+            fields: Some(serde_json::json!({"input": "--input", "invalid": [Value::Object(item)]})),
+        })
+    }
+}
+
+/// A refusal of the metadata rules at the append (e.g. "assignment must be
+/// at most 500 characters"), naming the field and the limit of the run's
+/// own manifest snapshot.
+pub fn metadata_refusal(message: String, limits: &Limits) -> Refusal {
+    let key = message.split(' ').next().unwrap_or_default().to_string();
+    let limit = match key.as_str() {
+        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" => {
+            Some(limits.max_assignment_chars)
+        }
+        "write_scope" | "replacement_write_scope" => Some(limits.max_write_scopes),
+        "description" => Some(limits.max_description_chars),
+        _ => None,
+    };
+    let Some(limit) = limit else {
+        return Refusal::Invalid(message);
+    };
+    let expected = match key.as_str() {
+        "write_scope" | "replacement_write_scope" => {
+            format!("a list of at most {limit} non-empty paths of at most 256 characters")
+        }
+        _ => format!("a string of at most {limit} characters"),
+    };
+    let fields = serde_json::json!({"input": "--input", "invalid": [{"field": key, "expected": expected, "limit": limit}]});
+    Refusal::Invalid(message).taught(Teaching {
+        detail: Some(format!("the limit of this run's manifest is {limit}")),
+        hint: None,
+        fields: Some(fields),
+    })
+}
+
 /// An evidence refusal of `check_evidence` (its reference `message` first),
 /// with every field at fault and the limits of `limits` (issue 15).
 pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> Refusal {

@@ -12,8 +12,8 @@
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    Intent, Policy, Refusal, Teaching, conflict, evidence_refusal, invalid, lane_state_hint,
-    require_evidence, state_refusal,
+    Intent, Policy, Refusal, Teaching, conflict, evidence_refusal, in_field, invalid,
+    lane_state_hint, require_evidence, state_refusal,
 };
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
@@ -33,6 +33,22 @@ pub const LANE_CREATE_FIELDS: [&str; 8] = [
     "startup_ack_deadline",
     "command_deadline",
 ];
+
+/// What an identifier input must be (issue 15's `fields.invalid`).
+pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters";
+
+/// What a timestamp input must be.
+pub const TIMESTAMP: &str = "a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z";
+
+trait InField {
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal;
+}
+
+impl InField for Refusal {
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal {
+        in_field(key, expected, None)(self)
+    }
+}
 
 /// The optional keys of the `lane-create --input` object.
 pub const LANE_CREATE_OPTIONAL_FIELDS: [&str; 2] = ["parent_lane_id", "replacement_count"];
@@ -178,27 +194,62 @@ pub fn precheck_lane_create(
 ) -> Result<LaneCreate, Refusal> {
     let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let lane_id = identifier(field("lane_id"), "lane id")?;
-    let agent_id = identifier(field("agent_id"), "agent id")?;
+    let lane_id =
+        identifier(field("lane_id"), "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
+    let agent_id = identifier(field("agent_id"), "agent id")
+        .map_err(in_field("agent_id", IDENTIFIER, None))?;
     let parent_lane_id = match fields.get("parent_lane_id") {
         None | Some(Value::Null) => None,
-        Some(parent) => Some(identifier(parent, "parent lane id")?),
+        Some(parent) => Some(identifier(parent, "parent lane id").map_err(in_field(
+            "parent_lane_id",
+            "null or an existing lane's id",
+            None,
+        ))?),
     };
-    let assignment = non_blank(field("assignment"), "assignment must be non-empty")?;
-    let fallback = non_blank(field("fallback"), "fallback must be non-empty")?;
+    let assignment = non_blank(field("assignment"), "assignment must be non-empty")
+        .map_err(in_field("assignment", "a non-blank string", None))?;
+    let fallback = non_blank(field("fallback"), "fallback must be non-empty").map_err(in_field(
+        "fallback",
+        "a non-blank string",
+        None,
+    ))?;
     let replacement_count = match fields.get("replacement_count") {
         None => json!(0),
         Some(count) if as_int(count).is_some_and(|n| n >= 0) => count.clone(),
-        Some(_) => return invalid("replacement_count must be a non-negative integer"),
+        Some(_) => {
+            return Err(Refusal::Invalid(
+                "replacement_count must be a non-negative integer".into(),
+            )
+            .map_in_field("replacement_count", "a non-negative integer"));
+        }
     };
-    let write_scope = canonicalize(field("write_scope"))?;
-    let observed = instant(field("observed_at"), "observed_at")?;
-    let startup = instant(field("startup_ack_deadline"), "startup_ack_deadline")?;
-    let command = instant(field("command_deadline"), "command_deadline")?;
+    let write_scope = canonicalize(field("write_scope")).map_err(in_field(
+        "write_scope",
+        "a list of repository paths (e.g. [\"src/api\"])",
+        None,
+    ))?;
+    let observed = instant(field("observed_at"), "observed_at").map_err(in_field(
+        "observed_at",
+        TIMESTAMP,
+        None,
+    ))?;
+    let startup = instant(field("startup_ack_deadline"), "startup_ack_deadline")
+        .map_err(in_field("startup_ack_deadline", TIMESTAMP, None))?;
+    let command = instant(field("command_deadline"), "command_deadline").map_err(in_field(
+        "command_deadline",
+        TIMESTAMP,
+        None,
+    ))?;
     if !(observed < startup && startup <= command) {
-        return invalid(
-            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
-        );
+        return Err(Refusal::Invalid(
+            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline".into(),
+        )
+        .hinted(format!(
+            "give instants in that order: observed_at {} must be before startup_ack_deadline {}, which must not be after command_deadline {}",
+            field("observed_at"),
+            field("startup_ack_deadline"),
+            field("command_deadline")
+        )));
     }
     require_evidence(evidence)?;
     let text = |key: &str| field(key).as_str().unwrap_or_default().to_string();

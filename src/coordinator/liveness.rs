@@ -453,10 +453,22 @@ pub struct Heartbeat {
 pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, Refusal> {
     let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let lane_id = identifier(&input["lane_id"], "lane id")?;
-    let agent_id = identifier(&input["agent_id"], "agent id")?;
-    let observed = parse_instant_value(&input["observed_at"])?;
-    let lease = parse_instant_value(&input["silence_lease_deadline"])?;
+    use super::decide::in_field;
+    use super::lane_commands::{IDENTIFIER, TIMESTAMP};
+    let lane_id =
+        identifier(&input["lane_id"], "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
+    let agent_id = identifier(&input["agent_id"], "agent id")
+        .map_err(in_field("agent_id", IDENTIFIER, None))?;
+    let observed = parse_instant_value(&input["observed_at"]).map_err(in_field(
+        "observed_at",
+        TIMESTAMP,
+        None,
+    ))?;
+    let lease = parse_instant_value(&input["silence_lease_deadline"]).map_err(in_field(
+        "silence_lease_deadline",
+        TIMESTAMP,
+        None,
+    ))?;
     Ok(Heartbeat {
         lane_id,
         agent_id,

@@ -338,7 +338,11 @@ fn run_case(case: &Case, out: &Output, run: &str) {
         text(&e, "message").contains(case.message),
         "{name}: message {e}"
     );
-    let hint = text(&e, "hint").replace(run, "RUN");
+    let hint = e["hint"].as_str().unwrap_or_default().replace(run, "RUN");
+    assert!(
+        case.hint.is_empty() || e.get("hint").is_some(),
+        "{name}: no hint in {e}"
+    );
     for part in case.hint {
         assert!(hint.contains(part), "{name}: hint lacks {part:?}: {hint}");
     }
@@ -373,6 +377,13 @@ fn issue15_every_listed_refusal_names_its_fix() {
     );
     let check_ev = life.evidence("check-ev.json", "test", "unit passed");
     let lane = life.put("lane.json", &lane_input());
+    let mut long = lane_input();
+    long["lane_id"] = json!("api-2");
+    long["assignment"] = json!("x".repeat(501));
+    let long = life.put("long.json", &long);
+    let mut bad_id = lane_input();
+    bad_id["lane_id"] = json!("api 2");
+    let bad_id = life.put("bad-id.json", &bad_id);
     let missing_file = life.base.join("user approved");
     let missing_file = missing_file.to_str().unwrap();
     let cases: Vec<(Case, Output)> = vec![
@@ -396,6 +407,34 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 "lane-create",
                 &["--input", &lane_only, "--evidence", &assign],
             ),
+        ),
+        (
+            Case {
+                name: "an assignment over the manifest's limit",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "assignment must be at most 500 characters: the limit of this run's manifest is 500",
+                hint: &[],
+                fields: Some(json!({"input": "--input", "file": long,
+                    "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
+            },
+            life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
+        ),
+        (
+            Case {
+                name: "a lane id that is no identifier",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "lane id must match the identifier contract: --input field lane_id must be an identifier",
+                hint: &[],
+                fields: Some(json!({"input": "--input", "file": bad_id,
+                    "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
+            },
+            life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
         ),
         (
             Case {
