@@ -52,6 +52,7 @@ def drive(tool):
     D=put("d.json",d)
     cs=hashlib.sha256(json.dumps(d,sort_keys=True,separators=(",",":"),ensure_ascii=False).encode()).hexdigest()
     out["freetext"]=M("stall-record",*la("2026-07-14T01:06:00Z",put("b.json",[{"kind":"liveness","summary":"quiet","checksum":cs}])),"--reason","agent is quiet","--decision",D)
+    out["lease"]=M("heartbeat","--input",put("beat.json",{"lane_id": "api", "agent_id": "agent-1", "observed_at": "2026-07-14T01:01:00Z","silence_lease_deadline": "2026-07-14T01:11:01Z", "reason": "compiling"}),"--evidence",ev("be.json","log","build"))
     shutil.rmtree(base)
     return out
 a=drive(REF); b=drive(OURS)

@@ -16,7 +16,9 @@
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, Teaching, conflict, invalid, require_evidence};
+use super::decide::{
+    Intent, Policy, Refusal, Teaching, conflict, invalid, invalid_hint, require_evidence,
+};
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
@@ -392,10 +394,16 @@ pub fn require_fresh_evidence(
     if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
         && lane.last_reason.as_deref() == Some(reason)
     {
-        return invalid("liveness evidence is unchanged");
+        return invalid_hint(
+            "liveness evidence is unchanged",
+            "a heartbeat needs new evidence (a new observation) or a new reason",
+        );
     }
     if lane.has_liveness_digest(&digest) {
-        return invalid("liveness evidence was already recorded for this lane");
+        return invalid_hint(
+            "liveness evidence was already recorded for this lane",
+            "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",
+        );
     }
     Ok(digest)
 }
@@ -491,17 +499,40 @@ pub fn decide_heartbeat(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, &heartbeat.lane_id, &heartbeat.agent_id)?;
     if lane.state != LaneState::Running {
-        return conflict("heartbeat requires a running lane");
+        return Err(
+            Refusal::Conflict("heartbeat requires a running lane".into()).hinted(
+                super::decide::lane_state_hint(&lane.id, lane.state, &[LaneState::Running]),
+            ),
+        );
     }
     let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
     if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
-        return invalid("heartbeat deadlines must satisfy observed_at < lease <= command_deadline");
+        return Err(Refusal::Invalid(
+            "heartbeat deadlines must satisfy observed_at < lease <= command_deadline".into(),
+        )
+        .hinted(format!(
+            "silence_lease_deadline must be after observed_at {} and not after the lane's command_deadline {}",
+            heartbeat.observed_at,
+            lane.command_deadline.as_deref().unwrap_or("(none)")
+        )));
     }
     let lease_micros = (heartbeat.lease - heartbeat.observed)
         .num_microseconds()
         .map_or(i128::MAX, i128::from);
     if lease_micros > i128::from(policy.max_silence_lease_seconds) * 1_000_000 {
-        return invalid("silence lease exceeds manifest maximum");
+        let max = policy.max_silence_lease_seconds;
+        let latest = add_window(heartbeat.observed, max).ok().map(format_now);
+        return Err(
+            Refusal::Invalid("silence lease exceeds manifest maximum".into()).taught(Teaching {
+                detail: Some(format!("at most {max} s after observed_at")),
+                hint: latest.map(|l| format!("give silence_lease_deadline at most {l}")),
+                fields: Some(json!({"input": "--input", "invalid": [{
+                    "field": "silence_lease_deadline",
+                    "expected": format!("at most {max} seconds after observed_at"),
+                    "limit": max,
+                }]})),
+            }),
+        );
     }
     let digest = require_fresh_evidence(lane, evidence, heartbeat.reason.as_deref(), policy)?;
     let mut observed_meta = Map::new();

@@ -740,6 +740,30 @@ fn stall_record_refusals(_run: &str) {
         &out,
         &life.run,
     );
+    // A heartbeat whose lease is longer than the manifest allows.
+    let beat = life.put(
+        "beat.json",
+        &json!({"lane_id": "api", "agent_id": "agent-1", "observed_at": "2026-07-14T01:01:00Z",
+            "silence_lease_deadline": "2026-07-14T01:11:01Z", "reason": "compiling"}),
+    );
+    let beat_ev = life.evidence("beat-ev.json", "log", "cargo build running");
+    let out = life.mutate("heartbeat", &["--input", &beat, "--evidence", &beat_ev]);
+    run_case(
+        &Case {
+            name: "a silence lease over the manifest's maximum",
+            exit: 2,
+            error: "contract_error",
+            retryable: false,
+            next_command: None,
+            message: "silence lease exceeds manifest maximum: at most 600 s after observed_at",
+            hint: &["silence_lease_deadline at most 2026-07-14T01:11:00Z"],
+            fields: Some(json!({"input": "--input", "file": beat, "invalid": [{
+                "field": "silence_lease_deadline", "expected": "at most 600 seconds after observed_at",
+                "limit": 600}]})),
+        },
+        &out,
+        &life.run,
+    );
     // The same call with the printed reason records the stall.
     let mut args = lane_args("2026-07-14T01:06:00Z", &bound);
     args.extend(["--reason", "no fresh evidence", "--decision", &decision]);
