@@ -984,3 +984,68 @@ fn issue15_the_readme_exit_table_is_what_the_binary_does() {
         );
     }
 }
+
+/// The README's claim about `--expected-head`: every command of the
+/// mutation families of its commands table takes it; `init` and the
+/// read-only commands do not.
+#[test]
+fn issue15_the_readme_names_the_commands_that_take_expected_head() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let families = [
+        "run lifecycle",
+        "lanes",
+        "liveness",
+        "replacement",
+        "topology and completion",
+        "owner transfer and recovery",
+    ];
+    let cli = bluetape_flow::cli::command();
+    let takes = |name: &str| {
+        let command = cli
+            .get_subcommands()
+            .find(|c| c.get_name() == name)
+            .unwrap_or_else(|| panic!("README names {name}, the binary has no such command"));
+        command
+            .get_arguments()
+            .any(|a| a.get_long() == Some("expected-head"))
+    };
+    let mut checked = 0;
+    for line in readme.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        let family = cells[1];
+        let commands: Vec<&str> = cells[2]
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, c)| c)
+            .filter(|c| !c.starts_with('-'))
+            .collect();
+        if families.contains(&family) {
+            for command in commands {
+                if command == "recovery-run-create" {
+                    assert!(!takes(command), "{command} takes --expected-head");
+                    checked += 1;
+                    continue;
+                }
+                assert!(takes(command), "{command} ({family}) lacks --expected-head");
+                checked += 1;
+            }
+        } else if family == "workspace" || family == "audit" || family == "views" {
+            for command in commands {
+                assert!(
+                    !takes(command),
+                    "{command} ({family}) takes --expected-head"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} commands checked");
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("Every mutation but `init` takes `--run-id`"));
+    assert!(flat.contains("except `recovery-run-create` (it never appends to the damaged run)"));
+}
