@@ -162,6 +162,8 @@ fn invoke(
         }
         _ => None,
     };
+    // Private file path -> the argument it holds, for the messages.
+    let mut private: Vec<(String, String)> = Vec::new();
     for piece in pieces {
         match piece {
             Piece::Value(flag, value) => argv.push(joined(&flag, value.as_ref())),
@@ -177,7 +179,13 @@ fn invoke(
                     inputs.put(&flag, &bytes)
                 });
                 match stored {
-                    Ok(path) => argv.push(joined(&flag, path.as_os_str())),
+                    Ok(path) => {
+                        argv.push(joined(&flag, path.as_os_str()));
+                        private.push((
+                            path.to_string_lossy().into_owned(),
+                            format!("(the {} argument)", flag.replace('-', "_")),
+                        ));
+                    }
                     Err(error) => return (envelope::failure(&error.into()).1, false, None),
                 }
             }
@@ -188,17 +196,18 @@ fn invoke(
         crate::cli::run_with(argv, &config.env, &mut out, &mut err)
     }));
     drop(inputs);
+    // A refusal names the file it read (issue 15); here that file is the
+    // server's, gone by now: name the argument the model sent instead.
+    let named = |bytes: &[u8]| {
+        let mut text = String::from_utf8_lossy(bytes).trim_end().to_string();
+        for (path, argument) in &private {
+            text = text.replace(path.as_str(), argument);
+        }
+        text
+    };
     match outcome {
-        Ok(0) => (
-            String::from_utf8_lossy(&out).trim_end().to_string(),
-            true,
-            new_owner,
-        ),
-        Ok(_) => (
-            String::from_utf8_lossy(&err).trim_end().to_string(),
-            false,
-            None,
-        ),
+        Ok(0) => (named(&out), true, new_owner),
+        Ok(_) => (named(&err), false, None),
         Err(payload) => (
             envelope::failure(&crate::cli::panic_error(payload.as_ref())).1,
             false,

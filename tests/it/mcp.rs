@@ -697,12 +697,15 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     let e = client.refused("lane-create", floats, "contract_error");
     assert_eq!(
         e["message"],
-        "JSON input must not contain floats, NaN or Infinity"
+        "JSON input must not contain floats, NaN or Infinity: evidence file '(the evidence argument)'"
     );
     let mut big = good.clone();
     big["input"]["assignment"] = json!("x".repeat(1_100_000));
     let e = client.refused("lane-create", big, "contract_error");
-    assert_eq!(e["message"], "JSON input exceeds one MiB");
+    assert_eq!(
+        e["message"],
+        "JSON input exceeds one MiB: input file '(the input argument)'"
+    );
     assert_eq!(run.snapshot(), before);
     client.ok("lane-create", good);
 }
