@@ -25,6 +25,8 @@ mod lanes;
 mod ledger;
 mod lifecycle;
 mod liveness;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod namespaces;
 mod owner_fencing;
 mod parallel_verify;
