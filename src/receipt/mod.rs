@@ -4,6 +4,7 @@
 pub mod bundle;
 pub mod canonical;
 pub mod event;
+pub mod faults;
 pub mod lax_time;
 pub mod manifest;
 pub mod merkle;

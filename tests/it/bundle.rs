@@ -769,19 +769,19 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
 // ---------------------------------------------------------------- attest
 
 /// The venv python with securesystemslib and in-toto-attestation
-/// (.ci/run's `pyvenv`, exported as BLUETAPE_PYTHON).
+/// (.ci/run's `pyvenv`, exported as BLUETAPE_CI_PYTHON).
 fn python() -> Option<PathBuf> {
-    let from_env = std::env::var_os("BLUETAPE_PYTHON").map(PathBuf::from);
+    let from_env = std::env::var_os("BLUETAPE_CI_PYTHON").map(PathBuf::from);
     let default = std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/venv/bin/python"));
     let found = from_env.or(default).filter(|p| p.is_file());
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "BLUETAPE_PYTHON must name the venv python with securesystemslib and \
+            "BLUETAPE_CI_PYTHON must name the venv python with securesystemslib and \
              in-toto-attestation (.ci/run's pyvenv installs it)"
         );
-        eprintln!("SKIPPED outside CI: no venv python (set BLUETAPE_PYTHON; .ci/run makes one)");
+        eprintln!("SKIPPED outside CI: no venv python (set BLUETAPE_CI_PYTHON; .ci/run makes one)");
     }
     found
 }
