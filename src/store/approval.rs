@@ -134,8 +134,8 @@ mod tests {
         write(&loose, r#"{"approver":"alice","token":"s3cret"}"#, 0o644);
         assert_eq!(
             read_credential(&loose),
-            Err(StoreError::invalid(
-                "approver credential does not have the required secure mode"
+            Err(StoreError::Insecure(
+                "approver credential does not have the required secure mode".into()
             ))
         );
         let link = dir.path().join("link.cred");

@@ -73,7 +73,7 @@ pub fn create_handle(
         return Err(StoreError::invalid("owner handle already exists"));
     }
     create_exclusive(path, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
-        StoreError::Io(m) if m.starts_with("[Errno 17]") => {
+        e if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
             StoreError::invalid("owner handle already exists")
         }
         other => other,

@@ -112,11 +112,8 @@ pub fn read_small(path: &Path, mode: Option<u32>) -> StoreResult<Vec<u8>> {
 /// Read a signer key file: a regular file (never a symlink), owned by us,
 /// mode exactly 0600.
 pub fn read_signer_key(path: &Path) -> StoreResult<Vec<u8>> {
-    read_small(path, Some(FILE_MODE)).map_err(|e| match e {
-        StoreError::Invalid(m) | StoreError::Io(m) | StoreError::Busy(m) => {
-            StoreError::Invalid(format!("signer key file refused: {m}"))
-        }
-    })
+    read_small(path, Some(FILE_MODE))
+        .map_err(|e| StoreError::Invalid(format!("signer key file refused: {}", e.message())))
 }
 
 /// Write a new file at 0600: never over an existing file, never through a

@@ -193,9 +193,9 @@ impl DirLock {
             }
         }
         open_secure_dir(parent, "lock parent directory").map_err(|e| match e {
-            StoreError::Invalid(_) => {
-                StoreError::invalid("lock parent directory does not have the required secure mode")
-            }
+            StoreError::Invalid(_) | StoreError::Insecure(_) => StoreError::Insecure(
+                "lock parent directory does not have the required secure mode".into(),
+            ),
             other => other,
         })?;
         if !self.dir.exists() {
@@ -249,7 +249,7 @@ impl DirLock {
             // taking or releasing it is synced.
             match create_exclusive_locked(&init, &record(token, "token")) {
                 Ok(file) => return Ok(file),
-                Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
                 Err(e) => return Err(e),
             }
             if is_symlink(&init) {
@@ -257,9 +257,7 @@ impl DirLock {
             }
             let existing = match read_record(&init) {
                 Ok(v) => v,
-                Err(StoreError::Invalid(m)) if m.contains("secure mode") || m.contains("uid") => {
-                    return Err(StoreError::Invalid(m));
-                }
+                Err(e @ StoreError::Insecure(_)) => return Err(e),
                 Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
             };
             let pid = existing.as_ref().and_then(pid_of);
@@ -360,7 +358,7 @@ impl DirLock {
         let claim = self.claim();
         match create_exclusive(&claim, &record(token, "nonce")) {
             Ok(()) => return Ok(()),
-            Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
             Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
         }
         if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {

@@ -191,7 +191,7 @@ mod tests {
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
             quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)),
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Insecure(_))
         ));
     }
 

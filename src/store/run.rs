@@ -410,18 +410,18 @@ impl RunDir {
             }
             seen += n as u64;
             if line.last() != Some(&b'\n') {
-                return Err(StoreError::Io(format!(
-                    "{}: a line within the verified length has no LF",
-                    path.display()
-                )));
+                return Err(StoreError::io_other(
+                    &path,
+                    "a line within the verified length has no LF",
+                ));
             }
             f(&line[..n - 1]);
         }
         if seen != limit {
-            return Err(StoreError::Io(format!(
-                "{}: shorter than its verified length",
-                path.display()
-            )));
+            return Err(StoreError::io_other(
+                &path,
+                "shorter than its verified length",
+            ));
         }
         Ok(())
     }

@@ -106,7 +106,7 @@ impl StoredTree {
     /// hash and the subtree hashes it completes, at the end of the file.
     pub fn append_leaf(&mut self, leaf: Hash, path: &Path) -> StoreResult<()> {
         let new = hashes_for_leaf(self.leaves, leaf, self)
-            .map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))?;
+            .map_err(|e| StoreError::io_other(path, &e.to_string()))?;
         let mut bytes = Vec::with_capacity(new.len() * HASH_SIZE);
         for hash in &new {
             bytes.extend_from_slice(&hash.0);
@@ -137,7 +137,7 @@ impl HashReader for StoredTree {
 
 /// A read error of the stored tree as a store error.
 pub fn tree_error(e: MerkleError) -> StoreError {
-    StoreError::Io(format!("tree hashes: {e}"))
+    StoreError::io_other(std::path::Path::new("tree hashes"), &e.to_string())
 }
 
 #[cfg(test)]
