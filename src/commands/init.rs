@@ -339,7 +339,7 @@ fn create_run(
                 "receipt head changed before mutation".into(),
             ));
         }
-        crate::store::secure::append_line(&run.receipt_path(), &sealed.line)?;
+        run.append_receipt(&sealed.line)?;
         run.write_head(&AckHead {
             sequence: 1,
             checksum: sealed.checksum.clone(),

@@ -409,7 +409,7 @@ fn append(
     sealed: &SealedEvent,
     byte_length: u64,
 ) -> FlowResult<()> {
-    crate::store::secure::append_line(&run.dir.receipt_path(), &sealed.line)?;
+    run.dir.append_receipt(&sealed.line)?;
     // The event is durable now, so nothing after this point may report a
     // failure. A head that could not be recorded only lags behind the
     // receipt, which verify accepts (a longer receipt is fine).
@@ -432,7 +432,7 @@ fn write_caches(
 ) -> FlowResult<()> {
     let after = lane_fingerprints(state);
     if !after.is_empty() {
-        crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+        run.dir.ensure_lanes_dir()?;
     }
     for (lane_id, lane) in state.lanes() {
         if before.is_none_or(|b| b.get(lane_id) != after.get(lane_id)) {

@@ -18,11 +18,10 @@
 //! table. The header's entry count must also equal the checkpoint's.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use nix::libc;
 use sha2::{Digest, Sha256};
 
 use super::error::{StoreError, StoreResult};
@@ -85,10 +84,11 @@ impl Header {
     }
 }
 
-/// Where the two files live (the run directory).
+/// Where the two files live (the run directory, held once validated).
 #[derive(Debug, Clone)]
 pub struct DigestFiles {
     dir: PathBuf,
+    run: Option<super::run::RunDir>,
 }
 
 /// An opened, current digest table (read-only unless opened for update).
@@ -106,6 +106,23 @@ impl DigestFiles {
     pub fn new(run_dir: &Path) -> DigestFiles {
         DigestFiles {
             dir: run_dir.to_path_buf(),
+            run: None,
+        }
+    }
+
+    /// The files of `run`, reached through its held directory.
+    pub fn of_run(run: &super::run::RunDir) -> DigestFiles {
+        DigestFiles {
+            dir: run.dir.clone(),
+            run: Some(run.clone()),
+        }
+    }
+
+    fn at(&self, path: &Path) -> StoreResult<super::held::Loc> {
+        use super::held::Place;
+        match &self.run {
+            Some(run) => run.place(path),
+            None => path.place(),
         }
     }
 
@@ -118,12 +135,9 @@ impl DigestFiles {
     }
 
     fn open(&self, path: &Path, write: bool) -> StoreResult<File> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(write)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(io(path))?;
+        use rustix::fs::OFlags;
+        let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
+        let file = self.at(path)?.open(flags, 0).map_err(io(path))?;
         let meta = file.metadata().map_err(io(path))?;
         if !meta.is_file() {
             return Err(StoreError::invalid("checkpoint digest file is not a file"));
@@ -154,7 +168,7 @@ impl DigestFiles {
     /// Returns the log's byte length.
     pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
         let log = log_bytes(digests);
-        atomic_write(&self.log_path(), &log)?;
+        atomic_write(&self.at(&self.log_path())?, &log)?;
         let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
         self.write_table(&keys)?;
         sync_dir(&self.dir)?;
@@ -177,7 +191,7 @@ impl DigestFiles {
         for key in keys {
             insert_in_memory(table, slots, key);
         }
-        atomic_write(&self.index_path(), &bytes)
+        atomic_write(&self.at(&self.index_path())?, &bytes)
     }
 
     /// Append `digests` (new since the checkpoint) to a current table and

@@ -45,6 +45,18 @@ impl HeldDir {
         })
     }
 
+    /// Hold a directory already opened (and checked) as a `File`.
+    pub fn from_file(file: File, path: PathBuf) -> std::io::Result<HeldDir> {
+        HeldDir::from_fd(OwnedFd::from(file), path)
+    }
+
+    /// `fchmod`: the mode of the directory we hold.
+    pub fn set_mode(&self, mode: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        self.file
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
     /// Open a directory by path, without following a final symlink (the
     /// state root itself, or the parent of a file outside any run).
     pub fn open_path(path: &Path) -> std::io::Result<HeldDir> {
@@ -181,6 +193,21 @@ impl Loc {
             AtFlags::SYMLINK_NOFOLLOW,
         ) {
             Ok(stat) => Ok(Some(stat)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(os(e)),
+        }
+    }
+
+    /// `lstat` as a `std` metadata (through an `O_PATH | O_NOFOLLOW`
+    /// descriptor): `None` when nothing is there.
+    pub fn symlink_metadata(&self) -> std::io::Result<Option<std::fs::Metadata>> {
+        match rustix::fs::openat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => File::from(fd).metadata().map(Some),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(e) => Err(os(e)),
         }

@@ -116,10 +116,19 @@ fn pid_of(record: &Value) -> Option<PidState> {
     }
 }
 
-/// The lock's paths.
+/// The lock's paths, and the run whose held directory they must stay in.
+///
+/// The protocol itself works on paths, as the reference's does: the lock
+/// that excludes the Python tool is the one its path names. A lock of a
+/// validated run (`anchored`) therefore checks before every attempt and
+/// after taking the lock that `runs/<id>`, reached again from the held
+/// state root, is still the directory we hold; a run moved away or
+/// replaced during the wait is refused ([`StoreError::Moved`]), and
+/// `locks/` is only ever created inside the held run directory.
 #[derive(Debug, Clone)]
 pub struct DirLock {
     dir: PathBuf,
+    run: Option<super::run::RunDir>,
 }
 
 /// Proof that we hold the lock; releasing happens on drop. `_held` keeps
@@ -133,7 +142,15 @@ pub struct LockGuard {
 
 impl DirLock {
     pub fn new(dir: PathBuf) -> DirLock {
-        DirLock { dir }
+        DirLock { dir, run: None }
+    }
+
+    /// The lock of `run`, which holds its directory (see [`DirLock`]).
+    pub fn anchored(self, run: super::run::RunDir) -> DirLock {
+        DirLock {
+            run: Some(run),
+            ..self
+        }
     }
 
     fn owner(&self) -> PathBuf {
@@ -162,16 +179,30 @@ impl DirLock {
         base.with_file_name(format!("{name}.{what}.{}", fresh_token()))
     }
 
-    /// Acquire, waiting briefly while a live holder works.
+    /// Acquire, waiting briefly while a live holder works. An anchored
+    /// lock is only returned while its run is still the directory we hold.
     pub fn acquire(&self) -> StoreResult<LockGuard> {
         let started = std::time::Instant::now();
         loop {
             match self.try_acquire() {
-                Err(StoreError::Busy(message)) if started.elapsed() < PATIENCE => {
-                    let _ = message;
+                Err(StoreError::Busy(_)) if started.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                other => return other,
+                Ok(guard) => {
+                    if let Some(run) = &self.run {
+                        // Dropping the guard releases the lock we took.
+                        run.recheck()?;
+                    }
+                    return Ok(guard);
+                }
+                Err(error) => {
+                    // A run moved during an attempt makes its path steps
+                    // fail (ENOENT, say): the refusal says what happened.
+                    if let Some(run) = &self.run {
+                        run.recheck()?;
+                    }
+                    return Err(error);
+                }
             }
         }
     }
@@ -180,9 +211,11 @@ impl DirLock {
     pub fn try_acquire(&self) -> StoreResult<LockGuard> {
         let token = fresh_token();
         let parent = self.dir.parent().unwrap_or(Path::new("."));
-        if std::fs::symlink_metadata(parent).is_err() {
+        if let Some(run) = &self.run {
+            run.ensure_locks_dir()?;
+        } else if std::fs::symlink_metadata(parent).is_err() {
+            // Never recursive: a run directory that is gone stays gone.
             std::fs::DirBuilder::new()
-                .recursive(true)
                 .mode(DIR_MODE)
                 .create(parent)
                 .map_err(|e| StoreError::io(&e, parent))?;
