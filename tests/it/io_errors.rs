@@ -91,7 +91,7 @@ fn a_full_disk_is_a_retryable_io_error_with_the_path() {
         // line does not fit in the receipt's last page: the append fails
         // and is cut back.
         assert!(
-            out.stdout
+            out.stderr
                 .contains(&format!("{}'", run.receipt_path().display())),
             "{out:?}"
         );
