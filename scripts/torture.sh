@@ -35,6 +35,11 @@ timed "6. Failed writes" cargo test --release --locked --quiet --lib reliability
 for t in crash damage concurrency hostile_fs hostile_input readonly; do
   timed "reliability::$t" cargo test --release --locked --quiet --test it "reliability::$t::"
 done
+# Issue 14: writers inside `unshare --pid --fork --mount-proc` and on the
+# host (needs root), the path-swap races, and a real full disk (a tmpfs).
+for t in namespaces path_swap io_errors; do
+  timed "$t" cargo test --release --locked --quiet --test it "$t::"
+done
 total=$(( $(date +%s) - began ))
 
 commit=$(git rev-parse --short HEAD)

@@ -216,9 +216,7 @@ pub fn init_run(
     crate::store::litter::remove_dead_init_litter(root, entropy.now.into());
     let run = RunDir::new(root, &run_id);
     run.create()?;
-    let staging = root
-        .join("handles")
-        .join(format!("init-{}.owner", entropy.staging_suffix));
+    let staging = crate::store::handle::staging_handle_path(root, &entropy.staging_suffix);
     let mut published = false;
     let result = create_run(
         &run,

@@ -199,7 +199,14 @@ fn mutate_with(
         now: ctx.now,
         repo_root,
     };
-    let intents = decide(&input)?;
+    let decided = decide(&input);
+    // A digest the table could not read was answered "present": the
+    // decision (a refusal, most likely) rests on a read error, which is
+    // what the caller is told.
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
+    let intents = decided?;
     let sealed = seal(run, &state, &proof, intents, ctx.now)?;
     let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
@@ -207,6 +214,9 @@ fn mutate_with(
     state
         .apply_event(&sealed.event, &replay_policy)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
     // We never write what our own replay records as a breach.
     if let Some(breach) = state.breaches().get(breaches_before) {
         return Err(FlowError::Contract(format!(

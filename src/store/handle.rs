@@ -56,6 +56,12 @@ fn handle_bytes(run_id: &str, epoch: u64, token: &OwnerToken) -> Vec<u8> {
 }
 
 /// Create a new handle file exclusively (no-follow, 0600, fsynced).
+/// Where `init` stages a new run's owner handle before publishing it
+/// (`handles/init-<suffix>.owner`; `litter` knows the same name).
+pub fn staging_handle_path(root: &Path, suffix: &str) -> PathBuf {
+    root.join("handles").join(format!("init-{suffix}.owner"))
+}
+
 pub fn create_handle(
     path: &Path,
     run_id: &str,

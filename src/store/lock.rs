@@ -145,6 +145,11 @@ impl DirLock {
         DirLock { dir, run: None }
     }
 
+    /// The state root's lock of a recovery of run `run_id`.
+    pub fn recovery(root: &Path, run_id: &str) -> DirLock {
+        DirLock::new(root.join("locks").join(format!("recovery-{run_id}")))
+    }
+
     /// The lock of `run`, which holds its directory (see [`DirLock`]).
     pub fn anchored(self, run: super::run::RunDir) -> DirLock {
         DirLock {

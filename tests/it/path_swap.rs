@@ -204,6 +204,12 @@ fn a_run_moved_away_during_the_lock_wait_is_not_recreated() {
         .run(&run.heartbeat_args("a", "after"))
         .assert_error(3, "receipt_corrupt");
     assert!(std::fs::symlink_metadata(run.run_dir()).is_err());
+    reliability::figure(
+        "path swap",
+        "runs/<id> renamed out of the state root during the lock wait",
+        1,
+        "refused; nothing created inside or outside (no ghost runs/<id>/locks)",
+    );
 }
 
 /// A parent swapped during the wait: `runs` itself renamed away and
@@ -234,6 +240,12 @@ fn a_runs_directory_swapped_for_a_symlink_during_the_wait_is_refused() {
         Vec::<String>::new()
     );
     drop(holder);
+    reliability::figure(
+        "path swap",
+        "state-root runs/ swapped for a symlink to a copy during the lock wait",
+        1,
+        "refused, copy and original unchanged",
+    );
 }
 
 /// Symlinked parents with no race at all: `runs`, and the run's own
@@ -265,4 +277,10 @@ fn symlinked_parents_are_refused_and_never_written_through() {
         );
         assert_eq!(run.receipt(), before, "{parent}: nothing appended");
     }
+    reliability::figure(
+        "path swap",
+        "runs/, runs/<id>/locks, runs/<id>/lanes replaced by a symlink out of the root",
+        3,
+        "exit 2, nothing written through the link",
+    );
 }
