@@ -29,7 +29,13 @@ impl RunDir {
 
     /// `lanes/` (0700), created inside the held run directory when missing.
     pub fn ensure_lanes_dir(&self) -> StoreResult<()> {
-        let lanes = self.place(&self.lanes_dir())?;
+        self.ensure_subdir(&self.lanes_dir(), "run lanes directory")
+    }
+
+    /// A 0700 directory `path` of the run, created inside the held run
+    /// directory when missing (never through a symlink, never recursive).
+    pub fn ensure_subdir(&self, path: &Path, kind: &str) -> StoreResult<()> {
+        let lanes = self.place(path)?;
         match lanes.mkdir(DIR_MODE) {
             Ok(()) => {
                 let dir = lanes
@@ -44,7 +50,7 @@ impl RunDir {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(StoreError::io(&e, &lanes.path())),
         }
-        super::secure::open_secure_dir_at(&lanes, "run lanes directory")?;
+        super::secure::open_secure_dir_at(&lanes, kind)?;
         Ok(())
     }
 }
