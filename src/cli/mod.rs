@@ -13,6 +13,7 @@ pub mod replacement;
 pub mod report;
 pub mod run;
 pub mod table;
+pub mod teach;
 pub mod topology;
 pub mod transparency;
 pub mod views;
@@ -353,6 +354,7 @@ pub fn run_with_terminal(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
+    let argv = args.clone();
     let matches = command().try_get_matches_from(args);
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
@@ -401,7 +403,7 @@ pub fn run_with_terminal(
             0
         }
         Err(error) => {
-            let (code, text) = envelope::failure(&error);
+            let (code, text) = envelope::failure_with(&error, &argv);
             emit(err, &text);
             code
         }

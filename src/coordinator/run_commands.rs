@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::decide::{Intent, Refusal, conflict, require_evidence};
+use super::decide::{Intent, Refusal, require_evidence, run_state_hint, state_refusal};
 use super::state::{CoordinatorState, RunState};
 
 /// The seven run transitions.
@@ -63,7 +63,13 @@ pub fn decide_run_transition(
     let (event_type, sources, target) = command.rule();
     let current = state.run_state_enum();
     if !sources.contains(&current) {
-        return conflict("current state does not allow lifecycle intent");
+        let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+        return Err(state_refusal(
+            "the run",
+            current.as_str(),
+            &allowed,
+            run_state_hint(current, sources),
+        ));
     }
     let mut intent = Intent::run(
         event_type,

@@ -38,6 +38,7 @@ mod reports;
 mod resume;
 mod scope_narrowing;
 mod state_root;
+mod teach;
 mod topology;
 mod transparency;
 mod views;
