@@ -55,7 +55,8 @@ impl Drop for Holder {
 }
 
 /// Start `heartbeat` and return once it holds the run directory open (it
-/// has validated the run and is about to wait for the lock, or waiting).
+/// has validated the run and is about to wait for the lock, or waiting),
+/// or after 0.5 s of its 1.5 s lock wait.
 fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
     let mut child = run
         .command(&run.heartbeat_args("a", tag))
@@ -84,7 +85,11 @@ fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
                 String::from_utf8_lossy(&out.stdout)
             );
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "never waited");
+        // A writer that holds no descriptor of the run (an older build)
+        // is waiting by now too: the lock wait lasts 1.5 s.
+        if start.elapsed() > Duration::from_millis(500) {
+            return child;
+        }
         std::thread::sleep(Duration::from_millis(2));
     }
 }
