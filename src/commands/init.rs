@@ -304,7 +304,7 @@ fn create_run(
         lane_id: None,
         agent_id: None,
         sequence: 1,
-        event_type: "run_created".into(),
+        event_type: crate::receipt::vocab::EventType::RunCreated.as_str().into(),
         from_state: None,
         to_state: Some("planned".into()),
         timestamp: format_now(entropy.now),

@@ -5,6 +5,7 @@
 //! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
 //! against the freshly loaded state.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
@@ -336,7 +337,7 @@ fn seal(
         }
         check_evidence(&value["evidence_refs"], &contract.limits).map_err(FlowError::Contract)?;
         check_metadata(
-            &intent.event_type,
+            intent.event_type,
             Some(&value["metadata"]),
             &contract.limits,
             epoch,
@@ -352,7 +353,7 @@ fn seal(
             lane_id: text(single, "lane_id"),
             agent_id: text(single, "agent_id"),
             sequence: state.last_sequence() + 1,
-            event_type: intents[0].event_type.clone(),
+            event_type: intents[0].event_type.as_str().into(),
             from_state: text(single, "from_state"),
             to_state: text(single, "to_state"),
             timestamp: text(single, "timestamp").unwrap_or_default(),
@@ -368,7 +369,7 @@ fn seal(
             lane_id: None,
             agent_id: None,
             sequence: state.last_sequence() + 1,
-            event_type: "transaction_committed".into(),
+            event_type: EventType::TransactionCommitted.as_str().into(),
             from_state: None,
             to_state: None,
             timestamp: text(second, "timestamp").unwrap_or_default(),

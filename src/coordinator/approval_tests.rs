@@ -454,7 +454,7 @@ fn an_approval_is_used_once() {
         at: "2026-07-14T01:00:00Z".into(),
         sequence: 2,
     });
-    assert_eq!(intents[0].to_state.as_deref(), Some("approved"));
+    assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
     let second = decide_approve(
         &state,
         &status,

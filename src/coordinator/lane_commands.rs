@@ -9,6 +9,7 @@
 //! decision calls it exactly where the reference canonicalises, so the
 //! exit-code precedence is the reference's.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
@@ -222,10 +223,10 @@ pub fn decide_lane_create(
         request.replacement_count.clone(),
     );
     Ok(vec![Intent {
-        event_type: "lane_created".into(),
+        event_type: EventType::LaneCreated,
         timestamp: Some(request.observed_at.clone()),
         from_state: None,
-        to_state: Some(LaneState::Pending.as_str().into()),
+        to_state: Some(LaneState::Pending.into()),
         lane_id: Some(request.lane_id.clone()),
         agent_id: Some(request.agent_id.clone()),
         reason: None,
@@ -248,18 +249,18 @@ pub enum LaneCommand {
 
 impl LaneCommand {
     /// (event type, legal sources, target).
-    pub fn rule(self) -> (&'static str, &'static [LaneState], LaneState) {
+    pub fn rule(self) -> (EventType, &'static [LaneState], LaneState) {
         use LaneState::*;
         const WORKING: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering];
         match self {
-            LaneCommand::Start => ("lane_started", &[Pending], Starting),
-            LaneCommand::StartupAck => ("startup_ack", &[Starting], Running),
-            LaneCommand::ProbeAck => ("probe_acknowledged", &[Recovering], Running),
-            LaneCommand::Complete => ("lane_completed", &[Running], Completed),
-            LaneCommand::Fail => ("lane_failed", WORKING, Failed),
-            LaneCommand::Block => ("lane_blocked", WORKING, Blocked),
+            LaneCommand::Start => (EventType::LaneStarted, &[Pending], Starting),
+            LaneCommand::StartupAck => (EventType::StartupAck, &[Starting], Running),
+            LaneCommand::ProbeAck => (EventType::ProbeAcknowledged, &[Recovering], Running),
+            LaneCommand::Complete => (EventType::LaneCompleted, &[Running], Completed),
+            LaneCommand::Fail => (EventType::LaneFailed, WORKING, Failed),
+            LaneCommand::Block => (EventType::LaneBlocked, WORKING, Blocked),
             LaneCommand::Cancel => (
-                "lane_cancelled",
+                EventType::LaneCancelled,
                 &[Pending, Starting, Running, SuspectedStall, Recovering],
                 Cancelled,
             ),
@@ -348,7 +349,9 @@ pub fn decide_lane_transition(
     }
     // decisions.md 9: once an interrupt is recorded the agent is fenced; a
     // late probe ACK cannot revive the lane (the reference accepts it).
-    if request.command == LaneCommand::ProbeAck && lane.last_event_type == "agent_interrupted" {
+    if request.command == LaneCommand::ProbeAck
+        && lane.last_event_type == EventType::AgentInterrupted
+    {
         return conflict("an interrupted agent cannot acknowledge the probe");
     }
     let mut metadata = Map::new();
@@ -357,10 +360,10 @@ pub fn decide_lane_transition(
         metadata.insert("changed_paths".into(), json!(changed));
     }
     Ok(vec![Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: Some(request.at.to_string()),
-        from_state: Some(lane.state.as_str().into()),
-        to_state: Some(target.as_str().into()),
+        from_state: Some(lane.state.into()),
+        to_state: Some(target.into()),
         lane_id: Some(request.lane_id.to_string()),
         agent_id: Some(request.agent_id.to_string()),
         reason: request.reason.map(str::to_string),

@@ -13,6 +13,7 @@
 //! A recorded reservation that would hand the child back to the interrupted
 //! agent is not repaired (see [`decide_repair`]).
 
+use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
@@ -209,20 +210,20 @@ fn metadata(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
 /// A lane-level intent at a caller-supplied instant.
 #[allow(clippy::too_many_arguments)]
 fn lane_intent(
-    event_type: &str,
+    event_type: EventType,
     lane_id: &str,
     agent_id: Option<&str>,
-    from: Option<&str>,
-    to: &str,
+    from: Option<LaneState>,
+    to: LaneState,
     at: &str,
     evidence: &Value,
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
     Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: Some(at.into()),
-        from_state: from.map(str::to_string),
+        from_state: from.map(StateName::from),
         to_state: Some(to.into()),
         lane_id: Some(lane_id.into()),
         agent_id: agent_id.map(str::to_string),
@@ -249,7 +250,7 @@ pub fn decide_reassign(
     if original.state != LaneState::Recovering {
         return conflict("replacement requires a recovering lane");
     }
-    if original.last_event_type != "agent_interrupted" {
+    if original.last_event_type != EventType::AgentInterrupted {
         return conflict("replacement requires interrupt evidence");
     }
     if request.replacement_agent_id == original.agent_id {
@@ -280,11 +281,11 @@ pub fn decide_reassign(
     };
     let scope = strings(&request.replacement_write_scope);
     let reassigned = lane_intent(
-        "lane_reassigned",
+        EventType::LaneReassigned,
         &request.lane_id,
         Some(&original.agent_id),
-        Some("recovering"),
-        "replaced",
+        Some(LaneState::Recovering),
+        LaneState::Replaced,
         &request.decided_at,
         evidence,
         Some("replacement checkpoint accepted"),
@@ -311,11 +312,11 @@ pub fn decide_reassign(
         ]),
     );
     let created = lane_intent(
-        "lane_created",
+        EventType::LaneCreated,
         &request.replacement_lane_id,
         Some(&request.replacement_agent_id),
         None,
-        "pending",
+        LaneState::Pending,
         &request.decided_at,
         evidence,
         None,
@@ -354,14 +355,14 @@ pub fn decide_close(
         return conflict("replacement lane does not match reservation");
     }
     let terminal = match state.lane(&request.replacement_lane_id) {
-        Some(lane) if lane.state.is_terminal() => lane.state.as_str(),
+        Some(lane) if lane.state.is_terminal() => lane.state,
         _ => return conflict("replacement lane is not terminal"),
     };
     Ok(vec![lane_intent(
-        "replacement_lineage_closed",
+        EventType::ReplacementLineageClosed,
         &request.lane_id,
         Some(&original.agent_id),
-        Some("replaced"),
+        Some(LaneState::Replaced),
         terminal,
         &request.at,
         evidence,
@@ -425,11 +426,11 @@ pub fn decide_repair(
     }
     let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
     let repaired = lane_intent(
-        "replacement_repaired",
+        EventType::ReplacementRepaired,
         &request.lane_id,
         Some(&original.agent_id),
-        Some("replaced"),
-        "replaced",
+        Some(LaneState::Replaced),
+        LaneState::Replaced,
         &request.at,
         evidence,
         None,
@@ -440,11 +441,11 @@ pub fn decide_repair(
         ]),
     );
     let created = lane_intent(
-        "lane_created",
+        EventType::LaneCreated,
         &request.replacement_lane_id,
         child_agent,
         None,
-        "pending",
+        LaneState::Pending,
         &request.at,
         evidence,
         None,
@@ -487,11 +488,11 @@ pub fn decide_block(
     }
     let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
     Ok(vec![lane_intent(
-        "replacement_blocked",
+        EventType::ReplacementBlocked,
         &request.lane_id,
         Some(&original.agent_id),
-        Some("replaced"),
-        "blocked",
+        Some(LaneState::Replaced),
+        LaneState::Blocked,
         &request.at,
         evidence,
         Some("incomplete replacement cannot be safely recreated"),

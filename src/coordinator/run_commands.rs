@@ -1,5 +1,6 @@
 //! Decisions of the run lifecycle commands (reference-coordinator §4).
 
+use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
 use super::decide::{Intent, Refusal, conflict, require_evidence};
@@ -19,18 +20,18 @@ pub enum RunCommand {
 
 impl RunCommand {
     /// (event type, legal sources, target).
-    pub fn rule(self) -> (&'static str, &'static [RunState], RunState) {
+    pub fn rule(self) -> (EventType, &'static [RunState], RunState) {
         use RunState::*;
         match self {
-            RunCommand::Approve => ("plan_approved", &[Planned], Approved),
-            RunCommand::Start => ("run_started", &[Approved], Running),
-            RunCommand::RecoveryStart => ("run_recovery_started", &[Running], Recovering),
-            RunCommand::RecoveryFinish => ("run_recovery_finished", &[Recovering], Running),
-            RunCommand::Fail => ("run_failed", &[Running, Recovering], Failed),
-            RunCommand::Block => ("run_blocked", &[Running, Recovering], Blocked),
+            RunCommand::Approve => (EventType::PlanApproved, &[Planned], Approved),
+            RunCommand::Start => (EventType::RunStarted, &[Approved], Running),
+            RunCommand::RecoveryStart => (EventType::RunRecoveryStarted, &[Running], Recovering),
+            RunCommand::RecoveryFinish => (EventType::RunRecoveryFinished, &[Recovering], Running),
+            RunCommand::Fail => (EventType::RunFailed, &[Running, Recovering], Failed),
+            RunCommand::Block => (EventType::RunBlocked, &[Running, Recovering], Blocked),
             // decisions.md 6: cancel is allowed from planned and approved too.
             RunCommand::Cancel => (
-                "run_cancelled",
+                EventType::RunCancelled,
                 &[Planned, Approved, Running, Recovering],
                 Cancelled,
             ),
@@ -67,8 +68,8 @@ pub fn decide_run_transition(
     }
     let mut intent = Intent::run(
         event_type,
-        current.as_str(),
-        target.as_str(),
+        current,
+        target,
         Some(at.to_string()),
         evidence.clone(),
     );
@@ -103,8 +104,8 @@ mod tests {
         .unwrap();
         assert_eq!(intents.len(), 1);
         assert_eq!(intents[0].event_type, "plan_approved");
-        assert_eq!(intents[0].from_state.as_deref(), Some("planned"));
-        assert_eq!(intents[0].to_state.as_deref(), Some("approved"));
+        assert_eq!(intents[0].from_state.map(|s| s.as_str()), Some("planned"));
+        assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! replay of a receipt prefix. Pure; any shape error refuses the snapshot
 //! (the caller then replays the whole receipt).
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -23,6 +24,12 @@ fn obj<'a>(v: &'a Value, what: &str) -> Shape<&'a Map<String, Value>> {
 
 fn text(v: &Value, what: &str) -> Shape<String> {
     v.as_str().map(str::to_string).map_or_else(|| bad(what), Ok)
+}
+
+fn event_type(v: &Value, what: &str) -> Shape<EventType> {
+    v.as_str()
+        .and_then(EventType::parse)
+        .map_or_else(|| bad(what), Ok)
 }
 
 fn opt_text(v: &Value, what: &str) -> Shape<Option<String>> {
@@ -126,7 +133,7 @@ fn lane(v: &Value) -> Shape<LaneRecord> {
         )?,
         digest_index: digests.iter().cloned().collect::<HashSet<_>>(),
         liveness_evidence_digests: digests,
-        last_event_type: text(field(m, "last_event_type")?, "last_event_type")?,
+        last_event_type: event_type(field(m, "last_event_type")?, "last_event_type")?,
         terminal_sequence,
         updated_at: text(field(m, "updated_at")?, "updated_at")?,
         evidence_refs: values(field(m, "evidence_refs")?, "evidence_refs")?,
@@ -226,7 +233,10 @@ impl CoordinatorState {
                 .as_u64()
                 .map_or_else(|| bad("last_sequence"), Ok)?,
             last_checksum: text(field(m, "last_checksum")?, "last_checksum")?,
-            last_event_type: opt_text(field(m, "last_event_type")?, "last_event_type")?,
+            last_event_type: match field(m, "last_event_type")? {
+                Value::Null => None,
+                other => Some(event_type(other, "last_event_type")?),
+            },
             updated_at: opt_text(field(m, "updated_at")?, "updated_at")?,
             gate: super::approval::PolicyStatus::Absent,
             breaches: Vec::new(),

@@ -12,127 +12,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Number, Value};
 
-/// Run states of the coordinator (manifest 1.1 `run_states`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RunState {
-    Planned,
-    Approved,
-    Running,
-    Recovering,
-    Completed,
-    Failed,
-    Blocked,
-    Cancelled,
-}
-
-impl RunState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Planned => "planned",
-            RunState::Approved => "approved",
-            RunState::Running => "running",
-            RunState::Recovering => "recovering",
-            RunState::Completed => "completed",
-            RunState::Failed => "failed",
-            RunState::Blocked => "blocked",
-            RunState::Cancelled => "cancelled",
-        }
-    }
-
-    /// Terminal runs accept no further mutation (except the live report on a
-    /// completed run).
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            RunState::Completed | RunState::Failed | RunState::Blocked | RunState::Cancelled
-        )
-    }
-}
-
-/// Lane states of the coordinator (manifest 1.1 `lane_states`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LaneState {
-    Pending,
-    Starting,
-    Running,
-    SuspectedStall,
-    Recovering,
-    Replaced,
-    Completed,
-    Failed,
-    Blocked,
-    Cancelled,
-}
-
-impl LaneState {
-    pub const ALL: [LaneState; 10] = [
-        LaneState::Pending,
-        LaneState::Starting,
-        LaneState::Running,
-        LaneState::SuspectedStall,
-        LaneState::Recovering,
-        LaneState::Replaced,
-        LaneState::Completed,
-        LaneState::Failed,
-        LaneState::Blocked,
-        LaneState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LaneState::Pending => "pending",
-            LaneState::Starting => "starting",
-            LaneState::Running => "running",
-            LaneState::SuspectedStall => "suspected_stall",
-            LaneState::Recovering => "recovering",
-            LaneState::Replaced => "replaced",
-            LaneState::Completed => "completed",
-            LaneState::Failed => "failed",
-            LaneState::Blocked => "blocked",
-            LaneState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<LaneState> {
-        LaneState::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
-    /// completed, failed, blocked, cancelled. `replaced` is *not* terminal:
-    /// the original waits for its lineage to be closed.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            LaneState::Completed | LaneState::Failed | LaneState::Blocked | LaneState::Cancelled
-        )
-    }
-}
-
-/// Coverage of a topology component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CoverageState {
-    Missing,
-    Partial,
-    Covered,
-}
-
-impl CoverageState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoverageState::Missing => "missing",
-            CoverageState::Partial => "partial",
-            CoverageState::Covered => "covered",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CoverageState> {
-        match text {
-            "missing" => Some(CoverageState::Missing),
-            "partial" => Some(CoverageState::Partial),
-            "covered" => Some(CoverageState::Covered),
-            _ => None,
-        }
-    }
-}
+use crate::receipt::vocab::EventType;
+pub use crate::receipt::vocab::{CoverageState, LaneState, RunState};
 
 /// One lane as replayed (`lanes/<id>.json`).
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +40,7 @@ pub struct LaneRecord {
     pub liveness_evidence_refs: Vec<Value>,
     /// Digests of every distinct liveness evidence list, in first-seen order.
     pub liveness_evidence_digests: Vec<String>,
-    pub last_event_type: String,
+    pub last_event_type: EventType,
     pub terminal_sequence: Option<u64>,
     pub updated_at: String,
     /// Completion-side evidence (the last non-liveness evidence).
@@ -307,7 +188,7 @@ impl LaneRecord {
         );
         m.insert(
             "last_event_type".into(),
-            Value::String(self.last_event_type.clone()),
+            Value::String(self.last_event_type.as_str().into()),
         );
         m.insert(
             "terminal_sequence".into(),
@@ -436,7 +317,7 @@ pub struct CoordinatorState {
     pub(crate) failure_resolutions: BTreeMap<String, FailureResolution>,
     pub(crate) last_sequence: u64,
     pub(crate) last_checksum: String,
-    pub(crate) last_event_type: Option<String>,
+    pub(crate) last_event_type: Option<EventType>,
     pub(crate) updated_at: Option<String>,
     /// The approval gate replay applies (our extension; not in the
     /// reference's state JSON, kept in the checkpoint's `ours`).
@@ -503,7 +384,7 @@ impl CoordinatorState {
     }
 
     pub fn last_event_type(&self) -> Option<&str> {
-        self.last_event_type.as_deref()
+        self.last_event_type.map(EventType::as_str)
     }
 
     pub fn updated_at(&self) -> Option<&str> {
@@ -664,7 +545,11 @@ impl CoordinatorState {
             "last_checksum".into(),
             Value::String(self.last_checksum.clone()),
         );
-        m.insert("last_event_type".into(), opt_string(&self.last_event_type));
+        m.insert(
+            "last_event_type".into(),
+            self.last_event_type
+                .map_or(Value::Null, |t| Value::String(t.as_str().into())),
+        );
         m.insert("last_sequence".into(), Value::from(self.last_sequence));
         m.insert("main_verified".into(), Value::Bool(self.main_verified));
         m.insert("owner_epoch".into(), Value::from(self.owner_epoch));

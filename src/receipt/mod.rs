@@ -11,3 +11,4 @@ pub mod rules;
 pub mod scope;
 pub mod signed_head;
 pub mod verify;
+pub mod vocab;
