@@ -13,6 +13,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{Instant, as_int, is_identifier, parse_timestamp};
@@ -248,23 +249,23 @@ pub enum LaneCommand {
 }
 
 impl LaneCommand {
-    /// (event type, legal sources, target).
-    pub fn rule(self) -> (EventType, &'static [LaneState], LaneState) {
-        use LaneState::*;
-        const WORKING: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering];
+    /// The event the command records.
+    pub fn event_type(self) -> EventType {
         match self {
-            LaneCommand::Start => (EventType::LaneStarted, &[Pending], Starting),
-            LaneCommand::StartupAck => (EventType::StartupAck, &[Starting], Running),
-            LaneCommand::ProbeAck => (EventType::ProbeAcknowledged, &[Recovering], Running),
-            LaneCommand::Complete => (EventType::LaneCompleted, &[Running], Completed),
-            LaneCommand::Fail => (EventType::LaneFailed, WORKING, Failed),
-            LaneCommand::Block => (EventType::LaneBlocked, WORKING, Blocked),
-            LaneCommand::Cancel => (
-                EventType::LaneCancelled,
-                &[Pending, Starting, Running, SuspectedStall, Recovering],
-                Cancelled,
-            ),
+            LaneCommand::Start => EventType::LaneStarted,
+            LaneCommand::StartupAck => EventType::StartupAck,
+            LaneCommand::ProbeAck => EventType::ProbeAcknowledged,
+            LaneCommand::Complete => EventType::LaneCompleted,
+            LaneCommand::Fail => EventType::LaneFailed,
+            LaneCommand::Block => EventType::LaneBlocked,
+            LaneCommand::Cancel => EventType::LaneCancelled,
         }
+    }
+
+    /// The command's edge of the lane state machine ([`lane_edge`]); a
+    /// command never moves a `replaced` lane (the replacement commands do).
+    pub fn edge(self) -> LaneEdge {
+        lane_edge(self.event_type()).expect("every lane command is a lane transition")
     }
 
     /// Whether the parser requires `--reason`.
@@ -343,8 +344,12 @@ pub fn decide_lane_transition(
 ) -> Result<Vec<Intent>, Refusal> {
     require_lane_run_state(state)?;
     let lane = require_active_lane_owner(state, request.lane_id, request.agent_id)?;
-    let (event_type, sources, target) = request.command.rule();
-    if !sources.contains(&lane.state) {
+    let event_type = request.command.event_type();
+    let Edge {
+        from: sources,
+        to: target,
+    } = request.command.edge();
+    if lane.state == LaneState::Replaced || !sources.contains(&lane.state) {
         return conflict("current state does not allow lifecycle intent");
     }
     // decisions.md 9: once an interrupt is recorded the agent is fenced; a

@@ -12,6 +12,7 @@ pub mod completion;
 pub mod decide;
 pub mod lane_commands;
 pub mod liveness;
+pub mod machine;
 pub mod recovery;
 pub mod replacement;
 pub mod replay;

@@ -20,6 +20,7 @@ use serde_json::{Map, Number, Value};
 
 use super::approval::{ApprovalLedger, PolicyStatus, gate_breach};
 use super::breach::Breach;
+use super::machine::{Edge, RunEdge, lane_edge, run_edge};
 use super::state::{
     CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
     LaneState, RunState,
@@ -223,63 +224,6 @@ const RESERVATION_FIELDS: [&str; 9] = [
     "replacement_count",
     "checkpoint_digest",
 ];
-
-/// Run event edges accepted by replay: (legal sources, target). `None` as a
-/// source is the empty run before the first event.
-fn run_transition(event_type: EventType) -> Option<(&'static [Option<RunState>], RunState)> {
-    use RunState::*;
-    Some(match event_type {
-        EventType::RunCreated => (&[None, Some(Planned)], Planned),
-        EventType::PlanApproved => (&[Some(Planned)], Approved),
-        EventType::RunStarted => (&[Some(Approved)], Running),
-        EventType::RunRecoveryStarted => (&[Some(Running)], Recovering),
-        EventType::RunRecoveryFinished => (&[Some(Recovering)], Running),
-        EventType::RunFailed => (&[Some(Running), Some(Recovering)], Failed),
-        EventType::RunBlocked => (&[Some(Running), Some(Recovering)], Blocked),
-        EventType::RunCancelled => (
-            &[
-                Some(Planned),
-                Some(Approved),
-                Some(Running),
-                Some(Recovering),
-            ],
-            Cancelled,
-        ),
-        EventType::RunCompleted => (&[Some(Running)], Completed),
-        _ => return None,
-    })
-}
-
-/// Lane event edges accepted by replay (wider than what commands emit).
-fn lane_transition(event_type: EventType) -> Option<(&'static [LaneState], LaneState)> {
-    use LaneState::*;
-    const FAILABLE: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering, Replaced];
-    const CANCELLABLE: &[LaneState] = &[
-        Pending,
-        Starting,
-        Running,
-        SuspectedStall,
-        Recovering,
-        Replaced,
-    ];
-    Some(match event_type {
-        EventType::LaneStarted => (&[Pending], Starting),
-        EventType::StartupAck => (&[Starting], Running),
-        EventType::HeartbeatObserved | EventType::LeaseRenewed => (&[Running], Running),
-        EventType::StallSuspected => (&[Starting, Running], SuspectedStall),
-        EventType::StallCleared => (&[SuspectedStall], Running),
-        EventType::LaneRecovered => (&[SuspectedStall, Recovering], Running),
-        EventType::ProbeSent => (&[SuspectedStall], Recovering),
-        EventType::ProbeAcknowledged => (&[Recovering], Running),
-        EventType::AgentInterrupted => (&[Recovering], Recovering),
-        EventType::LaneReassigned => (&[Recovering], Replaced),
-        EventType::LaneCompleted => (&[Running, Replaced], Completed),
-        EventType::LaneFailed => (FAILABLE, Failed),
-        EventType::LaneBlocked => (FAILABLE, Blocked),
-        EventType::LaneCancelled => (CANCELLABLE, Cancelled),
-        _ => return None,
-    })
-}
 
 /// One undoable change (see [`CoordinatorState::rollback`]).
 enum Undo {
@@ -745,9 +689,9 @@ impl CoordinatorState {
             return Err(ev.corrupt("event type has no coordinator reducer"));
         };
         let meta = ev.metadata()?;
-        if let Some((sources, target)) = run_transition(event_type) {
+        if let Some(edge) = run_edge(event_type) {
             ev.require_evidence()?;
-            return self.apply_run_event(ev, event_type, sources, target, journal);
+            return self.apply_run_event(ev, event_type, edge, journal);
         }
         use EventType::*;
         match event_type {
@@ -759,7 +703,7 @@ impl CoordinatorState {
                 }
                 self.apply_lane_created(ev, &meta, journal)
             }
-            _ if lane_transition(event_type).is_some() => {
+            _ if lane_edge(event_type).is_some() => {
                 ev.require_evidence()?;
                 self.apply_lane_event(ev, event_type, &meta, journal)
             }
@@ -795,10 +739,10 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         event_type: EventType,
-        sources: &[Option<RunState>],
-        target: RunState,
+        edge: RunEdge,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
+        let (sources, target) = (edge.from, edge.to);
         let source = if event_type == EventType::RunCreated && self.last_sequence == 0 {
             None
         } else {
@@ -923,7 +867,11 @@ impl CoordinatorState {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt(format!("{event_type} requires lane_id")));
         };
-        let Some((sources, target)) = lane_transition(event_type) else {
+        let Some(Edge {
+            from: sources,
+            to: target,
+        }) = lane_edge(event_type)
+        else {
             return Err(ev.corrupt("event type has no coordinator reducer"));
         };
         let Some(lane) = self.lanes.get(lane_id) else {

@@ -4,7 +4,8 @@ use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
 use super::decide::{Intent, Refusal, conflict, require_evidence};
-use super::state::{CoordinatorState, RunState};
+use super::machine::{RunEdge, run_edge};
+use super::state::CoordinatorState;
 
 /// The seven run transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,23 +20,22 @@ pub enum RunCommand {
 }
 
 impl RunCommand {
-    /// (event type, legal sources, target).
-    pub fn rule(self) -> (EventType, &'static [RunState], RunState) {
-        use RunState::*;
+    /// The event the command records.
+    pub fn event_type(self) -> EventType {
         match self {
-            RunCommand::Approve => (EventType::PlanApproved, &[Planned], Approved),
-            RunCommand::Start => (EventType::RunStarted, &[Approved], Running),
-            RunCommand::RecoveryStart => (EventType::RunRecoveryStarted, &[Running], Recovering),
-            RunCommand::RecoveryFinish => (EventType::RunRecoveryFinished, &[Recovering], Running),
-            RunCommand::Fail => (EventType::RunFailed, &[Running, Recovering], Failed),
-            RunCommand::Block => (EventType::RunBlocked, &[Running, Recovering], Blocked),
-            // decisions.md 6: cancel is allowed from planned and approved too.
-            RunCommand::Cancel => (
-                EventType::RunCancelled,
-                &[Planned, Approved, Running, Recovering],
-                Cancelled,
-            ),
+            RunCommand::Approve => EventType::PlanApproved,
+            RunCommand::Start => EventType::RunStarted,
+            RunCommand::RecoveryStart => EventType::RunRecoveryStarted,
+            RunCommand::RecoveryFinish => EventType::RunRecoveryFinished,
+            RunCommand::Fail => EventType::RunFailed,
+            RunCommand::Block => EventType::RunBlocked,
+            RunCommand::Cancel => EventType::RunCancelled,
         }
+    }
+
+    /// The command's edge of the run state machine ([`run_edge`]).
+    pub fn edge(self) -> RunEdge {
+        run_edge(self.event_type()).expect("every run command is a run transition")
     }
 
     /// Whether the parser requires `--reason`.
@@ -61,15 +61,15 @@ pub fn decide_run_transition(
     reason: Option<&str>,
 ) -> Result<Vec<Intent>, Refusal> {
     require_evidence(evidence)?;
-    let (event_type, sources, target) = command.rule();
+    let edge = command.edge();
     let current = state.run_state_enum();
-    if !sources.contains(&current) {
+    if !edge.from.contains(&Some(current)) {
         return conflict("current state does not allow lifecycle intent");
     }
     let mut intent = Intent::run(
-        event_type,
+        command.event_type(),
         current,
-        target,
+        edge.to,
         Some(at.to_string()),
         evidence.clone(),
     );
