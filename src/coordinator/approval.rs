@@ -9,6 +9,7 @@
 //! `summary`, `path`, `checksum`), never in new metadata keys, so a receipt
 //! with a policy still verifies under the reference's rules.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Refusal, invalid, require_evidence};
@@ -383,8 +384,8 @@ impl ApprovalLedger {
     pub fn observe(&mut self, event: &Map<String, Value>) {
         let text = |key: &str| event.get(key).and_then(Value::as_str);
         let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
-        match text("event_type") {
-            Some("run_created") if sequence == 1 => {
+        match EventType::of(event) {
+            Some(EventType::RunCreated) if sequence == 1 => {
                 self.created_at = text("timestamp").map(str::to_string);
                 let items: Vec<_> = evidence_items(event)
                     .filter(|item| item_text(item, "kind") == Some(POLICY_KIND))
@@ -403,7 +404,7 @@ impl ApprovalLedger {
                     }
                 }
             }
-            Some("plan_approved") => {
+            Some(EventType::PlanApproved) => {
                 let record = self.record(event, "approved_by");
                 self.decisions.push(Decision {
                     decision: "approved",
@@ -413,7 +414,9 @@ impl ApprovalLedger {
                     sequence,
                 });
             }
-            Some("run_cancelled") if matches!(text("from_state"), Some("planned" | "approved")) => {
+            Some(EventType::RunCancelled)
+                if matches!(text("from_state"), Some("planned" | "approved")) =>
+            {
                 let record = self.record(event, "denied_by");
                 self.decisions.push(Decision {
                     decision: "denied",

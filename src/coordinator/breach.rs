@@ -14,6 +14,7 @@
 //! crashes on) those inputs before it writes anything, and replay already
 //! rejects a resolution bound to identical evidence.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::Refusal;
@@ -101,12 +102,14 @@ pub fn stricter_rules(
 ) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut breach = |rule: &str, what: String| found.push((rule.to_string(), what));
-    let event_type = text(event, "event_type").unwrap_or("");
+    let Some(event_type) = EventType::of(event) else {
+        return found;
+    };
     let lane = text(event, "lane_id").and_then(|id| state.lanes().get(id));
     match event_type {
         // DEVIATIONS 19: an interrupted agent cannot revive its lane.
-        "probe_acknowledged" => {
-            if let Some(lane) = lane.filter(|l| l.last_event_type == "agent_interrupted") {
+        EventType::ProbeAcknowledged => {
+            if let Some(lane) = lane.filter(|l| l.last_event_type == EventType::AgentInterrupted) {
                 breach(
                     INTERRUPTED_PROBE_ACK,
                     format!(
@@ -117,7 +120,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 20: a repair must fence the interrupted agent.
-        "replacement_repaired" => {
+        EventType::ReplacementRepaired => {
             let original = meta(event, "original_lane_id")
                 .and_then(Value::as_str)
                 .and_then(|id| state.lanes().get(id));
@@ -139,7 +142,9 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 21: a heartbeat proves liveness only.
-        "lane_completed" | "run_completed" if state.is_liveness_digest(&digest_of(event)) => {
+        EventType::LaneCompleted | EventType::RunCompleted
+            if state.is_liveness_digest(&digest_of(event)) =>
+        {
             breach(
                 LIVENESS_AS_COMPLETION,
                 format!(
@@ -151,9 +156,9 @@ pub fn stricter_rules(
         // is heartbeat_observed + lease_renewed with one evidence list, so
         // the first of the pair is the one checked; a stall-clear is a
         // lane_recovered from suspected_stall.
-        "heartbeat_observed" | "lane_recovered" => {
+        EventType::HeartbeatObserved | EventType::LaneRecovered => {
             let checked = lane.filter(|l| {
-                event_type == "heartbeat_observed" || l.state == LaneState::SuspectedStall
+                event_type == EventType::HeartbeatObserved || l.state == LaneState::SuspectedStall
             });
             if let Some(lane) = checked
                 && lane.has_liveness_digest(&digest_of(event))
@@ -168,7 +173,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 25: a re-registration keeps every required component.
-        "topology_registered" => {
+        EventType::TopologyRegistered => {
             let registered: Vec<(&str, Option<bool>)> = meta(event, "components")
                 .and_then(Value::as_array)
                 .into_iter()
@@ -198,7 +203,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 26: a required component stays until covered.
-        "topology_component_removed" => {
+        EventType::TopologyComponentRemoved => {
             let id = meta(event, "component_id").and_then(Value::as_str);
             if let Some(id) = id
                 && state.topology().get(id).is_some_and(|c| c.required)

@@ -149,6 +149,16 @@ impl EventType {
         EventType::of_family(family).contains(&self)
     }
 
+    /// The type of a decoded receipt event (or transaction intent): the
+    /// parser applied to its `event_type` field; `None` when it is absent or
+    /// not one of ours.
+    pub fn of(event: &serde_json::Map<String, serde_json::Value>) -> Option<EventType> {
+        event
+            .get("event_type")
+            .and_then(serde_json::Value::as_str)
+            .and_then(EventType::parse)
+    }
+
     /// Events whose evidence is liveness evidence (never completion
     /// evidence).
     pub fn is_liveness(self) -> bool {
