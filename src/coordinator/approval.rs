@@ -19,8 +19,7 @@ use crate::receipt::canonical;
 use crate::receipt::primitives::{Instant, as_int, is_sha256_hex, parse_timestamp};
 use crate::receipt::rules::Limits;
 
-/// The policy file's name inside `runs/<id>/`.
-pub const POLICY_FILE: &str = "approval-policy.json";
+pub use crate::receipt::vocab::POLICY_FILE;
 /// Evidence kind of the policy binding on `run_created`.
 pub const POLICY_KIND: &str = "approval_policy";
 /// Evidence kind of the decision record on `plan_approved` / `run_cancelled`.

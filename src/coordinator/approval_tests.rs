@@ -240,11 +240,6 @@ fn the_canonical_policy_round_trips_through_its_file() {
     assert_eq!(long.summary().chars().count(), 256);
 }
 
-#[test]
-fn the_store_and_the_rules_agree_on_the_file_name() {
-    assert_eq!(crate::store::approval::POLICY_FILE, POLICY_FILE);
-}
-
 // ------------------------------------------------------------ run-approve
 
 #[test]

@@ -84,6 +84,10 @@ macro_rules! vocabulary {
     };
 }
 
+/// The approval policy's file name inside `runs/<id>/`: where the store
+/// keeps it and the `path` its binding item on `run_created` names.
+pub const POLICY_FILE: &str = "approval-policy.json";
+
 vocabulary! {
     /// The 41 receipt event types of manifest 1.1 (the first 25 are 1.0's).
     EventType {
