@@ -20,7 +20,7 @@ use super::lifecycle::{decided_at, read_evidence};
 use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
-    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
+    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, Gate, PolicyStatus,
     SignatureClaim, decide_approve, decide_deny,
 };
 use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
@@ -254,8 +254,10 @@ pub fn approve(
         };
         decide_approve(
             input.state,
-            &status,
-            &ledger,
+            Gate {
+                status: &status,
+                ledger: &ledger,
+            },
             &claim,
             input.now,
             &at,

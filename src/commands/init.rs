@@ -221,16 +221,18 @@ pub fn init_run(
         .join(format!("init-{}.owner", entropy.staging_suffix));
     let mut published = false;
     let result = create_run(
-        &run,
-        &manifest,
-        request,
-        entropy,
-        &component_ids,
-        &repo_text,
-        &staging,
-        &owner_target,
-        policy.as_ref(),
-        first,
+        &NewRun {
+            run: &run,
+            manifest: &manifest,
+            request,
+            entropy,
+            component_ids: &component_ids,
+            repo_root: &repo_text,
+            staging: &staging,
+            owner_target: &owner_target,
+            policy: policy.as_ref(),
+            first,
+        },
         &mut published,
     );
     if result.is_err() && !published {
@@ -249,20 +251,35 @@ pub fn init_run(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn create_run(
-    run: &RunDir,
-    manifest: &ManifestContract,
-    request: &InitRequest,
-    entropy: &InitEntropy,
-    component_ids: &[String],
-    repo_root: &str,
-    staging: &Path,
-    owner_target: &Path,
-    policy: Option<&ApprovalPolicy>,
-    first: &FirstEvent,
-    published: &mut bool,
-) -> FlowResult<String> {
+/// Everything `init` has settled before it creates the run: the
+/// directory, the manifest, the caller's request and the checked values.
+struct NewRun<'a> {
+    run: &'a RunDir,
+    manifest: &'a ManifestContract,
+    request: &'a InitRequest,
+    entropy: &'a InitEntropy,
+    component_ids: &'a [String],
+    repo_root: &'a str,
+    /// Where the handle is made before it is published at `owner_target`.
+    staging: &'a Path,
+    owner_target: &'a Path,
+    policy: Option<&'a ApprovalPolicy>,
+    first: &'a FirstEvent,
+}
+
+fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
+    let NewRun {
+        run,
+        manifest,
+        request,
+        entropy,
+        component_ids,
+        repo_root,
+        staging,
+        owner_target,
+        policy,
+        first,
+    } = *new;
     let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
     let mut snapshot = manifest.contract.as_object().cloned().unwrap_or_default();
     snapshot.insert(

@@ -761,6 +761,15 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
     Refusal::Approval(ApprovalRefusal::Consumed(message))
 }
 
+/// The approval gate as the pipeline read it under the lock, against the
+/// head the decision extends: the verified receipt's ledger and the
+/// frozen policy's status.
+#[derive(Debug, Clone, Copy)]
+pub struct Gate<'a> {
+    pub status: &'a PolicyStatus,
+    pub ledger: &'a ApprovalLedger,
+}
+
 /// In-lock decision of `run-approve`. Without a policy this is exactly the
 /// reference's rule. Under a policy, in order: the run is still `planned`
 /// (else the approval was consumed), the policy file matches its chained
@@ -768,17 +777,16 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
 /// identity present, not the initiator under four eyes, the designated
 /// approver, the pinned credential, the approval window (wall clock, never
 /// `at`).
-#[allow(clippy::too_many_arguments)]
 pub fn decide_approve(
     state: &CoordinatorState,
-    status: &PolicyStatus,
-    ledger: &ApprovalLedger,
+    gate: Gate<'_>,
     claim: &Claim,
     now: Instant,
     at: &str,
     evidence: &Value,
     limits: &Limits,
 ) -> Result<Vec<Intent>, Refusal> {
+    let Gate { status, ledger } = gate;
     if *status == PolicyStatus::Absent {
         return decide_run_transition(state, RunCommand::Approve, at, evidence, None);
     }
@@ -924,7 +932,6 @@ pub fn decide_approve(
 /// identity is needed and a tampered policy does not block it. Under a
 /// policy, a cancel from `planned` or `approved` is a denial; when
 /// `BLUETAPE_APPROVED_BY` is set it is recorded as who decided.
-#[allow(clippy::too_many_arguments)]
 pub fn decide_deny(
     state: &CoordinatorState,
     ledger: &ApprovalLedger,

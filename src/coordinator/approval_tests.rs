@@ -59,8 +59,7 @@ fn approve(
 ) -> Result<Vec<Intent>, Refusal> {
     decide_approve(
         &planned(),
-        status,
-        ledger,
+        Gate { status, ledger },
         claim,
         now,
         "2026-07-14T01:00:00Z",
@@ -452,8 +451,10 @@ fn an_approval_is_used_once() {
     assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
     let second = decide_approve(
         &state,
-        &status,
-        &ledger,
+        Gate {
+            status: &status,
+            ledger: &ledger,
+        },
         &claim(Some("alice")),
         at(1),
         "2026-07-14T01:00:00Z",
@@ -480,8 +481,10 @@ fn caller_evidence_cannot_forge_the_gate_records() {
         assert_eq!(
             decide_approve(
                 &planned(),
-                &status,
-                &ledger,
+                Gate {
+                    status: &status,
+                    ledger: &ledger,
+                },
                 &claim(Some("alice")),
                 at(1),
                 "2026-07-14T01:00:00Z",
@@ -499,8 +502,10 @@ fn caller_evidence_cannot_forge_the_gate_records() {
     assert_eq!(
         decide_approve(
             &planned(),
-            &status,
-            &ledger,
+            Gate {
+                status: &status,
+                ledger: &ledger,
+            },
             &claim(Some("alice")),
             at(1),
             "2026-07-14T01:00:00Z",

@@ -208,18 +208,29 @@ fn metadata(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
 }
 
 /// A lane-level intent at a caller-supplied instant.
-#[allow(clippy::too_many_arguments)]
-fn lane_intent(
+/// Which lane an intent moves, whose agent, and along which edge.
+struct LaneStep<'a> {
     event_type: EventType,
-    lane_id: &str,
-    agent_id: Option<&str>,
+    lane_id: &'a str,
+    agent_id: Option<&'a str>,
     from: Option<LaneState>,
     to: LaneState,
+}
+
+fn lane_intent(
+    step: LaneStep<'_>,
     at: &str,
     evidence: &Value,
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
+    let LaneStep {
+        event_type,
+        lane_id,
+        agent_id,
+        from,
+        to,
+    } = step;
     Intent {
         event_type,
         timestamp: Some(at.into()),
@@ -281,11 +292,13 @@ pub fn decide_reassign(
     };
     let scope = strings(&request.replacement_write_scope);
     let reassigned = lane_intent(
-        EventType::LaneReassigned,
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some(LaneState::Recovering),
-        LaneState::Replaced,
+        LaneStep {
+            event_type: EventType::LaneReassigned,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Recovering),
+            to: LaneState::Replaced,
+        },
         &request.decided_at,
         evidence,
         Some("replacement checkpoint accepted"),
@@ -312,11 +325,13 @@ pub fn decide_reassign(
         ]),
     );
     let created = lane_intent(
-        EventType::LaneCreated,
-        &request.replacement_lane_id,
-        Some(&request.replacement_agent_id),
-        None,
-        LaneState::Pending,
+        LaneStep {
+            event_type: EventType::LaneCreated,
+            lane_id: &request.replacement_lane_id,
+            agent_id: Some(&request.replacement_agent_id),
+            from: None,
+            to: LaneState::Pending,
+        },
         &request.decided_at,
         evidence,
         None,
@@ -359,11 +374,13 @@ pub fn decide_close(
         _ => return conflict("replacement lane is not terminal"),
     };
     Ok(vec![lane_intent(
-        EventType::ReplacementLineageClosed,
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some(LaneState::Replaced),
-        terminal,
+        LaneStep {
+            event_type: EventType::ReplacementLineageClosed,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: terminal,
+        },
         &request.at,
         evidence,
         None,
@@ -426,11 +443,13 @@ pub fn decide_repair(
     }
     let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
     let repaired = lane_intent(
-        EventType::ReplacementRepaired,
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some(LaneState::Replaced),
-        LaneState::Replaced,
+        LaneStep {
+            event_type: EventType::ReplacementRepaired,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: LaneState::Replaced,
+        },
         &request.at,
         evidence,
         None,
@@ -441,11 +460,13 @@ pub fn decide_repair(
         ]),
     );
     let created = lane_intent(
-        EventType::LaneCreated,
-        &request.replacement_lane_id,
-        child_agent,
-        None,
-        LaneState::Pending,
+        LaneStep {
+            event_type: EventType::LaneCreated,
+            lane_id: &request.replacement_lane_id,
+            agent_id: child_agent,
+            from: None,
+            to: LaneState::Pending,
+        },
         &request.at,
         evidence,
         None,
@@ -488,11 +509,13 @@ pub fn decide_block(
     }
     let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
     Ok(vec![lane_intent(
-        EventType::ReplacementBlocked,
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some(LaneState::Replaced),
-        LaneState::Blocked,
+        LaneStep {
+            event_type: EventType::ReplacementBlocked,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: LaneState::Blocked,
+        },
         &request.at,
         evidence,
         Some("incomplete replacement cannot be safely recreated"),
