@@ -43,17 +43,6 @@ pub struct InitEntropy {
     pub staging_suffix: String,
 }
 
-impl InitEntropy {
-    pub fn fresh() -> InitEntropy {
-        InitEntropy {
-            now: chrono::Utc::now(),
-            run_suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
-            token: OwnerToken::generate(),
-            staging_suffix: uuid::Uuid::new_v4().simple().to_string(),
-        }
-    }
-}
-
 /// The result printed by the CLI.
 #[derive(Debug, Clone)]
 pub struct InitOutcome {

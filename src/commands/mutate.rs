@@ -159,6 +159,23 @@ pub fn mutate_maybe_replayed(
     mutate_with(ctx, run, full_replay, decide)
 }
 
+/// The pipeline with the decision split in two: `gather` reads, under the
+/// lock and against the loaded state, the facts the decision needs that are
+/// not in the state (files, the verified receipt); `decide` then gets them
+/// as a value and only decides. Full replay as `full_replay` says.
+pub fn mutate_gathered<F>(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    gather: impl FnOnce(&DecisionInput<'_>) -> Result<F, Refusal>,
+    decide: impl FnOnce(&DecisionInput<'_>, F) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, full_replay, |input| {
+        let facts = gather(input)?;
+        decide(input, facts)
+    })
+}
+
 fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
