@@ -103,8 +103,11 @@ fn refused<T>(message: String) -> Result<T, Refusal> {
     Err(Refusal::Approval(ApprovalRefusal::Refused(message)))
 }
 
-/// A validated approver policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated approver policy. Serialised, it is the canonical policy:
+/// five keys with `null` for absent values, plus `approver_key` only when
+/// set. (It is read by [`ApprovalPolicy::from_input`], whose refusals name
+/// the rule an input breaks.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ApprovalPolicy {
     pub required_approver: Option<String>,
     pub require_different_approver: bool,
@@ -112,6 +115,7 @@ pub struct ApprovalPolicy {
     pub approver_fingerprint: Option<String>,
     /// An OpenSSH `ssh-ed25519` public key line (canonical form): approvals
     /// must be signed with it (see [`super::signed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub approver_key: Option<String>,
     pub expires_after_s: Option<u64>,
 }
@@ -237,17 +241,7 @@ impl ApprovalPolicy {
 
     /// The canonical JSON object (all five keys, `null` for absent values).
     pub fn to_value(&self) -> Value {
-        let mut value = json!({
-            "approver_fingerprint": self.approver_fingerprint,
-            "expires_after_s": self.expires_after_s,
-            "initiated_by": self.initiated_by,
-            "require_different_approver": self.require_different_approver,
-            "required_approver": self.required_approver,
-        });
-        if let Some(key) = &self.approver_key {
-            value["approver_key"] = json!(key);
-        }
-        value
+        serde_json::to_value(self).expect("a policy is JSON")
     }
 
     /// The policy file's bytes: canonical JSON and LF.
@@ -318,7 +312,7 @@ impl ApprovalPolicy {
 }
 
 /// A recorded approval decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Decision {
     /// `approved` or `denied`.
     pub decision: &'static str,
@@ -331,13 +325,7 @@ pub struct Decision {
 
 impl Decision {
     pub fn to_value(&self) -> Value {
-        json!({
-            "at": self.at,
-            "by": self.by,
-            "decision": self.decision,
-            "sequence": self.sequence,
-            "source": self.source,
-        })
+        serde_json::to_value(self).expect("a decision is JSON")
     }
 }
 

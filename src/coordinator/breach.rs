@@ -15,7 +15,7 @@
 //! rejects a resolution bound to identical evidence.
 
 use crate::receipt::vocab::EventType;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::decide::Refusal;
 use super::state::{CoordinatorState, LaneState};
@@ -35,8 +35,10 @@ pub const HINT: &str = "a breach of this run's rules stands in its receipt and c
      leave this run and continue in a new one under a fresh gate: init --approval-policy FILE \
      (or, for a damaged receipt, recovery-run-create --approval-policy FILE)";
 
-/// One event that broke one of our rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One event that broke one of our rules (kept in the checkpoint's
+/// `ours` as `{"found", "rule", "sequence"}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Breach {
     /// The event's (envelope) sequence.
     pub sequence: u64,
@@ -48,19 +50,11 @@ pub struct Breach {
 
 impl Breach {
     pub fn to_value(&self) -> Value {
-        json!({"found": self.found, "rule": self.rule, "sequence": self.sequence})
+        serde_json::to_value(self).expect("a breach is JSON")
     }
 
     pub fn from_value(value: &Value) -> Option<Breach> {
-        let map = value.as_object()?;
-        if map.len() != 3 {
-            return None;
-        }
-        Some(Breach {
-            sequence: map.get("sequence")?.as_u64()?,
-            rule: map.get("rule")?.as_str()?.to_string(),
-            found: map.get("found")?.as_str()?.to_string(),
-        })
+        serde::Deserialize::deserialize(value).ok()
     }
 
     /// One line for a refusal message.
