@@ -355,15 +355,96 @@ fn item_text<'a>(item: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     item.get(key).and_then(Value::as_str)
 }
 
-/// Parse `"<verb>=<id> source=<source>"`.
-fn parse_record(summary: &str, verb: &str) -> Option<(String, String)> {
-    let mut parts = summary.split(' ');
-    let id = parts.next()?.strip_prefix(verb)?.strip_prefix('=')?;
-    let source = parts.next()?.strip_prefix("source=")?;
-    if parts.next().is_some() || !is_approver_identity(id) {
-        return None;
+/// What a decision record says: approved or denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Approved,
+    Denied,
+}
+
+impl Verdict {
+    fn verb(self) -> &'static str {
+        match self {
+            Verdict::Approved => "approved_by",
+            Verdict::Denied => "denied_by",
+        }
     }
-    Some((id.to_string(), source.to_string()))
+}
+
+/// Where the gate took an approver's identity from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalSource {
+    /// `BLUETAPE_APPROVED_BY` alone.
+    Env,
+    /// ... matched by the pinned credential file.
+    Credential,
+    /// ... proven by a signature with the pinned key.
+    Signature,
+}
+
+impl ApprovalSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalSource::Env => "env",
+            ApprovalSource::Credential => "credential",
+            ApprovalSource::Signature => "signature",
+        }
+    }
+
+    /// The only source a frozen policy admits.
+    fn admitted_by(policy: &ApprovalPolicy) -> ApprovalSource {
+        if policy.approver_key.is_some() {
+            ApprovalSource::Signature
+        } else if policy.approver_fingerprint.is_some() {
+            ApprovalSource::Credential
+        } else {
+            ApprovalSource::Env
+        }
+    }
+}
+
+/// The gate's decision record, the summary of its `approver_identity`
+/// item: `<verb>=<id> source=<source>`. Written by [`Self::summary`] and
+/// read (from a receipt, whoever wrote it) by [`Self::parse`] only; the
+/// source is kept as written, since a record by hand may name any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord {
+    pub identity: String,
+    pub source: String,
+}
+
+impl DecisionRecord {
+    fn new(identity: &str, source: ApprovalSource) -> DecisionRecord {
+        DecisionRecord {
+            identity: identity.to_string(),
+            source: source.as_str().to_string(),
+        }
+    }
+
+    fn summary(&self, verdict: Verdict) -> String {
+        format!(
+            "{}={} source={}",
+            verdict.verb(),
+            self.identity,
+            self.source
+        )
+    }
+
+    fn parse(summary: &str, verdict: Verdict) -> Option<DecisionRecord> {
+        let mut parts = summary.split(' ');
+        let id = parts
+            .next()?
+            .strip_prefix(verdict.verb())?
+            .strip_prefix('=')?;
+        let source = parts.next()?.strip_prefix("source=")?;
+        if parts.next().is_some() || !is_approver_identity(id) {
+            return None;
+        }
+        Some(DecisionRecord {
+            identity: id.to_string(),
+            source: source.to_string(),
+        })
+    }
 }
 
 impl ApprovalLedger {
@@ -392,7 +473,7 @@ impl ApprovalLedger {
                 }
             }
             Some(EventType::PlanApproved) => {
-                let record = self.record(event, "approved_by");
+                let record = self.record(event, Verdict::Approved);
                 self.decisions.push(Decision {
                     decision: "approved",
                     by: record.as_ref().map(|r| r.0.clone()),
@@ -404,7 +485,7 @@ impl ApprovalLedger {
             Some(EventType::RunCancelled)
                 if matches!(text("from_state"), Some("planned" | "approved")) =>
             {
-                let record = self.record(event, "denied_by");
+                let record = self.record(event, Verdict::Denied);
                 self.decisions.push(Decision {
                     decision: "denied",
                     by: record.as_ref().map(|r| r.0.clone()),
@@ -419,7 +500,7 @@ impl ApprovalLedger {
 
     /// The gate's own decision record: the last `approver_identity` item
     /// bound to this run's policy checksum.
-    fn record(&self, event: &Map<String, Value>, verb: &str) -> Option<(String, String)> {
+    fn record(&self, event: &Map<String, Value>, verdict: Verdict) -> Option<(String, String)> {
         let checksum = self.binding.as_deref()?;
         evidence_items(event)
             .filter(|item| {
@@ -427,7 +508,8 @@ impl ApprovalLedger {
                     && item_text(item, "checksum") == Some(checksum)
             })
             .filter_map(|item| item_text(item, "summary"))
-            .filter_map(|summary| parse_record(summary, verb))
+            .filter_map(|summary| DecisionRecord::parse(summary, verdict))
+            .map(|record| (record.identity, record.source))
             .last()
     }
 
@@ -588,21 +670,15 @@ pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<
     if item_text(record, "checksum") != Some(checksum.as_str()) {
         return Some("the approver record is not bound to the run's policy checksum".into());
     }
-    let Some((identity, source)) =
-        item_text(record, "summary").and_then(|s| parse_record(s, "approved_by"))
+    let Some(DecisionRecord { identity, source }) =
+        item_text(record, "summary").and_then(|s| DecisionRecord::parse(s, Verdict::Approved))
     else {
         return Some("the approver record is malformed".into());
     };
     let PolicyStatus::Frozen { policy, .. } = status else {
         return None;
     };
-    let admitted = if policy.approver_key.is_some() {
-        "signature"
-    } else if policy.approver_fingerprint.is_some() {
-        "credential"
-    } else {
-        "env"
-    };
+    let admitted = ApprovalSource::admitted_by(policy).as_str();
     if source != admitted {
         return Some(format!(
             "approval by '{identity}' claims source={} but the policy admits only source={admitted}",
@@ -852,14 +928,14 @@ pub fn decide_approve(
                     ));
                 }
             }
-            "signature"
+            ApprovalSource::Signature
         }
         (_, None) if claim.signature.is_some() => {
             return refused(format!(
                 "the run's approval policy pins no approver_key, so the signature of '{identity}' cannot be checked; approve without --signature"
             ));
         }
-        (None, None) => "env",
+        (None, None) => ApprovalSource::Env,
         (Some(pinned), None) => {
             match &claim.credential {
                 Credential::NotGiven => {
@@ -885,7 +961,7 @@ pub fn decide_approve(
                 }
                 Credential::Read { .. } => {}
             }
-            "credential"
+            ApprovalSource::Credential
         }
     };
     if let Some(window) = policy.expires_after_s {
@@ -907,7 +983,7 @@ pub fn decide_approve(
     }
     let mut evidence = with_record(
         evidence,
-        format!("approved_by={identity} source={source}"),
+        DecisionRecord::new(identity, source).summary(Verdict::Approved),
         Some(checksum),
     );
     if let (Some(stored), Some(items)) = (signed, evidence.as_array_mut()) {
@@ -948,7 +1024,7 @@ pub fn decide_deny(
     require_room(evidence, limits)?;
     let evidence = with_record(
         evidence,
-        format!("denied_by={identity} source=env"),
+        DecisionRecord::new(identity, ApprovalSource::Env).summary(Verdict::Denied),
         ledger.binding.as_deref(),
     );
     decide_run_transition(state, RunCommand::Cancel, at, &evidence, reason)
