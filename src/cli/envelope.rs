@@ -53,6 +53,7 @@ pub fn success(operation: &str, state_root: &str, mut data: Map<String, Value>) 
 /// Exit status, `error` code, `retryable` and `next_command` of an error.
 pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static str>) {
     match error {
+        FlowError::Taught(inner, _) => classify(inner),
         FlowError::Contract(_) => (2, "contract_error", false, None),
         FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
             (3, "receipt_corrupt", false, Some("receipt-diagnose"))
@@ -75,10 +76,27 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
 
 /// The failure envelope and its exit status.
 pub fn failure(error: &FlowError) -> (u8, String) {
+    failure_with(error, &[])
+}
+
+/// The failure envelope, with the hint's `{run_id}`-style placeholders
+/// filled from `argv` (the command's own flags) where it has them.
+pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, String) {
     let (code, name, retryable, next) = classify(error);
+    let (inner, teach) = error.untaught();
+    let hint = teach
+        .and_then(|t| t.hint.as_deref())
+        .map(String::from)
+        .or_else(|| super::teach::default_hint(inner))
+        .map(|hint| super::teach::fill(&hint, argv));
+    let mut fields = teach.and_then(|t| t.fields.clone());
+    let mut full_message = error.full_message();
+    let input_error = matches!(inner, FlowError::Contract(_));
+    super::teach::name_the_file(&mut full_message, fields.as_mut(), argv, input_error);
+    let error = inner;
     let mut map = Map::new();
     map.insert("error".into(), Value::String(name.to_string()));
-    let message: String = error.message().chars().take(500).collect();
+    let message: String = full_message.chars().take(500).collect();
     map.insert("message".into(), Value::String(message));
     map.insert("ok".into(), Value::Bool(false));
     map.insert("retryable".into(), Value::Bool(retryable));
@@ -118,6 +136,13 @@ pub fn failure(error: &FlowError) -> (u8, String) {
             Value::from(missing_ids.iter().take(64).cloned().collect::<Vec<_>>()),
         );
     }
+    // Extra keys of issue 15: the fix, and the input fields at fault.
+    if let Some(hint) = hint {
+        map.insert("hint".into(), Value::String(hint));
+    }
+    if let Some(fields) = fields {
+        map.insert("fields".into(), fields);
+    }
     (code, render(&Value::Object(map)))
 }
 
@@ -139,7 +164,7 @@ mod tests {
         assert_eq!(code, 3);
         assert_eq!(
             text,
-            r#"{"error": "receipt_corrupt", "message": "receipt contains no events", "next_command": "receipt-diagnose", "ok": false, "retryable": false}"#
+            r#"{"error": "receipt_corrupt", "hint": "find where trust ends: bluetape-flow receipt-diagnose --run-id <run_id>; a damaged run goes on in a new one made by recovery-run-create", "message": "receipt contains no events", "next_command": "receipt-diagnose", "ok": false, "retryable": false}"#
         );
         let long = "x".repeat(600);
         let (_, text) = failure(&FlowError::Contract(long));

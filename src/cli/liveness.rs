@@ -101,6 +101,13 @@ pub struct LivenessCheckArgs {
         value_parser = ["alive", "dead", "unknown"]
     )]
     pub command_status: String,
+    /// Our extension (issue 15): add the keys the next command needs.
+    #[arg(long)]
+    pub explain: bool,
+    /// Our extension (issue 15): write the decision file for stall-record
+    /// (implies --explain).
+    #[arg(long = "decision-out", value_name = "FILE")]
+    pub decision_out: Option<PathBuf>,
 }
 
 pub fn dispatch(
@@ -147,9 +154,13 @@ pub fn dispatch(
         LivenessCommands::LivenessCheck(a) => {
             let status = CommandStatus::parse(&a.command_status)
                 .ok_or_else(|| FlowError::contract("invalid choice for --command-status"))?;
+            let extra = (a.explain || a.decision_out.is_some()).then_some(liveness::Explain {
+                decision_out: a.decision_out.as_deref(),
+                cwd: &env.cwd,
+            });
             (
                 "liveness-check",
-                liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status)?,
+                liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status, extra)?,
             )
         }
     })

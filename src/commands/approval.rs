@@ -78,7 +78,12 @@ pub fn read_policy_input(
     initiated_by: Option<&str>,
     env: &DiscoveryEnv,
 ) -> FlowResult<ApprovalPolicy> {
-    let value = read_json_input(path, InputShape::Object, env.home.as_ref())?;
+    let value = read_json_input(
+        path,
+        InputShape::Object,
+        env.home.as_ref(),
+        "--approval-policy",
+    )?;
     ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
 }
 

@@ -1,13 +1,16 @@
 use std::fmt;
 
 use crate::coordinator::approval::ApprovalRefusal;
+use crate::coordinator::decide::Teaching;
 use crate::receipt::manifest::ManifestError;
 use crate::receipt::verify::ReceiptDamage;
 use crate::store::StoreError;
 use crate::store::run::RunReadError;
 
 /// Every way a command can refuse. The CLI maps each to its exit status.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Equality ignores the teaching (hint, fields): it is advice, not part of
+/// what is refused.
+#[derive(Debug, Clone)]
 pub enum FlowError {
     /// Bad input or a broken state-root rule (exit 2).
     Contract(String),
@@ -36,6 +39,9 @@ pub enum FlowError {
         message: String,
         breaches: Vec<crate::coordinator::breach::Breach>,
     },
+    /// Any of the above with what teaches its fix (issue 15): the envelope
+    /// adds `hint` and `fields`; everything else is the inner error's.
+    Taught(Box<FlowError>, Box<Teaching>),
 }
 
 impl FlowError {
@@ -43,8 +49,39 @@ impl FlowError {
         FlowError::Contract(m.into())
     }
 
+    /// This error with `teach` attached (merged over any earlier one).
+    pub fn taught(self, teach: Teaching) -> Self {
+        match self {
+            FlowError::Taught(inner, old) => FlowError::Taught(inner, Box::new(old.merged(teach))),
+            other => FlowError::Taught(Box::new(other), Box::new(teach)),
+        }
+    }
+
+    /// This error with a `hint`.
+    pub fn hinted(self, hint: impl Into<String>) -> Self {
+        self.taught(Teaching::hint(hint))
+    }
+
+    /// The error without its teaching, and the teaching.
+    pub fn untaught(&self) -> (&FlowError, Option<&Teaching>) {
+        match self {
+            FlowError::Taught(inner, teach) => (inner, Some(teach)),
+            other => (other, None),
+        }
+    }
+
+    /// The message as the envelope shows it: the inner message and the
+    /// teaching's detail after it.
+    pub fn full_message(&self) -> String {
+        match self {
+            FlowError::Taught(inner, teach) => teach.message(inner.message()),
+            other => other.message().to_string(),
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
+            FlowError::Taught(inner, _) => inner.message(),
             FlowError::Contract(m)
             | FlowError::ReceiptCorrupt(m)
             | FlowError::IncompatibleManifest(m)
@@ -58,6 +95,44 @@ impl FlowError {
         }
     }
 }
+
+impl PartialEq for FlowError {
+    fn eq(&self, other: &FlowError) -> bool {
+        use FlowError::*;
+        match (self.untaught().0, other.untaught().0) {
+            (Contract(a), Contract(b))
+            | (ReceiptCorrupt(a), ReceiptCorrupt(b))
+            | (IncompatibleManifest(a), IncompatibleManifest(b))
+            | (Conflict(a), Conflict(b))
+            | (Unsupported(a), Unsupported(b)) => a == b,
+            (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
+            (
+                CompletionBlocked {
+                    message: a,
+                    missing_ids: x,
+                },
+                CompletionBlocked {
+                    message: b,
+                    missing_ids: y,
+                },
+            ) => a == b && x == y,
+            (Approval(a), Approval(b)) => a == b,
+            (
+                Breach {
+                    message: a,
+                    breaches: x,
+                },
+                Breach {
+                    message: b,
+                    breaches: y,
+                },
+            ) => a == b && x == y,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for FlowError {}
 
 impl fmt::Display for FlowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -73,6 +148,16 @@ impl From<StoreError> for FlowError {
             StoreError::Busy(m) => FlowError::Conflict(m),
             StoreError::Invalid(m) | StoreError::Io(m) => FlowError::Contract(m),
         }
+    }
+}
+
+impl From<crate::store::input::InputError> for FlowError {
+    fn from(e: crate::store::input::InputError) -> Self {
+        FlowError::Contract(e.message).taught(Teaching {
+            detail: None,
+            hint: e.hint,
+            fields: Some(e.fields),
+        })
     }
 }
 

@@ -156,7 +156,24 @@ pub fn init_run(
         .iter()
         .any(|t| t.as_str() == Some(request.workflow_type.as_str()))
     {
-        return Err(FlowError::contract("unknown workflow type"));
+        let known: Vec<&str> = workflow_types.iter().filter_map(Value::as_str).collect();
+        return Err(FlowError::contract("unknown workflow type").taught(
+            crate::coordinator::decide::Teaching {
+            detail: Some(format!(
+                "'{}' (known: {})",
+                request.workflow_type,
+                known.join(", ")
+            )),
+            hint: Some(format!(
+                "pass one of the manifest's workflow types: --workflow-type {}",
+                known.join(" | ")
+            )),
+            fields: Some(serde_json::json!({
+                "input": "--workflow-type",
+                "invalid": [{"field": "--workflow-type", "expected": format!("one of {}", known.join(", "))}],
+                "allowed": known,
+            })),
+        }));
     }
     if request.components.is_empty() {
         return Err(FlowError::contract("component list must not be empty"));

@@ -41,7 +41,7 @@ pub fn lane_create(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let repo_root = run
         .manifest
         .run
@@ -83,7 +83,12 @@ pub fn lane_transition(
     let evidence = read_evidence(ctx, &request.evidence)?;
     let changed_paths = match &request.changed_paths {
         Some(path) => {
-            let changed = read_json_input(path, InputShape::List, ctx.env.home.as_ref())?;
+            let changed = read_json_input(
+                path,
+                InputShape::List,
+                ctx.env.home.as_ref(),
+                "--changed-paths",
+            )?;
             check_changed_paths_input(&changed)?;
             Some(changed)
         }

@@ -13,21 +13,37 @@ use super::ledger::open_run;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
 use crate::coordinator::decide::Policy;
+use crate::coordinator::decide::Teaching;
 use crate::coordinator::liveness::{
     CommandStatus, LaneStep, StallRecord, check_lane, decide_heartbeat, decide_interrupt_result,
     decide_probe_sent, decide_stall_clear, decide_stall_record, precheck_heartbeat,
     precheck_interrupt_result, precheck_probe_sent, precheck_stall_clear, precheck_stall_record,
 };
+use crate::coordinator::liveness::{explain, parse_instant};
+use crate::receipt::canonical;
 use crate::store::input::{InputShape, read_json_input};
 
 /// Read an object input file (`--input`, `--decision`).
 fn read_object(ctx: &MutationContext, path: &Path) -> FlowResult<Map<String, Value>> {
-    match read_json_input(path, InputShape::Object, ctx.env.home.as_ref())? {
+    match read_json_input(
+        path,
+        InputShape::Object,
+        ctx.env.home.as_ref(),
+        "--decision",
+    )? {
         Value::Object(map) => Ok(map),
         _ => Err(FlowError::contract(
             "JSON input has the wrong top-level type",
         )),
     }
+}
+
+/// `liveness-check --explain` / `--decision-out FILE` (issue 15): the extra
+/// keys, and where to write the decision file (relative to `cwd`).
+#[derive(Debug, Clone, Copy)]
+pub struct Explain<'a> {
+    pub decision_out: Option<&'a Path>,
+    pub cwd: &'a Path,
 }
 
 /// `liveness-check`: read-only (no lock, no writes). Loads the state from a
@@ -39,6 +55,7 @@ pub fn liveness_check(
     lane_id: &str,
     at: &str,
     command: CommandStatus,
+    extra: Option<Explain<'_>>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
@@ -49,6 +66,25 @@ pub fn liveness_check(
     );
     let decision = check_lane(&state, &policy, lane_id, at, command)?;
     let mut out = decision.to_json();
+    if let Some(extra) = extra {
+        // check_lane found the lane and parsed --at.
+        if let (Some(lane), Ok(now)) = (state.lane(lane_id), parse_instant(at)) {
+            out.extend(explain(lane, &policy, now, &decision));
+        }
+        if let Some(path) = extra.decision_out {
+            let mut bytes = canonical::to_vec(&Value::Object(decision.to_json()));
+            bytes.push(b'\n');
+            let written = crate::store::output::write_view_file(path, extra.cwd, root, &bytes, false)
+                .map_err(|e| {
+                    FlowError::from(e).taught(Teaching {
+                        detail: Some(format!("--decision-out {}", path.display())),
+                        hint: Some("--decision-out writes a new file (0600) outside the state root: it never replaces a file and never follows a symlink; name a new path".into()),
+                        fields: Some(json!({"input": "--decision-out", "file": path.display().to_string()})),
+                    })
+                })?;
+            out.insert("decision_out".into(), json!(written.display().to_string()));
+        }
+    }
     out.insert("run_id".into(), json!(run_id));
     out.insert("sequence".into(), json!(state.last_sequence()));
     out.insert("checksum".into(), json!(state.last_checksum()));
@@ -64,7 +100,7 @@ pub fn heartbeat(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let heartbeat = precheck_heartbeat(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)

@@ -95,6 +95,7 @@ impl From<Refusal> for FlowError {
             },
             Refusal::Approval(refusal) => refusal.into(),
             Refusal::Breach { message, breaches } => FlowError::Breach { message, breaches },
+            Refusal::Taught(inner, teach) => FlowError::from(*inner).taught(teach),
         }
     }
 }
@@ -369,7 +370,13 @@ fn seal(
         if !contract.event_types.contains(&intent.event_type) {
             return Err(FlowError::contract("run manifest does not allow event"));
         }
-        check_evidence(&value["evidence_refs"], &contract.limits).map_err(FlowError::Contract)?;
+        check_evidence(&value["evidence_refs"], &contract.limits).map_err(|m| {
+            FlowError::from(crate::coordinator::decide::evidence_refusal(
+                m,
+                &value["evidence_refs"],
+                &contract.limits,
+            ))
+        })?;
         check_metadata(
             intent.event_type,
             Some(&value["metadata"]),
@@ -377,7 +384,12 @@ fn seal(
             epoch,
             values.len() > 1,
         )
-        .map_err(FlowError::Contract)?;
+        .map_err(|m| {
+            FlowError::from(crate::coordinator::decide::metadata_refusal(
+                m,
+                &contract.limits,
+            ))
+        })?;
         debug_assert_eq!(value.as_object().map(|m| m.len()), Some(INTENT_KEYS.len()));
     }
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);

@@ -75,8 +75,18 @@ pub fn recovery_run_create(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, request.run_id)?;
     run.require_phase2()?;
-    let input = read_json_input(request.input, InputShape::Object, env.home.as_ref())?;
-    let approval = read_json_input(request.evidence, InputShape::List, env.home.as_ref())?;
+    let input = read_json_input(
+        request.input,
+        InputShape::Object,
+        env.home.as_ref(),
+        "--input",
+    )?;
+    let approval = read_json_input(
+        request.evidence,
+        InputShape::List,
+        env.home.as_ref(),
+        "--evidence",
+    )?;
     let fresh = match request.approval_policy {
         Some(p) => Some(super::approval::read_policy_input(
             &p.file,
@@ -114,7 +124,13 @@ pub fn recovery_run_create(
     )?;
     // Everything the new run's first event must satisfy is checked before
     // the quarantine copy exists.
-    check_evidence(&approval, &run.manifest.contract.limits).map_err(FlowError::Contract)?;
+    check_evidence(&approval, &run.manifest.contract.limits).map_err(|m| {
+        FlowError::from(crate::coordinator::decide::evidence_refusal(
+            m,
+            &approval,
+            &run.manifest.contract.limits,
+        ))
+    })?;
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
     let policy = super::approval::recovery_gate(&run, fresh)?;
 

@@ -22,7 +22,7 @@ pub fn lane_reassign(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run
         .manifest

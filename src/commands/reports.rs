@@ -32,7 +32,7 @@ pub fn create_report(
     input: &Path,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     run.dir.validate()?;
     // A report binds the current head; like any mutation it may start from
     // a checkpoint the unchanged receipt proves (reports are not gates).

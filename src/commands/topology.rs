@@ -25,7 +25,7 @@ pub fn topology_register(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let components = read_json_input(input, InputShape::List, ctx.env.home.as_ref())?;
+    let components = read_json_input(input, InputShape::List, ctx.env.home.as_ref(), "--input")?;
     precheck_register(&evidence)?;
     let committed = mutate(ctx, &run, |d| {
         decide_register(d.state, d.policy, &components, &evidence)
@@ -57,7 +57,7 @@ pub fn check_result(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let request = precheck_check_result(&input, &evidence)?;
     let committed = mutate(ctx, &run, |d| {
         decide_check_result(d.state, &request, &evidence)
@@ -73,7 +73,7 @@ pub fn component_evidence(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref())?;
+    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let component_id = precheck_component_evidence(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_component_evidence(d.state, &component_id, &evidence)

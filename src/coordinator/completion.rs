@@ -204,7 +204,8 @@ pub fn require_completion_evidence(
     require_evidence(evidence)?;
     // The digest is taken of validated evidence (the reference's digest
     // helper validates with the default limits first).
-    check_evidence(evidence, &Limits::default()).map_err(Refusal::Invalid)?;
+    check_evidence(evidence, &Limits::default())
+        .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
     let digest = canonical::digest(evidence);
     let latest_liveness = state
         .lanes()

@@ -437,7 +437,7 @@ fn completion_evidence_rules() {
     }
     // Invalid evidence is refused by its own rule first.
     assert!(matches!(
-        require_completion_evidence(&ledger.state, &json!([{"kind": "test"}])),
+        require_completion_evidence(&ledger.state, &json!([{"kind": "test"}])).map_err(|r| r.untaught().0.clone()),
         Err(Refusal::Invalid(m)) if m != "liveness evidence cannot satisfy completion evidence"
     ));
     let fresh = ev("integration tests passed");

@@ -12,10 +12,14 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{
+    Intent, Policy, Refusal, Teaching, conflict, evidence_refusal, in_field, invalid,
+    lane_state_hint, require_evidence, state_refusal,
+};
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
+use crate::receipt::faults;
 use crate::receipt::primitives::{Instant, as_int, is_identifier, parse_timestamp};
 use crate::receipt::rules::{Limits, check_evidence};
 use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
@@ -32,6 +36,22 @@ pub const LANE_CREATE_FIELDS: [&str; 8] = [
     "command_deadline",
 ];
 
+/// What an identifier input must be (issue 15's `fields.invalid`).
+pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters";
+
+/// What a timestamp input must be.
+pub const TIMESTAMP: &str = "a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z";
+
+trait InField {
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal;
+}
+
+impl InField for Refusal {
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal {
+        in_field(key, expected, None)(self)
+    }
+}
+
 /// The optional keys of the `lane-create --input` object.
 pub const LANE_CREATE_OPTIONAL_FIELDS: [&str; 2] = ["parent_lane_id", "replacement_count"];
 
@@ -42,16 +62,22 @@ pub fn require_fields<'a>(
     required: &[&str],
     optional: &[&str],
 ) -> Result<&'a Map<String, Value>, Refusal> {
-    let mismatch = || invalid("JSON input fields do not match the command contract");
+    const MISMATCH: &str = "JSON input fields do not match the command contract";
     let Some(object) = input.as_object() else {
-        return mismatch();
+        let fault = faults::wrong_type("--input", "object", input);
+        return Err(Refusal::Invalid(MISMATCH.into()).taught(Teaching::fault(fault, None)));
     };
-    let missing = required.iter().any(|key| !object.contains_key(*key));
-    let unknown = object
-        .keys()
-        .any(|key| !required.contains(&key.as_str()) && !optional.contains(&key.as_str()));
-    if missing || unknown {
-        return mismatch();
+    if let Some(fault) = faults::object_fault("--input", object, required, optional) {
+        let hint = format!(
+            "give --input exactly the keys {}{}; see this command's --help for an example",
+            required.join(", "),
+            if optional.is_empty() {
+                String::new()
+            } else {
+                format!(" (optional: {})", optional.join(", "))
+            }
+        );
+        return Err(Refusal::Invalid(MISMATCH.into()).taught(Teaching::fault(fault, Some(hint))));
     }
     Ok(object)
 }
@@ -103,15 +129,45 @@ pub fn require_active_lane_owner<'s>(
     agent_id: &str,
 ) -> Result<&'s LaneRecord, Refusal> {
     let Some(lane) = state.lane(lane_id) else {
-        return conflict("lane does not exist");
+        return Err(missing_lane(state, lane_id));
     };
     if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return conflict("lane is not active");
+        return Err(Refusal::Conflict("lane is not active".into()).hinted(format!(
+            "lane {lane_id} is {}: retrying cannot help; see the run's lanes: bluetape-flow status --run-id {{run_id}}",
+            lane.state.as_str()
+        )));
     }
     if lane.agent_id != agent_id {
-        return conflict("agent does not own the lane");
+        return Err(
+            Refusal::Conflict("agent does not own the lane".into()).hinted(format!(
+                "retrying cannot help: lane {lane_id} is owned by {}, not {agent_id}; pass --agent-id {}, or hand the lane over with lane-reassign",
+                lane.agent_id, lane.agent_id
+            )),
+        );
     }
     Ok(lane)
+}
+
+/// "lane does not exist", naming the run's lanes (issue 15).
+pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> Refusal {
+    let known: Vec<&str> = state.lanes().keys().map(String::as_str).take(32).collect();
+    let hint = if known.is_empty() {
+        "retrying cannot help: the run has no lanes yet; create one with bluetape-flow lane-create --run-id {run_id} --owner-file {owner_file} --input lane.json --evidence assign.json".to_string()
+    } else {
+        format!(
+            "retrying cannot help: the run's lanes are {}; a new lane is created with lane-create",
+            known.join(", ")
+        )
+    };
+    Refusal::Conflict("lane does not exist".into()).hinted(format!("no lane {lane_id}: {hint}"))
+}
+
+/// "identifier already exists" for a lane id in use (issue 15).
+pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> Refusal {
+    Refusal::Conflict("identifier already exists".into()).hinted(format!(
+        "retrying cannot help: lane {lane_id} exists already ({}); choose another lane_id, or see it with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME",
+        lane_state.as_str()
+    ))
 }
 
 /// A validated `lane-create` request (write scope already canonical).
@@ -140,27 +196,62 @@ pub fn precheck_lane_create(
 ) -> Result<LaneCreate, Refusal> {
     let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let lane_id = identifier(field("lane_id"), "lane id")?;
-    let agent_id = identifier(field("agent_id"), "agent id")?;
+    let lane_id =
+        identifier(field("lane_id"), "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
+    let agent_id = identifier(field("agent_id"), "agent id")
+        .map_err(in_field("agent_id", IDENTIFIER, None))?;
     let parent_lane_id = match fields.get("parent_lane_id") {
         None | Some(Value::Null) => None,
-        Some(parent) => Some(identifier(parent, "parent lane id")?),
+        Some(parent) => Some(identifier(parent, "parent lane id").map_err(in_field(
+            "parent_lane_id",
+            "null or an existing lane's id",
+            None,
+        ))?),
     };
-    let assignment = non_blank(field("assignment"), "assignment must be non-empty")?;
-    let fallback = non_blank(field("fallback"), "fallback must be non-empty")?;
+    let assignment = non_blank(field("assignment"), "assignment must be non-empty")
+        .map_err(in_field("assignment", "a non-blank string", None))?;
+    let fallback = non_blank(field("fallback"), "fallback must be non-empty").map_err(in_field(
+        "fallback",
+        "a non-blank string",
+        None,
+    ))?;
     let replacement_count = match fields.get("replacement_count") {
         None => json!(0),
         Some(count) if as_int(count).is_some_and(|n| n >= 0) => count.clone(),
-        Some(_) => return invalid("replacement_count must be a non-negative integer"),
+        Some(_) => {
+            return Err(Refusal::Invalid(
+                "replacement_count must be a non-negative integer".into(),
+            )
+            .map_in_field("replacement_count", "a non-negative integer"));
+        }
     };
-    let write_scope = canonicalize(field("write_scope"))?;
-    let observed = instant(field("observed_at"), "observed_at")?;
-    let startup = instant(field("startup_ack_deadline"), "startup_ack_deadline")?;
-    let command = instant(field("command_deadline"), "command_deadline")?;
+    let write_scope = canonicalize(field("write_scope")).map_err(in_field(
+        "write_scope",
+        "a list of repository paths (e.g. [\"src/api\"])",
+        None,
+    ))?;
+    let observed = instant(field("observed_at"), "observed_at").map_err(in_field(
+        "observed_at",
+        TIMESTAMP,
+        None,
+    ))?;
+    let startup = instant(field("startup_ack_deadline"), "startup_ack_deadline")
+        .map_err(in_field("startup_ack_deadline", TIMESTAMP, None))?;
+    let command = instant(field("command_deadline"), "command_deadline").map_err(in_field(
+        "command_deadline",
+        TIMESTAMP,
+        None,
+    ))?;
     if !(observed < startup && startup <= command) {
-        return invalid(
-            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
-        );
+        return Err(Refusal::Invalid(
+            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline".into(),
+        )
+        .hinted(format!(
+            "give instants in that order: observed_at {} must be before startup_ack_deadline {}, which must not be after command_deadline {}",
+            field("observed_at"),
+            field("startup_ack_deadline"),
+            field("command_deadline")
+        )));
     }
     require_evidence(evidence)?;
     let text = |key: &str| field(key).as_str().unwrap_or_default().to_string();
@@ -189,8 +280,8 @@ pub fn decide_lane_create(
     evidence: &Value,
 ) -> Result<Vec<Intent>, Refusal> {
     require_lane_run_state(state)?;
-    if state.lane(&request.lane_id).is_some() {
-        return conflict("identifier already exists");
+    if let Some(lane) = state.lane(&request.lane_id) {
+        return Err(existing_lane(&lane.id, lane.state));
     }
     if state.lanes().len() as u64 >= policy.limits.max_lanes {
         return conflict("lane limit reached");
@@ -345,12 +436,21 @@ pub fn decide_lane_transition(
     require_lane_run_state(state)?;
     let lane = require_active_lane_owner(state, request.lane_id, request.agent_id)?;
     let event_type = request.command.event_type();
-    let Edge {
-        from: sources,
-        to: target,
-    } = request.command.edge();
-    if lane.state == LaneState::Replaced || !sources.contains(&lane.state) {
-        return conflict("current state does not allow lifecycle intent");
+    let Edge { from, to: target } = request.command.edge();
+    // A command never moves a replaced lane (the replacement commands do).
+    let sources: Vec<LaneState> = from
+        .iter()
+        .copied()
+        .filter(|s| *s != LaneState::Replaced)
+        .collect();
+    if !sources.contains(&lane.state) {
+        let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+        return Err(state_refusal(
+            &format!("lane {}", lane.id),
+            lane.state.as_str(),
+            &allowed,
+            lane_state_hint(&lane.id, lane.state, &sources),
+        ));
     }
     // decisions.md 9: once an interrupt is recorded the agent is fenced; a
     // late probe ACK cannot revive the lane (the reference accepts it).
@@ -390,7 +490,8 @@ fn complete_paths(
 ) -> Result<Vec<String>, Refusal> {
     // Computing the digest validates the evidence first (with the default
     // limits, as the reference's digest helper does).
-    check_evidence(request.evidence, &Limits::default()).map_err(Refusal::Invalid)?;
+    check_evidence(request.evidence, &Limits::default())
+        .map_err(|m| evidence_refusal(m, request.evidence, &Limits::default()))?;
     let digest = canonical::digest(request.evidence);
     if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
         || state.is_liveness_digest(&digest)
@@ -404,11 +505,29 @@ fn complete_paths(
     if json!(changed) != *supplied {
         return invalid("changed paths must already be canonical");
     }
-    if !changed
+    let outside: Vec<&String> = changed
         .iter()
-        .all(|path| within_scope(path, &lane.write_scope))
-    {
-        return conflict("changed paths exceed the pinned lane scope");
+        .filter(|path| !within_scope(path, &lane.write_scope))
+        .collect();
+    if !outside.is_empty() {
+        let shown: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();
+        return Err(Refusal::Conflict(
+            "changed paths exceed the pinned lane scope".into(),
+        )
+        .taught(Teaching {
+            detail: None,
+            hint: Some(format!(
+                "retrying cannot help: {} lie outside lane {}'s write_scope {}; leave them to a lane whose write_scope covers them",
+                shown.join(", "),
+                lane.id,
+                lane.write_scope.join(", ")
+            )),
+            fields: Some(json!({
+                "input": "--changed-paths",
+                "outside_scope": shown,
+                "write_scope": lane.write_scope,
+            })),
+        }));
     }
     Ok(changed)
 }

@@ -17,14 +17,16 @@ use crate::receipt::vocab::EventType;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{
+    Intent, Policy, Refusal, Teaching, conflict, invalid, invalid_hint, require_evidence,
+};
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
-use crate::receipt::primitives::{Instant, as_int};
+use crate::receipt::primitives::{Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
 
 /// What the caller observed about the lane's command (`--command-status`).
@@ -116,7 +118,11 @@ const TIMESTAMP_INVALID: &str = "timestamp must be UTC ISO-8601 ending in Z";
 
 /// A caller timestamp, read the reference's lax way.
 pub fn parse_instant(value: &str) -> Result<Instant, Refusal> {
-    parse_lax_timestamp(value).map_err(|e| Refusal::Invalid(e.message().into()))
+    parse_lax_timestamp(value).map_err(|e| {
+        Refusal::Invalid(e.message().into()).hinted(format!(
+            "'{value}' is not a UTC instant: give it like 2026-07-14T01:00:00Z"
+        ))
+    })
 }
 
 /// A JSON input value that must be a lax timestamp.
@@ -248,6 +254,67 @@ pub fn evaluate(
     }
 }
 
+/// What `liveness-check --explain` adds to its answer (issue 15): the
+/// lane's state, its last evidence time, the deadlines that decide the
+/// answer, and for `suspect_stall` the exact `decision` object with its
+/// `decision_checksum`, so `stall-record` can take them as they are; for
+/// `send_probe` the latest `--deadline` that `probe-sent` accepts at `now`.
+pub fn explain(
+    lane: &LaneRecord,
+    policy: &Policy,
+    now: Instant,
+    decision: &LivenessDecision,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("lane_state".into(), json!(lane.state.as_str()));
+    out.insert("agent_id".into(), json!(lane.agent_id));
+    out.insert("last_evidence_at".into(), json!(lane.updated_at));
+    let mut deadlines = Map::new();
+    let mut put = |key: &str, value: &Option<String>| {
+        if let Some(value) = value {
+            deadlines.insert(key.into(), json!(value));
+        }
+    };
+    match lane.state {
+        LaneState::Starting => put("startup_ack_deadline", &lane.startup_ack_deadline),
+        LaneState::Running => {
+            let fresh = stored_instant(Some(&lane.updated_at))
+                .and_then(|u| add_window(u, policy.suspected_stall_seconds))
+                .ok()
+                .map(|window| {
+                    let lease = lane
+                        .silence_lease_deadline
+                        .as_deref()
+                        .and_then(|l| parse_instant(l).ok());
+                    format_now(lease.map_or(window, |l| window.max(l)))
+                });
+            put("fresh_until", &fresh);
+            put("silence_lease_deadline", &lane.silence_lease_deadline);
+            put("command_deadline", &lane.command_deadline);
+        }
+        LaneState::Recovering => {
+            put("probe_deadline", &lane.probe_deadline);
+            put("command_deadline", &lane.command_deadline);
+        }
+        _ => {}
+    }
+    out.insert("deadlines".into(), Value::Object(deadlines));
+    if decision.action == LivenessAction::SuspectStall {
+        let object = decision.to_json();
+        out.insert(
+            "decision_checksum".into(),
+            json!(canonical::digest(&Value::Object(object.clone()))),
+        );
+        out.insert("decision".into(), Value::Object(object));
+    }
+    if decision.action == LivenessAction::SendProbe
+        && let Ok(latest) = add_window(now, policy.probe_grace_seconds)
+    {
+        out.insert("probe_deadline_max".into(), json!(format_now(latest)));
+    }
+    out
+}
+
 /// `liveness-check` after the state is loaded: the lane must exist (exit 5)
 /// before `--at` is parsed (exit 2).
 pub fn check_lane(
@@ -258,7 +325,7 @@ pub fn check_lane(
     command: CommandStatus,
 ) -> Result<LivenessDecision, Refusal> {
     let Some(lane) = state.lane(lane_id) else {
-        return conflict("lane does not exist");
+        return Err(super::lane_commands::missing_lane(state, lane_id));
     };
     let now = parse_instant(at)?;
     evaluate(lane, policy, now, command)
@@ -266,6 +333,18 @@ pub fn check_lane(
 
 // ---------------------------------------------------------------------------
 // Shared checks
+
+/// "current state does not allow lifecycle intent" for `lane`, naming its
+/// state, the states needed, and the way on.
+fn lane_state_refusal(lane: &LaneRecord, allowed: &[LaneState]) -> Refusal {
+    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+    super::decide::state_refusal(
+        &format!("lane {}", lane.id),
+        lane.state.as_str(),
+        &names,
+        super::decide::lane_state_hint(&lane.id, lane.state, allowed),
+    )
+}
 
 /// Python's `str.isspace` over the whole string (empty counts as blank):
 /// Unicode White_Space plus the separators U+001C..U+001F.
@@ -310,15 +389,22 @@ pub fn require_fresh_evidence(
         _ => return invalid("liveness reason is required"),
     };
     // The digest is only taken over a valid evidence list.
-    check_evidence(evidence, &policy.limits).map_err(Refusal::Invalid)?;
+    check_evidence(evidence, &policy.limits)
+        .map_err(|m| super::decide::evidence_refusal(m, evidence, &policy.limits))?;
     let digest = canonical::digest(evidence);
     if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
         && lane.last_reason.as_deref() == Some(reason)
     {
-        return invalid("liveness evidence is unchanged");
+        return invalid_hint(
+            "liveness evidence is unchanged",
+            "a heartbeat needs new evidence (a new observation) or a new reason",
+        );
     }
     if lane.has_liveness_digest(&digest) {
-        return invalid("liveness evidence was already recorded for this lane");
+        return invalid_hint(
+            "liveness evidence was already recorded for this lane",
+            "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",
+        );
     }
     Ok(digest)
 }
@@ -375,10 +461,22 @@ pub struct Heartbeat {
 pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, Refusal> {
     let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let lane_id = identifier(&input["lane_id"], "lane id")?;
-    let agent_id = identifier(&input["agent_id"], "agent id")?;
-    let observed = parse_instant_value(&input["observed_at"])?;
-    let lease = parse_instant_value(&input["silence_lease_deadline"])?;
+    use super::decide::in_field;
+    use super::lane_commands::{IDENTIFIER, TIMESTAMP};
+    let lane_id =
+        identifier(&input["lane_id"], "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
+    let agent_id = identifier(&input["agent_id"], "agent id")
+        .map_err(in_field("agent_id", IDENTIFIER, None))?;
+    let observed = parse_instant_value(&input["observed_at"]).map_err(in_field(
+        "observed_at",
+        TIMESTAMP,
+        None,
+    ))?;
+    let lease = parse_instant_value(&input["silence_lease_deadline"]).map_err(in_field(
+        "silence_lease_deadline",
+        TIMESTAMP,
+        None,
+    ))?;
     Ok(Heartbeat {
         lane_id,
         agent_id,
@@ -401,17 +499,40 @@ pub fn decide_heartbeat(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, &heartbeat.lane_id, &heartbeat.agent_id)?;
     if lane.state != LaneState::Running {
-        return conflict("heartbeat requires a running lane");
+        return Err(
+            Refusal::Conflict("heartbeat requires a running lane".into()).hinted(
+                super::decide::lane_state_hint(&lane.id, lane.state, &[LaneState::Running]),
+            ),
+        );
     }
     let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
     if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
-        return invalid("heartbeat deadlines must satisfy observed_at < lease <= command_deadline");
+        return Err(Refusal::Invalid(
+            "heartbeat deadlines must satisfy observed_at < lease <= command_deadline".into(),
+        )
+        .hinted(format!(
+            "silence_lease_deadline must be after observed_at {} and not after the lane's command_deadline {}",
+            heartbeat.observed_at,
+            lane.command_deadline.as_deref().unwrap_or("(none)")
+        )));
     }
     let lease_micros = (heartbeat.lease - heartbeat.observed)
         .num_microseconds()
         .map_or(i128::MAX, i128::from);
     if lease_micros > i128::from(policy.max_silence_lease_seconds) * 1_000_000 {
-        return invalid("silence lease exceeds manifest maximum");
+        let max = policy.max_silence_lease_seconds;
+        let latest = add_window(heartbeat.observed, max).ok().map(format_now);
+        return Err(
+            Refusal::Invalid("silence lease exceeds manifest maximum".into()).taught(Teaching {
+                detail: Some(format!("at most {max} s after observed_at")),
+                hint: latest.map(|l| format!("give silence_lease_deadline at most {l}")),
+                fields: Some(json!({"input": "--input", "invalid": [{
+                    "field": "silence_lease_deadline",
+                    "expected": format!("at most {max} seconds after observed_at"),
+                    "limit": max,
+                }]})),
+            }),
+        );
     }
     let digest = require_fresh_evidence(lane, evidence, heartbeat.reason.as_deref(), policy)?;
     let mut observed_meta = Map::new();
@@ -446,6 +567,9 @@ pub fn decide_heartbeat(
 // ---------------------------------------------------------------------------
 // stall-record (§6.5)
 
+/// How a `stall-record` decision file is made from `liveness-check`.
+const DECISION_HINT: &str = "the --decision file is exactly liveness-check's decision object {\"action\": ..., \"reason\": ...}: write it with bluetape-flow liveness-check --run-id {run_id} --lane-id {lane_id} --at TIME --decision-out decision.json, put its decision_checksum as \"checksum\" in an evidence item, and pass its reason as --reason";
+
 /// The checksum that binds a liveness decision object as given: SHA-256 of
 /// its canonical JSON; its action must be known and its reason a string.
 pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, Refusal> {
@@ -479,16 +603,65 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
     if is_blank(request.reason) {
         return invalid("stall reason is required");
     }
+    let unknown: Vec<&String> = request
+        .decision
+        .keys()
+        .filter(|k| !matches!(k.as_str(), "action" | "reason"))
+        .collect();
+    let decision_fields = |extra: Map<String, Value>| {
+        let mut fields = Map::new();
+        fields.insert("input".into(), json!("--decision"));
+        if !unknown.is_empty() {
+            fields.insert("unknown".into(), json!(unknown));
+            fields.insert("allowed".into(), json!(["action", "reason"]));
+        }
+        fields.extend(extra);
+        Value::Object(fields)
+    };
     if request.decision.get("action").and_then(Value::as_str) != Some("suspect_stall") {
-        return invalid("stall recording requires a suspect_stall decision");
+        return Err(
+            Refusal::Invalid("stall recording requires a suspect_stall decision".into()).taught(
+                Teaching {
+                    detail: None,
+                    hint: Some(DECISION_HINT.into()),
+                    fields: Some(decision_fields(Map::new())),
+                },
+            ),
+        );
     }
-    let checksum = decision_checksum(request.decision)?;
+    let checksum = decision_checksum(request.decision).map_err(|r| {
+        r.taught(Teaching {
+            detail: None,
+            hint: Some(DECISION_HINT.into()),
+            fields: Some(decision_fields(Map::new())),
+        })
+    })?;
     let bound = request.evidence.as_array().is_some_and(|refs| {
         refs.iter()
             .any(|r| r.get("checksum").and_then(Value::as_str) == Some(checksum.as_str()))
     });
     if !bound {
-        return invalid("stall evidence must bind the liveness decision checksum");
+        let hint = if unknown.is_empty() {
+            format!(
+                "add \"checksum\": \"{checksum}\" (the decision file's SHA-256, liveness-check's decision_checksum) to an evidence item"
+            )
+        } else {
+            DECISION_HINT.to_string()
+        };
+        let mut extra = Map::new();
+        extra.insert("decision_checksum".into(), json!(checksum));
+        return Err(Refusal::Invalid(
+            "stall evidence must bind the liveness decision checksum".into(),
+        )
+        .taught(Teaching {
+            detail: Some(if unknown.is_empty() {
+                "no evidence item has its checksum".to_string()
+            } else {
+                "the decision file must hold only action and reason".to_string()
+            }),
+            hint: Some(hint),
+            fields: Some(decision_fields(extra)),
+        }));
     }
     parse_instant(request.at)
 }
@@ -505,10 +678,36 @@ pub fn decide_stall_record(
     let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
-        return conflict("liveness decision is stale or mismatched");
+        let same = current.to_json() == *request.decision;
+        let hint = if same {
+            format!(
+                "--reason must be the decision's reason: --reason '{}'",
+                current.reason
+            )
+        } else {
+            format!(
+                "at --at the lane's decision is {}: ask again with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {} --at {} --decision-out decision.json",
+                Value::Object(current.to_json()),
+                lane.id,
+                request.at
+            )
+        };
+        return Err(
+            Refusal::Conflict("liveness decision is stale or mismatched".into()).taught(Teaching {
+                detail: None,
+                hint: Some(hint),
+                fields: Some(json!({
+                    "input": "--decision",
+                    "current_decision": Value::Object(current.to_json()),
+                })),
+            }),
+        );
     }
     if !matches!(lane.state, LaneState::Starting | LaneState::Running) {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(
+            lane,
+            &[LaneState::Starting, LaneState::Running],
+        ));
     }
     Ok(vec![lane_intent(
         EventType::StallSuspected,
@@ -555,7 +754,7 @@ pub fn decide_stall_clear(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
     }
     require_fresh_evidence(lane, step.evidence, Some(reason), policy)?;
     Ok(vec![lane_intent(
@@ -591,7 +790,7 @@ pub fn decide_probe_sent(
 ) -> Result<Vec<Intent>, Refusal> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
-        return conflict("current state does not allow lifecycle intent");
+        return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
     }
     let grace = window(policy.probe_grace_seconds)?;
     if at >= probe || probe - at > grace {

@@ -276,8 +276,8 @@ pub fn decide_reassign(
         &policy.limits,
     )
     .map_err(|n| narrowing_refusal(n, "replacement write scope must be equal or narrower"))?;
-    if state.lane(&request.replacement_lane_id).is_some() {
-        return conflict("identifier already exists");
+    if let Some(lane) = state.lane(&request.replacement_lane_id) {
+        return Err(super::lane_commands::existing_lane(&lane.id, lane.state));
     }
     let count = original
         .replacement_count_u64()

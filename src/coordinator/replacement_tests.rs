@@ -738,7 +738,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     let fenced = |ledger: &Ledger, lane: &str, agent: &str| {
         crate::coordinator::lane_commands::require_active_lane_owner(&ledger.state, lane, agent)
             .map(|l| l.id.clone())
-            .map_err(|r| match r {
+            .map_err(|r| match r.untaught().0.clone() {
                 Refusal::Conflict(m) => m,
                 other => panic!("{other:?}"),
             })

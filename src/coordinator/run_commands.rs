@@ -3,9 +3,9 @@
 use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
-use super::decide::{Intent, Refusal, conflict, require_evidence};
+use super::decide::{Intent, Refusal, require_evidence, run_state_hint, state_refusal};
 use super::machine::{RunEdge, run_edge};
-use super::state::CoordinatorState;
+use super::state::{CoordinatorState, RunState};
 
 /// The seven run transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,15 @@ pub fn decide_run_transition(
     let edge = command.edge();
     let current = state.run_state_enum();
     if !edge.from.contains(&Some(current)) {
-        return conflict("current state does not allow lifecycle intent");
+        // Only run_created leaves the empty run (None); no command does.
+        let sources: Vec<RunState> = edge.from.iter().flatten().copied().collect();
+        let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+        return Err(state_refusal(
+            "the run",
+            current.as_str(),
+            &allowed,
+            run_state_hint(current, &sources),
+        ));
     }
     let mut intent = Intent::run(
         command.event_type(),

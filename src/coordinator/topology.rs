@@ -336,7 +336,22 @@ pub fn decide_check_result(
         .get(&request.component_id)
         .is_some_and(|c| c.required_checks.contains(&request.check_id));
     if !registered {
-        return conflict("component check is not registered");
+        let component = state.topology().get(&request.component_id);
+        let hint = match component {
+            None if state.topology().is_empty() => "retrying cannot help: register the topology first: bluetape-flow topology-register --run-id {run_id} --owner-file {owner_file} --input topology.json --evidence FILE".to_string(),
+            None => format!(
+                "retrying cannot help: component {} is not in the topology ({}); register it with topology-register",
+                request.component_id,
+                state.topology().keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            Some(c) => format!(
+                "retrying cannot help: component {} requires the checks {}; register {} with topology-register, or report one of those",
+                request.component_id,
+                c.required_checks.join(", "),
+                request.check_id
+            ),
+        };
+        return Err(Refusal::Conflict("component check is not registered".into()).hinted(hint));
     }
     let last = state
         .check_history()
@@ -355,8 +370,10 @@ pub fn decide_check_result(
                 return conflict("a recovered check requires a fresh result and reason");
             }
             let failed = Value::Array(last.evidence_refs.clone());
-            check_evidence(&failed, &Limits::default()).map_err(Refusal::Invalid)?;
-            check_evidence(evidence, &Limits::default()).map_err(Refusal::Invalid)?;
+            check_evidence(&failed, &Limits::default())
+                .map_err(|m| super::decide::evidence_refusal(m, &failed, &Limits::default()))?;
+            check_evidence(evidence, &Limits::default())
+                .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
             if canonical::digest(&failed) == canonical::digest(evidence) {
                 return conflict("a recovered check requires fresh evidence");
             }

@@ -80,6 +80,7 @@ fn refusal_code(refusal: &Refusal) -> (&'static str, String) {
         Refusal::Blocked { message, .. } => ("completion_blocked", message.clone()),
         Refusal::Approval(a) => ("approval_refused", a.message().to_string()),
         Refusal::Breach { message, .. } => ("rule_breach", message.clone()),
+        Refusal::Taught(inner, _) => refusal_code(inner),
     }
 }
 

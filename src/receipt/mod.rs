@@ -3,6 +3,7 @@
 
 pub mod canonical;
 pub mod event;
+pub mod faults;
 pub mod lax_time;
 pub mod manifest;
 pub mod merkle;

@@ -116,6 +116,21 @@ fn pid_of(record: &Value) -> Option<PidState> {
     }
 }
 
+/// Who holds a lock, for a person reading a busy refusal (issue 15).
+fn holder(record: &Value, dir: &Path) -> String {
+    let field = |key: &str| match record.get(key) {
+        Some(Value::String(text)) => Some(text.chars().take(64).collect::<String>()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    format!(
+        "held by pid {} since {} (lock {})",
+        field("pid").unwrap_or_else(|| "unknown".into()),
+        field("created_at").unwrap_or_else(|| "an unknown time".into()),
+        dir.display()
+    )
+}
+
 /// The lock's paths.
 #[derive(Debug, Clone)]
 pub struct DirLock {
@@ -325,7 +340,10 @@ impl DirLock {
                 // A pid that looks dead may live in another PID namespace:
                 // the holder's flock is the proof either way.
                 if pid_of(record) != Some(PidState::Dead) || flock_held(&self.owner()) {
-                    return Err(StoreError::busy("state lock owner is live or unknown"));
+                    return Err(StoreError::busy(format!(
+                        "state lock owner is live or unknown: {}",
+                        holder(record, &self.dir)
+                    )));
                 }
             }
         }
@@ -476,7 +494,7 @@ mod tests {
         let guard = lock.try_acquire().unwrap();
         assert_eq!(lock.status(), "locked_alive");
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is live or unknown")
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
         );
         drop(guard);
         assert_eq!(lock.status(), "unlocked");
@@ -514,7 +532,7 @@ mod tests {
         holder.lock().unwrap();
         assert_eq!(lock.status(), "locked_alive");
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is live or unknown")
+            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
         );
         assert!(lock.owner().exists(), "the live holder's lock is untouched");
         drop(holder);

@@ -224,7 +224,7 @@ fn assert_refusal(out: &Output, code: i32, error: &str, message: &str) {
     assert_eq!(out.code, code, "{out:?}");
     let e = out.error();
     assert_eq!(e["error"], error, "{out:?}");
-    assert_eq!(e["message"], message, "{out:?}");
+    common::assert_message(&e, message);
     assert_eq!(e["ok"], false);
     assert_eq!(e["retryable"], false, "{out:?}");
 }

@@ -225,25 +225,17 @@ fn evidence_files_are_checked() {
     ] {
         write(&run.evidence, content);
         let e = run.refused("run-approve", &[], 2, "contract_error");
-        assert_eq!(
-            e["message"],
-            message,
-            "{}",
-            String::from_utf8_lossy(content)
-        );
+        common::assert_message(&e, message);
     }
     write(&run.evidence, &vec![b' '; 1_048_577]);
     let e = run.refused("run-approve", &[], 2, "contract_error");
-    assert_eq!(e["message"], "JSON input exceeds one MiB");
+    common::assert_message(&e, "JSON input exceeds one MiB");
     let real = run.evidence.with_extension("real");
     write(&real, br#"[{"kind":"k","summary":"s"}]"#);
     std::fs::remove_file(&run.evidence).unwrap();
     std::os::unix::fs::symlink(&real, &run.evidence).unwrap();
     let e = run.refused("run-approve", &[], 2, "contract_error");
-    assert_eq!(
-        e["message"],
-        "JSON input must be a regular non-symlink file"
-    );
+    common::assert_message(&e, "JSON input must be a regular non-symlink file");
     // A big integer survives exactly.
     std::fs::remove_file(&run.evidence).unwrap();
     write(
@@ -281,7 +273,7 @@ fn timestamps_must_be_real_utc_instants() {
         "yesterday",
     ] {
         let e = run.refused("run-approve", &["--at", at], 2, "contract_error");
-        assert_eq!(e["message"], "decided_at must be a UTC timestamp");
+        common::assert_message(&e, "decided_at must be a UTC timestamp");
     }
 }
 
@@ -290,7 +282,7 @@ fn a_live_lock_holder_makes_writers_wait_then_refuse() {
     let run = setup();
     let lock = common::hold_receipt_lock(&run.root, &run.dir);
     let e = run.refused("run-approve", &[], 5, "coordinator_conflict");
-    assert_eq!(e["message"], "state lock owner is live or unknown");
+    common::assert_message(&e, "state lock owner is live or unknown");
     // A dead holder's lock is reclaimed (pid far above pid_max).
     std::fs::write(
         lock.join("owner.json"),

@@ -64,7 +64,7 @@ impl Fixture {
         assert!(matches!(code, 2 | 3 | 5 | 7), "unexpected code {code}");
         common::unchanged(&self.root, || {
             let e = common::assert_refusal(&self.cli(command, args), code);
-            assert_eq!(e["message"], message, "{command} {args:?}");
+            common::assert_message(&e, message);
         });
     }
 
@@ -800,7 +800,7 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         let e = f
             .as_owner(&stale, command, args)
             .assert_error(2, "contract_error");
-        assert_eq!(e["message"], *message, "{command}");
+        common::assert_message(&e, message);
     }
     // --expected-head: syntax before any input file, CAS after the owner.
     let head = f.ok("verify", &[])["checksum"]

@@ -25,6 +25,8 @@ mod lanes;
 mod ledger;
 mod lifecycle;
 mod liveness;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod namespaces;
 mod owner_fencing;
 mod parallel_verify;
@@ -36,6 +38,7 @@ mod reports;
 mod resume;
 mod scope_narrowing;
 mod state_root;
+mod teach;
 mod topology;
 mod transparency;
 mod views;

@@ -95,7 +95,7 @@ fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
     let out = run.flow.run(&run.heartbeat_args("a", "host-1"));
     let holder_done = holder.try_wait().unwrap();
     let e = out.assert_error(5, "coordinator_conflict");
-    assert_eq!(e["message"], "state lock owner is live or unknown", "{e}");
+    crate::bed::assert_message(&e, "state lock owner is live or unknown");
     assert!(holder_done.is_none(), "the holder was still running");
     assert_eq!(run.receipt(), before, "nothing appended while held");
     assert!(

@@ -178,7 +178,7 @@ impl Bed {
         common::unchanged(&self.root, || {
             let out = out();
             let e = common::assert_refusal(&out, code);
-            assert_eq!(e["message"], message, "{out:?}");
+            common::assert_message(&e, message);
             e
         })
     }

@@ -230,6 +230,16 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
             "--at".into(),
             "2026-07-14T02:00:00Z".into(),
         ]);
+        // Its one write (issue 15) is a new decision file outside the
+        // state root.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = std::env::temp_dir().join(format!(
+            "bluetape-readonly-decision-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&out);
+        argv.extend(["--decision-out".into(), out.into()]);
     }
     argv
 }

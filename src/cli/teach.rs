@@ -1,0 +1,158 @@
+//! Hints of the failure envelope (issue 15): the fix a refusal teaches, with
+//! the caller's own flag values filled in, and the default hint of each
+//! error class that has one.
+
+use serde_json::Value;
+use std::ffi::OsString;
+
+use crate::commands::FlowError;
+use crate::coordinator::approval::ApprovalRefusal;
+
+/// Placeholders a hint may hold, each filled from the flag of that name.
+const PLACEHOLDERS: [(&str, &str); 4] = [
+    ("{run_id}", "--run-id"),
+    ("{owner_file}", "--owner-file"),
+    ("{lane_id}", "--lane-id"),
+    ("{agent_id}", "--agent-id"),
+];
+
+/// The value of `--flag` in `argv` (`--flag V` or `--flag=V`; the last wins,
+/// as clap's `args_override_self` does).
+fn flag_value(argv: &[OsString], flag: &str) -> Option<String> {
+    let mut found = None;
+    let mut items = argv.iter().map(|a| a.to_string_lossy());
+    while let Some(item) = items.next() {
+        if item == flag {
+            found = items.next().map(|v| v.into_owned());
+        } else if let Some(value) = item.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            found = Some(value.to_string());
+        }
+    }
+    found
+}
+
+/// Shell-quote one value (single quotes unless it is plainly safe).
+fn quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=,".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// `hint` with each placeholder replaced by the caller's flag value, or by
+/// `<run_id>`-style text where the command had no such flag.
+pub fn fill(hint: &str, argv: &[OsString]) -> String {
+    let mut out = hint.to_string();
+    for (placeholder, flag) in PLACEHOLDERS {
+        if out.contains(placeholder) {
+            let value = flag_value(argv, flag)
+                .map(|v| quote(&v))
+                .unwrap_or_else(|| format!("<{}>", &placeholder[1..placeholder.len() - 1]));
+            out = out.replace(placeholder, &value);
+        }
+    }
+    out
+}
+
+/// The flags whose value is a JSON input file.
+const FILE_FLAGS: [&str; 5] = [
+    "--input",
+    "--evidence",
+    "--decision",
+    "--changed-paths",
+    "--approval-policy",
+];
+
+/// A refusal about a JSON input file names the file: `fields.file` from
+/// the caller's flag, and (`in_message`: for input errors, exit 2) the
+/// message says it where it does not yet.
+pub fn name_the_file(
+    message: &mut String,
+    fields: Option<&mut Value>,
+    argv: &[OsString],
+    in_message: bool,
+) {
+    let Some(Value::Object(fields)) = fields else {
+        return;
+    };
+    let Some(flag) = fields
+        .get("input")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return;
+    };
+    if !FILE_FLAGS.contains(&flag.as_str()) {
+        return;
+    }
+    let file = match fields.get("file").and_then(Value::as_str) {
+        Some(file) => file.to_string(),
+        None => match flag_value(argv, &flag) {
+            Some(file) => {
+                fields.insert("file".into(), Value::String(file.clone()));
+                file
+            }
+            None => return,
+        },
+    };
+    if in_message && !message.contains(&format!("'{file}'")) {
+        message.push_str(&format!(" (in {flag} '{file}')"));
+    }
+}
+
+/// The hint of an error class when the refusal brings none of its own.
+pub fn default_hint(error: &FlowError) -> Option<String> {
+    let text = match error {
+        FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
+            "find where trust ends: bluetape-flow receipt-diagnose --run-id {run_id}; a damaged run goes on in a new one made by recovery-run-create"
+        }
+        FlowError::CompletionBlocked { .. } => {
+            "see what completion still needs: bluetape-flow completion-check --run-id {run_id}"
+        }
+        FlowError::Unsupported(_) => {
+            "this run uses manifest 1.0 (Phase 1); Phase 2 commands need a run made by this tool's init"
+        }
+        FlowError::Conflict(m) if m.starts_with("state lock") || m.starts_with("receipt lock") => {
+            "another writer holds the lock (named above): retry when it has finished; if that process is gone, bluetape-flow doctor lists the dead lock and how to remove it"
+        }
+        FlowError::Conflict(m) if m.starts_with("append in progress") => {
+            "another writer is appending: retry in a moment"
+        }
+        FlowError::Approval(ApprovalRefusal::Refused(_)) => {
+            "retrying as the same identity cannot help: see who may approve with bluetape-flow approvals --run-id {run_id}"
+        }
+        FlowError::Approval(ApprovalRefusal::Expired(_)) => {
+            "the approval window has passed; cancel this run (bluetape-flow run-cancel --run-id {run_id} --owner-file {owner_file} --evidence FILE) and init a new one"
+        }
+        FlowError::Approval(ApprovalRefusal::Consumed(_)) => {
+            "the run is approved already; a second approval cannot be recorded: see bluetape-flow approvals --run-id {run_id}"
+        }
+        _ => return None,
+    };
+    Some(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_take_the_callers_flags_or_stay_named() {
+        let argv: Vec<OsString> = ["x", "--run-id", "run-1", "--owner-file=/tmp/a b"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(
+            fill(
+                "--run-id {run_id} --owner-file {owner_file} --lane-id {lane_id}",
+                &argv
+            ),
+            "--run-id run-1 --owner-file '/tmp/a b' --lane-id <lane_id>"
+        );
+    }
+}

@@ -1,0 +1,1051 @@
+//! Issue 15: errors and flows that teach. A lane's life driven from what
+//! the tool printed before (never a hand-computed checksum), and every
+//! refusal the issue lists, each with its `hint`, its `fields` and the
+//! reference's keys unchanged.
+
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use crate::bed::{Flow, Output, hold_receipt_lock, init_argv};
+
+/// A temp workspace with a run made by `init` (its id as `init` printed it).
+struct Life {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    flow: Flow,
+    root: PathBuf,
+    run: String,
+    owner: PathBuf,
+}
+
+impl Life {
+    fn new() -> Life {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let flow = Flow::new(&base);
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join("src/api")).unwrap();
+        let root = base.join("state");
+        let owner = root.join("handles/main.owner");
+        let out = flow.run(&init_argv(&root, "A", &repo, &owner, &["api"]));
+        let run = out.assert_ok()["run_id"].as_str().unwrap().to_string();
+        Life {
+            _tmp: tmp,
+            base,
+            flow,
+            root,
+            run,
+            owner,
+        }
+    }
+
+    /// A JSON file in the workspace; returns its path.
+    fn put(&self, name: &str, value: &Value) -> String {
+        let path = self.base.join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// `--state-root R <command> --run-id RUN [--owner-file O] <rest>`.
+    fn argv(&self, command: &str, owner: bool, rest: &[&str]) -> Vec<String> {
+        let mut argv = vec![
+            "--state-root".to_string(),
+            self.root.to_string_lossy().into_owned(),
+            command.to_string(),
+            "--run-id".to_string(),
+            self.run.clone(),
+        ];
+        if owner {
+            argv.push("--owner-file".into());
+            argv.push(self.owner.to_string_lossy().into_owned());
+        }
+        argv.extend(rest.iter().map(|s| s.to_string()));
+        argv
+    }
+
+    fn mutate(&self, command: &str, rest: &[&str]) -> Output {
+        self.flow.run(&self.argv(command, true, rest))
+    }
+
+    fn read(&self, command: &str, rest: &[&str]) -> Output {
+        self.flow.run(&self.argv(command, false, rest))
+    }
+
+    fn ok(&self, command: &str, rest: &[&str]) -> Value {
+        self.mutate(command, rest).assert_ok()
+    }
+
+    fn evidence(&self, name: &str, kind: &str, summary: &str) -> String {
+        self.put(name, &json!([{"kind": kind, "summary": summary}]))
+    }
+
+    /// Approved and started, with lane `api` of agent-1 created.
+    fn with_lane() -> Life {
+        let life = Life::new();
+        let ev = life.evidence("approve.json", "user_approval", "plan approved");
+        life.ok("run-approve", &["--evidence", &ev]);
+        let ev = life.evidence("start.json", "plan", "run started");
+        life.ok("run-start", &["--evidence", &ev]);
+        let lane = life.put("lane.json", &lane_input());
+        let ev = life.evidence("assign.json", "plan", "assign api");
+        life.ok("lane-create", &["--input", &lane, "--evidence", &ev]);
+        life
+    }
+
+    /// [`Life::with_lane`], the lane started and acknowledged.
+    fn running() -> Life {
+        let life = Life::with_lane();
+        let ev = life.evidence("spawn.json", "lifecycle", "spawned agent-1");
+        life.ok("lane-start", &lane_args("2026-07-14T01:00:05Z", &ev));
+        let ev = life.evidence("ack.json", "lifecycle", "agent-1 acknowledged");
+        life.ok("startup-ack", &lane_args("2026-07-14T01:00:10Z", &ev));
+        life
+    }
+}
+
+fn lane_input() -> Value {
+    json!({"lane_id": "api", "agent_id": "agent-1", "assignment": "Build the API",
+        "write_scope": ["src/api"], "fallback": "main session",
+        "observed_at": "2026-07-14T01:00:00Z",
+        "startup_ack_deadline": "2026-07-14T01:00:30Z",
+        "command_deadline": "2026-07-14T01:30:00Z"})
+}
+
+fn lane_args<'a>(at: &'a str, evidence: &'a str) -> Vec<&'a str> {
+    vec![
+        "--lane-id",
+        "api",
+        "--agent-id",
+        "agent-1",
+        "--at",
+        at,
+        "--evidence",
+        evidence,
+    ]
+}
+
+fn text<'a>(value: &'a Value, key: &str) -> &'a str {
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string {key} in {value}"))
+}
+
+/// The lane's life from `lane-create` through a stall to `complete`, each
+/// step taking what an earlier output printed: the run id from `init`, the
+/// decision file, its checksum and reason from `liveness-check
+/// --decision-out`, the receipt head from its `checksum`, the probe
+/// deadline from its `probe_deadline_max`.
+#[test]
+fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
+    let life = Life::running();
+    // Quiet for five minutes: liveness-check says what to record, and
+    // writes the decision file for stall-record.
+    let decision_path = life.base.join("decision.json");
+    let out = life
+        .read(
+            "liveness-check",
+            &[
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:06:00Z",
+                "--decision-out",
+                decision_path.to_str().unwrap(),
+            ],
+        )
+        .assert_ok();
+    assert_eq!(out["action"], "suspect_stall");
+    assert_eq!(out["lane_state"], "running");
+    assert_eq!(out["agent_id"], "agent-1");
+    assert_eq!(out["last_evidence_at"], "2026-07-14T01:00:10Z");
+    assert_eq!(out["deadlines"]["fresh_until"], "2026-07-14T01:02:10Z");
+    assert_eq!(out["deadlines"]["command_deadline"], "2026-07-14T01:30:00Z");
+    assert_eq!(
+        out["decision"],
+        json!({"action": out["action"], "reason": out["reason"]})
+    );
+    let written = PathBuf::from(text(&out, "decision_out"));
+    assert_eq!(written, decision_path);
+    let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let on_disk: Value = serde_json::from_slice(&std::fs::read(&written).unwrap()).unwrap();
+    assert_eq!(on_disk, out["decision"]);
+    // The evidence binds the printed checksum; --reason is the printed
+    // reason; --expected-head is the printed head.
+    let ev = life.put(
+        "stall-ev.json",
+        &json!([{"kind": "liveness", "summary": "no output for five minutes",
+            "checksum": out["decision_checksum"]}]),
+    );
+    let mut args = lane_args("2026-07-14T01:06:00Z", &ev);
+    args.extend([
+        "--reason",
+        text(&out, "reason"),
+        "--decision",
+        text(&out, "decision_out"),
+        "--expected-head",
+        text(&out, "checksum"),
+    ]);
+    let recorded = life.ok("stall-record", &args);
+    assert_eq!(recorded["operation"], "stall-record", "{recorded}");
+    // Now the answer is send_probe, with the latest deadline probe-sent takes.
+    let out = life
+        .read(
+            "liveness-check",
+            &[
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:06:30Z",
+                "--explain",
+            ],
+        )
+        .assert_ok();
+    assert_eq!(out["action"], "send_probe");
+    assert_eq!(out["lane_state"], "suspected_stall");
+    assert!(out.get("decision").is_none());
+    let ev = life.evidence("probe.json", "tool", "probe sent to agent-1");
+    let mut args = lane_args("2026-07-14T01:06:30Z", &ev);
+    args.extend(["--deadline", text(&out, "probe_deadline_max")]);
+    life.ok("probe-sent", &args);
+    let out = life
+        .read(
+            "liveness-check",
+            &[
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:06:40Z",
+                "--explain",
+            ],
+        )
+        .assert_ok();
+    assert_eq!(out["action"], "await_probe");
+    assert_eq!(out["deadlines"]["probe_deadline"], "2026-07-14T01:07:30Z");
+    assert_eq!(out["deadlines"]["command_deadline"], "2026-07-14T01:30:00Z");
+    let ev = life.evidence("probe-ack.json", "lifecycle", "agent-1 answered the probe");
+    life.ok("probe-ack", &lane_args("2026-07-14T01:06:50Z", &ev));
+    // Done: complete the lane, register the topology, report its check
+    // and its coverage, and complete the run.
+    let ev = life.evidence("done.json", "test", "api tests passed");
+    let changed = life.put("changed.json", &json!(["src/api/lib.rs"]));
+    let mut args = lane_args("2026-07-14T01:10:00Z", &ev);
+    args.extend(["--changed-paths", &changed]);
+    life.ok("lane-complete", &args);
+    let terminal = life
+        .read(
+            "liveness-check",
+            &[
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:11:00Z",
+                "--explain",
+            ],
+        )
+        .assert_ok();
+    assert_eq!(terminal["reason"], "lane is terminal");
+    assert_eq!(terminal["lane_state"], "completed");
+    let topology = life.put(
+        "topology.json",
+        &json!([{"id": "api", "required": true, "description": "The API",
+            "owner_lane": "api", "required_checks": ["unit"], "dependencies": [],
+            "evidence_refs": [], "coverage_state": "missing"}]),
+    );
+    let ev = life.evidence("topology-ev.json", "plan", "topology approved");
+    life.ok(
+        "topology-register",
+        &["--input", &topology, "--evidence", &ev],
+    );
+    let check = life.put(
+        "check.json",
+        &json!({"component_id": "api", "check_id": "unit", "passed": true}),
+    );
+    let ev = life.put(
+        "check-ev.json",
+        &json!([{"kind": "test", "summary": "unit: all passed", "exit_status": 0}]),
+    );
+    life.ok("check-result", &["--input", &check, "--evidence", &ev]);
+    let cover = life.put("cover.json", &json!({"component_id": "api"}));
+    let ev = life.evidence("cover-ev.json", "verification", "api verified");
+    life.ok(
+        "component-evidence",
+        &["--input", &cover, "--evidence", &ev],
+    );
+    let ev = life.evidence("verify.json", "verification", "main session verified");
+    let done = life.ok("complete", &["--evidence", &ev]);
+    assert_eq!(done["run_state"], "completed", "{done}");
+    life.read("verify", &[]).assert_ok();
+}
+
+/// `--decision-out` writes a new 0600 file only: never over an existing
+/// file, never inside the state root, never through a symlink; a refusal
+/// leaves everything as it was.
+#[test]
+fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
+    let life = Life::running();
+    let existing = life.base.join("taken.json");
+    std::fs::write(&existing, "keep").unwrap();
+    let link = life.base.join("link.json");
+    std::os::unix::fs::symlink(life.base.join("elsewhere.json"), &link).unwrap();
+    let inside = life.root.join("decision.json");
+    for target in [&existing, &link, &inside] {
+        let out = life.read(
+            "liveness-check",
+            &[
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:06:00Z",
+                "--decision-out",
+                target.to_str().unwrap(),
+            ],
+        );
+        let e = out.assert_error(2, "contract_error");
+        assert_eq!(e["fields"]["input"], "--decision-out", "{e}");
+        assert!(text(&e, "hint").contains("never replaces"), "{e}");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep");
+    assert!(!life.base.join("elsewhere.json").exists());
+    assert!(!inside.exists());
+}
+
+/// One refusal of the issue: how to reach it, the reference's keys it
+/// keeps, and what must be in its `hint`, `message` and `fields`.
+struct Case {
+    name: &'static str,
+    exit: i32,
+    error: &'static str,
+    retryable: bool,
+    next_command: Option<&'static str>,
+    message: &'static str,
+    hint: &'static [&'static str],
+    fields: Option<Value>,
+}
+
+fn run_case(case: &Case, out: &Output, run: &str) {
+    let e = out.assert_error(case.exit, case.error);
+    let name = case.name;
+    assert_eq!(e["ok"], false, "{name}: {e}");
+    assert_eq!(e["retryable"], case.retryable, "{name}: {e}");
+    assert_eq!(
+        e.get("next_command").and_then(Value::as_str),
+        case.next_command,
+        "{name}: {e}"
+    );
+    assert!(
+        text(&e, "message").contains(case.message),
+        "{name}: message {e}"
+    );
+    let hint = e["hint"].as_str().unwrap_or_default().replace(run, "RUN");
+    assert!(
+        case.hint.is_empty() || e.get("hint").is_some(),
+        "{name}: no hint in {e}"
+    );
+    for part in case.hint {
+        assert!(hint.contains(part), "{name}: hint lacks {part:?}: {hint}");
+    }
+    match &case.fields {
+        Some(want) => {
+            for (key, value) in want.as_object().unwrap() {
+                assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
+            }
+        }
+        None => assert!(e.get("fields").is_none(), "{name}: {e}"),
+    }
+}
+
+/// Every refusal the issue lists, table-driven: its `hint`, its `fields`,
+/// and `ok`, `error`, `retryable`, `next_command` as the reference prints
+/// them (checked against the Python reference for these very calls).
+#[test]
+fn issue15_every_listed_refusal_names_its_fix() {
+    let life = Life::with_lane();
+    let run = life.run.clone();
+    let lane_only = life.put("lane-only.json", &json!({"lane_id": "api"}));
+    let assign = life.evidence("assign2.json", "plan", "assign again");
+    let object_ev = life.put("object.json", &json!({"kind": "plan", "summary": "x"}));
+    let extra_ev = life.put(
+        "extra.json",
+        &json!([{"kind": "plan", "summary": "x", "note": "y"}]),
+    );
+    let spawn = life.evidence("spawn.json", "lifecycle", "spawned");
+    let check = life.put(
+        "check.json",
+        &json!({"component_id": "api", "check_id": "unit", "passed": true}),
+    );
+    let check_ev = life.evidence("check-ev.json", "test", "unit passed");
+    let lane = life.put("lane.json", &lane_input());
+    let mut long = lane_input();
+    long["lane_id"] = json!("api-2");
+    long["assignment"] = json!("x".repeat(501));
+    let long = life.put("long.json", &long);
+    let mut bad_id = lane_input();
+    bad_id["lane_id"] = json!("api 2");
+    let bad_id = life.put("bad-id.json", &bad_id);
+    let missing_file = life.base.join("user approved");
+    let missing_file = missing_file.to_str().unwrap();
+    let cases: Vec<(Case, Output)> = vec![
+        (
+            Case {
+                name: "lane-create with only lane_id",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "JSON input fields do not match the command contract: missing: agent_id, assignment",
+                hint: &[
+                    "exactly the keys lane_id, agent_id",
+                    "optional: parent_lane_id",
+                ],
+                fields: Some(json!({"input": "--input", "file": lane_only,
+                    "missing": ["agent_id", "assignment", "write_scope", "fallback", "observed_at",
+                        "startup_ack_deadline", "command_deadline"]})),
+            },
+            life.mutate(
+                "lane-create",
+                &["--input", &lane_only, "--evidence", &assign],
+            ),
+        ),
+        (
+            Case {
+                name: "an assignment over the manifest's limit",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "assignment must be at most 500 characters: the limit of this run's manifest is 500",
+                hint: &[],
+                fields: Some(json!({"input": "--input", "file": long,
+                    "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
+            },
+            life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
+        ),
+        (
+            Case {
+                name: "a lane id that is no identifier",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "lane id must match the identifier contract: --input field lane_id must be an identifier",
+                hint: &[],
+                fields: Some(json!({"input": "--input", "file": bad_id,
+                    "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
+            },
+            life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
+        ),
+        (
+            Case {
+                name: "evidence given as text",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "evidence file '",
+                hint: &["path of a JSON file, not the text itself"],
+                fields: Some(json!({"input": "--evidence", "file": missing_file})),
+            },
+            life.mutate("run-approve", &["--evidence", missing_file]),
+        ),
+        (
+            Case {
+                name: "evidence object instead of a list",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "holds a JSON object, a JSON list is expected",
+                hint: &["wrap the evidence in a list"],
+                fields: Some(json!({"input": "--evidence", "file": object_ev,
+                    "expected_type": "list", "found_type": "object"})),
+            },
+            life.mutate("lane-create", &["--input", &lane, "--evidence", &object_ev]),
+        ),
+        (
+            Case {
+                name: "evidence with an extra key",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "evidence reference contains unsupported fields: unknown: [0].note",
+                hint: &["\"kind\"", "\"summary\"", "\"checksum\""],
+                fields: Some(json!({"input": "--evidence", "file": extra_ev,
+                    "unknown": ["[0].note"],
+                    "allowed": ["kind", "summary", "path", "checksum", "exit_status"]})),
+            },
+            life.mutate("lane-start", &lane_args("2026-07-14T01:00:05Z", &extra_ev)),
+        ),
+        (
+            Case {
+                name: "check-result before topology-register",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "component check is not registered",
+                hint: &[
+                    "retrying cannot help",
+                    "bluetape-flow topology-register --run-id RUN --owner-file",
+                ],
+                fields: None,
+            },
+            life.mutate(
+                "check-result",
+                &["--input", &check, "--evidence", &check_ev],
+            ),
+        ),
+        (
+            Case {
+                name: "lane id in use",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "identifier already exists",
+                hint: &["retrying cannot help", "lane api exists already (pending)"],
+                fields: None,
+            },
+            life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
+        ),
+        (
+            Case {
+                name: "another agent",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "agent does not own the lane",
+                hint: &["owned by agent-1, not agent-9", "--agent-id agent-1"],
+                fields: None,
+            },
+            life.mutate(
+                "lane-start",
+                &[
+                    "--lane-id",
+                    "api",
+                    "--agent-id",
+                    "agent-9",
+                    "--at",
+                    "2026-07-14T01:00:05Z",
+                    "--evidence",
+                    &spawn,
+                ],
+            ),
+        ),
+        (
+            Case {
+                name: "unknown lane",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "lane does not exist",
+                hint: &["no lane ghost", "the run's lanes are api"],
+                fields: None,
+            },
+            life.mutate(
+                "lane-start",
+                &[
+                    "--lane-id",
+                    "ghost",
+                    "--agent-id",
+                    "agent-1",
+                    "--at",
+                    "2026-07-14T01:00:05Z",
+                    "--evidence",
+                    &spawn,
+                ],
+            ),
+        ),
+        (
+            Case {
+                name: "a lane step its state does not allow",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "current state does not allow lifecycle intent",
+                hint: &[
+                    "lane api is pending, this command needs starting",
+                    "bluetape-flow lane-start --run-id RUN",
+                ],
+                fields: None,
+            },
+            life.mutate("startup-ack", &lane_args("2026-07-14T01:00:10Z", &spawn)),
+        ),
+        (
+            Case {
+                name: "a run step its state does not allow",
+                exit: 5,
+                error: "coordinator_conflict",
+                retryable: true,
+                next_command: Some("resume-check"),
+                message: "current state does not allow lifecycle intent",
+                hint: &[
+                    "the run is running, this command needs planned",
+                    "running already",
+                ],
+                fields: None,
+            },
+            life.mutate("run-approve", &["--evidence", &assign]),
+        ),
+        (
+            Case {
+                name: "a bad --at",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "decided_at must be a UTC timestamp: --at 'yesterday' is not one",
+                hint: &["--at 2026-07-14T01:00:00Z"],
+                fields: Some(json!({"input": "--at"})),
+            },
+            life.mutate(
+                "run-block",
+                &["--evidence", &assign, "--reason", "r", "--at", "yesterday"],
+            ),
+        ),
+        (
+            Case {
+                name: "an unknown workflow type",
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "unknown workflow type: 'Z' (known: A, B, C, D, E, P, F)",
+                hint: &["--workflow-type A | B"],
+                fields: Some(json!({"input": "--workflow-type",
+                    "allowed": ["A", "B", "C", "D", "E", "P", "F"]})),
+            },
+            life.flow.run(&init_argv(
+                &life.root,
+                "Z",
+                &life.base.join("repo"),
+                &life.root.join("handles/other.owner"),
+                &["api"],
+            )),
+        ),
+    ];
+    for (case, out) in &cases {
+        run_case(case, out, &run);
+    }
+    stall_record_refusals(&run);
+    // A busy lock names its holder.
+    let life = Life::with_lane();
+    hold_receipt_lock(&life.root, &life.root.join("runs").join(&life.run));
+    let out = life.mutate("lane-start", &lane_args("2026-07-14T01:00:05Z", &spawn));
+    let pid = std::process::id().to_string();
+    let busy = Case {
+        name: "a busy lock",
+        exit: 5,
+        error: "coordinator_conflict",
+        retryable: true,
+        next_command: Some("resume-check"),
+        message: "state lock owner is live or unknown: held by pid ",
+        hint: &["another writer holds the lock", "bluetape-flow doctor"],
+        fields: None,
+    };
+    run_case(&busy, &out, &life.run);
+    assert!(
+        text(&out.error(), "message").contains(&pid),
+        "{}",
+        out.error()
+    );
+}
+
+/// The stall-record refusals of the issue: the liveness-check envelope as
+/// the decision file, and a free-text reason.
+fn stall_record_refusals(_run: &str) {
+    let life = Life::running();
+    let check = life
+        .read(
+            "liveness-check",
+            &["--lane-id", "api", "--at", "2026-07-14T01:06:00Z"],
+        )
+        .assert_ok();
+    let envelope = life.put("envelope.json", &check);
+    let ev = life.evidence("stall-ev.json", "liveness", "quiet");
+    let mut args = lane_args("2026-07-14T01:06:00Z", &ev);
+    args.extend(["--reason", "no fresh evidence", "--decision", &envelope]);
+    let out = life.mutate("stall-record", &args);
+    let unknown = json!([
+        "checksum",
+        "ok",
+        "operation",
+        "run_id",
+        "run_state",
+        "sequence",
+        "state_root"
+    ]);
+    run_case(
+        &Case {
+            name: "the liveness-check envelope as the decision",
+            exit: 2,
+            error: "contract_error",
+            retryable: false,
+            next_command: None,
+            message: "stall evidence must bind the liveness decision checksum: the decision file must hold only action and reason",
+            hint: &[
+                "--decision-out decision.json",
+                "decision_checksum",
+                "--lane-id api",
+            ],
+            fields: Some(
+                json!({"input": "--decision", "file": envelope, "unknown": unknown,
+                "allowed": ["action", "reason"]}),
+            ),
+        },
+        &out,
+        &life.run,
+    );
+    let decision = life.put(
+        "decision.json",
+        &json!({"action": check["action"], "reason": check["reason"]}),
+    );
+    // The hint of an unbound decision gives the checksum to bind.
+    let mut args = lane_args("2026-07-14T01:06:00Z", &ev);
+    args.extend(["--reason", "agent is quiet", "--decision", &decision]);
+    let out = life.mutate("stall-record", &args);
+    let e = out.assert_error(2, "contract_error");
+    let checksum = e["fields"]["decision_checksum"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text(&e, "hint").contains(&format!("\"checksum\": \"{checksum}\"")),
+        "{e}"
+    );
+    let bound = life.put(
+        "bound-ev.json",
+        &json!([{"kind": "liveness", "summary": "quiet", "checksum": checksum}]),
+    );
+    let mut args = lane_args("2026-07-14T01:06:00Z", &bound);
+    args.extend(["--reason", "agent is quiet", "--decision", &decision]);
+    let out = life.mutate("stall-record", &args);
+    run_case(
+        &Case {
+            name: "a free-text --reason",
+            exit: 5,
+            error: "coordinator_conflict",
+            retryable: true,
+            next_command: Some("resume-check"),
+            message: "liveness decision is stale or mismatched",
+            hint: &["--reason must be the decision's reason: --reason 'no fresh evidence'"],
+            fields: Some(json!({"input": "--decision",
+                "current_decision": {"action": "suspect_stall", "reason": "no fresh evidence"}})),
+        },
+        &out,
+        &life.run,
+    );
+    // A heartbeat whose lease is longer than the manifest allows.
+    let beat = life.put(
+        "beat.json",
+        &json!({"lane_id": "api", "agent_id": "agent-1", "observed_at": "2026-07-14T01:01:00Z",
+            "silence_lease_deadline": "2026-07-14T01:11:01Z", "reason": "compiling"}),
+    );
+    let beat_ev = life.evidence("beat-ev.json", "log", "cargo build running");
+    let out = life.mutate("heartbeat", &["--input", &beat, "--evidence", &beat_ev]);
+    run_case(
+        &Case {
+            name: "a silence lease over the manifest's maximum",
+            exit: 2,
+            error: "contract_error",
+            retryable: false,
+            next_command: None,
+            message: "silence lease exceeds manifest maximum: at most 600 s after observed_at",
+            hint: &["silence_lease_deadline at most 2026-07-14T01:11:00Z"],
+            fields: Some(json!({"input": "--input", "file": beat, "invalid": [{
+                "field": "silence_lease_deadline", "expected": "at most 600 seconds after observed_at",
+                "limit": 600}]})),
+        },
+        &out,
+        &life.run,
+    );
+    // The same call with the printed reason records the stall.
+    let mut args = lane_args("2026-07-14T01:06:00Z", &bound);
+    args.extend(["--reason", "no fresh evidence", "--decision", &decision]);
+    life.ok("stall-record", &args);
+}
+
+/// One row of the README's exit-code table.
+#[derive(Debug)]
+struct ExitRow {
+    exit: i32,
+    error: Option<String>,
+    meaning: String,
+    retryable: Option<bool>,
+    next_command: Option<String>,
+}
+
+/// The rows of the table under `## Exit codes` in the README.
+fn readme_exit_rows() -> Vec<ExitRow> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = readme
+        .split("## Exit codes\n")
+        .nth(1)
+        .expect("README has an exit-code section");
+    let cell = |text: &str| -> Option<String> {
+        let text = text.trim().trim_matches('`');
+        (text != "–" && text != "-").then(|| text.to_string())
+    };
+    let rows: Vec<ExitRow> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+            assert_eq!(cells.len(), 5, "{line}");
+            ExitRow {
+                exit: cells[0].trim().parse().unwrap(),
+                error: cell(cells[1]),
+                meaning: cells[2].trim().to_string(),
+                retryable: cell(cells[3]).map(|r| r.parse().unwrap()),
+                next_command: cell(cells[4]),
+            }
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{rows:?}");
+    rows
+}
+
+/// A run with an approval policy (alice approves, the initiator may not),
+/// created through the library at `created` so an expiry can be in the past.
+fn gated_run(policy: &str, created: &str) -> (Life, Vec<(&'static str, &'static str)>) {
+    use bluetape_flow::commands::init::{
+        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let env = bluetape_flow::store::discovery::DiscoveryEnv {
+        home: Some(flow.home.clone().into_os_string()),
+        cwd: base.clone(),
+        ..Default::default()
+    };
+    let entropy = InitEntropy {
+        now: chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+        ..InitEntropy::fresh()
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: vec!["api".into()],
+    };
+    let policy = PolicyRequest {
+        file,
+        initiated_by: Some("agent-1".into()),
+    };
+    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let life = Life {
+        _tmp: tmp,
+        base,
+        flow,
+        owner: root.join("handles/main.owner"),
+        root,
+        run: outcome.run_id,
+    };
+    (life, vec![("BLUETAPE_APPROVED_BY", "alice")])
+}
+
+/// Drive the binary into the case of one README row; returns what it printed.
+fn reach(row: &ExitRow) -> Output {
+    let now_ish = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    match (row.exit, row.error.as_deref(), row.retryable) {
+        (0, None, _) => Life::new().read("verify", &[]),
+        (2, Some("contract_error"), _) => Life::new().read("verify", &["--no-such-flag"]),
+        (2, Some("approval_refused"), _) => {
+            let (life, _) = gated_run(r#"{"required_approver": "alice"}"#, &now_ish);
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            life.flow.run_env(
+                &life.argv("run-approve", true, &["--evidence", &ev]),
+                &[("BLUETAPE_APPROVED_BY", "agent-1")],
+            )
+        }
+        (3, Some("receipt_corrupt"), _) => {
+            let life = Life::new();
+            life.flow.run(&[
+                "--state-root",
+                life.root.to_str().unwrap(),
+                "verify",
+                "--run-id",
+                "20990101T000000Z-00000000",
+            ])
+        }
+        (4, Some("incompatible_manifest"), _) => {
+            let life = Life::new();
+            let manifest = life.root.join("runs").join(&life.run).join("manifest.json");
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            let edited = text.replace(
+                "\"manifest_version\":\"1.1.0\"",
+                "\"manifest_version\":\"2.0.0\"",
+            );
+            assert_ne!(text, edited);
+            std::fs::write(&manifest, edited).unwrap();
+            life.read("verify", &[])
+        }
+        (5, Some("coordinator_conflict"), Some(true)) => {
+            let life = Life::new();
+            let ev = life.evidence("s.json", "plan", "start");
+            life.mutate("run-start", &["--evidence", &ev])
+        }
+        (5, Some("coordinator_conflict"), Some(false)) => {
+            let (life, alice) = gated_run(r#"{"required_approver": "alice"}"#, &now_ish);
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            let argv = life.argv("run-approve", true, &["--evidence", &ev]);
+            life.flow.run_env(&argv, &alice).assert_ok();
+            life.flow.run_env(&argv, &alice)
+        }
+        (5, Some("approval_expired"), _) => {
+            let (life, alice) = gated_run(
+                r#"{"required_approver": "alice", "expires_after_s": 1}"#,
+                "2020-01-01T00:00:00Z",
+            );
+            let ev = life.evidence("ap.json", "user_approval", "approved");
+            life.flow.run_env(
+                &life.argv("run-approve", true, &["--evidence", &ev]),
+                &alice,
+            )
+        }
+        (5, Some("rule_breach"), _) => {
+            // A required component removed by another writer is a breach
+            // of our rules; the `complete` gate names it.
+            let run = crate::bed::TestBed::running(&["runtime"]);
+            run.completed_lane("build", None, &crate::bed::ev("build done"));
+            run.register(&json!([crate::bed::component(
+                "runtime",
+                "build",
+                true,
+                &["unit"],
+                &[]
+            )]))
+            .assert_ok();
+            run.append_sealed(&[(
+                "topology_component_removed",
+                json!({"reason": "scope cut", "metadata": {"owner_epoch": 1, "component_id": "runtime"}}),
+            )]);
+            run.complete(&crate::bed::ev("main verification"))
+        }
+        (6, Some("completion_blocked"), _) => {
+            let life = Life::running();
+            let ev = life.evidence("v.json", "verification", "verified");
+            life.mutate("complete", &["--evidence", &ev])
+        }
+        (7, Some("unsupported_by_run_manifest"), _) => {
+            let bed = crate::bed::Phase1Bed::new();
+            bed.flow.run(&[
+                "--state-root",
+                bed.root.to_str().unwrap(),
+                "liveness-check",
+                "--run-id",
+                crate::bed::PHASE1_RUN_ID,
+                "--lane-id",
+                "api",
+                "--at",
+                "2026-07-14T01:00:00Z",
+            ])
+        }
+        _ => panic!("README row with no known way to reach it: {row:?}"),
+    }
+}
+
+/// Each row of the README's exit-code table is what the binary does: its
+/// exit status, `error`, `retryable` and `next_command` (issue 15).
+#[test]
+fn issue15_the_readme_exit_table_is_what_the_binary_does() {
+    for row in readme_exit_rows() {
+        let out = reach(&row);
+        assert_eq!(out.code, row.exit, "{row:?}: {out:?}");
+        if row.exit == 0 {
+            assert_eq!(out.assert_ok()["ok"], true);
+            continue;
+        }
+        let e = out.error();
+        assert_eq!(e["ok"], false, "{row:?}: {e}");
+        assert_eq!(e["error"].as_str(), row.error.as_deref(), "{row:?}: {e}");
+        assert_eq!(e["retryable"].as_bool(), row.retryable, "{row:?}: {e}");
+        assert_eq!(
+            e.get("next_command").and_then(Value::as_str),
+            row.next_command.as_deref(),
+            "{}: {e}",
+            row.meaning
+        );
+    }
+}
+
+/// The README's claim about `--expected-head`: every command of the
+/// mutation families of its commands table takes it; `init` and the
+/// read-only commands do not.
+#[test]
+fn issue15_the_readme_names_the_commands_that_take_expected_head() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let families = [
+        "run lifecycle",
+        "lanes",
+        "liveness",
+        "replacement",
+        "topology and completion",
+        "owner transfer and recovery",
+    ];
+    let cli = bluetape_flow::cli::command();
+    let takes = |name: &str| {
+        let command = cli
+            .get_subcommands()
+            .find(|c| c.get_name() == name)
+            .unwrap_or_else(|| panic!("README names {name}, the binary has no such command"));
+        command
+            .get_arguments()
+            .any(|a| a.get_long() == Some("expected-head"))
+    };
+    let mut checked = 0;
+    for line in readme.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        let family = cells[1];
+        let commands: Vec<&str> = cells[2]
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, c)| c)
+            .filter(|c| !c.starts_with('-'))
+            .collect();
+        if families.contains(&family) {
+            for command in commands {
+                if command == "recovery-run-create" {
+                    assert!(!takes(command), "{command} takes --expected-head");
+                    checked += 1;
+                    continue;
+                }
+                assert!(takes(command), "{command} ({family}) lacks --expected-head");
+                checked += 1;
+            }
+        } else if family == "workspace" || family == "audit" || family == "views" {
+            for command in commands {
+                assert!(
+                    !takes(command),
+                    "{command} ({family}) takes --expected-head"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} commands checked");
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("Every mutation but `init` takes `--run-id`"));
+    assert!(flat.contains("except `recovery-run-create` (it never appends to the damaged run)"));
+}
