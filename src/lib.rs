@@ -9,5 +9,7 @@
 pub mod cli;
 pub mod commands;
 pub mod coordinator;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod receipt;
 pub mod store;

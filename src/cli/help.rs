@@ -16,8 +16,8 @@ pub struct Page {
 }
 
 macro_rules! pages {
-    ($($name:literal),* $(,)?) => {
-        &[$(Page {
+    ($($(#[$attr:meta])* $name:literal),* $(,)?) => {
+        &[$($(#[$attr])* Page {
             name: $name,
             text: include_str!(concat!("help/", $name, ".txt")),
             example: include_str!(concat!("help/examples/", $name, ".sh")),
@@ -82,6 +82,8 @@ pub const PAGES: &[Page] = pages![
     "doctor",
     "completions",
     "man",
+    #[cfg(feature = "mcp")]
+    "mcp",
 ];
 
 /// Options whose meaning is the same wherever they appear; a page's

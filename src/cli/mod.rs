@@ -8,6 +8,7 @@ pub mod lanes;
 pub mod liveness;
 pub mod manual;
 pub mod mutation;
+mod process;
 pub mod recovery;
 pub mod replacement;
 pub mod report;
@@ -125,6 +126,23 @@ pub enum Command {
         about = "Utility. Writes man pages for the tool and every command. Never touches a state root."
     )]
     Man(ManArgs),
+    #[cfg(feature = "mcp")]
+    #[command(
+        args_override_self = true,
+        about = "Server. Serves the commands as MCP tools on stdin/stdout until stdin ends. Tools narrow with --mode."
+    )]
+    Mcp(McpArgs),
+}
+
+#[cfg(feature = "mcp")]
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[arg(long, value_enum, required = true)]
+    pub mode: crate::mcp::catalog::Mode,
+    #[arg(long = "state-root", value_name = "STATE_ROOT")]
+    pub state_root: Option<PathBuf>,
+    #[arg(long = "owner-file", value_name = "FILE")]
+    pub owner_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -296,6 +314,8 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         Command::Completions(_) | Command::Man(_) => {
             unreachable!("utilities are answered before state-root discovery")
         }
+        #[cfg(feature = "mcp")]
+        Command::Mcp(_) => unreachable!("the server is started before state-root discovery"),
     })
 }
 
@@ -383,6 +403,23 @@ pub fn run_with_terminal(
             }
         };
     }
+    #[cfg(feature = "mcp")]
+    if let Command::Mcp(args) = cli.command {
+        let config = crate::mcp::Config {
+            mode: args.mode,
+            state_root: args.state_root.or(cli.state_root),
+            owner_file: args.owner_file,
+            env: env.clone(),
+        };
+        return match crate::mcp::serve(config) {
+            Ok(()) => 0,
+            Err(error) => {
+                let (code, text) = envelope::failure(&error);
+                emit(err, &text);
+                code
+            }
+        };
+    }
     if let Some(result) = utility(&cli.command, out) {
         return match result {
             Ok(()) => 0,
@@ -420,9 +457,10 @@ pub fn main() -> ExitCode {
         stdout_is_tty: std::io::stdout().is_terminal(),
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     };
-    // Views stream their rows: a locked, buffered stdout keeps that cheap.
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Views stream their rows: a buffered stdout keeps that cheap. Not
+    // locked for the whole run: the MCP server writes stdout from its own
+    // threads.
+    let mut out = std::io::BufWriter::new(std::io::stdout());
     std::panic::set_hook(Box::new(|_| {}));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_with_terminal(
@@ -444,7 +482,7 @@ pub fn main() -> ExitCode {
 
 /// The error a caught panic is reported as. The command may have appended
 /// its event before it failed, so the message says to look before retrying.
-fn panic_error(payload: &(dyn std::any::Any + Send)) -> FlowError {
+pub(crate) fn panic_error(payload: &(dyn std::any::Any + Send)) -> FlowError {
     let what = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

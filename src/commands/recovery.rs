@@ -43,6 +43,9 @@ pub struct RecoveryRequest<'a> {
     /// `--approval-policy`: the recovery run's gate, when the damaged run's
     /// cannot be carried (see [`super::approval::recovery_gate`]).
     pub approval_policy: Option<&'a super::init::PolicyRequest>,
+    /// The clock and random values a new recovery run is made with (read
+    /// once, by the CLI).
+    pub entropy: &'a InitEntropy,
 }
 
 /// The diagnosis object as `receipt-diagnose` computes it now, without its
@@ -166,6 +169,7 @@ pub fn recovery_run_create(
         &first,
         policy.as_ref(),
         &damaged_run,
+        request.entropy,
     );
     let new_run_id = match result {
         Ok(new_run_id) => new_run_id,
@@ -194,6 +198,7 @@ fn supersede(
     first: &FirstEvent,
     policy: Option<&ApprovalPolicy>,
     damaged_run: &Map<String, Value>,
+    entropy: &InitEntropy,
 ) -> FlowResult<String> {
     if crate::store::paths::exists_no_follow(owner_path) {
         // The first event a recovery run made here carries the carried
@@ -237,14 +242,7 @@ fn supersede(
         components,
     };
     let source = policy.cloned().map(PolicySource::Frozen);
-    let (outcome, _) = init_run(
-        root,
-        env,
-        &request,
-        &InitEntropy::fresh(),
-        first,
-        source.as_ref(),
-    )?;
+    let (outcome, _) = init_run(root, env, &request, entropy, first, source.as_ref())?;
     Ok(outcome.run_id)
 }
 

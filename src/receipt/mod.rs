@@ -12,3 +12,4 @@ pub mod rules;
 pub mod scope;
 pub mod signed_head;
 pub mod verify;
+pub mod vocab;

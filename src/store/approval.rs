@@ -13,8 +13,7 @@ use super::run::RunDir;
 use super::secure::{FILE_MODE, create_exclusive, open_regular, read_limited};
 use crate::receipt::canonical;
 
-/// The policy file's name inside the run directory.
-pub const POLICY_FILE: &str = "approval-policy.json";
+pub use crate::receipt::vocab::POLICY_FILE;
 
 /// Largest policy file we read (a canonical policy is under 512 bytes).
 const MAX_POLICY_BYTES: u64 = 64 * 1024;

@@ -17,6 +17,8 @@ pub mod lock;
 pub mod output;
 pub mod pages;
 pub mod paths;
+#[cfg(feature = "mcp")]
+pub mod private;
 pub mod quarantine;
 pub mod reports;
 pub mod run;

@@ -26,6 +26,8 @@ mod lanes;
 mod ledger;
 mod lifecycle;
 mod liveness;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod namespaces;
 mod owner_fencing;
 mod parallel_verify;

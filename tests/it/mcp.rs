@@ -1,0 +1,950 @@
+//! `bluetape-flow mcp` (issue 21), driven by a client nobody here wrote:
+//! the official MCP Python SDK (PyPI `mcp`, pinned and installed into a
+//! venv by `.ci/run`, which exports its interpreter as BLUETAPE_CI_PYTHON).
+//! Without it these tests fail under CI=true, and say loudly that they did
+//! not run otherwise. The framing test speaks raw JSON-RPC lines, as a
+//! broken client would.
+
+use crate::bed::{self as common, Flow, T0};
+use serde_json::{Map, Value, json};
+use sha2::Digest;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
+
+/// The venv's python with the SDK importable, or None outside CI.
+fn python() -> Option<PathBuf> {
+    let candidate = std::env::var_os("BLUETAPE_CI_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/venv/bin/python"))
+        });
+    let works = candidate.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args(["-c", "import mcp, mcp.client.stdio"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if works {
+        return candidate;
+    }
+    let why = "the MCP Python SDK is missing: run .ci/run (it installs PyPI mcp==2.3.0 into ~/.cache/bluetape-ci/venv and exports BLUETAPE_CI_PYTHON)";
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("NOT RUN: {why}");
+    None
+}
+
+/// The SDK's client, talking to one `bluetape-flow mcp` it started.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// The pinned environment the bed gives the binary, for the server.
+fn server_env(flow: &Flow, tmpdir: &Path) -> Map<String, Value> {
+    let home = &flow.home;
+    let mut env = Map::new();
+    for (k, v) in [
+        ("HOME", home.clone()),
+        ("PATH", PathBuf::from("/usr/bin:/bin")),
+        ("XDG_STATE_HOME", home.join(".local/state")),
+        ("XDG_CONFIG_HOME", home.join(".config")),
+        ("XDG_CACHE_HOME", home.join(".cache")),
+        ("XDG_DATA_HOME", home.join(".local/share")),
+        ("NO_COLOR", PathBuf::from("1")),
+        ("TZ", PathBuf::from("UTC")),
+        ("TMPDIR", tmpdir.to_path_buf()),
+    ] {
+        env.insert(k.into(), Value::String(v.to_string_lossy().into_owned()));
+    }
+    env
+}
+
+impl Client {
+    /// Start the server with `args` (after `mcp`); None when the SDK is
+    /// not installed outside CI. Private input files go under `tmpdir`.
+    fn start(flow: &Flow, tmpdir: &Path, args: &[&str]) -> Option<Client> {
+        let python = python()?;
+        std::fs::create_dir_all(tmpdir).unwrap();
+        let mut argv = vec!["mcp".to_string()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        let spec = json!({
+            "command": env!("CARGO_BIN_EXE_bluetape-flow"),
+            "args": argv,
+            "env": server_env(flow, tmpdir),
+            "cwd": flow.cwd,
+        });
+        let mut child = Command::new(python)
+            .arg(CLIENT)
+            .arg(spec.to_string())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &flow.home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Some(Client {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    fn ask(&mut self, request: Value) -> Value {
+        writeln!(self.stdin, "{request}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("client said {line:?} to {request}"))
+    }
+
+    fn tools(&mut self) -> Vec<Value> {
+        self.ask(json!({"op": "list"}))["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.ask(json!({"op": "call", "name": name, "arguments": arguments}))
+    }
+
+    /// A call that must succeed; its envelope (checked to be the text too).
+    fn ok(&mut self, name: &str, arguments: Value) -> Value {
+        let answer = self.call(name, arguments.clone());
+        assert_eq!(answer["is_error"], false, "{name} {arguments}: {answer}");
+        let text: Value = serde_json::from_str(answer["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, answer["structured"], "{name}");
+        assert_eq!(answer["structured"]["ok"], true, "{name}: {answer}");
+        answer["structured"].clone()
+    }
+
+    /// A call that must be a tool error carrying the envelope `error`.
+    fn refused(&mut self, name: &str, arguments: Value, error: &str) -> Value {
+        let answer = self.call(name, arguments.clone());
+        assert_eq!(answer["is_error"], true, "{name} {arguments}: {answer}");
+        let text: Value = serde_json::from_str(answer["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, answer["structured"], "{name}");
+        assert_eq!(answer["structured"]["error"], error, "{name}: {answer}");
+        assert_eq!(answer["structured"]["ok"], false);
+        answer["structured"].clone()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "{}", json!({"op": "quit"}));
+        let _ = self.stdin.flush();
+        let _ = self.child.wait();
+    }
+}
+
+fn names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn event_types(receipt: &Path) -> Vec<String> {
+    std::fs::read_to_string(receipt)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            e["event_type"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn sha256(text: &str) -> String {
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+fn evidence(kind: &str, summary: &str) -> Value {
+    json!([{"kind": kind, "summary": summary}])
+}
+
+// ------------------------------------------------------------ modes
+
+#[test]
+fn read_only_lists_no_mutation_and_refuses_one_by_name() {
+    let run = common::TestBed::running(&["runtime"]);
+    let tmp = run.tmp.path().join("mcp-tmp");
+    let root = run.root.to_str().unwrap();
+    let Some(mut client) = Client::start(
+        &run.flow,
+        &tmp,
+        &["--mode", "read-only", "--state-root", root],
+    ) else {
+        return;
+    };
+    let tools = client.tools();
+    let listed = names(&tools);
+    let mut expected: Vec<String> = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected);
+    let tree = bluetape_flow::cli::command();
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap();
+        let about = tree
+            .find_subcommand(name)
+            .unwrap()
+            .get_about()
+            .unwrap()
+            .to_string();
+        assert!(
+            about.starts_with("Read-only"),
+            "{name} is listed read-only: {about}"
+        );
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{name}");
+        assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{name}");
+    }
+    let before = run.snapshot();
+    // A mutation called by name anyway: refused, nothing written.
+    let answer = client.call(
+        "lane-create",
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "x"), "input": common::lane_input("l", "a", &[])}),
+    );
+    assert_eq!(answer["rpc_error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["rpc_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("read-only")
+    );
+    let answer = client.call("run-approve", json!({"run_id": run.run_id}));
+    assert_eq!(answer["rpc_error"]["code"], -32602, "{answer}");
+    // Read-only tools answer what the CLI answers.
+    let verified = client.ok("verify", json!({"run_id": run.run_id}));
+    assert_eq!(verified, run.read("verify", &[]).assert_ok());
+    let status = client.ok("status", json!({"run_id": run.run_id, "at": T0}));
+    assert_eq!(status["operation"], "status");
+    let log = client.call("log", json!({"run_id": run.run_id}));
+    assert_eq!(log["is_error"], false, "{log}");
+    assert_eq!(log["structured"]["lines"][0]["event_type"], "run_created");
+    drop(client);
+    assert_eq!(run.snapshot(), before, "read-only tools wrote");
+    // A read-only server acts with no handle at all.
+    let out = run
+        .flow
+        .run(&["mcp", "--mode", "read-only", "--owner-file", "x"]);
+    out.assert_error(2, "contract_error");
+    let out = run.flow.run(&["mcp", "--mode", "owner"]);
+    out.assert_error(2, "contract_error");
+}
+
+#[test]
+fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    let root = tmp.path().join("state");
+    let owner = root.join("handles/main.owner");
+    let Some(mut client) = Client::start(
+        &flow,
+        &tmp.path().join("mcp-tmp"),
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            root.to_str().unwrap(),
+            "--owner-file",
+            owner.to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let tools = client.tools();
+    let listed = names(&tools);
+    for read_only in bluetape_flow::mcp::catalog::READ_ONLY_TOOLS {
+        assert!(listed.iter().any(|t| t == read_only), "{read_only}");
+    }
+    for mutation in [
+        "init",
+        "lane-create",
+        "heartbeat",
+        "lane-reassign",
+        "topology-register",
+        "check-result",
+        "component-evidence",
+        "complete",
+        "handoff-create",
+        "resume",
+    ] {
+        assert!(listed.iter().any(|t| t == mutation), "{mutation}");
+    }
+    for never in [
+        "run-approve",
+        "approval-statement",
+        "key-generate",
+        "sign-head",
+        "report",
+        "mcp",
+    ] {
+        assert!(!listed.iter().any(|t| t == never), "{never} is a tool");
+        let answer = client.call(never, json!({}));
+        assert_eq!(answer["rpc_error"]["code"], -32602, "{never}: {answer}");
+    }
+    for tool in &tools {
+        let schema = &tool["inputSchema"];
+        assert_eq!(schema["additionalProperties"], false, "{}", tool["name"]);
+        for key in schema["properties"].as_object().unwrap().keys() {
+            assert!(
+                !["owner", "token", "approved", "identity", "key"]
+                    .iter()
+                    .any(|w| key.contains(w)),
+                "{} takes {key}",
+                tool["name"]
+            );
+        }
+    }
+    let lane = tools.iter().find(|t| t["name"] == "lane-complete").unwrap();
+    let props = &lane["inputSchema"]["properties"];
+    assert_eq!(props["evidence"]["type"], "array");
+    assert_eq!(props["evidence"]["maxItems"], 8);
+    assert_eq!(
+        props["evidence"]["items"]["required"],
+        json!(["kind", "summary"])
+    );
+    assert_eq!(props["changed_paths"]["type"], "array");
+}
+
+// ------------------------------------------------------------ a whole run
+
+/// The steps after init and the approval, as (tool, arguments without
+/// run_id); the same list drives the server and the CLI.
+fn steps() -> Vec<(&'static str, Value)> {
+    let lane = |id: &str, agent: &str, scope: &str| {
+        json!({"lane_id": id, "agent_id": agent, "assignment": format!("Work on {id}"), "write_scope": [scope],
+               "fallback": "main session", "observed_at": "2026-07-14T01:00:02Z",
+               "startup_ack_deadline": "2026-07-14T01:00:30Z", "command_deadline": "2026-07-14T01:10:00Z"})
+    };
+    let step = |lane: &str, agent: &str, at: &str, what: &str| json!({"lane_id": lane, "agent_id": agent, "at": at, "evidence": evidence("lifecycle", what)});
+    let decision = r#"{"action":"suspect_stall","reason":"no fresh evidence"}"#;
+    let check = |c: &str| {
+        json!({"input": {"component_id": c, "check_id": "unit", "passed": true},
+               "evidence": [{"kind": "test", "summary": format!("{c} unit passed"), "exit_status": 0}]})
+    };
+    let mut complete_cli = step("cli", "agent-2", "2026-07-14T01:03:00Z", "cli tests passed");
+    complete_cli["changed_paths"] = json!(["src/cli/main.rs"]);
+    let mut complete_p2 = step(
+        "parser-2",
+        "agent-4",
+        "2026-07-14T01:20:00Z",
+        "parser tests passed",
+    );
+    complete_p2["changed_paths"] = json!(["src/parser/grammar/expr.rs"]);
+    let mut stall = step("parser", "agent-1", "2026-07-14T01:06:00Z", "");
+    stall["decision"] = serde_json::from_str(decision).unwrap();
+    stall["reason"] = json!("no fresh evidence");
+    stall["evidence"] = json!([{"kind": "liveness", "summary": "liveness-check decision for parser", "checksum": sha256(decision)}]);
+    let mut probe = step("parser", "agent-1", "2026-07-14T01:06:10Z", "");
+    probe["deadline"] = json!("2026-07-14T01:07:00Z");
+    probe["evidence"] = evidence("tool", "send_message status probe to agent-1");
+    let mut interrupt = step("parser", "agent-1", "2026-07-14T01:10:30Z", "");
+    interrupt["evidence"] = evidence("tool", "interrupt_agent returned interrupted");
+    vec![
+        (
+            "run-start",
+            json!({"evidence": evidence("plan", "run started"), "at": "2026-07-14T01:00:01Z"}),
+        ),
+        (
+            "lane-create",
+            json!({"input": lane("parser", "agent-1", "src/parser"), "evidence": evidence("plan", "assign parser")}),
+        ),
+        (
+            "lane-create",
+            json!({"input": lane("cli", "agent-2", "src/cli"), "evidence": evidence("plan", "assign cli")}),
+        ),
+        (
+            "lane-start",
+            step(
+                "parser",
+                "agent-1",
+                "2026-07-14T01:00:03Z",
+                "spawned agent-1",
+            ),
+        ),
+        (
+            "startup-ack",
+            step(
+                "parser",
+                "agent-1",
+                "2026-07-14T01:00:04Z",
+                "agent-1 acknowledged",
+            ),
+        ),
+        (
+            "lane-start",
+            step("cli", "agent-2", "2026-07-14T01:00:03Z", "spawned agent-2"),
+        ),
+        (
+            "startup-ack",
+            step(
+                "cli",
+                "agent-2",
+                "2026-07-14T01:00:04Z",
+                "agent-2 acknowledged",
+            ),
+        ),
+        (
+            "heartbeat",
+            json!({"evidence": [{"kind": "log", "summary": "parser compiling", "exit_status": 0}],
+            "input": {"lane_id": "parser", "agent_id": "agent-1", "observed_at": "2026-07-14T01:00:05Z",
+                      "silence_lease_deadline": "2026-07-14T01:05:00Z", "reason": "still compiling"}}),
+        ),
+        ("lane-complete", complete_cli),
+        (
+            "liveness-check",
+            json!({"lane_id": "parser", "at": "2026-07-14T01:06:00Z"}),
+        ),
+        ("stall-record", stall),
+        ("probe-sent", probe),
+        (
+            "liveness-check",
+            json!({"lane_id": "parser", "at": "2026-07-14T01:10:30Z", "command_status": "alive"}),
+        ),
+        ("interrupt-result", interrupt),
+        (
+            "lane-reassign",
+            json!({"evidence": evidence("recovery", "checkpoint 3 recovered"),
+            "input": {"lane_id": "parser", "replacement_lane_id": "parser-2", "replacement_agent_id": "agent-4",
+                      "decided_at": "2026-07-14T01:11:00Z", "replacement_assignment": "Resume parser from checkpoint 3",
+                      "replacement_write_scope": ["src/parser/grammar"],
+                      "replacement_startup_ack_deadline": "2026-07-14T01:11:30Z",
+                      "replacement_command_deadline": "2026-07-14T01:30:00Z"}}),
+        ),
+        (
+            "lane-start",
+            step(
+                "parser-2",
+                "agent-4",
+                "2026-07-14T01:11:05Z",
+                "spawned agent-4",
+            ),
+        ),
+        (
+            "startup-ack",
+            step(
+                "parser-2",
+                "agent-4",
+                "2026-07-14T01:11:10Z",
+                "agent-4 acknowledged",
+            ),
+        ),
+        ("lane-complete", complete_p2),
+        (
+            "replacement-close",
+            json!({"lane_id": "parser", "replacement_lane_id": "parser-2", "at": "2026-07-14T01:21:00Z",
+            "evidence": evidence("lineage", "replacement parser-2 completed")}),
+        ),
+        (
+            "topology-register",
+            json!({"evidence": evidence("plan", "topology approved"), "input": [
+            common::component("parser", "parser-2", true, &["unit"], &[]),
+            common::component("cli", "cli", true, &["unit"], &["parser"])]}),
+        ),
+        ("check-result", check("parser")),
+        ("check-result", check("cli")),
+        (
+            "component-evidence",
+            json!({"input": {"component_id": "parser"}, "evidence": evidence("verification", "parser verified")}),
+        ),
+        (
+            "component-evidence",
+            json!({"input": {"component_id": "cli"}, "evidence": evidence("verification", "cli verified")}),
+        ),
+        ("completion-check", json!({})),
+        (
+            "complete",
+            json!({"evidence": evidence("verification", "main session verified the result")}),
+        ),
+    ]
+}
+
+const JSON_ARGS: &[&str] = &["evidence", "input", "decision", "changed_paths"];
+
+/// The CLI command line of a step: JSON values as files under `work`.
+fn cli_argv(
+    root: &Path,
+    work: &Path,
+    owner: Option<&Path>,
+    tool: &str,
+    args: &Value,
+) -> Vec<String> {
+    let mut argv = vec![
+        "--state-root".to_string(),
+        root.to_string_lossy().into_owned(),
+        tool.to_string(),
+    ];
+    if let Some(owner) = owner {
+        argv.extend([
+            "--owner-file".to_string(),
+            owner.to_string_lossy().into_owned(),
+        ]);
+    }
+    for (key, value) in args.as_object().unwrap() {
+        let flag = format!("--{}", key.replace('_', "-"));
+        match value {
+            _ if JSON_ARGS.contains(&key.as_str()) => {
+                let n = std::fs::read_dir(work).unwrap().count();
+                let file = work.join(format!("{n}-{key}.json"));
+                std::fs::write(&file, value.to_string()).unwrap();
+                argv.extend([flag, file.to_string_lossy().into_owned()]);
+            }
+            Value::Array(items) => {
+                for item in items {
+                    argv.extend([flag.clone(), item.as_str().unwrap().to_string()]);
+                }
+            }
+            Value::String(s) => argv.extend([flag, s.clone()]),
+            other => argv.extend([flag, other.to_string()]),
+        }
+    }
+    argv
+}
+
+fn with_run(args: &Value, run_id: &str) -> Value {
+    let mut args = args.clone();
+    args["run_id"] = json!(run_id);
+    args
+}
+
+fn make_repo(repo: &Path) {
+    for dir in ["src/parser/grammar", "src/cli"] {
+        std::fs::create_dir_all(repo.join(dir)).unwrap();
+    }
+}
+
+fn approve(flow: &Flow, root: &Path, run_id: &str, owner: &Path, work: &Path) {
+    let args = json!({"run_id": run_id, "evidence": evidence("user_approval", "plan approved by the user"), "at": "2026-07-14T01:00:00Z"});
+    flow.run(&cli_argv(root, work, Some(owner), "run-approve", &args))
+        .assert_ok();
+}
+
+#[test]
+fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let private = tmp.path().join("mcp-tmp");
+    let components = json!(["parser", "cli"]);
+
+    // Through the server: init with the server's handle, the approval by a
+    // person through the CLI, then every step as a tool call.
+    let root = tmp.path().join("server/state");
+    let repo = tmp.path().join("server/repo");
+    make_repo(&repo);
+    let owner = root.join("handles/main.owner");
+    let Some(mut client) = Client::start(
+        &flow,
+        &private,
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            root.to_str().unwrap(),
+            "--owner-file",
+            owner.to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let init = json!({"workflow_type": "A", "repo_root": repo, "component": components});
+    let run_id = client.ok("init", init.clone())["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    approve(&flow, &root, &run_id, &owner, &work);
+    let mut answers = Vec::new();
+    for (tool, args) in steps() {
+        answers.push((tool, client.ok(tool, with_run(&args, &run_id))));
+    }
+    drop(client);
+    let stall = &answers
+        .iter()
+        .find(|(t, _)| *t == "liveness-check")
+        .unwrap()
+        .1;
+    assert_eq!(stall["action"], "suspect_stall", "{stall}");
+    let verified = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "verify",
+            "--run-id",
+            &run_id,
+        ])
+        .assert_ok();
+    let check = flow
+        .run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "completion-check",
+            "--run-id",
+            &run_id,
+        ])
+        .assert_ok();
+    assert_eq!(check["complete"], true, "{check}");
+    assert_eq!(
+        std::fs::read_dir(&private).unwrap().count(),
+        0,
+        "the server left private input files behind"
+    );
+
+    // The same steps through the CLI, in another state root.
+    let cli_root = tmp.path().join("cli/state");
+    let cli_repo = tmp.path().join("cli/repo");
+    make_repo(&cli_repo);
+    let cli_owner = cli_root.join("handles/main.owner");
+    let mut init = init;
+    init["repo_root"] = json!(cli_repo);
+    let cli_run = flow
+        .run(&cli_argv(&cli_root, &work, Some(&cli_owner), "init", &init))
+        .assert_ok()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    approve(&flow, &cli_root, &cli_run, &cli_owner, &work);
+    for (tool, args) in steps() {
+        let reads = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.contains(&tool);
+        let owner = (!reads).then_some(cli_owner.as_path());
+        flow.run(&cli_argv(
+            &cli_root,
+            &work,
+            owner,
+            tool,
+            &with_run(&args, &cli_run),
+        ))
+        .assert_ok();
+    }
+    let server_types = event_types(&root.join("runs").join(&run_id).join("receipt.jsonl"));
+    let cli_types = event_types(&cli_root.join("runs").join(&cli_run).join("receipt.jsonl"));
+    assert_eq!(server_types, cli_types);
+    assert_eq!(verified["event_count"], server_types.len());
+    for wanted in [
+        "stall_suspected",
+        "probe_sent",
+        "agent_interrupted",
+        "replacement_lineage_closed",
+        "check_passed",
+        "evidence_attached",
+    ] {
+        assert!(
+            server_types.iter().any(|t| t == wanted),
+            "{wanted} missing: {server_types:?}"
+        );
+    }
+}
+
+// ------------------------------------------------------------ refusals
+
+#[test]
+fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
+    let run = common::TestBed::running(&["runtime"]);
+    let Some(mut client) = Client::start(
+        &run.flow,
+        &run.tmp.path().join("mcp-tmp"),
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            run.root.to_str().unwrap(),
+            "--owner-file",
+            run.owner().to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let good = json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])});
+    let before = run.snapshot();
+    for (key, value) in [
+        ("owner_file", json!(run.owner())),
+        ("approved_by", json!("ssh:alice")),
+        ("token", json!("t")),
+    ] {
+        let mut args = good.clone();
+        args[key] = value;
+        let e = client.refused("lane-create", args, "contract_error");
+        assert!(e["message"].as_str().unwrap().contains(key), "{e}");
+    }
+    for (key, value) in [
+        ("run_id", json!(5)),
+        ("evidence", json!("[]")),
+        ("input", json!([1])),
+    ] {
+        let mut args = good.clone();
+        args[key] = value;
+        let e = client.refused("lane-create", args, "contract_error");
+        assert!(e["message"].as_str().unwrap().contains(key), "{e}");
+    }
+    // The command's own checks, with the CLI's messages and codes.
+    let mut floats = good.clone();
+    floats["evidence"] = json!([{"kind": "test", "summary": "x", "exit_status": 1.5}]);
+    let e = client.refused("lane-create", floats, "contract_error");
+    assert_eq!(
+        e["message"],
+        "JSON input must not contain floats, NaN or Infinity: evidence file '(the evidence argument)'"
+    );
+    let mut big = good.clone();
+    big["input"]["assignment"] = json!("x".repeat(1_100_000));
+    let e = client.refused("lane-create", big, "contract_error");
+    assert_eq!(
+        e["message"],
+        "JSON input exceeds one MiB: input file '(the input argument)'"
+    );
+    assert_eq!(run.snapshot(), before);
+    client.ok("lane-create", good);
+}
+
+#[test]
+fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
+    let run = common::TestBed::running(&["runtime"]);
+    let Some(mut client) = Client::start(
+        &run.flow,
+        &run.tmp.path().join("mcp-tmp"),
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            run.root.to_str().unwrap(),
+            "--owner-file",
+            run.owner().to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let create = |lane: &str| json!({"run_id": run.run_id, "evidence": evidence("plan", lane), "input": common::lane_input(lane, lane, &[])});
+    // A writer holds the receipt lock: the server waits, then refuses as
+    // the CLI does, and nothing is written.
+    let lock = common::hold_receipt_lock(&run.root, &run.dir);
+    let receipt = run.receipt();
+    let e = client.refused("lane-create", create("a"), "coordinator_conflict");
+    let input = run.file(&common::lane_input("b", "b", &[]));
+    let cli = run.step("lane-create", &["--input", &input]);
+    let cli_e = cli.assert_error(5, "coordinator_conflict");
+    assert_eq!(e["message"], cli_e["message"]);
+    assert_eq!(e["retryable"], true);
+    assert_eq!(run.receipt(), receipt);
+    std::fs::remove_dir_all(&lock).unwrap();
+    // Both at once: every write lands once, the chain holds.
+    let writers: Vec<_> = (0..3)
+        .map(|i| {
+            let input = run.file(&common::lane_input(&format!("cli-{i}"), "c", &[]));
+            let argv = common::mutation_argv(
+                &run.root,
+                "lane-create",
+                &run.run_id,
+                &run.owner(),
+                &[
+                    "--evidence",
+                    run.evidence.to_str().unwrap(),
+                    "--input",
+                    &input,
+                ],
+            );
+            run.flow
+                .command(&argv)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut created = 0;
+    for i in 0..3 {
+        let answer = client.call("lane-create", create(&format!("mcp-{i}")));
+        if answer["is_error"] == false {
+            created += 1;
+        } else {
+            assert_eq!(
+                answer["structured"]["error"], "coordinator_conflict",
+                "{answer}"
+            );
+        }
+    }
+    for mut w in writers {
+        if w.wait().unwrap().success() {
+            created += 1;
+        }
+    }
+    let lanes = run
+        .events()
+        .iter()
+        .filter(|e| e["event_type"] == "lane_created")
+        .count();
+    assert_eq!(lanes, created);
+    run.read("verify", &[]).assert_ok();
+}
+
+// ------------------------------------------------------------ framing
+
+/// A raw JSON-RPC peer: one line out, answers read by id.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Raw {
+    fn send(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "the server stopped"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+#[test]
+fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on() {
+    let run = common::TestBed::running(&["runtime"]);
+    let mut child = run
+        .flow
+        .command(&[
+            "mcp",
+            "--mode",
+            "read-only",
+            "--state-root",
+            run.root.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut raw = Raw {
+        child,
+        stdin,
+        stdout,
+    };
+    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+    assert_eq!(raw.next()["id"], 1);
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let call = |id: u64, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "verify", "arguments": args}}).to_string()
+    };
+    // Not JSON; JSON but not JSON-RPC; a message over the limit.
+    raw.send(b"{this is not json");
+    let e = raw.next();
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{e}"
+    );
+    raw.send(br#"[1, 2, 3]"#);
+    assert_eq!(raw.next()["error"]["code"], -32600);
+    raw.send(br#"{"jsonrpc":"1.0","id":7,"method":"tools/list"}"#);
+    let e = raw.next();
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!(7), json!(-32600)),
+        "{e}"
+    );
+    let huge = call(8, json!({"run_id": "x".repeat(5 * 1024 * 1024)}));
+    raw.send(huge.as_bytes());
+    let e = raw.next();
+    assert_eq!(e["error"]["code"], -32600, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("exceeds"));
+    // Wrong-typed arguments: a tool error with the envelope.
+    raw.send(call(9, json!({"run_id": 5})).as_bytes());
+    let e = raw.next();
+    assert_eq!(e["id"], 9);
+    assert_eq!(e["result"]["isError"], true, "{e}");
+    assert_eq!(e["result"]["structuredContent"]["error"], "contract_error");
+    raw.send(br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"verify","arguments":"run"}}"#);
+    let e = raw.next();
+    assert!(
+        e.get("error").is_some() || e["result"]["isError"] == true,
+        "{e}"
+    );
+    // And it still serves.
+    raw.send(call(11, json!({"run_id": run.run_id})).as_bytes());
+    let e = raw.next();
+    assert_eq!(e["id"], 11, "{e}");
+    assert_eq!(e["result"]["structuredContent"]["operation"], "verify");
+    drop(raw.stdin.take());
+    let status = raw.child.wait().unwrap();
+    let mut stderr = String::new();
+    raw.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+#[test]
+fn after_resume_the_server_acts_with_the_new_handle_it_made() {
+    let run = common::TestBed::running(&["runtime"]);
+    let Some(mut client) = Client::start(
+        &run.flow,
+        &run.tmp.path().join("mcp-tmp"),
+        &[
+            "--mode",
+            "owner",
+            "--state-root",
+            run.root.to_str().unwrap(),
+            "--owner-file",
+            run.owner().to_str().unwrap(),
+        ],
+    ) else {
+        return;
+    };
+    let copy = run.handle("old-copy.owner");
+    std::fs::copy(run.owner(), &copy).unwrap();
+    let resumed = client.ok(
+        "resume",
+        json!({"run_id": run.run_id, "evidence": evidence("user_approval", "the user approved the hand-over")}),
+    );
+    assert_eq!(resumed["owner_epoch"], 2, "{resumed}");
+    assert!(!run.owner().exists(), "the old handle stays");
+    let new_handle = run.handle("main-r1.owner");
+    assert!(new_handle.exists());
+    let handle: Value =
+        serde_json::from_str(&std::fs::read_to_string(&new_handle).unwrap()).unwrap();
+    let token = handle["token"].as_str().unwrap();
+    assert!(
+        token.len() >= 32 && !resumed.to_string().contains(token),
+        "a secret in the result"
+    );
+    client.ok(
+        "lane-create",
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])}),
+    );
+    run.mutation(
+        "lane-create",
+        "old-copy.owner",
+        &[
+            "--evidence",
+            run.evidence.to_str().unwrap(),
+            "--input",
+            &run.file(&common::lane_input("web", "agent-2", &[])),
+        ],
+    )
+    .assert_error(5, "coordinator_conflict");
+}
