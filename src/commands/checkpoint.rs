@@ -25,6 +25,7 @@ use crate::coordinator::{CoordinatorState, EarlierDigests};
 use crate::receipt::canonical;
 use crate::receipt::primitives::as_int;
 use crate::receipt::verify::{ChainPosition, LineRules};
+use crate::store::StoreError;
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
@@ -88,14 +89,32 @@ pub struct LoadBasis {
     digests: Option<(u64, u64)>,
     /// The sequence at which the derived caches were last fully written.
     caches_sequence: Option<u64>,
+    /// The digest table the state asks (checkpoint loads only).
+    lookups: Option<Arc<TableDigests>>,
 }
 
+/// The coordinator's membership questions, answered by the store's table.
+/// The coordinator's rules ask a yes/no question; a read error cannot be
+/// an answer, so it is kept here (the answer given is "present", the
+/// refusing one) and the mutation reports it before anything is decided
+/// on it or written: [`LoadBasis::lookup_error`].
 #[derive(Debug)]
-struct TableDigests(DigestTable);
+struct TableDigests {
+    table: DigestTable,
+    failed: std::sync::Mutex<Option<StoreError>>,
+}
 
 impl EarlierDigests for TableDigests {
     fn contains(&self, lane_id: &str, digest: &str) -> bool {
-        self.0.contains(lane_id, digest)
+        match self.table.contains(lane_id, digest) {
+            Ok(present) => present,
+            Err(error) => {
+                if let Ok(mut failed) = self.failed.lock() {
+                    failed.get_or_insert(error);
+                }
+                true
+            }
+        }
     }
 }
 
@@ -192,12 +211,21 @@ pub enum CacheRefresh {
 }
 
 impl LoadBasis {
+    /// The first read error of the digest table the state asked, if any:
+    /// a decision made on it must not stand.
+    pub fn lookup_error(&self) -> Option<StoreError> {
+        self.lookups
+            .as_ref()
+            .and_then(|l| l.failed.lock().ok().and_then(|f| f.clone()))
+    }
+
     /// A state replayed from genesis (every digest is in the state).
     pub fn full_replay() -> LoadBasis {
         LoadBasis {
             path: LoadPath::FullReplay,
             digests: None,
             caches_sequence: None,
+            lookups: None,
         }
     }
 
@@ -319,8 +347,12 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         return None;
     }
     let table = run.dir.digest_files().open_table(entries, false)?;
+    let lookups = Arc::new(TableDigests {
+        table,
+        failed: std::sync::Mutex::new(None),
+    });
     state
-        .attach_earlier_digests(Arc::new(TableDigests(table)), &counts)
+        .attach_earlier_digests(Arc::clone(&lookups) as Arc<dyn EarlierDigests>, &counts)
         .ok()?;
     let position = ChainPosition {
         sequence,
@@ -336,6 +368,7 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         // The caches cannot be newer than the checkpoint; a value that says
         // so was edited and means "unknown" (all caches are rewritten).
         caches_sequence: checkpoint.caches_sequence.filter(|c| *c <= sequence),
+        lookups: Some(lookups),
     };
     Some((state, position, basis))
 }
@@ -369,4 +402,46 @@ fn run_metadata_digest(run: &OpenRun) -> String {
 
 fn number_value(value: &Value) -> Option<u64> {
     as_int(value).and_then(|n| u64::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A read error of the digest table answers "present" to the rules
+    /// (which only ask yes or no) and is kept: `lookup_error` hands it to
+    /// the mutation, which reports it instead of its decision.
+    #[test]
+    fn a_table_read_error_is_kept_for_the_mutation_to_report() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let files = crate::store::digests::DigestFiles::new(dir.path());
+        let digest = format!("{:064x}", 7);
+        files
+            .rewrite(&[("lane-a".to_string(), digest.clone())])
+            .unwrap();
+        let table = files.open_table(1, false).unwrap();
+        let lookups = Arc::new(TableDigests {
+            table,
+            failed: std::sync::Mutex::new(None),
+        });
+        let basis = LoadBasis {
+            path: LoadPath::Checkpoint,
+            digests: Some((1, 0)),
+            caches_sequence: None,
+            lookups: Some(Arc::clone(&lookups)),
+        };
+        assert!(!lookups.contains("lane-a", &format!("{:064x}", 8)));
+        assert_eq!(basis.lookup_error(), None);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("checkpoint-digests.idx"))
+            .unwrap()
+            .set_len(32)
+            .unwrap();
+        assert!(lookups.contains("lane-a", &digest));
+        let error = basis.lookup_error().expect("the read error is kept");
+        assert_eq!(error.io_kind(), Some(std::io::ErrorKind::UnexpectedEof));
+    }
 }

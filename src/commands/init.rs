@@ -222,9 +222,7 @@ pub fn init_run(
     crate::store::litter::remove_dead_init_litter(root, entropy.now.into());
     let run = RunDir::new(root, &run_id);
     run.create()?;
-    let staging = root
-        .join("handles")
-        .join(format!("init-{}.owner", entropy.staging_suffix));
+    let staging = crate::store::handle::staging_handle_path(root, &entropy.staging_suffix);
     let mut published = false;
     let result = create_run(
         &NewRun {
@@ -362,7 +360,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
                 "receipt head changed before mutation".into(),
             ));
         }
-        crate::store::secure::append_line(&run.receipt_path(), &sealed.line)?;
+        run.append_receipt(&sealed.line)?;
         run.write_head(&AckHead {
             sequence: 1,
             checksum: sealed.checksum.clone(),

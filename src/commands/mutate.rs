@@ -218,12 +218,22 @@ fn mutate_with(
         now: ctx.now,
         repo_root,
     };
-    let intents = decide(&input)?;
+    let decided = decide(&input);
+    // A digest the table could not read was answered "present": the
+    // decision (a refusal, most likely) rests on a read error, which is
+    // what the caller is told.
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
+    let intents = decided?;
     let sealed = seal(run, &state, &proof, intents, ctx.now)?;
     let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     let breaches_before = state.breaches().len();
     pre_apply(&mut state, &sealed, &replay_policy)?;
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
     // We never write what our own replay records as a breach.
     if let Some(breach) = state.breaches().get(breaches_before) {
         return Err(FlowError::Contract(format!(
@@ -456,7 +466,7 @@ fn append(
     sealed: &SealedEvent,
     byte_length: u64,
 ) -> FlowResult<()> {
-    crate::store::secure::append_line(&run.dir.receipt_path(), &sealed.line)?;
+    run.dir.append_receipt(&sealed.line)?;
     // The event is durable now, so nothing after this point may report a
     // failure. A head that could not be recorded only lags behind the
     // receipt, which verify accepts (a longer receipt is fine).
@@ -479,7 +489,7 @@ fn write_caches(
 ) -> FlowResult<()> {
     let after = lane_fingerprints(state);
     if !after.is_empty() {
-        crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+        run.dir.ensure_lanes_dir()?;
     }
     for (lane_id, lane) in state.lanes() {
         if before.is_none_or(|b| b.get(lane_id) != after.get(lane_id)) {

@@ -26,7 +26,9 @@ use crate::store::handle::{check_new_owner_path, read_handle, read_handle_json};
 use crate::store::input::{InputShape, read_json_input};
 use crate::store::lock::DirLock;
 use crate::store::paths::expand_tilde;
-use crate::store::quarantine::{QuarantineCopy, quarantine_copy, remove_quarantine};
+use crate::store::quarantine::{
+    QuarantineCopy, quarantine_copy, relative_quarantine_path, remove_quarantine_copy,
+};
 
 /// What `recovery-run-create` was asked for.
 #[derive(Debug, Clone)]
@@ -110,7 +112,7 @@ pub fn recovery_run_create(
     let owner_path = expand_tilde(request.owner_file, env.home.as_ref());
     check_new_owner_path(root, &owner_path, &env.cwd, true)?;
     let name = quarantine_name(request.run_id, &receipt_hash);
-    let quarantine_path = format!("quarantine/{name}");
+    let quarantine_path = relative_quarantine_path(&name);
     let provenance = provenance(
         &ProvenanceInput {
             original_run_id: request.run_id,
@@ -134,10 +136,7 @@ pub fn recovery_run_create(
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
     let policy = super::approval::recovery_gate(&run, fresh)?;
 
-    let lock = DirLock::new(
-        root.join("locks")
-            .join(format!("recovery-{}", request.run_id)),
-    );
+    let lock = DirLock::recovery(root, request.run_id);
     let _guard = lock.acquire()?;
     require_same_diagnosis(
         &current_diagnosis(root, request.run_id)?,
@@ -176,7 +175,7 @@ pub fn recovery_run_create(
         Ok(new_run_id) => new_run_id,
         Err(error) => {
             if copy == QuarantineCopy::Created {
-                remove_quarantine(&root.join(&quarantine_path));
+                remove_quarantine_copy(root, &name);
             }
             return Err(error);
         }

@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod error;
 pub mod handle;
 pub mod heads;
+pub mod held;
 pub mod input;
 pub mod layout;
 pub mod litter;
