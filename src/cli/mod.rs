@@ -9,6 +9,7 @@ pub mod lanes;
 pub mod liveness;
 pub mod manual;
 pub mod mutation;
+mod process;
 pub mod recovery;
 pub mod replacement;
 pub mod report;

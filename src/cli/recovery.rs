@@ -98,7 +98,12 @@ pub fn dispatch(
         RecoveryCommands::Resume(args) => {
             let key = args.sign.load()?;
             let ctx = context(root, env, &args.common);
-            let data = resume(&ctx, &args.evidence, &args.new_owner_file)?;
+            let data = resume(
+                &ctx,
+                &args.evidence,
+                &args.new_owner_file,
+                &crate::store::handle::OwnerToken::generate(),
+            )?;
             ("resume", sign_gate_head(root, key.as_ref(), "run_id", data))
         }
         RecoveryCommands::RecoveryRunCreate(args) => {
@@ -115,6 +120,7 @@ pub fn dispatch(
                 owner_file: &args.owner_file,
                 evidence: &args.evidence,
                 approval_policy: policy.as_ref(),
+                entropy: &crate::commands::init::InitEntropy::fresh(),
             };
             let key = args.sign.load()?;
             let data = recovery_run_create(root, env, &request)?;

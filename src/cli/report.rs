@@ -13,6 +13,7 @@
 //! visible `[U+202E]`, so nothing a receipt carries can inject an element
 //! or reorder the page.
 
+use crate::receipt::vocab::EventType;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -163,33 +164,38 @@ fn state_fill(state: &str) -> &'static str {
     }
 }
 
-fn mark_fill(kind: &str) -> &'static str {
+fn mark_fill(kind: Option<EventType>) -> &'static str {
+    use EventType::*;
+    let Some(kind) = kind else {
+        return "#495057";
+    };
     match kind {
-        "startup_ack" | "lane_started" => "#1864ab",
-        "stall_suspected" => "#f08c00",
-        "stall_cleared" | "lane_recovered" | "probe_acknowledged" => "#2f9e44",
-        "probe_sent" => "#e8590c",
-        "agent_interrupted" => "#c92a2a",
-        "lane_reassigned" => "#7048e8",
-        "lane_completed" | "replacement_lineage_closed" => "#2b8a3e",
-        "lane_failed" | "lane_blocked" => "#c92a2a",
-        "lane_cancelled" => "#495057",
+        StartupAck | LaneStarted => "#1864ab",
+        StallSuspected => "#f08c00",
+        StallCleared | LaneRecovered | ProbeAcknowledged => "#2f9e44",
+        ProbeSent => "#e8590c",
+        AgentInterrupted => "#c92a2a",
+        LaneReassigned => "#7048e8",
+        LaneCompleted | ReplacementLineageClosed => "#2b8a3e",
+        LaneFailed | LaneBlocked => "#c92a2a",
+        LaneCancelled => "#495057",
         _ => "#495057",
     }
 }
 
 /// Run-level milestones drawn as a labelled line across every lane.
-fn milestone(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "plan_approved" => "approve",
-        "run_started" => "start",
-        "handoff_recorded" => "handoff",
-        "run_resumed" => "resume",
-        "run_completed" => "complete",
-        "run_recovery_started" => "recovery",
-        "run_failed" => "fail",
-        "run_blocked" => "block",
-        "run_cancelled" => "cancel",
+fn milestone(kind: Option<EventType>) -> Option<&'static str> {
+    use EventType::*;
+    Some(match kind? {
+        PlanApproved => "approve",
+        RunStarted => "start",
+        HandoffRecorded => "handoff",
+        RunResumed => "resume",
+        RunCompleted => "complete",
+        RunRecoveryStarted => "recovery",
+        RunFailed => "fail",
+        RunBlocked => "block",
+        RunCancelled => "cancel",
         _ => return None,
     })
 }
@@ -277,7 +283,7 @@ fn timeline_svg(timeline: &Timeline, at: &str) -> String {
     for mark in &timeline.run_marks {
         let outside = !scale.inside(mark.at);
         let x = scale.x(mark.at);
-        match milestone(&mark.kind) {
+        match milestone(mark.kind) {
             Some(label) => {
                 let label_y = match last_label {
                     Some((lx, ly)) if x - lx < 48.0 && ly < 78.0 => ly + 10.0,
@@ -420,11 +426,12 @@ fn lane_mark(mark: &Mark, x: f64, y: f64, outside: bool) -> String {
     let fill = if outside {
         "#ced4da"
     } else {
-        mark_fill(&mark.kind)
+        mark_fill(mark.kind)
     };
     let t = title(&mark.detail, outside);
-    match mark.kind.as_str() {
-        "stall_suspected" => format!(
+    use EventType::*;
+    match mark.kind {
+        Some(StallSuspected) => format!(
             "<path d=\"M{x:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}z\" fill=\"{fill}\" stroke=\"#fff\">{t}</path>",
             y - 7.0,
             x + 6.0,
@@ -432,7 +439,7 @@ fn lane_mark(mark: &Mark, x: f64, y: f64, outside: bool) -> String {
             x - 6.0,
             y + 5.0
         ),
-        "agent_interrupted" | "lane_failed" | "lane_blocked" => format!(
+        Some(AgentInterrupted) | Some(LaneFailed) | Some(LaneBlocked) => format!(
             "<path d=\"M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}\" stroke=\"{fill}\" stroke-width=\"3\">{t}</path>",
             x - 5.0,
             y - 5.0,
@@ -443,7 +450,7 @@ fn lane_mark(mark: &Mark, x: f64, y: f64, outside: bool) -> String {
             x - 5.0,
             y + 5.0
         ),
-        "probe_sent" | "probe_acknowledged" => format!(
+        Some(ProbeSent) | Some(ProbeAcknowledged) => format!(
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" transform=\"rotate(45 {x:.1} {y:.1})\" fill=\"{fill}\" stroke=\"#fff\">{t}</rect>",
             x - 4.5,
             y - 4.5

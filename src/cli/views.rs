@@ -574,7 +574,8 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
         return Err(FlowError::contract("--lane must be a lane identifier"));
     }
     if let Some(kind) = &args.event_type
-        && !run.manifest.contract.event_types.iter().any(|t| t == kind)
+        && !crate::receipt::vocab::EventType::parse(kind)
+            .is_some_and(|t| run.manifest.contract.event_types.contains(&t))
     {
         return Err(FlowError::contract(
             "--type must be an event type of the run's manifest",

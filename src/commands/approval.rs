@@ -3,12 +3,12 @@
 //! approver policy, the policy input of `init`, and the read-only
 //! `approvals` view.
 //!
-//! The policy is re-read under the receipt lock, inside the pipeline's
-//! decision step, against the head the append is about to extend: the
-//! chain is verified from genesis (the binding lives in `run_created`), the
-//! policy file must match the chained checksum, and only then do the pure
-//! rules of [`crate::coordinator::approval`] decide. Nothing but the seal,
-//! the append and its fsync follows.
+//! The policy is re-read under the receipt lock, in the pipeline's gather
+//! step, against the head the append is about to extend: the chain is
+//! verified from genesis (the binding lives in `run_created`), the policy
+//! file must match the chained checksum, the pinned credential is read;
+//! then the pure rules of [`crate::coordinator::approval`] decide on those
+//! values. Nothing but the seal, the append and its fsync follows.
 
 use serde_json::{Map, Value, json};
 use std::ffi::OsString;
@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::{decided_at, read_evidence};
-use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
+use super::mutate::{DecisionInput, MutationContext, mutate_gathered, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
-    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, PolicyStatus,
+    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, Gate, PolicyStatus,
     SignatureClaim, decide_approve, decide_deny,
 };
 use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
@@ -44,14 +44,6 @@ pub struct ApprovalEnv {
 }
 
 impl ApprovalEnv {
-    pub fn from_process() -> ApprovalEnv {
-        ApprovalEnv {
-            approved_by: std::env::var_os("BLUETAPE_APPROVED_BY"),
-            approver_file: std::env::var_os("BLUETAPE_APPROVER_FILE"),
-            initiated_by: std::env::var_os("BLUETAPE_INITIATED_BY"),
-        }
-    }
-
     /// A variable's trimmed text; blank means unset. Text that is not
     /// UTF-8 is kept lossily so the identity rules refuse it.
     fn text(value: Option<&OsString>) -> Option<String> {
@@ -237,11 +229,10 @@ pub fn approve(
             &ctx.env.cwd,
         )),
     });
-    let committed = mutate_replayed(ctx, &run, |input| {
+    // Read under the lock, before the decision: the gate against the head
+    // the pipeline loaded, and the credential the policy pins.
+    let gather = |input: &DecisionInput<'_>| {
         let (ledger, status) = read_gate_in_lock(&run, input.state)?;
-        if status != PolicyStatus::Absent {
-            crate::coordinator::breach::require_no_breach(input.state, "run-approve")?;
-        }
         let credential = match (&credential_path, status.pins_credential()) {
             (_, false) | (None, true) => Credential::NotGiven,
             (Some(path), true) => match read_credential(path) {
@@ -252,22 +243,36 @@ pub fn approve(
                 Err(e) => Credential::Unusable(e.message().to_string()),
             },
         };
-        let claim = Claim {
-            identity: identity.clone(),
-            credential,
-            signature: signature.clone(),
-        };
-        decide_approve(
-            input.state,
-            &status,
-            &ledger,
-            &claim,
-            input.now,
-            &at,
-            &evidence,
-            &input.policy.limits,
-        )
-    })?;
+        Ok((ledger, status, credential))
+    };
+    let committed = mutate_gathered(
+        ctx,
+        &run,
+        true,
+        gather,
+        |input, (ledger, status, credential)| {
+            if status != PolicyStatus::Absent {
+                crate::coordinator::breach::require_no_breach(input.state, "run-approve")?;
+            }
+            let claim = Claim {
+                identity: identity.clone(),
+                credential,
+                signature: signature.clone(),
+            };
+            decide_approve(
+                input.state,
+                Gate {
+                    status: &status,
+                    ledger: &ledger,
+                },
+                &claim,
+                input.now,
+                &at,
+                &evidence,
+                &input.policy.limits,
+            )
+        },
+    )?;
     Ok(committed.envelope(&ctx.run_id))
 }
 
@@ -287,15 +292,20 @@ pub fn cancel(
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
-    let committed = mutate_replayed(ctx, &run, |input| {
-        let ledger = if matches!(
-            input.state.run_state_enum(),
-            RunState::Planned | RunState::Approved
-        ) {
-            read_gate_in_lock(&run, input.state)?.0
-        } else {
-            ApprovalLedger::default()
-        };
+    // A denial is recorded against the gate: read it under the lock first.
+    let gather = |input: &DecisionInput<'_>| {
+        Ok(
+            if matches!(
+                input.state.run_state_enum(),
+                RunState::Planned | RunState::Approved
+            ) {
+                read_gate_in_lock(&run, input.state)?.0
+            } else {
+                ApprovalLedger::default()
+            },
+        )
+    };
+    let committed = mutate_gathered(ctx, &run, true, gather, |input, ledger| {
         decide_deny(
             input.state,
             &ledger,

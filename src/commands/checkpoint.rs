@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::FlowResult;
@@ -24,6 +25,7 @@ use crate::coordinator::{CoordinatorState, EarlierDigests};
 use crate::receipt::canonical;
 use crate::receipt::primitives::as_int;
 use crate::receipt::verify::{ChainPosition, LineRules};
+use crate::store::StoreError;
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
@@ -33,6 +35,43 @@ const SCHEMA_VERSION: u64 = 4;
 /// receipt has grown by an eighth since they were last written (they carry
 /// their own `last_sequence`, and `rebuild` refreshes them on demand).
 const SMALL_DIGEST_TOTAL: u64 = 4096;
+
+/// `checkpoint.json` (our file; canonical JSON, authenticated by a `mac`
+/// key over the rest).
+#[derive(Debug, Serialize, Deserialize)]
+struct Checkpoint {
+    schema_version: u64,
+    run_id: String,
+    manifest_hash: String,
+    /// SHA-256 of the canonical `_run` section of the manifest snapshot.
+    run_metadata_digest: String,
+    sequence: u64,
+    checksum: String,
+    byte_length: u64,
+    line_length: u64,
+    /// The receipt's identity, size and change times after our append.
+    receipt_stamp: Value,
+    /// SHA-256 of the receipt's last bytes (`None`: unreadable; such a
+    /// checkpoint is never believed).
+    tail_sha256: Option<String>,
+    /// The public state without the liveness digest lists, and its digest.
+    state: Value,
+    state_digest: String,
+    /// What replay adds to the public state (gate, breaches).
+    ours: Value,
+    /// lane id -> how many liveness digests it recorded (in the table).
+    digest_counts: BTreeMap<String, u64>,
+    digest_entries: u64,
+    digest_log_bytes: u64,
+    /// Where the derived caches are current; a value that cannot be read
+    /// means "unknown" (all caches are rewritten).
+    #[serde(default, deserialize_with = "lenient_number")]
+    caches_sequence: Option<u64>,
+}
+
+fn lenient_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(number_value(&Value::deserialize(d)?))
+}
 
 /// Where a loaded state came from (tests and benchmarks look at it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +89,32 @@ pub struct LoadBasis {
     digests: Option<(u64, u64)>,
     /// The sequence at which the derived caches were last fully written.
     caches_sequence: Option<u64>,
+    /// The digest table the state asks (checkpoint loads only).
+    lookups: Option<Arc<TableDigests>>,
 }
 
+/// The coordinator's membership questions, answered by the store's table.
+/// The coordinator's rules ask a yes/no question; a read error cannot be
+/// an answer, so it is kept here (the answer given is "present", the
+/// refusing one) and the mutation reports it before anything is decided
+/// on it or written: [`LoadBasis::lookup_error`].
 #[derive(Debug)]
-struct TableDigests(DigestTable);
+struct TableDigests {
+    table: DigestTable,
+    failed: std::sync::Mutex<Option<StoreError>>,
+}
 
 impl EarlierDigests for TableDigests {
     fn contains(&self, lane_id: &str, digest: &str) -> bool {
-        self.0.contains(lane_id, digest)
+        match self.table.contains(lane_id, digest) {
+            Ok(present) => present,
+            Err(error) => {
+                if let Ok(mut failed) = self.failed.lock() {
+                    failed.get_or_insert(error);
+                }
+                true
+            }
+        }
     }
 }
 
@@ -112,31 +169,31 @@ pub fn save_checkpoint(
         return Ok(log_bytes);
     };
     let public = state.public_json_with_digests(false);
-    let counts: serde_json::Map<String, Value> = state
-        .liveness_digest_counts()
-        .into_iter()
-        .map(|(lane, n)| (lane, json!(n)))
-        .collect();
-    let value = json!({
-        "byte_length": position.byte_length,
-        "caches_sequence": caches_sequence,
-        "checksum": position.checksum,
-        "digest_counts": counts,
-        "digest_entries": entries,
-        "digest_log_bytes": log_bytes,
-        "line_length": position.last_line_length,
-        "manifest_hash": run.manifest.contract.hash,
-        "ours": state.ours_json(),
-        "receipt_stamp": stamp.to_json(),
-        "run_metadata_digest": run_metadata_digest(run),
-        "run_id": run.dir.run_id,
-        "schema_version": SCHEMA_VERSION,
-        "sequence": position.sequence,
-        "state_digest": canonical::digest(&public),
-        "state": public,
-        "tail_sha256": run.dir.receipt_tail_digest(stamp.size),
-    });
-    let mut value = value;
+    let checkpoint = Checkpoint {
+        schema_version: SCHEMA_VERSION,
+        run_id: run.dir.run_id.clone(),
+        manifest_hash: run.manifest.contract.hash.clone(),
+        run_metadata_digest: run_metadata_digest(run),
+        sequence: position.sequence,
+        checksum: position.checksum.clone(),
+        byte_length: position.byte_length,
+        line_length: position.last_line_length,
+        receipt_stamp: stamp.to_json(),
+        tail_sha256: run.dir.receipt_tail_digest(stamp.size),
+        state_digest: canonical::digest(&public),
+        state: public,
+        ours: state.ours_json(),
+        digest_counts: state
+            .liveness_digest_counts()
+            .into_iter()
+            .map(|(lane, n)| (lane, n as u64))
+            .collect(),
+        digest_entries: entries,
+        digest_log_bytes: log_bytes,
+        caches_sequence: Some(caches_sequence),
+    };
+    let mut value = serde_json::to_value(&checkpoint)
+        .map_err(|e| super::error::FlowError::Contract(e.to_string()))?;
     value["mac"] = json!(mac(&key, &value));
     run.dir.write_checkpoint(&value)?;
     Ok(log_bytes)
@@ -154,12 +211,21 @@ pub enum CacheRefresh {
 }
 
 impl LoadBasis {
+    /// The first read error of the digest table the state asked, if any:
+    /// a decision made on it must not stand.
+    pub fn lookup_error(&self) -> Option<StoreError> {
+        self.lookups
+            .as_ref()
+            .and_then(|l| l.failed.lock().ok().and_then(|f| f.clone()))
+    }
+
     /// A state replayed from genesis (every digest is in the state).
     pub fn full_replay() -> LoadBasis {
         LoadBasis {
             path: LoadPath::FullReplay,
             digests: None,
             caches_sequence: None,
+            lookups: None,
         }
     }
 
@@ -214,13 +280,6 @@ pub fn restore_digest_lists(
         .map_err(super::error::FlowError::Contract)
 }
 
-fn number(value: &Value, key: &str) -> Option<u64> {
-    value
-        .get(key)
-        .and_then(as_int)
-        .and_then(|n| u64::try_from(n).ok())
-}
-
 /// The checkpoint's state and chain position, if the receipt proves it.
 fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, LoadBasis)> {
     let mut checkpoint = run.dir.read_checkpoint()?;
@@ -231,44 +290,41 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     if !mac_matches(&key, &checkpoint, claimed.as_str()?) {
         return None;
     }
-    if number(&checkpoint, "schema_version") != Some(SCHEMA_VERSION)
-        || checkpoint.get("run_id").and_then(Value::as_str) != Some(run.dir.run_id.as_str())
-        || checkpoint.get("manifest_hash").and_then(Value::as_str)
-            != Some(run.manifest.contract.hash.as_str())
+    let checkpoint = Checkpoint::deserialize(&checkpoint).ok()?;
+    if checkpoint.schema_version != SCHEMA_VERSION
+        || checkpoint.run_id != run.dir.run_id
+        || checkpoint.manifest_hash != run.manifest.contract.hash
     {
         return None;
     }
     // The snapshot's `_run` (owner, approved components) seeds the replay.
-    if checkpoint
-        .get("run_metadata_digest")
-        .and_then(Value::as_str)
-        != Some(run_metadata_digest(run).as_str())
-    {
+    if checkpoint.run_metadata_digest != run_metadata_digest(run) {
         return None;
     }
-    let sequence = number(&checkpoint, "sequence")?;
-    let byte_length = number(&checkpoint, "byte_length")?;
-    let line_length = number(&checkpoint, "line_length")?;
-    let checksum = checkpoint.get("checksum")?.as_str()?.to_string();
+    let Checkpoint {
+        sequence,
+        byte_length,
+        line_length,
+        checksum,
+        ..
+    } = checkpoint;
     // Nobody has touched the receipt since the checkpoint was taken.
-    let stamp = ReceiptStamp::from_json(checkpoint.get("receipt_stamp")?)?;
+    let stamp = ReceiptStamp::from_json(&checkpoint.receipt_stamp)?;
     if run.dir.receipt_stamp().as_ref() != Some(&stamp) || stamp.size != byte_length {
         return None;
     }
     // The stamp alone cannot see a same-size edit within a coarse
     // timestamp's tick; the tail's fingerprint can.
-    let tail = checkpoint.get("tail_sha256")?.as_str()?;
+    let tail = checkpoint.tail_sha256.as_deref()?;
     if run.dir.receipt_tail_digest(byte_length).as_deref() != Some(tail) {
         return None;
     }
-    let public = checkpoint.get("state")?;
-    if checkpoint.get("state_digest").and_then(Value::as_str)
-        != Some(canonical::digest(public).as_str())
-    {
+    let public = &checkpoint.state;
+    if checkpoint.state_digest != canonical::digest(public) {
         return None;
     }
     let mut state = CoordinatorState::from_public_json(public).ok()?;
-    state.restore_ours(checkpoint.get("ours")?).ok()?;
+    state.restore_ours(&checkpoint.ours).ok()?;
     if sequence == 0 || state.last_sequence() != sequence || state.last_checksum() != checksum {
         return None;
     }
@@ -278,11 +334,11 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     if !facts.is_canonical_event(sequence, &checksum) {
         return None;
     }
-    let entries = number(&checkpoint, "digest_entries")?;
-    let log_bytes = number(&checkpoint, "digest_log_bytes")?;
+    let entries = checkpoint.digest_entries;
+    let log_bytes = checkpoint.digest_log_bytes;
     let mut counts = BTreeMap::new();
-    for (lane, n) in checkpoint.get("digest_counts")?.as_object()? {
-        counts.insert(lane.clone(), usize::try_from(number_value(n)?).ok()?);
+    for (lane, n) in &checkpoint.digest_counts {
+        counts.insert(lane.clone(), usize::try_from(*n).ok()?);
     }
     let total = counts
         .values()
@@ -291,8 +347,12 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         return None;
     }
     let table = run.dir.digest_files().open_table(entries, false)?;
+    let lookups = Arc::new(TableDigests {
+        table,
+        failed: std::sync::Mutex::new(None),
+    });
     state
-        .attach_earlier_digests(Arc::new(TableDigests(table)), &counts)
+        .attach_earlier_digests(Arc::clone(&lookups) as Arc<dyn EarlierDigests>, &counts)
         .ok()?;
     let position = ChainPosition {
         sequence,
@@ -307,7 +367,8 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         digests: Some((entries, log_bytes)),
         // The caches cannot be newer than the checkpoint; a value that says
         // so was edited and means "unknown" (all caches are rewritten).
-        caches_sequence: number(&checkpoint, "caches_sequence").filter(|c| *c <= sequence),
+        caches_sequence: checkpoint.caches_sequence.filter(|c| *c <= sequence),
+        lookups: Some(lookups),
     };
     Some((state, position, basis))
 }
@@ -341,4 +402,46 @@ fn run_metadata_digest(run: &OpenRun) -> String {
 
 fn number_value(value: &Value) -> Option<u64> {
     as_int(value).and_then(|n| u64::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A read error of the digest table answers "present" to the rules
+    /// (which only ask yes or no) and is kept: `lookup_error` hands it to
+    /// the mutation, which reports it instead of its decision.
+    #[test]
+    fn a_table_read_error_is_kept_for_the_mutation_to_report() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let files = crate::store::digests::DigestFiles::new(dir.path());
+        let digest = format!("{:064x}", 7);
+        files
+            .rewrite(&[("lane-a".to_string(), digest.clone())])
+            .unwrap();
+        let table = files.open_table(1, false).unwrap();
+        let lookups = Arc::new(TableDigests {
+            table,
+            failed: std::sync::Mutex::new(None),
+        });
+        let basis = LoadBasis {
+            path: LoadPath::Checkpoint,
+            digests: Some((1, 0)),
+            caches_sequence: None,
+            lookups: Some(Arc::clone(&lookups)),
+        };
+        assert!(!lookups.contains("lane-a", &format!("{:064x}", 8)));
+        assert_eq!(basis.lookup_error(), None);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("checkpoint-digests.idx"))
+            .unwrap()
+            .set_len(32)
+            .unwrap();
+        assert!(lookups.contains("lane-a", &digest));
+        let error = basis.lookup_error().expect("the read error is kept");
+        assert_eq!(error.io_kind(), Some(std::io::ErrorKind::UnexpectedEof));
+    }
 }

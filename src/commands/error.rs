@@ -146,7 +146,13 @@ impl From<StoreError> for FlowError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Busy(m) => FlowError::Conflict(m),
-            StoreError::Invalid(m) | StoreError::Io(m) => FlowError::Contract(m),
+            // A full disk, a quota or a device error: nothing was
+            // acknowledged (a failed append is cut back), so the caller
+            // may retry once it is fixed (DEVIATIONS 49).
+            StoreError::Io(ref failure) if failure.is_transient() => {
+                FlowError::Conflict(e.message().to_string())
+            }
+            other => FlowError::Contract(other.message().to_string()),
         }
     }
 }

@@ -43,17 +43,6 @@ pub struct InitEntropy {
     pub staging_suffix: String,
 }
 
-impl InitEntropy {
-    pub fn fresh() -> InitEntropy {
-        InitEntropy {
-            now: chrono::Utc::now(),
-            run_suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
-            token: OwnerToken::generate(),
-            staging_suffix: uuid::Uuid::new_v4().simple().to_string(),
-        }
-    }
-}
-
 /// The result printed by the CLI.
 #[derive(Debug, Clone)]
 pub struct InitOutcome {
@@ -233,21 +222,21 @@ pub fn init_run(
     crate::store::litter::remove_dead_init_litter(root, entropy.now.into());
     let run = RunDir::new(root, &run_id);
     run.create()?;
-    let staging = root
-        .join("handles")
-        .join(format!("init-{}.owner", entropy.staging_suffix));
+    let staging = crate::store::handle::staging_handle_path(root, &entropy.staging_suffix);
     let mut published = false;
     let result = create_run(
-        &run,
-        &manifest,
-        request,
-        entropy,
-        &component_ids,
-        &repo_text,
-        &staging,
-        &owner_target,
-        policy.as_ref(),
-        first,
+        &NewRun {
+            run: &run,
+            manifest: &manifest,
+            request,
+            entropy,
+            component_ids: &component_ids,
+            repo_root: &repo_text,
+            staging: &staging,
+            owner_target: &owner_target,
+            policy: policy.as_ref(),
+            first,
+        },
         &mut published,
     );
     if result.is_err() && !published {
@@ -266,20 +255,35 @@ pub fn init_run(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn create_run(
-    run: &RunDir,
-    manifest: &ManifestContract,
-    request: &InitRequest,
-    entropy: &InitEntropy,
-    component_ids: &[String],
-    repo_root: &str,
-    staging: &Path,
-    owner_target: &Path,
-    policy: Option<&ApprovalPolicy>,
-    first: &FirstEvent,
-    published: &mut bool,
-) -> FlowResult<String> {
+/// Everything `init` has settled before it creates the run: the
+/// directory, the manifest, the caller's request and the checked values.
+struct NewRun<'a> {
+    run: &'a RunDir,
+    manifest: &'a ManifestContract,
+    request: &'a InitRequest,
+    entropy: &'a InitEntropy,
+    component_ids: &'a [String],
+    repo_root: &'a str,
+    /// Where the handle is made before it is published at `owner_target`.
+    staging: &'a Path,
+    owner_target: &'a Path,
+    policy: Option<&'a ApprovalPolicy>,
+    first: &'a FirstEvent,
+}
+
+fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
+    let NewRun {
+        run,
+        manifest,
+        request,
+        entropy,
+        component_ids,
+        repo_root,
+        staging,
+        owner_target,
+        policy,
+        first,
+    } = *new;
     let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
     let mut snapshot = manifest.contract.as_object().cloned().unwrap_or_default();
     snapshot.insert(
@@ -321,7 +325,7 @@ fn create_run(
         lane_id: None,
         agent_id: None,
         sequence: 1,
-        event_type: "run_created".into(),
+        event_type: crate::receipt::vocab::EventType::RunCreated.as_str().into(),
         from_state: None,
         to_state: Some("planned".into()),
         timestamp: format_now(entropy.now),
@@ -356,7 +360,7 @@ fn create_run(
                 "receipt head changed before mutation".into(),
             ));
         }
-        crate::store::secure::append_line(&run.receipt_path(), &sealed.line)?;
+        run.append_receipt(&sealed.line)?;
         run.write_head(&AckHead {
             sequence: 1,
             checksum: sealed.checksum.clone(),

@@ -5,6 +5,7 @@
 //! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
 //! against the freshly loaded state.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
@@ -159,6 +160,23 @@ pub fn mutate_maybe_replayed(
     mutate_with(ctx, run, full_replay, decide)
 }
 
+/// The pipeline with the decision split in two: `gather` reads, under the
+/// lock and against the loaded state, the facts the decision needs that are
+/// not in the state (files, the verified receipt); `decide` then gets them
+/// as a value and only decides. Full replay as `full_replay` says.
+pub fn mutate_gathered<F>(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    gather: impl FnOnce(&DecisionInput<'_>) -> Result<F, Refusal>,
+    decide: impl FnOnce(&DecisionInput<'_>, F) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, full_replay, |input| {
+        let facts = gather(input)?;
+        decide(input, facts)
+    })
+}
+
 fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
@@ -200,14 +218,22 @@ fn mutate_with(
         now: ctx.now,
         repo_root,
     };
-    let intents = decide(&input)?;
+    let decided = decide(&input);
+    // A digest the table could not read was answered "present": the
+    // decision (a refusal, most likely) rests on a read error, which is
+    // what the caller is told.
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
+    let intents = decided?;
     let sealed = seal(run, &state, &proof, intents, ctx.now)?;
     let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     let breaches_before = state.breaches().len();
-    state
-        .apply_event(&sealed.event, &replay_policy)
-        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    pre_apply(&mut state, &sealed, &replay_policy)?;
+    if let Some(error) = basis.lookup_error() {
+        return Err(error.into());
+    }
     // We never write what our own replay records as a breach.
     if let Some(breach) = state.breaches().get(breaches_before) {
         return Err(FlowError::Contract(format!(
@@ -299,6 +325,25 @@ fn lane_fingerprints(state: &CoordinatorState) -> BTreeMap<String, (Value, usize
         .collect()
 }
 
+/// Apply the sealed event to the loaded state before it is written. Our
+/// replay refusing what our decision proposed is a bug in the decision,
+/// not damage: nothing was written and the receipt is intact, so this is
+/// no `receipt_corrupt` sending the caller to `receipt-diagnose` but exit 2
+/// `contract_error` saying so (DEVIATIONS 55).
+fn pre_apply(
+    state: &mut CoordinatorState,
+    sealed: &SealedEvent,
+    policy: &ReplayPolicy,
+) -> FlowResult<()> {
+    state.apply_event(&sealed.event, policy).map_err(|e| {
+        FlowError::Contract(format!(
+            "internal error: the event decided for sequence {} does not apply to the run's state ({}); nothing was written and the receipt is unchanged",
+            state.last_sequence() + 1,
+            e.message
+        ))
+    })
+}
+
 fn intent_value(intent: &Intent, epoch: u64, now: &str) -> Value {
     let mut metadata = intent.metadata.clone();
     metadata.insert("owner_epoch".into(), json!(epoch));
@@ -343,7 +388,7 @@ fn seal(
             ))
         })?;
         check_metadata(
-            &intent.event_type,
+            intent.event_type,
             Some(&value["metadata"]),
             &contract.limits,
             epoch,
@@ -364,7 +409,7 @@ fn seal(
             lane_id: text(single, "lane_id"),
             agent_id: text(single, "agent_id"),
             sequence: state.last_sequence() + 1,
-            event_type: intents[0].event_type.clone(),
+            event_type: intents[0].event_type.as_str().into(),
             from_state: text(single, "from_state"),
             to_state: text(single, "to_state"),
             timestamp: text(single, "timestamp").unwrap_or_default(),
@@ -380,7 +425,7 @@ fn seal(
             lane_id: None,
             agent_id: None,
             sequence: state.last_sequence() + 1,
-            event_type: "transaction_committed".into(),
+            event_type: EventType::TransactionCommitted.as_str().into(),
             from_state: None,
             to_state: None,
             timestamp: text(second, "timestamp").unwrap_or_default(),
@@ -421,7 +466,7 @@ fn append(
     sealed: &SealedEvent,
     byte_length: u64,
 ) -> FlowResult<()> {
-    crate::store::secure::append_line(&run.dir.receipt_path(), &sealed.line)?;
+    run.dir.append_receipt(&sealed.line)?;
     // The event is durable now, so nothing after this point may report a
     // failure. A head that could not be recorded only lags behind the
     // receipt, which verify accepts (a longer receipt is fine).
@@ -444,7 +489,7 @@ fn write_caches(
 ) -> FlowResult<()> {
     let after = lane_fingerprints(state);
     if !after.is_empty() {
-        crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+        run.dir.ensure_lanes_dir()?;
     }
     for (lane_id, lane) in state.lanes() {
         if before.is_none_or(|b| b.get(lane_id) != after.get(lane_id)) {
@@ -473,4 +518,54 @@ fn write_caches(
     let cache = coordinator_run_cache(&run.dir.run_id, &run.manifest.contract.hash, state);
     run.dir.write_cache(&run.dir.run_cache_path(), &cache)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::RunOrigin;
+    use crate::receipt::event::EventDraft;
+
+    /// A decision our own replay refuses is a bug of ours, reported as one:
+    /// not `receipt_corrupt` with `receipt-diagnose` (nothing was written).
+    #[test]
+    fn an_event_that_fails_to_pre_apply_is_an_internal_error_not_corruption() {
+        let fingerprint = "a".repeat(64);
+        let mut state = CoordinatorState::new(&RunOrigin {
+            owner_fingerprint: Some(fingerprint.clone()),
+            owner_epoch: 1,
+            approved_component_ids: vec![],
+        });
+        let before = state.public_json();
+        // A lane event for a lane that does not exist: replay refuses it.
+        let sealed = EventDraft {
+            run_id: "r".into(),
+            lane_id: Some("ghost".into()),
+            agent_id: Some("agent".into()),
+            sequence: 1,
+            event_type: "lane_started".into(),
+            from_state: Some("pending".into()),
+            to_state: Some("starting".into()),
+            timestamp: "2026-07-14T01:00:00Z".into(),
+            owner_token: fingerprint,
+            manifest_hash: "0".repeat(64),
+            previous_checksum: String::new(),
+            evidence_refs: json!([{"kind": "k", "summary": "s"}]),
+            reason: None,
+            metadata: Some(json!({"owner_epoch": 1})),
+        }
+        .seal();
+        let error = pre_apply(&mut state, &sealed, &ReplayPolicy::default()).unwrap_err();
+        assert!(matches!(error, FlowError::Contract(_)), "{error:?}");
+        assert!(
+            error.message().starts_with("internal error:")
+                && error.message().contains("nothing was written"),
+            "{}",
+            error.message()
+        );
+        let (code, name, _, next) = crate::cli::envelope::classify(&error);
+        assert_eq!((code, name, next), (2, "contract_error", None));
+        // The refused event left the state as it was.
+        assert_eq!(state.public_json(), before);
+    }
 }

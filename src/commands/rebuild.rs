@@ -81,7 +81,7 @@ pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
         Family::V1_1 => {
             let (state, position) = replay_run(&run, true)?;
             let lanes = state.lane_records();
-            crate::store::secure::ensure_secure_dir(&run.dir.lanes_dir(), "run lanes directory")?;
+            run.dir.ensure_lanes_dir()?;
             for (lane_id, record) in &lanes {
                 run.dir
                     .write_cache(&run.dir.lanes_dir().join(format!("{lane_id}.json")), record)?;

@@ -26,7 +26,9 @@ use crate::store::handle::{check_new_owner_path, read_handle, read_handle_json};
 use crate::store::input::{InputShape, read_json_input};
 use crate::store::lock::DirLock;
 use crate::store::paths::expand_tilde;
-use crate::store::quarantine::{QuarantineCopy, quarantine_copy, remove_quarantine};
+use crate::store::quarantine::{
+    QuarantineCopy, quarantine_copy, relative_quarantine_path, remove_quarantine_copy,
+};
 
 /// What `recovery-run-create` was asked for.
 #[derive(Debug, Clone)]
@@ -41,6 +43,9 @@ pub struct RecoveryRequest<'a> {
     /// `--approval-policy`: the recovery run's gate, when the damaged run's
     /// cannot be carried (see [`super::approval::recovery_gate`]).
     pub approval_policy: Option<&'a super::init::PolicyRequest>,
+    /// The clock and random values a new recovery run is made with (read
+    /// once, by the CLI).
+    pub entropy: &'a InitEntropy,
 }
 
 /// The diagnosis object as `receipt-diagnose` computes it now, without its
@@ -107,7 +112,7 @@ pub fn recovery_run_create(
     let owner_path = expand_tilde(request.owner_file, env.home.as_ref());
     check_new_owner_path(root, &owner_path, &env.cwd, true)?;
     let name = quarantine_name(request.run_id, &receipt_hash);
-    let quarantine_path = format!("quarantine/{name}");
+    let quarantine_path = relative_quarantine_path(&name);
     let provenance = provenance(
         &ProvenanceInput {
             original_run_id: request.run_id,
@@ -131,10 +136,7 @@ pub fn recovery_run_create(
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
     let policy = super::approval::recovery_gate(&run, fresh)?;
 
-    let lock = DirLock::new(
-        root.join("locks")
-            .join(format!("recovery-{}", request.run_id)),
-    );
+    let lock = DirLock::recovery(root, request.run_id);
     let _guard = lock.acquire()?;
     require_same_diagnosis(
         &current_diagnosis(root, request.run_id)?,
@@ -167,12 +169,13 @@ pub fn recovery_run_create(
         &first,
         policy.as_ref(),
         &damaged_run,
+        request.entropy,
     );
     let new_run_id = match result {
         Ok(new_run_id) => new_run_id,
         Err(error) => {
             if copy == QuarantineCopy::Created {
-                remove_quarantine(&root.join(&quarantine_path));
+                remove_quarantine_copy(root, &name);
             }
             return Err(error);
         }
@@ -195,6 +198,7 @@ fn supersede(
     first: &FirstEvent,
     policy: Option<&ApprovalPolicy>,
     damaged_run: &Map<String, Value>,
+    entropy: &InitEntropy,
 ) -> FlowResult<String> {
     if crate::store::paths::exists_no_follow(owner_path) {
         // The first event a recovery run made here carries the carried
@@ -238,14 +242,7 @@ fn supersede(
         components,
     };
     let source = policy.cloned().map(PolicySource::Frozen);
-    let (outcome, _) = init_run(
-        root,
-        env,
-        &request,
-        &InitEntropy::fresh(),
-        first,
-        source.as_ref(),
-    )?;
+    let (outcome, _) = init_run(root, env, &request, entropy, first, source.as_ref())?;
     Ok(outcome.run_id)
 }
 

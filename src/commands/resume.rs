@@ -22,10 +22,12 @@ use crate::store::paths::expand_tilde;
 
 /// `resume --new-owner-file`: returns the state envelope plus the new
 /// owner's epoch and fingerprint (never the token).
+/// `new_token` is the new owner's secret token, drawn by the CLI.
 pub fn resume(
     ctx: &MutationContext,
     evidence: &Path,
     new_owner_file: &Path,
+    new_token: &OwnerToken,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -49,7 +51,7 @@ pub fn resume(
         .owner_epoch()
         .checked_add(1)
         .ok_or_else(|| FlowError::contract("owner epoch must be a positive integer"))?;
-    let new_owner = create_handle(&new_path, &ctx.run_id, new_epoch, &OwnerToken::generate())?;
+    let new_owner = create_handle(&new_path, &ctx.run_id, new_epoch, new_token)?;
     let committed = mutate(ctx, &run, |input| {
         decide_resume(input.state, &new_owner.fingerprint, &evidence)
     });

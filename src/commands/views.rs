@@ -5,6 +5,7 @@
 //! a full verify and replay) and asks the same pure functions; `log` and
 //! `report` stream the verified receipt.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -37,8 +38,8 @@ struct RunPrefix {
 /// Event types after which no approval decision can follow.
 fn ends_approval_phase(event: &Map<String, Value>) -> bool {
     matches!(
-        event.get("event_type").and_then(Value::as_str),
-        Some("run_started" | "run_recovery_started")
+        EventType::of(event),
+        Some(EventType::RunStarted | EventType::RunRecoveryStarted)
     ) || matches!(
         event.get("to_state").and_then(Value::as_str),
         Some("running" | "completed" | "failed" | "blocked" | "cancelled")
@@ -408,8 +409,13 @@ pub struct StreamEnd {
 fn is_terminal_event(event: &Map<String, Value>) -> bool {
     let terminal = |e: &Map<String, Value>| {
         matches!(
-            e.get("event_type").and_then(Value::as_str),
-            Some("run_completed" | "run_failed" | "run_blocked" | "run_cancelled")
+            EventType::of(e),
+            Some(
+                EventType::RunCompleted
+                    | EventType::RunFailed
+                    | EventType::RunBlocked
+                    | EventType::RunCancelled
+            )
         )
     };
     terminal(event)

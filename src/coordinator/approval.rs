@@ -9,6 +9,7 @@
 //! `summary`, `path`, `checksum`), never in new metadata keys, so a receipt
 //! with a policy still verifies under the reference's rules.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Refusal, invalid, require_evidence};
@@ -18,8 +19,7 @@ use crate::receipt::canonical;
 use crate::receipt::primitives::{Instant, as_int, is_sha256_hex, parse_timestamp};
 use crate::receipt::rules::Limits;
 
-/// The policy file's name inside `runs/<id>/`.
-pub const POLICY_FILE: &str = "approval-policy.json";
+pub use crate::receipt::vocab::POLICY_FILE;
 /// Evidence kind of the policy binding on `run_created`.
 pub const POLICY_KIND: &str = "approval_policy";
 /// Evidence kind of the decision record on `plan_approved` / `run_cancelled`.
@@ -103,8 +103,11 @@ fn refused<T>(message: String) -> Result<T, Refusal> {
     Err(Refusal::Approval(ApprovalRefusal::Refused(message)))
 }
 
-/// A validated approver policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated approver policy. Serialised, it is the canonical policy:
+/// five keys with `null` for absent values, plus `approver_key` only when
+/// set. (It is read by [`ApprovalPolicy::from_input`], whose refusals name
+/// the rule an input breaks.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ApprovalPolicy {
     pub required_approver: Option<String>,
     pub require_different_approver: bool,
@@ -112,6 +115,7 @@ pub struct ApprovalPolicy {
     pub approver_fingerprint: Option<String>,
     /// An OpenSSH `ssh-ed25519` public key line (canonical form): approvals
     /// must be signed with it (see [`super::signed`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub approver_key: Option<String>,
     pub expires_after_s: Option<u64>,
 }
@@ -237,17 +241,7 @@ impl ApprovalPolicy {
 
     /// The canonical JSON object (all five keys, `null` for absent values).
     pub fn to_value(&self) -> Value {
-        let mut value = json!({
-            "approver_fingerprint": self.approver_fingerprint,
-            "expires_after_s": self.expires_after_s,
-            "initiated_by": self.initiated_by,
-            "require_different_approver": self.require_different_approver,
-            "required_approver": self.required_approver,
-        });
-        if let Some(key) = &self.approver_key {
-            value["approver_key"] = json!(key);
-        }
-        value
+        serde_json::to_value(self).expect("a policy is JSON")
     }
 
     /// The policy file's bytes: canonical JSON and LF.
@@ -318,7 +312,7 @@ impl ApprovalPolicy {
 }
 
 /// A recorded approval decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Decision {
     /// `approved` or `denied`.
     pub decision: &'static str,
@@ -331,13 +325,7 @@ pub struct Decision {
 
 impl Decision {
     pub fn to_value(&self) -> Value {
-        json!({
-            "at": self.at,
-            "by": self.by,
-            "decision": self.decision,
-            "sequence": self.sequence,
-            "source": self.source,
-        })
+        serde_json::to_value(self).expect("a decision is JSON")
     }
 }
 
@@ -367,15 +355,96 @@ fn item_text<'a>(item: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     item.get(key).and_then(Value::as_str)
 }
 
-/// Parse `"<verb>=<id> source=<source>"`.
-fn parse_record(summary: &str, verb: &str) -> Option<(String, String)> {
-    let mut parts = summary.split(' ');
-    let id = parts.next()?.strip_prefix(verb)?.strip_prefix('=')?;
-    let source = parts.next()?.strip_prefix("source=")?;
-    if parts.next().is_some() || !is_approver_identity(id) {
-        return None;
+/// What a decision record says: approved or denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Approved,
+    Denied,
+}
+
+impl Verdict {
+    fn verb(self) -> &'static str {
+        match self {
+            Verdict::Approved => "approved_by",
+            Verdict::Denied => "denied_by",
+        }
     }
-    Some((id.to_string(), source.to_string()))
+}
+
+/// Where the gate took an approver's identity from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalSource {
+    /// `BLUETAPE_APPROVED_BY` alone.
+    Env,
+    /// ... matched by the pinned credential file.
+    Credential,
+    /// ... proven by a signature with the pinned key.
+    Signature,
+}
+
+impl ApprovalSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalSource::Env => "env",
+            ApprovalSource::Credential => "credential",
+            ApprovalSource::Signature => "signature",
+        }
+    }
+
+    /// The only source a frozen policy admits.
+    fn admitted_by(policy: &ApprovalPolicy) -> ApprovalSource {
+        if policy.approver_key.is_some() {
+            ApprovalSource::Signature
+        } else if policy.approver_fingerprint.is_some() {
+            ApprovalSource::Credential
+        } else {
+            ApprovalSource::Env
+        }
+    }
+}
+
+/// The gate's decision record, the summary of its `approver_identity`
+/// item: `<verb>=<id> source=<source>`. Written by [`Self::summary`] and
+/// read (from a receipt, whoever wrote it) by [`Self::parse`] only; the
+/// source is kept as written, since a record by hand may name any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord {
+    pub identity: String,
+    pub source: String,
+}
+
+impl DecisionRecord {
+    fn new(identity: &str, source: ApprovalSource) -> DecisionRecord {
+        DecisionRecord {
+            identity: identity.to_string(),
+            source: source.as_str().to_string(),
+        }
+    }
+
+    fn summary(&self, verdict: Verdict) -> String {
+        format!(
+            "{}={} source={}",
+            verdict.verb(),
+            self.identity,
+            self.source
+        )
+    }
+
+    fn parse(summary: &str, verdict: Verdict) -> Option<DecisionRecord> {
+        let mut parts = summary.split(' ');
+        let id = parts
+            .next()?
+            .strip_prefix(verdict.verb())?
+            .strip_prefix('=')?;
+        let source = parts.next()?.strip_prefix("source=")?;
+        if parts.next().is_some() || !is_approver_identity(id) {
+            return None;
+        }
+        Some(DecisionRecord {
+            identity: id.to_string(),
+            source: source.to_string(),
+        })
+    }
 }
 
 impl ApprovalLedger {
@@ -383,8 +452,8 @@ impl ApprovalLedger {
     pub fn observe(&mut self, event: &Map<String, Value>) {
         let text = |key: &str| event.get(key).and_then(Value::as_str);
         let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
-        match text("event_type") {
-            Some("run_created") if sequence == 1 => {
+        match EventType::of(event) {
+            Some(EventType::RunCreated) if sequence == 1 => {
                 self.created_at = text("timestamp").map(str::to_string);
                 let items: Vec<_> = evidence_items(event)
                     .filter(|item| item_text(item, "kind") == Some(POLICY_KIND))
@@ -403,8 +472,8 @@ impl ApprovalLedger {
                     }
                 }
             }
-            Some("plan_approved") => {
-                let record = self.record(event, "approved_by");
+            Some(EventType::PlanApproved) => {
+                let record = self.record(event, Verdict::Approved);
                 self.decisions.push(Decision {
                     decision: "approved",
                     by: record.as_ref().map(|r| r.0.clone()),
@@ -413,8 +482,10 @@ impl ApprovalLedger {
                     sequence,
                 });
             }
-            Some("run_cancelled") if matches!(text("from_state"), Some("planned" | "approved")) => {
-                let record = self.record(event, "denied_by");
+            Some(EventType::RunCancelled)
+                if matches!(text("from_state"), Some("planned" | "approved")) =>
+            {
+                let record = self.record(event, Verdict::Denied);
                 self.decisions.push(Decision {
                     decision: "denied",
                     by: record.as_ref().map(|r| r.0.clone()),
@@ -429,7 +500,7 @@ impl ApprovalLedger {
 
     /// The gate's own decision record: the last `approver_identity` item
     /// bound to this run's policy checksum.
-    fn record(&self, event: &Map<String, Value>, verb: &str) -> Option<(String, String)> {
+    fn record(&self, event: &Map<String, Value>, verdict: Verdict) -> Option<(String, String)> {
         let checksum = self.binding.as_deref()?;
         evidence_items(event)
             .filter(|item| {
@@ -437,7 +508,8 @@ impl ApprovalLedger {
                     && item_text(item, "checksum") == Some(checksum)
             })
             .filter_map(|item| item_text(item, "summary"))
-            .filter_map(|summary| parse_record(summary, verb))
+            .filter_map(|summary| DecisionRecord::parse(summary, verdict))
+            .map(|record| (record.identity, record.source))
             .last()
     }
 
@@ -598,21 +670,15 @@ pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<
     if item_text(record, "checksum") != Some(checksum.as_str()) {
         return Some("the approver record is not bound to the run's policy checksum".into());
     }
-    let Some((identity, source)) =
-        item_text(record, "summary").and_then(|s| parse_record(s, "approved_by"))
+    let Some(DecisionRecord { identity, source }) =
+        item_text(record, "summary").and_then(|s| DecisionRecord::parse(s, Verdict::Approved))
     else {
         return Some("the approver record is malformed".into());
     };
     let PolicyStatus::Frozen { policy, .. } = status else {
         return None;
     };
-    let admitted = if policy.approver_key.is_some() {
-        "signature"
-    } else if policy.approver_fingerprint.is_some() {
-        "credential"
-    } else {
-        "env"
-    };
+    let admitted = ApprovalSource::admitted_by(policy).as_str();
     if source != admitted {
         return Some(format!(
             "approval by '{identity}' claims source={} but the policy admits only source={admitted}",
@@ -759,6 +825,15 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
     Refusal::Approval(ApprovalRefusal::Consumed(message))
 }
 
+/// The approval gate as the pipeline read it under the lock, against the
+/// head the decision extends: the verified receipt's ledger and the
+/// frozen policy's status.
+#[derive(Debug, Clone, Copy)]
+pub struct Gate<'a> {
+    pub status: &'a PolicyStatus,
+    pub ledger: &'a ApprovalLedger,
+}
+
 /// In-lock decision of `run-approve`. Without a policy this is exactly the
 /// reference's rule. Under a policy, in order: the run is still `planned`
 /// (else the approval was consumed), the policy file matches its chained
@@ -766,17 +841,16 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
 /// identity present, not the initiator under four eyes, the designated
 /// approver, the pinned credential, the approval window (wall clock, never
 /// `at`).
-#[allow(clippy::too_many_arguments)]
 pub fn decide_approve(
     state: &CoordinatorState,
-    status: &PolicyStatus,
-    ledger: &ApprovalLedger,
+    gate: Gate<'_>,
     claim: &Claim,
     now: Instant,
     at: &str,
     evidence: &Value,
     limits: &Limits,
 ) -> Result<Vec<Intent>, Refusal> {
+    let Gate { status, ledger } = gate;
     if *status == PolicyStatus::Absent {
         return decide_run_transition(state, RunCommand::Approve, at, evidence, None);
     }
@@ -854,14 +928,14 @@ pub fn decide_approve(
                     ));
                 }
             }
-            "signature"
+            ApprovalSource::Signature
         }
         (_, None) if claim.signature.is_some() => {
             return refused(format!(
                 "the run's approval policy pins no approver_key, so the signature of '{identity}' cannot be checked; approve without --signature"
             ));
         }
-        (None, None) => "env",
+        (None, None) => ApprovalSource::Env,
         (Some(pinned), None) => {
             match &claim.credential {
                 Credential::NotGiven => {
@@ -887,7 +961,7 @@ pub fn decide_approve(
                 }
                 Credential::Read { .. } => {}
             }
-            "credential"
+            ApprovalSource::Credential
         }
     };
     if let Some(window) = policy.expires_after_s {
@@ -909,7 +983,7 @@ pub fn decide_approve(
     }
     let mut evidence = with_record(
         evidence,
-        format!("approved_by={identity} source={source}"),
+        DecisionRecord::new(identity, source).summary(Verdict::Approved),
         Some(checksum),
     );
     if let (Some(stored), Some(items)) = (signed, evidence.as_array_mut()) {
@@ -922,7 +996,6 @@ pub fn decide_approve(
 /// identity is needed and a tampered policy does not block it. Under a
 /// policy, a cancel from `planned` or `approved` is a denial; when
 /// `BLUETAPE_APPROVED_BY` is set it is recorded as who decided.
-#[allow(clippy::too_many_arguments)]
 pub fn decide_deny(
     state: &CoordinatorState,
     ledger: &ApprovalLedger,
@@ -951,7 +1024,7 @@ pub fn decide_deny(
     require_room(evidence, limits)?;
     let evidence = with_record(
         evidence,
-        format!("denied_by={identity} source=env"),
+        DecisionRecord::new(identity, ApprovalSource::Env).summary(Verdict::Denied),
         ledger.binding.as_deref(),
     );
     decide_run_transition(state, RunCommand::Cancel, at, &evidence, reason)

@@ -59,8 +59,7 @@ fn approve(
 ) -> Result<Vec<Intent>, Refusal> {
     decide_approve(
         &planned(),
-        status,
-        ledger,
+        Gate { status, ledger },
         claim,
         now,
         "2026-07-14T01:00:00Z",
@@ -238,11 +237,6 @@ fn the_canonical_policy_round_trips_through_its_file() {
                              "require_different_approver": true}),
     );
     assert_eq!(long.summary().chars().count(), 256);
-}
-
-#[test]
-fn the_store_and_the_rules_agree_on_the_file_name() {
-    assert_eq!(crate::store::approval::POLICY_FILE, POLICY_FILE);
 }
 
 // ------------------------------------------------------------ run-approve
@@ -454,11 +448,13 @@ fn an_approval_is_used_once() {
         at: "2026-07-14T01:00:00Z".into(),
         sequence: 2,
     });
-    assert_eq!(intents[0].to_state.as_deref(), Some("approved"));
+    assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
     let second = decide_approve(
         &state,
-        &status,
-        &ledger,
+        Gate {
+            status: &status,
+            ledger: &ledger,
+        },
         &claim(Some("alice")),
         at(1),
         "2026-07-14T01:00:00Z",
@@ -485,8 +481,10 @@ fn caller_evidence_cannot_forge_the_gate_records() {
         assert_eq!(
             decide_approve(
                 &planned(),
-                &status,
-                &ledger,
+                Gate {
+                    status: &status,
+                    ledger: &ledger,
+                },
                 &claim(Some("alice")),
                 at(1),
                 "2026-07-14T01:00:00Z",
@@ -504,8 +502,10 @@ fn caller_evidence_cannot_forge_the_gate_records() {
     assert_eq!(
         decide_approve(
             &planned(),
-            &status,
-            &ledger,
+            Gate {
+                status: &status,
+                ledger: &ledger,
+            },
             &claim(Some("alice")),
             at(1),
             "2026-07-14T01:00:00Z",

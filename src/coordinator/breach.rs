@@ -14,7 +14,8 @@
 //! crashes on) those inputs before it writes anything, and replay already
 //! rejects a resolution bound to identical evidence.
 
-use serde_json::{Map, Value, json};
+use crate::receipt::vocab::EventType;
+use serde_json::{Map, Value};
 
 use super::decide::Refusal;
 use super::state::{CoordinatorState, LaneState};
@@ -34,8 +35,10 @@ pub const HINT: &str = "a breach of this run's rules stands in its receipt and c
      leave this run and continue in a new one under a fresh gate: init --approval-policy FILE \
      (or, for a damaged receipt, recovery-run-create --approval-policy FILE)";
 
-/// One event that broke one of our rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One event that broke one of our rules (kept in the checkpoint's
+/// `ours` as `{"found", "rule", "sequence"}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Breach {
     /// The event's (envelope) sequence.
     pub sequence: u64,
@@ -47,19 +50,11 @@ pub struct Breach {
 
 impl Breach {
     pub fn to_value(&self) -> Value {
-        json!({"found": self.found, "rule": self.rule, "sequence": self.sequence})
+        serde_json::to_value(self).expect("a breach is JSON")
     }
 
     pub fn from_value(value: &Value) -> Option<Breach> {
-        let map = value.as_object()?;
-        if map.len() != 3 {
-            return None;
-        }
-        Some(Breach {
-            sequence: map.get("sequence")?.as_u64()?,
-            rule: map.get("rule")?.as_str()?.to_string(),
-            found: map.get("found")?.as_str()?.to_string(),
-        })
+        serde::Deserialize::deserialize(value).ok()
     }
 
     /// One line for a refusal message.
@@ -101,12 +96,14 @@ pub fn stricter_rules(
 ) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut breach = |rule: &str, what: String| found.push((rule.to_string(), what));
-    let event_type = text(event, "event_type").unwrap_or("");
+    let Some(event_type) = EventType::of(event) else {
+        return found;
+    };
     let lane = text(event, "lane_id").and_then(|id| state.lanes().get(id));
     match event_type {
         // DEVIATIONS 19: an interrupted agent cannot revive its lane.
-        "probe_acknowledged" => {
-            if let Some(lane) = lane.filter(|l| l.last_event_type == "agent_interrupted") {
+        EventType::ProbeAcknowledged => {
+            if let Some(lane) = lane.filter(|l| l.last_event_type == EventType::AgentInterrupted) {
                 breach(
                     INTERRUPTED_PROBE_ACK,
                     format!(
@@ -117,7 +114,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 20: a repair must fence the interrupted agent.
-        "replacement_repaired" => {
+        EventType::ReplacementRepaired => {
             let original = meta(event, "original_lane_id")
                 .and_then(Value::as_str)
                 .and_then(|id| state.lanes().get(id));
@@ -139,7 +136,9 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 21: a heartbeat proves liveness only.
-        "lane_completed" | "run_completed" if state.is_liveness_digest(&digest_of(event)) => {
+        EventType::LaneCompleted | EventType::RunCompleted
+            if state.is_liveness_digest(&digest_of(event)) =>
+        {
             breach(
                 LIVENESS_AS_COMPLETION,
                 format!(
@@ -151,9 +150,9 @@ pub fn stricter_rules(
         // is heartbeat_observed + lease_renewed with one evidence list, so
         // the first of the pair is the one checked; a stall-clear is a
         // lane_recovered from suspected_stall.
-        "heartbeat_observed" | "lane_recovered" => {
+        EventType::HeartbeatObserved | EventType::LaneRecovered => {
             let checked = lane.filter(|l| {
-                event_type == "heartbeat_observed" || l.state == LaneState::SuspectedStall
+                event_type == EventType::HeartbeatObserved || l.state == LaneState::SuspectedStall
             });
             if let Some(lane) = checked
                 && lane.has_liveness_digest(&digest_of(event))
@@ -168,7 +167,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 25: a re-registration keeps every required component.
-        "topology_registered" => {
+        EventType::TopologyRegistered => {
             let registered: Vec<(&str, Option<bool>)> = meta(event, "components")
                 .and_then(Value::as_array)
                 .into_iter()
@@ -198,7 +197,7 @@ pub fn stricter_rules(
             }
         }
         // DEVIATIONS 26: a required component stays until covered.
-        "topology_component_removed" => {
+        EventType::TopologyComponentRemoved => {
             let id = meta(event, "component_id").and_then(Value::as_str);
             if let Some(id) = id
                 && state.topology().get(id).is_some_and(|c| c.required)

@@ -8,6 +8,7 @@
 //! component is ranked. Every list is sorted (byte order, which is Python's
 //! code-point order for the UTF-8 identifiers).
 
+use crate::receipt::vocab::EventType;
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
@@ -235,7 +236,7 @@ pub fn decide_complete(state: &CoordinatorState, evidence: &Value) -> Result<Vec
         });
     }
     let verification = Intent {
-        event_type: "main_verification".into(),
+        event_type: EventType::MainVerification,
         timestamp: None,
         from_state: None,
         to_state: None,
@@ -246,9 +247,9 @@ pub fn decide_complete(state: &CoordinatorState, evidence: &Value) -> Result<Vec
         metadata: Map::new(),
     };
     let completed = Intent::run(
-        "run_completed",
-        RunState::Running.as_str(),
-        RunState::Completed.as_str(),
+        EventType::RunCompleted,
+        RunState::Running,
+        RunState::Completed,
         None,
         evidence.clone(),
     );

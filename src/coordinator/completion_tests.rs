@@ -356,8 +356,8 @@ fn complete_records_verification_and_completion_together() {
     assert_eq!(intents[0].event_type, "main_verification");
     assert_eq!(intents[0].from_state, None);
     assert_eq!(intents[1].event_type, "run_completed");
-    assert_eq!(intents[1].from_state.as_deref(), Some("running"));
-    assert_eq!(intents[1].to_state.as_deref(), Some("completed"));
+    assert_eq!(intents[1].from_state.map(|s| s.as_str()), Some("running"));
+    assert_eq!(intents[1].to_state.map(|s| s.as_str()), Some("completed"));
     assert!(intents.iter().all(|i| i.evidence_refs == evidence));
     assert!(intents.iter().all(|i| i.timestamp.is_none()));
     ledger.commit(intents);

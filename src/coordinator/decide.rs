@@ -8,16 +8,17 @@ use serde_json::{Map, Value};
 use super::state::{LaneState, RunState};
 use crate::receipt::primitives::as_int;
 use crate::receipt::rules::Limits;
+use crate::receipt::vocab::{EventType, StateName};
 
 /// One proposed receipt event before the pipeline numbers, chains and
 /// seals it. `metadata` excludes `owner_epoch`, which the pipeline adds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Intent {
-    pub event_type: String,
+    pub event_type: EventType,
     /// Caller-supplied instant; `None` means "now" (filled by the pipeline).
     pub timestamp: Option<String>,
-    pub from_state: Option<String>,
-    pub to_state: Option<String>,
+    pub from_state: Option<StateName>,
+    pub to_state: Option<StateName>,
     pub lane_id: Option<String>,
     pub agent_id: Option<String>,
     pub reason: Option<String>,
@@ -28,14 +29,14 @@ pub struct Intent {
 impl Intent {
     /// A run-level intent (no lane, no agent).
     pub fn run(
-        event_type: &str,
-        from: &str,
-        to: &str,
+        event_type: EventType,
+        from: RunState,
+        to: RunState,
         timestamp: Option<String>,
         evidence: Value,
     ) -> Intent {
         Intent {
-            event_type: event_type.into(),
+            event_type,
             timestamp,
             from_state: Some(from.into()),
             to_state: Some(to.into()),

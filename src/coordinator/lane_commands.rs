@@ -9,12 +9,14 @@
 //! decision calls it exactly where the reference canonicalises, so the
 //! exit-code precedence is the reference's.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
     Intent, Policy, Refusal, Teaching, conflict, evidence_refusal, in_field, invalid,
     lane_state_hint, require_evidence, state_refusal,
 };
+use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::faults;
@@ -313,10 +315,10 @@ pub fn decide_lane_create(
         request.replacement_count.clone(),
     );
     Ok(vec![Intent {
-        event_type: "lane_created".into(),
+        event_type: EventType::LaneCreated,
         timestamp: Some(request.observed_at.clone()),
         from_state: None,
-        to_state: Some(LaneState::Pending.as_str().into()),
+        to_state: Some(LaneState::Pending.into()),
         lane_id: Some(request.lane_id.clone()),
         agent_id: Some(request.agent_id.clone()),
         reason: None,
@@ -338,23 +340,23 @@ pub enum LaneCommand {
 }
 
 impl LaneCommand {
-    /// (event type, legal sources, target).
-    pub fn rule(self) -> (&'static str, &'static [LaneState], LaneState) {
-        use LaneState::*;
-        const WORKING: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering];
+    /// The event the command records.
+    pub fn event_type(self) -> EventType {
         match self {
-            LaneCommand::Start => ("lane_started", &[Pending], Starting),
-            LaneCommand::StartupAck => ("startup_ack", &[Starting], Running),
-            LaneCommand::ProbeAck => ("probe_acknowledged", &[Recovering], Running),
-            LaneCommand::Complete => ("lane_completed", &[Running], Completed),
-            LaneCommand::Fail => ("lane_failed", WORKING, Failed),
-            LaneCommand::Block => ("lane_blocked", WORKING, Blocked),
-            LaneCommand::Cancel => (
-                "lane_cancelled",
-                &[Pending, Starting, Running, SuspectedStall, Recovering],
-                Cancelled,
-            ),
+            LaneCommand::Start => EventType::LaneStarted,
+            LaneCommand::StartupAck => EventType::StartupAck,
+            LaneCommand::ProbeAck => EventType::ProbeAcknowledged,
+            LaneCommand::Complete => EventType::LaneCompleted,
+            LaneCommand::Fail => EventType::LaneFailed,
+            LaneCommand::Block => EventType::LaneBlocked,
+            LaneCommand::Cancel => EventType::LaneCancelled,
         }
+    }
+
+    /// The command's edge of the lane state machine ([`lane_edge`]); a
+    /// command never moves a `replaced` lane (the replacement commands do).
+    pub fn edge(self) -> LaneEdge {
+        lane_edge(self.event_type()).expect("every lane command is a lane transition")
     }
 
     /// Whether the parser requires `--reason`.
@@ -433,19 +435,28 @@ pub fn decide_lane_transition(
 ) -> Result<Vec<Intent>, Refusal> {
     require_lane_run_state(state)?;
     let lane = require_active_lane_owner(state, request.lane_id, request.agent_id)?;
-    let (event_type, sources, target) = request.command.rule();
+    let event_type = request.command.event_type();
+    let Edge { from, to: target } = request.command.edge();
+    // A command never moves a replaced lane (the replacement commands do).
+    let sources: Vec<LaneState> = from
+        .iter()
+        .copied()
+        .filter(|s| *s != LaneState::Replaced)
+        .collect();
     if !sources.contains(&lane.state) {
         let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
         return Err(state_refusal(
             &format!("lane {}", lane.id),
             lane.state.as_str(),
             &allowed,
-            lane_state_hint(&lane.id, lane.state, sources),
+            lane_state_hint(&lane.id, lane.state, &sources),
         ));
     }
     // decisions.md 9: once an interrupt is recorded the agent is fenced; a
     // late probe ACK cannot revive the lane (the reference accepts it).
-    if request.command == LaneCommand::ProbeAck && lane.last_event_type == "agent_interrupted" {
+    if request.command == LaneCommand::ProbeAck
+        && lane.last_event_type == EventType::AgentInterrupted
+    {
         return conflict("an interrupted agent cannot acknowledge the probe");
     }
     let mut metadata = Map::new();
@@ -454,10 +465,10 @@ pub fn decide_lane_transition(
         metadata.insert("changed_paths".into(), json!(changed));
     }
     Ok(vec![Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: Some(request.at.to_string()),
-        from_state: Some(lane.state.as_str().into()),
-        to_state: Some(target.as_str().into()),
+        from_state: Some(lane.state.into()),
+        to_state: Some(target.into()),
         lane_id: Some(request.lane_id.to_string()),
         agent_id: Some(request.agent_id.to_string()),
         reason: request.reason.map(str::to_string),

@@ -422,7 +422,7 @@ fn create_decision() {
     assert_eq!(intent.event_type, "lane_created");
     assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:00:00Z"));
     assert_eq!(intent.from_state, None);
-    assert_eq!(intent.to_state.as_deref(), Some("pending"));
+    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("pending"));
     assert_eq!(intent.lane_id.as_deref(), Some("l1"));
     assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
     assert_eq!(intent.reason, None);
@@ -644,8 +644,8 @@ fn the_transition_table() {
                 assert_eq!(intents.len(), 1);
                 let intent = &intents[0];
                 assert_eq!(intent.event_type, event_type);
-                assert_eq!(intent.from_state.as_deref(), Some(from.as_str()));
-                assert_eq!(intent.to_state.as_deref(), Some(target.as_str()));
+                assert_eq!(intent.from_state.map(|s| s.as_str()), Some(from.as_str()));
+                assert_eq!(intent.to_state.map(|s| s.as_str()), Some(target.as_str()));
                 assert_eq!(intent.lane_id.as_deref(), Some("l1"));
                 assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
                 assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:05:00Z"));

@@ -13,6 +13,7 @@
 //! ([`crate::receipt::lax_time`]); whatever is stored still has to pass the
 //! strict receipt contract when the pipeline seals the event.
 
+use crate::receipt::vocab::EventType;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
@@ -409,9 +410,8 @@ pub fn require_fresh_evidence(
 }
 
 /// A lane liveness intent (timestamp = the caller's instant as given).
-#[allow(clippy::too_many_arguments)]
 fn lane_intent(
-    event_type: &str,
+    event_type: EventType,
     lane: &LaneRecord,
     to: LaneState,
     timestamp: &str,
@@ -420,10 +420,10 @@ fn lane_intent(
     metadata: Map<String, Value>,
 ) -> Intent {
     Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: Some(timestamp.into()),
-        from_state: Some(lane.state.as_str().into()),
-        to_state: Some(to.as_str().into()),
+        from_state: Some(lane.state.into()),
+        to_state: Some(to.into()),
         lane_id: Some(lane.id.clone()),
         agent_id: Some(lane.agent_id.clone()),
         reason: reason.map(str::to_string),
@@ -544,7 +544,7 @@ pub fn decide_heartbeat(
     );
     Ok(vec![
         lane_intent(
-            "heartbeat_observed",
+            EventType::HeartbeatObserved,
             lane,
             LaneState::Running,
             &heartbeat.observed_at,
@@ -553,7 +553,7 @@ pub fn decide_heartbeat(
             observed_meta,
         ),
         lane_intent(
-            "lease_renewed",
+            EventType::LeaseRenewed,
             lane,
             LaneState::Running,
             &heartbeat.observed_at,
@@ -710,7 +710,7 @@ pub fn decide_stall_record(
         ));
     }
     Ok(vec![lane_intent(
-        "stall_suspected",
+        EventType::StallSuspected,
         lane,
         LaneState::SuspectedStall,
         request.at,
@@ -758,7 +758,7 @@ pub fn decide_stall_clear(
     }
     require_fresh_evidence(lane, step.evidence, Some(reason), policy)?;
     Ok(vec![lane_intent(
-        "lane_recovered",
+        EventType::LaneRecovered,
         lane,
         LaneState::Running,
         step.at,
@@ -799,7 +799,7 @@ pub fn decide_probe_sent(
     let mut metadata = Map::new();
     metadata.insert("probe_deadline".into(), json!(deadline));
     Ok(vec![lane_intent(
-        "probe_sent",
+        EventType::ProbeSent,
         lane,
         LaneState::Recovering,
         step.at,
@@ -850,7 +850,7 @@ pub fn decide_interrupt_result(
         return conflict("liveness policy does not authorize interrupt");
     }
     Ok(vec![lane_intent(
-        "agent_interrupted",
+        EventType::AgentInterrupted,
         lane,
         LaneState::Recovering,
         step.at,

@@ -792,8 +792,8 @@ fn heartbeat_renews_the_lease_in_one_transaction() {
     for intent in &intents {
         assert_eq!(intent.lane_id.as_deref(), Some("build"));
         assert_eq!(intent.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(intent.from_state.as_deref(), Some("running"));
-        assert_eq!(intent.to_state.as_deref(), Some("running"));
+        assert_eq!(intent.from_state.map(|s| s.as_str()), Some("running"));
+        assert_eq!(intent.to_state.map(|s| s.as_str()), Some("running"));
         assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:05:00Z"));
         assert_eq!(intent.evidence_refs, ev);
     }
@@ -1143,8 +1143,8 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     assert_eq!(intents.len(), 1);
     let intent = &intents[0];
     assert_eq!(intent.event_type, "stall_suspected");
-    assert_eq!(intent.from_state.as_deref(), Some("running"));
-    assert_eq!(intent.to_state.as_deref(), Some("suspected_stall"));
+    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("running"));
+    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("suspected_stall"));
     assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:02:04Z"));
     assert_eq!(intent.reason.as_deref(), Some("no fresh evidence"));
     assert_eq!(intent.evidence_refs, ev);
@@ -1186,7 +1186,7 @@ fn stall_record_from_a_starting_lane() {
         t("2026-07-14T01:00:30Z"),
     )
     .unwrap();
-    assert_eq!(intents[0].from_state.as_deref(), Some("starting"));
+    assert_eq!(intents[0].from_state.map(|s| s.as_str()), Some("starting"));
     run.commit(intents);
     assert_eq!(run.lane_record().state, LaneState::SuspectedStall);
     // The owner checks come first.
@@ -1304,8 +1304,11 @@ fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
     let intents = decide_stall_clear(&run.state, &policy, &step(&ev), "answered").unwrap();
     assert_eq!(intents.len(), 1);
     assert_eq!(intents[0].event_type, "lane_recovered");
-    assert_eq!(intents[0].from_state.as_deref(), Some("suspected_stall"));
-    assert_eq!(intents[0].to_state.as_deref(), Some("running"));
+    assert_eq!(
+        intents[0].from_state.map(|s| s.as_str()),
+        Some("suspected_stall")
+    );
+    assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("running"));
     assert_eq!(intents[0].reason.as_deref(), Some("answered"));
     assert_eq!(
         intents[0].timestamp.as_deref(),
@@ -1401,8 +1404,11 @@ fn probe_sent_deadline_within_the_grace() {
     }
     let intents = decide(&run.state, "2026-07-14T01:04:10Z").unwrap();
     assert_eq!(intents[0].event_type, "probe_sent");
-    assert_eq!(intents[0].from_state.as_deref(), Some("suspected_stall"));
-    assert_eq!(intents[0].to_state.as_deref(), Some("recovering"));
+    assert_eq!(
+        intents[0].from_state.map(|s| s.as_str()),
+        Some("suspected_stall")
+    );
+    assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("recovering"));
     assert_eq!(intents[0].reason, None);
     assert_eq!(
         Value::Object(intents[0].metadata.clone()),
@@ -1511,8 +1517,8 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
     assert_eq!(intents.len(), 1);
     let intent = &intents[0];
     assert_eq!(intent.event_type, "agent_interrupted");
-    assert_eq!(intent.from_state.as_deref(), Some("recovering"));
-    assert_eq!(intent.to_state.as_deref(), Some("recovering"));
+    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("recovering"));
+    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("recovering"));
     assert_eq!(intent.reason.as_deref(), Some("native interrupt recorded"));
     assert!(intent.metadata.is_empty());
     run.commit(intents);

@@ -12,6 +12,7 @@ pub mod completion;
 pub mod decide;
 pub mod lane_commands;
 pub mod liveness;
+pub mod machine;
 pub mod recovery;
 pub mod replacement;
 pub mod replay;
@@ -27,7 +28,7 @@ pub mod timeline;
 pub mod topology;
 pub mod views;
 
-pub use replay::{LIVENESS_EVENT_TYPES, ReplayError, ReplayPolicy, RunOrigin, replay};
+pub use replay::{ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{
     CheckRecord, Component, CoordinatorState, CoverageState, EarlierDigests, FailureResolution,
     LaneRecord, LaneState, RunState,

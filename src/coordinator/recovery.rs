@@ -5,6 +5,7 @@
 //! pure: what a diagnosis must look like, when it is still current, the
 //! provenance it yields, and when an existing recovery run is the same one.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Refusal, conflict, invalid, require_evidence};
@@ -193,7 +194,7 @@ pub fn require_same_recovery(
     damaged_run: &Map<String, Value>,
 ) -> Result<(), Refusal> {
     let first = existing.first_event;
-    let same = first.get("event_type") == Some(&json!("run_created"))
+    let same = EventType::of(first) == Some(EventType::RunCreated)
         && first.get("metadata") == Some(&Value::Object(first_event_metadata(provenance)))
         && first.get("evidence_refs") == Some(approval)
         && ["workflow_type", "repo_root", "component_ids"]

@@ -13,6 +13,7 @@
 //! A recorded reservation that would hand the child back to the interrupted
 //! agent is not repaired (see [`decide_repair`]).
 
+use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
@@ -207,22 +208,33 @@ fn metadata(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
 }
 
 /// A lane-level intent at a caller-supplied instant.
-#[allow(clippy::too_many_arguments)]
+/// Which lane an intent moves, whose agent, and along which edge.
+struct LaneStep<'a> {
+    event_type: EventType,
+    lane_id: &'a str,
+    agent_id: Option<&'a str>,
+    from: Option<LaneState>,
+    to: LaneState,
+}
+
 fn lane_intent(
-    event_type: &str,
-    lane_id: &str,
-    agent_id: Option<&str>,
-    from: Option<&str>,
-    to: &str,
+    step: LaneStep<'_>,
     at: &str,
     evidence: &Value,
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
+    let LaneStep {
+        event_type,
+        lane_id,
+        agent_id,
+        from,
+        to,
+    } = step;
     Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: Some(at.into()),
-        from_state: from.map(str::to_string),
+        from_state: from.map(StateName::from),
         to_state: Some(to.into()),
         lane_id: Some(lane_id.into()),
         agent_id: agent_id.map(str::to_string),
@@ -249,7 +261,7 @@ pub fn decide_reassign(
     if original.state != LaneState::Recovering {
         return conflict("replacement requires a recovering lane");
     }
-    if original.last_event_type != "agent_interrupted" {
+    if original.last_event_type != EventType::AgentInterrupted {
         return conflict("replacement requires interrupt evidence");
     }
     if request.replacement_agent_id == original.agent_id {
@@ -280,11 +292,13 @@ pub fn decide_reassign(
     };
     let scope = strings(&request.replacement_write_scope);
     let reassigned = lane_intent(
-        "lane_reassigned",
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some("recovering"),
-        "replaced",
+        LaneStep {
+            event_type: EventType::LaneReassigned,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Recovering),
+            to: LaneState::Replaced,
+        },
         &request.decided_at,
         evidence,
         Some("replacement checkpoint accepted"),
@@ -311,11 +325,13 @@ pub fn decide_reassign(
         ]),
     );
     let created = lane_intent(
-        "lane_created",
-        &request.replacement_lane_id,
-        Some(&request.replacement_agent_id),
-        None,
-        "pending",
+        LaneStep {
+            event_type: EventType::LaneCreated,
+            lane_id: &request.replacement_lane_id,
+            agent_id: Some(&request.replacement_agent_id),
+            from: None,
+            to: LaneState::Pending,
+        },
         &request.decided_at,
         evidence,
         None,
@@ -354,15 +370,17 @@ pub fn decide_close(
         return conflict("replacement lane does not match reservation");
     }
     let terminal = match state.lane(&request.replacement_lane_id) {
-        Some(lane) if lane.state.is_terminal() => lane.state.as_str(),
+        Some(lane) if lane.state.is_terminal() => lane.state,
         _ => return conflict("replacement lane is not terminal"),
     };
     Ok(vec![lane_intent(
-        "replacement_lineage_closed",
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some("replaced"),
-        terminal,
+        LaneStep {
+            event_type: EventType::ReplacementLineageClosed,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: terminal,
+        },
         &request.at,
         evidence,
         None,
@@ -425,11 +443,13 @@ pub fn decide_repair(
     }
     let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
     let repaired = lane_intent(
-        "replacement_repaired",
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some("replaced"),
-        "replaced",
+        LaneStep {
+            event_type: EventType::ReplacementRepaired,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: LaneState::Replaced,
+        },
         &request.at,
         evidence,
         None,
@@ -440,11 +460,13 @@ pub fn decide_repair(
         ]),
     );
     let created = lane_intent(
-        "lane_created",
-        &request.replacement_lane_id,
-        child_agent,
-        None,
-        "pending",
+        LaneStep {
+            event_type: EventType::LaneCreated,
+            lane_id: &request.replacement_lane_id,
+            agent_id: child_agent,
+            from: None,
+            to: LaneState::Pending,
+        },
         &request.at,
         evidence,
         None,
@@ -487,11 +509,13 @@ pub fn decide_block(
     }
     let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
     Ok(vec![lane_intent(
-        "replacement_blocked",
-        &request.lane_id,
-        Some(&original.agent_id),
-        Some("replaced"),
-        "blocked",
+        LaneStep {
+            event_type: EventType::ReplacementBlocked,
+            lane_id: &request.lane_id,
+            agent_id: Some(&original.agent_id),
+            from: Some(LaneState::Replaced),
+            to: LaneState::Blocked,
+        },
         &request.at,
         evidence,
         Some("incomplete replacement cannot be safely recreated"),

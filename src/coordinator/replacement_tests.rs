@@ -97,7 +97,7 @@ impl Ledger {
             [single] => {
                 let mut fields = single.clone();
                 fields.as_object_mut().unwrap().remove("owner_epoch");
-                self.event(&intents[0].event_type, fields)
+                self.event(intents[0].event_type.as_str(), fields)
             }
             [_, second] => self.event(
                 "transaction_committed",
@@ -474,8 +474,11 @@ fn reassign_writes_the_lineage_transaction() {
     assert_eq!(reassigned.event_type, "lane_reassigned");
     assert_eq!(reassigned.lane_id.as_deref(), Some("build"));
     assert_eq!(reassigned.agent_id.as_deref(), Some("agent-1"));
-    assert_eq!(reassigned.from_state.as_deref(), Some("recovering"));
-    assert_eq!(reassigned.to_state.as_deref(), Some("replaced"));
+    assert_eq!(
+        reassigned.from_state.map(|s| s.as_str()),
+        Some("recovering")
+    );
+    assert_eq!(reassigned.to_state.map(|s| s.as_str()), Some("replaced"));
     assert_eq!(
         reassigned.reason.as_deref(),
         Some("replacement checkpoint accepted")
@@ -498,7 +501,7 @@ fn reassign_writes_the_lineage_transaction() {
     assert_eq!(created.lane_id.as_deref(), Some("build-2"));
     assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
     assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.as_deref(), Some("pending"));
+    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
     assert_eq!(created.reason, None);
     assert_eq!(
         Value::Object(created.metadata.clone()),
@@ -837,8 +840,8 @@ fn close_follows_the_replacement_terminal_state() {
         assert_eq!(close.event_type, "replacement_lineage_closed");
         assert_eq!(close.lane_id.as_deref(), Some("build"));
         assert_eq!(close.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(close.from_state.as_deref(), Some("replaced"));
-        assert_eq!(close.to_state.as_deref(), Some(to));
+        assert_eq!(close.from_state.map(|s| s.as_str()), Some("replaced"));
+        assert_eq!(close.to_state.map(|s| s.as_str()), Some(to));
         assert_eq!(close.timestamp.as_deref(), Some("2026-07-14T01:21:00Z"));
         assert_eq!(close.reason, None);
         assert_eq!(close.evidence_refs, evidence);
@@ -953,8 +956,8 @@ fn repair_recreates_the_reserved_child() {
     assert_eq!(repaired.event_type, "replacement_repaired");
     assert_eq!(repaired.lane_id.as_deref(), Some("build"));
     assert_eq!(repaired.agent_id.as_deref(), Some("agent-1"));
-    assert_eq!(repaired.from_state.as_deref(), Some("replaced"));
-    assert_eq!(repaired.to_state.as_deref(), Some("replaced"));
+    assert_eq!(repaired.from_state.map(|s| s.as_str()), Some("replaced"));
+    assert_eq!(repaired.to_state.map(|s| s.as_str()), Some("replaced"));
     assert_eq!(repaired.reason, None);
     assert_eq!(
         Value::Object(repaired.metadata.clone()),
@@ -965,7 +968,7 @@ fn repair_recreates_the_reserved_child() {
     assert_eq!(created.lane_id.as_deref(), Some("build-2"));
     assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
     assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.as_deref(), Some("pending"));
+    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
     assert_eq!(
         Value::Object(created.metadata.clone()),
         json!({
@@ -1072,8 +1075,8 @@ fn block_ends_an_incomplete_reservation() {
         assert_eq!(block.event_type, "replacement_blocked");
         assert_eq!(block.lane_id.as_deref(), Some("build"));
         assert_eq!(block.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(block.from_state.as_deref(), Some("replaced"));
-        assert_eq!(block.to_state.as_deref(), Some("blocked"));
+        assert_eq!(block.from_state.map(|s| s.as_str()), Some("replaced"));
+        assert_eq!(block.to_state.map(|s| s.as_str()), Some("blocked"));
         assert_eq!(
             block.reason.as_deref(),
             Some("incomplete replacement cannot be safely recreated")

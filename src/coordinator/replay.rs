@@ -20,11 +20,13 @@ use serde_json::{Map, Number, Value};
 
 use super::approval::{ApprovalLedger, PolicyStatus, gate_breach};
 use super::breach::Breach;
+use super::machine::{Edge, RunEdge, lane_edge, run_edge};
 use super::state::{
     CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
     LaneState, RunState,
 };
 use crate::receipt::canonical;
+use crate::receipt::vocab::EventType;
 
 /// Initial owner/run facts from `manifest.json` `_run` (+ the manifest contract).
 ///
@@ -209,26 +211,6 @@ pub fn replay<'a>(
     Ok(state)
 }
 
-/// Event types after which `incomplete_replacements` is recomputed.
-const LINEAGE_EVENT_TYPES: [&str; 5] = [
-    "lane_created",
-    "lane_reassigned",
-    "replacement_repaired",
-    "replacement_blocked",
-    "replacement_lineage_closed",
-];
-
-/// Events whose evidence is liveness evidence (never completion evidence).
-pub const LIVENESS_EVENT_TYPES: [&str; 7] = [
-    "heartbeat_observed",
-    "lease_renewed",
-    "stall_suspected",
-    "lane_recovered",
-    "probe_sent",
-    "probe_acknowledged",
-    "agent_interrupted",
-];
-
 /// The nine fields a `lane_reassigned` must carry for its reservation to be
 /// stored (the exact child proof of `replacement-repair`).
 const RESERVATION_FIELDS: [&str; 9] = [
@@ -242,63 +224,6 @@ const RESERVATION_FIELDS: [&str; 9] = [
     "replacement_count",
     "checkpoint_digest",
 ];
-
-/// Run event edges accepted by replay: (legal sources, target). `None` as a
-/// source is the empty run before the first event.
-fn run_transition(event_type: &str) -> Option<(&'static [Option<RunState>], RunState)> {
-    use RunState::*;
-    Some(match event_type {
-        "run_created" => (&[None, Some(Planned)], Planned),
-        "plan_approved" => (&[Some(Planned)], Approved),
-        "run_started" => (&[Some(Approved)], Running),
-        "run_recovery_started" => (&[Some(Running)], Recovering),
-        "run_recovery_finished" => (&[Some(Recovering)], Running),
-        "run_failed" => (&[Some(Running), Some(Recovering)], Failed),
-        "run_blocked" => (&[Some(Running), Some(Recovering)], Blocked),
-        "run_cancelled" => (
-            &[
-                Some(Planned),
-                Some(Approved),
-                Some(Running),
-                Some(Recovering),
-            ],
-            Cancelled,
-        ),
-        "run_completed" => (&[Some(Running)], Completed),
-        _ => return None,
-    })
-}
-
-/// Lane event edges accepted by replay (wider than what commands emit).
-fn lane_transition(event_type: &str) -> Option<(&'static [LaneState], LaneState)> {
-    use LaneState::*;
-    const FAILABLE: &[LaneState] = &[Starting, Running, SuspectedStall, Recovering, Replaced];
-    const CANCELLABLE: &[LaneState] = &[
-        Pending,
-        Starting,
-        Running,
-        SuspectedStall,
-        Recovering,
-        Replaced,
-    ];
-    Some(match event_type {
-        "lane_started" => (&[Pending], Starting),
-        "startup_ack" => (&[Starting], Running),
-        "heartbeat_observed" | "lease_renewed" => (&[Running], Running),
-        "stall_suspected" => (&[Starting, Running], SuspectedStall),
-        "stall_cleared" => (&[SuspectedStall], Running),
-        "lane_recovered" => (&[SuspectedStall, Recovering], Running),
-        "probe_sent" => (&[SuspectedStall], Recovering),
-        "probe_acknowledged" => (&[Recovering], Running),
-        "agent_interrupted" => (&[Recovering], Recovering),
-        "lane_reassigned" => (&[Recovering], Replaced),
-        "lane_completed" => (&[Running, Replaced], Completed),
-        "lane_failed" => (FAILABLE, Failed),
-        "lane_blocked" => (FAILABLE, Blocked),
-        "lane_cancelled" => (CANCELLABLE, Cancelled),
-        _ => return None,
-    })
-}
 
 /// One undoable change (see [`CoordinatorState::rollback`]).
 enum Undo {
@@ -344,8 +269,12 @@ impl<'a> Ev<'a> {
         ReplayError::at(Some(self.sequence), message)
     }
 
-    fn event_type(&self) -> Option<&'a str> {
-        self.map.get("event_type").and_then(Value::as_str)
+    /// The event type, parsed (`None`: absent or not one of ours).
+    fn event_type(&self) -> Option<EventType> {
+        self.map
+            .get("event_type")
+            .and_then(Value::as_str)
+            .and_then(EventType::parse)
     }
 
     /// A nullable string field; any other type is malformed.
@@ -378,7 +307,7 @@ impl<'a> Ev<'a> {
     }
 
     fn require_evidence(&self) -> Result<(), ReplayError> {
-        if self.event_type() != Some("run_created") && self.evidence()?.is_empty() {
+        if self.event_type() != Some(EventType::RunCreated) && self.evidence()?.is_empty() {
             return Err(self.corrupt("event evidence is missing"));
         }
         Ok(())
@@ -563,9 +492,9 @@ impl CoordinatorState {
         if metadata.get("owner_epoch").and_then(Value::as_u64) != Some(self.owner_epoch) {
             return Err(envelope.corrupt("event owner epoch is stale"));
         }
-        let event_type = envelope.opt_str("event_type")?;
+        let event_type = envelope.opt_str("event_type")?.and_then(EventType::parse);
         if self.run_state.is_terminal()
-            && !(event_type == Some("live_report_recorded")
+            && !(event_type == Some(EventType::LiveReportRecorded)
                 && self.run_state == RunState::Completed)
         {
             return Err(envelope.corrupt("terminal run rejects further mutation"));
@@ -576,7 +505,7 @@ impl CoordinatorState {
 
         let mut touches_lineage = false;
         let mut found: Vec<(String, String)> = Vec::new();
-        if event_type == Some("transaction_committed") {
+        if event_type == Some(EventType::TransactionCommitted) {
             let intents = match metadata.get("intents") {
                 None | Some(Value::Null) => &[][..],
                 Some(Value::Array(intents)) => intents.as_slice(),
@@ -590,19 +519,17 @@ impl CoordinatorState {
                     map: intent,
                     sequence: next,
                 };
-                touches_lineage |= logical
-                    .event_type()
-                    .is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+                touches_lineage |= logical.event_type().is_some_and(EventType::touches_lineage);
                 found.extend(self.our_rules(intent));
                 self.apply_logical(&logical, policy, journal)?;
             }
         } else {
-            touches_lineage = event_type.is_some_and(|t| LINEAGE_EVENT_TYPES.contains(&t));
+            touches_lineage = event_type.is_some_and(EventType::touches_lineage);
             found.extend(self.our_rules(map));
             self.apply_logical(&envelope, policy, journal)?;
         }
         // Nothing below can fail: the event is applied.
-        if event_type == Some("run_created") && next == 1 {
+        if event_type == Some(EventType::RunCreated) && next == 1 {
             let mut ledger = ApprovalLedger::default();
             ledger.observe(map);
             self.gate = PolicyStatus::resolve(&ledger, policy.approval_file.clone());
@@ -618,7 +545,7 @@ impl CoordinatorState {
         if let Some(checksum) = checksum {
             self.last_checksum = checksum.to_owned();
         }
-        self.last_event_type = event_type.map(str::to_owned);
+        self.last_event_type = event_type;
         self.updated_at = timestamp.map(str::to_owned);
         if touches_lineage {
             self.incomplete_replacements = self
@@ -641,7 +568,11 @@ impl CoordinatorState {
     /// against the state before it (see [`super::breach`]).
     fn our_rules(&self, event: &Map<String, Value>) -> Vec<(String, String)> {
         let mut found = super::breach::stricter_rules(self, event);
-        if event.get("event_type").and_then(Value::as_str) == Some("plan_approved")
+        if event
+            .get("event_type")
+            .and_then(Value::as_str)
+            .and_then(EventType::parse)
+            == Some(EventType::PlanApproved)
             && let Some(what) = gate_breach(&self.gate, event)
         {
             found.push((super::breach::APPROVAL_GATE.to_string(), what));
@@ -754,49 +685,52 @@ impl CoordinatorState {
         policy: &ReplayPolicy,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
-        let event_type = ev.event_type().unwrap_or("");
+        let Some(event_type) = ev.event_type() else {
+            return Err(ev.corrupt("event type has no coordinator reducer"));
+        };
         let meta = ev.metadata()?;
-        if let Some((sources, target)) = run_transition(event_type) {
+        if let Some(edge) = run_edge(event_type) {
             ev.require_evidence()?;
-            return self.apply_run_event(ev, event_type, sources, target, journal);
+            return self.apply_run_event(ev, event_type, edge, journal);
         }
+        use EventType::*;
         match event_type {
-            "run_resumed" => self.apply_run_resumed(ev, &meta, journal),
-            "lane_created" => {
+            RunResumed => self.apply_run_resumed(ev, &meta, journal),
+            LaneCreated => {
                 ev.require_evidence()?;
                 if self.lanes.len() >= policy.max_lanes {
                     return Err(ev.corrupt("lane limit exceeded"));
                 }
                 self.apply_lane_created(ev, &meta, journal)
             }
-            _ if lane_transition(event_type).is_some() => {
+            _ if lane_edge(event_type).is_some() => {
                 ev.require_evidence()?;
                 self.apply_lane_event(ev, event_type, &meta, journal)
             }
-            "replacement_repaired" | "replacement_blocked" => {
+            ReplacementRepaired | ReplacementBlocked => {
                 self.apply_replacement_reservation(ev, event_type, &meta, journal)
             }
-            "replacement_lineage_closed" => self.apply_lineage_closed(ev, &meta, journal),
-            "candidate_validated"
+            ReplacementLineageClosed => self.apply_lineage_closed(ev, &meta, journal),
+            CandidateValidated
                 if meta.get("candidate_kind").and_then(Value::as_str)
                     == Some("failed_lane_resolution") =>
             {
                 self.apply_failure_resolution(ev, &meta, policy, journal)
             }
-            "main_verification" => {
+            MainVerification => {
                 ev.require_evidence()?;
                 journal.push(Undo::MainVerified(self.main_verified));
                 self.main_verified = true;
                 Ok(())
             }
-            "topology_registered" => self.apply_topology_registered(ev, &meta, journal),
-            "topology_component_removed" => self.apply_component_removed(ev, &meta, journal),
-            "check_passed" | "check_failed" => {
-                self.apply_check_result(ev, event_type == "check_passed", &meta, journal)
+            TopologyRegistered => self.apply_topology_registered(ev, &meta, journal),
+            TopologyComponentRemoved => self.apply_component_removed(ev, &meta, journal),
+            CheckPassed | CheckFailed => {
+                self.apply_check_result(ev, event_type == CheckPassed, &meta, journal)
             }
-            "evidence_attached" => self.apply_evidence_attached(ev, &meta, journal),
-            "handoff_recorded" | "live_report_recorded" => self.apply_report(ev, &meta, journal),
-            "candidate_proposed" | "candidate_validated" | "candidate_rejected" => Ok(()),
+            EvidenceAttached => self.apply_evidence_attached(ev, &meta, journal),
+            HandoffRecorded | LiveReportRecorded => self.apply_report(ev, &meta, journal),
+            CandidateProposed | CandidateValidated | CandidateRejected => Ok(()),
             _ => Err(ev.corrupt("event type has no coordinator reducer")),
         }
     }
@@ -804,12 +738,12 @@ impl CoordinatorState {
     fn apply_run_event(
         &mut self,
         ev: &Ev<'_>,
-        event_type: &str,
-        sources: &[Option<RunState>],
-        target: RunState,
+        event_type: EventType,
+        edge: RunEdge,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
-        let source = if event_type == "run_created" && self.last_sequence == 0 {
+        let (sources, target) = (edge.from, edge.to);
+        let source = if event_type == EventType::RunCreated && self.last_sequence == 0 {
             None
         } else {
             Some(self.run_state)
@@ -910,7 +844,7 @@ impl CoordinatorState {
             last_reason: ev.opt_str("reason")?.map(str::to_owned),
             liveness_evidence_refs: Vec::new(),
             liveness_evidence_digests: Vec::new(),
-            last_event_type: "lane_created".to_owned(),
+            last_event_type: EventType::LaneCreated,
             terminal_sequence: None,
             updated_at: ev.timestamp()?,
             evidence_refs: ev.evidence()?.to_vec(),
@@ -926,14 +860,18 @@ impl CoordinatorState {
     fn apply_lane_event(
         &mut self,
         ev: &Ev<'_>,
-        event_type: &str,
+        event_type: EventType,
         meta: &Meta<'_>,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt(format!("{event_type} requires lane_id")));
         };
-        let Some((sources, target)) = lane_transition(event_type) else {
+        let Some(Edge {
+            from: sources,
+            to: target,
+        }) = lane_edge(event_type)
+        else {
             return Err(ev.corrupt("event type has no coordinator reducer"));
         };
         let Some(lane) = self.lanes.get(lane_id) else {
@@ -982,13 +920,13 @@ impl CoordinatorState {
             Some(Value::Number(n)) => Some(n.clone()),
             Some(_) => return Err(ev.meta_malformed("replacement_count")),
         };
-        let changed_paths = if event_type == "lane_completed" {
+        let changed_paths = if event_type == EventType::LaneCompleted {
             Some(ev.meta_strings(meta, "changed_paths")?)
         } else {
             None
         };
         let reservation = match (event_type, meta.0) {
-            ("lane_reassigned", Some(map))
+            (EventType::LaneReassigned, Some(map))
                 if RESERVATION_FIELDS.iter().all(|k| map.contains_key(*k)) =>
             {
                 Some(
@@ -1006,13 +944,13 @@ impl CoordinatorState {
             return Err(ev.corrupt("lane event references an unknown lane"));
         };
         lane.state = target;
-        lane.last_event_type = event_type.to_owned();
+        lane.last_event_type = event_type;
         lane.updated_at = timestamp;
         if target.is_terminal() {
             lane.terminal_sequence = Some(sequence);
         }
         if !evidence.is_empty() {
-            if LIVENESS_EVENT_TYPES.contains(&event_type) {
+            if event_type.is_liveness() {
                 lane.liveness_evidence_refs = evidence.to_vec();
                 let digest = evidence_digest(evidence_value);
                 lane.push_liveness_digest(digest.clone());
@@ -1058,11 +996,11 @@ impl CoordinatorState {
     fn apply_replacement_reservation(
         &mut self,
         ev: &Ev<'_>,
-        event_type: &str,
+        event_type: EventType,
         meta: &Meta<'_>,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
-        let (what, target) = if event_type == "replacement_repaired" {
+        let (what, target) = if event_type == EventType::ReplacementRepaired {
             ("repair", LaneState::Replaced)
         } else {
             ("block", LaneState::Blocked)
@@ -1094,7 +1032,7 @@ impl CoordinatorState {
             original.state = LaneState::Blocked;
             original.terminal_sequence = Some(sequence);
         }
-        original.last_event_type = event_type.to_owned();
+        original.last_event_type = event_type;
         original.updated_at = timestamp;
         original.evidence_refs = evidence;
         Ok(())
@@ -1138,7 +1076,7 @@ impl CoordinatorState {
         };
         original.state = target;
         original.terminal_sequence = Some(sequence);
-        original.last_event_type = "replacement_lineage_closed".to_owned();
+        original.last_event_type = EventType::ReplacementLineageClosed;
         original.updated_at = timestamp;
         original.evidence_refs = evidence;
         Ok(())

@@ -14,14 +14,7 @@ use crate::receipt::lax_time::{LaxTimeError, parse_lax_timestamp};
 use crate::receipt::primitives::{as_int, char_len, is_sha256_hex};
 use crate::receipt::rules::{Limits, check_evidence};
 
-/// The two report kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportKind {
-    /// `handoff-create`: a fresh-session handoff of a live run.
-    Handoff,
-    /// `live-report-create`: the live-apply report of a completed run.
-    Live,
-}
+pub use crate::receipt::vocab::ReportKind;
 
 /// The keys of a handoff report.
 pub const HANDOFF_FIELDS: [&str; 8] = [
@@ -63,22 +56,6 @@ const MAX_TARGETS: usize = 64;
 const MAX_COMMANDS: usize = 64;
 
 impl ReportKind {
-    /// The kind as stored in the receipt and in the file name.
-    pub fn runtime_kind(self) -> &'static str {
-        match self {
-            ReportKind::Handoff => "fresh_session_handoff",
-            ReportKind::Live => "live_apply",
-        }
-    }
-
-    /// The event that binds it.
-    pub fn event_type(self) -> &'static str {
-        match self {
-            ReportKind::Handoff => "handoff_recorded",
-            ReportKind::Live => "live_report_recorded",
-        }
-    }
-
     /// The run states the report can be made in.
     pub fn run_states(self) -> &'static [RunState] {
         match self {
@@ -267,10 +244,10 @@ pub fn bind_report(
     let mut bytes = canonical::to_vec(&Value::Object(payload));
     bytes.push(b'\n');
     let checksum = canonical::sha256_hex(&bytes);
-    let file_name = format!("{run_id}-{}-{}.json", kind.runtime_kind(), &checksum[..16]);
+    let file_name = format!("{run_id}-{}-{}.json", kind.as_str(), &checksum[..16]);
     let mut metadata = Map::new();
     metadata.insert("owner_epoch".into(), json!(state.owner_epoch()));
-    metadata.insert("report_kind".into(), json!(kind.runtime_kind()));
+    metadata.insert("report_kind".into(), json!(kind.as_str()));
     metadata.insert("report_path".into(), json!(format!("reports/{file_name}")));
     metadata.insert("report_checksum".into(), json!(checksum));
     metadata.insert("report_receipt_head".into(), json!(receipt_head));
@@ -295,7 +272,7 @@ pub enum Binding {
 
 /// Compare with what the receipt already binds for this kind.
 pub fn binding_status(state: &CoordinatorState, report: &BoundReport) -> Result<Binding, Refusal> {
-    if let Some(existing) = state.reports().get(report.kind.runtime_kind()) {
+    if let Some(existing) = state.reports().get(report.kind.as_str()) {
         if *existing != report.metadata {
             return conflict("report kind is already bound");
         }
@@ -320,7 +297,7 @@ pub fn decide_report(
     let mut metadata = report.metadata.clone();
     metadata.remove("owner_epoch");
     Ok(vec![Intent {
-        event_type: report.kind.event_type().into(),
+        event_type: report.kind.event_type(),
         timestamp: None,
         from_state: None,
         to_state: None,

@@ -9,6 +9,7 @@
 //! must declare the failed lane as its parent. Completion then counts the
 //! failed lane as resolved (see [`super::completion`]).
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
@@ -136,10 +137,10 @@ pub fn decide_resolve(
         json!(resolution_digest),
     );
     Ok(vec![Intent {
-        event_type: "candidate_validated".into(),
+        event_type: EventType::CandidateValidated,
         timestamp: Some(request.at.clone()),
-        from_state: Some(LaneState::Failed.as_str().into()),
-        to_state: Some(LaneState::Failed.as_str().into()),
+        from_state: Some(LaneState::Failed.into()),
+        to_state: Some(LaneState::Failed.into()),
         lane_id: Some(original.id.clone()),
         agent_id: Some(original.agent_id.clone()),
         reason: None,

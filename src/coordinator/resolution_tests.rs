@@ -98,8 +98,8 @@ fn a_later_child_lane_resolves_a_failed_lane() {
     assert_eq!(intent.event_type, "candidate_validated");
     assert_eq!(intent.lane_id.as_deref(), Some("review"));
     assert_eq!(intent.agent_id.as_deref(), Some("agent-review"));
-    assert_eq!(intent.from_state.as_deref(), Some("failed"));
-    assert_eq!(intent.to_state.as_deref(), Some("failed"));
+    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("failed"));
+    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("failed"));
     assert_eq!(intent.timestamp.as_deref(), Some(AT));
     assert_eq!(intent.reason, None);
     assert_eq!(
@@ -292,10 +292,10 @@ fn identical_evidence_on_both_lanes_is_a_conflict_not_a_corruption() {
             json!(canonical::digest(&same)),
         );
         Intent {
-            event_type: "candidate_validated".into(),
+            event_type: EventType::CandidateValidated,
             timestamp: Some(AT.into()),
-            from_state: Some("failed".into()),
-            to_state: Some("failed".into()),
+            from_state: Some(LaneState::Failed.into()),
+            to_state: Some(LaneState::Failed.into()),
             lane_id: Some("review".into()),
             agent_id: Some("agent-review".into()),
             reason: None,

@@ -3,6 +3,7 @@
 //! epoch that signs it) and the new owner's fingerprint; replaying it bumps
 //! the epoch, which fences every copy of the old handle.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{Intent, Refusal, conflict, require_evidence};
@@ -61,7 +62,7 @@ pub fn decide_resume(
     let mut metadata = Map::new();
     metadata.insert("new_owner_fingerprint".into(), json!(new_owner_fingerprint));
     Ok(vec![Intent {
-        event_type: "run_resumed".into(),
+        event_type: EventType::RunResumed,
         timestamp: None,
         from_state: None,
         to_state: None,

@@ -1,8 +1,10 @@
 //! Decisions of the run lifecycle commands (reference-coordinator §4).
 
+use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
 use super::decide::{Intent, Refusal, require_evidence, run_state_hint, state_refusal};
+use super::machine::{RunEdge, run_edge};
 use super::state::{CoordinatorState, RunState};
 
 /// The seven run transitions.
@@ -18,23 +20,22 @@ pub enum RunCommand {
 }
 
 impl RunCommand {
-    /// (event type, legal sources, target).
-    pub fn rule(self) -> (&'static str, &'static [RunState], RunState) {
-        use RunState::*;
+    /// The event the command records.
+    pub fn event_type(self) -> EventType {
         match self {
-            RunCommand::Approve => ("plan_approved", &[Planned], Approved),
-            RunCommand::Start => ("run_started", &[Approved], Running),
-            RunCommand::RecoveryStart => ("run_recovery_started", &[Running], Recovering),
-            RunCommand::RecoveryFinish => ("run_recovery_finished", &[Recovering], Running),
-            RunCommand::Fail => ("run_failed", &[Running, Recovering], Failed),
-            RunCommand::Block => ("run_blocked", &[Running, Recovering], Blocked),
-            // decisions.md 6: cancel is allowed from planned and approved too.
-            RunCommand::Cancel => (
-                "run_cancelled",
-                &[Planned, Approved, Running, Recovering],
-                Cancelled,
-            ),
+            RunCommand::Approve => EventType::PlanApproved,
+            RunCommand::Start => EventType::RunStarted,
+            RunCommand::RecoveryStart => EventType::RunRecoveryStarted,
+            RunCommand::RecoveryFinish => EventType::RunRecoveryFinished,
+            RunCommand::Fail => EventType::RunFailed,
+            RunCommand::Block => EventType::RunBlocked,
+            RunCommand::Cancel => EventType::RunCancelled,
         }
+    }
+
+    /// The command's edge of the run state machine ([`run_edge`]).
+    pub fn edge(self) -> RunEdge {
+        run_edge(self.event_type()).expect("every run command is a run transition")
     }
 
     /// Whether the parser requires `--reason`.
@@ -60,21 +61,23 @@ pub fn decide_run_transition(
     reason: Option<&str>,
 ) -> Result<Vec<Intent>, Refusal> {
     require_evidence(evidence)?;
-    let (event_type, sources, target) = command.rule();
+    let edge = command.edge();
     let current = state.run_state_enum();
-    if !sources.contains(&current) {
+    if !edge.from.contains(&Some(current)) {
+        // Only run_created leaves the empty run (None); no command does.
+        let sources: Vec<RunState> = edge.from.iter().flatten().copied().collect();
         let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
         return Err(state_refusal(
             "the run",
             current.as_str(),
             &allowed,
-            run_state_hint(current, sources),
+            run_state_hint(current, &sources),
         ));
     }
     let mut intent = Intent::run(
-        event_type,
-        current.as_str(),
-        target.as_str(),
+        command.event_type(),
+        current,
+        edge.to,
         Some(at.to_string()),
         evidence.clone(),
     );
@@ -109,8 +112,8 @@ mod tests {
         .unwrap();
         assert_eq!(intents.len(), 1);
         assert_eq!(intents[0].event_type, "plan_approved");
-        assert_eq!(intents[0].from_state.as_deref(), Some("planned"));
-        assert_eq!(intents[0].to_state.as_deref(), Some("approved"));
+        assert_eq!(intents[0].from_state.map(|s| s.as_str()), Some("planned"));
+        assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
     }
 
     #[test]

@@ -4,21 +4,8 @@
 
 use serde_json::{Map, Value};
 
-/// The run state implied by a run-level event (the "simple" cache rule).
-fn simple_state_of(event_type: &str) -> Option<&'static str> {
-    Some(match event_type {
-        "run_created" => "planned",
-        "plan_approved" => "approved",
-        "run_started" => "running",
-        "run_recovery_started" => "recovering",
-        "run_recovery_finished" => "running",
-        "run_completed" => "completed",
-        "run_failed" => "failed",
-        "run_blocked" => "blocked",
-        "run_cancelled" => "cancelled",
-        _ => return None,
-    })
-}
+use super::machine::run_edge;
+use crate::receipt::vocab::EventType;
 
 /// Fold events into the reference's "simple" run.json shape.
 pub struct SimpleRunCache {
@@ -29,7 +16,7 @@ pub struct SimpleRunCache {
 impl Default for SimpleRunCache {
     fn default() -> Self {
         SimpleRunCache {
-            state: "planned".into(),
+            state: crate::receipt::vocab::RunState::Planned.as_str().into(),
             last: None,
         }
     }
@@ -40,12 +27,15 @@ impl SimpleRunCache {
         if event.get("lane_id").is_none_or(Value::is_null) {
             if let Some(to) = event.get("to_state").and_then(Value::as_str) {
                 self.state = to.to_string();
-            } else if let Some(state) = event
+            } else if let Some(edge) = event
                 .get("event_type")
                 .and_then(Value::as_str)
-                .and_then(simple_state_of)
+                .and_then(EventType::parse)
+                .and_then(run_edge)
             {
-                self.state = state.to_string();
+                // The "simple" cache rule: a run-level event without a
+                // to_state moves the run to its edge's target.
+                self.state = edge.to.as_str().to_string();
             }
         }
         let mut last = Map::new();

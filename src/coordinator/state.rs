@@ -10,169 +10,93 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
-/// Run states of the coordinator (manifest 1.1 `run_states`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RunState {
-    Planned,
-    Approved,
-    Running,
-    Recovering,
-    Completed,
-    Failed,
-    Blocked,
-    Cancelled,
-}
+use crate::receipt::vocab::EventType;
+pub use crate::receipt::vocab::{CoverageState, LaneState, RunState};
 
-impl RunState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Planned => "planned",
-            RunState::Approved => "approved",
-            RunState::Running => "running",
-            RunState::Recovering => "recovering",
-            RunState::Completed => "completed",
-            RunState::Failed => "failed",
-            RunState::Blocked => "blocked",
-            RunState::Cancelled => "cancelled",
-        }
-    }
-
-    /// Terminal runs accept no further mutation (except the live report on a
-    /// completed run).
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            RunState::Completed | RunState::Failed | RunState::Blocked | RunState::Cancelled
-        )
-    }
-}
-
-/// Lane states of the coordinator (manifest 1.1 `lane_states`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LaneState {
-    Pending,
-    Starting,
-    Running,
-    SuspectedStall,
-    Recovering,
-    Replaced,
-    Completed,
-    Failed,
-    Blocked,
-    Cancelled,
-}
-
-impl LaneState {
-    pub const ALL: [LaneState; 10] = [
-        LaneState::Pending,
-        LaneState::Starting,
-        LaneState::Running,
-        LaneState::SuspectedStall,
-        LaneState::Recovering,
-        LaneState::Replaced,
-        LaneState::Completed,
-        LaneState::Failed,
-        LaneState::Blocked,
-        LaneState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LaneState::Pending => "pending",
-            LaneState::Starting => "starting",
-            LaneState::Running => "running",
-            LaneState::SuspectedStall => "suspected_stall",
-            LaneState::Recovering => "recovering",
-            LaneState::Replaced => "replaced",
-            LaneState::Completed => "completed",
-            LaneState::Failed => "failed",
-            LaneState::Blocked => "blocked",
-            LaneState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<LaneState> {
-        LaneState::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
-    /// completed, failed, blocked, cancelled. `replaced` is *not* terminal:
-    /// the original waits for its lineage to be closed.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            LaneState::Completed | LaneState::Failed | LaneState::Blocked | LaneState::Cancelled
-        )
-    }
-}
-
-/// Coverage of a topology component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CoverageState {
-    Missing,
-    Partial,
-    Covered,
-}
-
-impl CoverageState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoverageState::Missing => "missing",
-            CoverageState::Partial => "partial",
-            CoverageState::Covered => "covered",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CoverageState> {
-        match text {
-            "missing" => Some(CoverageState::Missing),
-            "partial" => Some(CoverageState::Partial),
-            "covered" => Some(CoverageState::Covered),
-            _ => None,
-        }
-    }
-}
-
-/// One lane as replayed (`lanes/<id>.json`).
-#[derive(Debug, Clone, PartialEq)]
+/// One lane as replayed (`lanes/<id>.json`): serde gives its exact JSON,
+/// key for key (canonical JSON sorts the keys). The liveness digest list
+/// is written by [`LaneRecord::to_json_with_digests`], which may leave it
+/// out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaneRecord {
     pub id: String,
     pub state: LaneState,
     pub agent_id: String,
+    #[serde(deserialize_with = "required")]
     pub assignment: Option<String>,
     pub write_scope: Vec<String>,
     pub changed_paths: Vec<String>,
+    #[serde(deserialize_with = "required")]
     pub fallback: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub startup_ack_deadline: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub silence_lease_deadline: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub command_deadline: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub probe_deadline: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub evidence_digest: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub parent_lane_id: Option<String>,
     /// Non-negative integer of any size (receipts may carry big integers and
     /// the cache must round-trip them exactly); see [`Self::replacement_count_u64`].
     pub replacement_count: Number,
+    #[serde(deserialize_with = "required")]
     pub replacement_lane_id: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub last_evidence_digest: Option<String>,
+    #[serde(deserialize_with = "required")]
     pub last_reason: Option<String>,
     pub liveness_evidence_refs: Vec<Value>,
     /// Digests of every distinct liveness evidence list, in first-seen order.
+    #[serde(skip_serializing)]
     pub liveness_evidence_digests: Vec<String>,
-    pub last_event_type: String,
+    pub last_event_type: EventType,
+    #[serde(deserialize_with = "required")]
     pub terminal_sequence: Option<u64>,
     pub updated_at: String,
     /// Completion-side evidence (the last non-liveness evidence).
     pub evidence_refs: Vec<Value>,
     /// The nine reservation fields of a `lane_reassigned` that carried all of
     /// them (the exact child proof used by `replacement-repair`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object"
+    )]
     pub replacement_reservation: Option<Map<String, Value>>,
-    /// Membership index over `liveness_evidence_digests` (not serialised).
+    /// Membership index over `liveness_evidence_digests` (not serialised;
+    /// rebuilt by [`LaneRecord::index_digests`]).
+    #[serde(skip)]
     pub(crate) digest_index: HashSet<String>,
     /// Digests recorded before a loaded checkpoint, kept outside the state
     /// (see [`EarlierDigests`]); `liveness_evidence_digests` then holds only
     /// the ones recorded since.
+    #[serde(skip)]
     pub(crate) earlier: EarlierLaneDigests,
+}
+
+/// A nullable field that must be present (serde would default a missing
+/// `Option` to `None`; our records always write every key).
+fn required<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
+}
+
+/// An optional key whose value, when present, is an object.
+fn object<'de, D>(deserializer: D) -> Result<Option<Map<String, Value>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Map::<String, Value>::deserialize(deserializer).map(Some)
 }
 
 /// Read access to liveness digests recorded before a checkpoint, held by
@@ -315,79 +239,34 @@ impl LaneRecord {
 
     /// The record, with or without the liveness digest list.
     pub fn to_json_with_digests(&self, digests: bool) -> Value {
-        let mut m = Map::new();
-        m.insert("id".into(), Value::String(self.id.clone()));
-        m.insert("state".into(), Value::String(self.state.as_str().into()));
-        m.insert("agent_id".into(), Value::String(self.agent_id.clone()));
-        m.insert("assignment".into(), opt_string(&self.assignment));
-        m.insert("write_scope".into(), strings(&self.write_scope));
-        m.insert("changed_paths".into(), strings(&self.changed_paths));
-        m.insert("fallback".into(), opt_string(&self.fallback));
-        m.insert(
-            "startup_ack_deadline".into(),
-            opt_string(&self.startup_ack_deadline),
-        );
-        m.insert(
-            "silence_lease_deadline".into(),
-            opt_string(&self.silence_lease_deadline),
-        );
-        m.insert(
-            "command_deadline".into(),
-            opt_string(&self.command_deadline),
-        );
-        m.insert("probe_deadline".into(), opt_string(&self.probe_deadline));
-        m.insert("evidence_digest".into(), opt_string(&self.evidence_digest));
-        m.insert("parent_lane_id".into(), opt_string(&self.parent_lane_id));
-        m.insert(
-            "replacement_count".into(),
-            Value::Number(self.replacement_count.clone()),
-        );
-        m.insert(
-            "replacement_lane_id".into(),
-            opt_string(&self.replacement_lane_id),
-        );
-        m.insert(
-            "last_evidence_digest".into(),
-            opt_string(&self.last_evidence_digest),
-        );
-        m.insert("last_reason".into(), opt_string(&self.last_reason));
-        m.insert(
-            "liveness_evidence_refs".into(),
-            Value::Array(self.liveness_evidence_refs.clone()),
-        );
-        m.insert(
-            "liveness_evidence_digests".into(),
-            if digests {
-                strings(&self.liveness_evidence_digests)
-            } else {
-                Value::Array(Vec::new())
-            },
-        );
-        m.insert(
-            "last_event_type".into(),
-            Value::String(self.last_event_type.clone()),
-        );
-        m.insert(
-            "terminal_sequence".into(),
-            self.terminal_sequence.map_or(Value::Null, Value::from),
-        );
-        m.insert("updated_at".into(), Value::String(self.updated_at.clone()));
-        m.insert(
-            "evidence_refs".into(),
-            Value::Array(self.evidence_refs.clone()),
-        );
-        if let Some(reservation) = &self.replacement_reservation {
-            m.insert(
-                "replacement_reservation".into(),
-                Value::Object(reservation.clone()),
+        let mut value = to_value(self);
+        if let Value::Object(map) = &mut value {
+            map.insert(
+                "liveness_evidence_digests".into(),
+                if digests {
+                    strings(&self.liveness_evidence_digests)
+                } else {
+                    Value::Array(Vec::new())
+                },
             );
         }
-        Value::Object(m)
+        value
+    }
+
+    /// Rebuild the membership index after deserialising.
+    pub(crate) fn index_digests(&mut self) {
+        self.digest_index = self.liveness_evidence_digests.iter().cloned().collect();
     }
 }
 
+/// A record as JSON (our records have string keys and no floats, so this
+/// cannot fail).
+fn to_value<T: Serialize>(record: &T) -> Value {
+    serde_json::to_value(record).expect("a state record is JSON")
+}
+
 /// A registered (or removed) topology component.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Component {
     pub id: String,
     pub required: bool,
@@ -401,51 +280,27 @@ pub struct Component {
 
 impl Component {
     pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("id".into(), Value::String(self.id.clone()));
-        m.insert("required".into(), Value::Bool(self.required));
-        m.insert(
-            "description".into(),
-            Value::String(self.description.clone()),
-        );
-        m.insert("owner_lane".into(), Value::String(self.owner_lane.clone()));
-        m.insert("required_checks".into(), strings(&self.required_checks));
-        m.insert("dependencies".into(), strings(&self.dependencies));
-        m.insert(
-            "evidence_refs".into(),
-            Value::Array(self.evidence_refs.clone()),
-        );
-        m.insert(
-            "coverage_state".into(),
-            Value::String(self.coverage_state.as_str().into()),
-        );
-        Value::Object(m)
+        to_value(self)
     }
 }
 
 /// One recorded check result (`check_history[component][check][i]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckRecord {
     pub passed: bool,
     pub evidence_refs: Vec<Value>,
+    #[serde(deserialize_with = "required")]
     pub reason: Option<String>,
 }
 
 impl CheckRecord {
     pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("passed".into(), Value::Bool(self.passed));
-        m.insert(
-            "evidence_refs".into(),
-            Value::Array(self.evidence_refs.clone()),
-        );
-        m.insert("reason".into(), opt_string(&self.reason));
-        Value::Object(m)
+        to_value(self)
     }
 }
 
 /// A failed lane's recorded resolution (`failure_resolutions[lane]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureResolution {
     pub resolution_lane_id: String,
     pub resolved_at: String,
@@ -454,20 +309,7 @@ pub struct FailureResolution {
 
 impl FailureResolution {
     pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert(
-            "resolution_lane_id".into(),
-            Value::String(self.resolution_lane_id.clone()),
-        );
-        m.insert(
-            "resolved_at".into(),
-            Value::String(self.resolved_at.clone()),
-        );
-        m.insert(
-            "evidence_refs".into(),
-            Value::Array(self.evidence_refs.clone()),
-        );
-        Value::Object(m)
+        to_value(self)
     }
 }
 
@@ -475,11 +317,17 @@ impl FailureResolution {
 ///
 /// Built with [`CoordinatorState::new`] and advanced one receipt event at a
 /// time with [`CoordinatorState::apply`] (defined in `replay.rs`).
-#[derive(Debug, Clone)]
+///
+/// serde gives the public JSON (see [`CoordinatorState::public_json`]);
+/// the lanes are written by it (with or without their digest lists), and
+/// the gate and the breaches are ours, kept outside it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CoordinatorState {
     pub(crate) run_state: RunState,
     pub(crate) owner_epoch: u64,
+    #[serde(deserialize_with = "required")]
     pub(crate) owner_fingerprint: Option<String>,
+    #[serde(skip_serializing)]
     pub(crate) lanes: BTreeMap<String, LaneRecord>,
     pub(crate) topology: BTreeMap<String, Component>,
     pub(crate) removed_components: Vec<String>,
@@ -494,12 +342,16 @@ pub struct CoordinatorState {
     pub(crate) failure_resolutions: BTreeMap<String, FailureResolution>,
     pub(crate) last_sequence: u64,
     pub(crate) last_checksum: String,
-    pub(crate) last_event_type: Option<String>,
+    #[serde(deserialize_with = "required")]
+    pub(crate) last_event_type: Option<EventType>,
+    #[serde(deserialize_with = "required")]
     pub(crate) updated_at: Option<String>,
     /// The approval gate replay applies (our extension; not in the
     /// reference's state JSON, kept in the checkpoint's `ours`).
+    #[serde(skip, default = "no_gate")]
     pub(crate) gate: super::approval::PolicyStatus,
     /// Events that broke one of our rules (issue 13), in receipt order.
+    #[serde(skip)]
     pub(crate) breaches: Vec<super::breach::Breach>,
 }
 
@@ -561,7 +413,7 @@ impl CoordinatorState {
     }
 
     pub fn last_event_type(&self) -> Option<&str> {
-        self.last_event_type.as_deref()
+        self.last_event_type.map(EventType::as_str)
     }
 
     pub fn updated_at(&self) -> Option<&str> {
@@ -658,115 +510,31 @@ impl CoordinatorState {
             !digests || self.lanes.values().all(|l| l.earlier.count == 0),
             "earlier digests are not attached"
         );
-        let mut m = Map::new();
-        m.insert(
-            "approved_component_ids".into(),
-            strings(&self.approved_component_ids),
-        );
-        m.insert(
-            "check_history".into(),
-            Value::Object(
-                self.check_history
-                    .iter()
-                    .map(|(component, checks)| {
-                        let checks = checks
-                            .iter()
-                            .map(|(check, history)| {
-                                let history = history.iter().map(CheckRecord::to_json).collect();
-                                (check.clone(), Value::Array(history))
-                            })
-                            .collect();
-                        (component.clone(), Value::Object(checks))
-                    })
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "checks".into(),
-            Value::Object(
-                self.checks
-                    .iter()
-                    .map(|(component, checks)| {
-                        let checks = checks
-                            .iter()
-                            .map(|(check, passed)| (check.clone(), Value::Bool(*passed)))
-                            .collect();
-                        (component.clone(), Value::Object(checks))
-                    })
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "failure_resolutions".into(),
-            Value::Object(
-                self.failure_resolutions
-                    .iter()
-                    .map(|(id, resolution)| (id.clone(), resolution.to_json()))
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "incomplete_replacements".into(),
-            strings(&self.incomplete_replacements),
-        );
-        m.insert(
-            "lanes".into(),
-            Value::Object(
-                self.lanes
-                    .iter()
-                    .map(|(id, lane)| (id.clone(), lane.to_json_with_digests(digests)))
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "last_checksum".into(),
-            Value::String(self.last_checksum.clone()),
-        );
-        m.insert("last_event_type".into(), opt_string(&self.last_event_type));
-        m.insert("last_sequence".into(), Value::from(self.last_sequence));
-        m.insert("main_verified".into(), Value::Bool(self.main_verified));
-        m.insert("owner_epoch".into(), Value::from(self.owner_epoch));
-        m.insert(
-            "owner_fingerprint".into(),
-            opt_string(&self.owner_fingerprint),
-        );
-        m.insert(
-            "removed_component_records".into(),
-            Value::Object(
-                self.removed_component_records
-                    .iter()
-                    .map(|(id, component)| (id.clone(), component.to_json()))
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "removed_components".into(),
-            strings(&self.removed_components),
-        );
-        m.insert(
-            "reports".into(),
-            Value::Object(
-                self.reports
-                    .iter()
-                    .map(|(kind, metadata)| (kind.clone(), Value::Object(metadata.clone())))
-                    .collect(),
-            ),
-        );
-        m.insert(
-            "run_state".into(),
-            Value::String(self.run_state.as_str().into()),
-        );
-        m.insert(
-            "topology".into(),
-            Value::Object(
-                self.topology
-                    .iter()
-                    .map(|(id, component)| (id.clone(), component.to_json()))
-                    .collect(),
-            ),
-        );
-        m.insert("updated_at".into(), opt_string(&self.updated_at));
-        Value::Object(m)
+        let mut value = to_value(self);
+        if let Value::Object(map) = &mut value {
+            map.insert(
+                "lanes".into(),
+                Value::Object(
+                    self.lanes
+                        .iter()
+                        .map(|(id, lane)| (id.clone(), lane.to_json_with_digests(digests)))
+                        .collect(),
+                ),
+            );
+        }
+        value
+    }
+
+    /// Rebuild a state from [`CoordinatorState::public_json`] output (a
+    /// checkpoint standing in for the replay of a receipt prefix); any
+    /// shape error refuses it, and the caller then replays the receipt.
+    pub fn from_public_json(value: &Value) -> Result<CoordinatorState, String> {
+        let mut state = CoordinatorState::deserialize(value)
+            .map_err(|e| format!("checkpoint state is malformed: {e}"))?;
+        for lane in state.lanes.values_mut() {
+            lane.index_digests();
+        }
+        Ok(state)
     }
 
     /// Hand each lane the digests it recorded before a checkpoint, held in
@@ -869,8 +637,8 @@ impl CoordinatorState {
     }
 }
 
-fn opt_string(value: &Option<String>) -> Value {
-    value.clone().map_or(Value::Null, Value::String)
+fn no_gate() -> super::approval::PolicyStatus {
+    super::approval::PolicyStatus::Absent
 }
 
 fn strings(values: &[String]) -> Value {

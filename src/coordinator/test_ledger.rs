@@ -113,7 +113,7 @@ impl Ledger {
                 if let Some(map) = fields.as_object_mut() {
                     map.remove("owner_epoch");
                 }
-                self.event(&intents[0].event_type, fields)
+                self.event(intents[0].event_type.as_str(), fields)
             }
             [_, second] => self.event(
                 "transaction_committed",

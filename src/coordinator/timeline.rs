@@ -8,6 +8,7 @@
 //! backwards is recorded as an anomaly, so the picture can flag it instead
 //! of misleading.
 
+use crate::receipt::vocab::EventType;
 use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Map, Value};
@@ -28,7 +29,9 @@ pub const MAX_ANOMALIES: usize = 50;
 pub struct Mark {
     pub at: Instant,
     pub sequence: u64,
-    pub kind: String,
+    /// `None`: an event type outside our vocabulary (not in a verified
+    /// receipt).
+    pub kind: Option<EventType>,
     /// The mark's details (receipt text: escape before showing).
     pub detail: String,
 }
@@ -128,21 +131,21 @@ fn detail(sequence: u64, time: &str, item: &Map<String, Value>) -> String {
 }
 
 /// Lane event types drawn as marks.
-const LANE_MARKS: [&str; 14] = [
-    "lane_started",
-    "startup_ack",
-    "stall_suspected",
-    "stall_cleared",
-    "probe_sent",
-    "probe_acknowledged",
-    "agent_interrupted",
-    "lane_recovered",
-    "lane_reassigned",
-    "lane_completed",
-    "lane_failed",
-    "lane_blocked",
-    "lane_cancelled",
-    "replacement_lineage_closed",
+const LANE_MARKS: [EventType; 14] = [
+    EventType::LaneStarted,
+    EventType::StartupAck,
+    EventType::StallSuspected,
+    EventType::StallCleared,
+    EventType::ProbeSent,
+    EventType::ProbeAcknowledged,
+    EventType::AgentInterrupted,
+    EventType::LaneRecovered,
+    EventType::LaneReassigned,
+    EventType::LaneCompleted,
+    EventType::LaneFailed,
+    EventType::LaneBlocked,
+    EventType::LaneCancelled,
+    EventType::ReplacementLineageClosed,
 ];
 
 impl Timeline {
@@ -211,10 +214,10 @@ impl Timeline {
     }
 
     fn item(&mut self, sequence: u64, time: &str, at: Option<Instant>, item: &Map<String, Value>) {
-        let kind = text(item, "event_type").unwrap_or_default().to_string();
+        let kind = EventType::of(item);
         let Some(at) = at else { return };
         let meta = item.get("metadata").and_then(Value::as_object);
-        if kind == "run_resumed" {
+        if kind == Some(EventType::RunResumed) {
             // The event carries the old epoch; the new owner's is the next.
             let epoch = meta
                 .and_then(|m| m.get("owner_epoch"))
@@ -227,7 +230,7 @@ impl Timeline {
                 self.run_marks.push(Mark {
                     at,
                     sequence,
-                    kind: kind.clone(),
+                    kind,
                     detail: detail(sequence, time, item),
                 });
             } else {
@@ -236,15 +239,18 @@ impl Timeline {
             return;
         };
         let mut lane_times = vec![at];
-        let heartbeat = matches!(kind.as_str(), "heartbeat_observed" | "lease_renewed");
+        let heartbeat = matches!(
+            kind,
+            Some(EventType::HeartbeatObserved | EventType::LeaseRenewed)
+        );
         if heartbeat {
-            self.heartbeats += u64::from(kind == "heartbeat_observed");
+            self.heartbeats += u64::from(kind == Some(EventType::HeartbeatObserved));
         }
         let track = self.track(&lane_id);
         if track.agent_id.is_none() {
             track.agent_id = text(item, "agent_id").map(str::to_string);
         }
-        if kind == "lane_created" {
+        if kind == Some(EventType::LaneCreated) {
             track.parent = meta
                 .and_then(|m| text(m, "parent_lane_id"))
                 .map(str::to_string);
@@ -261,7 +267,7 @@ impl Timeline {
                 .unwrap_or(at)
                 .max(at);
             lane_times.push(end);
-            let count = u64::from(kind == "heartbeat_observed");
+            let count = u64::from(kind == Some(EventType::HeartbeatObserved));
             match track.bands.last_mut() {
                 Some(band) if at <= band.end && at >= band.start => {
                     band.end = band.end.max(end);
@@ -273,8 +279,8 @@ impl Timeline {
                     heartbeats: count,
                 }),
             }
-        } else if LANE_MARKS.contains(&kind.as_str()) {
-            if kind == "lane_reassigned"
+        } else if kind.is_some_and(|k| LANE_MARKS.contains(&k)) {
+            if kind == Some(EventType::LaneReassigned)
                 && let Some(child) = meta.and_then(|m| text(m, "replacement_lane_id"))
             {
                 track.replaced_by = Some((child.to_string(), at));

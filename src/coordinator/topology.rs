@@ -12,6 +12,7 @@
 //! component (the reference records the removal, after which the run can
 //! never complete). Both are exit 5.
 
+use crate::receipt::vocab::EventType;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
@@ -32,13 +33,13 @@ pub const COMPONENT_EVIDENCE_FIELDS: [&str; 1] = ["component_id"];
 
 /// A topology-level intent (no lane, no agent, no states) at "now".
 fn topology_intent(
-    event_type: &str,
+    event_type: EventType,
     evidence: &Value,
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
     Intent {
-        event_type: event_type.into(),
+        event_type,
         timestamp: None,
         from_state: None,
         to_state: None,
@@ -220,7 +221,7 @@ pub fn decide_register(
     let mut metadata = Map::new();
     metadata.insert("components".into(), Value::Array(validated));
     Ok(vec![topology_intent(
-        "topology_registered",
+        EventType::TopologyRegistered,
         evidence,
         None,
         metadata,
@@ -275,7 +276,7 @@ pub fn decide_remove(
     let mut metadata = Map::new();
     metadata.insert("component_id".into(), json!(component_id));
     Ok(vec![topology_intent(
-        "topology_component_removed",
+        EventType::TopologyComponentRemoved,
         evidence,
         Some(reason),
         metadata,
@@ -384,9 +385,9 @@ pub fn decide_check_result(
         _ => return invalid("receipt reason must be at most 500 characters"),
     };
     let event_type = if request.passed {
-        "check_passed"
+        EventType::CheckPassed
     } else {
-        "check_failed"
+        EventType::CheckFailed
     };
     let mut metadata = Map::new();
     metadata.insert("component_id".into(), json!(request.component_id));
@@ -448,7 +449,7 @@ pub fn decide_component_evidence(
         json!(CoverageState::Covered.as_str()),
     );
     Ok(vec![topology_intent(
-        "evidence_attached",
+        EventType::EvidenceAttached,
         evidence,
         None,
         metadata,

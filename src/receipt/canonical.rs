@@ -136,83 +136,51 @@ pub fn contains_oversized_integer(value: &Value) -> bool {
     }
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(out, n),
-        Value::String(s) => write_string(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
+/// The canonical form as a `serde_json` formatter. serde_json's compact
+/// output already is Python's `separators=(",", ":")`, and its string
+/// escapes are Python's with `ensure_ascii=False` (`\"`, `\\`, the short
+/// forms `\b \f \n \r \t`, lowercase `\u00xx` for the other control
+/// characters, everything else raw UTF-8). What it adds: an integer is
+/// written as its source text (`arbitrary_precision` keeps every digit),
+/// except that `-0` is `0`, as Python parses and prints it. Keys come out
+/// sorted by code point because serde_json's `Map` is a `BTreeMap`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Canonical;
+
+impl serde_json::ser::Formatter for Canonical {
+    fn write_number_str<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: &str,
+    ) -> std::io::Result<()> {
+        match value.strip_prefix('-') {
+            // Python parses "-0" as the int 0 and prints "0". (JSON forbids
+            // leading zeros, so any other integer text is already the
+            // shortest decimal form; floats never pass validation and are
+            // written as they came.)
+            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b == b'0') => {
+                writer.write_all(b"0")
             }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
+            _ => writer.write_all(value.as_bytes()),
         }
     }
 }
 
-fn write_number(out: &mut Vec<u8>, n: &Number) {
-    match integer_text(n) {
-        // Python parses "-0" as the int 0 and prints "0".
-        Some(text) if text.starts_with('-') && text[1..].bytes().all(|b| b == b'0') => {
-            out.push(b'0')
-        }
-        Some(text) => {
-            // JSON forbids leading zeros, so the source text is already the
-            // shortest decimal form.
-            out.extend_from_slice(text.as_bytes())
-        }
-        // Floats never pass validation; render them deterministically anyway.
-        None => out.extend_from_slice(n.as_str().as_bytes()),
-    }
+/// Canonical bytes of any serialisable value, appended to `out`.
+pub fn write_serialize<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let mut serializer = serde_json::Serializer::with_formatter(out, Canonical);
+    // Writing into a Vec cannot fail, and our values have string keys.
+    value
+        .serialize(&mut serializer)
+        .expect("canonical JSON of a value with string keys");
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    write_serialize(out, value);
 }
 
 pub(crate) fn write_string(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 0x0f) as usize]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
+    write_serialize(out, s);
 }
 
 #[cfg(test)]

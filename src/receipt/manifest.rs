@@ -7,58 +7,10 @@ use std::collections::BTreeSet;
 use super::canonical;
 use super::primitives::as_int;
 use super::rules::{Family, LIMIT_KEYS, Limits};
+use super::vocab::EventType;
 
 /// The manifest bundled into the binary (1.1.0).
 pub const BUNDLED_MANIFEST: &str = include_str!("../../manifests/workflow-manifest.json");
-
-/// The Phase 1 (1.0) event types.
-pub const EVENT_TYPES_1_0: [&str; 25] = [
-    "run_created",
-    "plan_approved",
-    "run_started",
-    "topology_registered",
-    "lane_created",
-    "lane_started",
-    "startup_ack",
-    "heartbeat_observed",
-    "lease_renewed",
-    "stall_suspected",
-    "probe_sent",
-    "probe_acknowledged",
-    "agent_interrupted",
-    "lane_reassigned",
-    "lane_recovered",
-    "evidence_attached",
-    "check_passed",
-    "check_failed",
-    "lane_completed",
-    "lane_failed",
-    "run_completed",
-    "run_blocked",
-    "candidate_proposed",
-    "candidate_validated",
-    "candidate_rejected",
-];
-
-/// The Phase 2 (1.1) event types: the 1.0 set plus 16 more.
-pub const EVENT_TYPES_1_1_EXTRA: [&str; 16] = [
-    "run_recovery_started",
-    "run_recovery_finished",
-    "run_failed",
-    "run_cancelled",
-    "run_resumed",
-    "topology_component_removed",
-    "stall_cleared",
-    "replacement_repaired",
-    "replacement_blocked",
-    "replacement_lineage_closed",
-    "lane_blocked",
-    "lane_cancelled",
-    "handoff_recorded",
-    "live_report_recorded",
-    "main_verification",
-    "transaction_committed",
-];
 
 const TOP_LEVEL_KEYS: [&str; 16] = [
     "schema_version",
@@ -96,7 +48,7 @@ pub struct ManifestContract {
     pub family: Family,
     pub version: String,
     pub limits: Limits,
-    pub event_types: Vec<String>,
+    pub event_types: Vec<EventType>,
 }
 
 /// A run's manifest snapshot: the contract plus its `_run` metadata.
@@ -315,20 +267,23 @@ pub fn validate_contract(contract: Value) -> Result<ManifestContract, ManifestEr
         Some(v) if *v == serde_json::json!({"requires_parent": true}) => {}
         Some(_) => return Err(bad("failure resolution policy is invalid")),
     }
-    let event_list: Vec<String> = map["receipt"]
+    let names: Vec<&str> = map["receipt"]
         .as_object()
         .and_then(|r| r.get("event_types"))
         .and_then(Value::as_array)
-        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+        .and_then(|a| a.iter().map(Value::as_str).collect())
         .ok_or_else(|| bad("receipt event types are invalid"))?;
-    let event_set: BTreeSet<&str> = event_list.iter().map(String::as_str).collect();
-    if event_set.len() != event_list.len() {
+    if names.iter().collect::<BTreeSet<_>>().len() != names.len() {
         return Err(bad("receipt event types must be unique"));
     }
-    let mut family_set: BTreeSet<&str> = EVENT_TYPES_1_0.iter().copied().collect();
-    if family == Family::V1_1 {
-        family_set.extend(EVENT_TYPES_1_1_EXTRA);
-    }
+    // A name outside our vocabulary cannot be one of the family's.
+    let event_list: Vec<EventType> = names
+        .iter()
+        .map(|name| EventType::parse(name))
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("receipt event types do not match the manifest family"))?;
+    let event_set: BTreeSet<EventType> = event_list.iter().copied().collect();
+    let family_set: BTreeSet<EventType> = EventType::of_family(family).iter().copied().collect();
     if event_set != family_set {
         return Err(bad("receipt event types do not match the manifest family"));
     }

@@ -13,3 +13,4 @@ pub mod rules;
 pub mod scope;
 pub mod signed_head;
 pub mod verify;
+pub mod vocab;

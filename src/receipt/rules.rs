@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::primitives::{
     as_int, char_len, is_bounded_string, is_identifier, is_sha256_hex, is_timestamp_shape,
 };
+use super::vocab::EventType;
 
 /// Manifest family: the first two components of `manifest_version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +185,7 @@ pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
 
 /// The metadata keys an event type may carry beyond `owner_epoch`, and which
 /// of them it must carry (reference-runtime §6.5).
-pub fn metadata_keys(event_type: &str) -> (&'static [&'static str], &'static [&'static str]) {
+pub fn metadata_keys(event_type: EventType) -> (&'static [&'static str], &'static [&'static str]) {
     const RECOVERY: &[&str] = &RECOVERY_KEYS;
     const LANE_CREATED: &[&str] = &[
         "assignment",
@@ -230,17 +231,18 @@ pub fn metadata_keys(event_type: &str) -> (&'static [&'static str], &'static [&'
         "report_checksum",
         "report_receipt_head",
     ];
+    use EventType::*;
     match event_type {
-        "run_created" => (RECOVERY, &[]),
-        "lane_created" => (LANE_CREATED, LANE_CREATED),
-        "heartbeat_observed" => (&["evidence_digest"], &["evidence_digest"]),
-        "lease_renewed" => (
+        RunCreated => (RECOVERY, &[]),
+        LaneCreated => (LANE_CREATED, LANE_CREATED),
+        HeartbeatObserved => (&["evidence_digest"], &["evidence_digest"]),
+        LeaseRenewed => (
             &["silence_lease_deadline", "evidence_digest"],
             &["silence_lease_deadline", "evidence_digest"],
         ),
-        "lane_completed" => (&["changed_paths"], &["changed_paths"]),
-        "probe_sent" => (&["probe_deadline"], &["probe_deadline"]),
-        "lane_reassigned" => (
+        LaneCompleted => (&["changed_paths"], &["changed_paths"]),
+        ProbeSent => (&["probe_deadline"], &["probe_deadline"]),
+        LaneReassigned => (
             REASSIGN,
             &[
                 "replacement_count",
@@ -248,18 +250,16 @@ pub fn metadata_keys(event_type: &str) -> (&'static [&'static str], &'static [&'
                 "replacement_lane_id",
             ],
         ),
-        "replacement_repaired" | "replacement_blocked" => (REPAIR, REPAIR),
-        "replacement_lineage_closed" => (CLOSE, CLOSE),
-        "candidate_validated" => (CANDIDATE, &[]),
-        "run_resumed" => (&["new_owner_fingerprint"], &["new_owner_fingerprint"]),
-        "transaction_committed" => (&["intents"], &["intents"]),
-        "handoff_recorded" | "live_report_recorded" => (REPORT, REPORT),
-        "topology_registered" => (&["components"], &["components"]),
-        "topology_component_removed" => (&["component_id"], &["component_id"]),
-        "check_passed" | "check_failed" => {
-            (&["component_id", "check_id"], &["component_id", "check_id"])
-        }
-        "evidence_attached" => (
+        ReplacementRepaired | ReplacementBlocked => (REPAIR, REPAIR),
+        ReplacementLineageClosed => (CLOSE, CLOSE),
+        CandidateValidated => (CANDIDATE, &[]),
+        RunResumed => (&["new_owner_fingerprint"], &["new_owner_fingerprint"]),
+        TransactionCommitted => (&["intents"], &["intents"]),
+        HandoffRecorded | LiveReportRecorded => (REPORT, REPORT),
+        TopologyRegistered => (&["components"], &["components"]),
+        TopologyComponentRemoved => (&["component_id"], &["component_id"]),
+        CheckPassed | CheckFailed => (&["component_id", "check_id"], &["component_id", "check_id"]),
+        EvidenceAttached => (
             &["component_id", "coverage_state"],
             &["component_id", "coverage_state"],
         ),
@@ -411,11 +411,11 @@ pub const INTENT_KEYS: [&str; 10] = [
     "to_state",
 ];
 
-const INTENT_PAIRS: [(&str, &str); 4] = [
-    ("heartbeat_observed", "lease_renewed"),
-    ("lane_reassigned", "lane_created"),
-    ("replacement_repaired", "lane_created"),
-    ("main_verification", "run_completed"),
+const INTENT_PAIRS: [(EventType, EventType); 4] = [
+    (EventType::HeartbeatObserved, EventType::LeaseRenewed),
+    (EventType::LaneReassigned, EventType::LaneCreated),
+    (EventType::ReplacementRepaired, EventType::LaneCreated),
+    (EventType::MainVerification, EventType::RunCompleted),
 ];
 
 fn check_state_field(value: &Value) -> bool {
@@ -449,15 +449,15 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
         if map.len() != INTENT_KEYS.len() || INTENT_KEYS.iter().any(|k| !map.contains_key(*k)) {
             return fail("transaction intent fields do not match contract");
         }
-        types.push(map["event_type"].as_str().unwrap_or(""));
+        types.push(map["event_type"].as_str().and_then(EventType::parse));
     }
-    if !INTENT_PAIRS.contains(&(types[0], types[1])) {
-        return fail("transaction intent pair is unsupported");
-    }
-    for intent in intents {
+    let pair = match (types[0], types[1]) {
+        (Some(first), Some(second)) if INTENT_PAIRS.contains(&(first, second)) => [first, second],
+        _ => return fail("transaction intent pair is unsupported"),
+    };
+    for (intent, event_type) in intents.iter().zip(pair) {
         let map = intent.as_object().expect("checked above");
-        let event_type = types_of(map);
-        if event_type == "transaction_committed" {
+        if event_type == EventType::TransactionCommitted {
             return fail("transaction intent cannot contain a nested envelope");
         }
         if as_int(&map["owner_epoch"]) != Some(epoch as i128) {
@@ -483,13 +483,9 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
     Ok(())
 }
 
-fn types_of(map: &Map<String, Value>) -> &str {
-    map.get("event_type").and_then(Value::as_str).unwrap_or("")
-}
-
 /// MD1–MD18: the metadata object of a Phase-2 event (or intent).
 pub fn check_metadata(
-    event_type: &str,
+    event_type: EventType,
     metadata: Option<&Value>,
     limits: &Limits,
     epoch: u64,
@@ -526,7 +522,7 @@ pub fn check_metadata(
             missing.join(", ")
         ));
     }
-    if event_type == "run_created" {
+    if event_type == EventType::RunCreated {
         let present = RECOVERY_KEYS
             .iter()
             .filter(|k| map.contains_key(**k))
@@ -678,7 +674,7 @@ pub const EVENT_KEYS: [&str; 15] = [
 #[derive(Debug, Clone, Copy)]
 pub struct EventContract<'a> {
     pub family: Family,
-    pub event_types: &'a [String],
+    pub event_types: &'a [EventType],
     pub limits: &'a Limits,
     pub epoch: u64,
 }
@@ -713,10 +709,13 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     if as_int(&event["sequence"]).is_none_or(|s| s < 1) {
         return fail("receipt sequence must be a positive integer");
     }
-    let event_type = event["event_type"].as_str().unwrap_or("");
-    if !contract.event_types.iter().any(|t| t == event_type) {
+    let Some(event_type) = event["event_type"]
+        .as_str()
+        .and_then(EventType::parse)
+        .filter(|t| contract.event_types.contains(t))
+    else {
         return fail("receipt event type is unsupported");
-    }
+    };
     if !event["timestamp"].as_str().is_some_and(is_timestamp_shape) {
         return fail("timestamp must be a UTC ISO-8601 timestamp ending in Z");
     }
@@ -787,7 +786,7 @@ mod tests {
         let l = Limits::default();
         assert!(
             check_metadata(
-                "plan_approved",
+                EventType::PlanApproved,
                 Some(&json!({"owner_epoch":1})),
                 &l,
                 1,
@@ -797,7 +796,7 @@ mod tests {
         );
         assert_eq!(
             check_metadata(
-                "plan_approved",
+                EventType::PlanApproved,
                 Some(&json!({"owner_epoch":2})),
                 &l,
                 1,
@@ -807,13 +806,19 @@ mod tests {
             "owner_epoch must match the current positive epoch"
         );
         assert_eq!(
-            check_metadata("probe_sent", Some(&json!({"owner_epoch":1})), &l, 1, false)
-                .unwrap_err(),
+            check_metadata(
+                EventType::ProbeSent,
+                Some(&json!({"owner_epoch":1})),
+                &l,
+                1,
+                false
+            )
+            .unwrap_err(),
             "required metadata fields missing: probe_deadline"
         );
         assert_eq!(
             check_metadata(
-                "plan_approved",
+                EventType::PlanApproved,
                 Some(&json!({"owner_epoch":1,"z":1,"a":2})),
                 &l,
                 1,
@@ -822,7 +827,7 @@ mod tests {
             .unwrap_err(),
             "unsupported metadata fields: a, z"
         );
-        assert!(check_metadata("plan_approved", None, &l, 1, false).is_err());
+        assert!(check_metadata(EventType::PlanApproved, None, &l, 1, false).is_err());
     }
 
     #[test]
@@ -830,7 +835,7 @@ mod tests {
         let l = Limits::default();
         let partial = json!({"owner_epoch":1,"recovery_original_run_id":"r"});
         assert_eq!(
-            check_metadata("run_created", Some(&partial), &l, 1, false).unwrap_err(),
+            check_metadata(EventType::RunCreated, Some(&partial), &l, 1, false).unwrap_err(),
             "recovery run provenance must be complete"
         );
     }
@@ -869,10 +874,17 @@ mod tests {
                    "metadata":{"owner_epoch":1},"owner_epoch":1,"reason":null,"timestamp":"2026-01-01T00:00:00Z","to_state":null})
         };
         let ok = json!({"owner_epoch":1,"intents":[intent("main_verification"), intent("run_completed")]});
-        assert!(check_metadata("transaction_committed", Some(&ok), &l, 1, false).is_ok());
+        assert!(check_metadata(EventType::TransactionCommitted, Some(&ok), &l, 1, false).is_ok());
         let swapped = json!({"owner_epoch":1,"intents":[intent("run_completed"), intent("main_verification")]});
         assert_eq!(
-            check_metadata("transaction_committed", Some(&swapped), &l, 1, false).unwrap_err(),
+            check_metadata(
+                EventType::TransactionCommitted,
+                Some(&swapped),
+                &l,
+                1,
+                false
+            )
+            .unwrap_err(),
             "transaction intent pair is unsupported"
         );
     }

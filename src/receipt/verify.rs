@@ -2,6 +2,7 @@
 //! bounded by one line: each line is framed, parsed, contract-checked and
 //! chained, then handed to the caller and dropped.
 
+use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value};
 use std::io::{BufRead, ErrorKind};
 
@@ -454,14 +455,13 @@ impl<'a> LineRules<'a> {
             owner_token: text("owner_token"),
             previous_checksum: text("previous_checksum"),
             checksum: text("checksum").unwrap_or_default(),
-            new_owner: (event.get("event_type").and_then(Value::as_str) == Some("run_resumed"))
-                .then(|| {
-                    event
-                        .get("metadata")
-                        .and_then(|m| m.get("new_owner_fingerprint"))
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                }),
+            new_owner: (EventType::of(&event) == Some(EventType::RunResumed)).then(|| {
+                event
+                    .get("metadata")
+                    .and_then(|m| m.get("new_owner_fingerprint"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            }),
         };
         Ok(ExaminedEvent {
             event: self.keep_events.then_some(event),

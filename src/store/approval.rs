@@ -13,8 +13,7 @@ use super::run::RunDir;
 use super::secure::{FILE_MODE, create_exclusive, open_regular, read_limited};
 use crate::receipt::canonical;
 
-/// The policy file's name inside the run directory.
-pub const POLICY_FILE: &str = "approval-policy.json";
+pub use crate::receipt::vocab::POLICY_FILE;
 
 /// Largest policy file we read (a canonical policy is under 512 bytes).
 const MAX_POLICY_BYTES: u64 = 64 * 1024;
@@ -27,23 +26,24 @@ pub fn policy_path(run: &RunDir) -> PathBuf {
 
 /// Whether the run has a policy file at all (anything at its path).
 pub fn policy_file_exists(run: &RunDir) -> bool {
-    super::paths::exists_no_follow(&policy_path(run))
+    run.place(&policy_path(run)).is_ok_and(|at| at.exists())
 }
 
 /// Write the frozen policy (exclusive create, 0600, fsync of file and
 /// directory). It never exists before: a policy is written once, at init.
 pub fn write_policy_file(run: &RunDir, bytes: &[u8]) -> StoreResult<()> {
-    create_exclusive(&policy_path(run), bytes)
+    create_exclusive(&run.place(&policy_path(run))?, bytes)
 }
 
 /// The policy file's bytes through a no-follow descriptor: a regular 0600
 /// file owned by the user. `Err` says, for people, why it cannot be trusted.
 pub fn read_policy_file(run: &RunDir) -> Result<Vec<u8>, String> {
     let path = policy_path(run);
-    if std::fs::symlink_metadata(&path).is_err() {
+    let at = run.place(&path).map_err(|e| e.message().to_string())?;
+    if !at.exists() {
         return Err("approval policy file is missing".into());
     }
-    let mut file = open_regular(&path, "approval policy file", Some(FILE_MODE))
+    let mut file = open_regular(&at, "approval policy file", Some(FILE_MODE))
         .map_err(|e| e.message().to_string())?;
     read_limited(&mut file, &path, MAX_POLICY_BYTES)
         .map_err(|e| e.message().to_string())?
@@ -134,8 +134,8 @@ mod tests {
         write(&loose, r#"{"approver":"alice","token":"s3cret"}"#, 0o644);
         assert_eq!(
             read_credential(&loose),
-            Err(StoreError::invalid(
-                "approver credential does not have the required secure mode"
+            Err(StoreError::Insecure(
+                "approver credential does not have the required secure mode".into()
             ))
         );
         let link = dir.path().join("link.cred");

@@ -8,21 +8,50 @@
 use std::path::Path;
 
 use super::error::{StoreError, StoreResult};
-use super::paths::is_symlink;
 use super::run::RunDir;
-use super::secure::{DIR_MODE, FILE_MODE, check_metadata, ensure_secure_dir};
+use super::secure::{DIR_MODE, FILE_MODE, check_metadata};
 
-/// An existing cache file must be a non-symlink regular file, ours, 0600.
-fn check_cache_file(path: &Path, kind: &str) -> StoreResult<()> {
-    if is_symlink(path) {
-        return Err(StoreError::invalid(format!("{kind} must not be a symlink")));
+impl RunDir {
+    /// An existing cache file must be a non-symlink regular file, ours, 0600.
+    fn check_cache_file(&self, path: &Path, kind: &str) -> StoreResult<()> {
+        let at = self.place(path)?;
+        match at.symlink_metadata() {
+            Err(_) | Ok(None) => Ok(()),
+            Ok(Some(meta)) if meta.file_type().is_symlink() => {
+                Err(StoreError::invalid(format!("{kind} must not be a symlink")))
+            }
+            Ok(Some(meta)) if !meta.is_file() => Err(StoreError::invalid(format!(
+                "{kind} does not have the required secure mode"
+            ))),
+            Ok(Some(meta)) => check_metadata(&meta, kind, FILE_MODE),
+        }
     }
-    match std::fs::symlink_metadata(path) {
-        Err(_) => Ok(()),
-        Ok(meta) if !meta.is_file() => Err(StoreError::invalid(format!(
-            "{kind} does not have the required secure mode"
-        ))),
-        Ok(meta) => check_metadata(&meta, kind, FILE_MODE),
+
+    /// `lanes/` (0700), created inside the held run directory when missing.
+    pub fn ensure_lanes_dir(&self) -> StoreResult<()> {
+        self.ensure_subdir(&self.lanes_dir(), "run lanes directory")
+    }
+
+    /// A 0700 directory `path` of the run, created inside the held run
+    /// directory when missing (never through a symlink, never recursive).
+    pub fn ensure_subdir(&self, path: &Path, kind: &str) -> StoreResult<()> {
+        let lanes = self.place(path)?;
+        match lanes.mkdir(DIR_MODE) {
+            Ok(()) => {
+                let dir = lanes
+                    .open_dir()
+                    .map_err(|e| StoreError::io(&e, &lanes.path()))?;
+                dir.set_mode(DIR_MODE)
+                    .map_err(|e| StoreError::io(&e, &lanes.path()))?;
+                lanes
+                    .sync_dir()
+                    .map_err(|e| StoreError::io(&e, &self.dir))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(StoreError::io(&e, &lanes.path())),
+        }
+        super::secure::open_secure_dir_at(&lanes, kind)?;
+        Ok(())
     }
 }
 
@@ -34,27 +63,26 @@ impl RunDir {
         &self,
         lane_ids: impl IntoIterator<Item = &'a String>,
     ) -> StoreResult<()> {
-        check_cache_file(&self.run_cache_path(), "run cache")?;
-        check_cache_file(&self.checkpoint_path(), "run checkpoint")?;
+        self.check_cache_file(&self.run_cache_path(), "run cache")?;
+        self.check_cache_file(&self.checkpoint_path(), "run checkpoint")?;
         // The head is rewritten after the append too: a head that cannot be
         // replaced would silently stop protecting the receipt's length.
-        check_cache_file(&self.head_path(), "acknowledged receipt head record")?;
+        self.check_cache_file(&self.head_path(), "acknowledged receipt head record")?;
         let lanes = self.lanes_dir();
-        if is_symlink(&lanes) {
-            return Err(StoreError::invalid("state path contains a symlink"));
-        }
-        if let Ok(meta) = std::fs::symlink_metadata(&lanes) {
-            if !meta.is_dir() {
+        match self.place(&lanes)?.symlink_metadata() {
+            Ok(Some(meta)) if meta.file_type().is_symlink() => {
+                return Err(StoreError::invalid("state path contains a symlink"));
+            }
+            Ok(Some(meta)) if !meta.is_dir() => {
                 return Err(StoreError::invalid(
                     "secure directory path is not a directory",
                 ));
             }
-            check_metadata(&meta, "directory", DIR_MODE)?;
-        } else {
-            ensure_secure_dir(&lanes, "directory")?;
+            Ok(Some(meta)) => check_metadata(&meta, "directory", DIR_MODE)?,
+            _ => self.ensure_lanes_dir()?,
         }
         for lane_id in lane_ids {
-            check_cache_file(&lanes.join(format!("{lane_id}.json")), "lane cache")?;
+            self.check_cache_file(&lanes.join(format!("{lane_id}.json")), "lane cache")?;
         }
         Ok(())
     }

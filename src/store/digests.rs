@@ -18,11 +18,10 @@
 //! table. The header's entry count must also equal the checkpoint's.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use nix::libc;
 use sha2::{Digest, Sha256};
 
 use super::error::{StoreError, StoreResult};
@@ -85,10 +84,11 @@ impl Header {
     }
 }
 
-/// Where the two files live (the run directory).
+/// Where the two files live (the run directory, held once validated).
 #[derive(Debug, Clone)]
 pub struct DigestFiles {
     dir: PathBuf,
+    run: Option<super::run::RunDir>,
 }
 
 /// An opened, current digest table (read-only unless opened for update).
@@ -96,6 +96,7 @@ pub struct DigestFiles {
 pub struct DigestTable {
     file: File,
     header: Header,
+    path: PathBuf,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
@@ -106,6 +107,23 @@ impl DigestFiles {
     pub fn new(run_dir: &Path) -> DigestFiles {
         DigestFiles {
             dir: run_dir.to_path_buf(),
+            run: None,
+        }
+    }
+
+    /// The files of `run`, reached through its held directory.
+    pub fn of_run(run: &super::run::RunDir) -> DigestFiles {
+        DigestFiles {
+            dir: run.dir.clone(),
+            run: Some(run.clone()),
+        }
+    }
+
+    fn at(&self, path: &Path) -> StoreResult<super::held::Loc> {
+        use super::held::Place;
+        match &self.run {
+            Some(run) => run.place(path),
+            None => path.place(),
         }
     }
 
@@ -118,12 +136,9 @@ impl DigestFiles {
     }
 
     fn open(&self, path: &Path, write: bool) -> StoreResult<File> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(write)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(io(path))?;
+        use rustix::fs::OFlags;
+        let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
+        let file = self.at(path)?.open(flags, 0).map_err(io(path))?;
         let meta = file.metadata().map_err(io(path))?;
         if !meta.is_file() {
             return Err(StoreError::invalid("checkpoint digest file is not a file"));
@@ -147,14 +162,18 @@ impl DigestFiles {
         if header.entries != entries || size != expected {
             return None;
         }
-        Some(DigestTable { file, header })
+        Some(DigestTable {
+            file,
+            header,
+            path: self.index_path(),
+        })
     }
 
     /// Replace both files with exactly `digests` (after a full replay).
     /// Returns the log's byte length.
     pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
         let log = log_bytes(digests);
-        atomic_write(&self.log_path(), &log)?;
+        atomic_write(&self.at(&self.log_path())?, &log)?;
         let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
         self.write_table(&keys)?;
         sync_dir(&self.dir)?;
@@ -177,7 +196,7 @@ impl DigestFiles {
         for key in keys {
             insert_in_memory(table, slots, key);
         }
-        atomic_write(&self.index_path(), &bytes)
+        atomic_write(&self.at(&self.index_path())?, &bytes)
     }
 
     /// Append `digests` (new since the checkpoint) to a current table and
@@ -282,9 +301,13 @@ impl DigestTable {
 
     /// Whether the table holds the pair. An unreadable table answers "yes",
     /// which refuses the evidence as repeated rather than accepting it.
-    pub fn contains(&self, lane_id: &str, digest: &str) -> bool {
+    /// Whether the table holds `digest` for `lane_id`; a read error is an
+    /// error (never "present": a failing disk is not stale evidence).
+    pub fn contains(&self, lane_id: &str, digest: &str) -> StoreResult<bool> {
         let wanted = key(lane_id, digest);
-        self.find(&wanted).unwrap_or(Some(0)).is_some()
+        self.find(&wanted)
+            .map(|slot| slot.is_some())
+            .map_err(|e| StoreError::io(&e, &self.path))
     }
 
     /// `Some(slot)` when present, `None` when absent.
@@ -383,11 +406,11 @@ mod tests {
         let log = files.rewrite(&all).unwrap();
         let table = files.open_table(3000, false).unwrap();
         for (lane, digest) in &all {
-            assert!(table.contains(lane, digest));
+            assert!(table.contains(lane, digest).unwrap());
         }
         // The same digest under another lane is a different key.
-        assert!(!table.contains("lane-1", &format!("{:064x}", 0)));
-        assert!(!table.contains("lane-0", &format!("{:064x}", 9999)));
+        assert!(!table.contains("lane-1", &format!("{:064x}", 0)).unwrap());
+        assert!(!table.contains("lane-0", &format!("{:064x}", 9999)).unwrap());
         assert_eq!(files.read_log(log).unwrap(), all);
         assert!(
             files.open_table(2999, false).is_none(),
@@ -408,8 +431,34 @@ mod tests {
             entries += chunk.len() as u64;
         }
         let table = files.open_table(entries, false).unwrap();
-        assert!(all.iter().all(|(l, d)| table.contains(l, d)));
+        assert!(all.iter().all(|(l, d)| table.contains(l, d).unwrap()));
         assert_eq!(files.read_lists(log).unwrap()["lane-2"].len(), 833);
+    }
+
+    /// Issue 17: a read error is an error, never "digest present". The
+    /// table was proven sound when opened; a file cut short afterwards
+    /// makes the pread fail (a real short read, no injection).
+    #[test]
+    fn a_read_error_of_the_table_is_an_io_error_not_present() {
+        let dir = private_dir();
+        let files = DigestFiles::new(dir.path());
+        let all = pairs(100);
+        files.rewrite(&all).unwrap();
+        let table = files.open_table(100, false).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(files.index_path())
+            .unwrap()
+            .set_len(HEADER_BYTES)
+            .unwrap();
+        let (lane, digest) = &all[0];
+        match table.contains(lane, digest) {
+            Err(StoreError::Io(failure)) => {
+                assert_eq!(failure.kind, std::io::ErrorKind::UnexpectedEof);
+                assert_eq!(failure.path, files.index_path());
+            }
+            other => panic!("a failed read answered {other:?}"),
+        }
     }
 
     #[test]

@@ -1,15 +1,59 @@
+use nix::libc;
 use std::fmt;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 
 /// Why a filesystem operation on the state root was refused or failed.
+/// Control flow looks at the variant and, for [`StoreError::Io`], at the
+/// error's kind and errno, never at the message text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
-    /// A path, mode, owner or file content breaks the state-root contract
+    /// A path, file type or file content breaks the state-root contract
     /// (exit 2).
     Invalid(String),
+    /// A file or directory has the wrong owner or mode (exit 2).
+    Insecure(String),
     /// Another writer holds the state (exit 5, retryable).
     Busy(String),
-    /// The operating system refused an operation (exit 2).
-    Io(String),
+    /// The operating system refused or failed an operation (see
+    /// [`IoFailure::is_transient`] for the exit status).
+    Io(IoFailure),
+    /// The run directory we opened is no longer the one its path names: it
+    /// was moved away or replaced (by a symlink, say) while we waited for
+    /// its lock (exit 2, nothing written).
+    Moved(String),
+}
+
+/// An OS error, with the path it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoFailure {
+    pub kind: ErrorKind,
+    pub errno: Option<i32>,
+    pub path: PathBuf,
+    /// The message, rendered once in the reference's (Python's) wording,
+    /// `[Errno N] text: 'path'`, which envelopes and fixtures compare.
+    message: String,
+}
+
+impl IoFailure {
+    /// A resource or device failure that may pass (a full disk or quota,
+    /// EIO, an interrupted or busy call): nothing was acknowledged, so
+    /// the caller may retry once it is fixed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::StorageFull
+                | ErrorKind::QuotaExceeded
+                | ErrorKind::Interrupted
+                | ErrorKind::WouldBlock
+                | ErrorKind::TimedOut
+                | ErrorKind::ResourceBusy
+                | ErrorKind::OutOfMemory
+        ) || matches!(
+            self.errno,
+            Some(libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::ENFILE | libc::EMFILE)
+        )
+    }
 }
 
 impl StoreError {
@@ -21,20 +65,45 @@ impl StoreError {
         StoreError::Busy(message.into())
     }
 
-    /// An OS error with the path it concerns, phrased like Python's.
-    pub fn io(error: &std::io::Error, path: &std::path::Path) -> Self {
-        let errno = error
-            .raw_os_error()
-            .map(|n| format!("[Errno {n}] "))
-            .unwrap_or_default();
+    /// An OS error with the path it concerns.
+    pub fn io(error: &std::io::Error, path: &Path) -> Self {
+        let errno = error.raw_os_error();
+        let prefix = errno.map(|n| format!("[Errno {n}] ")).unwrap_or_default();
         let text = error.to_string();
         let text = text.split(" (os error").next().unwrap_or(&text).to_string();
-        StoreError::Io(format!("{errno}{text}: '{}'", path.display()))
+        StoreError::Io(IoFailure {
+            kind: error.kind(),
+            errno,
+            path: path.to_path_buf(),
+            message: format!("{prefix}{text}: '{}'", path.display()),
+        })
+    }
+
+    /// An I/O failure that is ours to describe (a short read, say).
+    pub fn io_other(path: &Path, what: &str) -> Self {
+        StoreError::Io(IoFailure {
+            kind: ErrorKind::Other,
+            errno: None,
+            path: path.to_path_buf(),
+            message: format!("{}: {what}", path.display()),
+        })
+    }
+
+    /// The kind of an I/O failure (`None` for the other variants).
+    pub fn io_kind(&self) -> Option<ErrorKind> {
+        match self {
+            StoreError::Io(failure) => Some(failure.kind),
+            _ => None,
+        }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            StoreError::Invalid(m) | StoreError::Busy(m) | StoreError::Io(m) => m,
+            StoreError::Invalid(m)
+            | StoreError::Insecure(m)
+            | StoreError::Busy(m)
+            | StoreError::Moved(m) => m,
+            StoreError::Io(failure) => &failure.message,
         }
     }
 }
@@ -48,3 +117,36 @@ impl fmt::Display for StoreError {
 impl std::error::Error for StoreError {}
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_os_error_keeps_its_kind_and_path_and_reads_like_python() {
+        let e = StoreError::io(
+            &std::io::Error::from_raw_os_error(libc::ENOSPC),
+            Path::new("/s/runs/r/receipt.jsonl"),
+        );
+        assert_eq!(e.io_kind(), Some(ErrorKind::StorageFull));
+        assert_eq!(
+            e.message(),
+            "[Errno 28] No space left on device: '/s/runs/r/receipt.jsonl'"
+        );
+        let StoreError::Io(failure) = &e else {
+            unreachable!()
+        };
+        assert!(failure.is_transient());
+        assert_eq!(failure.path, Path::new("/s/runs/r/receipt.jsonl"));
+        let eio = StoreError::io(
+            &std::io::Error::from_raw_os_error(libc::EIO),
+            Path::new("x"),
+        );
+        assert!(matches!(&eio, StoreError::Io(f) if f.is_transient()));
+        let enoent = StoreError::io(
+            &std::io::Error::from_raw_os_error(libc::ENOENT),
+            Path::new("x"),
+        );
+        assert!(matches!(&enoent, StoreError::Io(f) if !f.is_transient()));
+    }
+}

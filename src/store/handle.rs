@@ -56,6 +56,12 @@ fn handle_bytes(run_id: &str, epoch: u64, token: &OwnerToken) -> Vec<u8> {
 }
 
 /// Create a new handle file exclusively (no-follow, 0600, fsynced).
+/// Where `init` stages a new run's owner handle before publishing it
+/// (`handles/init-<suffix>.owner`; `litter` knows the same name).
+pub fn staging_handle_path(root: &Path, suffix: &str) -> PathBuf {
+    root.join("handles").join(format!("init-{suffix}.owner"))
+}
+
 pub fn create_handle(
     path: &Path,
     run_id: &str,
@@ -73,7 +79,7 @@ pub fn create_handle(
         return Err(StoreError::invalid("owner handle already exists"));
     }
     create_exclusive(path, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
-        StoreError::Io(m) if m.starts_with("[Errno 17]") => {
+        e if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
             StoreError::invalid("owner handle already exists")
         }
         other => other,

@@ -6,10 +6,9 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
+use super::held::Place;
 use super::run::RunDir;
-use super::secure::{
-    FILE_MODE, atomic_write, create_exclusive, ensure_secure_dir, open_regular, read_limited,
-};
+use super::secure::{FILE_MODE, atomic_write, create_exclusive, open_regular, read_limited};
 
 /// No key, note or proof file of ours comes near this.
 pub const MAX_SMALL_FILE: u64 = 64 * 1024;
@@ -84,10 +83,11 @@ impl RunDir {
     /// identical file already there is kept as it is.
     pub fn store_head(&self, size: u64, key_hash: &str, note: &[u8]) -> StoreResult<StoredHead> {
         let dir = self.heads_dir();
-        ensure_secure_dir(&dir, "run heads directory")?;
+        self.ensure_subdir(&dir, "run heads directory")?;
         let path = dir.join(format!("{size}.{key_hash}.note"));
-        if read_small(&path, Some(FILE_MODE)).ok().as_deref() != Some(note) {
-            atomic_write(&path, note)?;
+        let at = self.place(&path)?;
+        if read_small(&at, Some(FILE_MODE)).ok().as_deref() != Some(note) {
+            atomic_write(&at, note)?;
         }
         Ok(StoredHead {
             size,
@@ -99,8 +99,10 @@ impl RunDir {
 
 /// A small regular file (no symlink followed), with `mode` checked
 /// (owner and exact mode) when given.
-pub fn read_small(path: &Path, mode: Option<u32>) -> StoreResult<Vec<u8>> {
-    let mut file = open_regular(path, "file", mode)?;
+pub fn read_small(at: &(impl Place + ?Sized), mode: Option<u32>) -> StoreResult<Vec<u8>> {
+    let at = at.place()?;
+    let path = &at.path();
+    let mut file = open_regular(&at, "file", mode)?;
     read_limited(&mut file, path, MAX_SMALL_FILE)?.ok_or_else(|| {
         StoreError::invalid(format!(
             "{} is larger than {MAX_SMALL_FILE} bytes",
@@ -112,11 +114,8 @@ pub fn read_small(path: &Path, mode: Option<u32>) -> StoreResult<Vec<u8>> {
 /// Read a signer key file: a regular file (never a symlink), owned by us,
 /// mode exactly 0600.
 pub fn read_signer_key(path: &Path) -> StoreResult<Vec<u8>> {
-    read_small(path, Some(FILE_MODE)).map_err(|e| match e {
-        StoreError::Invalid(m) | StoreError::Io(m) | StoreError::Busy(m) => {
-            StoreError::Invalid(format!("signer key file refused: {m}"))
-        }
-    })
+    read_small(path, Some(FILE_MODE))
+        .map_err(|e| StoreError::Invalid(format!("signer key file refused: {}", e.message())))
 }
 
 /// Write a new file at 0600: never over an existing file, never through a

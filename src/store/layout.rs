@@ -36,10 +36,10 @@ pub fn check_state_root(root: &Path) -> StoreResult<()> {
     }
     let parent = root.parent().unwrap_or(Path::new("/"));
     if !parent.is_dir() {
-        return Err(StoreError::Io(format!(
-            "[Errno 2] No such file or directory: '{}'",
-            root.display()
-        )));
+        return Err(StoreError::io(
+            &std::io::Error::from_raw_os_error(nix::libc::ENOENT),
+            root,
+        ));
     }
     Ok(())
 }

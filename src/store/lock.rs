@@ -131,10 +131,19 @@ fn holder(record: &Value, dir: &Path) -> String {
     )
 }
 
-/// The lock's paths.
+/// The lock's paths, and the run whose held directory they must stay in.
+///
+/// The protocol itself works on paths, as the reference's does: the lock
+/// that excludes the Python tool is the one its path names. A lock of a
+/// validated run (`anchored`) therefore checks before every attempt and
+/// after taking the lock that `runs/<id>`, reached again from the held
+/// state root, is still the directory we hold; a run moved away or
+/// replaced during the wait is refused ([`StoreError::Moved`]), and
+/// `locks/` is only ever created inside the held run directory.
 #[derive(Debug, Clone)]
 pub struct DirLock {
     dir: PathBuf,
+    run: Option<super::run::RunDir>,
 }
 
 /// Proof that we hold the lock; releasing happens on drop. `_held` keeps
@@ -148,7 +157,20 @@ pub struct LockGuard {
 
 impl DirLock {
     pub fn new(dir: PathBuf) -> DirLock {
-        DirLock { dir }
+        DirLock { dir, run: None }
+    }
+
+    /// The state root's lock of a recovery of run `run_id`.
+    pub fn recovery(root: &Path, run_id: &str) -> DirLock {
+        DirLock::new(root.join("locks").join(format!("recovery-{run_id}")))
+    }
+
+    /// The lock of `run`, which holds its directory (see [`DirLock`]).
+    pub fn anchored(self, run: super::run::RunDir) -> DirLock {
+        DirLock {
+            run: Some(run),
+            ..self
+        }
     }
 
     fn owner(&self) -> PathBuf {
@@ -177,16 +199,30 @@ impl DirLock {
         base.with_file_name(format!("{name}.{what}.{}", fresh_token()))
     }
 
-    /// Acquire, waiting briefly while a live holder works.
+    /// Acquire, waiting briefly while a live holder works. An anchored
+    /// lock is only returned while its run is still the directory we hold.
     pub fn acquire(&self) -> StoreResult<LockGuard> {
         let started = std::time::Instant::now();
         loop {
             match self.try_acquire() {
-                Err(StoreError::Busy(message)) if started.elapsed() < PATIENCE => {
-                    let _ = message;
+                Err(StoreError::Busy(_)) if started.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                other => return other,
+                Ok(guard) => {
+                    if let Some(run) = &self.run {
+                        // Dropping the guard releases the lock we took.
+                        run.recheck()?;
+                    }
+                    return Ok(guard);
+                }
+                Err(error) => {
+                    // A run moved during an attempt makes its path steps
+                    // fail (ENOENT, say): the refusal says what happened.
+                    if let Some(run) = &self.run {
+                        run.recheck()?;
+                    }
+                    return Err(error);
+                }
             }
         }
     }
@@ -195,9 +231,11 @@ impl DirLock {
     pub fn try_acquire(&self) -> StoreResult<LockGuard> {
         let token = fresh_token();
         let parent = self.dir.parent().unwrap_or(Path::new("."));
-        if std::fs::symlink_metadata(parent).is_err() {
+        if let Some(run) = &self.run {
+            run.ensure_locks_dir()?;
+        } else if std::fs::symlink_metadata(parent).is_err() {
+            // Never recursive: a run directory that is gone stays gone.
             std::fs::DirBuilder::new()
-                .recursive(true)
                 .mode(DIR_MODE)
                 .create(parent)
                 .map_err(|e| StoreError::io(&e, parent))?;
@@ -208,9 +246,9 @@ impl DirLock {
             }
         }
         open_secure_dir(parent, "lock parent directory").map_err(|e| match e {
-            StoreError::Invalid(_) => {
-                StoreError::invalid("lock parent directory does not have the required secure mode")
-            }
+            StoreError::Invalid(_) | StoreError::Insecure(_) => StoreError::Insecure(
+                "lock parent directory does not have the required secure mode".into(),
+            ),
             other => other,
         })?;
         if !self.dir.exists() {
@@ -264,7 +302,7 @@ impl DirLock {
             // taking or releasing it is synced.
             match create_exclusive_locked(&init, &record(token, "token")) {
                 Ok(file) => return Ok(file),
-                Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
                 Err(e) => return Err(e),
             }
             if is_symlink(&init) {
@@ -272,9 +310,7 @@ impl DirLock {
             }
             let existing = match read_record(&init) {
                 Ok(v) => v,
-                Err(StoreError::Invalid(m)) if m.contains("secure mode") || m.contains("uid") => {
-                    return Err(StoreError::Invalid(m));
-                }
+                Err(e @ StoreError::Insecure(_)) => return Err(e),
                 Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
             };
             let pid = existing.as_ref().and_then(pid_of);
@@ -378,7 +414,7 @@ impl DirLock {
         let claim = self.claim();
         match create_exclusive(&claim, &record(token, "nonce")) {
             Ok(()) => return Ok(()),
-            Err(StoreError::Io(m)) if m.starts_with("[Errno 17]") => {}
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
             Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
         }
         if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {

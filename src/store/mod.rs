@@ -11,6 +11,7 @@ pub mod error;
 pub mod git;
 pub mod handle;
 pub mod heads;
+pub mod held;
 pub mod input;
 pub mod layout;
 pub mod litter;

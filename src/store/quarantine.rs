@@ -136,6 +136,18 @@ fn copy_all(input: &mut File, source: &Path, output: &mut File, target: &Path) -
 
 /// Remove a quarantine copy this invocation created (best effort), so a
 /// failed recovery leaves no orphan behind (decisions.md 11).
+/// The state-root-relative path of a quarantine copy, as outputs and
+/// receipts record it.
+pub fn relative_quarantine_path(name: &str) -> String {
+    format!("quarantine/{name}")
+}
+
+/// Remove the quarantine copy `name` of the state root `root` (best
+/// effort: a recovery that failed after copying).
+pub fn remove_quarantine_copy(root: &Path, name: &str) {
+    remove_quarantine(&quarantine_dir(root).join(name));
+}
+
 pub fn remove_quarantine(target: &Path) {
     if std::fs::remove_file(target).is_ok()
         && let Some(dir) = target.parent()
@@ -191,7 +203,7 @@ mod tests {
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
             quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)),
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Insecure(_))
         ));
     }
 

@@ -160,7 +160,7 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
             check_report_file(dir.path(), "r.json", b"{}\n"),
-            Err(StoreError::Invalid(_))
+            Err(StoreError::Insecure(_))
         ));
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), &path).unwrap();

@@ -6,13 +6,15 @@ use serde_json::{Value, json};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use super::error::{StoreError, StoreResult};
+use super::held::{HeldDir, Loc, Place};
 use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
     Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular, open_secure_dir,
-    read_limited,
+    open_secure_dir_at, read_limited,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -46,12 +48,29 @@ pub struct AckHead {
     pub byte_length: u64,
 }
 
-/// Paths of one run.
+/// One run: its paths (for messages) and, once [`RunDir::validate`] has
+/// opened them, the held descriptors of the state root and the run
+/// directory through which every file of the run is reached.
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub root: PathBuf,
     pub run_id: String,
     pub dir: PathBuf,
+    held: Arc<OnceLock<HeldRun>>,
+}
+
+/// The state root opened once, and the run directory reached from it
+/// without following a symlink at any component.
+#[derive(Debug)]
+struct HeldRun {
+    root: Arc<HeldDir>,
+    run: Arc<HeldDir>,
+}
+
+fn moved(run_id: &str) -> StoreError {
+    StoreError::Moved(format!(
+        "run directory runs/{run_id} was moved or replaced after this command opened it; nothing was written (run `doctor`, then `verify --run-id {run_id}`)"
+    ))
 }
 
 impl RunDir {
@@ -60,7 +79,94 @@ impl RunDir {
             root: root.to_path_buf(),
             run_id: run_id.to_string(),
             dir: root.join("runs").join(run_id),
+            held: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Where `path` (a path under the run directory) is: reached from the
+    /// held run directory, one component at a time with no symlink
+    /// followed, once the run was validated; by path before that.
+    pub fn place(&self, path: &Path) -> StoreResult<Loc> {
+        let Some(held) = self.held.get() else {
+            return path.place();
+        };
+        let Ok(relative) = path.strip_prefix(&self.dir) else {
+            return path.place();
+        };
+        let (Some(name), parent) = (relative.file_name(), relative.parent()) else {
+            return path.place();
+        };
+        let dir = match parent {
+            Some(parent) if !parent.as_os_str().is_empty() => held
+                .run
+                .walk(parent)
+                .map_err(|e| StoreError::io(&e, &self.dir.join(parent)))?,
+            _ => Arc::clone(&held.run),
+        };
+        Ok(Loc::new(dir, name))
+    }
+
+    /// Open the state root, `runs` and the run directory, each from the
+    /// one before with `O_NOFOLLOW | O_DIRECTORY`, and check each is a 0700
+    /// directory of ours. The first call holds the descriptors; a later
+    /// call that finds another directory is a refusal.
+    fn open_held(&self) -> StoreResult<HeldRun> {
+        let root = open_secure_dir(&self.root, "state root")?;
+        let root = Arc::new(
+            HeldDir::from_file(root, self.root.clone())
+                .map_err(|e| StoreError::io(&e, &self.root))?,
+        );
+        let runs = Arc::new(open_secure_dir_at(
+            &Loc::new(Arc::clone(&root), "runs"),
+            "state-root runs",
+        )?);
+        let run = Arc::new(open_secure_dir_at(
+            &Loc::new(runs, self.run_id.as_str()),
+            "run directory",
+        )?);
+        Ok(HeldRun { root, run })
+    }
+
+    /// Whether `runs/<id>`, reached again from the held state root, is
+    /// still the directory we hold (after a lock wait, say). A run moved
+    /// away, or replaced by a symlink or another directory, is
+    /// [`StoreError::Moved`]. Without held descriptors (never validated)
+    /// there is nothing to compare.
+    pub fn recheck(&self) -> StoreResult<()> {
+        let Some(held) = self.held.get() else {
+            return Ok(());
+        };
+        let now = held
+            .root
+            .child("runs".as_ref())
+            .and_then(|runs| runs.child(self.run_id.as_ref()))
+            .map_err(|_| moved(&self.run_id))?;
+        if now.identity() != held.run.identity() {
+            return Err(moved(&self.run_id));
+        }
+        Ok(())
+    }
+
+    /// `locks/` of the run (0700), created inside the held run directory
+    /// when missing: never a path re-resolved, so a run moved away is not
+    /// recreated as a ghost `runs/<id>/locks`.
+    pub fn ensure_locks_dir(&self) -> StoreResult<()> {
+        self.recheck()?;
+        let locks = self.place(&self.dir.join("locks"))?;
+        if locks.exists() {
+            return Ok(());
+        }
+        match locks.mkdir(super::secure::DIR_MODE) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(StoreError::io(&e, &locks.path())),
+        }
+        let dir = locks
+            .open_dir()
+            .map_err(|e| StoreError::io(&e, &locks.path()))?;
+        dir.set_mode(super::secure::DIR_MODE)
+            .map_err(|e| StoreError::io(&e, &locks.path()))?;
+        locks.sync_dir().map_err(|e| StoreError::io(&e, &self.dir))
     }
 
     pub fn manifest_path(&self) -> PathBuf {
@@ -85,7 +191,12 @@ impl RunDir {
     }
 
     pub fn receipt_lock(&self) -> DirLock {
-        DirLock::new(self.dir.join("locks").join("receipt"))
+        let lock = DirLock::new(self.dir.join("locks").join("receipt"));
+        if self.held.get().is_some() {
+            lock.anchored(self.clone())
+        } else {
+            lock
+        }
     }
 
     /// §1.3 run-directory validation (mutations, diagnosis).
@@ -98,16 +209,17 @@ impl RunDir {
         if is_symlink(&self.dir) {
             return Err(StoreError::invalid("run directory must not be a symlink"));
         }
-        open_secure_dir(&self.root, "state root")?;
-        open_secure_dir(&self.root.join("runs"), "state-root runs")?;
-        open_secure_dir(&self.dir, "run directory")?;
-        let runs = std::fs::canonicalize(self.root.join("runs"))
-            .map_err(|e| StoreError::io(&e, &self.root))?;
-        let dir = std::fs::canonicalize(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
-        if dir.parent() != Some(runs.as_path()) {
-            return Err(StoreError::invalid("run directory escapes state-root runs"));
+        // Reached from the held root one component at a time, the run
+        // directory is an entry of `runs`: it cannot escape it.
+        let opened = self.open_held()?;
+        match self.held.get() {
+            Some(held) if held.run.identity() != opened.run.identity() => Err(moved(&self.run_id)),
+            Some(_) => Ok(()),
+            None => {
+                let _ = self.held.set(opened);
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// True when nothing at all exists at the run path.
@@ -130,14 +242,15 @@ impl RunDir {
             ));
         }
         let path = self.manifest_path();
-        if is_symlink(&path) {
+        let missing =
+            || RunReadError::Corrupt("run manifest snapshot is missing or invalid".into());
+        let at = self.place(&path).map_err(|_| missing())?;
+        if at.is_symlink() {
             return Err(RunReadError::Corrupt(
                 "run manifest snapshot is unsafe".into(),
             ));
         }
-        let missing =
-            || RunReadError::Corrupt("run manifest snapshot is missing or invalid".into());
-        let mut file = open_regular(&path, "run manifest snapshot", None).map_err(|_| missing())?;
+        let mut file = open_regular(&at, "run manifest snapshot", None).map_err(|_| missing())?;
         read_limited(&mut file, &path, MAX_MANIFEST_BYTES)
             .map_err(|_| missing())?
             .ok_or_else(|| {
@@ -149,18 +262,19 @@ impl RunDir {
 
     /// Open the receipt for streaming: a regular, non-symlink file.
     pub fn open_receipt(&self) -> Result<BufReader<File>, RunReadError> {
-        let path = self.receipt_path();
-        let file = open_regular(&path, "receipt", None)
-            .map_err(|_| RunReadError::Corrupt("receipt is missing or unsafe".into()))?;
+        let unsafe_ = || RunReadError::Corrupt("receipt is missing or unsafe".into());
+        let at = self.place(&self.receipt_path()).map_err(|_| unsafe_())?;
+        let file = open_regular(&at, "receipt", None).map_err(|_| unsafe_())?;
         Ok(BufReader::with_capacity(64 * 1024, file))
     }
 
     /// The acknowledged head, if this tool ever wrote one.
     pub fn read_head(&self) -> Result<Option<AckHead>, RunReadError> {
         let path = self.head_path();
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        let at = self.place(&path)?;
+        let meta = match at.symlink_metadata() {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return Ok(None),
             Err(e) => return Err(RunReadError::Store(StoreError::io(&e, &path))),
         };
         // A file of the wrong type, mode or owner is a state-root rule
@@ -180,7 +294,7 @@ impl RunDir {
         })?;
         let invalid =
             || RunReadError::Corrupt("acknowledged receipt head record is invalid".into());
-        let mut file = open_regular(&path, "acknowledged receipt head", Some(FILE_MODE))
+        let mut file = open_regular(&at, "acknowledged receipt head", Some(FILE_MODE))
             .map_err(|_| invalid())?;
         let bytes = read_limited(&mut file, &path, 4096)
             .map_err(|_| invalid())?
@@ -228,14 +342,17 @@ impl RunDir {
         bytes.push(b'\n');
         // A head whose rename is lost leaves the older head, which is still
         // true (a receipt longer than its head is fine).
-        atomic_write_with(&self.head_path(), &bytes, Durability::ContentOnly)
+        atomic_write_with(
+            &self.place(&self.head_path())?,
+            &bytes,
+            Durability::ContentOnly,
+        )
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
     pub fn write_cache(&self, path: &Path, value: &Value) -> StoreResult<()> {
-        if let Ok(meta) = std::fs::symlink_metadata(path)
-            && meta.file_type().is_symlink()
-        {
+        let at = self.place(path)?;
+        if at.is_symlink() {
             return Err(StoreError::invalid("atomic target must not be a symlink"));
         }
         let mut bytes = canonical::to_vec(value);
@@ -243,20 +360,20 @@ impl RunDir {
         // Derived and never read back as truth: the content is synced (as
         // the reference does), the rename is not; after a power loss the
         // older cache may show, and `rebuild` refreshes it.
-        atomic_write_with(path, &bytes, Durability::ContentOnly)
+        atomic_write_with(&at, &bytes, Durability::ContentOnly)
     }
 
     /// Lane cache names present on disk (stems that are identifiers).
     pub fn lane_cache_ids(&self) -> StoreResult<Vec<String>> {
         let dir = self.lanes_dir();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
+        let names = match self.place(&dir)?.open_dir().and_then(|d| d.entries()) {
+            Ok(names) => names,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(StoreError::io(&e, &dir)),
         };
         let mut ids = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in names {
+            let name = name.to_string_lossy().into_owned();
             if let Some(stem) = name.strip_suffix(".json")
                 && is_identifier(stem)
             {
@@ -269,7 +386,7 @@ impl RunDir {
 
     pub fn remove_lane_cache(&self, lane_id: &str) -> StoreResult<()> {
         let path = self.lanes_dir().join(format!("{lane_id}.json"));
-        match std::fs::remove_file(&path) {
+        match self.place(&path)?.remove_file() {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::io(&e, &path)),
@@ -285,10 +402,11 @@ impl RunDir {
         use sha2::{Digest, Sha256};
         use std::io::Read;
         let path = self.receipt_path();
-        if std::fs::symlink_metadata(&path).is_err() {
+        let at = self.place(&path)?;
+        if !at.exists() {
             return Ok((canonical::sha256_hex(b""), 0));
         }
-        let mut file = open_regular(&path, "receipt", None)?;
+        let mut file = open_regular(&at, "receipt", None)?;
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         let mut buffer = vec![0u8; 64 * 1024];
@@ -349,7 +467,11 @@ impl RunDir {
     /// regular file).
     pub fn receipt_stamp(&self) -> Option<ReceiptStamp> {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::symlink_metadata(self.receipt_path()).ok()?;
+        let meta = self
+            .place(&self.receipt_path())
+            .ok()?
+            .symlink_metadata()
+            .ok()??;
         if !meta.is_file() {
             return None;
         }
@@ -380,14 +502,20 @@ impl RunDir {
             .is_some_and(|last| last == b"\n")
     }
 
+    /// Append one whole line to the receipt, through the held run
+    /// directory (see [`super::secure::append_line`]).
+    pub fn append_receipt(&self, line: &[u8]) -> StoreResult<()> {
+        super::secure::append_line(&self.place(&self.receipt_path())?, line)
+    }
+
     /// The checkpoint's liveness digest files.
     pub fn digest_files(&self) -> super::digests::DigestFiles {
-        super::digests::DigestFiles::new(&self.dir)
+        super::digests::DigestFiles::of_run(self)
     }
 
     /// The run's stored Merkle tree hashes (issue 19).
     pub fn tree_file(&self) -> super::tree::TreeFile {
-        super::tree::TreeFile::new(&self.dir)
+        super::tree::TreeFile::of_run(self)
     }
 
     /// Hand each of the receipt's lines within its first `limit` bytes to
@@ -396,7 +524,7 @@ impl RunDir {
     pub fn for_each_line(&self, limit: u64, mut f: impl FnMut(&[u8])) -> StoreResult<()> {
         use std::io::{BufRead, Read};
         let path = self.receipt_path();
-        let file = open_regular(&path, "receipt", None)?;
+        let file = open_regular(&self.place(&path)?, "receipt", None)?;
         let mut reader = BufReader::with_capacity(256 * 1024, file.take(limit));
         let mut line = Vec::new();
         let mut seen = 0u64;
@@ -410,18 +538,18 @@ impl RunDir {
             }
             seen += n as u64;
             if line.last() != Some(&b'\n') {
-                return Err(StoreError::Io(format!(
-                    "{}: a line within the verified length has no LF",
-                    path.display()
-                )));
+                return Err(StoreError::io_other(
+                    &path,
+                    "a line within the verified length has no LF",
+                ));
             }
             f(&line[..n - 1]);
         }
         if seen != limit {
-            return Err(StoreError::Io(format!(
-                "{}: shorter than its verified length",
-                path.display()
-            )));
+            return Err(StoreError::io_other(
+                &path,
+                "shorter than its verified length",
+            ));
         }
         Ok(())
     }
@@ -436,7 +564,8 @@ impl RunDir {
     /// anything odd means "no checkpoint").
     pub fn read_checkpoint(&self) -> Option<Value> {
         let path = self.checkpoint_path();
-        let mut file = open_regular(&path, "checkpoint", Some(FILE_MODE)).ok()?;
+        let mut file =
+            open_regular(&self.place(&path).ok()?, "checkpoint", Some(FILE_MODE)).ok()?;
         let bytes = read_limited(&mut file, &path, 256 << 20).ok()??;
         serde_json::from_slice(&bytes).ok()
     }
@@ -444,13 +573,13 @@ impl RunDir {
     /// The checkpoint is proven against the receipt before every use, so
     /// it needs no sync: a lost or garbled one only costs a full replay.
     pub fn write_checkpoint(&self, value: &Value) -> StoreResult<()> {
-        let path = self.checkpoint_path();
-        if is_symlink(&path) {
+        let at = self.place(&self.checkpoint_path())?;
+        if at.is_symlink() {
             return Err(StoreError::invalid("atomic target must not be a symlink"));
         }
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
-        atomic_write_with(&path, &bytes, Durability::None)
+        atomic_write_with(&at, &bytes, Durability::None)
     }
 
     /// Open the receipt positioned at `offset` (for verifying a tail).

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use nix::libc;
 
 use super::error::{StoreError, StoreResult};
+use super::held::{HeldDir, Loc, Place};
 use super::paths::is_symlink;
+use rustix::fs::OFlags;
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -18,23 +20,32 @@ pub const FILE_MODE: u32 = 0o600;
 /// The reference's three-part secure-mode check, on a descriptor's metadata.
 pub fn check_metadata(meta: &std::fs::Metadata, kind: &str, mode: u32) -> StoreResult<()> {
     if meta.uid() != nix::unistd::getuid().as_raw() {
-        return Err(StoreError::invalid(format!(
+        return Err(StoreError::Insecure(format!(
             "{kind} must be owned by the current uid"
         )));
     }
     if meta.mode() & 0o7777 != mode {
-        return Err(StoreError::invalid(format!(
+        return Err(StoreError::Insecure(format!(
             "{kind} does not have the required secure mode"
         )));
     }
     Ok(())
 }
 
-fn symlink_or_io(error: std::io::Error, path: &Path, kind: &str) -> StoreError {
+fn symlink_or_io(error: std::io::Error, at: &Loc, kind: &str) -> StoreError {
+    symlink_or_io_path(error, &at.path(), || at.is_symlink(), kind)
+}
+
+fn symlink_or_io_path(
+    error: std::io::Error,
+    path: &Path,
+    is_link: impl FnOnce() -> bool,
+    kind: &str,
+) -> StoreError {
     if matches!(
         error.raw_os_error(),
         Some(libc::ELOOP) | Some(libc::ENOTDIR)
-    ) && is_symlink(path)
+    ) && is_link()
     {
         StoreError::invalid(format!("{kind} must not be a symlink"))
     } else if error.raw_os_error() == Some(libc::ENOTDIR) {
@@ -51,7 +62,7 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<File> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| symlink_or_io(e, path, kind))?;
+        .map_err(|e| symlink_or_io_path(e, path, || is_symlink(path), kind))?;
     let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_dir() {
         return Err(StoreError::invalid(format!("{kind} is not a directory")));
@@ -60,14 +71,27 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<File> {
     Ok(dir)
 }
 
+/// Open the directory `at` (no symlink) from its held parent and check it
+/// is a 0700 directory owned by us; the result is held in turn.
+pub fn open_secure_dir_at(at: &Loc, kind: &str) -> StoreResult<HeldDir> {
+    let dir = at.open_dir().map_err(|e| symlink_or_io(e, at, kind))?;
+    let meta = dir.metadata().map_err(|e| StoreError::io(&e, &at.path()))?;
+    check_metadata(&meta, kind, DIR_MODE)?;
+    Ok(dir)
+}
+
 /// Open a file for reading without following a final symlink; it must be a
 /// regular file. With `mode`, also check owner and exact mode.
-pub fn open_regular(path: &Path, kind: &str, mode: Option<u32>) -> StoreResult<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| symlink_or_io(e, path, kind))?;
+pub fn open_regular(
+    at: &(impl Place + ?Sized),
+    kind: &str,
+    mode: Option<u32>,
+) -> StoreResult<File> {
+    let at = at.place()?;
+    let path = &at.path();
+    let file = at
+        .open(OFlags::RDONLY | OFlags::NONBLOCK, 0)
+        .map_err(|e| symlink_or_io(e, &at, kind))?;
     let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid(format!(
@@ -117,10 +141,7 @@ fn injected(point: FaultPoint, path: &Path) -> bool {
 }
 
 fn injected_error(path: &Path) -> StoreError {
-    StoreError::Io(format!(
-        "[Errno 5] Input/output error (injected): '{}'",
-        path.display()
-    ))
+    StoreError::io(&std::io::Error::from_raw_os_error(libc::EIO), path)
 }
 
 fn parent_of(path: &Path) -> PathBuf {
@@ -165,10 +186,10 @@ fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
         }
         match file.write(rest) {
             Ok(0) => {
-                return Err(StoreError::Io(format!(
-                    "write made no progress: '{}'",
-                    path.display()
-                )));
+                return Err(StoreError::io(
+                    &std::io::Error::from(ErrorKind::WriteZero),
+                    path,
+                ));
             }
             Ok(n) => rest = &rest[n..],
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -182,27 +203,24 @@ fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
 /// and its directory. On any failure the new file is removed again, so a
 /// caller that reports an error leaves no record behind (a lock
 /// initializer left by a failed call would block the lock for its grace).
-pub fn create_exclusive(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    create_exclusive_with(path, bytes, Durability::Full)
+pub fn create_exclusive(at: &(impl Place + ?Sized), bytes: &[u8]) -> StoreResult<()> {
+    create_exclusive_with(at, bytes, Durability::Full)
 }
 
-/// A new 0600 file at `path`, never through a symlink.
-fn create_new_file(path: &Path) -> StoreResult<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| StoreError::io(&e, path))
+/// A new 0600 file at `at`, never through a symlink.
+fn create_new_file(at: &Loc) -> StoreResult<File> {
+    at.open(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, FILE_MODE)
+        .map_err(|e| StoreError::io(&e, &at.path()))
 }
 
 /// Create `path` exclusively, take an `flock` on it and only then write
 /// `bytes` (unsynced: lock records need not survive a crash). The returned
 /// descriptor holds the flock, which follows the inode through renames, so
 /// a process in any PID namespace on this kernel can see the holder alive.
-pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
-    let mut file = create_new_file(path)?;
+pub fn create_exclusive_locked(at: &(impl Place + ?Sized), bytes: &[u8]) -> StoreResult<File> {
+    let at = at.place()?;
+    let path = &at.path();
+    let mut file = create_new_file(&at)?;
     let result = (|| {
         file.lock().map_err(|e| StoreError::io(&e, path))?;
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
@@ -212,7 +230,7 @@ pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
     match result {
         Ok(()) => Ok(file),
         Err(e) => {
-            let _ = std::fs::remove_file(path);
+            let _ = at.remove_file();
             Err(e)
         }
     }
@@ -220,20 +238,25 @@ pub fn create_exclusive_locked(path: &Path, bytes: &[u8]) -> StoreResult<File> {
 
 /// Whether another open file description holds an `flock` on `path` (a
 /// live lock holder, whatever its PID namespace). Unopenable: not held.
-pub fn flock_held(path: &Path) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-    else {
+pub fn flock_held(at: &(impl Place + ?Sized)) -> bool {
+    let Ok(file) = at.place().and_then(|at| {
+        at.open(OFlags::RDONLY | OFlags::NONBLOCK, 0)
+            .map_err(|e| StoreError::io(&e, &at.path()))
+    }) else {
         return false;
     };
     matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
 }
 
 /// [`create_exclusive`] with the given durability.
-pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
-    let mut file = create_new_file(path)?;
+pub fn create_exclusive_with(
+    at: &(impl Place + ?Sized),
+    bytes: &[u8],
+    durability: Durability,
+) -> StoreResult<()> {
+    let at = at.place()?;
+    let path = &at.path();
+    let mut file = create_new_file(&at)?;
     let result = (|| {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, path))?;
@@ -243,14 +266,23 @@ pub fn create_exclusive_with(path: &Path, bytes: &[u8], durability: Durability) 
         }
         sync_file(&file, path)?;
         match durability {
-            Durability::Full => sync_dir(&parent_of(path)),
+            Durability::Full => sync_held(&at),
             Durability::ContentOnly | Durability::None => Ok(()),
         }
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(path);
+        let _ = at.remove_file();
     }
     result
+}
+
+/// fsync the directory holding `at`.
+fn sync_held(at: &Loc) -> StoreResult<()> {
+    let dir = at.dir().path();
+    if injected(FaultPoint::Fsync, dir) {
+        return Err(injected_error(dir));
+    }
+    at.sync_dir().map_err(|e| StoreError::io(&e, dir))
 }
 
 /// How much of an atomic replacement must survive a power loss.
@@ -269,34 +301,31 @@ pub enum Durability {
 
 /// Replace `path` atomically with `bytes`: exclusive 0600 temp file in the
 /// same directory, fsync, rename, fsync the directory.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    atomic_write_with(path, bytes, Durability::Full)
+pub fn atomic_write(at: &(impl Place + ?Sized), bytes: &[u8]) -> StoreResult<()> {
+    atomic_write_with(at, bytes, Durability::Full)
 }
 
 /// [`atomic_write`] with the given durability.
-pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> StoreResult<()> {
-    if is_symlink(path) {
+pub fn atomic_write_with(
+    at: &(impl Place + ?Sized),
+    bytes: &[u8],
+    durability: Durability,
+) -> StoreResult<()> {
+    let at = at.place()?;
+    let path = &at.path();
+    if at.is_symlink() {
         return Err(StoreError::invalid("atomic target must not be a symlink"));
     }
-    let dir = parent_of(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = at.name().to_string_lossy().into_owned();
     let suffix: String = uuid::Uuid::new_v4()
         .simple()
         .to_string()
         .chars()
         .take(8)
         .collect();
-    let temp = dir.join(format!(".{name}.{suffix}.tmp"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&temp)
-        .map_err(|e| StoreError::io(&e, &temp))?;
+    let temp_at = at.sibling(format!(".{name}.{suffix}.tmp"));
+    let temp = temp_at.path();
+    let mut file = create_new_file(&temp_at)?;
     let result = (|| {
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, &temp))?;
@@ -304,14 +333,14 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> S
         if durability != Durability::None {
             sync_file(&file, &temp)?;
         }
-        std::fs::rename(&temp, path).map_err(|e| StoreError::io(&e, path))
+        temp_at.rename_to(&at).map_err(|e| StoreError::io(&e, path))
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = temp_at.remove_file();
         return result;
     }
     match durability {
-        Durability::Full => sync_dir(&dir),
+        Durability::Full => sync_held(&at),
         Durability::ContentOnly | Durability::None => Ok(()),
     }
 }
@@ -322,25 +351,23 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], durability: Durability) -> S
 /// success be reported. The caller holds the receipt lock: when the write
 /// or the fsync fails, the receipt is cut back to its length before the
 /// append, so a failed append leaves the old receipt, not a torn line.
-pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
-    let existed = std::fs::symlink_metadata(path).is_ok();
-    if is_symlink(path) {
+pub fn append_line(at: &(impl Place + ?Sized), line: &[u8]) -> StoreResult<()> {
+    let at = at.place()?;
+    let path = &at.path();
+    let existed = at.exists();
+    if at.is_symlink() {
         return Err(StoreError::invalid("receipt path must not be a symlink"));
     }
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| symlink_or_io(e, path, "receipt path"))?;
+    let mut file = at
+        .open(OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE, FILE_MODE)
+        .map_err(|e| symlink_or_io(e, &at, "receipt path"))?;
     let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid("receipt must be a regular file"));
     }
     if meta.uid() != nix::unistd::getuid().as_raw() {
-        return Err(StoreError::invalid(
-            "receipt must be owned by the current uid",
+        return Err(StoreError::Insecure(
+            "receipt must be owned by the current uid".into(),
         ));
     }
     file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
@@ -353,7 +380,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> StoreResult<()> {
         return Err(error);
     }
     if !existed {
-        sync_dir(&parent_of(path))?;
+        sync_held(&at)?;
     }
     Ok(())
 }

@@ -6,14 +6,12 @@
 //! and rebuilt from the receipt whenever its length or its last leaf does
 //! not match the receipt.
 
-use nix::libc;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
-use super::paths::is_symlink;
 use super::secure::{Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular};
 use crate::receipt::merkle::{
     HASH_SIZE, Hash, HashReader, MerkleError, hashes_for_leaf, stored_hash_count, stored_hash_index,
@@ -23,6 +21,7 @@ use crate::receipt::merkle::{
 #[derive(Debug, Clone)]
 pub struct TreeFile {
     path: PathBuf,
+    run: Option<super::run::RunDir>,
 }
 
 /// An open tree file known to hold exactly the hashes of `leaves` leaves.
@@ -40,6 +39,23 @@ impl TreeFile {
     pub fn new(run_dir: &Path) -> TreeFile {
         TreeFile {
             path: run_dir.join("tree-hashes"),
+            run: None,
+        }
+    }
+
+    /// The tree file of `run`, reached through its held directory.
+    pub fn of_run(run: &super::run::RunDir) -> TreeFile {
+        TreeFile {
+            path: run.dir.join("tree-hashes"),
+            run: Some(run.clone()),
+        }
+    }
+
+    fn at(&self) -> StoreResult<super::held::Loc> {
+        use super::held::Place;
+        match &self.run {
+            Some(run) => run.place(&self.path),
+            None => self.path.place(),
         }
     }
 
@@ -51,18 +67,11 @@ impl TreeFile {
     /// leaves and its last leaf hash is `last_leaf` (anything else: `None`,
     /// and the caller rebuilds).
     pub fn open(&self, leaves: u64, last_leaf: Option<Hash>, write: bool) -> Option<StoredTree> {
+        let at = self.at().ok()?;
         let file = if write {
-            if is_symlink(&self.path) {
-                return None;
-            }
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&self.path)
-                .ok()?
+            at.open(rustix::fs::OFlags::RDWR, 0).ok()?
         } else {
-            open_regular(&self.path, "tree hashes", None).ok()?
+            open_regular(&at, "tree hashes", None).ok()?
         };
         let meta = file.metadata().ok()?;
         check_metadata(&meta, "tree hashes", FILE_MODE).ok()?;
@@ -86,7 +95,7 @@ impl TreeFile {
         for hash in hashes {
             bytes.extend_from_slice(&hash.0);
         }
-        atomic_write_with(&self.path, &bytes, Durability::None)
+        atomic_write_with(&self.at()?, &bytes, Durability::None)
     }
 }
 
@@ -106,7 +115,7 @@ impl StoredTree {
     /// hash and the subtree hashes it completes, at the end of the file.
     pub fn append_leaf(&mut self, leaf: Hash, path: &Path) -> StoreResult<()> {
         let new = hashes_for_leaf(self.leaves, leaf, self)
-            .map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))?;
+            .map_err(|e| StoreError::io_other(path, &e.to_string()))?;
         let mut bytes = Vec::with_capacity(new.len() * HASH_SIZE);
         for hash in &new {
             bytes.extend_from_slice(&hash.0);
@@ -137,7 +146,7 @@ impl HashReader for StoredTree {
 
 /// A read error of the stored tree as a store error.
 pub fn tree_error(e: MerkleError) -> StoreError {
-    StoreError::Io(format!("tree hashes: {e}"))
+    StoreError::io_other(std::path::Path::new("tree hashes"), &e.to_string())
 }
 
 #[cfg(test)]

@@ -197,6 +197,14 @@ fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
         assert_eq!(holding, 1, "{tag} is in {holding} receipt lines");
     }
     run.read("verify", &[]).assert_ok();
+    reliability::figure(
+        "PID namespaces",
+        &format!(
+            "{rounds} rounds of 2 writers in `unshare --pid --fork --mount-proc` and 2 on the host"
+        ),
+        acknowledged.len() as u64,
+        "every acknowledged event present exactly once, no sequence twice, verify ok",
+    );
 }
 
 /// A host writer that retries on exit 5 (a shell loop, like the namespaced

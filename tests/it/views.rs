@@ -1133,7 +1133,9 @@ const PHASE1_RUN: &str = "20260101T000000Z-0000beef";
 fn write_phase1_run(root: &Path) -> String {
     use bluetape_flow::receipt::canonical;
     use bluetape_flow::receipt::event::EventDraft;
-    use bluetape_flow::receipt::manifest::{BUNDLED_MANIFEST, EVENT_TYPES_1_0};
+    use bluetape_flow::receipt::manifest::BUNDLED_MANIFEST;
+    use bluetape_flow::receipt::rules::Family;
+    use bluetape_flow::receipt::vocab::EventType;
     let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
     let map = manifest.as_object_mut().unwrap();
     map.insert("manifest_version".into(), json!("1.0.0"));
@@ -1144,7 +1146,7 @@ fn write_phase1_run(root: &Path) -> String {
     ] {
         map.remove(key);
     }
-    manifest["receipt"]["event_types"] = json!(EVENT_TYPES_1_0);
+    manifest["receipt"]["event_types"] = json!(EventType::of_family(Family::V1_0));
     let hash = canonical::digest(&manifest);
     let mut snapshot = manifest.clone();
     snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,

@@ -707,7 +707,9 @@ pub fn phase1_manifest() -> Value {
     ] {
         map.remove(key);
     }
-    m["receipt"]["event_types"] = json!(bluetape_flow::receipt::manifest::EVENT_TYPES_1_0);
+    m["receipt"]["event_types"] = json!(bluetape_flow::receipt::vocab::EventType::of_family(
+        bluetape_flow::receipt::rules::Family::V1_0
+    ));
     m
 }
 

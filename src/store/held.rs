@@ -1,0 +1,315 @@
+//! Held directory descriptors (issue 14, item 3): a run's files are reached
+//! from descriptors opened once, one component at a time with
+//! `O_NOFOLLOW | O_DIRECTORY`, never by re-resolving a path. A directory
+//! renamed away or replaced by a symlink after we opened it cannot redirect
+//! a write: the kernel resolves each name inside the directory we hold.
+//!
+//! [`Loc`] names one entry of a held directory; every primitive of
+//! [`super::secure`] takes a [`Place`], which a `Path` (parent opened by
+//! path, for files outside a run) and a `Loc` both are.
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::{StoreError, StoreResult};
+use nix::libc;
+
+fn os(error: rustix::io::Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(error.raw_os_error())
+}
+
+/// An open directory and the path it had when we opened it (for messages
+/// only: nothing is ever resolved through it again).
+#[derive(Debug)]
+pub struct HeldDir {
+    file: File,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl HeldDir {
+    fn from_fd(fd: OwnedFd, path: PathBuf) -> std::io::Result<HeldDir> {
+        let file = File::from(fd);
+        let meta = file.metadata()?;
+        Ok(HeldDir {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            file,
+            path,
+        })
+    }
+
+    /// Hold a directory already opened (and checked) as a `File`.
+    pub fn from_file(file: File, path: PathBuf) -> std::io::Result<HeldDir> {
+        HeldDir::from_fd(OwnedFd::from(file), path)
+    }
+
+    /// `fchmod`: the mode of the directory we hold.
+    pub fn set_mode(&self, mode: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        self.file
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
+    /// Open a directory by path, without following a final symlink (the
+    /// state root itself, or the parent of a file outside any run).
+    pub fn open_path(path: &Path) -> std::io::Result<HeldDir> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os)?;
+        HeldDir::from_fd(fd, path.to_path_buf())
+    }
+
+    /// Open the child directory `name` (one component, never a symlink).
+    pub fn child(&self, name: &OsStr) -> std::io::Result<HeldDir> {
+        let fd = rustix::fs::openat(
+            &self.file,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os)?;
+        HeldDir::from_fd(fd, self.path.join(name))
+    }
+
+    /// Walk `relative` (normal components only) from here, never following
+    /// a symlink at any component.
+    pub fn walk(self: &Arc<Self>, relative: &Path) -> std::io::Result<Arc<HeldDir>> {
+        let mut dir = Arc::clone(self);
+        for component in relative.components() {
+            match component {
+                Component::Normal(name) => dir = Arc::new(dir.child(name)?),
+                Component::CurDir => {}
+                _ => return Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+            }
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
+    /// Device and inode: what the directory is, whatever its name now.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_all()
+    }
+
+    /// Entry names (a directory listing through the descriptor).
+    pub fn entries(&self) -> std::io::Result<Vec<OsString>> {
+        use std::os::unix::ffi::OsStrExt;
+        let fd = rustix::fs::openat(
+            &self.file,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os)?;
+        let dir = rustix::fs::Dir::read_from(&fd).map_err(os)?;
+        let mut names = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(os)?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsStr::from_bytes(name).to_os_string());
+            }
+        }
+        Ok(names)
+    }
+}
+
+/// One entry `name` of a held directory.
+#[derive(Debug, Clone)]
+pub struct Loc {
+    dir: Arc<HeldDir>,
+    name: OsString,
+}
+
+impl Loc {
+    pub fn new(dir: Arc<HeldDir>, name: impl Into<OsString>) -> Loc {
+        Loc {
+            dir,
+            name: name.into(),
+        }
+    }
+
+    /// The path this entry had (for messages).
+    pub fn path(&self) -> PathBuf {
+        self.dir.path.join(&self.name)
+    }
+
+    pub fn name(&self) -> &OsStr {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Arc<HeldDir> {
+        &self.dir
+    }
+
+    /// Another entry of the same directory.
+    pub fn sibling(&self, name: impl Into<OsString>) -> Loc {
+        Loc::new(Arc::clone(&self.dir), name)
+    }
+
+    /// `openat` with `O_NOFOLLOW | O_CLOEXEC` added.
+    pub fn open(&self, flags: OFlags, mode: u32) -> std::io::Result<File> {
+        rustix::fs::openat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map(File::from)
+        .map_err(os)
+    }
+
+    /// Open this entry as a directory (never through a symlink).
+    pub fn open_dir(&self) -> std::io::Result<HeldDir> {
+        self.dir.child(&self.name)
+    }
+
+    /// `lstat`: `None` when nothing is there.
+    pub fn lstat(&self) -> std::io::Result<Option<rustix::fs::Stat>> {
+        match rustix::fs::statat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) {
+            Ok(stat) => Ok(Some(stat)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(os(e)),
+        }
+    }
+
+    /// `lstat` as a `std` metadata (through an `O_PATH | O_NOFOLLOW`
+    /// descriptor): `None` when nothing is there.
+    pub fn symlink_metadata(&self) -> std::io::Result<Option<std::fs::Metadata>> {
+        match rustix::fs::openat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => File::from(fd).metadata().map(Some),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(os(e)),
+        }
+    }
+
+    pub fn exists(&self) -> bool {
+        self.lstat().is_ok_and(|s| s.is_some())
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.lstat().ok().flatten().is_some_and(|s| {
+            rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Symlink
+        })
+    }
+
+    pub fn rename_to(&self, to: &Loc) -> std::io::Result<()> {
+        rustix::fs::renameat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            &to.dir.file,
+            to.name.as_os_str(),
+        )
+        .map_err(os)
+    }
+
+    pub fn remove_file(&self) -> std::io::Result<()> {
+        rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::empty()).map_err(os)
+    }
+
+    pub fn mkdir(&self, mode: u32) -> std::io::Result<()> {
+        rustix::fs::mkdirat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(os)
+    }
+
+    /// Remove a directory of plain files (a lock directory), through its
+    /// descriptor: nothing outside it is reached.
+    pub fn remove_flat_dir(&self) -> std::io::Result<()> {
+        let dir = self.open_dir()?;
+        for name in dir.entries()? {
+            let _ = rustix::fs::unlinkat(&dir.file, name.as_os_str(), AtFlags::empty());
+        }
+        rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::REMOVEDIR).map_err(os)
+    }
+
+    pub fn sync_dir(&self) -> std::io::Result<()> {
+        self.dir.sync()
+    }
+}
+
+impl AsFd for HeldDir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+/// Where a store primitive acts: a path (its parent is opened by path) or
+/// an entry of a held directory.
+pub trait Place {
+    fn place(&self) -> StoreResult<Loc>;
+}
+
+impl Place for Loc {
+    fn place(&self) -> StoreResult<Loc> {
+        Ok(self.clone())
+    }
+}
+
+impl Place for Path {
+    fn place(&self) -> StoreResult<Loc> {
+        let parent = match self.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = self
+            .file_name()
+            .ok_or_else(|| StoreError::invalid(format!("'{}' names no file", self.display())))?;
+        let dir =
+            HeldDir::open_directory_following(parent).map_err(|e| StoreError::io(&e, self))?;
+        Ok(Loc::new(Arc::new(dir), name))
+    }
+}
+
+impl Place for PathBuf {
+    fn place(&self) -> StoreResult<Loc> {
+        self.as_path().place()
+    }
+}
+
+impl HeldDir {
+    /// A directory opened by a path whose components may be symlinks (the
+    /// parent of a file named by the caller, such as a report or handle).
+    fn open_directory_following(path: &Path) -> std::io::Result<HeldDir> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(os)?;
+        HeldDir::from_fd(fd, path.to_path_buf())
+    }
+}
