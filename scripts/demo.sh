@@ -12,10 +12,17 @@
 #
 #   scripts/demo.sh           (the temporary state root is removed)
 #   KEEP=1 scripts/demo.sh    (leaves it for inspection)
+#   FLOW=bin KEEP=1 scripts/demo.sh  (drives the binary `bin`, builds nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --quiet
-flow="${CARGO_TARGET_DIR:-$PWD/target}/release/bluetape-flow"
+# FLOW=path/to/bluetape-flow drives that binary instead of building one
+# (the bundle tests export the demo's runs with the binary under test).
+if [ -n "${FLOW:-}" ]; then
+  flow="$FLOW"
+else
+  cargo build --release --locked --quiet
+  flow="${CARGO_TARGET_DIR:-$PWD/target}/release/bluetape-flow"
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bluetape-demo.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT

@@ -2,6 +2,7 @@
 //! Parse, call, render; nothing else lives here.
 
 pub mod approvals;
+pub mod bundle;
 pub mod envelope;
 pub mod help;
 pub mod lanes;
@@ -109,6 +110,8 @@ pub enum Command {
     Recovery(recovery::RecoveryCommands),
     #[command(flatten)]
     Transparency(transparency::TransparencyCommands),
+    #[command(flatten)]
+    Bundle(bundle::BundleCommands),
     #[command(flatten)]
     Views(views::ViewCommands),
     #[command(
@@ -262,6 +265,10 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
         },
         Command::Transparency(command) => {
             let (operation, data) = transparency::dispatch(command, root, env)?;
+            Success { operation, data }
+        }
+        Command::Bundle(command) => {
+            let (operation, data) = bundle::dispatch(command, root, env)?;
             Success { operation, data }
         }
         Command::Run(command) => {

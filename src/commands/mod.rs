@@ -2,6 +2,8 @@
 //! the command's own output keys; the CLI adds the envelope.
 
 pub mod approval;
+pub mod attest;
+pub mod bundle;
 pub mod checkpoint;
 pub mod completion;
 pub mod doctor;
@@ -13,6 +15,7 @@ pub mod ledger;
 pub mod lifecycle;
 pub mod liveness;
 pub mod mutate;
+pub mod publish;
 pub mod rebuild;
 pub mod recovery;
 pub mod replacement;

@@ -283,6 +283,51 @@ pub fn status_all(root: &Path, at: &str) -> FlowResult<Map<String, Value>> {
     Ok(out)
 }
 
+/// The Phase 2 part of `status --run-id` for a verified, replayed run:
+/// shared with `bundle-verify`, which replays a run from a bundle.
+pub fn phase2_summary(
+    manifest: &crate::receipt::manifest::RunManifest,
+    state: &CoordinatorState,
+    position: &ChainPosition,
+    ledger: &ApprovalLedger,
+    run_id: &str,
+    at: &str,
+) -> Map<String, Value> {
+    let policy = Policy::from_contract(&manifest.contract.contract, &manifest.contract.limits);
+    let mut map = Map::new();
+    map.insert("run_state".into(), json!(state.run_state()));
+    map.insert("sequence".into(), json!(position.sequence));
+    map.insert("checksum".into(), json!(position.checksum));
+    map.insert("last_event_at".into(), json!(state.updated_at()));
+    map.extend(run_detail(state, &policy, run_id, at));
+    map.insert("approval".into(), approval_json(ledger));
+    map
+}
+
+/// The header of `status --run-id` from a manifest snapshot.
+pub fn summary_header(
+    manifest: &crate::receipt::manifest::RunManifest,
+    run_id: &str,
+    at: &str,
+) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("run_id".into(), json!(run_id));
+    map.insert("at".into(), json!(at));
+    map.insert(
+        "workflow_type".into(),
+        manifest
+            .run
+            .as_ref()
+            .and_then(|r| r.get("workflow_type"))
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    map.insert("manifest_version".into(), json!(manifest.contract.version));
+    map.insert("manifest_hash".into(), json!(manifest.contract.hash));
+    map.insert("receipt".into(), json!("ok"));
+    map
+}
+
 /// `status --run-id`: the run header and, for a Phase 2 run, its lanes
 /// with their liveness verdicts at `at`, components, completion, the
 /// resume fields and the next actions. A damaged or missing run is the
@@ -290,16 +335,7 @@ pub fn status_all(root: &Path, at: &str) -> FlowResult<Map<String, Value>> {
 pub fn status_run(root: &Path, run_id: &str, at: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     check_at(at)?;
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("at".into(), json!(at));
-    map.insert("workflow_type".into(), workflow_type(&run));
-    map.insert(
-        "manifest_version".into(),
-        json!(run.manifest.contract.version),
-    );
-    map.insert("manifest_hash".into(), json!(run.manifest.contract.hash));
-    map.insert("receipt".into(), json!("ok"));
+    let mut map = summary_header(&run.manifest, run_id, at);
     match run.manifest.contract.family {
         Family::V1_0 => match inspect_run(&run)? {
             Inspection::Healthy {
@@ -337,17 +373,15 @@ pub fn status_run(root: &Path, run_id: &str, at: &str) -> FlowResult<Map<String,
                 Loaded::Healthy(state, position) => (state, position),
                 Loaded::Damaged { error, .. } => return Err(error),
             };
-            let policy = Policy::from_contract(
-                &run.manifest.contract.contract,
-                &run.manifest.contract.limits,
-            );
-            map.insert("run_state".into(), json!(state.run_state()));
-            map.insert("sequence".into(), json!(position.sequence));
-            map.insert("checksum".into(), json!(position.checksum));
-            map.insert("last_event_at".into(), json!(state.updated_at()));
-            map.extend(run_detail(&state, &policy, run_id, at));
             let prefix = read_prefix(&run);
-            map.insert("approval".into(), approval_json(&prefix.ledger));
+            map.extend(phase2_summary(
+                &run.manifest,
+                &state,
+                &position,
+                &prefix.ledger,
+                run_id,
+                at,
+            ));
         }
     }
     let links = recovery_links(root)?;

@@ -106,6 +106,64 @@ pub trait EarlierDigests: std::fmt::Debug {
     fn contains(&self, lane_id: &str, digest: &str) -> bool;
 }
 
+/// Liveness digests moved out of the lanes and kept compactly (the first
+/// 16 bytes of each SHA-256 instead of two 64-character strings), so that a
+/// streaming replay of a heartbeat-heavy receipt stays in bounded memory
+/// (`bundle-verify`). Membership is all the rules ask of them; a false
+/// match would need a 128-bit second preimage.
+#[derive(Debug, Default)]
+pub struct CompactDigests {
+    lanes: std::sync::Mutex<std::collections::HashMap<String, HashSet<[u8; 16]>>>,
+    /// Digests that are not 64 hex digits (never ours), kept as they are.
+    other: std::sync::Mutex<HashSet<(String, String)>>,
+}
+
+fn digest_bytes(digest: &str) -> Option<[u8; 16]> {
+    let mut full = [0u8; 32];
+    hex::decode_to_slice(digest, &mut full).ok()?;
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    Some(out)
+}
+
+impl CompactDigests {
+    fn add(&self, lane_id: &str, digests: Vec<String>) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        let set = lanes.entry(lane_id.to_string()).or_default();
+        for digest in digests {
+            match digest_bytes(&digest) {
+                Some(bytes) => {
+                    set.insert(bytes);
+                }
+                None => {
+                    self.other
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert((lane_id.to_string(), digest));
+                }
+            }
+        }
+    }
+}
+
+impl EarlierDigests for CompactDigests {
+    fn contains(&self, lane_id: &str, digest: &str) -> bool {
+        match digest_bytes(digest) {
+            Some(bytes) => self
+                .lanes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(lane_id)
+                .is_some_and(|set| set.contains(&bytes)),
+            None => self
+                .other
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&(lane_id.to_string(), digest.to_string())),
+        }
+    }
+}
+
 /// A lane's view of its earlier digests: how many, and where to ask.
 #[derive(Debug, Clone, Default)]
 pub struct EarlierLaneDigests {
@@ -496,6 +554,31 @@ impl CoordinatorState {
             }
             let count = counts.get(id).copied().unwrap_or(0);
             lane.earlier = EarlierLaneDigests::new(source.clone(), count);
+        }
+        Ok(())
+    }
+
+    /// Move every lane's own liveness digests into `sink` (between events
+    /// of a streaming replay): membership and counts answer as before, the
+    /// lanes' lists are empty. Refused for a state whose earlier digests
+    /// come from another source (a checkpoint's).
+    pub fn spill_liveness_digests(&mut self, sink: &Arc<CompactDigests>) -> Result<(), String> {
+        let ours = Arc::as_ptr(sink) as *const ();
+        for (id, lane) in &mut self.lanes {
+            if let Some(source) = &lane.earlier.source
+                && Arc::as_ptr(source) as *const () != ours
+            {
+                return Err(format!("lane {id} holds digests of another source"));
+            }
+            if lane.liveness_evidence_digests.is_empty() {
+                continue;
+            }
+            let moved = std::mem::take(&mut lane.liveness_evidence_digests);
+            lane.digest_index = HashSet::new();
+            let count = lane.earlier.count + moved.len();
+            sink.add(id, moved);
+            let source: Arc<dyn EarlierDigests> = sink.clone();
+            lane.earlier = EarlierLaneDigests::new(source, count);
         }
         Ok(())
     }

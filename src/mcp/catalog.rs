@@ -80,7 +80,8 @@ pub const OWNER_TOOLS: &[&str] = &[
 /// `approval-statement` writes what that person signs), nothing that
 /// makes or uses a signing key, nothing that makes a handle for a new run
 /// (recovery) or ends a run on the model's word, nothing that needs a file the
-/// model would name (`prove-append --from`, `report --out`, `check-proof`).
+/// model would name (`prove-append --from`, `report --out`, `check-proof`,
+/// the bundle commands, `attest`), nothing that moves a git ref (`publish`).
 pub const NEVER_TOOLS: &[&str] = &[
     "run-approve",
     "approval-statement",
@@ -96,6 +97,12 @@ pub const NEVER_TOOLS: &[&str] = &[
     "report",
     "check-proof",
     "prove-append",
+    // Issue 20: they write or read files the model would name (`--out`,
+    // the bundle, `--key`) or move a git ref.
+    "bundle-export",
+    "bundle-verify",
+    "publish",
+    "attest",
     "completions",
     "man",
     "mcp",

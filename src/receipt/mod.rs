@@ -1,6 +1,7 @@
 //! Receipt formats: canonical JSON, the event contract, the manifest
 //! contract and streaming verification. Pure: no filesystem access.
 
+pub mod bundle;
 pub mod canonical;
 pub mod event;
 pub mod faults;

@@ -203,6 +203,14 @@ impl SignerKey {
         Ok(note.to_bytes())
     }
 
+    /// An Ed25519 signature over `message` with this key (DSSE envelopes
+    /// of `attest` are signed with the key of the heads).
+    pub fn sign_message(&self, message: &[u8]) -> Result<Vec<u8>, HeadError> {
+        self.signer
+            .sign(message)
+            .map_err(|e| invalid(e.to_string()))
+    }
+
     /// Add this key's signature to an existing signed note (countersign).
     pub fn countersign(&self, note_bytes: &[u8]) -> Result<Vec<u8>, HeadError> {
         let mut note = Note::from_bytes(note_bytes).map_err(|e| invalid(e.to_string()))?;

@@ -153,10 +153,34 @@ impl<'a> ChainVerifier<'a> {
         reader: &mut R,
         mut accept: impl FnMut(&ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        self.parallel(reader, false, |_, position| accept(position))
+    }
+
+    /// [`Self::verify_stream_parallel`] that also hands each verified event
+    /// on, in order (parsed on the worker threads): for a caller that
+    /// replays while it verifies (`bundle-verify`).
+    pub fn verify_stream_parallel_events<R: BufRead + Send>(
+        &mut self,
+        reader: &mut R,
+        mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
+    ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        self.parallel(reader, true, |event, position| {
+            accept(&event.unwrap_or_default(), position)
+        })
+    }
+
+    fn parallel<R: BufRead + Send>(
+        &mut self,
+        reader: &mut R,
+        keep_events: bool,
+        mut accept: impl FnMut(Option<Map<String, Value>>, &ChainPosition) -> Result<(), String>,
+    ) -> Result<Result<(), StreamStop>, std::io::Error> {
         use std::sync::mpsc::sync_channel;
-        const BATCH_BYTES: usize = 128 * 1024;
+        // Parsed events are many times their bytes: smaller batches keep the
+        // few in flight small when they are handed on.
+        let batch_bytes: usize = if keep_events { 16 * 1024 } else { 128 * 1024 };
         let cap = self.line_cap();
-        let rules = LineRules::new(self.manifest, self.run_id, false);
+        let rules = LineRules::new(self.manifest, self.run_id, keep_events);
         std::thread::scope(|scope| {
             let (to_a, from_reader_a) = sync_channel::<Vec<Vec<u8>>>(1);
             let (to_b, from_reader_b) = sync_channel::<Vec<Vec<u8>>>(1);
@@ -165,7 +189,7 @@ impl<'a> ChainVerifier<'a> {
                 for turn in 0.. {
                     let mut batch = Vec::new();
                     let mut bytes = 0;
-                    while bytes < BATCH_BYTES {
+                    while bytes < batch_bytes {
                         let mut line = Vec::new();
                         if read_line(reader, cap, &mut line)? == 0 {
                             break;
@@ -173,7 +197,7 @@ impl<'a> ChainVerifier<'a> {
                         bytes += line.len();
                         batch.push(line);
                     }
-                    let last = bytes < BATCH_BYTES;
+                    let last = bytes < batch_bytes;
                     if !batch.is_empty() && outlets[turn % 2].send(batch).is_err() {
                         return Ok(());
                     }
@@ -203,11 +227,14 @@ impl<'a> ChainVerifier<'a> {
                     break;
                 };
                 for facts in batch {
-                    if let Err(damage) = self.link(facts) {
-                        outcome = Err(StreamStop::Damage(damage));
-                        break 'batches;
-                    }
-                    if let Err(reason) = accept(&self.position) {
+                    let event = match self.link(facts) {
+                        Ok(event) => event,
+                        Err(damage) => {
+                            outcome = Err(StreamStop::Damage(damage));
+                            break 'batches;
+                        }
+                    };
+                    if let Err(reason) = accept(event, &self.position) {
                         outcome = Err(StreamStop::Rejected(reason));
                         break 'batches;
                     }

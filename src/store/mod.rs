@@ -3,10 +3,12 @@
 //! directory lock and the acknowledged receipt head.
 
 pub mod approval;
+pub mod bundle;
 pub mod caches;
 pub mod digests;
 pub mod discovery;
 pub mod error;
+pub mod git;
 pub mod handle;
 pub mod heads;
 pub mod held;

@@ -49,6 +49,20 @@ pub fn write_view_file(
     bytes: &[u8],
     force: bool,
 ) -> StoreResult<PathBuf> {
+    write_view_with(path, cwd, state_root, force, |file, temp| {
+        file.write_all(bytes).map_err(|e| StoreError::io(&e, temp))
+    })
+}
+
+/// [`write_view_file`] for content streamed by `write` into the temp file
+/// (`bundle-export`): the same refusals, the same temp file and rename.
+pub fn write_view_with(
+    path: &Path,
+    cwd: &Path,
+    state_root: &Path,
+    force: bool,
+    write: impl FnOnce(&mut std::fs::File, &Path) -> StoreResult<()>,
+) -> StoreResult<PathBuf> {
     let (dir, target) = resolve_target(path, cwd)?;
     if let Ok(root) = std::fs::canonicalize(state_root)
         && (dir.starts_with(&root) || target.starts_with(&root))
@@ -92,8 +106,7 @@ pub fn write_view_file(
     let result = (|| {
         file.set_permissions(std::fs::Permissions::from_mode(OUTPUT_MODE))
             .map_err(|e| StoreError::io(&e, &temp))?;
-        file.write_all(bytes)
-            .map_err(|e| StoreError::io(&e, &temp))?;
+        write(&mut file, &temp)?;
         file.sync_all().map_err(|e| StoreError::io(&e, &temp))?;
         // Checked again right before the rename: a symlink planted in the
         // meantime is refused, not replaced.

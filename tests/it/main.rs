@@ -12,6 +12,7 @@ mod bed;
 
 mod approvals;
 mod bad_input;
+mod bundle;
 mod checkpoint;
 mod checkpoint_honesty;
 mod completion;

@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// A run whose receipt is well over the parallel threshold (1 MiB).
-fn long_run(base: &Path) -> (PathBuf, String) {
+pub(crate) fn long_run(base: &Path) -> (PathBuf, String) {
     let flow = Flow::new(base);
     let root = base.join("state");
     let run_id = flow.init(&root, &base.join("repo"));

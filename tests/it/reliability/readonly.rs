@@ -199,6 +199,28 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         ]),
         _ => {}
     }
+    // Issue 20: a bundle or an envelope goes outside the state root, one
+    // new file per call; bundle-verify reads a bundle of the healthy run.
+    if command == "bundle-export" || command == "attest" {
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = root.state.parent().unwrap().join("bundle-out");
+        std::fs::create_dir_all(&dir).unwrap();
+        argv.extend(["--out".into(), dir.join(format!("{command}-{n}")).into()]);
+        if command == "attest" {
+            argv.extend(["--key".into(), files.join("head.key").into()]);
+        }
+    }
+    if command == "bundle-verify" {
+        argv.truncate(argv.len() - 3);
+        argv.push(command.into());
+        let bundle = root
+            .state
+            .parent()
+            .unwrap()
+            .join("bundle-out/bundle-export-0");
+        argv.push(bundle.into());
+    }
     if command == "approval-statement" {
         // Its one write is a new file outside the state root (issue 13).
         static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -349,6 +371,11 @@ fn reliability_readonly_commands_change_nothing_even_on_a_write_protected_tree()
             // Only a run whose policy pins approver_key has a statement to
             // sign (tests/guards.rs); elsewhere it is a typed refusal.
             assert_eq!(out.code, 2, "{command}: {out:?}");
+            continue;
+        }
+        if command == "attest" {
+            // The healthy run is still running: nothing to attest (exit 6).
+            assert_eq!(out.code, 6, "{command}: {out:?}");
             continue;
         }
         assert_eq!(out.code, 0, "{command}: {out:?}");

@@ -1,0 +1,166 @@
+//! The commands that take a run off the machine (issue 20;
+//! contracts/bundle.md): bundle-export, bundle-verify, publish, attest.
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+use crate::commands::FlowResult;
+use crate::commands::bundle;
+use crate::receipt::primitives::format_now;
+use crate::store::discovery::DiscoveryEnv;
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommands {
+    #[command(
+        name = "bundle-export",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Writes one bundle file outside the state root (--out). Safe next: bundle-verify FILE on any machine. In-place migration is unavailable."
+    )]
+    BundleExport(BundleExportArgs),
+    #[command(
+        name = "bundle-verify",
+        args_override_self = true,
+        about = "Read-only. Capability: offline, no state root. Safe next: keep the bundle with the verifier key. Extracts nothing; in-place migration is unavailable."
+    )]
+    BundleVerify(BundleVerifyArgs),
+    #[command(
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only, completed runs. Writes one DSSE envelope outside the state root (--out). Safe next: verify it with any DSSE verifier. In-place migration is unavailable."
+    )]
+    Attest(AttestArgs),
+    #[command(
+        args_override_self = true,
+        about = "Mutation (of a git ref only; the state root is untouched). Capability: Phase 2 only. Safe next: git push origin 'refs/bluetape/*:refs/bluetape/*'. Moves the ref only forward."
+    )]
+    Publish(PublishArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The run to publish.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The git repository to publish into (default: the run's repo_root).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// The ref to publish onto (default: refs/bluetape/runs/<RUN_ID>).
+    #[arg(long = "ref", value_name = "REF")]
+    pub git_ref: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttestArgs {
+    /// The completed run to attest.
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The signer key file that key-generate wrote (mode 0600).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Where to write the DSSE envelope (JSON), outside the state root.
+    #[arg(long, required = true, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace an existing file at --out (never a symlink or a non-file).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleExportArgs {
+    /// The run to export (a Phase 2 run).
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// Where to write the bundle (a new .tar file outside the state root).
+    #[arg(long, required = true, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace an existing file at --out (never a symlink or a non-file).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleVerifyArgs {
+    /// The bundle tar that bundle-export wrote.
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "git",
+        conflicts_with = "git"
+    )]
+    pub file: Option<PathBuf>,
+    /// A git repository holding a publication (instead of FILE); needs --ref.
+    #[arg(long, value_name = "DIR", requires = "git_ref")]
+    pub git: Option<PathBuf>,
+    /// The publication's ref in --git, e.g. refs/bluetape/runs/<RUN_ID>.
+    #[arg(long = "ref", id = "git_ref", value_name = "REF", requires = "git")]
+    pub git_ref: Option<String>,
+    /// A file of verifier keys (one per line, as key-generate prints): every signed head in the bundle must verify with them; repeatable.
+    #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
+    /// A signed head kept elsewhere: the bundle's receipt must extend it.
+    #[arg(long, value_name = "FILE")]
+    pub head: Option<PathBuf>,
+    /// The instant liveness is judged at in the summary: a UTC timestamp ending in Z (default: now).
+    #[arg(long, value_name = "UTC")]
+    pub at: Option<String>,
+}
+
+pub fn dispatch(
+    command: BundleCommands,
+    root: &Path,
+    env: &DiscoveryEnv,
+) -> FlowResult<(&'static str, Map<String, Value>)> {
+    let now = || format_now(chrono::Utc::now());
+    Ok(match command {
+        BundleCommands::BundleExport(args) => (
+            "bundle-export",
+            bundle::export(root, &args.run_id, &args.out, &env.cwd, args.force)?,
+        ),
+        BundleCommands::Attest(args) => {
+            let key = crate::commands::transparency::load_signer_key(&args.key)?;
+            (
+                "attest",
+                crate::commands::attest::attest(
+                    root,
+                    &args.run_id,
+                    &key,
+                    &args.out,
+                    &env.cwd,
+                    args.force,
+                )?,
+            )
+        }
+        BundleCommands::Publish(args) => (
+            "publish",
+            crate::commands::publish::publish(
+                root,
+                &args.run_id,
+                args.repo.as_deref(),
+                args.git_ref.as_deref(),
+                &env.cwd,
+            )?,
+        ),
+        BundleCommands::BundleVerify(args) => {
+            let at = args.at.unwrap_or_else(now);
+            let head = args.head.map(|h| env.cwd.join(h));
+            let keys: Vec<PathBuf> = args.key.iter().map(|k| env.cwd.join(k)).collect();
+            let data = match (&args.file, &args.git, &args.git_ref) {
+                (Some(file), None, None) => {
+                    bundle::verify_file(&env.cwd.join(file), &keys, head.as_deref(), &at)?
+                }
+                (None, Some(dir), Some(reference)) => crate::commands::publish::verify_git(
+                    &env.cwd.join(dir),
+                    reference,
+                    &keys,
+                    head.as_deref(),
+                    &at,
+                )?,
+                _ => {
+                    return Err(crate::commands::FlowError::contract(
+                        "bundle-verify needs FILE, or --git DIR --ref REF",
+                    ));
+                }
+            };
+            ("bundle-verify", data)
+        }
+    })
+}

@@ -1,0 +1,212 @@
+//! `attest` (issue 20; contracts/bundle.md §attest): a DSSE envelope
+//! (payloadType `application/vnd.in-toto+json`) carrying an in-toto
+//! Statement v1 that a run completed, signed over DSSE's PAE with the
+//! Ed25519 key of the signed heads. Verifiers nobody here wrote
+//! (securesystemslib, in-toto-attestation) check it in the tests.
+
+use std::path::Path;
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::bundle::{Replayed, replay_full};
+use super::error::{FlowError, FlowResult};
+use crate::coordinator::completion::evaluate_completion;
+use crate::receipt::canonical;
+use crate::receipt::merkle::{hash_to_base64, tree_root};
+use crate::receipt::signed_head::SignerKey;
+
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+/// Our predicate type (contracts/bundle.md documents its fields).
+pub const PREDICATE_TYPE: &str =
+    "https://github.com/bluetape4k/bluetape-skills/bluetape-flow/run-completion/v1";
+
+/// DSSE's pre-authentication encoding (DSSE v1 protocol):
+/// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`.
+pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "DSSEv1 {} {} {} ",
+        payload_type.len(),
+        payload_type,
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A DSSE envelope of `body`, signed by `key`.
+pub fn envelope(key: &SignerKey, body: &[u8]) -> FlowResult<Value> {
+    let signature = key
+        .sign_message(&pae(PAYLOAD_TYPE, body))
+        .map_err(|e| FlowError::Contract(e.message().to_string()))?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    Ok(json!({
+        "payload": b64.encode(body),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": key.key_hash(), "sig": b64.encode(signature)}],
+    }))
+}
+
+fn digest(value: &Value) -> String {
+    hex::encode(Sha256::digest(canonical::to_vec(value)))
+}
+
+fn digests(refs: &[Value]) -> Vec<String> {
+    refs.iter().map(digest).collect()
+}
+
+/// The predicate: what a CI job needs to gate on a completed run.
+fn predicate(replayed: &Replayed, tree_root_b64: &str) -> Value {
+    let state = &replayed.state;
+    let manifest = &replayed.run.manifest;
+    let components: Vec<Value> = state
+        .topology()
+        .values()
+        .map(|c| {
+            let history = state.check_history().get(&c.id);
+            let checks: Vec<Value> = c
+                .required_checks
+                .iter()
+                .map(|check| {
+                    let last = history.and_then(|h| h.get(check)).and_then(|h| h.last());
+                    json!({
+                        "name": check,
+                        "passed": last.map(|r| r.passed),
+                        "evidence_digests": last.map(|r| digests(&r.evidence_refs)).unwrap_or_default(),
+                    })
+                })
+                .collect();
+            json!({
+                "id": c.id,
+                "required": c.required,
+                "owner_lane": c.owner_lane,
+                "coverage_state": c.coverage_state.as_str(),
+                "dependencies": c.dependencies,
+                "checks": checks,
+                "evidence_digests": digests(&c.evidence_refs),
+            })
+        })
+        .collect();
+    let lanes: Vec<Value> = state
+        .lanes()
+        .values()
+        .map(|l| {
+            json!({
+                "lane_id": l.id,
+                "agent_id": l.agent_id,
+                "state": l.state.as_str(),
+                "terminal_sequence": l.terminal_sequence,
+                "parent_lane_id": l.parent_lane_id,
+                "replacement_lane_id": l.replacement_lane_id,
+                "evidence_digest": l.evidence_digest,
+            })
+        })
+        .collect();
+    let approvals: Vec<Value> = replayed
+        .ledger
+        .decisions
+        .iter()
+        .map(|d| {
+            json!({
+                "decision": d.decision,
+                "by": d.by,
+                "source": d.source,
+                "at": d.at,
+                "sequence": d.sequence,
+            })
+        })
+        .collect();
+    json!({
+        "run_id": replayed.run.dir.run_id,
+        "workflow_type": manifest.run.as_ref().and_then(|r| r.get("workflow_type")).cloned(),
+        "manifest_version": manifest.contract.version,
+        "manifest_hash": manifest.contract.hash,
+        "final_head": {
+            "sequence": replayed.position.sequence,
+            "checksum": replayed.position.checksum,
+            "tree_root": tree_root_b64,
+        },
+        "run_state": state.run_state(),
+        "completed_at": replayed.completed_at,
+        "components": components,
+        "lanes": lanes,
+        "approval_policy_checksum": replayed.ledger.binding,
+        "approvals": approvals,
+        "recovery_of": replayed.recovery_of,
+        "tool": super::bundle::tool(),
+    })
+}
+
+/// `attest`: verify and replay the run in full; refuse a run that is not
+/// completed (exit 6 with its gaps); write the signed envelope outside the
+/// state root.
+pub fn attest(
+    root: &Path,
+    run_id: &str,
+    key: &SignerKey,
+    out: &Path,
+    cwd: &Path,
+    force: bool,
+) -> FlowResult<Map<String, Value>> {
+    let replayed = replay_full(root, run_id)?;
+    if replayed.state.run_state() != "completed" {
+        let report = evaluate_completion(&replayed.state);
+        let gaps = report.missing_ids();
+        return Err(FlowError::CompletionBlocked {
+            message: format!(
+                "run is {}, not completed: nothing to attest (completion gaps: {})",
+                replayed.state.run_state(),
+                if gaps.is_empty() {
+                    "none; run complete".to_string()
+                } else {
+                    gaps.join(", ")
+                }
+            ),
+            missing_ids: gaps,
+        });
+    }
+    let tree = super::transparency::tree_at(&replayed.run, &replayed.position, false)?;
+    let root_hash = tree_root(replayed.position.sequence, &tree)
+        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+    let receipt_sha = replayed
+        .run
+        .dir
+        .receipt_sha256(replayed.position.byte_length)?;
+    let statement = json!({
+        "_type": STATEMENT_TYPE,
+        "subject": [{
+            "name": format!("runs/{run_id}/receipt.jsonl"),
+            "digest": {"sha256": receipt_sha},
+        }],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate(&replayed, &hash_to_base64(&root_hash)),
+    });
+    let body = canonical::to_vec(&statement);
+    let mut bytes = canonical::to_vec(&envelope(key, &body)?);
+    bytes.push(b'\n');
+    let path = crate::store::output::write_view_file(out, cwd, root, &bytes, force)?;
+    let mut map = Map::new();
+    map.insert("path".into(), json!(path.to_string_lossy()));
+    map.insert("predicate_type".into(), json!(PREDICATE_TYPE));
+    map.insert("run_id".into(), json!(run_id));
+    map.insert("sha256".into(), json!(hex::encode(Sha256::digest(&bytes))));
+    map.insert("subject_sha256".into(), json!(receipt_sha));
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pae_is_the_dsse_encoding() {
+        // The example of the DSSE protocol document.
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
+    }
+}
