@@ -541,6 +541,33 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Clone `remote` to `dest` as an auditor would, with the runs' refs.
+fn clone_with_runs(remote: &Path, dest: &Path) {
+    git(
+        dest.parent().unwrap(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            dest.to_str().unwrap(),
+        ],
+    );
+    git(
+        dest,
+        &["fetch", "-q", "origin", "refs/bluetape/*:refs/bluetape/*"],
+    );
+}
+
+fn verify_git(flow: &Flow, dir: &Path, reference: &str) -> Output {
+    flow.run(&[
+        "bundle-verify",
+        "--git",
+        dir.to_str().unwrap(),
+        "--ref",
+        reference,
+    ])
+}
+
 #[test]
 fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
     let bed = common::TestBed::running(&["api"]);
@@ -608,29 +635,9 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
             "refs/bluetape/*:refs/bluetape/*",
         ],
     );
-    git(
-        bed.tmp.path(),
-        &[
-            "clone",
-            "-q",
-            remote.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
-    git(
-        &clone,
-        &["fetch", "-q", "origin", "refs/bluetape/*:refs/bluetape/*"],
-    );
+    clone_with_runs(&remote, &clone);
     let (_elsewhere, flow) = elsewhere();
-    let out = flow
-        .run(&[
-            "bundle-verify",
-            "--git",
-            clone.to_str().unwrap(),
-            "--ref",
-            &reference,
-        ])
-        .assert_ok();
+    let out = verify_git(&flow, &clone, &reference).assert_ok();
     assert_eq!(out["publications"], 4);
     assert_eq!(out["verified"], true);
     assert_eq!(
@@ -673,27 +680,8 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         ],
     );
     let again = bed.tmp.path().join("clone-2");
-    git(
-        bed.tmp.path(),
-        &[
-            "clone",
-            "-q",
-            remote.to_str().unwrap(),
-            again.to_str().unwrap(),
-        ],
-    );
-    git(
-        &again,
-        &["fetch", "-q", "origin", "refs/bluetape/*:refs/bluetape/*"],
-    );
-    flow.run(&[
-        "bundle-verify",
-        "--git",
-        again.to_str().unwrap(),
-        "--ref",
-        &reference,
-    ])
-    .assert_error(3, "receipt_corrupt");
+    clone_with_runs(&remote, &again);
+    verify_git(&flow, &again, &reference).assert_error(3, "receipt_corrupt");
     // A forced rewrite whose newest commit is itself a valid, shorter
     // bundle (an older publication's tree on top of the newest one): the
     // tip verifies, the history does not.
@@ -714,28 +702,8 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         ],
     );
     let third = bed.tmp.path().join("clone-3");
-    git(
-        bed.tmp.path(),
-        &[
-            "clone",
-            "-q",
-            remote.to_str().unwrap(),
-            third.to_str().unwrap(),
-        ],
-    );
-    git(
-        &third,
-        &["fetch", "-q", "origin", "refs/bluetape/*:refs/bluetape/*"],
-    );
-    let e = flow
-        .run(&[
-            "bundle-verify",
-            "--git",
-            third.to_str().unwrap(),
-            "--ref",
-            &reference,
-        ])
-        .assert_error(3, "receipt_corrupt");
+    clone_with_runs(&remote, &third);
+    let e = verify_git(&flow, &third, &reference).assert_error(3, "receipt_corrupt");
     assert!(
         e["message"].as_str().unwrap().contains("not append-only"),
         "{e}"
