@@ -97,6 +97,20 @@ impl Client {
         })
     }
 
+    /// A server in `owner` mode acting with the handle `owner`.
+    fn owner(flow: &Flow, tmpdir: &Path, root: &Path, owner: &Path) -> Option<Client> {
+        let (root, owner) = (root.to_str().unwrap(), owner.to_str().unwrap());
+        let args = [
+            "--mode",
+            "owner",
+            "--state-root",
+            root,
+            "--owner-file",
+            owner,
+        ];
+        Client::start(flow, tmpdir, &args)
+    }
+
     fn ask(&mut self, request: Value) -> Value {
         writeln!(self.stdin, "{request}").unwrap();
         self.stdin.flush().unwrap();
@@ -252,18 +266,7 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
     let flow = Flow::new(tmp.path());
     let root = tmp.path().join("state");
     let owner = root.join("handles/main.owner");
-    let Some(mut client) = Client::start(
-        &flow,
-        &tmp.path().join("mcp-tmp"),
-        &[
-            "--mode",
-            "owner",
-            "--state-root",
-            root.to_str().unwrap(),
-            "--owner-file",
-            owner.to_str().unwrap(),
-        ],
-    ) else {
+    let Some(mut client) = Client::owner(&flow, &tmp.path().join("mcp-tmp"), &root, &owner) else {
         return;
     };
     let tools = client.tools();
@@ -549,18 +552,7 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
     let repo = tmp.path().join("server/repo");
     make_repo(&repo);
     let owner = root.join("handles/main.owner");
-    let Some(mut client) = Client::start(
-        &flow,
-        &private,
-        &[
-            "--mode",
-            "owner",
-            "--state-root",
-            root.to_str().unwrap(),
-            "--owner-file",
-            owner.to_str().unwrap(),
-        ],
-    ) else {
+    let Some(mut client) = Client::owner(&flow, &private, &root, &owner) else {
         return;
     };
     let init = json!({"workflow_type": "A", "repo_root": repo, "component": components});
@@ -655,17 +647,11 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
 #[test]
 fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::start(
+    let Some(mut client) = Client::owner(
         &run.flow,
         &run.tmp.path().join("mcp-tmp"),
-        &[
-            "--mode",
-            "owner",
-            "--state-root",
-            run.root.to_str().unwrap(),
-            "--owner-file",
-            run.owner().to_str().unwrap(),
-        ],
+        &run.root,
+        &run.owner(),
     ) else {
         return;
     };
@@ -713,17 +699,11 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
 #[test]
 fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::start(
+    let Some(mut client) = Client::owner(
         &run.flow,
         &run.tmp.path().join("mcp-tmp"),
-        &[
-            "--mode",
-            "owner",
-            "--state-root",
-            run.root.to_str().unwrap(),
-            "--owner-file",
-            run.owner().to_str().unwrap(),
-        ],
+        &run.root,
+        &run.owner(),
     ) else {
         return;
     };
@@ -901,17 +881,11 @@ fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on()
 #[test]
 fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::start(
+    let Some(mut client) = Client::owner(
         &run.flow,
         &run.tmp.path().join("mcp-tmp"),
-        &[
-            "--mode",
-            "owner",
-            "--state-root",
-            run.root.to_str().unwrap(),
-            "--owner-file",
-            run.owner().to_str().unwrap(),
-        ],
+        &run.root,
+        &run.owner(),
     ) else {
         return;
     };
