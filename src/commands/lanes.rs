@@ -42,15 +42,9 @@ pub fn lane_create(
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
     let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
-    let repo_root = run
-        .manifest
-        .run
-        .as_ref()
-        .and_then(|r| r.get("repo_root"))
-        .and_then(Value::as_str);
     let limits = &run.manifest.contract.limits;
     let request = precheck_lane_create(&input, &evidence, |scopes| {
-        canonicalize(repo_root, scopes, limits)
+        canonicalize(run.repo_root(), scopes, limits)
     })?;
     let committed = mutate(ctx, &run, |input| {
         decide_lane_create(input.state, input.policy, &request, &evidence)
@@ -104,12 +98,22 @@ pub fn lane_transition(
         changed_paths: changed_paths.as_ref(),
     };
     precheck_lane_transition(&transition)?;
+    // The changed paths are resolved against the run's pinned repo root
+    // here, so the decision gets the outcome as a value and reads no file;
+    // it still reports a failure only after the lane checks.
+    let canonical_changed = changed_paths
+        .as_ref()
+        .map(|paths| canonicalize(run.repo_root(), paths, &run.manifest.contract.limits));
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table (issue 13).
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
     let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
-        decide_lane_transition(input.state, &transition, |paths| {
-            canonicalize(input.repo_root, paths, &input.policy.limits)
+        decide_lane_transition(input.state, &transition, |_| {
+            canonical_changed.unwrap_or_else(|| {
+                Err(Refusal::Invalid(
+                    "lane completion requires verified changed paths".into(),
+                ))
+            })
         })
     })?;
     Ok(committed.envelope(&ctx.run_id))

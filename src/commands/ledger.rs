@@ -27,6 +27,17 @@ pub struct OpenRun {
     pub trust_head: bool,
 }
 
+impl OpenRun {
+    /// The repo root the run's manifest snapshot pins.
+    pub fn repo_root(&self) -> Option<&str> {
+        self.manifest
+            .run
+            .as_ref()
+            .and_then(|r| r.get("repo_root"))
+            .and_then(serde_json::Value::as_str)
+    }
+}
+
 /// Check the run id, then load and validate the manifest snapshot.
 pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
     if !is_identifier(run_id) {

@@ -177,6 +177,23 @@ pub fn mutate_gathered<F>(
     })
 }
 
+/// [`mutate`] with an effect staged between the decision and the append:
+/// `decide` only decides; `stage` runs, under the lock, only when the
+/// decision succeeded, and the event is appended only when it succeeded
+/// too (a report's file must exist before the event that binds it).
+pub fn mutate_staged(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    stage: impl FnOnce() -> Result<(), Refusal>,
+) -> FlowResult<Committed> {
+    mutate_with(ctx, run, false, |input| {
+        let intents = decide(input)?;
+        stage()?;
+        Ok(intents)
+    })
+}
+
 fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
@@ -206,17 +223,11 @@ fn mutate_with(
         &run.manifest.contract.contract,
         &run.manifest.contract.limits,
     );
-    let repo_root = run
-        .manifest
-        .run
-        .as_ref()
-        .and_then(|r| r.get("repo_root"))
-        .and_then(Value::as_str);
     let input = DecisionInput {
         state: &state,
         policy: &policy,
         now: ctx.now,
-        repo_root,
+        repo_root: run.repo_root(),
     };
     let decided = decide(&input);
     // A digest the table could not read was answered "present": the

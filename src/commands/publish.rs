@@ -70,14 +70,7 @@ fn load(root: &Path, run_id: &str) -> FlowResult<Replayed> {
 }
 
 fn repo_root(replayed: &Replayed) -> Option<std::path::PathBuf> {
-    replayed
-        .run
-        .manifest
-        .run
-        .as_ref()
-        .and_then(|r| r.get("repo_root"))
-        .and_then(Value::as_str)
-        .map(std::path::PathBuf::from)
+    replayed.run.repo_root().map(std::path::PathBuf::from)
 }
 
 /// What a commit of a publication holds.

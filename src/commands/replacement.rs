@@ -24,12 +24,7 @@ pub fn lane_reassign(
     let evidence = read_evidence(ctx, evidence)?;
     let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
     let limits = &run.manifest.contract.limits;
-    let repo_root = run
-        .manifest
-        .run
-        .as_ref()
-        .and_then(|r| r.get("repo_root"))
-        .and_then(Value::as_str);
+    let repo_root = run.repo_root();
     let canonicalize = |scope: &Value| super::lanes::canonicalize(repo_root, scope, limits);
     let request = precheck_reassign(&input, &evidence, canonicalize)?;
     let committed = mutate(ctx, &run, |decision| {

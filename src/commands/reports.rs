@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, mutate_staged, open_for_mutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Refusal;
 use crate::coordinator::reports::{
@@ -78,15 +78,19 @@ pub fn create_report(
         return Err(FlowError::Conflict("orphan report content differs".into()));
     }
     let mut created = false;
-    let committed = mutate(ctx, &run, |input| {
-        let intents = decide_report(input.state, &report)?;
-        created =
-            write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
-                StoreError::Busy(m) => Refusal::Conflict(m),
-                other => Refusal::Invalid(other.message().to_string()),
-            })?;
-        Ok(intents)
-    });
+    let committed = mutate_staged(
+        ctx,
+        &run,
+        |input| decide_report(input.state, &report),
+        || {
+            created =
+                write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
+                    StoreError::Busy(m) => Refusal::Conflict(m),
+                    other => Refusal::Invalid(other.message().to_string()),
+                })?;
+            Ok(())
+        },
+    );
     let committed = match committed {
         Ok(committed) => committed,
         Err(error) => {
