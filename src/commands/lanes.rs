@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
-use crate::coordinator::decide::Refusal;
+use crate::coordinator::decide::{Refusal, Teaching};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
     decide_lane_transition, precheck_lane_create, precheck_lane_transition,
@@ -28,8 +28,21 @@ pub(crate) fn canonicalize(
     let Some(root) = repo_root else {
         return Err(Refusal::Invalid("run manifest has no repo_root".into()));
     };
-    canonicalize_write_scope(Path::new(root), scopes, limits)
-        .map_err(|e| Refusal::Invalid(e.message().to_string()))
+    canonicalize_write_scope(Path::new(root), scopes, limits).map_err(|e| {
+        let refusal = Refusal::Invalid(e.message().to_string());
+        match e {
+            // The OS refused the pinned root itself: no path list fixes it.
+            crate::store::StoreError::Io(failure) if failure.path == Path::new(root) => refusal
+                .taught(Teaching {
+                    detail: Some(format!("the run's pinned repo_root {root} cannot be resolved")),
+                    hint: Some(format!(
+                        "restore the repository at {root} (the run's manifest pins it), or start a new run with bluetape-flow init"
+                    )),
+                    fields: None,
+                }),
+            _ => refusal,
+        }
+    })
 }
 
 /// `lane-create`: evidence, then the input object, then the pre-lock

@@ -189,6 +189,11 @@ pub fn in_field(
     limit: Option<u64>,
 ) -> impl FnOnce(Refusal) -> Refusal {
     move |refusal| {
+        // A refusal that already says what is wrong (the repo root it was
+        // resolved against is missing, say) is not about the key's shape.
+        if refusal.untaught().1.is_some_and(|t| t.detail.is_some()) {
+            return refusal;
+        }
         let mut item = serde_json::Map::new();
         item.insert("field".into(), Value::from(key));
         item.insert("expected".into(), Value::from(expected));

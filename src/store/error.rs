@@ -30,8 +30,7 @@ pub struct IoFailure {
     pub kind: ErrorKind,
     pub errno: Option<i32>,
     pub path: PathBuf,
-    /// The message, rendered once in the reference's (Python's) wording,
-    /// `[Errno N] text: 'path'`, which envelopes and fixtures compare.
+    /// The message, rendered once: `text: 'path' (ENAME)`.
     message: String,
 }
 
@@ -68,14 +67,18 @@ impl StoreError {
     /// An OS error with the path it concerns.
     pub fn io(error: &std::io::Error, path: &Path) -> Self {
         let errno = error.raw_os_error();
-        let prefix = errno.map(|n| format!("[Errno {n}] ")).unwrap_or_default();
         let text = error.to_string();
         let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+        // The OS's own words, the path, then the errno's name (ENOSPC), not
+        // Python's `[Errno 28]` prefix (issue 15).
+        let name = errno
+            .map(|n| format!(" ({:?})", nix::errno::Errno::from_raw(n)))
+            .unwrap_or_default();
         StoreError::Io(IoFailure {
             kind: error.kind(),
             errno,
             path: path.to_path_buf(),
-            message: format!("{prefix}{text}: '{}'", path.display()),
+            message: format!("{text}: '{}'{name}", path.display()),
         })
     }
 
@@ -123,7 +126,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_os_error_keeps_its_kind_and_path_and_reads_like_python() {
+    fn an_os_error_keeps_its_kind_and_path_and_reads_as_an_os_error() {
         let e = StoreError::io(
             &std::io::Error::from_raw_os_error(libc::ENOSPC),
             Path::new("/s/runs/r/receipt.jsonl"),
@@ -131,7 +134,7 @@ mod tests {
         assert_eq!(e.io_kind(), Some(ErrorKind::StorageFull));
         assert_eq!(
             e.message(),
-            "[Errno 28] No space left on device: '/s/runs/r/receipt.jsonl'"
+            "No space left on device: '/s/runs/r/receipt.jsonl' (ENOSPC)"
         );
         let StoreError::Io(failure) = &e else {
             unreachable!()

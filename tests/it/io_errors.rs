@@ -59,8 +59,9 @@ fn assert_no_space(out: &crate::bed::Output, root: &Path) {
     let e = out.assert_error(5, "coordinator_conflict");
     assert_eq!(e["retryable"], true, "{e}");
     let message = e["message"].as_str().unwrap();
-    let prefix = format!("[Errno 28] No space left on device: '{}/", root.display());
+    let prefix = format!("No space left on device: '{}/", root.display());
     assert!(message.starts_with(&prefix), "{e}");
+    assert!(message.ends_with("' (ENOSPC)"), "{e}");
 }
 
 /// Heartbeats on a full disk: each either is acknowledged (its line fits

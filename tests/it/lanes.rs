@@ -416,9 +416,21 @@ fn lane_create_refusals() {
         .create(&lane_input("l2", "agent-2", json!(["src"])))
         .assert_error(2, "contract_error");
     assert!(
-        e["message"].as_str().unwrap().starts_with("[Errno 2] "),
+        e["message"].as_str().unwrap().starts_with(&format!(
+            "No such file or directory: '{}' (ENOENT): the run's pinned repo_root",
+            run.repo.display()
+        )),
         "{e}"
     );
+    // The hint is about the missing root, not the shape of write_scope.
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("restore the repository"),
+        "{e}"
+    );
+    assert!(e.get("fields").is_none(), "{e}");
     assert_eq!(before, common::snapshot(&run.root));
 }
 

@@ -595,7 +595,7 @@ fn reassign_resolves_the_pinned_repo_root_strictly() {
         || s.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
         2,
         &format!(
-            "[Errno 2] No such file or directory: '{}'",
+            "No such file or directory: '{}' (ENOENT)",
             s.repo.join("missing").display()
         ),
     );
