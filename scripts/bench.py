@@ -594,8 +594,17 @@ def main():
         text = "\n".join(report)
         print("\n" + text)
         os.makedirs(os.path.dirname(OUT), exist_ok=True)
+        # The generated part is everything before the first "## " section;
+        # the sections after it (each issue's figures and costs) are kept.
+        kept = ""
+        if os.path.exists(OUT):
+            with open(OUT) as f:
+                old = f.read()
+            at = old.find("\n## ")
+            if at >= 0:
+                kept = old[at:]
         with open(OUT, "w") as f:
-            f.write(text)
+            f.write(text.rstrip("\n") + "\n" + kept)
         print(f"\nwritten to {os.path.relpath(OUT, ROOT)}")
     finally:
         if os.environ.get("KEEP") != "1":
