@@ -7,24 +7,28 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
-use crate::coordinator::simple::SimpleRunCache;
+use crate::coordinator::simple::{CoordinatorCache, RunCacheRecord, SimpleRunCache};
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
 
 /// The coordinator-shape run.json of a replayed Phase 2 run.
 pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &CoordinatorState) -> Value {
-    json!({
-        "coordinator": {"cache_version": 1, "state": state.public_json()},
-        "last_checksum": state.last_checksum(),
-        "last_event_type": state.last_event_type(),
-        "last_sequence": state.last_sequence(),
-        "manifest_hash": manifest_hash,
-        "run_id": run_id,
-        "schema_version": 1,
-        "state": state.run_state(),
-        "updated_at": state.updated_at(),
-    })
+    RunCacheRecord {
+        coordinator: Some(CoordinatorCache {
+            cache_version: 1,
+            state: state.public_json(),
+        }),
+        last_checksum: json!(state.last_checksum()),
+        last_event_type: json!(state.last_event_type()),
+        last_sequence: json!(state.last_sequence()),
+        manifest_hash,
+        run_id,
+        schema_version: 1,
+        state: state.run_state(),
+        updated_at: json!(state.updated_at()),
+    }
+    .to_json()
 }
 
 /// Verify and replay a Phase 2 run into its coordinator state.

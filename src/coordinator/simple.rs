@@ -2,6 +2,7 @@
 //! that gives a Phase 1 run its state and the `run.json` written after
 //! `init`. Pure.
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::machine::run_edge;
@@ -53,16 +54,50 @@ impl SimpleRunCache {
     pub fn to_json(&self, run_id: &str, manifest_hash: &str) -> Value {
         let last = self.last.clone().unwrap_or_default();
         let get = |k: &str| last.get(k).cloned().unwrap_or(Value::Null);
-        serde_json::json!({
-            "last_checksum": get("checksum"),
-            "last_event_type": get("event_type"),
-            "last_sequence": get("sequence"),
-            "manifest_hash": manifest_hash,
-            "run_id": run_id,
-            "schema_version": 1,
-            "state": self.state,
-            "updated_at": get("timestamp"),
-        })
+        RunCacheRecord {
+            coordinator: None,
+            last_checksum: get("checksum"),
+            last_event_type: get("event_type"),
+            last_sequence: get("sequence"),
+            manifest_hash,
+            run_id,
+            schema_version: 1,
+            state: &self.state,
+            updated_at: get("timestamp"),
+        }
+        .to_json()
+    }
+}
+
+/// The record `runs/<id>/run.json` holds, in either shape: the simple one
+/// (Phase 1 and the reference's rule) and the coordinator one, which adds
+/// the replayed public state. The `last_*` values are JSON values because
+/// the simple shape copies them from the last event as they are.
+#[derive(Debug, Serialize)]
+pub struct RunCacheRecord<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coordinator: Option<CoordinatorCache>,
+    pub last_checksum: Value,
+    pub last_event_type: Value,
+    pub last_sequence: Value,
+    pub manifest_hash: &'a str,
+    pub run_id: &'a str,
+    pub schema_version: u32,
+    pub state: &'a str,
+    pub updated_at: Value,
+}
+
+/// The coordinator part of a coordinator-shape run.json.
+#[derive(Debug, Serialize)]
+pub struct CoordinatorCache {
+    pub cache_version: u32,
+    pub state: Value,
+}
+
+impl RunCacheRecord<'_> {
+    pub fn to_json(&self) -> Value {
+        // Plain strings, numbers and JSON values: it cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 
