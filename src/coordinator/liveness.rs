@@ -409,11 +409,11 @@ pub fn require_fresh_evidence(
     Ok(digest)
 }
 
-/// A lane liveness intent (timestamp = the caller's instant as given).
+/// A lane liveness intent (timestamp = the caller's instant as given);
+/// its target state is the lane machine's for `event_type`.
 fn lane_intent(
     event_type: EventType,
     lane: &LaneRecord,
-    to: LaneState,
     timestamp: &str,
     evidence: &Value,
     reason: Option<&str>,
@@ -423,7 +423,7 @@ fn lane_intent(
         event_type,
         timestamp: Some(timestamp.into()),
         from_state: Some(lane.state.into()),
-        to_state: Some(to.into()),
+        to_state: super::machine::lane_edge(event_type).map(|edge| edge.to.into()),
         lane_id: Some(lane.id.clone()),
         agent_id: Some(lane.agent_id.clone()),
         reason: reason.map(str::to_string),
@@ -546,7 +546,6 @@ pub fn decide_heartbeat(
         lane_intent(
             EventType::HeartbeatObserved,
             lane,
-            LaneState::Running,
             &heartbeat.observed_at,
             evidence,
             None,
@@ -555,7 +554,6 @@ pub fn decide_heartbeat(
         lane_intent(
             EventType::LeaseRenewed,
             lane,
-            LaneState::Running,
             &heartbeat.observed_at,
             evidence,
             heartbeat.reason.as_deref(),
@@ -712,7 +710,6 @@ pub fn decide_stall_record(
     Ok(vec![lane_intent(
         EventType::StallSuspected,
         lane,
-        LaneState::SuspectedStall,
         request.at,
         request.evidence,
         Some(request.reason),
@@ -760,7 +757,6 @@ pub fn decide_stall_clear(
     Ok(vec![lane_intent(
         EventType::LaneRecovered,
         lane,
-        LaneState::Running,
         step.at,
         step.evidence,
         Some(reason),
@@ -801,7 +797,6 @@ pub fn decide_probe_sent(
     Ok(vec![lane_intent(
         EventType::ProbeSent,
         lane,
-        LaneState::Recovering,
         step.at,
         step.evidence,
         None,
@@ -852,7 +847,6 @@ pub fn decide_interrupt_result(
     Ok(vec![lane_intent(
         EventType::AgentInterrupted,
         lane,
-        LaneState::Recovering,
         step.at,
         step.evidence,
         Some("native interrupt recorded"),
