@@ -54,6 +54,22 @@ pub fn write_view_file(
     })
 }
 
+/// Put the finished `temp` at `target` only if nothing is there: `link`
+/// fails atomically on an existing name (a file or symlink created after
+/// the checks), where a rename would replace it. `temp` is removed after.
+fn place_new(temp: &Path, target: &Path) -> StoreResult<()> {
+    match std::fs::hard_link(temp, target) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(temp);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(StoreError::invalid(
+            "output file exists (pass --force to replace it)",
+        )),
+        Err(e) => Err(StoreError::io(&e, target)),
+    }
+}
+
 /// [`write_view_file`] for content streamed by `write` into the temp file
 /// (`bundle-export`): the same refusals, the same temp file and rename.
 pub fn write_view_with(
@@ -113,12 +129,11 @@ pub fn write_view_with(
         if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(StoreError::invalid("output path must not be a symlink"));
         }
-        if !force && std::fs::symlink_metadata(&target).is_ok() {
-            return Err(StoreError::invalid(
-                "output file exists (pass --force to replace it)",
-            ));
+        if force {
+            std::fs::rename(&temp, &target).map_err(|e| StoreError::io(&e, &target))
+        } else {
+            place_new(&temp, &target)
         }
-        std::fs::rename(&temp, &target).map_err(|e| StoreError::io(&e, &target))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -126,4 +141,31 @@ pub fn write_view_with(
     }
     sync_dir(&dir)?;
     Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_file_never_replaces_one_that_appeared_after_the_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (temp, target) = (dir.path().join(".t.tmp"), dir.path().join("out"));
+        std::fs::write(&temp, b"new").unwrap();
+        // Created after the caller's checks, as a racing writer would.
+        std::fs::write(&target, b"someone else's").unwrap();
+        let error = place_new(&temp, &target).unwrap_err();
+        assert!(error.message().contains("output file exists"), "{error:?}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"someone else's");
+        // A symlink planted there is refused too, and not followed.
+        std::fs::remove_file(&target).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &target).unwrap();
+        assert!(place_new(&temp, &target).is_err());
+        assert!(!dir.path().join("elsewhere").exists());
+        // Nothing there: the file is placed and the temp name is gone.
+        std::fs::remove_file(&target).unwrap();
+        place_new(&temp, &target).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert!(!temp.exists());
+    }
 }
