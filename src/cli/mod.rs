@@ -219,6 +219,8 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
         _ => None,
     };
     let root = discover(cli.state_root.as_deref(), start.as_deref(), env)?;
+    // Every file inside the root is reached from one held descriptor.
+    let _scope = crate::store::root::begin(&root);
     let success = dispatch(cli.command, &root, env)?;
     Ok((path_text(&root), success))
 }
@@ -402,7 +404,10 @@ pub fn run_with_terminal(
     };
     if let Command::Views(command) = cli.command {
         return match discover(cli.state_root.as_deref(), None, env) {
-            Ok(root) => views::run(command, &root, env, term, out, err),
+            Ok(root) => {
+                let _scope = crate::store::root::begin(&root);
+                views::run(command, &root, env, term, out, err)
+            }
             Err(error) => {
                 let (code, text) = envelope::failure(&FlowError::from(error));
                 emit(err, &text);

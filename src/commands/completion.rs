@@ -54,7 +54,7 @@ pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String
     let evidence = read_evidence(ctx, evidence)?;
     run.dir.validate()?;
     let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
-    check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
+    let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     read_handle(&owner_file, Some(&ctx.run_id))?;
     let (verified, _) = replay_run(&run, false)?;
     let committed = mutate(ctx, &run, |d| {

@@ -202,7 +202,8 @@ fn mutate_with(
 ) -> FlowResult<Committed> {
     run.dir.validate()?;
     let owner_file = crate::store::paths::expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
-    check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
+    // Read as `<root>/handles/<name>`: from the held state root.
+    let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
     let (mut state, position, basis) = if full_replay {

@@ -110,7 +110,9 @@ pub fn recovery_run_create(
     let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
     require_receipt_identity(diagnosis, &receipt_hash, receipt_size)?;
     let owner_path = expand_tilde(request.owner_file, env.home.as_ref());
-    check_new_owner_path(root, &owner_path, &env.cwd, true)?;
+    // The new run's handle is `<root>/handles/<name>`, reached from the
+    // held state root; outputs keep the path the caller gave.
+    let owner_in_root = check_new_owner_path(root, &owner_path, &env.cwd, true)?;
     let name = quarantine_name(request.run_id, &receipt_hash);
     let quarantine_path = relative_quarantine_path(&name);
     let provenance = provenance(
@@ -165,7 +167,7 @@ pub fn recovery_run_create(
     let result = supersede(
         root,
         env,
-        &owner_path,
+        &owner_in_root,
         &first,
         policy.as_ref(),
         &damaged_run,

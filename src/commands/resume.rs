@@ -41,7 +41,9 @@ pub fn resume(
     require_current_owner(&state, &current.fingerprint, current.epoch)?;
     require_transferable(&state)?;
     let new_path = expand_tilde(new_owner_file, ctx.env.home.as_ref());
-    check_new_owner_path(&ctx.root, &new_path, &ctx.env.cwd, false)?;
+    // From here on the new handle is `<root>/handles/<name>`, reached from
+    // the held state root.
+    let new_path = check_new_owner_path(&ctx.root, &new_path, &ctx.env.cwd, false)?;
     if same_file(&current_path, &new_path) {
         return Err(FlowError::contract(
             "new owner handle must differ from current owner handle",

@@ -8,7 +8,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
-use super::paths::{is_symlink, resolve_nonstrict, stem};
+use super::held::Place;
+use super::paths::{exists_no_follow, is_symlink, resolve_nonstrict, stem};
+use super::root::remove_file;
 use super::secure::{FILE_MODE, create_exclusive, open_regular, open_secure_dir, read_limited};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier};
@@ -75,7 +77,7 @@ pub fn create_handle(
     }
     let parent = path.parent().unwrap_or(Path::new("."));
     open_secure_dir(parent, "owner handle directory")?;
-    if std::fs::symlink_metadata(path).is_ok() {
+    if exists_no_follow(path) {
         return Err(StoreError::invalid("owner handle already exists"));
     }
     create_exclusive(path, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
@@ -150,8 +152,10 @@ pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle
 }
 
 /// The contained-read rule: the handle is a direct child of
-/// `<root>/handles` and its stem is an identifier.
-pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<()> {
+/// `<root>/handles` and its stem is an identifier. Returns the handle's
+/// path inside the state root (`<root>/handles/<name>`), through which it
+/// is then reached from the held root, whatever path the user gave.
+pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
     let handles = root.join("handles");
     open_secure_dir(&handles, "state-root handles")?;
     let handles_real = std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?;
@@ -166,7 +170,14 @@ pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<()> 
             "owner handle name must match the identifier contract",
         ));
     }
-    Ok(())
+    Ok(in_root(root, path))
+}
+
+/// `<root>/handles/<file name of path>`: a contained handle, named from
+/// the state root (so it is reached from the held root).
+fn in_root(root: &Path, path: &Path) -> PathBuf {
+    root.join("handles")
+        .join(path.file_name().unwrap_or_default())
 }
 
 /// The init rule for a handle that does not exist yet: contained under
@@ -191,35 +202,39 @@ pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResul
             "owner handle name must match the identifier contract",
         ));
     }
-    if is_symlink(path) || std::fs::symlink_metadata(path).is_ok() {
+    if is_symlink(path) || exists_no_follow(path) {
         return Err(StoreError::invalid("owner handle already exists"));
     }
-    Ok(handles.join(path.file_name().unwrap_or_default()))
+    Ok(in_root(root, path))
 }
 
 /// Publish a staged handle under its requested name: a hard link never
 /// follows a symlink and fails if anything is already there; then the
 /// staging name goes and the directory is synced.
 pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
-    match std::fs::hard_link(staging, target) {
+    let linked = match (staging.place(), target.place()) {
+        (Ok(from), Ok(to)) => from.hard_link_to(&to),
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
+    match linked {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(StoreError::invalid("owner handle already exists"));
         }
         Err(e) => return Err(StoreError::io(&e, target)),
     }
-    let _ = std::fs::remove_file(staging);
+    let _ = remove_file(staging);
     let synced = super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")));
     if synced.is_err() {
         // A failed init must not leave a handle to a run it removes.
-        let _ = std::fs::remove_file(target);
+        let _ = remove_file(target);
     }
     synced
 }
 
 /// Remove a staged handle that was never published (best effort).
 pub fn discard_handle(staging: &Path) {
-    let _ = std::fs::remove_file(staging);
+    let _ = remove_file(staging);
 }
 
 /// The JSON held by a secure (0600, owned, not a symlink) handle file, or
@@ -242,19 +257,25 @@ pub fn check_new_owner_path(
     path: &Path,
     cwd: &Path,
     allow_existing: bool,
-) -> StoreResult<()> {
-    check_contained(root, path, cwd)?;
-    if is_symlink(path) || (!allow_existing && std::fs::symlink_metadata(path).is_ok()) {
+) -> StoreResult<PathBuf> {
+    let contained = check_contained(root, path, cwd)?;
+    if is_symlink(&contained) || (!allow_existing && exists_no_follow(&contained)) {
         return Err(StoreError::invalid("owner handle already exists"));
     }
-    Ok(())
+    Ok(contained)
 }
 
 /// True when both paths name the same existing file (the current handle
 /// given again as the new one).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
+    let meta = |p: &Path| match p.place() {
+        Ok(at) => at
+            .open(rustix::fs::OFlags::PATH, 0)
+            .and_then(|f| f.metadata()),
+        Err(_) => std::fs::metadata(p),
+    };
+    match (meta(a), meta(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
         _ => false,
     }
@@ -268,7 +289,7 @@ pub fn remove_handle_if(path: &Path, expected: &OwnerHandle) -> bool {
         Ok(found) if found == *expected => {}
         _ => return false,
     }
-    if std::fs::remove_file(path).is_err() {
+    if remove_file(path).is_err() {
         return false;
     }
     let _ = super::secure::sync_dir(path.parent().unwrap_or(Path::new(".")));

@@ -53,9 +53,10 @@ impl RunDir {
     /// `<N>.<8 hex>.note` are not heads: temp files, litter).
     pub fn stored_heads(&self) -> StoreResult<Vec<StoredHead>> {
         let dir = self.heads_dir();
-        let meta = match std::fs::symlink_metadata(&dir) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        let at = self.place(&dir)?;
+        let meta = match at.symlink_metadata() {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return Ok(Vec::new()),
             Err(e) => return Err(StoreError::io(&e, &dir)),
         };
         if !meta.is_dir() {
@@ -64,14 +65,17 @@ impl RunDir {
             ));
         }
         let mut heads = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| StoreError::io(&e, &dir))? {
-            let entry = entry.map_err(|e| StoreError::io(&e, &dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let names = at
+            .open_dir()
+            .and_then(|d| d.entries())
+            .map_err(|e| StoreError::io(&e, &dir))?;
+        for name in names {
+            let name = name.to_string_lossy().into_owned();
             if let Some((size, key_hash)) = head_name(&name) {
                 heads.push(StoredHead {
                     size,
                     key_hash,
-                    path: entry.path(),
+                    path: dir.join(&name),
                 });
             }
         }
@@ -121,7 +125,7 @@ pub fn read_signer_key(path: &Path) -> StoreResult<Vec<u8>> {
 /// Write a new file at 0600: never over an existing file, never through a
 /// symlink (an exclusive create), synced with its directory.
 pub fn create_new_file(path: &Path, bytes: &[u8], what: &str) -> StoreResult<()> {
-    if std::fs::symlink_metadata(path).is_ok() {
+    if super::paths::exists_no_follow(path) {
         return Err(StoreError::invalid(format!(
             "{what} {} already exists; it is never replaced",
             path.display()

@@ -5,8 +5,10 @@
 //! a write: the kernel resolves each name inside the directory we hold.
 //!
 //! [`Loc`] names one entry of a held directory; every primitive of
-//! [`super::secure`] takes a [`Place`], which a `Path` (parent opened by
-//! path, for files outside a run) and a `Loc` both are.
+//! [`super::secure`] takes a [`Place`], which a `Path` and a `Loc` both
+//! are. A `Path` inside the running command's state root is reached from
+//! the held root ([`super::root`]); only a path outside it (a file the
+//! user names) has its parent opened by path.
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::{OsStr, OsString};
@@ -97,6 +99,11 @@ impl HeldDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory as a `File` (for callers that only check it).
+    pub fn into_file(self) -> File {
+        self.file
     }
 
     pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
@@ -237,6 +244,36 @@ impl Loc {
         rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::empty()).map_err(os)
     }
 
+    /// `linkat` without following a symlink: a new name for this entry;
+    /// fails if anything is at `to`.
+    pub fn hard_link_to(&self, to: &Loc) -> std::io::Result<()> {
+        rustix::fs::linkat(
+            &self.dir.file,
+            self.name.as_os_str(),
+            &to.dir.file,
+            to.name.as_os_str(),
+            AtFlags::empty(),
+        )
+        .map_err(os)
+    }
+
+    /// Remove this entry and, when it is a directory, everything in it,
+    /// through descriptors only (a symlink inside is removed, never
+    /// followed).
+    pub fn remove_tree(&self) -> std::io::Result<()> {
+        let is_dir = self.lstat()?.is_some_and(|s| {
+            rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
+        });
+        if !is_dir {
+            return self.remove_file();
+        }
+        let dir = Arc::new(self.open_dir()?);
+        for name in dir.entries()? {
+            Loc::new(Arc::clone(&dir), name).remove_tree()?;
+        }
+        rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::REMOVEDIR).map_err(os)
+    }
+
     pub fn mkdir(&self, mode: u32) -> std::io::Result<()> {
         rustix::fs::mkdirat(
             &self.dir.file,
@@ -281,6 +318,10 @@ impl Place for Loc {
 
 impl Place for Path {
     fn place(&self) -> StoreResult<Loc> {
+        // Inside the running command's state root: from the held root.
+        if let Some(loc) = super::root::place_inside(self)? {
+            return Ok(loc);
+        }
         let parent = match self.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),

@@ -20,8 +20,9 @@ const SUBDIRS: [&str; 6] = [
 const CONFIG: &str =
     r#"{"runtime":"bluetape-workflow","schema_version":1,"workspace":"bluetape4k"}"#;
 
+/// Inside the state root, reached from the held root (see `store::root`).
 fn exists(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok()
+    super::paths::exists_no_follow(path)
 }
 
 /// A state root `init` may use: an existing secure directory, or a path
@@ -83,7 +84,7 @@ impl RunDir {
     /// Once the directory exists it is ours: any later failure removes it
     /// again, so a failed `init` never leaves a half-made run behind.
     pub fn create(&self) -> StoreResult<()> {
-        create_dir_0700(&self.dir).map_err(|e| StoreError::io(&e, &self.dir))?;
+        create_dir_0700(&self.dir)?;
         let result = (|| {
             sync_dir(&self.root.join("runs"))?;
             self.validate()?;
@@ -100,7 +101,7 @@ impl RunDir {
 
     /// Remove a run directory whose creation failed (best effort).
     pub fn discard(&self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = super::root::remove_tree(&self.dir);
         let _ = sync_dir(&self.root.join("runs"));
     }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::lock::DirLock;
+use super::root::symlink_metadata as lstat;
 
 /// The lock protocol's grace: anything younger may belong to a live writer.
 pub const GRACE: Duration = Duration::from_secs(30);
@@ -76,17 +77,19 @@ impl Litter {
     }
 }
 
+// Within a command every path below is reached from the held state root
+// (`store::root`): a symlinked `runs/`, `handles/` or `locks/` is neither
+// listed through nor removed through.
 fn age(path: &Path, now: SystemTime) -> Option<Duration> {
-    let modified = std::fs::symlink_metadata(path).ok()?.modified().ok()?;
+    let modified = lstat(path)?.modified().ok()?;
     Some(now.duration_since(modified).unwrap_or_default())
 }
 
 fn entries(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|it| it.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    out.sort();
-    out
+    if lstat(dir).is_some_and(|m| m.file_type().is_symlink()) {
+        return Vec::new();
+    }
+    super::root::list(dir)
 }
 
 fn name_of(path: &Path) -> String {
@@ -104,7 +107,7 @@ fn is_retired_name(name: &str) -> bool {
 }
 
 fn has_receipt(run_dir: &Path) -> bool {
-    std::fs::symlink_metadata(run_dir.join("receipt.jsonl")).is_ok_and(|m| m.len() > 0)
+    lstat(&run_dir.join("receipt.jsonl")).is_some_and(|m| m.len() > 0)
 }
 
 fn lock_is_free(lock: &DirLock) -> bool {
@@ -124,7 +127,7 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
         });
     };
     for run_dir in entries(&root.join("runs")) {
-        let is_dir = std::fs::symlink_metadata(&run_dir).is_ok_and(|m| m.is_dir());
+        let is_dir = lstat(&run_dir).is_some_and(|m| m.is_dir());
         if !is_dir {
             continue;
         }
@@ -168,7 +171,7 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
         if !(name.starts_with("init-") && name.ends_with(".owner")) {
             continue;
         }
-        let run_id = std::fs::read(&path)
+        let run_id = super::heads::read_small(path.as_path(), None)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .and_then(|v| v.get("run_id").and_then(|r| r.as_str()).map(str::to_string));
@@ -203,8 +206,8 @@ pub fn remove_dead_init_litter(root: &Path, now: SystemTime) -> usize {
         .filter(|l| l.dead)
         .filter(|l| matches!(l.kind, LitterKind::HalfMadeRun | LitterKind::StagingHandle))
         .filter(|l| match l.kind {
-            LitterKind::HalfMadeRun => std::fs::remove_dir_all(&l.path).is_ok(),
-            _ => std::fs::remove_file(&l.path).is_ok(),
+            LitterKind::HalfMadeRun => super::root::remove_tree(&l.path).is_ok(),
+            _ => super::root::remove_file(&l.path).is_ok(),
         })
         .count()
 }

@@ -1,18 +1,20 @@
 //! The reference's directory lock (reference-runtime §5), so the Python tool
 //! and ours exclude each other: a lock directory `L` holding `owner.json`,
 //! a sibling initializer `.<name>.initializing.json`, and a reclaim claim
-//! `L/.reclaim.json` for stale locks (dead pid, 30 s grace by mtime).
+//! `L/.reclaim.json` for stale locks (dead pid, 30 s grace by mtime). Each
+//! step is taken through held directory descriptors (see [`DirLock`]).
 
 use serde_json::{Value, json};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::error::{StoreError, StoreResult};
-use super::paths::is_symlink;
+use super::held::{Loc, Place};
+use super::paths::exists_no_follow;
 use super::secure::{
-    DIR_MODE, FILE_MODE, check_metadata, create_exclusive, create_exclusive_locked, flock_held,
-    open_regular, open_secure_dir, read_limited, sync_dir,
+    DIR_MODE, FILE_MODE, check_metadata, create_dir_0700, create_exclusive,
+    create_exclusive_locked, flock_held, open_regular, open_secure_dir_at, read_limited, sync_dir,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, format_now};
@@ -79,20 +81,15 @@ fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     bytes
 }
 
-/// `mkdir(dir, 0700)`: a lock directory is never visible with a wider mode,
-/// which every later acquirer would refuse as "insecure" for good. (The
-/// chmod that makes it umask-independent follows in `publish`.)
-fn create_lock_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().mode(DIR_MODE).create(dir)
-}
-
 fn fresh_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-fn is_young(path: &Path) -> bool {
-    std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
+fn is_young(at: &Loc) -> bool {
+    at.symlink_metadata()
+        .ok()
+        .flatten()
+        .and_then(|m| m.modified().ok())
         .map(|mtime| {
             SystemTime::now()
                 .duration_since(mtime)
@@ -102,10 +99,14 @@ fn is_young(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+fn lstat(at: &Loc) -> Option<std::fs::Metadata> {
+    at.symlink_metadata().ok().flatten()
+}
+
 /// Read a small JSON record through a no-follow descriptor with an exact mode.
-fn read_record(path: &Path) -> StoreResult<Option<Value>> {
-    let mut file = open_regular(path, "state lock record", Some(FILE_MODE))?;
-    let bytes = read_limited(&mut file, path, 65536)?;
+fn read_record(at: &Loc) -> StoreResult<Option<Value>> {
+    let mut file = open_regular(at, "state lock record", Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, &at.path(), 65536)?;
     Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
@@ -131,76 +132,140 @@ fn holder(record: &Value, dir: &Path) -> String {
     )
 }
 
-/// The lock's paths, and the run whose held directory they must stay in.
+/// What the lock's directory is reached from.
+#[derive(Debug, Clone)]
+enum Anchor {
+    /// By path (a lock outside any command's state root: unit tests).
+    Path,
+    /// A validated run's lock: `locks/` of the held run directory.
+    Run(super::run::RunDir),
+    /// A lock of the state root (`<root>/locks/...`), reached from the
+    /// held root.
+    Root(PathBuf),
+}
+
+/// The reference's directory lock, taken through held descriptors.
 ///
-/// The protocol itself works on paths, as the reference's does: the lock
-/// that excludes the Python tool is the one its path names. A lock of a
-/// validated run (`anchored`) therefore checks before every attempt and
-/// after taking the lock that `runs/<id>`, reached again from the held
-/// state root, is still the directory we hold; a run moved away or
-/// replaced during the wait is refused ([`StoreError::Moved`]), and
-/// `locks/` is only ever created inside the held run directory.
+/// The on-disk protocol is the reference's, byte for byte (the Python
+/// tool must see our lock and we must see its): `L/` created 0700,
+/// `.<L>.initializing.json` renamed to `L/owner.json`, `L/.reclaim.json`
+/// for an election, `L.retired.<hex>` for a reclaimed stale lock. What
+/// differs is how the names are reached: every step is an `openat`,
+/// `mkdirat`, `renameat` or `unlinkat` relative to the one `locks/`
+/// directory opened for the attempt, from the held run directory
+/// (`anchored`) or the held state root (`recovery`), never a path
+/// re-resolved. So the lock we take and the files we then write are
+/// always in the same directory, whatever is renamed meanwhile; before
+/// every attempt and after taking the lock, `runs/<id>` (reached again
+/// from the held root) and the state root's path must still name the
+/// directories we hold, so the lock is also the one the Python tool,
+/// resolving the path, finds. A run or root moved away or replaced during
+/// the wait is refused ([`StoreError::Moved`]); `locks/` is only ever
+/// created inside the held directory.
 #[derive(Debug, Clone)]
 pub struct DirLock {
     dir: PathBuf,
-    run: Option<super::run::RunDir>,
+    anchor: Anchor,
 }
 
 /// Proof that we hold the lock; releasing happens on drop. `_held` keeps
 /// the flock on `owner.json` for the lock's whole lifetime.
 #[derive(Debug)]
 pub struct LockGuard {
-    dir: PathBuf,
+    lock: Loc,
     token: String,
     _held: std::fs::File,
 }
 
 impl DirLock {
     pub fn new(dir: PathBuf) -> DirLock {
-        DirLock { dir, run: None }
+        DirLock {
+            dir,
+            anchor: Anchor::Path,
+        }
     }
 
-    /// The state root's lock of a recovery of run `run_id`.
+    /// The state root's lock of a recovery of run `run_id`, reached from
+    /// the held state root.
     pub fn recovery(root: &Path, run_id: &str) -> DirLock {
-        DirLock::new(root.join("locks").join(format!("recovery-{run_id}")))
+        DirLock {
+            dir: root.join("locks").join(format!("recovery-{run_id}")),
+            anchor: Anchor::Root(root.to_path_buf()),
+        }
     }
 
     /// The lock of `run`, which holds its directory (see [`DirLock`]).
     pub fn anchored(self, run: super::run::RunDir) -> DirLock {
         DirLock {
-            run: Some(run),
+            anchor: Anchor::Run(run),
             ..self
         }
     }
 
-    fn owner(&self) -> PathBuf {
-        self.dir.join("owner.json")
-    }
-
-    fn initializer(&self) -> PathBuf {
-        let name = self
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    fn name(&self) -> String {
         self.dir
-            .with_file_name(format!(".{name}.initializing.json"))
-    }
-
-    fn claim(&self) -> PathBuf {
-        self.dir.join(".reclaim.json")
-    }
-
-    fn retired(&self, base: &Path, what: &str) -> PathBuf {
-        let name = base
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        base.with_file_name(format!("{name}.{what}.{}", fresh_token()))
+            .unwrap_or_default()
+    }
+
+    /// The lock directory's entry, without creating anything.
+    fn loc(&self) -> StoreResult<Loc> {
+        match &self.anchor {
+            Anchor::Run(run) => run.place(&self.dir),
+            Anchor::Path | Anchor::Root(_) => self.dir.place(),
+        }
+    }
+
+    /// The held directory the lock lives in (`locks/`), created 0700 when
+    /// missing (never recursively: a run directory that is gone stays
+    /// gone), and checked to be a 0700 directory of ours.
+    fn locks_dir(&self) -> StoreResult<Loc> {
+        let parent = self.dir.parent().unwrap_or(Path::new("."));
+        let at = match &self.anchor {
+            Anchor::Run(run) => {
+                run.ensure_locks_dir()?;
+                run.place(parent)?
+            }
+            Anchor::Path | Anchor::Root(_) => {
+                if !exists_no_follow(parent) {
+                    create_dir_0700(parent)?;
+                    if let Some(grand) = parent.parent() {
+                        sync_dir(grand)?;
+                    }
+                }
+                parent.place()?
+            }
+        };
+        let held = open_secure_dir_at(&at, "lock parent directory").map_err(|e| match e {
+            StoreError::Invalid(_) | StoreError::Insecure(_) => StoreError::Insecure(
+                "lock parent directory does not have the required secure mode".into(),
+            ),
+            other => other,
+        })?;
+        Ok(Loc::new(Arc::new(held), self.name()))
+    }
+
+    /// Whether the directories we hold are still the ones their paths
+    /// name (see [`DirLock`]).
+    fn recheck(&self) -> StoreResult<()> {
+        match &self.anchor {
+            Anchor::Path => Ok(()),
+            Anchor::Run(run) => run.recheck(),
+            Anchor::Root(root) => {
+                let held = super::root::held(root).map_err(|e| StoreError::io(&e, root))?;
+                if super::root::still_named(&held, root) {
+                    Ok(())
+                } else {
+                    Err(super::root::moved_root(root))
+                }
+            }
+        }
     }
 
     /// Acquire, waiting briefly while a live holder works. An anchored
-    /// lock is only returned while its run is still the directory we hold.
+    /// lock is only returned while its directories are still the ones we
+    /// hold.
     pub fn acquire(&self) -> StoreResult<LockGuard> {
         let started = std::time::Instant::now();
         loop {
@@ -209,257 +274,65 @@ impl DirLock {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Ok(guard) => {
-                    if let Some(run) = &self.run {
-                        // Dropping the guard releases the lock we took.
-                        run.recheck()?;
-                    }
+                    // Dropping the guard releases the lock we took.
+                    self.recheck()?;
                     return Ok(guard);
                 }
                 Err(error) => {
-                    // A run moved during an attempt makes its path steps
+                    // A directory moved during an attempt makes its steps
                     // fail (ENOENT, say): the refusal says what happened.
-                    if let Some(run) = &self.run {
-                        run.recheck()?;
-                    }
+                    self.recheck()?;
                     return Err(error);
                 }
             }
         }
     }
 
-    /// One attempt of the reference's protocol.
+    /// One attempt of the reference's protocol, every step relative to
+    /// the `locks/` directory opened for it.
     pub fn try_acquire(&self) -> StoreResult<LockGuard> {
         let token = fresh_token();
-        let parent = self.dir.parent().unwrap_or(Path::new("."));
-        if let Some(run) = &self.run {
-            run.ensure_locks_dir()?;
-        } else if std::fs::symlink_metadata(parent).is_err() {
-            // Never recursive: a run directory that is gone stays gone.
-            std::fs::DirBuilder::new()
-                .mode(DIR_MODE)
-                .create(parent)
-                .map_err(|e| StoreError::io(&e, parent))?;
-            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(DIR_MODE))
-                .map_err(|e| StoreError::io(&e, parent))?;
-            if let Some(grand) = parent.parent() {
-                sync_dir(grand)?;
-            }
-        }
-        open_secure_dir(parent, "lock parent directory").map_err(|e| match e {
-            StoreError::Invalid(_) | StoreError::Insecure(_) => StoreError::Insecure(
-                "lock parent directory does not have the required secure mode".into(),
-            ),
-            other => other,
-        })?;
-        if !self.dir.exists() {
-            let held = self.claim_initializer(&token)?;
-            match create_lock_dir(&self.dir) {
-                Ok(()) => return self.publish(token, held),
+        let lock = self.locks_dir()?;
+        if !lock.exists() {
+            let held = claim_initializer(&lock, &token)?;
+            match lock.mkdir(DIR_MODE) {
+                Ok(()) => return publish(&lock, token, held),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let _ = std::fs::remove_file(self.initializer());
+                    let _ = initializer(&lock).remove_file();
                 }
                 Err(e) => {
-                    let _ = std::fs::remove_file(self.initializer());
-                    return Err(StoreError::io(&e, &self.dir));
+                    let _ = initializer(&lock).remove_file();
+                    return Err(StoreError::io(&e, &lock.path()));
                 }
             }
         }
-        self.reclaim(token)
-    }
-
-    fn publish(&self, token: String, held: std::fs::File) -> StoreResult<LockGuard> {
-        // From the rename on, owner.json carries our token: if a later step
-        // fails, dropping the guard releases the lock instead of leaving it
-        // held by a process that reported a failure.
-        let guard = LockGuard {
-            dir: self.dir.clone(),
-            token,
-            _held: held,
-        };
-        let result = (|| {
-            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(DIR_MODE))
-                .map_err(|e| StoreError::io(&e, &self.dir))?;
-            std::fs::rename(self.initializer(), self.owner())
-                .map_err(|e| StoreError::io(&e, &self.owner()))
-        })();
-        match result {
-            Ok(()) => Ok(guard),
-            Err(e) => {
-                let _ = std::fs::remove_file(self.initializer());
-                drop(guard);
-                Err(e)
-            }
-        }
-    }
-
-    /// Create the initializer, flock-ed; the flock stays with the inode
-    /// when it becomes `owner.json`.
-    fn claim_initializer(&self, token: &str) -> StoreResult<std::fs::File> {
-        let init = self.initializer();
-        for _ in 0..2 {
-            // The lock only has to exclude live writers: after a crash it
-            // is stale whether or not it reached the disk, so nothing in
-            // taking or releasing it is synced.
-            match create_exclusive_locked(&init, &record(token, "token")) {
-                Ok(file) => return Ok(file),
-                Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
-                Err(e) => return Err(e),
-            }
-            if is_symlink(&init) {
-                return Err(StoreError::busy("state lock initializer is unsafe"));
-            }
-            let existing = match read_record(&init) {
-                Ok(v) => v,
-                Err(e @ StoreError::Insecure(_)) => return Err(e),
-                Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
-            };
-            let pid = existing.as_ref().and_then(pid_of);
-            if is_young(&init)
-                || matches!(pid, Some(PidState::Alive | PidState::Unknown))
-                || flock_held(&init)
-            {
-                return Err(StoreError::busy("state lock initialization is active"));
-            }
-            let stale = self.retired(&init, "stale");
-            if std::fs::rename(&init, &stale).is_err() {
-                return Err(StoreError::busy("state lock initializer changed"));
-            }
-            let _ = std::fs::remove_file(&stale);
-        }
-        Err(StoreError::busy(
-            "state lock initializer could not be claimed",
-        ))
-    }
-
-    /// The slow path: the lock directory exists.
-    fn reclaim(&self, token: String) -> StoreResult<LockGuard> {
-        if is_symlink(&self.dir) || is_symlink(&self.owner()) {
-            return Err(StoreError::busy("state lock path is unsafe"));
-        }
-        let secure = std::fs::symlink_metadata(&self.dir)
-            .map_err(|_| StoreError::busy("state lock changed during recovery"))
-            .and_then(|m| {
-                check_metadata(&m, "state lock", DIR_MODE)
-                    .map_err(|_| StoreError::busy("state lock path is insecure"))
-            });
-        secure?;
-        if let Ok(meta) = std::fs::symlink_metadata(self.owner())
-            && check_metadata(&meta, "state lock owner", FILE_MODE).is_err()
-        {
-            return Err(StoreError::busy("state lock path is insecure"));
-        }
-        let owner_before = read_record(&self.owner()).ok().flatten();
-        match &owner_before {
-            None => {
-                let init = self.initializer();
-                if std::fs::symlink_metadata(&init).is_ok() {
-                    let existing = match read_record(&init) {
-                        Ok(v) => v,
-                        Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
-                    };
-                    if existing.is_none() && std::fs::metadata(&init).is_ok_and(|m| m.len() > 0) {
-                        return Err(StoreError::busy("state lock initializer is unsafe"));
-                    }
-                    if matches!(
-                        existing.as_ref().and_then(pid_of),
-                        Some(PidState::Alive | PidState::Unknown)
-                    ) || flock_held(&init)
-                    {
-                        return Err(StoreError::busy("state lock initialization is active"));
-                    }
-                }
-                if std::fs::symlink_metadata(self.owner()).is_ok() || is_young(&self.dir) {
-                    return Err(StoreError::busy("state lock owner is not readable yet"));
-                }
-            }
-            Some(record) => {
-                // A pid that looks dead may live in another PID namespace:
-                // the holder's flock is the proof either way.
-                if pid_of(record) != Some(PidState::Dead) || flock_held(&self.owner()) {
-                    return Err(StoreError::busy(format!(
-                        "state lock owner is live or unknown: {}",
-                        holder(record, &self.dir)
-                    )));
-                }
-            }
-        }
-        self.elect(&token)?;
-        let owner_now = read_record(&self.owner()).ok().flatten();
-        let owner_present = std::fs::symlink_metadata(self.owner()).is_ok();
-        let unchanged = match &owner_before {
-            None => !owner_present,
-            Some(before) => owner_now.as_ref() == Some(before),
-        };
-        if !unchanged {
-            let _ = std::fs::remove_file(self.claim());
-            return Err(StoreError::busy("state lock owner changed during recovery"));
-        }
-        let held = self.claim_initializer(&token)?;
-        let retired = self.retired(&self.dir, "retired");
-        let outcome = match std::fs::rename(&self.dir, &retired) {
-            Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
-            Ok(()) => match create_lock_dir(&self.dir) {
-                Err(_) => Err(StoreError::busy(
-                    "state lock was reacquired during recovery",
-                )),
-                Ok(()) => self.publish(token, held),
-            },
-        };
-        let _ = std::fs::remove_file(self.initializer());
-        let _ = std::fs::remove_dir_all(&retired);
-        outcome
-    }
-
-    fn elect(&self, token: &str) -> StoreResult<()> {
-        let claim = self.claim();
-        match create_exclusive(&claim, &record(token, "nonce")) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
-            Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
-        }
-        if is_symlink(&claim) || !std::fs::symlink_metadata(&claim).is_ok_and(|m| m.is_file()) {
-            return Err(StoreError::busy("state lock recovery claim is unsafe"));
-        }
-        // Like the reference: a claim whose pid cannot be read (a claimant
-        // killed between creating the file and writing it leaves it empty)
-        // is stale once the grace has passed; only a live or unknown pid
-        // keeps it.
-        let existing = read_record(&claim)?;
-        if is_young(&claim)
-            || matches!(
-                existing.as_ref().and_then(pid_of),
-                Some(PidState::Alive | PidState::Unknown)
-            )
-        {
-            return Err(StoreError::busy("state lock recovery is already claimed"));
-        }
-        let stale = self.dir.join(format!(".reclaim.stale.{}", fresh_token()));
-        std::fs::rename(&claim, &stale)
-            .map_err(|_| StoreError::busy("state lock recovery claim changed"))?;
-        let _ = std::fs::remove_file(&stale);
-        match create_exclusive(&claim, &record(token, "nonce")) {
-            Ok(()) => Ok(()),
-            Err(_) => Err(StoreError::busy("state lock recovery claim was reacquired")),
-        }
+        reclaim(&lock, token)
     }
 
     /// `lock_owner_status` of the reference's diagnosis.
     pub fn status(&self) -> &'static str {
-        let owner = self.owner();
-        let Ok(meta) = std::fs::symlink_metadata(&owner) else {
-            let dir_exists = std::fs::symlink_metadata(&self.dir).is_ok();
-            let init_exists = std::fs::symlink_metadata(self.initializer()).is_ok();
+        let Ok(lock) = self.loc() else {
+            return "unlocked";
+        };
+        let owner = inside(&lock, "owner.json");
+        let Some(meta) = owner.as_ref().and_then(lstat) else {
+            let dir_exists = lock.exists();
+            let init_exists = initializer(&lock).exists();
             return if dir_exists || init_exists {
                 "locked_initializing"
             } else {
                 "unlocked"
             };
         };
+        let Some(owner) = owner else {
+            return "unsafe";
+        };
         if !meta.is_file() {
             return "unsafe";
         }
-        let value = std::fs::read(&owner)
+        let value = open_regular(&owner, "state lock owner", None)
             .ok()
+            .and_then(|mut f| read_limited(&mut f, &owner.path(), 65536).ok().flatten())
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
         match value
             .as_ref()
@@ -478,29 +351,253 @@ impl DirLock {
     }
 }
 
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        let owner = self.dir.join("owner.json");
-        let ours = std::fs::symlink_metadata(&owner).is_ok_and(|m| m.is_file())
-            && std::fs::read(&owner)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-                .and_then(|v| {
-                    v.get("token")
-                        .and_then(Value::as_str)
-                        .map(|t| t == self.token)
-                })
-                .unwrap_or(false);
-        if ours {
-            let _ = std::fs::remove_dir_all(&self.dir);
+/// `name` inside the lock directory `lock` (opened without following a
+/// symlink), or `None` when it cannot be opened as a directory.
+fn inside(lock: &Loc, name: &str) -> Option<Loc> {
+    let dir = lock.open_dir().ok()?;
+    Some(Loc::new(Arc::new(dir), name))
+}
+
+/// The sibling initializer `.<name>.initializing.json`.
+fn initializer(lock: &Loc) -> Loc {
+    lock.sibling(format!(
+        ".{}.initializing.json",
+        lock.name().to_string_lossy()
+    ))
+}
+
+fn retired(base: &Loc, what: &str) -> Loc {
+    base.sibling(format!(
+        "{}.{what}.{}",
+        base.name().to_string_lossy(),
+        fresh_token()
+    ))
+}
+
+fn publish(lock: &Loc, token: String, held: std::fs::File) -> StoreResult<LockGuard> {
+    // From the rename on, owner.json carries our token: if a later step
+    // fails, dropping the guard releases the lock instead of leaving it
+    // held by a process that reported a failure.
+    let guard = LockGuard {
+        lock: lock.clone(),
+        token,
+        _held: held,
+    };
+    let result = (|| {
+        let dir = lock
+            .open_dir()
+            .map_err(|e| StoreError::io(&e, &lock.path()))?;
+        dir.set_mode(DIR_MODE)
+            .map_err(|e| StoreError::io(&e, &lock.path()))?;
+        let owner = Loc::new(Arc::new(dir), "owner.json");
+        initializer(lock)
+            .rename_to(&owner)
+            .map_err(|e| StoreError::io(&e, &owner.path()))
+    })();
+    match result {
+        Ok(()) => Ok(guard),
+        Err(e) => {
+            let _ = initializer(lock).remove_file();
+            drop(guard);
+            Err(e)
         }
+    }
+}
+
+/// Create the initializer, flock-ed; the flock stays with the inode when
+/// it becomes `owner.json`.
+fn claim_initializer(lock: &Loc, token: &str) -> StoreResult<std::fs::File> {
+    let init = initializer(lock);
+    for _ in 0..2 {
+        // The lock only has to exclude live writers: after a crash it is
+        // stale whether or not it reached the disk, so nothing in taking
+        // or releasing it is synced.
+        match create_exclusive_locked(&init, &record(token, "token")) {
+            Ok(file) => return Ok(file),
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
+            Err(e) => return Err(e),
+        }
+        if init.is_symlink() {
+            return Err(StoreError::busy("state lock initializer is unsafe"));
+        }
+        let existing = match read_record(&init) {
+            Ok(v) => v,
+            Err(e @ StoreError::Insecure(_)) => return Err(e),
+            Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+        };
+        let pid = existing.as_ref().and_then(pid_of);
+        if is_young(&init)
+            || matches!(pid, Some(PidState::Alive | PidState::Unknown))
+            || flock_held(&init)
+        {
+            return Err(StoreError::busy("state lock initialization is active"));
+        }
+        let stale = retired(&init, "stale");
+        if init.rename_to(&stale).is_err() {
+            return Err(StoreError::busy("state lock initializer changed"));
+        }
+        let _ = stale.remove_file();
+    }
+    Err(StoreError::busy(
+        "state lock initializer could not be claimed",
+    ))
+}
+
+/// The slow path: the lock directory exists.
+fn reclaim(lock: &Loc, token: String) -> StoreResult<LockGuard> {
+    if lock.is_symlink() {
+        return Err(StoreError::busy("state lock path is unsafe"));
+    }
+    let owner = inside(lock, "owner.json")
+        .ok_or_else(|| StoreError::busy("state lock changed during recovery"))?;
+    if owner.is_symlink() {
+        return Err(StoreError::busy("state lock path is unsafe"));
+    }
+    let secure = lstat(lock)
+        .ok_or_else(|| StoreError::busy("state lock changed during recovery"))
+        .and_then(|m| {
+            check_metadata(&m, "state lock", DIR_MODE)
+                .map_err(|_| StoreError::busy("state lock path is insecure"))
+        });
+    secure?;
+    if let Some(meta) = lstat(&owner)
+        && check_metadata(&meta, "state lock owner", FILE_MODE).is_err()
+    {
+        return Err(StoreError::busy("state lock path is insecure"));
+    }
+    let owner_before = read_record(&owner).ok().flatten();
+    match &owner_before {
+        None => {
+            let init = initializer(lock);
+            if init.exists() {
+                let existing = match read_record(&init) {
+                    Ok(v) => v,
+                    Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+                };
+                if existing.is_none() && lstat(&init).is_some_and(|m| m.len() > 0) {
+                    return Err(StoreError::busy("state lock initializer is unsafe"));
+                }
+                if matches!(
+                    existing.as_ref().and_then(pid_of),
+                    Some(PidState::Alive | PidState::Unknown)
+                ) || flock_held(&init)
+                {
+                    return Err(StoreError::busy("state lock initialization is active"));
+                }
+            }
+            if owner.exists() || is_young(lock) {
+                return Err(StoreError::busy("state lock owner is not readable yet"));
+            }
+        }
+        Some(record) => {
+            // A pid that looks dead may live in another PID namespace: the
+            // holder's flock is the proof either way.
+            if pid_of(record) != Some(PidState::Dead) || flock_held(&owner) {
+                return Err(StoreError::busy(format!(
+                    "state lock owner is live or unknown: {}",
+                    holder(record, &lock.path())
+                )));
+            }
+        }
+    }
+    let claim = owner.sibling(".reclaim.json");
+    elect(&claim, &token)?;
+    let owner_now = read_record(&owner).ok().flatten();
+    let owner_present = owner.exists();
+    let unchanged = match &owner_before {
+        None => !owner_present,
+        Some(before) => owner_now.as_ref() == Some(before),
+    };
+    if !unchanged {
+        let _ = claim.remove_file();
+        return Err(StoreError::busy("state lock owner changed during recovery"));
+    }
+    let held = claim_initializer(lock, &token)?;
+    let gone = retired(lock, "retired");
+    let outcome = match lock.rename_to(&gone) {
+        Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
+        Ok(()) => match lock.mkdir(DIR_MODE) {
+            Err(_) => Err(StoreError::busy(
+                "state lock was reacquired during recovery",
+            )),
+            Ok(()) => publish(lock, token, held),
+        },
+    };
+    let _ = initializer(lock).remove_file();
+    let _ = gone.remove_tree();
+    outcome
+}
+
+fn elect(claim: &Loc, token: &str) -> StoreResult<()> {
+    match create_exclusive(claim, &record(token, "nonce")) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
+        Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
+    }
+    if claim.is_symlink() || !lstat(claim).is_some_and(|m| m.is_file()) {
+        return Err(StoreError::busy("state lock recovery claim is unsafe"));
+    }
+    // Like the reference: a claim whose pid cannot be read (a claimant
+    // killed between creating the file and writing it leaves it empty) is
+    // stale once the grace has passed; only a live or unknown pid keeps it.
+    let existing = read_record(claim)?;
+    if is_young(claim)
+        || matches!(
+            existing.as_ref().and_then(pid_of),
+            Some(PidState::Alive | PidState::Unknown)
+        )
+    {
+        return Err(StoreError::busy("state lock recovery is already claimed"));
+    }
+    let stale = claim.sibling(format!(".reclaim.stale.{}", fresh_token()));
+    claim
+        .rename_to(&stale)
+        .map_err(|_| StoreError::busy("state lock recovery claim changed"))?;
+    let _ = stale.remove_file();
+    match create_exclusive(claim, &record(token, "nonce")) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(StoreError::busy("state lock recovery claim was reacquired")),
+    }
+}
+
+impl Drop for LockGuard {
+    /// Release: through the held `locks/` directory the lock was taken in,
+    /// and only while its `owner.json` still carries our token.
+    fn drop(&mut self) {
+        let ours = inside(&self.lock, "owner.json")
+            .filter(|owner| lstat(owner).is_some_and(|m| m.is_file()))
+            .and_then(|owner| {
+                let mut file = open_regular(&owner, "state lock owner", None).ok()?;
+                read_limited(&mut file, &owner.path(), 65536).ok().flatten()
+            })
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| {
+                v.get("token")
+                    .and_then(Value::as_str)
+                    .map(|t| t == self.token)
+            })
+            .unwrap_or(false);
+        if ours {
+            let _ = self.lock.remove_tree();
+        }
+    }
+}
+
+#[cfg(test)]
+impl DirLock {
+    fn owner(&self) -> PathBuf {
+        self.dir.join("owner.json")
+    }
+
+    fn claim(&self) -> PathBuf {
+        self.dir.join(".reclaim.json")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 
     fn setup() -> (tempfile::TempDir, DirLock) {
         let tmp = tempfile::tempdir().unwrap();

@@ -23,6 +23,7 @@ pub mod paths;
 pub mod private;
 pub mod quarantine;
 pub mod reports;
+pub mod root;
 pub mod run;
 pub mod scope;
 pub mod secret;

@@ -112,14 +112,22 @@ pub fn strip_trailing_slashes(path: &Path) -> PathBuf {
     path.components().collect()
 }
 
-/// True when the final component of `path` is a symlink (lstat).
+/// True when the final component of `path` is a symlink (lstat; inside
+/// the running command's state root, from the held root).
 pub fn is_symlink(path: &Path) -> bool {
-    std::fs::symlink_metadata(strip_trailing_slashes(path))
-        .is_ok_and(|m| m.file_type().is_symlink())
+    let path = strip_trailing_slashes(path);
+    if let Ok(Some(at)) = super::root::place_inside(&path) {
+        return at.is_symlink();
+    }
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
-/// True when anything (even a dangling symlink) is at `path` (lstat).
+/// True when anything (even a dangling symlink) is at `path` (lstat;
+/// inside the running command's state root, from the held root).
 pub fn exists_no_follow(path: &Path) -> bool {
+    if let Ok(Some(at)) = super::root::place_inside(path) {
+        return at.exists();
+    }
     std::fs::symlink_metadata(path).is_ok()
 }
 

@@ -3,15 +3,16 @@
 //! once (exclusive, no-follow, fsynced with its directory) and verified by
 //! reading it back; it is never rewritten.
 
+use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use nix::libc;
-
 use super::error::{StoreError, StoreResult};
+use super::held::Place;
+use super::paths::exists_no_follow;
 use super::secure::{FILE_MODE, ensure_secure_dir, open_regular, sync_dir};
 
 /// `<root>/quarantine`.
@@ -72,7 +73,7 @@ pub fn quarantine_copy(
     let dir = quarantine_dir(root);
     ensure_secure_dir(&dir, "state-root quarantine")?;
     let target = dir.join(name);
-    if std::fs::symlink_metadata(&target).is_ok() {
+    if exists_no_follow(&target) {
         let found = file_identity(&target, "quarantine receipt", Some(FILE_MODE))?;
         return Ok(if (found.0.as_str(), found.1) == expected {
             QuarantineCopy::AlreadyPresent
@@ -82,15 +83,14 @@ pub fn quarantine_copy(
     }
     let mut input = match open_regular(source, "receipt", None) {
         Ok(file) => Some(file),
-        Err(StoreError::Io(_)) if std::fs::symlink_metadata(source).is_err() => None,
+        Err(StoreError::Io(_)) if !exists_no_follow(source) => None,
         Err(e) => return Err(e),
     };
-    let mut output = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&target)
+    // Exclusive and no-follow, in the `quarantine/` reached from the held
+    // state root.
+    let mut output = target
+        .place()?
+        .open(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, FILE_MODE)
         .map_err(|e| StoreError::io(&e, &target))?;
     let written = (|| {
         output
@@ -149,7 +149,7 @@ pub fn remove_quarantine_copy(root: &Path, name: &str) {
 }
 
 pub fn remove_quarantine(target: &Path) {
-    if std::fs::remove_file(target).is_ok()
+    if super::root::remove_file(target).is_ok()
         && let Some(dir) = target.parent()
     {
         let _ = sync_dir(dir);

@@ -1,11 +1,16 @@
 //! Bound report files under `<root>/reports/`: 0600, written once with
 //! their final bytes (a temporary file hard-linked into place, so no
 //! partial report is ever visible and an existing one is never replaced).
+//! Within a command, `reports/` and its files are reached from the held
+//! state root (`store::root`), never through a symlink.
 
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
+use super::held::Place;
+use super::paths::exists_no_follow;
 use super::quarantine::file_identity;
+use super::root::remove_file;
 use super::secure::{
     FILE_MODE, create_exclusive, ensure_secure_dir, open_regular, open_secure_dir, read_limited,
     sync_dir,
@@ -20,7 +25,7 @@ pub fn reports_dir(root: &Path) -> PathBuf {
 /// created when a report is written).
 pub fn check_reports_dir(root: &Path) -> StoreResult<()> {
     let dir = reports_dir(root);
-    if std::fs::symlink_metadata(&dir).is_ok() {
+    if exists_no_follow(&dir) {
         open_secure_dir(&dir, "state-root reports")?;
     }
     Ok(())
@@ -42,12 +47,12 @@ pub enum ReportFile {
 /// `reports/` directory must be secure; a missing one holds nothing.
 pub fn check_report_file(root: &Path, name: &str, bytes: &[u8]) -> StoreResult<ReportFile> {
     let dir = reports_dir(root);
-    if std::fs::symlink_metadata(&dir).is_err() {
+    if !exists_no_follow(&dir) {
         return Ok(ReportFile::Absent);
     }
     open_secure_dir(&dir, "state-root reports")?;
     let path = dir.join(name);
-    if std::fs::symlink_metadata(&path).is_err() {
+    if !exists_no_follow(&path) {
         return Ok(ReportFile::Absent);
     }
     let mut file = open_regular(&path, "report", Some(FILE_MODE))?;
@@ -77,8 +82,8 @@ pub fn write_report(root: &Path, name: &str, bytes: &[u8]) -> StoreResult<bool> 
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     ));
     create_exclusive(&temp, bytes)?;
-    let linked = std::fs::hard_link(&temp, &target);
-    let _ = std::fs::remove_file(&temp);
+    let linked = temp.place()?.hard_link_to(&target.place()?);
+    let _ = remove_file(&temp);
     match linked {
         Ok(()) => {
             sync_dir(&dir)?;
@@ -105,7 +110,7 @@ pub fn bound_report_checksum(root: &Path, relative: &str) -> Option<String> {
 /// Remove a report this invocation wrote (best effort).
 pub fn remove_report(root: &Path, name: &str) {
     let dir = reports_dir(root);
-    if std::fs::remove_file(dir.join(name)).is_ok() {
+    if remove_file(&dir.join(name)).is_ok() {
         let _ = sync_dir(&dir);
     }
 }

@@ -111,11 +111,8 @@ impl RunDir {
     /// directory of ours. The first call holds the descriptors; a later
     /// call that finds another directory is a refusal.
     fn open_held(&self) -> StoreResult<HeldRun> {
-        let root = open_secure_dir(&self.root, "state root")?;
-        let root = Arc::new(
-            HeldDir::from_file(root, self.root.clone())
-                .map_err(|e| StoreError::io(&e, &self.root))?,
-        );
+        open_secure_dir(&self.root, "state root")?;
+        let root = super::root::held(&self.root).map_err(|e| StoreError::io(&e, &self.root))?;
         let runs = Arc::new(open_secure_dir_at(
             &Loc::new(Arc::clone(&root), "runs"),
             "state-root runs",
@@ -128,7 +125,8 @@ impl RunDir {
     }
 
     /// Whether `runs/<id>`, reached again from the held state root, is
-    /// still the directory we hold (after a lock wait, say). A run moved
+    /// still the directory we hold, and the state root's path still names
+    /// the root we hold (after a lock wait, say). A run or root moved
     /// away, or replaced by a symlink or another directory, is
     /// [`StoreError::Moved`]. Without held descriptors (never validated)
     /// there is nothing to compare.
@@ -136,6 +134,9 @@ impl RunDir {
         let Some(held) = self.held.get() else {
             return Ok(());
         };
+        if !super::root::still_named(&held.root, &self.root) {
+            return Err(super::root::moved_root(&self.root));
+        }
         let now = held
             .root
             .child("runs".as_ref())
@@ -224,7 +225,7 @@ impl RunDir {
 
     /// True when nothing at all exists at the run path.
     pub fn is_absent(&self) -> bool {
-        std::fs::symlink_metadata(&self.dir).is_err()
+        !super::paths::exists_no_follow(&self.dir)
     }
 
     /// The manifest snapshot bytes (§4.1 steps 1–3).
@@ -244,7 +245,12 @@ impl RunDir {
         let path = self.manifest_path();
         let missing =
             || RunReadError::Corrupt("run manifest snapshot is missing or invalid".into());
-        let at = self.place(&path).map_err(|_| missing())?;
+        // A symlink or a file where a directory of the root belongs is a
+        // state-root rule broken (exit 2), not a damaged run.
+        let at = self.place(&path).map_err(|e| match e {
+            e @ StoreError::Invalid(_) => RunReadError::Store(e),
+            _ => missing(),
+        })?;
         if at.is_symlink() {
             return Err(RunReadError::Corrupt(
                 "run manifest snapshot is unsafe".into(),
@@ -639,14 +645,22 @@ impl RunDir {
 /// first. Nothing is opened but the directory listing.
 pub fn list_run_ids(root: &Path) -> StoreResult<Vec<String>> {
     let dir = root.join("runs");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StoreError::io(&e, &dir)),
+    // From the held state root within a command: never through a symlink.
+    let names = match super::root::dir_at(&dir) {
+        Ok(Some(held)) => held.entries().map_err(|e| StoreError::io(&e, &dir))?,
+        Ok(None) => match std::fs::read_dir(&dir) {
+            Ok(entries) => entries.flatten().map(|e| e.file_name()).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io(&e, &dir)),
+        },
+        Err(StoreError::Io(failure)) if failure.kind == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
     };
-    let mut ids: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+    let mut ids: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| name.to_str().map(str::to_string))
         .filter(|name| is_identifier(name))
         .collect();
     ids.sort();

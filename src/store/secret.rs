@@ -28,7 +28,9 @@ fn decode(bytes: &[u8]) -> Option<Vec<u8>> {
 /// key file exists. Read-only commands use this and never create one.
 pub fn read_key(root: &Path) -> Option<Vec<u8>> {
     let path = key_path(root);
-    std::fs::symlink_metadata(&path).ok()?;
+    if !super::paths::exists_no_follow(&path) {
+        return None;
+    }
     let mut file = open_regular(&path, "derived-file key", Some(FILE_MODE)).ok()?;
     let bytes = read_limited(&mut file, &path, 256).ok()??;
     decode(&bytes)

@@ -36,7 +36,7 @@ fn symlink_or_io(error: std::io::Error, at: &Loc, kind: &str) -> StoreError {
     symlink_or_io_path(error, &at.path(), || at.is_symlink(), kind)
 }
 
-fn symlink_or_io_path(
+pub(super) fn symlink_or_io_path(
     error: std::io::Error,
     path: &Path,
     is_link: impl FnOnce() -> bool,
@@ -55,9 +55,19 @@ fn symlink_or_io_path(
     }
 }
 
-/// Open a directory without following a final symlink and check it is a
-/// 0700 directory owned by us.
-pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<File> {
+/// Check that `path` is a 0700 directory owned by us, opened without
+/// following a final symlink: the held state root itself, a directory
+/// inside it reached from the held root, or (outside the root) by path.
+pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
+    if super::root::is_root(path) {
+        let dir = super::root::held(path)
+            .map_err(|e| symlink_or_io_path(e, path, || is_symlink(path), kind))?;
+        let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
+        return check_metadata(&meta, kind, DIR_MODE);
+    }
+    if let Some(at) = super::root::place_inside(path)? {
+        return open_secure_dir_at(&at, kind).map(drop);
+    }
     let dir = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -67,8 +77,7 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<File> {
     if !meta.is_dir() {
         return Err(StoreError::invalid(format!("{kind} is not a directory")));
     }
-    check_metadata(&meta, kind, DIR_MODE)?;
-    Ok(dir)
+    check_metadata(&meta, kind, DIR_MODE)
 }
 
 /// Open the directory `at` (no symlink) from its held parent and check it
@@ -104,8 +113,15 @@ pub fn open_regular(
     Ok(file)
 }
 
-/// fsync a directory so a new or renamed entry survives a power loss.
+/// fsync a directory so a new or renamed entry survives a power loss (the
+/// held state root, or a directory reached from it, when `path` is one).
 pub fn sync_dir(path: &Path) -> StoreResult<()> {
+    if let Some(dir) = super::root::dir_at(path)? {
+        if injected(FaultPoint::Fsync, path) {
+            return Err(injected_error(path));
+        }
+        return dir.sync().map_err(|e| StoreError::io(&e, path));
+    }
     let dir = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -154,11 +170,23 @@ fn parent_of(path: &Path) -> PathBuf {
 /// `mkdir(path, 0700)` then `chmod 0700`: the directory is never visible
 /// with a wider mode (a process killed between the two calls cannot leave a
 /// directory that every later check refuses), and the chmod makes the mode
-/// independent of the umask.
-pub fn create_dir_0700(path: &Path) -> std::io::Result<()> {
+/// independent of the umask. Inside the state root, both go through the
+/// held root's descriptors (`mkdirat`, then `fchmod` of the directory
+/// opened without following a symlink).
+pub fn create_dir_0700(path: &Path) -> StoreResult<()> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().mode(DIR_MODE).create(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
+    if let Some(at) = super::root::place_inside(path)? {
+        at.mkdir(DIR_MODE)
+            .and_then(|()| at.open_dir())
+            .and_then(|dir| dir.set_mode(DIR_MODE))
+            .map_err(|e| StoreError::io(&e, path))?;
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(path)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE)))
+        .map_err(|e| StoreError::io(&e, path))
 }
 
 /// Create a 0700 directory (parent must exist) or validate an existing one.
@@ -169,8 +197,8 @@ pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
             sync_dir(&parent_of(path))?;
             true
         }
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(StoreError::io(&e, path)),
+        Err(e) if e.io_kind() == Some(ErrorKind::AlreadyExists) => false,
+        Err(e) => return Err(e),
     };
     open_secure_dir(path, kind)?;
     Ok(created)

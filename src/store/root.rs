@@ -1,0 +1,254 @@
+//! The state root, held once per command (issue 14, item 3). The CLI opens
+//! a [`CommandScope`] for the root it discovered; the first store call that
+//! needs the root opens it by its path (`O_NOFOLLOW | O_DIRECTORY`: the
+//! root's own path is the only one ever resolved) and every later call of
+//! the command reuses that descriptor. Every path inside the root —
+//! `handles/`, `reports/`, `quarantine/`, `locks/`, `config.json`,
+//! `derived.key`, `runs/...` — is then reached from it with `openat`, one
+//! component at a time, never following a symlink ([`place_inside`]): a
+//! directory of the root renamed away or replaced by a symlink cannot
+//! redirect a read or a write.
+//!
+//! Without a scope (unit tests of the store), paths are opened as before.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::error::{StoreError, StoreResult};
+use super::held::{HeldDir, Loc};
+use nix::libc;
+
+#[derive(Debug)]
+struct Current {
+    path: PathBuf,
+    held: Option<Arc<HeldDir>>,
+}
+
+static CURRENT: Mutex<Option<Current>> = Mutex::new(None);
+
+fn current() -> std::sync::MutexGuard<'static, Option<Current>> {
+    CURRENT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The state root of the running command; dropping it ends the command's
+/// hold on the root (the descriptor is closed once no file uses it).
+#[derive(Debug)]
+pub struct CommandScope {
+    previous: Option<Current>,
+}
+
+/// Begin a command on the state root `root` (an absolute, resolved path).
+pub fn begin(root: &Path) -> CommandScope {
+    let previous = current().replace(Current {
+        path: root.to_path_buf(),
+        held: None,
+    });
+    CommandScope { previous }
+}
+
+impl Drop for CommandScope {
+    fn drop(&mut self) {
+        *current() = self.previous.take();
+    }
+}
+
+/// The held state root `root`: within the command that began on it, the
+/// descriptor opened the first time (opened now if this is the first
+/// time); for any other root, a fresh open. Never follows a symlink at the
+/// root's last component.
+pub fn held(root: &Path) -> std::io::Result<Arc<HeldDir>> {
+    let mut guard = current();
+    match guard.as_mut() {
+        Some(cur) if cur.path == root => {
+            if let Some(held) = &cur.held {
+                return Ok(Arc::clone(held));
+            }
+            let held = Arc::new(HeldDir::open_path(root)?);
+            cur.held = Some(Arc::clone(&held));
+            Ok(held)
+        }
+        _ => Ok(Arc::new(HeldDir::open_path(root)?)),
+    }
+}
+
+/// The root of the running command and `path` relative to it, when `path`
+/// lies strictly inside that root (lexically: the root is absolute and
+/// resolved, and the store builds its paths by joining names to it).
+fn inside(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    let guard = current();
+    let cur = guard.as_ref()?;
+    let relative = path.strip_prefix(&cur.path).ok()?;
+    if relative.as_os_str().is_empty() {
+        return None;
+    }
+    Some((cur.path.clone(), relative.to_path_buf()))
+}
+
+/// Whether `path` is inside the running command's state root.
+pub fn is_inside(path: &Path) -> bool {
+    inside(path).is_some()
+}
+
+/// Walk `relative` from the held `dir` (whose path is `base`), refusing a
+/// symlink or a non-directory at any component with the path it is at.
+pub fn walk(dir: &Arc<HeldDir>, base: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
+    use std::path::Component;
+    let mut dir = Arc::clone(dir);
+    let mut at = base.to_path_buf();
+    for component in relative.components() {
+        let name = match component {
+            Component::Normal(name) => name,
+            Component::CurDir => continue,
+            _ => {
+                return Err(StoreError::invalid(format!(
+                    "'{}' leaves the state root",
+                    base.join(relative).display()
+                )));
+            }
+        };
+        at.push(name);
+        let entry = Loc::new(Arc::clone(&dir), name);
+        dir = match entry.open_dir() {
+            Ok(child) => Arc::new(child),
+            Err(e) => return Err(component_error(&e, &entry, &at, kind_of(base, &at))),
+        };
+    }
+    Ok(dir)
+}
+
+/// Why a component could not be opened as a directory: a symlink is a
+/// state-root rule broken (exit 2), anything else the OS error.
+fn component_error(error: &std::io::Error, entry: &Loc, at: &Path, kind: String) -> StoreError {
+    let errno = error.raw_os_error();
+    if matches!(errno, Some(libc::ELOOP) | Some(libc::ENOTDIR)) && entry.is_symlink() {
+        return StoreError::invalid(format!("{kind} must not be a symlink"));
+    }
+    StoreError::io(error, at)
+}
+
+/// What a directory of the state root is called in a refusal, as the
+/// reference's own checks call it (`state-root runs`, `run directory`).
+fn kind_of(base: &Path, at: &Path) -> String {
+    let relative = at.strip_prefix(base).unwrap_or(at);
+    let names: Vec<_> = relative.iter().map(|n| n.to_string_lossy()).collect();
+    match names.as_slice() {
+        [name] => format!("state-root {name}"),
+        [runs, _] if runs == "runs" => "run directory".to_string(),
+        _ => format!("'{}'", at.display()),
+    }
+}
+
+/// Where `path` is, when it lies inside the running command's state root:
+/// an entry of the directory reached from the held root, one component at
+/// a time, with no symlink followed. `None` for a path outside the root
+/// (a file the user names), which the caller opens as a path.
+pub fn place_inside(path: &Path) -> StoreResult<Option<Loc>> {
+    let Some((root, relative)) = inside(path) else {
+        return Ok(None);
+    };
+    let Some(name) = relative.file_name() else {
+        return Ok(None);
+    };
+    let dir = held(&root).map_err(|e| StoreError::io(&e, &root))?;
+    let dir = match relative.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => walk(&dir, &root, parent)?,
+        _ => dir,
+    };
+    Ok(Some(Loc::new(dir, name)))
+}
+
+/// The directory at `path` inside the running command's root, opened from
+/// the held root (see [`place_inside`]); `None` outside it.
+pub fn dir_inside(path: &Path) -> StoreResult<Option<HeldDir>> {
+    match place_inside(path)? {
+        Some(loc) => loc.open_dir().map(Some).map_err(|e| {
+            let kind = current()
+                .as_ref()
+                .map(|cur| kind_of(&cur.path, path))
+                .unwrap_or_default();
+            component_error(&e, &loc, path, kind)
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Whether `path` is the running command's state root itself.
+pub fn is_root(path: &Path) -> bool {
+    current().as_ref().is_some_and(|cur| cur.path == path)
+}
+
+/// The directory at `path` when it is the running command's root (the
+/// held descriptor) or inside it (reached from the held root); `None`
+/// for a path outside the root.
+pub fn dir_at(path: &Path) -> StoreResult<Option<Arc<HeldDir>>> {
+    if is_root(path) {
+        return held(path).map(Some).map_err(|e| StoreError::io(&e, path));
+    }
+    Ok(dir_inside(path)?.map(Arc::new))
+}
+
+/// Whether the path `root` still names the state root we hold: a state
+/// root renamed away (and perhaps replaced by a symlink to a copy) while a
+/// command waited for a lock is no longer where other writers look.
+pub fn still_named(held: &HeldDir, root: &Path) -> bool {
+    HeldDir::open_path(root).is_ok_and(|now| now.identity() == held.identity())
+}
+
+/// The refusal when the state root's path no longer names the root held.
+pub fn moved_root(root: &Path) -> StoreError {
+    StoreError::Moved(format!(
+        "state root {} was moved or replaced after this command opened it; nothing was written (run `doctor`)",
+        root.display()
+    ))
+}
+
+/// Remove `path` (and everything in it) inside the running command's
+/// state root through descriptors; outside it, by path.
+pub fn remove_tree(path: &Path) -> std::io::Result<()> {
+    match place_inside(path) {
+        Ok(Some(at)) => at.remove_tree(),
+        Ok(None) => match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+            _ => std::fs::remove_file(path),
+        },
+        Err(e) => Err(std::io::Error::other(e.message().to_string())),
+    }
+}
+
+/// Remove the file `path` (never following a symlink) inside the running
+/// command's state root through the held root; outside it, by path.
+pub fn remove_file(path: &Path) -> std::io::Result<()> {
+    match place_inside(path) {
+        Ok(Some(at)) => at.remove_file(),
+        Ok(None) => std::fs::remove_file(path),
+        Err(e) => Err(std::io::Error::other(e.message().to_string())),
+    }
+}
+
+/// `lstat` of `path` (inside the running command's state root, from the
+/// held root): `None` when nothing is there or it cannot be reached.
+pub fn symlink_metadata(path: &Path) -> Option<std::fs::Metadata> {
+    match place_inside(path) {
+        Ok(Some(at)) => at.symlink_metadata().ok().flatten(),
+        Ok(None) => std::fs::symlink_metadata(path).ok(),
+        Err(_) => None,
+    }
+}
+
+/// The entry names of the directory `path` (inside the running command's
+/// state root, listed through a descriptor reached from the held root),
+/// as paths, sorted; empty when it cannot be listed.
+pub fn list(path: &Path) -> Vec<PathBuf> {
+    let names: Vec<std::ffi::OsString> = match dir_at(path) {
+        Ok(Some(dir)) => dir.entries().unwrap_or_default(),
+        Ok(None) => std::fs::read_dir(path)
+            .map(|it| it.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let mut out: Vec<PathBuf> = names.into_iter().map(|n| path.join(n)).collect();
+    out.sort();
+    out
+}
