@@ -20,6 +20,7 @@ mod concurrency;
 mod durability;
 mod guards;
 mod hardening;
+mod held_root;
 mod help;
 mod interop;
 mod io_errors;

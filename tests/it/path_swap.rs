@@ -14,11 +14,15 @@ use std::time::{Duration, Instant};
 
 /// A live process holding the run's receipt lock (pid and flock) until
 /// killed.
-struct Holder(Child);
+pub struct Holder(Child);
 
 impl Holder {
-    fn hold(run: &LaneRun) -> Holder {
-        let lock = run.run_dir().join("locks/receipt");
+    pub fn hold(run: &LaneRun) -> Holder {
+        Holder::hold_at(run, &run.run_dir().join("locks/receipt"))
+    }
+
+    /// Hold the lock directory `lock` (its parent must exist).
+    pub fn hold_at(run: &LaneRun, lock: &Path) -> Holder {
         let ready = run.base.join(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
         let script = format!(
@@ -57,8 +61,14 @@ impl Drop for Holder {
 /// Start `heartbeat` and return once it holds the run directory open (it
 /// has validated the run and is about to wait for the lock, or waiting).
 fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
+    waiting(run, &run.heartbeat_args("a", tag))
+}
+
+/// Start the binary with `argv` and return once it holds the run
+/// directory open (see [`waiting_heartbeat`]).
+pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
     let mut child = run
-        .command(&run.heartbeat_args("a", tag))
+        .command(argv)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -96,7 +106,7 @@ fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
     }
 }
 
-fn finish(child: Child) -> crate::bed::Output {
+pub fn finish(child: Child) -> crate::bed::Output {
     let out = child.wait_with_output().unwrap();
     crate::bed::Output {
         code: out.status.code().unwrap_or(-1),
@@ -105,7 +115,7 @@ fn finish(child: Child) -> crate::bed::Output {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-a")
         .arg(from)

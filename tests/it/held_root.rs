@@ -1,0 +1,291 @@
+//! The state root held once per command (issue 14, item 3): every file
+//! inside the root — `handles/`, `reports/`, `quarantine/`, `locks/`, the
+//! lock's own files — is reached from the descriptor the command opened,
+//! never by resolving the root's path again. The races wait on what the
+//! writer is seen doing (`/proc/<pid>/fd` holding the run open, a live
+//! holder's lock), never on a fixed delay alone.
+
+use crate::path_swap::{Holder, copy_dir, finish, waiting};
+use crate::reliability::{self, Entry, LaneRun, tree, tree_diff};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+fn lane_run() -> (tempfile::TempDir, PathBuf, LaneRun) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = LaneRun::new(&base, &["a"]);
+    (tmp, base, run)
+}
+
+/// The files (and links) of a snapshot with their content, without the
+/// directories' times: what a command created, removed or changed.
+fn files(tree: &BTreeMap<PathBuf, Entry>) -> BTreeMap<PathBuf, (char, String)> {
+    tree.iter()
+        .filter(|(_, e)| e.kind != 'd')
+        .map(|(p, e)| (p.clone(), (e.kind, e.content.clone())))
+        .collect()
+}
+
+fn assert_root_moved_refusal(out: &crate::bed::Output, root: &Path) {
+    let e = out.assert_error(2, "contract_error");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "state root {} was moved or replaced after this command opened it; nothing was written",
+            root.display()
+        )),
+        "{e}"
+    );
+}
+
+/// Swap the state root while `child` waits for a lock: the root is
+/// renamed to `moved`, and a symlink to `copy` (a copy of it in which
+/// `free` — the held lock, relative to the root — is removed, so a writer
+/// resolving paths finds the lock free there) takes its place. Returns
+/// the snapshots of both taken right after the swap.
+fn swap_root(
+    run: &LaneRun,
+    base: &Path,
+    free: &str,
+) -> (PathBuf, PathBuf, BTreeMap<PathBuf, Entry>) {
+    let moved = base.join("root-moved");
+    let copy = base.join("root-copy");
+    copy_dir(&run.root, &copy);
+    std::fs::remove_dir_all(copy.join(free)).unwrap();
+    // The symlink is made first and renamed into place, so the root's
+    // name is missing only between two renames.
+    let link = base.join("root-link");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    std::fs::rename(&run.root, &moved).unwrap();
+    std::fs::rename(&link, &run.root).unwrap();
+    let copy_before = tree(&copy);
+    (moved, copy, copy_before)
+}
+
+/// Mutations whose write lands inside a run (`heartbeat`: the receipt),
+/// in `reports/` (`handoff-create`) and in `handles/` (`resume`: the new
+/// handle, and the old one removed after the append) wait for the run's
+/// lock while the state root is swapped for a symlink to a copy whose lock
+/// is free. A writer that resolved the root's path again would take the
+/// copy's lock and write beside (or into) it while the real holder still
+/// holds the real lock; the held root refuses instead, and neither the
+/// copy nor the moved root gains, loses or changes a file.
+#[test]
+fn a_state_root_swapped_during_the_run_lock_wait_redirects_no_write() {
+    let rounds = reliability::size(1, 10);
+    for _ in 0..rounds {
+        for command in ["heartbeat", "handoff-create", "resume"] {
+            root_swap_round(command);
+        }
+    }
+    reliability::figure(
+        "path swap",
+        "state root swapped for a symlink to a lock-free copy during the run-lock wait (heartbeat, handoff-create, resume)",
+        rounds * 3,
+        "refused every time; no file created, removed or changed in the copy or the moved root",
+    );
+}
+
+fn command_argv(run: &LaneRun, command: &str) -> Vec<OsString> {
+    match command {
+        "heartbeat" => run.heartbeat_args("a", "root-swap"),
+        "handoff-create" => {
+            let last = reliability::lines(&run.receipt())
+                .last()
+                .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap())
+                .unwrap();
+            let manifest_hash = last["manifest_hash"].clone();
+            let input = run.input(
+                "handoff.json",
+                &json!({
+                    "canonical_sha": "a".repeat(64), "agents_hash": "b".repeat(64),
+                    "skill_hash": "c".repeat(64), "manifest_hash": manifest_hash,
+                    "run_id": run.run_id, "owner_epoch": 1,
+                    "receipt_head": last["checksum"],
+                    "target_hashes": {"src/lib.rs": "d".repeat(64)},
+                }),
+            );
+            run.mutation_args("handoff-create", &["--input".into(), input.into()])
+        }
+        "resume" => {
+            let evidence = run.input(
+                "resume-ev.json",
+                &json!([{"kind": "user_approval", "summary": "hand over"}]),
+            );
+            run.mutation_args(
+                "resume",
+                &[
+                    "--evidence".into(),
+                    evidence.into(),
+                    "--new-owner-file".into(),
+                    run.root.join("handles/next.owner").into(),
+                ],
+            )
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
+fn root_swap_round(command: &str) {
+    let (_tmp, base, run) = lane_run();
+    // The command works when nothing is swapped (so a refusal below is the
+    // swap's doing, not a bad argv).
+    {
+        let (_tmp, _base, probe) = lane_run();
+        probe
+            .flow
+            .run(&command_argv(&probe, command))
+            .assert_ok();
+    }
+    let argv = command_argv(&run, command);
+    let before = files(&tree(&run.root));
+    let holder = Holder::hold(&run);
+    let child = waiting(&run, &argv);
+    let lock = format!("runs/{}/locks/receipt", run.run_id);
+    let (moved, copy, copy_before) = swap_root(&run, &base, &lock);
+    let out = finish(child);
+    assert_root_moved_refusal(&out, &run.root);
+    assert_eq!(
+        tree_diff(&copy_before, &tree(&copy)),
+        Vec::<String>::new(),
+        "{command}: written through the swapped root"
+    );
+    let rebase = |files: BTreeMap<PathBuf, (char, String)>| -> BTreeMap<PathBuf, (char, String)> {
+        files
+            .into_iter()
+            .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
+            .collect()
+    };
+    let mut expected = rebase(before);
+    // The holder's lock was made after the snapshot.
+    for (path, entry) in files(&tree(&moved.join(&lock))) {
+        expected.insert(path, entry);
+    }
+    assert_eq!(
+        files(&tree(&moved)),
+        expected,
+        "{command}: the moved root changed"
+    );
+    drop(holder);
+}
+
+/// `recovery-run-create` waits for the state root's recovery lock while
+/// the root is swapped for a symlink to a copy whose recovery lock is
+/// free. Reached from the held root, the lock stays the live holder's and
+/// the refusal creates nothing: not a lock, a quarantine copy, a run or a
+/// handle in the copy, nothing in the moved root.
+#[test]
+fn a_state_root_swapped_during_the_recovery_lock_wait_creates_nothing() {
+    let (_tmp, base, run) = lane_run();
+    damage_last_line(&run);
+    let argv = recovery_argv(&run);
+    let lock_rel = format!("locks/recovery-{}", run.run_id);
+    let holder = Holder::hold_at(&run, &run.root.join(&lock_rel));
+    let before = files(&tree(&run.root));
+    let child = waiting(&run, &argv);
+    let (moved, copy, copy_before) = swap_root(&run, &base, &lock_rel);
+    let out = finish(child);
+    assert_root_moved_refusal(&out, &run.root);
+    assert_eq!(
+        tree_diff(&copy_before, &tree(&copy)),
+        Vec::<String>::new(),
+        "written through the swapped root"
+    );
+    let expected: BTreeMap<_, _> = before
+        .into_iter()
+        .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
+        .collect();
+    assert_eq!(files(&tree(&moved)), expected, "the moved root changed");
+    drop(holder);
+    reliability::figure(
+        "path swap",
+        "state root swapped for a symlink to a lock-free copy during the recovery-lock wait",
+        1,
+        "refused; no lock, quarantine copy, run or handle created in either",
+    );
+}
+
+/// Change one byte of the receipt's last line (a damaged run).
+fn damage_last_line(run: &LaneRun) {
+    let mut bytes = run.receipt();
+    let at = bytes.len() - 10;
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    std::fs::write(run.receipt_path(), bytes).unwrap();
+}
+
+fn recovery_argv(run: &LaneRun) -> Vec<OsString> {
+    let diagnosis = run.read("receipt-diagnose", &[]).assert_ok();
+    let input = run.input("diagnosis.json", &diagnosis);
+    let evidence = run.input(
+        "recovery-ev.json",
+        &json!([{"kind": "user_approval", "summary": "recovery approved"}]),
+    );
+    vec![
+        "--state-root".into(),
+        run.root.clone().into(),
+        "recovery-run-create".into(),
+        "--run-id".into(),
+        run.run_id.clone().into(),
+        "--input".into(),
+        input.into(),
+        "--owner-file".into(),
+        run.root.join("handles/recovered.owner").into(),
+        "--evidence".into(),
+        evidence.into(),
+    ]
+}
+
+/// Directories of the state root outside any run, each replaced by a
+/// symlink to a directory outside the root (no race): the command that
+/// writes there refuses with exit 2, nothing is written through the link,
+/// and the receipt is unchanged.
+#[test]
+fn symlinked_state_root_directories_are_refused_and_never_written_through() {
+    let cases: [(&str, &str); 4] = [
+        ("handles", "heartbeat"),
+        ("reports", "handoff-create"),
+        ("quarantine", "recovery-run-create"),
+        ("locks", "recovery-run-create"),
+    ];
+    for (dir, command) in cases {
+        let (_tmp, base, run) = lane_run();
+        let argv = if command == "recovery-run-create" {
+            damage_last_line(&run);
+            recovery_argv(&run)
+        } else {
+            command_argv(&run, command)
+        };
+        let path = run.root.join(dir);
+        let outside = base.join(format!("outside-{dir}"));
+        std::fs::rename(&path, &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        let outside_before = tree(&outside);
+        let root_before = files(&tree(&run.root));
+        let out = run.flow.run(&argv);
+        assert_eq!(out.code, 2, "{dir}/{command}: {out:?}");
+        let message = out.error()["message"].as_str().unwrap().to_string();
+        assert!(
+            message.contains("must not be a symlink")
+                || message.contains("does not have the required secure mode"),
+            "{dir}/{command}: {message}"
+        );
+        assert_eq!(
+            tree_diff(&outside_before, &tree(&outside)),
+            Vec::<String>::new(),
+            "{dir}/{command}: written through the link"
+        );
+        assert_eq!(
+            files(&tree(&run.root)),
+            root_before,
+            "{dir}/{command}: the root changed"
+        );
+    }
+    reliability::figure(
+        "path swap",
+        "handles/, reports/, quarantine/, locks/ of the state root replaced by a symlink out of it",
+        4,
+        "exit 2, nothing written through the link",
+    );
+}
