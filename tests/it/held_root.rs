@@ -64,26 +64,41 @@ fn swap_root(
     (moved, copy, copy_before)
 }
 
-/// Mutations whose write lands inside a run (`heartbeat`: the receipt),
-/// in `reports/` (`handoff-create`) and in `handles/` (`resume`: the new
-/// handle, and the old one removed after the append) wait for the run's
-/// lock while the state root is swapped for a symlink to a copy whose lock
-/// is free. A writer that resolved the root's path again would take the
-/// copy's lock and write beside (or into) it while the real holder still
-/// holds the real lock; the held root refuses instead, and neither the
-/// copy nor the moved root gains, loses or changes a file.
+// Mutations whose write lands inside a run (`heartbeat`: the receipt), in
+// `reports/` (`handoff-create`) and in `handles/` (`resume`: the new
+// handle, and the old one removed after the append) wait for the run's
+// lock while the state root is swapped for a symlink to a copy whose lock
+// is free. A writer that resolved the root's path again would take the
+// copy's lock and write beside (or into) it while the real holder still
+// holds the real lock; the held root refuses instead, and neither the copy
+// nor the moved root gains, loses or changes a file.
+
 #[test]
-fn a_state_root_swapped_during_the_run_lock_wait_redirects_no_write() {
+fn a_state_root_swapped_during_a_heartbeats_lock_wait_redirects_no_write() {
+    root_swap_rounds("heartbeat");
+}
+
+#[test]
+fn a_state_root_swapped_during_a_reports_lock_wait_redirects_no_write() {
+    root_swap_rounds("handoff-create");
+}
+
+#[test]
+fn a_state_root_swapped_during_a_resumes_lock_wait_redirects_no_write() {
+    root_swap_rounds("resume");
+}
+
+fn root_swap_rounds(command: &str) {
     let rounds = reliability::size(1, 10);
     for _ in 0..rounds {
-        for command in ["heartbeat", "handoff-create", "resume"] {
-            root_swap_round(command);
-        }
+        root_swap_round(command);
     }
     reliability::figure(
         "path swap",
-        "state root swapped for a symlink to a lock-free copy during the run-lock wait (heartbeat, handoff-create, resume)",
-        rounds * 3,
+        &format!(
+            "state root swapped for a symlink to a lock-free copy during the run-lock wait ({command})"
+        ),
+        rounds,
         "refused every time; no file created, removed or changed in the copy or the moved root",
     );
 }
@@ -134,10 +149,7 @@ fn root_swap_round(command: &str) {
     // swap's doing, not a bad argv).
     {
         let (_tmp, _base, probe) = lane_run();
-        probe
-            .flow
-            .run(&command_argv(&probe, command))
-            .assert_ok();
+        probe.flow.run(&command_argv(&probe, command)).assert_ok();
     }
     let argv = command_argv(&run, command);
     let before = files(&tree(&run.root));
@@ -146,11 +158,10 @@ fn root_swap_round(command: &str) {
     let lock = format!("runs/{}/locks/receipt", run.run_id);
     let (moved, copy, copy_before) = swap_root(&run, &base, &lock);
     let out = finish(child);
-    assert_root_moved_refusal(&out, &run.root);
     assert_eq!(
         tree_diff(&copy_before, &tree(&copy)),
         Vec::<String>::new(),
-        "{command}: written through the swapped root"
+        "{command}: written through the swapped root ({out:?})"
     );
     let rebase = |files: BTreeMap<PathBuf, (char, String)>| -> BTreeMap<PathBuf, (char, String)> {
         files
@@ -166,8 +177,9 @@ fn root_swap_round(command: &str) {
     assert_eq!(
         files(&tree(&moved)),
         expected,
-        "{command}: the moved root changed"
+        "{command}: the moved root changed ({out:?})"
     );
+    assert_root_moved_refusal(&out, &run.root);
     drop(holder);
 }
 
@@ -187,17 +199,21 @@ fn a_state_root_swapped_during_the_recovery_lock_wait_creates_nothing() {
     let child = waiting(&run, &argv);
     let (moved, copy, copy_before) = swap_root(&run, &base, &lock_rel);
     let out = finish(child);
-    assert_root_moved_refusal(&out, &run.root);
     assert_eq!(
         tree_diff(&copy_before, &tree(&copy)),
         Vec::<String>::new(),
-        "written through the swapped root"
+        "written through the swapped root ({out:?})"
     );
     let expected: BTreeMap<_, _> = before
         .into_iter()
         .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
         .collect();
-    assert_eq!(files(&tree(&moved)), expected, "the moved root changed");
+    assert_eq!(
+        files(&tree(&moved)),
+        expected,
+        "the moved root changed ({out:?})"
+    );
+    assert_root_moved_refusal(&out, &run.root);
     drop(holder);
     reliability::figure(
         "path swap",
@@ -287,5 +303,81 @@ fn symlinked_state_root_directories_are_refused_and_never_written_through() {
         "handles/, reports/, quarantine/, locks/ of the state root replaced by a symlink out of it",
         4,
         "exit 2, nothing written through the link",
+    );
+}
+
+/// The lock is released where it was taken. A heartbeat is paused (strace
+/// delays its first fsync, the receipt's, by 2 s) while it holds the lock
+/// and has written its line; seen in that state (its `owner.json` present,
+/// the receipt longer), `runs/<id>` is swapped for a prepared copy without
+/// a lock. Taken and released through the held run directory, the lock
+/// leaves the moved run unlocked and the copy untouched; a lock released
+/// by path would look for its `owner.json` in the copy, find none, and
+/// leave the moved run locked by a dead writer.
+#[test]
+fn a_run_directory_swapped_while_the_lock_is_held_is_released_in_the_held_directory() {
+    let (_tmp, base, run) = lane_run();
+    let copy = base.join("run-copy");
+    copy_dir(&run.run_dir(), &copy);
+    let moved = base.join("run-moved");
+    let argv = run.heartbeat_args("a", "held-swap");
+    let before = run.receipt().len();
+    let trace = base.join("trace");
+    let mut child = run
+        .flow
+        .strace(
+            &[
+                "-f",
+                "-e",
+                "trace=fsync",
+                "-e",
+                "inject=fsync:delay_enter=2000000:when=1",
+            ],
+            &trace,
+            &argv,
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("strace is required (.ci/run installs it)");
+    let owner = run.run_dir().join("locks/receipt/owner.json");
+    let start = std::time::Instant::now();
+    while !(owner.exists() && run.receipt().len() > before) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the heartbeat ended before it was seen holding the lock ({status})");
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the heartbeat was never seen holding the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::fs::rename(run.run_dir(), &moved).unwrap();
+    std::fs::rename(&copy, run.run_dir()).unwrap();
+    let copy_before = tree(&run.run_dir());
+    let out = finish(child);
+    out.assert_ok();
+    assert_eq!(
+        tree_diff(&copy_before, &tree(&run.run_dir())),
+        Vec::<String>::new(),
+        "the copy now at runs/<id> was touched"
+    );
+    assert!(
+        std::fs::symlink_metadata(moved.join("locks/receipt")).is_err(),
+        "the lock taken in the held run directory was not released there: {:?}",
+        std::fs::read_to_string(moved.join("locks/receipt/owner.json"))
+    );
+    assert!(
+        std::fs::read_dir(moved.join("locks"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "litter left in the held run's locks/"
+    );
+    reliability::figure(
+        "path swap",
+        "runs/<id> swapped for a copy while a writer holds its lock",
+        1,
+        "the lock is released in the directory it was taken in; the copy untouched",
     );
 }
