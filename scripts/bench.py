@@ -212,6 +212,7 @@ def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scr
     row["events"] = run(OURS, state, ["verify", "--run-id", run_id])[1]["sequence"]
     if tool == OURS and load.key:
         transparency(load, state, run_id, row, query_samples, scratch_of(state))
+
     for name, call in (("heartbeat", load.heartbeat), ("check-result", load.check_result)):
         target = state
         if scratch:
@@ -222,7 +223,89 @@ def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scr
                       if name == "heartbeat" else call(tool, target, run_id, timeout=timeout))
         row[name] = None if times is None else (statistics.median(times) * 1e3,
                                                 p95(times) * 1e3)
+    # After the timed heartbeats (its observed_at is later than theirs).
+    measure_syscalls(load, tool, target, run_id, row)
     return row
+
+
+STRACE = shutil.which("strace")
+# The system calls that reach a file or directory by name or descriptor:
+# what the held descriptors of issue 14 change.
+OPENS = ("open", "openat", "openat2")
+STATS = ("stat", "lstat", "fstat", "newfstatat", "statx", "fstatat64")
+
+
+def syscalls(tool, state, argv):
+    """Counts by name of the system calls one command makes (`strace -f
+    -c`), or None without strace. Counts, unlike times, do not depend on
+    what else the machine is doing."""
+    if not STRACE:
+        return None
+    with tempfile.NamedTemporaryFile(prefix="bench-strace.", delete=False) as f:
+        trace = f.name
+    try:
+        proc = subprocess.run([STRACE, "-f", "-c", "-o", trace] + tool
+                              + ["--state-root", state] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            sys.exit(f"bench: strace {' '.join(argv[:1])} failed: {proc.stderr.decode()}")
+        counts = {}
+        with open(trace) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 5 and parts[3].isdigit():
+                    counts[parts[-1]] = int(parts[3])
+        return counts
+    finally:
+        os.unlink(trace)
+
+
+def measure_syscalls(load, tool, state, run_id, row):
+    """One heartbeat's and one resume-check's system calls."""
+    hb = load.file("hb-strace.json", {"lane_id": LANE, "agent_id": AGENT,
+                                      "observed_at": "2098-06-01T00:00:00Z",
+                                      "silence_lease_deadline": "2098-06-01T00:00:00.500000Z",
+                                      "reason": "still working"})
+    for name, argv in (("heartbeat", load.owned(state, run_id, "heartbeat", "--evidence",
+                                                load.fresh("heartbeat"), "--input", hb)),
+                       ("resume-check", ["resume-check", "--run-id", run_id])):
+        counts = syscalls(tool, state, argv)
+        row[f"{name}_syscalls"] = None if counts is None else {
+            "opens": sum(counts.get(c, 0) for c in OPENS),
+            "stats": sum(counts.get(c, 0) for c in STATS),
+            "flock": counts.get("flock", 0),
+            "total": counts.get("total", 0),
+        }
+
+
+def syscalls_table(rows, title):
+    out = [f"### System calls per command: {title} (issue 14: held descriptors)", "",
+           "One call each, counted by `strace -f -c` (counts do not depend on the machine's "
+           "load): opens are `open`/`openat`, stats the `stat` family.", ""]
+    if not STRACE:
+        return out + ["Not measured: strace is not installed.", ""]
+    out += ["| events | heartbeat opens | stats | flock | total | resume-check opens "
+            "| stats | total |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for size in rows:
+        h, r = rows[size]["heartbeat_syscalls"], rows[size]["resume-check_syscalls"]
+        if h is None or r is None:
+            continue
+        out.append(f"| {rows[size]['events']:,} | {h['opens']} | {h['stats']} | {h['flock']} "
+                   f"| {h['total']} | {r['opens']} | {r['stats']} | {r['total']} |")
+    return out
+
+
+def syscalls_targets(rows):
+    """Issue 14's held descriptors cost a constant number of opens."""
+    sizes = list(rows)
+    if any(rows[s].get("heartbeat_syscalls") is None for s in sizes):
+        return []
+    out = []
+    for name in ("heartbeat", "resume-check"):
+        opens = [rows[s][f"{name}_syscalls"]["opens"] for s in sizes]
+        out.append((f"{name} opens the same number of files and directories at every size "
+                    f"({', '.join(map(str, opens))})", len(set(opens)) == 1))
+    return out
 
 
 def measure_views(state, run_id, work, samples):
@@ -557,6 +640,14 @@ def main():
         report += table(ours, "bluetape-flow (this project)") + [""]
         report += transparency_table(ours) + [""]
         report += COSTS + [""]
+        report += syscalls_table(ours, "bluetape-flow") + [""]
+        if OTHER:
+            report += syscalls_table(other, f"`{' '.join(OTHER)}`") + [""]
+        if len(SIZES) > 1:
+            report += ["### Targets (issue 14, held descriptors)", ""]
+            for text, ok in syscalls_targets(ours):
+                report.append(f"- {'met' if ok else 'NOT met'}: {text}")
+            report.append("")
         report += bundles_table(ours) + [""]
         report += BUNDLE_COSTS + [""]
         if len(SIZES) > 1:

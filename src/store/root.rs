@@ -11,8 +11,9 @@
 //!
 //! Without a scope (unit tests of the store), paths are opened as before.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::error::{StoreError, StoreResult};
 use super::held::{HeldDir, Loc};
@@ -24,12 +25,15 @@ struct Current {
     held: Option<Arc<HeldDir>>,
 }
 
-static CURRENT: Mutex<Option<Current>> = Mutex::new(None);
+// Per thread: the MCP server runs tool calls on several blocking threads
+// at once, each a whole command with its own root (a command's store calls
+// all run on the thread that began it).
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
 
-fn current() -> std::sync::MutexGuard<'static, Option<Current>> {
-    CURRENT
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+fn with_current<T>(f: impl FnOnce(&mut Option<Current>) -> T) -> T {
+    CURRENT.with(|cell| f(&mut cell.borrow_mut()))
 }
 
 /// The state root of the running command; dropping it ends the command's
@@ -41,16 +45,19 @@ pub struct CommandScope {
 
 /// Begin a command on the state root `root` (an absolute, resolved path).
 pub fn begin(root: &Path) -> CommandScope {
-    let previous = current().replace(Current {
-        path: root.to_path_buf(),
-        held: None,
+    let previous = with_current(|cur| {
+        cur.replace(Current {
+            path: root.to_path_buf(),
+            held: None,
+        })
     });
     CommandScope { previous }
 }
 
 impl Drop for CommandScope {
     fn drop(&mut self) {
-        *current() = self.previous.take();
+        let previous = self.previous.take();
+        with_current(|cur| *cur = previous);
     }
 }
 
@@ -59,8 +66,7 @@ impl Drop for CommandScope {
 /// time); for any other root, a fresh open. Never follows a symlink at the
 /// root's last component.
 pub fn held(root: &Path) -> std::io::Result<Arc<HeldDir>> {
-    let mut guard = current();
-    match guard.as_mut() {
+    with_current(|cur| match cur.as_mut() {
         Some(cur) if cur.path == root => {
             if let Some(held) = &cur.held {
                 return Ok(Arc::clone(held));
@@ -70,20 +76,21 @@ pub fn held(root: &Path) -> std::io::Result<Arc<HeldDir>> {
             Ok(held)
         }
         _ => Ok(Arc::new(HeldDir::open_path(root)?)),
-    }
+    })
 }
 
 /// The root of the running command and `path` relative to it, when `path`
 /// lies strictly inside that root (lexically: the root is absolute and
 /// resolved, and the store builds its paths by joining names to it).
 fn inside(path: &Path) -> Option<(PathBuf, PathBuf)> {
-    let guard = current();
-    let cur = guard.as_ref()?;
-    let relative = path.strip_prefix(&cur.path).ok()?;
-    if relative.as_os_str().is_empty() {
-        return None;
-    }
-    Some((cur.path.clone(), relative.to_path_buf()))
+    with_current(|cur| {
+        let cur = cur.as_ref()?;
+        let relative = path.strip_prefix(&cur.path).ok()?;
+        if relative.as_os_str().is_empty() {
+            return None;
+        }
+        Some((cur.path.clone(), relative.to_path_buf()))
+    })
 }
 
 /// Whether `path` is inside the running command's state root.
@@ -164,10 +171,11 @@ pub fn place_inside(path: &Path) -> StoreResult<Option<Loc>> {
 pub fn dir_inside(path: &Path) -> StoreResult<Option<HeldDir>> {
     match place_inside(path)? {
         Some(loc) => loc.open_dir().map(Some).map_err(|e| {
-            let kind = current()
-                .as_ref()
-                .map(|cur| kind_of(&cur.path, path))
-                .unwrap_or_default();
+            let kind = with_current(|cur| {
+                cur.as_ref()
+                    .map(|cur| kind_of(&cur.path, path))
+                    .unwrap_or_default()
+            });
             component_error(&e, &loc, path, kind)
         }),
         None => Ok(None),
@@ -176,7 +184,7 @@ pub fn dir_inside(path: &Path) -> StoreResult<Option<HeldDir>> {
 
 /// Whether `path` is the running command's state root itself.
 pub fn is_root(path: &Path) -> bool {
-    current().as_ref().is_some_and(|cur| cur.path == path)
+    with_current(|cur| cur.as_ref().is_some_and(|cur| cur.path == path))
 }
 
 /// The directory at `path` when it is the running command's root (the
@@ -251,4 +259,47 @@ pub fn list(path: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = names.into_iter().map(|n| path.join(n)).collect();
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_a_scope_paths_inside_the_root_are_reached_from_one_held_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("state");
+        std::fs::create_dir_all(root.join("handles")).unwrap();
+        let outside = root.parent().unwrap().join("elsewhere");
+        std::fs::create_dir(&outside).unwrap();
+        let scope = begin(&root);
+        assert!(is_root(&root) && is_inside(&root.join("handles")));
+        let first = held(&root).unwrap();
+        assert!(Arc::ptr_eq(&first, &held(&root).unwrap()), "opened once");
+        let at = place_inside(&root.join("handles/x.owner"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(at.dir().path(), root.join("handles"));
+        assert!(place_inside(&outside.join("x")).unwrap().is_none());
+        // A symlinked directory of the root is refused, never walked.
+        std::fs::rename(root.join("handles"), root.join("moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("handles")).unwrap();
+        assert_eq!(
+            place_inside(&root.join("handles/x.owner")).unwrap_err(),
+            StoreError::invalid("state-root handles must not be a symlink")
+        );
+        // The root renamed away: the held descriptor still reaches it, and
+        // its old path no longer names it.
+        let moved_root = root.with_file_name("state-moved");
+        std::fs::rename(&root, &moved_root).unwrap();
+        assert!(!still_named(&first, &root));
+        let at = place_inside(&root.join("moved/y")).unwrap().unwrap();
+        assert_eq!(at.dir().identity(), {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(moved_root.join("moved")).unwrap();
+            (m.dev(), m.ino())
+        });
+        drop(scope);
+        assert!(!is_root(&root) && !is_inside(&root.join("handles")));
+    }
 }
