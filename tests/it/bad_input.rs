@@ -179,13 +179,19 @@ fn verify_and_rebuild_do_not_check_directory_modes_like_the_reference() {
     work.ok(&work.run_args("rebuild", &run_id));
     let meta = std::fs::metadata(work.run_dir(&run_id).join("run.json")).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o600);
-    // A symlinked runs/ is followed too (only the run dir itself and the
-    // explicit state root are symlink-checked).
+    // A symlinked runs/, which the reference follows, is refused: every
+    // file inside the state root is reached from the held root without
+    // following a symlink (DEVIATIONS 79), so a verify cannot be pointed
+    // at a copy. Nothing is written.
     let (work, run_id) = Work::with_run();
     let elsewhere = work.base.join("runs-elsewhere");
     std::fs::rename(work.state.join("runs"), &elsewhere).unwrap();
     symlink(&elsewhere, work.state.join("runs")).unwrap();
-    work.ok(&work.run_args("verify", &run_id));
+    let before = common::snapshot(&work.base);
+    let out = work.flow.run(&work.run_args("verify", &run_id));
+    let e = out.assert_error(2, "contract_error");
+    assert_eq!(e["message"], "state-root runs must not be a symlink");
+    assert_unchanged(&before, &common::snapshot(&work.base), "verify");
 }
 
 #[test]
