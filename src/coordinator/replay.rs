@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde_json::{Map, Number, Value};
 
-use super::approval::{ApprovalLedger, PolicyStatus, gate_breach};
+use super::approval::{ApprovalLedger, ApprovalWindow, PolicyStatus, gate_breach};
 use super::breach::Breach;
 use super::machine::{Edge, RunEdge, lane_edge, run_edge};
 use super::state::{
@@ -440,6 +440,7 @@ impl CoordinatorState {
             last_event_type: None,
             updated_at: None,
             gate: PolicyStatus::Absent,
+            created_at: None,
             breaches: Vec::new(),
         }
     }
@@ -520,12 +521,12 @@ impl CoordinatorState {
                     sequence: next,
                 };
                 touches_lineage |= logical.event_type().is_some_and(EventType::touches_lineage);
-                found.extend(self.our_rules(intent));
+                found.extend(self.our_rules(intent, timestamp));
                 self.apply_logical(&logical, policy, journal)?;
             }
         } else {
             touches_lineage = event_type.is_some_and(EventType::touches_lineage);
-            found.extend(self.our_rules(map));
+            found.extend(self.our_rules(map, timestamp));
             self.apply_logical(&envelope, policy, journal)?;
         }
         // Nothing below can fail: the event is applied.
@@ -533,6 +534,7 @@ impl CoordinatorState {
             let mut ledger = ApprovalLedger::default();
             ledger.observe(map);
             self.gate = PolicyStatus::resolve(&ledger, policy.approval_file.clone());
+            self.created_at = ledger.created_at;
         }
         self.breaches
             .extend(found.into_iter().map(|(rule, found)| Breach {
@@ -566,14 +568,21 @@ impl CoordinatorState {
 
     /// Our stricter rules and the approval gate for one logical event,
     /// against the state before it (see [`super::breach`]).
-    fn our_rules(&self, event: &Map<String, Value>) -> Vec<(String, String)> {
+    fn our_rules(&self, event: &Map<String, Value>, at: Option<&str>) -> Vec<(String, String)> {
         let mut found = super::breach::stricter_rules(self, event);
         if event
             .get("event_type")
             .and_then(Value::as_str)
             .and_then(EventType::parse)
             == Some(EventType::PlanApproved)
-            && let Some(what) = gate_breach(&self.gate, event)
+            && let Some(what) = gate_breach(
+                &self.gate,
+                ApprovalWindow {
+                    created_at: self.created_at.as_deref(),
+                    approved_at: at,
+                },
+                event,
+            )
         {
             found.push((super::breach::APPROVAL_GATE.to_string(), what));
         }
