@@ -207,6 +207,12 @@ impl RunDir {
                 "run_id must match the identifier contract",
             ));
         }
+        // Validated before (a later step of the same command): a run or
+        // `runs/` swapped since is the refusal "moved", whatever the path
+        // now shows (a symlink, nothing), before any by-path check.
+        if self.held.get().is_some() {
+            self.recheck()?;
+        }
         if is_symlink(&self.dir) {
             return Err(StoreError::invalid("run directory must not be a symlink"));
         }

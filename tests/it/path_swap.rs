@@ -58,14 +58,30 @@ impl Drop for Holder {
     }
 }
 
-/// Start `heartbeat` and return once it holds the run directory open (it
-/// has validated the run and is about to wait for the lock, or waiting).
+/// Whether process `pid` is inside a sleep system call: the lock wait is
+/// the only place a command sleeps, so with the run directory held this is
+/// the wait itself (holding the directory alone is also true of the reads
+/// before the run is validated, which a swap then tests instead).
+fn sleeping(pid: u32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    const SLEEPS: [&str; 2] = ["35", "230"]; // nanosleep, clock_nanosleep
+    #[cfg(target_arch = "aarch64")]
+    const SLEEPS: [&str; 2] = ["101", "115"];
+    std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| {
+        s.split_whitespace()
+            .next()
+            .is_some_and(|n| SLEEPS.contains(&n))
+    })
+}
+
+/// Start `heartbeat` and return once it holds the run directory open and
+/// sleeps: it has validated the run and is waiting for the lock.
 fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
     waiting(run, &run.heartbeat_args("a", tag))
 }
 
 /// Start the binary with `argv` and return once it holds the run
-/// directory open (see [`waiting_heartbeat`]).
+/// directory open and waits for the lock (see [`waiting_heartbeat`]).
 pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
     let mut child = run
         .command(argv)
@@ -84,7 +100,7 @@ pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
                     .any(|e| std::fs::read_link(e.path()).is_ok_and(|target| target == dir))
             })
             .unwrap_or(false);
-        if holds {
+        if holds && sleeping(child.id()) {
             return child;
         }
         if let Ok(Some(status)) = child.try_wait() {
