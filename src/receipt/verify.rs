@@ -503,7 +503,7 @@ impl<'a> LineRules<'a> {
                 }
                 None => hasher.update(&full),
             }
-            hex::encode(hasher.finalize())
+            canonical::hex32(&hasher.finalize().into())
         };
         let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_string);
         let fields = LinkFields {
