@@ -614,6 +614,36 @@ impl PolicyStatus {
     }
 }
 
+/// The two recorded times replay checks an approval's window with: the
+/// first event's timestamp and the approving event's.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalWindow<'a> {
+    pub created_at: Option<&'a str>,
+    pub approved_at: Option<&'a str>,
+}
+
+impl ApprovalWindow<'_> {
+    /// What is wrong when a policy's `expires_after_s` is not kept by the
+    /// recorded times (the gate compares wall-clock time when it writes;
+    /// replay has only the record).
+    fn breach(&self, expires_after_s: Option<u64>) -> Option<String> {
+        let window = expires_after_s?;
+        let read = |t: Option<&str>| t.and_then(parse_timestamp);
+        let (Some(created), Some(approved)) = (read(self.created_at), read(self.approved_at))
+        else {
+            return Some(format!(
+                "plan_approved under expires_after_s {window} without readable run_created and approval timestamps"
+            ));
+        };
+        let elapsed = (approved - created).num_seconds();
+        (elapsed > window as i64).then(|| {
+            format!(
+                "plan_approved {elapsed} s after run_created, beyond the policy's expires_after_s {window}"
+            )
+        })
+    }
+}
+
 /// Replay's approval gate (issue 13): whether a `plan_approved` — written
 /// by us, by the reference or by hand — satisfies the run's frozen policy.
 /// `None` when it does; otherwise what was found. Without a policy there is
@@ -624,7 +654,11 @@ impl PolicyStatus {
 /// cannot be read only the record's shape and binding can be checked.
 /// Without a signature the identity is asserted, not proven: anyone who
 /// can write the record can claim it (see `contracts/approvals.md`).
-pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<String> {
+pub fn gate_breach(
+    status: &PolicyStatus,
+    window: ApprovalWindow<'_>,
+    event: &Map<String, Value>,
+) -> Option<String> {
     let checksum = match status {
         PolicyStatus::Absent => return None,
         PolicyStatus::Tampered {
@@ -696,6 +730,9 @@ pub fn gate_breach(status: &PolicyStatus, event: &Map<String, Value>) -> Option<
         return Some(format!(
             "approval by '{identity}', but the policy requires approver '{required}'"
         ));
+    }
+    if let Some(found) = window.breach(policy.expires_after_s) {
+        return Some(found);
     }
     let signatures: Vec<&&Map<String, Value>> = items
         .iter()
@@ -974,7 +1011,10 @@ pub fn decide_approve(
                     "run_created has no readable timestamp for the approval window".into(),
                 ))
             })?;
-        let elapsed = (now - created).num_seconds();
+        // The recorded time counts too: replay re-checks the window from
+        // the event's own timestamp, so a later `--at` must not pass here.
+        let latest = parse_timestamp(at).map_or(now, |at| at.max(now));
+        let elapsed = (latest - created).num_seconds();
         if elapsed > window as i64 {
             return Err(Refusal::Approval(ApprovalRefusal::Expired(format!(
                 "approval request expired: {elapsed} s since run_created exceed expires_after_s {window}; approval by '{identity}' refused"

@@ -645,3 +645,35 @@ fn identities_follow_the_character_rule() {
         assert!(!is_approver_identity(bad), "{bad}");
     }
 }
+
+#[test]
+fn replay_counts_the_window_from_the_recorded_times() {
+    let window = |created, approved| ApprovalWindow {
+        created_at: created,
+        approved_at: approved,
+    };
+    let created = Some("2026-01-01T00:00:00.500000Z");
+    assert_eq!(
+        window(created, Some("2026-01-01T01:00:00.500000Z")).breach(Some(3600)),
+        None
+    );
+    assert_eq!(
+        window(created, Some("2026-01-01T01:00:01.500000Z")).breach(Some(3600)),
+        Some(
+            "plan_approved 3601 s after run_created, beyond the policy's expires_after_s 3600"
+                .into()
+        )
+    );
+    // No window, no rule; a window with times that cannot be read fails closed.
+    assert_eq!(window(None, None).breach(None), None);
+    assert!(
+        window(created, Some("yesterday"))
+            .breach(Some(60))
+            .is_some()
+    );
+    assert!(
+        window(None, Some("2026-01-01T00:00:01Z"))
+            .breach(Some(60))
+            .is_some()
+    );
+}

@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde_json::{Map, Number, Value};
 
-use super::approval::{ApprovalLedger, PolicyStatus, gate_breach};
+use super::approval::{ApprovalLedger, ApprovalWindow, PolicyStatus, gate_breach};
 use super::breach::Breach;
 use super::machine::{Edge, RunEdge, lane_edge, run_edge};
 use super::state::{
@@ -465,6 +465,7 @@ impl CoordinatorState {
             last_event_type: None,
             updated_at: None,
             gate: PolicyStatus::Absent,
+            created_at: None,
             breaches: Vec::new(),
         }
     }
@@ -546,12 +547,12 @@ impl CoordinatorState {
                     sequence: next,
                 };
                 touches_lineage |= logical.event_type().is_some_and(EventType::touches_lineage);
-                found.extend(self.our_rules(intent, &memo));
+                found.extend(self.our_rules(intent, timestamp, &memo));
                 self.apply_logical(&logical, policy, journal, &memo)?;
             }
         } else {
             touches_lineage = event_type.is_some_and(EventType::touches_lineage);
-            found.extend(self.our_rules(map, &memo));
+            found.extend(self.our_rules(map, timestamp, &memo));
             self.apply_logical(&envelope, policy, journal, &memo)?;
         }
         // Nothing below can fail: the event is applied.
@@ -559,6 +560,7 @@ impl CoordinatorState {
             let mut ledger = ApprovalLedger::default();
             ledger.observe(map);
             self.gate = PolicyStatus::resolve(&ledger, policy.approval_file.clone());
+            self.created_at = ledger.created_at;
         }
         self.breaches
             .extend(found.into_iter().map(|(rule, found)| Breach {
@@ -595,6 +597,7 @@ impl CoordinatorState {
     fn our_rules<'a>(
         &self,
         event: &'a Map<String, Value>,
+        at: Option<&str>,
         memo: &DigestMemo<'a>,
     ) -> Vec<(String, String)> {
         let mut found = super::breach::stricter_rules_with(self, event, memo);
@@ -603,7 +606,14 @@ impl CoordinatorState {
             .and_then(Value::as_str)
             .and_then(EventType::parse)
             == Some(EventType::PlanApproved)
-            && let Some(what) = gate_breach(&self.gate, event)
+            && let Some(what) = gate_breach(
+                &self.gate,
+                ApprovalWindow {
+                    created_at: self.created_at.as_deref(),
+                    approved_at: at,
+                },
+                event,
+            )
         {
             found.push((super::breach::APPROVAL_GATE.to_string(), what));
         }

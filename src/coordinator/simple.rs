@@ -96,8 +96,10 @@ pub struct CoordinatorCache {
 
 impl RunCacheRecord<'_> {
     pub fn to_json(&self) -> Value {
-        // Plain strings, numbers and JSON values: it cannot fail.
-        serde_json::to_value(self).unwrap_or(Value::Null)
+        // Plain strings, numbers and JSON values with string keys: it cannot
+        // fail, and a null run.json would be worse than a loud panic (which
+        // the top-level catch turns into the typed envelope).
+        serde_json::to_value(self).expect("a run cache record is plain JSON")
     }
 }
 

@@ -365,6 +365,10 @@ pub struct CoordinatorState {
     /// reference's state JSON, kept in the checkpoint's `ours`).
     #[serde(skip, default = "no_gate")]
     pub(crate) gate: super::approval::PolicyStatus,
+    /// `run_created`'s timestamp, which the gate's approval window is
+    /// counted from on replay (ours, kept with the gate).
+    #[serde(skip)]
+    pub(crate) created_at: Option<String>,
     /// Events that broke one of our rules (issue 13), in receipt order.
     #[serde(skip)]
     pub(crate) breaches: Vec<super::breach::Breach>,
@@ -387,6 +391,7 @@ impl CoordinatorState {
         serde_json::json!({
             "breaches": super::breach::breaches_value(&self.breaches),
             "gate": self.gate.to_value(),
+            "created_at": self.created_at,
         })
     }
 
@@ -405,8 +410,15 @@ impl CoordinatorState {
             .get("gate")
             .and_then(super::approval::PolicyStatus::from_value)
             .ok_or_else(bad)?;
+        // Required (a checkpoint written before it existed is not used).
+        let created_at = match value.get("created_at").ok_or_else(bad)? {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(at) => Some(at.clone()),
+            _ => return Err(bad()),
+        };
         self.breaches = breaches;
         self.gate = gate;
+        self.created_at = created_at;
         Ok(())
     }
 

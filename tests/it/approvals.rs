@@ -80,6 +80,36 @@ fn gate_with(policy: &str, envs: &[(&str, &str)]) -> Gate {
 
 /// A gated run like [`gate_with`], made by the library's `init` with its
 /// clock pinned to `created` (an RFC 3339 UTC instant).
+/// Nor can `--at` record an approval after the window on a fresh run: the
+/// recorded time is what replay checks the window against.
+#[test]
+fn at_cannot_record_an_approval_after_the_window() {
+    let g = gate_with(
+        r#"{"required_approver": "alice", "expires_after_s": 60}"#,
+        &[],
+    );
+    let created = g.receipt()[0]["timestamp"].as_str().unwrap().to_string();
+    let late = (chrono::DateTime::parse_from_rfc3339(&created).unwrap()
+        + chrono::Duration::seconds(61))
+    .to_utc()
+    .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+    .to_string();
+    let before = g.snapshot();
+    let out = g.flow.run_env(
+        &g.argv("run-approve", &["--at", &late]),
+        &[("BLUETAPE_APPROVED_BY", "alice")],
+    );
+    assert_eq!(out.code, 5, "{out:?}");
+    assert_eq!(out.error()["error"], "approval_expired");
+    assert_eq!(before, g.snapshot());
+    g.flow
+        .run_env(
+            &g.argv("run-approve", &["--at", &created]),
+            &[("BLUETAPE_APPROVED_BY", "alice")],
+        )
+        .assert_ok();
+}
+
 fn gate_created_at(policy: &str, created: &str) -> Gate {
     use bluetape_flow::commands::init::{
         InitEntropy, InitRequest, PolicyRequest, init_with_policy,

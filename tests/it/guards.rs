@@ -361,6 +361,56 @@ fn issue13_a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
     assert_breach_refusal(&run.start(), "run-start", "approval_gate");
 }
 
+/// The approval window is a rule of replay too: an approval another writer
+/// recorded after `expires_after_s` is a breach, one inside it is not.
+#[test]
+fn an_approval_recorded_after_the_window_is_a_breach() {
+    const WINDOW: &str = r#"{"required_approver": "alice", "expires_after_s": 3600}"#;
+    // The record our binary writes, taken from a run that approved in time.
+    let model = Run::new(Some(WINDOW));
+    model.approve_as("alice").assert_ok();
+    let approved = model.events().pop().unwrap();
+    assert!(
+        model
+            .query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none(),
+        "an approval inside the window is no breach"
+    );
+    for (after_s, breach) in [(3599, false), (3601, true)] {
+        let run = Run::new(Some(WINDOW));
+        let created = run.events()[0]["timestamp"].as_str().unwrap().to_string();
+        let created = chrono::DateTime::parse_from_rfc3339(&created).unwrap();
+        let at = (created + chrono::Duration::seconds(after_s))
+            .to_utc()
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let mut refs = approved["evidence_refs"].clone();
+        for item in refs.as_array_mut().unwrap() {
+            if item["kind"] == "approver_identity" {
+                item["checksum"] = json!(run.policy_checksum());
+            }
+        }
+        run.append(
+            "plan_approved",
+            json!({"from_state": "planned", "to_state": "approved",
+                   "timestamp": at, "evidence_refs": refs}),
+        );
+        let verify = run.query("verify", &[]).assert_ok();
+        if !breach {
+            assert!(verify.get("breaches").is_none(), "{after_s} s: {verify}");
+            continue;
+        }
+        assert_eq!(breach_rules(&verify), ["approval_gate"]);
+        assert_eq!(
+            verify["breaches"][0]["found"],
+            "plan_approved 3601 s after run_created, beyond the policy's expires_after_s 3600"
+        );
+        assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    }
+}
+
 #[test]
 fn issue13_our_own_approval_verifies_exactly_as_before() {
     let run = Run::new(Some(FOUR_EYES));
