@@ -35,6 +35,13 @@ SAMPLES = int(os.environ.get("BENCH_SAMPLES", "21"))
 QUERY_SAMPLES = int(os.environ.get("BENCH_QUERY_SAMPLES", "5"))
 OTHER = shlex.split(os.environ.get("BENCH_OTHER", ""))
 OTHER_SAMPLES = int(os.environ.get("BENCH_OTHER_SAMPLES", "5"))
+# publish of one new event: this many rounds, each one heartbeat and one
+# publish at every size in turn (so a busy moment of the machine falls on
+# all sizes alike); the median of each size.
+PUBLISH_SAMPLES = int(os.environ.get("BENCH_PUBLISH_SAMPLES", "11"))
+# BENCH_ONLY=bundles: grow the runs, measure only the bundle group (issue
+# 20), print its section and targets, write nothing.
+ONLY = os.environ.get("BENCH_ONLY", "")
 # The other implementation may take minutes per command on large runs: each
 # of its commands gets this many seconds, and one sample from 100,000 events.
 OTHER_TIMEOUT = float(os.environ.get("BENCH_OTHER_TIMEOUT", "60"))
@@ -408,29 +415,40 @@ def bundles(load, state, run_id, row, samples, work):
     times = timed(samples, lambda _: run(OURS, state, verify)[0])
     row["bundle-verify"] = statistics.median(times) * 1e3
     row["bundle-mbps"] = os.path.getsize(receipt) / 1e6 / statistics.median(times)
-    row["bundle-verify-rss"] = peak_rss(OURS, state, verify)
+    rss = [peak_rss(OURS, state, verify) for _ in range(3)]
+    row["bundle-verify-rss"] = None if None in rss else max(rss)
     repo = os.path.join(work, f"publish-{row['events']}.git")
     shutil.rmtree(repo, ignore_errors=True)
     subprocess.run(["git", "init", "-q", "--bare", repo], check=True)
-    publish = ["publish", "--run-id", run_id, "--repo", repo]
-    row["publish-first"] = run(OURS, state, publish)[0] * 1e3
-    times = []
+    row["publish-argv"] = ["publish", "--run-id", run_id, "--repo", repo]
+    row["publish-first"] = run(OURS, state, row["publish-argv"])[0] * 1e3
+
+
+def publish_rounds(load, state, runs, rows, samples):
+    """publish of one new event onto the publication `bundles` made: each
+    round one heartbeat and one publish at every size in turn; the median
+    of each size (ms) and its spread."""
+    times = {size: [] for size in runs}
     for i in range(samples):
-        load.heartbeat(OURS, state, run_id, 80000 + i)
-        times.append(run(OURS, state, publish)[0])
-    row["publish"] = statistics.median(times) * 1e3
+        for size, run_id in runs.items():
+            load.heartbeat(OURS, state, run_id, 80000 + i)
+            times[size].append(run(OURS, state, rows[size]["publish-argv"])[0] * 1e3)
+    for size, values in times.items():
+        rows[size]["publish"] = statistics.median(values)
+        rows[size]["publish-range"] = (min(values), max(values))
 
 
 def bundles_table(rows):
     lines = ["### Audit bundles and publications (issue 20)", "",
              "| events | bundle-export | bundle-verify | receipt MB/s | bundle-verify peak RSS "
-             "| first publish | publish of one new event |",
+             f"| first publish | publish of one new event (median of {PUBLISH_SAMPLES}, range) |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows.values():
         if "bundle-verify" in r:
             lines.append(f"| {r['events']:,} | {ms(r['bundle-export'])} | {ms(r['bundle-verify'])} "
                          f"| {r['bundle-mbps']:.0f} | {rss_text(r['bundle-verify-rss'])} "
-                         f"| {ms(r['publish-first'])} | {ms(r['publish'])} |")
+                         f"| {ms(r['publish-first'])} | {ms(r['publish'])} "
+                         f"({ms(r['publish-range'][0])} to {ms(r['publish-range'][1])}) |")
     return lines
 
 
@@ -459,17 +477,23 @@ BUNDLE_COSTS = [
     "events and one to copy them into the tar (each segment's SHA-256 checked again while "
     "copied); memory O(1) in n besides the index (one entry per 256 events).",
     "- `bundle-verify`: one streaming pass over the tar: each byte of the receipt is hashed "
-    "twice (segment SHA-256, Merkle leaf) and verified and replayed once; memory: the index, "
+    "twice (segment SHA-256, Merkle leaf, on the thread that reads the tar) and parsed once; "
+    "long receipts are parsed and checked on two worker threads and replayed in order on the "
+    "main one, each parsed event lent to the replay and freed by the worker that parsed it "
+    "(one event freed before each one parsed); a heartbeat's evidence digest is computed once "
+    "per event, not three times; memory: the index, "
     "the heads and reports (each at most 64 KiB / 1 MiB) and the replayed state (its liveness "
-    "digests moved every 256 events into a set of 16 bytes each), never the receipt; long "
-    "receipts are parsed on two worker threads and replayed in order. With `--git`: the newest commit the same way through `git cat-file --batch`, "
+    "digests moved every 256 events into a set of 16 bytes each), a few batches of 32 KiB of "
+    "lines in flight, never the receipt. With `--git`: the newest commit the same way through `git cat-file --batch`, "
     "and for each older commit its index and tree (O(n/256) entries) and at most two "
     "segments compared.",
     "- `publish`: from the proven checkpoint O(log n) to check that the receipt extends the "
     "published one (a binary search for the published last event), O(n/256) to list the "
-    "published tree, and only the last segment(s), the index and new heads hashed and written "
-    "(`git hash-object -w` writes nothing that exists); about ten git processes in all. "
-    "Without a proven checkpoint a full verification and replay first.",
+    "published tree and to write the new one (`git hash-object -t tree`, which checks the tree "
+    "but, unlike `git mktree`, opens none of its entries' objects), and only the last "
+    "segment(s), the index and new heads hashed and written (`git hash-object -w` writes "
+    "nothing that exists); about ten git processes in all. Without a proven checkpoint a full "
+    "verification and replay first.",
     "- `attest`: a full verification and replay (O(n), streaming), the tree root (O(log n) "
     "from `tree-hashes`), one SHA-256 pass over the receipt, one Ed25519 signature.",
 ]
@@ -601,10 +625,28 @@ def main():
         ours = {}
         for size in SIZES:
             print(f"measuring ours at {size:,} events...", flush=True)
-            ours[size] = measure(load, OURS, state, runs[size], SAMPLES, QUERY_SAMPLES)
+            if ONLY == "bundles":
+                receipt = os.path.join(state, "runs", runs[size], "receipt.jsonl")
+                ours[size] = {"bytes": os.path.getsize(receipt),
+                              "events": run(OURS, state, ["verify", "--run-id",
+                                                          runs[size]])[1]["sequence"]}
+            else:
+                ours[size] = measure(load, OURS, state, runs[size], SAMPLES, QUERY_SAMPLES)
         for size in SIZES:
             print(f"measuring bundles at {size:,} events...", flush=True)
             bundles(load, state, runs[size], ours[size], QUERY_SAMPLES, work)
+        print(f"measuring publish, {PUBLISH_SAMPLES} rounds...", flush=True)
+        publish_rounds(load, state, runs, ours, PUBLISH_SAMPLES)
+        if ONLY == "bundles":
+            report = [f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC "
+                      f"(BENCH_ONLY=bundles; load average "
+                      f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end).", ""]
+            report += bundles_table(ours) + [""]
+            if len(SIZES) > 1:
+                for text, ok in bundles_targets(ours):
+                    report.append(f"- {'met' if ok else 'NOT met'}: {text}")
+            print("\n" + "\n".join(report))
+            return
         views = {}
         for size in SIZES:
             print(f"measuring the views at {size:,} events...", flush=True)

@@ -6,6 +6,9 @@
 #   BENCH_OTHER="python3 path/to/bluetape-flow.py" scripts/bench.sh
 #                                  also the other implementation, same run
 #   BENCH_SIZES="100 1000" BENCH_SAMPLES=11 scripts/bench.sh  a quick look
+#   BENCH_ONLY=bundles BENCH_SIZES="100 100000" scripts/bench.sh
+#                              issue 20's group alone (bundle-verify, publish):
+#                              prints its section and targets, writes nothing
 #   scripts/bench.sh mcp       the MCP server's cost (scripts/bench_mcp.py;
 #                              prints a section, writes nothing)
 set -euo pipefail

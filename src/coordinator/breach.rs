@@ -18,6 +18,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value};
 
 use super::decide::Refusal;
+use super::replay::DigestMemo;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
 
@@ -71,9 +72,9 @@ pub fn breaches_value(breaches: &[Breach]) -> Value {
     Value::Array(breaches.iter().map(Breach::to_value).collect())
 }
 
-fn digest_of(event: &Map<String, Value>) -> String {
+fn digest_of<'a>(event: &'a Map<String, Value>, memo: &DigestMemo<'a>) -> String {
     match event.get("evidence_refs") {
-        Some(value @ Value::Array(_)) => canonical::digest(value),
+        Some(value @ Value::Array(_)) => memo.digest(value),
         _ => canonical::digest(&Value::Array(Vec::new())),
     }
 }
@@ -93,6 +94,16 @@ fn meta<'a>(event: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 pub fn stricter_rules(
     state: &CoordinatorState,
     event: &Map<String, Value>,
+) -> Vec<(String, String)> {
+    stricter_rules_with(state, event, &DigestMemo::default())
+}
+
+/// [`stricter_rules`] with the digests already computed for this receipt
+/// event.
+pub(crate) fn stricter_rules_with<'a>(
+    state: &CoordinatorState,
+    event: &'a Map<String, Value>,
+    memo: &DigestMemo<'a>,
 ) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut breach = |rule: &str, what: String| found.push((rule.to_string(), what));
@@ -137,7 +148,7 @@ pub fn stricter_rules(
         }
         // DEVIATIONS 21: a heartbeat proves liveness only.
         EventType::LaneCompleted | EventType::RunCompleted
-            if state.is_liveness_digest(&digest_of(event)) =>
+            if state.is_liveness_digest(&digest_of(event, memo)) =>
         {
             breach(
                 LIVENESS_AS_COMPLETION,
@@ -155,7 +166,7 @@ pub fn stricter_rules(
                 event_type == EventType::HeartbeatObserved || l.state == LaneState::SuspectedStall
             });
             if let Some(lane) = checked
-                && lane.has_liveness_digest(&digest_of(event))
+                && lane.has_liveness_digest(&digest_of(event, memo))
             {
                 breach(
                     LIVENESS_REUSED,

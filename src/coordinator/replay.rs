@@ -376,6 +376,31 @@ fn opt_str_in<'a>(
     }
 }
 
+/// Digests of the canonical JSON of evidence lists met within one receipt
+/// event: a heartbeat is two intents with one evidence list, whose digest
+/// the rules and the reducer would otherwise compute three times. Equal
+/// values have equal canonical forms, so a remembered digest is the one
+/// computing it again would give.
+#[derive(Default)]
+pub(crate) struct DigestMemo<'a> {
+    last: std::cell::RefCell<Option<(&'a Value, String)>>,
+}
+
+impl<'a> DigestMemo<'a> {
+    /// SHA-256 of the canonical JSON of `value`.
+    pub(crate) fn digest(&self, value: &'a Value) -> String {
+        let mut last = self.last.borrow_mut();
+        if let Some((seen, digest)) = &*last
+            && (std::ptr::eq(*seen, value) || *seen == value)
+        {
+            return digest.clone();
+        }
+        let digest = canonical::digest(value);
+        *last = Some((value, digest.clone()));
+        digest
+    }
+}
+
 /// SHA-256 of the canonical JSON of an evidence list (empty list if absent).
 fn evidence_digest(value: Option<&Value>) -> String {
     match value {
@@ -506,6 +531,7 @@ impl CoordinatorState {
 
         let mut touches_lineage = false;
         let mut found: Vec<(String, String)> = Vec::new();
+        let memo = DigestMemo::default();
         if event_type == Some(EventType::TransactionCommitted) {
             let intents = match metadata.get("intents") {
                 None | Some(Value::Null) => &[][..],
@@ -521,13 +547,13 @@ impl CoordinatorState {
                     sequence: next,
                 };
                 touches_lineage |= logical.event_type().is_some_and(EventType::touches_lineage);
-                found.extend(self.our_rules(intent, timestamp));
-                self.apply_logical(&logical, policy, journal)?;
+                found.extend(self.our_rules(intent, timestamp, &memo));
+                self.apply_logical(&logical, policy, journal, &memo)?;
             }
         } else {
             touches_lineage = event_type.is_some_and(EventType::touches_lineage);
-            found.extend(self.our_rules(map, timestamp));
-            self.apply_logical(&envelope, policy, journal)?;
+            found.extend(self.our_rules(map, timestamp, &memo));
+            self.apply_logical(&envelope, policy, journal, &memo)?;
         }
         // Nothing below can fail: the event is applied.
         if event_type == Some(EventType::RunCreated) && next == 1 {
@@ -568,8 +594,13 @@ impl CoordinatorState {
 
     /// Our stricter rules and the approval gate for one logical event,
     /// against the state before it (see [`super::breach`]).
-    fn our_rules(&self, event: &Map<String, Value>, at: Option<&str>) -> Vec<(String, String)> {
-        let mut found = super::breach::stricter_rules(self, event);
+    fn our_rules<'a>(
+        &self,
+        event: &'a Map<String, Value>,
+        at: Option<&str>,
+        memo: &DigestMemo<'a>,
+    ) -> Vec<(String, String)> {
+        let mut found = super::breach::stricter_rules_with(self, event, memo);
         if event
             .get("event_type")
             .and_then(Value::as_str)
@@ -667,8 +698,16 @@ impl CoordinatorState {
 
     /// Records the lane's current record in the journal and returns it for
     /// modification.
+    /// One record per lane and event is enough: the rollback, newest
+    /// first, ends at the oldest, which is the lane before the event.
     fn lane_for_update(&mut self, id: &str, journal: &mut Vec<Undo>) -> Option<&mut LaneRecord> {
         let lane = self.lanes.get_mut(id)?;
+        let saved_already = journal
+            .iter()
+            .any(|undo| matches!(undo, Undo::Lane { saved, .. } if saved.id == id));
+        if saved_already {
+            return Some(lane);
+        }
         let digests = std::mem::take(&mut lane.liveness_evidence_digests);
         let index = std::mem::take(&mut lane.digest_index);
         let saved = Box::new(lane.clone());
@@ -688,11 +727,12 @@ impl CoordinatorState {
     }
 
     /// One logical event: a plain receipt event or one transaction intent.
-    fn apply_logical(
+    fn apply_logical<'a>(
         &mut self,
-        ev: &Ev<'_>,
+        ev: &Ev<'a>,
         policy: &ReplayPolicy,
         journal: &mut Vec<Undo>,
+        memo: &DigestMemo<'a>,
     ) -> Result<(), ReplayError> {
         let Some(event_type) = ev.event_type() else {
             return Err(ev.corrupt("event type has no coordinator reducer"));
@@ -714,7 +754,7 @@ impl CoordinatorState {
             }
             _ if lane_edge(event_type).is_some() => {
                 ev.require_evidence()?;
-                self.apply_lane_event(ev, event_type, &meta, journal)
+                self.apply_lane_event(ev, event_type, &meta, journal, memo)
             }
             ReplacementRepaired | ReplacementBlocked => {
                 self.apply_replacement_reservation(ev, event_type, &meta, journal)
@@ -866,12 +906,13 @@ impl CoordinatorState {
         Ok(())
     }
 
-    fn apply_lane_event(
+    fn apply_lane_event<'a>(
         &mut self,
-        ev: &Ev<'_>,
+        ev: &Ev<'a>,
         event_type: EventType,
         meta: &Meta<'_>,
         journal: &mut Vec<Undo>,
+        memo: &DigestMemo<'a>,
     ) -> Result<(), ReplayError> {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt(format!("{event_type} requires lane_id")));
@@ -960,8 +1001,14 @@ impl CoordinatorState {
         }
         if !evidence.is_empty() {
             if event_type.is_liveness() {
-                lane.liveness_evidence_refs = evidence.to_vec();
-                let digest = evidence_digest(evidence_value);
+                // A heartbeat's second intent carries the same list.
+                if lane.liveness_evidence_refs.as_slice() != evidence {
+                    lane.liveness_evidence_refs = evidence.to_vec();
+                }
+                let digest = match evidence_value {
+                    Some(value) => memo.digest(value),
+                    None => evidence_digest(None),
+                };
                 lane.push_liveness_digest(digest.clone());
                 if metadata_digest.is_none() {
                     lane.last_evidence_digest = Some(digest);

@@ -787,6 +787,39 @@ fn transaction_is_all_or_nothing() {
     assert_eq!(s.state.last_sequence(), 6);
 }
 
+/// One lane snapshot per event: a lane changed by two intents comes back
+/// whole when a third one fails.
+#[test]
+fn transaction_changing_a_lane_twice_is_all_or_nothing() {
+    let mut s = Script::new();
+    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    let before = s.state.public_json();
+    let fields = json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
+                        "to_state": "running", "reason": "still compiling",
+                        "evidence_refs": evidence("new heartbeat"),
+                        "metadata": {"evidence_digest": "b".repeat(64),
+                                     "silence_lease_deadline": "2026-07-14T01:05:00Z"}});
+    let mut unknown = fields.clone();
+    unknown["lane_id"] = json!("nowhere");
+    s.refused(
+        "transaction_committed",
+        transaction(vec![
+            intent("heartbeat_observed", 1, fields.clone()),
+            intent("lease_renewed", 1, fields),
+            intent("lease_renewed", 1, unknown),
+        ]),
+        "lane event references an unknown lane",
+    );
+    assert_eq!(
+        canonical::to_string(&s.state.public_json()),
+        canonical::to_string(&before)
+    );
+    assert!(
+        !s.state
+            .is_liveness_digest(&canonical::digest(&evidence("new heartbeat")))
+    );
+}
+
 #[test]
 fn failed_reassign_transaction_leaves_the_original_recovering() {
     let mut s = Script::new();

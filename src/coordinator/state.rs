@@ -118,11 +118,26 @@ pub struct CompactDigests {
     other: std::sync::Mutex<HashSet<(String, String)>>,
 }
 
+/// The first 16 bytes of a digest of 64 hex digits (either case, as
+/// `hex::decode` reads them), or `None`. Asked once per heartbeat.
 fn digest_bytes(digest: &str) -> Option<[u8; 16]> {
-    let mut full = [0u8; 32];
-    hex::decode_to_slice(digest, &mut full).ok()?;
+    let text = digest.as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
     let mut out = [0u8; 16];
-    out.copy_from_slice(&full[..16]);
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        if let Some(slot) = out.get_mut(i) {
+            *slot = byte;
+        }
+    }
     Some(out)
 }
 
@@ -655,4 +670,32 @@ fn no_gate() -> super::approval::PolicyStatus {
 
 fn strings(values: &[String]) -> Value {
     Value::Array(values.iter().cloned().map(Value::String).collect())
+}
+
+#[cfg(test)]
+mod digest_bytes_tests {
+    use super::digest_bytes;
+    use proptest::prelude::*;
+
+    /// What `hex::decode_to_slice` made of it before: the first 16 bytes
+    /// of exactly 32 decoded ones.
+    fn by_hex(text: &str) -> Option<[u8; 16]> {
+        let mut full = [0u8; 32];
+        hex::decode_to_slice(text, &mut full).ok()?;
+        full[..16].try_into().ok()
+    }
+
+    proptest! {
+        #[test]
+        fn reads_what_hex_reads(text in "[0-9a-fA-F]{62,66}|[0-9a-gA-G]{64}|.{0,70}") {
+            prop_assert_eq!(digest_bytes(&text), by_hex(&text));
+        }
+
+        #[test]
+        fn reads_every_digest(bytes in proptest::array::uniform32(any::<u8>())) {
+            let text = hex::encode(bytes);
+            prop_assert_eq!(digest_bytes(&text), Some(bytes[..16].try_into().unwrap()));
+            prop_assert_eq!(digest_bytes(&text.to_uppercase()), by_hex(&text));
+        }
+    }
 }

@@ -85,7 +85,15 @@ pub fn to_string(value: &Value) -> String {
 
 /// Lowercase hex SHA-256 of arbitrary bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    hex32(&Sha256::digest(bytes).into())
+}
+
+/// Lowercase hex of a 32-byte digest, written in one go (`hex::encode`
+/// pushes it char by char; verification encodes one per event).
+pub fn hex32(digest: &[u8; 32]) -> String {
+    let mut text = [0u8; 64];
+    hex::encode_to_slice(digest, &mut text).expect("64 hex digits for 32 bytes");
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// Lowercase hex SHA-256 of the canonical form of `value`.
@@ -269,5 +277,17 @@ mod tests {
         assert!(!contains_float(
             &serde_json::from_str("{\"a\":[10,-3]}").unwrap()
         ));
+    }
+}
+
+#[cfg(test)]
+mod hex32_tests {
+    #[test]
+    fn hex32_is_hex_encode() {
+        for seed in 0u8..=255 {
+            let bytes: [u8; 32] =
+                std::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8 * 7));
+            assert_eq!(super::hex32(&bytes), hex::encode(bytes));
+        }
     }
 }

@@ -7,13 +7,6 @@ use std::sync::OnceLock;
 
 use super::canonical::is_integer;
 
-fn identifier_re() -> &'static regex::Regex {
-    static RE: OnceLock<regex::Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        regex::Regex::new(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\z").expect("static regex")
-    })
-}
-
 fn timestamp_re() -> &'static regex::Regex {
     static RE: OnceLock<regex::Regex> = OnceLock::new();
     RE.get_or_init(|| {
@@ -24,9 +17,17 @@ fn timestamp_re() -> &'static regex::Regex {
     })
 }
 
-/// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, ASCII only, full match.
+/// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, ASCII only, full match. By hand:
+/// verification asks it several times per event, and the regex crate's
+/// cache pool is a lock the parsing threads shared (proptests hold it to
+/// the regex).
 pub fn is_identifier(s: &str) -> bool {
-    identifier_re().is_match(s)
+    let b = s.as_bytes();
+    (1..=128).contains(&b.len())
+        && b[0].is_ascii_alphanumeric()
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 /// 64 lowercase hex characters.
@@ -36,9 +37,31 @@ pub fn is_sha256_hex(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// The stored-value timestamp rule: a pure regex (no calendar check).
+/// The stored-value timestamp rule: the shape of `timestamp_re`, no
+/// calendar check; by hand, as [`is_identifier`].
 pub fn is_timestamp_shape(s: &str) -> bool {
-    timestamp_re().is_match(s)
+    let b = s.as_bytes();
+    let digits = |range: std::ops::Range<usize>| b[range].iter().all(u8::is_ascii_digit);
+    if b.len() < 20 || b[b.len() - 1] != b'Z' {
+        return false;
+    }
+    let fixed = digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    let fraction = &b[19..b.len() - 1];
+    fixed
+        && (fraction.is_empty()
+            || (fraction.len() >= 2
+                && fraction[0] == b'.'
+                && fraction[1..].iter().all(u8::is_ascii_digit)))
 }
 
 /// An instant with microsecond precision (extra fractional digits are
@@ -167,5 +190,44 @@ mod tests {
         assert_eq!(format_now(t), "2026-01-01T00:00:00Z");
         let t = t + chrono::Duration::microseconds(292358);
         assert_eq!(format_now(t), "2026-01-01T00:00:00.292358Z");
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use proptest::prelude::*;
+
+    fn identifier_re() -> regex::Regex {
+        regex::Regex::new(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\z").unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn identifier_is_the_regex(s in "[A-Za-z0-9._-]{0,130}|.{0,12}|[a-z]{127,129}") {
+            prop_assert_eq!(super::is_identifier(&s), identifier_re().is_match(&s));
+        }
+
+        #[test]
+        fn timestamp_shape_is_the_regex(
+            s in "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,8})?Z?.?|[0-9T:.Z-]{0,30}|.{0,24}"
+        ) {
+            prop_assert_eq!(super::is_timestamp_shape(&s), super::timestamp_re().is_match(&s));
+        }
+    }
+
+    #[test]
+    fn timestamp_examples() {
+        for (s, ok) in [
+            ("2026-07-14T01:00:00Z", true),
+            ("2026-07-14T01:00:00.5Z", true),
+            ("2026-07-14T01:00:00.Z", false),
+            ("2026-07-14T01:00:00", false),
+            ("2026-07-14 01:00:00Z", false),
+            ("\u{661}026-07-14T01:00:00Z", false),
+            ("2026-07-14T01:00:00.123456789Z", true),
+        ] {
+            assert_eq!(super::is_timestamp_shape(s), ok, "{s}");
+            assert_eq!(super::timestamp_re().is_match(s), ok, "{s}");
+        }
     }
 }

@@ -158,14 +158,18 @@ impl<'a> ChainVerifier<'a> {
 
     /// [`Self::verify_stream_parallel`] that also hands each verified event
     /// on, in order (parsed on the worker threads): for a caller that
-    /// replays while it verifies (`bundle-verify`).
+    /// replays while it verifies (`bundle-verify`). The event is lent: it
+    /// goes back to the thread that parsed it to be freed there (a free
+    /// into another thread's malloc arena takes that arena's lock, and the
+    /// workers allocate all the time).
     pub fn verify_stream_parallel_events<R: BufRead + Send>(
         &mut self,
         reader: &mut R,
         mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
+        let empty = Map::new();
         self.parallel(reader, true, |event, position| {
-            accept(&event.unwrap_or_default(), position)
+            accept(event.unwrap_or(&empty), position)
         })
     }
 
@@ -173,32 +177,33 @@ impl<'a> ChainVerifier<'a> {
         &mut self,
         reader: &mut R,
         keep_events: bool,
-        mut accept: impl FnMut(Option<Map<String, Value>>, &ChainPosition) -> Result<(), String>,
+        mut accept: impl FnMut(Option<&Map<String, Value>>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
-        use std::sync::mpsc::sync_channel;
+        use std::sync::mpsc::{channel, sync_channel};
         // Parsed events are many times their bytes: smaller batches keep the
         // few in flight small when they are handed on.
-        let batch_bytes: usize = if keep_events { 16 * 1024 } else { 128 * 1024 };
+        let batch_bytes: usize = if keep_events { 32 * 1024 } else { 128 * 1024 };
         let cap = self.line_cap();
         let rules = LineRules::new(self.manifest, self.run_id, keep_events);
         std::thread::scope(|scope| {
-            let (to_a, from_reader_a) = sync_channel::<Vec<Vec<u8>>>(1);
-            let (to_b, from_reader_b) = sync_channel::<Vec<Vec<u8>>>(1);
+            let (to_a, from_reader_a) = sync_channel::<Lines>(1);
+            let (to_b, from_reader_b) = sync_channel::<Lines>(1);
             let reading = scope.spawn(move || -> std::io::Result<()> {
                 let outlets = [to_a, to_b];
                 for turn in 0.. {
-                    let mut batch = Vec::new();
-                    let mut bytes = 0;
-                    while bytes < batch_bytes {
-                        let mut line = Vec::new();
-                        if read_line(reader, cap, &mut line)? == 0 {
+                    // One buffer per batch, the lines cut by their ends.
+                    let mut batch = Lines {
+                        bytes: Vec::with_capacity(batch_bytes + 4096),
+                        ends: Vec::new(),
+                    };
+                    while batch.bytes.len() < batch_bytes {
+                        if read_line(reader, cap, &mut batch.bytes)? == 0 {
                             break;
                         }
-                        bytes += line.len();
-                        batch.push(line);
+                        batch.ends.push(batch.bytes.len());
                     }
-                    let last = bytes < batch_bytes;
-                    if !batch.is_empty() && outlets[turn % 2].send(batch).is_err() {
+                    let last = batch.bytes.len() < batch_bytes;
+                    if !batch.ends.is_empty() && outlets[turn % 2].send(batch).is_err() {
                         return Ok(());
                     }
                     if last {
@@ -209,39 +214,63 @@ impl<'a> ChainVerifier<'a> {
             });
             let rules = &rules;
             let mut results = Vec::new();
+            let mut returns = Vec::new();
             for inlet in [from_reader_a, from_reader_b] {
                 let (out, from_worker) = sync_channel::<Vec<LineFacts>>(1);
+                // Examined batches come back here once linked, to be freed
+                // on the thread that allocated them. Unbounded, yet never
+                // more than the batches in flight: each is drained before
+                // the next is handed out.
+                let (give_back, back) = channel::<Vec<LineFacts>>();
                 scope.spawn(move || {
+                    // One event freed before each one parsed: the parse then
+                    // reuses what was just freed, as in plain verification
+                    // (freeing whole batches at once leaves malloc's caches).
+                    let mut spent: Vec<LineFacts> = Vec::new();
                     for batch in inlet {
-                        let facts = batch.iter().map(|line| rules.examine(line)).collect();
+                        back.try_iter().for_each(|facts| spent.extend(facts));
+                        let facts = batch
+                            .lines()
+                            .map(|line| {
+                                drop(spent.pop());
+                                rules.examine(line)
+                            })
+                            .collect();
+                        drop(batch);
                         if out.send(facts).is_err() {
                             return;
                         }
                     }
+                    drop(out);
+                    drop(spent);
+                    back.iter().for_each(drop);
                 });
                 results.push(from_worker);
+                returns.push(give_back);
             }
             let mut outcome = Ok(());
             'batches: for turn in 0.. {
                 let Ok(batch) = results[turn % 2].recv() else {
                     break;
                 };
-                for facts in batch {
-                    let event = match self.link(facts) {
-                        Ok(event) => event,
-                        Err(damage) => {
-                            outcome = Err(StreamStop::Damage(damage));
-                            break 'batches;
-                        }
-                    };
-                    if let Err(reason) = accept(event, &self.position) {
+                for facts in &batch {
+                    if let Err(damage) = self.advance(facts) {
+                        outcome = Err(StreamStop::Damage(damage));
+                        break 'batches;
+                    }
+                    if let Err(reason) = accept(facts.event(), &self.position) {
                         outcome = Err(StreamStop::Rejected(reason));
                         break 'batches;
                     }
                 }
+                // A worker that has stopped no longer takes them back.
+                if let Err(returned) = returns[turn % 2].send(batch) {
+                    drop(returned.0);
+                }
             }
             // Stop the pipeline (a stop leaves batches unread).
             drop(results);
+            drop(returns);
             match reading.join() {
                 Ok(Ok(())) => Ok(outcome),
                 Ok(Err(e)) if outcome.is_ok() => Err(e),
@@ -267,14 +296,20 @@ impl<'a> ChainVerifier<'a> {
     /// The chain-dependent checks of an examined line, in the reference's
     /// order, then advance. Returns the event when the line kept it.
     pub fn link(&mut self, facts: LineFacts) -> Result<Option<Map<String, Value>>, ReceiptDamage> {
-        let parsed = facts.body.map_err(|reason| self.damage(reason))?;
+        self.advance(&facts)?;
+        Ok(facts.body.ok().and_then(|parsed| parsed.event))
+    }
+
+    /// [`Self::link`] without taking the line: the checks, then advance.
+    fn advance(&mut self, facts: &LineFacts) -> Result<(), ReceiptDamage> {
+        let parsed = facts.body.as_ref().map_err(|reason| self.damage(reason))?;
         let phase2 = self.manifest.contract.family == Family::V1_1;
         let contract_ok = parsed.contract_ok
             && (!phase2 || parsed.claimed_epoch == Some(self.position.owner_epoch));
         if !contract_ok {
             return Err(self.damage("event contract mismatch"));
         }
-        let fields = parsed.fields;
+        let fields = &parsed.fields;
         let expected_sequence = self.position.sequence + 1;
         if fields.sequence != Some(expected_sequence) {
             return Err(self.damage("sequence mismatch"));
@@ -298,14 +333,30 @@ impl<'a> ChainVerifier<'a> {
             return Err(self.damage("event bytes differ from their acknowledged canonical form"));
         }
         self.position.sequence = expected_sequence;
-        self.position.checksum = fields.checksum;
+        self.position.checksum.clone_from(&fields.checksum);
         self.position.byte_length += facts.len;
         self.position.last_line_length = facts.len;
-        if phase2 && let Some(new_owner) = fields.new_owner {
-            self.position.owner_fingerprint = new_owner;
+        if phase2 && let Some(new_owner) = &fields.new_owner {
+            self.position.owner_fingerprint.clone_from(new_owner);
             self.position.owner_epoch += 1;
         }
-        Ok(parsed.event)
+        Ok(())
+    }
+}
+
+/// A batch of whole lines in one buffer: `ends[i]` is where line `i`
+/// (with its LF) ends.
+struct Lines {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Lines {
+    fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, end)| &self.bytes[start..*end])
     }
 }
 
@@ -328,6 +379,14 @@ pub struct LineFacts {
 }
 
 impl LineFacts {
+    /// The parsed event, when the line kept it.
+    fn event(&self) -> Option<&Map<String, Value>> {
+        self.body
+            .as_ref()
+            .ok()
+            .and_then(|parsed| parsed.event.as_ref())
+    }
+
     /// Whether the line is exactly the canonical event `sequence` of this
     /// run whose checksum is `checksum` (and that checksum is right): the
     /// proof that a checkpoint's head line is still in the receipt.
@@ -444,7 +503,7 @@ impl<'a> LineRules<'a> {
                 }
                 None => hasher.update(&full),
             }
-            hex::encode(hasher.finalize())
+            canonical::hex32(&hasher.finalize().into())
         };
         let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_string);
         let fields = LinkFields {

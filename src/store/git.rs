@@ -138,13 +138,37 @@ impl Git {
         )
     }
 
-    /// A tree of blobs and trees: `(mode, kind, id, name)` each.
+    /// A tree of blobs and trees: `(mode, kind, id, name)` each, written
+    /// by `git hash-object -t tree -w`, which checks the tree (fsck: order,
+    /// names, modes, ids) before it writes it. `git mktree` would also look
+    /// up every entry's object, one open per loose object: a publication's
+    /// receipt tree has an entry per 256 events, all of them already in
+    /// the parent commit's tree or just written.
     pub fn mktree(&self, entries: &[(&str, &str, String, String)]) -> StoreResult<String> {
-        let mut input = String::new();
-        for (mode, kind, id, name) in entries {
-            input.push_str(&format!("{mode} {kind} {id}\t{name}\n"));
+        let mut sorted: Vec<_> = entries.iter().collect();
+        // Git's tree order: names as bytes, a tree's as if it ended in '/'.
+        let key = |(_, kind, _, name): &&(&str, &str, String, String)| {
+            let mut key = name.as_bytes().to_vec();
+            if *kind == "tree" {
+                key.push(b'/');
+            }
+            key
+        };
+        sorted.sort_by_cached_key(key);
+        let mut content = Vec::new();
+        for (mode, _, id, name) in sorted {
+            let raw = hex::decode(id).map_err(|_| git_error("mktree", format!("bad id {id}")))?;
+            // Raw trees spell a directory's mode without its leading zero.
+            content.extend_from_slice(mode.trim_start_matches('0').as_bytes());
+            content.push(b' ');
+            content.extend_from_slice(name.as_bytes());
+            content.push(0);
+            content.extend_from_slice(&raw);
         }
-        self.line(&["mktree"], Some(input.as_bytes()))
+        self.line(
+            &["hash-object", "-t", "tree", "-w", "--stdin"],
+            Some(&content),
+        )
     }
 
     pub fn commit_tree(
