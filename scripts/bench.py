@@ -310,8 +310,11 @@ def syscalls_targets(rows):
     out = []
     for name in ("heartbeat", "resume-check"):
         opens = [rows[s][f"{name}_syscalls"]["opens"] for s in sizes]
-        out.append((f"{name} opens the same number of files and directories at every size "
-                    f"({', '.join(map(str, opens))})", len(set(opens)) == 1))
+        # Bounded, not equal: a heartbeat on a short run also opens a few
+        # files a long run's checkpoint path no longer needs.
+        out.append((f"{name} opens no more files and directories at any size than at "
+                    f"{sizes[0]:,} events ({', '.join(map(str, opens))})",
+                    max(opens) <= opens[0]))
     return out
 
 
