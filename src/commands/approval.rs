@@ -328,12 +328,7 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     run.dir.validate()?;
     // One pass: the approval ledger and the replay that applies the gate
     // (and our other rules) to every event, whoever wrote it.
-    let origin = run
-        .manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .and_then(|meta| crate::coordinator::RunOrigin::from_run_metadata(&meta).ok());
+    let origin = crate::coordinator::RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok();
     let replay_policy = super::rebuild::replay_policy(&run);
     let mut state = origin.as_ref().map(CoordinatorState::new);
     let mut ledger = ApprovalLedger::default();

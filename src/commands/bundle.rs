@@ -112,13 +112,7 @@ pub fn replay_full(root: &Path, run_id: &str) -> FlowResult<Replayed> {
         ));
     }
     run.dir.validate()?;
-    let run_meta = run
-        .manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .unwrap_or(Value::Null);
-    let origin = RunOrigin::from_run_metadata(&run_meta)
+    let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
         .map_err(|_| FlowError::ReceiptCorrupt("run owner metadata is invalid".into()))?;
     let policy = super::rebuild::replay_policy(&run);
     let mut state = CoordinatorState::new(&origin);
@@ -708,12 +702,7 @@ pub fn verify_members(
     wanted.extend(external_body.iter().map(|h| h.size));
     wanted.insert(index.sequence);
     // Replay under the bundle's own manifest snapshot and policy.
-    let run_meta = manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .unwrap_or(Value::Null);
-    let origin = RunOrigin::from_run_metadata(&run_meta)
+    let origin = RunOrigin::of_snapshot(manifest.run.as_ref())
         .map_err(|_| refused("the manifest's run owner metadata is invalid"))?;
     let policy = ReplayPolicy::from_contract(&manifest.contract.contract).with_approval_file(
         policy_bytes

@@ -98,12 +98,7 @@ fn verify_replayed(
             return Ok((position, Some(state)));
         }
     }
-    let origin = run
-        .manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .and_then(|meta| crate::coordinator::RunOrigin::from_run_metadata(&meta).ok());
+    let origin = crate::coordinator::RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok();
     let policy = rebuild::replay_policy(run);
     let mut state = origin
         .as_ref()

@@ -35,13 +35,7 @@ pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &Coordina
 /// Stream-verify and replay a Phase 2 run from genesis. `None` when the
 /// snapshot's `_run` names no initial owner (nothing can be trusted then).
 pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorState)>> {
-    let run_meta = run
-        .manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .unwrap_or(Value::Null);
-    let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
+    let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
         return Ok(None);
     };
     let policy = replay_policy(run);

@@ -114,13 +114,7 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
     if let Some((state, position)) = super::checkpoint::proven_state(run) {
         return Ok(Loaded::Healthy(Box::new(state), position));
     }
-    let run_meta = run
-        .manifest
-        .run
-        .clone()
-        .map(Value::Object)
-        .unwrap_or(Value::Null);
-    let Ok(origin) = RunOrigin::from_run_metadata(&run_meta) else {
+    let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
         return Ok(Loaded::Damaged {
             prefix: None,
             first_bad: 1,

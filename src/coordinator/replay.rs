@@ -50,9 +50,13 @@ impl RunOrigin {
     /// is refused ("run owner metadata is invalid") rather than defaulted: a
     /// run whose initial owner cannot be established cannot be replayed.
     pub fn from_run_metadata(run: &Value) -> Result<RunOrigin, ReplayError> {
-        let run = run
-            .as_object()
-            .ok_or_else(|| ReplayError::unsequenced("run metadata is missing"))?;
+        Self::of_snapshot(run.as_object())
+    }
+
+    /// [`Self::from_run_metadata`] of a snapshot's `_run` as the manifest
+    /// holds it (`None` when the snapshot has none).
+    pub fn of_snapshot(run: Option<&Map<String, Value>>) -> Result<RunOrigin, ReplayError> {
+        let run = run.ok_or_else(|| ReplayError::unsequenced("run metadata is missing"))?;
         let invalid = || ReplayError::unsequenced("run owner metadata is invalid");
         let owner_fingerprint = match run.get("owner_fingerprint") {
             Some(Value::String(fingerprint)) => fingerprint.clone(),

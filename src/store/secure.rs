@@ -285,23 +285,32 @@ pub fn create_exclusive_with(
     let at = at.place()?;
     let path = &at.path();
     let mut file = create_new_file(&at)?;
-    let result = (|| {
-        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-            .map_err(|e| StoreError::io(&e, path))?;
-        write_all(&mut file, bytes, path)?;
-        if durability == Durability::None {
-            return Ok(());
-        }
-        sync_file(&file, path)?;
-        match durability {
-            Durability::Full => sync_held(&at),
-            Durability::ContentOnly | Durability::None => Ok(()),
-        }
-    })();
+    let result = fill_new(&mut file, path, bytes, durability).and_then(|()| match durability {
+        Durability::Full => sync_held(&at),
+        Durability::ContentOnly | Durability::None => Ok(()),
+    });
     if result.is_err() {
         let _ = at.remove_file();
     }
     result
+}
+
+/// The content of a file we just created: 0600, `bytes`, and an fsync of
+/// the file unless nothing need survive. (On failure the caller removes
+/// the file; a failed create is never removed: it may be another's.)
+fn fill_new(
+    file: &mut std::fs::File,
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> StoreResult<()> {
+    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+        .map_err(|e| StoreError::io(&e, path))?;
+    write_all(file, bytes, path)?;
+    match durability {
+        Durability::None => Ok(()),
+        Durability::Full | Durability::ContentOnly => sync_file(file, path),
+    }
 }
 
 /// fsync the directory holding `at`.
@@ -354,15 +363,8 @@ pub fn atomic_write_with(
     let temp_at = at.sibling(format!(".{name}.{suffix}.tmp"));
     let temp = temp_at.path();
     let mut file = create_new_file(&temp_at)?;
-    let result = (|| {
-        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-            .map_err(|e| StoreError::io(&e, &temp))?;
-        write_all(&mut file, bytes, &temp)?;
-        if durability != Durability::None {
-            sync_file(&file, &temp)?;
-        }
-        temp_at.rename_to(&at).map_err(|e| StoreError::io(&e, path))
-    })();
+    let result = fill_new(&mut file, &temp, bytes, durability)
+        .and_then(|()| temp_at.rename_to(&at).map_err(|e| StoreError::io(&e, path)));
     if result.is_err() {
         let _ = temp_at.remove_file();
         return result;
