@@ -21,12 +21,24 @@ use super::decide::Refusal;
 use super::replay::DigestMemo;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
+use crate::receipt::rules::Limits;
+use crate::receipt::scope::{Narrowing, narrow_scope};
+
+/// The scope rule as replay applies it: the shape of every entry and the
+/// narrowing, but not the manifest's length limit (both tools check that
+/// when they write; replay does not know the run's limits here).
+const SCOPE_SHAPE: Limits = Limits {
+    max_evidence_path_chars: u64::MAX,
+    ..Limits::DEFAULT
+};
 
 /// Rule names, as `verify`, `approvals` and `completion-check` report them.
 pub const APPROVAL_GATE: &str = "approval_gate";
 pub const INTERRUPTED_PROBE_ACK: &str = "interrupted_probe_ack";
 pub const UNFENCED_REPAIR: &str = "unfenced_repair";
 pub const LIVENESS_AS_COMPLETION: &str = "liveness_evidence_as_completion";
+pub const LIVENESS_AS_CHECK: &str = "liveness_evidence_as_check";
+pub const WRITE_SCOPE_WIDENED: &str = "write_scope_widened";
 pub const LIVENESS_REUSED: &str = "liveness_evidence_reused";
 pub const REQUIRED_COMPONENT_DROPPED: &str = "required_component_dropped";
 pub const REQUIRED_COMPONENT_REMOVED: &str = "required_component_removed";
@@ -146,16 +158,71 @@ pub(crate) fn stricter_rules_with<'a>(
                 }
             }
         }
-        // DEVIATIONS 21: a heartbeat proves liveness only.
-        EventType::LaneCompleted | EventType::RunCompleted
-            if state.is_liveness_digest(&digest_of(event, memo)) =>
+        // DEVIATIONS 21, 99: a heartbeat proves liveness only. It never
+        // completes a lane, a component or the run (a resolution resting on
+        // it is damage for both tools: the reference's own replay rule).
+        EventType::LaneCompleted
+        | EventType::EvidenceAttached
+        | EventType::MainVerification
+        | EventType::RunCompleted
+            if state.rests_on_liveness(&digest_of(event, memo)) =>
         {
+            let subject = match (text(event, "lane_id"), meta(event, "component_id")) {
+                (Some(lane), _) => format!(" for lane {lane}"),
+                (None, Some(Value::String(component))) => format!(" for component {component}"),
+                _ => String::new(),
+            };
             breach(
                 LIVENESS_AS_COMPLETION,
                 format!(
-                    "{event_type} uses evidence recorded as liveness evidence: a heartbeat is never completion evidence"
+                    "{event_type}{subject} uses evidence recorded as liveness evidence: a heartbeat is never completion evidence"
                 ),
             );
+        }
+        // DEVIATIONS 99: a heartbeat never passes a check.
+        EventType::CheckPassed if state.rests_on_liveness(&digest_of(event, memo)) => {
+            let name = |key| meta(event, key).and_then(Value::as_str).unwrap_or("?");
+            breach(
+                LIVENESS_AS_CHECK,
+                format!(
+                    "check_passed for component {} check {} uses evidence recorded as liveness evidence: a heartbeat never passes a check",
+                    name("component_id"),
+                    name("check_id")
+                ),
+            );
+        }
+        // DEVIATIONS 35: a lane created under a parent (a child, a
+        // replacement, a repaired replacement) stays within its scope.
+        EventType::LaneCreated => {
+            let parent = meta(event, "parent_lane_id")
+                .and_then(Value::as_str)
+                .and_then(|id| state.lanes().get(id));
+            if let Some(parent) = parent {
+                let scope: Vec<String> = meta(event, "write_scope")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|entry| entry.as_str().map(str::to_string))
+                    .collect();
+                if let Err(narrowing) = narrow_scope(&parent.write_scope, &scope, &SCOPE_SHAPE) {
+                    let child = text(event, "lane_id").unwrap_or("?");
+                    let why = match narrowing {
+                        Narrowing::Wider { entry } => format!("{entry} lies outside it"),
+                        Narrowing::MalformedParent { entry, rule }
+                        | Narrowing::MalformedChild { entry, rule } => {
+                            format!("entry {entry}: {rule}")
+                        }
+                    };
+                    breach(
+                        WRITE_SCOPE_WIDENED,
+                        format!(
+                            "lane_created for lane {child} widens its parent lane {}'s write_scope {}: {why}",
+                            parent.id,
+                            parent.write_scope.join(", ")
+                        ),
+                    );
+                }
+            }
         }
         // DEVIATIONS 22: liveness evidence renews a lease once. A heartbeat
         // is heartbeat_observed + lease_renewed with one evidence list, so

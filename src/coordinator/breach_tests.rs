@@ -274,3 +274,69 @@ fn a_gate_refuses_while_a_breach_stands() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_heartbeat_never_passes_a_check_or_covers_a_component() {
+    let mut ledger = Ledger::running(&["runtime"]);
+    ledger
+        .running_lane("a", Value::Null)
+        .heartbeat("a", ev("hb 1"))
+        .topology(json!([component("runtime", "a", true, &["unit"], &[])]));
+    // A failing result on a heartbeat satisfies nothing; a passing one does.
+    ledger.raw(
+        "check_failed",
+        json!({"evidence_refs": ev("hb 1"),
+               "metadata": {"component_id": "runtime", "check_id": "unit"}}),
+    );
+    assert!(rules(&ledger).is_empty());
+    ledger.raw(
+        "check_passed",
+        json!({"evidence_refs": ev("hb 1"), "reason": "green",
+               "metadata": {"component_id": "runtime", "check_id": "unit"}}),
+    );
+    assert_eq!(rules(&ledger), [LIVENESS_AS_CHECK]);
+    // Recorded, not refused: the check passes as the reference says.
+    assert!(ledger.state.checks()["runtime"]["unit"]);
+    ledger.end_lane("lane_completed", "a", "completed", ev("done a"));
+    ledger.raw(
+        "evidence_attached",
+        json!({"evidence_refs": ev("hb 1"),
+               "metadata": {"component_id": "runtime", "coverage_state": "covered"}}),
+    );
+    assert_eq!(rules(&ledger), [LIVENESS_AS_CHECK, LIVENESS_AS_COMPLETION]);
+    assert!(
+        ledger.state.breaches()[1]
+            .found
+            .contains("component runtime")
+    );
+}
+
+#[test]
+fn a_lane_under_a_parent_stays_within_its_scope() {
+    let mut ledger = Ledger::running(&["runtime"]);
+    ledger.lane("a", Value::Null);
+    let child = |id: &str, scope: Value| {
+        json!({"lane_id": id, "agent_id": format!("agent-{id}"), "to_state": "pending",
+               "metadata": {
+                   "assignment": format!("Work on {id}"), "write_scope": scope,
+                   "fallback": "main session",
+                   "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                   "command_deadline": "2026-07-14T01:10:00Z",
+                   "parent_lane_id": "a", "replacement_count": 0}})
+    };
+    ledger.raw("lane_created", child("b", json!(["src/x", "src"])));
+    ledger.raw("lane_created", child("c", json!([])));
+    assert!(rules(&ledger).is_empty());
+    ledger.raw("lane_created", child("d", json!(["src/x", "srcx"])));
+    assert_eq!(rules(&ledger), [WRITE_SCOPE_WIDENED]);
+    assert!(
+        ledger.state.breaches()[0]
+            .found
+            .contains("srcx lies outside it"),
+        "{:?}",
+        ledger.state.breaches()
+    );
+    // A lane without a parent has no scope to keep.
+    ledger.lane("e", Value::Null);
+    assert_eq!(rules(&ledger).len(), 1);
+}

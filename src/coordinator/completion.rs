@@ -207,11 +207,7 @@ pub fn require_completion_evidence(
     check_evidence(evidence, &Limits::default())
         .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
     let digest = canonical::digest(evidence);
-    let latest_liveness = state
-        .lanes()
-        .values()
-        .any(|lane| lane.last_evidence_digest.as_deref() == Some(digest.as_str()));
-    if latest_liveness || state.is_liveness_digest(&digest) {
+    if state.rests_on_liveness(&digest) {
         return invalid("liveness evidence cannot satisfy completion evidence");
     }
     Ok(digest)

@@ -493,9 +493,7 @@ fn complete_paths(
     check_evidence(request.evidence, &Limits::default())
         .map_err(|m| evidence_refusal(m, request.evidence, &Limits::default()))?;
     let digest = canonical::digest(request.evidence);
-    if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
-        || state.is_liveness_digest(&digest)
-    {
+    if state.rests_on_liveness(&digest) {
         return invalid("liveness evidence cannot complete a lane");
     }
     let Some(supplied) = request.changed_paths else {

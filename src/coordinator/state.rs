@@ -517,6 +517,18 @@ impl CoordinatorState {
             .any(|lane| lane.has_liveness_digest(digest))
     }
 
+    /// THE liveness-evidence rule (`contracts/receipt.md`, "Our rules,
+    /// whoever writes"): the digest is any lane's latest liveness digest or
+    /// in any lane's liveness history. Such evidence never completes a
+    /// lane, a component, a resolution or the run, and never passes a
+    /// check; the write path refuses it and replay records it as a breach.
+    pub fn rests_on_liveness(&self, digest: &str) -> bool {
+        self.lanes
+            .values()
+            .any(|lane| lane.last_evidence_digest.as_deref() == Some(digest))
+            || self.is_liveness_digest(digest)
+    }
+
     /// True when the evidence list (an `evidence_refs` JSON array) was
     /// recorded as liveness evidence by any lane: such evidence can never
     /// satisfy completion or resolve a failed lane.

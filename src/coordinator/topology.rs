@@ -323,8 +323,8 @@ fn same(a: &Value, b: &Value) -> bool {
 /// the check is a required check of a registered component; the result
 /// differs from the last one recorded; a recovery (failed, now passing)
 /// carries a non-blank reason and evidence other than the failure's. Last
-/// write wins; the history keeps every result. A check result is not
-/// completion evidence, so liveness evidence is not refused here (§7).
+/// write wins; the history keeps every result. A passing result never
+/// rests on liveness evidence (exit 2; our rule, not the reference's).
 pub fn decide_check_result(
     state: &CoordinatorState,
     request: &CheckResult,
@@ -384,6 +384,21 @@ pub fn decide_check_result(
         Value::String(reason) => Some(reason.as_str()),
         _ => return invalid("receipt reason must be at most 500 characters"),
     };
+    // Our rule (DEVIATIONS 99), checked after every refusal the reference
+    // gives: a heartbeat proves that an agent was alive, never that a
+    // check passed.
+    if request.passed {
+        check_evidence(evidence, &Limits::default())
+            .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
+        if state.rests_on_liveness(&canonical::digest(evidence)) {
+            return Err(Refusal::Invalid("liveness evidence cannot pass a check".into()).hinted(
+                format!(
+                    "retrying cannot help: this evidence list was recorded as liveness evidence (a heartbeat, stall-clear or probe of a lane), which proves only that an agent was alive; report check {} of component {} with the check's own output as --evidence",
+                    request.check_id, request.component_id
+                ),
+            ));
+        }
+    }
     let event_type = if request.passed {
         EventType::CheckPassed
     } else {

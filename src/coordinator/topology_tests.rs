@@ -473,13 +473,22 @@ fn check_result_refusals() {
 }
 
 #[test]
-fn a_check_result_may_reuse_liveness_evidence() {
-    // §7: check-result does not reject liveness evidence (it is not
-    // completion evidence; component-evidence and complete are).
+fn a_passing_check_never_rests_on_liveness_evidence() {
+    // Our rule (DEVIATIONS 99; the reference records it): a heartbeat
+    // proves that an agent was alive, not that a check passed. A failing
+    // result satisfies nothing and may cite it.
     let mut ledger = checked();
     let beat = ev("heartbeat");
     ledger.heartbeat("b", beat.clone());
-    assert!(result(&ledger, true, Value::Null, &beat).is_ok());
+    let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
+    assert_eq!(
+        refused.untaught().0,
+        &Refusal::Invalid("liveness evidence cannot pass a check".into())
+    );
+    let hint = refused.untaught().1.and_then(|t| t.hint.clone()).unwrap();
+    assert!(hint.contains("check lint of component core"), "{hint}");
+    assert!(result(&ledger, false, Value::Null, &beat).is_ok());
+    assert!(result(&ledger, true, Value::Null, &ev("lint green")).is_ok());
 }
 
 // ---------------------------------------------------------------- component-evidence

@@ -65,26 +65,29 @@ pub const LIMIT_KEYS: [&str; 14] = [
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_receipt_line_bytes: 65536,
-            max_input_json_bytes: 1_048_576,
-            max_evidence_refs: 8,
-            max_components: 8,
-            max_lanes: 64,
-            max_component_checks: 8,
-            max_component_dependencies: 8,
-            max_write_scopes: 32,
-            max_identifier_chars: 128,
-            max_evidence_kind_chars: 32,
-            max_evidence_path_chars: 256,
-            max_evidence_summary_chars: 256,
-            max_description_chars: 500,
-            max_assignment_chars: 500,
-        }
+        Limits::DEFAULT
     }
 }
 
 impl Limits {
+    /// The manifest's default `resource_limits`.
+    pub const DEFAULT: Limits = Limits {
+        max_receipt_line_bytes: 65536,
+        max_input_json_bytes: 1_048_576,
+        max_evidence_refs: 8,
+        max_components: 8,
+        max_lanes: 64,
+        max_component_checks: 8,
+        max_component_dependencies: 8,
+        max_write_scopes: 32,
+        max_identifier_chars: 128,
+        max_evidence_kind_chars: 32,
+        max_evidence_path_chars: 256,
+        max_evidence_summary_chars: 256,
+        max_description_chars: 500,
+        max_assignment_chars: 500,
+    };
+
     /// Limits from an already validated `resource_limits` object; missing or
     /// odd values fall back to the defaults.
     pub fn from_object(object: Option<&Value>) -> Limits {

@@ -1171,3 +1171,205 @@ fn issue13_a_forged_checkpoint_cannot_hide_a_breach() {
         ["approval_gate"]
     );
 }
+
+// ----------------------------------- every write rule is a replay rule
+// (`contracts/receipt.md`, "Our rules, whoever writes"; trust model §2
+// promise 2). Each test: our binary refuses the step, the line the
+// reference writes for it (its shape checked against the real reference by
+// hand: same keys, `null` where it writes `null`) is recorded as a breach.
+
+impl Run {
+    /// A running run with a running lane `a`, one heartbeat of it (whose
+    /// evidence is returned) and component `runtime` owned by `a` with the
+    /// required check `unit`.
+    fn with_checked_component() -> (Run, Value) {
+        let run = Run::new(None);
+        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+            .assert_ok();
+        run.start().assert_ok();
+        run.running_lane("a", "agent-1");
+        let heartbeat = run.heartbeat("a", "agent-1", 1);
+        let components = run.input(
+            "topology",
+            &json!([{"id": "runtime", "required": true, "description": "Runtime",
+                     "owner_lane": "a", "required_checks": ["unit"], "dependencies": [],
+                     "evidence_refs": [], "coverage_state": "missing"}]),
+        );
+        run.cmd(
+            "topology-register",
+            &[
+                "--input",
+                &components,
+                "--evidence",
+                &run.evidence("topology"),
+            ],
+        )
+        .assert_ok();
+        (run, heartbeat)
+    }
+
+    fn check_result(&self, passed: bool, evidence: &Value) -> Output {
+        let input = self.input(
+            &format!("check-{passed}"),
+            &json!({"component_id": "runtime", "check_id": "unit", "passed": passed}),
+        );
+        let ev = self.input(&format!("check-ev-{passed}"), evidence);
+        self.cmd("check-result", &["--input", &input, "--evidence", &ev])
+    }
+
+    fn receipt_bytes(&self) -> Vec<u8> {
+        std::fs::read(self.dir().join("receipt.jsonl")).unwrap()
+    }
+}
+
+#[test]
+fn a_check_passed_on_a_heartbeat_is_refused_and_a_breach_when_another_writer_records_it() {
+    let (run, heartbeat) = Run::with_checked_component();
+    // Our check-result refuses it (the reference records it), writing nothing.
+    let before = run.receipt_bytes();
+    let out = run.check_result(true, &heartbeat);
+    let e = out.assert_error(2, "contract_error");
+    assert_eq!(e["message"], "liveness evidence cannot pass a check", "{e}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("check unit of component runtime"),
+        "{e}"
+    );
+    assert_eq!(run.receipt_bytes(), before);
+    // A failing result satisfies nothing: it may cite the heartbeat.
+    run.check_result(false, &heartbeat).assert_ok();
+    assert!(
+        run.query("verify", &[])
+            .assert_ok()
+            .get("breaches")
+            .is_none()
+    );
+    // The reference's check-result line.
+    run.append(
+        "check_passed",
+        json!({"evidence_refs": heartbeat, "timestamp": "2026-07-14T01:00:40Z",
+               "reason": "recovered on the heartbeat",
+               "metadata": {"check_id": "unit", "component_id": "runtime"}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["liveness_evidence_as_check"]);
+    assert_eq!(verify["breaches"][0]["sequence"], run.events().len());
+    run.query("rebuild", &[]).assert_ok();
+    let check = run.query("completion-check", &[]).assert_ok();
+    assert_eq!(breach_rules(&check), ["liveness_evidence_as_check"]);
+    assert_breach_refusal(
+        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
+        "complete",
+        "liveness_evidence_as_check",
+    );
+}
+
+#[test]
+fn a_component_covered_by_a_heartbeat_by_hand_is_a_breach() {
+    let (run, heartbeat) = Run::with_checked_component();
+    run.check_result(true, &json!([{"kind": "test", "summary": "unit green"}]))
+        .assert_ok();
+    let changed = run.input("changed", &json!([]));
+    run.cmd(
+        "lane-complete",
+        &[
+            "--lane-id",
+            "a",
+            "--agent-id",
+            "agent-1",
+            "--at",
+            "2026-07-14T01:01:00Z",
+            "--evidence",
+            &run.evidence("done a"),
+            "--changed-paths",
+            &changed,
+        ],
+    )
+    .assert_ok();
+    // Both tools refuse component-evidence on a heartbeat...
+    let ce = run.input("ce", &json!({"component_id": "runtime"}));
+    let hb = run.input("hb-again", &heartbeat);
+    let before = run.receipt_bytes();
+    let e = run
+        .cmd("component-evidence", &["--input", &ce, "--evidence", &hb])
+        .assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        "liveness evidence cannot satisfy completion evidence"
+    );
+    assert_eq!(run.receipt_bytes(), before);
+    // ...neither replay said a word about a hand writing it.
+    run.append(
+        "evidence_attached",
+        json!({"evidence_refs": heartbeat, "timestamp": "2026-07-14T01:01:10Z",
+               "metadata": {"component_id": "runtime", "coverage_state": "covered"}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["liveness_evidence_as_completion"]);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("evidence_attached for component runtime"),
+        "{verify}"
+    );
+    assert_breach_refusal(
+        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
+        "complete",
+        "liveness_evidence_as_completion",
+    );
+}
+
+#[test]
+fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    std::fs::create_dir_all(run.base.join("repo/lib")).unwrap();
+    let child = json!({"lane_id": "b", "agent_id": "agent-2", "assignment": "Work on b",
+                       "write_scope": ["lib"], "fallback": "main session",
+                       "observed_at": "2026-07-14T01:00:07Z",
+                       "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                       "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": "a"});
+    let input = run.input("lane-b", &child);
+    let before = run.receipt_bytes();
+    let e = run
+        .cmd(
+            "lane-create",
+            &["--input", &input, "--evidence", &run.evidence("assign b")],
+        )
+        .assert_error(2, "contract_error");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("narrower than its parent"),
+        "{e}"
+    );
+    assert_eq!(run.receipt_bytes(), before);
+    // The reference's lane-create line for it.
+    run.append(
+        "lane_created",
+        json!({"lane_id": "b", "agent_id": "agent-2", "to_state": "pending",
+               "timestamp": "2026-07-14T01:00:07Z",
+               "evidence_refs": [{"kind": "test", "summary": "assign b"}],
+               "metadata": {"assignment": "Work on b", "command_deadline": "2026-07-14T01:10:00Z",
+                            "fallback": "main session", "parent_lane_id": "a",
+                            "replacement_count": 0,
+                            "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                            "write_scope": ["lib"]}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["write_scope_widened"]);
+    assert!(
+        verify["breaches"][0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("lib lies outside it"),
+        "{verify}"
+    );
+}
