@@ -129,7 +129,7 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
         lines.push("decisions                     none".into());
     } else {
         lines.push(format!(
-            "{:<9}{:<10}{:<24}{:<12}{}",
+            "{:<9}{:<10}{:<24}{:<12}{:<28}PROOF",
             "SEQUENCE", "DECISION", "BY", "SOURCE", "AT"
         ));
         for d in &decisions {
@@ -138,8 +138,15 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
                 Some(_) => "BREACH".to_string(),
                 None => field("decision"),
             };
+            // Who decided is what the writer asserts, unless a verified
+            // signature proves it (trust model §2 promise 4).
+            let proof = match (field("proof").as_str(), d.get("key")) {
+                ("signed", Some(Value::String(key))) => format!("signed by key {key}"),
+                ("signed", _) => "signed".to_string(),
+                _ => "asserted by its writer".to_string(),
+            };
             lines.push(format!(
-                "{:<9}{:<10}{:<24}{:<12}{}",
+                "{:<9}{:<10}{:<24}{:<12}{:<28}{proof}",
                 field("sequence"),
                 decision,
                 field("by"),

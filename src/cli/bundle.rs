@@ -63,6 +63,11 @@ pub struct AttestArgs {
     /// Replace an existing file at --out (never a symlink or a non-file).
     #[arg(long)]
     pub force: bool,
+    /// Sign a completed run whose receipt records breaches of our rules
+    /// (refused without it, exit 6): the breaches go into the predicate,
+    /// whose type is then run-completion-with-breaches/v1.
+    #[arg(long = "allow-breaches")]
+    pub allow_breaches: bool,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +131,7 @@ pub fn dispatch(
                     &args.out,
                     &env.cwd,
                     args.force,
+                    args.allow_breaches,
                 )?,
             )
         }

@@ -60,6 +60,9 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
         }
         FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
         FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
+        FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
+            (6, "completion_blocked", false, Some("verify"))
+        }
         FlowError::CompletionBlocked { .. } => {
             (6, "completion_blocked", true, Some("completion-check"))
         }
@@ -130,11 +133,23 @@ pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, Stri
             Value::String(crate::coordinator::breach::HINT.to_string()),
         );
     }
-    if let FlowError::CompletionBlocked { missing_ids, .. } = error {
+    if let FlowError::CompletionBlocked {
+        missing_ids,
+        breaches,
+        ..
+    } = error
+    {
         map.insert(
             "missing_ids".into(),
             Value::from(missing_ids.iter().take(64).cloned().collect::<Vec<_>>()),
         );
+        if !breaches.is_empty() {
+            let shown: Vec<_> = breaches.iter().take(16).cloned().collect();
+            map.insert(
+                "breaches".into(),
+                crate::coordinator::breach::breaches_value(&shown),
+            );
+        }
     }
     // Extra keys of issue 15: the fix, and the input fields at fault.
     if let Some(hint) = hint {

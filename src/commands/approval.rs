@@ -373,7 +373,7 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
         .decisions
         .iter()
         .map(|d| {
-            let mut value = d.to_value();
+            let mut value = d.to_value_with_proof(&status, &breaches);
             let breach = breaches
                 .iter()
                 .find(|b| b.sequence == d.sequence && b.rule == APPROVAL_GATE);

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::bundle::{Replayed, replay_full};
 use super::error::{FlowError, FlowResult};
+use crate::coordinator::breach::breaches_value;
 use crate::coordinator::completion::evaluate_completion;
 use crate::receipt::canonical;
 use crate::receipt::merkle::{hash_to_base64, tree_root};
@@ -22,6 +23,11 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// Our predicate type (contracts/bundle.md documents its fields).
 pub const PREDICATE_TYPE: &str =
     "https://github.com/bluetape4k/bluetape-skills/bluetape-flow/run-completion/v1";
+/// The predicate type of a completed run whose receipt records breaches of
+/// our rules, signed only with `--allow-breaches`: a consumer that accepts
+/// clean completions never accepts one of these by mistake.
+pub const BREACHED_PREDICATE_TYPE: &str =
+    "https://github.com/bluetape4k/bluetape-skills/bluetape-flow/run-completion-with-breaches/v1";
 
 /// DSSE's pre-authentication encoding (DSSE v1 protocol):
 /// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`.
@@ -109,15 +115,7 @@ fn predicate(replayed: &Replayed, tree_root_b64: &str) -> Value {
         .ledger
         .decisions
         .iter()
-        .map(|d| {
-            json!({
-                "decision": d.decision,
-                "by": d.by,
-                "source": d.source,
-                "at": d.at,
-                "sequence": d.sequence,
-            })
-        })
+        .map(|d| d.to_value_with_proof(state.gate(), state.breaches()))
         .collect();
     json!({
         "run_id": replayed.run.dir.run_id,
@@ -136,12 +134,16 @@ fn predicate(replayed: &Replayed, tree_root_b64: &str) -> Value {
         "approval_policy_checksum": replayed.ledger.binding,
         "approvals": approvals,
         "recovery_of": replayed.recovery_of,
+        "breaches": breaches_value(state.breaches()),
         "tool": super::bundle::tool(),
     })
 }
 
 /// `attest`: verify and replay the run in full; refuse a run that is not
-/// completed (exit 6 with its gaps); write the signed envelope outside the
+/// completed (exit 6 with its gaps) and, unless `allow_breaches`, a run
+/// whose receipt records breaches of our rules (exit 6 with them; with the
+/// flag the breaches are signed into the predicate under
+/// [`BREACHED_PREDICATE_TYPE`]); write the signed envelope outside the
 /// state root.
 pub fn attest(
     root: &Path,
@@ -150,6 +152,7 @@ pub fn attest(
     out: &Path,
     cwd: &Path,
     force: bool,
+    allow_breaches: bool,
 ) -> FlowResult<Map<String, Value>> {
     let replayed = replay_full(root, run_id)?;
     if replayed.state.run_state() != "completed" {
@@ -166,8 +169,32 @@ pub fn attest(
                 }
             ),
             missing_ids: gaps,
+            breaches: Vec::new(),
         });
     }
+    let breaches = replayed.state.breaches();
+    if !breaches.is_empty() && !allow_breaches {
+        return Err(FlowError::CompletionBlocked {
+            message: format!(
+                "run is completed, but its receipt breaks our rules: {}{}; a clean completion cannot be attested",
+                breaches[0].describe(),
+                match breaches.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                }
+            ),
+            missing_ids: Vec::new(),
+            breaches: breaches.to_vec(),
+        }
+        .hinted(format!(
+            "a breach cannot be undone; to sign this run anyway, with its breaches inside the statement (predicate type {BREACHED_PREDICATE_TYPE}): bluetape-flow attest --run-id {{run_id}} --key FILE --out FILE --allow-breaches"
+        )));
+    }
+    let predicate_type = if breaches.is_empty() {
+        PREDICATE_TYPE
+    } else {
+        BREACHED_PREDICATE_TYPE
+    };
     let tree = super::transparency::tree_at(&replayed.run, &replayed.position, false)?;
     let root_hash = tree_root(replayed.position.sequence, &tree)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
@@ -181,7 +208,7 @@ pub fn attest(
             "name": format!("runs/{run_id}/receipt.jsonl"),
             "digest": {"sha256": receipt_sha},
         }],
-        "predicateType": PREDICATE_TYPE,
+        "predicateType": predicate_type,
         "predicate": predicate(&replayed, &hash_to_base64(&root_hash)),
     });
     let body = canonical::to_vec(&statement);
@@ -190,7 +217,10 @@ pub fn attest(
     let path = crate::store::output::write_view_file(out, cwd, root, &bytes, force)?;
     let mut map = Map::new();
     map.insert("path".into(), json!(path.to_string_lossy()));
-    map.insert("predicate_type".into(), json!(PREDICATE_TYPE));
+    map.insert("predicate_type".into(), json!(predicate_type));
+    if !breaches.is_empty() {
+        map.insert("breaches".into(), breaches_value(breaches));
+    }
     map.insert("run_id".into(), json!(run_id));
     map.insert("sha256".into(), json!(hex::encode(Sha256::digest(&bytes))));
     map.insert("subject_sha256".into(), json!(receipt_sha));

@@ -23,10 +23,13 @@ pub enum FlowError {
     IncompatibleManifest(String),
     /// Another writer, a stale owner or a state conflict (exit 5).
     Conflict(String),
-    /// Completion evidence is missing (exit 6).
+    /// Completion evidence is missing (exit 6), or (`attest`) the receipt
+    /// records breaches of our rules: the envelope then adds `breaches`
+    /// and is not retryable.
     CompletionBlocked {
         message: String,
         missing_ids: Vec<String>,
+        breaches: Vec<crate::coordinator::breach::Breach>,
     },
     /// A Phase 2 command on a Phase 1 run (exit 7).
     Unsupported(String),
@@ -110,12 +113,14 @@ impl PartialEq for FlowError {
                 CompletionBlocked {
                     message: a,
                     missing_ids: x,
+                    breaches: p,
                 },
                 CompletionBlocked {
                     message: b,
                     missing_ids: y,
+                    breaches: q,
                 },
-            ) => a == b && x == y,
+            ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
             (
                 Breach {

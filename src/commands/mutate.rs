@@ -92,6 +92,7 @@ impl From<Refusal> for FlowError {
             } => FlowError::CompletionBlocked {
                 message,
                 missing_ids,
+                breaches: Vec::new(),
             },
             Refusal::Approval(refusal) => refusal.into(),
             Refusal::Breach { message, breaches } => FlowError::Breach { message, breaches },

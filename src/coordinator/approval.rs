@@ -12,6 +12,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
+use super::breach::Breach;
 use super::decide::{Intent, Refusal, invalid, require_evidence};
 use super::run_commands::{RunCommand, decide_run_transition};
 use super::state::{CoordinatorState, RunState};
@@ -326,6 +327,48 @@ pub struct Decision {
 impl Decision {
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("a decision is JSON")
+    }
+
+    /// How this decision proves who made it (trust model §2 promise 4):
+    /// `("signed", Some(fingerprint))` when the frozen policy pins
+    /// `approver_key`, the decision is an approval the gate recorded as
+    /// signed and replay found no `approval_gate` breach at it (replay
+    /// verified the signature); otherwise `("asserted", None)`: its writer
+    /// says who decided, and anyone who can append could say the same.
+    pub fn proof(
+        &self,
+        status: &PolicyStatus,
+        breaches: &[Breach],
+    ) -> (&'static str, Option<String>) {
+        let breached = breaches
+            .iter()
+            .any(|b| b.sequence == self.sequence && b.rule == super::breach::APPROVAL_GATE);
+        let key = match status {
+            PolicyStatus::Frozen { policy, .. } => policy.approver_key.as_deref(),
+            _ => None,
+        };
+        match key {
+            Some(key)
+                if !breached
+                    && self.decision == "approved"
+                    && self.source.as_deref() == Some(ApprovalSource::Signature.as_str()) =>
+            {
+                ("signed", super::signed::key_fingerprint(key))
+            }
+            _ => ("asserted", None),
+        }
+    }
+
+    /// [`Self::to_value`] with the proof: `proof` (`signed`/`asserted`)
+    /// and `key` (the signing key's fingerprint, or null).
+    pub fn to_value_with_proof(&self, status: &PolicyStatus, breaches: &[Breach]) -> Value {
+        let mut value = self.to_value();
+        let (proof, key) = self.proof(status, breaches);
+        if let Some(object) = value.as_object_mut() {
+            object.insert("proof".into(), json!(proof));
+            object.insert("key".into(), json!(key));
+        }
+        value
     }
 }
 

@@ -30,6 +30,14 @@ pub fn canonical_key(line: &str) -> Result<String, String> {
         .map_err(|_| "approver_key cannot be encoded".to_string())
 }
 
+/// The `SHA256:…` fingerprint of an `approver_key` line (as
+/// `ssh-keygen -l` prints it), `None` when it is no ssh-ed25519 key.
+pub fn key_fingerprint(line: &str) -> Option<String> {
+    parse_key(line)
+        .ok()
+        .map(|key| key.fingerprint(HashAlg::Sha256).to_string())
+}
+
 fn parse_key(line: &str) -> Result<PublicKey, String> {
     let key = PublicKey::from_openssh(line.trim())
         .map_err(|_| "approver_key must be an OpenSSH public key line".to_string())?;

@@ -368,7 +368,7 @@ fn only_the_designated_approver_approves_and_refusals_consume_nothing() {
     assert_eq!(
         view["decisions"],
         json!([{"decision": "approved", "by": "alice", "source": "env",
-                "at": receipt[1]["timestamp"], "sequence": 2}])
+                "at": receipt[1]["timestamp"], "sequence": 2, "proof": "asserted", "key": null}])
     );
 }
 
@@ -632,7 +632,8 @@ fn a_denial_needs_no_identity() {
     let at = g.receipt()[1]["timestamp"].clone();
     assert_eq!(
         view["decisions"],
-        json!([{"decision": "denied", "by": null, "source": null, "at": at, "sequence": 2}])
+        json!([{"decision": "denied", "by": null, "source": null, "at": at, "sequence": 2,
+                "proof": "asserted", "key": null}])
     );
     // A denied request cannot be approved afterwards.
     let before = g.snapshot();
@@ -855,7 +856,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
     assert_eq!(
         view["decisions"],
         json!([{"decision": "approved", "by": null, "source": null,
-                "at": approved["timestamp"], "sequence": 2}])
+                "at": approved["timestamp"], "sequence": 2, "proof": "asserted", "key": null}])
     );
 }
 

@@ -738,7 +738,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
 
 /// The venv python with securesystemslib and in-toto-attestation
 /// (.ci/run's `pyvenv`, exported as BLUETAPE_CI_PYTHON).
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let from_env = std::env::var_os("BLUETAPE_CI_PYTHON").map(PathBuf::from);
     let default = std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/venv/bin/python"));
@@ -752,6 +752,26 @@ fn python() -> Option<PathBuf> {
         eprintln!("SKIPPED outside CI: no venv python (set BLUETAPE_CI_PYTHON; .ci/run makes one)");
     }
     found
+}
+
+/// `tests/python/attest_check.py` on an envelope signed by the key that
+/// `key-generate` printed as `key` (its `verifier_key` and `key_hash`).
+pub(crate) fn attest_check(python: &Path, file: &Path, key: &Value) -> std::process::Output {
+    use base64::Engine;
+    let vkey = key["verifier_key"].as_str().unwrap();
+    let public = base64::engine::general_purpose::STANDARD
+        .decode(vkey.splitn(3, '+').nth(2).unwrap())
+        .unwrap();
+    Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/attest_check.py"
+        ))
+        .arg(file)
+        .arg(hex::encode(&public[1..]))
+        .arg(key["key_hash"].as_str().unwrap())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -843,6 +863,15 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
     let predicate = &statement["predicate"];
     assert_eq!(predicate["run_id"], main.as_str());
     assert_eq!(predicate["run_state"], "completed");
+    // A clean run says so, and an unsigned approval is asserted.
+    assert_eq!(predicate["breaches"], serde_json::json!([]));
+    let approvals = predicate["approvals"].as_array().unwrap();
+    assert!(!approvals.is_empty());
+    assert!(
+        approvals
+            .iter()
+            .all(|a| a["proof"] == "asserted" && a["key"].is_null())
+    );
     let status = demo.run(&["verify", "--run-id", &main]).assert_ok();
     assert_eq!(predicate["final_head"]["checksum"], status["checksum"]);
     assert!(

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 const FOUR_EYES: &str = r#"{"required_approver": "alice", "require_different_approver": true,
     "initiated_by": "agent-1"}"#;
 
-struct Run {
+pub(crate) struct Run {
     _tmp: tempfile::TempDir,
     base: PathBuf,
     flow: Flow,
@@ -921,6 +921,30 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
             .starts_with("identity signed"),
         "{approvals}"
     );
+    // A signed approval is shown with its key: the fingerprint ssh-keygen
+    // prints for alice's public key (trust model §2 promise 4).
+    let listed = ssh_keygen(&[
+        "-l",
+        "-E",
+        "sha256",
+        "-f",
+        &format!("{}.pub", alice.display()),
+    ]);
+    let fingerprint = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert_eq!(approvals["decisions"][0]["proof"], "signed", "{approvals}");
+    assert_eq!(approvals["decisions"][0]["key"], fingerprint.as_str());
+    let table = run.query("approvals", &["--format", "table"]);
+    assert!(
+        table
+            .stdout
+            .contains(&format!("signed by key {fingerprint}")),
+        "{}",
+        table.stdout
+    );
     run.start().assert_ok();
 
     // A replayed signature: the same stored signature appended by another
@@ -1372,4 +1396,195 @@ fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
             .contains("lib lies outside it"),
         "{verify}"
     );
+}
+
+// ------------------------- breaches shown wherever the run is shown, and
+// `attest` (trust model §2 promise 4)
+
+impl Run {
+    /// A four-eyes run that the reference took from approval to
+    /// completion: its `plan_approved` and `run_started` (no gate record:
+    /// an `approval_gate` breach at sequence 2), our lane and component
+    /// work in between (our non-gate commands carry on), and its `complete`
+    /// transaction at the end (ours refuses while the breach stands).
+    pub(crate) fn completed_past_a_bypassed_gate() -> Run {
+        let run = Run::new(Some(FOUR_EYES));
+        run.append(
+            "plan_approved",
+            json!({"from_state": "planned", "to_state": "approved",
+                   "timestamp": "2026-07-14T01:00:00Z"}),
+        );
+        run.append(
+            "run_started",
+            json!({"from_state": "approved", "to_state": "running",
+                   "timestamp": "2026-07-14T01:00:01Z"}),
+        );
+        run.running_lane("a", "agent-1");
+        let components = run.input(
+            "topology",
+            &json!([{"id": "runtime", "required": true, "description": "Runtime",
+                     "owner_lane": "a", "required_checks": [], "dependencies": [],
+                     "evidence_refs": [], "coverage_state": "missing"}]),
+        );
+        run.cmd(
+            "topology-register",
+            &[
+                "--input",
+                &components,
+                "--evidence",
+                &run.evidence("topology"),
+            ],
+        )
+        .assert_ok();
+        let changed = run.input("changed", &json!([]));
+        run.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                "2026-07-14T01:01:00Z",
+                "--evidence",
+                &run.evidence("done a"),
+                "--changed-paths",
+                &changed,
+            ],
+        )
+        .assert_ok();
+        let ce = run.input("ce", &json!({"component_id": "runtime"}));
+        run.cmd(
+            "component-evidence",
+            &[
+                "--input",
+                &ce,
+                "--evidence",
+                &run.evidence("runtime covered"),
+            ],
+        )
+        .assert_ok();
+        assert_breach_refusal(
+            &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
+            "complete",
+            "approval_gate",
+        );
+        let main =
+            json!([{"kind": "main", "summary": "main session verified the integrated result"}]);
+        let intent = |event_type: &str, from: Value, to: Value| {
+            json!({"agent_id": null, "event_type": event_type, "evidence_refs": main,
+                   "from_state": from, "lane_id": null, "metadata": {"owner_epoch": 1},
+                   "owner_epoch": 1, "reason": null, "timestamp": "2026-07-14T01:02:00Z",
+                   "to_state": to})
+        };
+        run.append(
+            "transaction_committed",
+            json!({"evidence_refs": [], "timestamp": "2026-07-14T01:02:00Z",
+            "metadata": {"intents": [
+                intent("main_verification", Value::Null, Value::Null),
+                intent("run_completed", json!("running"), json!("completed")),
+            ]}}),
+        );
+        let verify = run.query("verify", &[]).assert_ok();
+        assert_eq!(breach_rules(&verify), ["approval_gate"]);
+        run
+    }
+
+    /// The signer key of `attest` (made once) and what `key-generate`
+    /// printed for it.
+    fn key(&self) -> (PathBuf, Value) {
+        let key = self.base.join("attest.key");
+        let printed = self.base.join("attest.key.json");
+        if !key.exists() {
+            let out = self
+                .flow
+                .run(&[
+                    "key-generate",
+                    "--name",
+                    "ci.example/attest",
+                    "--out",
+                    key.to_str().unwrap(),
+                ])
+                .assert_ok();
+            std::fs::write(&printed, out.to_string()).unwrap();
+        }
+        let printed = serde_json::from_slice(&std::fs::read(printed).unwrap()).unwrap();
+        (key, printed)
+    }
+
+    pub(crate) fn attest(&self, out: &str, extra: &[&str]) -> Output {
+        let (key, _) = self.key();
+        let out = self.base.join(out);
+        let mut args = vec![
+            "--key",
+            key.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        self.query("attest", &args)
+    }
+}
+
+/// The statement inside an attest envelope (the envelope is checked with
+/// securesystemslib in `bundle.rs`; here only what it says).
+fn statement_of(file: &std::path::Path) -> Value {
+    use base64::Engine;
+    let envelope: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(envelope["payload"].as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&payload).unwrap()
+}
+
+#[test]
+fn attest_refuses_a_breached_run_unless_told_to_sign_the_breaches() {
+    let run = Run::completed_past_a_bypassed_gate();
+    let out = run.attest("clean.intoto.json", &[]);
+    assert_eq!(out.code, 6, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "completion_blocked", "{e}");
+    assert_eq!(e["retryable"], false, "a breach does not go away: {e}");
+    assert_eq!(e["next_command"], "verify", "{e}");
+    assert_eq!(breach_rules(&e), ["approval_gate"]);
+    assert_eq!(e["breaches"][0]["sequence"], 2);
+    assert!(
+        e["message"].as_str().unwrap().contains("approval_gate"),
+        "{e}"
+    );
+    let hint = e["hint"].as_str().unwrap();
+    assert!(hint.contains("--allow-breaches"), "{e}");
+    assert!(hint.contains(&run.run_id), "{e}");
+    assert!(!run.base.join("clean.intoto.json").exists());
+    // With the flag it signs, and the statement says what it signs.
+    let out = run
+        .attest("breached.intoto.json", &["--allow-breaches"])
+        .assert_ok();
+    let breached = "https://github.com/bluetape4k/bluetape-skills/bluetape-flow/run-completion-with-breaches/v1";
+    assert_eq!(out["predicate_type"], breached);
+    assert_eq!(breach_rules(&out), ["approval_gate"]);
+    let statement = statement_of(&run.base.join("breached.intoto.json"));
+    assert_eq!(statement["predicateType"], breached);
+    let predicate = &statement["predicate"];
+    assert_eq!(predicate["run_state"], "completed");
+    assert_eq!(breach_rules(predicate), ["approval_gate"]);
+    // The approval nobody the policy admits made is shown as asserted.
+    assert_eq!(predicate["approvals"][0]["by"], Value::Null);
+    assert_eq!(predicate["approvals"][0]["proof"], "asserted");
+    assert_eq!(predicate["approvals"][0]["key"], Value::Null);
+    // Verifiers nobody here wrote accept the envelope and its statement.
+    let (_, key) = run.key();
+    let Some(python) = crate::bundle::python() else {
+        return;
+    };
+    let checked =
+        crate::bundle::attest_check(&python, &run.base.join("breached.intoto.json"), &key);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let parsed: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    assert_eq!(parsed["predicate_type"], breached);
+    assert_eq!(parsed["predicate"]["breaches"][0]["rule"], "approval_gate");
 }

@@ -938,6 +938,9 @@ fn reach(row: &ExitRow) -> Output {
             )]);
             run.complete(&crate::bed::ev("main verification"))
         }
+        (6, Some("completion_blocked"), Some(false)) => {
+            crate::guards::Run::completed_past_a_bypassed_gate().attest("run.intoto.json", &[])
+        }
         (6, Some("completion_blocked"), _) => {
             let life = Life::running();
             let ev = life.evidence("v.json", "verification", "verified");
