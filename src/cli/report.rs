@@ -17,6 +17,7 @@ use crate::receipt::vocab::EventType;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
@@ -54,6 +55,14 @@ pub fn report(
     map.insert("checksum".into(), json!(data.head.checksum));
     map.insert("events".into(), json!(data.timeline.events));
     map.insert("at".into(), json!(at));
+    // Present only when some stand, as in `verify`.
+    if let Some(breaches) = data
+        .status
+        .get("breaches")
+        .filter(|b| b.as_array().is_some_and(|b| !b.is_empty()))
+    {
+        map.insert("breaches".into(), breaches.clone());
+    }
     let _ = out.write_all(envelope::success("report", root_text, map).as_bytes());
     let _ = out.write_all(b"\n");
     Ok(0)
@@ -145,6 +154,8 @@ tr.gap td{background:#fff8e1;text-align:center;font-style:italic}
 svg{border:1px solid #d0d7e2;background:#fbfcfe}
 .legend span{display:inline-block;margin-right:12px;font-size:12px}
 .warn{background:#fff4e6;border-left:4px solid #f76707;padding:6px 10px}
+.breach{background:#fff5f5;border:2px solid #c92a2a;border-left-width:8px;padding:8px 12px;margin:0 0 16px}
+.breach b{color:#c92a2a}tr.breach td{background:#fff5f5}
 code{font-size:12px;word-break:break-all}";
 
 /// The fill of a lane state.
@@ -465,7 +476,55 @@ fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
     map.get(key).unwrap_or(&Value::Null)
 }
 
-fn event_row(s: &mut String, row: &Map<String, Value>) {
+/// The rules each breaching event breaks, by sequence (from the status's
+/// `breaches`).
+fn breach_rules(status: &Map<String, Value>) -> BTreeMap<u64, Vec<String>> {
+    let mut out: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for b in get(status, "breaches").as_array().into_iter().flatten() {
+        if let (Some(sequence), Some(rule)) = (
+            b.get("sequence").and_then(Value::as_u64),
+            b.get("rule").and_then(Value::as_str),
+        ) {
+            out.entry(sequence).or_default().push(rule.to_string());
+        }
+    }
+    out
+}
+
+/// The banner a page opens with while breaches stand (trust model §2
+/// promise 4): how many, which, and where to look.
+fn breach_banner(s: &mut String, status: &Map<String, Value>) {
+    let Some(breaches) = get(status, "breaches").as_array().filter(|b| !b.is_empty()) else {
+        return;
+    };
+    let _ = write!(
+        s,
+        "<div class=\"breach\" role=\"alert\"><b>This run breaks our rules in {} event(s).</b> Its receipt verifies, but events were appended that our binary refuses to write (by the Python tool or by hand); every gate refuses this run, and this page is not the record of a clean run.<ul>",
+        breaches.len()
+    );
+    for b in breaches.iter().take(16) {
+        let _ = write!(
+            s,
+            "<li>sequence {} — <code>{}</code>: {}</li>",
+            value_text(b.get("sequence").unwrap_or(&Value::Null)),
+            value_text(b.get("rule").unwrap_or(&Value::Null)),
+            value_text(b.get("found").unwrap_or(&Value::Null))
+        );
+    }
+    if breaches.len() > 16 {
+        let _ = write!(s, "<li>… and {} more</li>", breaches.len() - 16);
+    }
+    let _ = writeln!(
+        s,
+        "</ul>All of them: <code>bluetape-flow verify --run-id {}</code></div>",
+        value_text(get(status, "run_id"))
+    );
+}
+
+fn event_row(s: &mut String, row: &Map<String, Value>, breaches: &BTreeMap<u64, Vec<String>>) {
+    let rules = get(row, "sequence")
+        .as_u64()
+        .and_then(|sequence| breaches.get(&sequence));
     let kind = match get(row, "intent_types").as_array() {
         Some(types) => format!(
             "{} ({})",
@@ -480,9 +539,16 @@ fn event_row(s: &mut String, row: &Map<String, Value>) {
         .chars()
         .take(12)
         .collect();
+    let (class, mark) = match rules {
+        Some(rules) => (
+            " class=\"breach\"",
+            format!("<b>BREACH {}</b> ", escape(&rules.join(", "))),
+        ),
+        None => ("", String::new()),
+    };
     let _ = write!(
         s,
-        "<tr><td>{}</td><td>{}</td><td>{kind}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"s\">{}</td><td><code>{}</code></td></tr>",
+        "<tr{class}><td>{}</td><td>{}</td><td>{kind}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"s\">{mark}{}</td><td><code>{}</code></td></tr>",
         value_text(get(row, "sequence")),
         value_text(get(row, "created_at")),
         value_text(get(row, "lane_id")),
@@ -502,6 +568,8 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'sha256-{hash}'; img-src data:; base-uri 'none'; form-action 'none'\">\n<meta name=\"referrer\" content=\"no-referrer\">\n<meta name=\"viewport\" content=\"width=device-width\">\n<title>bluetape-flow report {run_id}</title>\n<style>{CSS}</style></head>\n<body>\n"
     );
+    breach_banner(&mut s, status);
+    let breaches = breach_rules(status);
     let receipt_ok = get(status, "receipt") == &json!("ok");
     let _ = write!(
         s,
@@ -557,10 +625,15 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
         },
     );
     if let Value::Object(a) = get(status, "approval") {
+        let proof = match (get(a, "proof").as_str(), get(a, "key")) {
+            (Some("signed"), key) => format!("; signed by key <code>{}</code>", value_text(key)),
+            (Some(_), _) => "; asserted by its writer, not signed".into(),
+            (None, _) => String::new(),
+        };
         item(
             "approval",
             format!(
-                "{} by {} at {}{}",
+                "{} by {} at {}{}{proof}",
                 value_text(get(a, "state")),
                 value_text(get(a, "by")),
                 value_text(get(a, "at")),
@@ -759,7 +832,7 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
         "<section><h2>Events</h2><table><tr><th>seq</th><th>created at</th><th>type</th><th>lane</th><th>agent</th><th>epoch</th><th>summary</th><th>checksum</th></tr>"
     );
     for row in &timeline.first_rows {
-        event_row(&mut s, row);
+        event_row(&mut s, row, &breaches);
     }
     let hidden = timeline.hidden_rows();
     if hidden > 0 {
@@ -769,7 +842,7 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
         );
     }
     for row in &timeline.last_rows {
-        event_row(&mut s, row);
+        event_row(&mut s, row, &breaches);
     }
     s.push_str("</table></section>\n</body></html>\n");
     s

@@ -13,6 +13,7 @@ use super::envelope;
 use super::table::{self, cell, fit, pad, paint, row};
 use crate::commands::views as view_commands;
 use crate::commands::{FlowError, FlowResult};
+use crate::coordinator::breach::Breach;
 use crate::coordinator::views::{has_type, log_row, touches_lane};
 use crate::receipt::primitives::{format_now, is_identifier};
 use crate::receipt::verify::INCOMPLETE;
@@ -266,8 +267,43 @@ pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
             );
         }
         lines.push(line);
+        if let Some(summary) = breach_summary(get(run, "breaches")) {
+            lines.push(fit(&format!("  BREACHES {summary}"), table::WIDTH));
+        }
     }
     lines.join("\n")
+}
+
+/// `N: rule at S, …` for a non-empty `breaches` list (events that break
+/// the rules of `contracts/rules.md`), else `None`.
+fn breach_summary(breaches: &Value) -> Option<String> {
+    let items = breaches.as_array().filter(|b| !b.is_empty())?;
+    let named: Vec<String> = items
+        .iter()
+        .take(4)
+        .map(|b| {
+            format!(
+                "{} at {}",
+                cell(b.get("rule").unwrap_or(&Value::Null)),
+                cell(b.get("sequence").unwrap_or(&Value::Null))
+            )
+        })
+        .collect();
+    let more = match items.len() {
+        n if n > 4 => format!(", and {} more", n - 4),
+        _ => String::new(),
+    };
+    Some(format!("{}: {}{more}", items.len(), named.join(", ")))
+}
+
+/// The approval's proof as a table says it.
+fn proof_text(approval: &Map<String, Value>) -> String {
+    match (get(approval, "proof").as_str(), get(approval, "key")) {
+        (Some("signed"), Value::String(key)) => format!("signed by key {}", table::inert(key)),
+        (Some("signed"), _) => "signed".into(),
+        (Some(_), _) => "asserted by its writer".into(),
+        (None, _) => "-".into(),
+    }
 }
 
 /// Colour the first occurrence of each padded cell (after the run id).
@@ -314,6 +350,32 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
         ),
         table::WIDTH + if colour { 9 } else { 0 },
     ));
+    // Breaches come first: nothing below is clean while one stands.
+    let breaches = get(data, "breaches")
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(summary) = breach_summary(get(data, "breaches")) {
+        lines.push(fit(&format!("BREACHES   {summary}"), table::WIDTH));
+        for b in breaches.iter().take(8) {
+            lines.push(fit(
+                &format!(
+                    "  {} at {}: {}",
+                    cell(b.get("rule").unwrap_or(&Value::Null)),
+                    cell(b.get("sequence").unwrap_or(&Value::Null)),
+                    cell(b.get("found").unwrap_or(&Value::Null))
+                ),
+                table::WIDTH,
+            ));
+        }
+        lines.push(fit(
+            &format!(
+                "  gates refuse it; details: verify --run-id {}",
+                field("run_id")
+            ),
+            table::WIDTH,
+        ));
+    }
     lines.push(fit(
         &format!(
             "owner      epoch {} ({})",
@@ -323,9 +385,13 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
         table::WIDTH,
     ));
     if let Value::Object(approval) = get(data, "approval") {
+        let proof = match proof_text(approval).as_str() {
+            "-" => String::new(),
+            proof => format!(", {proof}"),
+        };
         lines.push(fit(
             &format!(
-                "approval   {} by {} at {}{}",
+                "approval   {} by {} at {}{}{proof}",
                 cell(get(approval, "state")),
                 cell(get(approval, "by")),
                 cell(get(approval, "at")),
@@ -558,11 +624,35 @@ pub fn log_line(row_data: &Map<String, Value>) -> String {
     ])
 }
 
-fn render_row(event: &Map<String, Value>, format: LogFormat) -> String {
-    let data = log_row(event);
+/// One `log` row; an event that breaks one of our rules is marked: its
+/// JSON row carries `breaches` (`rule`, `found`), its table line is
+/// followed by one `BREACH` line per rule.
+fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]) -> String {
+    let mut data = log_row(event);
+    if !breaches.is_empty() {
+        let marks: Vec<Value> = breaches
+            .iter()
+            .map(|b| json!({"rule": b.rule, "found": b.found}))
+            .collect();
+        data.insert("breaches".into(), Value::Array(marks));
+    }
     match format {
         LogFormat::Jsonl => envelope::render(&Value::Object(data)),
-        LogFormat::Table => log_line(&data),
+        LogFormat::Table => {
+            let mut line = log_line(&data);
+            for b in breaches {
+                line.push('\n');
+                line.push_str(&fit(
+                    &format!(
+                        "      BREACH {}: {}",
+                        table::inert(&b.rule),
+                        table::inert(&b.found)
+                    ),
+                    table::WIDTH,
+                ));
+            }
+            line
+        }
     }
 }
 
@@ -598,11 +688,13 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
     let mut kept: VecDeque<String> = VecDeque::new();
     let mut printed = 0u64;
     let mut broken = false;
+    let mut marker = view_commands::BreachMarker::new(&run);
     let result = view_commands::stream_events(&run, None, |event| {
+        let breaches = marker.observe(event);
         if !filter.accepts(event) {
             return Ok(());
         }
-        let line = render_row(event, format);
+        let line = render_row(event, format, &breaches);
         match tail {
             Some(0) => {}
             Some(n) => {
@@ -659,11 +751,12 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
                 return Ok(());
             }
             seen = sequence;
+            let breaches = marker.observe(event);
             if !filter.accepts(event) {
                 return Ok(());
             }
             printed += 1;
-            if !emit(out, &render_row(event, format)) || out.flush().is_err() {
+            if !emit(out, &render_row(event, format, &breaches)) || out.flush().is_err() {
                 failed = true;
                 return Err("stdout closed".into());
             }

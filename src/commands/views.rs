@@ -13,6 +13,7 @@ use super::error::{FlowError, FlowResult};
 use super::inspect::{Inspection, inspect_run};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_from, verify_receipt};
 use crate::coordinator::approval::ApprovalLedger;
+use crate::coordinator::breach::{Breach, breaches_value};
 use crate::coordinator::completion::evaluate_completion;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::parse_instant;
@@ -68,14 +69,61 @@ fn read_prefix(run: &OpenRun) -> RunPrefix {
     prefix
 }
 
-fn approval_json(ledger: &ApprovalLedger) -> Value {
+/// The run's approval as the views show it: the last decision, and how
+/// it proves who made it (`proof`: `signed` with the key's fingerprint
+/// only when the replayed `state` verified its signature, else
+/// `asserted`; null without a decision).
+fn approval_json(ledger: &ApprovalLedger, state: Option<&CoordinatorState>) -> Value {
     let last = ledger.decisions.last();
+    let proof = last.map(|d| match state {
+        Some(state) => d.proof(state.gate(), state.breaches()),
+        None => ("asserted", None),
+    });
     json!({
         "gated": ledger.has_policy(),
         "state": last.map(|d| d.decision),
         "by": last.and_then(|d| d.by.clone()),
         "at": last.map(|d| d.at.clone()),
+        "proof": proof.as_ref().map(|p| p.0),
+        "key": proof.and_then(|p| p.1),
     })
+}
+
+/// Replays a receipt beside a view that streams it (`log`, `report`), to
+/// say which events break one of our rules (`contracts/rules.md`): the
+/// same replay `verify` does, one event at a time, in bounded memory per
+/// event. Phase 1 runs, and runs whose replay fails, mark nothing.
+pub struct BreachMarker {
+    state: Option<CoordinatorState>,
+    policy: ReplayPolicy,
+}
+
+impl BreachMarker {
+    pub fn new(run: &OpenRun) -> BreachMarker {
+        let state = match run.manifest.contract.family {
+            Family::V1_0 => None,
+            Family::V1_1 => RunOrigin::of_snapshot(run.manifest.run.as_ref())
+                .ok()
+                .map(|origin| CoordinatorState::new(&origin)),
+        };
+        BreachMarker {
+            state,
+            policy: super::rebuild::replay_policy(run),
+        }
+    }
+
+    /// Apply the next verified event; the breaches it recorded.
+    pub fn observe(&mut self, event: &Map<String, Value>) -> Vec<Breach> {
+        let Some(state) = self.state.as_mut() else {
+            return Vec::new();
+        };
+        let before = state.breaches().len();
+        if state.apply_event(event, &self.policy).is_err() {
+            self.state = None;
+            return Vec::new();
+        }
+        state.breaches()[before..].to_vec()
+    }
 }
 
 /// The recovery runs made from each run, found from the other runs' first
@@ -123,7 +171,8 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
             error: FlowError::ReceiptCorrupt("run owner metadata is invalid".into()),
         });
     };
-    let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    // The gate's policy file too: the replay `verify` does.
+    let policy = super::rebuild::replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
         state.apply_event(event, &policy).map_err(|e| e.to_string())
@@ -181,9 +230,17 @@ fn listing_entry(root: &Path, run_id: &str) -> Map<String, Value> {
         json!(run.manifest.contract.version),
     );
     let prefix = read_prefix(&run);
-    map.insert("approval".into(), approval_json(&prefix.ledger));
+    map.insert("approval".into(), approval_json(&prefix.ledger, None));
     map.insert("recovery_of".into(), json!(prefix.recovery_of));
     let phase2 = |map: &mut Map<String, Value>, state: &CoordinatorState| {
+        map.insert(
+            "approval".into(),
+            approval_json(&prefix.ledger, Some(state)),
+        );
+        // Present only when some stand, as in `verify`.
+        if !state.breaches().is_empty() {
+            map.insert("breaches".into(), breaches_value(state.breaches()));
+        }
         map.insert("run_state".into(), json!(state.run_state()));
         map.insert("sequence".into(), json!(state.last_sequence()));
         map.insert("last_event_at".into(), json!(state.updated_at()));
@@ -294,7 +351,7 @@ pub fn phase2_summary(
     map.insert("checksum".into(), json!(position.checksum));
     map.insert("last_event_at".into(), json!(state.updated_at()));
     map.extend(run_detail(state, &policy, run_id, at));
-    map.insert("approval".into(), approval_json(ledger));
+    map.insert("approval".into(), approval_json(ledger, Some(state)));
     map
 }
 

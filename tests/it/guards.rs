@@ -20,8 +20,8 @@ pub(crate) struct Run {
     _tmp: tempfile::TempDir,
     base: PathBuf,
     flow: Flow,
-    root: PathBuf,
-    run_id: String,
+    pub(crate) root: PathBuf,
+    pub(crate) run_id: String,
 }
 
 impl Run {
@@ -1587,4 +1587,182 @@ fn attest_refuses_a_breached_run_unless_told_to_sign_the_breaches() {
     let parsed: Value = serde_json::from_slice(&checked.stdout).unwrap();
     assert_eq!(parsed["predicate_type"], breached);
     assert_eq!(parsed["predicate"]["breaches"][0]["rule"], "approval_gate");
+}
+
+/// A view through the binary: `--state-root ROOT <args>` (no run id added).
+fn view(run: &Run, args: &[&str]) -> Output {
+    let mut argv = vec!["--state-root", run.root.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    run.flow.run(&argv)
+}
+
+#[test]
+fn a_breach_is_shown_wherever_the_run_is_shown() {
+    let run = Run::completed_past_a_bypassed_gate();
+    let id = run.run_id.as_str();
+    let at = "2026-07-14T02:00:00Z";
+    // status: the listing and the run, JSON and table.
+    let listing = view(&run, &["status", "--at", at, "--format", "json"]).assert_ok();
+    let entry = &listing["runs"][0];
+    assert_eq!(entry["run_state"], "completed", "{listing}");
+    assert_eq!(breach_rules(entry), ["approval_gate"]);
+    assert_eq!(entry["approval"]["proof"], "asserted");
+    let table = view(&run, &["status", "--at", at, "--format", "table"]);
+    assert!(
+        table.stdout.contains("  BREACHES 1: approval_gate at 2"),
+        "{}",
+        table.stdout
+    );
+    let detail = view(
+        &run,
+        &["status", "--run-id", id, "--at", at, "--format", "json"],
+    )
+    .assert_ok();
+    assert_eq!(breach_rules(&detail), ["approval_gate"]);
+    assert_eq!(detail["approval"]["by"], Value::Null);
+    assert_eq!(detail["approval"]["proof"], "asserted");
+    let table = view(
+        &run,
+        &["status", "--run-id", id, "--at", at, "--format", "table"],
+    )
+    .stdout;
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[2].starts_with("BREACHES   1: approval_gate at 2"),
+        "the breach is shown right under the run's state:\n{table}"
+    );
+    assert!(
+        lines[3].contains("approval_gate at 2: plan_approved without the gate's approver record"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "approval   approved by - at 2026-07-14T01:00:00Z (gated), asserted by its writer"
+        ),
+        "{table}"
+    );
+    // log: the event is marked, in JSON and in the table.
+    let log = view(&run, &["log", "--run-id", id, "--format", "jsonl"]);
+    let rows: Vec<Value> = log
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let marked: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r.get("breaches").is_some())
+        .collect();
+    assert_eq!(marked.len(), 1, "{}", log.stdout);
+    assert_eq!(marked[0]["sequence"], 2);
+    assert_eq!(marked[0]["breaches"][0]["rule"], "approval_gate");
+    let log = view(&run, &["log", "--run-id", id, "--format", "table"]).stdout;
+    let at_two = log.lines().position(|l| l.starts_with("2 ")).unwrap();
+    assert!(
+        log.lines()
+            .nth(at_two + 1)
+            .unwrap()
+            .starts_with("      BREACH approval_gate: plan_approved without"),
+        "{log}"
+    );
+    assert_eq!(log.matches("BREACH").count(), 1, "{log}");
+    // report: a banner first, and the event's row marked.
+    let page = run.base.join("report.html");
+    let out = view(
+        &run,
+        &[
+            "report",
+            "--run-id",
+            id,
+            "--out",
+            page.to_str().unwrap(),
+            "--at",
+            at,
+        ],
+    )
+    .assert_ok();
+    assert_eq!(breach_rules(&out), ["approval_gate"]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let body = html.split("<body>\n").nth(1).unwrap();
+    assert!(
+        body.starts_with(
+            "<div class=\"breach\" role=\"alert\"><b>This run breaks our rules in 1 event(s).</b>"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("<li>sequence 2 — <code>approval_gate</code>: plan_approved without"),
+        "{body}"
+    );
+    assert!(body.contains("<tr class=\"breach\"><td>2</td>"), "{body}");
+    assert!(
+        body.contains("asserted by its writer, not signed"),
+        "{body}"
+    );
+    // approvals: the decision is the breach, asserted by its writer.
+    let approvals = run.query("approvals", &[]).assert_ok();
+    assert_eq!(breach_rules(&approvals), ["approval_gate"]);
+    assert_eq!(approvals["decisions"][0]["proof"], "asserted");
+    assert!(approvals["decisions"][0]["breach"].is_string());
+    // bundle-verify: the run as a bundle says the same.
+    let bundle = run.base.join("run.tar");
+    run.query("bundle-export", &["--out", bundle.to_str().unwrap()])
+        .assert_ok();
+    let verified = view(
+        &run,
+        &["bundle-verify", bundle.to_str().unwrap(), "--at", at],
+    )
+    .assert_ok();
+    assert_eq!(verified["verified"], true);
+    assert_eq!(breach_rules(&verified), ["approval_gate"]);
+    assert_eq!(verified["approval"]["proof"], "asserted");
+}
+
+/// The tables of a breached run as a person sees them (`status`, `status
+/// --run-id`, `log`), with the run id, the checksums and the wall-clock
+/// times of the run's events redacted so the snapshot is stable.
+#[test]
+fn the_tables_of_a_breached_run_are_a_snapshot() {
+    let run = Run::completed_past_a_bypassed_gate();
+    let id = run.run_id.clone();
+    let at = "2026-07-14T02:00:00Z";
+    let mut redactions: Vec<(String, String)> = vec![(id.clone(), "[run-id]".into())];
+    for event in run.events() {
+        let n = event["sequence"].as_u64().unwrap();
+        let checksum = event["checksum"].as_str().unwrap();
+        redactions.push((checksum[..12].to_string(), format!("[checksum {n:>2}]")));
+        let time = event["timestamp"].as_str().unwrap();
+        if !time.starts_with("2026-07-14") {
+            // A wall-clock time (the table shows it to the second).
+            redactions.push((time[5..19].to_string(), "[wall clock  ]".into()));
+        }
+    }
+    let detail = view(
+        &run,
+        &["status", "--run-id", &id, "--at", at, "--format", "json"],
+    )
+    .assert_ok();
+    let fingerprint = detail["owner_fingerprint"].as_str().unwrap();
+    redactions.push((fingerprint[..12].to_string(), "[owner]".into()));
+    let redactions: Vec<(&str, &str)> = redactions
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let mut text = String::new();
+    for args in [
+        vec!["status", "--at", at, "--format", "table"],
+        vec!["status", "--run-id", &id, "--at", at, "--format", "table"],
+        vec!["log", "--run-id", &id, "--format", "table"],
+    ] {
+        let out = view(&run, &args);
+        assert_eq!(out.code, 0, "{out:?}");
+        text.push_str(&format!(
+            "$ {}\n{}\n",
+            args.join(" "),
+            out.human(&redactions)
+        ));
+    }
+    let text = redactions
+        .iter()
+        .fold(text, |text, (from, to)| text.replace(from, to));
+    common::snapshots().bind(|| insta::assert_snapshot!("breached-tables", text));
 }

@@ -1125,6 +1125,44 @@ fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
     assert!(!dom.contains('\u{202e}') && !dom.contains('\u{1b}'));
 }
 
+/// A run whose gate the Python tool bypassed (an `approval_gate` breach)
+/// opens its report with the breach banner: in the DOM headless Chromium
+/// builds, the banner is the body's first element, it lists the breach,
+/// and the event's row is marked; the page is not blank.
+#[test]
+fn a_breached_runs_report_opens_with_its_banner_in_a_real_browser() {
+    let run = crate::guards::Run::completed_past_a_bypassed_gate();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base.join("reader"));
+    let page = base.join("breached.html");
+    report(
+        &flow,
+        &run.root,
+        &run.run_id,
+        &page,
+        &["--at", "2026-07-14T02:00:00Z"],
+    )
+    .assert_ok();
+    let dom = browse(&page, &base, "--dump-dom");
+    let body = dom.split("<body>").nth(1).unwrap().trim_start();
+    assert!(
+        body.starts_with(
+            "<div class=\"breach\" role=\"alert\"><b>This run breaks our rules in 1 event(s).</b>"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("<code>approval_gate</code>"), "{body}");
+    assert!(body.contains("<tr class=\"breach\"><td>2</td>"), "{body}");
+    let shot = base.join("breached.png");
+    browse(&page, &base, &format!("--screenshot={}", shot.display()));
+    let (colours, share) = png_stats(&shot);
+    assert!(
+        colours >= 16 && share > 0.03,
+        "blank page? {colours} {share}"
+    );
+}
+
 // ------------------------------------------------------------- Phase 1
 
 const PHASE1_RUN: &str = "20260101T000000Z-0000beef";
