@@ -1766,3 +1766,96 @@ fn the_tables_of_a_breached_run_are_a_snapshot() {
         .fold(text, |text, (from, to)| text.replace(from, to));
     common::snapshots().bind(|| insta::assert_snapshot!("breached-tables", text));
 }
+
+#[test]
+fn a_heartbeat_reusing_evidence_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let evidence = run.heartbeat("a", "agent-1", 1);
+    // Our heartbeat refuses the same evidence with another reason...
+    let ev = run.input("hb-again-ev", &evidence);
+    let hb = run.input(
+        "hb-again",
+        &json!({"lane_id": "a", "agent_id": "agent-1",
+                "observed_at": "2026-07-14T01:00:20Z",
+                "silence_lease_deadline": "2026-07-14T01:06:00Z",
+                "reason": "alive again"}),
+    );
+    let before = run.receipt_bytes();
+    let e = run
+        .cmd("heartbeat", &["--input", &hb, "--evidence", &ev])
+        .assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        "liveness evidence was already recorded for this lane"
+    );
+    assert_eq!(run.receipt_bytes(), before);
+    // ...the reference writes it: its heartbeat transaction.
+    let digest = bluetape_flow::receipt::canonical::digest(&evidence);
+    let intent = |event_type: &str, reason: Value, extra: Value| {
+        let mut metadata = json!({"evidence_digest": digest, "owner_epoch": 1});
+        for (k, v) in extra.as_object().unwrap() {
+            metadata[k] = v.clone();
+        }
+        json!({"agent_id": "agent-1", "event_type": event_type, "evidence_refs": evidence,
+               "from_state": "running", "lane_id": "a", "metadata": metadata,
+               "owner_epoch": 1, "reason": reason, "timestamp": "2026-07-14T01:00:20Z",
+               "to_state": "running"})
+    };
+    run.append(
+        "transaction_committed",
+        json!({"evidence_refs": [], "timestamp": "2026-07-14T01:00:20Z",
+        "metadata": {"intents": [
+            intent("heartbeat_observed", Value::Null, json!({})),
+            intent("lease_renewed", json!("alive again"),
+                   json!({"silence_lease_deadline": "2026-07-14T01:06:00Z"})),
+        ]}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["liveness_evidence_reused"]);
+}
+
+#[test]
+fn a_required_component_demoted_by_another_writer_is_a_breach() {
+    let run = Run::new(None);
+    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+        .assert_ok();
+    run.start().assert_ok();
+    run.running_lane("a", "agent-1");
+    let component = |required: bool| {
+        json!([{"id": "runtime", "required": required, "description": "Runtime",
+                "owner_lane": "a", "required_checks": [], "dependencies": [],
+                "evidence_refs": [], "coverage_state": "missing"}])
+    };
+    let topology = run.input("topology", &component(true));
+    run.cmd(
+        "topology-register",
+        &[
+            "--input",
+            &topology,
+            "--evidence",
+            &run.evidence("topology"),
+        ],
+    )
+    .assert_ok();
+    let demoted = run.input("demoted", &component(false));
+    let before = run.receipt_bytes();
+    run.cmd(
+        "topology-register",
+        &["--input", &demoted, "--evidence", &run.evidence("demote")],
+    )
+    .assert_error(5, "coordinator_conflict");
+    assert_eq!(run.receipt_bytes(), before);
+    // The reference's topology-register line for it.
+    run.append(
+        "topology_registered",
+        json!({"evidence_refs": [{"kind": "test", "summary": "demote"}],
+               "timestamp": "2026-07-14T01:00:30Z",
+               "metadata": {"components": component(false)}}),
+    );
+    let verify = run.query("verify", &[]).assert_ok();
+    assert_eq!(breach_rules(&verify), ["required_component_dropped"]);
+}

@@ -814,6 +814,21 @@ fn probe_ack_after_an_interrupt_is_refused() {
         "coordinator_conflict",
         "an interrupted agent cannot acknowledge the probe",
     );
+    // The reference writes it; replay records it as a breach of our rule
+    // (contracts/rules.md), recorded, not refused: the lane runs again.
+    run.append_sealed(&[(
+        "probe_acknowledged",
+        json!({"lane_id": "l1", "agent_id": "agent-1", "from_state": "recovering",
+               "to_state": "running", "timestamp": "2026-07-14T01:12:00Z",
+               "reason": null, "evidence_refs": [{"kind": "test", "summary": "ack"}],
+               "metadata": {"owner_epoch": 1}}),
+    )]);
+    let verify = run.verify();
+    assert_eq!(
+        verify["breaches"][0]["rule"], "interrupted_probe_ack",
+        "{verify}"
+    );
+    assert_eq!(verify["breaches"][0]["sequence"], run.events().len());
     // The lane can still be ended explicitly.
     run.lane(
         "lane-fail",

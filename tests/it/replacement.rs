@@ -928,3 +928,34 @@ fn lineage_commands_check_ids_and_time_before_the_state() {
         assert!(e["message"].as_str().unwrap().contains("--at"), "{e}");
     }
 }
+
+/// The reference repairs a reservation for the interrupted agent itself
+/// (its replacement-repair transaction, which ours refuses above); our
+/// replay records it as a breach of our rule (`contracts/rules.md`).
+#[test]
+fn an_unfenced_repair_by_another_writer_is_a_breach() {
+    let s = reserved(json!({"replacement_agent_id": "agent-1"}));
+    let bound = json!([{"kind": "checkpoint", "summary": "s", "checksum": CHECKPOINT_DIGEST}]);
+    let at = "2026-07-14T01:40:00Z";
+    let repaired = json!({"agent_id": "agent-1", "event_type": "replacement_repaired",
+        "evidence_refs": bound, "from_state": "replaced", "lane_id": "build",
+        "metadata": {"checkpoint_digest": CHECKPOINT_DIGEST, "original_lane_id": "build",
+                     "owner_epoch": 1, "replacement_lane_id": "build-2"},
+        "owner_epoch": 1, "reason": null, "timestamp": at, "to_state": "replaced"});
+    let created = json!({"agent_id": "agent-1", "event_type": "lane_created",
+        "evidence_refs": bound, "from_state": null, "lane_id": "build-2",
+        "metadata": {"assignment": "Resume build from checkpoint 3",
+                     "command_deadline": "2026-07-14T01:30:00Z", "fallback": "main session",
+                     "owner_epoch": 1, "parent_lane_id": "build", "replacement_count": 1,
+                     "startup_ack_deadline": "2026-07-14T01:11:30Z",
+                     "write_scope": ["src/runtime"]},
+        "owner_epoch": 1, "reason": null, "timestamp": at, "to_state": "pending"});
+    s.append(
+        "transaction_committed",
+        json!({"timestamp": at, "evidence_refs": [],
+               "metadata": {"intents": [repaired, created]}}),
+    );
+    let verify = s.verify();
+    assert_eq!(verify["breaches"][0]["rule"], "unfenced_repair", "{verify}");
+    assert_eq!(verify["breaches"].as_array().unwrap().len(), 1, "{verify}");
+}
