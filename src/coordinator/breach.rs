@@ -1,7 +1,8 @@
-//! Our rules, whoever writes (issue 13). The reference's replay accepts
-//! some events that our commands refuse to write: a `plan_approved` that
-//! does not satisfy the run's frozen approval policy, and the events our
-//! stricter rules (DEVIATIONS 19–22, 25, 26) forbid. The Python tool, or a
+//! Our rules, whoever writes (`contracts/rules.md` lists every one with
+//! its write-time refusal). The reference's replay accepts some events
+//! that our commands refuse to write: a `plan_approved` that does not
+//! satisfy the run's frozen approval policy, and the events our stricter
+//! rules (DEVIATIONS 19–22, 25, 26, 35, 99) forbid. The Python tool, or a
 //! hand with the owner handle, can still append them with a valid chain.
 //! Replay therefore applies those rules to every event and records an event
 //! that breaks one as a [`Breach`] of the run: the chain still verifies
@@ -12,7 +13,8 @@
 //!
 //! DEVIATIONS 23, 24 and 27 need no rule here: the reference refuses (or
 //! crashes on) those inputs before it writes anything, and replay already
-//! rejects a resolution bound to identical evidence.
+//! rejects a resolution bound to identical evidence or resting on
+//! liveness evidence (the reference's own replay rules).
 
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value};
