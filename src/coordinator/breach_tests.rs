@@ -309,6 +309,17 @@ fn a_heartbeat_never_passes_a_check_or_covers_a_component() {
             .found
             .contains("component runtime")
     );
+    // The run's main verification on a heartbeat, written alone by hand.
+    ledger.raw("main_verification", json!({"evidence_refs": ev("hb 1")}));
+    assert_eq!(
+        rules(&ledger),
+        [
+            LIVENESS_AS_CHECK,
+            LIVENESS_AS_COMPLETION,
+            LIVENESS_AS_COMPLETION
+        ]
+    );
+    assert!(ledger.state.main_verified());
 }
 
 #[test]
