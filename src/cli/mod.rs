@@ -213,7 +213,26 @@ fn path_text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
+/// The commands that never read a state root (offline verification, a new
+/// key file): no root is discovered and their answer names none
+/// (DEVIATIONS 90).
+fn rootless(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Transparency(
+            transparency::TransparencyCommands::KeyGenerate(_)
+                | transparency::TransparencyCommands::CheckProof(_)
+        ) | Command::Bundle(bundle::BundleCommands::BundleVerify(_))
+    )
+}
+
+/// Run a command: the state root it used (none for a [`rootless`] one)
+/// and what it printed.
+fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(Option<String>, Success), FlowError> {
+    if rootless(&cli.command) {
+        let success = dispatch(cli.command, Path::new(""), env)?;
+        return Ok((None, success));
+    }
     let start = match &cli.command {
         Command::StateRoot(args) => args.start.clone(),
         _ => None,
@@ -222,7 +241,7 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
     // Every file inside the root is reached from one held descriptor.
     let _scope = crate::store::root::begin(&root);
     let success = dispatch(cli.command, &root, env)?;
-    Ok((path_text(&root), success))
+    Ok((Some(path_text(&root)), success))
 }
 
 fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Success> {
@@ -384,6 +403,12 @@ pub fn run_with_terminal(
     err: &mut dyn Write,
 ) -> u8 {
     let argv = args.clone();
+    if args.len() <= 1 {
+        // Bare invocation: the usage and the command list, for a person
+        // (cli-conventions §5; DEVIATIONS 91), not a JSON error.
+        let _ = write!(err, "{}", command().render_help());
+        return 2;
+    }
     let matches = command().try_get_matches_from(args);
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
@@ -446,7 +471,7 @@ pub fn run_with_terminal(
         Ok((root, success)) => {
             let text = match approvals::table(success.operation, &success.data) {
                 Some(table) => table,
-                None => envelope::success(success.operation, &root, success.data),
+                None => envelope::success_in(success.operation, root.as_deref(), success.data),
             };
             emit(out, &text);
             0

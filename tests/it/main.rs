@@ -35,6 +35,7 @@ mod owner_fencing;
 mod parallel_verify;
 mod path_swap;
 mod properties;
+mod real_cause;
 mod recovery;
 mod reliability;
 mod replacement;
