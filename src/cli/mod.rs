@@ -8,6 +8,7 @@ pub mod help;
 pub mod lanes;
 pub mod liveness;
 pub mod manual;
+pub mod progress;
 pub mod mutation;
 mod process;
 pub mod recovery;
@@ -16,6 +17,7 @@ pub mod report;
 pub mod run;
 pub mod table;
 pub mod teach;
+pub mod terminal;
 pub mod topology;
 pub mod transparency;
 pub mod views;
@@ -149,7 +151,11 @@ pub struct McpArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// table (default on a terminal) or json (default otherwise).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<views::StatusFormat>,
+}
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -427,6 +433,9 @@ pub fn run_with_terminal(
             return code;
         }
     };
+    // Dropped after the answer is printed; each bar is cleared as its read
+    // ends, before that.
+    let _progress = progress::scope(&cli.command, term);
     if let Command::Views(command) = cli.command {
         return match discover(cli.state_root.as_deref(), None, env) {
             Ok(root) => {
@@ -467,11 +476,16 @@ pub fn run_with_terminal(
             }
         };
     }
+    let view = terminal::chosen(&cli.command, term);
     match run(cli, env) {
         Ok((root, success)) => {
-            let text = match approvals::table(success.operation, &success.data) {
-                Some(table) => table,
-                None => envelope::success_in(success.operation, root.as_deref(), success.data),
+            let colour = term.stdout_is_tty && !term.no_color;
+            let text = match (view, approvals::table(success.operation, &success.data)) {
+                (Some(render), _) => render(&success.data, colour),
+                (None, Some(table)) => table,
+                (None, None) => {
+                    envelope::success_in(success.operation, root.as_deref(), success.data)
+                }
             };
             emit(out, &text);
             0
@@ -492,6 +506,11 @@ pub fn main() -> ExitCode {
     let env = DiscoveryEnv::from_process();
     let term = views::Terminal {
         stdout_is_tty: std::io::stdout().is_terminal(),
+        stderr_is_tty: std::io::stderr().is_terminal(),
+        progress_after: std::env::var("BLUETAPE_PROGRESS_AFTER_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(progress::DEFAULT_AFTER, std::time::Duration::from_millis),
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     };
     // Views stream their rows: a buffered stdout keeps that cheap. Not

@@ -969,6 +969,8 @@ pub fn verify_file(
             FlowError::from(e).message()
         ))
     })?;
+    let total = input.metadata().map_or(0, |m| m.len());
+    let input = crate::store::progress::Tracked::new(input, total);
     let mut reader = TarReader::new(std::io::BufReader::with_capacity(1 << 16, input));
     let size = reader.begin_index().map_err(bundle_error)?;
     let mut index_bytes = vec![0u8; size as usize];

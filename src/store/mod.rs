@@ -19,6 +19,7 @@ pub mod lock;
 pub mod output;
 pub mod pages;
 pub mod paths;
+pub mod progress;
 #[cfg(feature = "mcp")]
 pub mod private;
 pub mod quarantine;
