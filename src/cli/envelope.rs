@@ -48,7 +48,11 @@ pub fn success(operation: &str, state_root: &str, data: Map<String, Value>) -> S
 }
 
 /// [`success`], without `state_root` when the command used none.
-pub fn success_in(operation: &str, state_root: Option<&str>, mut data: Map<String, Value>) -> String {
+pub fn success_in(
+    operation: &str,
+    state_root: Option<&str>,
+    mut data: Map<String, Value>,
+) -> String {
     data.insert("ok".into(), Value::Bool(true));
     data.insert("operation".into(), Value::String(operation.to_string()));
     if let Some(state_root) = state_root {

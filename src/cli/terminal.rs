@@ -33,6 +33,16 @@ fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
     map.get(key).unwrap_or(&Value::Null)
 }
 
+/// `text` cut to its last `width` characters, starting with `…` when cut.
+fn tail(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().skip(count - width + 1).collect();
+    format!("…{kept}")
+}
+
 /// `doctor`: one row per piece of litter, its remedy in full on a line of
 /// its own (a command to copy is never cut).
 pub fn doctor_table(data: &Map<String, Value>, _colour: bool) -> String {
@@ -41,7 +51,10 @@ pub fn doctor_table(data: &Map<String, Value>, _colour: bool) -> String {
         return "no litter: nothing a killed writer left behind".into();
     }
     let mut lines = vec![
-        format!("litter: {} (each with its remedy)", cell(get(data, "count"))),
+        format!(
+            "litter: {} (each with its remedy)",
+            cell(get(data, "count"))
+        ),
         row(&[
             ("KIND".into(), 18),
             ("AGE".into(), 8),
@@ -53,15 +66,13 @@ pub fn doctor_table(data: &Map<String, Value>, _colour: bool) -> String {
         let Some(item) = item.as_object() else {
             continue;
         };
-        lines.push(fit(
-            &row(&[
-                (cell(get(item, "kind")), 18),
-                (format!("{}s", cell(get(item, "age_s"))), 8),
-                (cell(get(item, "dead")), 5),
-                (cell(get(item, "path")), 0),
-            ]),
-            table::WIDTH,
-        ));
+        // A long path keeps its end (the file's name), cut at the left.
+        lines.push(row(&[
+            (cell(get(item, "kind")), 18),
+            (format!("{}s", cell(get(item, "age_s"))), 8),
+            (cell(get(item, "dead")), 5),
+            (tail(&cell(get(item, "path")), table::WIDTH - 34), 0),
+        ]));
         lines.push(format!("  remedy: {}", cell(get(item, "remedy"))));
     }
     lines.join("\n")

@@ -585,7 +585,9 @@ fn log(
         return Err(FlowError::contract(
             "--format json prints one document when the receipt is read; it cannot follow",
         )
-        .hinted("follow with --format jsonl (a line per event as it is appended) or --format table"));
+        .hinted(
+            "follow with --format jsonl (a line per event as it is appended) or --format table",
+        ));
     }
     let run = view_commands::open(root, &args.run_id)?;
     if let Some(lane) = &args.lane

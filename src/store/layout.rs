@@ -23,7 +23,8 @@ const CONFIG: &str =
 /// The file that keeps a new state root out of git, and its text: every
 /// entry, itself included (as cargo's `target/` and a venv do).
 pub const GITIGNORE: &str = ".gitignore";
-pub const GITIGNORE_TEXT: &str = "# Made by bluetape-flow init: the state root holds owner handles and its MAC key.\n*\n";
+pub const GITIGNORE_TEXT: &str =
+    "# Made by bluetape-flow init: the state root holds owner handles and its MAC key.\n*\n";
 
 /// Inside the state root, reached from the held root (see `store::root`).
 fn exists(path: &Path) -> bool {

@@ -19,9 +19,9 @@ pub mod lock;
 pub mod output;
 pub mod pages;
 pub mod paths;
-pub mod progress;
 #[cfg(feature = "mcp")]
 pub mod private;
+pub mod progress;
 pub mod quarantine;
 pub mod reports;
 pub mod root;

@@ -83,10 +83,7 @@ impl MissingRun {
                         } else {
                             String::new()
                         };
-                        format!(
-                            "its runs are {more}{}",
-                            runs[skip..].join(", ")
-                        )
+                        format!("its runs are {more}{}", runs[skip..].join(", "))
                     };
                     format!(
                         "no run {run_id} under {shown}: check --run-id (init printed the run_id); {listed}; bluetape-flow --state-root {shown} status lists every run; this is not damage, nothing to recover"

@@ -17,6 +17,7 @@ mod checkpoint;
 mod checkpoint_honesty;
 mod completion;
 mod concurrency;
+mod defaults;
 mod durability;
 mod guards;
 mod hardening;

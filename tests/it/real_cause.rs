@@ -13,18 +13,18 @@ use std::path::{Path, PathBuf};
 use crate::bed::{Flow, Output, init_argv, mutation_argv, unchanged};
 
 /// A run with lane `api` created (agent-1), approved and started.
-struct Bed {
+pub(crate) struct Bed {
     _tmp: tempfile::TempDir,
-    base: PathBuf,
-    flow: Flow,
-    root: PathBuf,
-    repo: PathBuf,
-    run: String,
-    owner: PathBuf,
+    pub base: PathBuf,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub repo: PathBuf,
+    pub run: String,
+    pub owner: PathBuf,
 }
 
 impl Bed {
-    fn new() -> Bed {
+    pub(crate) fn new() -> Bed {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let flow = Flow::new(&base);
@@ -43,7 +43,10 @@ impl Bed {
             run,
             owner,
         };
-        bed.ok("run-approve", &["--evidence", &bed.ev("user_approval", "ok")]);
+        bed.ok(
+            "run-approve",
+            &["--evidence", &bed.ev("user_approval", "ok")],
+        );
         bed.ok("run-start", &["--evidence", &bed.ev("plan", "start")]);
         let lane = bed.put(&json!({"lane_id": "api", "agent_id": "agent-1",
             "assignment": "Build the API", "write_scope": ["src/api"],
@@ -58,28 +61,32 @@ impl Bed {
     }
 
     /// A JSON file in the workspace (a new name each call).
-    fn put(&self, value: &Value) -> String {
+    pub(crate) fn put(&self, value: &Value) -> String {
         let n = std::fs::read_dir(&self.base).unwrap().count();
         let path = self.base.join(format!("in-{n}.json"));
         std::fs::write(&path, value.to_string()).unwrap();
         path.to_string_lossy().into_owned()
     }
 
-    fn ev(&self, kind: &str, summary: &str) -> String {
+    pub(crate) fn ev(&self, kind: &str, summary: &str) -> String {
         self.put(&json!([{"kind": kind, "summary": summary}]))
     }
 
-    fn mutate(&self, command: &str, rest: &[&str]) -> Output {
+    pub(crate) fn mutate(&self, command: &str, rest: &[&str]) -> Output {
         self.flow.run(&mutation_argv(
-            &self.root, command, &self.run, &self.owner, rest,
+            &self.root,
+            command,
+            &self.run,
+            &self.owner,
+            rest,
         ))
     }
 
-    fn ok(&self, command: &str, rest: &[&str]) -> Value {
+    pub(crate) fn ok(&self, command: &str, rest: &[&str]) -> Value {
         self.mutate(command, rest).assert_ok()
     }
 
-    fn lane_step(&self, command: &str, at: &str, evidence: &str) -> Output {
+    pub(crate) fn lane_step(&self, command: &str, at: &str, evidence: &str) -> Output {
         self.mutate(
             command,
             &[
@@ -96,7 +103,7 @@ impl Bed {
     }
 
     /// The lane started and acknowledged.
-    fn running(self) -> Bed {
+    pub(crate) fn running(self) -> Bed {
         self.lane_step(
             "lane-start",
             "2026-07-14T01:00:05Z",
@@ -119,7 +126,10 @@ impl Bed {
             "replacement_startup_ack_deadline": "2026-07-14T01:41:00Z",
             "replacement_command_deadline": "2026-07-14T02:10:00Z"}));
         let evidence = self.put(evidence);
-        self.mutate("lane-reassign", &["--input", &input, "--evidence", &evidence])
+        self.mutate(
+            "lane-reassign",
+            &["--input", &input, "--evidence", &evidence],
+        )
     }
 
     fn heartbeat(&self, reason: &str, evidence: &str) -> Output {
@@ -226,7 +236,10 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
     assert!(!out.stderr.contains("checkpoint context"), "{out:?}");
 
     let out = unchanged(&bed.root, || {
-        bed.reassign(assignment, &json!([{"kind": "recovery", "summary": "state recovered"}]))
+        bed.reassign(
+            assignment,
+            &json!([{"kind": "recovery", "summary": "state recovered"}]),
+        )
     });
     let e = check(
         &Case {
@@ -375,7 +388,15 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
         vec!["resume-check"],
         vec!["status"],
         vec!["log"],
-        vec!["run-block", "--owner-file", owner, "--evidence", &ev, "--reason", "r"],
+        vec![
+            "run-block",
+            "--owner-file",
+            owner,
+            "--evidence",
+            &ev,
+            "--reason",
+            "r",
+        ],
     ];
     for call in calls {
         let mut argv = vec!["--state-root", root, call[0], "--run-id", &typo];
@@ -420,8 +441,11 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
             .run(&["key-generate", "--name", name, "--out", &w(name)]);
         let made = out.assert_ok();
         assert!(made.get("state_root").is_none(), "{made}");
-        std::fs::write(w(&format!("{name}.pub")), made["verifier_key"].as_str().unwrap())
-            .unwrap();
+        std::fs::write(
+            w(&format!("{name}.pub")),
+            made["verifier_key"].as_str().unwrap(),
+        )
+        .unwrap();
         vkeys.push(w(&format!("{name}.pub")));
     }
     let root = bed.root.to_str().unwrap();
@@ -495,7 +519,8 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
             not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--key", "heads": 0})),
         },
-        &bed.flow.run(&["bundle-verify", &w("b.tar"), "--key", &vkeys[0]]),
+        &bed.flow
+            .run(&["bundle-verify", &w("b.tar"), "--key", &vkeys[0]]),
     );
     // publish onto a branch: refused before anything, the branch untouched.
     let git = |args: &[&str]| {
