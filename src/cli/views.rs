@@ -59,7 +59,7 @@ pub enum StatusFormat {
 pub enum LogFormat {
     Table,
     Jsonl,
-    /// One envelope at the end: `rows` and the summary's keys (DEVIATIONS 93).
+    // One envelope at the end: `rows` and the summary's keys (DEVIATIONS 93).
     Json,
 }
 
