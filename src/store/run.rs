@@ -85,8 +85,17 @@ impl MissingRun {
                         };
                         format!("its runs are {more}{}", runs[skip..].join(", "))
                     };
+                    let text = shown.to_string();
+                    let quoted = if text
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=,".contains(c))
+                    {
+                        text
+                    } else {
+                        format!("'{}'", text.replace('\'', "'\\''"))
+                    };
                     format!(
-                        "no run {run_id} under {shown}: check --run-id (init printed the run_id); {listed}; bluetape-flow --state-root {shown} status lists every run; this is not damage, nothing to recover"
+                        "no run {run_id} under {shown}: check --run-id (init printed the run_id); {listed}; bluetape-flow --state-root {quoted} status lists every run; this is not damage, nothing to recover"
                     )
                 }
             }
