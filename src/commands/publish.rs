@@ -419,9 +419,13 @@ pub fn verify_git(
     let (keys, head) = super::bundle::load_checks(keys, head)?;
     let git = Git::open(dir).map_err(git_failed)?;
     if git.resolve(reference).map_err(git_failed)?.is_none() {
+        // Most often a clone that has not fetched the publications.
         return Err(FlowError::Contract(format!(
             "{reference} does not name a commit in {}",
             dir.display()
+        ))
+        .hinted(format!(
+            "a clone does not bring the publications: run git fetch origin '{PUBLICATION_REFS}*:{PUBLICATION_REFS}*' in it first (a run is published on {PUBLICATION_REFS}runs/<run_id>; git for-each-ref {PUBLICATION_REFS} lists them)"
         )));
     }
     let history = git.history(reference).map_err(git_failed)?;

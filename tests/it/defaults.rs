@@ -455,7 +455,9 @@ fn issue28_the_readme_auditor_flow_fetches_the_publication_refs() {
             "json",
         ])
     };
-    assert_ne!(verify(&audit).code, 0, "a plain clone has the publication");
+    // A plain clone has no publication, and the refusal says to fetch it.
+    let e = verify(&audit).assert_error(2, "contract_error");
+    assert!(e["hint"].as_str().unwrap().contains(&fetch), "{e}");
     sh(&audit, &fetch);
     let verified = verify(&audit).assert_ok();
     assert_eq!(verified["run_id"], json!(bed.run));
