@@ -3,7 +3,7 @@
 (REF=path/to/bluetape-flow.py) and with ours (FLOW=binary); print SAME when
 exit status, ok, error, retryable and next_command agree."""
 import json, os, subprocess, sys, tempfile, shutil
-REF=["python3", os.environ.get("REF", "/tmp/ref/skills/bluetape-workflow/scripts/bluetape-flow.py")]
+REF=["python3", os.environ.get("REF", "/work/ref/skills/bluetape-workflow/scripts/bluetape-flow.py")]
 OURS=[os.path.abspath(os.environ.get("FLOW", "target/debug/bluetape-flow"))]
 def drive(tool):
     base=tempfile.mkdtemp(prefix="o15-")
@@ -53,8 +53,29 @@ def drive(tool):
     cs=hashlib.sha256(json.dumps(d,sort_keys=True,separators=(",",":"),ensure_ascii=False).encode()).hexdigest()
     out["freetext"]=M("stall-record",*la("2026-07-14T01:06:00Z",put("b.json",[{"kind":"liveness","summary":"quiet","checksum":cs}])),"--reason","agent is quiet","--decision",D)
     out["lease"]=M("heartbeat","--input",put("beat.json",{"lane_id": "api", "agent_id": "agent-1", "observed_at": "2026-07-14T01:01:00Z","silence_lease_deadline": "2026-07-14T01:11:01Z", "reason": "compiling"}),"--evidence",ev("be.json","log","build"))
+    # cli-conventions §5 (DEVIATIONS 90): the literal-word rules, the
+    # heartbeat's "nothing new", a wrong state root and a mistyped run id.
+    rin=lambda assignment: put("ra.json",{"lane_id": "api", "replacement_lane_id": "api-2", "replacement_agent_id": "agent-2", "decided_at": "2026-07-14T01:40:00Z", "replacement_assignment": assignment, "replacement_write_scope": ["src/api"], "replacement_startup_ack_deadline": "2026-07-14T01:41:00Z", "replacement_command_deadline": "2026-07-14T02:10:00Z"})
+    rec=put("rec.json",[{"kind":"recovery","summary":"recovered checkpoint: handlers done"}])
+    out["reassign_word"]=M("lane-reassign","--input",rin("Continue the API work"),"--evidence",rec)
+    out["reassign_evidence"]=M("lane-reassign","--input",rin("Resume from the recovered checkpoint"),"--evidence",put("rec2.json",[{"kind":"recovery","summary":"state recovered"}]))
+    out["interrupt_word"]=M("interrupt-result",*la("2026-07-14T01:40:00Z",ev("tool.json","tool","the agent was stopped")))
+    hb=put("hb.json",{"lane_id": "api", "agent_id": "agent-1", "observed_at": "2026-07-14T01:01:00Z","silence_lease_deadline": "2026-07-14T01:05:00Z", "reason": "compiling"})
+    hbe=ev("hbe.json","log","compiling")
+    M("heartbeat","--input",hb,"--evidence",hbe)
+    out["heartbeat_unchanged"]=M("heartbeat","--input",hb,"--evidence",hbe)
+    out["no_state_root"]=subprocess_call(tool,["--state-root",f"{base}/nope","verify","--run-id",run],base,env)
+    out["not_a_state_root"]=subprocess_call(tool,["--state-root",f"{base}/repo","verify","--run-id",run],base,env)
+    for cmd in ("verify","resume-check","rebuild"):
+        out["typo_"+cmd]=call([cmd,"--run-id",run+"x"])
+    out["typo_run_block"]=call(["run-block","--run-id",run+"x","--owner-file",owner,"--evidence",A,"--reason","r"])
     shutil.rmtree(base)
     return out
+def subprocess_call(tool,args,base,env):
+    p=subprocess.run(tool+args,capture_output=True,text=True,cwd=base,env=env)
+    try: j=json.loads(p.stdout or p.stderr)
+    except Exception: j={"raw":p.stdout+p.stderr}
+    return p.returncode,j
 a=drive(REF); b=drive(OURS)
 for k in a:
     if a[k] is None: continue

@@ -107,6 +107,9 @@ pub struct BundleVerifyArgs {
     /// The instant liveness is judged at in the summary: a UTC timestamp ending in Z (default: now).
     #[arg(long, value_name = "UTC")]
     pub at: Option<String>,
+    /// table (default on a terminal) or json (default otherwise).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<super::views::StatusFormat>,
 }
 
 pub fn dispatch(

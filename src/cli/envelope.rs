@@ -43,10 +43,21 @@ fn write(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// The success envelope: `ok`, `operation`, `state_root` plus the data.
-pub fn success(operation: &str, state_root: &str, mut data: Map<String, Value>) -> String {
+pub fn success(operation: &str, state_root: &str, data: Map<String, Value>) -> String {
+    success_in(operation, Some(state_root), data)
+}
+
+/// [`success`], without `state_root` when the command used none.
+pub fn success_in(
+    operation: &str,
+    state_root: Option<&str>,
+    mut data: Map<String, Value>,
+) -> String {
     data.insert("ok".into(), Value::Bool(true));
     data.insert("operation".into(), Value::String(operation.to_string()));
-    data.insert("state_root".into(), Value::String(state_root.to_string()));
+    if let Some(state_root) = state_root {
+        data.insert("state_root".into(), Value::String(state_root.to_string()));
+    }
     render(&Value::Object(data))
 }
 
@@ -58,6 +69,7 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
         FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
             (3, "receipt_corrupt", false, Some("receipt-diagnose"))
         }
+        FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
         FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
         FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
         FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {

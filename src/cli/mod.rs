@@ -10,12 +10,14 @@ pub mod liveness;
 pub mod manual;
 pub mod mutation;
 mod process;
+pub mod progress;
 pub mod recovery;
 pub mod replacement;
 pub mod report;
 pub mod run;
 pub mod table;
 pub mod teach;
+pub mod terminal;
 pub mod topology;
 pub mod transparency;
 pub mod views;
@@ -149,7 +151,11 @@ pub struct McpArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// table (default on a terminal) or json (default otherwise).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<views::StatusFormat>,
+}
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -213,7 +219,26 @@ fn path_text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
+/// The commands that never read a state root (offline verification, a new
+/// key file): no root is discovered and their answer names none
+/// (DEVIATIONS 90).
+fn rootless(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Transparency(
+            transparency::TransparencyCommands::KeyGenerate(_)
+                | transparency::TransparencyCommands::CheckProof(_)
+        ) | Command::Bundle(bundle::BundleCommands::BundleVerify(_))
+    )
+}
+
+/// Run a command: the state root it used (none for a [`rootless`] one)
+/// and what it printed.
+fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(Option<String>, Success), FlowError> {
+    if rootless(&cli.command) {
+        let success = dispatch(cli.command, Path::new(""), env)?;
+        return Ok((None, success));
+    }
     let start = match &cli.command {
         Command::StateRoot(args) => args.start.clone(),
         _ => None,
@@ -222,7 +247,7 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(String, Success), FlowError> {
     // Every file inside the root is reached from one held descriptor.
     let _scope = crate::store::root::begin(&root);
     let success = dispatch(cli.command, &root, env)?;
-    Ok((path_text(&root), success))
+    Ok((Some(path_text(&root)), success))
 }
 
 fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Success> {
@@ -384,6 +409,12 @@ pub fn run_with_terminal(
     err: &mut dyn Write,
 ) -> u8 {
     let argv = args.clone();
+    if args.len() <= 1 {
+        // Bare invocation: the usage and the command list, for a person
+        // (cli-conventions §5; DEVIATIONS 91), not a JSON error.
+        let _ = write!(err, "{}", command().render_help());
+        return 2;
+    }
     let matches = command().try_get_matches_from(args);
     let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => cli,
@@ -402,6 +433,9 @@ pub fn run_with_terminal(
             return code;
         }
     };
+    // Dropped after the answer is printed; each bar is cleared as its read
+    // ends, before that.
+    let _progress = progress::scope(&cli.command, term);
     if let Command::Views(command) = cli.command {
         return match discover(cli.state_root.as_deref(), None, env) {
             Ok(root) => {
@@ -442,11 +476,16 @@ pub fn run_with_terminal(
             }
         };
     }
+    let view = terminal::chosen(&cli.command, term);
     match run(cli, env) {
         Ok((root, success)) => {
-            let text = match approvals::table(success.operation, &success.data) {
-                Some(table) => table,
-                None => envelope::success(success.operation, &root, success.data),
+            let colour = term.stdout_is_tty && !term.no_color;
+            let text = match (view, approvals::table(success.operation, &success.data)) {
+                (Some(render), _) => render(&success.data, colour),
+                (None, Some(table)) => table,
+                (None, None) => {
+                    envelope::success_in(success.operation, root.as_deref(), success.data)
+                }
             };
             emit(out, &text);
             0
@@ -467,6 +506,11 @@ pub fn main() -> ExitCode {
     let env = DiscoveryEnv::from_process();
     let term = views::Terminal {
         stdout_is_tty: std::io::stdout().is_terminal(),
+        stderr_is_tty: std::io::stderr().is_terminal(),
+        progress_after: std::env::var("BLUETAPE_PROGRESS_AFTER_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(progress::DEFAULT_AFTER, std::time::Duration::from_millis),
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     };
     // Views stream their rows: a buffered stdout keeps that cheap. Not

@@ -111,6 +111,9 @@ pub fn default_hint(error: &FlowError) -> Option<String> {
         FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
             "find where trust ends: bluetape-flow receipt-diagnose --run-id {run_id}; a damaged run goes on in a new one made by recovery-run-create"
         }
+        FlowError::ProofInvalid(_) => {
+            "the proof, the event and the keys given do not belong together (this is no state-root damage): make the proof again where the run lives, bluetape-flow prove-event --run-id {run_id} --sequence N --out proof.txt (prove-append --from HEAD for an append), against a head signed by the key you check with (bluetape-flow verify --run-id {run_id} --key VKEY says which keys sign its heads)"
+        }
         FlowError::CompletionBlocked { .. } => {
             "see what completion still needs: bluetape-flow completion-check --run-id {run_id}"
         }

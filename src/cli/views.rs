@@ -23,6 +23,10 @@ use crate::store::discovery::DiscoveryEnv;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Terminal {
     pub stdout_is_tty: bool,
+    /// stderr is a terminal: long reads may draw progress there.
+    pub stderr_is_tty: bool,
+    /// How long a read runs before its progress bar is drawn.
+    pub progress_after: std::time::Duration,
     /// `NO_COLOR` is set to a non-empty value (no-color.org).
     pub no_color: bool,
 }
@@ -56,6 +60,8 @@ pub enum StatusFormat {
 pub enum LogFormat {
     Table,
     Jsonl,
+    // One envelope at the end: `rows` and the summary's keys (DEVIATIONS 93).
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -114,7 +120,9 @@ pub struct LogArgs {
     /// or the user interrupts (never takes the lock).
     #[arg(long)]
     pub follow: bool,
-    /// table (default on a terminal) or jsonl (default otherwise).
+    /// table (default on a terminal), jsonl (default otherwise: a line per
+    /// event, then a summary line) or json (one envelope at the end, its
+    /// events under rows; not with --follow).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<LogFormat>,
 }
@@ -162,7 +170,7 @@ pub fn run(
     let root_text = root.to_string_lossy().into_owned();
     let code = match command {
         ViewCommands::Status(args) => status(args, root, &root_text, term, out),
-        ViewCommands::Log(args) => log(args, root, term, out),
+        ViewCommands::Log(args) => log(args, root, &root_text, term, out),
         ViewCommands::Report(args) => super::report::report(args, root, &root_text, env, out),
     };
     let _ = out.flush();
@@ -555,11 +563,11 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
                 ),
                 table::WIDTH,
             ));
+            // The command it recommends is never cut (cli-conventions §5,
+            // DEVIATIONS 93): a line of its own, whatever its length, so
+            // it can be copied as it is.
             if let Some(command) = action.get("command").and_then(Value::as_str) {
-                lines.push(fit(
-                    &format!("     {}", table::inert(command)),
-                    table::WIDTH,
-                ));
+                lines.push(format!("     {}", table::inert(command)));
             }
         }
     }
@@ -627,7 +635,7 @@ pub fn log_line(row_data: &Map<String, Value>) -> String {
 /// One `log` row; an event that breaks one of our rules is marked: its
 /// JSON row carries `breaches` (`rule`, `found`), its table line is
 /// followed by one `BREACH` line per rule.
-fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]) -> String {
+fn marked_row(event: &Map<String, Value>, breaches: &[Breach]) -> Map<String, Value> {
     let mut data = log_row(event);
     if !breaches.is_empty() {
         let marks: Vec<Value> = breaches
@@ -636,8 +644,13 @@ fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]
             .collect();
         data.insert("breaches".into(), Value::Array(marks));
     }
+    data
+}
+
+fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]) -> String {
+    let data = marked_row(event, breaches);
     match format {
-        LogFormat::Jsonl => envelope::render(&Value::Object(data)),
+        LogFormat::Jsonl | LogFormat::Json => envelope::render(&Value::Object(data)),
         LogFormat::Table => {
             let mut line = log_line(&data);
             for b in breaches {
@@ -656,7 +669,21 @@ fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]
     }
 }
 
-fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowResult<u8> {
+fn log(
+    args: LogArgs,
+    root: &Path,
+    root_text: &str,
+    term: Terminal,
+    out: &mut dyn Write,
+) -> FlowResult<u8> {
+    if args.follow && args.format == Some(LogFormat::Json) {
+        return Err(FlowError::contract(
+            "--format json prints one document when the receipt is read; it cannot follow",
+        )
+        .hinted(
+            "follow with --format jsonl (a line per event as it is appended) or --format table",
+        ));
+    }
     let run = view_commands::open(root, &args.run_id)?;
     if let Some(lane) = &args.lane
         && !is_identifier(lane)
@@ -685,6 +712,9 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
         emit(out, &log_header());
     }
     let tail = args.tail.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let document = format == LogFormat::Json;
+    // `--format json`: the rows are kept for the one envelope at the end.
+    let mut rows: Vec<Value> = Vec::new();
     let mut kept: VecDeque<String> = VecDeque::new();
     let mut printed = 0u64;
     let mut broken = false;
@@ -692,6 +722,11 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
     let result = view_commands::stream_events(&run, None, |event| {
         let breaches = marker.observe(event);
         if !filter.accepts(event) {
+            return Ok(());
+        }
+        if document && tail.is_none() {
+            printed += 1;
+            rows.push(Value::Object(marked_row(event, &breaches)));
             return Ok(());
         }
         let line = render_row(event, format, &breaches);
@@ -719,9 +754,24 @@ fn log(args: LogArgs, root: &Path, term: Terminal, out: &mut dyn Write) -> FlowR
     }
     for line in kept.drain(..) {
         printed += 1;
-        emit(out, &line);
+        if document {
+            rows.push(serde_json::from_str(&line).unwrap_or(Value::Null));
+        } else {
+            emit(out, &line);
+        }
     }
     let mut end = result?;
+    if document {
+        let mut data = Map::new();
+        data.insert("run_id".into(), json!(args.run_id));
+        data.insert("rows".into(), Value::Array(rows));
+        data.insert("events".into(), json!(end.position.sequence));
+        data.insert("printed".into(), json!(printed));
+        data.insert("checksum".into(), json!(end.position.checksum));
+        data.insert("verified".into(), json!(true));
+        emit(out, &envelope::success("log", root_text, data));
+        return Ok(0);
+    }
     let summary = |end: &view_commands::StreamEnd, printed: u64| {
         json!({
             "type": "summary",

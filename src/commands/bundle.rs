@@ -39,7 +39,10 @@ pub fn tool() -> String {
 pub fn bundle_error(e: BundleError) -> FlowError {
     match e {
         BundleError::Malformed(m) => FlowError::Contract(format!("bundle is malformed: {m}")),
-        BundleError::Refused(m) => FlowError::ReceiptCorrupt(format!("bundle refused: {m}")),
+        // The bundle (a file or a publication) does not hold: a copy to
+        // fetch again, not a state root to diagnose (DEVIATIONS 90).
+        BundleError::Refused(m) => FlowError::ReceiptCorrupt(format!("bundle refused: {m}"))
+            .hinted("this bundle does not hold as bundle-export or publish wrote it (the message says where): fetch a fresh copy from where the run lives (bundle-export --run-id {run_id} --out FILE, or git fetch origin 'refs/bluetape/*:refs/bluetape/*') and verify that; only the state root's own verify --run-id {run_id} tells whether the run itself is damaged"),
     }
 }
 
@@ -689,9 +692,16 @@ pub fn verify_members(
         external_body = Some(head.body);
     }
     if keys.is_some() && heads.is_empty() && external_body.is_none() {
-        return Err(refused(
-            "the bundle holds no signed head to check with the given keys",
-        ));
+        // Nothing to check the keys against: a usage error, not damage
+        // (a bundle whose heads were removed still fails, exit 2).
+        return Err(FlowError::Contract(
+            "bundle refused: the bundle holds no signed head to check with the given keys".into(),
+        )
+        .taught(crate::coordinator::decide::Teaching {
+            detail: None,
+            hint: Some("--key checks signed heads, and this bundle has none: sign the run first where it lives (bluetape-flow sign-head --run-id {run_id} --key SIGNER) and export it again, pass the head kept elsewhere with --head FILE, or drop --key to verify the unsigned bundle".into()),
+            fields: Some(json!({"input": "--key", "heads": 0})),
+        }));
     }
     let segment_end = members[at..]
         .iter()
@@ -959,6 +969,8 @@ pub fn verify_file(
             FlowError::from(e).message()
         ))
     })?;
+    let total = input.metadata().map_or(0, |m| m.len());
+    let input = crate::store::progress::Tracked::new(input, total);
     let mut reader = TarReader::new(std::io::BufReader::with_capacity(1 << 16, input));
     let size = reader.begin_index().map_err(bundle_error)?;
     let mut index_bytes = vec![0u8; size as usize];

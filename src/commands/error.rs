@@ -19,6 +19,10 @@ pub enum FlowError {
     /// The receipt is damaged at a known line (exit 3), with its trusted
     /// prefix.
     ReceiptDamaged(ReceiptDamage),
+    /// An offline proof (`check-proof`) that does not hold for the event and
+    /// keys given (exit 3 `proof_invalid`; our extension, DEVIATIONS 90):
+    /// no state root is involved, so nothing to diagnose or recover.
+    ProofInvalid(String),
     /// A manifest this tool cannot speak (exit 4).
     IncompatibleManifest(String),
     /// Another writer, a stale owner or a state conflict (exit 5).
@@ -87,6 +91,7 @@ impl FlowError {
             FlowError::Taught(inner, _) => inner.message(),
             FlowError::Contract(m)
             | FlowError::ReceiptCorrupt(m)
+            | FlowError::ProofInvalid(m)
             | FlowError::IncompatibleManifest(m)
             | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
@@ -105,6 +110,7 @@ impl PartialEq for FlowError {
         match (self.untaught().0, other.untaught().0) {
             (Contract(a), Contract(b))
             | (ReceiptCorrupt(a), ReceiptCorrupt(b))
+            | (ProofInvalid(a), ProofInvalid(b))
             | (IncompatibleManifest(a), IncompatibleManifest(b))
             | (Conflict(a), Conflict(b))
             | (Unsupported(a), Unsupported(b)) => a == b,
@@ -186,6 +192,9 @@ impl From<RunReadError> for FlowError {
         match e {
             RunReadError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
             RunReadError::Store(s) => s.into(),
+            RunReadError::Missing(missing) => {
+                FlowError::ReceiptCorrupt(missing.message).hinted(missing.hint)
+            }
         }
     }
 }

@@ -122,8 +122,13 @@ fn verify_with(
         None
     };
     let start_byte = start.byte_length;
+    let remaining = run
+        .dir
+        .receipt_stamp()
+        .map_or(0, |stamp| stamp.size.saturating_sub(start_byte));
     let mut reader = match run.dir.open_receipt_at(start.byte_length) {
-        Ok(reader) => reader,
+        // A long read shows progress where the CLI asked for it.
+        Ok(reader) => crate::store::progress::Tracked::new(reader, remaining),
         Err(_) => {
             return Ok(Verdict::Damaged(ReceiptDamage::new(
                 1,
@@ -164,10 +169,6 @@ fn verify_with(
         None => {
             // Long stretches are parsed on two more threads (same checks,
             // same verdicts); short ones are not worth the threads.
-            let remaining = run
-                .dir
-                .receipt_stamp()
-                .map_or(0, |stamp| stamp.size.saturating_sub(start_byte));
             if remaining >= PARALLEL_FROM_BYTES {
                 verifier.verify_stream_parallel(&mut reader, |position| {
                     after_line(position);

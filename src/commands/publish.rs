@@ -123,6 +123,10 @@ fn read_published(
     Ok(Published { index, entries })
 }
 
+/// The namespace `publish` writes (and `git fetch origin
+/// 'refs/bluetape/*:refs/bluetape/*'` brings to an auditor).
+pub const PUBLICATION_REFS: &str = "refs/bluetape/";
+
 /// `publish`: commit the run's bundle members onto `reference` of `repo`.
 pub fn publish(
     root: &Path,
@@ -131,6 +135,20 @@ pub fn publish(
     reference: Option<&str>,
     cwd: &Path,
 ) -> FlowResult<Map<String, Value>> {
+    if let Some(reference) = reference.filter(|r| !r.starts_with(PUBLICATION_REFS)) {
+        // A branch or a tag is never written: publish would commit the
+        // bundle over its history (DEVIATIONS 90).
+        return Err(FlowError::Contract(format!(
+            "{reference} is not a publication ref: publish writes only refs under {PUBLICATION_REFS}"
+        ))
+        .taught(crate::coordinator::decide::Teaching {
+            detail: None,
+            hint: Some(format!(
+                "drop --ref to publish onto {PUBLICATION_REFS}runs/{run_id}, or name a ref under {PUBLICATION_REFS} (e.g. --ref {PUBLICATION_REFS}runs/{run_id}); a branch or a tag is never written"
+            )),
+            fields: Some(json!({"input": "--ref", "expected": format!("a ref under {PUBLICATION_REFS}")})),
+        }));
+    }
     let replayed = load(root, run_id)?;
     let repo = match repo {
         Some(dir) => cwd.join(dir),
@@ -401,9 +419,13 @@ pub fn verify_git(
     let (keys, head) = super::bundle::load_checks(keys, head)?;
     let git = Git::open(dir).map_err(git_failed)?;
     if git.resolve(reference).map_err(git_failed)?.is_none() {
+        // Most often a clone that has not fetched the publications.
         return Err(FlowError::Contract(format!(
             "{reference} does not name a commit in {}",
             dir.display()
+        ))
+        .hinted(format!(
+            "a clone does not bring the publications: run git fetch origin '{PUBLICATION_REFS}*:{PUBLICATION_REFS}*' in it first (a run is published on {PUBLICATION_REFS}runs/<run_id>; git for-each-ref {PUBLICATION_REFS} lists them)"
         )));
     }
     let history = git.history(reference).map_err(git_failed)?;

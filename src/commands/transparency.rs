@@ -546,7 +546,7 @@ pub enum ProofInput<'a> {
 }
 
 fn proof_failed(m: impl Into<String>) -> FlowError {
-    FlowError::ReceiptCorrupt(format!("proof does not verify: {}", m.into()))
+    FlowError::ProofInvalid(format!("proof does not verify: {}", m.into()))
 }
 
 fn check_origin(body: &HeadBody, run_id: Option<&str>) -> FlowResult<()> {

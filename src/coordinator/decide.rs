@@ -302,6 +302,27 @@ pub fn invalid_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, Refu
     Err(Refusal::Invalid(message.into()).hinted(hint))
 }
 
+/// A rule that wants a literal word (cli-conventions §5 "Rules by name"):
+/// the reference's `message`, a `hint` that says the word and gives a value
+/// that passes, and `fields` naming the flag and the field (`{field,
+/// expected}`) the word must be in.
+pub fn invalid_word<T>(
+    message: &str,
+    input: &'static str,
+    field: &'static str,
+    expected: &'static str,
+    hint: impl Into<String>,
+) -> Result<T, Refusal> {
+    Err(Refusal::Invalid(message.into()).taught(Teaching {
+        detail: None,
+        hint: Some(hint.into()),
+        fields: Some(serde_json::json!({
+            "input": input,
+            "invalid": [{"field": field, "expected": expected}],
+        })),
+    }))
+}
+
 pub fn conflict<T>(message: &str) -> Result<T, Refusal> {
     Err(Refusal::Conflict(message.into()))
 }

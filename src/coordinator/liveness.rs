@@ -18,7 +18,8 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    Intent, Policy, Refusal, Teaching, conflict, invalid, invalid_hint, require_evidence,
+    Intent, Policy, Refusal, Teaching, conflict, invalid, invalid_hint, invalid_word,
+    require_evidence,
 };
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
@@ -397,7 +398,7 @@ pub fn require_fresh_evidence(
     {
         return invalid_hint(
             "liveness evidence is unchanged",
-            "a heartbeat needs new evidence (a new observation) or a new reason",
+            "heartbeat and stall-clear need new evidence: an observation this lane has not recorded before (a new reason with the same evidence is refused too), e.g. [{\"kind\": \"log\", \"summary\": \"tests 41/60 passing at 01:05\"}]",
         );
     }
     if lane.has_liveness_digest(&digest) {
@@ -823,7 +824,13 @@ pub fn precheck_interrupt_result(step: &LaneStep<'_>) -> Result<Instant, Refusal
     let at = precheck_step(step)?;
     require_evidence(step.evidence)?;
     if !has_interrupt_tool_evidence(step.evidence) {
-        return invalid("native interrupt tool evidence is required");
+        return invalid_word(
+            "native interrupt tool evidence is required",
+            "--evidence",
+            "summary",
+            "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)",
+            "--evidence needs the native interrupt tool's result: an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case), e.g. [{\"kind\": \"tool\", \"summary\": \"interrupt sent to the agent: it stopped\"}]",
+        );
     }
     Ok(at)
 }

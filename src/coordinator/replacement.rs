@@ -16,7 +16,7 @@
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{Intent, Policy, Refusal, conflict, invalid, invalid_word, require_evidence};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical::digest;
@@ -143,11 +143,23 @@ pub fn precheck_reassign(
         _ => return invalid("replacement assignment must be non-empty"),
     };
     if !assignment.to_lowercase().contains("checkpoint") {
-        return invalid("replacement assignment must identify recovered checkpoint context");
+        return invalid_word(
+            "replacement assignment must identify recovered checkpoint context",
+            "--input",
+            "replacement_assignment",
+            "a text containing the word \"checkpoint\" (any case)",
+            "the replacement_assignment must contain the word \"checkpoint\" (any case) and say which checkpoint the replacement resumes from, e.g. \"replacement_assignment\": \"Resume the API from the recovered checkpoint: handlers done, tests pending\"",
+        );
     }
     require_evidence(evidence)?;
     if !has_checkpoint_recovery(evidence) {
-        return invalid("checkpoint recovery evidence is required");
+        return invalid_word(
+            "checkpoint recovery evidence is required",
+            "--evidence",
+            "summary",
+            "an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case)",
+            "--evidence needs an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case), e.g. [{\"kind\": \"recovery\", \"summary\": \"recovered checkpoint: handlers done, tests pending\"}]",
+        );
     }
     let scope = canonicalize_scope(
         fields

@@ -206,7 +206,22 @@ fn invoke(
         text
     };
     match outcome {
-        Ok(0) => (named(&out), true, new_owner),
+        // After `resume` the new handle takes the server's own path back
+        // (resume removed the old handle there), so the server's config
+        // (`--owner-file`) names a live handle across restarts
+        // (DEVIATIONS 94). If that cannot be done, the server acts with
+        // the new name from now on.
+        Ok(0) => {
+            let new_owner = match (new_owner, owner) {
+                (Some(next), Some(stable))
+                    if crate::store::handle::rename_handle(&next, stable).is_ok() =>
+                {
+                    Some(stable.to_path_buf())
+                }
+                (new_owner, _) => new_owner,
+            };
+            (named(&out), true, new_owner)
+        }
         Ok(_) => (named(&err), false, None),
         Err(payload) => (
             envelope::failure(&crate::cli::panic_error(payload.as_ref())).1,

@@ -296,6 +296,22 @@ pub fn remove_handle_if(path: &Path, expected: &OwnerHandle) -> bool {
     true
 }
 
+/// Give the handle at `from` the name `to` in the same directory (the MCP
+/// server's stable handle path after a `resume`, DEVIATIONS 94): a hard
+/// link that never replaces a file at `to` (linkat does not follow a
+/// symlink at `from`), then `from` removed and the directory fsynced. A
+/// crash in between leaves both names on the one handle, never none.
+pub fn rename_handle(from: &Path, to: &Path) -> StoreResult<()> {
+    if from.parent() != to.parent() || is_symlink(from) {
+        return Err(StoreError::invalid(
+            "owner handle must be renamed within its directory",
+        ));
+    }
+    std::fs::hard_link(from, to).map_err(|e| StoreError::io(&e, to))?;
+    std::fs::remove_file(from).map_err(|e| StoreError::io(&e, from))?;
+    super::secure::sync_dir(to.parent().unwrap_or(Path::new(".")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

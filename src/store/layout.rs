@@ -20,6 +20,12 @@ const SUBDIRS: [&str; 6] = [
 const CONFIG: &str =
     r#"{"runtime":"bluetape-workflow","schema_version":1,"workspace":"bluetape4k"}"#;
 
+/// The file that keeps a new state root out of git, and its text: every
+/// entry, itself included (as cargo's `target/` and a venv do).
+pub const GITIGNORE: &str = ".gitignore";
+pub const GITIGNORE_TEXT: &str =
+    "# Made by bluetape-flow init: the state root holds owner handles and its MAC key.\n*\n";
+
 /// Inside the state root, reached from the held root (see `store::root`).
 fn exists(path: &Path) -> bool {
     super::paths::exists_no_follow(path)
@@ -62,6 +68,14 @@ pub fn ensure_skeleton(root: &Path) -> StoreResult<()> {
     }
     let config = root.join("config.json");
     if !exists(&config) {
+        // A new state root (its first init): git ignores all of it, since
+        // it holds the owner handles and `derived.key` (cli-conventions §5,
+        // DEVIATIONS 92). Written before config.json, so a root that has
+        // one was given its .gitignore; an existing root is left as it is.
+        let ignore = root.join(GITIGNORE);
+        if !exists(&ignore) {
+            atomic_write(&ignore, GITIGNORE_TEXT.as_bytes())?;
+        }
         atomic_write(&config, format!("{CONFIG}\n").as_bytes())?;
     }
     Ok(())

@@ -21,6 +21,7 @@ pub mod pages;
 pub mod paths;
 #[cfg(feature = "mcp")]
 pub mod private;
+pub mod progress;
 pub mod quarantine;
 pub mod reports;
 pub mod root;

@@ -32,6 +32,76 @@ pub enum RunReadError {
     Corrupt(String),
     /// A store rule was broken (exit 2 / 5).
     Store(StoreError),
+    /// Nothing at all at `runs/<id>`: the reference's exit 3 "run manifest
+    /// snapshot is missing or invalid", most often a mistyped run id or
+    /// state root, never damage (DEVIATIONS 90).
+    Missing(MissingRun),
+}
+
+/// A run that is not there, and what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingRun {
+    pub message: String,
+    /// The real cause and how to find the right value.
+    pub hint: String,
+}
+
+/// At most this many run ids are named in a missing run's hint.
+const RUNS_NAMED: usize = 8;
+
+impl MissingRun {
+    /// Why `run_id` is not under `root`: no state root there, no `runs/`
+    /// in it, or no such run (then the runs it has, newest last).
+    fn of(root: &Path, run_id: &str) -> MissingRun {
+        let message = format!(
+            "run manifest snapshot is missing or invalid: run {run_id} does not exist under the state root {}",
+            root.display()
+        );
+        let shown = root.display();
+        let hint = if !super::paths::exists_no_follow(root) {
+            format!(
+                "there is no state root at {shown}: pass the --state-root that init created (bluetape-flow state-root prints the one found from this directory); this is not damage, nothing to recover"
+            )
+        } else {
+            match std::fs::read_dir(root.join("runs")) {
+                Err(_) => format!(
+                    "{shown} holds no runs/ directory, so it is not a state root init made: pass the --state-root that init created (bluetape-flow state-root prints the one found from this directory); this is not damage, nothing to recover"
+                ),
+                Ok(entries) => {
+                    let mut runs: Vec<String> = entries
+                        .filter_map(Result::ok)
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|name| is_identifier(name))
+                        .collect();
+                    runs.sort();
+                    let listed = if runs.is_empty() {
+                        "this state root has no runs yet (init makes one)".to_string()
+                    } else {
+                        let skip = runs.len().saturating_sub(RUNS_NAMED);
+                        let more = if skip > 0 {
+                            format!("{skip} older and ")
+                        } else {
+                            String::new()
+                        };
+                        format!("its runs are {more}{}", runs[skip..].join(", "))
+                    };
+                    let text = shown.to_string();
+                    let quoted = if text
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=,".contains(c))
+                    {
+                        text
+                    } else {
+                        format!("'{}'", text.replace('\'', "'\\''"))
+                    };
+                    format!(
+                        "no run {run_id} under {shown}: check --run-id (init printed the run_id); {listed}; bluetape-flow --state-root {quoted} status lists every run; this is not damage, nothing to recover"
+                    )
+                }
+            }
+        };
+        MissingRun { message, hint }
+    }
 }
 
 impl From<StoreError> for RunReadError {
@@ -237,10 +307,9 @@ impl RunDir {
     /// The manifest snapshot bytes (§4.1 steps 1–3).
     pub fn read_manifest(&self) -> Result<Vec<u8>, RunReadError> {
         if self.is_absent() {
-            return Err(RunReadError::Corrupt(format!(
-                "run manifest snapshot is missing or invalid: run {} does not exist under the state root {}",
-                self.run_id,
-                self.root.display()
+            return Err(RunReadError::Missing(MissingRun::of(
+                &self.root,
+                &self.run_id,
             )));
         }
         if is_symlink(&self.dir) {

@@ -138,6 +138,17 @@ fn init_fsyncs_files_and_the_directories_it_changes() {
     ] {
         assert!(has(&path), "no fsync of {}: {synced:?}", path.display());
     }
+    // A new state root's .gitignore is written like config.json: its
+    // bytes fsynced under the temp name before the rename, then the root
+    // (DEVIATIONS 8, 92).
+    let ignore_temp = root.join("..gitignore.");
+    assert!(
+        synced
+            .iter()
+            .any(|s| s.starts_with(ignore_temp.to_str().unwrap())),
+        "{synced:?}"
+    );
+    assert!(root.join(".gitignore").is_file());
     // The handle's bytes are fsynced under the staging name before the
     // hard link publishes the same inode.
     let staging = root.join("handles").join("init-");

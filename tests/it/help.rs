@@ -20,6 +20,7 @@ const EXIT_TABLE: &[(&str, &str)] = &[
     ("2", "contract_error"),
     ("2", "approval_refused"),
     ("3", "receipt_corrupt"),
+    ("3", "proof_invalid"),
     ("4", "incompatible_manifest"),
     ("5", "coordinator_conflict"),
     ("5", "approval_expired"),

@@ -878,6 +878,9 @@ fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on()
     assert!(status.success(), "{status}: {stderr}");
 }
 
+/// After `resume` the new handle is back at the path the server was
+/// started with (DEVIATIONS 94): the server goes on, and a server started
+/// again with the same config (the README's) acts with it too.
 #[test]
 fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     let run = common::TestBed::running(&["runtime"]);
@@ -896,11 +899,19 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
         json!({"run_id": run.run_id, "evidence": evidence("user_approval", "the user approved the hand-over")}),
     );
     assert_eq!(resumed["owner_epoch"], 2, "{resumed}");
-    assert!(!run.owner().exists(), "the old handle stays");
-    let new_handle = run.handle("main-r1.owner");
-    assert!(new_handle.exists());
+    assert!(
+        !run.handle("main-r1.owner").exists(),
+        "the new handle keeps its temporary name"
+    );
+    let new_handle = run.owner();
+    assert!(new_handle.exists(), "no handle at the server's path");
     let handle: Value =
         serde_json::from_str(&std::fs::read_to_string(&new_handle).unwrap()).unwrap();
+    assert_eq!(handle["epoch"], 2, "{handle}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&new_handle).unwrap().permissions(),
+    ) & 0o777;
+    assert_eq!(mode, 0o600);
     let token = handle["token"].as_str().unwrap();
     assert!(
         token.len() >= 32 && !resumed.to_string().contains(token),
@@ -921,4 +932,17 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
         ],
     )
     .assert_error(5, "coordinator_conflict");
+    // A new server with the same config acts with the live handle.
+    drop(client);
+    let mut again = Client::owner(
+        &run.flow,
+        &run.tmp.path().join("mcp-tmp2"),
+        &run.root,
+        &run.owner(),
+    )
+    .unwrap();
+    again.ok(
+        "lane-create",
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),
+    );
 }

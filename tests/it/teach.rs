@@ -884,6 +884,34 @@ fn reach(row: &ExitRow) -> Output {
                 "20990101T000000Z-00000000",
             ])
         }
+        (3, Some("proof_invalid"), _) => {
+            let life = Life::new();
+            let key = life.base.join("k.key");
+            let made = life
+                .flow
+                .run(&[
+                    "key-generate",
+                    "--name",
+                    "k",
+                    "--out",
+                    key.to_str().unwrap(),
+                ])
+                .assert_ok();
+            let vkey = life.put("k.pub", &made["verifier_key"]);
+            std::fs::write(&vkey, made["verifier_key"].as_str().unwrap()).unwrap();
+            let proof = life.base.join("p.txt");
+            std::fs::write(&proof, "not a proof\n").unwrap();
+            let event = life.put("e.json", &json!({}));
+            life.flow.run(&[
+                "check-proof",
+                "--proof",
+                proof.to_str().unwrap(),
+                "--event",
+                &event,
+                "--key",
+                &vkey,
+            ])
+        }
         (4, Some("incompatible_manifest"), _) => {
             let life = Life::new();
             let manifest = life.root.join("runs").join(&life.run).join("manifest.json");

@@ -196,10 +196,12 @@ fn check_append(run: &Run, proof: &[u8], keys: &[&Path], extra: &[&str]) -> Outp
     run.flow.run(&argv)
 }
 
-/// A proof refused by us: exit 3, typed, nothing on stdout.
+/// A proof refused by us: exit 3 `proof_invalid` (no state root is
+/// involved, DEVIATIONS 90), typed, nothing on stdout.
 #[track_caller]
 fn refused_proof(out: Output) {
-    out.assert_error(3, "receipt_corrupt");
+    out.assert_error(3, "proof_invalid");
+    assert!(out.error().get("next_command").is_none(), "{out:?}");
     assert!(
         out.error()["message"]
             .as_str()
