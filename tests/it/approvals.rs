@@ -902,6 +902,48 @@ fn the_view_has_a_table_for_people() {
     assert_eq!(out.code, 3, "{out:?}");
 }
 
+/// trust-model §2 promise 11: an `approver_key` comment is the policy
+/// writer's text; the table shows its control characters as `?` (like
+/// `status` and `log`), so it cannot set the terminal's title or clear it.
+#[test]
+fn the_table_makes_an_approver_key_comment_inert() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("alice");
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen is required (Debian openssh-client; .ci/run installs it)");
+    assert!(out.status.success(), "{out:?}");
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let mut words = public.split_whitespace();
+    let hostile = format!(
+        "{} {} alice\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}",
+        words.next().unwrap(),
+        words.next().unwrap()
+    );
+    let policy = json!({"required_approver": "alice", "approver_key": hostile}).to_string();
+    let g = gate_with(&policy, &[]);
+    let json = g.approvals();
+    assert!(
+        json["policy"]["approver_key"]
+            .as_str()
+            .unwrap()
+            .contains('\u{1b}'),
+        "the JSON keeps the text as written: {json}"
+    );
+    let out = g.approvals_with(&["--format", "table"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(!out.stdout.contains(c), "{c:?} raw in {:?}", out.stdout);
+    }
+    assert!(
+        out.stdout.contains("alice?]0;owned??[2J?31m?"),
+        "{}",
+        out.stdout
+    );
+}
+
 /// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
 fn damage_line(gate: &Gate, n: usize) {
     let path = gate
