@@ -483,10 +483,13 @@ fn append(
     // failure. A head that could not be recorded only lags behind the
     // receipt, which verify accepts (a longer receipt is fine).
     let sequence = sealed.event["sequence"].as_u64().unwrap_or_default();
+    // It pins as canonical only lines the load saw canonical (DEVIATIONS 105).
+    let head = run.dir.read_head().ok().flatten();
     let _ = run.dir.write_head(&AckHead {
         sequence,
         checksum: sealed.checksum.clone(),
         byte_length: byte_length + sealed.line.len() as u64,
+        canonical_through: super::ledger::canonical_through(run, head.as_ref(), sequence),
     });
     Ok(())
 }

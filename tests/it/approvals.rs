@@ -1042,8 +1042,8 @@ fn a_recovery_run_keeps_the_damaged_runs_gate() {
 fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
     let gate = gate();
     // Line 1 binds the policy; damaged, the policy file cannot be verified
-    // and the gate cannot be proven absent: the recovery run's gate must
-    // be named (issue 13; tests/guards.rs covers the flag).
+    // and the gate cannot be proven absent: no recovery (trust-model §2
+    // promise 5; tests/guards.rs shows a named gate does not help).
     damage_line(&gate, 1);
     let before = gate.snapshot();
     let out = recover(&gate, "recovery.owner");
@@ -1054,7 +1054,7 @@ fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
         e["message"]
             .as_str()
             .unwrap()
-            .contains("its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE"),
+            .contains("whether it had an approval gate can be neither read nor proven absent"),
         "{e}"
     );
     assert_eq!(before, gate.snapshot(), "no quarantine copy, no new run");
