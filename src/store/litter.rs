@@ -152,12 +152,11 @@ fn half_made_lock_is_free(run_dir: &Path, now: SystemTime) -> bool {
     if !old(&init) || super::secure::flock_held(init.as_path()) {
         return false;
     }
-    let pid = super::heads::read_small(init.as_path(), None)
+    let record = super::heads::read_small(init.as_path(), None)
         .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v.get("pid").cloned());
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
     !matches!(
-        pid.as_ref().and_then(super::lock::probe_pid),
+        record.as_ref().and_then(super::lock::pid_of),
         Some(super::lock::PidState::Alive | super::lock::PidState::Unknown)
     )
 }

@@ -538,6 +538,13 @@ impl RunDir {
         super::secure::append_line(&self.place(&self.receipt_path())?, line)
     }
 
+    /// Append `line` only if the receipt is exactly `expected` bytes long
+    /// (the length the appending command loaded), checked on the very
+    /// descriptor written through, under the lock, right before the write.
+    pub fn append_receipt_after(&self, line: &[u8], expected: u64) -> StoreResult<()> {
+        super::secure::append_line_after(&self.place(&self.receipt_path())?, line, Some(expected))
+    }
+
     /// The checkpoint's liveness digest files.
     pub fn digest_files(&self) -> super::digests::DigestFiles {
         super::digests::DigestFiles::of_run(self)
