@@ -6,6 +6,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 use std::path::Path;
 
+// Every cell is inert (trust-model §2 promise 11): the policy and the
+// decisions are text other writers chose (an `approver_key` comment, a
+// `by`), shown as `status` and `log` show receipt text.
+use super::table::{cell, inert};
 use crate::commands::{self, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
@@ -71,16 +75,6 @@ pub fn dispatch(
     Ok((operation, data))
 }
 
-fn cell(value: &Value) -> String {
-    match value {
-        Value::Null => "-".to_string(),
-        Value::String(s) => s.clone(),
-        Value::Bool(true) => "yes".to_string(),
-        Value::Bool(false) => "no".to_string(),
-        other => other.to_string(),
-    }
-}
-
 /// The plain-text rendering of an `approvals --format table` result, or
 /// `None` for any other operation.
 pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
@@ -103,7 +97,7 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
                 cell(get("policy_file_matches"))
             ));
             for (key, value) in policy {
-                lines.push(format!("  {key:<28}{}", cell(value)));
+                lines.push(format!("  {:<28}{}", inert(key), cell(value)));
             }
         }
         _ if get("policy_checksum").is_null() => {
@@ -122,7 +116,7 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
         }
     }
     if let Value::String(proof) = get("identity_proof") {
-        lines.push(format!("identity                      {proof}"));
+        lines.push(format!("identity                      {}", inert(proof)));
     }
     let decisions = get("decisions").as_array().cloned().unwrap_or_default();
     if decisions.is_empty() {

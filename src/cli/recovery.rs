@@ -65,8 +65,8 @@ pub struct RecoveryRunCreateArgs {
     /// The NEW run's owner handle.
     #[arg(long = "owner-file", required = true)]
     pub owner_file: PathBuf,
-    /// The recovery run's approval policy (our extension): required when
-    /// the damaged run's gate cannot be carried or proven absent.
+    /// The recovery run's approval policy (our extension): a gate for an
+    /// ungated run, or constraints added to the carried gate.
     #[arg(long = "approval-policy")]
     pub approval_policy: Option<PathBuf>,
     #[command(flatten)]

@@ -87,62 +87,64 @@ pub fn read_policy_input(
     ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
 }
 
-/// The approval gate of a recovery run (issue 13: recovery fails closed).
-/// `fresh` is the policy the caller named with `--approval-policy`.
+/// The approval gate of a recovery run (trust-model §2 promise 5,
+/// contracts/approvals.md "Recovery"): carried from the source or refused.
+/// `fresh` is the policy the caller named with `--approval-policy`. What
+/// decides is the trusted prefix only, never a search of raw bytes:
 ///
-/// * The damaged run's first event, which binds its policy, is trusted:
-///   its frozen policy is carried (a missing, loose or edited file is
-///   refused, exit 3); a run without one stays ungated unless `fresh`
-///   adds a gate. `fresh` may replace a carried policy only while a breach
-///   of our rules stands in the trusted prefix (then it must: exit 5
-///   `rule_breach` without it); otherwise it must repeat the carried one.
-/// * The first line cannot be trusted: the gate cannot be proven absent,
-///   so `fresh` is required (exit 3 naming the flag). A policy file that
-///   is missing while any line of the damaged receipt names a policy is
-///   refused (exit 3) even then.
+/// * The source's first line verifies and binds a policy: the policy file
+///   must match the bound checksum, and that frozen gate is carried (a
+///   missing, loose or edited file is refused, exit 3: the gate cannot be
+///   read, so it cannot be carried). `fresh` may only add constraints to
+///   it ([`ApprovalPolicy::adds_to`]; exit 2 otherwise). A breach of our
+///   rules standing in the trusted prefix refuses a recovery that does not
+///   name the gate (exit 5 `rule_breach`); named, it must still add.
+/// * The first line verifies and binds none, and no policy file lies
+///   beside it: the source is proven ungated; the recovery run is ungated
+///   unless `fresh` adds a gate (an unbound policy file is refused, exit 3).
+/// * The first line cannot be trusted: the source's gate can be neither
+///   read nor proven absent, so a recovery run could lose it: refused
+///   (exit 3), whatever `fresh` says; the hint names `init` (a new run, its
+///   gate named afresh), the way on that claims nothing about the source.
 pub fn recovery_gate(
     run: &OpenRun,
     fresh: Option<ApprovalPolicy>,
 ) -> FlowResult<Option<ApprovalPolicy>> {
     let mut ledger = ApprovalLedger::default();
+    let mut first_verified = false;
     // Only the first line matters for the binding: stop after it.
     let _ = verify_receipt(run, |event| {
+        first_verified = true;
         ledger.observe(event);
         Err(String::new())
     })?;
-    let first_trusted = ledger.created_at.is_some() || ledger.has_policy();
-    let file_exists = crate::store::approval::policy_file_exists(&run.dir);
     let cannot = |problem: &str| {
         FlowError::ReceiptCorrupt(format!(
             "the damaged run's approval policy cannot be carried into a recovery run: {problem}"
         ))
     };
-    if !first_trusted {
-        let named = run.dir.receipt_mentions(&[
-            b"\"approval_policy\"".as_slice(),
-            b"\"approver_identity\"".as_slice(),
-        ]);
-        if named && !file_exists {
+    if !first_verified {
+        return Err(FlowError::ReceiptCorrupt(
+            "the damaged run's first line cannot be trusted, so whether it had an approval gate can be neither read nor proven absent: a recovery run could lose it".into(),
+        )
+        .taught(crate::coordinator::decide::Teaching {
+            detail: None,
+            hint: Some("nothing of the damaged run can be carried (no event is trusted): start a new run with bluetape-flow init (--approval-policy FILE for its gate); the damaged run stays as it is for inspection".into()),
+            fields: Some(json!({"next_command": "init"})),
+        }));
+    }
+    let carried = if !ledger.has_policy() {
+        if crate::store::approval::policy_file_exists(&run.dir) {
             return Err(cannot(
-                "approval policy file is missing and the damaged receipt names an approval policy",
+                "a policy file is present but the first event binds none, so the run cannot be proven ungated",
             ));
         }
-        return match fresh {
-            Some(policy) => Ok(Some(policy)),
-            None => Err(FlowError::ReceiptCorrupt(
-                "the damaged run's first line cannot be trusted, so its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE".into(),
-            )),
-        };
-    }
-    let carried = if !ledger.has_policy() && !file_exists {
         None
     } else {
         match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
             PolicyStatus::Frozen { policy, .. } => Some(policy),
             PolicyStatus::Absent => {
-                return Err(cannot(
-                    "its first event, which binds the policy file, cannot be trusted",
-                ));
+                return Err(cannot("its first event binds no readable policy"));
             }
             PolicyStatus::Tampered { problem, .. } => return Err(cannot(&problem)),
         }
@@ -154,18 +156,21 @@ pub fn recovery_gate(
         .map(|(_, state)| state.breaches().to_vec())
         .unwrap_or_default();
     match fresh {
-        None if !breaches.is_empty() => {
-            crate::coordinator::breach::refuse_breaches(
-                &breaches,
-                "recovery-run-create without --approval-policy",
-            )?;
+        None => {
+            if !breaches.is_empty() {
+                crate::coordinator::breach::refuse_breaches(
+                    &breaches,
+                    "recovery-run-create without --approval-policy",
+                )?;
+            }
             Ok(Some(carried))
         }
-        None => Ok(Some(carried)),
-        Some(policy) if policy == carried || !breaches.is_empty() => Ok(Some(policy)),
-        Some(_) => Err(FlowError::contract(
-            "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only repeat it",
-        )),
+        Some(policy) => match policy.adds_to(&carried) {
+            Ok(()) => Ok(Some(policy)),
+            Err(loosened) => Err(FlowError::contract(format!(
+                "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only add constraints to it: {loosened}"
+            ))),
+        },
     }
 }
 

@@ -620,6 +620,10 @@ pub struct Verified {
     pub root: Hash,
     /// Every head that held (name, body).
     pub heads: Vec<(String, HeadBody)>,
+    /// With keys: the replayed state, ledger and position at the largest
+    /// size a signed head covers (trust-model §2 promise 6): what the
+    /// signatures vouch for. Everything after it is the unsigned tail.
+    pub signed: Option<(CoordinatorState, ApprovalLedger, ChainPosition)>,
 }
 
 /// Check every member of a bundle read from `source` (after its index),
@@ -708,6 +712,15 @@ pub fn verify_members(
         .position(|m| classify(&m.name) != Some(Class::Receipt))
         .map_or(members.len(), |i| at + i);
     let segments = &members[at..segment_end];
+    // The largest size the signatures reach (every head must hold below).
+    let signed_size = keys.and(
+        heads
+            .iter()
+            .map(|(_, h)| h.size)
+            .chain(external_body.iter().map(|h| h.size))
+            .max(),
+    );
+    let mut signed = None;
     let mut wanted: BTreeSet<u64> = heads.iter().map(|(_, h)| h.size).collect();
     wanted.extend(external_body.iter().map(|h| h.size));
     wanted.insert(index.sequence);
@@ -758,6 +771,9 @@ pub fn verify_members(
         state
             .apply_event(event, &policy)
             .map_err(|e| e.to_string())?;
+        if signed_size == Some(position.sequence) {
+            signed = Some((state.clone(), ledger.clone(), position.clone()));
+        }
         if position.sequence.is_multiple_of(SEGMENT_EVENTS) {
             state.spill_liveness_digests(&spilled)?;
         }
@@ -909,22 +925,68 @@ pub fn verify_members(
         recovery_of,
         root,
         heads,
+        signed,
     })
 }
 
 /// The output of a verified bundle: the `status --run-id` summary plus
 /// what was verified.
+///
+/// With keys (trust-model §2 promise 6, contracts/bundle.md "Signed
+/// verdicts"), the summary is the signed prefix's — the state replayed up
+/// to `signed_through`, the largest size a signed head covers — and the
+/// events after it are judged apart in `unsigned_tail` (`signed: false`):
+/// a dropped head or unsigned events never make the verdict say more than
+/// the signatures do.
 pub fn verified_output(verified: &Verified, at: &str) -> Map<String, Value> {
     let run_id = &verified.index.run_id;
     let mut map = super::views::summary_header(&verified.manifest, run_id, at);
+    let (state, ledger, position) = match &verified.signed {
+        Some((state, ledger, position)) => (state, ledger, position),
+        None => (&verified.state, &verified.ledger, &verified.position),
+    };
     map.extend(super::views::phase2_summary(
         &verified.manifest,
-        &verified.state,
-        &verified.position,
-        &verified.ledger,
+        state,
+        position,
+        ledger,
         run_id,
         at,
     ));
+    if let Some((_, _, signed)) = &verified.signed {
+        let through = signed.sequence;
+        map.insert("signed_through".into(), json!(through));
+        map.insert("receipt_sequence".into(), json!(verified.position.sequence));
+        let tail = (verified.position.sequence > through).then(|| {
+            let full = super::views::phase2_summary(
+                &verified.manifest,
+                &verified.state,
+                &verified.position,
+                &verified.ledger,
+                run_id,
+                at,
+            );
+            let later: Vec<_> = verified
+                .state
+                .breaches()
+                .iter()
+                .filter(|b| b.sequence > through)
+                .cloned()
+                .collect();
+            json!({
+                "signed": false,
+                "from_sequence": through + 1,
+                "to_sequence": verified.position.sequence,
+                "events": verified.position.sequence - through,
+                "checksum": verified.position.checksum,
+                "run_state": full.get("run_state"),
+                "lanes": full.get("lanes"),
+                "completion": full.get("completion"),
+                "breaches": crate::coordinator::breach::breaches_value(&later),
+            })
+        });
+        map.insert("unsigned_tail".into(), tail.unwrap_or(Value::Null));
+    }
     map.insert("recovery_of".into(), json!(verified.recovery_of));
     // Which runs recovered this one is known only to a state root.
     map.insert("recovered_by".into(), Value::Null);

@@ -365,6 +365,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
             sequence: 1,
             checksum: sealed.checksum.clone(),
             byte_length: sealed.line.len() as u64,
+            canonical_through: 1,
         })?;
         let cache = crate::coordinator::simple::simple_run_cache(
             &run.run_id,

@@ -141,6 +141,11 @@ pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
     };
     if let Some(finding) = head_finding {
         map.insert("head_record_finding".into(), json!(finding));
+        // The way out (trust-model §2 promise 9): an intact receipt under a
+        // head record that names no head is rebuilt, not recovered.
+        if map.get("effective_state") != Some(&json!("blocked")) {
+            map.insert("next_command".into(), json!("rebuild"));
+        }
     }
     let checksum = canonical::digest(&Value::Object(map.clone()));
     map.insert("diagnosis_checksum".into(), json!(checksum));

@@ -11,7 +11,7 @@ use crate::receipt::rules::Family;
 use crate::receipt::verify::{
     ChainPosition, ChainVerifier, INCOMPLETE, NO_EVENTS, ReceiptDamage, StreamStop,
 };
-use crate::store::run::RunDir;
+use crate::store::run::{AckHead, RunDir};
 
 /// Receipt stretches at least this long are verified on two more threads.
 const PARALLEL_FROM_BYTES: u64 = 1 << 20;
@@ -25,6 +25,10 @@ pub struct OpenRun {
     /// head. Only `receipt-diagnose` turns it off, for a head record it
     /// reports as a finding instead of failing on it.
     pub trust_head: bool,
+    /// What the last intact verification of this run saw: the sequence it
+    /// started after and its first non-canonical line. The head record may
+    /// only move over lines such a pass saw canonical ([`head_may_advance`]).
+    pub last_pass: std::cell::Cell<Option<(u64, Option<u64>)>>,
 }
 
 impl OpenRun {
@@ -52,6 +56,7 @@ pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
         dir,
         manifest,
         trust_head: true,
+        last_pass: std::cell::Cell::new(None),
     })
 }
 
@@ -82,6 +87,9 @@ pub enum Verdict {
         trusted_checksum: String,
     },
 }
+
+/// What to do about a head record that names no head (DEVIATIONS 104).
+pub const HEAD_RECORD_HINT: &str = "the head record receipt-head.json is ours and derived, and this one names no head: bluetape-flow receipt-diagnose --run-id {run_id} judges the receipt without it, and when the receipt verifies, bluetape-flow rebuild --run-id {run_id} rewrites it";
 
 /// Stream-verify the whole receipt, handing each verified event to
 /// `consume`. Also checks the acknowledged head (decisions.md 16): a receipt
@@ -117,7 +125,12 @@ fn verify_with(
     mut consume: Option<Consumer<'_>>,
 ) -> FlowResult<Verdict> {
     let head = if run.trust_head {
-        run.dir.read_head()?
+        run.dir.read_head().map_err(|e| match e {
+            crate::store::run::RunReadError::Corrupt(m) => {
+                FlowError::ReceiptCorrupt(m).hinted(HEAD_RECORD_HINT)
+            }
+            other => other.into(),
+        })?
     } else {
         None
     };
@@ -126,6 +139,7 @@ fn verify_with(
         .dir
         .receipt_stamp()
         .map_or(0, |stamp| stamp.size.saturating_sub(start_byte));
+    let start_sequence = start.sequence;
     let mut reader = match run.dir.open_receipt_at(start.byte_length) {
         // A long read shows progress where the CLI asked for it.
         Ok(reader) => crate::store::progress::Tracked::new(reader, remaining),
@@ -149,7 +163,7 @@ fn verify_with(
     let mut trusted_checksum = start.checksum.clone();
     let mut verifier = ChainVerifier::new(&run.manifest, &run.dir.run_id, start);
     if let Some(head) = &head {
-        verifier.require_canonical_until(head.sequence);
+        verifier.require_canonical_until(head.canonical_through);
     }
     let mut after_line = |position: &ChainPosition| {
         if head
@@ -233,7 +247,32 @@ fn verify_with(
             )));
         }
     }
+    run.last_pass
+        .set(Some((start_sequence, verifier.first_non_canonical())));
     Ok(Verdict::Intact(position))
+}
+
+/// How far the head record written after this pass may pin lines as
+/// byte-canonical (trust-model §2 promise 10, DEVIATIONS 105), for a new
+/// head at `new_sequence` over the current head `head`. A line another
+/// tool wrote in other bytes (spacing, escapes) verifies under the
+/// reference's rule, but lines up to `canonical_through` must be
+/// canonical, so a head pinning it would make our own `verify` call it
+/// damaged: the pin stops below the first such line the last pass saw,
+/// and once stopped stays. A pass that started above the head (from a
+/// checkpoint the head lags behind, or with no head at all) did not see
+/// the lines between: the pin stays where the head had it.
+pub fn canonical_through(run: &OpenRun, head: Option<&AckHead>, new_sequence: u64) -> u64 {
+    let pinned = head.map_or(0, |h| h.canonical_through);
+    if head.is_some_and(|h| h.canonical_through < h.sequence) {
+        return pinned;
+    }
+    match run.last_pass.get() {
+        Some((start, first_non_canonical)) if start <= pinned => {
+            first_non_canonical.map_or(new_sequence, |k| k.saturating_sub(1))
+        }
+        _ => pinned,
+    }
 }
 
 /// The error a damaged receipt gives a command. A torn last line while a

@@ -73,8 +73,41 @@ pub fn verify_signed(
         }
     };
     let heads = transparency::verify_heads(&run, &position, keys.as_ref(), external.as_deref())?;
+    let signed_through = heads
+        .as_ref()
+        .filter(|_| keys.is_some())
+        .and_then(|h| h.get("heads_newest_size"))
+        .and_then(Value::as_u64);
     let mut out = heads.unwrap_or_default();
+    let total = position.sequence;
     out.extend(verify_output(run_id, position, state.as_ref()));
+    // With keys (trust-model §2 promise 6): how far the signatures reach,
+    // and the events after it judged apart (their breaches too).
+    if let Some(through) = signed_through {
+        out.insert("signed_through".into(), Value::from(through));
+        let breaches = state.as_ref().map(|s| s.breaches()).unwrap_or_default();
+        let (signed, later): (Vec<_>, Vec<_>) = breaches
+            .iter()
+            .cloned()
+            .partition(|b| b.sequence <= through);
+        out.remove("breaches");
+        if !signed.is_empty() {
+            out.insert(
+                "breaches".into(),
+                crate::coordinator::breach::breaches_value(&signed),
+            );
+        }
+        let tail = (total > through).then(|| {
+            serde_json::json!({
+                "signed": false,
+                "from_sequence": through + 1,
+                "to_sequence": total,
+                "events": total - through,
+                "breaches": crate::coordinator::breach::breaches_value(&later),
+            })
+        });
+        out.insert("unsigned_tail".into(), tail.unwrap_or(Value::Null));
+    }
     Ok(out)
 }
 

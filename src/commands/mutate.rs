@@ -256,6 +256,7 @@ fn mutate_with(
     }
     run.dir
         .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;
+    test_pause_before_append();
     append(run, &proof, &sealed, position.byte_length)?;
     super::transparency::extend_tree(
         &run.dir,
@@ -471,6 +472,28 @@ fn seal(
     Ok(sealed)
 }
 
+/// Test-only (debug builds): with `BLUETAPE_TEST_PAUSE_BEFORE_APPEND=<path>`
+/// a mutation holding the lock, its line sealed, creates `<path>.ready` and
+/// waits (at most a minute) until `<path>` exists before it appends, so a
+/// test can act as another writer at exactly that moment
+/// (`tests/it/namespaces.rs`).
+fn test_pause_before_append() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Some(go) = std::env::var_os("BLUETAPE_TEST_PAUSE_BEFORE_APPEND") else {
+        return;
+    };
+    let go = std::path::PathBuf::from(go);
+    let mut ready = go.clone().into_os_string();
+    ready.push(".ready");
+    let _ = std::fs::write(&ready, b"");
+    let started = std::time::Instant::now();
+    while !go.exists() && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Append one sealed line: only with an owner proof. The acknowledged head
 /// is recorded after the fsync, before success is reported.
 fn append(
@@ -479,15 +502,20 @@ fn append(
     sealed: &SealedEvent,
     byte_length: u64,
 ) -> FlowResult<()> {
-    run.dir.append_receipt(&sealed.line)?;
+    // Refused unless the receipt is still the length the state was loaded
+    // from (trust-model §2 promise 7).
+    run.dir.append_receipt_after(&sealed.line, byte_length)?;
     // The event is durable now, so nothing after this point may report a
     // failure. A head that could not be recorded only lags behind the
     // receipt, which verify accepts (a longer receipt is fine).
     let sequence = sealed.event["sequence"].as_u64().unwrap_or_default();
+    // It pins as canonical only lines the load saw canonical (DEVIATIONS 105).
+    let head = run.dir.read_head().ok().flatten();
     let _ = run.dir.write_head(&AckHead {
         sequence,
         checksum: sealed.checksum.clone(),
         byte_length: byte_length + sealed.line.len() as u64,
+        canonical_through: super::ledger::canonical_through(run, head.as_ref(), sequence),
     });
     Ok(())
 }

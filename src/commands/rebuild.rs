@@ -72,8 +72,19 @@ pub fn replay_run(
 }
 
 pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
-    let run = open_run(root, run_id)?;
+    let mut run = open_run(root, run_id)?;
     let _guard = run.dir.receipt_lock().acquire()?;
+    // A head record that names no head (unparsable, sequence 0, another
+    // run) is a damaged cache of ours: the receipt is judged without it and,
+    // when it verifies, the record is rewritten below (DEVIATIONS 104). A
+    // record that names a head the receipt disagrees with is receipt damage
+    // and stays refused (recovery-run-create); a record of the wrong type
+    // or mode is a store rule broken (exit 2).
+    let head_unreadable = matches!(
+        run.dir.read_head(),
+        Err(crate::store::run::RunReadError::Corrupt(_))
+    );
+    run.trust_head = !head_unreadable;
     let hash = run.manifest.contract.hash.clone();
     let position = match run.manifest.contract.family {
         Family::V1_1 => {
@@ -119,6 +130,17 @@ pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
             position
         }
     };
+    if head_unreadable {
+        // A record that names no head is replaced by one naming the end of
+        // the receipt just verified (pinning as canonical only the lines
+        // before the first one another tool wrote in other bytes).
+        run.dir.write_head(&crate::store::run::AckHead {
+            sequence: position.sequence,
+            checksum: position.checksum.clone(),
+            byte_length: position.byte_length,
+            canonical_through: super::ledger::canonical_through(&run, None, position.sequence),
+        })?;
+    }
     let mut out = Map::new();
     out.insert("checksum".into(), Value::String(position.checksum));
     out.insert("run_id".into(), Value::String(run_id.to_string()));

@@ -99,7 +99,24 @@ pub fn recovery_run_create(
     };
     run.dir.validate()?;
     let supplied = supplied_diagnosis(input.as_object().cloned().unwrap_or_default());
-    let checksum = check_request(&supplied, &approval)?;
+    let checksum = check_request(&supplied, &approval).map_err(|refusal| {
+        let error = FlowError::from(refusal);
+        // A diagnosis of an intact receipt whose head record names no head
+        // (DEVIATIONS 104): not a recovery, the command that fixes it is named.
+        let intact = supplied.diagnosis.get("effective_state") != Some(&json!("blocked"));
+        if intact && supplied.diagnosis.contains_key("head_record_finding") {
+            error.taught(crate::coordinator::decide::Teaching {
+                detail: Some("the receipt verifies; only its head record receipt-head.json (ours, derived) names no head".into()),
+                hint: Some(format!(
+                    "bluetape-flow rebuild --run-id {} rewrites the head record from the receipt; nothing needs recovering",
+                    request.run_id
+                )),
+                fields: Some(json!({"next_command": "rebuild"})),
+            })
+        } else {
+            error
+        }
+    })?;
     let diagnosis = &supplied.diagnosis;
     require_same_diagnosis(
         &current_diagnosis(root, request.run_id)?,

@@ -130,6 +130,51 @@ fn identity_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>,
 }
 
 impl ApprovalPolicy {
+    /// Whether this policy only adds constraints to `carried` (a recovery
+    /// run's `--approval-policy` over the source's proven gate,
+    /// contracts/approvals.md "Recovery"): every constraint `carried` sets
+    /// is kept — the same `required_approver`, `initiated_by`,
+    /// `approver_fingerprint` and `approver_key`, `require_different_approver`
+    /// still true, an `expires_after_s` no longer than carried's — and a
+    /// constraint `carried` leaves open may be set. The refusal names the
+    /// first constraint it would loosen.
+    pub fn adds_to(&self, carried: &ApprovalPolicy) -> Result<(), String> {
+        fn same(key: &str, carried: &Option<String>, fresh: &Option<String>) -> Result<(), String> {
+            match carried {
+                Some(c) if fresh.as_ref() != Some(c) => Err(format!(
+                    "{key} must stay {}",
+                    if key == "approver_key" {
+                        "the carried key".to_string()
+                    } else {
+                        format!("'{}'", shown(c))
+                    }
+                )),
+                _ => Ok(()),
+            }
+        }
+        same(
+            "required_approver",
+            &carried.required_approver,
+            &self.required_approver,
+        )?;
+        same("initiated_by", &carried.initiated_by, &self.initiated_by)?;
+        same(
+            "approver_fingerprint",
+            &carried.approver_fingerprint,
+            &self.approver_fingerprint,
+        )?;
+        same("approver_key", &carried.approver_key, &self.approver_key)?;
+        if carried.require_different_approver && !self.require_different_approver {
+            return Err("require_different_approver must stay true".into());
+        }
+        if let Some(limit) = carried.expires_after_s
+            && self.expires_after_s.is_none_or(|n| n > limit)
+        {
+            return Err(format!("expires_after_s must stay at most {limit}"));
+        }
+        Ok(())
+    }
+
     /// Validate a policy input object. `env_initiator` is
     /// `BLUETAPE_INITIATED_BY` (already trimmed; `None` when unset or blank).
     /// Vacuous and unsatisfiable policies are refused.

@@ -677,3 +677,55 @@ fn replay_counts_the_window_from_the_recorded_times() {
             .is_some()
     );
 }
+
+#[test]
+fn a_fresh_policy_adds_to_a_carried_one_only_by_keeping_every_constraint() {
+    let carried = policy(
+        json!({"required_approver": "alice", "require_different_approver": true,
+                                "initiated_by": "agent-1", "expires_after_s": 3600}),
+    );
+    assert_eq!(carried.adds_to(&carried), Ok(()));
+    let stricter = policy(
+        json!({"required_approver": "alice", "require_different_approver": true,
+                                 "initiated_by": "agent-1", "expires_after_s": 60}),
+    );
+    assert_eq!(stricter.adds_to(&carried), Ok(()));
+    for (fresh, loosened) in [
+        (
+            json!({"required_approver": "mallory", "require_different_approver": true,
+                "initiated_by": "agent-1", "expires_after_s": 3600}),
+            "required_approver must stay 'alice'",
+        ),
+        (
+            json!({"require_different_approver": true, "initiated_by": "agent-1",
+                "expires_after_s": 3600}),
+            "required_approver must stay 'alice'",
+        ),
+        (
+            json!({"required_approver": "alice", "initiated_by": "agent-1",
+                "expires_after_s": 3600}),
+            "require_different_approver must stay true",
+        ),
+        (
+            json!({"required_approver": "alice", "require_different_approver": true,
+                "initiated_by": "agent-2", "expires_after_s": 3600}),
+            "initiated_by must stay 'agent-1'",
+        ),
+        (
+            json!({"required_approver": "alice", "require_different_approver": true,
+                "initiated_by": "agent-1", "expires_after_s": 3601}),
+            "expires_after_s must stay at most 3600",
+        ),
+        (
+            json!({"required_approver": "alice", "require_different_approver": true,
+                "initiated_by": "agent-1"}),
+            "expires_after_s must stay at most 3600",
+        ),
+    ] {
+        assert_eq!(policy(fresh).adds_to(&carried), Err(loosened.to_string()));
+    }
+    // What the carried policy leaves open may be set.
+    let open = policy(json!({"required_approver": "alice"}));
+    assert_eq!(carried.adds_to(&open), Ok(()));
+    assert!(open.adds_to(&carried).is_err());
+}

@@ -111,7 +111,10 @@ pub const NEVER_TOOLS: &[&str] = &[
 /// Flags no tool takes. `owner-file` is the server's own (named at start,
 /// never by the model); the others name files or terminals the model has no
 /// business choosing (`--format` is always JSON here, `--follow` never
-/// ends).
+/// ends). `decision-out` is the one file a read-only command writes
+/// (`liveness-check`): a read-only tool writes nothing in any mode
+/// (trust-model §2 promise 8), and `stall-record` takes the decision as a
+/// JSON value here anyway (`--explain` returns it).
 const WITHHELD_FLAGS: &[&str] = &[
     "owner-file",
     "new-owner-file",
@@ -125,6 +128,7 @@ const WITHHELD_FLAGS: &[&str] = &[
     "format",
     "color",
     "follow",
+    "decision-out",
 ];
 
 /// Flags whose values are integers.

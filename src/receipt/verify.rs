@@ -86,6 +86,9 @@ pub struct ChainVerifier<'a> {
     /// Lines up to this sequence must be byte-for-byte canonical: this tool
     /// acknowledged them, so any other bytes are an edit made afterwards.
     canonical_until: u64,
+    /// The first verified line whose bytes are not canonical (written by
+    /// another tool), if any: our head never moves over it (DEVIATIONS 105).
+    first_non_canonical: Option<u64>,
 }
 
 impl<'a> ChainVerifier<'a> {
@@ -95,7 +98,13 @@ impl<'a> ChainVerifier<'a> {
             run_id,
             position,
             canonical_until: 0,
+            first_non_canonical: None,
         }
+    }
+
+    /// The first line verified so far whose bytes are not canonical.
+    pub fn first_non_canonical(&self) -> Option<u64> {
+        self.first_non_canonical
     }
 
     /// Require byte-canonical lines up to `sequence` (the acknowledged head).
@@ -329,8 +338,13 @@ impl<'a> ChainVerifier<'a> {
         if parsed.checksum != fields.checksum {
             return Err(self.damage("checksum mismatch"));
         }
-        if expected_sequence <= self.canonical_until && !parsed.canonical {
-            return Err(self.damage("event bytes differ from their acknowledged canonical form"));
+        if !parsed.canonical {
+            if expected_sequence <= self.canonical_until {
+                return Err(
+                    self.damage("event bytes differ from their acknowledged canonical form")
+                );
+            }
+            self.first_non_canonical.get_or_insert(expected_sequence);
         }
         self.position.sequence = expected_sequence;
         self.position.checksum.clone_from(&fields.checksum);

@@ -33,6 +33,9 @@ pub enum LitterKind {
     RetiredLock,
     /// A lock whose holder is dead (the next writer reclaims it).
     DeadLock,
+    /// A `receipt-head.json` that names no head (DEVIATIONS 104): derived,
+    /// `rebuild` rewrites it from a receipt that verifies.
+    DamagedHeadRecord,
 }
 
 impl LitterKind {
@@ -44,6 +47,7 @@ impl LitterKind {
             LitterKind::TempFile => "temp_file",
             LitterKind::RetiredLock => "retired_lock",
             LitterKind::DeadLock => "dead_lock",
+            LitterKind::DamagedHeadRecord => "damaged_head_record",
         }
     }
 }
@@ -68,6 +72,18 @@ impl Litter {
                 "keep it: it is the run's only owner handle; give it a name with mv '{quoted}' <state root>/handles/<name>.owner"
             ),
             LitterKind::DeadLock => "nothing: the next writer of the run reclaims it".to_string(),
+            LitterKind::DamagedHeadRecord => {
+                let run_dir = self.path.parent().unwrap_or(Path::new("."));
+                let run_id = name_of(run_dir);
+                let root = run_dir
+                    .parent()
+                    .and_then(Path::parent)
+                    .map(|r| r.to_string_lossy().replace('\'', "'\\''"))
+                    .unwrap_or_default();
+                format!(
+                    "bluetape-flow --state-root '{root}' rebuild --run-id {run_id} (it rewrites the head record when the receipt verifies; receipt-diagnose shows the finding)"
+                )
+            }
             _ if !self.dead => {
                 "wait: it may belong to a live writer (younger than 30 s or locked)".to_string()
             }
@@ -110,8 +126,49 @@ fn has_receipt(run_dir: &Path) -> bool {
     lstat(&run_dir.join("receipt.jsonl")).is_some_and(|m| m.len() > 0)
 }
 
-fn lock_is_free(lock: &DirLock) -> bool {
-    matches!(lock.status(), "unlocked" | "locked_dead")
+/// The receipt lock of a run without a receipt is free, or what a writer
+/// killed while taking it left (an `init` killed at its first `flock`,
+/// DEVIATIONS 104): an initializer `.receipt.initializing.json` and/or an
+/// empty lock directory, each older than the grace, the initializer's pid
+/// (when it has a readable one) not alive and its flock not held, the
+/// same rule the lock protocol applies when it claims a stale initializer
+/// or an empty lock directory.
+fn half_made_lock_is_free(run_dir: &Path, now: SystemTime) -> bool {
+    let lock = DirLock::new(run_dir.join("locks").join("receipt"));
+    match lock.status() {
+        "unlocked" | "locked_dead" => return true,
+        "locked_initializing" => {}
+        _ => return false,
+    }
+    let old = |path: &Path| age(path, now).is_some_and(|a| a >= GRACE);
+    let dir = run_dir.join("locks").join("receipt");
+    if lstat(&dir).is_some() && !old(&dir) {
+        return false;
+    }
+    let init = run_dir.join("locks").join(".receipt.initializing.json");
+    if lstat(&init).is_none() {
+        return true;
+    }
+    if !old(&init) || super::secure::flock_held(init.as_path()) {
+        return false;
+    }
+    let record = super::heads::read_small(init.as_path(), None)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    !matches!(
+        record.as_ref().and_then(super::lock::pid_of),
+        Some(super::lock::PidState::Alive | super::lock::PidState::Unknown)
+    )
+}
+
+/// A run's head record, when present and naming no head.
+fn head_record_is_damaged(run_dir: &Path) -> bool {
+    let path = run_dir.join("receipt-head.json");
+    if !lstat(&path).is_some_and(|m| m.is_file()) {
+        return false;
+    }
+    super::heads::read_small(path.as_path(), None)
+        .is_ok_and(|bytes| super::run::parse_head(&bytes, &name_of(run_dir)).is_none())
 }
 
 /// Every piece of litter under `root`, oldest kinds first. Reads only.
@@ -136,9 +193,16 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
             push(
                 LitterKind::HalfMadeRun,
                 run_dir.clone(),
-                lock_is_free(&lock),
+                half_made_lock_is_free(&run_dir, now),
             );
             continue;
+        }
+        if head_record_is_damaged(&run_dir) {
+            push(
+                LitterKind::DamagedHeadRecord,
+                run_dir.join("receipt-head.json"),
+                false,
+            );
         }
         if lock.status() == "locked_dead" {
             push(
@@ -197,17 +261,27 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
     out
 }
 
-/// What `init` removes before it creates a run: the dead half-made runs
-/// and staging handles a killed `init` left. Best effort: a failure to
-/// remove is left for `doctor` to report. Returns how many were removed.
+/// What `init` removes before it creates a run: everything provably dead
+/// that a killed writer left (trust-model §2 promise 9): half-made runs,
+/// staging handles, temp files of atomic writes and retired lock
+/// directories, each older than the grace (and a half-made run with no
+/// live lock holder). Never a run's only handle, never a lock (the next
+/// writer of its run reclaims it), never a head record (`rebuild`). Best
+/// effort: a failure to remove is left for `doctor` to report. Returns how
+/// many were removed.
 pub fn remove_dead_init_litter(root: &Path, now: SystemTime) -> usize {
     scan(root, now)
         .into_iter()
         .filter(|l| l.dead)
-        .filter(|l| matches!(l.kind, LitterKind::HalfMadeRun | LitterKind::StagingHandle))
         .filter(|l| match l.kind {
             LitterKind::HalfMadeRun => super::root::remove_tree(&l.path).is_ok(),
-            _ => super::root::remove_file(&l.path).is_ok(),
+            LitterKind::RetiredLock if lstat(&l.path).is_some_and(|m| m.is_dir()) => {
+                super::root::remove_tree(&l.path).is_ok()
+            }
+            LitterKind::StagingHandle | LitterKind::TempFile | LitterKind::RetiredLock => {
+                super::root::remove_file(&l.path).is_ok()
+            }
+            _ => false,
         })
         .count()
 }
@@ -252,7 +326,7 @@ mod tests {
             ]
         );
         assert!(found[3].remedy().starts_with("keep it"));
-        assert_eq!(remove_dead_init_litter(root, later), 2);
+        assert_eq!(remove_dead_init_litter(root, later), 3);
         assert!(!root.join("runs/half").exists());
         assert!(!root.join("handles/init-aa.owner").exists());
         assert!(

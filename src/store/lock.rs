@@ -65,6 +65,17 @@ fn identity() -> (String, String) {
     (read("/proc/sys/kernel/random/boot_id"), namespace)
 }
 
+/// The value of `liveness` in our lock records: the holder's flock, not
+/// its pid, says whether it lives (DEVIATIONS 40).
+pub const FLOCK_LIVENESS: &str = "flock";
+
+/// Our lock record (owner, initializer, reclaim claim). Its `pid` is 0: the
+/// reference judges a holder only by `kill(pid, 0)` and reclaims a lock
+/// whose pid looks dead, which a pid of another PID namespace does; `kill(0,
+/// 0)` (the caller's own process group) always succeeds, so the reference
+/// waits instead of stealing (trust-model §2 promise 7). Our pid is
+/// `holder_pid`, meaningful within `pid_namespace` and `boot_id`; our own
+/// tool judges such a record by the holder's flock.
 fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     let session = nix::unistd::getsid(None).map(|p| p.as_raw()).unwrap_or(0);
     let now = format_now(chrono::Utc::now());
@@ -72,7 +83,9 @@ fn record(token: &str, nonce_key: &str) -> Vec<u8> {
     let mut bytes = canonical::to_vec(&json!({
         "boot_id": boot_id,
         "created_at": now,
-        "pid": std::process::id(),
+        "holder_pid": std::process::id(),
+        "liveness": FLOCK_LIVENESS,
+        "pid": 0,
         "pid_namespace": pid_namespace,
         "session_id": session,
         nonce_key: token,
@@ -110,7 +123,19 @@ fn read_record(at: &Loc) -> StoreResult<Option<Value>> {
     Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
-fn pid_of(record: &Value) -> Option<PidState> {
+/// What a lock record's pid says of its holder. A record of ours (its
+/// `liveness` is `flock`, its `pid` 0 for the reference's sake) is probed by
+/// `holder_pid` within our own PID namespace, and is `Dead` from any other
+/// one (a pid there means nothing here): the caller's flock check decides.
+pub fn pid_of(record: &Value) -> Option<PidState> {
+    if record.get("liveness").and_then(Value::as_str) == Some(FLOCK_LIVENESS) {
+        let ours =
+            record.get("pid_namespace").and_then(Value::as_str) == Some(identity().1.as_str());
+        return match record.get("holder_pid") {
+            Some(pid) if ours && !pid.is_boolean() => probe_pid(pid),
+            _ => Some(PidState::Dead),
+        };
+    }
     match record.get("pid") {
         Some(Value::Bool(_)) | None => None,
         Some(pid) => probe_pid(pid),
@@ -126,7 +151,9 @@ fn holder(record: &Value, dir: &Path) -> String {
     };
     format!(
         "held by pid {} since {} (lock {})",
-        field("pid").unwrap_or_else(|| "unknown".into()),
+        field("holder_pid")
+            .or_else(|| field("pid"))
+            .unwrap_or_else(|| "unknown".into()),
         field("created_at").unwrap_or_else(|| "an unknown time".into()),
         dir.display()
     )
@@ -334,13 +361,9 @@ impl DirLock {
             .ok()
             .and_then(|mut f| read_limited(&mut f, &owner.path(), 65536).ok().flatten())
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-        match value
-            .as_ref()
-            .and_then(|v| v.as_object())
-            .and_then(|o| o.get("pid"))
-        {
-            Some(Value::Bool(_)) | None => "invalid",
-            Some(pid) => match probe_pid(pid) {
+        match value.as_ref().filter(|v| v.is_object()).map(pid_of) {
+            None => "invalid",
+            Some(state) => match state {
                 None => "invalid",
                 Some(PidState::Alive) => "locked_alive",
                 Some(PidState::Dead) if flock_held(&owner) => "locked_alive",
@@ -678,12 +701,32 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_ours_is_judged_by_its_flock_whatever_its_pid_says() {
+        let (_tmp, lock) = setup();
+        write_owner(
+            &lock,
+            "{\"holder_pid\":1,\"liveness\":\"flock\",\"pid\":0,\"pid_namespace\":\"pid:[1]\",\"token\":\"x\"}\n",
+        );
+        let holder = std::fs::File::open(lock.owner()).unwrap();
+        holder.lock().unwrap();
+        assert_eq!(lock.status(), "locked_alive");
+        drop(holder);
+        assert_eq!(lock.status(), "locked_dead");
+        drop(lock.try_acquire().expect("reclaimed: no flock holds it"));
+    }
+
+    #[test]
     fn our_guard_holds_the_flock_and_records_who_we_are() {
         let (_tmp, lock) = setup();
         let guard = lock.try_acquire().unwrap();
         assert!(flock_held(&lock.owner()));
         let record: Value = serde_json::from_slice(&std::fs::read(lock.owner()).unwrap()).unwrap();
-        assert_eq!(record["pid"], std::process::id());
+        // `pid` 0 keeps the reference waiting (DEVIATIONS 40); ours is
+        // `holder_pid`, and the flock decides.
+        assert_eq!(record["pid"], 0);
+        assert_eq!(record["holder_pid"], std::process::id());
+        assert_eq!(record["liveness"], "flock");
+        assert_eq!(lock.status(), "locked_alive");
         assert!(
             record["pid_namespace"]
                 .as_str()

@@ -116,6 +116,46 @@ pub struct AckHead {
     pub sequence: u64,
     pub checksum: String,
     pub byte_length: u64,
+    /// Lines up to this sequence are byte-canonical (at most `sequence`):
+    /// below a line another tool wrote in other bytes it stops, so our
+    /// `verify` never calls damaged a line it accepted before (DEVIATIONS
+    /// 105). Written only when below `sequence`; absent, it is `sequence`.
+    pub canonical_through: u64,
+}
+
+/// The acknowledged head a record's bytes name, or `None` when they name
+/// none: not JSON, a field missing or mistyped, another run, or a position
+/// no append can leave (sequence 0, no bytes: we write the record only
+/// after an append). Such a record is damaged itself and says nothing
+/// about the receipt: `receipt-diagnose` judges the receipt without it and
+/// `rebuild` rewrites it from a receipt that verifies (DEVIATIONS 104).
+pub fn parse_head(bytes: &[u8], run_id: &str) -> Option<AckHead> {
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    let field = |k: &str| {
+        value
+            .get(k)
+            .and_then(as_int)
+            .filter(|n| *n >= 1)
+            .map(|n| n as u64)
+    };
+    let checksum = value
+        .get("checksum")
+        .and_then(Value::as_str)
+        .filter(|c| is_sha256_hex(c))?;
+    if value.get("run_id").and_then(Value::as_str) != Some(run_id) {
+        return None;
+    }
+    let sequence = field("sequence")?;
+    let canonical_through = match value.get("canonical_through") {
+        None => sequence,
+        Some(v) => as_int(v).filter(|n| (0..=i128::from(sequence)).contains(n))? as u64,
+    };
+    Some(AckHead {
+        sequence,
+        checksum: checksum.to_string(),
+        byte_length: field("byte_length")?,
+        canonical_through,
+    })
 }
 
 /// One run: its paths (for messages) and, once [`RunDir::validate`] has
@@ -380,46 +420,24 @@ impl RunDir {
         let bytes = read_limited(&mut file, &path, 4096)
             .map_err(|_| invalid())?
             .ok_or_else(invalid)?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-        let field = |k: &str| {
-            value
-                .get(k)
-                .and_then(as_int)
-                .filter(|n| *n >= 0)
-                .map(|n| n as u64)
-        };
-        let checksum = value
-            .get("checksum")
-            .and_then(Value::as_str)
-            .filter(|c| is_sha256_hex(c));
-        match (
-            field("sequence"),
-            checksum,
-            field("byte_length"),
-            value.get("run_id").and_then(Value::as_str),
-        ) {
-            (Some(sequence), Some(checksum), Some(byte_length), Some(run))
-                if run == self.run_id =>
-            {
-                Ok(Some(AckHead {
-                    sequence,
-                    checksum: checksum.to_string(),
-                    byte_length,
-                }))
-            }
-            _ => Err(invalid()),
-        }
+        parse_head(&bytes, &self.run_id)
+            .map(Some)
+            .ok_or_else(invalid)
     }
 
     /// Record the head we are about to acknowledge (after the append's fsync).
     pub fn write_head(&self, head: &AckHead) -> StoreResult<()> {
-        let mut bytes = canonical::to_vec(&json!({
+        let mut record = json!({
             "byte_length": head.byte_length,
             "checksum": head.checksum,
             "run_id": self.run_id,
             "schema_version": 1,
             "sequence": head.sequence,
-        }));
+        });
+        if head.canonical_through < head.sequence {
+            record["canonical_through"] = json!(head.canonical_through);
+        }
+        let mut bytes = canonical::to_vec(&record);
         bytes.push(b'\n');
         // A head whose rename is lost leaves the older head, which is still
         // true (a receipt longer than its head is fine).
@@ -589,6 +607,13 @@ impl RunDir {
         super::secure::append_line(&self.place(&self.receipt_path())?, line)
     }
 
+    /// Append `line` only if the receipt is exactly `expected` bytes long
+    /// (the length the appending command loaded), checked on the very
+    /// descriptor written through, under the lock, right before the write.
+    pub fn append_receipt_after(&self, line: &[u8], expected: u64) -> StoreResult<()> {
+        super::secure::append_line_after(&self.place(&self.receipt_path())?, line, Some(expected))
+    }
+
     /// The checkpoint's liveness digest files.
     pub fn digest_files(&self) -> super::digests::DigestFiles {
         super::digests::DigestFiles::of_run(self)
@@ -671,30 +696,6 @@ impl RunDir {
             .seek(SeekFrom::Start(offset))
             .map_err(|_| RunReadError::Corrupt("receipt is missing or unsafe".into()))?;
         Ok(reader)
-    }
-
-    /// Whether any receipt byte sequence, damaged lines included, contains
-    /// one of `needles` (streamed; `false` when the receipt is unreadable).
-    pub fn receipt_mentions(&self, needles: &[&[u8]]) -> bool {
-        use std::io::BufRead;
-        let Ok(mut reader) = self.open_receipt_at(0) else {
-            return false;
-        };
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => return false,
-                Ok(_) => {
-                    if needles
-                        .iter()
-                        .any(|n| line.windows(n.len()).any(|w| w == *n))
-                    {
-                        return true;
-                    }
-                }
-            }
-        }
     }
 
     /// Exactly `len` receipt bytes ending at `end`, or `None` when the

@@ -382,6 +382,20 @@ pub fn atomic_write_with(
 /// or the fsync fails, the receipt is cut back to its length before the
 /// append, so a failed append leaves the old receipt, not a torn line.
 pub fn append_line(at: &(impl Place + ?Sized), line: &[u8]) -> StoreResult<()> {
+    append_line_after(at, line, None)
+}
+
+/// [`append_line`] that first checks, on the descriptor it writes through,
+/// that the file is exactly `expected` bytes long (trust-model §2 promise
+/// 7): a writer that did not honour the lock (the reference reclaiming a
+/// lock it judged dead) may have appended since the state was loaded, and
+/// a line sealed on the old end would fork the chain. Refused as busy
+/// (retryable), nothing written.
+pub fn append_line_after(
+    at: &(impl Place + ?Sized),
+    line: &[u8],
+    expected: Option<u64>,
+) -> StoreResult<()> {
     let at = at.place()?;
     let path = &at.path();
     let existed = at.exists();
@@ -403,6 +417,13 @@ pub fn append_line(at: &(impl Place + ?Sized), line: &[u8]) -> StoreResult<()> {
     file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
         .map_err(|e| StoreError::io(&e, path))?;
     let before = meta.len();
+    if let Some(expected) = expected
+        && before != expected
+    {
+        return Err(StoreError::busy(format!(
+            "the receipt changed under the lock: it is {before} bytes, the state this command decided on ends at {expected} (another writer appended without honouring the lock); nothing was written: run verify, then retry"
+        )));
+    }
     if let Err(error) = write_all(&mut file, line, path).and_then(|()| sync_file(&file, path)) {
         // Nothing was acknowledged: take back whatever part of the line
         // reached the file (best effort; verify reports what remains).

@@ -903,6 +903,48 @@ fn the_view_has_a_table_for_people() {
     assert_eq!(out.code, 3, "{out:?}");
 }
 
+/// trust-model §2 promise 11: an `approver_key` comment is the policy
+/// writer's text; the table shows its control characters as `?` (like
+/// `status` and `log`), so it cannot set the terminal's title or clear it.
+#[test]
+fn the_table_makes_an_approver_key_comment_inert() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("alice");
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen is required (Debian openssh-client; .ci/run installs it)");
+    assert!(out.status.success(), "{out:?}");
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let mut words = public.split_whitespace();
+    let hostile = format!(
+        "{} {} alice\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{202e}",
+        words.next().unwrap(),
+        words.next().unwrap()
+    );
+    let policy = json!({"required_approver": "alice", "approver_key": hostile}).to_string();
+    let g = gate_with(&policy, &[]);
+    let json = g.approvals();
+    assert!(
+        json["policy"]["approver_key"]
+            .as_str()
+            .unwrap()
+            .contains('\u{1b}'),
+        "the JSON keeps the text as written: {json}"
+    );
+    let out = g.approvals_with(&["--format", "table"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(!out.stdout.contains(c), "{c:?} raw in {:?}", out.stdout);
+    }
+    assert!(
+        out.stdout.contains("alice?]0;owned??[2J?31m?"),
+        "{}",
+        out.stdout
+    );
+}
+
 /// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
 fn damage_line(gate: &Gate, n: usize) {
     let path = gate
@@ -1001,8 +1043,8 @@ fn a_recovery_run_keeps_the_damaged_runs_gate() {
 fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
     let gate = gate();
     // Line 1 binds the policy; damaged, the policy file cannot be verified
-    // and the gate cannot be proven absent: the recovery run's gate must
-    // be named (issue 13; tests/guards.rs covers the flag).
+    // and the gate cannot be proven absent: no recovery (trust-model §2
+    // promise 5; tests/guards.rs shows a named gate does not help).
     damage_line(&gate, 1);
     let before = gate.snapshot();
     let out = recover(&gate, "recovery.owner");
@@ -1013,7 +1055,7 @@ fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
         e["message"]
             .as_str()
             .unwrap()
-            .contains("its approval gate cannot be proven absent: name the recovery run's gate with --approval-policy FILE"),
+            .contains("whether it had an approval gate can be neither read nor proven absent"),
         "{e}"
     );
     assert_eq!(before, gate.snapshot(), "no quarantine copy, no new run");

@@ -813,6 +813,20 @@ fn invalid_utf8_in_a_line_is_damaged() {
     );
 }
 
+/// A head record that names no head (DEVIATIONS 104): `verify` refuses
+/// (it cannot vouch the receipt is whole) and names the way out; `rebuild`
+/// judges the receipt without it and rewrites it, and the run verifies.
+fn refused_then_rebuilt(work: &Work, run_id: &str) {
+    work.refused(
+        &work.run_args("verify", run_id),
+        3,
+        "receipt_corrupt",
+        "acknowledged receipt head record is invalid",
+    );
+    work.ok(&work.run_args("rebuild", run_id));
+    work.ok(&work.run_args("verify", run_id));
+}
+
 #[test]
 fn a_malformed_head_record_is_refused() {
     let cases: Vec<&[u8]> = vec![
@@ -825,13 +839,7 @@ fn a_malformed_head_record_is_refused() {
     for bytes in cases {
         let (work, run_id) = Work::with_run();
         rewrite(&work.run_dir(&run_id).join("receipt-head.json"), bytes);
-        both_refuse(
-            &work,
-            &run_id,
-            3,
-            "receipt_corrupt",
-            "acknowledged receipt head record is invalid",
-        );
+        refused_then_rebuilt(&work, &run_id);
     }
     // Oversized (valid JSON padded past 4 KiB).
     let (work, run_id) = Work::with_run();
@@ -839,13 +847,7 @@ fn a_malformed_head_record_is_refused() {
     let mut bytes = std::fs::read(&head).unwrap();
     bytes.extend(std::iter::repeat_n(b' ', 5000));
     rewrite(&head, &bytes);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "acknowledged receipt head record is invalid",
-    );
+    refused_then_rebuilt(&work, &run_id);
     // A symlink to the genuine record.
     let (work, run_id) = Work::with_run();
     let head = work.run_dir(&run_id).join("receipt-head.json");
@@ -894,6 +896,61 @@ fn non_canonical_bytes_pass_only_where_nothing_was_acknowledged() {
             ),
         );
     }
+}
+
+/// trust-model §2 promise 10 (DEVIATIONS 105): a line another tool wrote
+/// in non-canonical spacing verifies under the reference's rule; after our
+/// next append it still does (the head record pins as canonical only the
+/// lines before it: `canonical_through`), and our own lines below it stay
+/// pinned (a re-encoded line 1 is still damage).
+#[test]
+fn a_foreign_non_canonical_line_stays_accepted_after_our_appends() {
+    let (work, run_id) = Work::with_run();
+    let mut chain = Chain::of(&work.run_dir(&run_id));
+    let approve = chain.draft(
+        "plan_approved",
+        "planned",
+        "approved",
+        json!([{"kind": "user_approval", "summary": "approved elsewhere"}]),
+    );
+    let line = chain.seal(&approve).line;
+    let spaced = [b"{ ".as_slice(), &line[1..]].concat();
+    append(&work.receipt(&run_id), &spaced);
+    work.ok(&work.run_args("verify", &run_id));
+    let owner = work.state.join("handles/main.owner");
+    let evidence = work.base.join("started.json");
+    std::fs::write(&evidence, r#"[{"kind": "log", "summary": "started"}]"#).unwrap();
+    let argv = common::mutation_argv(
+        &work.state,
+        "run-start",
+        &run_id,
+        &owner,
+        &["--evidence", evidence.to_str().unwrap()],
+    );
+    work.flow.run(&argv).assert_ok();
+    let verified = work.ok(&work.run_args("verify", &run_id));
+    assert_eq!(verified["sequence"], 3);
+    let head: Value = serde_json::from_slice(
+        &std::fs::read(work.run_dir(&run_id).join("receipt-head.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(head["sequence"], 3, "{head}");
+    assert_eq!(head["canonical_through"], 1, "{head}");
+    // What stays pinned: our line 1, re-encoded, is damage.
+    let receipt = std::fs::read(work.receipt(&run_id)).unwrap();
+    rewrite(
+        &work.receipt(&run_id),
+        &[b"{ ".as_slice(), &receipt[1..]].concat(),
+    );
+    work.refused(
+        &work.run_args("verify", &run_id),
+        3,
+        "receipt_corrupt",
+        &corrupt_at(
+            1,
+            "event bytes differ from their acknowledged canonical form",
+        ),
+    );
 }
 
 // ---------------------------------------------------------------- bit flips
@@ -1062,6 +1119,7 @@ fn acknowledge_all(work: &Work, run_id: &str, chain: &Chain) {
             sequence: chain.sequence,
             checksum: chain.checksum.clone(),
             byte_length: length,
+            canonical_through: chain.sequence,
         })
         .unwrap();
 }

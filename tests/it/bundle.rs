@@ -10,7 +10,7 @@
 use crate::bed as common;
 
 use common::{Flow, Output};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -1147,4 +1147,150 @@ fn signed_heads_in_a_bundle_verify_with_their_key_only() {
         &["--out", bed.work.join("cut.tar").to_str().unwrap()],
     )
     .assert_error(3, "receipt_corrupt");
+}
+
+/// trust-model §2 promise 6 (DEVIATIONS 107): `bundle-verify --key` says
+/// how far the signatures reach (`signed_through`); its summary is the
+/// signed prefix's, and the events after it are judged apart, as
+/// `unsigned_tail` (`signed: false`). Before, one head over events 1–3 made
+/// `verified: true, run_state: completed, sequence: 11` of an 11-event
+/// receipt; and with heads at 3 and 10, dropping the head at 10 and
+/// cutting the receipt to 8 showed a failed lane as still running.
+#[test]
+fn signed_verdicts_say_how_far_the_signatures_reach() {
+    let key_pair = |bed: &common::TestBed| {
+        let file = bed.work.join("signer.key");
+        let out = bed
+            .raw(&[
+                "key-generate",
+                "--name",
+                "ci.example/ours",
+                "--out",
+                file.to_str().unwrap(),
+            ])
+            .assert_ok();
+        let public = bed.work.join("signer.pub");
+        std::fs::write(
+            &public,
+            format!("{}\n", out["verifier_key"].as_str().unwrap()),
+        )
+        .unwrap();
+        (file, public)
+    };
+    let export = |bed: &common::TestBed, name: &str| {
+        let out = bed.work.join(name);
+        bed.read("bundle-export", &["--out", out.to_str().unwrap()])
+            .assert_ok();
+        out
+    };
+    let (_tmp, flow) = elsewhere();
+    let verify_keyed = |file: &Path, public: &Path| {
+        flow.run(&[
+            "bundle-verify",
+            file.to_str().unwrap(),
+            "--key",
+            public.to_str().unwrap(),
+            "--at",
+            "2026-07-14T02:00:00Z",
+        ])
+        .assert_ok()
+    };
+
+    // One head over events 1-3 of a run that then completes.
+    let bed = common::TestBed::running(&["runtime"]);
+    let (key, public) = key_pair(&bed);
+    bed.read("sign-head", &["--key", key.to_str().unwrap()])
+        .assert_ok();
+    bed.completed_lane("build", None, &common::ev("build done"));
+    bed.register(&json!([common::component(
+        "runtime",
+        "build",
+        true,
+        &["unit"],
+        &[]
+    )]))
+    .assert_ok();
+    bed.check("runtime", "unit", true, None, &common::ev("unit green"))
+        .assert_ok();
+    bed.cover("runtime", &common::ev("runtime verified"))
+        .assert_ok();
+    bed.complete(&common::ev("main verification")).assert_ok();
+    let total = bed.events().len() as u64;
+    let out = verify_keyed(&export(&bed, "completed.tar"), &public);
+    assert_eq!(out["verified"], true);
+    assert_eq!(out["signed_through"], 3, "{out}");
+    assert_eq!(
+        out["sequence"], 3,
+        "the summary is the signed prefix's: {out}"
+    );
+    assert_eq!(out["run_state"], "running", "{out}");
+    assert_eq!(out["completion"]["complete"], false, "{out}");
+    assert_eq!(out["receipt_sequence"], total);
+    let tail = &out["unsigned_tail"];
+    assert_eq!(tail["signed"], false, "{out}");
+    assert_eq!(tail["from_sequence"], 4);
+    assert_eq!(tail["to_sequence"], total);
+    assert_eq!(tail["events"], total - 3);
+    assert_eq!(tail["run_state"], "completed");
+    // `verify --key` on the state root says the same reach.
+    let out = bed
+        .read("verify", &["--key", public.to_str().unwrap()])
+        .assert_ok();
+    assert_eq!(out["signed_through"], 3, "{out}");
+    assert_eq!(out["unsigned_tail"]["events"], total - 3, "{out}");
+    assert_eq!(out["unsigned_tail"]["signed"], false);
+
+    // Heads at 3 and 10, lane `w` failed at 9; the head at 10 dropped, the
+    // receipt cut to 8 (and the head record with it), then exported.
+    let bed = common::TestBed::running(&["api"]);
+    let (key, public) = key_pair(&bed);
+    bed.read("sign-head", &["--key", key.to_str().unwrap()])
+        .assert_ok();
+    bed.running_lane("w", None);
+    bed.heartbeat("w", &common::ev("working"));
+    bed.heartbeat("w", &common::ev("still working"));
+    bed.fail_lane("w", &common::ev("review failed"));
+    bed.input(
+        "lane-create",
+        &common::ev("assign x"),
+        &common::lane_input("x", "agent-x", &[]),
+    )
+    .assert_ok();
+    assert_eq!(bed.events().len(), 10);
+    bed.read("sign-head", &["--key", key.to_str().unwrap()])
+        .assert_ok();
+    let full = verify_keyed(&export(&bed, "full.tar"), &public);
+    assert_eq!(full["signed_through"], 10);
+    assert!(full["unsigned_tail"].is_null(), "{full}");
+    let lane = |out: &Value, id: &str| {
+        out["lanes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["lane_id"] == id)
+            .cloned()
+    };
+    assert_eq!(lane(&full, "w").unwrap()["state"], "failed", "{full}");
+    for entry in std::fs::read_dir(bed.dir.join("heads")).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("10.")
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    std::fs::remove_file(bed.dir.join("receipt-head.json")).unwrap();
+    bed.truncate(8);
+    let cut = verify_keyed(&export(&bed, "cut.tar"), &public);
+    assert_eq!(cut["signed_through"], 3, "{cut}");
+    assert_eq!(cut["sequence"], 3);
+    assert!(
+        lane(&cut, "w").is_none(),
+        "no signed verdict on lane w: {cut}"
+    );
+    assert_eq!(cut["unsigned_tail"]["signed"], false);
+    assert_eq!(cut["unsigned_tail"]["events"], 5);
 }

@@ -704,6 +704,7 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
             sequence: 1,
             checksum,
             byte_length: line.len() as u64,
+            canonical_through: 1,
         })
         .unwrap();
     common::set_modes(&fresh.root);

@@ -624,6 +624,20 @@ impl Run {
     }
 }
 
+/// A refusal of a recovery whose source's gate cannot be read (exit 3,
+/// nothing written: no quarantine copy, no handle).
+fn assert_gate_unreadable(run: &Run, out: &Output, contains: &str) -> Value {
+    assert_eq!(out.code, 3, "{out:?}");
+    let e = out.error();
+    assert_eq!(e["error"], "receipt_corrupt");
+    assert!(e["message"].as_str().unwrap().contains(contains), "{e}");
+    assert!(run.quarantine_is_empty(), "no quarantine copy on a refusal");
+    assert!(!run.root.join("handles/recovery.owner").exists());
+    e
+}
+
+const UNTRUSTED_LINE_1: &str = "first line cannot be trusted, so whether it had an approval gate can be neither read nor proven absent";
+
 #[test]
 fn issue13_recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
     let run = Run::new(Some(FOUR_EYES));
@@ -633,64 +647,111 @@ fn issue13_recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
     let diagnosis = run.query("receipt-diagnose", &[]).assert_ok();
     assert_eq!(diagnosis["last_trusted_sequence"], 0);
     let out = run.recover("recovery.owner", &[]);
-    assert_eq!(out.code, 3, "{out:?}");
-    let e = out.error();
-    assert_eq!(e["error"], "receipt_corrupt");
-    assert!(
-        e["message"].as_str().unwrap().contains(
-            "approval policy file is missing and the damaged receipt names an approval policy"
-        ),
-        "{e}"
-    );
+    assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
     // Naming a fresh gate does not make a lost one go away.
     let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
     let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
-    assert_eq!(out.code, 3, "{out:?}");
-    assert!(run.quarantine_is_empty(), "no quarantine copy on a refusal");
-    assert!(!run.root.join("handles/recovery.owner").exists());
+    assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
+}
+
+/// trust-model §2 promise 5: no search of raw bytes decides whether the
+/// source was gated. Renaming the two key names the old search looked for
+/// (which damages line 1) and deleting the policy file used to let
+/// `--approval-policy` replace alice's gate with mallory's; so did one
+/// byte of line 1's timestamp with the policy file in place. Both are
+/// refused now: line 1 is not trusted, so the gate cannot be read.
+#[test]
+fn trust_recovery_never_loses_a_gate_to_renamed_keys_or_one_byte_of_line_1() {
+    let mallory = json!({"required_approver": "mallory"});
+    // Renamed key names, policy file gone.
+    let run = Run::new(Some(FOUR_EYES));
+    run.approve_as("alice").assert_ok();
+    let path = run.dir().join("receipt.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"approval_policy\"") && text.contains("\"approver_identity\""));
+    let renamed = text
+        .replace("\"approval_policy\"", "\"approval_polic_\"")
+        .replace("\"approver_identity\"", "\"approver_identit_\"");
+    std::fs::write(&path, renamed).unwrap();
+    std::fs::remove_file(run.dir().join("approval-policy.json")).unwrap();
+    let fresh = run.input("mallory", &mallory);
+    let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
+    assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
+    // One byte of line 1's timestamp, the policy file intact.
+    let run = Run::new(Some(FOUR_EYES));
+    let stamp = run.events()[0]["timestamp"].as_str().unwrap().to_string();
+    let mut edited = stamp.clone().into_bytes();
+    let last = edited.len() - 2;
+    edited[last] = if edited[last] == b'1' { b'2' } else { b'1' };
+    run.damage_line(1, &stamp, std::str::from_utf8(&edited).unwrap());
+    let fresh = run.input("mallory", &mallory);
+    let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
+    let e = assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
+    assert_eq!(e["fields"]["next_command"], "init", "{e}");
 }
 
 #[test]
-fn issue13_a_first_line_that_cannot_be_trusted_needs_an_explicit_gate() {
-    // Ungated or gated: line 1 damaged, the gate cannot be proven absent.
+fn issue13_a_first_line_that_cannot_be_trusted_is_refused_even_with_a_gate_named() {
+    // Ungated or gated: line 1 damaged, the gate can be neither read nor
+    // proven absent, and a fresh gate cannot add to an unknown one.
     for policy in [None, Some(FOUR_EYES)] {
         let run = Run::new(policy);
         run.damage_line(1, "\"planned\"", "\"plannet\"");
         let out = run.recover("recovery.owner", &[]);
-        assert_eq!(out.code, 3, "{out:?}");
-        let e = out.error();
-        assert_eq!(e["error"], "receipt_corrupt");
+        let e = assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
         assert!(
-            e["message"].as_str().unwrap().contains("--approval-policy"),
+            e["hint"].as_str().unwrap().contains("bluetape-flow init"),
             "{e}"
         );
-        assert!(run.quarantine_is_empty());
-        // With an explicit gate the recovery run is created under it.
         let fresh = run.input("fresh", &json!({"required_approver": "carol"}));
-        let out = run
-            .recover("recovery.owner", &["--approval-policy", &fresh])
-            .assert_ok();
-        let new_run = out["new_run_id"].as_str().unwrap();
-        let approvals = run.approvals_of(new_run);
-        assert_eq!(approvals["policy"]["required_approver"], "carol");
-        run.approve_other(new_run, "recovery.owner", "agent-1")
-            .assert_error(2, "approval_refused");
-        run.approve_other(new_run, "recovery.owner", "carol")
-            .assert_ok();
+        let out = run.recover("recovery.owner", &["--approval-policy", &fresh]);
+        assert_gate_unreadable(&run, &out, UNTRUSTED_LINE_1);
     }
 }
 
+/// A trusted first line: the frozen policy is carried, and
+/// `--approval-policy` may only add constraints to it
+/// (contracts/approvals.md "Recovery"), breach or no breach.
 #[test]
 fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
-    // A trusted first line: the frozen policy is carried, and a different
-    // --approval-policy may not replace it.
     let run = Run::new(Some(FOUR_EYES));
     run.approve_as("alice").assert_ok();
     run.damage_line(2, "plan reviewed", "plan reviewee");
-    let weaker = run.input("weaker", &json!({"expires_after_s": 600}));
-    run.recover("recovery.owner", &["--approval-policy", &weaker])
-        .assert_error(2, "contract_error");
-    assert!(run.quarantine_is_empty());
+    let mut carried: Value = serde_json::from_str(FOUR_EYES).unwrap();
+    for (name, loosened, names) in [
+        (
+            "weaker",
+            json!({"expires_after_s": 600}),
+            "required_approver must stay 'alice'",
+        ),
+        (
+            "carol",
+            json!({"required_approver": "carol", "require_different_approver": true,
+                         "initiated_by": "agent-1", "expires_after_s": 3600}),
+            "required_approver must stay 'alice'",
+        ),
+        (
+            "two-eyes",
+            json!({"required_approver": "alice", "initiated_by": "agent-1",
+                            "expires_after_s": 3600}),
+            "require_different_approver must stay true",
+        ),
+        (
+            "any-initiator",
+            json!({"required_approver": "alice", "require_different_approver": true,
+                   "initiated_by": "agent-2"}),
+            "initiated_by must stay 'agent-1'",
+        ),
+    ] {
+        let file = run.input(name, &loosened);
+        let out = run.recover("recovery.owner", &["--approval-policy", &file]);
+        let e = out.assert_error(2, "contract_error");
+        assert!(
+            e["message"].as_str().unwrap().ends_with(names),
+            "{name}: {e}"
+        );
+        assert!(run.quarantine_is_empty());
+    }
     let out = run.recover("recovery.owner", &[]).assert_ok();
     let new_run = out["new_run_id"].as_str().unwrap();
     assert_eq!(
@@ -698,8 +759,8 @@ fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
         "alice"
     );
 
-    // A breach in the trusted prefix: the carried gate was already broken
-    // once, so the recovery run needs a fresh one.
+    // A breach in the trusted prefix: the recovery must name the gate, and
+    // the named gate must still add to the carried one.
     let run = Run::new(Some(FOUR_EYES));
     run.append(
         "plan_approved",
@@ -717,19 +778,27 @@ fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
         "approval_gate",
     );
     assert!(run.quarantine_is_empty());
-    let fresh = run.input(
-        "fresh",
+    let carol = run.input(
+        "carol",
         &json!({"required_approver": "carol",
-        "require_different_approver": true, "initiated_by": "agent-1"}),
+        "require_different_approver": true, "initiated_by": "agent-1", "expires_after_s": 3600}),
     );
+    run.recover("recovery.owner", &["--approval-policy", &carol])
+        .assert_error(2, "contract_error");
+    assert!(run.quarantine_is_empty());
+    carried["expires_after_s"] = json!(600);
+    let stricter = run.input("stricter", &carried);
     let out = run
-        .recover("recovery.owner", &["--approval-policy", &fresh])
+        .recover("recovery.owner", &["--approval-policy", &stricter])
         .assert_ok();
     let new_run = out["new_run_id"].as_str().unwrap();
-    assert_eq!(
-        run.approvals_of(new_run)["policy"]["required_approver"],
-        "carol"
-    );
+    let policy = &run.approvals_of(new_run)["policy"];
+    assert_eq!(policy["required_approver"], "alice");
+    assert_eq!(policy["expires_after_s"], 600);
+    run.approve_other(new_run, "recovery.owner", "agent-1")
+        .assert_error(2, "approval_refused");
+    run.approve_other(new_run, "recovery.owner", "alice")
+        .assert_ok();
 }
 
 // ------------------------------------------------------------ deliverable 2

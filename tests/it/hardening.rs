@@ -501,3 +501,120 @@ fn init_litter_is_listed_by_doctor_and_removed_once_provably_dead() {
     let after = doctor(&run.flow);
     assert_eq!(after["count"], 1, "{after}");
 }
+
+/// Every path under `root`, deepest first.
+fn every_path(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        }
+        out.push(path);
+    }
+    out.reverse();
+    out
+}
+
+/// Move every mtime under `root` two minutes back: past the 30 s grace.
+fn backdate(root: &std::path::Path) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    for path in every_path(root) {
+        if let Ok(file) = std::fs::File::open(&path) {
+            file.set_modified(past).unwrap();
+        }
+    }
+}
+
+fn doctor_items(flow: &common::Flow, root: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = flow.run(&["--state-root".as_ref(), root.as_os_str(), "doctor".as_ref()]);
+    out.assert_ok()["litter"].as_array().unwrap().clone()
+}
+
+/// trust-model §2 promise 9 (DEVIATIONS 104): an `init` killed (SIGKILL,
+/// by `strace -e inject`) at every file-changing system call it makes, in
+/// turn: once older than the grace, everything it left is listed by
+/// `doctor` with a remedy that is not "wait", and the next `init` removes
+/// the half-made runs and staging handles (what is left is a run's only
+/// handle, kept, or a dead lock the next writer reclaims); every run that
+/// has a receipt verifies.
+#[test]
+fn every_litter_a_killed_init_leaves_has_a_way_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = common::Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    // A first run, so the state root and its key exist (as they usually do).
+    flow.init(&root, &repo);
+    let mut kills = 0;
+    let trace = base.join("trace");
+    for syscall in [
+        "mkdir",
+        "mkdirat",
+        "openat",
+        "write",
+        "pwrite64",
+        "fsync",
+        "fdatasync",
+        "rename",
+        "renameat",
+        "renameat2",
+        "link",
+        "linkat",
+        "unlink",
+        "unlinkat",
+        "flock",
+        "fchmod",
+    ] {
+        for when in 1..=60 {
+            let owner = root.join(format!("handles/k-{syscall}-{when}.owner"));
+            let argv = common::init_argv(&root, "A", &repo, &owner, &["runtime"]);
+            let inject = format!("inject={syscall}:signal=KILL:when={when}");
+            let out = flow
+                .strace(&["-f", "-qq", "-e", &inject], &trace, &argv)
+                .output()
+                .expect("strace is required (Debian strace; .ci/run installs it)");
+            if out.status.success() {
+                break;
+            }
+            kills += 1;
+        }
+    }
+    assert!(kills > 20, "only {kills} kills: did strace inject?");
+    // Young, everything may belong to a live init: listed, nothing removed.
+    backdate(&root);
+    for item in doctor_items(&flow, &root) {
+        let remedy = item["remedy"].as_str().unwrap();
+        assert!(!remedy.starts_with("wait"), "a dead end: {item}");
+    }
+    // The next init removes what is provably dead.
+    flow.run(&common::init_argv(
+        &root,
+        "A",
+        &repo,
+        &root.join("handles/after.owner"),
+        &["runtime"],
+    ))
+    .assert_ok();
+    for item in doctor_items(&flow, &root) {
+        assert!(
+            ["unpublished_handle", "dead_lock"].contains(&item["kind"].as_str().unwrap()),
+            "left behind after init: {item}"
+        );
+    }
+    for run_id in common::run_ids(&root) {
+        let out = flow.run(&[
+            "--state-root",
+            root.to_str().unwrap(),
+            "verify",
+            "--run-id",
+            &run_id,
+        ]);
+        assert_eq!(out.code, 0, "{run_id}: {out:?}");
+    }
+}

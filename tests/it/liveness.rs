@@ -1369,6 +1369,7 @@ impl Built {
             sequence: self.sequence + 1,
             checksum: sealed.checksum.clone(),
             byte_length: bytes.len() as u64,
+            canonical_through: self.sequence + 1,
         })
         .unwrap();
         self.sequence += 1;

@@ -260,6 +260,67 @@ fn read_only_lists_no_mutation_and_refuses_one_by_name() {
     out.assert_error(2, "contract_error");
 }
 
+/// trust-model §2 promise 8: `liveness-check` is a read-only tool in every
+/// mode, so it takes no `decision_out` (a file at a path the model would
+/// choose): the schema lists none, a call naming it is refused, and no file
+/// appears anywhere (contracts/commands.md, the MCP catalog).
+#[test]
+fn liveness_check_takes_no_decision_out_in_any_mode() {
+    let run = common::TestBed::running(&["runtime"]);
+    run.running_lane("api", None);
+    let tmp = run.tmp.path().join("mcp-tmp");
+    let root = run.root.to_str().unwrap();
+    let target = run.work.join("decision.json");
+    for args in [
+        vec!["--mode", "read-only", "--state-root", root],
+        vec![
+            "--mode",
+            "owner",
+            "--state-root",
+            root,
+            "--owner-file",
+            run.owner().to_str().unwrap(),
+        ],
+    ] {
+        let args: Vec<&str> = args.iter().map(|s| &**s).collect();
+        let Some(mut client) = Client::start(&run.flow, &tmp, &args) else {
+            return;
+        };
+        let tools = client.tools();
+        let check = tools
+            .iter()
+            .find(|t| t["name"] == "liveness-check")
+            .unwrap();
+        assert!(
+            check["inputSchema"]["properties"]
+                .get("decision_out")
+                .is_none(),
+            "{check}"
+        );
+        let before = run.snapshot();
+        let late = "2026-07-14T02:00:00Z";
+        let e = client.refused(
+            "liveness-check",
+            json!({"run_id": run.run_id, "lane_id": "api", "at": late,
+                   "decision_out": target.to_str().unwrap()}),
+            "contract_error",
+        );
+        assert!(
+            e["message"].as_str().unwrap().contains("decision_out"),
+            "{e}"
+        );
+        assert!(!target.exists(), "liveness-check wrote {target:?}");
+        let answer = client.ok(
+            "liveness-check",
+            json!({"run_id": run.run_id, "lane_id": "api", "at": late, "explain": true}),
+        );
+        assert_eq!(answer["action"], "suspect_stall", "{answer}");
+        assert!(answer.get("decision_out").is_none());
+        drop(client);
+        assert_eq!(run.snapshot(), before, "a read-only tool wrote");
+    }
+}
+
 #[test]
 fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
     let tmp = tempfile::tempdir().unwrap();

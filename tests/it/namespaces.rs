@@ -9,7 +9,7 @@
 
 use crate::reliability;
 
-use reliability::{LaneRun, lines};
+use reliability::{LaneRun, beat_tag, lines};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::path::Path;
@@ -228,4 +228,157 @@ fn retrying_host_writer(run: &LaneRun, argv: Vec<OsString>) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// The Python reference as the other writer, played by
+/// `tests/it/reference_lock.py` (its lock steps, written from reading the
+/// reference; CI has no copy of it).
+const REFERENCE_LOCK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/reference_lock.py");
+
+/// A heartbeat line as another writer would append it on the receipt's
+/// current end: the last heartbeat's event, one sequence on, with new
+/// evidence, re-chained and re-sealed.
+fn foreign_heartbeat(run: &LaneRun, summary: &str) -> Vec<u8> {
+    use bluetape_flow::receipt::canonical;
+    let receipt = run.receipt();
+    let events: Vec<Value> = lines(&receipt)
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let last = events.last().unwrap().clone();
+    // Our last line is the seed heartbeat; its evidence sits in its intent.
+    let mut event = last.clone();
+    assert!(beat_tag(&event).is_some(), "{event}");
+    event["sequence"] = Value::from(last["sequence"].as_u64().unwrap() + 1);
+    event["previous_checksum"] = last["checksum"].clone();
+    event["metadata"]["intents"][0]["evidence_refs"] =
+        serde_json::json!([{"kind": "log", "summary": summary}]);
+    let map = event.as_object_mut().unwrap();
+    map.remove("checksum");
+    let checksum = canonical::sha256_hex(&canonical::to_vec_without(map, "checksum"));
+    map.insert("checksum".into(), Value::String(checksum));
+    let mut line = canonical::to_vec(&event);
+    line.push(b'\n');
+    line
+}
+
+/// Our heartbeat in another PID namespace, paused (the test-only hook)
+/// while it holds the receipt lock with its line sealed; returns the child
+/// and the file that lets it go on.
+fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, std::path::PathBuf) {
+    let go = base.join(format!("go-{tag}"));
+    let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
+        .chain(
+            run.heartbeat_args("a", tag)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned()),
+        )
+        .map(|w| format!("'{w}'"))
+        .collect();
+    let mut child = in_namespace(dead_host_pid(), &words.join(" "))
+        .env_clear()
+        .env("HOME", &run.flow.home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("BLUETAPE_TEST_PAUSE_BEFORE_APPEND", &go)
+        .current_dir(&run.flow.cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare is installed");
+    let mut ready = go.clone().into_os_string();
+    ready.push(".ready");
+    wait_for(Path::new(&ready), &mut child);
+    (child, go)
+}
+
+/// trust-model §2 promise 7 (DEVIATIONS 40): our writer in another PID
+/// namespace holds the receipt lock; the reference on the host tests only
+/// `kill(pid, 0)`, and a namespace pid is dead there, so it used to reclaim
+/// the lock and append the next sequence, and ours appended the same
+/// sequence: both said ok, the chain forked. Our lock record's `pid` is 0
+/// now (`kill(0, 0)` always succeeds): the reference waits.
+#[test]
+fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = LaneRun::new(&base, &["a"]);
+    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
+    let line = base.join("reference-line");
+    std::fs::write(&line, foreign_heartbeat(&run, "reference beat")).unwrap();
+    let before = lines(&run.receipt()).len();
+    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+    let lock = run.run_dir().join("locks/receipt");
+    let owner: Value =
+        serde_json::from_slice(&std::fs::read(lock.join("owner.json")).unwrap()).unwrap();
+    let reference = Command::new("python3")
+        .arg(REFERENCE_LOCK)
+        .arg(&lock)
+        .arg(run.receipt_path())
+        .arg(&line)
+        .output()
+        .expect("python3");
+    let said = String::from_utf8_lossy(&reference.stdout).to_string();
+    std::fs::write(&go, b"").unwrap();
+    let ours = child.wait_with_output().unwrap();
+    assert_eq!(
+        said.trim(),
+        "busy: state lock owner is live or unknown",
+        "the reference took our lock (record {owner})"
+    );
+    assert_eq!(reference.status.code(), Some(5));
+    assert!(
+        ours.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    assert_eq!(lines(&run.receipt()).len(), before + 1);
+    run.read("verify", &[]).assert_ok();
+}
+
+/// trust-model §2 promise 7: a writer that appends without honouring the
+/// lock at all, while ours holds it with its line sealed: our append
+/// checks the receipt is exactly the length it loaded, on the descriptor
+/// it writes through, and refuses (exit 5, retryable), so the chain does
+/// not fork; the retry appends on the new end.
+#[test]
+fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let run = LaneRun::new(&base, &["a"]);
+    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
+    let line = base.join("reference-line");
+    std::fs::write(&line, foreign_heartbeat(&run, "lockless beat")).unwrap();
+    let before = lines(&run.receipt()).len();
+    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+    let other = Command::new("python3")
+        .arg(REFERENCE_LOCK)
+        .arg(run.run_dir().join("locks/receipt"))
+        .arg(run.receipt_path())
+        .arg(&line)
+        .arg("--ignore-lock")
+        .output()
+        .expect("python3");
+    assert!(other.status.success(), "{other:?}");
+    std::fs::write(&go, b"").unwrap();
+    let ours = child.wait_with_output().unwrap();
+    assert_eq!(ours.status.code(), Some(5), "{ours:?}");
+    let e: Value = serde_json::from_slice(&ours.stderr).unwrap();
+    assert_eq!(e["error"], "coordinator_conflict");
+    assert_eq!(e["retryable"], true);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the receipt changed under the lock"),
+        "{e}"
+    );
+    assert_eq!(
+        lines(&run.receipt()).len(),
+        before + 1,
+        "only the other line"
+    );
+    run.read("verify", &[]).assert_ok();
+    run.flow.run(&run.heartbeat_args("a", "retry")).assert_ok();
+    assert_eq!(lines(&run.receipt()).len(), before + 2);
+    run.read("verify", &[]).assert_ok();
 }

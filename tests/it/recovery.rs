@@ -56,6 +56,19 @@ impl Bed {
         Bed::with(TestBed::planned(&["runtime"]))
     }
 
+    /// A fresh run with its plan approved: damage near the end hits line 2,
+    /// so line 1 (and whether the run is gated) stays trusted.
+    fn approved() -> Bed {
+        let bed = Bed::fresh();
+        bed.cmd(
+            "run-approve",
+            &common::ev("approved"),
+            &["--at", common::T0],
+        )
+        .assert_ok();
+        bed
+    }
+
     fn with(bed: TestBed) -> Bed {
         bed.put(
             "approval.json",
@@ -126,7 +139,7 @@ impl Bed {
         } else {
             text(&self.handle(owner))
         };
-        let mut argv = vec![
+        let argv = vec![
             "recovery-run-create".to_string(),
             "--run-id".into(),
             self.run_id.clone(),
@@ -137,18 +150,6 @@ impl Bed {
             "--evidence".into(),
             approval.into(),
         ];
-        // Issue 13: when line 1 cannot be trusted the damaged run's gate
-        // cannot be proven absent, so the recovery run's gate is named.
-        let trusted = std::fs::read_to_string(input)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|d| d["last_trusted_sequence"].as_u64());
-        if trusted == Some(0) {
-            let policy = self.work.join("recovery-policy.json");
-            std::fs::write(&policy, r#"{"required_approver": "recovery-approver"}"#).unwrap();
-            argv.push("--approval-policy".into());
-            argv.push(text(&policy));
-        }
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         self.cli(&argv)
     }
@@ -235,6 +236,13 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
             continue;
         }
 
+        if diagnosis["last_trusted_sequence"] == 0 {
+            // 29 and 30: no event is trusted, so whether the run had a gate
+            // can be neither read nor proven absent (trust-model §2
+            // promise 5): refused, naming the command that goes on.
+            refused_naming_init(&bed, &input);
+            continue;
+        }
         let out = bed.recover(&input).assert_ok();
         let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
         assert_eq!(
@@ -269,7 +277,8 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
         )
         .unwrap()["recovery-run-create"]
             .clone();
-        if reference["exit_status"] == 0 {
+        assert_eq!(reference["exit_status"], 0, "{scenario}");
+        {
             let mut theirs = parse(reference["stdout"].as_str().unwrap());
             let mut ours = out.as_object().cloned().unwrap();
             for key in ["new_run_id", "owner_file", "state_root"] {
@@ -277,10 +286,6 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
                 ours.remove(key);
             }
             assert_eq!(ours, theirs, "{scenario}");
-        } else {
-            // 29 and 30: the reference cannot record an empty trusted
-            // checksum; we can (decisions.md 11).
-            assert_eq!(diagnosis["last_trusted_sequence"], 0, "{scenario}");
         }
 
         // The damaged receipt is untouched; its copy is exact and 0600.
@@ -305,11 +310,7 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
         .unwrap();
         assert_eq!(first["event_type"], "run_created");
         assert_eq!(first["to_state"], "planned");
-        let mut evidence = first["evidence_refs"].as_array().unwrap().clone();
-        if diagnosis["last_trusted_sequence"] == 0 {
-            // The gate named with --approval-policy comes first (issue 13).
-            assert_eq!(evidence.remove(0)["kind"], "approval_policy", "{scenario}");
-        }
+        let evidence = first["evidence_refs"].as_array().unwrap().clone();
         assert_eq!(
             evidence,
             [json!({"kind": "user_approval", "summary": "user approved a recovery run"})]
@@ -397,9 +398,25 @@ fn the_reference_recovery_run_is_recognised_on_retry() {
     common::assert_replays_read_only(&bed.flow, &bed.root, &scenario, repeat);
 }
 
+/// A recovery with no trusted event is refused (exit 3, nothing written)
+/// and names `init`, the way on (DEVIATIONS 29, 46).
+fn refused_naming_init(bed: &Bed, input: &str) {
+    let e = bed.refused(
+        || bed.recover(input),
+        3,
+        "the damaged run's first line cannot be trusted, so whether it had an approval gate can be neither read nor proven absent: a recovery run could lose it",
+    );
+    assert_eq!(e["fields"]["next_command"], "init", "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("bluetape-flow init"),
+        "{e}"
+    );
+}
+
 #[test]
-fn a_missing_receipt_is_diagnosed_damaged_and_recovered() {
-    // decisions.md 17: the reference exits 2 and leaves no way forward.
+fn a_missing_receipt_is_diagnosed_damaged_and_refused_naming_init() {
+    // decisions.md 17: the reference exits 2 and leaves no way forward; we
+    // diagnose it and name the way on (a new run: nothing is trusted).
     let bed = Bed::fresh();
     std::fs::remove_file(bed.receipt_path()).unwrap();
     let input = bed.diagnosis_file();
@@ -409,21 +426,13 @@ fn a_missing_receipt_is_diagnosed_damaged_and_recovered() {
     assert_eq!(diagnosis["last_trusted_sequence"], 0);
     assert_eq!(diagnosis["last_trusted_checksum"], "");
     assert_eq!(diagnosis["receipt_size"], 0);
-    let out = bed.recover(&input).assert_ok();
-    assert_eq!(out["quarantine_hash"], sha256(b"").as_str());
-    let copy = bed.root.join(out["quarantine_path"].as_str().unwrap());
-    assert_eq!(std::fs::read(&copy).unwrap(), b"");
-    assert_eq!(std::fs::metadata(&copy).unwrap().mode() & 0o7777, 0o600);
-    assert!(
-        !bed.receipt_path().exists(),
-        "the damaged run stays as it was"
-    );
-    bed.verify(out["new_run_id"].as_str().unwrap()).assert_ok();
+    refused_naming_init(&bed, &input);
+    assert!(bed.quarantine_files().is_empty());
 }
 
 #[test]
 fn a_diagnosis_must_be_the_current_one_untampered() {
-    let bed = Bed::fresh();
+    let bed = Bed::approved();
     let other = bed.other_run();
     bed.damage(30);
     let input = bed.diagnosis_file();
@@ -431,7 +440,7 @@ fn a_diagnosis_must_be_the_current_one_untampered() {
 
     // A changed value under the original checksum.
     let mut tampered = diagnosis.clone();
-    tampered.insert("first_bad_sequence".into(), json!(2));
+    tampered.insert("first_bad_sequence".into(), json!(3));
     let file = bed.put("tampered.json", &Value::Object(tampered.clone()));
     bed.refused(
         || bed.recover(&file),
@@ -511,7 +520,7 @@ fn a_diagnosis_must_be_the_current_one_untampered() {
 
 #[test]
 fn owner_paths_and_locks_are_checked() {
-    let bed = Bed::fresh();
+    let bed = Bed::approved();
     bed.damage(30);
     let input = bed.diagnosis_file();
     let approval = text(&bed.work.join("approval.json"));
@@ -571,7 +580,7 @@ fn owner_paths_and_locks_are_checked() {
 
 #[test]
 fn quarantine_files_are_never_replaced_and_never_orphaned() {
-    let bed = Bed::fresh();
+    let bed = Bed::approved();
     bed.damage(30);
     let input = bed.diagnosis_file();
     let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
@@ -647,7 +656,7 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
 
 #[test]
 fn unknown_runs_and_bad_inputs_are_refused_first() {
-    let bed = Bed::fresh();
+    let bed = Bed::approved();
     bed.damage(30);
     let input = bed.diagnosis_file();
     let approval = text(&bed.work.join("approval.json"));
@@ -761,4 +770,61 @@ fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
         assert_eq!(e["next_command"], "init", "{argv:?}");
         assert_eq!(before, common::snapshot(&bed.root), "{argv:?}");
     }
+}
+
+/// trust-model §2 promise 9 (DEVIATIONS 104): `"sequence": 0` in the head
+/// record of an intact run names no head. Every command used to say
+/// "corruption at sequence 0", `recovery-run-create` refused the
+/// diagnosis's own answer and `doctor` listed nothing. Now: the refusal
+/// names the way out, the diagnosis judges the receipt without the record
+/// and names `rebuild`, recovery refuses by naming `rebuild` (nothing
+/// written), `doctor` lists the record with that remedy, and `rebuild`
+/// rewrites it, after which everything verifies and nothing is listed.
+#[test]
+fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
+    let bed = Bed::fresh();
+    let head = bed.run_dir().join("receipt-head.json");
+    let genuine = std::fs::read(&head).unwrap();
+    let mut record: Value = serde_json::from_slice(&genuine).unwrap();
+    record["sequence"] = json!(0);
+    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
+    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
+    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
+    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
+    let diagnosis = bed.diagnose().assert_ok();
+    assert_eq!(diagnosis["effective_state"], "planned", "{diagnosis}");
+    assert_eq!(diagnosis["last_trusted_sequence"], 1);
+    assert_eq!(diagnosis["next_command"], "rebuild");
+    assert!(diagnosis["head_record_finding"].is_string());
+    let input = bed.diagnosis_file();
+    let e = bed.refused(
+        || bed.recover(&input),
+        2,
+        "recovery run requires a blocked receipt diagnosis: the receipt verifies; only its head record receipt-head.json (ours, derived) names no head",
+    );
+    assert_eq!(e["fields"]["next_command"], "rebuild");
+    let doctor = bed.cli(&["doctor"]).assert_ok();
+    assert_eq!(doctor["count"], 1, "{doctor}");
+    assert_eq!(doctor["litter"][0]["kind"], "damaged_head_record");
+    assert!(
+        doctor["litter"][0]["remedy"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("rebuild --run-id {}", bed.run_id)),
+        "{doctor}"
+    );
+    bed.cli(&["rebuild", "--run-id", &bed.run_id]).assert_ok();
+    assert_eq!(
+        std::fs::read(&head).unwrap(),
+        genuine,
+        "the record as init wrote it"
+    );
+    bed.verify(&bed.run_id).assert_ok();
+    assert_eq!(bed.cli(&["doctor"]).assert_ok()["count"], 0);
+    assert!(
+        bed.diagnose()
+            .assert_ok()
+            .get("head_record_finding")
+            .is_none()
+    );
 }

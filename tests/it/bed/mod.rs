@@ -1212,6 +1212,7 @@ impl TestBed {
                 sequence: last["sequence"].as_u64().unwrap(),
                 checksum: last["checksum"].as_str().unwrap().into(),
                 byte_length: bytes.len() as u64,
+                canonical_through: last["sequence"].as_u64().unwrap(),
             })
             .unwrap();
     }

@@ -400,6 +400,7 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         sequence: 3,
         checksum: previous,
         byte_length: bytes.len() as u64,
+        canonical_through: 3,
     })
     .unwrap();
     verify(&root, &outcome.run_id).expect("the hand-built receipt verifies");
