@@ -107,7 +107,7 @@ const SHARED_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "evidence",
-        "<FILE> with this step's evidence: a JSON list of 1 to 8 items (see \"Evidence file\" below)",
+        "This step's evidence: a JSON list of 1 to 8 items, inline, - or a <FILE> (see \"JSON values\" and \"Evidence file\" below)",
     ),
     ("lane-id", "The lane, by the <LANE_ID> given to lane-create"),
     (
@@ -135,12 +135,34 @@ Evidence file --evidence <FILE>: a JSON list of 1 to 8 objects
   checksum     string, optional; 64 lowercase hex (a SHA-256). Binds a file,
                a decision or an earlier evidence list.
   exit_status  integer, optional. The exit status of the command it records.
-  Any other key is refused. The file must be a regular file (not a symlink)
-  of at most 1 MiB. Evidence is bounded proof, not a log: record what a
+  Any other key is refused. At most 1 MiB (see \"JSON values\" above for
+  inline, - and file values). Evidence is bounded proof, not a log: record what a
   reviewer needs, and a fresh list for every step (a list already recorded
   on the lane, or a heartbeat's, does not complete anything).
   Minimal valid example:
     [{\"kind\": \"test\", \"summary\": \"cargo test: 42 passed\", \"exit_status\": 0}]";
+
+/// How every JSON option takes its value, documented once
+/// (contracts/commands.md "JSON inputs").
+const JSON_VALUES: &str = "\
+JSON values (--evidence, --input, --decision, --changed-paths,
+--approval-policy): each takes the JSON itself, standard input or a file.
+  [ or {       a value whose first non-blank character is [ or { is the JSON
+               itself; quote it for the shell:
+               --evidence '[{\"kind\": \"test\", \"summary\": \"ok\"}]'
+  -            reads the JSON from standard input (one option per call)
+  anything else  the path of a regular file (not a symlink) holding it
+  Whatever the source: at most 1 MiB of UTF-8 JSON, no floats. A refusal
+  names the flag and the file, or says the value was inline or piped.";
+
+/// The JSON options [`JSON_VALUES`] documents.
+const JSON_FLAGS: [&str; 5] = [
+    "evidence",
+    "input",
+    "decision",
+    "changed-paths",
+    "approval-policy",
+];
 
 /// What the top-level `--help` adds after the reference's epilog.
 const GETTING_STARTED: &str = "\
@@ -273,7 +295,14 @@ fn teach_command(command: Command, page: &Page) -> Command {
     let takes_evidence = command
         .get_arguments()
         .any(|arg| arg.get_long() == Some("evidence"));
+    let takes_json = command.get_arguments().any(|arg| {
+        arg.get_long()
+            .is_some_and(|long| JSON_FLAGS.contains(&long))
+    });
     let mut after = Vec::new();
+    if takes_json {
+        after.push(JSON_VALUES.to_string());
+    }
     if !parts.inputs.is_empty() {
         after.push(parts.inputs.clone());
     }

@@ -385,7 +385,11 @@ pub fn run_with_terminal(
 ) -> u8 {
     let argv = args.clone();
     let matches = command().try_get_matches_from(args);
-    let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+    let mut piped: Vec<&'static str> = Vec::new();
+    let cli = match matches.and_then(|m| {
+        piped = stdin_flags(&m);
+        Cli::from_arg_matches(&m)
+    }) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -402,6 +406,23 @@ pub fn run_with_terminal(
             return code;
         }
     };
+    if piped.len() > 1 {
+        let error = FlowError::contract(format!(
+            "standard input can feed one JSON option per call, not {}",
+            piped.join(" and ")
+        ))
+        .taught(crate::coordinator::decide::Teaching {
+            detail: None,
+            hint: Some(
+                "give all but one of them inline (the JSON itself, starting with [ or {) or as a file path"
+                    .into(),
+            ),
+            fields: Some(serde_json::json!({"stdin_flags": piped})),
+        });
+        let (code, text) = envelope::failure_with(&error, &argv);
+        emit(err, &text);
+        return code;
+    }
     if let Command::Views(command) = cli.command {
         return match discover(cli.state_root.as_deref(), None, env) {
             Ok(root) => {
@@ -457,6 +478,31 @@ pub fn run_with_terminal(
             code
         }
     }
+}
+
+/// The JSON options of the parsed command whose value is `-` (standard
+/// input; contracts/commands.md "JSON inputs").
+fn stdin_flags(matches: &clap::ArgMatches) -> Vec<&'static str> {
+    const IDS: [(&str, &str); 5] = [
+        ("evidence", "--evidence"),
+        ("input", "--input"),
+        ("decision", "--decision"),
+        ("changed_paths", "--changed-paths"),
+        ("approval_policy", "--approval-policy"),
+    ];
+    let mut sub = matches;
+    while let Some((_, next)) = sub.subcommand() {
+        sub = next;
+    }
+    IDS.iter()
+        .filter(|(id, _)| {
+            sub.try_get_raw(id)
+                .ok()
+                .flatten()
+                .is_some_and(|mut values| values.any(|v| v == "-"))
+        })
+        .map(|(_, flag)| *flag)
+        .collect()
 }
 
 /// The binary's entry point. A panic is a bug, but it must still end in the
