@@ -84,6 +84,7 @@ pub const PAGES: &[Page] = pages![
     "publish",
     "attest",
     "doctor",
+    "evidence-digest",
     "completions",
     "man",
     #[cfg(feature = "mcp")]

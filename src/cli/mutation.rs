@@ -17,8 +17,18 @@ pub struct MutationArgs {
     pub expected_head: Option<String>,
 }
 
+/// `--at` of a mutation the reference stamps with its own clock (our
+/// extension, DEVIATIONS 86): the time the event records.
+#[derive(Debug, Args)]
+pub struct AtArg {
+    /// When it happened: a UTC timestamp ending in Z (e.g. 2026-07-14T01:00:00Z), recorded as the event's time; at most 300 seconds after this machine's clock (default: now).
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
 /// `--evidence FILE --input FILE` after the shared mutation flags
-/// (lane-create, heartbeat, lane-reassign).
+/// (lane-create, heartbeat, lane-reassign, topology-register, check-result,
+/// component-evidence), and `--at`.
 #[derive(Debug, Args)]
 pub struct InputMutationArgs {
     #[command(flatten)]
@@ -27,6 +37,8 @@ pub struct InputMutationArgs {
     pub evidence: PathBuf,
     #[arg(long, required = true)]
     pub input: PathBuf,
+    #[command(flatten)]
+    pub at: AtArg,
 }
 
 /// `--evidence --lane-id --agent-id --at` after the shared mutation flags
@@ -45,14 +57,21 @@ pub struct LaneStepArgs {
     pub at: String,
 }
 
-/// The pipeline context of one invocation: the clock is read once, here.
-pub fn context(root: &Path, env: &DiscoveryEnv, args: &MutationArgs) -> MutationContext {
+/// The pipeline context of one invocation: the clock is read once, here;
+/// `at` is the command's `--at` (the time its event records).
+pub fn context(
+    root: &Path,
+    env: &DiscoveryEnv,
+    args: &MutationArgs,
+    at: Option<&str>,
+) -> MutationContext {
     MutationContext {
         root: root.to_path_buf(),
         run_id: args.run_id.clone(),
         owner_file: args.owner_file.clone(),
         expected_head: args.expected_head.clone(),
         now: chrono::Utc::now(),
+        at: at.map(str::to_string),
         env: env.clone(),
     }
 }

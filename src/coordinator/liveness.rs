@@ -327,7 +327,7 @@ pub fn check_lane(
     let Some(lane) = state.lane(lane_id) else {
         return Err(super::lane_commands::missing_lane(state, lane_id));
     };
-    let now = parse_instant(at)?;
+    let now = parse_instant(at).map_err(|r| super::decide::at_refusal(r, at))?;
     evaluate(lane, policy, now, command)
 }
 
@@ -661,7 +661,7 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
             fields: Some(decision_fields(extra)),
         }));
     }
-    parse_instant(request.at)
+    parse_instant(request.at).map_err(|r| super::decide::at_refusal(r, request.at))
 }
 
 /// In lock: the active lane owner; the liveness decision recomputed at
@@ -732,7 +732,7 @@ pub struct LaneStep<'a> {
 fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
     require_identifier(step.lane_id, "lane id")?;
     require_identifier(step.agent_id, "agent id")?;
-    parse_instant(step.at)
+    parse_instant(step.at).map_err(|r| super::decide::at_refusal(r, step.at))
 }
 
 /// Pre-lock for `stall-clear`: ids and `--at` (evidence is checked in lock,
