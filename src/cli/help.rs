@@ -117,7 +117,7 @@ const SHARED_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "at",
-        "When it happened: a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z",
+        "When it happened: a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z (at most 300 seconds after this machine's clock)",
     ),
     (
         "reason",
