@@ -134,10 +134,11 @@ Evidence file --evidence <FILE>: a JSON list of 1 to 8 objects
                it shows, in words. Never raw output, prompts or secrets.
   path         string, optional; at most 256 characters. Where it lives.
   checksum     string, optional; 64 lowercase hex (a SHA-256). Binds a file,
-               a decision or an earlier evidence list.
+               a decision or an earlier evidence list (evidence-digest
+               prints a list's digest).
   exit_status  integer, optional. The exit status of the command it records.
-  Any other key is refused. At most 1 MiB (see \"JSON values\" above for
-  inline, - and file values). Evidence is bounded proof, not a log: record what a
+  Any other key is refused. At most 1 MiB, inline, - or a file (see \"JSON
+  values\" above). Evidence is bounded proof, not a log: record what a
   reviewer needs, and a fresh list for every step (a list already recorded
   on the lane, or a heartbeat's, does not complete anything).
   Minimal valid example:

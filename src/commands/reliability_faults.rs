@@ -81,6 +81,7 @@ impl Scratch {
             owner_file: self.root().join("handles/main.owner"),
             expected_head: None,
             now: chrono::Utc.with_ymd_and_hms(2026, 7, 14, 1, 0, 0).unwrap(),
+            at: None,
             env: self.env(),
         }
     }

@@ -333,10 +333,8 @@ fn the_readme_first_run_works() {
     assert!(out.contains(r#""action": "continue""#), "{out}");
     // One clock (contracts/commands.md): the documented run runs forward in
     // every view of it.
-    let views = format!(
-        "set -euo pipefail\nRUN=$(ls .bluetape/runs)\nbluetape-flow log --run-id \"$RUN\"\nbluetape-flow report --run-id \"$RUN\" --out ../report.html --at 2026-07-14T01:02:00Z >/dev/null\ncat ../report.html"
-    );
-    let out = run_script(&bin, tmp.path(), &work, &views, "README views");
+    let views = "set -euo pipefail\nRUN=$(ls .bluetape/runs)\nbluetape-flow log --run-id \"$RUN\"\nbluetape-flow report --run-id \"$RUN\" --out ../report.html --at 2026-07-14T01:02:00Z >/dev/null\ncat ../report.html";
+    let out = run_script(&bin, tmp.path(), &work, views, "README views");
     assert_runs_forward(&out, 7);
 }
 
