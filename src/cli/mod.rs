@@ -122,7 +122,7 @@ pub enum Command {
     #[command(
         name = "evidence-digest",
         args_override_self = true,
-        about = "Utility. Prints the digest lane-resolve and replacement-repair bind: the SHA-256 of an evidence list's canonical JSON. Never touches a state root."
+        about = "Read-only. Prints the digest lane-resolve and replacement-repair bind: the SHA-256 of an evidence list's canonical JSON. Never touches a state root."
     )]
     EvidenceDigest(EvidenceDigestArgs),
     #[command(
