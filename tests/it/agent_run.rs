@@ -1053,3 +1053,35 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
     assert_eq!(out.code, 2, "{out:?}");
     assert!(out.stderr.contains("a JSON list is expected"), "{out:?}");
 }
+
+/// An `--at` earlier than the run's last event is recorded, as by the
+/// reference (DEVIATIONS 87: a run may mix clocks), and the views flag it
+/// rather than draw it in order.
+#[test]
+fn an_at_before_the_last_event_is_recorded_and_flagged() {
+    let a = Agent::running();
+    a.owner(
+        "lane-start",
+        &[
+            "--lane-id",
+            "api",
+            "--agent-id",
+            "agent-1",
+            "--at",
+            "2026-07-14T00:30:00Z",
+            "--evidence",
+            &ev("lifecycle", "spawned agent-1"),
+        ],
+    );
+    let page = a.outside.join("report.html");
+    let out = a.raw(&[
+        "report",
+        "--run-id",
+        &a.run,
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Time runs backwards in 1 event(s)"), "{html}");
+}
