@@ -86,7 +86,7 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, transition, reason, changed_paths) = match command {
         LaneCommands::LaneCreate(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             let data = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
             return Ok(("lane-create", data));
         }

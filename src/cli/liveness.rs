@@ -117,7 +117,7 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
         LivenessCommands::Heartbeat(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "heartbeat",
                 liveness::heartbeat(&ctx, &a.evidence, &a.input)?,

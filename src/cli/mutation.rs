@@ -4,6 +4,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 use crate::commands::mutate::MutationContext;
+use crate::commands::{FlowError, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
 /// Flags every Phase 2 mutation shares.
@@ -24,6 +25,27 @@ pub struct AtArg {
     /// When it happened: a UTC timestamp ending in Z (e.g. 2026-07-14T01:00:00Z), recorded as the event's time; at most 300 seconds after this machine's clock (default: now).
     #[arg(long)]
     pub at: Option<String>,
+}
+
+impl AtArg {
+    /// `--at`, which must be a UTC timestamp in the stored shape (the
+    /// event records it as given): refused before anything else, since
+    /// the reference has no such flag here.
+    pub fn value(&self) -> FlowResult<Option<&str>> {
+        strict_at(self.at.as_deref())
+    }
+}
+
+/// A recorded `--at` in the stored shape (`YYYY-MM-DDTHH:MM:SS[.ffffff]Z`),
+/// refused naming the flag otherwise (contracts/commands.md "One clock").
+pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
+    match at {
+        Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => {
+            Err(FlowError::contract("--at must be a UTC timestamp")
+                .taught(crate::coordinator::decide::at_teaching(text)))
+        }
+        other => Ok(other),
+    }
 }
 
 /// `--evidence FILE --input FILE` after the shared mutation flags

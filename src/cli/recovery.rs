@@ -103,7 +103,7 @@ pub fn dispatch(
     Ok(match command {
         RecoveryCommands::Resume(args) => {
             let key = args.sign.load()?;
-            let ctx = context(root, env, &args.common, args.at.at.as_deref());
+            let ctx = context(root, env, &args.common, args.at.value()?);
             let data = resume(
                 &ctx,
                 &args.evidence,
@@ -137,7 +137,7 @@ pub fn dispatch(
         }
         RecoveryCommands::HandoffCreate(args) => {
             let key = args.sign.load()?;
-            let ctx = context(root, env, &args.report.common, args.report.at.at.as_deref());
+            let ctx = context(root, env, &args.report.common, args.report.at.value()?);
             let data = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
             (
                 "handoff-create",
@@ -145,7 +145,7 @@ pub fn dispatch(
             )
         }
         RecoveryCommands::LiveReportCreate(args) => {
-            let ctx = context(root, env, &args.common, args.at.at.as_deref());
+            let ctx = context(root, env, &args.common, args.at.value()?);
             (
                 "live-report-create",
                 create_report(&ctx, ReportKind::Live, &args.input)?,

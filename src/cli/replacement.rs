@@ -59,7 +59,7 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, args) = match command {
         ReplacementCommands::LaneReassign(args) => {
-            let ctx = context(root, env, &args.common, args.at.at.as_deref());
+            let ctx = context(root, env, &args.common, args.at.value()?);
             let data = lane_reassign(&ctx, &args.input, &args.evidence)?;
             return Ok(("lane-reassign", data));
         }

@@ -114,21 +114,21 @@ pub fn dispatch(
             completion::completion_check(root, &a.run_id)?,
         ),
         TopologyCommands::TopologyRegister(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-register",
                 topology::topology_register(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::CheckResult(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "check-result",
                 topology::check_result(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::ComponentEvidence(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "component-evidence",
                 topology::component_evidence(&ctx, &a.evidence, &a.input)?,
@@ -148,7 +148,7 @@ pub fn dispatch(
             )
         }
         TopologyCommands::TopologyRemove(a) => {
-            let ctx = context(root, env, &a.common, a.at.at.as_deref());
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-remove",
                 topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
@@ -156,7 +156,12 @@ pub fn dispatch(
         }
         TopologyCommands::Complete(a) => {
             let key = a.sign.load()?;
-            let ctx = context(root, env, &a.common, a.at.as_deref());
+            let ctx = context(
+                root,
+                env,
+                &a.common,
+                super::mutation::strict_at(a.at.as_deref())?,
+            );
             let data = completion::complete(&ctx, &a.evidence)?;
             (
                 "complete",

@@ -836,6 +836,24 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
             "{command}: {e}"
         );
     }
+    // Where --at is new, it must have the stored shape (the reference's
+    // lax reading of other commands' --at stays theirs).
+    let e = a.refused(
+        "topology-register",
+        &[
+            "--at",
+            "2026-07-14T01:40Z",
+            "--input",
+            "[]",
+            "--evidence",
+            &ev("plan", "t"),
+        ],
+        2,
+    );
+    assert_eq!(
+        e["message"],
+        "--at must be a UTC timestamp: --at '2026-07-14T01:40Z' is not one"
+    );
     // --at and an input's own time must name one instant.
     let e = a.refused(
         "heartbeat",
