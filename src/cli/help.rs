@@ -174,6 +174,8 @@ Getting started (each command's --help has a runnable example):
   bluetape-flow verify --run-id <run_id printed by init>
   bluetape-flow completion-check --run-id <run_id>
 
+Every JSON option takes the JSON itself ('[...]', '{...}'), - for standard
+input, or a file path; every mutation takes --at, the time it records.
 Every command prints one line of JSON: success on stdout, a refusal on stderr
 with \"error\", \"message\", \"retryable\" and \"next_command\". Exit statuses:
 0 ok, 2 contract_error or approval_refused, 3 receipt_corrupt,

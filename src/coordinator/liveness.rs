@@ -269,6 +269,14 @@ pub fn explain(
     out.insert("lane_state".into(), json!(lane.state.as_str()));
     out.insert("agent_id".into(), json!(lane.agent_id));
     out.insert("last_evidence_at".into(), json!(lane.updated_at));
+    // The digest lane-resolve (and replacement-repair) binds for this
+    // lane's current evidence (DEVIATIONS 88).
+    out.insert(
+        "evidence_digest".into(),
+        json!(crate::receipt::canonical::digest(&Value::Array(
+            lane.evidence_refs.clone()
+        ))),
+    );
     let mut deadlines = Map::new();
     let mut put = |key: &str, value: &Option<String>| {
         if let Some(value) = value {

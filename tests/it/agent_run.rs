@@ -1016,6 +1016,25 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
         failed_digest
     );
     let fixed_digest = digest(fixed);
+    // liveness-check --explain prints the same digest of a lane's evidence,
+    // for a caller who no longer has the value.
+    for (lane, expected) in [("api", &failed_digest), ("fix", &fixed_digest)] {
+        let explained = a.step(&[
+            "liveness-check",
+            "--run-id",
+            &a.run,
+            "--lane-id",
+            lane,
+            "--at",
+            "2026-07-14T01:05:30Z",
+            "--explain",
+        ]);
+        assert_eq!(
+            explained["evidence_digest"],
+            expected.as_str(),
+            "{explained}"
+        );
+    }
     // One digest missing: the refusal names both.
     let only_one = json!([{"kind": "review", "summary": "failure", "checksum": failed_digest}]);
     let e = a.refused(
