@@ -19,7 +19,7 @@ pub struct MutationArgs {
 }
 
 /// `--at` of a mutation the reference stamps with its own clock (our
-/// extension, DEVIATIONS 86): the time the event records.
+/// extension, DEVIATIONS 87): the time the event records.
 #[derive(Debug, Args)]
 pub struct AtArg {
     /// When it happened: a UTC timestamp ending in Z (e.g. 2026-07-14T01:00:00Z), recorded as the event's time; at most 300 seconds after this machine's clock (default: now).
