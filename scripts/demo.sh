@@ -7,8 +7,9 @@
 # `docs` complete. The topology is registered; completion is blocked until
 # checks (one fails, then passes), component evidence and the resolution of
 # a failed review lane by its re-review are recorded; then the run
-# completes. Every caller timestamp is explicit (topology, check, evidence
-# and completion events take the current time).
+# completes. Every step gives --at, so the run reads forward in log and
+# report; every digest comes from the tool (liveness-check --explain,
+# evidence-digest).
 #
 #   scripts/demo.sh           (the temporary state root is removed)
 #   KEEP=1 scripts/demo.sh    (leaves it for inspection)
@@ -42,7 +43,7 @@ ev() { json "ev-$1" "[{\"kind\":\"$2\",\"summary\":\"$3\"}]"; }
 
 say "A run is created, approved and started"
 step init --workflow-type A --repo-root "$repo" --owner-file "$owner" \
-  --component parser --component cli --component docs
+  --component parser --component cli --component docs --at 2026-07-14T00:59:00Z
 run=$(ls "$state/runs")
 R=(--run-id "$run" --owner-file "$owner")
 step run-approve "${R[@]}" --evidence "$(ev approve user_approval 'plan approved by the user')" --at 2026-07-14T01:00:00Z
@@ -71,13 +72,13 @@ say "The session hands over: it binds a handoff report to the receipt head"
 field() { sed -E "s/.*\"$1\": \"?([^\",}]*)\"?[,}].*/\1/"; }
 head=$("$flow" --state-root "$state" verify --run-id "$run" | field checksum)
 manifest=$("$flow" --state-root "$state" resume-check --run-id "$run" | field manifest_hash)
-step handoff-create "${R[@]}" --input "$(json handoff "{\"canonical_sha\":\"$(printf a%.0s {1..64})\",\"agents_hash\":\"$(printf b%.0s {1..64})\",\"skill_hash\":\"$(printf c%.0s {1..64})\",\"manifest_hash\":\"$manifest\",\"run_id\":\"$run\",\"owner_epoch\":1,\"receipt_head\":\"$head\",\"target_hashes\":{\"src/parser/lib.rs\":\"$(printf d%.0s {1..64})\"}}")"
+step handoff-create "${R[@]}" --input "$(json handoff "{\"canonical_sha\":\"$(printf a%.0s {1..64})\",\"agents_hash\":\"$(printf b%.0s {1..64})\",\"skill_hash\":\"$(printf c%.0s {1..64})\",\"manifest_hash\":\"$manifest\",\"run_id\":\"$run\",\"owner_epoch\":1,\"receipt_head\":\"$head\",\"target_hashes\":{\"src/parser/lib.rs\":\"$(printf d%.0s {1..64})\"}}")" --at 2026-07-14T01:00:20Z
 
 say "A fresh session takes over: resume-check, then resume to a new 0600 handle (epoch 2)"
 step resume-check --run-id "$run"
 cp "$owner" "$state/handles/old-copy.owner" && chmod 600 "$state/handles/old-copy.owner"
 step resume "${R[@]}" --new-owner-file "$state/handles/session-2.owner" \
-  --evidence "$(ev handover user_approval 'user approved handing the run to session 2')"
+  --evidence "$(ev handover user_approval 'user approved handing the run to session 2')" --at 2026-07-14T01:00:30Z
 owner="$state/handles/session-2.owner"
 R=(--run-id "$run" --owner-file "$owner")
 
@@ -97,11 +98,12 @@ step lane-complete "${R[@]}" --lane-id docs --agent-id agent-3 --at 2026-07-14T0
 say "parser goes silent: fresh until the lease, then a suspected stall"
 step liveness-check --run-id "$run" --lane-id parser --at 2026-07-14T01:04:00Z
 step liveness-check --run-id "$run" --lane-id parser --at 2026-07-14T01:06:00Z
-# The stall record binds the liveness decision by the SHA-256 of its
-# canonical JSON (this text is already canonical).
-canonical_decision='{"action":"suspect_stall","reason":"no fresh evidence"}'
-decision=$(json decision "$canonical_decision")
-digest=$(printf '%s' "$canonical_decision" | sha256sum | cut -d' ' -f1)
+# The stall record binds the liveness decision by its checksum, which
+# liveness-check --explain prints with the decision itself.
+explained=$("$flow" --state-root "$state" liveness-check --run-id "$run" --lane-id parser \
+  --at 2026-07-14T01:06:00Z --explain)
+digest=$(printf '%s' "$explained" | sed -E 's/.*"decision_checksum": "([0-9a-f]{64})".*/\1/')
+decision=$(json decision '{"action":"suspect_stall","reason":"no fresh evidence"}')
 step stall-record "${R[@]}" --lane-id parser --agent-id agent-1 --at 2026-07-14T01:06:00Z --decision "$decision" \
   --reason "no fresh evidence" --evidence "$(json stall-ev "[{\"kind\":\"liveness\",\"summary\":\"liveness-check decision for parser\",\"checksum\":\"$digest\"}]")"
 
@@ -131,7 +133,7 @@ step replacement-close "${R[@]}" --lane-id parser --replacement-lane-id parser-2
 
 say "Topology: the approved components, each owned by a lane that exists"
 # docs is optional; parser is owned by the lane that finished it.
-step topology-register "${R[@]}" --evidence "$(ev topology plan 'component topology approved by the user')" \
+step topology-register "${R[@]}" --at 2026-07-14T01:21:05Z --evidence "$(ev topology plan 'component topology approved by the user')" \
   --input "$(json topology '[
   {"id":"parser","required":true,"description":"Expression parser","owner_lane":"parser-2","required_checks":["unit"],"dependencies":[],"evidence_refs":[],"coverage_state":"missing"},
   {"id":"cli","required":true,"description":"Command line front end","owner_lane":"cli","required_checks":["unit"],"dependencies":["parser"],"evidence_refs":[],"coverage_state":"missing"},
@@ -160,26 +162,25 @@ step complete "${R[@]}" --evidence "$(ev verify-early verification 'main session
 
 say "Checks: parser's unit check fails, then passes with a reason and fresh evidence"
 check() { json "check-$1-$2" "{\"component_id\":\"$1\",\"check_id\":\"unit\",\"passed\":$2${3:+,\"reason\":\"$3\"}}"; }
-step check-result "${R[@]}" --input "$(check parser false)" --evidence "$(json check-parser-red '[{"kind":"test","summary":"parser unit: 2 failures","exit_status":1}]')"
-step check-result "${R[@]}" --input "$(check parser true 'precedence bug fixed')" --evidence "$(json check-parser-green '[{"kind":"test","summary":"parser unit: all passed","exit_status":0}]')"
-step check-result "${R[@]}" --input "$(check cli true)" --evidence "$(json check-cli '[{"kind":"test","summary":"cli unit: all passed","exit_status":0}]')"
+step check-result "${R[@]}" --input "$(check parser false)" --evidence "$(json check-parser-red '[{"kind":"test","summary":"parser unit: 2 failures","exit_status":1}]')" --at 2026-07-14T01:30:10Z
+step check-result "${R[@]}" --input "$(check parser true 'precedence bug fixed')" --evidence "$(json check-parser-green '[{"kind":"test","summary":"parser unit: all passed","exit_status":0}]')" --at 2026-07-14T01:30:20Z
+step check-result "${R[@]}" --input "$(check cli true)" --evidence "$(json check-cli '[{"kind":"test","summary":"cli unit: all passed","exit_status":0}]')" --at 2026-07-14T01:30:30Z
 
 say "Component evidence: a heartbeat is never completion evidence"
 step component-evidence "${R[@]}" --input "$(json cover-parser '{"component_id":"parser"}')" --evidence "$work/in/hb-ev.json" \
   || echo "(refused, exit $?: as it should be)"
-step component-evidence "${R[@]}" --input "$work/in/cover-parser.json" --evidence "$(ev cover-parser-ev verification 'parser verified at the integrated head')"
-step component-evidence "${R[@]}" --input "$(json cover-cli '{"component_id":"cli"}')" --evidence "$(ev cover-cli-ev verification 'cli verified at the integrated head')"
+step component-evidence "${R[@]}" --input "$work/in/cover-parser.json" --evidence "$(ev cover-parser-ev verification 'parser verified at the integrated head')" --at 2026-07-14T01:30:50Z
+step component-evidence "${R[@]}" --input "$(json cover-cli '{"component_id":"cli"}')" --evidence "$(ev cover-cli-ev verification 'cli verified at the integrated head')" --at 2026-07-14T01:30:55Z
 
 say "The failed review stays failed; the re-review resolves it (evidence binds both lanes' evidence)"
-# The digest of an evidence list is the SHA-256 of its canonical JSON
-# (these files are already canonical).
-digest_of() { printf '%s' "$(cat "$1")" | sha256sum | cut -d' ' -f1; }
+# The digest of each lane's evidence, as evidence-digest prints it.
+digest_of() { "$flow" evidence-digest --evidence "$1" | field digest; }
 step lane-resolve "${R[@]}" --lane-id review --resolution-lane-id review-2 --at 2026-07-14T01:31:00Z \
   --evidence "$(json resolve "[{\"kind\":\"review\",\"summary\":\"failed review\",\"checksum\":\"$(digest_of "$fail_ev")\"},{\"kind\":\"review\",\"summary\":\"re-review\",\"checksum\":\"$(digest_of "$done_ev")\"}]")"
 
 say "Nothing is missing but main verification: the run completes"
 step completion-check --run-id "$run"
-step complete "${R[@]}" --evidence "$(ev verify verification 'main session verified the integrated result')"
+step complete "${R[@]}" --evidence "$(ev verify verification 'main session verified the integrated result')" --at 2026-07-14T01:32:00Z
 step completion-check --run-id "$run"
 
 say "An auditor replays the receipt read-only"
@@ -189,7 +190,7 @@ step receipt-diagnose --run-id "$run"
 # --- a damaged receipt superseded by a recovery run (issue 5) ---------------
 say "A second, small run; then a byte of its receipt is changed on disk"
 out=$("$flow" --state-root "$state" init --workflow-type A --repo-root "$repo" \
-  --owner-file "$state/handles/notes.owner" --component notes)
+  --owner-file "$state/handles/notes.owner" --component notes --at 2026-07-14T01:59:00Z)
 printf '$ bluetape-flow init ... --owner-file $WORK/state/handles/notes.owner --component notes\n%s\n' "$out" | sed "s#$work#\$WORK#g"
 notes=$(printf '%s' "$out" | field run_id)
 step run-approve --run-id "$notes" --owner-file "$state/handles/notes.owner" \
@@ -205,7 +206,7 @@ sed "s#$work#\$WORK#g" "$work/in/diagnosis.json"
 say "Recovery: the damaged bytes go to quarantine, a new run starts with their provenance"
 out=$("$flow" --state-root "$state" recovery-run-create --run-id "$notes" --input "$work/in/diagnosis.json" \
   --owner-file "$state/handles/notes-recovery.owner" \
-  --evidence "$(ev recovery user_approval 'user approved a recovery run for notes')")
+  --evidence "$(ev recovery user_approval 'user approved a recovery run for notes')" --at 2026-07-14T02:01:00Z)
 printf '$ bluetape-flow recovery-run-create --run-id %s ...\n%s\n' "$notes" "$out" | sed "s#$work#\$WORK#g"
 recovered=$(printf '%s' "$out" | field new_run_id)
 step verify --run-id "$recovered"

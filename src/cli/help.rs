@@ -84,6 +84,7 @@ pub const PAGES: &[Page] = pages![
     "publish",
     "attest",
     "doctor",
+    "evidence-digest",
     "completions",
     "man",
     #[cfg(feature = "mcp")]
@@ -107,7 +108,7 @@ const SHARED_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "evidence",
-        "<FILE> with this step's evidence: a JSON list of 1 to 8 items (see \"Evidence file\" below)",
+        "This step's evidence: a JSON list of 1 to 8 items, inline, - or a <FILE> (see \"JSON values\" and \"Evidence file\" below)",
     ),
     ("lane-id", "The lane, by the <LANE_ID> given to lane-create"),
     (
@@ -116,7 +117,7 @@ const SHARED_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "at",
-        "When it happened: a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z",
+        "When it happened: a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z (at most 300 seconds after this machine's clock)",
     ),
     (
         "reason",
@@ -133,14 +134,37 @@ Evidence file --evidence <FILE>: a JSON list of 1 to 8 objects
                it shows, in words. Never raw output, prompts or secrets.
   path         string, optional; at most 256 characters. Where it lives.
   checksum     string, optional; 64 lowercase hex (a SHA-256). Binds a file,
-               a decision or an earlier evidence list.
+               a decision or an earlier evidence list (evidence-digest
+               prints a list's digest).
   exit_status  integer, optional. The exit status of the command it records.
-  Any other key is refused. The file must be a regular file (not a symlink)
-  of at most 1 MiB. Evidence is bounded proof, not a log: record what a
+  Any other key is refused. At most 1 MiB, inline, - or a file (see \"JSON
+  values\" above). Evidence is bounded proof, not a log: record what a
   reviewer needs, and a fresh list for every step (a list already recorded
   on the lane, or a heartbeat's, does not complete anything).
   Minimal valid example:
     [{\"kind\": \"test\", \"summary\": \"cargo test: 42 passed\", \"exit_status\": 0}]";
+
+/// How every JSON option takes its value, documented once
+/// (contracts/commands.md "JSON inputs").
+const JSON_VALUES: &str = "\
+JSON values (--evidence, --input, --decision, --changed-paths,
+--approval-policy): each takes the JSON itself, standard input or a file.
+  [ or {       a value whose first non-blank character is [ or { is the JSON
+               itself; quote it for the shell:
+               --evidence '[{\"kind\": \"test\", \"summary\": \"ok\"}]'
+  -            reads the JSON from standard input (one option per call)
+  anything else  the path of a regular file (not a symlink) holding it
+  Whatever the source: at most 1 MiB of UTF-8 JSON, no floats. A refusal
+  names the flag and the file, or says the value was inline or piped.";
+
+/// The JSON options [`JSON_VALUES`] documents.
+const JSON_FLAGS: [&str; 5] = [
+    "evidence",
+    "input",
+    "decision",
+    "changed-paths",
+    "approval-policy",
+];
 
 /// What the top-level `--help` adds after the reference's epilog.
 const GETTING_STARTED: &str = "\
@@ -150,6 +174,8 @@ Getting started (each command's --help has a runnable example):
   bluetape-flow verify --run-id <run_id printed by init>
   bluetape-flow completion-check --run-id <run_id>
 
+Every JSON option takes the JSON itself ('[...]', '{...}'), - for standard
+input, or a file path; every mutation takes --at, the time it records.
 Every command prints one line of JSON: success on stdout, a refusal on stderr
 with \"error\", \"message\", \"retryable\" and \"next_command\". Exit statuses:
 0 ok, 2 contract_error or approval_refused, 3 receipt_corrupt,
@@ -273,7 +299,14 @@ fn teach_command(command: Command, page: &Page) -> Command {
     let takes_evidence = command
         .get_arguments()
         .any(|arg| arg.get_long() == Some("evidence"));
+    let takes_json = command.get_arguments().any(|arg| {
+        arg.get_long()
+            .is_some_and(|long| JSON_FLAGS.contains(&long))
+    });
     let mut after = Vec::new();
+    if takes_json {
+        after.push(JSON_VALUES.to_string());
+    }
     if !parts.inputs.is_empty() {
         after.push(parts.inputs.clone());
     }

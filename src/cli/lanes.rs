@@ -86,7 +86,7 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, transition, reason, changed_paths) = match command {
         LaneCommands::LaneCreate(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             let data = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
             return Ok(("lane-create", data));
         }
@@ -122,7 +122,7 @@ pub fn dispatch(
             None,
         ),
     };
-    let ctx = context(root, env, &transition.common);
+    let ctx = context(root, env, &transition.common, Some(transition.at.as_str()));
     let request = LaneTransitionRequest {
         command: kind,
         evidence: transition.evidence,

@@ -117,35 +117,35 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
         LivenessCommands::Heartbeat(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "heartbeat",
                 liveness::heartbeat(&ctx, &a.evidence, &a.input)?,
             )
         }
         LivenessCommands::StallRecord(a) => {
-            let ctx = context(root, env, &a.lane.common);
+            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "stall-record",
                 liveness::stall_record(&ctx, a.lane.flags(), &a.reason, &a.decision)?,
             )
         }
         LivenessCommands::StallClear(a) => {
-            let ctx = context(root, env, &a.lane.common);
+            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "stall-clear",
                 liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?,
             )
         }
         LivenessCommands::ProbeSent(a) => {
-            let ctx = context(root, env, &a.lane.common);
+            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "probe-sent",
                 liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?,
             )
         }
         LivenessCommands::InterruptResult(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             (
                 "interrupt-result",
                 liveness::interrupt_result(&ctx, a.flags())?,

@@ -122,6 +122,12 @@ pub enum Command {
     )]
     Doctor(DoctorArgs),
     #[command(
+        name = "evidence-digest",
+        args_override_self = true,
+        about = "Read-only. Prints the digest lane-resolve and replacement-repair bind: the SHA-256 of an evidence list's canonical JSON. Never touches a state root."
+    )]
+    EvidenceDigest(EvidenceDigestArgs),
+    #[command(
         args_override_self = true,
         about = "Utility. Prints a shell completion script on stdout. Never touches a state root."
     )]
@@ -158,6 +164,13 @@ pub struct DoctorArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct EvidenceDigestArgs {
+    /// The evidence list to digest, as the lane recorded it: inline, - or a <FILE> (see "JSON values" below).
+    #[arg(long, required = true)]
+    pub evidence: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct CompletionsArgs {
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
@@ -188,6 +201,8 @@ pub struct InitArgs {
     /// Freeze an approval policy for the run (see contracts/approvals.md).
     #[arg(long = "approval-policy", value_name = "FILE")]
     pub approval_policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub at: mutation::AtArg,
 }
 
 #[derive(Debug, Args)]
@@ -274,7 +289,7 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
                 root,
                 env,
                 &request,
-                &commands::init::InitEntropy::fresh(),
+                &commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
                 policy.as_ref(),
             )?;
             let mut data = commands::init::outcome_json(&outcome);
@@ -345,7 +360,7 @@ fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Suc
             operation: "doctor",
             data: commands::doctor::doctor(root, std::time::SystemTime::now()),
         },
-        Command::Completions(_) | Command::Man(_) => {
+        Command::Completions(_) | Command::Man(_) | Command::EvidenceDigest(_) => {
             unreachable!("utilities are answered before state-root discovery")
         }
         #[cfg(feature = "mcp")]
@@ -360,8 +375,15 @@ pub fn command() -> clap::Command {
 
 /// The utilities never discover a state root: `completions` prints a
 /// script, `man` writes pages and answers with a root-less envelope.
-fn utility(parsed: &Command, out: &mut dyn Write) -> Option<Result<(), FlowError>> {
+fn utility(
+    parsed: &Command,
+    env: &DiscoveryEnv,
+    out: &mut dyn Write,
+) -> Option<Result<(), FlowError>> {
     match parsed {
+        Command::EvidenceDigest(args) => {
+            Some(evidence_digest(&args.evidence, env).map(|line| emit(out, &line)))
+        }
         Command::Completions(args) => {
             let mut tree = self::command();
             clap_complete::generate(args.shell, &mut tree, "bluetape-flow", out);
@@ -372,6 +394,26 @@ fn utility(parsed: &Command, out: &mut dyn Write) -> Option<Result<(), FlowError
         }
         _ => None,
     }
+}
+
+/// `evidence-digest`: the digest `lane-resolve` binds for an evidence list
+/// (and `replacement-repair` for a checkpoint's), computed as the tool
+/// computes it, so no recipe canonicalises JSON by hand.
+fn evidence_digest(evidence: &Path, env: &DiscoveryEnv) -> Result<String, FlowError> {
+    use crate::store::input::{InputShape, read_json_input};
+    let value = read_json_input(evidence, InputShape::List, env.home.as_ref(), "--evidence")?;
+    let mut data = Map::new();
+    data.insert(
+        "digest".into(),
+        Value::String(crate::receipt::canonical::digest(&value)),
+    );
+    data.insert(
+        "items".into(),
+        Value::from(value.as_array().map_or(0, Vec::len)),
+    );
+    data.insert("ok".into(), Value::Bool(true));
+    data.insert("operation".into(), Value::String("evidence-digest".into()));
+    Ok(envelope::render(&Value::Object(data)))
 }
 
 /// clap's message without its "error: " prefix, usage and tips, on one line.
@@ -416,7 +458,11 @@ pub fn run_with_terminal(
         return 2;
     }
     let matches = command().try_get_matches_from(args);
-    let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+    let mut piped: Vec<&'static str> = Vec::new();
+    let cli = match matches.and_then(|m| {
+        piped = stdin_flags(&m);
+        Cli::from_arg_matches(&m)
+    }) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -433,6 +479,23 @@ pub fn run_with_terminal(
             return code;
         }
     };
+    if piped.len() > 1 {
+        let error = FlowError::contract(format!(
+            "standard input can feed one JSON option per call, not {}",
+            piped.join(" and ")
+        ))
+        .taught(crate::coordinator::decide::Teaching {
+            detail: None,
+            hint: Some(
+                "give all but one of them inline (the JSON itself, starting with [ or {) or as a file path"
+                    .into(),
+            ),
+            fields: Some(serde_json::json!({"stdin_flags": piped})),
+        });
+        let (code, text) = envelope::failure_with(&error, &argv);
+        emit(err, &text);
+        return code;
+    }
     // Dropped after the answer is printed; each bar is cleared as its read
     // ends, before that.
     let _progress = progress::scope(&cli.command, term);
@@ -466,7 +529,7 @@ pub fn run_with_terminal(
             }
         };
     }
-    if let Some(result) = utility(&cli.command, out) {
+    if let Some(result) = utility(&cli.command, env, out) {
         return match result {
             Ok(()) => 0,
             Err(error) => {
@@ -496,6 +559,31 @@ pub fn run_with_terminal(
             code
         }
     }
+}
+
+/// The JSON options of the parsed command whose value is `-` (standard
+/// input; contracts/commands.md "JSON inputs").
+fn stdin_flags(matches: &clap::ArgMatches) -> Vec<&'static str> {
+    const IDS: [(&str, &str); 5] = [
+        ("evidence", "--evidence"),
+        ("input", "--input"),
+        ("decision", "--decision"),
+        ("changed_paths", "--changed-paths"),
+        ("approval_policy", "--approval-policy"),
+    ];
+    let mut sub = matches;
+    while let Some((_, next)) = sub.subcommand() {
+        sub = next;
+    }
+    IDS.iter()
+        .filter(|(id, _)| {
+            sub.try_get_raw(id)
+                .ok()
+                .flatten()
+                .is_some_and(|mut values| values.any(|v| v == "-"))
+        })
+        .map(|(_, flag)| *flag)
+        .collect()
 }
 
 /// The binary's entry point. A panic is a bug, but it must still end in the

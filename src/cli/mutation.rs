@@ -4,6 +4,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 use crate::commands::mutate::MutationContext;
+use crate::commands::{FlowError, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
 /// Flags every Phase 2 mutation shares.
@@ -17,8 +18,39 @@ pub struct MutationArgs {
     pub expected_head: Option<String>,
 }
 
+/// `--at` of a mutation the reference stamps with its own clock (our
+/// extension, DEVIATIONS 87): the time the event records.
+#[derive(Debug, Args)]
+pub struct AtArg {
+    /// When it happened: a UTC timestamp ending in Z (e.g. 2026-07-14T01:00:00Z), recorded as the event's time; at most 300 seconds after this machine's clock (default: now).
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
+impl AtArg {
+    /// `--at`, which must be a UTC timestamp in the stored shape (the
+    /// event records it as given): refused before anything else, since
+    /// the reference has no such flag here.
+    pub fn value(&self) -> FlowResult<Option<&str>> {
+        strict_at(self.at.as_deref())
+    }
+}
+
+/// A recorded `--at` in the stored shape (`YYYY-MM-DDTHH:MM:SS[.ffffff]Z`),
+/// refused naming the flag otherwise (contracts/commands.md "One clock").
+pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
+    match at {
+        Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => {
+            Err(FlowError::contract("--at must be a UTC timestamp")
+                .taught(crate::coordinator::decide::at_teaching(text)))
+        }
+        other => Ok(other),
+    }
+}
+
 /// `--evidence FILE --input FILE` after the shared mutation flags
-/// (lane-create, heartbeat, lane-reassign).
+/// (lane-create, heartbeat, lane-reassign, topology-register, check-result,
+/// component-evidence), and `--at`.
 #[derive(Debug, Args)]
 pub struct InputMutationArgs {
     #[command(flatten)]
@@ -27,6 +59,8 @@ pub struct InputMutationArgs {
     pub evidence: PathBuf,
     #[arg(long, required = true)]
     pub input: PathBuf,
+    #[command(flatten)]
+    pub at: AtArg,
 }
 
 /// `--evidence --lane-id --agent-id --at` after the shared mutation flags
@@ -45,14 +79,21 @@ pub struct LaneStepArgs {
     pub at: String,
 }
 
-/// The pipeline context of one invocation: the clock is read once, here.
-pub fn context(root: &Path, env: &DiscoveryEnv, args: &MutationArgs) -> MutationContext {
+/// The pipeline context of one invocation: the clock is read once, here;
+/// `at` is the command's `--at` (the time its event records).
+pub fn context(
+    root: &Path,
+    env: &DiscoveryEnv,
+    args: &MutationArgs,
+    at: Option<&str>,
+) -> MutationContext {
     MutationContext {
         root: root.to_path_buf(),
         run_id: args.run_id.clone(),
         owner_file: args.owner_file.clone(),
         expected_head: args.expected_head.clone(),
         now: chrono::Utc::now(),
+        at: at.map(str::to_string),
         env: env.clone(),
     }
 }

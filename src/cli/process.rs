@@ -12,10 +12,23 @@ impl InitEntropy {
     pub fn fresh() -> InitEntropy {
         InitEntropy {
             now: chrono::Utc::now(),
+            recorded: None,
             run_suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
             token: OwnerToken::generate(),
             staging_suffix: uuid::Uuid::new_v4().simple().to_string(),
         }
+    }
+}
+
+impl InitEntropy {
+    /// [`InitEntropy::fresh`] recording `--at` when given (checked against
+    /// the wall clock: a UTC instant, at most the skew bound ahead).
+    pub fn fresh_at(at: Option<&str>) -> Result<InitEntropy, crate::commands::FlowError> {
+        let mut entropy = InitEntropy::fresh();
+        if let Some(at) = at {
+            entropy.recorded = Some(crate::coordinator::decide::check_at(at, entropy.now)?);
+        }
+        Ok(entropy)
     }
 }
 

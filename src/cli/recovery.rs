@@ -51,6 +51,8 @@ pub struct ResumeArgs {
     pub new_owner_file: PathBuf,
     #[command(flatten)]
     pub sign: SignHeadKeyArg,
+    #[command(flatten)]
+    pub at: super::mutation::AtArg,
 }
 
 /// No `--expected-head`: the damaged run is not appended to.
@@ -71,6 +73,8 @@ pub struct RecoveryRunCreateArgs {
     pub approval_policy: Option<PathBuf>,
     #[command(flatten)]
     pub sign: SignHeadKeyArg,
+    #[command(flatten)]
+    pub at: super::mutation::AtArg,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +91,8 @@ pub struct ReportArgs {
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub input: PathBuf,
+    #[command(flatten)]
+    pub at: super::mutation::AtArg,
 }
 
 pub fn dispatch(
@@ -97,7 +103,7 @@ pub fn dispatch(
     Ok(match command {
         RecoveryCommands::Resume(args) => {
             let key = args.sign.load()?;
-            let ctx = context(root, env, &args.common);
+            let ctx = context(root, env, &args.common, args.at.value()?);
             let data = resume(
                 &ctx,
                 &args.evidence,
@@ -120,7 +126,7 @@ pub fn dispatch(
                 owner_file: &args.owner_file,
                 evidence: &args.evidence,
                 approval_policy: policy.as_ref(),
-                entropy: &crate::commands::init::InitEntropy::fresh(),
+                entropy: &crate::commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
             };
             let key = args.sign.load()?;
             let data = recovery_run_create(root, env, &request)?;
@@ -131,7 +137,7 @@ pub fn dispatch(
         }
         RecoveryCommands::HandoffCreate(args) => {
             let key = args.sign.load()?;
-            let ctx = context(root, env, &args.report.common);
+            let ctx = context(root, env, &args.report.common, args.report.at.value()?);
             let data = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
             (
                 "handoff-create",
@@ -139,7 +145,7 @@ pub fn dispatch(
             )
         }
         RecoveryCommands::LiveReportCreate(args) => {
-            let ctx = context(root, env, &args.common);
+            let ctx = context(root, env, &args.common, args.at.value()?);
             (
                 "live-report-create",
                 create_report(&ctx, ReportKind::Live, &args.input)?,

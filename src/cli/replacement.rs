@@ -59,7 +59,7 @@ pub fn dispatch(
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, args) = match command {
         ReplacementCommands::LaneReassign(args) => {
-            let ctx = context(root, env, &args.common);
+            let ctx = context(root, env, &args.common, args.at.value()?);
             let data = lane_reassign(&ctx, &args.input, &args.evidence)?;
             return Ok(("lane-reassign", data));
         }
@@ -69,7 +69,7 @@ pub fn dispatch(
         ReplacementCommands::ReplacementBlock(a) => ("replacement-block", LineageCommand::Block, a),
         ReplacementCommands::ReplacementClose(a) => ("replacement-close", LineageCommand::Close, a),
     };
-    let ctx = context(root, env, &args.common);
+    let ctx = context(root, env, &args.common, Some(args.at.as_str()));
     let data = lineage(
         &ctx,
         kind,

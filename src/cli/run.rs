@@ -94,7 +94,7 @@ pub fn dispatch(
         RunCommands::RunApprove(a) => {
             // The approval gate (our extension): identity comes from the
             // environment, never from argv; a signature from a file.
-            let ctx = context(root, env, &a.transition.common);
+            let ctx = context(root, env, &a.transition.common, a.transition.at.as_deref());
             let data = commands::approval::approve(
                 &ctx,
                 &a.transition.evidence,
@@ -123,7 +123,7 @@ pub fn dispatch(
             Some(a.reason),
         ),
     };
-    let ctx = context(root, env, &transition.common);
+    let ctx = context(root, env, &transition.common, transition.at.as_deref());
     // The approval gate (our extension) owns approve and cancel: identity
     // comes from the environment, never from argv.
     let gate = commands::approval::ApprovalEnv::from_process;

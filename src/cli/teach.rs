@@ -59,8 +59,8 @@ pub fn fill(hint: &str, argv: &[OsString]) -> String {
     out
 }
 
-/// The flags whose value is a JSON input file.
-const FILE_FLAGS: [&str; 5] = [
+/// The flags whose value is a JSON input (inline, `-` or a file).
+pub const FILE_FLAGS: [&str; 5] = [
     "--input",
     "--evidence",
     "--decision",
@@ -93,9 +93,26 @@ pub fn name_the_file(
     let file = match fields.get("file").and_then(Value::as_str) {
         Some(file) => file.to_string(),
         None => match flag_value(argv, &flag) {
-            Some(file) => {
-                fields.insert("file".into(), Value::String(file.clone()));
-                file
+            Some(value) => {
+                use crate::store::input::InputSource;
+                let source = match InputSource::of(std::path::Path::new(&value)) {
+                    InputSource::File(_) => None,
+                    InputSource::Inline(_) => Some("inline"),
+                    InputSource::Stdin => Some("stdin"),
+                };
+                if let Some(source) = source {
+                    // An inline or piped value is no file: say where it was.
+                    fields
+                        .entry("source")
+                        .or_insert_with(|| Value::String(source.into()));
+                    let named = InputSource::of(std::path::Path::new(&value)).label(&flag);
+                    if in_message && !message.contains(&named) {
+                        message.push_str(&format!(" (in the {named})"));
+                    }
+                    return;
+                }
+                fields.insert("file".into(), Value::String(value.clone()));
+                value
             }
             None => return,
         },

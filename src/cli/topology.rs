@@ -86,6 +86,8 @@ pub struct TopologyRemoveArgs {
     pub component_id: String,
     #[arg(long, required = true)]
     pub reason: String,
+    #[command(flatten)]
+    pub at: super::mutation::AtArg,
 }
 
 #[derive(Debug, Args)]
@@ -94,8 +96,7 @@ pub struct CompleteArgs {
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: PathBuf,
-    /// Accepted and ignored, as in the reference: the events are stamped
-    /// with the current time.
+    /// When it happened: a UTC timestamp ending in Z, recorded as the event's time (the reference accepts and ignores it; at most 300 seconds after this machine's clock; default: now).
     #[arg(long)]
     pub at: Option<String>,
     #[command(flatten)]
@@ -113,28 +114,28 @@ pub fn dispatch(
             completion::completion_check(root, &a.run_id)?,
         ),
         TopologyCommands::TopologyRegister(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-register",
                 topology::topology_register(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::CheckResult(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "check-result",
                 topology::check_result(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::ComponentEvidence(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "component-evidence",
                 topology::component_evidence(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::LaneResolve(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             (
                 "lane-resolve",
                 completion::lane_resolve(
@@ -147,7 +148,7 @@ pub fn dispatch(
             )
         }
         TopologyCommands::TopologyRemove(a) => {
-            let ctx = context(root, env, &a.common);
+            let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-remove",
                 topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
@@ -155,7 +156,12 @@ pub fn dispatch(
         }
         TopologyCommands::Complete(a) => {
             let key = a.sign.load()?;
-            let ctx = context(root, env, &a.common);
+            let ctx = context(
+                root,
+                env,
+                &a.common,
+                super::mutation::strict_at(a.at.as_deref())?,
+            );
             let data = completion::complete(&ctx, &a.evidence)?;
             (
                 "complete",

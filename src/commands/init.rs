@@ -35,7 +35,11 @@ pub struct InitRequest {
 /// so a run can be reproduced exactly.
 #[derive(Debug, Clone)]
 pub struct InitEntropy {
+    /// The wall clock (litter ages are judged by it).
     pub now: Instant,
+    /// `--at`: the time the run records (its id and first event), when
+    /// given; `now` otherwise (contracts/commands.md "One clock").
+    pub recorded: Option<Instant>,
     /// 8 lowercase hex characters for the run id.
     pub run_suffix: String,
     pub token: OwnerToken,
@@ -205,7 +209,10 @@ pub fn init_run(
     };
     let run_id = format!(
         "{}-{}",
-        entropy.now.format("%Y%m%dT%H%M%SZ"),
+        entropy
+            .recorded
+            .unwrap_or(entropy.now)
+            .format("%Y%m%dT%H%M%SZ"),
         entropy.run_suffix
     );
     if !is_identifier(&run_id) {
@@ -328,7 +335,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
         event_type: crate::receipt::vocab::EventType::RunCreated.as_str().into(),
         from_state: None,
         to_state: Some("planned".into()),
-        timestamp: format_now(entropy.now),
+        timestamp: format_now(entropy.recorded.unwrap_or(entropy.now)),
         owner_token: handle.fingerprint.clone(),
         manifest_hash: opened.manifest.contract.hash.clone(),
         previous_checksum: String::new(),

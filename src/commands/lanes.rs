@@ -54,7 +54,10 @@ pub fn lane_create(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let input = ctx.bind_at(
+        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
+        "observed_at",
+    )?;
     let limits = &run.manifest.contract.limits;
     let request = precheck_lane_create(&input, &evidence, |scopes| {
         canonicalize(run.repo_root(), scopes, limits)

@@ -28,14 +28,8 @@ pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String>
         .map(str::to_string)
         .unwrap_or_else(|| format_now(ctx.now));
     parse_timestamp(&at).ok_or_else(|| {
-        FlowError::contract("decided_at must be a UTC timestamp").taught(crate::coordinator::decide::Teaching {
-            detail: Some(format!("--at '{at}' is not one")),
-            hint: Some("give --at as a UTC instant ending in Z, e.g. --at 2026-07-14T01:00:00Z (or leave it out for now)".into()),
-            fields: Some(serde_json::json!({
-                "input": "--at",
-                "invalid": [{"field": "--at", "expected": "a UTC timestamp YYYY-MM-DDTHH:MM:SS[.ffffff]Z"}],
-            })),
-        })
+        FlowError::contract("decided_at must be a UTC timestamp")
+            .taught(crate::coordinator::decide::at_teaching(&at))
     })?;
     Ok(at)
 }

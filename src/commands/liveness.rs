@@ -100,7 +100,10 @@ pub fn heartbeat(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let input = ctx.bind_at(
+        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
+        "observed_at",
+    )?;
     let heartbeat = precheck_heartbeat(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)

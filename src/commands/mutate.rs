@@ -36,8 +36,64 @@ pub struct MutationContext {
     pub run_id: String,
     pub owner_file: PathBuf,
     pub expected_head: Option<String>,
+    /// The wall clock, read once by the CLI: approval windows and the
+    /// `--at` skew bound are judged by it.
     pub now: Instant,
+    /// `--at`: the time the event records when its decision names none
+    /// (contracts/commands.md "One clock"); the wall clock when absent.
+    pub at: Option<String>,
     pub env: DiscoveryEnv,
+}
+
+impl MutationContext {
+    /// The time an event without a caller timestamp records: `--at`, else
+    /// the wall clock.
+    pub fn stamp(&self) -> String {
+        self.at.clone().unwrap_or_else(|| format_now(self.now))
+    }
+
+    /// An input whose event time is its `key` (`observed_at` of lane-create
+    /// and heartbeat, `decided_at` of lane-reassign) under `--at`: an input
+    /// without the key takes `--at`; one with it must name the same
+    /// instant, so the event records the `--at` it was given.
+    pub fn bind_at(&self, mut input: Value, key: &str) -> FlowResult<Value> {
+        let (Some(at), Value::Object(map)) = (&self.at, &mut input) else {
+            return Ok(input);
+        };
+        crate::coordinator::decide::check_at(at, self.now)?;
+        match map.get(key) {
+            None => {
+                map.insert(key.into(), Value::String(at.clone()));
+            }
+            Some(Value::String(given)) if same_instant(given, at) => {}
+            Some(given) => {
+                let shown = given
+                    .as_str()
+                    .map_or_else(|| given.to_string(), str::to_string);
+                return Err(FlowError::contract(format!(
+                    "--at and the input's {key} disagree: --at '{at}', {key} '{shown}'"
+                ))
+                .taught(crate::coordinator::decide::Teaching {
+                    detail: None,
+                    hint: Some(format!(
+                        "the event records one time: leave {key} out of the input (--at fills it) or give it the same instant as --at"
+                    )),
+                    fields: Some(json!({
+                        "input": "--input",
+                        "invalid": [{"field": key, "expected": format!("the --at instant {at}")}],
+                    })),
+                }));
+            }
+        }
+        Ok(input)
+    }
+}
+
+/// Two caller timestamps naming one instant (same text, or both parse to
+/// the same UTC instant).
+fn same_instant(a: &str, b: &str) -> bool {
+    use crate::receipt::primitives::parse_timestamp;
+    a == b || matches!((parse_timestamp(a), parse_timestamp(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// What the decision sees: the replayed state, the run's policy and "now".
@@ -201,6 +257,9 @@ fn mutate_with(
     full_replay: bool,
     decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
+    if let Some(at) = &ctx.at {
+        crate::coordinator::decide::check_at(at, ctx.now)?;
+    }
     run.dir.validate()?;
     let owner_file = crate::store::paths::expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     // Read as `<root>/handles/<name>`: from the held state root.
@@ -239,7 +298,7 @@ fn mutate_with(
         return Err(error.into());
     }
     let intents = decided?;
-    let sealed = seal(run, &state, &proof, intents, ctx.now)?;
+    let sealed = seal(run, &state, &proof, intents, &ctx.stamp())?;
     let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
     let breaches_before = state.breaches().len();
@@ -381,14 +440,13 @@ fn seal(
     state: &CoordinatorState,
     proof: &OwnerProof,
     intents: Vec<Intent>,
-    now: Instant,
+    now: &str,
 ) -> FlowResult<SealedEvent> {
     let contract = &run.manifest.contract;
-    let now = format_now(now);
     let epoch = proof.epoch;
     let values: Vec<Value> = intents
         .iter()
-        .map(|i| intent_value(i, epoch, &now))
+        .map(|i| intent_value(i, epoch, now))
         .collect();
     for (intent, value) in intents.iter().zip(&values) {
         if !contract.event_types.contains(&intent.event_type) {

@@ -81,6 +81,7 @@ impl Scratch {
             owner_file: self.root().join("handles/main.owner"),
             expected_head: None,
             now: chrono::Utc.with_ymd_and_hms(2026, 7, 14, 1, 0, 0).unwrap(),
+            at: None,
             env: self.env(),
         }
     }
@@ -95,6 +96,7 @@ fn entropy(suffix: &str) -> InitEntropy {
         now: chrono::Utc.with_ymd_and_hms(2026, 7, 14, 1, 0, 0).unwrap(),
         run_suffix: suffix.into(),
         token: OwnerToken::from_secret("5b12fa0b8bfd4c589bbd6c3637d25097"),
+        recorded: None,
         staging_suffix: "1".repeat(32),
     }
 }

@@ -22,7 +22,10 @@ pub fn lane_reassign(
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let input = ctx.bind_at(
+        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
+        "decided_at",
+    )?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root();
     let canonicalize = |scope: &Value| super::lanes::canonicalize(repo_root, scope, limits);

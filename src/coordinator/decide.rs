@@ -158,6 +158,72 @@ impl Teaching {
     }
 }
 
+/// A value of `--at` that passes, for hints.
+pub const AT_EXAMPLE: &str = "2026-07-14T01:00:00Z";
+
+/// What a refused `--at` teaches, on every command (contracts/commands.md
+/// "One clock"): the reference's message stays first, the detail names the
+/// flag and its value, the hint gives a value that passes.
+pub fn at_teaching(at: &str) -> Teaching {
+    Teaching {
+        detail: Some(format!("--at '{at}' is not one")),
+        hint: Some(format!(
+            "give --at as a UTC instant ending in Z, e.g. --at {AT_EXAMPLE} (or leave it out for now)"
+        )),
+        fields: Some(serde_json::json!({
+            "input": "--at",
+            "invalid": [{"field": "--at", "expected": "a UTC timestamp YYYY-MM-DDTHH:MM:SS[.ffffff]Z"}],
+        })),
+    }
+}
+
+/// How far `--at` may run ahead of this machine's clock (DEVIATIONS 87):
+/// clocks of two machines drift, a step's time may be read a moment before
+/// it is recorded, but a day ahead is a typo or a fabrication.
+pub const MAX_AT_SKEW_SECONDS: i64 = 300;
+
+/// The shared `--at` check of every mutation (contracts/commands.md "One
+/// clock"): a UTC instant, at most [`MAX_AT_SKEW_SECONDS`] after `now` (the
+/// wall clock, passed in). Returns the instant.
+pub fn check_at(
+    at: &str,
+    now: crate::receipt::primitives::Instant,
+) -> Result<crate::receipt::primitives::Instant, Refusal> {
+    let parsed = crate::receipt::primitives::parse_timestamp(at)
+        .or_else(|| crate::receipt::lax_time::parse_lax_timestamp(at).ok());
+    let Some(instant) = parsed else {
+        return Err(Refusal::Invalid("--at must be a UTC timestamp".into()).taught(at_teaching(at)));
+    };
+    if instant > now + chrono::Duration::seconds(MAX_AT_SKEW_SECONDS) {
+        let clock = now.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        return Err(Refusal::Invalid(format!(
+            "--at must not be in the future: '{at}' is more than {MAX_AT_SKEW_SECONDS} seconds after this machine's clock ({clock})"
+        ))
+        .taught(Teaching {
+            detail: None,
+            hint: Some(format!(
+                "give --at as the time the step happened, e.g. --at {clock} (or leave it out for now)"
+            )),
+            fields: Some(serde_json::json!({
+                "input": "--at",
+                "invalid": [{"field": "--at", "expected": "a UTC timestamp at most 300 seconds after the clock", "limit": MAX_AT_SKEW_SECONDS}],
+                "clock": clock,
+            })),
+        }));
+    }
+    Ok(instant)
+}
+
+/// `refusal` (a bad `--at`) taught by [`at_teaching`], replacing any hint
+/// that named an internal field.
+pub fn at_refusal(refusal: Refusal, at: &str) -> Refusal {
+    let inner = match refusal {
+        Refusal::Taught(inner, _) => *inner,
+        other => other,
+    };
+    inner.taught(at_teaching(at))
+}
+
 impl Refusal {
     /// This refusal with `teach` attached (merged over any earlier one).
     pub fn taught(self, teach: Teaching) -> Refusal {

@@ -401,7 +401,8 @@ pub fn check_changed_paths_input(changed: &Value) -> Result<(), Refusal> {
 pub fn precheck_lane_transition(request: &LaneTransition<'_>) -> Result<(), Refusal> {
     identifier(&json!(request.lane_id), "lane id")?;
     identifier(&json!(request.agent_id), "agent id")?;
-    instant(&json!(request.at), "decided_at")?;
+    instant(&json!(request.at), "decided_at")
+        .map_err(|r| crate::coordinator::decide::at_refusal(r, request.at))?;
     require_evidence(request.evidence)
 }
 

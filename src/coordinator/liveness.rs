@@ -270,6 +270,14 @@ pub fn explain(
     out.insert("lane_state".into(), json!(lane.state.as_str()));
     out.insert("agent_id".into(), json!(lane.agent_id));
     out.insert("last_evidence_at".into(), json!(lane.updated_at));
+    // The digest lane-resolve (and replacement-repair) binds for this
+    // lane's current evidence (DEVIATIONS 88).
+    out.insert(
+        "evidence_digest".into(),
+        json!(crate::receipt::canonical::digest(&Value::Array(
+            lane.evidence_refs.clone()
+        ))),
+    );
     let mut deadlines = Map::new();
     let mut put = |key: &str, value: &Option<String>| {
         if let Some(value) = value {
@@ -328,7 +336,7 @@ pub fn check_lane(
     let Some(lane) = state.lane(lane_id) else {
         return Err(super::lane_commands::missing_lane(state, lane_id));
     };
-    let now = parse_instant(at)?;
+    let now = parse_instant(at).map_err(|r| super::decide::at_refusal(r, at))?;
     evaluate(lane, policy, now, command)
 }
 
@@ -662,7 +670,7 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
             fields: Some(decision_fields(extra)),
         }));
     }
-    parse_instant(request.at)
+    parse_instant(request.at).map_err(|r| super::decide::at_refusal(r, request.at))
 }
 
 /// In lock: the active lane owner; the liveness decision recomputed at
@@ -733,7 +741,7 @@ pub struct LaneStep<'a> {
 fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
     require_identifier(step.lane_id, "lane id")?;
     require_identifier(step.agent_id, "agent id")?;
-    parse_instant(step.at)
+    parse_instant(step.at).map_err(|r| super::decide::at_refusal(r, step.at))
 }
 
 /// Pre-lock for `stall-clear`: ids and `--at` (evidence is checked in lock,

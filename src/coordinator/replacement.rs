@@ -201,7 +201,8 @@ pub fn precheck_lineage(
         }
     }
     if parse_caller_timestamp(at).is_none() {
-        return invalid("timestamp must be UTC ISO-8601 ending in Z");
+        return invalid("timestamp must be UTC ISO-8601 ending in Z")
+            .map_err(|r| super::decide::at_refusal(r, at));
     }
     require_evidence(evidence)?;
     Ok(Lineage {

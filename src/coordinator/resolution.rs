@@ -41,7 +41,8 @@ pub fn precheck_resolve(
     identifier(&json!(lane_id), "lane id")?;
     identifier(&json!(resolution_lane_id), "resolution lane id")?;
     if parse_timestamp(at).is_none() {
-        return invalid("timestamp must be UTC ISO-8601 ending in Z");
+        return invalid("timestamp must be UTC ISO-8601 ending in Z")
+            .map_err(|r| crate::coordinator::decide::at_refusal(r, at));
     }
     require_evidence(evidence)?;
     Ok(Resolve {
@@ -119,7 +120,29 @@ pub fn decide_resolve(
     if !supplied.contains(&original_digest.as_str())
         || !supplied.contains(&resolution_digest.as_str())
     {
-        return invalid("resolution evidence must bind failed and completed lane evidence");
+        let missing: Vec<&str> = [original_digest.as_str(), resolution_digest.as_str()]
+            .into_iter()
+            .filter(|digest| !supplied.contains(digest))
+            .collect();
+        return invalid("resolution evidence must bind failed and completed lane evidence").map_err(
+            |r| {
+                r.taught(super::decide::Teaching {
+                    detail: None,
+                    hint: Some(format!(
+                        "add evidence items whose checksum is each lane's evidence digest: {} ({}) and {} ({}); bluetape-flow evidence-digest --evidence VALUE prints a list's digest",
+                        original_digest, original.id, resolution_digest, resolver.id
+                    )),
+                    fields: Some(json!({
+                        "input": "--evidence",
+                        "expected_checksums": {
+                            original.id.clone(): original_digest,
+                            resolver.id.clone(): resolution_digest,
+                        },
+                        "missing_checksums": missing,
+                    })),
+                })
+            },
+        );
     }
     if original_digest == resolution_digest {
         return conflict(

@@ -41,6 +41,7 @@ pub const READ_ONLY_TOOLS: &[&str] = &[
     "log",
     "prove-event",
     "doctor",
+    "evidence-digest",
 ];
 
 /// What `owner` adds: the mutations of the run's owner.

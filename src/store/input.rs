@@ -1,10 +1,14 @@
-//! JSON input files (`--evidence`, `--input`, `--decision`,
-//! `--changed-paths`, `--approval-policy`): a regular non-symlink file of
-//! at most 1 MiB holding UTF-8 JSON of the expected top-level type. Floats
-//! are refused, and so are integers the reference could not read back (over
-//! 4,300 digits). Every refusal names the flag and the file, and reads an OS
-//! error as one ("evidence file 'x' does not exist"), never as Python's
-//! `[Errno N]` text (issue 15).
+//! JSON inputs (`--evidence`, `--input`, `--decision`, `--changed-paths`,
+//! `--approval-policy`): a value whose first non-blank character is `[` or
+//! `{` is the JSON itself, `-` is standard input (at most once per call),
+//! anything else is the path of a regular non-symlink file, as in the
+//! reference (contracts/commands.md "JSON inputs"). Whatever the source, at
+//! most 1 MiB of UTF-8 JSON of the expected top-level type. Floats are
+//! refused, and so are integers the reference could not read back (over
+//! 4,300 digits). Every refusal names the flag and the file (or says the
+//! value was inline or on standard input), and reads an OS error as one
+//! ("evidence file 'x' does not exist"), never as Python's `[Errno N]`
+//! text (issue 15).
 
 use serde_json::{Value, json};
 use std::ffi::OsString;
@@ -44,48 +48,144 @@ pub struct InputError {
     pub hint: Option<String>,
 }
 
-/// Read and parse the JSON input file of `flag` (`--evidence`, `--input`,
-/// ...).
+/// Where a JSON option's value comes from (contracts/commands.md "JSON
+/// inputs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSource<'a> {
+    /// The value is the JSON itself (its first non-blank character is `[`
+    /// or `{`).
+    Inline(&'a str),
+    /// `-`: standard input.
+    Stdin,
+    /// Anything else: a file path, as in the reference.
+    File(&'a Path),
+}
+
+impl<'a> InputSource<'a> {
+    /// Classify a JSON option's value.
+    pub fn of(value: &'a Path) -> InputSource<'a> {
+        match value.to_str() {
+            Some("-") => InputSource::Stdin,
+            Some(text) if text.trim_start().starts_with(['[', '{']) => InputSource::Inline(text),
+            _ => InputSource::File(value),
+        }
+    }
+
+    /// How a message names the value: `evidence file 'x'`, `--evidence
+    /// value` (inline) or `--evidence value on standard input`.
+    pub fn label(&self, flag: &str) -> String {
+        match self {
+            InputSource::Inline(_) => format!("{flag} value"),
+            InputSource::Stdin => format!("{flag} value on standard input"),
+            InputSource::File(path) => {
+                format!("{} file '{}'", flag.trim_start_matches('-'), path.display())
+            }
+        }
+    }
+
+    /// The `fields` a refusal carries: the flag and the file, or the
+    /// source (`inline`, `stdin`).
+    fn fields(&self, flag: &str) -> Value {
+        match self {
+            InputSource::Inline(_) => json!({"input": flag, "source": "inline"}),
+            InputSource::Stdin => json!({"input": flag, "source": "stdin"}),
+            InputSource::File(path) => json!({"input": flag, "file": path.display().to_string()}),
+        }
+    }
+}
+
+/// The sentence every JSON option's help and refusal hint shares.
+pub fn takes(flag: &str, shape: InputShape) -> String {
+    let example = match shape {
+        InputShape::List if flag == "--evidence" => {
+            "'[{\"kind\": \"plan\", \"summary\": \"...\"}]'".to_string()
+        }
+        InputShape::List => "'[...]'".to_string(),
+        InputShape::Object => "'{...}'".to_string(),
+    };
+    format!(
+        "{flag} takes one JSON {}: inline ({flag} {example}), - for standard input, or the path of a file holding it",
+        shape.name()
+    )
+}
+
+/// Read standard input for a `-` value, at most [`MAX_INPUT_BYTES`].
+fn read_stdin() -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_INPUT_BYTES).then_some(bytes))
+}
+
+/// Read and parse the JSON input of `flag` (`--evidence`, `--input`, ...):
+/// inline, on standard input or in a file ([`InputSource`]).
 pub fn read_json_input(
     path: &Path,
     shape: InputShape,
     home: Option<&OsString>,
     flag: &str,
 ) -> Result<Value, InputError> {
-    let shown = path.display().to_string();
-    let path = expand_tilde(path, home);
-    let label = format!("{} file", flag.trim_start_matches('-'));
+    let source = InputSource::of(path);
+    let named = source.label(flag);
     let refuse = |message: String, hint: Option<String>| InputError {
         message,
-        fields: json!({"input": flag, "file": shown}),
+        fields: source.fields(flag),
         hint,
     };
-    let mut file = open_regular(&path, "JSON input", None).map_err(|e| {
-        refuse(
-            open_failure(&path, &label, &shown, e.message()),
-            open_hint(flag),
-        )
-    })?;
-    let bytes = read_limited(&mut file, &path, MAX_INPUT_BYTES)
-        .map_err(|e| {
-            refuse(
-                format!("{label} '{shown}' cannot be read: {}", e.message()),
-                None,
-            )
-        })?
-        .ok_or_else(|| {
-            refuse(
-                format!("JSON input exceeds one MiB: {label} '{shown}'"),
-                None,
-            )
-        })?;
+    let bytes = match source {
+        InputSource::Inline(text) => {
+            if text.len() as u64 > MAX_INPUT_BYTES {
+                return Err(refuse(format!("JSON input exceeds one MiB: {named}"), None));
+            }
+            text.as_bytes().to_vec()
+        }
+        InputSource::Stdin => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                return Err(refuse(
+                    format!("{named} cannot be read: standard input is a terminal"),
+                    Some(format!(
+                        "pipe the JSON in (echo '...' | bluetape-flow ... {flag} -) or give it inline: {}",
+                        takes(flag, shape)
+                    )),
+                ));
+            }
+            read_stdin()
+                .map_err(|e| refuse(format!("{named} cannot be read: {}", e.kind()), None))?
+                .ok_or_else(|| refuse(format!("JSON input exceeds one MiB: {named}"), None))?
+        }
+        InputSource::File(shown_path) => {
+            let shown = shown_path.display().to_string();
+            let path = expand_tilde(shown_path, home);
+            let label = format!("{} file", flag.trim_start_matches('-'));
+            let mut file = open_regular(&path, "JSON input", None).map_err(|e| {
+                refuse(
+                    open_failure(&path, &label, &shown, e.message()),
+                    open_hint(flag, shape),
+                )
+            })?;
+            read_limited(&mut file, &path, MAX_INPUT_BYTES)
+                .map_err(|e| {
+                    refuse(
+                        format!("{label} '{shown}' cannot be read: {}", e.message()),
+                        None,
+                    )
+                })?
+                .ok_or_else(|| refuse(format!("JSON input exceeds one MiB: {named}"), None))?
+        }
+    };
     let invalid = |why: String| {
         refuse(
-            format!("JSON input is invalid: {label} '{shown}': {why}"),
-            Some(format!(
-                "{flag} takes a file holding one JSON {}",
-                shape.name()
-            )),
+            format!("JSON input is invalid: {named}: {why}"),
+            Some(match source {
+                InputSource::File(_) => {
+                    format!("{flag} takes a file holding one JSON {}", shape.name())
+                }
+                _ => takes(flag, shape),
+            }),
         )
     };
     let text = std::str::from_utf8(&bytes).map_err(|_| invalid("not UTF-8".into()))?;
@@ -95,14 +195,14 @@ pub fn read_json_input(
     let value: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
     if contains_float(&value) {
         return Err(refuse(
-            format!("JSON input must not contain floats, NaN or Infinity: {label} '{shown}'"),
+            format!("JSON input must not contain floats, NaN or Infinity: {named}"),
             Some("write numbers as integers".into()),
         ));
     }
     if contains_oversized_integer(&value) {
         return Err(refuse(
             format!(
-                "JSON input integers must have at most {MAX_INTEGER_DIGITS} digits (the reference cannot read longer ones): {label} '{shown}'"
+                "JSON input integers must have at most {MAX_INTEGER_DIGITS} digits (the reference cannot read longer ones): {named}"
             ),
             None,
         ));
@@ -114,19 +214,26 @@ pub fn read_json_input(
     if !ok {
         let fault = faults::wrong_type(flag, shape.name(), &value);
         let mut fields = fault.fields;
-        if let Some(map) = fields.as_object_mut() {
-            map.insert("file".into(), json!(shown));
+        if let (Some(map), Value::Object(source)) = (fields.as_object_mut(), source.fields(flag)) {
+            for (key, value) in source {
+                map.entry(key).or_insert(value);
+            }
         }
         let hint = match shape {
             InputShape::List if flag == "--evidence" => {
                 "wrap the evidence in a list: [{\"kind\": \"plan\", \"summary\": \"...\"}]"
                     .to_string()
             }
-            _ => format!("{flag} takes a file holding one JSON {}", shape.name()),
+            _ => match source {
+                InputSource::File(_) => {
+                    format!("{flag} takes a file holding one JSON {}", shape.name())
+                }
+                _ => takes(flag, shape),
+            },
         };
         return Err(InputError {
             message: format!(
-                "JSON input has the wrong top-level type: {label} '{shown}' holds a JSON {}, a JSON {} is expected",
+                "JSON input has the wrong top-level type: {named} holds a JSON {}, a JSON {} is expected",
                 faults::type_name(&value),
                 shape.name()
             ),
@@ -165,9 +272,6 @@ fn open_failure(path: &Path, label: &str, shown: &str, store_message: &str) -> S
     }
 }
 
-fn open_hint(flag: &str) -> Option<String> {
-    Some(match flag {
-        "--evidence" => "--evidence takes the path of a JSON file, not the text itself: echo '[{\"kind\": \"user_approval\", \"summary\": \"user approved\"}]' > evidence.json".to_string(),
-        _ => format!("{flag} takes the path of an existing JSON file"),
-    })
+fn open_hint(flag: &str, shape: InputShape) -> Option<String> {
+    Some(takes(flag, shape))
 }

@@ -104,12 +104,23 @@ fn completion_check_is_read_only_and_works_in_any_state() {
 fn only_main_verification_missing_then_complete() {
     let run = covered();
     assert_eq!(report(&run.completion()), expect(json!({})));
-    // `--at` is accepted and ignored (the events take the current time).
-    let out = run
+    // The reference accepts and ignores `--at`; ours is the events' time
+    // (DEVIATIONS 87), so a malformed one is refused, naming the flag.
+    let before = run.events().len();
+    let e = run
         .cmd(
             "complete",
             &ev("main verified the integrated result"),
             &["--at", "not a time"],
+        )
+        .assert_error(2, "contract_error");
+    assert_eq!(e["fields"]["input"], "--at", "{e}");
+    assert_eq!(run.events().len(), before);
+    let out = run
+        .cmd(
+            "complete",
+            &ev("main verified the integrated result"),
+            &["--at", "2026-07-14T01:20:00Z"],
         )
         .assert_ok();
     assert_eq!(out["operation"], "complete");
@@ -118,6 +129,7 @@ fn only_main_verification_missing_then_complete() {
     assert_eq!(event["event_type"], "transaction_committed");
     assert_eq!(out["sequence"], event["sequence"]);
     assert_eq!(out["checksum"], event["checksum"]);
+    assert_eq!(event["timestamp"], "2026-07-14T01:20:00Z");
     let intents = event["metadata"]["intents"].as_array().unwrap();
     assert_eq!(intents.len(), 2);
     assert_eq!(intents[0]["event_type"], "main_verification");

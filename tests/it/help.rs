@@ -257,6 +257,39 @@ fn every_example_runs() {
         std::fs::create_dir_all(work.join(dir)).unwrap();
     }
     run_script(&bin, tmp.path(), &work, &story, "the story");
+    // One clock (contracts/commands.md): every run the examples made, the
+    // one whose receipt they damage aside, runs forward in log and report.
+    let views = "set -euo pipefail
+for run in $(ls .bluetape/runs); do
+  if bluetape-flow verify --run-id \"$run\" >/dev/null 2>&1; then
+    bluetape-flow log --run-id \"$run\"
+    bluetape-flow report --run-id \"$run\" --out \"../report-$run.html\" >/dev/null
+    cat \"../report-$run.html\"
+  fi
+done";
+    let out = run_script(&bin, tmp.path(), &work, views, "the story's views");
+    let pages = out.matches("<html").count();
+    assert!(pages >= 5, "every good run has its page: {pages}");
+    assert!(!out.contains("Time runs backwards in"), "{out}");
+    assert!(!out.contains("runs backwards (an earlier"), "{out}");
+    // Rows come run by run, each from sequence 1.
+    let mut previous = String::new();
+    for row in out
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|row| row.get("event_type").is_some())
+    {
+        let time = row["created_at"].as_str().unwrap().to_string();
+        let sequence = row["sequence"].as_u64().unwrap();
+        if sequence == 1 {
+            previous.clear();
+        }
+        assert!(
+            previous <= time,
+            "time goes back at #{sequence}: {time} after {previous}"
+        );
+        previous = time;
+    }
     for (name, scenario, script) in fixtures {
         let work = tmp.path().join(format!("fixture-{name}"));
         let scenario_dir = common::fixtures_dir().join(&scenario);
@@ -299,6 +332,30 @@ fn the_readme_first_run_works() {
     assert_eq!(last["operation"], "verify");
     assert_eq!(last["event_count"], 7);
     assert!(out.contains(r#""action": "continue""#), "{out}");
+    // One clock (contracts/commands.md): the documented run runs forward in
+    // every view of it.
+    let views = "set -euo pipefail\nRUN=$(ls .bluetape/runs)\nbluetape-flow log --run-id \"$RUN\"\nbluetape-flow report --run-id \"$RUN\" --out ../report.html --at 2026-07-14T01:02:00Z >/dev/null\ncat ../report.html";
+    let out = run_script(&bin, tmp.path(), &work, views, "README views");
+    assert_runs_forward(&out, 7);
+}
+
+/// `log` rows (JSON lines, then the HTML `report` page) of a run whose
+/// `events` times never go back, and no view flags one that does.
+pub fn assert_runs_forward(out: &str, events: usize) {
+    let times: Vec<String> = out
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|row| row.get("sequence").is_some() && row.get("event_type").is_some())
+        .map(|row| row["created_at"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(times.len(), events, "{out}");
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "event times go back: {times:?}"
+    );
+    assert!(out.contains("<html"), "the report page is in the output");
+    assert!(!out.contains("Time runs backwards in"), "{out}");
+    assert!(!out.contains("runs backwards (an earlier"), "{out}");
 }
 
 /// A directory holding `bluetape-flow`, for PATH.

@@ -10,6 +10,7 @@
 
 mod bed;
 
+mod agent_run;
 mod approvals;
 mod bad_input;
 mod bundle;

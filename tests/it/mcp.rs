@@ -249,6 +249,18 @@ fn read_only_lists_no_mutation_and_refuses_one_by_name() {
     let log = client.call("log", json!({"run_id": run.run_id}));
     assert_eq!(log["is_error"], false, "{log}");
     assert_eq!(log["structured"]["lines"][0]["event_type"], "run_created");
+    // The digest lane-resolve binds, as the CLI prints it (DEVIATIONS 88).
+    let list = evidence("test", "api: tests passed");
+    let digest = client.ok("evidence-digest", json!({"evidence": list}));
+    let cli = run
+        .flow
+        .run(&["evidence-digest", "--evidence", &list.to_string()])
+        .assert_ok();
+    assert_eq!(digest["digest"], cli["digest"], "{digest}");
+    assert_eq!(
+        digest["digest"],
+        sha256(r#"[{"kind":"test","summary":"api: tests passed"}]"#)
+    );
     drop(client);
     assert_eq!(run.snapshot(), before, "read-only tools wrote");
     // A read-only server acts with no handle at all.

@@ -444,7 +444,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 retryable: false,
                 next_command: None,
                 message: "evidence file '",
-                hint: &["path of a JSON file, not the text itself"],
+                hint: &["takes one JSON list: inline"],
                 fields: Some(json!({"input": "--evidence", "file": missing_file})),
             },
             life.mutate("run-approve", &["--evidence", missing_file]),

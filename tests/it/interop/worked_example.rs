@@ -30,6 +30,7 @@ fn init_reproduces_the_reference_worked_example() {
             + chrono::Duration::microseconds(292_358),
         run_suffix: "728df1d6".into(),
         token: OwnerToken::from_secret("5b12fa0b8bfd4c589bbd6c3637d25097"),
+        recorded: None,
         staging_suffix: "0".repeat(32),
     };
     let outcome = init(&root, &env, &request, &entropy).unwrap();

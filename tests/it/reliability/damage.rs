@@ -350,6 +350,7 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         now: chrono::Utc.with_ymd_and_hms(2026, 7, 14, 1, 0, 0).unwrap(),
         run_suffix: "0badc0de".into(),
         token: token.clone(),
+        recorded: None,
         staging_suffix: "1".repeat(32),
     };
     let request = InitRequest {

@@ -329,6 +329,7 @@ impl Fixture {
             owner_file: owner.to_path_buf(),
             expected_head: None,
             now: chrono::Utc::now(),
+            at: None,
             env: DiscoveryEnv {
                 cwd: self.run.base.clone(),
                 home: Some(self.run.flow.home.clone().into()),

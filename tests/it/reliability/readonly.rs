@@ -176,6 +176,14 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
     if command == "state-root" || command == "doctor" {
         return argv;
     }
+    // evidence-digest reads only the value it is given.
+    if command == "evidence-digest" {
+        argv.extend([
+            "--evidence".into(),
+            r#"[{"kind": "test", "summary": "ok"}]"#.into(),
+        ]);
+        return argv;
+    }
     argv.extend(["--run-id".into(), run.into()]);
     if command == "report" {
         // The page goes outside the state root, one new file per call.

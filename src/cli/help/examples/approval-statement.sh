@@ -5,7 +5,8 @@ printf '{"required_approver": "alice", "approver_key": "%s"}\n' \
   "$(cat alice.pub)" > keyed-policy.json
 BLUETAPE_INITIATED_BY=agent-1 bluetape-flow init --workflow-type A \
   --repo-root . --owner-file .bluetape/handles/keyed.owner \
-  --component api --approval-policy keyed-policy.json > keyed.json
+  --component api --approval-policy keyed-policy.json \
+  --at 2026-07-14T01:00:04Z > keyed.json
 KEYED=$(sed -E 's/.*"run_id": "([^"]*)".*/\1/' keyed.json)
 bluetape-flow approval-statement --run-id "$KEYED" --out statement.txt
 ssh-keygen -q -Y sign -n bluetape-flow-approval -f alice statement.txt
@@ -14,4 +15,4 @@ cat > keyed-ev.json <<'JSON'
 JSON
 BLUETAPE_APPROVED_BY=alice bluetape-flow run-approve --run-id "$KEYED" \
   --owner-file .bluetape/handles/keyed.owner --evidence keyed-ev.json \
-  --signature statement.txt.sig
+  --signature statement.txt.sig --at 2026-07-14T01:00:05Z

@@ -6,5 +6,5 @@ cat > policy.json <<'EOF'
 EOF
 OTHER=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/other.owner --component web \
-  --approval-policy policy.json | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+  --approval-policy policy.json --at 2026-07-14T00:59:30Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
 bluetape-flow approvals --run-id "$OTHER" --format table

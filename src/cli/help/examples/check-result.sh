@@ -1,4 +1,5 @@
 # Record the required unit check of api and web: both passed.
+at=30
 for component in api web; do
   cat > "check-$component.json" <<EOF
 {"component_id": "$component", "check_id": "unit", "passed": true}
@@ -8,5 +9,7 @@ EOF
 EOF
   bluetape-flow check-result --run-id "$RUN" \
     --owner-file .bluetape/handles/main.owner \
-    --input "check-$component.json" --evidence "check-$component-ev.json"
+    --input "check-$component.json" --evidence "check-$component-ev.json" \
+    --at "2026-07-14T01:23:${at}Z"
+  at=$((at + 5))
 done

@@ -8,4 +8,4 @@ cat > verified.json <<'EOF'
 EOF
 bluetape-flow complete --run-id "$RUN" \
   --owner-file .bluetape/handles/session-2.owner \
-  --expected-head "$head" --evidence verified.json
+  --expected-head "$head" --evidence verified.json --at 2026-07-14T01:30:00Z

@@ -1,4 +1,5 @@
 # Cover api and web: each owner lane completed and its checks pass.
+at=45
 for component in api web; do
   cat > "cover-$component.json" <<EOF
 {"component_id": "$component"}
@@ -8,5 +9,7 @@ EOF
 EOF
   bluetape-flow component-evidence --run-id "$RUN" \
     --owner-file .bluetape/handles/main.owner \
-    --input "cover-$component.json" --evidence "cover-$component-ev.json"
+    --input "cover-$component.json" --evidence "cover-$component-ev.json" \
+    --at "2026-07-14T01:23:${at}Z"
+  at=$((at + 5))
 done

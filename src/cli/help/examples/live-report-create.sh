@@ -4,7 +4,8 @@ bluetape-flow resume-check --run-id "$RUN" > done.json
 head=$(sed -E 's/.*"last_checksum": "([0-9a-f]+)".*/\1/' done.json)
 manifest=$(sed -E 's/.*"manifest_hash": "([0-9a-f]+)".*/\1/' done.json)
 # stand-ins for the real hashes (tree, AGENTS.md, skill, files, outputs)
-h() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+# (64 hex digits each; here a padded checksum of the name)
+h() { printf '%064x' "$(printf '%s' "$1" | cksum | cut -d' ' -f1)"; }
 cat > live.json <<EOF
 {"canonical_sha": "$(h tree)", "agents_hash": "$(h AGENTS.md)",
  "skill_hash": "$(h SKILL.md)", "manifest_hash": "$manifest",
@@ -17,4 +18,5 @@ cat > live.json <<EOF
  "evidence_refs": [{"kind": "command", "summary": "live apply verified"}]}
 EOF
 bluetape-flow live-report-create --run-id "$RUN" \
-  --owner-file .bluetape/handles/session-2.owner --input live.json
+  --owner-file .bluetape/handles/session-2.owner --input live.json \
+  --at 2026-07-14T01:42:00Z

@@ -3,7 +3,7 @@
 # A small run, $NOTES, is approved first (init prints its run_id).
 NOTES=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/notes.owner --component docs \
-  | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+  --at 2026-07-14T02:29:00Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
 cat > notes-approve.json <<'EOF'
 [{"kind": "user_approval", "summary": "notes plan approved"}]
 EOF
@@ -18,4 +18,4 @@ cat > recovery-approve.json <<'EOF'
 EOF
 bluetape-flow recovery-run-create --run-id "$NOTES" --input diagnosis.json \
   --owner-file .bluetape/handles/notes-recovery.owner \
-  --evidence recovery-approve.json
+  --evidence recovery-approve.json --at 2026-07-14T02:31:00Z

@@ -2,13 +2,14 @@
 # A crash left lane build reserved for build-2, but build-2 was never
 # created (resume-check lists build under incomplete_replacements).
 # Recreate build-2 from the reservation: the evidence proves the
-# checkpoint by its digest (SHA-256 of the canonical JSON that
+# checkpoint by its digest (evidence-digest of the checkpoint evidence
 # lane-reassign was given).
 bluetape-flow resume-check --run-id "$RUN"
 cat > checkpoint.json <<'EOF'
 [{"kind":"recovery","summary":"checkpoint 3 recovered from agent-1 notes"}]
 EOF
-sum=$(printf '%s' "$(cat checkpoint.json)" | sha256sum | cut -d' ' -f1)
+sum=$(bluetape-flow evidence-digest --evidence checkpoint.json |
+  sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/')
 cat > repair.json <<EOF
 [{"kind": "recovery", "summary": "checkpoint digest re-verified",
   "checksum": "$sum"}]

@@ -7,4 +7,4 @@ EOF
 bluetape-flow resume --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
   --new-owner-file .bluetape/handles/session-2.owner \
-  --evidence handover.json
+  --evidence handover.json --at 2026-07-14T01:29:00Z

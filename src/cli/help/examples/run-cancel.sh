@@ -2,7 +2,7 @@
 # run, $DROPPED (init prints its run_id), is cancelled while planned.
 DROPPED=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/dropped.owner --component web \
-  | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+  --at 2026-07-14T02:19:00Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
 cat > withdrawn.json <<'EOF'
 [{"kind": "user_approval", "summary": "user withdrew the redesign plan"}]
 EOF

@@ -3,7 +3,7 @@
 # started, and its benchmark shows the idea does not work.
 SPIKE=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/spike.owner --component api \
-  | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
+  --at 2026-07-14T01:59:00Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
 cat > spike-approve.json <<'EOF'
 [{"kind": "user_approval", "summary": "user approved the caching spike"}]
 EOF

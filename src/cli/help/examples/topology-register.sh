@@ -17,4 +17,4 @@ cat > topology-ev.json <<'EOF'
 EOF
 bluetape-flow topology-register --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --input topology.json --evidence topology-ev.json
+  --input topology.json --evidence topology-ev.json --at 2026-07-14T01:23:10Z

@@ -4,4 +4,5 @@ cat > remove-docs.json <<'EOF'
 EOF
 bluetape-flow topology-remove --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --component-id docs \
-  --reason "the guide ships with the next release" --evidence remove-docs.json
+  --reason "the guide ships with the next release" --evidence remove-docs.json \
+  --at 2026-07-14T01:23:20Z
