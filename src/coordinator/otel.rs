@@ -40,8 +40,9 @@ pub const SPANS_PER_BATCH: usize = 64;
 /// ...or this many span events.
 pub const EVENTS_PER_BATCH: usize = 1024;
 /// Longest text taken from the receipt into an attribute, in characters;
-/// a longer one is cut there and ends in [`ELLIPSIS`].
-pub const MAX_TEXT_CHARS: usize = 256;
+/// a longer one is cut there and ends in [`ELLIPSIS`]. A trace is a view:
+/// the full text stays in the receipt, found by the event's sequence.
+pub const MAX_TEXT_CHARS: usize = 128;
 pub const ELLIPSIS: char = '…';
 /// Most evidence items named on one span event.
 pub const MAX_EVIDENCE: usize = 16;
@@ -676,5 +677,246 @@ fn request(spans: Vec<Span>, run_id: &str, version: &str) -> ExportTraceServiceR
             }],
             schema_url: SCHEMA_URL.into(),
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts(
+        lanes: &[(&str, LaneState, Option<&str>)],
+        breaches: Vec<Breach>,
+        head: u64,
+    ) -> RunFacts {
+        RunFacts {
+            run_id: "20260714T010000Z-1a2b3c4d".into(),
+            workflow_type: Some("A".into()),
+            manifest_hash: Some("ab".repeat(32)),
+            manifest_version: "1.1.0".into(),
+            run_state: RunState::Running,
+            head_sequence: head,
+            head_checksum: "cd".repeat(32),
+            genesis_checksum: "ef".repeat(32),
+            breaches,
+            lanes: lanes
+                .iter()
+                .map(|(id, state, parent)| {
+                    (
+                        id.to_string(),
+                        LaneFacts {
+                            agent_id: format!("agent-{id}"),
+                            write_scope: vec!["src".into()],
+                            state: *state,
+                            parent_lane_id: parent.map(str::to_string),
+                            replacement_lane_id: None,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn event(sequence: u64, event_type: &str, lane: Option<&str>) -> Map<String, Value> {
+        json!({
+            "sequence": sequence, "event_type": event_type, "lane_id": lane,
+            "checksum": format!("{sequence:064x}"), "timestamp": "2026-07-14T01:00:00Z",
+            "evidence_refs": [{"kind": "test", "summary": "s"}], "reason": null,
+        })
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    fn run(exporter: &mut Exporter, events: &[Map<String, Value>]) -> Vec<Span> {
+        let mut spans = Vec::new();
+        for e in events {
+            exporter.observe(e);
+            while let Some(batch) = exporter.take_ready() {
+                spans.extend(
+                    batch
+                        .resource_spans
+                        .into_iter()
+                        .flat_map(|r| r.scope_spans)
+                        .flat_map(|s| s.spans),
+                );
+            }
+        }
+        spans
+    }
+
+    fn all_spans(mut exporter: Exporter, events: &[Map<String, Value>]) -> (Vec<Span>, Totals) {
+        let mut spans = run(&mut exporter, events);
+        let (rest, totals) = exporter.finish();
+        spans.extend(
+            rest.into_iter()
+                .flat_map(|b| b.resource_spans)
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans),
+        );
+        (spans, totals)
+    }
+
+    #[test]
+    fn ids_come_from_the_run_id_and_the_receipt_and_are_never_zero() {
+        assert_eq!(trace_id("r1"), trace_id("r1"));
+        assert_ne!(trace_id("r1"), trace_id("r2"));
+        let g = "ef".repeat(32);
+        assert_ne!(span_id(&g, None, 0), span_id(&g, Some("a"), 0));
+        assert_ne!(span_id(&g, Some("a"), 0), span_id(&g, Some("a"), 1));
+        assert_ne!(
+            span_id(&g, Some("a"), 0),
+            span_id(&"00".repeat(32), Some("a"), 0)
+        );
+        assert_ne!(span_id(&g, None, 0), [0u8; 8]);
+    }
+
+    #[test]
+    fn text_is_bounded_on_a_character_boundary() {
+        let long: String = "é".repeat(300);
+        let cut = bounded(&long);
+        assert_eq!(cut.chars().count(), MAX_TEXT_CHARS + 1);
+        assert!(cut.ends_with(ELLIPSIS));
+        let exact = "x".repeat(MAX_TEXT_CHARS);
+        assert_eq!(bounded(&exact), exact);
+    }
+
+    #[test]
+    fn interrupted_and_failed_lanes_are_errors_and_a_replacement_links_back() {
+        let f = facts(
+            &[
+                ("a", LaneState::Completed, None),
+                ("b", LaneState::Completed, Some("a")),
+                ("c", LaneState::Failed, None),
+                ("d", LaneState::Completed, None),
+            ],
+            vec![],
+            5,
+        );
+        let mut failed = event(4, "lane_failed", Some("c"));
+        failed.insert("reason".into(), json!("tests broke"));
+        let events = vec![
+            event(1, "run_created", None),
+            event(2, "agent_interrupted", Some("a")),
+            event(3, "lane_created", Some("b")),
+            failed,
+            event(5, "lane_completed", Some("d")),
+        ];
+        let (spans, totals) = all_spans(Exporter::new(f, "0"), &events);
+        assert_eq!(totals.spans, 5);
+        assert_eq!(totals.span_events, 5);
+        let lane = |id: &str| {
+            spans
+                .iter()
+                .find(|s| {
+                    s.attributes.iter().any(|a| {
+                        a.key == "bluetape.lane.id"
+                            && a.value
+                                == Some(AnyValue {
+                                    value: Some(Any::StringValue(id.into())),
+                                })
+                    })
+                })
+                .unwrap()
+        };
+        let code = |s: &Span| s.status.as_ref().map_or(0, |s| s.code);
+        assert_eq!(code(lane("a")), StatusCode::Error as i32);
+        assert_eq!(
+            lane("a").status.as_ref().unwrap().message,
+            "interrupted at sequence 2"
+        );
+        assert_eq!(code(lane("c")), StatusCode::Error as i32);
+        assert_eq!(
+            lane("c").status.as_ref().unwrap().message,
+            "lane failed: tests broke"
+        );
+        assert_eq!(code(lane("d")), 0);
+        assert_eq!(lane("b").links.len(), 1);
+        assert_eq!(lane("b").links[0].span_id, lane("a").span_id);
+        let root = spans.iter().find(|s| s.parent_span_id.is_empty()).unwrap();
+        assert_eq!(code(root), 0);
+        assert!(
+            spans
+                .iter()
+                .filter(|s| !s.parent_span_id.is_empty())
+                .all(|s| s.parent_span_id == root.span_id)
+        );
+    }
+
+    #[test]
+    fn breaches_are_root_events_and_make_the_run_an_error() {
+        let breach = Breach {
+            sequence: 2,
+            rule: "approval_gate".into(),
+            found: "x".repeat(400),
+        };
+        let f = facts(&[], vec![breach], 3);
+        let events = vec![
+            event(1, "run_created", None),
+            event(2, "plan_approved", None),
+            event(3, "run_started", None),
+        ];
+        let (spans, _) = all_spans(Exporter::new(f, "0"), &events);
+        assert_eq!(spans.len(), 1);
+        let root = &spans[0];
+        assert_eq!(root.status.as_ref().unwrap().code, StatusCode::Error as i32);
+        let names: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "run_created",
+                "plan_approved",
+                "bluetape.breach",
+                "run_started"
+            ]
+        );
+    }
+
+    #[test]
+    fn long_lanes_spill_into_continuations_and_batches_stay_bounded() {
+        let n = EVENTS_PER_SPAN * 5 + 7;
+        let f = facts(&[("a", LaneState::Running, None)], vec![], n as u64 + 1);
+        let mut events = vec![event(1, "run_created", None)];
+        events.extend((0..n).map(|i| event(i as u64 + 2, "heartbeat_observed", Some("a"))));
+        // An event after the verified head is not exported.
+        events.push(event(n as u64 + 2, "heartbeat_observed", Some("a")));
+        let mut exporter = Exporter::new(f.clone(), "0");
+        let mut batches = Vec::new();
+        for e in &events {
+            exporter.observe(e);
+            while let Some(b) = exporter.take_ready() {
+                batches.push(b);
+            }
+        }
+        let (rest, totals) = exporter.finish();
+        batches.extend(rest);
+        assert_eq!(totals.span_events, n as u64 + 1);
+        assert_eq!(totals.batches, batches.len() as u64);
+        let spans: Vec<Span> = batches
+            .iter()
+            .flat_map(|b| b.resource_spans[0].scope_spans[0].spans.clone())
+            .collect();
+        assert!(spans.iter().all(|s| s.events.len() <= EVENTS_PER_SPAN));
+        for b in &batches {
+            let spans = &b.resource_spans[0].scope_spans[0].spans;
+            assert!(spans.len() <= SPANS_PER_BATCH);
+            assert!(
+                spans.iter().map(|s| s.events.len()).sum::<usize>()
+                    <= EVENTS_PER_BATCH + EVENTS_PER_SPAN
+            );
+        }
+        let lane_span = span_id(&f.genesis_checksum, Some("a"), 0).to_vec();
+        let continuations: Vec<&Span> = spans.iter().filter(|s| s.name == CONTINUATION).collect();
+        assert_eq!(continuations.len(), 5);
+        assert!(continuations.iter().all(|s| s.parent_span_id == lane_span));
+        let agents = spans
+            .iter()
+            .filter(|s| s.name.starts_with("invoke_agent"))
+            .count();
+        assert_eq!(agents, 1);
+        // The same events give the same spans, ids and all.
+        let (again, _) = all_spans(Exporter::new(f, "0"), &events);
+        assert_eq!(again, spans);
     }
 }
