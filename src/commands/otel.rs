@@ -278,18 +278,52 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     })
 }
 
-/// The facts of pass 1, from the full verification and replay.
-fn facts_of(replayed: &super::bundle::Replayed, run_id: &str) -> RunFacts {
-    let run = replayed.run.manifest.run.as_ref();
+/// Liveness digests leave the replayed lanes every this many events, as in
+/// `bundle-verify`: pass 1's memory stays 16 bytes per heartbeat.
+const SPILL_EVERY: u64 = 256;
+
+/// Pass 1: the full streaming verification and replay of a Phase 2 run
+/// (the checks of `bundle-export`'s), and the facts the trace needs from
+/// it. The replayed state is dropped before pass 2.
+fn replay(root: &Path, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunFacts)> {
+    use super::ledger::{Verdict, damage_error, open_run, verify_receipt};
+    use crate::coordinator::{CoordinatorState, RunOrigin};
+    let run = open_run(root, run_id)?;
+    if run.manifest.contract.family != crate::receipt::rules::Family::V1_1 {
+        return Err(FlowError::Unsupported(
+            "otel-export needs a Phase 2 (manifest 1.1) run: a Phase 1 run has no lanes to trace"
+                .into(),
+        ));
+    }
+    run.dir.validate()?;
+    let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
+        .map_err(|_| FlowError::ReceiptCorrupt("run owner metadata is invalid".into()))?;
+    let policy = super::rebuild::replay_policy(&run);
+    let mut state = CoordinatorState::new(&origin);
+    let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
+    let mut seen = 0u64;
+    let verdict = verify_receipt(&run, |event| {
+        state.apply_event(event, &policy).map_err(|e| e.to_string())?;
+        seen += 1;
+        if seen.is_multiple_of(SPILL_EVERY) {
+            state.spill_liveness_digests(&spilled)?;
+        }
+        Ok(())
+    })?;
+    let position = match verdict {
+        Verdict::Intact(position) => position,
+        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
+        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    };
+    let meta = run.manifest.run.as_ref();
     let text = |key: &str| {
-        run.and_then(|r| r.get(key))
+        meta.and_then(|r| r.get(key))
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    let mut breaches = replayed.state.breaches().to_vec();
+    let mut breaches = state.breaches().to_vec();
     breaches.sort_by_key(|b| b.sequence);
-    let lanes = replayed
-        .state
+    let lanes = state
         .lanes()
         .iter()
         .map(|(id, lane)| {
@@ -305,18 +339,19 @@ fn facts_of(replayed: &super::bundle::Replayed, run_id: &str) -> RunFacts {
             )
         })
         .collect();
-    RunFacts {
+    let facts = RunFacts {
         run_id: run_id.to_string(),
         workflow_type: text("workflow_type"),
         manifest_hash: text("manifest_hash"),
-        manifest_version: replayed.run.manifest.contract.version.clone(),
-        run_state: replayed.state.run_state_enum(),
-        head_sequence: replayed.position.sequence,
-        head_checksum: replayed.position.checksum.clone(),
+        manifest_version: run.manifest.contract.version.clone(),
+        run_state: state.run_state_enum(),
+        head_sequence: position.sequence,
+        head_checksum: position.checksum.clone(),
         genesis_checksum: String::new(),
         breaches,
         lanes,
-    }
+    };
+    Ok((run, facts))
 }
 
 /// Pass 2: stream the verified receipt into batches, handing each to
@@ -458,8 +493,7 @@ pub fn export(
     cwd: &Path,
 ) -> FlowResult<Map<String, Value>> {
     let target = resolve_target(args, env)?;
-    let replayed = super::bundle::replay_full(root, &args.run_id)?;
-    let facts = facts_of(&replayed, &args.run_id);
+    let (run, facts) = replay(root, &args.run_id)?;
     let (sequence, checksum) = (facts.head_sequence, facts.head_checksum.clone());
     let mut data = Map::new();
     let (trace, totals) = match &target {
@@ -470,7 +504,7 @@ pub fn export(
                 crate::store::output::write_view_with(out, cwd, root, *force, |file, temp| {
                     let io = |e: std::io::Error| crate::store::StoreError::io(&e, temp);
                     let mut writer = std::io::BufWriter::with_capacity(1 << 16, &mut *file);
-                    let outcome = stream(&replayed.run, facts, |batch| {
+                    let outcome = stream(&run, facts, |batch| {
                         serde_json::to_writer(&mut writer, batch)
                             .map_err(|e| FlowError::contract(format!("OTLP/JSON: {e}")))?;
                         writer
@@ -509,7 +543,7 @@ pub fn export(
                 .build();
             let agent: ureq::Agent = config.into();
             let mut rejected = 0u64;
-            let done = stream(&replayed.run, facts, |batch| {
+            let done = stream(&run, facts, |batch| {
                 post(&agent, url, shown, headers, batch, &mut rejected)
             })?;
             let mut names: Vec<String> = headers.iter().map(|(n, _)| n.to_lowercase()).collect();
