@@ -969,9 +969,8 @@ fn reach(row: &ExitRow) -> Output {
                     let mut body = vec![0; length];
                     reader.read_exact(&mut body).unwrap();
                     let mut stream = stream;
-                    let _ = stream.write_all(
-                        b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n",
-                    );
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
                 });
                 url
             };
