@@ -1,5 +1,6 @@
 //! The commands that take a run off the machine (issue 20;
-//! contracts/bundle.md): bundle-export, bundle-verify, publish, attest.
+//! contracts/bundle.md): bundle-export, bundle-verify, publish, attest;
+//! and otel-export (contracts/otel.md).
 
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
@@ -34,6 +35,31 @@ pub enum BundleCommands {
         about = "Mutation (of a git ref only; the state root is untouched). Capability: Phase 2 only. Safe next: git push origin 'refs/bluetape/*:refs/bluetape/*'. Moves the ref only forward."
     )]
     Publish(PublishArgs),
+    #[command(
+        name = "otel-export",
+        args_override_self = true,
+        about = "Read-only. Capability: Phase 2 only. Sends the run as an OpenTelemetry trace to an OTLP/HTTP receiver (--endpoint) or writes it as OTLP/JSON (--out). Safe next: open the trace in the receiver. In-place migration is unavailable."
+    )]
+    OtelExport(OtelExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OtelExportArgs {
+    /// The run to export (a Phase 2 run).
+    #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
+    pub run_id: String,
+    /// The OTLP/HTTP traces URL to send to (e.g. http://localhost:4318/v1/traces).
+    #[arg(long, value_name = "URL", conflicts_with = "out")]
+    pub endpoint: Option<String>,
+    /// Write OTLP/JSON to this file instead (outside the state root).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace an existing file at --out (never a symlink or a non-file).
+    #[arg(long, requires = "out")]
+    pub force: bool,
+    /// A request header KEY=VALUE for the receiver (e.g. an API key); repeatable; the value is never printed.
+    #[arg(long, action = clap::ArgAction::Append, value_name = "KEY=VALUE", conflicts_with = "out")]
+    pub header: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +164,21 @@ pub fn dispatch(
                 )?,
             )
         }
+        BundleCommands::OtelExport(args) => (
+            "otel-export",
+            crate::commands::otel::export(
+                root,
+                &crate::commands::otel::ExportArgs {
+                    run_id: args.run_id,
+                    endpoint: args.endpoint,
+                    out: args.out,
+                    force: args.force,
+                    headers: args.header,
+                },
+                &crate::commands::otel::OtelEnv::from_process(),
+                &env.cwd,
+            )?,
+        ),
         BundleCommands::Publish(args) => (
             "publish",
             crate::commands::publish::publish(

@@ -80,6 +80,7 @@ pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static s
         }
         FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
         FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
+        FlowError::Export { retryable, .. } => (5, "export_failed", *retryable, None),
         FlowError::Approval(refusal) => match refusal {
             ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
             ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
@@ -144,6 +145,10 @@ pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, Stri
             "hint".into(),
             Value::String(crate::coordinator::breach::HINT.to_string()),
         );
+    }
+    if let FlowError::Export { endpoint, .. } = error {
+        // Extra key: the receiver that failed (no user info, no query).
+        map.insert("endpoint".into(), Value::String(endpoint.clone()));
     }
     if let FlowError::CompletionBlocked {
         missing_ids,

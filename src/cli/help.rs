@@ -83,6 +83,7 @@ pub const PAGES: &[Page] = pages![
     "bundle-verify",
     "publish",
     "attest",
+    "otel-export",
     "doctor",
     "evidence-digest",
     "completions",

@@ -46,6 +46,15 @@ pub enum FlowError {
         message: String,
         breaches: Vec<crate::coordinator::breach::Breach>,
     },
+    /// `otel-export` could not hand the trace to its receiver (exit 5
+    /// `export_failed`; contracts/otel.md): `endpoint` is the URL without
+    /// its user info and query, `retryable` whether trying again may help
+    /// (unreachable, timed out, 429 and 5xx answers).
+    Export {
+        endpoint: String,
+        message: String,
+        retryable: bool,
+    },
     /// Any of the above with what teaches its fix (issue 15): the envelope
     /// adds `hint` and `fields`; everything else is the inner error's.
     Taught(Box<FlowError>, Box<Teaching>),
@@ -95,9 +104,9 @@ impl FlowError {
             | FlowError::IncompatibleManifest(m)
             | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
-            FlowError::CompletionBlocked { message, .. } | FlowError::Breach { message, .. } => {
-                message
-            }
+            FlowError::CompletionBlocked { message, .. }
+            | FlowError::Breach { message, .. }
+            | FlowError::Export { message, .. } => message,
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
         }
@@ -128,6 +137,18 @@ impl PartialEq for FlowError {
                 },
             ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
+            (
+                Export {
+                    endpoint: a,
+                    message: x,
+                    ..
+                },
+                Export {
+                    endpoint: b,
+                    message: y,
+                    ..
+                },
+            ) => a == b && x == y,
             (
                 Breach {
                     message: a,

@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod lifecycle;
 pub mod liveness;
 pub mod mutate;
+pub mod otel;
 pub mod publish;
 pub mod rebuild;
 pub mod recovery;

@@ -13,6 +13,7 @@ pub mod decide;
 pub mod lane_commands;
 pub mod liveness;
 pub mod machine;
+pub mod otel;
 pub mod recovery;
 pub mod replacement;
 pub mod replay;

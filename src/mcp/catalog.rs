@@ -82,7 +82,8 @@ pub const OWNER_TOOLS: &[&str] = &[
 /// makes or uses a signing key, nothing that makes a handle for a new run
 /// (recovery) or ends a run on the model's word, nothing that needs a file the
 /// model would name (`prove-append --from`, `report --out`, `check-proof`,
-/// the bundle commands, `attest`), nothing that moves a git ref (`publish`).
+/// the bundle commands, `attest`), nothing that moves a git ref (`publish`),
+/// nothing that sends the run over the network (`otel-export`).
 pub const NEVER_TOOLS: &[&str] = &[
     "run-approve",
     "approval-statement",
@@ -104,6 +105,9 @@ pub const NEVER_TOOLS: &[&str] = &[
     "bundle-verify",
     "publish",
     "attest",
+    // contracts/otel.md: it sends the run to a URL or writes a file the
+    // model would name, with headers that carry the receiver's key.
+    "otel-export",
     "completions",
     "man",
     "mcp",

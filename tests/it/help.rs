@@ -25,6 +25,7 @@ const EXIT_TABLE: &[(&str, &str)] = &[
     ("5", "coordinator_conflict"),
     ("5", "approval_expired"),
     ("5", "rule_breach"),
+    ("5", "export_failed"),
     ("6", "completion_blocked"),
     ("7", "unsupported_by_run_manifest"),
 ];

@@ -33,6 +33,7 @@ mod liveness;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod namespaces;
+mod otel;
 mod owner_fencing;
 mod parallel_verify;
 mod path_swap;

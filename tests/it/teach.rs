@@ -969,6 +969,44 @@ fn reach(row: &ExitRow) -> Output {
         (6, Some("completion_blocked"), Some(false)) => {
             crate::guards::Run::completed_past_a_bypassed_gate().attest("run.intoto.json", &[])
         }
+        (5, Some("export_failed"), Some(retryable)) => {
+            // A receiver that is not there, or one that answers 401.
+            let run = crate::bed::TestBed::running(&["runtime"]);
+            let url = if retryable {
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port();
+                format!("http://127.0.0.1:{port}/v1/traces")
+            } else {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+                std::thread::spawn(move || {
+                    use std::io::{BufRead, Read, Write};
+                    let (stream, _) = listener.accept().unwrap();
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        reader.read_line(&mut line).unwrap();
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                        if line.trim().is_empty() {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let mut stream = stream;
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+                });
+                url
+            };
+            run.raw(&["otel-export", "--run-id", &run.run_id, "--endpoint", &url])
+        }
         (6, Some("completion_blocked"), _) => {
             let life = Life::running();
             let ev = life.evidence("v.json", "verification", "verified");

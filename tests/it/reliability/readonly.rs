@@ -209,7 +209,8 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
     }
     // Issue 20: a bundle or an envelope goes outside the state root, one
     // new file per call; bundle-verify reads a bundle of the healthy run.
-    if command == "bundle-export" || command == "attest" {
+    // contracts/otel.md: otel-export writes its trace the same way.
+    if command == "bundle-export" || command == "attest" || command == "otel-export" {
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = root.state.parent().unwrap().join("bundle-out");

@@ -1,0 +1,570 @@
+//! `otel-export` (contracts/otel.md): a verified run as an OpenTelemetry
+//! trace, sent to an OTLP/HTTP receiver (`--endpoint`, or the SDKs'
+//! environment variables) or written as OTLP/JSON (`--out`). Read-only on
+//! the state root: the run is verified and replayed in full first (pass 1,
+//! the breaches and final states), then streamed again (pass 2, every
+//! line re-verified) into bounded batches that leave as they fill.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use prost::Message;
+use serde_json::{Map, Value, json};
+
+use super::error::{FlowError, FlowResult};
+use crate::coordinator::otel::{Exporter, LaneFacts, RunFacts, SEMCONV_VERSION, Totals};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+
+/// Default time one OTLP request may take (the SDKs' default, 10 s).
+const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// The way on when a receiver cannot be reached or refuses.
+const HINT: &str = "check that the receiver runs at that URL and accepts OTLP/HTTP protobuf (and its key, --header KEY=VALUE); or write the trace with --out FILE and send that file later; exporting again sends the same span ids";
+/// Most `--header` options.
+const MAX_HEADERS: usize = 32;
+/// Longest header value accepted.
+const MAX_HEADER_VALUE: usize = 8192;
+
+/// The OpenTelemetry exporter variables, read once from the process (the
+/// names the SDKs read; an empty value counts as unset, as in the SDKs).
+#[derive(Debug, Clone, Default)]
+pub struct OtelEnv {
+    pub traces_endpoint: Option<String>,
+    pub endpoint: Option<String>,
+    pub traces_headers: Option<String>,
+    pub headers: Option<String>,
+    pub traces_protocol: Option<String>,
+    pub protocol: Option<String>,
+    pub traces_timeout: Option<String>,
+    pub timeout: Option<String>,
+}
+
+impl OtelEnv {
+    pub fn from_process() -> OtelEnv {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        OtelEnv {
+            traces_endpoint: var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            traces_headers: var("OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+            headers: var("OTEL_EXPORTER_OTLP_HEADERS"),
+            traces_protocol: var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+            protocol: var("OTEL_EXPORTER_OTLP_PROTOCOL"),
+            traces_timeout: var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"),
+            timeout: var("OTEL_EXPORTER_OTLP_TIMEOUT"),
+        }
+    }
+}
+
+/// What the command line asked for.
+#[derive(Debug, Clone)]
+pub struct ExportArgs {
+    pub run_id: String,
+    pub endpoint: Option<String>,
+    pub out: Option<PathBuf>,
+    pub force: bool,
+    /// `KEY=VALUE`, as given (the values are secrets: never echoed).
+    pub headers: Vec<String>,
+}
+
+/// Where the trace goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Endpoint {
+        url: String,
+        /// The URL as errors and answers name it: no user info, no query.
+        shown: String,
+        /// Where the URL came from: `--endpoint` or a variable's name.
+        source: &'static str,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+    },
+    File {
+        out: PathBuf,
+        force: bool,
+    },
+}
+
+/// `url` as it may be shown: scheme, host, port and path only. `None`
+/// when it is not an absolute http(s) URL.
+pub fn shown_endpoint(url: &str) -> Option<String> {
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let host = uri.host().filter(|h| !h.is_empty())?;
+    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    Some(format!("{scheme}://{host}{port}{}", uri.path()))
+}
+
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is a base URL: the traces path is added
+/// to it, as the SDKs do.
+fn with_traces_path(base: &str) -> String {
+    if base.ends_with('/') {
+        format!("{base}v1/traces")
+    } else {
+        format!("{base}/v1/traces")
+    }
+}
+
+/// A header name: an RFC 9110 token.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A header value: visible ASCII, spaces and tabs, no line breaks.
+fn is_header_value(value: &str) -> bool {
+    value.len() <= MAX_HEADER_VALUE
+        && value
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Add `name: value` (replacing an earlier value of the same name, case
+/// insensitively). Refusals name the header, never its value.
+fn put_header(
+    headers: &mut Vec<(String, String)>,
+    name: &str,
+    value: &str,
+    origin: &str,
+) -> FlowResult<()> {
+    let name = name.trim();
+    if !is_header_name(name) {
+        return Err(FlowError::contract(format!(
+            "{origin}: a header name must be an HTTP token (KEY=VALUE)"
+        )));
+    }
+    if !is_header_value(value) {
+        return Err(FlowError::contract(format!(
+            "{origin}: the value of header {name} must be printable ASCII without line breaks, at most {MAX_HEADER_VALUE} bytes (the value is not shown)"
+        )));
+    }
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    headers.push((name.to_string(), value.to_string()));
+    if headers.len() > MAX_HEADERS {
+        return Err(FlowError::contract(format!(
+            "at most {MAX_HEADERS} headers may be sent"
+        )));
+    }
+    Ok(())
+}
+
+/// `key1=value1,key2=value2` with percent-encoded values (the SDKs'
+/// `OTEL_EXPORTER_OTLP_HEADERS` format).
+fn env_headers(headers: &mut Vec<(String, String)>, list: &str, variable: &str) -> FlowResult<()> {
+    for item in list.split(',').filter(|i| !i.trim().is_empty()) {
+        let Some((name, value)) = item.split_once('=') else {
+            return Err(FlowError::contract(format!(
+                "{variable} must be a list of key=value pairs separated by commas"
+            )));
+        };
+        let value = percent_decode(value.trim()).ok_or_else(|| {
+            FlowError::contract(format!(
+                "{variable}: the value of header {} is not valid percent-encoding (the value is not shown)",
+                name.trim()
+            ))
+        })?;
+        put_header(headers, name, &value, variable)?;
+    }
+    Ok(())
+}
+
+fn timeout_of(env: &OtelEnv) -> FlowResult<Duration> {
+    let (name, value) = match (&env.traces_timeout, &env.timeout) {
+        (Some(v), _) => ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", v),
+        (None, Some(v)) => ("OTEL_EXPORTER_OTLP_TIMEOUT", v),
+        (None, None) => return Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
+    };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 && ms <= 600_000 => Ok(Duration::from_millis(ms)),
+        _ => Err(FlowError::contract(format!(
+            "{name} must be a number of milliseconds from 1 to 600000"
+        ))),
+    }
+}
+
+/// Choose the target as the SDKs would: `--out`, else `--endpoint` as
+/// given, else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as given, else
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` plus `/v1/traces`. Headers: the
+/// `OTEL_EXPORTER_OTLP_HEADERS` list, then `..._TRACES_HEADERS`, then
+/// `--header`, a later one replacing an earlier one of the same name.
+pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
+    if let Some(out) = &args.out {
+        if !args.headers.is_empty() {
+            return Err(FlowError::contract(
+                "--header is for --endpoint; --out writes a file",
+            ));
+        }
+        return Ok(Target::File {
+            out: out.clone(),
+            force: args.force,
+        });
+    }
+    if args.force {
+        return Err(FlowError::contract("--force is for --out"));
+    }
+    let (url, source) = match (&args.endpoint, &env.traces_endpoint, &env.endpoint) {
+        (Some(url), _, _) => (url.clone(), "--endpoint"),
+        (None, Some(url), _) => (url.clone(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        (None, None, Some(base)) => (with_traces_path(base), "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        (None, None, None) => {
+            return Err(FlowError::contract(
+                "otel-export needs --endpoint URL or --out FILE (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT)",
+            ));
+        }
+    };
+    let url = url.trim().to_string();
+    let shown = shown_endpoint(&url).ok_or_else(|| {
+        FlowError::contract(format!(
+            "{source} must be an absolute http:// or https:// URL"
+        ))
+    })?;
+    let protocol = match (&env.traces_protocol, &env.protocol) {
+        (Some(p), _) => Some(("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", p)),
+        (None, Some(p)) => Some(("OTEL_EXPORTER_OTLP_PROTOCOL", p)),
+        (None, None) => None,
+    };
+    if let Some((name, protocol)) = protocol
+        && protocol.trim() != "http/protobuf"
+    {
+        return Err(FlowError::contract(format!(
+            "{name} asks for {}: otel-export sends only http/protobuf",
+            crate::coordinator::otel::bounded(protocol.trim())
+        )));
+    }
+    let mut headers = Vec::new();
+    if let Some(list) = &env.headers {
+        env_headers(&mut headers, list, "OTEL_EXPORTER_OTLP_HEADERS")?;
+    }
+    if let Some(list) = &env.traces_headers {
+        env_headers(&mut headers, list, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")?;
+    }
+    for header in &args.headers {
+        let Some((name, value)) = header.split_once('=') else {
+            return Err(FlowError::contract(
+                "--header must be KEY=VALUE (the value is not shown)",
+            ));
+        };
+        put_header(&mut headers, name, value, "--header")?;
+    }
+    Ok(Target::Endpoint {
+        url,
+        shown,
+        source,
+        headers,
+        timeout: timeout_of(env)?,
+    })
+}
+
+/// Liveness digests leave the replayed lanes every this many events, as in
+/// `bundle-verify`: pass 1's memory stays 16 bytes per heartbeat.
+const SPILL_EVERY: u64 = 256;
+
+/// Pass 1: the full streaming verification and replay of a Phase 2 run
+/// (the checks of `bundle-export`'s), and the facts the trace needs from
+/// it. The replayed state is dropped before pass 2.
+fn replay(root: &Path, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunFacts)> {
+    use super::ledger::{Verdict, damage_error, open_run, verify_receipt};
+    use crate::coordinator::{CoordinatorState, RunOrigin};
+    let run = open_run(root, run_id)?;
+    if run.manifest.contract.family != crate::receipt::rules::Family::V1_1 {
+        return Err(FlowError::Unsupported(
+            "otel-export needs a Phase 2 (manifest 1.1) run: a Phase 1 run has no lanes to trace"
+                .into(),
+        ));
+    }
+    run.dir.validate()?;
+    let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
+        .map_err(|_| FlowError::ReceiptCorrupt("run owner metadata is invalid".into()))?;
+    let policy = super::rebuild::replay_policy(&run);
+    let mut state = CoordinatorState::new(&origin);
+    let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
+    let mut seen = 0u64;
+    let verdict = verify_receipt(&run, |event| {
+        state
+            .apply_event(event, &policy)
+            .map_err(|e| e.to_string())?;
+        seen += 1;
+        if seen.is_multiple_of(SPILL_EVERY) {
+            state.spill_liveness_digests(&spilled)?;
+        }
+        Ok(())
+    })?;
+    let position = match verdict {
+        Verdict::Intact(position) => position,
+        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
+        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+    };
+    let meta = run.manifest.run.as_ref();
+    let text = |key: &str| {
+        meta.and_then(|r| r.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut breaches = state.breaches().to_vec();
+    breaches.sort_by_key(|b| b.sequence);
+    let lanes = state
+        .lanes()
+        .iter()
+        .map(|(id, lane)| {
+            (
+                id.clone(),
+                LaneFacts {
+                    agent_id: lane.agent_id.clone(),
+                    write_scope: lane.write_scope.clone(),
+                    state: lane.state,
+                    parent_lane_id: lane.parent_lane_id.clone(),
+                    replacement_lane_id: lane.replacement_lane_id.clone(),
+                },
+            )
+        })
+        .collect();
+    let facts = RunFacts {
+        run_id: run_id.to_string(),
+        workflow_type: text("workflow_type"),
+        manifest_hash: text("manifest_hash"),
+        manifest_version: run.manifest.contract.version.clone(),
+        run_state: state.run_state_enum(),
+        head_sequence: position.sequence,
+        head_checksum: position.checksum.clone(),
+        genesis_checksum: String::new(),
+        breaches,
+        lanes,
+    };
+    Ok((run, facts))
+}
+
+/// Pass 2: stream the verified receipt into batches, handing each to
+/// `emit` as it fills. The export covers exactly the events pass 1
+/// verified; a receipt whose line at that head now differs is the
+/// retryable conflict.
+fn stream(
+    run: &super::ledger::OpenRun,
+    facts: RunFacts,
+    mut emit: impl FnMut(&ExportTraceServiceRequest) -> FlowResult<()>,
+) -> FlowResult<(String, Totals)> {
+    let head_sequence = facts.head_sequence;
+    let head_checksum = facts.head_checksum.clone();
+    let mut pending = Some(facts);
+    let mut exporter: Option<Exporter> = None;
+    let mut failure: Option<FlowError> = None;
+    let mut head_seen = false;
+    let version = env!("CARGO_PKG_VERSION");
+    let streamed = super::views::stream_events(run, None, |event| {
+        let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
+        if sequence > head_sequence {
+            return Ok(());
+        }
+        let checksum = event.get("checksum").and_then(Value::as_str).unwrap_or("");
+        if sequence == head_sequence {
+            head_seen = checksum == head_checksum;
+        }
+        if exporter.is_none()
+            && let Some(mut facts) = pending.take()
+        {
+            facts.genesis_checksum = checksum.to_string();
+            exporter = Some(Exporter::new(facts, version));
+        }
+        let Some(exporter) = exporter.as_mut() else {
+            return Ok(());
+        };
+        exporter.observe(event);
+        while let Some(batch) = exporter.take_ready() {
+            if let Err(e) = emit(&batch) {
+                failure = Some(e);
+                return Err("export stopped".into());
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    streamed?;
+    let exporter = match exporter {
+        Some(exporter) if head_seen => exporter,
+        _ => {
+            return Err(FlowError::Conflict(
+                "the receipt changed while it was exported; run otel-export again".into(),
+            ));
+        }
+    };
+    let trace = exporter.trace_id_hex();
+    let (batches, totals) = exporter.finish();
+    for batch in &batches {
+        emit(batch)?;
+    }
+    Ok((trace, totals))
+}
+
+/// The receiver's answer to one request.
+fn post(
+    agent: &ureq::Agent,
+    url: &str,
+    shown: &str,
+    headers: &[(String, String)],
+    batch: &ExportTraceServiceRequest,
+    rejected: &mut u64,
+) -> FlowResult<()> {
+    let body = batch.encode_to_vec();
+    let mut request = agent
+        .post(url)
+        .header("Content-Type", "application/x-protobuf")
+        .header(
+            "User-Agent",
+            concat!("bluetape-flow/", env!("CARGO_PKG_VERSION")),
+        );
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let failed = |message: String, retryable: bool| FlowError::Export {
+        endpoint: shown.to_string(),
+        message,
+        retryable,
+    };
+    let mut response = match request.send(&body[..]) {
+        Ok(response) => response,
+        Err(e) => {
+            let (what, retryable) = match &e {
+                ureq::Error::Timeout(_) => ("timed out".to_string(), true),
+                ureq::Error::HostNotFound => ("host not found".to_string(), true),
+                ureq::Error::ConnectionFailed => ("connection failed".to_string(), true),
+                ureq::Error::Io(io) => (io.to_string(), true),
+                ureq::Error::Tls(_) | ureq::Error::Rustls(_) => {
+                    ("TLS handshake failed".to_string(), false)
+                }
+                _ => ("request failed".to_string(), false),
+            };
+            return Err(failed(
+                format!("OTLP receiver {shown} is unreachable: {what}"),
+                retryable,
+            )
+            .hinted(HINT));
+        }
+    };
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        let retryable = matches!(status, 429 | 502 | 503 | 504);
+        return Err(failed(
+            format!("OTLP receiver {shown} refused the export: HTTP {status}"),
+            retryable,
+        )
+        .hinted(HINT));
+    }
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_vec()
+        .unwrap_or_default();
+    if let Ok(answer) = ExportTraceServiceResponse::decode(&bytes[..])
+        && let Some(partial) = answer.partial_success
+    {
+        *rejected += u64::try_from(partial.rejected_spans).unwrap_or(0);
+    }
+    Ok(())
+}
+
+/// `otel-export`: verify and replay the run, then export it.
+pub fn export(
+    root: &Path,
+    args: &ExportArgs,
+    env: &OtelEnv,
+    cwd: &Path,
+) -> FlowResult<Map<String, Value>> {
+    let target = resolve_target(args, env)?;
+    let (run, facts) = replay(root, &args.run_id)?;
+    let (sequence, checksum) = (facts.head_sequence, facts.head_checksum.clone());
+    let mut data = Map::new();
+    let (trace, totals) = match &target {
+        Target::File { out, force } => {
+            let mut failure: Option<FlowError> = None;
+            let mut result = None;
+            let written =
+                crate::store::output::write_view_with(out, cwd, root, *force, |file, temp| {
+                    let io = |e: std::io::Error| crate::store::StoreError::io(&e, temp);
+                    let mut writer = std::io::BufWriter::with_capacity(1 << 16, &mut *file);
+                    let outcome = stream(&run, facts, |batch| {
+                        serde_json::to_writer(&mut writer, batch)
+                            .map_err(|e| FlowError::contract(format!("OTLP/JSON: {e}")))?;
+                        writer
+                            .write_all(b"\n")
+                            .map_err(|e| FlowError::from(crate::store::StoreError::io(&e, temp)))
+                    });
+                    match outcome {
+                        Ok(done) => result = Some(done),
+                        Err(e) => {
+                            failure = Some(e);
+                            return Err(crate::store::StoreError::invalid("export stopped"));
+                        }
+                    }
+                    writer.flush().map_err(io)
+                });
+            let path = match (written, failure) {
+                (_, Some(e)) => return Err(e),
+                (Err(e), None) => return Err(e.into()),
+                (Ok(path), None) => path,
+            };
+            data.insert("path".into(), json!(path.to_string_lossy()));
+            data.insert("format".into(), json!("otlp-json"));
+            result.ok_or_else(|| FlowError::contract("export wrote nothing"))?
+        }
+        Target::Endpoint {
+            url,
+            shown,
+            source,
+            headers,
+            timeout,
+        } => {
+            let config = ureq::Agent::config_builder()
+                .timeout_global(Some(*timeout))
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .build();
+            let agent: ureq::Agent = config.into();
+            let mut rejected = 0u64;
+            let done = stream(&run, facts, |batch| {
+                post(&agent, url, shown, headers, batch, &mut rejected)
+            })?;
+            let mut names: Vec<String> = headers.iter().map(|(n, _)| n.to_lowercase()).collect();
+            names.sort();
+            data.insert("endpoint".into(), json!(shown));
+            data.insert("endpoint_source".into(), json!(source));
+            data.insert("format".into(), json!("otlp-http-protobuf"));
+            data.insert("headers".into(), json!(names));
+            data.insert("rejected_spans".into(), json!(rejected));
+            done
+        }
+    };
+    data.insert("run_id".into(), json!(args.run_id));
+    data.insert("trace_id".into(), json!(trace));
+    data.insert("spans".into(), json!(totals.spans));
+    data.insert("span_events".into(), json!(totals.span_events));
+    data.insert("batches".into(), json!(totals.batches));
+    data.insert("sequence".into(), json!(sequence));
+    data.insert("checksum".into(), json!(checksum));
+    data.insert("semconv".into(), json!(SEMCONV_VERSION));
+    Ok(data)
+}
