@@ -1,9 +1,9 @@
 //! The read-only views of issue 18: `status`, `log` and the data of
 //! `report`. They never lock, create, modify or chmod anything in the
 //! state root. `status` loads each run exactly as `resume-check`,
-//! `completion-check` and `liveness-check` do (the proven checkpoint, else
-//! a full verify and replay) and asks the same pure functions; `log` and
-//! `report` stream the verified receipt.
+//! `completion-check` do (a full verify and replay, never a checkpoint:
+//! contracts/receipt.md "Checkpoint") and asks the same pure functions;
+//! `log` and `report` stream the verified receipt.
 
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
@@ -17,7 +17,7 @@ use crate::coordinator::completion::evaluate_completion;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::parse_instant;
 use crate::coordinator::views::{gap_count, lane_counts, run_detail};
-use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
+use crate::coordinator::{CoordinatorState, RunOrigin};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
 use crate::store::run::list_run_ids;
@@ -97,8 +97,10 @@ fn recovery_links(root: &Path) -> FlowResult<Vec<(String, Option<String>)>> {
     Ok(out)
 }
 
-/// A Phase 2 run's state: the proven checkpoint, else a full verify and
-/// replay (with the state of the trusted prefix when damaged).
+/// A Phase 2 run's state: a full verify and replay (with the state of the
+/// trusted prefix when damaged). Never a checkpoint: what `status`, `log`
+/// and `report` show is what the receipt says (contracts/receipt.md
+/// "Checkpoint").
 enum Loaded {
     Healthy(Box<CoordinatorState>, ChainPosition),
     Damaged {
@@ -111,9 +113,6 @@ enum Loaded {
 }
 
 fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
-    if let Some((state, position)) = super::checkpoint::proven_state(run) {
-        return Ok(Loaded::Healthy(Box::new(state), position));
-    }
     let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
         return Ok(Loaded::Damaged {
             prefix: None,
@@ -123,7 +122,7 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
             error: FlowError::ReceiptCorrupt("run owner metadata is invalid".into()),
         });
     };
-    let policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
+    let policy = super::rebuild::replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
         state.apply_event(event, &policy).map_err(|e| e.to_string())
