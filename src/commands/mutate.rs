@@ -308,11 +308,22 @@ fn mutate_pipeline(
         }
         if checkpointed {
             let after = lane_fingerprints(&state);
-            let touched: Vec<String> = after
+            // The lanes the event changes, and those it names or names the
+            // component of (a component's evidence rests on its owner
+            // lane's state): each is proven from its own line.
+            let named = super::proof::named_strings(&sealed.event);
+            let owners = state
+                .topology()
                 .iter()
-                .filter(|(id, f)| lanes_before.get(*id) != Some(*f))
+                .filter(|(id, _)| named.contains(id.as_str()))
+                .map(|(_, component)| component.owner_lane.clone());
+            let mut touched: std::collections::BTreeSet<String> = after
+                .iter()
+                .filter(|(id, f)| lanes_before.get(*id) != Some(*f) || named.contains(id.as_str()))
                 .map(|(id, _)| id.clone())
                 .collect();
+            touched.extend(owners.filter(|lane| before.contains_key(lane)));
+            let touched: Vec<String> = touched.into_iter().collect();
             let proven = applied.is_ok()
                 && after.len() == lanes_before.len()
                 && super::proof::prove(run, &state, &position, &before, &touched, false);

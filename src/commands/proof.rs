@@ -115,6 +115,26 @@ fn mentions(value: &Value, text: &str) -> bool {
     }
 }
 
+/// Every string value of an event (at any depth), for "which lanes and
+/// components does it name".
+pub fn named_strings(event: &Map<String, Value>) -> std::collections::BTreeSet<&str> {
+    fn walk<'a>(value: &'a Value, out: &mut std::collections::BTreeSet<&'a str>) {
+        match value {
+            Value::String(s) => {
+                out.insert(s.as_str());
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for value in event.values() {
+        walk(value, &mut out);
+    }
+    out
+}
+
 /// The logical events of a receipt event: its intents, or itself.
 fn logical(event: &Map<String, Value>) -> Vec<&Map<String, Value>> {
     let text =
