@@ -32,7 +32,7 @@ timed() { # name command...
   printf '{"name": "%s", "seconds": %d}\n' "$name" $((end - start)) >> "$report/durations.jsonl"
 }
 timed "6. Failed writes" cargo test --release --locked --quiet --lib reliability_faults
-for t in crash damage concurrency hostile_fs hostile_input readonly; do
+for t in crash damage concurrency hostile_fs hostile_input readonly forgery; do
   timed "reliability::$t" cargo test --release --locked --quiet --test it "reliability::$t::"
 done
 # Issue 14: writers inside `unshare --pid --fork --mount-proc` and on the

@@ -195,7 +195,7 @@ pub fn attest(
     } else {
         BREACHED_PREDICATE_TYPE
     };
-    let tree = super::transparency::tree_at(&replayed.run, &replayed.position, false)?;
+    let tree = super::transparency::receipt_tree(&replayed.run, &replayed.position)?;
     let root_hash = tree_root(replayed.position.sequence, &tree)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
     let receipt_sha = replayed

@@ -29,7 +29,7 @@ use crate::store::StoreError;
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
-const SCHEMA_VERSION: u64 = 4;
+const SCHEMA_VERSION: u64 = 5;
 /// Below this many liveness digests in all, the derived caches are rewritten
 /// after every mutation, as the reference does; above it, at most when the
 /// receipt has grown by an eighth since they were last written (they carry
@@ -63,6 +63,10 @@ struct Checkpoint {
     digest_counts: BTreeMap<String, u64>,
     digest_entries: u64,
     digest_log_bytes: u64,
+    /// The stamps of `checkpoint-digests.idx` and `.log` right after this
+    /// command wrote them: a table or log written since (by anyone) is not
+    /// used (contracts/receipt.md "Checkpoint").
+    digest_stamps: Value,
     /// Where the derived caches are current; a value that cannot be read
     /// means "unknown" (all caches are rewritten).
     #[serde(default, deserialize_with = "lenient_number")]
@@ -102,12 +106,19 @@ pub struct LoadBasis {
 struct TableDigests {
     table: DigestTable,
     failed: std::sync::Mutex<Option<StoreError>>,
+    present: std::sync::atomic::AtomicBool,
 }
 
 impl EarlierDigests for TableDigests {
     fn contains(&self, lane_id: &str, digest: &str) -> bool {
         match self.table.contains(lane_id, digest) {
-            Ok(present) => present,
+            Ok(present) => {
+                if present {
+                    self.present
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                present
+            }
             Err(error) => {
                 if let Ok(mut failed) = self.failed.lock() {
                     failed.get_or_insert(error);
@@ -163,6 +174,9 @@ pub fn save_checkpoint(
     let Some(stamp) = run.dir.receipt_stamp() else {
         return Ok(log_bytes);
     };
+    let Some(digest_stamps) = files.stamps() else {
+        return Ok(log_bytes);
+    };
     // A checkpoint is only ever believed with its MAC: without a key
     // (an unsafe key file) there is no point in writing one.
     let Some(key) = crate::store::secret::ensure_key(&run.dir.root)? else {
@@ -190,6 +204,7 @@ pub fn save_checkpoint(
             .collect(),
         digest_entries: entries,
         digest_log_bytes: log_bytes,
+        digest_stamps,
         caches_sequence: Some(caches_sequence),
     };
     let mut value = serde_json::to_value(&checkpoint)
@@ -217,6 +232,16 @@ impl LoadBasis {
         self.lookups
             .as_ref()
             .and_then(|l| l.failed.lock().ok().and_then(|f| f.clone()))
+    }
+
+    /// Whether the digest table answered "present" to a question of the
+    /// decision: a refusal resting on it is confirmed on a full replay of
+    /// the receipt before it is given (the table is a cache; a forged one
+    /// must not be able to refuse what the receipt allows).
+    pub fn table_answered_present(&self) -> bool {
+        self.lookups
+            .as_ref()
+            .is_some_and(|l| l.present.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// A state replayed from genesis (every digest is in the state).
@@ -346,10 +371,18 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     if total != Some(entries) {
         return None;
     }
-    let table = run.dir.digest_files().open_table(entries, false)?;
+    // The table and the log are exactly as this checkpoint's writer left
+    // them (their own MAC would cost a pass over them per heartbeat; their
+    // stamps cannot be set back).
+    let files = run.dir.digest_files();
+    if files.stamps().as_ref() != Some(&checkpoint.digest_stamps) {
+        return None;
+    }
+    let table = files.open_table(entries, false)?;
     let lookups = Arc::new(TableDigests {
         table,
         failed: std::sync::Mutex::new(None),
+        present: std::sync::atomic::AtomicBool::new(false),
     });
     state
         .attach_earlier_digests(Arc::clone(&lookups) as Arc<dyn EarlierDigests>, &counts)
@@ -425,6 +458,7 @@ mod tests {
         let lookups = Arc::new(TableDigests {
             table,
             failed: std::sync::Mutex::new(None),
+            present: std::sync::atomic::AtomicBool::new(false),
         });
         let basis = LoadBasis {
             path: LoadPath::Checkpoint,

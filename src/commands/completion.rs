@@ -7,7 +7,7 @@ use std::path::Path;
 use super::error::FlowResult;
 use super::ledger::open_run;
 use super::lifecycle::read_evidence;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::completion::{decide_complete, evaluate_completion};
 use crate::coordinator::decide::conflict;
@@ -15,14 +15,14 @@ use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
 use crate::store::handle::{check_contained, read_handle};
 use crate::store::paths::expand_tilde;
 
-/// `completion-check`: read-only (no lock, no writes). Loads the state from
-/// a checkpoint the unchanged receipt proves, else verifies and replays the
-/// whole receipt; then evaluates completion. Works in every run state,
-/// terminal ones included.
+/// `completion-check`: read-only (no lock, no writes). An auditor verdict:
+/// verifies and replays the whole receipt, never a checkpoint
+/// (contracts/receipt.md "Checkpoint"); then evaluates completion. Works in
+/// every run state, terminal ones included.
 pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
-    let (state, _, _) = super::checkpoint::load_state(&run, false)?;
+    let (state, _) = replay_run(&run, false)?;
     let mut out = evaluate_completion(&state).to_json();
     out.insert("run_id".into(), json!(run_id));
     out.insert("sequence".into(), json!(state.last_sequence()));
@@ -57,7 +57,10 @@ pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     read_handle(&owner_file, Some(&ctx.run_id))?;
     let (verified, _) = replay_run(&run, false)?;
-    let committed = mutate(ctx, &run, |d| {
+    // In the lock too the gate decides, pre-applies and checks for a
+    // breach on a full replay: never on the checkpoint or its digest table
+    // (contracts/receipt.md "What a mutation proves").
+    let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         if d.state.last_checksum() != verified.last_checksum() {
             return conflict("receipt head changed before mutation");
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, open_for_mutation};
 use crate::coordinator::decide::{Refusal, Teaching};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
@@ -62,7 +62,10 @@ pub fn lane_create(
     let request = precheck_lane_create(&input, &evidence, |scopes| {
         canonicalize(run.repo_root(), scopes, limits)
     })?;
-    let committed = mutate(ctx, &run, |input| {
+    // A new lane rests on absences (no lane of that id, the lane limit):
+    // no line proves them, so the decision is taken on a full replay
+    // (contracts/receipt.md "What a mutation proves").
+    let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
         decide_lane_create(input.state, input.policy, &request, &evidence)
     })?;
     Ok(committed.envelope(&ctx.run_id))
@@ -125,7 +128,7 @@ pub fn lane_transition(
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
     let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {
-            canonical_changed.unwrap_or_else(|| {
+            canonical_changed.clone().unwrap_or_else(|| {
                 Err(Refusal::Invalid(
                     "lane completion requires verified changed paths".into(),
                 ))

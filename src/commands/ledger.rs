@@ -174,7 +174,20 @@ fn verify_with(
         }
         trusted_checksum = position.checksum.clone();
     };
+    // Long stretches are parsed on two more threads (same checks, same
+    // verdicts, the events handed on in order); short ones are not worth
+    // the threads.
+    let remaining = run
+        .dir
+        .receipt_stamp()
+        .map_or(0, |stamp| stamp.size.saturating_sub(start_byte));
     let outcome = match consume.as_mut() {
+        Some(consume) if remaining >= PARALLEL_FROM_BYTES => verifier
+            .verify_stream_parallel_events(&mut reader, |event, position| {
+                consume(event)?;
+                after_line(position);
+                Ok(())
+            }),
         Some(consume) => verifier.verify_stream(&mut reader, |event, position| {
             consume(event)?;
             after_line(position);

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod liveness;
 pub mod mutate;
 pub mod otel;
+pub mod proof;
 pub mod publish;
 pub mod rebuild;
 pub mod recovery;
@@ -119,29 +120,30 @@ fn verify_replayed(
     crate::receipt::verify::ChainPosition,
     Option<crate::coordinator::CoordinatorState>,
 )> {
-    // A checkpoint the unchanged receipt proves already holds the replay's
-    // breaches: then the chain alone is verified (on two worker threads).
-    if let Some((state, _)) = checkpoint::proven_state(run) {
-        let position = match verify_chain(run)? {
-            Verdict::Intact(position) => position,
-            Verdict::Damaged(damage) => return Err(damage_error(run, &damage, false)),
-            Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
-        };
-        if position.sequence == state.last_sequence() && position.checksum == state.last_checksum()
-        {
-            return Ok((position, Some(state)));
-        }
-    }
+    // Every verdict is what a full replay of the receipt says: a checkpoint
+    // is never consulted here, however well it is authenticated (a holder
+    // of `derived.key` can write any checkpoint; contracts/receipt.md
+    // "Checkpoint"). The replay streams (long receipts parsed on two more
+    // threads) and its liveness digests are kept compactly.
     let origin = crate::coordinator::RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok();
     let policy = rebuild::replay_policy(run);
     let mut state = origin
         .as_ref()
         .map(crate::coordinator::CoordinatorState::new);
+    let compact = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
+    let mut applied = 0u64;
     let verdict = ledger::verify_receipt(run, |event| {
-        if let Some(replaying) = state.as_mut()
-            && replaying.apply_event(event, &policy).is_err()
-        {
-            state = None;
+        if let Some(replaying) = state.as_mut() {
+            if replaying.apply_event(event, &policy).is_err() {
+                state = None;
+            } else {
+                applied += 1;
+                if applied.is_multiple_of(256)
+                    && replaying.spill_liveness_digests(&compact).is_err()
+                {
+                    state = None;
+                }
+            }
         }
         Ok(())
     })?;

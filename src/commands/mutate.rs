@@ -191,7 +191,7 @@ impl Committed {
 pub fn mutate(
     ctx: &MutationContext,
     run: &OpenRun,
-    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, false, decide)
 }
@@ -202,7 +202,7 @@ pub fn mutate(
 pub fn mutate_replayed(
     ctx: &MutationContext,
     run: &OpenRun,
-    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, true, decide)
 }
@@ -212,7 +212,7 @@ pub fn mutate_maybe_replayed(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, full_replay, decide)
 }
@@ -225,8 +225,8 @@ pub fn mutate_gathered<F>(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    gather: impl FnOnce(&DecisionInput<'_>) -> Result<F, Refusal>,
-    decide: impl FnOnce(&DecisionInput<'_>, F) -> Result<Vec<Intent>, Refusal>,
+    mut gather: impl FnMut(&DecisionInput<'_>) -> Result<F, Refusal>,
+    mut decide: impl FnMut(&DecisionInput<'_>, F) -> Result<Vec<Intent>, Refusal>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, full_replay, |input| {
         let facts = gather(input)?;
@@ -241,21 +241,30 @@ pub fn mutate_gathered<F>(
 pub fn mutate_staged(
     ctx: &MutationContext,
     run: &OpenRun,
-    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
     stage: impl FnOnce() -> Result<(), Refusal>,
 ) -> FlowResult<Committed> {
-    mutate_with(ctx, run, false, |input| {
-        let intents = decide(input)?;
-        stage()?;
-        Ok(intents)
-    })
+    mutate_pipeline(ctx, run, false, &mut decide, Some(Box::new(stage)))
 }
 
 fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    decide: impl FnOnce(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+) -> FlowResult<Committed> {
+    mutate_pipeline(ctx, run, full_replay, &mut decide, None)
+}
+
+type Decide<'d> = dyn FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal> + 'd;
+type Stage<'s> = Box<dyn FnOnce() -> Result<(), Refusal> + 's>;
+
+fn mutate_pipeline(
+    ctx: &MutationContext,
+    run: &OpenRun,
+    full_replay: bool,
+    decide: &mut Decide<'_>,
+    stage: Option<Stage<'_>>,
 ) -> FlowResult<Committed> {
     if let Some(at) = &ctx.at {
         crate::coordinator::decide::check_at(at, ctx.now)?;
@@ -266,52 +275,135 @@ fn mutate_with(
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
-    let (mut state, position, basis) = if full_replay {
-        let (state, position) = super::rebuild::replay_run(run, true)?;
-        (state, position, LoadBasis::full_replay())
-    } else {
-        load_state(run, true)?
-    };
-    let proof = authorize(&state, &handle)?;
-    if let Some(expected) = &ctx.expected_head
-        && *expected != position.checksum
-    {
-        return Err(FlowError::Conflict(
-            "receipt head changed before mutation".into(),
-        ));
-    }
     let policy = Policy::from_contract(
         &run.manifest.contract.contract,
         &run.manifest.contract.limits,
     );
-    let input = DecisionInput {
-        state: &state,
-        policy: &policy,
-        now: ctx.now,
-        repo_root: run.repo_root(),
-    };
-    let decided = decide(&input);
-    // A digest the table could not read was answered "present": the
-    // decision (a refusal, most likely) rests on a read error, which is
-    // what the caller is told.
-    if let Some(error) = basis.lookup_error() {
-        return Err(error.into());
-    }
-    let intents = decided?;
-    let sealed = seal(run, &state, &proof, intents, &ctx.stamp())?;
-    let lanes_before = lane_fingerprints(&state);
     let replay_policy = ReplayPolicy::from_contract(&run.manifest.contract.contract);
-    let breaches_before = state.breaches().len();
-    pre_apply(&mut state, &sealed, &replay_policy)?;
-    if let Some(error) = basis.lookup_error() {
-        return Err(error.into());
-    }
-    // We never write what our own replay records as a breach.
-    if let Some(breach) = state.breaches().get(breaches_before) {
-        return Err(FlowError::Contract(format!(
-            "refusing to append an event that breaks our rules: {}",
-            breach.describe()
-        )));
+    // A decision taken on the checkpoint stands only once the receipt
+    // proves the facts it rests on (super::proof); otherwise it is taken
+    // again on a full replay.
+    let mut from_checkpoint = !full_replay;
+    let (state, sealed, proof, position, basis, lanes_before) = loop {
+        let (mut state, position, basis) = if from_checkpoint {
+            load_state(run, true)?
+        } else {
+            let (state, position) = super::rebuild::replay_run(run, true)?;
+            (state, position, LoadBasis::full_replay())
+        };
+        let proof = match authorize(&state, &handle) {
+            // The owner a checkpoint names is a cached fact too: a refusal
+            // on it is confirmed on the receipt.
+            Err(_) if basis.path == LoadPath::Checkpoint => {
+                from_checkpoint = false;
+                continue;
+            }
+            other => other?,
+        };
+        if let Some(expected) = &ctx.expected_head
+            && *expected != position.checksum
+        {
+            return Err(FlowError::Conflict(
+                "receipt head changed before mutation".into(),
+            ));
+        }
+        let input = DecisionInput {
+            state: &state,
+            policy: &policy,
+            now: ctx.now,
+            repo_root: run.repo_root(),
+        };
+        let lanes_before = lane_fingerprints(&state);
+        let before: BTreeMap<String, super::proof::LaneBefore> = state
+            .lanes()
+            .iter()
+            .map(|(id, lane)| {
+                (
+                    id.clone(),
+                    super::proof::LaneBefore {
+                        record: lane.to_json_with_digests(false),
+                        source: state.lane_source(id),
+                    },
+                )
+            })
+            .collect();
+        let decided = decide(&input);
+        // A digest the table could not read was answered "present": the
+        // decision (a refusal, most likely) rests on a read error, which is
+        // what the caller is told.
+        if let Some(error) = basis.lookup_error() {
+            return Err(error.into());
+        }
+        let checkpointed = basis.path == LoadPath::Checkpoint;
+        let intents = match decided {
+            // A refusal taken on the checkpoint is given only when the
+            // receipt proves every lane, the owner and the run state it saw
+            // (the run state's line is far back in a long run: refusals
+            // there are decided on a full replay)
+            // and no "present" of the digest table took part; otherwise it
+            // is decided again on a full replay (a forged cache must not
+            // refuse what the receipt allows, nor refuse differently).
+            Err(_)
+                if checkpointed
+                    && (basis.table_answered_present()
+                        || !super::proof::prove(
+                            run,
+                            &state,
+                            &position,
+                            &before,
+                            &before.keys().cloned().collect::<Vec<_>>(),
+                            true,
+                        )) =>
+            {
+                from_checkpoint = false;
+                continue;
+            }
+            other => other?,
+        };
+        let sealed = seal(run, &state, &proof, intents, &ctx.stamp())?;
+        let breaches_before = state.breaches().len();
+        let applied = pre_apply(&mut state, &sealed, &replay_policy);
+        if let Some(error) = basis.lookup_error() {
+            return Err(error.into());
+        }
+        if checkpointed {
+            let after = lane_fingerprints(&state);
+            // The lanes the event changes, and those it names or names the
+            // component of (a component's evidence rests on its owner
+            // lane's state): each is proven from its own line.
+            let named = super::proof::named_strings(&sealed.event);
+            let owners = state
+                .topology()
+                .iter()
+                .filter(|(id, _)| named.contains(id.as_str()))
+                .map(|(_, component)| component.owner_lane.clone());
+            let mut touched: std::collections::BTreeSet<String> = after
+                .iter()
+                .filter(|(id, f)| lanes_before.get(*id) != Some(*f) || named.contains(id.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect();
+            touched.extend(owners.filter(|lane| before.contains_key(lane)));
+            let touched: Vec<String> = touched.into_iter().collect();
+            let proven = applied.is_ok()
+                && after.len() == lanes_before.len()
+                && super::proof::prove(run, &state, &position, &before, &touched, false);
+            if !proven {
+                from_checkpoint = false;
+                continue;
+            }
+        }
+        applied?;
+        // We never write what our own replay records as a breach.
+        if let Some(breach) = state.breaches().get(breaches_before) {
+            return Err(FlowError::Contract(format!(
+                "refusing to append an event that breaks our rules: {}",
+                breach.describe()
+            )));
+        }
+        break (state, sealed, proof, position, basis, lanes_before);
+    };
+    if let Some(stage) = stage {
+        stage().map_err(FlowError::from)?;
     }
     run.dir
         .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;

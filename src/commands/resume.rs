@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::lifecycle::read_evidence;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
     decide_resume, precheck_resume, require_current_owner, require_transferable,
@@ -54,7 +54,9 @@ pub fn resume(
         .checked_add(1)
         .ok_or_else(|| FlowError::contract("owner epoch must be a positive integer"))?;
     let new_owner = create_handle(&new_path, &ctx.run_id, new_epoch, new_token)?;
-    let committed = mutate(ctx, &run, |input| {
+    // In the lock too the gate decides on a full replay, never on the
+    // checkpoint (contracts/receipt.md "What a mutation proves").
+    let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
         decide_resume(input.state, &new_owner.fingerprint, &evidence)
     });
     let committed = match committed {

@@ -124,6 +124,21 @@ pub fn tree_at(run: &OpenRun, position: &ChainPosition, write: bool) -> FlowResu
     Ok(TreeView::Memory(built))
 }
 
+/// The tree over the verified receipt at `position`, built from the
+/// receipt's own lines: for verdicts an auditor reads (`attest`), which
+/// never rest on the stored `tree-hashes` (a derived file: its inner
+/// hashes are not proven by its last leaf; contracts/receipt.md
+/// "Checkpoint").
+pub fn receipt_tree(run: &OpenRun, position: &ChainPosition) -> FlowResult<TreeView> {
+    let built = build_tree(&run.dir, position.byte_length)?;
+    if built.leaves != position.sequence {
+        return Err(FlowError::ReceiptCorrupt(
+            "receipt lines do not match its verified length".into(),
+        ));
+    }
+    Ok(TreeView::Memory(built))
+}
+
 /// After an append's fsync, under the lock: add the new line's leaf to the
 /// stored tree, or rebuild the tree when it did not match the receipt
 /// before the append. Best effort: the receipt is already durable, and a

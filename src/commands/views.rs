@@ -1,9 +1,9 @@
 //! The read-only views of issue 18: `status`, `log` and the data of
 //! `report`. They never lock, create, modify or chmod anything in the
 //! state root. `status` loads each run exactly as `resume-check`,
-//! `completion-check` and `liveness-check` do (the proven checkpoint, else
-//! a full verify and replay) and asks the same pure functions; `log` and
-//! `report` stream the verified receipt.
+//! `completion-check` do (a full verify and replay, never a checkpoint:
+//! contracts/receipt.md "Checkpoint") and asks the same pure functions;
+//! `log` and `report` stream the verified receipt.
 
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
@@ -91,7 +91,7 @@ fn approval_json(ledger: &ApprovalLedger, state: Option<&CoordinatorState>) -> V
 
 /// Says which events of a streamed receipt (`log`) break one of our rules
 /// (`contracts/rules.md`): the breaches of the run's state as `status`
-/// loads it (the proven checkpoint, else a full verify and replay), and
+/// loads it (a full verify and replay, never a checkpoint), and
 /// for events appended after that state (`log --follow`) the same replay
 /// continued one event at a time. Phase 1 runs mark nothing.
 pub struct BreachMarker {
@@ -177,8 +177,10 @@ fn recovery_links(root: &Path) -> FlowResult<Vec<(String, Option<String>)>> {
     Ok(out)
 }
 
-/// A Phase 2 run's state: the proven checkpoint, else a full verify and
-/// replay (with the state of the trusted prefix when damaged).
+/// A Phase 2 run's state: a full verify and replay (with the state of the
+/// trusted prefix when damaged). Never a checkpoint: what `status`, `log`
+/// and `report` show is what the receipt says (contracts/receipt.md
+/// "Checkpoint").
 enum Loaded {
     Healthy(Box<CoordinatorState>, ChainPosition),
     Damaged {
@@ -191,9 +193,6 @@ enum Loaded {
 }
 
 fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
-    if let Some((state, position)) = super::checkpoint::proven_state(run) {
-        return Ok(Loaded::Healthy(Box::new(state), position));
-    }
     let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
         return Ok(Loaded::Damaged {
             prefix: None,

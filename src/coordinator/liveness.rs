@@ -409,7 +409,12 @@ pub fn require_fresh_evidence(
             "heartbeat and stall-clear need new evidence: an observation this lane has not recorded before (a new reason with the same evidence is refused too), e.g. [{\"kind\": \"log\", \"summary\": \"tests 41/60 passing at 01:05\"}]",
         );
     }
-    if lane.has_liveness_digest(&digest) {
+    // The lane's last liveness evidence is proven with its record (its
+    // line is re-read before an append); the earlier ones are asked of the
+    // digest history.
+    let last_was_liveness = lane.last_event_type.is_liveness()
+        && lane.last_evidence_digest.as_deref() == Some(digest.as_str());
+    if last_was_liveness || lane.has_liveness_digest(&digest) {
         return invalid_hint(
             "liveness evidence was already recorded for this lane",
             "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",

@@ -471,6 +471,8 @@ impl CoordinatorState {
             gate: PolicyStatus::Absent,
             created_at: None,
             breaches: Vec::new(),
+            lane_sources: BTreeMap::new(),
+            run_source: 0,
         }
     }
 
@@ -495,6 +497,19 @@ impl CoordinatorState {
         let result = self.apply_journaled(event, policy, &mut journal);
         if result.is_err() {
             self.rollback(journal);
+            return result;
+        }
+        // Every lane this event created or changed now comes from it.
+        for undo in &journal {
+            if matches!(undo, Undo::RunState(_)) {
+                self.run_source = self.last_sequence;
+            }
+            let id = match undo {
+                Undo::LaneInserted(id) => id,
+                Undo::Lane { saved, .. } => &saved.id,
+                _ => continue,
+            };
+            self.lane_sources.insert(id.clone(), self.last_sequence);
         }
         result
     }

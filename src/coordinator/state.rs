@@ -372,6 +372,16 @@ pub struct CoordinatorState {
     /// Events that broke one of our rules (issue 13), in receipt order.
     #[serde(skip)]
     pub(crate) breaches: Vec<super::breach::Breach>,
+    /// lane id -> the sequence of the last event that created or changed
+    /// the lane's record (ours, kept in the checkpoint's `ours`): the line
+    /// a mutation deciding on a cached lane re-reads (contracts/receipt.md
+    /// "What a mutation proves").
+    #[serde(skip)]
+    pub(crate) lane_sources: BTreeMap<String, u64>,
+    /// The sequence of the last event that changed the run state (ours,
+    /// in the checkpoint's `ours`): the line a refusal re-reads.
+    #[serde(skip)]
+    pub(crate) run_source: u64,
 }
 
 impl CoordinatorState {
@@ -392,7 +402,19 @@ impl CoordinatorState {
             "breaches": super::breach::breaches_value(&self.breaches),
             "gate": self.gate.to_value(),
             "created_at": self.created_at,
+            "lane_sources": self.lane_sources,
+            "run_source": self.run_source,
         })
+    }
+
+    /// The sequence of the last event that changed the run state.
+    pub fn run_source(&self) -> u64 {
+        self.run_source
+    }
+
+    /// The sequence of the last event that created or changed `lane_id`.
+    pub fn lane_source(&self, lane_id: &str) -> Option<u64> {
+        self.lane_sources.get(lane_id).copied()
     }
 
     /// Restore [`Self::ours_json`] into a state rebuilt from its public JSON.
@@ -416,9 +438,27 @@ impl CoordinatorState {
             serde_json::Value::String(at) => Some(at.clone()),
             _ => return Err(bad()),
         };
+        let lane_sources: BTreeMap<String, u64> = value
+            .get("lane_sources")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .ok_or_else(bad)?;
+        if lane_sources.len() != self.lanes.len()
+            || lane_sources.iter().any(|(id, seq)| {
+                !self.lanes.contains_key(id) || *seq == 0 || *seq > self.last_sequence
+            })
+        {
+            return Err(bad());
+        }
         self.breaches = breaches;
         self.gate = gate;
         self.created_at = created_at;
+        let run_source = value
+            .get("run_source")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|seq| *seq >= 1 && *seq <= self.last_sequence)
+            .ok_or_else(bad)?;
+        self.lane_sources = lane_sources;
+        self.run_source = run_source;
         Ok(())
     }
 

@@ -401,6 +401,25 @@ impl LineFacts {
             .and_then(|parsed| parsed.event.as_ref())
     }
 
+    /// The event of a line that proves itself: canonical bytes of this
+    /// run's event, its contract met, its checksum recomputed. With its
+    /// sequence, previous checksum and checksum (for linking it into the
+    /// chain). Needs [`LineRules`] that keep events.
+    pub fn proven_event(&self) -> Option<(&Map<String, Value>, u64, &str, &str)> {
+        let e = self.body.as_ref().ok()?;
+        if !(e.canonical && e.contract_ok && e.fields.run_id_ok && e.fields.manifest_ok)
+            || e.fields.checksum != e.checksum
+        {
+            return None;
+        }
+        Some((
+            e.event.as_ref()?,
+            e.fields.sequence?,
+            e.fields.previous_checksum.as_deref()?,
+            &e.checksum,
+        ))
+    }
+
     /// Whether the line is exactly the canonical event `sequence` of this
     /// run whose checksum is `checksum` (and that checksum is right): the
     /// proof that a checkpoint's head line is still in the receipt.

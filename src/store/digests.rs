@@ -127,6 +127,16 @@ impl DigestFiles {
         }
     }
 
+    /// The stamps of the table and the log (`None` when either is missing
+    /// or not a regular file): bound into the checkpoint, so that any
+    /// later write of either file means the checkpoint is not used.
+    pub fn stamps(&self) -> Option<serde_json::Value> {
+        let run = self.run.as_ref()?;
+        let index = run.file_stamp(&self.index_path())?;
+        let log = run.file_stamp(&self.log_path())?;
+        Some(serde_json::json!({"index": index.to_json(), "log": log.to_json()}))
+    }
+
     fn index_path(&self) -> PathBuf {
         self.dir.join("checkpoint-digests.idx")
     }

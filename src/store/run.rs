@@ -565,12 +565,16 @@ impl RunDir {
     /// The receipt's current stamp (`None` when it is missing or not a
     /// regular file).
     pub fn receipt_stamp(&self) -> Option<ReceiptStamp> {
+        self.file_stamp(&self.receipt_path())
+    }
+
+    /// The stamp of a regular file of the run (never through a symlink):
+    /// what the checkpoint binds its derived files by, since any write,
+    /// rename over or truncation moves the change time or the inode, which
+    /// no process can set back.
+    pub fn file_stamp(&self, path: &Path) -> Option<ReceiptStamp> {
         use std::os::unix::fs::MetadataExt;
-        let meta = self
-            .place(&self.receipt_path())
-            .ok()?
-            .symlink_metadata()
-            .ok()??;
+        let meta = self.place(path).ok()?.symlink_metadata().ok()??;
         if !meta.is_file() {
             return None;
         }

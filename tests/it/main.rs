@@ -49,6 +49,7 @@ mod state_root;
 mod teach;
 mod topology;
 mod transparency;
+mod trust_caches;
 mod views;
 
 /// jj's guard: a `.rs` file under `tests/` that no `mod` declaration

@@ -7,6 +7,7 @@
 //! ([`prepare_state`], [`scenarios`], [`expand_argv`]).
 #![allow(dead_code)]
 
+pub mod forge;
 pub mod refusal;
 pub mod topo;
 

@@ -13,6 +13,7 @@
 mod concurrency;
 mod crash;
 mod damage;
+mod forgery;
 mod hostile_fs;
 mod hostile_input;
 mod readonly;
