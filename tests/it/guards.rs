@@ -109,6 +109,27 @@ impl Run {
         self.cmd_env(command, extra, &[])
     }
 
+    /// `lane-complete` of lane `a` (agent-1) at `at` with `evidence`, no
+    /// changed paths.
+    fn complete_lane_a(&self, at: &str, evidence: &str) -> Output {
+        let changed = self.input("changed", &json!([]));
+        self.cmd(
+            "lane-complete",
+            &[
+                "--lane-id",
+                "a",
+                "--agent-id",
+                "agent-1",
+                "--at",
+                at,
+                "--evidence",
+                evidence,
+                "--changed-paths",
+                &changed,
+            ],
+        )
+    }
+
     /// A read-only query (no owner file).
     fn query(&self, command: &str, extra: &[&str]) -> Output {
         let mut argv: Vec<String> = vec![
@@ -461,24 +482,9 @@ fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() 
     let older = run.heartbeat("a", "agent-1", 1);
     run.heartbeat("a", "agent-1", 2);
     // Our lane-complete refuses it...
-    let changed = run.input("changed", &json!([]));
     let ev = run.input("older", &older);
-    run.cmd(
-        "lane-complete",
-        &[
-            "--lane-id",
-            "a",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:01:00Z",
-            "--evidence",
-            &ev,
-            "--changed-paths",
-            &changed,
-        ],
-    )
-    .assert_error(2, "contract_error");
+    run.complete_lane_a("2026-07-14T01:01:00Z", &ev)
+        .assert_error(2, "contract_error");
     // ...the reference's (which checks the latest heartbeat only) writes it.
     run.append(
         "lane_completed",
@@ -1184,23 +1190,8 @@ fn issue13_forged_derived_files_are_never_believed() {
         let check = run.query("completion-check", &[]).assert_ok();
         assert_eq!(check["missing_lanes"], json!(["a"]), "{name}: {check}");
         // Completing the lane with a heartbeat's evidence is refused.
-        let changed = run.input("changed", &json!([]));
         let ev = run.input("first", &first);
-        let out = run.cmd(
-            "lane-complete",
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                "2026-07-14T01:01:00Z",
-                "--evidence",
-                &ev,
-                "--changed-paths",
-                &changed,
-            ],
-        );
+        let out = run.complete_lane_a("2026-07-14T01:01:00Z", &ev);
         assert_eq!(out.code, 2, "{name}: {out:?}");
         assert!(
             out.error()["message"]
@@ -1218,22 +1209,8 @@ fn issue13_forged_derived_files_are_never_believed() {
         run.assert_replayable(&format!("{name}: heartbeat"));
         forge(&run);
         let done = run.evidence("lane a done");
-        run.cmd(
-            "lane-complete",
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                "2026-07-14T01:02:00Z",
-                "--evidence",
-                &done,
-                "--changed-paths",
-                &changed,
-            ],
-        )
-        .assert_ok();
+        run.complete_lane_a("2026-07-14T01:02:00Z", &done)
+            .assert_ok();
         run.assert_replayable(&format!("{name}: lane-complete"));
     }
 }
@@ -1364,23 +1341,8 @@ fn a_component_covered_by_a_heartbeat_by_hand_is_a_breach() {
     let (run, heartbeat) = Run::with_checked_component();
     run.check_result(true, &json!([{"kind": "test", "summary": "unit green"}]))
         .assert_ok();
-    let changed = run.input("changed", &json!([]));
-    run.cmd(
-        "lane-complete",
-        &[
-            "--lane-id",
-            "a",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:01:00Z",
-            "--evidence",
-            &run.evidence("done a"),
-            "--changed-paths",
-            &changed,
-        ],
-    )
-    .assert_ok();
+    run.complete_lane_a("2026-07-14T01:01:00Z", &run.evidence("done a"))
+        .assert_ok();
     // Both tools refuse component-evidence on a heartbeat...
     let ce = run.input("ce", &json!({"component_id": "runtime"}));
     let hb = run.input("hb-again", &heartbeat);
@@ -1505,23 +1467,8 @@ impl Run {
             ],
         )
         .assert_ok();
-        let changed = run.input("changed", &json!([]));
-        run.cmd(
-            "lane-complete",
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                "2026-07-14T01:01:00Z",
-                "--evidence",
-                &run.evidence("done a"),
-                "--changed-paths",
-                &changed,
-            ],
-        )
-        .assert_ok();
+        run.complete_lane_a("2026-07-14T01:01:00Z", &run.evidence("done a"))
+            .assert_ok();
         let ce = run.input("ce", &json!({"component_id": "runtime"}));
         run.cmd(
             "component-evidence",
