@@ -90,62 +90,29 @@ fn approval_json(ledger: &ApprovalLedger, state: Option<&CoordinatorState>) -> V
 }
 
 /// Says which events of a streamed receipt (`log`) break one of our rules
-/// (`contracts/rules.md`): the breaches of the run's state as `status`
-/// loads it (a full verify and replay, never a checkpoint), and
-/// for events appended after that state (`log --follow`) the same replay
-/// continued one event at a time. Phase 1 runs mark nothing.
+/// (`contracts/rules.md`): the stream's own events are replayed one at a
+/// time as they are verified (a breach is always recorded at the event
+/// that makes it), so `log` reads the receipt once, `--follow` included.
+/// Phase 1 runs mark nothing.
 pub struct BreachMarker {
-    known: std::collections::BTreeMap<u64, Vec<Breach>>,
-    through: u64,
     state: Option<Box<CoordinatorState>>,
     policy: ReplayPolicy,
 }
 
 impl BreachMarker {
     pub fn new(run: &OpenRun) -> BreachMarker {
-        let mut marker = BreachMarker {
-            known: Default::default(),
-            through: u64::MAX,
-            state: None,
+        let state = (run.manifest.contract.family == Family::V1_1)
+            .then(|| RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok())
+            .flatten()
+            .map(|origin| Box::new(CoordinatorState::new(&origin)));
+        BreachMarker {
+            state,
             policy: super::rebuild::replay_policy(run),
-        };
-        if run.manifest.contract.family != Family::V1_1 {
-            return marker;
-        }
-        let state = match load_phase2(run) {
-            Ok(Loaded::Healthy(state, _)) => Some(state),
-            // The verified prefix is all a damaged receipt streams.
-            Ok(Loaded::Damaged { prefix, .. }) => {
-                if let Some(prefix) = prefix {
-                    marker.note(prefix.breaches());
-                }
-                None
-            }
-            Err(_) => None,
-        };
-        if let Some(state) = state {
-            marker.note(state.breaches());
-            marker.through = state.last_sequence();
-            marker.state = Some(state);
-        }
-        marker
-    }
-
-    fn note(&mut self, breaches: &[Breach]) {
-        for breach in breaches {
-            self.known
-                .entry(breach.sequence)
-                .or_default()
-                .push(breach.clone());
         }
     }
 
     /// The breaches of the next verified event (events in receipt order).
     pub fn observe(&mut self, event: &Map<String, Value>) -> Vec<Breach> {
-        let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
-        if sequence <= self.through {
-            return self.known.remove(&sequence).unwrap_or_default();
-        }
         let Some(state) = self.state.as_mut() else {
             return Vec::new();
         };
