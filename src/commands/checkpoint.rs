@@ -29,12 +29,14 @@ use crate::store::StoreError;
 use crate::store::digests::DigestTable;
 use crate::store::run::ReceiptStamp;
 
-const SCHEMA_VERSION: u64 = 5;
-/// Below this many liveness digests in all, the derived caches are rewritten
-/// after every mutation, as the reference does; above it, at most when the
-/// receipt has grown by an eighth since they were last written (they carry
-/// their own `last_sequence`, and `rebuild` refreshes them on demand).
-const SMALL_DIGEST_TOTAL: u64 = 4096;
+const SCHEMA_VERSION: u64 = 6;
+/// The derived caches (`run.json`, `lanes/*.json`, never read as truth by
+/// either tool) are rewritten after a mutation at most when the receipt has
+/// grown by an eighth since they were last written, so their renames and
+/// syncs are not part of a mutation's commit (contracts/receipt.md "One
+/// commit"); they carry their own `last_sequence`, and `rebuild` refreshes
+/// them on demand.
+const CACHE_GROWTH_DIVISOR: u64 = 8;
 
 /// `checkpoint.json` (our file; canonical JSON, authenticated by a `mac`
 /// key over the rest).
@@ -71,6 +73,11 @@ struct Checkpoint {
     /// means "unknown" (all caches are rewritten).
     #[serde(default, deserialize_with = "lenient_number")]
     caches_sequence: Option<u64>,
+    /// The boot this checkpoint was written in. It and the digest table
+    /// are written without a sync: a power loss may keep one and lose the
+    /// other, so a checkpoint from another boot is never used
+    /// (contracts/receipt.md "One commit").
+    boot_id: String,
 }
 
 fn lenient_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -206,6 +213,7 @@ pub fn save_checkpoint(
         digest_log_bytes: log_bytes,
         digest_stamps,
         caches_sequence: Some(caches_sequence),
+        boot_id: crate::store::lock::boot_id().to_string(),
     };
     let mut value = serde_json::to_value(&checkpoint)
         .map_err(|e| super::error::FlowError::Contract(e.to_string()))?;
@@ -221,7 +229,7 @@ pub enum CacheRefresh {
     ChangedLanes,
     /// Every lane (earlier refreshes were skipped, or nothing is known).
     AllLanes,
-    /// Not now (see [`SMALL_DIGEST_TOTAL`]).
+    /// Not now (see [`CACHE_GROWTH_DIVISOR`]).
     Skip,
 }
 
@@ -254,13 +262,12 @@ impl LoadBasis {
         }
     }
 
-    /// The cache refresh after the event at `sequence`, for a run with
-    /// `total_digests` liveness digests in all.
-    pub fn cache_refresh(&self, total_digests: u64, sequence: u64) -> CacheRefresh {
+    /// The cache refresh after the event at `sequence`.
+    pub fn cache_refresh(&self, sequence: u64) -> CacheRefresh {
         let Some(last) = self.caches_sequence else {
             return CacheRefresh::AllLanes;
         };
-        if total_digests > SMALL_DIGEST_TOTAL && sequence < last.saturating_add((last / 8).max(1)) {
+        if sequence < last.saturating_add((last / CACHE_GROWTH_DIVISOR).max(1)) {
             CacheRefresh::Skip
         } else if last.checked_add(1) == Some(sequence) {
             CacheRefresh::ChangedLanes
@@ -317,6 +324,8 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     }
     let checkpoint = Checkpoint::deserialize(&checkpoint).ok()?;
     if checkpoint.schema_version != SCHEMA_VERSION
+        || checkpoint.boot_id.is_empty()
+        || checkpoint.boot_id != crate::store::lock::boot_id()
         || checkpoint.run_id != run.dir.run_id
         || checkpoint.manifest_hash != run.manifest.contract.hash
     {

@@ -361,7 +361,7 @@ fn mutate_pipeline(
             other => other?,
         };
         let sealed = seal(run, &state, &proof, intents, &ctx.stamp())?;
-        let breaches_before = state.breaches().len();
+        let breaches_before = state.breach_count();
         let applied = pre_apply(&mut state, &sealed, &replay_policy);
         if let Some(error) = basis.lookup_error() {
             return Err(error.into());
@@ -394,7 +394,12 @@ fn mutate_pipeline(
         }
         applied?;
         // We never write what our own replay records as a breach.
-        if let Some(breach) = state.breaches().get(breaches_before) {
+        let new = (state.breach_count() - breaches_before) as usize;
+        if let Some(breach) = state
+            .breaches()
+            .get(state.breaches().len().saturating_sub(new))
+            .filter(|_| new > 0)
+        {
             return Err(FlowError::Contract(format!(
                 "refusing to append an event that breaks our rules: {}",
                 breach.describe()
@@ -449,8 +454,7 @@ fn refresh_derived(
     lanes_before: &BTreeMap<String, (Value, usize)>,
 ) {
     let sequence = state.last_sequence();
-    let total_digests = state.liveness_digest_counts().values().sum::<usize>() as u64;
-    let refresh = basis.cache_refresh(total_digests, sequence);
+    let refresh = basis.cache_refresh(sequence);
     let caches_sequence = match refresh {
         CacheRefresh::Skip => basis.caches_sequence(),
         _ => sequence,

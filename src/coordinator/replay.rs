@@ -471,6 +471,7 @@ impl CoordinatorState {
             gate: PolicyStatus::Absent,
             created_at: None,
             breaches: Vec::new(),
+            breaches_elided: 0,
             lane_sources: BTreeMap::new(),
             run_source: 0,
         }

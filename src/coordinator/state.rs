@@ -328,6 +328,9 @@ impl FailureResolution {
     }
 }
 
+/// How many of the latest breaches a checkpoint keeps besides their count.
+pub const CHECKPOINT_BREACHES: usize = 16;
+
 /// The coordinator state replayed from a verified receipt.
 ///
 /// Built with [`CoordinatorState::new`] and advanced one receipt event at a
@@ -372,6 +375,12 @@ pub struct CoordinatorState {
     /// Events that broke one of our rules (issue 13), in receipt order.
     #[serde(skip)]
     pub(crate) breaches: Vec<super::breach::Breach>,
+    /// How many earlier breaches a state restored from a checkpoint does
+    /// not hold (the checkpoint keeps a count and the latest few, so no
+    /// command's cost grows with a run's breaches; contracts/receipt.md
+    /// "Checkpoint"). Always 0 after a full replay.
+    #[serde(skip)]
+    pub(crate) breaches_elided: u64,
     /// lane id -> the sequence of the last event that created or changed
     /// the lane's record (ours, kept in the checkpoint's `ours`): the line
     /// a mutation deciding on a cached lane re-reads (contracts/receipt.md
@@ -385,9 +394,23 @@ pub struct CoordinatorState {
 }
 
 impl CoordinatorState {
-    /// Events that broke one of our rules, in receipt order.
+    /// Events that broke one of our rules, in receipt order. Complete only
+    /// after a full replay: a state restored from a checkpoint holds the
+    /// latest [`CHECKPOINT_BREACHES`] of [`Self::breach_count`].
     pub fn breaches(&self) -> &[super::breach::Breach] {
         &self.breaches
+    }
+
+    /// How many breaches the run holds, whether or not this state holds
+    /// each of them.
+    pub fn breach_count(&self) -> u64 {
+        self.breaches_elided + self.breaches.len() as u64
+    }
+
+    /// Whether every breach of the run is in [`Self::breaches`] (a full
+    /// replay), which a verdict listing them needs.
+    pub fn holds_every_breach(&self) -> bool {
+        self.breaches_elided == 0
     }
 
     /// The approval gate as replay established it from `run_created`.
@@ -398,8 +421,10 @@ impl CoordinatorState {
     /// What replay adds to the reference's state: the gate and the
     /// breaches (kept in the checkpoint, never in `run.json`).
     pub fn ours_json(&self) -> serde_json::Value {
+        let kept = self.breaches.len().saturating_sub(CHECKPOINT_BREACHES);
         serde_json::json!({
-            "breaches": super::breach::breaches_value(&self.breaches),
+            "breaches": super::breach::breaches_value(&self.breaches[kept..]),
+            "breach_count": self.breach_count(),
             "gate": self.gate.to_value(),
             "created_at": self.created_at,
             "lane_sources": self.lane_sources,
@@ -428,6 +453,11 @@ impl CoordinatorState {
             .map(super::breach::Breach::from_value)
             .collect::<Option<Vec<_>>>()
             .ok_or_else(bad)?;
+        let count = value
+            .get("breach_count")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|n| *n >= breaches.len() as u64 && breaches.len() <= CHECKPOINT_BREACHES)
+            .ok_or_else(bad)?;
         let gate = value
             .get("gate")
             .and_then(super::approval::PolicyStatus::from_value)
@@ -449,6 +479,7 @@ impl CoordinatorState {
         {
             return Err(bad());
         }
+        self.breaches_elided = count - breaches.len() as u64;
         self.breaches = breaches;
         self.gate = gate;
         self.created_at = created_at;

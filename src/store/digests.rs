@@ -243,11 +243,12 @@ impl DigestFiles {
             self.write_table(&keys)?;
             return Ok(new_length);
         }
-        // One sync for keys and header. A crash before the checkpoint that
-        // names this table is written leaves a checkpoint whose receipt
-        // stamp no longer matches (the append came first), so a half-done
-        // table is never used; the sync makes sure a checkpoint that
-        // survives a power loss finds every key it counts.
+        // No sync. A crash before the checkpoint that names this table is
+        // written leaves a checkpoint whose receipt stamp no longer matches
+        // (the append came first), so a half-done table is never used; a
+        // power loss, which may keep the checkpoint and lose these keys,
+        // starts a new boot, and a checkpoint of another boot is never used
+        // (contracts/receipt.md "One commit").
         let path = self.index_path();
         for (lane, digest) in digests {
             table.insert(&key(lane, digest)).map_err(io(&path))?;
@@ -257,7 +258,6 @@ impl DigestFiles {
             .file
             .write_all_at(&table.header.encode(), 0)
             .map_err(io(&path))?;
-        table.file.sync_data().map_err(io(&path))?;
         Ok(new_length)
     }
 

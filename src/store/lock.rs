@@ -54,15 +54,22 @@ pub fn probe_pid(pid: &Value) -> Option<PidState> {
 /// nothing outside its PID namespace and boot. The reference reads `pid`
 /// and ignores these extra fields; liveness itself is the flock.
 fn identity() -> (String, String) {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
     let namespace = std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    (read("/proc/sys/kernel/random/boot_id"), namespace)
+    (boot_id().to_string(), namespace)
+}
+
+/// This boot's id (empty when unreadable), read once per process: lock
+/// records name it, and a derived file written unsynced is used only in
+/// the boot that wrote it (contracts/receipt.md "One commit").
+pub fn boot_id() -> &'static str {
+    static BOOT_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT_ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
 }
 
 /// The value of `liveness` in our lock records: the holder's flock, not

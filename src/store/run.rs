@@ -158,6 +158,10 @@ pub fn parse_head(bytes: &[u8], run_id: &str) -> Option<AckHead> {
     })
 }
 
+/// The size of `receipt-head.json`: one sector, so its in-place rewrite
+/// is one write the device does whole.
+pub const HEAD_RECORD_BYTES: usize = 512;
+
 /// One run: its paths (for messages) and, once [`RunDir::validate`] has
 /// opened them, the held descriptors of the state root and the run
 /// directory through which every file of the run is reached.
@@ -438,14 +442,23 @@ impl RunDir {
             record["canonical_through"] = json!(head.canonical_through);
         }
         let mut bytes = canonical::to_vec(&record);
+        // Always HEAD_RECORD_BYTES (JSON, spaces, LF): rewritten in place
+        // with one write of one sector and one fdatasync, never cut, so no
+        // crash leaves a mix of two records (contracts/receipt.md "One
+        // commit").
+        if bytes.len() < HEAD_RECORD_BYTES {
+            bytes.resize(HEAD_RECORD_BYTES - 1, b' ');
+        }
         bytes.push(b'\n');
-        // A head whose rename is lost leaves the older head, which is still
-        // true (a receipt longer than its head is fine).
-        atomic_write_with(
-            &self.place(&self.head_path())?,
-            &bytes,
-            Durability::ContentOnly,
-        )
+        let at = self.place(&self.head_path())?;
+        // The first record is created whole (temp file and rename): a
+        // process killed between creating the file and writing it must
+        // not leave an empty record.
+        if at.exists() {
+            super::secure::overwrite_in_place(&at, &bytes, true)
+        } else {
+            atomic_write_with(&at, &bytes, Durability::ContentOnly)
+        }
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
@@ -689,7 +702,10 @@ impl RunDir {
         }
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
-        atomic_write_with(&at, &bytes, Durability::None)
+        // In place, unsynced (contracts/receipt.md "One commit"): a torn or
+        // stale checkpoint fails its MAC or its stamps and costs one full
+        // replay; one written before the last boot is never used.
+        super::secure::overwrite_in_place(&at, &bytes, false)
     }
 
     /// Open the receipt positioned at `offset` (for verifying a tail).

@@ -19,7 +19,7 @@ pub const FILE_MODE: u32 = 0o600;
 
 /// The reference's three-part secure-mode check, on a descriptor's metadata.
 pub fn check_metadata(meta: &std::fs::Metadata, kind: &str, mode: u32) -> StoreResult<()> {
-    if meta.uid() != nix::unistd::getuid().as_raw() {
+    if meta.uid() != real_uid() {
         return Err(StoreError::Insecure(format!(
             "{kind} must be owned by the current uid"
         )));
@@ -136,6 +136,12 @@ fn sync_file(file: &File, path: &Path) -> StoreResult<()> {
         return Err(injected_error(path));
     }
     file.sync_all().map_err(|e| StoreError::io(&e, path))
+}
+
+/// The real uid, asked once per process (every file check compares it).
+pub fn real_uid() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| nix::unistd::getuid().as_raw())
 }
 
 /// The two kinds of operation a test can make fail.
@@ -375,6 +381,55 @@ pub fn atomic_write_with(
     }
 }
 
+/// Overwrite a derived file of ours in place: one `pwrite` of `bytes` at
+/// offset 0 through a no-follow descriptor (created 0600 when missing;
+/// refused unless it is a regular 0600 file), the rest cut off when the
+/// file was longer, and with `sync` one `fdatasync`. No temp file and no
+/// rename (contracts/receipt.md "One commit"): a reader that meets a
+/// half-written file finds it fails its own checks (JSON, MAC) and treats
+/// it as a cache to rebuild, which is what every file written this way is.
+pub fn overwrite_in_place(at: &(impl Place + ?Sized), bytes: &[u8], sync: bool) -> StoreResult<()> {
+    let at = at.place()?;
+    let path = &at.path();
+    let file = at
+        .open(OFlags::RDWR | OFlags::CREATE, FILE_MODE)
+        .map_err(|e| symlink_or_io(e, &at, "derived file"))?;
+    let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
+    if !meta.is_file() {
+        return Err(StoreError::invalid("derived file must be a regular file"));
+    }
+    check_metadata(&meta, "derived file", FILE_MODE)?;
+    if injected(FaultPoint::Write, path) {
+        let _ = rustix::io::pwrite(&file, &bytes[..bytes.len() / 2], 0);
+        return Err(injected_error(path));
+    }
+    let mut done = 0usize;
+    while done < bytes.len() {
+        match rustix::io::pwrite(&file, &bytes[done..], done as u64) {
+            Ok(0) => {
+                return Err(StoreError::io(
+                    &std::io::Error::from(ErrorKind::WriteZero),
+                    path,
+                ));
+            }
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(StoreError::io(&std::io::Error::from(e), path)),
+        }
+    }
+    if meta.len() > bytes.len() as u64 {
+        file.set_len(bytes.len() as u64)
+            .map_err(|e| StoreError::io(&e, path))?;
+    }
+    if sync {
+        if injected(FaultPoint::Fsync, path) {
+            return Err(injected_error(path));
+        }
+        file.sync_data().map_err(|e| StoreError::io(&e, path))?;
+    }
+    Ok(())
+}
+
 /// Append one whole line to the receipt: no-follow, 0600, one write call
 /// for the whole line (LF included), fsync of the file (and of the
 /// directory when the file was created). Only after this returns may
@@ -409,7 +464,7 @@ pub fn append_line_after(
     if !meta.is_file() {
         return Err(StoreError::invalid("receipt must be a regular file"));
     }
-    if meta.uid() != nix::unistd::getuid().as_raw() {
+    if meta.uid() != real_uid() {
         return Err(StoreError::Insecure(
             "receipt must be owned by the current uid".into(),
         ));
@@ -440,7 +495,13 @@ pub fn append_line_after(
 /// larger than `max` bytes.
 pub fn read_limited(file: &mut File, path: &Path, max: u64) -> StoreResult<Option<Vec<u8>>> {
     use std::io::Read;
-    let mut bytes = Vec::new();
+    // Sized from the file (bounded by `max`), so a small file is read in
+    // one call instead of a growing buffer's many.
+    let hint = file
+        .metadata()
+        .map(|m| m.len().min(max) as usize + 1)
+        .unwrap_or(0);
+    let mut bytes = Vec::with_capacity(hint);
     file.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| StoreError::io(&e, path))?;

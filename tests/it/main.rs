@@ -16,6 +16,7 @@ mod bad_input;
 mod bundle;
 mod checkpoint;
 mod checkpoint_honesty;
+mod commit_path;
 mod completion;
 mod concurrency;
 mod defaults;

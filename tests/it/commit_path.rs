@@ -1,0 +1,214 @@
+//! One commit per mutation (contracts/receipt.md "One commit"): the
+//! append's fsync, the head rewritten in place with one more sync, no
+//! rename but the receipt lock's; and a checkpoint whose size does not grow
+//! with the breaches another writer recorded.
+
+use crate::bed::{TestBed, ev, heartbeat_input};
+use bluetape_flow::receipt::event::EventDraft;
+use serde_json::Value;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+fn heartbeat_at(bed: &TestBed, n: u32, evidence: &Value) -> Value {
+    let input = heartbeat_input(
+        "build",
+        "agent-build",
+        &format!("2026-07-14T01:{:02}:{:02}Z", n / 60, n % 60),
+        "2026-07-14T01:09:59Z",
+        "still working",
+    );
+    bed.input("heartbeat", evidence, &input).assert_ok()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Counts of one traced call: (syncs, renames, opens).
+fn counts(trace: &str) -> (usize, usize, usize) {
+    let calls = |names: &[&str]| {
+        trace
+            .lines()
+            .filter(|l| {
+                let call = l.split_whitespace().nth(1).unwrap_or("");
+                names.iter().any(|n| call.starts_with(&format!("{n}(")))
+            })
+            .count()
+    };
+    (
+        calls(&["fsync", "fdatasync"]),
+        calls(&["rename", "renameat", "renameat2"]),
+        calls(&["open", "openat", "openat2"]),
+    )
+}
+
+#[test]
+fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    // Grow the run past the size where every mutation rewrites the caches,
+    // then pick a heartbeat the cache rule lets pass (DEVIATIONS 36).
+    let mut n = 0;
+    loop {
+        n += 1;
+        let out = heartbeat_at(&bed, n, &ev(&format!("beat {n}")));
+        let sequence = out["sequence"].as_u64().unwrap();
+        let caches = read_json(&run.join("checkpoint.json"))["caches_sequence"]
+            .as_u64()
+            .unwrap();
+        if sequence >= 32 && sequence + 1 < caches + caches / 8 {
+            break;
+        }
+        assert!(n < 100, "the caches never lag");
+    }
+    let head_before = std::fs::metadata(run.join("receipt-head.json")).unwrap();
+    let checkpoint_before = std::fs::metadata(run.join("checkpoint.json")).unwrap();
+    let run_cache = std::fs::read(run.join("run.json")).unwrap();
+    n += 1;
+    let trace = bed.work.join("heartbeat.trace");
+    let input = bed.file(&heartbeat_input(
+        "build",
+        "agent-build",
+        &format!("2026-07-14T01:{:02}:{:02}Z", n / 60, n % 60),
+        "2026-07-14T01:09:59Z",
+        "still working",
+    ));
+    let evidence = bed.file(&ev("the traced beat"));
+    let owner = bed.owner();
+    let argv = [
+        "--state-root",
+        bed.root.to_str().unwrap(),
+        "heartbeat",
+        "--run-id",
+        &bed.run_id,
+        "--owner-file",
+        owner.to_str().unwrap(),
+        "--evidence",
+        &evidence,
+        "--input",
+        &input,
+    ];
+    let status = bed
+        .flow
+        .strace(&["-f"], &trace, &argv)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("strace is required (.ci/run installs it)");
+    assert!(status.success());
+    let (syncs, renames, _) = counts(&std::fs::read_to_string(&trace).unwrap());
+    assert_eq!(syncs, 2, "the append and the head, nothing else");
+    assert_eq!(renames, 1, "the receipt lock's rename only");
+    // The head and the checkpoint were rewritten in place (same inode),
+    // the head as one 512-byte record naming the new event.
+    let head_after = std::fs::metadata(run.join("receipt-head.json")).unwrap();
+    assert_eq!(head_after.ino(), head_before.ino());
+    assert_eq!(head_after.len(), 512);
+    let head = read_json(&run.join("receipt-head.json"));
+    let receipt = std::fs::read(run.join("receipt.jsonl")).unwrap();
+    assert_eq!(head["byte_length"].as_u64(), Some(receipt.len() as u64));
+    let checkpoint_after = std::fs::metadata(run.join("checkpoint.json")).unwrap();
+    assert_eq!(checkpoint_after.ino(), checkpoint_before.ino());
+    assert_eq!(
+        read_json(&run.join("checkpoint.json"))["sequence"],
+        head["sequence"]
+    );
+    // The caches lag; `rebuild` brings them up to the receipt.
+    assert_eq!(std::fs::read(run.join("run.json")).unwrap(), run_cache);
+    bed.raw(&["rebuild", "--run-id", &bed.run_id]).assert_ok();
+    assert_eq!(
+        read_json(&run.join("run.json"))["last_sequence"],
+        head["sequence"]
+    );
+    // And the run verifies, by us and (when it is at hand) the reference.
+    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+}
+
+/// Append, as the Python tool may, `count` heartbeats of `lane` that each
+/// repeat the evidence of the receipt's last line (a heartbeat): each is a
+/// `liveness_evidence_reused` breach to our replay (the intents, their
+/// evidence and times, are copied as they are).
+fn append_reused_heartbeats(run: &Path, count: usize) {
+    let receipt = run.join("receipt.jsonl");
+    let mut bytes = std::fs::read(&receipt).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    // A heartbeat is a transaction of two intents (liveness, lease).
+    assert_eq!(last["event_type"], "transaction_committed");
+    let text_of = |k: &str| last[k].as_str().map(str::to_string);
+    let mut previous = last["checksum"].as_str().unwrap().to_string();
+    let first = last["sequence"].as_u64().unwrap() + 1;
+    for sequence in first..first + count as u64 {
+        let sealed = EventDraft {
+            run_id: text_of("run_id").unwrap(),
+            lane_id: text_of("lane_id"),
+            agent_id: text_of("agent_id"),
+            sequence,
+            event_type: text_of("event_type").unwrap(),
+            from_state: text_of("from_state"),
+            to_state: text_of("to_state"),
+            timestamp: text_of("timestamp").unwrap(),
+            owner_token: text_of("owner_token").unwrap(),
+            manifest_hash: text_of("manifest_hash").unwrap(),
+            previous_checksum: previous.clone(),
+            evidence_refs: last["evidence_refs"].clone(),
+            reason: text_of("reason"),
+            metadata: Some(last["metadata"].clone()),
+        }
+        .seal();
+        bytes.extend_from_slice(&sealed.line);
+        previous = sealed.checksum;
+    }
+    std::fs::write(&receipt, &bytes).unwrap();
+}
+
+#[test]
+fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    heartbeat_at(&bed, 1, &ev("first beat"));
+    heartbeat_at(&bed, 2, &ev("second beat"));
+    let clean = std::fs::metadata(run.join("checkpoint.json"))
+        .unwrap()
+        .len();
+    append_reused_heartbeats(&run, 300);
+    // Auditors list every breach (a full replay).
+    let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    let breaches = verified["breaches"].as_array().unwrap();
+    assert_eq!(breaches.len(), 300, "{verified}");
+    assert!(
+        breaches
+            .iter()
+            .all(|b| b["rule"] == "liveness_evidence_reused")
+    );
+    // Our next heartbeats (the first replays in full, the next starts from
+    // the checkpoint) keep a count and the latest few, not the list.
+    heartbeat_at(&bed, 3, &ev("fresh beat"));
+    heartbeat_at(&bed, 4, &ev("another fresh beat"));
+    let checkpoint = read_json(&run.join("checkpoint.json"));
+    assert_eq!(checkpoint["ours"]["breach_count"], 300);
+    let kept = checkpoint["ours"]["breaches"].as_array().unwrap();
+    assert_eq!(kept.len(), 16);
+    assert_eq!(kept.last(), breaches.last());
+    let size = std::fs::metadata(run.join("checkpoint.json"))
+        .unwrap()
+        .len();
+    assert!(
+        size < clean + 16 * 512,
+        "checkpoint grew with the breaches: {clean} -> {size} bytes"
+    );
+    // A heartbeat repeating the latest evidence is still refused, and the
+    // auditors still see all 300 breaches, none of ours.
+    let input = heartbeat_input(
+        "build",
+        "agent-build",
+        "2026-07-14T01:00:05Z",
+        "2026-07-14T01:09:59Z",
+        "still working",
+    );
+    bed.input("heartbeat", &ev("another fresh beat"), &input)
+        .assert_error(2, "contract_error");
+    let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    assert_eq!(verified["breaches"].as_array().unwrap().len(), 300);
+}
