@@ -415,25 +415,14 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     Some((state, position, basis))
 }
 
-type HmacSha256 = hmac::Hmac<sha2::Sha256>;
-
-fn mac_of(key: &[u8], value: &Value) -> HmacSha256 {
-    use hmac::Mac;
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(&canonical::to_vec(value));
-    mac
-}
-
 /// HMAC-SHA256 (hex) of the canonical checkpoint without its `mac` key.
 fn mac(key: &[u8], value: &Value) -> String {
-    use hmac::Mac;
-    hex::encode(mac_of(key, value).finalize().into_bytes())
+    crate::store::secret::mac_hex(key, value)
 }
 
 /// Constant-time comparison of a claimed MAC.
 fn mac_matches(key: &[u8], value: &Value, claimed: &str) -> bool {
-    use hmac::Mac;
-    hex::decode(claimed).is_ok_and(|tag| mac_of(key, value).verify_slice(&tag).is_ok())
+    crate::store::secret::mac_matches(key, value, claimed)
 }
 
 /// SHA-256 of the canonical `_run` section of the run's manifest snapshot.

@@ -208,6 +208,18 @@ impl Loc {
     /// `lstat` as a `std` metadata (through an `O_PATH | O_NOFOLLOW`
     /// descriptor): `None` when nothing is there.
     pub fn symlink_metadata(&self) -> std::io::Result<Option<std::fs::Metadata>> {
+        // One `statx` through the held directory's `/proc/self/fd` entry
+        // (the kernel jumps to the directory we hold, whatever its name
+        // now, and looks up the one component without following it), not
+        // three calls (open, fstat, close). Without /proc, or for an entry
+        // that is not there, the descriptor way below answers.
+        use std::os::fd::AsRawFd;
+        let mut through =
+            std::ffi::OsString::from(format!("/proc/self/fd/{}/", self.dir.file.as_raw_fd()));
+        through.push(&self.name);
+        if let Ok(meta) = std::fs::symlink_metadata(&through) {
+            return Ok(Some(meta));
+        }
         match rustix::fs::openat(
             &self.dir.file,
             self.name.as_os_str(),
@@ -285,6 +297,11 @@ impl Loc {
 
     /// Remove a directory of plain files (a lock directory), through its
     /// descriptor: nothing outside it is reached.
+    /// `rmdir`: fails unless the directory is empty.
+    pub fn remove_empty_dir(&self) -> std::io::Result<()> {
+        rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::REMOVEDIR).map_err(os)
+    }
+
     pub fn remove_flat_dir(&self) -> std::io::Result<()> {
         let dir = self.open_dir()?;
         for name in dir.entries()? {

@@ -167,8 +167,11 @@ fn head_record_is_damaged(run_dir: &Path) -> bool {
     if !lstat(&path).is_some_and(|m| m.is_file()) {
         return false;
     }
-    super::heads::read_small(path.as_path(), None)
-        .is_ok_and(|bytes| super::run::parse_head(&bytes, &name_of(run_dir)).is_none())
+    super::heads::read_small(path.as_path(), None).is_ok_and(|bytes| {
+        let root = run_dir.parent().and_then(Path::parent);
+        let key = root.and_then(super::secret::read_key);
+        super::run::parse_head(&bytes, &name_of(run_dir), key.as_deref()).is_none()
+    })
 }
 
 /// Every piece of litter under `root`, oldest kinds first. Reads only.

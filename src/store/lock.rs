@@ -207,7 +207,6 @@ pub struct DirLock {
 #[derive(Debug)]
 pub struct LockGuard {
     lock: Loc,
-    token: String,
     _held: std::fs::File,
 }
 
@@ -330,7 +329,7 @@ impl DirLock {
         if !lock.exists() {
             let held = claim_initializer(&lock, &token)?;
             match lock.mkdir(DIR_MODE) {
-                Ok(()) => return publish(&lock, token, held),
+                Ok(()) => return publish(&lock, held),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = initializer(&lock).remove_file();
                 }
@@ -404,13 +403,12 @@ fn retired(base: &Loc, what: &str) -> Loc {
     ))
 }
 
-fn publish(lock: &Loc, token: String, held: std::fs::File) -> StoreResult<LockGuard> {
+fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
     // From the rename on, owner.json carries our token: if a later step
     // fails, dropping the guard releases the lock instead of leaving it
     // held by a process that reported a failure.
     let guard = LockGuard {
         lock: lock.clone(),
-        token,
         _held: held,
     };
     let result = (|| {
@@ -550,7 +548,7 @@ fn reclaim(lock: &Loc, token: String) -> StoreResult<LockGuard> {
             Err(_) => Err(StoreError::busy(
                 "state lock was reacquired during recovery",
             )),
-            Ok(()) => publish(lock, token, held),
+            Ok(()) => publish(lock, held),
         },
     };
     let _ = initializer(lock).remove_file();
@@ -594,21 +592,25 @@ impl Drop for LockGuard {
     /// Release: through the held `locks/` directory the lock was taken in,
     /// and only while its `owner.json` still carries our token.
     fn drop(&mut self) {
-        let ours = inside(&self.lock, "owner.json")
-            .filter(|owner| lstat(owner).is_some_and(|m| m.is_file()))
-            .and_then(|owner| {
-                let mut file = open_regular(&owner, "state lock owner", None).ok()?;
-                read_limited(&mut file, &owner.path(), 65536).ok().flatten()
-            })
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| {
-                v.get("token")
-                    .and_then(Value::as_str)
-                    .map(|t| t == self.token)
-            })
-            .unwrap_or(false);
+        use std::os::unix::fs::MetadataExt;
+        // Ours when `owner.json` in the lock directory that now has the
+        // lock's name is the very file we flocked and renamed there (the
+        // descriptor we hold): a reclaimer's record is another inode.
+        let Some(owner) = inside(&self.lock, "owner.json") else {
+            return;
+        };
+        let held = self._held.metadata().ok().map(|m| (m.dev(), m.ino()));
+        let ours = owner.lstat().ok().flatten().is_some_and(|s| {
+            rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::RegularFile
+                && Some((s.st_dev, s.st_ino)) == held
+        });
         if ours {
-            let _ = self.lock.remove_tree();
+            // Our record, then the directory; anything else left inside
+            // (a reclaim claim) is removed with it.
+            let _ = owner.remove_file();
+            if self.lock.remove_empty_dir().is_err() {
+                let _ = self.lock.remove_tree();
+            }
         }
     }
 }

@@ -201,7 +201,10 @@ pub fn dir_at(path: &Path) -> StoreResult<Option<Arc<HeldDir>>> {
 /// root renamed away (and perhaps replaced by a symlink to a copy) while a
 /// command waited for a lock is no longer where other writers look.
 pub fn still_named(held: &HeldDir, root: &Path) -> bool {
-    HeldDir::open_path(root).is_ok_and(|now| now.identity() == held.identity())
+    use std::os::unix::fs::MetadataExt;
+    // One `lstat`: a symlink put in its place has another identity.
+    std::fs::symlink_metadata(root)
+        .is_ok_and(|now| now.is_dir() && (now.dev(), now.ino()) == held.identity())
 }
 
 /// The refusal when the state root's path no longer names the root held.

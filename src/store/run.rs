@@ -129,8 +129,22 @@ pub struct AckHead {
 /// after an append). Such a record is damaged itself and says nothing
 /// about the receipt: `receipt-diagnose` judges the receipt without it and
 /// `rebuild` rewrites it from a receipt that verifies (DEVIATIONS 104).
-pub fn parse_head(bytes: &[u8], run_id: &str) -> Option<AckHead> {
-    let value: Value = serde_json::from_slice(bytes).ok()?;
+///
+/// With the state root's key (`key`), the record must also carry its own
+/// `mac` (HMAC-SHA256 of the record without it, contracts/receipt.md
+/// "Appends and the acknowledged head"): one written by anyone without the
+/// key names no head either, so it is reported as a damaged cache of ours,
+/// never as receipt damage. Without a readable key (an auditor's copy)
+/// the record is judged by its content alone.
+pub fn parse_head(bytes: &[u8], run_id: &str, key: Option<&[u8]>) -> Option<AckHead> {
+    let mut value: Value = serde_json::from_slice(bytes).ok()?;
+    let claimed = value.as_object_mut()?.remove("mac");
+    if let Some(key) = key {
+        let claimed = claimed?;
+        if !super::secret::mac_matches(key, &value, claimed.as_str()?) {
+            return None;
+        }
+    }
     let field = |k: &str| {
         value
             .get(k)
@@ -171,6 +185,9 @@ pub struct RunDir {
     pub run_id: String,
     pub dir: PathBuf,
     held: Arc<OnceLock<HeldRun>>,
+    /// The receipt opened for reading once per command (positioned reads
+    /// of single lines and tails; streaming readers open their own).
+    receipt_reader: Arc<OnceLock<File>>,
 }
 
 /// The state root opened once, and the run directory reached from it
@@ -178,6 +195,8 @@ pub struct RunDir {
 #[derive(Debug)]
 struct HeldRun {
     root: Arc<HeldDir>,
+    /// The identity of `runs` when it was opened.
+    runs: (u64, u64),
     run: Arc<HeldDir>,
 }
 
@@ -194,6 +213,7 @@ impl RunDir {
             run_id: run_id.to_string(),
             dir: root.join("runs").join(run_id),
             held: Arc::new(OnceLock::new()),
+            receipt_reader: Arc::new(OnceLock::new()),
         }
     }
 
@@ -231,11 +251,16 @@ impl RunDir {
             &Loc::new(Arc::clone(&root), "runs"),
             "state-root runs",
         )?);
+        let runs_identity = runs.identity();
         let run = Arc::new(open_secure_dir_at(
             &Loc::new(runs, self.run_id.as_str()),
             "run directory",
         )?);
-        Ok(HeldRun { root, run })
+        Ok(HeldRun {
+            root,
+            runs: runs_identity,
+            run,
+        })
     }
 
     /// Whether `runs/<id>`, reached again from the held state root, is
@@ -251,12 +276,28 @@ impl RunDir {
         if !super::root::still_named(&held.root, &self.root) {
             return Err(super::root::moved_root(&self.root));
         }
-        let now = held
-            .root
-            .child("runs".as_ref())
-            .and_then(|runs| runs.child(self.run_id.as_ref()))
-            .map_err(|_| moved(&self.run_id))?;
-        if now.identity() != held.run.identity() {
+        // `runs` must still be the directory we hold (not a symlink), and
+        // `runs/<id>` within it the run we hold: two `lstat`s from the held
+        // root. A swap racing this check cannot redirect anything: every
+        // write goes through the held descriptors; this only tells the
+        // caller that the names moved.
+        let runs = Loc::new(Arc::clone(&held.root), "runs")
+            .lstat()
+            .ok()
+            .flatten()
+            .filter(|s| {
+                rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
+            })
+            .map(|s| (s.st_dev, s.st_ino));
+        let run = Loc::new(
+            Arc::clone(&held.root),
+            std::path::Path::new("runs").join(&self.run_id),
+        )
+        .lstat()
+        .ok()
+        .flatten()
+        .map(|s| (s.st_dev, s.st_ino));
+        if runs != Some(held.runs) || run != Some(held.run.identity()) {
             return Err(moved(&self.run_id));
         }
         Ok(())
@@ -325,7 +366,9 @@ impl RunDir {
         // `runs/` swapped since is the refusal "moved", whatever the path
         // now shows (a symlink, nothing), before any by-path check.
         if self.held.get().is_some() {
-            self.recheck()?;
+            // Held since: what the first validation checked stays true of
+            // the descriptors; only the names can have moved.
+            return self.recheck();
         }
         if is_symlink(&self.dir) {
             return Err(StoreError::invalid("run directory must not be a symlink"));
@@ -424,9 +467,13 @@ impl RunDir {
         let bytes = read_limited(&mut file, &path, 4096)
             .map_err(|_| invalid())?
             .ok_or_else(invalid)?;
-        parse_head(&bytes, &self.run_id)
-            .map(Some)
-            .ok_or_else(invalid)
+        parse_head(
+            &bytes,
+            &self.run_id,
+            super::secret::read_key(&self.root).as_deref(),
+        )
+        .map(Some)
+        .ok_or_else(invalid)
     }
 
     /// Record the head we are about to acknowledge (after the append's fsync).
@@ -441,6 +488,11 @@ impl RunDir {
         if head.canonical_through < head.sequence {
             record["canonical_through"] = json!(head.canonical_through);
         }
+        // Created now if the state root has none yet (a root the reference
+        // made): a record written before its key would read as forged.
+        if let Ok(Some(key)) = super::secret::ensure_key(&self.root) {
+            record["mac"] = json!(super::secret::mac_hex(&key, &record));
+        }
         let mut bytes = canonical::to_vec(&record);
         // Always HEAD_RECORD_BYTES (JSON, spaces, LF): rewritten in place
         // with one write of one sector and one fdatasync, never cut, so no
@@ -454,11 +506,19 @@ impl RunDir {
         // The first record is created whole (temp file and rename): a
         // process killed between creating the file and writing it must
         // not leave an empty record.
-        if at.exists() {
-            super::secure::overwrite_in_place(&at, &bytes, true)
-        } else {
-            atomic_write_with(&at, &bytes, Durability::ContentOnly)
+        if !at.exists() {
+            return atomic_write_with(&at, &bytes, Durability::ContentOnly);
         }
+        // A write that failed part way leaves a record that names no head
+        // (its MAC fails): the whole record is then put in place by rename,
+        // and when even that fails the record is removed, so what remains
+        // is the new head or none, never a damaged one (no head only means
+        // verify has nothing to hold the receipt to until the next append).
+        super::secure::overwrite_in_place(&at, &bytes, true)
+            .or_else(|_| atomic_write_with(&at, &bytes, Durability::ContentOnly))
+            .inspect_err(|_| {
+                let _ = at.remove_file();
+            })
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
@@ -721,18 +781,38 @@ impl RunDir {
     /// Exactly `len` receipt bytes ending at `end`, or `None` when the
     /// receipt is shorter or unreadable.
     pub fn read_receipt_range(&self, end: u64, len: u64) -> Option<Vec<u8>> {
-        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::FileExt;
         let start = end.checked_sub(len)?;
-        let mut reader = self.open_receipt().ok()?;
+        let opened;
+        let file = match self.held_receipt_reader() {
+            Some(file) => file,
+            None => {
+                opened =
+                    open_regular(&self.place(&self.receipt_path()).ok()?, "receipt", None).ok()?;
+                &opened
+            }
+        };
         // Bounded by the real size: `end` and `len` come from a derived
         // file and must never size an allocation on their own.
-        if end > reader.get_ref().metadata().ok()?.len() {
+        if end > file.metadata().ok()?.len() {
             return None;
         }
-        reader.seek(SeekFrom::Start(start)).ok()?;
         let mut bytes = vec![0u8; usize::try_from(len).ok()?];
-        reader.read_exact(&mut bytes).ok()?;
+        file.read_exact_at(&mut bytes, start).ok()?;
         Some(bytes)
+    }
+
+    /// The receipt held open for positioned reads once the run directory
+    /// is held (opened through it on first use, never through a symlink).
+    fn held_receipt_reader(&self) -> Option<&File> {
+        self.held.get()?;
+        if let Some(file) = self.receipt_reader.get() {
+            return Some(file);
+        }
+        let at = self.place(&self.receipt_path()).ok()?;
+        let file = open_regular(&at, "receipt", None).ok()?;
+        let _ = self.receipt_reader.set(file);
+        self.receipt_reader.get()
     }
 }
 

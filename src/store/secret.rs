@@ -27,14 +27,33 @@ fn decode(bytes: &[u8]) -> Option<Vec<u8>> {
 /// The key, when a safe (regular, 0600, ours, no symlink) and well-formed
 /// key file exists. Read-only commands use this and never create one.
 pub fn read_key(root: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
     let path = key_path(root);
-    if !super::paths::exists_no_follow(&path) {
-        return None;
+    // One `lstat` per later use in the same command: the key read before
+    // from the same file (device, inode, change time) is not read again.
+    let meta = match super::root::place_inside(&path) {
+        Ok(Some(at)) => at.symlink_metadata().ok()??,
+        _ => std::fs::symlink_metadata(&path).ok()?,
+    };
+    let stamp = (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec());
+    let mut known = KNOWN.lock().ok()?;
+    if let Some((seen, key)) = known.get(&path)
+        && *seen == stamp
+    {
+        return Some(key.clone());
     }
     let mut file = open_regular(&path, "derived-file key", Some(FILE_MODE)).ok()?;
     let bytes = read_limited(&mut file, &path, 256).ok()??;
-    decode(&bytes)
+    let key = decode(&bytes)?;
+    known.insert(path, (stamp, key.clone()));
+    Some(key)
 }
+
+type KeyStamp = (u64, u64, i64, i64);
+
+/// Keys read by this process, by file, with the stamp they were read at.
+static KNOWN: std::sync::Mutex<std::collections::BTreeMap<PathBuf, (KeyStamp, Vec<u8>)>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 /// The key, created first when the state root has none (exclusive create,
 /// 0600, file and directory fsync). An unsafe or malformed key file is
@@ -57,4 +76,34 @@ pub fn ensure_key(root: &Path) -> StoreResult<Option<Vec<u8>>> {
         Err(_) if super::paths::exists_no_follow(&key_path(root)) => Ok(read_key(root)),
         Err(e) => Err(e),
     }
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+fn mac_of(key: &[u8], value: &serde_json::Value) -> HmacSha256 {
+    use hmac::Mac;
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(&crate::receipt::canonical::to_vec(value));
+    mac
+}
+
+/// HMAC-SHA256 (hex) of a derived record's canonical JSON (without its
+/// own `mac` key), under the state root's key.
+pub fn mac_hex(key: &[u8], value: &serde_json::Value) -> String {
+    use hmac::Mac;
+    hex::encode(mac_of(key, value).finalize().into_bytes())
+}
+
+/// Constant-time check of a claimed [`mac_hex`].
+pub fn mac_matches(key: &[u8], value: &serde_json::Value, claimed: &str) -> bool {
+    use hmac::Mac;
+    // Only the lowercase form we write: `hex` also takes uppercase, which
+    // would let a changed byte of the record pass.
+    if !claimed
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return false;
+    }
+    hex::decode(claimed).is_ok_and(|tag| mac_of(key, value).verify_slice(&tag).is_ok())
 }

@@ -780,6 +780,42 @@ fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
 /// and names `rebuild`, recovery refuses by naming `rebuild` (nothing
 /// written), `doctor` lists the record with that remedy, and `rebuild`
 /// rewrites it, after which everything verifies and nothing is listed.
+/// The head record carries its own MAC (trust-model §2 promise 1): one
+/// rewritten without `derived.key` to claim more than the receipt holds
+/// is a damaged cache of ours with `rebuild` as its way out, not receipt
+/// damage sending the run to recovery; the same claim re-MACed with the key
+/// is what it says (the receipt then ends before an acknowledged head).
+#[test]
+fn a_head_record_forged_without_the_key_is_a_damaged_cache_not_receipt_damage() {
+    let bed = Bed::fresh();
+    let head = bed.run_dir().join("receipt-head.json");
+    let genuine = std::fs::read(&head).unwrap();
+    assert_eq!(genuine.len(), 512, "one sector, rewritten in place");
+    let mut record: Value = serde_json::from_slice(&genuine).unwrap();
+    assert!(record["mac"].is_string(), "{record}");
+    record["sequence"] = json!(record["sequence"].as_u64().unwrap() + 5);
+    record["byte_length"] = json!(record["byte_length"].as_u64().unwrap() + 7000);
+    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
+    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
+    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
+    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
+    let diagnosis = bed.diagnose().assert_ok();
+    assert_eq!(diagnosis["next_command"], "rebuild", "{diagnosis}");
+    // Re-MACed with the key, the claim stands and the receipt is short.
+    let key = crate::bed::forge::key(bed.run_dir().parent().unwrap().parent().unwrap());
+    record.as_object_mut().unwrap().remove("mac");
+    record["mac"] = json!(crate::bed::forge::mac(&key, &record));
+    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
+    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
+    assert_ne!(
+        e["message"], "acknowledged receipt head record is invalid",
+        "{e}"
+    );
+    // `rebuild` answers the forged record without the key, not this one.
+    std::fs::write(&head, &genuine).unwrap();
+    bed.verify(&bed.run_id).assert_ok();
+}
+
 #[test]
 fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
     let bed = Bed::fresh();
