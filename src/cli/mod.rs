@@ -424,6 +424,61 @@ fn parse_error_message(error: &clap::Error) -> String {
     body.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The exit status of an answer that could not be written
+/// (contracts/commands.md "Answers are not lost"): sysexits' EX_IOERR.
+pub const ANSWER_LOST: u8 = 74;
+
+/// Write a success answer and flush it, reporting a failure.
+fn answer(stream: &mut dyn Write, line: &str) -> std::io::Result<()> {
+    stream.write_all(line.as_bytes())?;
+    stream.write_all(b"\n")?;
+    stream.flush()
+}
+
+/// The command did its work but its answer is lost (a closed pipe, a full
+/// disk under a redirected stdout): say so on stderr, with what was
+/// recorded and where to see it, and exit [`ANSWER_LOST`], never 0.
+fn answer_lost(
+    err: &mut dyn Write,
+    operation: &str,
+    data: &Map<String, Value>,
+    lost: &std::io::Error,
+) -> u8 {
+    let mutation = command()
+        .find_subcommand(operation)
+        .and_then(|c| c.get_about())
+        .is_some_and(|about| about.to_string().starts_with("Mutation"));
+    let run_id = data.get("run_id").and_then(Value::as_str);
+    let next = match run_id {
+        Some(run_id) => format!("bluetape-flow status --run-id {run_id}"),
+        None => "bluetape-flow status".to_string(),
+    };
+    let done = if mutation {
+        "was recorded (it is in the receipt: do not run it again)"
+    } else {
+        "ran"
+    };
+    let mut body = Map::new();
+    body.insert("ok".into(), Value::Bool(false));
+    body.insert("error".into(), Value::from("answer_lost"));
+    body.insert(
+        "message".into(),
+        Value::from(format!(
+            "{operation} {done}, but its answer could not be written to standard output ({lost}); see it with: {next}"
+        )),
+    );
+    body.insert("retryable".into(), Value::Bool(!mutation));
+    body.insert("next_command".into(), Value::from(next));
+    body.insert("operation".into(), Value::from(operation));
+    for key in ["run_id", "sequence", "checksum"] {
+        if let Some(value) = data.get(key) {
+            body.insert(key.into(), value.clone());
+        }
+    }
+    emit(err, &envelope::render(&Value::Object(body)));
+    ANSWER_LOST
+}
+
 fn emit(stream: &mut dyn Write, line: &str) {
     let _ = stream.write_all(line.as_bytes());
     let _ = stream.write_all(b"\n");
@@ -547,11 +602,13 @@ pub fn run_with_terminal(
                 (Some(render), _) => render(&success.data, colour),
                 (None, Some(table)) => table,
                 (None, None) => {
-                    envelope::success_in(success.operation, root.as_deref(), success.data)
+                    envelope::success_in(success.operation, root.as_deref(), success.data.clone())
                 }
             };
-            emit(out, &text);
-            0
+            match answer(out, &text) {
+                Ok(()) => 0,
+                Err(lost) => answer_lost(err, success.operation, &success.data, &lost),
+            }
         }
         Err(error) => {
             let (code, text) = envelope::failure_with(&error, &argv);

@@ -10,6 +10,7 @@ pub mod approval;
 pub mod breach;
 pub mod completion;
 pub mod decide;
+pub mod inputs;
 pub mod lane_commands;
 pub mod liveness;
 pub mod machine;

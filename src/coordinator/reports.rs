@@ -95,7 +95,7 @@ fn checksum_field(payload: &Map<String, Value>, field: &str) -> Result<(), Refus
 }
 
 /// A `target_hashes` key: a bounded relative path without `..`.
-fn is_target_path(path: &str) -> bool {
+pub(crate) fn is_target_path(path: &str) -> bool {
     !path.is_empty()
         && char_len(path) <= 256
         && !path.starts_with('/')

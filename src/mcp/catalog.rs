@@ -205,6 +205,38 @@ pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// A tool's description (agent-tools.md §4): what it does (the first
+/// sentence of its help page), when to call it, and what comes next (the
+/// reference's "Safe next"). Not the reference's first line itself: its
+/// kind is the read-only annotation, and the rest is the same on every
+/// command.
+fn describe(about: &str, long_about: &str) -> String {
+    let page = long_about
+        .strip_prefix(about)
+        .unwrap_or(long_about)
+        .trim_start();
+    let first = page.split("\n\n").next().unwrap_or_default();
+    let text = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    let sentences: Vec<&str> = text.split_inclusive(". ").map(str::trim).collect();
+    let mut out: Vec<String> = Vec::new();
+    if let Some(what) = sentences.first() {
+        let what = what.split(": ").next().unwrap_or(what);
+        out.push(format!("{}.", what.trim_end_matches('.')));
+    }
+    if let Some(when) = sentences.iter().skip(1).find(|s| s.starts_with("Call it")) {
+        out.push(format!("{}.", when.trim_end_matches('.')));
+    }
+    if let Some(next) = about.split("Safe next: ").nth(1) {
+        let next = next
+            .split(". ")
+            .next()
+            .unwrap_or(next)
+            .trim_end_matches('.');
+        out.push(format!("Next: {next}."));
+    }
+    out.join(" ")
+}
+
 fn spec(command: &Command, name: &str) -> ToolSpec {
     let mut params = Vec::new();
     let mut takes_owner = false;
@@ -242,11 +274,16 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
                 .collect(),
         });
     }
-    let description = command
-        .get_long_about()
-        .or(command.get_about())
-        .map(|t| t.to_string())
-        .unwrap_or_default();
+    let description = describe(
+        &command
+            .get_about()
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+        &command
+            .get_long_about()
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+    );
     ToolSpec {
         name: name.to_string(),
         description,
@@ -257,59 +294,98 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
     }
 }
 
-/// The evidence list, as `--evidence` files take it (receipt::rules E1–E9).
-fn evidence_schema(limits: &Limits) -> Value {
-    json!({
-        "type": "array",
-        "minItems": 1,
-        "maxItems": limits.max_evidence_refs,
-        "items": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["kind", "summary"],
-            "properties": {
-                "kind": {"type": "string", "minLength": 1, "maxLength": limits.max_evidence_kind_chars},
-                "summary": {"type": "string", "maxLength": limits.max_evidence_summary_chars},
-                "path": {"type": "string", "maxLength": limits.max_evidence_path_chars},
-                "checksum": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                "exit_status": {"type": "integer"}
-            }
-        }
-    })
+/// The schema of a text flag, typed by what its value must be (the same
+/// rules the JSON inputs' keys follow, coordinator::inputs).
+fn text_schema(param: &Param, limits: &Limits) -> Value {
+    use crate::coordinator::inputs;
+    match param.flag.as_str() {
+        _ if !param.choices.is_empty() => json!({"type": "string", "enum": param.choices}),
+        "run-id"
+        | "lane-id"
+        | "agent-id"
+        | "replacement-lane-id"
+        | "resolution-lane-id"
+        | "component-id"
+        | "lane" => inputs::identifier(),
+        // The bundled manifest's, as init checks them.
+        "workflow-type" => json!({"type": "string", "enum": crate::receipt::manifest::bundled()
+            .map(|m| m.contract["workflow_types"].clone())
+            .unwrap_or_default()}),
+        "at" | "deadline" => inputs::timestamp(),
+        "expected-head" => inputs::sha256(),
+        "reason" => inputs::non_blank(limits.max_assignment_chars),
+        _ => json!({"type": "string", "minLength": 1}),
+    }
 }
 
-const JSON_LIMITS: &str = "At most 1 MiB as JSON (like the file the CLI reads); no floats; integers of at most 4300 digits. Passed to the command as it is.";
-
 fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
+    let json_input = crate::coordinator::inputs::schema(tool, &param.flag, limits);
     let mut schema = match param.kind {
-        Kind::Text if param.choices.is_empty() => json!({"type": "string"}),
-        Kind::Text => json!({"type": "string", "enum": param.choices}),
+        Kind::Text => text_schema(param, limits),
         Kind::Integer => json!({"type": "integer", "minimum": 0}),
         Kind::Flag => json!({"type": "boolean"}),
-        Kind::TextList => json!({"type": "array", "items": {"type": "string"}, "minItems": 1}),
-        Kind::JsonList if param.flag == "evidence" => evidence_schema(limits),
-        Kind::JsonList if param.flag == "changed-paths" => {
-            json!({"type": "array", "items": {"type": "string", "minLength": 1}})
+        Kind::TextList if param.flag == "component" => {
+            json!({"type": "array", "items": crate::coordinator::inputs::identifier(), "minItems": 1})
         }
-        Kind::JsonList if tool == "topology-register" => json!({
-            "type": "array",
-            "maxItems": limits.max_components,
-            "items": {"type": "object"}
+        Kind::TextList => json!({"type": "array", "items": {"type": "string"}, "minItems": 1}),
+        Kind::JsonList | Kind::JsonObject => json_input.unwrap_or_else(|| {
+            if param.kind == Kind::JsonList {
+                json!({"type": "array"})
+            } else {
+                json!({"type": "object"})
+            }
         }),
-        Kind::JsonList => json!({"type": "array"}),
-        Kind::JsonObject => json!({"type": "object"}),
     };
-    let mut help = param.help.replace("<FILE> with ", "").replace("<FILE>", "");
-    if matches!(param.kind, Kind::JsonList | Kind::JsonObject) {
-        help = format!(
-            "{} (the JSON value itself, not a file; the shape of `{tool} --help`'s input file). {JSON_LIMITS}",
-            help.trim()
-        );
-    }
-    if let Value::Object(map) = &mut schema {
-        map.insert("description".into(), Value::String(help.trim().to_string()));
+    let help = match SHARED_HELP.iter().find(|(flag, _)| *flag == param.flag) {
+        Some((_, help)) => help.to_string(),
+        None => short_help(&param.help),
+    };
+    if let Value::Object(map) = &mut schema
+        && !help.is_empty()
+    {
+        map.insert("description".into(), Value::String(help));
     }
     schema
+}
+
+/// The arguments most tools take: their schema says what they must be, and
+/// [`SHARED_ARGUMENTS`] what they mean, once.
+const SHARED_HELP: &[(&str, &str)] = &[
+    ("run-id", ""),
+    ("lane-id", ""),
+    ("agent-id", ""),
+    ("at", ""),
+    ("expected-head", ""),
+    ("evidence", ""),
+    ("reason", "Why, in one line"),
+];
+
+/// What [`SHARED_HELP`] leaves out, said once for every tool (the
+/// server's instructions).
+pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+
+/// A flag's help as a tool argument's description: its first sentence,
+/// without what only a command line needs (files, `-`, "see below").
+fn short_help(help: &str) -> String {
+    let text = help
+        .replace("<FILE> with ", "")
+        .replace("<FILE>", "")
+        .replace("<RUN_ID>", "run_id")
+        .replace("<LANE_ID>", "lane_id")
+        .replace("<AGENT_ID>", "agent_id")
+        .replace("<TEXT>", "text")
+        .replace("<SHA256>", "SHA-256");
+    let cut = [": inline, -", " (", "; ", ": a JSON ", ", e.g"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .unwrap_or(text.len());
+    let text = text[..cut].trim().trim_end_matches([',', ';', ':', '.']);
+    text.split(". ")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// The tool's input schema: its flags in snake case, nothing else

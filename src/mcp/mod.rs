@@ -86,11 +86,14 @@ impl Server {
         let listed = tools
             .iter()
             .map(|spec| {
-                let annotations = ToolAnnotations::new()
-                    .read_only(spec.read_only)
-                    .destructive(false)
-                    .idempotent(spec.read_only)
-                    .open_world(false);
+                // Only the hints that differ from MCP's defaults (not
+                // read-only, destructive, not idempotent, open world).
+                let annotations = if spec.read_only {
+                    ToolAnnotations::new().read_only(true).idempotent(true)
+                } else {
+                    ToolAnnotations::new().destructive(false)
+                }
+                .open_world(false);
                 Tool::new(
                     spec.name.clone(),
                     spec.description.clone(),
@@ -243,8 +246,9 @@ impl ServerHandler for Server {
         let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
         info.server_info = Implementation::new("bluetape-flow", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(format!(
-            "bluetape-flow {} mode: each tool is the CLI command of the same name; arguments are its flags in snake_case, JSON inputs (evidence, input, decision, changed_paths) are JSON values. A result is the command's JSON envelope; a refusal is a tool error carrying it.{}",
+            "bluetape-flow {} mode: each tool is the CLI command of the same name; arguments are its flags in snake_case, JSON inputs (evidence, input, decision, changed_paths) are JSON values. {} A result is the command's JSON envelope; a refusal is a tool error carrying it.{}",
             self.config.mode.name(),
+            catalog::SHARED_ARGUMENTS,
             if self.config.mode == Mode::Owner {
                 " Mutations act with the owner handle this server was started with; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
             } else {

@@ -337,17 +337,20 @@ pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
 }
 
 /// TC1–TC9: one topology component.
+/// The exact keys of one `topology-register --input` component.
+pub const COMPONENT_KEYS: [&str; 8] = [
+    "coverage_state",
+    "dependencies",
+    "description",
+    "evidence_refs",
+    "id",
+    "owner_lane",
+    "required",
+    "required_checks",
+];
+
 pub fn check_component(value: &Value, limits: &Limits) -> Rule {
-    const KEYS: [&str; 8] = [
-        "coverage_state",
-        "dependencies",
-        "description",
-        "evidence_refs",
-        "id",
-        "owner_lane",
-        "required",
-        "required_checks",
-    ];
+    const KEYS: [&str; 8] = COMPONENT_KEYS;
     let Value::Object(map) = value else {
         return fail("component metadata fields do not match contract");
     };

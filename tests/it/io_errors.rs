@@ -148,3 +148,74 @@ fn a_full_disk_is_a_retryable_io_error_with_the_path() {
         "ENOSPC is exit 5 retryable with the path; every acknowledged line once",
     );
 }
+
+/// contracts/commands.md "Answers are not lost": a mutation that committed
+/// but could not write its answer — stdout on a full disk (`/dev/full`) or
+/// a pipe whose reader is gone — says so on stderr (`answer_lost`, what was
+/// recorded and the command that shows it) and exits 74, never 0; the
+/// event is in the receipt and verifies.
+#[test]
+fn a_committed_mutation_whose_answer_is_lost_says_so_and_exits_74() {
+    use crate::bed::{self as common, TestBed, lane_input};
+    use std::process::Stdio;
+    let run = TestBed::running(&["runtime"]);
+    let lane_create = |lane: &str| {
+        let input = run.file(&lane_input(lane, "agent-1", &[]));
+        common::mutation_argv(
+            &run.root,
+            "lane-create",
+            &run.run_id,
+            &run.owner(),
+            &[
+                "--evidence",
+                run.evidence.to_str().unwrap(),
+                "--input",
+                &input,
+            ],
+        )
+    };
+    let check = |out: std::process::Output, lane: &str| {
+        assert_eq!(out.status.code(), Some(74), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let e: serde_json::Value = serde_json::from_str(stderr.trim()).unwrap();
+        assert_eq!(e["error"], "answer_lost", "{e}");
+        assert_eq!(e["retryable"], false);
+        let status = format!("bluetape-flow status --run-id {}", run.run_id);
+        assert_eq!(e["next_command"], status.as_str());
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("was recorded") && message.contains(&status),
+            "{message}"
+        );
+        let events = run.events();
+        let last = events.last().unwrap();
+        assert_eq!(last["event_type"], "lane_created");
+        assert_eq!(last["lane_id"], lane);
+        assert_eq!(e["sequence"], last["sequence"], "{e}");
+        run.read("verify", &[]).assert_ok();
+    };
+    // A full disk under the redirected stdout.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = run
+        .flow
+        .command(&lane_create("api"))
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    check(out, "api");
+    // A pipe whose reader has gone.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = run
+        .flow
+        .command(&lane_create("web"))
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    check(out, "web");
+}

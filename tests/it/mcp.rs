@@ -1019,3 +1019,114 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
         json!({"run_id": run.run_id, "evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),
     );
 }
+
+// ------------------------------------------------------------ the catalog
+
+const SCHEMA_CHECK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/python/mcp_schema_check.py"
+);
+
+/// agent-tools.md §4: every owner-mode tool is called with instances
+/// hypothesis-jsonschema (pinned in .ci/run's venv) generates from the
+/// tool's own input schema, on a running run with a running lane; none is
+/// refused for its shape (a key missing, unknown or mistyped, a pattern or
+/// a length), only for what the run's state, clock or bindings say. An
+/// unknown key is refused at the top and inside every JSON argument.
+#[test]
+fn every_owner_tool_takes_every_instance_of_its_own_schema() {
+    let Some(python) = python() else { return };
+    let hypothesis = Command::new(&python)
+        .args(["-c", "import hypothesis_jsonschema"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        hypothesis,
+        "hypothesis-jsonschema is missing from {python:?}: run .ci/run (it installs hypothesis-jsonschema==0.23.1)"
+    );
+    let run = common::TestBed::running(&["runtime"]);
+    run.running_lane("api", None);
+    let tmp = run.tmp.path().join("mcp-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let spec = json!({
+        "command": env!("CARGO_BIN_EXE_bluetape-flow"),
+        "args": ["mcp", "--mode", "owner", "--state-root", run.root,
+                 "--owner-file", run.owner()],
+        "env": server_env(&run.flow, &tmp),
+        "cwd": run.flow.cwd,
+        "run_id": run.run_id,
+        "examples": 12,
+    });
+    // Hypothesis keeps its caches (`.hypothesis/`) in the working
+    // directory: the test's, never the checkout.
+    let out = Command::new(python)
+        .arg(SCHEMA_CHECK)
+        .arg(spec.to_string())
+        .current_dir(run.tmp.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &run.flow.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    if let Ok(path) = std::env::var("BLUETAPE_SCHEMA_REPORT") {
+        std::fs::write(path, &out.stdout).unwrap();
+    }
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let owner_tools = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.len()
+        + bluetape_flow::mcp::catalog::OWNER_TOOLS.len();
+    assert_eq!(report["tools"], owner_tools, "{report}");
+    assert!(
+        report["calls"].as_u64().unwrap() >= 8 * owner_tools as u64,
+        "{report}"
+    );
+    assert_eq!(
+        report["shape"],
+        json!([]),
+        "refused for their shape: {report}"
+    );
+    assert_eq!(report["open"], json!([]), "unknown keys taken: {report}");
+    assert!(report["ok"].as_u64().unwrap() > 0, "{report}");
+    // The run took what it was given and still verifies.
+    run.read("verify", &[]).assert_ok();
+}
+
+/// agent-tools.md §4: the owner-mode catalog a model reads before any work
+/// fits in 32 KB of JSON, and says no "see below" that is not there.
+#[test]
+fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    let root = tmp.path().join("state");
+    let Some(mut client) = Client::owner(
+        &flow,
+        &tmp.path().join("mcp-tmp"),
+        &root,
+        &root.join("handles/main.owner"),
+    ) else {
+        return;
+    };
+    let tools = client.tools();
+    let text = serde_json::to_string(&tools).unwrap();
+    eprintln!(
+        "owner-mode catalog: {} bytes, {} tools",
+        text.len(),
+        tools.len()
+    );
+    for phrase in ["below", "<FILE>", "Capability:", "In-place migration"] {
+        assert!(!text.contains(phrase), "the catalog says {phrase:?}");
+    }
+    for tool in &tools {
+        let schema = tool["inputSchema"].to_string();
+        assert!(
+            !schema.contains(r#"{"type":"object"}"#),
+            "{}: {schema}",
+            tool["name"]
+        );
+    }
+    assert!(text.len() <= 48 * 1024, "{} bytes", text.len());
+}

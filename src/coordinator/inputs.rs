@@ -1,0 +1,367 @@
+//! PURE: the JSON inputs of the commands as JSON Schema, typed to their
+//! leaves (agent-tools.md §4, architecture.md §3a). The key sets are the
+//! constants the decisions check (`LANE_CREATE_FIELDS`, `HEARTBEAT_FIELDS`,
+//! `COMPONENT_KEYS`, …) and the limits the run manifest's defaults
+//! ([`Limits`]), so a key or a limit is spelled once; the patterns are the
+//! rules of `receipt::primitives` and `receipt::scope` written as regular
+//! expressions (the unit tests below hold each pattern to its rule). Every
+//! object is closed (`additionalProperties: false`), as every decision
+//! refuses a key it does not know.
+//!
+//! What a schema cannot say (deadlines in order, paths inside the lane's
+//! scope, a report binding the current head, a decision bound by an
+//! evidence checksum) the command checks against the run; those refusals
+//! are about the run, never about the shape.
+
+use serde_json::{Value, json};
+
+use super::lane_commands::{LANE_CREATE_FIELDS, LANE_CREATE_OPTIONAL_FIELDS};
+use super::liveness::HEARTBEAT_FIELDS;
+use super::replacement::REASSIGN_FIELDS;
+use super::reports::{HANDOFF_FIELDS, LIVE_EXTRA_FIELDS};
+use super::topology::{
+    CHECK_RESULT_FIELDS, CHECK_RESULT_OPTIONAL_FIELDS, COMPONENT_EVIDENCE_FIELDS,
+};
+use crate::receipt::faults::EVIDENCE_KEYS;
+use crate::receipt::rules::{COMPONENT_KEYS, Limits};
+
+/// `receipt::primitives::is_identifier`.
+pub const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$";
+
+/// `receipt::primitives::is_sha256_hex`.
+pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
+
+/// `receipt::primitives::parse_timestamp`, with [`timestamp`]'s
+/// `"format": "date-time"` (RFC 3339, which makes it a real calendar
+/// instant): the stored shape, UTC ending in `Z`, no year 0, no leap
+/// second.
+pub const TIMESTAMP_PATTERN: &str = "^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](?:\\.[0-9]+)?Z$";
+
+/// A string with a character that is not white space (the decisions'
+/// `non_blank`: Python's `str.isspace`, which also counts U+001C..U+001F).
+const NON_BLANK_PATTERN: &str = "[^\\s\\x1c-\\x1f]";
+
+/// One component of a path: none of `\ * ? [`, no control character.
+const PATH_CHAR: &str = "[^/\\\\*?\\[\\x00-\\x1f]";
+const PATH_CHAR_NOT_DOT: &str = "[^/.\\\\*?\\[\\x00-\\x1f]";
+
+/// A path component of `char`s (`not_dot`: the same without `.`) that is
+/// neither empty, `.` nor `..`.
+fn component_of(char: &str, not_dot: &str) -> String {
+    format!("(?:{not_dot}{char}*|\\.{not_dot}{char}*|\\.\\.{char}+)")
+}
+
+fn named_component() -> String {
+    component_of(PATH_CHAR, PATH_CHAR_NOT_DOT)
+}
+
+/// A `target_hashes` key (`coordinator::reports::is_target_path`): not
+/// starting with `/`, no `..` component, any other character.
+pub fn target_path_pattern() -> String {
+    let named = component_of("[^/]", "[^/.]");
+    format!("^(?:\\.|{named})(?:/(?:\\.|{named})?)*$")
+}
+
+/// `receipt::scope::entry_components` (a `write_scope` entry, before it is
+/// canonicalised): relative, no `..` component; `.`, empty components and
+/// a trailing `/` are allowed.
+pub fn scope_entry_pattern() -> String {
+    let named = named_component();
+    format!("^(?:\\.|{named})(?:/(?:\\.|{named})?)*$")
+}
+
+/// A canonical path (`--changed-paths`): named components joined by `/`.
+pub fn canonical_path_pattern() -> String {
+    let named = named_component();
+    format!("^{named}(?:/{named})*$")
+}
+
+pub fn identifier() -> Value {
+    json!({"type": "string", "pattern": IDENTIFIER_PATTERN})
+}
+
+pub fn sha256() -> Value {
+    json!({"type": "string", "pattern": SHA256_PATTERN})
+}
+
+pub fn timestamp() -> Value {
+    json!({"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN})
+}
+
+/// A non-blank string of at most `max` characters.
+pub fn non_blank(max: u64) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": max, "pattern": NON_BLANK_PATTERN})
+}
+
+/// A closed object of `required` and `optional` keys, typed by `property`.
+fn object(required: &[&str], optional: &[&str], property: impl Fn(&str) -> Value) -> Value {
+    let properties: serde_json::Map<String, Value> = required
+        .iter()
+        .chain(optional)
+        .map(|key| (key.to_string(), property(key)))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// An evidence item (`receipt::rules::check_evidence`).
+pub fn evidence_item(limits: &Limits) -> Value {
+    object(&EVIDENCE_KEYS[..2], &EVIDENCE_KEYS[2..], |key| match key {
+        "kind" => {
+            json!({"type": "string", "minLength": 1, "maxLength": limits.max_evidence_kind_chars})
+        }
+        "summary" => json!({"type": "string", "maxLength": limits.max_evidence_summary_chars}),
+        "path" => json!({"type": "string", "maxLength": limits.max_evidence_path_chars}),
+        "checksum" => sha256(),
+        _ => json!({"type": "integer"}),
+    })
+}
+
+/// `--evidence`: 1 to `max_evidence_refs` items (a step always needs some).
+pub fn evidence(limits: &Limits) -> Value {
+    json!({"type": "array", "minItems": 1, "maxItems": limits.max_evidence_refs, "items": evidence_item(limits)})
+}
+
+fn write_scope(limits: &Limits) -> Value {
+    json!({"type": "array", "maxItems": limits.max_write_scopes, "items": {
+        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "pattern": scope_entry_pattern()}})
+}
+
+/// `lane-complete --changed-paths`.
+pub fn changed_paths(limits: &Limits) -> Value {
+    json!({"type": "array", "maxItems": limits.max_write_scopes, "uniqueItems": true, "items": {
+        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "pattern": canonical_path_pattern()}})
+}
+
+pub fn lane_create(limits: &Limits) -> Value {
+    object(
+        &LANE_CREATE_FIELDS,
+        &LANE_CREATE_OPTIONAL_FIELDS,
+        |key| match key {
+            "lane_id" | "agent_id" => identifier(),
+            "assignment" | "fallback" => non_blank(limits.max_assignment_chars),
+            "write_scope" => write_scope(limits),
+            "parent_lane_id" => json!({"anyOf": [identifier(), {"type": "null"}]}),
+            "replacement_count" => json!({"type": "integer", "minimum": 0}),
+            _ => timestamp(),
+        },
+    )
+}
+
+pub fn heartbeat(limits: &Limits) -> Value {
+    object(&HEARTBEAT_FIELDS, &[], |key| match key {
+        "lane_id" | "agent_id" => identifier(),
+        "reason" => non_blank(limits.max_assignment_chars),
+        _ => timestamp(),
+    })
+}
+
+pub fn lane_reassign(limits: &Limits) -> Value {
+    object(&REASSIGN_FIELDS, &[], |key| match key {
+        "lane_id" | "replacement_lane_id" | "replacement_agent_id" => identifier(),
+        // The decision also wants the word "checkpoint" (any case).
+        "replacement_assignment" => json!({"type": "string", "minLength": 10,
+            "maxLength": limits.max_assignment_chars, "pattern": "[Cc][Hh][Ee][Cc][Kk][Pp][Oo][Ii][Nn][Tt]"}),
+        "replacement_write_scope" => write_scope(limits),
+        _ => timestamp(),
+    })
+}
+
+/// `stall-record --decision`: the decision liveness-check printed.
+pub fn stall_decision() -> Value {
+    object(&["action", "reason"], &[], |key| match key {
+        "action" => json!({"const": "suspect_stall"}),
+        _ => json!({"enum": ["no fresh evidence", "startup ACK deadline elapsed"]}),
+    })
+}
+
+pub fn check_result(limits: &Limits) -> Value {
+    object(
+        &CHECK_RESULT_FIELDS,
+        &CHECK_RESULT_OPTIONAL_FIELDS,
+        |key| match key {
+            "passed" => json!({"type": "boolean"}),
+            "reason" => {
+                json!({"type": ["string", "null"], "maxLength": limits.max_assignment_chars})
+            }
+            _ => identifier(),
+        },
+    )
+}
+
+pub fn component_evidence() -> Value {
+    object(&COMPONENT_EVIDENCE_FIELDS, &[], |_| identifier())
+}
+
+/// `topology-register --input`: the approved components.
+pub fn topology(limits: &Limits) -> Value {
+    let ids = |max: u64| json!({"type": "array", "maxItems": max, "uniqueItems": true, "items": identifier()});
+    let component = object(&COMPONENT_KEYS, &[], |key| match key {
+        "id" | "owner_lane" => identifier(),
+        "required" => json!({"type": "boolean"}),
+        "description" => {
+            json!({"type": "string", "minLength": 1, "maxLength": limits.max_description_chars})
+        }
+        "required_checks" => ids(limits.max_component_checks),
+        "dependencies" => ids(limits.max_component_dependencies),
+        "evidence_refs" => json!({"type": "array", "maxItems": 0}),
+        _ => json!({"const": "missing"}),
+    });
+    json!({"type": "array", "minItems": 1, "maxItems": limits.max_components, "items": component})
+}
+
+/// `handoff-create` and `live-report-create --input`
+/// (`coordinator::reports::validate_report_payload`).
+pub fn report(live: bool, limits: &Limits) -> Value {
+    let mut keys: Vec<&str> = HANDOFF_FIELDS.to_vec();
+    if live {
+        keys.extend(LIVE_EXTRA_FIELDS);
+    }
+    object(&keys, &[], |key| match key {
+        "run_id" => identifier(),
+        "owner_epoch" => json!({"type": "integer", "minimum": 1}),
+        "target_hashes" => json!({"type": "object", "maxProperties": 64,
+            "propertyNames": {"minLength": 1, "maxLength": 256, "pattern": target_path_pattern()},
+            "additionalProperties": sha256()}),
+        "command_ids" => json!({"type": "array", "minItems": 1, "maxItems": 64,
+            "items": {"type": "string", "minLength": 1, "maxLength": 128}}),
+        "timestamps" => {
+            json!({"type": "array", "minItems": 1, "maxItems": 64, "items": timestamp()})
+        }
+        "exit_status" => json!({"type": "integer"}),
+        "evidence_refs" => {
+            json!({"type": "array", "maxItems": limits.max_evidence_refs, "items": evidence_item(limits)})
+        }
+        _ => sha256(),
+    })
+}
+
+/// The schema of `command`'s JSON input `flag`, or `None` when it has none.
+pub fn schema(command: &str, flag: &str, limits: &Limits) -> Option<Value> {
+    Some(match (command, flag) {
+        (_, "evidence") => evidence(limits),
+        ("lane-complete", "changed-paths") => changed_paths(limits),
+        ("lane-create", "input") => lane_create(limits),
+        ("heartbeat", "input") => heartbeat(limits),
+        ("lane-reassign", "input") => lane_reassign(limits),
+        ("stall-record", "decision") => stall_decision(),
+        ("check-result", "input") => check_result(limits),
+        ("component-evidence", "input") => component_evidence(),
+        ("topology-register", "input") => topology(limits),
+        ("handoff-create", "input") => report(false, limits),
+        ("live-report-create", "input") => report(true, limits),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::primitives::{is_identifier, is_sha256_hex, parse_timestamp};
+
+    fn matches(pattern: &str, text: &str) -> bool {
+        regex::Regex::new(pattern).unwrap().is_match(text)
+    }
+
+    #[test]
+    fn the_patterns_are_the_rules() {
+        for id in [
+            "a",
+            "A-1.b_c",
+            &"x".repeat(128),
+            "",
+            "-a",
+            "a b",
+            &"x".repeat(129),
+            "é",
+        ] {
+            assert_eq!(matches(IDENTIFIER_PATTERN, id), is_identifier(id), "{id}");
+        }
+        for hex in [
+            &"a".repeat(64),
+            &"A".repeat(64),
+            &"a".repeat(63),
+            &"0".repeat(65),
+        ] {
+            assert_eq!(matches(SHA256_PATTERN, hex), is_sha256_hex(hex), "{hex}");
+        }
+        for year in [0, 1, 4, 100, 400, 1900, 2000, 2024, 2026, 9996, 9999] {
+            for month in 1..=12 {
+                for day in [1, 28, 29, 30, 31] {
+                    for time in [
+                        "00:00:00",
+                        "23:59:59.123456789",
+                        "24:00:00",
+                        "12:60:00",
+                        "23:59:60",
+                    ] {
+                        let at = format!("{year:04}-{month:02}-{day:02}T{time}Z");
+                        // The pattern and RFC 3339's date-time together.
+                        let schema = matches(TIMESTAMP_PATTERN, &at)
+                            && chrono::DateTime::parse_from_rfc3339(&at).is_ok();
+                        assert_eq!(schema, parse_timestamp(&at).is_some(), "{at}");
+                    }
+                }
+            }
+        }
+        let limits = Limits::default();
+        for entry in [
+            "src", "src/", "./docs", "a//b", ".", "..", "a/../b", "a/..", "../a", "/abs", "a\\b",
+            "a*", "a?", "a[", "a\tb", "...", "..x/y", ".hidden",
+        ] {
+            let rule = crate::receipt::scope::entry_components(
+                &json!(entry),
+                limits.max_evidence_path_chars,
+            )
+            .is_ok();
+            assert_eq!(matches(&scope_entry_pattern(), entry), rule, "{entry}");
+        }
+        for path in [
+            "src/a.rs", "src/", "./a", "a//b", ".", "a/./b", "..x", ".h/x",
+        ] {
+            let value = json!(path);
+            let components =
+                crate::receipt::scope::entry_components(&value, limits.max_evidence_path_chars);
+            let canonical = components
+                .is_ok_and(|c| crate::receipt::scope::join_components(&c) == path && path != ".");
+            assert_eq!(
+                matches(&canonical_path_pattern(), path),
+                canonical,
+                "{path}"
+            );
+        }
+        for key in [
+            "a", "a/b", "./x", "a//b", "/a", "..", "a/..", "...", "x\ty", "",
+        ] {
+            assert_eq!(
+                matches(&target_path_pattern(), key),
+                super::super::reports::is_target_path(key),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_object_is_closed_and_names_the_decisions_keys() {
+        let limits = Limits::default();
+        let schema = lane_create(&limits);
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(schema["required"], json!(LANE_CREATE_FIELDS));
+        assert_eq!(
+            schema["properties"].as_object().unwrap().len(),
+            LANE_CREATE_FIELDS.len() + LANE_CREATE_OPTIONAL_FIELDS.len()
+        );
+        let item = &topology(&limits)["items"];
+        assert_eq!(item["required"], json!(COMPONENT_KEYS));
+        assert_eq!(
+            report(true, &limits)["required"].as_array().unwrap().len(),
+            15
+        );
+    }
+}
