@@ -9,15 +9,19 @@ use serde_json::Value;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-fn heartbeat_at(bed: &TestBed, n: u32, evidence: &Value) -> Value {
-    let input = heartbeat_input(
+/// The `n`th heartbeat's input of lane `build`, `n` seconds after T0.
+fn beat(n: u32) -> Value {
+    heartbeat_input(
         "build",
         "agent-build",
         &format!("2026-07-14T01:{:02}:{:02}Z", n / 60, n % 60),
         "2026-07-14T01:09:59Z",
         "still working",
-    );
-    bed.input("heartbeat", evidence, &input).assert_ok()
+    )
+}
+
+fn heartbeat_at(bed: &TestBed, n: u32, evidence: &Value) -> Value {
+    bed.input("heartbeat", evidence, &beat(n)).assert_ok()
 }
 
 fn read_json(path: &Path) -> Value {
@@ -67,13 +71,7 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     let run_cache = std::fs::read(run.join("run.json")).unwrap();
     n += 1;
     let trace = bed.work.join("heartbeat.trace");
-    let input = bed.file(&heartbeat_input(
-        "build",
-        "agent-build",
-        &format!("2026-07-14T01:{:02}:{:02}Z", n / 60, n % 60),
-        "2026-07-14T01:09:59Z",
-        "still working",
-    ));
+    let input = bed.file(&beat(n));
     let evidence = bed.file(&ev("the traced beat"));
     let owner = bed.owner();
     let argv = [
@@ -200,14 +198,7 @@ fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
     );
     // A heartbeat repeating the latest evidence is still refused, and the
     // auditors still see all 300 breaches, none of ours.
-    let input = heartbeat_input(
-        "build",
-        "agent-build",
-        "2026-07-14T01:00:05Z",
-        "2026-07-14T01:09:59Z",
-        "still working",
-    );
-    bed.input("heartbeat", &ev("another fresh beat"), &input)
+    bed.input("heartbeat", &ev("another fresh beat"), &beat(5))
         .assert_error(2, "contract_error");
     let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
     assert_eq!(verified["breaches"].as_array().unwrap().len(), 300);
