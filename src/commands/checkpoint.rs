@@ -217,7 +217,7 @@ pub fn save_checkpoint(
     };
     let mut value = serde_json::to_value(&checkpoint)
         .map_err(|e| super::error::FlowError::Contract(e.to_string()))?;
-    value["mac"] = json!(mac(&key, &value));
+    value["mac"] = json!(crate::store::secret::mac_hex(&key, &value));
     run.dir.write_checkpoint(&value)?;
     Ok(log_bytes)
 }
@@ -319,7 +319,7 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     // under another key, is never believed.
     let key = crate::store::secret::read_key(&run.dir.root)?;
     let claimed = checkpoint.as_object_mut()?.remove("mac")?;
-    if !mac_matches(&key, &checkpoint, claimed.as_str()?) {
+    if !crate::store::secret::mac_matches(&key, &checkpoint, claimed.as_str()?) {
         return None;
     }
     let checkpoint = Checkpoint::deserialize(&checkpoint).ok()?;
@@ -413,16 +413,6 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         lookups: Some(lookups),
     };
     Some((state, position, basis))
-}
-
-/// HMAC-SHA256 (hex) of the canonical checkpoint without its `mac` key.
-fn mac(key: &[u8], value: &Value) -> String {
-    crate::store::secret::mac_hex(key, value)
-}
-
-/// Constant-time comparison of a claimed MAC.
-fn mac_matches(key: &[u8], value: &Value, claimed: &str) -> bool {
-    crate::store::secret::mac_matches(key, value, claimed)
 }
 
 /// SHA-256 of the canonical `_run` section of the run's manifest snapshot.

@@ -403,19 +403,10 @@ pub fn overwrite_in_place(at: &(impl Place + ?Sized), bytes: &[u8], sync: bool) 
         let _ = rustix::io::pwrite(&file, &bytes[..bytes.len() / 2], 0);
         return Err(injected_error(path));
     }
-    let mut done = 0usize;
-    while done < bytes.len() {
-        match rustix::io::pwrite(&file, &bytes[done..], done as u64) {
-            Ok(0) => {
-                return Err(StoreError::io(
-                    &std::io::Error::from(ErrorKind::WriteZero),
-                    path,
-                ));
-            }
-            Ok(n) => done += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(StoreError::io(&std::io::Error::from(e), path)),
-        }
+    {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(bytes, 0)
+            .map_err(|e| StoreError::io(&e, path))?;
     }
     if meta.len() > bytes.len() as u64 {
         file.set_len(bytes.len() as u64)

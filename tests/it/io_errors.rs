@@ -156,24 +156,10 @@ fn a_full_disk_is_a_retryable_io_error_with_the_path() {
 /// event is in the receipt and verifies.
 #[test]
 fn a_committed_mutation_whose_answer_is_lost_says_so_and_exits_74() {
-    use crate::bed::{self as common, TestBed, lane_input};
+    use crate::bed::TestBed;
     use std::process::Stdio;
     let run = TestBed::running(&["runtime"]);
-    let lane_create = |lane: &str| {
-        let input = run.file(&lane_input(lane, "agent-1", &[]));
-        common::mutation_argv(
-            &run.root,
-            "lane-create",
-            &run.run_id,
-            &run.owner(),
-            &[
-                "--evidence",
-                run.evidence.to_str().unwrap(),
-                "--input",
-                &input,
-            ],
-        )
-    };
+    let lane_create = |lane: &str| run.lane_create_argv(lane, "agent-1");
     let check = |out: std::process::Output, lane: &str| {
         assert_eq!(out.status.code(), Some(74), "{out:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -796,19 +796,7 @@ fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
     // Both at once: every write lands once, the chain holds.
     let writers: Vec<_> = (0..3)
         .map(|i| {
-            let input = run.file(&common::lane_input(&format!("cli-{i}"), "c", &[]));
-            let argv = common::mutation_argv(
-                &run.root,
-                "lane-create",
-                &run.run_id,
-                &run.owner(),
-                &[
-                    "--evidence",
-                    run.evidence.to_str().unwrap(),
-                    "--input",
-                    &input,
-                ],
-            );
+            let argv = run.lane_create_argv(&format!("cli-{i}"), "c");
             run.flow
                 .command(&argv)
                 .stdout(Stdio::null())

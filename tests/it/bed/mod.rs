@@ -1036,6 +1036,24 @@ impl TestBed {
         self.cmd(command, evidence, &argv)
     }
 
+    /// The full argv of `lane-create` for lane `lane` (agent `agent`),
+    /// for tests that run it their own way (a pipe, a tool call).
+    pub fn lane_create_argv(&self, lane: &str, agent: &str) -> Vec<String> {
+        let input = self.file(&lane_input(lane, agent, &[]));
+        mutation_argv(
+            &self.root,
+            "lane-create",
+            &self.run_id,
+            &self.owner(),
+            &[
+                "--evidence",
+                self.evidence.to_str().unwrap(),
+                "--input",
+                &input,
+            ],
+        )
+    }
+
     /// A running lane `lane` (agent `agent-<lane>`, empty write scope).
     pub fn running_lane(&self, lane: &str, parent: Option<&str>) {
         let mut input = lane_input(lane, &format!("agent-{lane}"), &[]);
