@@ -1,26 +1,73 @@
+// The process starts at a C `main` rather than std's: std's runtime set-up
+// (finding the main thread's stack through /proc/self/maps, a guard page,
+// signal handlers for stack overflow) is about 20 of a heartbeat's system
+// calls and one open, and a mutation is meant to cost little more than a
+// process start and one commit (contracts/receipt.md "One commit"). What of
+// that set-up matters here is done below. `std::env::args` still works: on
+// glibc std takes the arguments from `.init_array`, not from `main`.
+#![no_main]
+
 // mimalloc: its per-thread free lists make the many small allocations of
 // parsing an event cheap (`bundle-verify` frees on the parsing worker
 // threads, where glibc's small tcache made `free` a tenth of the CPU).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc v3 options (`mimalloc.h`, `mi_option_e`), set before the
-/// command allocates much: commit arena memory only when used, and return
-/// freed pages after 25 ms, so peak RSS stays near that of the live data
-/// (with the defaults it about doubles) while a command that ends sooner —
-/// every mutation — returns none one by one: with no delay, each free page
-/// was an `madvise` call (45 of a heartbeat's system calls).
+/// mimalloc v3 option (`mimalloc.h`, `mi_option_e`), set before the first
+/// allocation: return freed pages after 25 ms, so a long command's peak RSS
+/// stays near that of its live data while a command that ends sooner —
+/// every mutation — returns none one by one (with no delay each free page
+/// was an `madvise` call, 45 of a heartbeat's system calls). The arena is
+/// committed eagerly, as mimalloc does by default where the kernel
+/// overcommits: committing it on demand costs one `mprotect` per 64 KiB.
 fn bounded_allocator() {
-    const ARENA_EAGER_COMMIT: i32 = 4;
     const PURGE_DELAY: i32 = 15;
     // SAFETY: setting an option is a plain store mimalloc allows at any time.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 25) }
+}
+
+/// What std's start-up did that this program relies on: descriptors 0, 1
+/// and 2 open (else the first file opened would become "stdout" and an
+/// answer could be written into a state file), and SIGPIPE ignored, so a
+/// closed pipe is an error the answer-lost path reports (DEVIATIONS 113)
+/// rather than a silent death.
+fn std_start_up() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: plain system calls on a local array and a constant path.
     unsafe {
-        libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, 25);
+        if libc::poll(fds.as_mut_ptr(), 3, 0) == -1 {
+            // No poll (some sandboxes): ask each descriptor instead.
+            for fd in &mut fds {
+                if libc::fcntl(fd.fd, libc::F_GETFD) == -1 {
+                    fd.revents = libc::POLLNVAL;
+                }
+            }
+        }
+        for fd in fds {
+            if fd.revents & libc::POLLNVAL != 0
+                && libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) != fd.fd
+            {
+                libc::abort();
+            }
+        }
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
 
-fn main() -> std::process::ExitCode {
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     bounded_allocator();
-    bluetape_flow::cli::main()
+    std_start_up();
+    let status = bluetape_flow::cli::process_status();
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // Everything the command opened is closed and its answer written; the
+    // allocator's exit-time purge (one `madvise` per region) would only
+    // hand back memory the kernel is about to take anyway.
+    // SAFETY: ends the process; nothing registered with atexit is needed.
+    unsafe { libc::_exit(i32::from(status)) }
 }

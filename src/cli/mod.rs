@@ -27,7 +27,6 @@ use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use crate::commands::{self, FlowError, FlowResult};
 use crate::store::discovery::{DiscoveryEnv, discover};
@@ -643,10 +642,11 @@ fn stdin_flags(matches: &clap::ArgMatches) -> Vec<&'static str> {
         .collect()
 }
 
-/// The binary's entry point. A panic is a bug, but it must still end in the
-/// typed envelope and an exit status of the table (DEVIATIONS 13): the
-/// default hook's text is silenced and the unwind is caught here.
-pub fn main() -> ExitCode {
+/// The binary's work, returning its exit status (`src/main.rs` ends the
+/// process with it). A panic is a bug, but it must still end in the typed
+/// envelope and an exit status of the table (DEVIATIONS 13): the default
+/// hook's text is silenced and the unwind is caught here.
+pub fn process_status() -> u8 {
     use std::io::IsTerminal;
     let env = DiscoveryEnv::from_process();
     let term = views::Terminal {
@@ -673,12 +673,11 @@ pub fn main() -> ExitCode {
         )
     }));
     let _ = out.flush();
-    let code = outcome.unwrap_or_else(|payload| {
+    outcome.unwrap_or_else(|payload| {
         let (code, text) = envelope::failure(&panic_error(payload.as_ref()));
         emit(&mut std::io::stderr(), &text);
         code
-    });
-    ExitCode::from(code)
+    })
 }
 
 /// The error a caught panic is reported as. The command may have appended

@@ -158,9 +158,26 @@ pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle
 pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
     let handles = root.join("handles");
     open_secure_dir(&handles, "state-root handles")?;
-    let handles_real = std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?;
     let parent = path.parent().unwrap_or(Path::new("."));
-    if resolve_nonstrict(parent, cwd) != handles_real {
+    // The running command's root is resolved and `handles` was just opened
+    // as a directory, not a symlink: `<root>/handles` is its real path, and
+    // a parent spelled exactly so (no `.`, `..`) resolves to it without a
+    // lookup per component.
+    let held = super::root::is_root(root);
+    let handles_real = if held {
+        handles.clone()
+    } else {
+        std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?
+    };
+    let spelled_exactly = held
+        && super::paths::absolute(parent, cwd) == handles_real
+        && parent.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::RootDir | std::path::Component::Normal(_)
+            )
+        });
+    if !spelled_exactly && resolve_nonstrict(parent, cwd) != handles_real {
         return Err(StoreError::invalid(
             "owner handle must be a direct child of state-root handles",
         ));

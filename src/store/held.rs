@@ -31,20 +31,16 @@ fn os(error: rustix::io::Errno) -> std::io::Error {
 pub struct HeldDir {
     file: File,
     path: PathBuf,
-    dev: u64,
-    ino: u64,
+    /// Its `fstat` when opened (identity, and the owner and mode a caller
+    /// checks right after opening, without asking again).
+    opened: std::fs::Metadata,
 }
 
 impl HeldDir {
     fn from_fd(fd: OwnedFd, path: PathBuf) -> std::io::Result<HeldDir> {
         let file = File::from(fd);
-        let meta = file.metadata()?;
-        Ok(HeldDir {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            file,
-            path,
-        })
+        let opened = file.metadata()?;
+        Ok(HeldDir { opened, file, path })
     }
 
     /// Hold a directory already opened (and checked) as a `File`.
@@ -110,9 +106,14 @@ impl HeldDir {
         self.file.metadata()
     }
 
+    /// What `fstat` said when the directory was opened.
+    pub fn opened_metadata(&self) -> &std::fs::Metadata {
+        &self.opened
+    }
+
     /// Device and inode: what the directory is, whatever its name now.
     pub fn identity(&self) -> (u64, u64) {
-        (self.dev, self.ino)
+        (self.opened.dev(), self.opened.ino())
     }
 
     pub fn sync(&self) -> std::io::Result<()> {
@@ -243,6 +244,7 @@ impl Loc {
     }
 
     pub fn rename_to(&self, to: &Loc) -> std::io::Result<()> {
+        super::root::forget_walked();
         rustix::fs::renameat(
             &self.dir.file,
             self.name.as_os_str(),
@@ -253,6 +255,7 @@ impl Loc {
     }
 
     pub fn remove_file(&self) -> std::io::Result<()> {
+        super::root::forget_walked();
         rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::empty()).map_err(os)
     }
 
@@ -273,6 +276,7 @@ impl Loc {
     /// through descriptors only (a symlink inside is removed, never
     /// followed).
     pub fn remove_tree(&self) -> std::io::Result<()> {
+        super::root::forget_walked();
         let is_dir = self.lstat()?.is_some_and(|s| {
             rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
         });
@@ -299,10 +303,12 @@ impl Loc {
     /// descriptor: nothing outside it is reached.
     /// `rmdir`: fails unless the directory is empty.
     pub fn remove_empty_dir(&self) -> std::io::Result<()> {
+        super::root::forget_walked();
         rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::REMOVEDIR).map_err(os)
     }
 
     pub fn remove_flat_dir(&self) -> std::io::Result<()> {
+        super::root::forget_walked();
         let dir = self.open_dir()?;
         for name in dir.entries()? {
             let _ = rustix::fs::unlinkat(&dir.file, name.as_os_str(), AtFlags::empty());
@@ -325,6 +331,14 @@ impl AsFd for HeldDir {
 /// an entry of a held directory.
 pub trait Place {
     fn place(&self) -> StoreResult<Loc>;
+
+    /// The path, when this is a path outside the running command's state
+    /// root (a file the user names): it may be opened by path in one call,
+    /// which follows its parent's symlinks exactly as opening the parent
+    /// would.
+    fn outside_path(&self) -> Option<&Path> {
+        None
+    }
 }
 
 impl Place for Loc {
@@ -334,6 +348,10 @@ impl Place for Loc {
 }
 
 impl Place for Path {
+    fn outside_path(&self) -> Option<&Path> {
+        (!super::root::is_inside(self)).then_some(self)
+    }
+
     fn place(&self) -> StoreResult<Loc> {
         // Inside the running command's state root: from the held root.
         if let Some(loc) = super::root::place_inside(self)? {
@@ -355,6 +373,10 @@ impl Place for Path {
 impl Place for PathBuf {
     fn place(&self) -> StoreResult<Loc> {
         self.as_path().place()
+    }
+
+    fn outside_path(&self) -> Option<&Path> {
+        self.as_path().outside_path()
     }
 }
 

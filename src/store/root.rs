@@ -23,6 +23,16 @@ use nix::libc;
 struct Current {
     path: PathBuf,
     held: Option<Arc<HeldDir>>,
+    /// The directories of the root walked so far (by relative path): the
+    /// command reaches `runs/<id>` or `handles` once, not at every file.
+    /// Each is the directory we opened, whatever its name shows later;
+    /// forgotten when this command renames or removes anything
+    /// ([`forget_walked`]), so a directory it replaces is walked anew.
+    walked: std::collections::HashMap<PathBuf, Arc<HeldDir>>,
+    /// The root's derived-file key once this command has read it: a key
+    /// replaced during the command only makes the MACs it writes fail to
+    /// verify later, which costs that reader a full replay.
+    key: Option<Vec<u8>>,
 }
 
 // Per thread: the MCP server runs tool calls on several blocking threads
@@ -49,6 +59,8 @@ pub fn begin(root: &Path) -> CommandScope {
         cur.replace(Current {
             path: root.to_path_buf(),
             held: None,
+            walked: Default::default(),
+            key: None,
         })
     });
     CommandScope { previous }
@@ -158,12 +170,86 @@ pub fn place_inside(path: &Path) -> StoreResult<Option<Loc>> {
     let Some(name) = relative.file_name() else {
         return Ok(None);
     };
-    let dir = held(&root).map_err(|e| StoreError::io(&e, &root))?;
     let dir = match relative.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => walk(&dir, &root, parent)?,
-        _ => dir,
+        Some(parent) if !parent.as_os_str().is_empty() => walked(&root, parent)?,
+        _ => held(&root).map_err(|e| StoreError::io(&e, &root))?,
     };
     Ok(Some(Loc::new(dir, name)))
+}
+
+/// The directory `relative` of the held root `root`: walked once per
+/// command (see `Current::walked`).
+fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
+    // From the deepest directory of the path walked before, else the root.
+    let known = with_current(|cur| {
+        let cur = cur.as_ref()?;
+        relative
+            .ancestors()
+            .find_map(|at| Some((at.to_path_buf(), cur.walked.get(at)?.clone())))
+    });
+    let dir = match known {
+        Some((at, dir)) if at == relative => return Ok(dir),
+        Some((at, dir)) => {
+            let rest = relative.strip_prefix(&at).unwrap_or(relative);
+            match walk(&dir, &root.join(&at), rest) {
+                Ok(dir) => dir,
+                // Said as a walk from the root says it (`run directory`,
+                // `state-root runs`), not from where this one began.
+                Err(_) => {
+                    let held = held(root).map_err(|e| StoreError::io(&e, root))?;
+                    walk(&held, root, relative)?
+                }
+            }
+        }
+        None => {
+            let held = held(root).map_err(|e| StoreError::io(&e, root))?;
+            walk(&held, root, relative)?
+        }
+    };
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
+            cur.walked.insert(relative.to_path_buf(), Arc::clone(&dir));
+        }
+    });
+    Ok(dir)
+}
+
+/// The directory at `path` inside the running command's root, walked
+/// once per command; `None` outside the root or when it cannot be
+/// reached (the caller's own open then says why, in its words).
+pub fn walked_dir(path: &Path) -> Option<Arc<HeldDir>> {
+    let (root, relative) = inside(path)?;
+    walked(&root, &relative).ok()
+}
+
+/// The directory at `path` if this command has walked to it already.
+pub fn known_dir(path: &Path) -> Option<Arc<HeldDir>> {
+    let (_, relative) = inside(path)?;
+    with_current(|cur| cur.as_ref()?.walked.get(&relative).cloned())
+}
+
+/// The key this command read from its root's `derived.key`, if it did.
+pub(super) fn remembered_key(root: &Path) -> Option<Vec<u8>> {
+    with_current(|cur| cur.as_ref().filter(|cur| cur.path == root)?.key.clone())
+}
+
+/// Remember the key read from the running command's root.
+pub(super) fn remember_key(root: &Path, key: &[u8]) {
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
+            cur.key = Some(key.to_vec());
+        }
+    });
+}
+
+/// Forget the directories walked so far: called by every rename and
+/// removal, after which a path may name another directory than before.
+pub(super) fn forget_walked() {
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut() {
+            cur.walked.clear();
+        }
+    });
 }
 
 /// The directory at `path` inside the running command's root, opened from
@@ -284,9 +370,20 @@ mod tests {
             .unwrap();
         assert_eq!(at.dir().path(), root.join("handles"));
         assert!(place_inside(&outside.join("x")).unwrap().is_none());
-        // A symlinked directory of the root is refused, never walked.
+        // Swapped for a symlink after this command walked it: the command
+        // goes on in the directory it opened, never through the symlink.
+        let handles = (at.dir().identity(), Arc::clone(at.dir()));
         std::fs::rename(root.join("handles"), root.join("moved")).unwrap();
         std::os::unix::fs::symlink(&outside, root.join("handles")).unwrap();
+        let again = place_inside(&root.join("handles/x.owner"))
+            .unwrap()
+            .unwrap();
+        assert!(Arc::ptr_eq(again.dir(), &handles.1), "walked once");
+        assert_eq!(again.dir().identity(), handles.0);
+        // Once the command renames or removes anything, or in the next
+        // command, the path is walked again: a symlinked directory of the
+        // root is refused, never walked.
+        forget_walked();
         assert_eq!(
             place_inside(&root.join("handles/x.owner")).unwrap_err(),
             StoreError::invalid("state-root handles must not be a symlink")

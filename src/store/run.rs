@@ -13,8 +13,8 @@ use super::held::{HeldDir, Loc, Place};
 use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
-    Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular, open_secure_dir,
-    open_secure_dir_at, read_limited,
+    DIR_MODE, Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular,
+    open_secure_dir, open_secure_dir_at, read_limited,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -52,7 +52,7 @@ const RUNS_NAMED: usize = 8;
 impl MissingRun {
     /// Why `run_id` is not under `root`: no state root there, no `runs/`
     /// in it, or no such run (then the runs it has, newest last).
-    fn of(root: &Path, run_id: &str) -> MissingRun {
+    pub fn of(root: &Path, run_id: &str) -> MissingRun {
         let message = format!(
             "run manifest snapshot is missing or invalid: run {run_id} does not exist under the state root {}",
             root.display()
@@ -231,10 +231,22 @@ impl RunDir {
             return path.place();
         };
         let dir = match parent {
-            Some(parent) if !parent.as_os_str().is_empty() => held
-                .run
-                .walk(parent)
-                .map_err(|e| StoreError::io(&e, &self.dir.join(parent)))?,
+            // Through the directories this command walked (`lanes` once,
+            // not per lane file) when they lead from the run we hold.
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                let from_held_run = super::root::known_dir(&self.dir)
+                    .is_some_and(|run| run.identity() == held.run.identity());
+                match from_held_run
+                    .then(|| super::root::walked_dir(&self.dir.join(parent)))
+                    .flatten()
+                {
+                    Some(dir) => dir,
+                    None => held
+                        .run
+                        .walk(parent)
+                        .map_err(|e| StoreError::io(&e, &self.dir.join(parent)))?,
+                }
+            }
             _ => Arc::clone(&held.run),
         };
         Ok(Loc::new(dir, name))
@@ -247,6 +259,20 @@ impl RunDir {
     fn open_held(&self) -> StoreResult<HeldRun> {
         open_secure_dir(&self.root, "state root")?;
         let root = super::root::held(&self.root).map_err(|e| StoreError::io(&e, &self.root))?;
+        // The directories this command already walked to (reading the
+        // manifest, say), checked as they were opened; else opened here.
+        if let (Some(runs), Some(run)) = (
+            super::root::walked_dir(&self.root.join("runs")),
+            super::root::walked_dir(&self.dir),
+        ) {
+            check_metadata(runs.opened_metadata(), "state-root runs", DIR_MODE)?;
+            check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
+            return Ok(HeldRun {
+                root,
+                runs: runs.identity(),
+                run,
+            });
+        }
         let runs = Arc::new(open_secure_dir_at(
             &Loc::new(Arc::clone(&root), "runs"),
             "state-root runs",

@@ -28,9 +28,13 @@ fn decode(bytes: &[u8]) -> Option<Vec<u8>> {
 /// key file exists. Read-only commands use this and never create one.
 pub fn read_key(root: &Path) -> Option<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
+    if let Some(key) = super::root::remembered_key(root) {
+        return Some(key);
+    }
     let path = key_path(root);
-    // One `lstat` per later use in the same command: the key read before
-    // from the same file (device, inode, change time) is not read again.
+    // In another command of the same process (the MCP server) one `lstat`:
+    // the key read before from the same file (device, inode, change time)
+    // is not read again.
     let meta = match super::root::place_inside(&path) {
         Ok(Some(at)) => at.symlink_metadata().ok()??,
         _ => std::fs::symlink_metadata(&path).ok()?,
@@ -40,11 +44,13 @@ pub fn read_key(root: &Path) -> Option<Vec<u8>> {
     if let Some((seen, key)) = known.get(&path)
         && *seen == stamp
     {
+        super::root::remember_key(root, key);
         return Some(key.clone());
     }
     let mut file = open_regular(&path, "derived-file key", Some(FILE_MODE)).ok()?;
     let bytes = read_limited(&mut file, &path, 256).ok()??;
     let key = decode(&bytes)?;
+    super::root::remember_key(root, &key);
     known.insert(path, (stamp, key.clone()));
     Some(key)
 }

@@ -12,7 +12,7 @@ use nix::libc;
 use super::error::{StoreError, StoreResult};
 use super::held::{HeldDir, Loc, Place};
 use super::paths::is_symlink;
-use rustix::fs::OFlags;
+use rustix::fs::{Mode, OFlags};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -65,6 +65,9 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
         let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
         return check_metadata(&meta, kind, DIR_MODE);
     }
+    if let Some(dir) = super::root::walked_dir(path) {
+        return check_metadata(dir.opened_metadata(), kind, DIR_MODE);
+    }
     if let Some(at) = super::root::place_inside(path)? {
         return open_secure_dir_at(&at, kind).map(drop);
     }
@@ -84,8 +87,7 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
 /// is a 0700 directory owned by us; the result is held in turn.
 pub fn open_secure_dir_at(at: &Loc, kind: &str) -> StoreResult<HeldDir> {
     let dir = at.open_dir().map_err(|e| symlink_or_io(e, at, kind))?;
-    let meta = dir.metadata().map_err(|e| StoreError::io(&e, &at.path()))?;
-    check_metadata(&meta, kind, DIR_MODE)?;
+    check_metadata(dir.opened_metadata(), kind, DIR_MODE)?;
     Ok(dir)
 }
 
@@ -96,11 +98,27 @@ pub fn open_regular(
     kind: &str,
     mode: Option<u32>,
 ) -> StoreResult<File> {
-    let at = at.place()?;
-    let path = &at.path();
-    let file = at
-        .open(OFlags::RDONLY | OFlags::NONBLOCK, 0)
-        .map_err(|e| symlink_or_io(e, &at, kind))?;
+    const FLAGS: OFlags = OFlags::RDONLY
+        .union(OFlags::NONBLOCK)
+        .union(OFlags::NOFOLLOW)
+        .union(OFlags::CLOEXEC);
+    // A file outside the root is opened by its path in one call; when that
+    // fails, the parent is opened as below, so the refusal says why in the
+    // same words (a symlink, not a directory, missing).
+    let direct = at
+        .outside_path()
+        .and_then(|path| Some((rustix::fs::open(path, FLAGS, Mode::empty()).ok()?, path)));
+    let (file, path) = match direct {
+        Some((fd, path)) => (File::from(fd), path.to_path_buf()),
+        None => {
+            let at = at.place()?;
+            let file = at
+                .open(OFlags::RDONLY | OFlags::NONBLOCK, 0)
+                .map_err(|e| symlink_or_io(e, &at, kind))?;
+            (file, at.path())
+        }
+    };
+    let path = &path;
     let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid(format!(
@@ -486,13 +504,12 @@ pub fn append_line_after(
 /// larger than `max` bytes.
 pub fn read_limited(file: &mut File, path: &Path, max: u64) -> StoreResult<Option<Vec<u8>>> {
     use std::io::Read;
-    // Sized from the file (bounded by `max`), so a small file is read in
-    // one call instead of a growing buffer's many.
-    let hint = file
-        .metadata()
-        .map(|m| m.len().min(max) as usize + 1)
-        .unwrap_or(0);
-    let mut bytes = Vec::with_capacity(hint);
+    // Room for every small file the store reads (a manifest, a checkpoint,
+    // a head record, an input) up front: it is read in one call and its end
+    // seen in the next, with no `fstat` to size the buffer and no growing
+    // buffer's many calls. A larger file grows the buffer as usual.
+    const FIRST_READ: u64 = 64 * 1024;
+    let mut bytes = Vec::with_capacity((max + 1).min(FIRST_READ) as usize);
     file.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| StoreError::io(&e, path))?;
