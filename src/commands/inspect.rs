@@ -199,8 +199,28 @@ fn open_validated(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
         ));
     }
     let dir = crate::store::run::RunDir::new(root, run_id);
-    if !dir.is_absent() {
-        dir.validate()?;
+    if dir.is_absent() {
+        return Err(nothing_to_diagnose(root, run_id));
     }
+    dir.validate()?;
     open_run(root, run_id)
+}
+
+/// `receipt-diagnose` of a run that is not there at all: the reference's
+/// exit 2 `contract_error` on the first path that does not exist (said as
+/// every OS error is, issue 15), with the real cause in `hint`
+/// (DEVIATIONS 90). There is nothing to diagnose, so no `next_command`.
+fn nothing_to_diagnose(root: &Path, run_id: &str) -> super::FlowError {
+    let runs = root.join("runs");
+    let run = runs.join(run_id);
+    let first_missing = [root, runs.as_path(), run.as_path()]
+        .into_iter()
+        .find(|path| !crate::store::paths::exists_no_follow(path))
+        .unwrap_or(run.as_path());
+    let not_found = std::io::Error::from_raw_os_error(nix::libc::ENOENT);
+    super::FlowError::from(crate::store::error::StoreError::io(
+        &not_found,
+        first_missing,
+    ))
+    .hinted(crate::store::run::MissingRun::of(root, run_id).hint)
 }

@@ -382,9 +382,66 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     let owner = bed.owner.to_str().unwrap();
     let root = bed.root.to_str().unwrap();
     let ev = bed.ev("plan", "x");
+    // `receipt-diagnose` of a run that is not there: the reference's exit
+    // 2 `contract_error` on the first missing path, with the same hint.
+    let diagnose = |root: &str, run: &str| {
+        unchanged(&bed.root, || {
+            bed.flow
+                .run(&["--state-root", root, "receipt-diagnose", "--run-id", run])
+        })
+    };
+    let no_root = missing.to_string_lossy().into_owned();
+    let no_runs = bed.repo.to_string_lossy().into_owned();
+    let cases: [(
+        &'static str,
+        &str,
+        &str,
+        std::path::PathBuf,
+        &'static [&'static str],
+    ); 3] = [
+        (
+            "a mistyped run id",
+            root,
+            typo.as_str(),
+            bed.root.join("runs").join(&typo),
+            &["no run ", "not damage"],
+        ),
+        (
+            "a wrong --state-root",
+            no_root.as_str(),
+            bed.run.as_str(),
+            missing.clone(),
+            &["there is no state root at", "not damage"],
+        ),
+        (
+            "no runs/",
+            no_runs.as_str(),
+            bed.run.as_str(),
+            bed.repo.join("runs"),
+            &["holds no runs/ directory", "not damage"],
+        ),
+    ];
+    for (name, root, run, path, hint) in cases {
+        let out = diagnose(root, run);
+        let e = check(
+            &Case {
+                name,
+                exit: 2,
+                error: "contract_error",
+                retryable: false,
+                next_command: None,
+                message: "No such file or directory: '",
+                hint,
+                not_in_hint: NO_RECOVERY,
+                fields: None,
+            },
+            &out,
+        );
+        let message = format!("No such file or directory: '{}' (ENOENT)", path.display());
+        assert_eq!(e["message"], message.as_str(), "{name}");
+    }
     let calls: Vec<Vec<&str>> = vec![
         vec!["verify"],
-        vec!["receipt-diagnose"],
         vec!["resume-check"],
         vec!["status"],
         vec!["log"],
