@@ -587,10 +587,12 @@ COSTS = [
     "that mutation rebuilds it: one pass over the receipt, O(n) time, 32 bytes per stored "
     "hash (about 64 bytes per line) in memory.",
     "- `key-generate`: constant (one key, one file).",
-    "- `sign-head`: from the proven checkpoint, O(k log n) reads (each stored head's root) plus "
-    "O(log n) for the new root, and one small file; without a proven checkpoint (another "
-    "writer, an edit) a full `verify` (O(n), streaming) and, when the tree does not match, "
-    "its rebuild (the \"first sign-head\" column).",
+    "- `sign-head`: the position from the proven checkpoint (else a full `verify`, O(n), "
+    "streaming), then the tree of the receipt's own lines, one O(n) pass hashing each line "
+    "(32 bytes per stored hash, about 64 bytes per line, in memory: the signed root never "
+    "comes from `tree-hashes`, whose earlier hashes its last leaf does not prove), O(k log n) "
+    "for the k stored heads' roots, one small file, and `tree-hashes` rewritten when it does "
+    "not end in the receipt's last leaf (the \"first sign-head\" column).",
     "- `prove-event`: from the proven checkpoint, O(log n): a binary search for the line "
     "(O(log n) `pread`s), its leaf, the head's root and the audit path from `tree-hashes`; "
     "without a proven checkpoint a full `verify` first, and without a matching tree one "

@@ -96,32 +96,32 @@ fn build_tree(dir: &RunDir, byte_length: u64) -> FlowResult<MemoryHashes> {
     }
 }
 
-/// The tree over the verified receipt at `position`. With `write` (the
-/// caller holds the receipt lock) a missing or mismatched `tree-hashes` is
-/// rebuilt and stored; without it, the tree is built in memory.
-pub fn tree_at(run: &OpenRun, position: &ChainPosition, write: bool) -> FlowResult<TreeView> {
+/// The tree over the verified receipt at `position`: the stored
+/// `tree-hashes` when it ends in the receipt's last leaf, else built in
+/// memory (read-only: nothing is written). For answers a verifier checks
+/// on its own (an inclusion proof), not for verdicts.
+pub fn tree_at(run: &OpenRun, position: &ChainPosition) -> FlowResult<TreeView> {
     let file = run.dir.tree_file();
     if let Some(last) = last_leaf(&run.dir, position.byte_length, position.last_line_length)
         && let Some(tree) = file.open(position.sequence, last, false)
     {
         return Ok(TreeView::Stored(tree));
     }
-    let built = build_tree(&run.dir, position.byte_length)?;
-    if built.leaves != position.sequence {
-        return Err(FlowError::ReceiptCorrupt(
-            "receipt lines do not match its verified length".into(),
-        ));
+    receipt_tree(run, position)
+}
+
+/// Rewrite the stored tree from `built` (the receipt's own tree at
+/// `position`) when it does not end in the receipt's last leaf: missing,
+/// short, or another writer's lines after it. Best effort, as after an
+/// append.
+fn keep_stored_tree(run: &OpenRun, position: &ChainPosition, built: &MemoryHashes) {
+    let file = run.dir.tree_file();
+    let current = last_leaf(&run.dir, position.byte_length, position.last_line_length)
+        .and_then(|last| file.open(position.sequence, last, false))
+        .is_some();
+    if !current {
+        let _ = file.rewrite(&built.hashes);
     }
-    if write && file.rewrite(&built.hashes).is_ok() {
-        let last = built
-            .leaves
-            .checked_sub(1)
-            .map(|i| built.hashes[stored_hash_index(0, i) as usize]);
-        if let Some(tree) = file.open(built.leaves, last, false) {
-            return Ok(TreeView::Stored(tree));
-        }
-    }
-    Ok(TreeView::Memory(built))
 }
 
 /// The tree over the verified receipt at `position`, built from the
@@ -283,7 +283,14 @@ pub fn sign_head(root: &Path, run_id: &str, key: &SignerKey) -> FlowResult<Map<S
             "receipt has no events to sign".into(),
         ));
     }
-    let tree = tree_at(&run, &position, true)?;
+    // A signature is a verdict an auditor reads (trust-model promise 1):
+    // the root signed is that of the receipt's own lines, never the stored
+    // `tree-hashes`, whose earlier hashes its last leaf does not prove. The
+    // stored tree is brought up to date as any writer does.
+    let tree = receipt_tree(&run, &position)?;
+    if let TreeView::Memory(built) = &tree {
+        keep_stored_tree(&run, &position, built);
+    }
     // A head we stored that the receipt no longer extends is damage: never
     // sign over it.
     for head in run.dir.stored_heads()? {
@@ -464,7 +471,7 @@ fn chosen_head(
 /// Read-only: the verified position and tree of a run for a proof.
 fn proof_basis(run: &OpenRun) -> FlowResult<(ChainPosition, TreeView)> {
     let position = verified_position(run, false)?;
-    let tree = tree_at(run, &position, false)?;
+    let tree = tree_at(run, &position)?;
     Ok((position, tree))
 }
 

@@ -1352,3 +1352,36 @@ fn verify_output_is_unchanged_without_heads() {
     );
     assert!(run.dir.join("tree-hashes").is_file());
 }
+
+/// `sign-head` signs the root of the receipt's own lines: a stored tree
+/// whose earlier hashes were changed without the key (its last leaf kept,
+/// so it still looks current) is never signed, and `verify --key` accepts
+/// the head it signed.
+#[test]
+fn sign_head_never_signs_a_root_the_stored_tree_made_up() {
+    use base64::Engine as _;
+    let run = lane_run();
+    let keys = keygen(&run, "auditor");
+    grow(&run, 7, |_| {});
+    let tree = run.dir.join("tree-hashes");
+    let honest = std::fs::read(&tree).unwrap();
+    assert_eq!(honest, expected_tree(&lines(&run)));
+    let mut forged = honest.clone();
+    forged[0] ^= 1; // the first leaf, not the last
+    std::fs::write(&tree, &forged).unwrap();
+    let signed = sign(&run, &keys);
+    let mut receipt_tree = bluetape_flow::receipt::merkle::RootAccumulator::default();
+    for line in lines(&run) {
+        receipt_tree.push_line(line.as_bytes());
+    }
+    let root = base64::engine::general_purpose::STANDARD.encode(receipt_tree.root().0);
+    assert_eq!(signed["root_hash"], root.as_str(), "{signed}");
+    run.raw(&[
+        "verify",
+        "--run-id",
+        &run.run_id,
+        "--key",
+        s(&keys.verifier),
+    ])
+    .assert_ok();
+}
