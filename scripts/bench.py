@@ -550,15 +550,16 @@ BUNDLE_COSTS = [
     "lines in flight, never the receipt. With `--git`: the newest commit the same way through `git cat-file --batch`, "
     "and for each older commit its index and tree (O(n/256) entries) and at most two "
     "segments compared.",
-    "- `publish`: from the proven checkpoint O(log n) to check that the receipt extends the "
+    "- `publish`: a full verification and replay (O(n), streaming: a publication is a bundle, "
+    "never from the checkpoint), O(log n) to check that the receipt extends the "
     "published one (a binary search for the published last event), O(n/256) to list the "
     "published tree and to write the new one (`git hash-object -t tree`, which checks the tree "
     "but, unlike `git mktree`, opens none of its entries' objects), and only the last "
     "segment(s), the index and new heads hashed and written (`git hash-object -w` writes "
-    "nothing that exists); about ten git processes in all. Without a proven checkpoint a full "
-    "verification and replay first.",
-    "- `attest`: a full verification and replay (O(n), streaming), the tree root (O(log n) "
-    "from `tree-hashes`), one SHA-256 pass over the receipt, one Ed25519 signature.",
+    "nothing that exists); about ten git processes in all.",
+    "- `attest`: a full verification and replay (O(n), streaming), the tree root from the "
+    "receipt's own lines (one more O(n) pass, never `tree-hashes`), one SHA-256 pass over the "
+    "receipt, one Ed25519 signature.",
 ]
 
 

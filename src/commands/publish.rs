@@ -3,9 +3,9 @@
 //! publish onto `refs/bluetape/runs/<run_id>`, the ref moved only by
 //! compare-and-swap and only forward. A publication writes only the
 //! objects that are new: the receipt's full segments of the previous
-//! publication are kept by id, and the receipt is trusted from the proven
-//! checkpoint (or a full verification), so publishing one event costs
-//! about the same whatever the run's length.
+//! publication are kept by id, so publishing one event writes about the
+//! same whatever the run's length; the receipt is verified and replayed in
+//! full first (O(n) reading, as every bundle).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,56 +17,11 @@ use super::bundle::{
     verify_members, with_content,
 };
 use super::error::{FlowError, FlowResult};
-use super::ledger::open_run;
-use crate::coordinator::approval::ApprovalLedger;
 use crate::receipt::bundle::{BundleError, Class, INDEX, Index, Member, SEGMENT_EVENTS, classify};
 use crate::store::git::{Git, Objects, TreeEntry};
 
 fn git_failed(e: crate::store::StoreError) -> FlowError {
     FlowError::Contract(FlowError::from(e).message().to_string())
-}
-
-/// The run's state for a publication: the proven checkpoint when the
-/// receipt is exactly as our last append left it (O(1) in the receipt's
-/// length), else a full verification and replay.
-fn load(root: &Path, run_id: &str) -> FlowResult<Replayed> {
-    let run = open_run(root, run_id)?;
-    run.require_phase2()?;
-    let Some((state, position)) = super::checkpoint::proven_state(&run) else {
-        return replay_full(root, run_id);
-    };
-    let first = run
-        .dir
-        .find_line(1, position.byte_length, |line| {
-            serde_json::from_slice::<Value>(line)
-                .ok()?
-                .get("sequence")?
-                .as_u64()
-        })?
-        .and_then(|line| serde_json::from_slice::<Map<String, Value>>(&line).ok());
-    let text = |key: &str| {
-        first
-            .as_ref()
-            .and_then(|e| e.get("metadata"))
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let quarantine = text("recovery_quarantine_path").zip(text("recovery_quarantine_hash"));
-    let recovery_of = text("recovery_original_run_id");
-    let mut ledger = ApprovalLedger::default();
-    if let Some(event) = &first {
-        ledger.observe(event);
-    }
-    Ok(Replayed {
-        run,
-        state,
-        position,
-        ledger,
-        quarantine,
-        recovery_of,
-        completed_at: None,
-    })
 }
 
 fn repo_root(replayed: &Replayed) -> Option<std::path::PathBuf> {
@@ -149,7 +104,11 @@ pub fn publish(
             fields: Some(json!({"input": "--ref", "expected": format!("a ref under {PUBLICATION_REFS}")})),
         }));
     }
-    let replayed = load(root, run_id)?;
+    // What is published is a bundle, a verdict an auditor reads
+    // (trust-model promise 1): the state it rests on (which reports are
+    // bound, the first event's recovery facts) is a full replay's, never
+    // the checkpoint's.
+    let replayed = replay_full(root, run_id)?;
     let repo = match repo {
         Some(dir) => cwd.join(dir),
         None => repo_root(&replayed)

@@ -532,3 +532,59 @@ fn a_live_report_follows_completion() {
         "report fields do not match the fixed contract",
     );
 }
+
+/// A publication is a bundle, a verdict an auditor reads: what it holds
+/// rests on a full replay, not on the checkpoint. A checkpoint re-MACed
+/// by a key holder to forget the bound handoff does not make `publish`
+/// leave the report out (which `bundle-verify --git` would then refuse).
+#[test]
+fn publish_binds_the_reports_the_receipt_binds_under_a_forged_checkpoint() {
+    let bed = Bed::running();
+    bed.report("handoff-create", &bed.handoff(), &[])
+        .assert_ok();
+    crate::bed::forge::remac_checkpoint(&bed.root, &bed.dir, |checkpoint| {
+        let reports = checkpoint["state"]["reports"]
+            .as_object_mut()
+            .expect("the checkpoint's state lists the bound reports");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        reports.clear();
+    });
+    let repo = bed.tmp.path().join("publication");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    std::fs::create_dir(&repo).unwrap();
+    git(&["init", "-q"]);
+    let root = text(&bed.root);
+    let repo_arg = text(&repo);
+    let published = bed
+        .flow
+        .run(&[
+            "--state-root",
+            &root,
+            "publish",
+            "--run-id",
+            &bed.run_id,
+            "--repo",
+            &repo_arg,
+        ])
+        .assert_ok();
+    let reference = published["ref"].as_str().unwrap().to_string();
+    let files = git(&["ls-tree", "-r", "--name-only", &reference]);
+    assert!(
+        files
+            .lines()
+            .any(|name| name.ends_with("reports/fresh_session_handoff.json")),
+        "the bound report is published: {files}"
+    );
+    bed.flow
+        .run(&["bundle-verify", "--git", &repo_arg, "--ref", &reference])
+        .assert_ok();
+}
