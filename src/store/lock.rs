@@ -66,9 +66,13 @@ fn identity() -> (String, String) {
 pub fn boot_id() -> &'static str {
     static BOOT_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BOOT_ID.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
+        // A uuid and a newline: one read (no `fstat`, no read to see EOF).
+        use std::io::Read;
+        let mut bytes = [0u8; 64];
+        let read = std::fs::File::open("/proc/sys/kernel/random/boot_id")
+            .and_then(|mut file| file.read(&mut bytes))
+            .unwrap_or(0);
+        String::from_utf8_lossy(&bytes[..read]).trim().to_string()
     })
 }
 
