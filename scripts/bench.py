@@ -896,7 +896,8 @@ def measure_syscall_counts(load, state, run_id, fresh, base):
     argvs = [("heartbeat", load.heartbeat_argv(state, run_id, base)),
              ("check-result", load.check_result_argv(state, run_id))]
     if fresh:
-        argvs += [("verify", ["verify", "--run-id", run_id]),
+        argvs += [("--version", ["--version"]),
+                  ("verify", ["verify", "--run-id", run_id]),
                   ("status --run-id", ["status", "--run-id", run_id,
                                        "--at", "2098-01-01T00:00:10Z", "--format", "json"]),
                   ("completion-check", ["completion-check", "--run-id", run_id])]
@@ -916,16 +917,28 @@ def syscall_counts_table(counts):
               "| command | series | events | total | opens | fsyncs | renames | madvise |",
               "|---|---|---:|---:|---:|---:|---:|---:|",
               "| heartbeat target | | | <= 150 | <= 15 | <= 3 | <= 1 | |"]
-    commands = ("heartbeat", "check-result", "verify", "status --run-id", "completion-check")
+    commands = ("heartbeat", "check-result", "--version", "verify", "status --run-id",
+                "completion-check")
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0][0] != "fresh evidence", kv[0][1]))
     for command in commands:
-        for (series, size), row in sorted(counts.items(),
-                                          key=lambda kv: (kv[0][0] != "fresh evidence",
-                                                          kv[0][1])):
+        for (series, size), row in ordered:
             f = row.get(command)
             if f is not None:
                 lines.append(f"| {command} | {series} | {row['events']:,} | {f['total']} "
                              f"| {f['opens']} | {f['fsyncs']} | {f['renames']} "
                              f"| {f['madvise']} |")
+    # What of a heartbeat is the process start itself (the dynamic loader,
+    # libc, the allocator's set-up), and what is the command's own work.
+    fresh = [row for (series, _), row in ordered if series == "fresh evidence"
+             and row.get("--version") and row.get("heartbeat")]
+    if fresh:
+        row = fresh[-1]
+        start, beat = row["--version"], row["heartbeat"]
+        lines += ["", f"Of one heartbeat's {beat['total']} calls and {beat['opens']} opens at "
+                  f"{row['events']:,} events, the process start (`--version`) is "
+                  f"{start['total']} calls and {start['opens']} opens; the command's own work "
+                  f"is {beat['total'] - start['total']} calls and "
+                  f"{beat['opens'] - start['opens']} opens."]
     return lines
 
 
