@@ -540,7 +540,10 @@ BUNDLE_COSTS = [
     "events and one to copy them into the tar (each segment's SHA-256 checked again while "
     "copied); memory O(1) in n besides the index (one entry per 256 events).",
     "- `bundle-verify`: one streaming pass over the tar: each byte of the receipt is hashed "
-    "twice (segment SHA-256, Merkle leaf, on the thread that reads the tar) and parsed once; "
+    "twice (segment SHA-256, Merkle leaf, on the thread that reads the tar) and parsed once "
+    "(a line already in canonical form, as every line this tool writes, is parsed and proven "
+    "canonical in one pass and its checksum hashed over its own bytes; any other line is "
+    "parsed by serde_json, written out canonically and compared); "
     "long receipts are parsed and checked on two worker threads and replayed in order on the "
     "main one, each parsed event lent to the replay and freed by the worker that parsed it "
     "(one event freed before each one parsed); a heartbeat's evidence digest is computed once "

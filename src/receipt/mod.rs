@@ -3,6 +3,7 @@
 
 pub mod bundle;
 pub mod canonical;
+pub mod canonical_parse;
 pub mod event;
 pub mod faults;
 pub mod lax_time;

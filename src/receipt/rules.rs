@@ -417,6 +417,61 @@ pub const INTENT_KEYS: [&str; 10] = [
     "to_state",
 ];
 
+/// The values of `map` in the order of `keys` when its keys are exactly
+/// `keys` (sorted, distinct, as a map iterates them): the fields of a
+/// checked object by position, without a lookup per field.
+fn fields_in_order<'a, const N: usize>(
+    map: &'a Map<String, Value>,
+    keys: &[&str; N],
+) -> Option<[&'a Value; N]> {
+    if map.len() != N {
+        return None;
+    }
+    let mut fields = [&Value::Null; N];
+    for ((slot, (key, value)), expected) in fields.iter_mut().zip(map).zip(keys) {
+        if key != expected {
+            return None;
+        }
+        *slot = value;
+    }
+    Some(fields)
+}
+
+/// The position of `key` in `keys` (at compile time).
+const fn slot<const N: usize>(keys: &[&str; N], key: &str) -> usize {
+    let mut i = 0;
+    while i < N {
+        let candidate = keys[i].as_bytes();
+        let wanted = key.as_bytes();
+        if candidate.len() == wanted.len() {
+            let mut j = 0;
+            while j < wanted.len() && candidate[j] == wanted[j] {
+                j += 1;
+            }
+            if j == wanted.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a key of the list")
+}
+
+/// The fields of an intent by position in [`INTENT_KEYS`].
+mod intent {
+    use super::{INTENT_KEYS as K, slot};
+    pub const AGENT_ID: usize = slot(&K, "agent_id");
+    pub const EVENT_TYPE: usize = slot(&K, "event_type");
+    pub const EVIDENCE_REFS: usize = slot(&K, "evidence_refs");
+    pub const FROM_STATE: usize = slot(&K, "from_state");
+    pub const LANE_ID: usize = slot(&K, "lane_id");
+    pub const METADATA: usize = slot(&K, "metadata");
+    pub const OWNER_EPOCH: usize = slot(&K, "owner_epoch");
+    pub const REASON: usize = slot(&K, "reason");
+    pub const TIMESTAMP: usize = slot(&K, "timestamp");
+    pub const TO_STATE: usize = slot(&K, "to_state");
+}
+
 const INTENT_PAIRS: [(EventType, EventType); 4] = [
     (EventType::HeartbeatObserved, EventType::LeaseRenewed),
     (EventType::LaneReassigned, EventType::LaneCreated),
@@ -447,44 +502,60 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
     if intents.len() != 2 {
         return fail("transaction intents must contain exactly two events");
     }
-    let mut types = Vec::with_capacity(2);
+    // Exactly the intent keys (a map holds each key once, in order), so
+    // each intent's fields are read by position.
+    let mut fields = Vec::with_capacity(2);
     for intent in intents {
         let Value::Object(map) = intent else {
             return fail("transaction intent fields do not match contract");
         };
-        if map.len() != INTENT_KEYS.len() || INTENT_KEYS.iter().any(|k| !map.contains_key(*k)) {
+        let Some(intent_fields) = fields_in_order(map, &INTENT_KEYS) else {
             return fail("transaction intent fields do not match contract");
-        }
-        types.push(map["event_type"].as_str().and_then(EventType::parse));
+        };
+        fields.push(intent_fields);
     }
+    let types: Vec<_> = fields
+        .iter()
+        .map(|f| f[intent::EVENT_TYPE].as_str().and_then(EventType::parse))
+        .collect();
     let pair = match (types[0], types[1]) {
         (Some(first), Some(second)) if INTENT_PAIRS.contains(&(first, second)) => [first, second],
         _ => return fail("transaction intent pair is unsupported"),
     };
-    for (intent, event_type) in intents.iter().zip(pair) {
-        let map = intent.as_object().expect("checked above");
+    for (field, event_type) in fields.iter().zip(pair) {
         if event_type == EventType::TransactionCommitted {
             return fail("transaction intent cannot contain a nested envelope");
         }
-        if as_int(&map["owner_epoch"]) != Some(epoch as i128) {
+        if as_int(field[intent::OWNER_EPOCH]) != Some(epoch as i128) {
             return fail("transaction intent owner epoch does not match");
         }
-        if !map["timestamp"].as_str().is_some_and(is_timestamp_shape) {
+        if !field[intent::TIMESTAMP]
+            .as_str()
+            .is_some_and(is_timestamp_shape)
+        {
             return fail("timestamp must be a UTC ISO-8601 timestamp ending in Z");
         }
-        for key in ["lane_id", "agent_id"] {
-            if !check_optional_identifier(&map[key]) {
+        for (key, at) in [("lane_id", intent::LANE_ID), ("agent_id", intent::AGENT_ID)] {
+            if !check_optional_identifier(field[at]) {
                 return fail(format!("{key} must match the identifier contract"));
             }
         }
-        if !check_state_field(&map["from_state"]) || !check_state_field(&map["to_state"]) {
+        if !check_state_field(field[intent::FROM_STATE])
+            || !check_state_field(field[intent::TO_STATE])
+        {
             return fail("transaction state is invalid");
         }
-        if !check_reason_field(&map["reason"]) {
+        if !check_reason_field(field[intent::REASON]) {
             return fail("transaction reason is invalid");
         }
-        check_evidence(&map["evidence_refs"], limits)?;
-        check_metadata(event_type, Some(&map["metadata"]), limits, epoch, true)?;
+        check_evidence(field[intent::EVIDENCE_REFS], limits)?;
+        check_metadata(
+            event_type,
+            Some(field[intent::METADATA]),
+            limits,
+            epoch,
+            true,
+        )?;
     }
     Ok(())
 }
@@ -675,6 +746,51 @@ pub const EVENT_KEYS: [&str; 15] = [
     "to_state",
 ];
 
+/// The fields of an event by position in [`EVENT_KEYS`].
+mod event {
+    use super::{EVENT_KEYS as K, slot};
+    pub const AGENT_ID: usize = slot(&K, "agent_id");
+    pub const CHECKSUM: usize = slot(&K, "checksum");
+    pub const EVENT_TYPE: usize = slot(&K, "event_type");
+    pub const EVIDENCE_REFS: usize = slot(&K, "evidence_refs");
+    pub const FROM_STATE: usize = slot(&K, "from_state");
+    pub const LANE_ID: usize = slot(&K, "lane_id");
+    pub const MANIFEST_HASH: usize = slot(&K, "manifest_hash");
+    pub const OWNER_TOKEN: usize = slot(&K, "owner_token");
+    pub const PREVIOUS_CHECKSUM: usize = slot(&K, "previous_checksum");
+    pub const REASON: usize = slot(&K, "reason");
+    pub const RUN_ID: usize = slot(&K, "run_id");
+    pub const SCHEMA_VERSION: usize = slot(&K, "schema_version");
+    pub const SEQUENCE: usize = slot(&K, "sequence");
+    pub const TIMESTAMP: usize = slot(&K, "timestamp");
+    pub const TO_STATE: usize = slot(&K, "to_state");
+}
+
+/// The values of an event whose keys are exactly [`EVENT_KEYS`], or those
+/// and `metadata`, in the order of [`EVENT_KEYS`], and whether it has
+/// metadata; `None` for any other set of keys.
+fn event_fields(event: &Map<String, Value>) -> Option<([&Value; 15], bool)> {
+    let has_metadata = match event.len() {
+        15 => false,
+        16 => true,
+        _ => return None,
+    };
+    let mut fields = [&Value::Null; 15];
+    let mut expected = EVENT_KEYS.iter().zip(fields.iter_mut());
+    for (key, value) in event {
+        if has_metadata && key == "metadata" {
+            continue;
+        }
+        let (name, slot) = expected.next()?;
+        if key != name {
+            return None;
+        }
+        *slot = value;
+    }
+    // 15 keys matched, so metadata (if counted) was there.
+    (expected.next().is_none()).then_some((fields, has_metadata))
+}
+
 /// What an event is checked against: the run's manifest snapshot and the
 /// owner epoch current at this point of the receipt.
 #[derive(Debug, Clone, Copy)]
@@ -687,65 +803,82 @@ pub struct EventContract<'a> {
 
 /// R1–R17: the full per-event contract.
 pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> Rule {
-    let has_required = EVENT_KEYS.iter().all(|k| event.contains_key(*k));
-    let extra = event
-        .keys()
-        .filter(|k| !EVENT_KEYS.contains(&k.as_str()))
-        .collect::<Vec<_>>();
-    if !has_required || extra.iter().any(|k| k.as_str() != "metadata") {
-        return fail("receipt event fields do not match the schema");
-    }
-    if contract.family == Family::V1_0 && !extra.is_empty() {
+    // The event's fields by position in EVENT_KEYS, and whether it has
+    // metadata: one ordered walk over its keys when they are exactly the
+    // event keys (with or without metadata), as every event's are;
+    // otherwise the key checks below, one by one.
+    let (fields, has_metadata) = match event_fields(event) {
+        Some(found) => found,
+        None => {
+            let has_required = EVENT_KEYS.iter().all(|k| event.contains_key(*k));
+            let extra = event
+                .keys()
+                .filter(|k| !EVENT_KEYS.contains(&k.as_str()))
+                .collect::<Vec<_>>();
+            if !has_required || extra.iter().any(|k| k.as_str() != "metadata") {
+                return fail("receipt event fields do not match the schema");
+            }
+            (EVENT_KEYS.map(|k| &event[k]), !extra.is_empty())
+        }
+    };
+    if contract.family == Family::V1_0 && has_metadata {
         return fail("manifest 1.0 receipt fields do not match the schema");
     }
-    if as_int(&event["schema_version"]) != Some(1) {
+    if as_int(fields[event::SCHEMA_VERSION]) != Some(1) {
         return fail("receipt event schema version is unsupported");
     }
-    if !event["run_id"].as_str().is_some_and(is_identifier) {
+    if !fields[event::RUN_ID].as_str().is_some_and(is_identifier) {
         return fail("run_id must match the identifier contract");
     }
-    for key in ["lane_id", "agent_id"] {
-        if !check_optional_identifier(&event[key]) {
+    for (key, at) in [("lane_id", event::LANE_ID), ("agent_id", event::AGENT_ID)] {
+        if !check_optional_identifier(fields[at]) {
             return fail(format!("{key} must match the identifier contract"));
         }
     }
-    if !check_state_field(&event["from_state"]) || !check_state_field(&event["to_state"]) {
+    if !check_state_field(fields[event::FROM_STATE]) || !check_state_field(fields[event::TO_STATE])
+    {
         return fail("receipt state field is invalid");
     }
-    if as_int(&event["sequence"]).is_none_or(|s| s < 1) {
+    if as_int(fields[event::SEQUENCE]).is_none_or(|s| s < 1) {
         return fail("receipt sequence must be a positive integer");
     }
-    let Some(event_type) = event["event_type"]
+    let Some(event_type) = fields[event::EVENT_TYPE]
         .as_str()
         .and_then(EventType::parse)
         .filter(|t| contract.event_types.contains(t))
     else {
         return fail("receipt event type is unsupported");
     };
-    if !event["timestamp"].as_str().is_some_and(is_timestamp_shape) {
+    if !fields[event::TIMESTAMP]
+        .as_str()
+        .is_some_and(is_timestamp_shape)
+    {
         return fail("timestamp must be a UTC ISO-8601 timestamp ending in Z");
     }
-    let owner = event["owner_token"].as_str().unwrap_or("");
+    let owner = fields[event::OWNER_TOKEN].as_str().unwrap_or("");
     if owner.is_empty() {
         return fail("receipt owner token must be a non-empty string");
     }
     if contract.family == Family::V1_1 && !is_sha256_hex(owner) {
         return fail("receipt owner fingerprint is invalid");
     }
-    if !event["manifest_hash"].as_str().is_some_and(is_sha256_hex) {
+    if !fields[event::MANIFEST_HASH]
+        .as_str()
+        .is_some_and(is_sha256_hex)
+    {
         return fail("receipt manifest hash is invalid");
     }
-    if !event["previous_checksum"]
+    if !fields[event::PREVIOUS_CHECKSUM]
         .as_str()
         .is_some_and(|p| p.is_empty() || is_sha256_hex(p))
     {
         return fail("receipt previous checksum is invalid");
     }
-    if !event["checksum"].as_str().is_some_and(is_sha256_hex) {
+    if !fields[event::CHECKSUM].as_str().is_some_and(is_sha256_hex) {
         return fail("receipt checksum is invalid");
     }
-    check_evidence(&event["evidence_refs"], contract.limits)?;
-    if !check_reason_field(&event["reason"]) {
+    check_evidence(fields[event::EVIDENCE_REFS], contract.limits)?;
+    if !check_reason_field(fields[event::REASON]) {
         return fail("receipt reason must be at most 500 characters");
     }
     match contract.family {
@@ -764,6 +897,74 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn intent_fields_by_position_are_the_named_ones() {
+        assert!(INTENT_KEYS.is_sorted(), "a map iterates its keys sorted");
+        for (i, key) in INTENT_KEYS.iter().enumerate() {
+            assert_eq!(slot(&INTENT_KEYS, key), i);
+        }
+        let intent: Map<String, Value> = INTENT_KEYS
+            .iter()
+            .map(|k| (k.to_string(), Value::String(format!("value of {k}"))))
+            .collect();
+        let fields = fields_in_order(&intent, &INTENT_KEYS).unwrap();
+        for (key, at) in [
+            ("agent_id", intent::AGENT_ID),
+            ("event_type", intent::EVENT_TYPE),
+            ("evidence_refs", intent::EVIDENCE_REFS),
+            ("from_state", intent::FROM_STATE),
+            ("lane_id", intent::LANE_ID),
+            ("metadata", intent::METADATA),
+            ("owner_epoch", intent::OWNER_EPOCH),
+            ("reason", intent::REASON),
+            ("timestamp", intent::TIMESTAMP),
+            ("to_state", intent::TO_STATE),
+        ] {
+            assert_eq!(fields[at], &intent[key]);
+        }
+        // Exactly those keys, or nothing: one missing, one more, one other.
+        let mut missing = intent.clone();
+        missing.remove("reason");
+        assert!(fields_in_order(&missing, &INTENT_KEYS).is_none());
+        let mut more = intent.clone();
+        more.insert("extra".into(), Value::Null);
+        assert!(fields_in_order(&more, &INTENT_KEYS).is_none());
+        let mut other = missing.clone();
+        other.insert("reasons".into(), Value::Null);
+        assert!(fields_in_order(&other, &INTENT_KEYS).is_none());
+    }
+
+    #[test]
+    fn event_fields_by_position_are_the_named_ones() {
+        assert!(EVENT_KEYS.is_sorted(), "a map iterates its keys sorted");
+        let event: Map<String, Value> = EVENT_KEYS
+            .iter()
+            .map(|k| (k.to_string(), Value::String(format!("value of {k}"))))
+            .collect();
+        let mut with_metadata = event.clone();
+        with_metadata.insert("metadata".into(), json!({"owner_epoch": 1}));
+        for (map, metadata) in [(&event, false), (&with_metadata, true)] {
+            let (fields, has_metadata) = event_fields(map).unwrap();
+            assert_eq!(has_metadata, metadata);
+            for (i, key) in EVENT_KEYS.iter().enumerate() {
+                assert_eq!(slot(&EVENT_KEYS, key), i);
+                assert_eq!(fields[i], &map[*key]);
+            }
+        }
+        assert_eq!(event::SEQUENCE, 12);
+        // Any other set of keys is left to the checks one by one.
+        let mut missing = with_metadata.clone();
+        missing.remove("reason");
+        let mut other = event.clone();
+        other.insert("zzz".into(), Value::Null);
+        let mut swapped = missing.clone();
+        swapped.remove("metadata");
+        swapped.insert("aaa".into(), Value::Null);
+        for map in [&missing, &other, &swapped] {
+            assert!(event_fields(map).is_none());
+        }
+    }
 
     #[test]
     fn evidence_rules() {

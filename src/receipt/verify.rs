@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use std::io::{BufRead, ErrorKind};
 
 use super::canonical;
+use super::canonical_parse;
 use super::manifest::RunManifest;
 use super::rules::{EventContract, Family, check_event};
 
@@ -479,14 +480,17 @@ impl<'a> LineRules<'a> {
         }
     }
 
-    fn contract_ok(&self, event: &Map<String, Value>, epoch: u64) -> bool {
+    /// `floats_ruled_out`: the canonical reader already refused every
+    /// number that is not an integer.
+    fn contract_ok(&self, event: &Map<String, Value>, epoch: u64, floats_ruled_out: bool) -> bool {
         let contract = EventContract {
             family: self.manifest.contract.family,
             event_types: &self.manifest.contract.event_types,
             limits: &self.manifest.contract.limits,
             epoch,
         };
-        !event.values().any(canonical::contains_float) && check_event(event, &contract).is_ok()
+        (floats_ruled_out || !event.values().any(canonical::contains_float))
+            && check_event(event, &contract).is_ok()
     }
 
     /// Framing, size, JSON, contract (at the epoch the line claims),
@@ -508,13 +512,30 @@ impl<'a> LineRules<'a> {
         if content.len() as u64 > limit {
             return Err("event too large");
         }
-        let json = content.strip_prefix(b"\xef\xbb\xbf").unwrap_or(content);
-        let Ok(value) = serde_json::from_slice::<Value>(json) else {
-            return Err("invalid JSON");
-        };
-        let Value::Object(event) = value else {
-            return Err("invalid event");
-        };
+        // A canonical line (every line this tool writes) is read and proven
+        // canonical in one pass and hashed as it stands; any other line
+        // takes the general path: parse, write the canonical form, compare.
+        // `fast`: read by the canonical reader, which refuses floats.
+        let (event, canonical, checksum, fast) =
+            match canonical_parse::parse_canonical_object(content, "checksum") {
+                Some((event, hole)) => {
+                    let checksum = checksum_around(content, hole);
+                    (event, true, checksum, true)
+                }
+                None => {
+                    let json = content.strip_prefix(b"\xef\xbb\xbf").unwrap_or(content);
+                    let Ok(value) = serde_json::from_slice::<Value>(json) else {
+                        return Err("invalid JSON");
+                    };
+                    let Value::Object(event) = value else {
+                        return Err("invalid event");
+                    };
+                    let (full, hole) = canonical::object_with_hole(&event, "checksum");
+                    let canonical = full == content;
+                    let checksum = checksum_around(&full, hole);
+                    (event, canonical, checksum, false)
+                }
+            };
         // Phase 2 binds every event to the current owner epoch through its
         // metadata; the contract is checked at the epoch the line claims,
         // and the chain then requires that claim to be the current epoch
@@ -523,21 +544,7 @@ impl<'a> LineRules<'a> {
             .get("metadata")
             .and_then(|m| m.get("owner_epoch"))
             .and_then(Value::as_u64);
-        let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0));
-        let (full, hole) = canonical::object_with_hole(&event, "checksum");
-        let canonical = full == content;
-        let checksum = {
-            use sha2::{Digest, Sha256};
-            let mut hasher = Sha256::new();
-            match hole {
-                Some(range) => {
-                    hasher.update(&full[..range.start]);
-                    hasher.update(&full[range.end..]);
-                }
-                None => hasher.update(&full),
-            }
-            canonical::hex32(&hasher.finalize().into())
-        };
+        let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0), fast);
         let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_string);
         let fields = LinkFields {
             sequence: event.get("sequence").and_then(Value::as_u64),
@@ -564,6 +571,21 @@ impl<'a> LineRules<'a> {
             canonical,
         })
     }
+}
+
+/// Lowercase hex SHA-256 of canonical `bytes` without the member in `hole`
+/// (the checksum's pre-image).
+fn checksum_around(bytes: &[u8], hole: Option<std::ops::Range<usize>>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    match hole {
+        Some(range) => {
+            hasher.update(&bytes[..range.start]);
+            hasher.update(&bytes[range.end..]);
+        }
+        None => hasher.update(bytes),
+    }
+    canonical::hex32(&hasher.finalize().into())
 }
 
 /// Why a stream stopped before its end.
