@@ -163,13 +163,13 @@ pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<Path
     // as a directory, not a symlink: `<root>/handles` is its real path, and
     // a parent spelled exactly so (no `.`, `..`) resolves to it without a
     // lookup per component.
-    let held = super::root::is_root(root);
-    let handles_real = if held {
+    let root_is_held = super::root::is_root(root);
+    let handles_real = if root_is_held {
         handles.clone()
     } else {
         std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?
     };
-    let spelled_exactly = held
+    let spelled_exactly = root_is_held
         && super::paths::absolute(parent, cwd) == handles_real
         && parent.components().all(|c| {
             matches!(

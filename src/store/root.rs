@@ -187,24 +187,21 @@ fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
             .ancestors()
             .find_map(|at| Some((at.to_path_buf(), cur.walked.get(at)?.clone())))
     });
+    let from_root = || {
+        let held = held(root).map_err(|e| StoreError::io(&e, root))?;
+        walk(&held, root, relative)
+    };
     let dir = match known {
         Some((at, dir)) if at == relative => return Ok(dir),
-        Some((at, dir)) => {
-            let rest = relative.strip_prefix(&at).unwrap_or(relative);
-            match walk(&dir, &root.join(&at), rest) {
-                Ok(dir) => dir,
-                // Said as a walk from the root says it (`run directory`,
-                // `state-root runs`), not from where this one began.
-                Err(_) => {
-                    let held = held(root).map_err(|e| StoreError::io(&e, root))?;
-                    walk(&held, root, relative)?
-                }
-            }
-        }
-        None => {
-            let held = held(root).map_err(|e| StoreError::io(&e, root))?;
-            walk(&held, root, relative)?
-        }
+        // A refusal is said as a walk from the root says it (`run
+        // directory`, `state-root runs`), not from where this one began.
+        Some((at, dir)) => walk(
+            &dir,
+            &root.join(&at),
+            relative.strip_prefix(&at).unwrap_or(relative),
+        )
+        .or_else(|_| from_root())?,
+        None => from_root()?,
     };
     with_current(|cur| {
         if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
