@@ -9,7 +9,7 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output};
+use common::{Flow, Output, git};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -521,25 +521,6 @@ fn every_hostile_bundle_is_refused() {
 }
 
 // ------------------------------------------------------------------- git
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .expect("`git` is required (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// Clone `remote` to `dest` as an auditor would, with the runs' refs.
 fn clone_with_runs(remote: &Path, dest: &Path) {

@@ -550,16 +550,7 @@ fn publish_binds_the_reports_the_receipt_binds_under_a_forged_checkpoint() {
         reports.clear();
     });
     let repo = bed.tmp.path().join("publication");
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| crate::bed::git(&repo, args);
     std::fs::create_dir(&repo).unwrap();
     git(&["init", "-q"]);
     let root = text(&bed.root);

@@ -137,6 +137,18 @@ fn sign(run: &Run, keys: &Keys) -> Value {
     .assert_ok()
 }
 
+/// `verify --key` with the run's verifier key must accept the run.
+fn verify_with_key(run: &Run, keys: &Keys) -> Value {
+    run.raw(&[
+        "verify",
+        "--run-id",
+        &run.run_id,
+        "--key",
+        s(&keys.verifier),
+    ])
+    .assert_ok()
+}
+
 fn write(run: &Run, name: &str, bytes: &[u8]) -> PathBuf {
     let path = run.tmp.path().join(format!("{}-{name}", rand_suffix()));
     std::fs::write(&path, bytes).unwrap();
@@ -1088,14 +1100,7 @@ fn gates_sign_the_head_they_leave() {
     assert_eq!(head["size"], out["sequence"]);
     assert_eq!(head["chain_checksum"], out["checksum"]);
     assert!(run.root.join(head["path"].as_str().unwrap()).is_file());
-    run.raw(&[
-        "verify",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.verifier),
-    ])
-    .assert_ok();
+    verify_with_key(&run, &keys);
 
     // handoff-create, then resume
     let run = lane_run();
@@ -1379,12 +1384,5 @@ fn sign_head_never_signs_a_root_the_stored_tree_made_up() {
     }
     let root = base64::engine::general_purpose::STANDARD.encode(receipt_tree.root().0);
     assert_eq!(signed["root_hash"], root.as_str(), "{signed}");
-    run.raw(&[
-        "verify",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.verifier),
-    ])
-    .assert_ok();
+    verify_with_key(&run, &keys);
 }
