@@ -7,11 +7,85 @@
 // glibc std takes the arguments from `.init_array`, not from `main`.
 #![no_main]
 
-// mimalloc: its per-thread free lists make the many small allocations of
-// parsing an event cheap (`bundle-verify` frees on the parsing worker
-// threads, where glibc's small tcache made `free` a tenth of the CPU).
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The allocator of this process, chosen in `main` before its first
+/// allocation and never changed after, so every block is freed by the
+/// allocator that gave it. mimalloc: its per-thread free lists make the
+/// many small allocations of parsing an event cheap (`bundle-verify` frees
+/// on the parsing worker threads, where glibc's small tcache made `free` a
+/// tenth of the CPU). The C library's: for the one-event mutations
+/// (`cli::process::ONE_EVENT_MUTATIONS`), which parse a checkpoint and a
+/// line or two and end, and for which mimalloc's start-up was a tenth of
+/// the system calls.
+struct CommandAllocator;
+
+static MIMALLOC: AtomicBool = AtomicBool::new(true);
+
+fn mimalloc() -> bool {
+    MIMALLOC.load(Ordering::Relaxed)
+}
+
+// SAFETY: each call goes whole to one allocator, the same one for every
+// call of the process (the choice is made before the first allocation).
+unsafe impl GlobalAlloc for CommandAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        unsafe {
+            if mimalloc() {
+                mimalloc::MiMalloc.alloc(layout)
+            } else {
+                System.alloc(layout)
+            }
+        }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        unsafe {
+            if mimalloc() {
+                mimalloc::MiMalloc.alloc_zeroed(layout)
+            } else {
+                System.alloc_zeroed(layout)
+            }
+        }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe {
+            if mimalloc() {
+                mimalloc::MiMalloc.dealloc(ptr, layout)
+            } else {
+                System.dealloc(ptr, layout)
+            }
+        }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        unsafe {
+            if mimalloc() {
+                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+            } else {
+                System.realloc(ptr, layout, new_size)
+            }
+        }
+    }
+}
+
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: CommandAllocator = CommandAllocator;
+
+/// Choose the allocator from the command line (nothing allocated yet).
+fn choose_allocator(argc: libc::c_int, argv: *const *const libc::c_char) {
+    let count = usize::try_from(argc).unwrap_or(0);
+    // SAFETY: the C runtime passes `argc` valid NUL-terminated strings.
+    let args = (1..count).map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) }.to_bytes());
+    if bluetape_flow::cli::process::is_one_event_mutation(args) {
+        MIMALLOC.store(false, Ordering::Relaxed);
+        // Grow the heap 1 MiB at a time: one `brk` where 128 KiB steps
+        // took ten (the pages are only used when touched).
+        // SAFETY: a plain setting of the C library's allocator.
+        unsafe { libc::mallopt(libc::M_TOP_PAD, 1 << 20) };
+    } else {
+        bounded_allocator();
+    }
+}
 
 /// mimalloc v3 option (`mimalloc.h`, `mi_option_e`), set before the first
 /// allocation: return freed pages after 25 ms, so a long command's peak RSS
@@ -59,8 +133,8 @@ fn std_start_up() {
 }
 
 #[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
-    bounded_allocator();
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    choose_allocator(argc, argv);
     std_start_up();
     let status = bluetape_flow::cli::process_status();
     use std::io::Write;

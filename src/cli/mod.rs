@@ -9,7 +9,7 @@ pub mod lanes;
 pub mod liveness;
 pub mod manual;
 pub mod mutation;
-mod process;
+pub mod process;
 pub mod progress;
 pub mod recovery;
 pub mod replacement;
@@ -596,9 +596,9 @@ pub fn run_with_terminal(
     let view = terminal::chosen(&cli.command, term);
     match run(cli, env) {
         Ok((root, success)) => {
-            let colour = term.stdout_is_tty && !term.no_color;
+            let colour = || term.stdout_is_tty() && !term.no_color;
             let text = match (view, approvals::table(success.operation, &success.data)) {
-                (Some(render), _) => render(&success.data, colour),
+                (Some(render), _) => render(&success.data, colour()),
                 (None, Some(table)) => table,
                 (None, None) => {
                     envelope::success_in(success.operation, root.as_deref(), success.data.clone())
@@ -647,11 +647,10 @@ fn stdin_flags(matches: &clap::ArgMatches) -> Vec<&'static str> {
 /// envelope and an exit status of the table (DEVIATIONS 13): the default
 /// hook's text is silenced and the unwind is caught here.
 pub fn process_status() -> u8 {
-    use std::io::IsTerminal;
     let env = DiscoveryEnv::from_process();
     let term = views::Terminal {
-        stdout_is_tty: std::io::stdout().is_terminal(),
-        stderr_is_tty: std::io::stderr().is_terminal(),
+        stdout: views::Tty::Ask(views::Stdio::Out),
+        stderr: views::Tty::Ask(views::Stdio::Err),
         progress_after: std::env::var("BLUETAPE_PROGRESS_AFTER_MS")
             .ok()
             .and_then(|ms| ms.parse().ok())

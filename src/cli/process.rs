@@ -13,9 +13,9 @@ impl InitEntropy {
         InitEntropy {
             now: chrono::Utc::now(),
             recorded: None,
-            run_suffix: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
+            run_suffix: crate::store::random::uuid4().simple().to_string()[..8].to_string(),
             token: OwnerToken::generate(),
-            staging_suffix: uuid::Uuid::new_v4().simple().to_string(),
+            staging_suffix: crate::store::random::uuid4().simple().to_string(),
         }
     }
 }
@@ -39,6 +39,107 @@ impl ApprovalEnv {
             approved_by: std::env::var_os("BLUETAPE_APPROVED_BY"),
             approver_file: std::env::var_os("BLUETAPE_APPROVER_FILE"),
             initiated_by: std::env::var_os("BLUETAPE_INITIATED_BY"),
+        }
+    }
+}
+
+/// The commands that append one event to a run (or make one), loading it
+/// from its proven checkpoint: short processes whose allocations all fit
+/// one small heap. They run on the C library's allocator, whose start
+/// costs no system calls; mimalloc's own start (reading the overcommit and
+/// huge-page settings, naming each mapping) was a tenth of a heartbeat's
+/// calls. Every other command (the full replays, the parallel verifiers,
+/// the MCP server) keeps mimalloc (src/main.rs).
+pub const ONE_EVENT_MUTATIONS: &[&str] = &[
+    "check-result",
+    "complete",
+    "component-evidence",
+    "handoff-create",
+    "heartbeat",
+    "init",
+    "interrupt-result",
+    "lane-block",
+    "lane-cancel",
+    "lane-complete",
+    "lane-create",
+    "lane-fail",
+    "lane-reassign",
+    "lane-resolve",
+    "lane-start",
+    "live-report-create",
+    "probe-ack",
+    "probe-sent",
+    "replacement-block",
+    "replacement-close",
+    "replacement-repair",
+    "resume",
+    "run-approve",
+    "run-block",
+    "run-cancel",
+    "run-fail",
+    "run-recovery-finish",
+    "run-recovery-start",
+    "run-start",
+    "stall-clear",
+    "stall-record",
+    "startup-ack",
+    "topology-register",
+    "topology-remove",
+];
+
+/// Whether the process arguments `args` (after the program's name) run one
+/// of [`ONE_EVENT_MUTATIONS`]: the command is the first argument after the
+/// one global option, `--state-root`. Allocates nothing (the binary asks
+/// before its first allocation).
+pub fn is_one_event_mutation<'a>(mut args: impl Iterator<Item = &'a [u8]>) -> bool {
+    let command = loop {
+        match args.next() {
+            Some(b"--state-root") => {
+                args.next();
+            }
+            Some(arg) if arg.starts_with(b"--state-root=") => {}
+            Some(arg) => break arg,
+            None => return false,
+        }
+    };
+    ONE_EVENT_MUTATIONS
+        .iter()
+        .any(|name| name.as_bytes() == command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asks(args: &[&str]) -> bool {
+        is_one_event_mutation(args.iter().map(|a| a.as_bytes()))
+    }
+
+    #[test]
+    fn the_command_is_found_after_the_global_option() {
+        assert!(asks(&["heartbeat", "--run-id", "x"]));
+        assert!(asks(&["--state-root", "verify", "heartbeat"]));
+        assert!(asks(&["--state-root=/s", "lane-start"]));
+        assert!(!asks(&["--state-root", "heartbeat", "verify"]));
+        assert!(!asks(&["verify", "heartbeat"]));
+        assert!(!asks(&["--state-root"]));
+        assert!(!asks(&[]));
+    }
+
+    #[test]
+    fn each_listed_command_is_a_mutation_of_the_parser() {
+        use clap::CommandFactory;
+        let tree = crate::cli::Cli::command();
+        for name in ONE_EVENT_MUTATIONS {
+            let command = tree
+                .get_subcommands()
+                .find(|c| c.get_name() == *name)
+                .unwrap_or_else(|| panic!("{name} is no command"));
+            let about = command
+                .get_about()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            assert!(about.starts_with("Mutation."), "{name}: {about}");
         }
     }
 }

@@ -26,7 +26,7 @@ fn drawing(command: &Command, term: Terminal) -> Option<&'static str> {
         Command::Verify(_) => "verify",
         Command::ReceiptDiagnose(_) => "receipt-diagnose",
         Command::Rebuild(_) => "rebuild",
-        Command::Views(ViewCommands::Log(_)) if !term.stdout_is_tty => "log",
+        Command::Views(ViewCommands::Log(_)) if !term.stdout_is_tty() => "log",
         Command::Bundle(BundleCommands::BundleExport(_)) => "bundle-export",
         Command::Bundle(BundleCommands::BundleVerify(_)) => "bundle-verify",
         _ => return None,
@@ -36,10 +36,10 @@ fn drawing(command: &Command, term: Terminal) -> Option<&'static str> {
 /// The progress scope of `command`: installed only when stderr is a
 /// terminal and the command is one that draws.
 pub fn scope(command: &Command, term: Terminal) -> Option<Scope> {
-    if !term.stderr_is_tty {
+    let what = drawing(command, term)?;
+    if !term.stderr_is_tty() {
         return None;
     }
-    let what = drawing(command, term)?;
     Some(begin(
         what,
         Arc::new(Bars {

@@ -24,7 +24,7 @@ pub fn chosen(command: &Command, term: Terminal) -> Option<Render> {
     let table = match format {
         Some(StatusFormat::Table) => true,
         Some(StatusFormat::Json) => false,
-        None => term.stdout_is_tty,
+        None => term.stdout_is_tty(),
     };
     table.then_some(render)
 }

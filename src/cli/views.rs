@@ -22,13 +22,57 @@ use crate::store::discovery::DiscoveryEnv;
 /// What the process knows about its terminal (captured once in `main`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Terminal {
-    pub stdout_is_tty: bool,
+    pub stdout: Tty,
     /// stderr is a terminal: long reads may draw progress there.
-    pub stderr_is_tty: bool,
+    pub stderr: Tty,
     /// How long a read runs before its progress bar is drawn.
     pub progress_after: std::time::Duration,
     /// `NO_COLOR` is set to a non-empty value (no-color.org).
     pub no_color: bool,
+}
+
+/// Whether a descriptor is a terminal: known, or asked the first time it
+/// matters (one `ioctl`; a mutation, whose answer is JSON either way,
+/// never asks).
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Tty {
+    #[default]
+    No,
+    Yes,
+    /// Ask the process's descriptor 1 or 2.
+    Ask(Stdio),
+}
+
+/// stdout or stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdio {
+    Out,
+    Err,
+}
+
+impl Tty {
+    pub fn is_terminal(self) -> bool {
+        use std::io::IsTerminal;
+        use std::sync::OnceLock;
+        static OUT: OnceLock<bool> = OnceLock::new();
+        static ERR: OnceLock<bool> = OnceLock::new();
+        match self {
+            Tty::No => false,
+            Tty::Yes => true,
+            Tty::Ask(Stdio::Out) => *OUT.get_or_init(|| std::io::stdout().is_terminal()),
+            Tty::Ask(Stdio::Err) => *ERR.get_or_init(|| std::io::stderr().is_terminal()),
+        }
+    }
+}
+
+impl Terminal {
+    pub fn stdout_is_tty(&self) -> bool {
+        self.stdout.is_terminal()
+    }
+
+    pub fn stderr_is_tty(&self) -> bool {
+        self.stderr.is_terminal()
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -78,7 +122,7 @@ impl ColorChoice {
             ColorChoice::Always => "always",
             ColorChoice::Never => "never",
         };
-        table::colour_wanted(choice, term.stdout_is_tty, term.no_color)
+        table::colour_wanted(choice, term.stdout_is_tty(), term.no_color)
     }
 }
 
@@ -192,7 +236,7 @@ fn status(
         Some(run_id) => view_commands::status_run(root, run_id, &at)?,
         None => view_commands::status_all(root, &at)?,
     };
-    let format = args.format.unwrap_or(if term.stdout_is_tty {
+    let format = args.format.unwrap_or(if term.stdout_is_tty() {
         StatusFormat::Table
     } else {
         StatusFormat::Json
@@ -703,7 +747,7 @@ fn log(
         event_type: args.event_type.clone(),
         since: args.since.unwrap_or(0),
     };
-    let format = args.format.unwrap_or(if term.stdout_is_tty {
+    let format = args.format.unwrap_or(if term.stdout_is_tty() {
         LogFormat::Table
     } else {
         LogFormat::Jsonl

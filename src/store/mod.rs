@@ -23,6 +23,7 @@ pub mod paths;
 pub mod private;
 pub mod progress;
 pub mod quarantine;
+pub mod random;
 pub mod reports;
 pub mod root;
 pub mod run;
