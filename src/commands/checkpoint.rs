@@ -114,15 +114,30 @@ struct TableDigests {
     table: DigestTable,
     failed: std::sync::Mutex<Option<StoreError>>,
     present: std::sync::atomic::AtomicBool,
+    /// The answers read so far: a command that asks twice (decide, then
+    /// the replay of what it decided) reads the table once. Nothing is
+    /// added to this table while the command asks.
+    answered: std::sync::Mutex<Vec<(String, String, bool)>>,
 }
 
 impl EarlierDigests for TableDigests {
     fn contains(&self, lane_id: &str, digest: &str) -> bool {
+        if let Some(present) = self.answered.lock().ok().and_then(|answered| {
+            answered
+                .iter()
+                .find(|(lane, d, _)| lane == lane_id && d == digest)
+                .map(|(_, _, present)| *present)
+        }) {
+            return present;
+        }
         match self.table.contains(lane_id, digest) {
             Ok(present) => {
                 if present {
                     self.present
                         .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                if let Ok(mut answered) = self.answered.lock() {
+                    answered.push((lane_id.to_string(), digest.to_string(), present));
                 }
                 present
             }
@@ -392,6 +407,7 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
         table,
         failed: std::sync::Mutex::new(None),
         present: std::sync::atomic::AtomicBool::new(false),
+        answered: std::sync::Mutex::new(Vec::new()),
     });
     state
         .attach_earlier_digests(Arc::clone(&lookups) as Arc<dyn EarlierDigests>, &counts)
@@ -447,6 +463,7 @@ mod tests {
             table,
             failed: std::sync::Mutex::new(None),
             present: std::sync::atomic::AtomicBool::new(false),
+            answered: std::sync::Mutex::new(Vec::new()),
         });
         let basis = LoadBasis {
             path: LoadPath::Checkpoint,

@@ -410,8 +410,12 @@ fn mutate_pipeline(
     if let Some(stage) = stage {
         stage().map_err(FlowError::from)?;
     }
-    run.dir
-        .prepare_cache_paths(lanes_before.keys().chain(state.lanes().keys()))?;
+    run.dir.prepare_cache_paths(
+        lanes_before
+            .keys()
+            .chain(state.lanes().keys())
+            .collect::<std::collections::BTreeSet<_>>(),
+    )?;
     test_pause_before_append();
     append(run, &proof, &sealed, position.byte_length)?;
     super::transparency::extend_tree(

@@ -14,19 +14,25 @@ use super::secure::{DIR_MODE, FILE_MODE, check_metadata};
 impl RunDir {
     /// An existing cache file must be a non-symlink regular file, ours, 0600.
     fn check_cache_file(&self, path: &Path, kind: &str) -> StoreResult<()> {
-        let at = self.place(path)?;
-        match at.symlink_metadata() {
-            Err(_) | Ok(None) => Ok(()),
-            Ok(Some(meta)) if meta.file_type().is_symlink() => {
-                Err(StoreError::invalid(format!("{kind} must not be a symlink")))
-            }
-            Ok(Some(meta)) if !meta.is_file() => Err(StoreError::invalid(format!(
-                "{kind} does not have the required secure mode"
-            ))),
-            Ok(Some(meta)) => check_metadata(&meta, kind, FILE_MODE),
-        }
+        check_cache_entry(&self.place(path)?, kind)
     }
+}
 
+/// [`RunDir::check_cache_file`] of an entry already placed.
+fn check_cache_entry(at: &super::held::Loc, kind: &str) -> StoreResult<()> {
+    match at.symlink_metadata() {
+        Err(_) | Ok(None) => Ok(()),
+        Ok(Some(meta)) if meta.file_type().is_symlink() => {
+            Err(StoreError::invalid(format!("{kind} must not be a symlink")))
+        }
+        Ok(Some(meta)) if !meta.is_file() => Err(StoreError::invalid(format!(
+            "{kind} does not have the required secure mode"
+        ))),
+        Ok(Some(meta)) => check_metadata(&meta, kind, FILE_MODE),
+    }
+}
+
+impl RunDir {
     /// `lanes/` (0700), created inside the held run directory when missing.
     pub fn ensure_lanes_dir(&self) -> StoreResult<()> {
         self.ensure_subdir(&self.lanes_dir(), "run lanes directory")
@@ -69,7 +75,8 @@ impl RunDir {
         // replaced would silently stop protecting the receipt's length.
         self.check_cache_file(&self.head_path(), "acknowledged receipt head record")?;
         let lanes = self.lanes_dir();
-        match self.place(&lanes)?.symlink_metadata() {
+        let lanes_at = self.place(&lanes)?;
+        match lanes_at.symlink_metadata() {
             Ok(Some(meta)) if meta.file_type().is_symlink() => {
                 return Err(StoreError::invalid("state path contains a symlink"));
             }
@@ -81,8 +88,13 @@ impl RunDir {
             Ok(Some(meta)) => check_metadata(&meta, "directory", DIR_MODE)?,
             _ => self.ensure_lanes_dir()?,
         }
+        // Each lane file by its two-component name from the run directory
+        // (`lanes` was just seen to be a directory, no symlink): no open of
+        // `lanes/` for a check. A swap racing this only misdirects the
+        // check; the writes go through held descriptors.
         for lane_id in lane_ids {
-            self.check_cache_file(&lanes.join(format!("{lane_id}.json")), "lane cache")?;
+            let file = lanes_at.sibling(Path::new("lanes").join(format!("{lane_id}.json")));
+            check_cache_entry(&file, "lane cache")?;
         }
         Ok(())
     }

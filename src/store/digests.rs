@@ -94,7 +94,7 @@ pub struct DigestFiles {
 /// An opened, current digest table (read-only unless opened for update).
 #[derive(Debug)]
 pub struct DigestTable {
-    file: File,
+    file: std::sync::Arc<File>,
     header: Header,
     path: PathBuf,
 }
@@ -146,6 +146,11 @@ impl DigestFiles {
     }
 
     fn open(&self, path: &Path, write: bool) -> StoreResult<File> {
+        self.open_meta(path, write).map(|(file, _)| file)
+    }
+
+    /// [`Self::open`] with the metadata its check read.
+    fn open_meta(&self, path: &Path, write: bool) -> StoreResult<(File, std::fs::Metadata)> {
         use rustix::fs::OFlags;
         let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
         let file = self.at(path)?.open(flags, 0).map_err(io(path))?;
@@ -154,17 +159,30 @@ impl DigestFiles {
             return Err(StoreError::invalid("checkpoint digest file is not a file"));
         }
         check_metadata(&meta, "checkpoint digest file", FILE_MODE)?;
-        Ok(file)
+        Ok((file, meta))
     }
 
     /// The table, if its header is sound and it holds exactly `entries`
     /// keys.
+    ///
+    /// Read under a lock, the table is opened once for the command: the
+    /// table a checkpoint's proof read is the one its successor extends
+    /// (`secure::open_derived`).
     pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
-        let file = self.open(&self.index_path(), write).ok()?;
+        let path = self.index_path();
+        let (file, size) = if write && !super::root::may_keep() {
+            let (file, meta) = self.open_meta(&path, true).ok()?;
+            (std::sync::Arc::new(file), meta.len())
+        } else {
+            let check = |meta: &std::fs::Metadata| match meta.is_file() {
+                true => check_metadata(meta, "checkpoint digest file", FILE_MODE).map_err(drop),
+                false => Err(()),
+            };
+            super::secure::open_derived(&self.at(&path).ok()?, check, drop).ok()??
+        };
         let mut bytes = [0u8; 32];
         file.read_exact_at(&mut bytes, 0).ok()?;
         let header = Header::decode(&bytes)?;
-        let size = file.metadata().ok()?.len();
         let expected = header
             .slots
             .checked_mul(KEY_BYTES)
@@ -218,12 +236,16 @@ impl DigestFiles {
         log_bytes_covered: u64,
         digests: &[LaneDigest],
     ) -> StoreResult<u64> {
-        let log = self.open(&self.log_path(), true)?;
+        let (log, meta) = self.open_meta(&self.log_path(), true)?;
         let lines = log_bytes(digests);
         log.write_all_at(&lines, log_bytes_covered)
             .map_err(io(&self.log_path()))?;
         let new_length = log_bytes_covered + lines.len() as u64;
-        log.set_len(new_length).map_err(io(&self.log_path()))?;
+        // Lines past what the checkpoint covered (a run cut back, a crash
+        // after a write) are cut off.
+        if meta.len() > new_length {
+            log.set_len(new_length).map_err(io(&self.log_path()))?;
+        }
         let entries = table.header.entries + digests.len() as u64;
         if entries * 2 > table.header.slots {
             // Grow: the old table's keys plus the new ones, in a table twice

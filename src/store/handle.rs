@@ -11,7 +11,10 @@ use super::error::{StoreError, StoreResult};
 use super::held::Place;
 use super::paths::{exists_no_follow, is_symlink, resolve_nonstrict, stem};
 use super::root::remove_file;
-use super::secure::{FILE_MODE, create_exclusive, open_regular, open_secure_dir, read_limited};
+use super::secure::{
+    FILE_MODE, create_exclusive, open_regular, open_regular_meta, open_secure_dir, read_limited,
+    read_sized,
+};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier};
 
@@ -22,7 +25,7 @@ pub struct OwnerToken(String);
 impl OwnerToken {
     /// A fresh uuid4 hex token (122 random bits), like the reference.
     pub fn generate() -> OwnerToken {
-        OwnerToken(uuid::Uuid::new_v4().simple().to_string())
+        OwnerToken(crate::store::random::uuid4().simple().to_string())
     }
 
     /// A token with a known value (tests, reproducing a reference run).
@@ -95,19 +98,15 @@ pub fn create_handle(
 
 /// Read and validate a handle file. With `run_id`, it must belong to that run.
 pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle> {
-    let mut file = open_regular(path, "owner handle", Some(FILE_MODE))?;
+    let (mut file, meta) = open_regular_meta(path, "owner handle", Some(FILE_MODE))?;
     // A second name for the handle is a second place its secret lives,
     // outside the containment rule (a deviation: the reference accepts it).
-    let links = file
-        .metadata()
-        .map_err(|e| StoreError::io(&e, path))?
-        .nlink();
-    if links != 1 {
+    if meta.nlink() != 1 {
         return Err(StoreError::invalid(
             "owner handle must not have other hard links",
         ));
     }
-    let bytes = read_limited(&mut file, path, 4096)?
+    let bytes = read_sized(&mut file, path, meta.len(), 4096)?
         .ok_or_else(|| StoreError::invalid("owner handle is invalid"))?;
     let value: Value = std::str::from_utf8(&bytes)
         .ok()

@@ -16,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::paths::expand_tilde;
-use super::secure::{open_regular, read_limited};
+use super::secure::{open_regular_meta, read_sized};
 use crate::receipt::canonical::{MAX_INTEGER_DIGITS, contains_float, contains_oversized_integer};
 use crate::receipt::faults;
 use nix::libc;
@@ -161,13 +161,13 @@ pub fn read_json_input(
             let shown = shown_path.display().to_string();
             let path = expand_tilde(shown_path, home);
             let label = format!("{} file", flag.trim_start_matches('-'));
-            let mut file = open_regular(&path, "JSON input", None).map_err(|e| {
+            let (mut file, meta) = open_regular_meta(&path, "JSON input", None).map_err(|e| {
                 refuse(
                     open_failure(&path, &label, &shown, e.message()),
                     open_hint(flag, shape),
                 )
             })?;
-            read_limited(&mut file, &path, MAX_INPUT_BYTES)
+            read_sized(&mut file, &path, meta.len(), MAX_INPUT_BYTES)
                 .map_err(|e| {
                     refuse(
                         format!("{label} '{shown}' cannot be read: {}", e.message()),

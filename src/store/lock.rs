@@ -106,7 +106,7 @@ fn record(token: &str, nonce_key: &str) -> Vec<u8> {
 }
 
 fn fresh_token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    crate::store::random::uuid4().simple().to_string()
 }
 
 fn is_young(at: &Loc) -> bool {
@@ -259,10 +259,18 @@ impl DirLock {
     /// gone), and checked to be a 0700 directory of ours.
     fn locks_dir(&self) -> StoreResult<Loc> {
         let parent = self.dir.parent().unwrap_or(Path::new("."));
+        let kind = "lock parent directory";
         let at = match &self.anchor {
             Anchor::Run(run) => {
-                run.ensure_locks_dir()?;
-                run.place(parent)?
+                // Opened as it is; created only when it is missing.
+                let at = run.place(parent)?;
+                match open_secure_dir_at(&at, kind) {
+                    Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
+                        run.ensure_locks_dir()?;
+                        at
+                    }
+                    opened => return Self::lock_in(opened, self.name()),
+                }
             }
             Anchor::Path | Anchor::Root(_) => {
                 if !exists_no_follow(parent) {
@@ -274,13 +282,19 @@ impl DirLock {
                 parent.place()?
             }
         };
-        let held = open_secure_dir_at(&at, "lock parent directory").map_err(|e| match e {
+        Self::lock_in(open_secure_dir_at(&at, kind), self.name())
+    }
+
+    /// The lock's entry in the `locks/` directory just opened (or the
+    /// refusal to use it).
+    fn lock_in(opened: StoreResult<super::held::HeldDir>, name: String) -> StoreResult<Loc> {
+        let held = opened.map_err(|e| match e {
             StoreError::Invalid(_) | StoreError::Insecure(_) => StoreError::Insecure(
                 "lock parent directory does not have the required secure mode".into(),
             ),
             other => other,
         })?;
-        Ok(Loc::new(Arc::new(held), self.name()))
+        Ok(Loc::new(Arc::new(held), name))
     }
 
     /// Whether the directories we hold are still the ones their paths
@@ -411,6 +425,7 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
     // From the rename on, owner.json carries our token: if a later step
     // fails, dropping the guard releases the lock instead of leaving it
     // held by a process that reported a failure.
+    super::root::lock_taken();
     let guard = LockGuard {
         lock: lock.clone(),
         _held: held,
@@ -419,8 +434,11 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
         let dir = lock
             .open_dir()
             .map_err(|e| StoreError::io(&e, &lock.path()))?;
-        dir.set_mode(DIR_MODE)
-            .map_err(|e| StoreError::io(&e, &lock.path()))?;
+        // mkdir gave 0700 unless the umask took bits away.
+        if std::os::unix::fs::MetadataExt::mode(dir.opened_metadata()) & 0o7777 != DIR_MODE {
+            dir.set_mode(DIR_MODE)
+                .map_err(|e| StoreError::io(&e, &lock.path()))?;
+        }
         let owner = Loc::new(Arc::new(dir), "owner.json");
         initializer(lock)
             .rename_to(&owner)
@@ -597,6 +615,9 @@ impl Drop for LockGuard {
     /// and only while its `owner.json` still carries our token.
     fn drop(&mut self) {
         use std::os::unix::fs::MetadataExt;
+        // The derived files kept open for writing under it are closed
+        // first: nothing is written through them once it is released.
+        super::root::lock_released();
         // Ours when `owner.json` in the lock directory that now has the
         // lock's name is the very file we flocked and renamed there (the
         // descriptor we hold): a reclaimer's record is another inode.

@@ -105,7 +105,7 @@ pub fn write_view_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let suffix: String = uuid::Uuid::new_v4()
+    let suffix: String = crate::store::random::uuid4()
         .simple()
         .to_string()
         .chars()

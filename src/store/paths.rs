@@ -112,14 +112,26 @@ pub fn strip_trailing_slashes(path: &Path) -> PathBuf {
     path.components().collect()
 }
 
+/// What is at `path`, in one `lstat`: `None` for nothing, else whether it
+/// is a symlink (inside the running command's state root, from the held
+/// root; by path where it cannot be reached so).
+pub fn entry_is_symlink(path: &Path) -> Option<bool> {
+    let path = strip_trailing_slashes(path);
+    if let Ok(Some(at)) = super::root::place_inside(&path) {
+        let stat = at.lstat().ok()??;
+        return Some(
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink,
+        );
+    }
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| m.file_type().is_symlink())
+}
+
 /// True when the final component of `path` is a symlink (lstat; inside
 /// the running command's state root, from the held root).
 pub fn is_symlink(path: &Path) -> bool {
-    let path = strip_trailing_slashes(path);
-    if let Ok(Some(at)) = super::root::place_inside(&path) {
-        return at.is_symlink();
-    }
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    entry_is_symlink(path) == Some(true)
 }
 
 /// True when anything (even a dangling symlink) is at `path` (lstat;

@@ -79,7 +79,7 @@ pub fn write_report(root: &Path, name: &str, bytes: &[u8]) -> StoreResult<bool> 
     let target = dir.join(name);
     let temp = dir.join(format!(
         ".{name}.{}.tmp",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
+        &crate::store::random::uuid4().simple().to_string()[..8]
     ));
     create_exclusive(&temp, bytes)?;
     let linked = temp.place()?.hard_link_to(&target.place()?);

@@ -28,11 +28,29 @@ struct Current {
     /// Each is the directory we opened, whatever its name shows later;
     /// forgotten when this command renames or removes anything
     /// ([`forget_walked`]), so a directory it replaces is walked anew.
-    walked: std::collections::HashMap<PathBuf, Arc<HeldDir>>,
+    walked: std::collections::BTreeMap<PathBuf, Arc<HeldDir>>,
     /// The root's derived-file key once this command has read it: a key
     /// replaced during the command only makes the MACs it writes fail to
     /// verify later, which costs that reader a full replay.
     key: Option<Vec<u8>>,
+    /// How many locks of the root this command holds now.
+    locks_held: u32,
+    /// Derived files this command read while it held a lock, opened
+    /// read-write so that rewriting one in place later needs no second
+    /// open and check ([`kept`]). Forgotten with the walked directories (a
+    /// rename or removal may have put another file at the name) and when
+    /// the last lock is released.
+    kept: Vec<KeptFile>,
+}
+
+#[derive(Debug)]
+struct KeptFile {
+    /// The directory (device, inode) and the name the file was opened at.
+    dir: (u64, u64),
+    name: std::ffi::OsString,
+    file: Arc<std::fs::File>,
+    /// Its length as this command last left it.
+    len: u64,
 }
 
 // Per thread: the MCP server runs tool calls on several blocking threads
@@ -61,6 +79,8 @@ pub fn begin(root: &Path) -> CommandScope {
             held: None,
             walked: Default::default(),
             key: None,
+            locks_held: 0,
+            kept: Vec::new(),
         })
     });
     CommandScope { previous }
@@ -245,6 +265,77 @@ pub(super) fn forget_walked() {
     with_current(|cur| {
         if let Some(cur) = cur.as_mut() {
             cur.walked.clear();
+            cur.kept.clear();
+        }
+    });
+}
+
+/// A lock of the root taken by this command (see `Current::kept`).
+pub(super) fn lock_taken() {
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut() {
+            cur.locks_held += 1;
+        }
+    });
+}
+
+/// A lock of the root released; with the last one the kept files go.
+pub(super) fn lock_released() {
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut() {
+            cur.locks_held = cur.locks_held.saturating_sub(1);
+            if cur.locks_held == 0 {
+                cur.kept.clear();
+            }
+        }
+    });
+}
+
+/// Whether a derived file read now may be opened read-write and kept:
+/// only while this command holds a lock, so that read-only commands never
+/// open a file for writing.
+pub(super) fn may_keep() -> bool {
+    with_current(|cur| cur.as_ref().is_some_and(|cur| cur.locks_held > 0))
+}
+
+/// The file kept for `at`, with its length, if this command has one.
+pub(super) fn kept(at: &Loc) -> Option<(Arc<std::fs::File>, u64)> {
+    let dir = at.dir().identity();
+    with_current(|cur| {
+        let cur = cur.as_ref()?;
+        cur.kept
+            .iter()
+            .find(|k| k.dir == dir && k.name == at.name())
+            .map(|k| (Arc::clone(&k.file), k.len))
+    })
+}
+
+/// Keep `file` (opened read-write at `at` and checked) for a rewrite.
+pub(super) fn keep(at: &Loc, file: &Arc<std::fs::File>, len: u64) {
+    let dir = at.dir().identity();
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut().filter(|cur| cur.locks_held > 0) {
+            cur.kept.retain(|k| !(k.dir == dir && k.name == at.name()));
+            cur.kept.push(KeptFile {
+                dir,
+                name: at.name().to_os_string(),
+                file: Arc::clone(file),
+                len,
+            });
+        }
+    });
+}
+
+/// The kept file at `at` is now `len` bytes long.
+pub(super) fn kept_len(at: &Loc, len: u64) {
+    let dir = at.dir().identity();
+    with_current(|cur| {
+        if let Some(kept) = cur.as_mut().and_then(|cur| {
+            cur.kept
+                .iter_mut()
+                .find(|k| k.dir == dir && k.name == at.name())
+        }) {
+            kept.len = len;
         }
     });
 }

@@ -14,7 +14,7 @@ use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
     DIR_MODE, Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular,
-    open_secure_dir, open_secure_dir_at, read_limited,
+    open_secure_dir, open_secure_dir_at, read_regular,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -188,6 +188,19 @@ pub struct RunDir {
     /// The receipt opened for reading once per command (positioned reads
     /// of single lines and tails; streaming readers open their own).
     receipt_reader: Arc<OnceLock<File>>,
+    /// The receipt bytes this command read last by position (a tail),
+    /// with the lines it appended after them: the last line, the recent
+    /// lines and the next tail are then read from here. A receipt only
+    /// grows: bytes once read stay what they were, and a rewrite by
+    /// anyone else is as if it came after this command.
+    recent: Arc<std::sync::Mutex<Option<RecentBytes>>>,
+}
+
+/// Receipt bytes `[start, start + bytes.len())`.
+#[derive(Debug)]
+struct RecentBytes {
+    start: u64,
+    bytes: Vec<u8>,
 }
 
 /// The state root opened once, and the run directory reached from it
@@ -214,6 +227,7 @@ impl RunDir {
             dir: root.join("runs").join(run_id),
             held: Arc::new(OnceLock::new()),
             receipt_reader: Arc::new(OnceLock::new()),
+            recent: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
@@ -333,11 +347,13 @@ impl RunDir {
     /// when missing: never a path re-resolved, so a run moved away is not
     /// recreated as a ghost `runs/<id>/locks`.
     pub fn ensure_locks_dir(&self) -> StoreResult<()> {
-        self.recheck()?;
         let locks = self.place(&self.dir.join("locks"))?;
         if locks.exists() {
             return Ok(());
         }
+        // Only a run whose names still lead to it gets a `locks/` (the
+        // lock itself rechecks them once taken).
+        self.recheck()?;
         match locks.mkdir(super::secure::DIR_MODE) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
@@ -396,7 +412,9 @@ impl RunDir {
             // the descriptors; only the names can have moved.
             return self.recheck();
         }
-        if is_symlink(&self.dir) {
+        // A run directory this command walked to already was no symlink
+        // when it was opened (no-follow), and is the one it holds.
+        if super::root::known_dir(&self.dir).is_none() && is_symlink(&self.dir) {
             return Err(StoreError::invalid("run directory must not be a symlink"));
         }
         // Reached from the held root one component at a time, the run
@@ -419,16 +437,20 @@ impl RunDir {
 
     /// The manifest snapshot bytes (§4.1 steps 1–3).
     pub fn read_manifest(&self) -> Result<Vec<u8>, RunReadError> {
-        if self.is_absent() {
-            return Err(RunReadError::Missing(MissingRun::of(
-                &self.root,
-                &self.run_id,
-            )));
-        }
-        if is_symlink(&self.dir) {
-            return Err(RunReadError::Corrupt(
-                "run directory snapshot is unsafe".into(),
-            ));
+        // One `lstat` says both: nothing there, or a symlink.
+        match super::paths::entry_is_symlink(&self.dir) {
+            None => {
+                return Err(RunReadError::Missing(MissingRun::of(
+                    &self.root,
+                    &self.run_id,
+                )));
+            }
+            Some(true) => {
+                return Err(RunReadError::Corrupt(
+                    "run directory snapshot is unsafe".into(),
+                ));
+            }
+            Some(false) => {}
         }
         let path = self.manifest_path();
         let missing =
@@ -439,14 +461,15 @@ impl RunDir {
             e @ StoreError::Invalid(_) => RunReadError::Store(e),
             _ => missing(),
         })?;
-        if at.is_symlink() {
-            return Err(RunReadError::Corrupt(
-                "run manifest snapshot is unsafe".into(),
-            ));
-        }
-        let mut file = open_regular(&at, "run manifest snapshot", None).map_err(|_| missing())?;
-        read_limited(&mut file, &path, MAX_MANIFEST_BYTES)
-            .map_err(|_| missing())?
+        // The no-follow open refuses a symlink; only then is it asked why.
+        read_regular(&at, &path, "run manifest snapshot", None, MAX_MANIFEST_BYTES)
+            .map_err(|_| {
+                if at.is_symlink() {
+                    RunReadError::Corrupt("run manifest snapshot is unsafe".into())
+                } else {
+                    missing()
+                }
+            })?
             .ok_or_else(|| {
                 RunReadError::Corrupt(format!(
                     "run manifest snapshot is missing or invalid: larger than {MAX_MANIFEST_BYTES} bytes"
@@ -466,31 +489,38 @@ impl RunDir {
     pub fn read_head(&self) -> Result<Option<AckHead>, RunReadError> {
         let path = self.head_path();
         let at = self.place(&path)?;
-        let meta = match at.symlink_metadata() {
-            Ok(Some(meta)) => meta,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(RunReadError::Store(StoreError::io(&e, &path))),
-        };
         // A file of the wrong type, mode or owner is a state-root rule
         // broken (exit 2), not a damaged receipt: the receipt may be fine.
-        if !meta.file_type().is_file() {
-            return Err(RunReadError::Store(StoreError::invalid(format!(
+        let not_regular = || {
+            RunReadError::Store(StoreError::invalid(format!(
                 "acknowledged receipt head record must be a regular file: '{}' is not (remove it; the next mutation writes a fresh one)",
                 path.display()
-            ))));
-        }
-        check_metadata(&meta, "acknowledged receipt head record", FILE_MODE).map_err(|e| {
-            RunReadError::Store(StoreError::invalid(format!(
-                "{}: '{}' must be a 0600 file owned by you (chmod 600 it)",
-                e.message(),
-                path.display()
             )))
-        })?;
+        };
+        // Opened first (no-follow), then checked on the descriptor: one
+        // open says missing, a symlink, or the file to check.
+        let check = |meta: &std::fs::Metadata| {
+            if !meta.file_type().is_file() {
+                return Err(not_regular());
+            }
+            check_metadata(meta, "acknowledged receipt head record", FILE_MODE).map_err(|e| {
+                RunReadError::Store(StoreError::invalid(format!(
+                    "{}: '{}' must be a 0600 file owned by you (chmod 600 it)",
+                    e.message(),
+                    path.display()
+                )))
+            })
+        };
+        let failed = |e: std::io::Error| match at.symlink_metadata() {
+            Ok(Some(meta)) if !meta.file_type().is_file() => not_regular(),
+            _ => RunReadError::Store(StoreError::io(&e, &path)),
+        };
+        let Some((file, len)) = super::secure::open_derived(&at, check, failed)? else {
+            return Ok(None);
+        };
         let invalid =
             || RunReadError::Corrupt("acknowledged receipt head record is invalid".into());
-        let mut file = open_regular(&at, "acknowledged receipt head", Some(FILE_MODE))
-            .map_err(|_| invalid())?;
-        let bytes = read_limited(&mut file, &path, 4096)
+        let bytes = super::secure::read_derived(&file, &path, len, 4096)
             .map_err(|_| invalid())?
             .ok_or_else(invalid)?;
         parse_head(
@@ -529,22 +559,22 @@ impl RunDir {
         }
         bytes.push(b'\n');
         let at = self.place(&self.head_path())?;
-        // The first record is created whole (temp file and rename): a
-        // process killed between creating the file and writing it must
-        // not leave an empty record.
-        if !at.exists() {
-            return atomic_write_with(&at, &bytes, Durability::ContentOnly);
-        }
-        // A write that failed part way leaves a record that names no head
-        // (its MAC fails): the whole record is then put in place by rename,
-        // and when even that fails the record is removed, so what remains
-        // is the new head or none, never a damaged one (no head only means
-        // verify has nothing to hold the receipt to until the next append).
-        super::secure::overwrite_in_place(&at, &bytes, true)
-            .or_else(|_| atomic_write_with(&at, &bytes, Durability::ContentOnly))
-            .inspect_err(|_| {
+        match super::secure::overwrite_existing(&at, &bytes, true) {
+            Ok(true) => Ok(()),
+            // The first record is created whole (temp file and rename): a
+            // process killed between creating the file and writing it must
+            // not leave an empty record.
+            Ok(false) => atomic_write_with(&at, &bytes, Durability::ContentOnly),
+            // A write that failed part way leaves a record that names no
+            // head (its MAC fails): the whole record is then put in place
+            // by rename, and when even that fails the record is removed, so
+            // what remains is the new head or none, never a damaged one (no
+            // head only means verify has nothing to hold the receipt to
+            // until the next append).
+            Err(_) => atomic_write_with(&at, &bytes, Durability::ContentOnly).inspect_err(|_| {
                 let _ = at.remove_file();
-            })
+            }),
+        }
     }
 
     /// Write a derived cache file (run.json or a lane) as canonical JSON + LF.
@@ -707,6 +737,7 @@ impl RunDir {
     /// Append one whole line to the receipt, through the held run
     /// directory (see [`super::secure::append_line`]).
     pub fn append_receipt(&self, line: &[u8]) -> StoreResult<()> {
+        self.forget_recent();
         super::secure::append_line(&self.place(&self.receipt_path())?, line)
     }
 
@@ -714,7 +745,26 @@ impl RunDir {
     /// (the length the appending command loaded), checked on the very
     /// descriptor written through, under the lock, right before the write.
     pub fn append_receipt_after(&self, line: &[u8], expected: u64) -> StoreResult<()> {
-        super::secure::append_line_after(&self.place(&self.receipt_path())?, line, Some(expected))
+        let appended = super::secure::append_line_after(
+            &self.place(&self.receipt_path())?,
+            line,
+            Some(expected),
+        );
+        match (&appended, self.recent.lock().as_deref_mut()) {
+            // The receipt was `expected` bytes and now ends with `line`.
+            (Ok(()), Ok(Some(recent))) if recent.start + recent.bytes.len() as u64 == expected => {
+                recent.bytes.extend_from_slice(line);
+            }
+            (_, Ok(recent)) => *recent = None,
+            (_, Err(_)) => {}
+        }
+        appended
+    }
+
+    fn forget_recent(&self) {
+        if let Ok(mut recent) = self.recent.lock() {
+            *recent = None;
+        }
     }
 
     /// The checkpoint's liveness digest files.
@@ -773,9 +823,13 @@ impl RunDir {
     /// anything odd means "no checkpoint").
     pub fn read_checkpoint(&self) -> Option<Value> {
         let path = self.checkpoint_path();
-        let mut file =
-            open_regular(&self.place(&path).ok()?, "checkpoint", Some(FILE_MODE)).ok()?;
-        let bytes = read_limited(&mut file, &path, 256 << 20).ok()??;
+        let at = self.place(&path).ok()?;
+        let check = |meta: &std::fs::Metadata| match meta.is_file() {
+            true => check_metadata(meta, "checkpoint", FILE_MODE).map_err(drop),
+            false => Err(()),
+        };
+        let (file, len) = super::secure::open_derived(&at, check, drop).ok()??;
+        let bytes = super::secure::read_derived(&file, &path, len, 256 << 20).ok()??;
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -783,12 +837,9 @@ impl RunDir {
     /// it needs no sync: a lost or garbled one only costs a full replay.
     pub fn write_checkpoint(&self, value: &Value) -> StoreResult<()> {
         let at = self.place(&self.checkpoint_path())?;
-        if at.is_symlink() {
-            return Err(StoreError::invalid("atomic target must not be a symlink"));
-        }
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
-        // In place, unsynced (contracts/receipt.md "One commit"): a torn or
+        // The no-follow open refuses a symlink. In place, unsynced (contracts/receipt.md "One commit"): a torn or
         // stale checkpoint fails its MAC or its stamps and costs one full
         // replay; one written before the last boot is never used.
         super::secure::overwrite_in_place(&at, &bytes, false)
@@ -809,6 +860,14 @@ impl RunDir {
     pub fn read_receipt_range(&self, end: u64, len: u64) -> Option<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let start = end.checked_sub(len)?;
+        if let Some(bytes) = self.recent.lock().ok().and_then(|recent| {
+            let recent = recent.as_ref()?;
+            let from = usize::try_from(start.checked_sub(recent.start)?).ok()?;
+            let to = from.checked_add(usize::try_from(len).ok()?)?;
+            recent.bytes.get(from..to).map(<[u8]>::to_vec)
+        }) {
+            return Some(bytes);
+        }
         let opened;
         let file = match self.held_receipt_reader() {
             Some(file) => file,
@@ -827,6 +886,16 @@ impl RunDir {
         }
         let mut bytes = vec![0u8; usize::try_from(len).ok()?];
         file.read_exact_at(&mut bytes, start).ok()?;
+        // A tail is kept; a line read alone does not replace it.
+        if let Ok(mut recent) = self.recent.lock()
+            && len <= SMALL_READ
+            && recent.as_ref().is_none_or(|r| r.bytes.len() as u64 <= len)
+        {
+            *recent = Some(RecentBytes {
+                start,
+                bytes: bytes.clone(),
+            });
+        }
         Some(bytes)
     }
 

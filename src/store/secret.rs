@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::StoreResult;
-use super::secure::{FILE_MODE, create_exclusive, open_regular, read_limited};
+use super::secure::{FILE_MODE, create_exclusive, open_regular_meta, read_sized};
 
 pub const KEY_FILE: &str = "derived.key";
 
@@ -32,23 +32,25 @@ pub fn read_key(root: &Path) -> Option<Vec<u8>> {
         return Some(key);
     }
     let path = key_path(root);
+    let stamp_of =
+        |meta: &std::fs::Metadata| (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec());
+    let mut known = KNOWN.lock().ok()?;
     // In another command of the same process (the MCP server) one `lstat`:
     // the key read before from the same file (device, inode, change time)
-    // is not read again.
-    let meta = match super::root::place_inside(&path) {
-        Ok(Some(at)) => at.symlink_metadata().ok()??,
-        _ => std::fs::symlink_metadata(&path).ok()?,
-    };
-    let stamp = (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec());
-    let mut known = KNOWN.lock().ok()?;
-    if let Some((seen, key)) = known.get(&path)
-        && *seen == stamp
-    {
-        super::root::remember_key(root, key);
-        return Some(key.clone());
+    // is not read again. A first read takes its stamp from the descriptor.
+    if let Some((seen, key)) = known.get(&path) {
+        let meta = match super::root::place_inside(&path) {
+            Ok(Some(at)) => at.symlink_metadata().ok()??,
+            _ => std::fs::symlink_metadata(&path).ok()?,
+        };
+        if *seen == stamp_of(&meta) {
+            super::root::remember_key(root, key);
+            return Some(key.clone());
+        }
     }
-    let mut file = open_regular(&path, "derived-file key", Some(FILE_MODE)).ok()?;
-    let bytes = read_limited(&mut file, &path, 256).ok()??;
+    let (mut file, meta) = open_regular_meta(&path, "derived-file key", Some(FILE_MODE)).ok()?;
+    let stamp = stamp_of(&meta);
+    let bytes = read_sized(&mut file, &path, meta.len(), 256).ok()??;
     let key = decode(&bytes)?;
     super::root::remember_key(root, &key);
     known.insert(path, (stamp, key.clone()));
@@ -73,8 +75,8 @@ pub fn ensure_key(root: &Path) -> StoreResult<Option<Vec<u8>>> {
     }
     let secret = format!(
         "{}{}\n",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
+        crate::store::random::uuid4().simple(),
+        crate::store::random::uuid4().simple()
     );
     match create_exclusive(&key_path(root), secret.as_bytes()) {
         Ok(()) => Ok(read_key(root)),

@@ -62,8 +62,8 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
     if super::root::is_root(path) {
         let dir = super::root::held(path)
             .map_err(|e| symlink_or_io_path(e, path, || is_symlink(path), kind))?;
-        let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
-        return check_metadata(&meta, kind, DIR_MODE);
+        // As it was opened, like every directory this command walked.
+        return check_metadata(dir.opened_metadata(), kind, DIR_MODE);
     }
     if let Some(dir) = super::root::walked_dir(path) {
         return check_metadata(dir.opened_metadata(), kind, DIR_MODE);
@@ -98,6 +98,16 @@ pub fn open_regular(
     kind: &str,
     mode: Option<u32>,
 ) -> StoreResult<File> {
+    open_regular_meta(at, kind, mode).map(|(file, _)| file)
+}
+
+/// [`open_regular`], with the metadata its check read (the size a whole
+/// read needs, the link count a handle check needs: no second `fstat`).
+pub fn open_regular_meta(
+    at: &(impl Place + ?Sized),
+    kind: &str,
+    mode: Option<u32>,
+) -> StoreResult<(File, std::fs::Metadata)> {
     const FLAGS: OFlags = OFlags::RDONLY
         .union(OFlags::NONBLOCK)
         .union(OFlags::NOFOLLOW)
@@ -128,7 +138,122 @@ pub fn open_regular(
     if let Some(mode) = mode {
         check_metadata(&meta, kind, mode)?;
     }
-    Ok(file)
+    Ok((file, meta))
+}
+
+/// The whole of a small regular file [`open_regular`] opens and checks,
+/// `None` when it is larger than `max` bytes.
+pub fn read_regular(
+    at: &(impl Place + ?Sized),
+    path: &Path,
+    kind: &str,
+    mode: Option<u32>,
+    max: u64,
+) -> StoreResult<Option<Vec<u8>>> {
+    let (mut file, meta) = open_regular_meta(at, kind, mode)?;
+    read_sized(&mut file, path, meta.len(), max)
+}
+
+/// A derived file of ours that this command reads now and may rewrite in
+/// place later (the checkpoint, the head record, the digest table): while
+/// the command holds a lock, opened read-write once and kept until the
+/// lock is released or anything is renamed ([`super::root::kept`]), so
+/// the rewrite needs no second open and check; else opened read-only.
+/// Never through a symlink. `check` judges the metadata of a file opened
+/// now (a kept file passed it when it was opened). `None` when nothing is
+/// at `at`.
+pub fn open_derived<E>(
+    at: &Loc,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+    failed: impl FnOnce(std::io::Error) -> E,
+) -> Result<Option<(std::sync::Arc<File>, u64)>, E> {
+    if let Some(kept) = super::root::kept(at) {
+        return Ok(Some(kept));
+    }
+    let keep = super::root::may_keep();
+    let read = OFlags::RDONLY | OFlags::NONBLOCK;
+    let (opened, writable) = if keep {
+        match at.open(OFlags::RDWR | OFlags::NONBLOCK, 0) {
+            Ok(file) => (Ok(file), true),
+            // A file we may read but not write (a copied root, say) is read.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EROFS | libc::EPERM)
+                ) =>
+            {
+                (at.open(read, 0), false)
+            }
+            Err(e) => (Err(e), false),
+        }
+    } else {
+        (at.open(read, 0), false)
+    };
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    let meta = match file.metadata() {
+        Ok(meta) => meta,
+        Err(e) => return Err(failed(e)),
+    };
+    check(&meta)?;
+    let file = std::sync::Arc::new(file);
+    if keep && writable {
+        super::root::keep(at, &file, meta.len());
+    }
+    Ok(Some((file, meta.len())))
+}
+
+/// The first `len` bytes of `file` (a derived file [`open_derived`] gave,
+/// `len` its length), read from offset 0 whatever the file's position.
+pub fn read_derived(file: &File, path: &Path, len: u64, max: u64) -> StoreResult<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    if len > max {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read_at(&mut bytes[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(StoreError::io(&e, path)),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(Some(bytes))
+}
+
+/// [`read_limited`] of a file an `fstat` just gave as `len` bytes long:
+/// those bytes, read in one call as a rule, with no further read to see the
+/// end (the file as it was when checked; one written meanwhile is as if
+/// read a moment earlier). A file that says it is empty (a `/proc` file
+/// given as an input, say) is read to its end.
+pub fn read_sized(
+    file: &mut File,
+    path: &Path,
+    len: u64,
+    max: u64,
+) -> StoreResult<Option<Vec<u8>>> {
+    use std::io::Read;
+    if len == 0 || len > max {
+        return read_limited(file, path, max);
+    }
+    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(StoreError::io(&e, path)),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(Some(bytes))
 }
 
 /// fsync a directory so a new or renamed entry survives a power loss (the
@@ -378,7 +503,7 @@ pub fn atomic_write_with(
         return Err(StoreError::invalid("atomic target must not be a symlink"));
     }
     let name = at.name().to_string_lossy().into_owned();
-    let suffix: String = uuid::Uuid::new_v4()
+    let suffix: String = crate::store::random::uuid4()
         .simple()
         .to_string()
         .chars()
@@ -407,18 +532,51 @@ pub fn atomic_write_with(
 /// half-written file finds it fails its own checks (JSON, MAC) and treats
 /// it as a cache to rebuild, which is what every file written this way is.
 pub fn overwrite_in_place(at: &(impl Place + ?Sized), bytes: &[u8], sync: bool) -> StoreResult<()> {
+    overwrite(at, bytes, sync, OFlags::CREATE).map(drop)
+}
+
+/// [`overwrite_in_place`] of a file that is there: `false`, and nothing
+/// written, when it is missing (one open says both).
+pub fn overwrite_existing(
+    at: &(impl Place + ?Sized),
+    bytes: &[u8],
+    sync: bool,
+) -> StoreResult<bool> {
+    overwrite(at, bytes, sync, OFlags::empty())
+}
+
+fn overwrite(
+    at: &(impl Place + ?Sized),
+    bytes: &[u8],
+    sync: bool,
+    create: OFlags,
+) -> StoreResult<bool> {
     let at = at.place()?;
     let path = &at.path();
-    let file = at
-        .open(OFlags::RDWR | OFlags::CREATE, FILE_MODE)
-        .map_err(|e| symlink_or_io(e, &at, "derived file"))?;
+    if let Some((file, len)) = super::root::kept(&at) {
+        rewrite_open(&file, len, path, bytes, sync)?;
+        super::root::kept_len(&at, bytes.len() as u64);
+        return Ok(true);
+    }
+    let file = match at.open(OFlags::RDWR | create, FILE_MODE) {
+        Ok(file) => file,
+        Err(e) if create.is_empty() && e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(symlink_or_io(e, &at, "derived file")),
+    };
     let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid("derived file must be a regular file"));
     }
     check_metadata(&meta, "derived file", FILE_MODE)?;
+    rewrite_open(&file, meta.len(), path, bytes, sync)?;
+    Ok(true)
+}
+
+/// Write `bytes` over the open derived file `file` (`len` bytes long) at
+/// offset 0, cut what lies past them, and with `sync` one `fdatasync`.
+fn rewrite_open(file: &File, len: u64, path: &Path, bytes: &[u8], sync: bool) -> StoreResult<()> {
     if injected(FaultPoint::Write, path) {
-        let _ = rustix::io::pwrite(&file, &bytes[..bytes.len() / 2], 0);
+        let _ = rustix::io::pwrite(file, &bytes[..bytes.len() / 2], 0);
         return Err(injected_error(path));
     }
     {
@@ -426,7 +584,7 @@ pub fn overwrite_in_place(at: &(impl Place + ?Sized), bytes: &[u8], sync: bool) 
         file.write_all_at(bytes, 0)
             .map_err(|e| StoreError::io(&e, path))?;
     }
-    if meta.len() > bytes.len() as u64 {
+    if len > bytes.len() as u64 {
         file.set_len(bytes.len() as u64)
             .map_err(|e| StoreError::io(&e, path))?;
     }
@@ -462,13 +620,18 @@ pub fn append_line_after(
 ) -> StoreResult<()> {
     let at = at.place()?;
     let path = &at.path();
-    let existed = at.exists();
-    if at.is_symlink() {
-        return Err(StoreError::invalid("receipt path must not be a symlink"));
-    }
-    let mut file = at
-        .open(OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE, FILE_MODE)
-        .map_err(|e| symlink_or_io(e, &at, "receipt path"))?;
+    // Opened as it is, else created: one open says whether it existed (a
+    // symlink, even a dangling one, fails the no-follow open either way).
+    let append = OFlags::WRONLY | OFlags::APPEND;
+    let (mut file, existed) = match at.open(append, FILE_MODE) {
+        Ok(file) => (file, true),
+        Err(e) if e.kind() == ErrorKind::NotFound => (
+            at.open(append | OFlags::CREATE, FILE_MODE)
+                .map_err(|e| symlink_or_io(e, &at, "receipt path"))?,
+            false,
+        ),
+        Err(e) => return Err(symlink_or_io(e, &at, "receipt path")),
+    };
     let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid("receipt must be a regular file"));
@@ -478,8 +641,10 @@ pub fn append_line_after(
             "receipt must be owned by the current uid".into(),
         ));
     }
-    file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-        .map_err(|e| StoreError::io(&e, path))?;
+    if meta.mode() & 0o7777 != FILE_MODE {
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .map_err(|e| StoreError::io(&e, path))?;
+    }
     let before = meta.len();
     if let Some(expected) = expected
         && before != expected
@@ -588,5 +753,78 @@ pub mod faults {
             });
             failed
         })
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+    use crate::store::root;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn private(path: &Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    fn derived(at: &Loc) -> (std::sync::Arc<File>, u64) {
+        open_derived(at, |_| Ok::<(), ()>(()), drop)
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_derived_file_read_under_a_lock_is_rewritten_through_its_descriptor_until_a_rename() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_path = std::fs::canonicalize(tmp.path()).unwrap();
+        let name = root_path.join("checkpoint.json");
+        private(&name, b"old record");
+        let _scope = root::begin(&root_path);
+        let at = root::place_inside(&name).unwrap().unwrap();
+        // Without a lock: read-only, nothing kept.
+        assert_eq!(derived(&at).1, 10);
+        assert!(root::kept(&at).is_none());
+        root::lock_taken();
+        let (file, len) = derived(&at);
+        assert_eq!(
+            read_derived(&file, &name, len, 64).unwrap().unwrap(),
+            b"old record"
+        );
+        assert!(root::kept(&at).is_some(), "opened read-write and kept");
+        // The rewrite goes through the kept descriptor (the same inode),
+        // cut to its new length.
+        overwrite_in_place(&at, b"new", false).unwrap();
+        assert_eq!(std::fs::read(&name).unwrap(), b"new");
+        assert_eq!(root::kept(&at).map(|(_, len)| len), Some(3));
+        // Another file renamed over the name: the descriptor is dropped
+        // and the next rewrite reaches the file that has the name now.
+        private(&root_path.join(".replacement"), b"replacement");
+        at.sibling(".replacement").rename_to(&at).unwrap();
+        assert!(root::kept(&at).is_none());
+        overwrite_in_place(&at, b"newest", false).unwrap();
+        assert_eq!(std::fs::read(&name).unwrap(), b"newest");
+        // Kept again when read again, and closed with the last lock.
+        derived(&at);
+        assert!(root::kept(&at).is_some());
+        root::lock_released();
+        assert!(root::kept(&at).is_none());
+    }
+
+    #[test]
+    fn a_file_that_says_it_is_empty_is_read_to_its_end() {
+        let mut file = File::open("/proc/self/status").unwrap();
+        let bytes = read_sized(&mut file, Path::new("/proc/self/status"), 0, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8(bytes).unwrap().contains("Pid:"));
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(tmp.path(), b"0123456789").unwrap();
+        let mut file = File::open(tmp.path()).unwrap();
+        // The length an fstat gave is what is read; more than `max` is None.
+        assert_eq!(
+            read_sized(&mut file, tmp.path(), 4, 64).unwrap().unwrap(),
+            b"0123"
+        );
+        assert_eq!(read_sized(&mut file, tmp.path(), 10, 5).unwrap(), None);
     }
 }

@@ -29,6 +29,9 @@ pub struct TreeFile {
 pub struct StoredTree {
     file: File,
     leaves: u64,
+    /// The hash at this index as `open` read and checked it (the last
+    /// leaf, which the next append's subtree hashes read again).
+    checked: Option<(u64, Hash)>,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
@@ -78,12 +81,18 @@ impl TreeFile {
         if !meta.is_file() || meta.len() != stored_hash_count(leaves) * HASH_SIZE as u64 {
             return None;
         }
-        let tree = StoredTree { file, leaves };
+        let mut tree = StoredTree {
+            file,
+            leaves,
+            checked: None,
+        };
         if leaves > 0 {
-            let stored = tree.hash_at(stored_hash_index(0, leaves - 1)).ok()?;
+            let index = stored_hash_index(0, leaves - 1);
+            let stored = tree.hash_at(index).ok()?;
             if Some(stored) != last_leaf {
                 return None;
             }
+            tree.checked = Some((index, stored));
         }
         Some(tree)
     }
@@ -105,6 +114,11 @@ impl StoredTree {
     }
 
     fn hash_at(&self, index: u64) -> std::io::Result<Hash> {
+        if let Some((at, hash)) = self.checked
+            && at == index
+        {
+            return Ok(hash);
+        }
         let mut buf = [0u8; HASH_SIZE];
         self.file
             .read_exact_at(&mut buf, index * HASH_SIZE as u64)?;

@@ -94,9 +94,29 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
         .status()
         .expect("strace is required (.ci/run installs it)");
     assert!(status.success());
-    let (syncs, renames, _) = counts(&std::fs::read_to_string(&trace).unwrap());
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let (syncs, renames, _) = counts(&trace);
     assert_eq!(syncs, 2, "the append and the head, nothing else");
     assert_eq!(renames, 1, "the receipt lock's rename only");
+    // Each derived file it reads and rewrites is opened once (read-write,
+    // under the lock); the binary maps no shared object and asks the
+    // kernel for its random token directly.
+    let opened = |name: &str| {
+        trace
+            .lines()
+            .filter(|l| l.contains(" open(") || l.contains(" openat("))
+            .filter(|l| l.contains(&format!("\"{name}\"")) || l.contains(&format!("/{name}\"")))
+            .count()
+    };
+    for name in [
+        "checkpoint.json",
+        "receipt-head.json",
+        "checkpoint-digests.idx",
+    ] {
+        assert_eq!(opened(name), 1, "{name} is opened once");
+    }
+    assert!(!trace.contains(".so"), "no shared object is opened");
+    assert!(!trace.contains("/dev/urandom"), "no random device is read");
     // The head and the checkpoint were rewritten in place (same inode),
     // the head as one 512-byte record naming the new event.
     let head_after = std::fs::metadata(run.join("receipt-head.json")).unwrap();
@@ -107,9 +127,14 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     assert_eq!(head["byte_length"].as_u64(), Some(receipt.len() as u64));
     let checkpoint_after = std::fs::metadata(run.join("checkpoint.json")).unwrap();
     assert_eq!(checkpoint_after.ino(), checkpoint_before.ino());
+    let checkpoint = read_json(&run.join("checkpoint.json"));
+    assert_eq!(checkpoint["sequence"], head["sequence"]);
+    // Its tail fingerprint, made from the bytes this command read and the
+    // line it appended, is that of the receipt's tail.
+    let tail = &receipt[receipt.len().saturating_sub(65536)..];
     assert_eq!(
-        read_json(&run.join("checkpoint.json"))["sequence"],
-        head["sequence"]
+        checkpoint["tail_sha256"].as_str(),
+        Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(tail)).as_str())
     );
     // The caches lag; `rebuild` brings them up to the receipt.
     assert_eq!(std::fs::read(run.join("run.json")).unwrap(), run_cache);
