@@ -23,48 +23,29 @@ struct CommandAllocator;
 
 static MIMALLOC: AtomicBool = AtomicBool::new(true);
 
-fn mimalloc() -> bool {
-    MIMALLOC.load(Ordering::Relaxed)
+/// The allocator [`MIMALLOC`] chose.
+fn chosen() -> &'static dyn GlobalAlloc {
+    if MIMALLOC.load(Ordering::Relaxed) {
+        &mimalloc::MiMalloc
+    } else {
+        &System
+    }
 }
 
 // SAFETY: each call goes whole to one allocator, the same one for every
 // call of the process (the choice is made before the first allocation).
 unsafe impl GlobalAlloc for CommandAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        unsafe {
-            if mimalloc() {
-                mimalloc::MiMalloc.alloc(layout)
-            } else {
-                System.alloc(layout)
-            }
-        }
+        unsafe { chosen().alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        unsafe {
-            if mimalloc() {
-                mimalloc::MiMalloc.alloc_zeroed(layout)
-            } else {
-                System.alloc_zeroed(layout)
-            }
-        }
+        unsafe { chosen().alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe {
-            if mimalloc() {
-                mimalloc::MiMalloc.dealloc(ptr, layout)
-            } else {
-                System.dealloc(ptr, layout)
-            }
-        }
+        unsafe { chosen().dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        unsafe {
-            if mimalloc() {
-                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
-            } else {
-                System.realloc(ptr, layout, new_size)
-            }
-        }
+        unsafe { chosen().realloc(ptr, layout, new_size) }
     }
 }
 

@@ -174,11 +174,7 @@ impl DigestFiles {
             let (file, meta) = self.open_meta(&path, true).ok()?;
             (std::sync::Arc::new(file), meta.len())
         } else {
-            let check = |meta: &std::fs::Metadata| match meta.is_file() {
-                true => check_metadata(meta, "checkpoint digest file", FILE_MODE).map_err(drop),
-                false => Err(()),
-            };
-            super::secure::open_derived(&self.at(&path).ok()?, check, drop).ok()??
+            super::secure::open_derived_ours(&self.at(&path).ok()?, "checkpoint digest file")?
         };
         let mut bytes = [0u8; 32];
         file.read_exact_at(&mut bytes, 0).ok()?;

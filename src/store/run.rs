@@ -824,11 +824,7 @@ impl RunDir {
     pub fn read_checkpoint(&self) -> Option<Value> {
         let path = self.checkpoint_path();
         let at = self.place(&path).ok()?;
-        let check = |meta: &std::fs::Metadata| match meta.is_file() {
-            true => check_metadata(meta, "checkpoint", FILE_MODE).map_err(drop),
-            false => Err(()),
-        };
-        let (file, len) = super::secure::open_derived(&at, check, drop).ok()??;
+        let (file, len) = super::secure::open_derived_ours(&at, "checkpoint")?;
         let bytes = super::secure::read_derived(&file, &path, len, 256 << 20).ok()??;
         serde_json::from_slice(&bytes).ok()
     }
@@ -839,9 +835,10 @@ impl RunDir {
         let at = self.place(&self.checkpoint_path())?;
         let mut bytes = canonical::to_vec(value);
         bytes.push(b'\n');
-        // The no-follow open refuses a symlink. In place, unsynced (contracts/receipt.md "One commit"): a torn or
-        // stale checkpoint fails its MAC or its stamps and costs one full
-        // replay; one written before the last boot is never used.
+        // The no-follow open refuses a symlink. In place, unsynced
+        // (contracts/receipt.md "One commit"): a torn or stale checkpoint
+        // fails its MAC or its stamps and costs one full replay; one
+        // written before the last boot is never used.
         super::secure::overwrite_in_place(&at, &bytes, false)
     }
 

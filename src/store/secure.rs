@@ -200,19 +200,35 @@ pub fn open_derived<E>(
     };
     check(&meta)?;
     let file = std::sync::Arc::new(file);
-    if keep && writable {
+    if writable {
         super::root::keep(at, &file, meta.len());
     }
     Ok(Some((file, meta.len())))
 }
 
+/// [`open_derived`] of a derived file whose only rule is ours: a regular
+/// 0600 file owned by the current uid, anything else (or an error) `None`.
+pub fn open_derived_ours(at: &Loc, kind: &str) -> Option<(std::sync::Arc<File>, u64)> {
+    let check = |meta: &std::fs::Metadata| match meta.is_file() {
+        true => check_metadata(meta, kind, FILE_MODE).map_err(drop),
+        false => Err(()),
+    };
+    open_derived(at, check, drop).ok()?
+}
+
 /// The first `len` bytes of `file` (a derived file [`open_derived`] gave,
 /// `len` its length), read from offset 0 whatever the file's position.
 pub fn read_derived(file: &File, path: &Path, len: u64, max: u64) -> StoreResult<Option<Vec<u8>>> {
-    use std::os::unix::fs::FileExt;
     if len > max {
         return Ok(None);
     }
+    read_from_start(file, path, len).map(Some)
+}
+
+/// Up to the first `len` bytes of `file`, by positioned reads from offset
+/// 0 (fewer when the file is shorter now).
+fn read_from_start(file: &File, path: &Path, len: u64) -> StoreResult<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
     let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
     let mut filled = 0;
     while filled < bytes.len() {
@@ -224,36 +240,24 @@ pub fn read_derived(file: &File, path: &Path, len: u64, max: u64) -> StoreResult
         }
     }
     bytes.truncate(filled);
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
-/// [`read_limited`] of a file an `fstat` just gave as `len` bytes long:
-/// those bytes, read in one call as a rule, with no further read to see the
-/// end (the file as it was when checked; one written meanwhile is as if
-/// read a moment earlier). A file that says it is empty (a `/proc` file
-/// given as an input, say) is read to its end.
+/// [`read_limited`] of a file just opened, which an `fstat` gave as `len`
+/// bytes long: those bytes, read in one call as a rule, with no further
+/// read to see the end (the file as it was when checked; one written
+/// meanwhile is as if read a moment earlier). A file that says it is empty
+/// (a `/proc` file given as an input, say) is read to its end.
 pub fn read_sized(
     file: &mut File,
     path: &Path,
     len: u64,
     max: u64,
 ) -> StoreResult<Option<Vec<u8>>> {
-    use std::io::Read;
     if len == 0 || len > max {
         return read_limited(file, path, max);
     }
-    let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(StoreError::io(&e, path)),
-        }
-    }
-    bytes.truncate(filled);
-    Ok(Some(bytes))
+    read_from_start(file, path, len).map(Some)
 }
 
 /// fsync a directory so a new or renamed entry survives a power loss (the

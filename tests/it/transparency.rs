@@ -139,14 +139,20 @@ fn sign(run: &Run, keys: &Keys) -> Value {
 
 /// `verify --key` with the run's verifier key must accept the run.
 fn verify_with_key(run: &Run, keys: &Keys) -> Value {
-    run.raw(&[
+    verify_with_key_and(run, keys, &[])
+}
+
+/// [`verify_with_key`] with more arguments (`--head`, say).
+fn verify_with_key_and(run: &Run, keys: &Keys, more: &[&str]) -> Value {
+    let mut args = vec![
         "verify",
         "--run-id",
         &run.run_id,
         "--key",
         s(&keys.verifier),
-    ])
-    .assert_ok()
+    ];
+    args.extend_from_slice(more);
+    run.raw(&args).assert_ok()
 }
 
 fn write(run: &Run, name: &str, bytes: &[u8]) -> PathBuf {
@@ -768,16 +774,7 @@ fn a_cut_tail_is_caught_by_a_kept_head_even_without_receipt_head_json() {
     );
     let receipt = run.dir.join("receipt.jsonl");
     let all = lines(&run);
-    run.raw(&[
-        "verify",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.verifier),
-        "--head",
-        s(&kept),
-    ])
-    .assert_ok();
+    verify_with_key_and(&run, &keys, &["--head", s(&kept)]);
     // Cut the tail: the stored head alone catches it.
     let cut: String = all[..9].iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&receipt, &cut).unwrap();
