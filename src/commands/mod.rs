@@ -29,6 +29,8 @@ pub mod views;
 
 #[cfg(test)]
 mod reliability_faults;
+#[cfg(test)]
+mod sequence_properties;
 
 use serde_json::{Map, Value};
 use std::path::Path;

@@ -542,8 +542,28 @@ fn seal(
     intents: Vec<Intent>,
     now: &str,
 ) -> FlowResult<SealedEvent> {
-    let contract = &run.manifest.contract;
-    let epoch = proof.epoch;
+    seal_intents(
+        &run.manifest.contract,
+        &run.dir.run_id,
+        state,
+        (&proof.fingerprint, proof.epoch),
+        intents,
+        now,
+    )
+}
+
+/// The pure part of [`seal`]: the event `intents` make on top of `state`
+/// for the owner `(fingerprint, epoch)`, numbered, chained, sealed and
+/// checked against the run's contract. No I/O: the sequence property test
+/// drives it without a state root.
+pub(crate) fn seal_intents(
+    contract: &crate::receipt::manifest::ManifestContract,
+    run_id: &str,
+    state: &CoordinatorState,
+    (fingerprint, epoch): (&str, u64),
+    intents: Vec<Intent>,
+    now: &str,
+) -> FlowResult<SealedEvent> {
     let values: Vec<Value> = intents
         .iter()
         .map(|i| intent_value(i, epoch, now))
@@ -577,7 +597,7 @@ fn seal(
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     let draft = match values.as_slice() {
         [single] => EventDraft {
-            run_id: run.dir.run_id.clone(),
+            run_id: run_id.to_string(),
             lane_id: text(single, "lane_id"),
             agent_id: text(single, "agent_id"),
             sequence: state.last_sequence() + 1,
@@ -585,7 +605,7 @@ fn seal(
             from_state: text(single, "from_state"),
             to_state: text(single, "to_state"),
             timestamp: text(single, "timestamp").unwrap_or_default(),
-            owner_token: proof.fingerprint.clone(),
+            owner_token: fingerprint.to_string(),
             manifest_hash: contract.hash.clone(),
             previous_checksum: state.last_checksum().to_string(),
             evidence_refs: single["evidence_refs"].clone(),
@@ -593,7 +613,7 @@ fn seal(
             metadata: Some(single["metadata"].clone()),
         },
         [_, second] => EventDraft {
-            run_id: run.dir.run_id.clone(),
+            run_id: run_id.to_string(),
             lane_id: None,
             agent_id: None,
             sequence: state.last_sequence() + 1,
@@ -601,7 +621,7 @@ fn seal(
             from_state: None,
             to_state: None,
             timestamp: text(second, "timestamp").unwrap_or_default(),
-            owner_token: proof.fingerprint.clone(),
+            owner_token: fingerprint.to_string(),
             manifest_hash: contract.hash.clone(),
             previous_checksum: state.last_checksum().to_string(),
             evidence_refs: json!([]),
