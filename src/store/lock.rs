@@ -212,6 +212,10 @@ pub struct DirLock {
 pub struct LockGuard {
     lock: Loc,
     _held: std::fs::File,
+    /// `owner.json` inside the lock directory this command made, reached
+    /// through that directory's descriptor (set once it is published):
+    /// the release looks there rather than opening the name again.
+    owner: std::sync::OnceLock<Loc>,
 }
 
 impl DirLock {
@@ -429,6 +433,7 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
     let guard = LockGuard {
         lock: lock.clone(),
         _held: held,
+        owner: std::sync::OnceLock::new(),
     };
     let result = (|| {
         let dir = lock
@@ -442,7 +447,9 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
         let owner = Loc::new(Arc::new(dir), "owner.json");
         initializer(lock)
             .rename_to(&owner)
-            .map_err(|e| StoreError::io(&e, &owner.path()))
+            .map_err(|e| StoreError::io(&e, &owner.path()))?;
+        let _ = guard.owner.set(owner);
+        Ok(())
     })();
     match result {
         Ok(()) => Ok(guard),
@@ -621,7 +628,16 @@ impl Drop for LockGuard {
         // Ours when `owner.json` in the lock directory that now has the
         // lock's name is the very file we flocked and renamed there (the
         // descriptor we hold): a reclaimer's record is another inode.
-        let Some(owner) = inside(&self.lock, "owner.json") else {
+        // The directory we made, while the lock's name still names it (a
+        // reclaimer may have moved it aside and made its own): one `lstat`
+        // of the name instead of opening it again.
+        let made = self.owner.get().filter(|owner| {
+            self.lock.lstat().ok().flatten().is_some_and(|s| {
+                rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
+                    && (s.st_dev, s.st_ino) == owner.dir().identity()
+            })
+        });
+        let Some(owner) = made.cloned().or_else(|| inside(&self.lock, "owner.json")) else {
             return;
         };
         let held = self._held.metadata().ok().map(|m| (m.dev(), m.ino()));

@@ -51,6 +51,8 @@ struct KeptFile {
     file: Arc<std::fs::File>,
     /// Its length as this command last left it.
     len: u64,
+    /// Opened to append (the receipt), not to be rewritten in place.
+    appends: bool,
 }
 
 // Per thread: the MCP server runs tool calls on several blocking threads
@@ -298,20 +300,40 @@ pub(super) fn may_keep() -> bool {
     with_current(|cur| cur.as_ref().is_some_and(|cur| cur.locks_held > 0))
 }
 
-/// The file kept for `at`, with its length, if this command has one.
+/// The file kept for `at` to rewrite in place, with its length, if this
+/// command has one.
 pub(super) fn kept(at: &Loc) -> Option<(Arc<std::fs::File>, u64)> {
+    kept_as(at, false)
+}
+
+/// The file kept for `at` to append to (the receipt, opened `O_APPEND`
+/// when it was first read under the lock), if this command has one.
+pub(super) fn kept_for_append(at: &Loc) -> Option<Arc<std::fs::File>> {
+    kept_as(at, true).map(|(file, _)| file)
+}
+
+fn kept_as(at: &Loc, appends: bool) -> Option<(Arc<std::fs::File>, u64)> {
     let dir = at.dir().identity();
     with_current(|cur| {
         let cur = cur.as_ref()?;
         cur.kept
             .iter()
-            .find(|k| k.dir == dir && k.name == at.name())
+            .find(|k| k.dir == dir && k.name == at.name() && k.appends == appends)
             .map(|k| (Arc::clone(&k.file), k.len))
     })
 }
 
 /// Keep `file` (opened read-write at `at` and checked) for a rewrite.
 pub(super) fn keep(at: &Loc, file: &Arc<std::fs::File>, len: u64) {
+    keep_as(at, file, len, false);
+}
+
+/// Keep `file` (opened read-write and `O_APPEND` at `at`) for an append.
+pub(super) fn keep_for_append(at: &Loc, file: &Arc<std::fs::File>) {
+    keep_as(at, file, 0, true);
+}
+
+fn keep_as(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool) {
     let dir = at.dir().identity();
     with_current(|cur| {
         if let Some(cur) = cur.as_mut().filter(|cur| cur.locks_held > 0) {
@@ -321,6 +343,7 @@ pub(super) fn keep(at: &Loc, file: &Arc<std::fs::File>, len: u64) {
                 name: at.name().to_os_string(),
                 file: Arc::clone(file),
                 len,
+                appends,
             });
         }
     });

@@ -187,7 +187,7 @@ pub struct RunDir {
     held: Arc<OnceLock<HeldRun>>,
     /// The receipt opened for reading once per command (positioned reads
     /// of single lines and tails; streaming readers open their own).
-    receipt_reader: Arc<OnceLock<File>>,
+    receipt_reader: Arc<OnceLock<Arc<File>>>,
     /// The receipt bytes this command read last by position (a tail),
     /// with the lines it appended after them: the last line, the recent
     /// lines and the next tail are then read from here. A receipt only
@@ -898,15 +898,17 @@ impl RunDir {
 
     /// The receipt held open for positioned reads once the run directory
     /// is held (opened through it on first use, never through a symlink).
+    /// Under a lock it is opened to append as well, and the append goes
+    /// through it ([`super::secure::open_receipt_reader`]).
     fn held_receipt_reader(&self) -> Option<&File> {
         self.held.get()?;
         if let Some(file) = self.receipt_reader.get() {
             return Some(file);
         }
         let at = self.place(&self.receipt_path()).ok()?;
-        let file = open_regular(&at, "receipt", None).ok()?;
+        let file = super::secure::open_receipt_reader(&at).ok()?;
         let _ = self.receipt_reader.set(file);
-        self.receipt_reader.get()
+        self.receipt_reader.get().map(|file| &**file)
     }
 }
 

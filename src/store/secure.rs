@@ -154,6 +154,38 @@ pub fn read_regular(
     read_sized(&mut file, path, meta.len(), max)
 }
 
+/// The receipt, opened for positioned reads: while this command holds a
+/// lock, read-write and `O_APPEND` and kept, so that the append under the
+/// same lock writes through this descriptor instead of opening the file a
+/// second time ([`append_line_after`]); else read-only. Never through a
+/// symlink; a regular file only.
+pub fn open_receipt_reader(at: &Loc) -> StoreResult<std::sync::Arc<File>> {
+    if super::root::may_keep() {
+        match at.open(OFlags::RDWR | OFlags::APPEND | OFlags::NONBLOCK, 0) {
+            Ok(file) => {
+                let meta = file
+                    .metadata()
+                    .map_err(|e| StoreError::io(&e, &at.path()))?;
+                if !meta.is_file() {
+                    return Err(StoreError::invalid("receipt must be a regular file"));
+                }
+                let file = std::sync::Arc::new(file);
+                super::root::keep_for_append(at, &file);
+                return Ok(file);
+            }
+            // A receipt we may read but not write is read (the append then
+            // fails on its own open, in its own words).
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EROFS | libc::EPERM)
+                ) => {}
+            Err(e) => return Err(symlink_or_io(e, at, "receipt")),
+        }
+    }
+    open_regular(at, "receipt", None).map(std::sync::Arc::new)
+}
+
 /// A derived file of ours that this command reads now and may rewrite in
 /// place later (the checkpoint, the head record, the digest table): while
 /// the command holds a lock, opened read-write once and kept until the
@@ -358,7 +390,7 @@ pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
 }
 
 /// Write all bytes; a zero-byte write is an error, short writes continue.
-fn write_all(file: &mut File, bytes: &[u8], path: &Path) -> StoreResult<()> {
+fn write_all(mut file: &File, bytes: &[u8], path: &Path) -> StoreResult<()> {
     let mut rest = bytes;
     while !rest.is_empty() {
         if injected(FaultPoint::Write, path) {
@@ -401,12 +433,12 @@ fn create_new_file(at: &Loc) -> StoreResult<File> {
 pub fn create_exclusive_locked(at: &(impl Place + ?Sized), bytes: &[u8]) -> StoreResult<File> {
     let at = at.place()?;
     let path = &at.path();
-    let mut file = create_new_file(&at)?;
+    let file = create_new_file(&at)?;
     let result = (|| {
         file.lock().map_err(|e| StoreError::io(&e, path))?;
         file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
             .map_err(|e| StoreError::io(&e, path))?;
-        write_all(&mut file, bytes, path)
+        write_all(&file, bytes, path)
     })();
     match result {
         Ok(()) => Ok(file),
@@ -624,19 +656,33 @@ pub fn append_line_after(
 ) -> StoreResult<()> {
     let at = at.place()?;
     let path = &at.path();
-    // Opened as it is, else created: one open says whether it existed (a
-    // symlink, even a dangling one, fails the no-follow open either way).
+    // The receipt this command read under the lock, when its name still
+    // names it: no second open. Anything else (renamed over since, never
+    // read) is opened as it is, else created: one open says whether it
+    // existed (a symlink, even a dangling one, fails the no-follow open
+    // either way).
     let append = OFlags::WRONLY | OFlags::APPEND;
-    let (mut file, existed) = match at.open(append, FILE_MODE) {
-        Ok(file) => (file, true),
-        Err(e) if e.kind() == ErrorKind::NotFound => (
-            at.open(append | OFlags::CREATE, FILE_MODE)
-                .map_err(|e| symlink_or_io(e, &at, "receipt path"))?,
-            false,
-        ),
-        Err(e) => return Err(symlink_or_io(e, &at, "receipt path")),
+    let kept = super::root::kept_for_append(&at).and_then(|file| {
+        let meta = file.metadata().ok()?;
+        let named = at.lstat().ok()??;
+        ((named.st_dev, named.st_ino) == (meta.dev(), meta.ino())).then_some((file, meta))
+    });
+    let (file, meta, existed) = match kept {
+        Some((file, meta)) => (file, meta, true),
+        None => {
+            let (file, existed) = match at.open(append, FILE_MODE) {
+                Ok(file) => (file, true),
+                Err(e) if e.kind() == ErrorKind::NotFound => (
+                    at.open(append | OFlags::CREATE, FILE_MODE)
+                        .map_err(|e| symlink_or_io(e, &at, "receipt path"))?,
+                    false,
+                ),
+                Err(e) => return Err(symlink_or_io(e, &at, "receipt path")),
+            };
+            let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
+            (std::sync::Arc::new(file), meta, existed)
+        }
     };
-    let meta = file.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_file() {
         return Err(StoreError::invalid("receipt must be a regular file"));
     }
@@ -657,7 +703,7 @@ pub fn append_line_after(
             "the receipt changed under the lock: it is {before} bytes, the state this command decided on ends at {expected} (another writer appended without honouring the lock); nothing was written: run verify, then retry"
         )));
     }
-    if let Err(error) = write_all(&mut file, line, path).and_then(|()| sync_file(&file, path)) {
+    if let Err(error) = write_all(&file, line, path).and_then(|()| sync_file(&file, path)) {
         // Nothing was acknowledged: take back whatever part of the line
         // reached the file (best effort; verify reports what remains).
         let _ = file.set_len(before).and_then(|()| file.sync_all());

@@ -108,10 +108,15 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
             .filter(|l| l.contains(&format!("\"{name}\"")) || l.contains(&format!("/{name}\"")))
             .count()
     };
+    // The receipt too: read under the lock through a descriptor opened to
+    // append, which the append then writes through; and the lock's
+    // directory is released through the descriptor that published it.
     for name in [
         "checkpoint.json",
         "receipt-head.json",
         "checkpoint-digests.idx",
+        "receipt.jsonl",
+        "receipt",
     ] {
         assert_eq!(opened(name), 1, "{name} is opened once");
     }
