@@ -22,7 +22,7 @@ use crate::coordinator::{CoordinatorState, ReplayPolicy};
 use crate::receipt::event::{EventDraft, SealedEvent};
 use crate::receipt::primitives::{Instant, format_now, is_sha256_hex};
 use crate::receipt::rules::{
-    EventContract, INTENT_KEYS, check_event, check_evidence, check_metadata,
+    EventContract, INTENT_KEYS, check_event, check_evidence, metadata_fault,
 };
 use crate::receipt::verify::ChainPosition;
 use crate::store::discovery::DiscoveryEnv;
@@ -579,16 +579,16 @@ pub(crate) fn seal_intents(
                 &contract.limits,
             ))
         })?;
-        check_metadata(
+        metadata_fault(
             intent.event_type,
             Some(&value["metadata"]),
             &contract.limits,
             epoch,
             values.len() > 1,
         )
-        .map_err(|m| {
+        .map_err(|fault| {
             FlowError::from(crate::coordinator::decide::metadata_refusal(
-                m,
+                fault,
                 &contract.limits,
             ))
         })?;

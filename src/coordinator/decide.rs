@@ -275,10 +275,11 @@ pub fn in_field(
 }
 
 /// A refusal of the metadata rules at the append (e.g. "assignment must be
-/// at most 500 characters"), naming the field and the limit of the run's
-/// own manifest snapshot.
-pub fn metadata_refusal(message: String, limits: &Limits) -> Refusal {
-    let key = message.split(' ').next().unwrap_or_default().to_string();
+/// at most 500 characters"), naming the field the rule found at fault and
+/// the limit of the run's own manifest snapshot.
+pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Limits) -> Refusal {
+    let crate::receipt::rules::MetadataFault { field, message } = fault;
+    let key = field.unwrap_or_default();
     let limit = match key.as_str() {
         "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" => {
             Some(limits.max_assignment_chars)

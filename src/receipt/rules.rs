@@ -560,6 +560,15 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
     Ok(())
 }
 
+/// Why metadata breaks the contract: the reference's message, and the
+/// metadata field it is about when one field alone is at fault (so a
+/// refusal can name the field and its limit without reading the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataFault {
+    pub field: Option<String>,
+    pub message: String,
+}
+
 /// MD1–MD18: the metadata object of a Phase-2 event (or intent).
 pub fn check_metadata(
     event_type: EventType,
@@ -568,8 +577,23 @@ pub fn check_metadata(
     epoch: u64,
     nested: bool,
 ) -> Rule {
+    metadata_fault(event_type, metadata, limits, epoch, nested).map_err(|fault| fault.message)
+}
+
+/// [`check_metadata`], saying which field is at fault.
+pub fn metadata_fault(
+    event_type: EventType,
+    metadata: Option<&Value>,
+    limits: &Limits,
+    epoch: u64,
+    nested: bool,
+) -> Result<(), MetadataFault> {
+    let whole = |message: String| MetadataFault {
+        field: None,
+        message,
+    };
     let Some(Value::Object(map)) = metadata else {
-        return fail("manifest 1.1 event metadata is required");
+        return Err(whole("manifest 1.1 event metadata is required".into()));
     };
     let (allowed, required) = metadata_keys(event_type);
     let unknown: Vec<&str> = map
@@ -578,14 +602,18 @@ pub fn check_metadata(
         .filter(|k| *k != "owner_epoch" && !allowed.contains(k))
         .collect();
     if !unknown.is_empty() {
-        return fail(format!(
+        return Err(whole(format!(
             "unsupported metadata fields: {}",
             unknown.join(", ")
-        ));
+        )));
     }
     match map.get("owner_epoch").and_then(as_int) {
         Some(e) if e >= 1 && e == epoch as i128 => {}
-        _ => return fail("owner_epoch must match the current positive epoch"),
+        _ => {
+            return Err(whole(
+                "owner_epoch must match the current positive epoch".into(),
+            ));
+        }
     }
     let mut missing: Vec<&str> = required
         .iter()
@@ -594,10 +622,10 @@ pub fn check_metadata(
         .collect();
     missing.sort_unstable();
     if !missing.is_empty() {
-        return fail(format!(
+        return Err(whole(format!(
             "required metadata fields missing: {}",
             missing.join(", ")
-        ));
+        )));
     }
     if event_type == EventType::RunCreated {
         let present = RECOVERY_KEYS
@@ -605,14 +633,19 @@ pub fn check_metadata(
             .filter(|k| map.contains_key(**k))
             .count();
         if present != 0 && present != RECOVERY_KEYS.len() {
-            return fail("recovery run provenance must be complete");
+            return Err(whole("recovery run provenance must be complete".into()));
         }
         if present == RECOVERY_KEYS.len() {
-            check_recovery_provenance(map)?;
+            check_recovery_provenance(map).map_err(whole)?;
         }
     }
     for (key, value) in map {
-        check_metadata_value(key, value, limits, epoch, nested)?;
+        check_metadata_value(key, value, limits, epoch, nested).map_err(|message| {
+            MetadataFault {
+                field: Some(key.clone()),
+                message,
+            }
+        })?;
     }
     Ok(())
 }
@@ -933,6 +966,45 @@ mod tests {
         let mut other = missing.clone();
         other.insert("reasons".into(), Value::Null);
         assert!(fields_in_order(&other, &INTENT_KEYS).is_none());
+    }
+
+    /// A metadata fault names the one field at fault (the key whose value
+    /// broke its rule), or none when the object as a whole is at fault; the
+    /// message is the reference's either way.
+    #[test]
+    fn metadata_faults_name_their_field() {
+        let limits = Limits::default();
+        let check = |metadata: Value| {
+            metadata_fault(EventType::LaneCreated, Some(&metadata), &limits, 1, false)
+        };
+        let long = "x".repeat(limits.max_assignment_chars as usize + 1);
+        let base = json!({
+            "owner_epoch": 1, "assignment": "a", "write_scope": ["src"],
+            "fallback": "main", "startup_ack_deadline": "2026-07-14T01:05:00Z",
+            "command_deadline": null, "parent_lane_id": null, "replacement_count": 0,
+        });
+        let mut too_long = base.clone();
+        too_long["assignment"] = json!(long);
+        let fault = check(too_long).unwrap_err();
+        assert_eq!(fault.field.as_deref(), Some("assignment"));
+        assert_eq!(fault.message, "assignment must be at most 500 characters");
+        // The first field in key order that breaks a rule is the one named,
+        // whatever its message begins with.
+        let mut bad_deadline = base.clone();
+        bad_deadline["startup_ack_deadline"] = json!("soon");
+        let fault = check(bad_deadline).unwrap_err();
+        assert_eq!(fault.field.as_deref(), Some("startup_ack_deadline"));
+        let mut unknown = base.clone();
+        unknown["surprise"] = json!(1);
+        assert_eq!(check(unknown).unwrap_err().field, None);
+        let mut stale = base.clone();
+        stale["owner_epoch"] = json!(2);
+        assert_eq!(check(stale).unwrap_err().field, None);
+        assert!(check(base.clone()).is_ok());
+        assert_eq!(
+            check_metadata(EventType::LaneCreated, Some(&base), &limits, 1, false),
+            Ok(())
+        );
     }
 
     #[test]
