@@ -206,10 +206,11 @@ pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
 }
 
 /// A tool's description (agent-tools.md §4): what it does (the first
-/// sentence of its help page), when to call it, and what comes next (the
-/// reference's "Safe next"). Not the reference's first line itself: its
-/// kind is the read-only annotation, and the rest is the same on every
-/// command.
+/// sentence of its help page, to its first colon or semicolon, without
+/// asides in parentheses), when to call it (the page's "Call it …"
+/// sentence, to its first semicolon) and what comes next (the reference's "Safe
+/// next"). Not the reference's first line itself: its kind is the
+/// read-only annotation, and the rest is the same on every command.
 fn describe(about: &str, long_about: &str) -> String {
     let page = long_about
         .strip_prefix(about)
@@ -217,24 +218,73 @@ fn describe(about: &str, long_about: &str) -> String {
         .trim_start();
     let first = page.split("\n\n").next().unwrap_or_default();
     let text = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    let sentences: Vec<&str> = text.split_inclusive(". ").map(str::trim).collect();
+    let said = sentences(&text);
     let mut out: Vec<String> = Vec::new();
-    if let Some(what) = sentences.first() {
-        let what = what.split(": ").next().unwrap_or(what);
-        out.push(format!("{}.", what.trim_end_matches('.')));
+    if let Some(what) = said.first() {
+        out.push(format!("{}.", without_asides(clause(what, &[": ", "; "]))));
     }
-    if let Some(when) = sentences.iter().skip(1).find(|s| s.starts_with("Call it")) {
-        out.push(format!("{}.", when.trim_end_matches('.')));
+    if let Some(when) = said.iter().skip(1).find(|s| s.starts_with("Call it")) {
+        // Its colon introduces what to do after it (liveness-check's
+        // actions): kept.
+        out.push(format!("{}.", clause(when, &["; "])));
     }
     if let Some(next) = about.split("Safe next: ").nth(1) {
-        let next = next
-            .split(". ")
-            .next()
-            .unwrap_or(next)
-            .trim_end_matches('.');
-        out.push(format!("Next: {next}."));
+        let next = sentences(next).first().copied().unwrap_or(next);
+        out.push(format!("Next: {}.", next.trim_end_matches('.')));
     }
     out.join(" ")
+}
+
+/// Where `text` is inside parentheses: the depth before each byte.
+fn depths(text: &str) -> impl Iterator<Item = (usize, char, usize)> + '_ {
+    let mut depth = 0usize;
+    text.char_indices().map(move |(i, c)| {
+        let before = depth;
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        (i, c, before)
+    })
+}
+
+/// The sentences of `text`: split after a `.` that is followed by a space,
+/// outside parentheses and not ending an abbreviation ("e.g.", "i.e.").
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c, depth) in depths(text) {
+        let abbreviation = ["e.g", "i.e"].iter().any(|a| text[..i].ends_with(a));
+        if c == '.' && depth == 0 && !abbreviation && text[i + 1..].starts_with(' ') {
+            out.push(text[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(text[start..].trim());
+    }
+    out
+}
+
+/// A sentence to the first of `marks` outside parentheses, without its
+/// final period.
+fn clause<'a>(sentence: &'a str, marks: &[&str]) -> &'a str {
+    let end = depths(sentence)
+        .find(|&(i, _, depth)| depth == 0 && marks.iter().any(|m| sentence[i..].starts_with(m)))
+        .map_or(sentence.len(), |(i, _, _)| i);
+    sentence[..end].trim_end_matches('.').trim_end()
+}
+
+/// `text` without its asides in parentheses (nested ones included).
+fn without_asides(text: &str) -> String {
+    let mut out = String::new();
+    for (_, c, depth) in depths(text) {
+        if depth == 0 && c != '(' {
+            out.push(c);
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn spec(command: &Command, name: &str) -> ToolSpec {
@@ -336,9 +386,15 @@ fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
             }
         }),
     };
-    let help = match SHARED_HELP.iter().find(|(flag, _)| *flag == param.flag) {
-        Some((_, help)) => help.to_string(),
-        None => short_help(&param.help),
+    let help = if SHARED_FLAGS.contains(&param.flag.as_str()) {
+        String::new()
+    } else {
+        short_help(&param.help)
+    };
+    // "The workflow_type" says nothing the name does not.
+    let help = match help.strip_prefix("The ") {
+        Some(name) if name == param.name => String::new(),
+        _ => help,
     };
     if let Value::Object(map) = &mut schema
         && !help.is_empty()
@@ -350,42 +406,97 @@ fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
 
 /// The arguments most tools take: their schema says what they must be, and
 /// [`SHARED_ARGUMENTS`] what they mean, once.
-const SHARED_HELP: &[(&str, &str)] = &[
-    ("run-id", ""),
-    ("lane-id", ""),
-    ("agent-id", ""),
-    ("at", ""),
-    ("expected-head", ""),
-    ("evidence", ""),
-    ("reason", "Why, in one line"),
+const SHARED_FLAGS: &[&str] = &[
+    "run-id",
+    "lane-id",
+    "agent-id",
+    "at",
+    "expected-head",
+    "evidence",
 ];
 
-/// What [`SHARED_HELP`] leaves out, said once for every tool (the
+/// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
 pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
-/// A flag's help as a tool argument's description: its first sentence,
-/// without what only a command line needs (files, `-`, "see below").
+/// A flag's help as a tool argument's description: its first clause,
+/// without what only a command line needs (files, `-`, "see below") or what
+/// the schema says already (a leading `<TEXT>:` or `a|b|c:`, "a JSON
+/// object", "one of", limits); placeholders and flags named as the
+/// arguments are.
 fn short_help(help: &str) -> String {
-    let text = help
-        .replace("<FILE> with ", "")
-        .replace("<FILE>", "")
-        .replace("<RUN_ID>", "run_id")
-        .replace("<LANE_ID>", "lane_id")
-        .replace("<AGENT_ID>", "agent_id")
-        .replace("<TEXT>", "text")
-        .replace("<SHA256>", "SHA-256");
-    let cut = [": inline, -", " (", "; ", ": a JSON ", ", e.g"]
-        .iter()
-        .filter_map(|marker| text.find(marker))
-        .min()
-        .unwrap_or(text.len());
-    let text = text[..cut].trim().trim_end_matches([',', ';', ':', '.']);
-    text.split(". ")
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+    let help = match help.split_once(": ") {
+        Some((kind, rest)) if !kind.contains(' ') => rest,
+        _ => help,
+    };
+    let text = as_arguments(help);
+    let cut = [
+        ": inline, -",
+        " (",
+        "; ",
+        ", a JSON ",
+        ", e.g",
+        ", one line",
+        ", one of",
+        ", an identifier",
+    ];
+    let end = depths(&text)
+        .find(|&(i, _, depth)| depth == 0 && cut.iter().any(|m| text[i..].starts_with(m)))
+        .map_or(text.len(), |(i, _, _)| i);
+    let text = text[..end].trim().trim_end_matches([',', ';', ':', '.']);
+    let first = sentences(text).first().copied().unwrap_or_default();
+    let mut chars = first.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Help text with its `<PLACEHOLDER>`s and `--flags` as a model knows
+/// them: `<LANE_ID>` is lane_id, `--lane-id` is lane_id, `<N>` stays N, a
+/// placeholder that only abbreviates the word before it (`sequence <SEQ>`)
+/// goes, and so does `<FILE>`.
+fn as_arguments(help: &str) -> String {
+    let mut out = String::new();
+    let mut rest = help.replace("<FILE> with ", "").replace(" <FILE>", "");
+    while let Some(open) = rest.find(['<', '-']) {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let name_end = |s: &str| {
+            s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(s.len())
+        };
+        if let Some(inner) = from.strip_prefix('<')
+            && let Some(close) = inner.find('>')
+            && inner[..close]
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            let name = &inner[..close];
+            let word = name.to_lowercase();
+            let previous = out.split_whitespace().last().unwrap_or_default();
+            if name.len() == 1 {
+                out.push_str(name);
+            } else if previous.len() > word.len() && previous.starts_with(&word) {
+                out.truncate(out.trim_end().len());
+            } else {
+                out.push_str(&word);
+            }
+            rest = inner[close + 1..].to_string();
+        } else if let Some(flag) = from.strip_prefix("--")
+            && flag.starts_with(|c: char| c.is_ascii_lowercase())
+        {
+            let end = name_end(flag);
+            out.push_str(&flag[..end].replace('-', "_"));
+            rest = flag[end..].to_string();
+        } else {
+            let mut chars = from.chars();
+            out.extend(chars.next());
+            rest = chars.as_str().to_string();
+        }
+    }
+    out.push_str(&rest);
+    out
 }
 
 /// The tool's input schema: its flags in snake case, nothing else
@@ -652,6 +763,85 @@ mod tests {
             super::pieces(&lane, &missing)
                 .unwrap_err()
                 .contains("lane_id")
+        );
+    }
+
+    /// agent-tools.md §4: every description, a tool's or an argument's, is
+    /// whole: its parentheses and quotes balance, and it was not cut after
+    /// an abbreviation or on a word that needs another after it.
+    #[test]
+    fn descriptions_are_whole_sentences() {
+        fn check(tool: &str, text: &str, sentences_of_a_tool: bool) {
+            let mut depth = 0i32;
+            for c in text.chars() {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                assert!(depth >= 0, "{tool}: {text:?}");
+            }
+            assert_eq!(depth, 0, "{tool}: unbalanced parentheses in {text:?}");
+            for quote in ['"', '`'] {
+                assert!(text.matches(quote).count() % 2 == 0, "{tool}: {text:?}");
+            }
+            assert!(text.starts_with(char::is_uppercase), "{tool}: {text:?}");
+            let pieces = if sentences_of_a_tool {
+                sentences(text)
+            } else {
+                vec![text]
+            };
+            for piece in pieces {
+                let body = if sentences_of_a_tool {
+                    piece
+                        .strip_suffix('.')
+                        .unwrap_or_else(|| panic!("{tool}: {piece:?} does not end a sentence"))
+                } else {
+                    assert!(!piece.ends_with(['.', ',', ';', ':']), "{tool}: {piece:?}");
+                    piece
+                };
+                let last = body.rsplit([' ', '(']).next().unwrap_or_default();
+                assert!(
+                    !["a", "an", "the", "and", "or", "e.g", "i.e", ""].contains(&last),
+                    "{tool}: {piece:?} is cut mid-sentence"
+                );
+            }
+        }
+        let limits = Limits::default();
+        for t in tools(&tree(), Mode::Owner) {
+            check(&t.name, &t.description, true);
+            let schema = input_schema(&t, &limits);
+            let described = schema["properties"]
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(|p| p["description"].as_str());
+            for text in described {
+                check(&t.name, text, false);
+            }
+        }
+        assert_eq!(
+            tool(Mode::Owner, "lane-fail").description,
+            "Records that the lane's work failed. Next: lane-resolve or completion-check."
+        );
+    }
+
+    #[test]
+    fn sentences_end_outside_parentheses_and_abbreviations() {
+        assert_eq!(
+            sentences("It failed (e.g. a review. Or not) here. Call it now."),
+            ["It failed (e.g. a review. Or not) here.", "Call it now."]
+        );
+        assert_eq!(sentences("Use e.g. this. Then"), ["Use e.g. this.", "Then"]);
+        assert_eq!(
+            clause("Do it (a: b; c): then; more", &[": ", "; "]),
+            "Do it (a: b; c)"
+        );
+        assert_eq!(without_asides("Go (x (y) z) on"), "Go on");
+        assert_eq!(short_help("<TEXT>: why it is (required)"), "Why it is");
+        assert_eq!(
+            short_help("Only events after sequence <SEQ>, not --lane-id (x)"),
+            "Only events after sequence, not lane_id"
         );
     }
 }
