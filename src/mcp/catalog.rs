@@ -500,8 +500,21 @@ fn as_arguments(help: &str) -> String {
 }
 
 /// The tool's input schema: its flags in snake case, nothing else
-/// (`additionalProperties: false`, checked again by [`argv`]).
+/// (`additionalProperties: false`, checked again by [`pieces`]), with the
+/// leaves it repeats named once in `$defs` ([`factor`]).
 pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
+    let mut schema = spelled_out_schema(tool, limits);
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        let defs = factor(properties);
+        if !defs.is_empty() {
+            schema.insert("$defs".into(), Value::Object(defs));
+        }
+    }
+    schema
+}
+
+/// [`input_schema`] with every leaf spelled out where it applies.
+fn spelled_out_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
     let properties: Map<String, Value> = tool
         .params
         .iter()
@@ -521,6 +534,64 @@ pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
     }
     schema.insert("additionalProperties".into(), Value::Bool(false));
     schema
+}
+
+/// The leaf schemas many arguments share (coordinator::inputs): ids,
+/// timestamps, SHA-256 hex.
+fn shared_leaves() -> [(&'static str, Value); 3] {
+    use crate::coordinator::inputs;
+    [
+        ("id", inputs::identifier()),
+        ("time", inputs::timestamp()),
+        ("sha256", inputs::sha256()),
+    ]
+}
+
+/// Name a shared leaf once in the tool's `$defs` and refer to it
+/// (`{"$ref": "#/$defs/id"}`, a description kept beside the reference)
+/// wherever that is shorter than spelling it out each time. Returns the
+/// definitions used.
+fn factor(properties: &mut Map<String, Value>) -> Map<String, Value> {
+    let length = |value: &Value| serde_json::to_string(value).map_or(0, |s| s.len());
+    let mut defs = Map::new();
+    for (name, leaf) in shared_leaves() {
+        let reference = json!({"$ref": format!("#/$defs/{name}")});
+        let uses = properties
+            .values_mut()
+            .map(|schema| leaves(schema, &leaf, None))
+            .sum::<usize>();
+        // `"name":` and a comma; the first also pays for `"$defs":{}`.
+        let defined = length(&leaf) + name.len() + 4 + if defs.is_empty() { 11 } else { 0 };
+        if uses * length(&leaf).saturating_sub(length(&reference)) > defined {
+            for schema in properties.values_mut() {
+                leaves(schema, &leaf, Some(&reference));
+            }
+            defs.insert(name.to_string(), leaf);
+        }
+    }
+    defs
+}
+
+/// How many schemas in `schema` are `leaf` (a description aside); with
+/// `reference`, each becomes it (its description kept).
+fn leaves(schema: &mut Value, leaf: &Value, reference: Option<&Value>) -> usize {
+    match schema {
+        Value::Object(map) => {
+            let mut bare = map.clone();
+            let description = bare.remove("description");
+            if Value::Object(bare) == *leaf {
+                if let Some(Value::Object(reference)) = reference {
+                    let mut replaced = reference.clone();
+                    replaced.extend(description.map(|d| ("description".to_string(), d)));
+                    *map = replaced;
+                }
+                return 1;
+            }
+            map.values_mut().map(|v| leaves(v, leaf, reference)).sum()
+        }
+        Value::Array(items) => items.iter_mut().map(|v| leaves(v, leaf, reference)).sum(),
+        _ => 0,
+    }
 }
 
 /// One piece of the command line a call becomes.
@@ -689,10 +760,74 @@ mod tests {
         }
     }
 
+    /// `schema` with every `$ref` replaced by the definition it names
+    /// (its siblings kept) and no `$defs`.
+    fn inlined(schema: &Map<String, Value>) -> Map<String, Value> {
+        fn walk(value: &Value, defs: &Map<String, Value>) -> Value {
+            match value {
+                Value::Object(map) => {
+                    let mut out = Map::new();
+                    if let Some(Value::String(target)) = map.get("$ref") {
+                        let name = target.strip_prefix("#/$defs/").unwrap();
+                        out.extend(defs[name].as_object().unwrap().clone());
+                    }
+                    for (key, value) in map {
+                        if key != "$ref" {
+                            out.insert(key.clone(), walk(value, defs));
+                        }
+                    }
+                    Value::Object(out)
+                }
+                Value::Array(items) => Value::Array(items.iter().map(|v| walk(v, defs)).collect()),
+                other => other.clone(),
+            }
+        }
+        let mut schema = schema.clone();
+        let defs = match schema.remove("$defs") {
+            Some(Value::Object(defs)) => defs,
+            _ => Map::new(),
+        };
+        walk(&Value::Object(schema), &defs)
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    /// A definition is only a name for what it replaces: with every
+    /// reference inlined, each schema is the one spelled out, and it is
+    /// shorter than that one.
+    #[test]
+    fn defs_only_name_what_they_replace() {
+        let limits = Limits::default();
+        let mut referred = 0;
+        for t in tools(&tree(), Mode::Owner) {
+            let schema = input_schema(&t, &limits);
+            let spelled_out = spelled_out_schema(&t, &limits);
+            assert_eq!(inlined(&schema), spelled_out, "{}", t.name);
+            let text = Value::Object(schema.clone()).to_string();
+            assert!(
+                text.len() <= Value::Object(spelled_out).to_string().len(),
+                "{}",
+                t.name
+            );
+            for name in schema
+                .get("$defs")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|d| d.keys())
+            {
+                let uses = text.matches(&format!("\"#/$defs/{name}\"")).count();
+                assert!(uses >= 2, "{}: $defs/{name} used {uses} time(s)", t.name);
+                referred += uses;
+            }
+        }
+        assert!(referred > 0);
+    }
+
     #[test]
     fn schemas_are_typed_and_closed() {
         let lane = tool(Mode::Owner, "lane-complete");
-        let schema = input_schema(&lane, &Limits::default());
+        let schema = inlined(&input_schema(&lane, &Limits::default()));
         assert_eq!(schema["additionalProperties"], false);
         assert_eq!(schema["properties"]["evidence"]["type"], "array");
         assert_eq!(schema["properties"]["evidence"]["maxItems"], 8);
@@ -715,10 +850,10 @@ mod tests {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");
-        let schema = input_schema(&topology, &Limits::default());
+        let schema = inlined(&input_schema(&topology, &Limits::default()));
         assert_eq!(schema["properties"]["input"]["type"], "array");
         let check = tool(Mode::ReadOnly, "liveness-check");
-        let schema = input_schema(&check, &Limits::default());
+        let schema = inlined(&input_schema(&check, &Limits::default()));
         assert!(schema["properties"]["command_status"]["enum"].is_array());
     }
 

@@ -101,6 +101,28 @@ def instances(schema, count):
     return found[:count]
 
 
+def inlined(schema):
+    """The schema with every local `$ref` (`#/$defs/NAME`, the catalog's
+    only kind) replaced by its definition, siblings kept, and no `$defs`:
+    what the probes below look into."""
+    defs = schema.get("$defs", {})
+
+    def walk(value):
+        if isinstance(value, dict):
+            out = {}
+            ref = value.get("$ref")
+            if ref is not None:
+                assert ref.startswith("#/$defs/"), ref
+                out.update(walk(defs[ref[len("#/$defs/"):]]))
+            out.update({k: walk(v) for k, v in value.items() if k not in ("$ref", "$defs")})
+            return out
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(schema)
+
+
 def pinned(schema, run_id):
     """The tool's schema with run_id pinned to the run the test made."""
     schema = json.loads(json.dumps(schema))
@@ -147,6 +169,7 @@ async def main() -> None:
                 # An unknown key is always refused: at the top and inside
                 # every JSON object argument.
                 base = instances(pinned(schema, spec["run_id"]), 1)[0]
+                schema = inlined(schema)
                 probes = [("(top)", {**base, "unknown_key": 1})]
                 for key, value in base.items():
                     if isinstance(value, dict) and schema["properties"][key].get("additionalProperties") is False:
