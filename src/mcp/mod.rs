@@ -87,9 +87,11 @@ impl Server {
             .iter()
             .map(|spec| {
                 // Only the hints that differ from MCP's defaults (not
-                // read-only, destructive, not idempotent, open world).
+                // read-only, destructive, not idempotent, open world) and
+                // mean something: the destructive and idempotent hints
+                // are meaningful only when the tool is not read-only.
                 let annotations = if spec.read_only {
-                    ToolAnnotations::new().read_only(true).idempotent(true)
+                    ToolAnnotations::new().read_only(true)
                 } else {
                     ToolAnnotations::new().destructive(false)
                 }

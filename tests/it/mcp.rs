@@ -386,6 +386,19 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
             );
         }
     }
+    // The kind is an annotation (agent-tools.md §4): read-only tools say
+    // so; a mutation only appends (not destructive); neither reaches
+    // beyond the state root.
+    for tool in &tools {
+        let read_only =
+            bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.contains(&tool["name"].as_str().unwrap());
+        let expected = if read_only {
+            json!({"readOnlyHint": true, "openWorldHint": false})
+        } else {
+            json!({"destructiveHint": false, "openWorldHint": false})
+        };
+        assert_eq!(tool["annotations"], expected, "{}", tool["name"]);
+    }
     let lane = tools.iter().find(|t| t["name"] == "lane-complete").unwrap();
     let props = &lane["inputSchema"]["properties"];
     assert_eq!(props["evidence"]["type"], "array");
