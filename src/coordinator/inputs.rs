@@ -51,8 +51,8 @@ const NON_BLANK_PATTERN: &str = "[^\\s\\x1c-\\x1f]";
 /// No component is `..`, and the string does not start with `/`.
 const NO_TRAVERSAL: &str = "^(?!/)(?!([^/]*/)*\\.\\.(?![^/]))";
 
-/// The rest of a path: one or more characters, none of `\ * ? [` and no
-/// control character.
+/// The rest of a path: one or more characters (so no `minLength` is
+/// needed), none of `\ * ? [` and no control character.
 const PATH_CHARS: &str = "[^\\\\*?\\[\\x00-\\x1f]+$";
 
 /// A `target_hashes` key (`coordinator::reports::is_target_path`): not
@@ -86,9 +86,10 @@ pub fn timestamp() -> Value {
     json!({"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN})
 }
 
-/// A non-blank string of at most `max` characters.
+/// A non-blank string of at most `max` characters (the pattern wants a
+/// character, so no `minLength`).
 pub fn non_blank(max: u64) -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": max, "pattern": NON_BLANK_PATTERN})
+    json!({"type": "string", "maxLength": max, "pattern": NON_BLANK_PATTERN})
 }
 
 /// A closed object of `required` and `optional` keys, typed by `property`.
@@ -126,14 +127,14 @@ pub fn evidence(limits: &Limits) -> Value {
 
 fn write_scope(limits: &Limits) -> Value {
     json!({"type": "array", "maxItems": limits.max_write_scopes, "items": {
-        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "type": "string", "maxLength": limits.max_evidence_path_chars,
         "pattern": scope_entry_pattern()}})
 }
 
 /// `lane-complete --changed-paths`.
 pub fn changed_paths(limits: &Limits) -> Value {
     json!({"type": "array", "maxItems": limits.max_write_scopes, "uniqueItems": true, "items": {
-        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "type": "string", "maxLength": limits.max_evidence_path_chars,
         "pattern": canonical_path_pattern()}})
 }
 
@@ -353,11 +354,15 @@ mod tests {
 
     /// Every string of up to five characters from an alphabet with each
     /// character the path rules name: the path patterns say exactly what
-    /// the rules say (with `minLength: 1`, as the schemas have it).
+    /// the rules say (the target path pattern with `minLength: 1`, as its
+    /// schema has it; the others refuse "" themselves).
     #[test]
     fn the_path_patterns_are_the_rules_on_every_short_string() {
         let limits = Limits::default();
         let alphabet = ['a', '.', '/', '\\', '*', '\n', '\u{7f}', 'é'];
+        assert!(!matches(&scope_entry_pattern(), ""));
+        assert!(!matches(&canonical_path_pattern(), ""));
+        assert!(!matches(NON_BLANK_PATTERN, ""));
         let mut strings = vec![String::new()];
         let regex = |pattern: String| fancy_regex::Regex::new(&pattern).unwrap();
         let (scope, canonical_path, target) = (

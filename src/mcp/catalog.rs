@@ -357,7 +357,8 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
 fn text_schema(param: &Param, limits: &Limits) -> Value {
     use crate::coordinator::inputs;
     match param.flag.as_str() {
-        _ if !param.choices.is_empty() => json!({"type": "string", "enum": param.choices}),
+        // An enum of strings says the type.
+        _ if !param.choices.is_empty() => json!({"enum": param.choices}),
         "run-id"
         | "lane-id"
         | "agent-id"
@@ -366,7 +367,7 @@ fn text_schema(param: &Param, limits: &Limits) -> Value {
         | "component-id"
         | "lane" => inputs::identifier(),
         // The bundled manifest's, as init checks them.
-        "workflow-type" => json!({"type": "string", "enum": crate::receipt::manifest::bundled()
+        "workflow-type" => json!({"enum": crate::receipt::manifest::bundled()
             .map(|m| m.contract["workflow_types"].clone())
             .unwrap_or_default()}),
         "at" | "deadline" => inputs::timestamp(),
