@@ -1118,7 +1118,8 @@ fn every_owner_tool_takes_every_instance_of_its_own_schema() {
 }
 
 /// agent-tools.md §4: the owner-mode catalog a model reads before any work
-/// fits in 32 KB of JSON, and says no "see below" that is not there.
+/// is small (the goal is 32 KB of JSON; it holds here to what it is, 41 KiB,
+/// so that it only shrinks), and says no "see below" that is not there.
 #[test]
 fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1139,7 +1140,8 @@ fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
         text.len(),
         tools.len()
     );
-    for phrase in ["below", "<FILE>", "Capability:", "In-place migration"] {
+    // "<": a help page's placeholder (<FILE>, <LANE_ID>) left unnamed.
+    for phrase in ["below", "<", "Capability:", "In-place migration"] {
         assert!(!text.contains(phrase), "the catalog says {phrase:?}");
     }
     for tool in &tools {
@@ -1150,5 +1152,5 @@ fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
             tool["name"]
         );
     }
-    assert!(text.len() <= 48 * 1024, "{} bytes", text.len());
+    assert!(text.len() <= 41 * 1024, "{} bytes", text.len());
 }
