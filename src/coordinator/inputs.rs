@@ -35,45 +35,43 @@ pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
 /// `"format": "date-time"` (RFC 3339, which makes it a real calendar
 /// instant): the stored shape, UTC ending in `Z`, no year 0, no leap
 /// second.
-pub const TIMESTAMP_PATTERN: &str = "^(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](?:\\.[0-9]+)?Z$";
+pub const TIMESTAMP_PATTERN: &str =
+    "^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]+)?Z$";
 
 /// A string with a character that is not white space (the decisions'
 /// `non_blank`: Python's `str.isspace`, which also counts U+001C..U+001F).
 const NON_BLANK_PATTERN: &str = "[^\\s\\x1c-\\x1f]";
 
-/// One component of a path: none of `\ * ? [`, no control character.
-const PATH_CHAR: &str = "[^/\\\\*?\\[\\x00-\\x1f]";
-const PATH_CHAR_NOT_DOT: &str = "[^/.\\\\*?\\[\\x00-\\x1f]";
+/// The path patterns below are lookaheads over `/`-separated components,
+/// valid alike in ECMA-262 (clients) and Python's `re`
+/// (hypothesis-jsonschema). `([^/]*/)*` reaches the start of every
+/// component; `(?![^/])` is "followed by `/` or the end", in both engines
+/// (`$` differs: Python's also matches before a final newline).
+///
+/// No component is `..`, and the string does not start with `/`.
+const NO_TRAVERSAL: &str = "^(?!/)(?!([^/]*/)*\\.\\.(?![^/]))";
 
-/// A path component of `char`s (`not_dot`: the same without `.`) that is
-/// neither empty, `.` nor `..`.
-fn component_of(char: &str, not_dot: &str) -> String {
-    format!("(?:{not_dot}{char}*|\\.{not_dot}{char}*|\\.\\.{char}+)")
-}
-
-fn named_component() -> String {
-    component_of(PATH_CHAR, PATH_CHAR_NOT_DOT)
-}
+/// The rest of a path: one or more characters (so no `minLength` is
+/// needed), none of `\ * ? [` and no control character.
+const PATH_CHARS: &str = "[^\\\\*?\\[\\x00-\\x1f]+$";
 
 /// A `target_hashes` key (`coordinator::reports::is_target_path`): not
 /// starting with `/`, no `..` component, any other character.
 pub fn target_path_pattern() -> String {
-    let named = component_of("[^/]", "[^/.]");
-    format!("^(?:\\.|{named})(?:/(?:\\.|{named})?)*$")
+    NO_TRAVERSAL.to_string()
 }
 
 /// `receipt::scope::entry_components` (a `write_scope` entry, before it is
 /// canonicalised): relative, no `..` component; `.`, empty components and
 /// a trailing `/` are allowed.
 pub fn scope_entry_pattern() -> String {
-    let named = named_component();
-    format!("^(?:\\.|{named})(?:/(?:\\.|{named})?)*$")
+    format!("{NO_TRAVERSAL}{PATH_CHARS}")
 }
 
-/// A canonical path (`--changed-paths`): named components joined by `/`.
+/// A canonical path (`--changed-paths`): no component is empty, `.` or
+/// `..` (so no leading, trailing or doubled `/`).
 pub fn canonical_path_pattern() -> String {
-    let named = named_component();
-    format!("^{named}(?:/{named})*$")
+    format!("^(?!([^/]*/)*\\.{{0,2}}(?![^/])){PATH_CHARS}")
 }
 
 pub fn identifier() -> Value {
@@ -88,9 +86,10 @@ pub fn timestamp() -> Value {
     json!({"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN})
 }
 
-/// A non-blank string of at most `max` characters.
+/// A non-blank string of at most `max` characters (the pattern wants a
+/// character, so no `minLength`).
 pub fn non_blank(max: u64) -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": max, "pattern": NON_BLANK_PATTERN})
+    json!({"type": "string", "maxLength": max, "pattern": NON_BLANK_PATTERN})
 }
 
 /// A closed object of `required` and `optional` keys, typed by `property`.
@@ -128,14 +127,14 @@ pub fn evidence(limits: &Limits) -> Value {
 
 fn write_scope(limits: &Limits) -> Value {
     json!({"type": "array", "maxItems": limits.max_write_scopes, "items": {
-        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "type": "string", "maxLength": limits.max_evidence_path_chars,
         "pattern": scope_entry_pattern()}})
 }
 
 /// `lane-complete --changed-paths`.
 pub fn changed_paths(limits: &Limits) -> Value {
     json!({"type": "array", "maxItems": limits.max_write_scopes, "uniqueItems": true, "items": {
-        "type": "string", "minLength": 1, "maxLength": limits.max_evidence_path_chars,
+        "type": "string", "maxLength": limits.max_evidence_path_chars,
         "pattern": canonical_path_pattern()}})
 }
 
@@ -265,8 +264,13 @@ mod tests {
     use super::*;
     use crate::receipt::primitives::{is_identifier, is_sha256_hex, parse_timestamp};
 
+    /// A search, as JSON Schema's `pattern` is; fancy-regex has the
+    /// lookahead the regex crate lacks.
     fn matches(pattern: &str, text: &str) -> bool {
-        regex::Regex::new(pattern).unwrap().is_match(text)
+        fancy_regex::Regex::new(pattern)
+            .unwrap()
+            .is_match(text)
+            .unwrap()
     }
 
     #[test]
@@ -339,12 +343,61 @@ mod tests {
         for key in [
             "a", "a/b", "./x", "a//b", "/a", "..", "a/..", "...", "x\ty", "",
         ] {
+            // With the schema's `minLength: 1`.
             assert_eq!(
-                matches(&target_path_pattern(), key),
+                !key.is_empty() && matches(&target_path_pattern(), key),
                 super::super::reports::is_target_path(key),
                 "{key}"
             );
         }
+    }
+
+    /// Every string of up to five characters from an alphabet with each
+    /// character the path rules name: the path patterns say exactly what
+    /// the rules say (the target path pattern with `minLength: 1`, as its
+    /// schema has it; the others refuse "" themselves).
+    #[test]
+    fn the_path_patterns_are_the_rules_on_every_short_string() {
+        let limits = Limits::default();
+        let alphabet = ['a', '.', '/', '\\', '*', '\n', '\u{7f}', 'é'];
+        assert!(!matches(&scope_entry_pattern(), ""));
+        assert!(!matches(&canonical_path_pattern(), ""));
+        assert!(!matches(NON_BLANK_PATTERN, ""));
+        let mut strings = vec![String::new()];
+        let regex = |pattern: String| fancy_regex::Regex::new(&pattern).unwrap();
+        let (scope, canonical_path, target) = (
+            regex(scope_entry_pattern()),
+            regex(canonical_path_pattern()),
+            regex(target_path_pattern()),
+        );
+        let mut checked = 0usize;
+        for _ in 0..5 {
+            strings = strings
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            for path in &strings {
+                let value = json!(path);
+                let components =
+                    crate::receipt::scope::entry_components(&value, limits.max_evidence_path_chars);
+                let canonical = components.as_ref().is_ok_and(|c| {
+                    crate::receipt::scope::join_components(c) == *path && path != "."
+                });
+                let hit = |regex: &fancy_regex::Regex| regex.is_match(path).unwrap();
+                assert_eq!(hit(&scope), components.is_ok(), "{path:?}");
+                assert_eq!(hit(&canonical_path), canonical, "{path:?}");
+                assert_eq!(
+                    hit(&target),
+                    super::super::reports::is_target_path(path),
+                    "{path:?}"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(
+            checked,
+            (1..=5).map(|n| alphabet.len().pow(n)).sum::<usize>()
+        );
     }
 
     #[test]

@@ -178,6 +178,10 @@ pub struct ToolSpec {
     /// The command takes `--new-owner-file` (`resume`): the server names
     /// the new handle and acts with it afterwards.
     pub makes_owner: bool,
+    /// The command takes `--run-id` and `--owner-file`: it can only act on
+    /// the run the handle belongs to (any other is refused), so the server
+    /// names that run and the tool takes no `run_id`.
+    pub run_from_handle: bool,
     pub params: Vec<Param>,
 }
 
@@ -206,10 +210,11 @@ pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
 }
 
 /// A tool's description (agent-tools.md §4): what it does (the first
-/// sentence of its help page), when to call it, and what comes next (the
-/// reference's "Safe next"). Not the reference's first line itself: its
-/// kind is the read-only annotation, and the rest is the same on every
-/// command.
+/// sentence of its help page, to its first colon or semicolon, without
+/// asides in parentheses), when to call it (the page's "Call it …"
+/// sentence, to its first semicolon) and what comes next (the reference's "Safe
+/// next"). Not the reference's first line itself: its kind is the
+/// read-only annotation, and the rest is the same on every command.
 fn describe(about: &str, long_about: &str) -> String {
     let page = long_about
         .strip_prefix(about)
@@ -217,24 +222,73 @@ fn describe(about: &str, long_about: &str) -> String {
         .trim_start();
     let first = page.split("\n\n").next().unwrap_or_default();
     let text = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    let sentences: Vec<&str> = text.split_inclusive(". ").map(str::trim).collect();
+    let said = sentences(&text);
     let mut out: Vec<String> = Vec::new();
-    if let Some(what) = sentences.first() {
-        let what = what.split(": ").next().unwrap_or(what);
-        out.push(format!("{}.", what.trim_end_matches('.')));
+    if let Some(what) = said.first() {
+        out.push(format!("{}.", without_asides(clause(what, &[": ", "; "]))));
     }
-    if let Some(when) = sentences.iter().skip(1).find(|s| s.starts_with("Call it")) {
-        out.push(format!("{}.", when.trim_end_matches('.')));
+    if let Some(when) = said.iter().skip(1).find(|s| s.starts_with("Call it")) {
+        // Its colon introduces what to do after it (liveness-check's
+        // actions): kept.
+        out.push(format!("{}.", clause(when, &["; "])));
     }
     if let Some(next) = about.split("Safe next: ").nth(1) {
-        let next = next
-            .split(". ")
-            .next()
-            .unwrap_or(next)
-            .trim_end_matches('.');
-        out.push(format!("Next: {next}."));
+        let next = sentences(next).first().copied().unwrap_or(next);
+        out.push(format!("Next: {}.", next.trim_end_matches('.')));
     }
     out.join(" ")
+}
+
+/// Where `text` is inside parentheses: the depth before each byte.
+fn depths(text: &str) -> impl Iterator<Item = (usize, char, usize)> + '_ {
+    let mut depth = 0usize;
+    text.char_indices().map(move |(i, c)| {
+        let before = depth;
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        (i, c, before)
+    })
+}
+
+/// The sentences of `text`: split after a `.` that is followed by a space,
+/// outside parentheses and not ending an abbreviation ("e.g.", "i.e.").
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c, depth) in depths(text) {
+        let abbreviation = ["e.g", "i.e"].iter().any(|a| text[..i].ends_with(a));
+        if c == '.' && depth == 0 && !abbreviation && text[i + 1..].starts_with(' ') {
+            out.push(text[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(text[start..].trim());
+    }
+    out
+}
+
+/// A sentence to the first of `marks` outside parentheses, without its
+/// final period.
+fn clause<'a>(sentence: &'a str, marks: &[&str]) -> &'a str {
+    let end = depths(sentence)
+        .find(|&(i, _, depth)| depth == 0 && marks.iter().any(|m| sentence[i..].starts_with(m)))
+        .map_or(sentence.len(), |(i, _, _)| i);
+    sentence[..end].trim_end_matches('.').trim_end()
+}
+
+/// `text` without its asides in parentheses (nested ones included).
+fn without_asides(text: &str) -> String {
+    let mut out = String::new();
+    for (_, c, depth) in depths(text) {
+        if depth == 0 && c != '(' {
+            out.push(c);
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn spec(command: &Command, name: &str) -> ToolSpec {
@@ -274,6 +328,9 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
                 .collect(),
         });
     }
+    // The handle names its run: a run_id argument could only repeat it.
+    let run_from_handle = takes_owner && params.iter().any(|p| p.flag == "run-id");
+    params.retain(|p| !(run_from_handle && p.flag == "run-id"));
     let description = describe(
         &command
             .get_about()
@@ -290,6 +347,7 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
         read_only: READ_ONLY_TOOLS.contains(&name),
         takes_owner,
         makes_owner,
+        run_from_handle,
         params,
     }
 }
@@ -299,7 +357,8 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
 fn text_schema(param: &Param, limits: &Limits) -> Value {
     use crate::coordinator::inputs;
     match param.flag.as_str() {
-        _ if !param.choices.is_empty() => json!({"type": "string", "enum": param.choices}),
+        // An enum of strings says the type.
+        _ if !param.choices.is_empty() => json!({"enum": param.choices}),
         "run-id"
         | "lane-id"
         | "agent-id"
@@ -308,7 +367,7 @@ fn text_schema(param: &Param, limits: &Limits) -> Value {
         | "component-id"
         | "lane" => inputs::identifier(),
         // The bundled manifest's, as init checks them.
-        "workflow-type" => json!({"type": "string", "enum": crate::receipt::manifest::bundled()
+        "workflow-type" => json!({"enum": crate::receipt::manifest::bundled()
             .map(|m| m.contract["workflow_types"].clone())
             .unwrap_or_default()}),
         "at" | "deadline" => inputs::timestamp(),
@@ -336,9 +395,15 @@ fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
             }
         }),
     };
-    let help = match SHARED_HELP.iter().find(|(flag, _)| *flag == param.flag) {
-        Some((_, help)) => help.to_string(),
-        None => short_help(&param.help),
+    let help = if SHARED_FLAGS.contains(&param.flag.as_str()) {
+        String::new()
+    } else {
+        short_help(&param.help)
+    };
+    // "The workflow_type" says nothing the name does not.
+    let help = match help.strip_prefix("The ") {
+        Some(name) if name == param.name => String::new(),
+        _ => help,
     };
     if let Value::Object(map) = &mut schema
         && !help.is_empty()
@@ -350,47 +415,115 @@ fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
 
 /// The arguments most tools take: their schema says what they must be, and
 /// [`SHARED_ARGUMENTS`] what they mean, once.
-const SHARED_HELP: &[(&str, &str)] = &[
-    ("run-id", ""),
-    ("lane-id", ""),
-    ("agent-id", ""),
-    ("at", ""),
-    ("expected-head", ""),
-    ("evidence", ""),
-    ("reason", "Why, in one line"),
+const SHARED_FLAGS: &[&str] = &[
+    "run-id",
+    "lane-id",
+    "agent-id",
+    "at",
+    "expected-head",
+    "evidence",
 ];
 
-/// What [`SHARED_HELP`] leaves out, said once for every tool (the
+/// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed (the read-only tools take it: an owner tool acts on the run of the server's owner handle); at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
-/// A flag's help as a tool argument's description: its first sentence,
-/// without what only a command line needs (files, `-`, "see below").
+/// A flag's help as a tool argument's description: its first clause,
+/// without what only a command line needs (files, `-`, "see below") or what
+/// the schema says already (a leading `<TEXT>:` or `a|b|c:`, "a JSON
+/// object", "one of", limits); placeholders and flags named as the
+/// arguments are.
 fn short_help(help: &str) -> String {
-    let text = help
-        .replace("<FILE> with ", "")
-        .replace("<FILE>", "")
-        .replace("<RUN_ID>", "run_id")
-        .replace("<LANE_ID>", "lane_id")
-        .replace("<AGENT_ID>", "agent_id")
-        .replace("<TEXT>", "text")
-        .replace("<SHA256>", "SHA-256");
-    let cut = [": inline, -", " (", "; ", ": a JSON ", ", e.g"]
-        .iter()
-        .filter_map(|marker| text.find(marker))
-        .min()
-        .unwrap_or(text.len());
-    let text = text[..cut].trim().trim_end_matches([',', ';', ':', '.']);
-    text.split(". ")
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+    let help = match help.split_once(": ") {
+        Some((kind, rest)) if !kind.contains(' ') => rest,
+        _ => help,
+    };
+    let text = as_arguments(help);
+    let cut = [
+        ": inline, -",
+        " (",
+        "; ",
+        ", a JSON ",
+        ", e.g",
+        ", one line",
+        ", one of",
+        ", an identifier",
+    ];
+    let end = depths(&text)
+        .find(|&(i, _, depth)| depth == 0 && cut.iter().any(|m| text[i..].starts_with(m)))
+        .map_or(text.len(), |(i, _, _)| i);
+    let text = text[..end].trim().trim_end_matches([',', ';', ':', '.']);
+    let first = sentences(text).first().copied().unwrap_or_default();
+    let mut chars = first.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Help text with its `<PLACEHOLDER>`s and `--flags` as a model knows
+/// them: `<LANE_ID>` is lane_id, `--lane-id` is lane_id, `<N>` stays N, a
+/// placeholder that only abbreviates the word before it (`sequence <SEQ>`)
+/// goes, and so does `<FILE>`.
+fn as_arguments(help: &str) -> String {
+    let mut out = String::new();
+    let mut rest = help.replace("<FILE> with ", "").replace(" <FILE>", "");
+    while let Some(open) = rest.find(['<', '-']) {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let name_end = |s: &str| {
+            s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(s.len())
+        };
+        if let Some(inner) = from.strip_prefix('<')
+            && let Some(close) = inner.find('>')
+            && inner[..close]
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            let name = &inner[..close];
+            let word = name.to_lowercase();
+            let previous = out.split_whitespace().last().unwrap_or_default();
+            if name.len() == 1 {
+                out.push_str(name);
+            } else if previous.len() > word.len() && previous.starts_with(&word) {
+                out.truncate(out.trim_end().len());
+            } else {
+                out.push_str(&word);
+            }
+            rest = inner[close + 1..].to_string();
+        } else if let Some(flag) = from.strip_prefix("--")
+            && flag.starts_with(|c: char| c.is_ascii_lowercase())
+        {
+            let end = name_end(flag);
+            out.push_str(&flag[..end].replace('-', "_"));
+            rest = flag[end..].to_string();
+        } else {
+            let mut chars = from.chars();
+            out.extend(chars.next());
+            rest = chars.as_str().to_string();
+        }
+    }
+    out.push_str(&rest);
+    out
 }
 
 /// The tool's input schema: its flags in snake case, nothing else
-/// (`additionalProperties: false`, checked again by [`argv`]).
+/// (`additionalProperties: false`, checked again by [`pieces`]), with the
+/// leaves it repeats named once in `$defs` ([`factor`]).
 pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
+    let mut schema = spelled_out_schema(tool, limits);
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        let defs = factor(properties);
+        if !defs.is_empty() {
+            schema.insert("$defs".into(), Value::Object(defs));
+        }
+    }
+    schema
+}
+
+/// [`input_schema`] with every leaf spelled out where it applies.
+fn spelled_out_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
     let properties: Map<String, Value> = tool
         .params
         .iter()
@@ -412,6 +545,64 @@ pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
     schema
 }
 
+/// The leaf schemas many arguments share (coordinator::inputs): ids,
+/// timestamps, SHA-256 hex.
+fn shared_leaves() -> [(&'static str, Value); 3] {
+    use crate::coordinator::inputs;
+    [
+        ("id", inputs::identifier()),
+        ("time", inputs::timestamp()),
+        ("sha256", inputs::sha256()),
+    ]
+}
+
+/// Name a shared leaf once in the tool's `$defs` and refer to it
+/// (`{"$ref": "#/$defs/id"}`, a description kept beside the reference)
+/// wherever that is shorter than spelling it out each time. Returns the
+/// definitions used.
+fn factor(properties: &mut Map<String, Value>) -> Map<String, Value> {
+    let length = |value: &Value| serde_json::to_string(value).map_or(0, |s| s.len());
+    let mut defs = Map::new();
+    for (name, leaf) in shared_leaves() {
+        let reference = json!({"$ref": format!("#/$defs/{name}")});
+        let uses = properties
+            .values_mut()
+            .map(|schema| leaves(schema, &leaf, None))
+            .sum::<usize>();
+        // `"name":` and a comma; the first also pays for `"$defs":{}`.
+        let defined = length(&leaf) + name.len() + 4 + if defs.is_empty() { 11 } else { 0 };
+        if uses * length(&leaf).saturating_sub(length(&reference)) > defined {
+            for schema in properties.values_mut() {
+                leaves(schema, &leaf, Some(&reference));
+            }
+            defs.insert(name.to_string(), leaf);
+        }
+    }
+    defs
+}
+
+/// How many schemas in `schema` are `leaf` (a description aside); with
+/// `reference`, each becomes it (its description kept).
+fn leaves(schema: &mut Value, leaf: &Value, reference: Option<&Value>) -> usize {
+    match schema {
+        Value::Object(map) => {
+            let mut bare = map.clone();
+            let description = bare.remove("description");
+            if Value::Object(bare) == *leaf {
+                if let Some(Value::Object(reference)) = reference {
+                    let mut replaced = reference.clone();
+                    replaced.extend(description.map(|d| ("description".to_string(), d)));
+                    *map = replaced;
+                }
+                return 1;
+            }
+            map.values_mut().map(|v| leaves(v, leaf, reference)).sum()
+        }
+        Value::Array(items) => items.iter_mut().map(|v| leaves(v, leaf, reference)).sum(),
+        _ => 0,
+    }
+}
+
 /// One piece of the command line a call becomes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Piece {
@@ -430,6 +621,12 @@ pub enum Piece {
 pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, String> {
     let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     if let Some(unknown) = args.keys().find(|k| !names.contains(&k.as_str())) {
+        if tool.run_from_handle && unknown == "run_id" {
+            return Err(format!(
+                "{} takes no argument `run_id`: it acts on the run of this server's owner handle (the run init made)",
+                tool.name
+            ));
+        }
         return Err(format!(
             "{} takes no argument `{unknown}` (it takes: {}); the owner handle, tokens and identities are never arguments",
             tool.name,
@@ -570,6 +767,7 @@ mod tests {
                 assert!(
                     long == "owner-file"
                         || (long == "new-owner-file" && t.makes_owner)
+                        || (long == "run-id" && t.run_from_handle)
                         || t.params.iter().any(|p| p.flag == long),
                     "{} requires --{long}, which no argument supplies",
                     t.name
@@ -578,45 +776,128 @@ mod tests {
         }
     }
 
+    /// `schema` with every `$ref` replaced by the definition it names
+    /// (its siblings kept) and no `$defs`.
+    fn inlined(schema: &Map<String, Value>) -> Map<String, Value> {
+        fn walk(value: &Value, defs: &Map<String, Value>) -> Value {
+            match value {
+                Value::Object(map) => {
+                    let mut out = Map::new();
+                    if let Some(Value::String(target)) = map.get("$ref") {
+                        let name = target.strip_prefix("#/$defs/").unwrap();
+                        out.extend(defs[name].as_object().unwrap().clone());
+                    }
+                    for (key, value) in map {
+                        if key != "$ref" {
+                            out.insert(key.clone(), walk(value, defs));
+                        }
+                    }
+                    Value::Object(out)
+                }
+                Value::Array(items) => Value::Array(items.iter().map(|v| walk(v, defs)).collect()),
+                other => other.clone(),
+            }
+        }
+        let mut schema = schema.clone();
+        let defs = match schema.remove("$defs") {
+            Some(Value::Object(defs)) => defs,
+            _ => Map::new(),
+        };
+        walk(&Value::Object(schema), &defs)
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    /// A definition is only a name for what it replaces: with every
+    /// reference inlined, each schema is the one spelled out, and it is
+    /// shorter than that one.
+    #[test]
+    fn defs_only_name_what_they_replace() {
+        let limits = Limits::default();
+        let mut referred = 0;
+        for t in tools(&tree(), Mode::Owner) {
+            let schema = input_schema(&t, &limits);
+            let spelled_out = spelled_out_schema(&t, &limits);
+            assert_eq!(inlined(&schema), spelled_out, "{}", t.name);
+            let text = Value::Object(schema.clone()).to_string();
+            assert!(
+                text.len() <= Value::Object(spelled_out).to_string().len(),
+                "{}",
+                t.name
+            );
+            for name in schema
+                .get("$defs")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|d| d.keys())
+            {
+                let uses = text.matches(&format!("\"#/$defs/{name}\"")).count();
+                assert!(uses >= 2, "{}: $defs/{name} used {uses} time(s)", t.name);
+                referred += uses;
+            }
+        }
+        assert!(referred > 0);
+    }
+
     #[test]
     fn schemas_are_typed_and_closed() {
         let lane = tool(Mode::Owner, "lane-complete");
-        let schema = input_schema(&lane, &Limits::default());
+        let schema = inlined(&input_schema(&lane, &Limits::default()));
         assert_eq!(schema["additionalProperties"], false);
         assert_eq!(schema["properties"]["evidence"]["type"], "array");
         assert_eq!(schema["properties"]["evidence"]["maxItems"], 8);
         assert_eq!(schema["properties"]["changed_paths"]["type"], "array");
-        assert_eq!(schema["properties"]["run_id"]["type"], "string");
+        // The run is the owner handle's (the server names it).
+        assert!(lane.run_from_handle && schema["properties"].get("run_id").is_none());
         let required: Vec<&str> = schema["required"]
             .as_array()
             .unwrap()
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-        for name in [
-            "run_id",
-            "lane_id",
-            "agent_id",
-            "at",
-            "evidence",
-            "changed_paths",
-        ] {
+        for name in ["lane_id", "agent_id", "at", "evidence", "changed_paths"] {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");
-        let schema = input_schema(&topology, &Limits::default());
+        let schema = inlined(&input_schema(&topology, &Limits::default()));
         assert_eq!(schema["properties"]["input"]["type"], "array");
         let check = tool(Mode::ReadOnly, "liveness-check");
-        let schema = input_schema(&check, &Limits::default());
+        let schema = inlined(&input_schema(&check, &Limits::default()));
         assert!(schema["properties"]["command_status"]["enum"].is_array());
+        // A read-only tool reads any run: it names it.
+        assert_eq!(schema["properties"]["run_id"]["type"], "string");
+        assert!(!check.run_from_handle);
+        // Every owner tool but init acts on the handle's run and takes no
+        // run_id; a read-only tool takes its command's --run-id.
+        let tree = tree();
+        for t in tools(&tree, Mode::Owner) {
+            let takes_run_id = t.params.iter().any(|p| p.name == "run_id");
+            if OWNER_TOOLS.contains(&t.name.as_str()) {
+                assert_eq!(t.run_from_handle, t.name != "init", "{}", t.name);
+                assert!(!takes_run_id, "{}", t.name);
+            } else {
+                let command = tree.find_subcommand(&t.name).unwrap();
+                let has_flag = command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some("run-id"));
+                assert_eq!(takes_run_id, has_flag, "{}", t.name);
+                assert!(!t.run_from_handle, "{}", t.name);
+            }
+        }
     }
 
     #[test]
     fn calls_are_checked_server_side() {
         let lane = tool(Mode::Owner, "lane-start");
-        let good = json!({"run_id": "r", "lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
+        let good = json!({"lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
         let pieces = pieces(&lane, good.as_object().unwrap()).unwrap();
-        assert!(pieces.contains(&Piece::Value("run-id".into(), "r".into())));
+        assert!(pieces.contains(&Piece::Value("lane-id".into(), "l".into())));
+        assert!(
+            !pieces
+                .iter()
+                .any(|p| matches!(p, Piece::Value(f, _) if f == "run-id"))
+        );
         assert!(
             matches!(pieces.last(), Some(Piece::Json(flag, _)) if flag == "evidence")
                 || pieces
@@ -634,10 +915,17 @@ mod tests {
             assert!(e.contains(extra), "{e}");
         }
         let mut bad = good.as_object().unwrap().clone();
-        bad.insert("run_id".into(), json!(5));
+        bad.insert("lane_id".into(), json!(5));
         assert_eq!(
             super::pieces(&lane, &bad).unwrap_err(),
-            "argument `run_id` must be a string"
+            "argument `lane_id` must be a string"
+        );
+        let mut bad = good.as_object().unwrap().clone();
+        bad.insert("run_id".into(), json!("r"));
+        assert!(
+            super::pieces(&lane, &bad)
+                .unwrap_err()
+                .contains("acts on the run of this server's owner handle")
         );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("evidence".into(), json!("[]"));
@@ -652,6 +940,85 @@ mod tests {
             super::pieces(&lane, &missing)
                 .unwrap_err()
                 .contains("lane_id")
+        );
+    }
+
+    /// agent-tools.md §4: every description, a tool's or an argument's, is
+    /// whole: its parentheses and quotes balance, and it was not cut after
+    /// an abbreviation or on a word that needs another after it.
+    #[test]
+    fn descriptions_are_whole_sentences() {
+        fn check(tool: &str, text: &str, sentences_of_a_tool: bool) {
+            let mut depth = 0i32;
+            for c in text.chars() {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                assert!(depth >= 0, "{tool}: {text:?}");
+            }
+            assert_eq!(depth, 0, "{tool}: unbalanced parentheses in {text:?}");
+            for quote in ['"', '`'] {
+                assert!(text.matches(quote).count() % 2 == 0, "{tool}: {text:?}");
+            }
+            assert!(text.starts_with(char::is_uppercase), "{tool}: {text:?}");
+            let pieces = if sentences_of_a_tool {
+                sentences(text)
+            } else {
+                vec![text]
+            };
+            for piece in pieces {
+                let body = if sentences_of_a_tool {
+                    piece
+                        .strip_suffix('.')
+                        .unwrap_or_else(|| panic!("{tool}: {piece:?} does not end a sentence"))
+                } else {
+                    assert!(!piece.ends_with(['.', ',', ';', ':']), "{tool}: {piece:?}");
+                    piece
+                };
+                let last = body.rsplit([' ', '(']).next().unwrap_or_default();
+                assert!(
+                    !["a", "an", "the", "and", "or", "e.g", "i.e", ""].contains(&last),
+                    "{tool}: {piece:?} is cut mid-sentence"
+                );
+            }
+        }
+        let limits = Limits::default();
+        for t in tools(&tree(), Mode::Owner) {
+            check(&t.name, &t.description, true);
+            let schema = input_schema(&t, &limits);
+            let described = schema["properties"]
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(|p| p["description"].as_str());
+            for text in described {
+                check(&t.name, text, false);
+            }
+        }
+        assert_eq!(
+            tool(Mode::Owner, "lane-fail").description,
+            "Records that the lane's work failed. Next: lane-resolve or completion-check."
+        );
+    }
+
+    #[test]
+    fn sentences_end_outside_parentheses_and_abbreviations() {
+        assert_eq!(
+            sentences("It failed (e.g. a review. Or not) here. Call it now."),
+            ["It failed (e.g. a review. Or not) here.", "Call it now."]
+        );
+        assert_eq!(sentences("Use e.g. this. Then"), ["Use e.g. this.", "Then"]);
+        assert_eq!(
+            clause("Do it (a: b; c): then; more", &[": ", "; "]),
+            "Do it (a: b; c)"
+        );
+        assert_eq!(without_asides("Go (x (y) z) on"), "Go on");
+        assert_eq!(short_help("<TEXT>: why it is (required)"), "Why it is");
+        assert_eq!(
+            short_help("Only events after sequence <SEQ>, not --lane-id (x)"),
+            "Only events after sequence, not lane_id"
         );
     }
 }

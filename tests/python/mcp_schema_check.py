@@ -6,7 +6,8 @@ tests/it/mcp.rs with the venv .ci/run installs.
 argv[1] is a JSON object {"command", "args", "env", "cwd", "run_id",
 "examples"}: the server to start over stdio, the run the calls act on (every
 instance's run_id is that run: a made-up one would only say the run does not
-exist) and how many instances per tool. Prints one JSON object:
+exist; the owner tools take none, they act on the run of the server's handle)
+and how many instances per tool. Prints one JSON object:
   {"tools": N, "calls": N, "ok": N,
    "shape": [{"tool", "arguments", "message"}],   refusals of a schema-valid
                                                   instance for its shape
@@ -101,6 +102,28 @@ def instances(schema, count):
     return found[:count]
 
 
+def inlined(schema):
+    """The schema with every local `$ref` (`#/$defs/NAME`, the catalog's
+    only kind) replaced by its definition, siblings kept, and no `$defs`:
+    what the probes below look into."""
+    defs = schema.get("$defs", {})
+
+    def walk(value):
+        if isinstance(value, dict):
+            out = {}
+            ref = value.get("$ref")
+            if ref is not None:
+                assert ref.startswith("#/$defs/"), ref
+                out.update(walk(defs[ref[len("#/$defs/"):]]))
+            out.update({k: walk(v) for k, v in value.items() if k not in ("$ref", "$defs")})
+            return out
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(schema)
+
+
 def pinned(schema, run_id):
     """The tool's schema with run_id pinned to the run the test made."""
     schema = json.loads(json.dumps(schema))
@@ -147,6 +170,7 @@ async def main() -> None:
                 # An unknown key is always refused: at the top and inside
                 # every JSON object argument.
                 base = instances(pinned(schema, spec["run_id"]), 1)[0]
+                schema = inlined(schema)
                 probes = [("(top)", {**base, "unknown_key": 1})]
                 for key, value in base.items():
                     if isinstance(value, dict) and schema["properties"][key].get("additionalProperties") is False:
