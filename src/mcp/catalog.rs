@@ -178,10 +178,6 @@ pub struct ToolSpec {
     /// The command takes `--new-owner-file` (`resume`): the server names
     /// the new handle and acts with it afterwards.
     pub makes_owner: bool,
-    /// The command takes `--run-id` and `--owner-file`: it can only act on
-    /// the run the handle belongs to (any other is refused), so the server
-    /// names that run and the tool takes no `run_id`.
-    pub run_from_handle: bool,
     pub params: Vec<Param>,
 }
 
@@ -328,9 +324,6 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
                 .collect(),
         });
     }
-    // The handle names its run: a run_id argument could only repeat it.
-    let run_from_handle = takes_owner && params.iter().any(|p| p.flag == "run-id");
-    params.retain(|p| !(run_from_handle && p.flag == "run-id"));
     let description = describe(
         &command
             .get_about()
@@ -347,7 +340,6 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
         read_only: READ_ONLY_TOOLS.contains(&name),
         takes_owner,
         makes_owner,
-        run_from_handle,
         params,
     }
 }
@@ -426,7 +418,7 @@ const SHARED_FLAGS: &[&str] = &[
 
 /// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed (the read-only tools take it: an owner tool acts on the run of the server's owner handle); at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
 /// A flag's help as a tool argument's description: its first clause,
 /// without what only a command line needs (files, `-`, "see below") or what
@@ -621,12 +613,6 @@ pub enum Piece {
 pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, String> {
     let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     if let Some(unknown) = args.keys().find(|k| !names.contains(&k.as_str())) {
-        if tool.run_from_handle && unknown == "run_id" {
-            return Err(format!(
-                "{} takes no argument `run_id`: it acts on the run of this server's owner handle (the run init made)",
-                tool.name
-            ));
-        }
         return Err(format!(
             "{} takes no argument `{unknown}` (it takes: {}); the owner handle, tokens and identities are never arguments",
             tool.name,
@@ -767,7 +753,6 @@ mod tests {
                 assert!(
                     long == "owner-file"
                         || (long == "new-owner-file" && t.makes_owner)
-                        || (long == "run-id" && t.run_from_handle)
                         || t.params.iter().any(|p| p.flag == long),
                     "{} requires --{long}, which no argument supplies",
                     t.name
@@ -848,15 +833,21 @@ mod tests {
         assert_eq!(schema["properties"]["evidence"]["type"], "array");
         assert_eq!(schema["properties"]["evidence"]["maxItems"], 8);
         assert_eq!(schema["properties"]["changed_paths"]["type"], "array");
-        // The run is the owner handle's (the server names it).
-        assert!(lane.run_from_handle && schema["properties"].get("run_id").is_none());
+        assert_eq!(schema["properties"]["run_id"]["type"], "string");
         let required: Vec<&str> = schema["required"]
             .as_array()
             .unwrap()
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-        for name in ["lane_id", "agent_id", "at", "evidence", "changed_paths"] {
+        for name in [
+            "run_id",
+            "lane_id",
+            "agent_id",
+            "at",
+            "evidence",
+            "changed_paths",
+        ] {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");
@@ -865,39 +856,14 @@ mod tests {
         let check = tool(Mode::ReadOnly, "liveness-check");
         let schema = inlined(&input_schema(&check, &Limits::default()));
         assert!(schema["properties"]["command_status"]["enum"].is_array());
-        // A read-only tool reads any run: it names it.
-        assert_eq!(schema["properties"]["run_id"]["type"], "string");
-        assert!(!check.run_from_handle);
-        // Every owner tool but init acts on the handle's run and takes no
-        // run_id; a read-only tool takes its command's --run-id.
-        let tree = tree();
-        for t in tools(&tree, Mode::Owner) {
-            let takes_run_id = t.params.iter().any(|p| p.name == "run_id");
-            if OWNER_TOOLS.contains(&t.name.as_str()) {
-                assert_eq!(t.run_from_handle, t.name != "init", "{}", t.name);
-                assert!(!takes_run_id, "{}", t.name);
-            } else {
-                let command = tree.find_subcommand(&t.name).unwrap();
-                let has_flag = command
-                    .get_arguments()
-                    .any(|a| a.get_long() == Some("run-id"));
-                assert_eq!(takes_run_id, has_flag, "{}", t.name);
-                assert!(!t.run_from_handle, "{}", t.name);
-            }
-        }
     }
 
     #[test]
     fn calls_are_checked_server_side() {
         let lane = tool(Mode::Owner, "lane-start");
-        let good = json!({"lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
+        let good = json!({"run_id": "r", "lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
         let pieces = pieces(&lane, good.as_object().unwrap()).unwrap();
-        assert!(pieces.contains(&Piece::Value("lane-id".into(), "l".into())));
-        assert!(
-            !pieces
-                .iter()
-                .any(|p| matches!(p, Piece::Value(f, _) if f == "run-id"))
-        );
+        assert!(pieces.contains(&Piece::Value("run-id".into(), "r".into())));
         assert!(
             matches!(pieces.last(), Some(Piece::Json(flag, _)) if flag == "evidence")
                 || pieces
@@ -915,17 +881,10 @@ mod tests {
             assert!(e.contains(extra), "{e}");
         }
         let mut bad = good.as_object().unwrap().clone();
-        bad.insert("lane_id".into(), json!(5));
+        bad.insert("run_id".into(), json!(5));
         assert_eq!(
             super::pieces(&lane, &bad).unwrap_err(),
-            "argument `lane_id` must be a string"
-        );
-        let mut bad = good.as_object().unwrap().clone();
-        bad.insert("run_id".into(), json!("r"));
-        assert!(
-            super::pieces(&lane, &bad)
-                .unwrap_err()
-                .contains("acts on the run of this server's owner handle")
+            "argument `run_id` must be a string"
         );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("evidence".into(), json!("[]"));

@@ -159,14 +159,6 @@ fn invoke(
     {
         argv.push(joined("owner-file", owner.as_os_str()));
     }
-    if spec.run_from_handle
-        && let Some(owner) = owner
-    {
-        match handle_run(config, owner) {
-            Ok(run_id) => argv.push(joined("run-id", run_id.as_ref())),
-            Err(error) => return (envelope::failure(&error).1, false, None),
-        }
-    }
     let new_owner = match owner {
         Some(owner) if spec.makes_owner => {
             let next = crate::store::private::next_handle(owner);
@@ -244,20 +236,6 @@ fn invoke(
     }
 }
 
-/// The run the owner handle at `owner` belongs to: the one run an owner
-/// tool can act on (the command refuses a handle of another run). The
-/// handle is read as the command reads it; its token goes no further.
-fn handle_run(config: &Config, owner: &std::path::Path) -> Result<String, FlowError> {
-    let path = crate::store::paths::expand_tilde(owner, config.env.home.as_ref());
-    let path = config.env.cwd.join(path);
-    match crate::store::handle::read_handle(&path, None) {
-        Ok(handle) => Ok(handle.run_id),
-        Err(error) if !path.exists() => Err(FlowError::from(error)
-            .hinted("no run yet: init makes the run and this server's owner handle")),
-        Err(error) => Err(error.into()),
-    }
-}
-
 /// `--flag=value`: the `=` form, so a value is never read as a flag.
 fn joined(flag: &str, value: &std::ffi::OsStr) -> OsString {
     let mut arg = OsString::from(format!("--{flag}="));
@@ -274,7 +252,7 @@ impl ServerHandler for Server {
             self.config.mode.name(),
             catalog::SHARED_ARGUMENTS,
             if self.config.mode == Mode::Owner {
-                " Mutations act with the owner handle this server was started with, on its run (init makes both); no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
+                " Mutations act with the owner handle this server was started with; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
             } else {
                 " No tool writes."
             }

@@ -373,15 +373,6 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
         let answer = client.call(never, json!({}));
         assert_eq!(answer["rpc_error"]["code"], -32602, "{never}: {answer}");
     }
-    // No run yet: an owner tool has no handle to take the run from, and
-    // says init comes first; nothing is written.
-    let e = client.refused(
-        "run-start",
-        json!({"evidence": evidence("plan", "run started")}),
-        "contract_error",
-    );
-    assert!(e["hint"].as_str().unwrap().contains("init"), "{e}");
-    assert!(!owner.exists());
     for tool in &tools {
         let schema = &tool["inputSchema"];
         assert_eq!(schema["additionalProperties"], false, "{}", tool["name"]);
@@ -422,9 +413,7 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
 // ------------------------------------------------------------ a whole run
 
 /// The steps after init and the approval, as (tool, arguments without
-/// run_id: the server's owner tools take it from the handle, and the CLI
-/// and the read-only tools are given it); the same list drives the server
-/// and the CLI.
+/// run_id); the same list drives the server and the CLI.
 fn steps() -> Vec<(&'static str, Value)> {
     let lane = |id: &str, agent: &str, scope: &str| {
         json!({"lane_id": id, "agent_id": agent, "assignment": format!("Work on {id}"), "write_scope": [scope],
@@ -660,15 +649,7 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
     approve(&flow, &root, &run_id, &owner, &work);
     let mut answers = Vec::new();
     for (tool, args) in steps() {
-        // An owner tool acts on the run of the server's handle; a
-        // read-only one names the run it reads.
-        let reads = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.contains(&tool);
-        let args = if reads {
-            with_run(&args, &run_id)
-        } else {
-            args
-        };
-        answers.push((tool, client.ok(tool, args)));
+        answers.push((tool, client.ok(tool, with_run(&args, &run_id))));
     }
     drop(client);
     let stall = &answers
@@ -760,14 +741,12 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     ) else {
         return;
     };
-    let good = json!({"evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])});
+    let good = json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])});
     let before = run.snapshot();
     for (key, value) in [
         ("owner_file", json!(run.owner())),
         ("approved_by", json!("ssh:alice")),
         ("token", json!("t")),
-        // The run is the handle's: naming it (even rightly) is refused.
-        ("run_id", json!(run.run_id)),
     ] {
         let mut args = good.clone();
         args[key] = value;
@@ -775,7 +754,7 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
         assert!(e["message"].as_str().unwrap().contains(key), "{e}");
     }
     for (key, value) in [
-        ("expected_head", json!(5)),
+        ("run_id", json!(5)),
         ("evidence", json!("[]")),
         ("input", json!([1])),
     ] {
@@ -814,7 +793,7 @@ fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
     ) else {
         return;
     };
-    let create = |lane: &str| json!({"evidence": evidence("plan", lane), "input": common::lane_input(lane, lane, &[])});
+    let create = |lane: &str| json!({"run_id": run.run_id, "evidence": evidence("plan", lane), "input": common::lane_input(lane, lane, &[])});
     // A writer holds the receipt lock: the server waits, then refuses as
     // the CLI does, and nothing is written.
     let lock = common::hold_receipt_lock(&run.root, &run.dir);
@@ -991,7 +970,7 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     std::fs::copy(run.owner(), &copy).unwrap();
     let resumed = client.ok(
         "resume",
-        json!({"evidence": evidence("user_approval", "the user approved the hand-over")}),
+        json!({"run_id": run.run_id, "evidence": evidence("user_approval", "the user approved the hand-over")}),
     );
     assert_eq!(resumed["owner_epoch"], 2, "{resumed}");
     assert!(
@@ -1014,7 +993,7 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     );
     client.ok(
         "lane-create",
-        json!({"evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])}),
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])}),
     );
     run.mutation(
         "lane-create",
@@ -1038,7 +1017,7 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     .unwrap();
     again.ok(
         "lane-create",
-        json!({"evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),
     );
 }
 

@@ -6,8 +6,7 @@ tests/it/mcp.rs with the venv .ci/run installs.
 argv[1] is a JSON object {"command", "args", "env", "cwd", "run_id",
 "examples"}: the server to start over stdio, the run the calls act on (every
 instance's run_id is that run: a made-up one would only say the run does not
-exist; the owner tools take none, they act on the run of the server's handle)
-and how many instances per tool. Prints one JSON object:
+exist) and how many instances per tool. Prints one JSON object:
   {"tools": N, "calls": N, "ok": N,
    "shape": [{"tool", "arguments", "message"}],   refusals of a schema-valid
                                                   instance for its shape
