@@ -137,12 +137,6 @@ pub fn default_hint(error: &FlowError) -> Option<String> {
         FlowError::Unsupported(_) => {
             "this run uses manifest 1.0 (Phase 1); Phase 2 commands need a run made by this tool's init"
         }
-        FlowError::Conflict(m) if m.starts_with("state lock") || m.starts_with("receipt lock") => {
-            "another writer holds the lock (named above): retry when it has finished; if that process is gone, bluetape-flow doctor lists the dead lock and how to remove it"
-        }
-        FlowError::Conflict(m) if m.starts_with("append in progress") => {
-            "another writer is appending: retry in a moment"
-        }
         FlowError::Approval(ApprovalRefusal::Refused(_)) => {
             "retrying as the same identity cannot help: see who may approve with bluetape-flow approvals --run-id {run_id}"
         }

@@ -870,7 +870,7 @@ fn log(
                 }
             }
             // An append in progress (a torn last line) is waited for.
-            Err(FlowError::Conflict(_)) => {}
+            Err(error) if matches!(error.untaught().0, FlowError::Conflict(_)) => {}
             Err(FlowError::ReceiptDamaged(damage)) if damage.reason == INCOMPLETE => {}
             Err(error) => return Err(error),
         }

@@ -174,10 +174,14 @@ impl fmt::Display for FlowError {
 
 impl std::error::Error for FlowError {}
 
+/// What to do about a lock another writer holds.
+pub const LOCK_HELD_HINT: &str = "another writer holds the lock (named above): retry when it has finished; if that process is gone, bluetape-flow doctor lists the dead lock and how to remove it";
+
 impl From<StoreError> for FlowError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Busy(m) => FlowError::Conflict(m),
+            StoreError::LockHeld(m) => FlowError::Conflict(m).hinted(LOCK_HELD_HINT),
             // A full disk, a quota or a device error: nothing was
             // acknowledged (a failed append is cut back), so the caller
             // may retry once it is fixed (DEVIATIONS 49).

@@ -301,7 +301,8 @@ pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -
     {
         return FlowError::Conflict(
             "append in progress: the receipt's last line is being written".into(),
-        );
+        )
+        .hinted("another writer is appending: retry in a moment");
     }
     FlowError::ReceiptDamaged(damage.clone())
 }

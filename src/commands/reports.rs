@@ -85,7 +85,7 @@ pub fn create_report(
         || {
             created =
                 write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
-                    StoreError::Busy(m) => Refusal::Conflict(m),
+                    StoreError::Busy(m) | StoreError::LockHeld(m) => Refusal::Conflict(m),
                     other => Refusal::Invalid(other.message().to_string()),
                 })?;
             Ok(())

@@ -15,6 +15,9 @@ pub enum StoreError {
     Insecure(String),
     /// Another writer holds the state (exit 5, retryable).
     Busy(String),
+    /// Another writer holds (or is taking, or reclaiming) the receipt's
+    /// directory lock (exit 5, retryable; a command waits a moment first).
+    LockHeld(String),
     /// The operating system refused or failed an operation (see
     /// [`IoFailure::is_transient`] for the exit status).
     Io(IoFailure),
@@ -64,6 +67,10 @@ impl StoreError {
         StoreError::Busy(message.into())
     }
 
+    pub fn lock_held(message: impl Into<String>) -> Self {
+        StoreError::LockHeld(message.into())
+    }
+
     /// An OS error with the path it concerns.
     pub fn io(error: &std::io::Error, path: &Path) -> Self {
         let errno = error.raw_os_error();
@@ -105,6 +112,7 @@ impl StoreError {
             StoreError::Invalid(m)
             | StoreError::Insecure(m)
             | StoreError::Busy(m)
+            | StoreError::LockHeld(m)
             | StoreError::Moved(m) => m,
             StoreError::Io(failure) => &failure.message,
         }

@@ -325,7 +325,7 @@ impl DirLock {
         let started = std::time::Instant::now();
         loop {
             match self.try_acquire() {
-                Err(StoreError::Busy(_)) if started.elapsed() < PATIENCE => {
+                Err(StoreError::LockHeld(_)) if started.elapsed() < PATIENCE => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Ok(guard) => {
@@ -475,27 +475,27 @@ fn claim_initializer(lock: &Loc, token: &str) -> StoreResult<std::fs::File> {
             Err(e) => return Err(e),
         }
         if init.is_symlink() {
-            return Err(StoreError::busy("state lock initializer is unsafe"));
+            return Err(StoreError::lock_held("state lock initializer is unsafe"));
         }
         let existing = match read_record(&init) {
             Ok(v) => v,
             Err(e @ StoreError::Insecure(_)) => return Err(e),
-            Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+            Err(_) => return Err(StoreError::lock_held("state lock initializer is unsafe")),
         };
         let pid = existing.as_ref().and_then(pid_of);
         if is_young(&init)
             || matches!(pid, Some(PidState::Alive | PidState::Unknown))
             || flock_held(&init)
         {
-            return Err(StoreError::busy("state lock initialization is active"));
+            return Err(StoreError::lock_held("state lock initialization is active"));
         }
         let stale = retired(&init, "stale");
         if init.rename_to(&stale).is_err() {
-            return Err(StoreError::busy("state lock initializer changed"));
+            return Err(StoreError::lock_held("state lock initializer changed"));
         }
         let _ = stale.remove_file();
     }
-    Err(StoreError::busy(
+    Err(StoreError::lock_held(
         "state lock initializer could not be claimed",
     ))
 }
@@ -503,24 +503,24 @@ fn claim_initializer(lock: &Loc, token: &str) -> StoreResult<std::fs::File> {
 /// The slow path: the lock directory exists.
 fn reclaim(lock: &Loc, token: String) -> StoreResult<LockGuard> {
     if lock.is_symlink() {
-        return Err(StoreError::busy("state lock path is unsafe"));
+        return Err(StoreError::lock_held("state lock path is unsafe"));
     }
     let owner = inside(lock, "owner.json")
-        .ok_or_else(|| StoreError::busy("state lock changed during recovery"))?;
+        .ok_or_else(|| StoreError::lock_held("state lock changed during recovery"))?;
     if owner.is_symlink() {
-        return Err(StoreError::busy("state lock path is unsafe"));
+        return Err(StoreError::lock_held("state lock path is unsafe"));
     }
     let secure = lstat(lock)
-        .ok_or_else(|| StoreError::busy("state lock changed during recovery"))
+        .ok_or_else(|| StoreError::lock_held("state lock changed during recovery"))
         .and_then(|m| {
             check_metadata(&m, "state lock", DIR_MODE)
-                .map_err(|_| StoreError::busy("state lock path is insecure"))
+                .map_err(|_| StoreError::lock_held("state lock path is insecure"))
         });
     secure?;
     if let Some(meta) = lstat(&owner)
         && check_metadata(&meta, "state lock owner", FILE_MODE).is_err()
     {
-        return Err(StoreError::busy("state lock path is insecure"));
+        return Err(StoreError::lock_held("state lock path is insecure"));
     }
     let owner_before = read_record(&owner).ok().flatten();
     match &owner_before {
@@ -529,28 +529,32 @@ fn reclaim(lock: &Loc, token: String) -> StoreResult<LockGuard> {
             if init.exists() {
                 let existing = match read_record(&init) {
                     Ok(v) => v,
-                    Err(_) => return Err(StoreError::busy("state lock initializer is unsafe")),
+                    Err(_) => {
+                        return Err(StoreError::lock_held("state lock initializer is unsafe"));
+                    }
                 };
                 if existing.is_none() && lstat(&init).is_some_and(|m| m.len() > 0) {
-                    return Err(StoreError::busy("state lock initializer is unsafe"));
+                    return Err(StoreError::lock_held("state lock initializer is unsafe"));
                 }
                 if matches!(
                     existing.as_ref().and_then(pid_of),
                     Some(PidState::Alive | PidState::Unknown)
                 ) || flock_held(&init)
                 {
-                    return Err(StoreError::busy("state lock initialization is active"));
+                    return Err(StoreError::lock_held("state lock initialization is active"));
                 }
             }
             if owner.exists() || is_young(lock) {
-                return Err(StoreError::busy("state lock owner is not readable yet"));
+                return Err(StoreError::lock_held(
+                    "state lock owner is not readable yet",
+                ));
             }
         }
         Some(record) => {
             // A pid that looks dead may live in another PID namespace: the
             // holder's flock is the proof either way.
             if pid_of(record) != Some(PidState::Dead) || flock_held(&owner) {
-                return Err(StoreError::busy(format!(
+                return Err(StoreError::lock_held(format!(
                     "state lock owner is live or unknown: {}",
                     holder(record, &lock.path())
                 )));
@@ -567,14 +571,18 @@ fn reclaim(lock: &Loc, token: String) -> StoreResult<LockGuard> {
     };
     if !unchanged {
         let _ = claim.remove_file();
-        return Err(StoreError::busy("state lock owner changed during recovery"));
+        return Err(StoreError::lock_held(
+            "state lock owner changed during recovery",
+        ));
     }
     let held = claim_initializer(lock, &token)?;
     let gone = retired(lock, "retired");
     let outcome = match lock.rename_to(&gone) {
-        Err(_) => Err(StoreError::busy("state lock recovery lost its election")),
+        Err(_) => Err(StoreError::lock_held(
+            "state lock recovery lost its election",
+        )),
         Ok(()) => match lock.mkdir(DIR_MODE) {
-            Err(_) => Err(StoreError::busy(
+            Err(_) => Err(StoreError::lock_held(
                 "state lock was reacquired during recovery",
             )),
             Ok(()) => publish(lock, held),
@@ -589,10 +597,14 @@ fn elect(claim: &Loc, token: &str) -> StoreResult<()> {
     match create_exclusive(claim, &record(token, "nonce")) {
         Ok(()) => return Ok(()),
         Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {}
-        Err(_) => return Err(StoreError::busy("state lock recovery lost its election")),
+        Err(_) => {
+            return Err(StoreError::lock_held(
+                "state lock recovery lost its election",
+            ));
+        }
     }
     if claim.is_symlink() || !lstat(claim).is_some_and(|m| m.is_file()) {
-        return Err(StoreError::busy("state lock recovery claim is unsafe"));
+        return Err(StoreError::lock_held("state lock recovery claim is unsafe"));
     }
     // Like the reference: a claim whose pid cannot be read (a claimant
     // killed between creating the file and writing it leaves it empty) is
@@ -604,16 +616,20 @@ fn elect(claim: &Loc, token: &str) -> StoreResult<()> {
             Some(PidState::Alive | PidState::Unknown)
         )
     {
-        return Err(StoreError::busy("state lock recovery is already claimed"));
+        return Err(StoreError::lock_held(
+            "state lock recovery is already claimed",
+        ));
     }
     let stale = claim.sibling(format!(".reclaim.stale.{}", fresh_token()));
     claim
         .rename_to(&stale)
-        .map_err(|_| StoreError::busy("state lock recovery claim changed"))?;
+        .map_err(|_| StoreError::lock_held("state lock recovery claim changed"))?;
     let _ = stale.remove_file();
     match create_exclusive(claim, &record(token, "nonce")) {
         Ok(()) => Ok(()),
-        Err(_) => Err(StoreError::busy("state lock recovery claim was reacquired")),
+        Err(_) => Err(StoreError::lock_held(
+            "state lock recovery claim was reacquired",
+        )),
     }
 }
 
@@ -700,7 +716,7 @@ mod tests {
         let guard = lock.try_acquire().unwrap();
         assert_eq!(lock.status(), "locked_alive");
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
+            matches!(lock.try_acquire(), Err(StoreError::LockHeld(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
         );
         drop(guard);
         assert_eq!(lock.status(), "unlocked");
@@ -738,7 +754,7 @@ mod tests {
         holder.lock().unwrap();
         assert_eq!(lock.status(), "locked_alive");
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
+            matches!(lock.try_acquire(), Err(StoreError::LockHeld(m)) if m.starts_with("state lock owner is live or unknown: held by pid "))
         );
         assert!(lock.owner().exists(), "the live holder's lock is untouched");
         drop(holder);
@@ -798,7 +814,7 @@ mod tests {
         write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
         create_exclusive(&lock.claim(), b"").unwrap();
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock recovery is already claimed")
+            matches!(lock.try_acquire(), Err(StoreError::LockHeld(m)) if m == "state lock recovery is already claimed")
         );
         let past = SystemTime::now() - Duration::from_secs(60);
         std::fs::File::open(lock.claim())
@@ -817,7 +833,7 @@ mod tests {
             let (_tmp, lock) = setup();
             write_owner(&lock, body);
             assert!(
-                matches!(lock.try_acquire(), Err(StoreError::Busy(_))),
+                matches!(lock.try_acquire(), Err(StoreError::LockHeld(_))),
                 "{body}"
             );
             let status = lock.status();
@@ -838,7 +854,7 @@ mod tests {
         std::fs::set_permissions(&lock.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert_eq!(lock.status(), "locked_initializing");
         assert!(
-            matches!(lock.try_acquire(), Err(StoreError::Busy(m)) if m == "state lock owner is not readable yet")
+            matches!(lock.try_acquire(), Err(StoreError::LockHeld(m)) if m == "state lock owner is not readable yet")
         );
     }
 }

@@ -31,8 +31,16 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
     ));
     // The writer completes the line and releases the lock.
     std::fs::write(&receipt, &whole).unwrap();
-    match damage_error(&run, &damage, false) {
-        FlowError::Conflict(message) => assert!(message.contains("append in progress")),
+    match damage_error(&run, &damage, false).untaught() {
+        (FlowError::Conflict(message), Some(teaching)) => {
+            assert!(message.contains("append in progress"));
+            assert!(
+                teaching
+                    .hint
+                    .as_deref()
+                    .is_some_and(|h| h.contains("appending"))
+            );
+        }
         other => panic!("{other:?}"),
     }
     // A lock holder's own view is never softened.
@@ -89,6 +97,10 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
             .unwrap()
             .contains("append in progress"),
         "{e}"
+    );
+    assert_eq!(
+        e["hint"], "another writer is appending: retry in a moment",
+        "the hint is made with the refusal: {e}"
     );
     assert_eq!(before, common::snapshot(root));
 }

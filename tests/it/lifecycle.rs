@@ -283,6 +283,14 @@ fn a_live_lock_holder_makes_writers_wait_then_refuse() {
     let lock = common::hold_receipt_lock(&run.root, &run.dir);
     let e = run.refused("run-approve", &[], 5, "coordinator_conflict");
     common::assert_message(&e, "state lock owner is live or unknown");
+    // The hint comes with the lock's refusal (StoreError::LockHeld), not
+    // from reading its message.
+    assert!(
+        e["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("another writer holds the lock (named above)")),
+        "{e}"
+    );
     // A dead holder's lock is reclaimed (pid far above pid_max).
     std::fs::write(
         lock.join("owner.json"),
