@@ -602,7 +602,7 @@ pub enum Piece {
     Value(String, String),
     /// `--flag`.
     Switch(String),
-    /// `--flag=<path of a private file holding this JSON value>`.
+    /// `--flag=<the JSON value, inline>`.
     Json(String, Value),
 }
 

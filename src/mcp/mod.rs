@@ -4,10 +4,10 @@
 //! Every tool call becomes the command line the CLI would parse and runs
 //! through the CLI's own entry point ([`crate::cli::run_with`]), in this
 //! process: the same parser, checks, receipt lines, error codes and
-//! envelope. JSON values reach the command as 0600 files in a private 0700
-//! directory outside the state root, removed after the call
-//! ([`crate::store::private`]). The owner handle is the server's, named at
-//! start; no tool takes it. The mode decides which tools exist.
+//! envelope. JSON values reach the command inline, as the CLI takes them
+//! (`--evidence=[...]`): no file is made for a call (agent-tools.md §4).
+//! The owner handle is the server's, named at start; no tool takes it. The
+//! mode decides which tools exist.
 //!
 //! In front of the SDK sits a small framing layer: every line read from
 //! stdin is bounded ([`MAX_MESSAGE_BYTES`]) and must be a JSON-RPC 2.0
@@ -36,7 +36,6 @@ use crate::cli::envelope;
 use crate::commands::FlowError;
 use crate::receipt::rules::Limits;
 use crate::store::discovery::DiscoveryEnv;
-use crate::store::private::PrivateInputs;
 use catalog::{Mode, Piece, ToolSpec};
 
 /// The largest message (one line) the server reads: room for a call with
@@ -148,7 +147,6 @@ fn invoke(
     spec: &ToolSpec,
     pieces: Vec<Piece>,
 ) -> (String, bool, Option<PathBuf>) {
-    let mut inputs: Option<PrivateInputs> = None;
     let mut argv: Vec<OsString> = vec!["bluetape-flow".into()];
     if let Some(root) = &config.state_root {
         argv.push(joined("state-root", root.as_os_str()));
@@ -167,32 +165,29 @@ fn invoke(
         }
         _ => None,
     };
-    // Private file path -> the argument it holds, for the messages.
-    let mut private: Vec<(String, String)> = Vec::new();
+    // How the CLI names an inline value -> the argument the model sent.
+    let mut inline: Vec<(String, String)> = Vec::new();
     for piece in pieces {
         match piece {
             Piece::Value(flag, value) => argv.push(joined(&flag, value.as_ref())),
             Piece::Switch(flag) => argv.push(format!("--{flag}").into()),
+            // The value itself, as a CLI caller may give it inline: a list
+            // or an object is always read as inline JSON (never as a path
+            // or standard input), and the arguments' check let no other
+            // kind through.
             Piece::Json(flag, value) => {
-                let stored = match &mut inputs {
-                    Some(inputs) => Ok(inputs),
-                    None => PrivateInputs::new(config.state_root.as_deref())
-                        .map(|made| inputs.insert(made)),
+                if !(value.is_array() || value.is_object()) {
+                    let refusal = FlowError::Contract(format!(
+                        "argument {} must be a JSON list or object",
+                        flag.replace('-', "_")
+                    ));
+                    return (envelope::failure(&refusal).1, false, None);
                 }
-                .and_then(|inputs| {
-                    let bytes = serde_json::to_vec(&value).unwrap_or_default();
-                    inputs.put(&flag, &bytes)
-                });
-                match stored {
-                    Ok(path) => {
-                        argv.push(joined(&flag, path.as_os_str()));
-                        private.push((
-                            path.to_string_lossy().into_owned(),
-                            format!("(the {} argument)", flag.replace('-', "_")),
-                        ));
-                    }
-                    Err(error) => return (envelope::failure(&error.into()).1, false, None),
-                }
+                let text = serde_json::to_string(&value).unwrap_or_default();
+                argv.push(joined(&flag, std::ffi::OsStr::new(&text)));
+                let argument = format!("the {} argument", flag.replace('-', "_"));
+                inline.push((format!("the --{flag} value"), argument.clone()));
+                inline.push((format!("--{flag} value"), argument));
             }
         }
     }
@@ -200,13 +195,13 @@ fn invoke(
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::cli::run_with(argv, &config.env, &mut out, &mut err)
     }));
-    drop(inputs);
-    // A refusal names the file it read (issue 15); here that file is the
-    // server's, gone by now: name the argument the model sent instead.
+    // A refusal names the input it read (contracts/commands.md "Refusals
+    // that teach"): for an inline value the CLI says "--evidence value";
+    // name the argument the model sent instead.
     let named = |bytes: &[u8]| {
         let mut text = String::from_utf8_lossy(bytes).trim_end().to_string();
-        for (path, argument) in &private {
-            text = text.replace(path.as_str(), argument);
+        for (cli, argument) in &inline {
+            text = text.replace(cli.as_str(), argument);
         }
         text
     };

@@ -769,17 +769,48 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     let e = client.refused("lane-create", floats, "contract_error");
     assert_eq!(
         e["message"],
-        "JSON input must not contain floats, NaN or Infinity: evidence file '(the evidence argument)'"
+        "JSON input must not contain floats, NaN or Infinity: the evidence argument"
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"input": "--evidence", "source": "inline"}),
+        "{e}"
     );
     let mut big = good.clone();
     big["input"]["assignment"] = json!("x".repeat(1_100_000));
     let e = client.refused("lane-create", big, "contract_error");
     assert_eq!(
         e["message"],
-        "JSON input exceeds one MiB: input file '(the input argument)'"
+        "JSON input exceeds one MiB: the input argument"
     );
     assert_eq!(run.snapshot(), before);
     client.ok("lane-create", good);
+}
+
+/// agent-tools.md §4 "Values, not files": a tool's JSON arguments reach
+/// the command as values, so a call makes no file at all. With the
+/// server's temp dir taken away (a plain file where it was), calls with
+/// JSON arguments still succeed, and the file is untouched.
+#[test]
+fn json_arguments_reach_the_command_without_a_file() {
+    let run = common::TestBed::running(&["runtime"]);
+    let tmpdir = run.tmp.path().join("mcp-tmp");
+    let Some(mut client) = Client::owner(&run.flow, &tmpdir, &run.root, &run.owner()) else {
+        return;
+    };
+    std::fs::remove_dir(&tmpdir).unwrap();
+    std::fs::write(&tmpdir, "not a directory").unwrap();
+    client.ok(
+        "lane-create",
+        json!({"run_id": run.run_id, "evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])}),
+    );
+    client.ok(
+        "lane-start",
+        json!({"run_id": run.run_id, "lane_id": "api", "agent_id": "agent-1", "at": "2026-07-14T01:01:00Z", "evidence": evidence("tool", "spawned")}),
+    );
+    drop(client);
+    assert_eq!(std::fs::read(&tmpdir).unwrap(), b"not a directory");
+    run.read("verify", &[]).assert_ok();
 }
 
 #[test]
