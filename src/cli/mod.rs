@@ -443,10 +443,7 @@ fn answer_lost(
     data: &Map<String, Value>,
     lost: &std::io::Error,
 ) -> u8 {
-    let mutation = command()
-        .find_subcommand(operation)
-        .and_then(|c| c.get_about())
-        .is_some_and(|about| about.to_string().starts_with("Mutation"));
+    let mutation = process::is_mutation(operation);
     let run_id = data.get("run_id").and_then(Value::as_str);
     let next = match run_id {
         Some(run_id) => format!("bluetape-flow status --run-id {run_id}"),

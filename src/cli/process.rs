@@ -87,6 +87,24 @@ pub const ONE_EVENT_MUTATIONS: &[&str] = &[
     "topology-remove",
 ];
 
+/// The other commands that change state (a run made from another, derived
+/// files, a key, a signed head, a git ref): with [`ONE_EVENT_MUTATIONS`],
+/// every command whose help says "Mutation" (a test holds the two lists to
+/// the parser), so nothing decides on that text at run time.
+pub const OTHER_MUTATIONS: &[&str] = &[
+    "key-generate",
+    "publish",
+    "rebuild",
+    "recovery-run-create",
+    "sign-head",
+];
+
+/// Whether the command `name` changes state ([`ONE_EVENT_MUTATIONS`],
+/// [`OTHER_MUTATIONS`]).
+pub fn is_mutation(name: &str) -> bool {
+    ONE_EVENT_MUTATIONS.contains(&name) || OTHER_MUTATIONS.contains(&name)
+}
+
 /// Whether the process arguments `args` (after the program's name) run one
 /// of [`ONE_EVENT_MUTATIONS`]: the command is the first argument after the
 /// one global option, `--state-root`. Allocates nothing (the binary asks
@@ -140,6 +158,27 @@ mod tests {
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             assert!(about.starts_with("Mutation."), "{name}: {about}");
+        }
+    }
+
+    #[test]
+    fn the_mutations_are_exactly_the_parsers() {
+        use clap::CommandFactory;
+        let tree = crate::cli::Cli::command();
+        for command in tree.get_subcommands() {
+            let name = command.get_name();
+            let about = command
+                .get_about()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            assert_eq!(
+                is_mutation(name),
+                about.starts_with("Mutation"),
+                "{name}: {about}"
+            );
+        }
+        for name in OTHER_MUTATIONS {
+            assert!(tree.find_subcommand(name).is_some(), "{name} is no command");
         }
     }
 }
