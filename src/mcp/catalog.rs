@@ -418,7 +418,7 @@ const SHARED_FLAGS: &[&str] = &[
 
 /// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out where a tool does not require it); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
 /// A flag's help as a tool argument's description: its first clause,
 /// without what only a command line needs (files, `-`, "see below") or what
@@ -706,6 +706,26 @@ mod tests {
         for name in READ_ONLY_TOOLS.iter().chain(OWNER_TOOLS) {
             assert!(tree.find_subcommand(name).is_some(), "{name}");
         }
+    }
+
+    /// The instructions say what `at` is once for all tools: some require
+    /// it (the lane steps), others take the server's clock when it is left
+    /// out, and the shared text says both.
+    #[test]
+    fn the_shared_text_of_at_holds_for_every_tool() {
+        let at: Vec<(String, bool)> = tools(&tree(), Mode::Owner)
+            .into_iter()
+            .filter_map(|t| {
+                let required = t.params.iter().find(|p| p.flag == "at")?.required;
+                Some((t.name, required))
+            })
+            .collect();
+        let required = at.iter().filter(|(_, r)| *r).count();
+        assert!(required > 0 && required < at.len(), "{at:?}");
+        assert!(
+            SHARED_ARGUMENTS.contains("now when left out where a tool does not require it"),
+            "{SHARED_ARGUMENTS}"
+        );
     }
 
     #[test]
