@@ -213,9 +213,9 @@ pub struct LockGuard {
     lock: Loc,
     _held: std::fs::File,
     /// `owner.json` inside the lock directory this command made, reached
-    /// through that directory's descriptor (set once it is published):
-    /// the release looks there rather than opening the name again.
-    owner: std::sync::OnceLock<Loc>,
+    /// through that directory's descriptor (once it is published): the
+    /// release looks there rather than opening the name again.
+    owner: Option<Loc>,
 }
 
 impl DirLock {
@@ -430,10 +430,10 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
     // fails, dropping the guard releases the lock instead of leaving it
     // held by a process that reported a failure.
     super::root::lock_taken();
-    let guard = LockGuard {
+    let mut guard = LockGuard {
         lock: lock.clone(),
         _held: held,
-        owner: std::sync::OnceLock::new(),
+        owner: None,
     };
     let result = (|| {
         let dir = lock
@@ -448,7 +448,7 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
         initializer(lock)
             .rename_to(&owner)
             .map_err(|e| StoreError::io(&e, &owner.path()))?;
-        let _ = guard.owner.set(owner);
+        guard.owner = Some(owner);
         Ok(())
     })();
     match result {
@@ -647,7 +647,7 @@ impl Drop for LockGuard {
         // The directory we made, while the lock's name still names it (a
         // reclaimer may have moved it aside and made its own): one `lstat`
         // of the name instead of opening it again.
-        let made = self.owner.get().filter(|owner| {
+        let made = self.owner.as_ref().filter(|owner| {
             self.lock.lstat().ok().flatten().is_some_and(|s| {
                 rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
                     && (s.st_dev, s.st_ino) == owner.dir().identity()
