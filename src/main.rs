@@ -64,7 +64,31 @@ fn choose_allocator(argc: libc::c_int, argv: *const *const libc::c_char) {
         // SAFETY: a plain setting of the C library's allocator.
         unsafe { libc::mallopt(libc::M_TOP_PAD, 1 << 20) };
     } else {
+        start_mimalloc();
         bounded_allocator();
+    }
+}
+
+// mimalloc's own process start (`src/prim/prim.c`, what its constructor
+// calls), and whether it is still to come. Internal to the C library but
+// linked statically from the archive the pinned `libmimalloc-sys` builds;
+// a version without them fails the link rather than running unstarted.
+unsafe extern "C" {
+    fn _mi_preloading() -> bool;
+    fn _mi_auto_process_init();
+}
+
+/// Start mimalloc before its first allocation. It is built without its
+/// constructor (`.cargo/config.toml`), so only the commands that choose it
+/// pay its start (two file reads); where a build kept the constructor, it
+/// has already run and nothing is done twice.
+fn start_mimalloc() {
+    // SAFETY: called once, on the only thread, before any allocation, as
+    // the constructor would have been.
+    unsafe {
+        if _mi_preloading() {
+            _mi_auto_process_init();
+        }
     }
 }
 

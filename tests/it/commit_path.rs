@@ -122,6 +122,12 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     }
     assert!(!trace.contains(".so"), "no shared object is opened");
     assert!(!trace.contains("/dev/urandom"), "no random device is read");
+    // No allocator starts in a constructor to read the kernel's memory
+    // settings: a one-event mutation allocates with the C library's.
+    assert!(
+        !trace.contains("\"/proc/sys/vm/") && !trace.contains("\"/sys/kernel/mm/"),
+        "no allocator start reads the kernel's memory settings"
+    );
     // The head and the checkpoint were rewritten in place (same inode),
     // the head as one 512-byte record naming the new event.
     let head_after = std::fs::metadata(run.join("receipt-head.json")).unwrap();
