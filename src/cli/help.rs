@@ -8,89 +8,7 @@
 
 use clap::{Arg, Command};
 
-/// One command's help page and example, compiled into the binary.
-pub struct Page {
-    pub name: &'static str,
-    pub text: &'static str,
-    pub example: &'static str,
-}
-
-macro_rules! pages {
-    ($($(#[$attr:meta])* $name:literal),* $(,)?) => {
-        &[$($(#[$attr])* Page {
-            name: $name,
-            text: include_str!(concat!("help/", $name, ".txt")),
-            example: include_str!(concat!("help/examples/", $name, ".sh")),
-        }),*]
-    };
-}
-
-/// Every command's page, in the order of the top-level help.
-pub const PAGES: &[Page] = pages![
-    "state-root",
-    "init",
-    "verify",
-    "rebuild",
-    "receipt-diagnose",
-    "resume-check",
-    "run-approve",
-    "approval-statement",
-    "run-start",
-    "run-recovery-finish",
-    "run-recovery-start",
-    "run-fail",
-    "run-block",
-    "run-cancel",
-    "lane-create",
-    "lane-start",
-    "startup-ack",
-    "probe-ack",
-    "lane-complete",
-    "lane-fail",
-    "lane-block",
-    "lane-cancel",
-    "lane-reassign",
-    "replacement-repair",
-    "replacement-block",
-    "replacement-close",
-    "heartbeat",
-    "stall-record",
-    "stall-clear",
-    "probe-sent",
-    "interrupt-result",
-    "liveness-check",
-    "approvals",
-    "completion-check",
-    "topology-register",
-    "check-result",
-    "component-evidence",
-    "lane-resolve",
-    "topology-remove",
-    "complete",
-    "resume",
-    "recovery-run-create",
-    "handoff-create",
-    "live-report-create",
-    "status",
-    "log",
-    "report",
-    "key-generate",
-    "sign-head",
-    "prove-event",
-    "prove-append",
-    "check-proof",
-    "bundle-export",
-    "bundle-verify",
-    "publish",
-    "attest",
-    "otel-export",
-    "doctor",
-    "evidence-digest",
-    "completions",
-    "man",
-    #[cfg(feature = "mcp")]
-    "mcp",
-];
+use super::registry::{COMMANDS, CommandDef};
 
 /// Options whose meaning is the same wherever they appear; a page's
 /// `Options:` block overrides one for its command.
@@ -283,7 +201,7 @@ fn option_help(page: &PageParts, arg: &Arg) -> Option<String> {
         .map(|(_, text)| text.to_string())
 }
 
-fn teach_command(command: Command, page: &Page) -> Command {
+fn teach_command(command: Command, page: &CommandDef) -> Command {
     let parts = parse_page(page.text);
     let about = command
         .get_about()
@@ -326,7 +244,7 @@ fn teach_command(command: Command, page: &Page) -> Command {
 /// The whole command tree with its help pages applied. `epilog` is the
 /// reference's top-level epilog, kept as the first paragraph.
 pub fn teach(mut command: Command, epilog: &str) -> Command {
-    for page in PAGES {
+    for page in COMMANDS {
         command = command.mut_subcommand(page.name, |sub| teach_command(sub, page));
     }
     command.after_long_help(format!("{epilog}\n\n{GETTING_STARTED}"))

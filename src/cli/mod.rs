@@ -12,6 +12,7 @@ pub mod mutation;
 pub mod process;
 pub mod progress;
 pub mod recovery;
+pub mod registry;
 pub mod replacement;
 pub mod report;
 pub mod run;
@@ -443,7 +444,7 @@ fn answer_lost(
     data: &Map<String, Value>,
     lost: &std::io::Error,
 ) -> u8 {
-    let mutation = process::is_mutation(operation);
+    let mutation = registry::is_mutation(operation);
     let run_id = data.get("run_id").and_then(Value::as_str);
     let next = match run_id {
         Some(run_id) => format!("bluetape-flow status --run-id {run_id}"),

@@ -6,6 +6,7 @@
 use clap::{ArgAction, Command};
 use serde_json::{Map, Value, json};
 
+use crate::cli::registry::{COMMANDS, CommandDef, Offer};
 use crate::receipt::rules::Limits;
 
 /// What a session may call; a mode only ever narrows.
@@ -28,90 +29,16 @@ impl Mode {
     }
 }
 
-/// The read-only commands and views every mode lists.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "state-root",
-    "verify",
-    "receipt-diagnose",
-    "resume-check",
-    "liveness-check",
-    "completion-check",
-    "approvals",
-    "status",
-    "log",
-    "prove-event",
-    "doctor",
-    "evidence-digest",
-];
-
-/// What `owner` adds: the mutations of the run's owner.
-pub const OWNER_TOOLS: &[&str] = &[
-    "init",
-    "run-start",
-    "lane-create",
-    "lane-start",
-    "startup-ack",
-    "probe-ack",
-    "lane-complete",
-    "lane-fail",
-    "lane-block",
-    "lane-cancel",
-    "lane-resolve",
-    "heartbeat",
-    "stall-record",
-    "stall-clear",
-    "probe-sent",
-    "interrupt-result",
-    "lane-reassign",
-    "replacement-repair",
-    "replacement-block",
-    "replacement-close",
-    "topology-register",
-    "topology-remove",
-    "check-result",
-    "component-evidence",
-    "complete",
-    "handoff-create",
-    "live-report-create",
-    "resume",
-];
-
-/// Never a tool, in any mode: a model must not approve its own plan
-/// (`run-approve` is a person's act with their identity, and
-/// `approval-statement` writes what that person signs), nothing that
-/// makes or uses a signing key, nothing that makes a handle for a new run
-/// (recovery) or ends a run on the model's word, nothing that needs a file the
-/// model would name (`prove-append --from`, `report --out`, `check-proof`,
-/// the bundle commands, `attest`), nothing that moves a git ref (`publish`),
-/// nothing that sends the run over the network (`otel-export`).
-pub const NEVER_TOOLS: &[&str] = &[
-    "run-approve",
-    "approval-statement",
-    "key-generate",
-    "sign-head",
-    "recovery-run-create",
-    "run-recovery-start",
-    "run-recovery-finish",
-    "run-fail",
-    "run-cancel",
-    "run-block",
-    "rebuild",
-    "report",
-    "check-proof",
-    "prove-append",
-    // Issue 20: they write or read files the model would name (`--out`,
-    // the bundle, `--key`) or move a git ref.
-    "bundle-export",
-    "bundle-verify",
-    "publish",
-    "attest",
-    // contracts/otel.md: it sends the run to a URL or writes a file the
-    // model would name, with headers that carry the receiver's key.
-    "otel-export",
-    "completions",
-    "man",
-    "mcp",
-];
+/// The tools `mode` offers (`cli::registry`): the read-only commands in
+/// every mode, the owner's mutations in `owner` mode, in the order of the
+/// top-level help.
+pub fn offered(mode: Mode) -> impl Iterator<Item = &'static CommandDef> {
+    COMMANDS.iter().filter(move |c| match c.offer {
+        Offer::EveryMode => true,
+        Offer::Owner => mode == Mode::Owner,
+        Offer::Never => false,
+    })
+}
 
 /// Flags no tool takes. `owner-file` is the server's own (named at start,
 /// never by the model); the others name files or terminals the model has no
@@ -195,13 +122,8 @@ fn json_kind(command: &str, flag: &str) -> Option<Kind> {
 /// The tools `mode` lists, read off the command tree `tree` (the CLI's,
 /// help pages applied).
 pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
-    let mut names: Vec<&str> = READ_ONLY_TOOLS.to_vec();
-    if mode == Mode::Owner {
-        names.extend_from_slice(OWNER_TOOLS);
-    }
-    names
-        .into_iter()
-        .filter_map(|name| tree.find_subcommand(name).map(|c| spec(c, name)))
+    offered(mode)
+        .filter_map(|def| tree.find_subcommand(def.name).map(|c| spec(c, def)))
         .collect()
 }
 
@@ -287,7 +209,8 @@ fn without_asides(text: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn spec(command: &Command, name: &str) -> ToolSpec {
+fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
+    let name = def.name;
     let mut params = Vec::new();
     let mut takes_owner = false;
     let mut makes_owner = false;
@@ -337,7 +260,7 @@ fn spec(command: &Command, name: &str) -> ToolSpec {
     ToolSpec {
         name: name.to_string(),
         description,
-        read_only: READ_ONLY_TOOLS.contains(&name),
+        read_only: !def.writes(),
         takes_owner,
         makes_owner,
         params,
@@ -692,19 +615,24 @@ mod tests {
             .unwrap()
     }
 
+    /// Each mode lists exactly what the registry offers it, read-only
+    /// annotations where the command writes nothing.
     #[test]
-    fn every_command_is_placed_exactly_once() {
+    fn each_mode_lists_what_the_registry_offers_it() {
         let tree = tree();
-        for command in tree.get_subcommands() {
-            let name = command.get_name();
-            let places = [READ_ONLY_TOOLS, OWNER_TOOLS, NEVER_TOOLS]
+        for mode in [Mode::ReadOnly, Mode::Owner] {
+            let listed: Vec<(String, bool)> = tools(&tree, mode)
+                .into_iter()
+                .map(|t| (t.name, t.read_only))
+                .collect();
+            let offered: Vec<(String, bool)> = COMMANDS
                 .iter()
-                .filter(|list| list.contains(&name))
-                .count();
-            assert_eq!(places, 1, "{name} must be in exactly one list");
-        }
-        for name in READ_ONLY_TOOLS.iter().chain(OWNER_TOOLS) {
-            assert!(tree.find_subcommand(name).is_some(), "{name}");
+                .filter(|c| {
+                    c.offer == Offer::EveryMode || (mode == Mode::Owner && c.offer == Offer::Owner)
+                })
+                .map(|c| (c.name.to_string(), !c.writes()))
+                .collect();
+            assert_eq!(listed, offered, "{}", mode.name());
         }
     }
 

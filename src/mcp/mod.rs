@@ -275,15 +275,16 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(spec) = self.tools.iter().find(|t| t.name == request.name).cloned() else {
-            let why = if catalog::NEVER_TOOLS.contains(&request.name.as_ref()) {
-                "is never a tool (a person runs it through the CLI)".to_string()
-            } else if catalog::OWNER_TOOLS.contains(&request.name.as_ref()) {
-                format!(
+            use crate::cli::registry::{Offer, named};
+            let why = match named(&request.name).map(|c| c.offer) {
+                Some(Offer::Never) => {
+                    "is never a tool (a person runs it through the CLI)".to_string()
+                }
+                Some(Offer::Owner) => format!(
                     "is not available in {} mode (it writes)",
                     self.config.mode.name()
-                )
-            } else {
-                "does not exist".to_string()
+                ),
+                _ => "does not exist".to_string(),
             };
             return Err(ErrorData::invalid_params(
                 format!("tool `{}` {why}", request.name),

@@ -72,7 +72,7 @@ fn every_command_has_a_page_and_every_page_a_command() {
         .get_subcommands()
         .map(|c| c.get_name().to_string())
         .collect();
-    let pages: BTreeSet<String> = bluetape_flow::cli::help::PAGES
+    let pages: BTreeSet<String> = bluetape_flow::cli::registry::COMMANDS
         .iter()
         .map(|p| p.name.to_string())
         .collect();
@@ -215,7 +215,7 @@ fn every_example_runs() {
         .collect();
     let listed: BTreeSet<&str> = order.iter().copied().collect();
     assert_eq!(listed.len(), order.len(), "ORDER lists a command twice");
-    let pages: BTreeSet<&str> = bluetape_flow::cli::help::PAGES
+    let pages: BTreeSet<&str> = bluetape_flow::cli::registry::COMMANDS
         .iter()
         .map(|p| p.name)
         .collect();

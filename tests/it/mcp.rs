@@ -12,6 +12,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use bluetape_flow::mcp::catalog::{Mode, offered};
+
+/// The tools every mode lists (the registry's read-only offers).
+fn read_only_tools() -> Vec<&'static str> {
+    offered(Mode::ReadOnly).map(|c| c.name).collect()
+}
+
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.py");
 
 /// The venv's python with the SDK importable, or None outside CI.
@@ -202,10 +209,7 @@ fn read_only_lists_no_mutation_and_refuses_one_by_name() {
     };
     let tools = client.tools();
     let listed = names(&tools);
-    let mut expected: Vec<String> = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut expected: Vec<String> = read_only_tools().iter().map(|s| s.to_string()).collect();
     let mut sorted = listed.clone();
     sorted.sort();
     expected.sort();
@@ -344,7 +348,7 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
     };
     let tools = client.tools();
     let listed = names(&tools);
-    for read_only in bluetape_flow::mcp::catalog::READ_ONLY_TOOLS {
+    for read_only in read_only_tools() {
         assert!(listed.iter().any(|t| t == read_only), "{read_only}");
     }
     for mutation in [
@@ -390,8 +394,7 @@ fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
     // so; a mutation only appends (not destructive); neither reaches
     // beyond the state root.
     for tool in &tools {
-        let read_only =
-            bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.contains(&tool["name"].as_str().unwrap());
+        let read_only = read_only_tools().contains(&tool["name"].as_str().unwrap());
         let expected = if read_only {
             json!({"readOnlyHint": true, "openWorldHint": false})
         } else {
@@ -698,7 +701,7 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
         .to_string();
     approve(&flow, &cli_root, &cli_run, &cli_owner, &work);
     for (tool, args) in steps() {
-        let reads = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.contains(&tool);
+        let reads = read_only_tools().contains(&tool);
         let owner = (!reads).then_some(cli_owner.as_path());
         flow.run(&cli_argv(
             &cli_root,
@@ -1109,8 +1112,7 @@ fn every_owner_tool_takes_every_instance_of_its_own_schema() {
     }
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    let owner_tools = bluetape_flow::mcp::catalog::READ_ONLY_TOOLS.len()
-        + bluetape_flow::mcp::catalog::OWNER_TOOLS.len();
+    let owner_tools = offered(Mode::Owner).count();
     assert_eq!(report["tools"], owner_tools, "{report}");
     assert!(
         report["calls"].as_u64().unwrap() >= 8 * owner_tools as u64,

@@ -1,0 +1,229 @@
+//! Every command, defined once (architecture.md §3a): its name, what it
+//! does to the state root, whether the MCP server offers it, and its help
+//! page and example. The help pages, man pages and completions
+//! ([`super::help`]), the allocator a process starts (`src/main.rs`), the
+//! answer-lost rule ([`super`]) and the MCP catalog (`mcp::catalog`) read
+//! this table, and a test holds it to the parser: a command named here is a
+//! command of the parser and the reverse, in the order of the top-level
+//! help, and whether it writes agrees with the reference's first line.
+
+/// What a command does to the state root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads only: takes no lock and writes nothing there.
+    ReadOnly,
+    /// Appends one event to a run (or makes one), loading the run from its
+    /// proven checkpoint: a short process whose allocations fit one small
+    /// heap (it runs on the C library's allocator, `src/main.rs`).
+    OneEvent,
+    /// Changes state otherwise: a run made from another, derived files, a
+    /// key, a signed head, a git ref.
+    Other,
+}
+
+/// Where the MCP server offers a command as a tool (agent-tools.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// In every mode: it reads only.
+    EveryMode,
+    /// In `owner` mode: a mutation of the run's owner.
+    Owner,
+    /// Never: a model must not approve its own plan (`run-approve` is a
+    /// person's act with their identity, and `approval-statement` writes
+    /// what that person signs); nothing that makes or uses a signing key,
+    /// makes a handle for a new run (recovery) or ends a run on the model's
+    /// word; nothing that needs a file the model would name
+    /// (`prove-append --from`, `report --out`, `check-proof`, the bundle
+    /// commands, `attest`); nothing that moves a git ref (`publish`);
+    /// nothing that sends the run over the network (`otel-export`,
+    /// contracts/otel.md).
+    Never,
+}
+
+/// One command's definition.
+pub struct CommandDef {
+    pub name: &'static str,
+    pub effect: Effect,
+    pub offer: Offer,
+    /// Its help page (`help/<name>.txt`).
+    pub text: &'static str,
+    /// Its runnable example (`help/examples/<name>.sh`).
+    pub example: &'static str,
+}
+
+impl CommandDef {
+    /// Whether it changes state ([`Effect::OneEvent`] or [`Effect::Other`]).
+    pub fn writes(&self) -> bool {
+        self.effect != Effect::ReadOnly
+    }
+}
+
+macro_rules! commands {
+    ($($(#[$attr:meta])* $name:literal: $effect:ident, $offer:ident;)*) => {
+        &[$($(#[$attr])* CommandDef {
+            name: $name,
+            effect: Effect::$effect,
+            offer: Offer::$offer,
+            text: include_str!(concat!("help/", $name, ".txt")),
+            example: include_str!(concat!("help/examples/", $name, ".sh")),
+        }),*]
+    };
+}
+
+/// Every command, in the order of the top-level help (the help pages are
+/// applied in this order, and each applied command moves to the end).
+pub const COMMANDS: &[CommandDef] = commands![
+    "state-root": ReadOnly, EveryMode;
+    "init": OneEvent, Owner;
+    "verify": ReadOnly, EveryMode;
+    "rebuild": Other, Never;
+    "receipt-diagnose": ReadOnly, EveryMode;
+    "resume-check": ReadOnly, EveryMode;
+    "run-approve": OneEvent, Never;
+    "approval-statement": ReadOnly, Never;
+    "run-start": OneEvent, Owner;
+    "run-recovery-finish": OneEvent, Never;
+    "run-recovery-start": OneEvent, Never;
+    "run-fail": OneEvent, Never;
+    "run-block": OneEvent, Never;
+    "run-cancel": OneEvent, Never;
+    "lane-create": OneEvent, Owner;
+    "lane-start": OneEvent, Owner;
+    "startup-ack": OneEvent, Owner;
+    "probe-ack": OneEvent, Owner;
+    "lane-complete": OneEvent, Owner;
+    "lane-fail": OneEvent, Owner;
+    "lane-block": OneEvent, Owner;
+    "lane-cancel": OneEvent, Owner;
+    "lane-reassign": OneEvent, Owner;
+    "replacement-repair": OneEvent, Owner;
+    "replacement-block": OneEvent, Owner;
+    "replacement-close": OneEvent, Owner;
+    "heartbeat": OneEvent, Owner;
+    "stall-record": OneEvent, Owner;
+    "stall-clear": OneEvent, Owner;
+    "probe-sent": OneEvent, Owner;
+    "interrupt-result": OneEvent, Owner;
+    "liveness-check": ReadOnly, EveryMode;
+    "approvals": ReadOnly, EveryMode;
+    "completion-check": ReadOnly, EveryMode;
+    "topology-register": OneEvent, Owner;
+    "check-result": OneEvent, Owner;
+    "component-evidence": OneEvent, Owner;
+    "lane-resolve": OneEvent, Owner;
+    "topology-remove": OneEvent, Owner;
+    "complete": OneEvent, Owner;
+    "resume": OneEvent, Owner;
+    "recovery-run-create": Other, Never;
+    "handoff-create": OneEvent, Owner;
+    "live-report-create": OneEvent, Owner;
+    "status": ReadOnly, EveryMode;
+    "log": ReadOnly, EveryMode;
+    "report": ReadOnly, Never;
+    "key-generate": Other, Never;
+    "sign-head": Other, Never;
+    "prove-event": ReadOnly, EveryMode;
+    "prove-append": ReadOnly, Never;
+    "check-proof": ReadOnly, Never;
+    "bundle-export": ReadOnly, Never;
+    "bundle-verify": ReadOnly, Never;
+    "publish": Other, Never;
+    "attest": ReadOnly, Never;
+    "otel-export": ReadOnly, Never;
+    "doctor": ReadOnly, EveryMode;
+    "evidence-digest": ReadOnly, EveryMode;
+    "completions": ReadOnly, Never;
+    "man": ReadOnly, Never;
+    #[cfg(feature = "mcp")]
+    "mcp": ReadOnly, Never;
+];
+
+/// The command called `name`.
+pub fn named(name: &str) -> Option<&'static CommandDef> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+/// Whether the command `name` changes state.
+pub fn is_mutation(name: &str) -> bool {
+    named(name).is_some_and(CommandDef::writes)
+}
+
+/// Whether the process arguments `args` (after the program's name) run a
+/// [`Effect::OneEvent`] command: the command is the first argument after
+/// the one global option, `--state-root`. Allocates nothing (the binary
+/// asks before its first allocation).
+pub fn is_one_event_mutation<'a>(mut args: impl Iterator<Item = &'a [u8]>) -> bool {
+    let command = loop {
+        match args.next() {
+            Some(b"--state-root") => {
+                args.next();
+            }
+            Some(arg) if arg.starts_with(b"--state-root=") => {}
+            Some(arg) => break arg,
+            None => return false,
+        }
+    };
+    COMMANDS
+        .iter()
+        .any(|c| c.effect == Effect::OneEvent && c.name.as_bytes() == command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn asks(args: &[&str]) -> bool {
+        is_one_event_mutation(args.iter().map(|a| a.as_bytes()))
+    }
+
+    #[test]
+    fn the_command_is_found_after_the_global_option() {
+        assert!(asks(&["heartbeat", "--run-id", "x"]));
+        assert!(asks(&["--state-root", "verify", "heartbeat"]));
+        assert!(asks(&["--state-root=/s", "lane-start"]));
+        assert!(!asks(&["--state-root", "heartbeat", "verify"]));
+        assert!(!asks(&["verify", "heartbeat"]));
+        assert!(!asks(&["rebuild"]), "a mutation of another kind");
+        assert!(!asks(&["--state-root"]));
+        assert!(!asks(&[]));
+    }
+
+    /// The table and the parser name the same commands, the help lists
+    /// them in the table's order, and each command's kind is what the
+    /// reference's first line says ("Mutation." or not).
+    #[test]
+    fn the_registry_is_the_parsers_command_list() {
+        let parser = crate::cli::Cli::command();
+        let mut parsed: Vec<&str> = parser.get_subcommands().map(|c| c.get_name()).collect();
+        let defined: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+        let taught = crate::cli::command();
+        let listed: Vec<&str> = taught.get_subcommands().map(|c| c.get_name()).collect();
+        assert_eq!(listed, defined, "the help's order is the table's");
+        let mut sorted = defined.clone();
+        sorted.sort_unstable();
+        parsed.sort_unstable();
+        assert_eq!(sorted, parsed, "one definition per command of the parser");
+        for command in parser.get_subcommands() {
+            let about = command
+                .get_about()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let def = named(command.get_name()).unwrap();
+            assert_eq!(def.writes(), about.starts_with("Mutation"), "{about}");
+        }
+    }
+
+    /// A read-only command is offered in every mode or never, a mutation
+    /// only to the owner or never: no mode lists a writer as read-only.
+    #[test]
+    fn offers_agree_with_effects() {
+        for def in COMMANDS {
+            match def.offer {
+                Offer::EveryMode => assert_eq!(def.effect, Effect::ReadOnly, "{}", def.name),
+                Offer::Owner => assert!(def.writes(), "{}", def.name),
+                Offer::Never => {}
+            }
+        }
+    }
+}
