@@ -70,8 +70,9 @@ macro_rules! commands {
     };
 }
 
-/// Every command, in the order of the top-level help (the help pages are
-/// applied in this order, and each applied command moves to the end).
+/// Every command, in the parser's order (that of the top-level help). The
+/// help pages are applied in this order, so the taught tree, its man pages
+/// and the MCP catalog keep it.
 pub const COMMANDS: &[CommandDef] = commands![
     "state-root": ReadOnly, EveryMode;
     "init": OneEvent, Owner;
@@ -80,7 +81,6 @@ pub const COMMANDS: &[CommandDef] = commands![
     "receipt-diagnose": ReadOnly, EveryMode;
     "resume-check": ReadOnly, EveryMode;
     "run-approve": OneEvent, Never;
-    "approval-statement": ReadOnly, Never;
     "run-start": OneEvent, Owner;
     "run-recovery-finish": OneEvent, Never;
     "run-recovery-start": OneEvent, Never;
@@ -106,6 +106,7 @@ pub const COMMANDS: &[CommandDef] = commands![
     "interrupt-result": OneEvent, Owner;
     "liveness-check": ReadOnly, EveryMode;
     "approvals": ReadOnly, EveryMode;
+    "approval-statement": ReadOnly, Never;
     "completion-check": ReadOnly, EveryMode;
     "topology-register": OneEvent, Owner;
     "check-result": OneEvent, Owner;
@@ -117,9 +118,6 @@ pub const COMMANDS: &[CommandDef] = commands![
     "recovery-run-create": Other, Never;
     "handoff-create": OneEvent, Owner;
     "live-report-create": OneEvent, Owner;
-    "status": ReadOnly, EveryMode;
-    "log": ReadOnly, EveryMode;
-    "report": ReadOnly, Never;
     "key-generate": Other, Never;
     "sign-head": Other, Never;
     "prove-event": ReadOnly, EveryMode;
@@ -127,9 +125,12 @@ pub const COMMANDS: &[CommandDef] = commands![
     "check-proof": ReadOnly, Never;
     "bundle-export": ReadOnly, Never;
     "bundle-verify": ReadOnly, Never;
-    "publish": Other, Never;
     "attest": ReadOnly, Never;
+    "publish": Other, Never;
     "otel-export": ReadOnly, Never;
+    "status": ReadOnly, EveryMode;
+    "log": ReadOnly, EveryMode;
+    "report": ReadOnly, Never;
     "doctor": ReadOnly, EveryMode;
     "evidence-digest": ReadOnly, EveryMode;
     "completions": ReadOnly, Never;
@@ -189,21 +190,18 @@ mod tests {
         assert!(!asks(&[]));
     }
 
-    /// The table and the parser name the same commands, the help lists
-    /// them in the table's order, and each command's kind is what the
+    /// The table and the parser name the same commands in the same order
+    /// (teaching the tree keeps it), and each command's kind is what the
     /// reference's first line says ("Mutation." or not).
     #[test]
     fn the_registry_is_the_parsers_command_list() {
         let parser = crate::cli::Cli::command();
-        let mut parsed: Vec<&str> = parser.get_subcommands().map(|c| c.get_name()).collect();
+        let parsed: Vec<&str> = parser.get_subcommands().map(|c| c.get_name()).collect();
         let defined: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+        assert_eq!(defined, parsed, "one definition per command, in its order");
         let taught = crate::cli::command();
         let listed: Vec<&str> = taught.get_subcommands().map(|c| c.get_name()).collect();
-        assert_eq!(listed, defined, "the help's order is the table's");
-        let mut sorted = defined.clone();
-        sorted.sort_unstable();
-        parsed.sort_unstable();
-        assert_eq!(sorted, parsed, "one definition per command of the parser");
+        assert_eq!(listed, defined, "teaching keeps the order");
         for command in parser.get_subcommands() {
             let about = command
                 .get_about()

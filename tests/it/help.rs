@@ -66,21 +66,69 @@ fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
     out
 }
 
+/// The registry walked through the binary: every command defined there
+/// is one the top-level help lists, in the registry's order, with its
+/// first line saying "Mutation" exactly where it writes; its
+/// help shows its page's first line; it has its man page (and nothing else
+/// has one); and the bash completion names it. The MCP catalog's tools and
+/// annotations are held to the same table (`mcp::catalog` unit tests, and
+/// `mcp::` through the server).
 #[test]
-fn every_command_has_a_page_and_every_page_a_command() {
-    let commands: BTreeSet<String> = tree()
-        .get_subcommands()
-        .map(|c| c.get_name().to_string())
-        .collect();
-    let pages: BTreeSet<String> = bluetape_flow::cli::registry::COMMANDS
-        .iter()
-        .map(|p| p.name.to_string())
-        .collect();
-    assert_eq!(commands, pages);
+fn every_generated_artefact_agrees_with_the_registry() {
+    use bluetape_flow::cli::registry::COMMANDS;
+    let (tmp, flow) = flow();
     assert!(
-        commands.len() >= 45,
-        "the reference's 43, approvals, ours: {commands:?}"
+        COMMANDS.len() >= 45,
+        "the reference's 43, approvals, ours: {}",
+        COMMANDS.len()
     );
+    let top = flow.run(&["--help"]);
+    assert_eq!(top.code, 0, "{top:?}");
+    let listed: Vec<(&str, &str)> = section(&top.stdout, "Commands:")
+        .iter()
+        .filter_map(|l| l.trim().split_once(' '))
+        .map(|(name, about)| (name, about.trim()))
+        .filter(|(name, _)| *name != "help")
+        .collect();
+    let names: Vec<&str> = listed.iter().map(|(n, _)| *n).collect();
+    let defined: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+    assert_eq!(names, defined, "the top-level help lists the registry");
+    for (def, (_, about)) in COMMANDS.iter().zip(&listed) {
+        assert_eq!(
+            about.starts_with("Mutation"),
+            def.writes(),
+            "{}: {about}",
+            def.name
+        );
+        let page = help(&flow, def.name);
+        let first = def.text.lines().next().unwrap_or_default();
+        assert!(page.stdout.contains(first), "{}: {first}", def.name);
+    }
+    let dir = tmp.path().join("man");
+    let mut pages: Vec<String> = man_pages(&flow, &dir)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    let mut expected: Vec<String> = COMMANDS
+        .iter()
+        .map(|c| format!("bluetape-flow-{}.1", c.name))
+        .chain(["bluetape-flow.1".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(pages, expected, "one man page per command and the tool's");
+    let bash = flow.run(&["completions", "bash"]);
+    assert_eq!(bash.code, 0, "{bash:?}");
+    for def in COMMANDS {
+        assert!(
+            bash.stdout.contains(&format!(
+                "bluetape__flow__subcmd__{}",
+                def.name.replace('-', "__")
+            )) || bash.stdout.contains(&format!(" {} ", def.name)),
+            "{} is not completed",
+            def.name
+        );
+    }
 }
 
 #[test]
