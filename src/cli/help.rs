@@ -76,15 +76,6 @@ JSON values (--evidence, --input, --decision, --changed-paths,
   Whatever the source: at most 1 MiB of UTF-8 JSON, no floats. A refusal
   names the flag and the file, or says the value was inline or piped.";
 
-/// The JSON options [`JSON_VALUES`] documents.
-const JSON_FLAGS: [&str; 5] = [
-    "evidence",
-    "input",
-    "decision",
-    "changed-paths",
-    "approval-policy",
-];
-
 /// What the top-level `--help` adds after the reference's epilog.
 const GETTING_STARTED: &str = "\
 Getting started (each command's --help has a runnable example):
@@ -218,10 +209,7 @@ fn teach_command(command: Command, page: &CommandDef) -> Command {
     let takes_evidence = command
         .get_arguments()
         .any(|arg| arg.get_long() == Some("evidence"));
-    let takes_json = command.get_arguments().any(|arg| {
-        arg.get_long()
-            .is_some_and(|long| JSON_FLAGS.contains(&long))
-    });
+    let takes_json = !page.inputs.is_empty();
     let mut after = Vec::new();
     if takes_json {
         after.push(JSON_VALUES.to_string());

@@ -7,6 +7,11 @@
 //! command of the parser and the reverse, in the order of the top-level
 //! help, and whether it writes agrees with the reference's first line.
 
+use serde_json::Value;
+
+use crate::coordinator::inputs;
+use crate::receipt::rules::Limits;
+
 /// What a command does to the state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
@@ -40,11 +45,42 @@ pub enum Offer {
     Never,
 }
 
+/// The JSON Schema of a JSON input, typed to its leaves under the run's
+/// limits (`coordinator::inputs`).
+pub type InputSchema = fn(&Limits) -> Value;
+
+/// A flag that takes JSON (inline, `-` or a file; cli-conventions §5).
+pub struct JsonInput {
+    pub flag: &'static str,
+    /// Its schema; `None` only where no MCP tool takes it (a command no
+    /// mode offers, or the approval policy, a person's file): the catalog
+    /// is where a schema is read. Unit tests hold both.
+    pub schema: Option<InputSchema>,
+}
+
+/// `flag` takes JSON of `schema`.
+const fn json(flag: &'static str, schema: InputSchema) -> JsonInput {
+    JsonInput {
+        flag,
+        schema: Some(schema),
+    }
+}
+
+/// `flag` takes JSON that no catalog describes (see [`JsonInput::schema`]).
+const fn untyped(flag: &'static str) -> JsonInput {
+    JsonInput { flag, schema: None }
+}
+
+/// This step's evidence list, the same for every command that takes it.
+const EVIDENCE: JsonInput = json("evidence", inputs::evidence);
+
 /// One command's definition.
 pub struct CommandDef {
     pub name: &'static str,
     pub effect: Effect,
     pub offer: Offer,
+    /// Its flags that take JSON, with their schemas.
+    pub inputs: &'static [JsonInput],
     /// Its help page (`help/<name>.txt`).
     pub text: &'static str,
     /// Its runnable example (`help/examples/<name>.sh`).
@@ -56,14 +92,20 @@ impl CommandDef {
     pub fn writes(&self) -> bool {
         self.effect != Effect::ReadOnly
     }
+
+    /// Its JSON input `flag`, if that flag takes JSON.
+    pub fn input(&self, flag: &str) -> Option<&'static JsonInput> {
+        self.inputs.iter().find(|i| i.flag == flag)
+    }
 }
 
 macro_rules! commands {
-    ($($(#[$attr:meta])* $name:literal: $effect:ident, $offer:ident;)*) => {
+    ($($(#[$attr:meta])* $name:literal: $effect:ident, $offer:ident $([$($input:expr),* $(,)?])?;)*) => {
         &[$($(#[$attr])* CommandDef {
             name: $name,
             effect: Effect::$effect,
             offer: Offer::$offer,
+            inputs: &[$($($input),*)?],
             text: include_str!(concat!("help/", $name, ".txt")),
             example: include_str!(concat!("help/examples/", $name, ".sh")),
         }),*]
@@ -75,49 +117,49 @@ macro_rules! commands {
 /// and the MCP catalog keep it.
 pub const COMMANDS: &[CommandDef] = commands![
     "state-root": ReadOnly, EveryMode;
-    "init": OneEvent, Owner;
+    "init": OneEvent, Owner [untyped("approval-policy")];
     "verify": ReadOnly, EveryMode;
     "rebuild": Other, Never;
     "receipt-diagnose": ReadOnly, EveryMode;
     "resume-check": ReadOnly, EveryMode;
-    "run-approve": OneEvent, Never;
-    "run-start": OneEvent, Owner;
-    "run-recovery-finish": OneEvent, Never;
-    "run-recovery-start": OneEvent, Never;
-    "run-fail": OneEvent, Never;
-    "run-block": OneEvent, Never;
-    "run-cancel": OneEvent, Never;
-    "lane-create": OneEvent, Owner;
-    "lane-start": OneEvent, Owner;
-    "startup-ack": OneEvent, Owner;
-    "probe-ack": OneEvent, Owner;
-    "lane-complete": OneEvent, Owner;
-    "lane-fail": OneEvent, Owner;
-    "lane-block": OneEvent, Owner;
-    "lane-cancel": OneEvent, Owner;
-    "lane-reassign": OneEvent, Owner;
-    "replacement-repair": OneEvent, Owner;
-    "replacement-block": OneEvent, Owner;
-    "replacement-close": OneEvent, Owner;
-    "heartbeat": OneEvent, Owner;
-    "stall-record": OneEvent, Owner;
-    "stall-clear": OneEvent, Owner;
-    "probe-sent": OneEvent, Owner;
-    "interrupt-result": OneEvent, Owner;
+    "run-approve": OneEvent, Never [EVIDENCE];
+    "run-start": OneEvent, Owner [EVIDENCE];
+    "run-recovery-finish": OneEvent, Never [EVIDENCE];
+    "run-recovery-start": OneEvent, Never [EVIDENCE];
+    "run-fail": OneEvent, Never [EVIDENCE];
+    "run-block": OneEvent, Never [EVIDENCE];
+    "run-cancel": OneEvent, Never [EVIDENCE];
+    "lane-create": OneEvent, Owner [EVIDENCE, json("input", inputs::lane_create)];
+    "lane-start": OneEvent, Owner [EVIDENCE];
+    "startup-ack": OneEvent, Owner [EVIDENCE];
+    "probe-ack": OneEvent, Owner [EVIDENCE];
+    "lane-complete": OneEvent, Owner [EVIDENCE, json("changed-paths", inputs::changed_paths)];
+    "lane-fail": OneEvent, Owner [EVIDENCE];
+    "lane-block": OneEvent, Owner [EVIDENCE];
+    "lane-cancel": OneEvent, Owner [EVIDENCE];
+    "lane-reassign": OneEvent, Owner [EVIDENCE, json("input", inputs::lane_reassign)];
+    "replacement-repair": OneEvent, Owner [EVIDENCE];
+    "replacement-block": OneEvent, Owner [EVIDENCE];
+    "replacement-close": OneEvent, Owner [EVIDENCE];
+    "heartbeat": OneEvent, Owner [EVIDENCE, json("input", inputs::heartbeat)];
+    "stall-record": OneEvent, Owner [EVIDENCE, json("decision", |_| inputs::stall_decision())];
+    "stall-clear": OneEvent, Owner [EVIDENCE];
+    "probe-sent": OneEvent, Owner [EVIDENCE];
+    "interrupt-result": OneEvent, Owner [EVIDENCE];
     "liveness-check": ReadOnly, EveryMode;
     "approvals": ReadOnly, EveryMode;
     "approval-statement": ReadOnly, Never;
     "completion-check": ReadOnly, EveryMode;
-    "topology-register": OneEvent, Owner;
-    "check-result": OneEvent, Owner;
-    "component-evidence": OneEvent, Owner;
-    "lane-resolve": OneEvent, Owner;
-    "topology-remove": OneEvent, Owner;
-    "complete": OneEvent, Owner;
-    "resume": OneEvent, Owner;
-    "recovery-run-create": Other, Never;
-    "handoff-create": OneEvent, Owner;
-    "live-report-create": OneEvent, Owner;
+    "topology-register": OneEvent, Owner [EVIDENCE, json("input", inputs::topology)];
+    "check-result": OneEvent, Owner [EVIDENCE, json("input", inputs::check_result)];
+    "component-evidence": OneEvent, Owner [EVIDENCE, json("input", |_| inputs::component_evidence())];
+    "lane-resolve": OneEvent, Owner [EVIDENCE];
+    "topology-remove": OneEvent, Owner [EVIDENCE];
+    "complete": OneEvent, Owner [EVIDENCE];
+    "resume": OneEvent, Owner [EVIDENCE];
+    "recovery-run-create": Other, Never [EVIDENCE, untyped("approval-policy"), untyped("input")];
+    "handoff-create": OneEvent, Owner [json("input", |limits| inputs::report(false, limits))];
+    "live-report-create": OneEvent, Owner [json("input", |limits| inputs::report(true, limits))];
     "key-generate": Other, Never;
     "sign-head": Other, Never;
     "prove-event": ReadOnly, EveryMode;
@@ -132,7 +174,7 @@ pub const COMMANDS: &[CommandDef] = commands![
     "log": ReadOnly, EveryMode;
     "report": ReadOnly, Never;
     "doctor": ReadOnly, EveryMode;
-    "evidence-digest": ReadOnly, EveryMode;
+    "evidence-digest": ReadOnly, EveryMode [EVIDENCE];
     "completions": ReadOnly, Never;
     "man": ReadOnly, Never;
     #[cfg(feature = "mcp")]
@@ -142,6 +184,12 @@ pub const COMMANDS: &[CommandDef] = commands![
 /// The command called `name`.
 pub fn named(name: &str) -> Option<&'static CommandDef> {
     COMMANDS.iter().find(|c| c.name == name)
+}
+
+/// The schema of `command`'s JSON input `flag` under `limits`, when it has
+/// one.
+pub fn input_schema(command: &str, flag: &str, limits: &Limits) -> Option<Value> {
+    Some((named(command)?.input(flag)?.schema?)(limits))
 }
 
 /// Whether the command `name` changes state.
@@ -209,6 +257,48 @@ mod tests {
                 .unwrap_or_default();
             let def = named(command.get_name()).unwrap();
             assert_eq!(def.writes(), about.starts_with("Mutation"), "{about}");
+        }
+    }
+
+    /// The flags that take JSON are the registry's inputs, command by
+    /// command, and every command a mode offers has a schema for each.
+    #[test]
+    fn json_inputs_are_the_parsers_json_flags() {
+        const JSON_FLAGS: [&str; 5] = [
+            "evidence",
+            "input",
+            "decision",
+            "changed-paths",
+            "approval-policy",
+        ];
+        let parser = crate::cli::Cli::command();
+        for command in parser.get_subcommands() {
+            let def = named(command.get_name()).unwrap();
+            let mut parsed: Vec<&str> = command
+                .get_arguments()
+                .filter_map(|a| a.get_long())
+                .filter(|long| JSON_FLAGS.contains(long))
+                .collect();
+            let mut defined: Vec<&str> = def.inputs.iter().map(|i| i.flag).collect();
+            parsed.sort_unstable();
+            defined.sort_unstable();
+            assert_eq!(defined, parsed, "{}", def.name);
+            for input in def.inputs {
+                // The approval policy is a person's file that no tool
+                // takes (`mcp::catalog`'s withheld flags).
+                let typed = input.schema.is_some();
+                let offered = def.offer != Offer::Never && input.flag != "approval-policy";
+                assert!(typed || !offered, "{} --{}", def.name, input.flag);
+                if let Some(schema) = input.schema {
+                    let schema = schema(&Limits::DEFAULT);
+                    assert!(
+                        matches!(schema["type"].as_str(), Some("array" | "object")),
+                        "{} --{}: {schema}",
+                        def.name,
+                        input.flag
+                    );
+                }
+            }
         }
     }
 

@@ -241,24 +241,6 @@ pub fn report(live: bool, limits: &Limits) -> Value {
     })
 }
 
-/// The schema of `command`'s JSON input `flag`, or `None` when it has none.
-pub fn schema(command: &str, flag: &str, limits: &Limits) -> Option<Value> {
-    Some(match (command, flag) {
-        (_, "evidence") => evidence(limits),
-        ("lane-complete", "changed-paths") => changed_paths(limits),
-        ("lane-create", "input") => lane_create(limits),
-        ("heartbeat", "input") => heartbeat(limits),
-        ("lane-reassign", "input") => lane_reassign(limits),
-        ("stall-record", "decision") => stall_decision(),
-        ("check-result", "input") => check_result(limits),
-        ("component-evidence", "input") => component_evidence(),
-        ("topology-register", "input") => topology(limits),
-        ("handoff-create", "input") => report(false, limits),
-        ("live-report-create", "input") => report(true, limits),
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

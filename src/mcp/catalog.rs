@@ -108,15 +108,18 @@ pub struct ToolSpec {
     pub params: Vec<Param>,
 }
 
-/// The JSON input flags and their top-level type for `command`.
-fn json_kind(command: &str, flag: &str) -> Option<Kind> {
-    match flag {
-        "evidence" | "changed-paths" => Some(Kind::JsonList),
-        "decision" => Some(Kind::JsonObject),
-        "input" if command == "topology-register" => Some(Kind::JsonList),
-        "input" => Some(Kind::JsonObject),
-        _ => None,
-    }
+/// The top-level type of `def`'s JSON input `flag` (`cli::registry`), if
+/// that flag takes JSON: read off its schema.
+fn json_kind(def: &CommandDef, flag: &str) -> Option<Kind> {
+    let input = def.input(flag)?;
+    let list = input
+        .schema
+        .is_some_and(|schema| schema(&Limits::DEFAULT)["type"] == "array");
+    Some(if list {
+        Kind::JsonList
+    } else {
+        Kind::JsonObject
+    })
 }
 
 /// The tools `mode` lists, read off the command tree `tree` (the CLI's,
@@ -224,7 +227,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
         if WITHHELD_FLAGS.contains(&flag) {
             continue;
         }
-        let kind = match json_kind(name, flag) {
+        let kind = match json_kind(def, flag) {
             Some(kind) => kind,
             None => match arg.get_action() {
                 ArgAction::SetTrue => Kind::Flag,
@@ -293,7 +296,7 @@ fn text_schema(param: &Param, limits: &Limits) -> Value {
 }
 
 fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
-    let json_input = crate::coordinator::inputs::schema(tool, &param.flag, limits);
+    let json_input = crate::cli::registry::input_schema(tool, &param.flag, limits);
     let mut schema = match param.kind {
         Kind::Text => text_schema(param, limits),
         Kind::Integer => json!({"type": "integer", "minimum": 0}),
@@ -633,6 +636,25 @@ mod tests {
                 .map(|c| (c.name.to_string(), !c.writes()))
                 .collect();
             assert_eq!(listed, offered, "{}", mode.name());
+        }
+    }
+
+    /// Every JSON argument of every tool has its command's schema from the
+    /// registry (no untyped fallback), its top-level type the argument's.
+    #[test]
+    fn every_json_argument_has_its_registry_schema() {
+        for tool in tools(&tree(), Mode::Owner) {
+            for param in &tool.params {
+                let kind = match param.kind {
+                    Kind::JsonList => "array",
+                    Kind::JsonObject => "object",
+                    _ => continue,
+                };
+                let schema =
+                    crate::cli::registry::input_schema(&tool.name, &param.flag, &Limits::DEFAULT)
+                        .unwrap_or_else(|| panic!("{} --{} has no schema", tool.name, param.flag));
+                assert_eq!(schema["type"], kind, "{} --{}", tool.name, param.flag);
+            }
         }
     }
 
