@@ -175,6 +175,11 @@ impl fmt::Display for FlowError {
 impl std::error::Error for FlowError {}
 
 /// What to do about a lock another writer holds.
+/// What to do about a state-root path with another owner or a looser mode
+/// (`StoreError::Insecure`): the reference's message names the path's
+/// kind; this says the rule and the fix.
+pub const INSECURE_HINT: &str = "files this tool keeps (the state root's, owner handles, signer keys) are 0600 in directories of 0700, owned by the uid that runs the command: restore the mode (chmod 600 FILE, chmod 700 DIR) or the owner of the path named, then run the command again";
+
 pub const LOCK_HELD_HINT: &str = "another writer holds the lock (named above): retry when it has finished; if that process is gone, bluetape-flow doctor lists the dead lock and how to remove it";
 
 impl From<StoreError> for FlowError {
@@ -188,6 +193,7 @@ impl From<StoreError> for FlowError {
             StoreError::Io(ref failure) if failure.is_transient() => {
                 FlowError::Conflict(e.message().to_string())
             }
+            StoreError::Insecure(m) => FlowError::Contract(m).hinted(INSECURE_HINT),
             other => FlowError::Contract(other.message().to_string()),
         }
     }

@@ -504,7 +504,7 @@ impl RunDir {
                 return Err(not_regular());
             }
             check_metadata(meta, "acknowledged receipt head record", FILE_MODE).map_err(|e| {
-                RunReadError::Store(StoreError::invalid(format!(
+                RunReadError::Store(StoreError::Insecure(format!(
                     "{}: '{}' must be a 0600 file owned by you (chmod 600 it)",
                     e.message(),
                     path.display()

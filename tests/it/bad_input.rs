@@ -225,6 +225,16 @@ fn a_foreign_owned_head_record_is_refused_chown_when_root() {
         "contract_error",
         "acknowledged receipt head record does not have the required secure mode",
     );
+    // The refusal's kind (a mode or owner, not a malformed file) brings
+    // its fix.
+    let e = work.refused(
+        &work.run_args("verify", &run_id),
+        2,
+        "contract_error",
+        "does not have the required secure mode",
+    );
+    let hint = e["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("0600") && hint.contains("chmod"), "{e}");
 }
 
 // ------------------------------------------------------- manifest snapshot

@@ -904,6 +904,14 @@ fn signer_keys_are_guarded() {
     let message = |out: &Output| out.error()["message"].as_str().unwrap().to_string();
     let loose = write(&run, "loose.key", secret.as_bytes());
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A loose mode is named as one, and the refusal says how to fix it.
+    let refused = sign_with(&loose).error();
+    assert!(
+        refused["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("chmod 600")),
+        "{refused}"
+    );
     let symlink = run.tmp.path().join("sym.key");
     std::os::unix::fs::symlink(&keys.signer, &symlink).unwrap();
     let directory = run.tmp.path().join("dir.key");
