@@ -167,7 +167,7 @@ fn grow_reused(receipt: &Path, target: u64, first_n: u64) -> Result<u64, String>
             lane_id: None,
             agent_id: None,
             sequence,
-            event_type: "transaction_committed".into(),
+            event_type: bluetape_flow::receipt::vocab::EventType::TransactionCommitted,
             from_state: None,
             to_state: None,
             timestamp: stamp,

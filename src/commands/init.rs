@@ -332,7 +332,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
         lane_id: None,
         agent_id: None,
         sequence: 1,
-        event_type: crate::receipt::vocab::EventType::RunCreated.as_str().into(),
+        event_type: crate::receipt::vocab::EventType::RunCreated,
         from_state: None,
         to_state: Some("planned".into()),
         timestamp: format_now(entropy.recorded.unwrap_or(entropy.now)),

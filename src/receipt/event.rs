@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::canonical;
 use super::verify::event_checksum;
+use super::vocab::EventType;
 
 /// Every field of an event except the checksum, which sealing computes.
 #[derive(Debug, Clone)]
@@ -13,7 +14,7 @@ pub struct EventDraft {
     pub lane_id: Option<String>,
     pub agent_id: Option<String>,
     pub sequence: u64,
-    pub event_type: String,
+    pub event_type: EventType,
     pub from_state: Option<String>,
     pub to_state: Option<String>,
     pub timestamp: String,
@@ -44,7 +45,7 @@ impl EventDraft {
     pub fn seal(&self) -> SealedEvent {
         let mut event = Map::new();
         event.insert("agent_id".into(), opt(&self.agent_id));
-        event.insert("event_type".into(), Value::String(self.event_type.clone()));
+        event.insert("event_type".into(), Value::from(self.event_type.as_str()));
         event.insert("evidence_refs".into(), self.evidence_refs.clone());
         event.insert("from_state".into(), opt(&self.from_state));
         event.insert("lane_id".into(), opt(&self.lane_id));

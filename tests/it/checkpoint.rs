@@ -73,7 +73,7 @@ fn lines_appended_by_another_writer_mean_a_full_replay() {
         lane_id: None,
         agent_id: None,
         sequence: 3,
-        event_type: "run_started".into(),
+        event_type: bluetape_flow::receipt::vocab::EventType::RunStarted,
         from_state: Some("approved".into()),
         to_state: Some("running".into()),
         timestamp: "2026-07-14T01:00:00Z".into(),

@@ -178,7 +178,10 @@ fn append_reused_heartbeats(run: &Path, count: usize) {
             lane_id: text_of("lane_id"),
             agent_id: text_of("agent_id"),
             sequence,
-            event_type: text_of("event_type").unwrap(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(
+                &text_of("event_type").unwrap(),
+            )
+            .unwrap(),
             from_state: text_of("from_state"),
             to_state: text_of("to_state"),
             timestamp: text_of("timestamp").unwrap(),

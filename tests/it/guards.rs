@@ -167,7 +167,8 @@ impl Run {
             lane_id: text(&fields, "lane_id"),
             agent_id: text(&fields, "agent_id"),
             sequence: last["sequence"].as_u64().unwrap() + 1,
-            event_type: event_type.into(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                .expect("a known event type"),
             from_state: text(&fields, "from_state"),
             to_state: text(&fields, "to_state"),
             timestamp: text(&fields, "timestamp").unwrap_or_else(|| "2026-07-14T01:00:00Z".into()),

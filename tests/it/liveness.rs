@@ -1349,7 +1349,8 @@ impl Built {
             lane_id: Some("build".into()),
             agent_id: Some("agent-1".into()),
             sequence: self.sequence + 1,
-            event_type: event_type.into(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                .expect("a known event type"),
             from_state: from.map(str::to_string),
             to_state: Some(to.into()),
             timestamp: at.into(),

@@ -1215,7 +1215,8 @@ fn write_phase1_run(root: &Path) -> String {
             lane_id: None,
             agent_id: None,
             sequence: i as u64 + 1,
-            event_type: event_type.to_string(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                .expect("a known event type"),
             from_state: from.map(str::to_string),
             to_state: to.map(str::to_string),
             timestamp: "2026-01-01T00:00:00Z".into(),

@@ -743,7 +743,8 @@ pub fn write_phase1_run(
             lane_id: None,
             agent_id: None,
             sequence: i as u64 + 1,
-            event_type: event_type.to_string(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                .expect("a known event type"),
             from_state: from.map(str::to_string),
             to_state: to.map(str::to_string),
             timestamp: "2026-01-01T00:00:00Z".into(),
@@ -1210,7 +1211,8 @@ impl TestBed {
                 lane_id: text("lane_id"),
                 agent_id: text("agent_id"),
                 sequence: last["sequence"].as_u64().unwrap() + 1,
-                event_type: event_type.to_string(),
+                event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                    .expect("a known event type"),
                 from_state: text("from_state"),
                 to_state: text("to_state"),
                 timestamp: text("timestamp").unwrap_or_else(|| T0.into()),

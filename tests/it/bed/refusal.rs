@@ -212,7 +212,8 @@ impl Chain {
             lane_id: None,
             agent_id: None,
             sequence: self.sequence + 1,
-            event_type: event_type.into(),
+            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+                .expect("a known event type"),
             from_state: Some(from.into()),
             to_state: Some(to.into()),
             timestamp: "2026-07-14T01:00:00Z".into(),
