@@ -79,6 +79,33 @@ impl HeldDir {
         HeldDir::from_fd(fd, self.path.join(name))
     }
 
+    /// Open the directory `relative` beneath this one in one `openat2`
+    /// that follows no symlink at any component and never leaves this
+    /// directory (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+    /// RESOLVE_NO_MAGICLINKS`, and `O_NOFOLLOW` for the last). `None` when
+    /// the call fails for any reason (a kernel without `openat2`, a
+    /// symlink, a missing name): the caller then walks component by
+    /// component, whose refusals say why.
+    pub fn descend(&self, relative: &Path) -> Option<HeldDir> {
+        use rustix::fs::ResolveFlags;
+        let fd = rustix::fs::openat2(
+            &self.file,
+            relative,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .ok()?;
+        HeldDir::from_fd(fd, self.path.join(relative)).ok()
+    }
+
+    /// Device and inode of this directory's parent (`..`, not followed
+    /// further), as it is now.
+    pub fn parent_identity(&self) -> Option<(u64, u64)> {
+        let stat = rustix::fs::statat(&self.file, "..", AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        Some((stat.st_dev, stat.st_ino))
+    }
+
     /// Walk `relative` (normal components only) from here, never following
     /// a symlink at any component.
     pub fn walk(self: &Arc<Self>, relative: &Path) -> std::io::Result<Arc<HeldDir>> {
@@ -391,5 +418,37 @@ impl HeldDir {
         )
         .map_err(os)?;
         HeldDir::from_fd(fd, path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descend_stays_beneath_and_follows_no_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path();
+        std::fs::create_dir_all(base.join("runs/r1")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere/r1")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("linked")).unwrap();
+        std::os::unix::fs::symlink(base.join("runs/r1"), base.join("runs/r2")).unwrap();
+        let root = HeldDir::open_path(base).unwrap();
+        let run = root
+            .descend(Path::new("runs/r1"))
+            .expect("a plain path is reached");
+        let runs = root.child(OsStr::new("runs")).unwrap();
+        assert_eq!(run.parent_identity(), Some(runs.identity()));
+        assert_eq!(run.path(), base.join("runs/r1"));
+        // A symlink at any component, a way out, or nothing there: no.
+        for refused in [
+            "linked/r1",
+            "runs/r2",
+            "../runs/r1",
+            "runs/../../x",
+            "runs/r3",
+        ] {
+            assert!(root.descend(Path::new(refused)).is_none(), "{refused}");
+        }
     }
 }

@@ -211,6 +211,14 @@ fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
     });
     let from_root = || {
         let held = held(root).map_err(|e| StoreError::io(&e, root))?;
+        // Deeper than one name: one `openat2` as safe as the walk (no
+        // symlink at any component, nothing outside the root); the walk
+        // when it fails, to say why.
+        if relative.components().nth(1).is_some()
+            && let Some(dir) = held.descend(relative)
+        {
+            return Ok(Arc::new(dir));
+        }
         walk(&held, root, relative)
     };
     let dir = match known {
@@ -239,6 +247,19 @@ fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
 pub fn walked_dir(path: &Path) -> Option<Arc<HeldDir>> {
     let (root, relative) = inside(path)?;
     walked(&root, &relative).ok()
+}
+
+/// Remember `dir`, opened and checked by the caller, as the directory at
+/// `path` inside the running command's root (as if walked to).
+pub(super) fn remember_walked(path: &Path, dir: &Arc<HeldDir>) {
+    let Some((root, relative)) = inside(path) else {
+        return;
+    };
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
+            cur.walked.insert(relative, Arc::clone(dir));
+        }
+    });
 }
 
 /// The directory at `path` if this command has walked to it already.

@@ -266,15 +266,33 @@ impl RunDir {
         Ok(Loc::new(dir, name))
     }
 
-    /// Open the state root, `runs` and the run directory, each from the
-    /// one before with `O_NOFOLLOW | O_DIRECTORY`, and check each is a 0700
-    /// directory of ours. The first call holds the descriptors; a later
-    /// call that finds another directory is a refusal.
+    /// Open the state root and the run directory (in one `openat2` from
+    /// the root, [`Self::open_held_beneath`]; else `runs` and the run each
+    /// from the one before with `O_NOFOLLOW | O_DIRECTORY`), and check
+    /// that the root, `runs` and the run are 0700 directories of ours. The
+    /// first call holds the descriptors; a later call that finds another
+    /// directory is a refusal.
     fn open_held(&self) -> StoreResult<HeldRun> {
         open_secure_dir(&self.root, "state root")?;
         let root = super::root::held(&self.root).map_err(|e| StoreError::io(&e, &self.root))?;
         // The directories this command already walked to (reading the
-        // manifest, say), checked as they were opened; else opened here.
+        // manifest, say), checked here; else the run in one open; else
+        // each opened here.
+        if let (Some(runs), Some(run)) = (
+            super::root::known_dir(&self.root.join("runs")),
+            super::root::known_dir(&self.dir),
+        ) {
+            check_metadata(runs.opened_metadata(), "state-root runs", DIR_MODE)?;
+            check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
+            return Ok(HeldRun {
+                root,
+                runs: runs.identity(),
+                run,
+            });
+        }
+        if let Some(held) = self.open_held_beneath(&root)? {
+            return Ok(held);
+        }
         if let (Some(runs), Some(run)) = (
             super::root::walked_dir(&self.root.join("runs")),
             super::root::walked_dir(&self.dir),
@@ -301,6 +319,46 @@ impl RunDir {
             runs: runs_identity,
             run,
         })
+    }
+
+    /// [`Self::open_held`] in one open: `runs/<id>` by one `openat2` from
+    /// the held root (no symlink at any component, nothing outside the
+    /// root), `runs` checked by an `lstat` (a 0700 directory of ours) and
+    /// proven to be the run's parent by the run's `..`. `None` whenever
+    /// that does not hold as it stands (no `openat2`, a symlink, a name
+    /// missing, `runs` swapped between the two calls): the walk component
+    /// by component then decides, and says why in its words.
+    fn open_held_beneath(&self, root: &Arc<HeldDir>) -> StoreResult<Option<HeldRun>> {
+        let Some(runs) = Loc::new(Arc::clone(root), "runs").lstat().ok().flatten() else {
+            return Ok(None);
+        };
+        if rustix::fs::FileType::from_raw_mode(runs.st_mode) != rustix::fs::FileType::Directory {
+            return Ok(None);
+        }
+        let run = match super::root::known_dir(&self.dir) {
+            Some(run) => run,
+            None => match root.descend(&std::path::Path::new("runs").join(&self.run_id)) {
+                Some(run) => Arc::new(run),
+                None => return Ok(None),
+            },
+        };
+        let runs_identity = (runs.st_dev, runs.st_ino);
+        if run.parent_identity() != Some(runs_identity) {
+            return Ok(None);
+        }
+        super::secure::check_owner_and_mode(
+            runs.st_uid,
+            runs.st_mode,
+            "state-root runs",
+            DIR_MODE,
+        )?;
+        check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
+        super::root::remember_walked(&self.dir, &run);
+        Ok(Some(HeldRun {
+            root: Arc::clone(root),
+            runs: runs_identity,
+            run,
+        }))
     }
 
     /// Whether `runs/<id>`, reached again from the held state root, is
@@ -437,20 +495,24 @@ impl RunDir {
 
     /// The manifest snapshot bytes (§4.1 steps 1–3).
     pub fn read_manifest(&self) -> Result<Vec<u8>, RunReadError> {
-        // One `lstat` says both: nothing there, or a symlink.
-        match super::paths::entry_is_symlink(&self.dir) {
-            None => {
-                return Err(RunReadError::Missing(MissingRun::of(
-                    &self.root,
-                    &self.run_id,
-                )));
+        // The run directory reached from the held root (one `openat2`, no
+        // symlink at any component); when it cannot be, one `lstat` of
+        // its entry says why: nothing there, or a symlink.
+        if super::root::walked_dir(&self.dir).is_none() {
+            match super::paths::entry_is_symlink(&self.dir) {
+                None => {
+                    return Err(RunReadError::Missing(MissingRun::of(
+                        &self.root,
+                        &self.run_id,
+                    )));
+                }
+                Some(true) => {
+                    return Err(RunReadError::Corrupt(
+                        "run directory snapshot is unsafe".into(),
+                    ));
+                }
+                Some(false) => {}
             }
-            Some(true) => {
-                return Err(RunReadError::Corrupt(
-                    "run directory snapshot is unsafe".into(),
-                ));
-            }
-            Some(false) => {}
         }
         let path = self.manifest_path();
         let missing =

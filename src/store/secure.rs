@@ -19,12 +19,17 @@ pub const FILE_MODE: u32 = 0o600;
 
 /// The reference's three-part secure-mode check, on a descriptor's metadata.
 pub fn check_metadata(meta: &std::fs::Metadata, kind: &str, mode: u32) -> StoreResult<()> {
-    if meta.uid() != real_uid() {
+    check_owner_and_mode(meta.uid(), meta.mode(), kind, mode)
+}
+
+/// [`check_metadata`] of an owner and a mode (an `lstat`'s, say).
+pub fn check_owner_and_mode(uid: u32, st_mode: u32, kind: &str, mode: u32) -> StoreResult<()> {
+    if uid != real_uid() {
         return Err(StoreError::Insecure(format!(
             "{kind} must be owned by the current uid"
         )));
     }
-    if meta.mode() & 0o7777 != mode {
+    if st_mode & 0o7777 != mode {
         return Err(StoreError::Insecure(format!(
             "{kind} does not have the required secure mode"
         )));

@@ -120,6 +120,13 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     ] {
         assert_eq!(opened(name), 1, "{name} is opened once");
     }
+    // The run directory is reached from the held root in one `openat2`
+    // (no symlink at any component), `runs` only looked at.
+    assert_eq!(opened("runs"), 0, "runs is not opened on its own");
+    assert!(
+        trace.contains("openat2(") && trace.contains("RESOLVE_NO_SYMLINKS"),
+        "the run is opened beneath the root, following no symlink"
+    );
     assert!(!trace.contains(".so"), "no shared object is opened");
     assert!(!trace.contains("/dev/urandom"), "no random device is read");
     // No allocator starts in a constructor to read the kernel's memory
