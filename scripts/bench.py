@@ -222,6 +222,18 @@ class Workload:
         return self.owned(state, run_id, "heartbeat", "--evidence", self.fresh("heartbeat"),
                           "--input", hb)
 
+    def heartbeat_inline_argv(self, state, run_id, n):
+        """[`heartbeat_argv`] with the JSON given inline, as an agent gives
+        it (cli-conventions §5) and the MCP server passes it: no file."""
+        self.counter += 1
+        observed = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+        lease = f"2098-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.500000Z"
+        evidence = [{"kind": "log", "summary": f"inline heartbeat {self.counter}"}]
+        hb = {"lane_id": LANE, "agent_id": AGENT, "observed_at": observed,
+              "silence_lease_deadline": lease, "reason": "still working"}
+        return self.owned(state, run_id, "heartbeat", "--evidence", json.dumps(evidence),
+                          "--input", json.dumps(hb))
+
     def heartbeat(self, tool, state, run_id, n, timeout=None):
         return run(tool, state, self.heartbeat_argv(state, run_id, n), timeout=timeout)[0]
 
@@ -897,6 +909,7 @@ def measure_syscall_counts(load, state, run_id, fresh, base):
     check-result, and on the fresh series also verify, status --run-id and
     completion-check."""
     argvs = [("heartbeat", load.heartbeat_argv(state, run_id, base)),
+             ("heartbeat, JSON inline", load.heartbeat_inline_argv(state, run_id, base + 1)),
              ("check-result", load.check_result_argv(state, run_id))]
     if fresh:
         argvs += [("--version", ["--version"]),
@@ -916,12 +929,14 @@ def syscall_counts_table(counts):
     lines += ["One call each under `strace -f -c` at the smallest and largest size (counts do "
               "not depend on the machine's load): opens are `open`/`openat`/`openat2`, fsyncs "
               "`fsync`/`fdatasync`, renames `rename`/`renameat`/`renameat2`. The heartbeat's "
-              "targets are the first row.", "",
+              "targets are the first row, judged on the heartbeat that reads its evidence and "
+              "input from files; `heartbeat, JSON inline` gives them inline (cli-conventions "
+              "§5, as the MCP server does) and opens no input file.", "",
               "| command | series | events | total | opens | fsyncs | renames | madvise |",
               "|---|---|---:|---:|---:|---:|---:|---:|",
               "| heartbeat target | | | <= 150 | <= 15 | <= 3 | <= 1 | |"]
-    commands = ("heartbeat", "check-result", "--version", "verify", "status --run-id",
-                "completion-check")
+    commands = ("heartbeat", "heartbeat, JSON inline", "check-result", "--version", "verify",
+                "status --run-id", "completion-check")
     ordered = sorted(counts.items(), key=lambda kv: (kv[0][0] != "fresh evidence", kv[0][1]))
     for command in commands:
         for (series, size), row in ordered:

@@ -275,35 +275,33 @@ impl RunDir {
     fn open_held(&self) -> StoreResult<HeldRun> {
         open_secure_dir(&self.root, "state root")?;
         let root = super::root::held(&self.root).map_err(|e| StoreError::io(&e, &self.root))?;
-        // The directories this command already walked to (reading the
-        // manifest, say), checked here; else the run in one open; else
-        // each opened here.
-        if let (Some(runs), Some(run)) = (
-            super::root::known_dir(&self.root.join("runs")),
-            super::root::known_dir(&self.dir),
-        ) {
+        // Directories reached before, checked here and held.
+        let reached = |runs: Arc<HeldDir>, run: Arc<HeldDir>| -> StoreResult<HeldRun> {
             check_metadata(runs.opened_metadata(), "state-root runs", DIR_MODE)?;
             check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
-            return Ok(HeldRun {
-                root,
+            Ok(HeldRun {
+                root: Arc::clone(&root),
                 runs: runs.identity(),
                 run,
-            });
+            })
+        };
+        let (runs_path, run_path) = (self.root.join("runs"), &self.dir);
+        // Those this command already walked to (reading the manifest, say);
+        // else the run in one open; else each walked to, or opened here.
+        if let (Some(runs), Some(run)) = (
+            super::root::known_dir(&runs_path),
+            super::root::known_dir(run_path),
+        ) {
+            return reached(runs, run);
         }
         if let Some(held) = self.open_held_beneath(&root)? {
             return Ok(held);
         }
         if let (Some(runs), Some(run)) = (
-            super::root::walked_dir(&self.root.join("runs")),
-            super::root::walked_dir(&self.dir),
+            super::root::walked_dir(&runs_path),
+            super::root::walked_dir(run_path),
         ) {
-            check_metadata(runs.opened_metadata(), "state-root runs", DIR_MODE)?;
-            check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
-            return Ok(HeldRun {
-                root,
-                runs: runs.identity(),
-                run,
-            });
+            return reached(runs, run);
         }
         let runs = Arc::new(open_secure_dir_at(
             &Loc::new(Arc::clone(&root), "runs"),
