@@ -211,10 +211,15 @@ fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
     });
     let from_root = || {
         let held = held(root).map_err(|e| StoreError::io(&e, root))?;
-        // Deeper than one name: one `openat2` as safe as the walk (no
-        // symlink at any component, nothing outside the root); the walk
-        // when it fails, to say why.
-        if relative.components().nth(1).is_some()
+        // Deeper than one name, and names only (no `.` or `..`, which the
+        // walk refuses): one `openat2` as safe as the walk (no symlink at
+        // any component, nothing outside the root); the walk when it
+        // fails, to say why.
+        let names_only = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if names_only
+            && relative.components().nth(1).is_some()
             && let Some(dir) = held.descend(relative)
         {
             return Ok(Arc::new(dir));
