@@ -65,9 +65,9 @@ struct Checkpoint {
     digest_counts: BTreeMap<String, u64>,
     digest_entries: u64,
     digest_log_bytes: u64,
-    /// The stamps of `checkpoint-digests.idx` and `.log` right after this
-    /// command wrote them: a table or log written since (by anyone) is not
-    /// used (contracts/receipt.md "Checkpoint").
+    /// The stamp of `checkpoint-digests.idx` (the table and its log) right
+    /// after this command wrote it: a file written since (by anyone) is
+    /// not used (contracts/receipt.md "Checkpoint").
     digest_stamps: Value,
     /// Where the derived caches are current; a value that cannot be read
     /// means "unknown" (all caches are rewritten).
@@ -395,9 +395,9 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     if total != Some(entries) {
         return None;
     }
-    // The table and the log are exactly as this checkpoint's writer left
-    // them (their own MAC would cost a pass over them per heartbeat; their
-    // stamps cannot be set back).
+    // The table (and its log) is exactly as this checkpoint's writer left
+    // it (its own MAC would cost a pass over it per heartbeat; its stamp
+    // cannot be set back).
     let files = run.dir.digest_files();
     if files.stamps().as_ref() != Some(&checkpoint.digest_stamps) {
         return None;

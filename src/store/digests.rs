@@ -3,18 +3,19 @@
 //! grow with a heartbeat-heavy receipt (the replayed state holds one digest
 //! per heartbeat; loading them all would be O(receipt)).
 //!
-//! Two files, both derived from the receipt and both rebuilt from a full
-//! replay whenever anything about them does not match the checkpoint:
-//! - `checkpoint-digests.idx`: an open-addressing hash table of 32-byte keys
+//! One file, `checkpoint-digests.idx`, derived from the receipt and rebuilt
+//! from a full replay whenever anything about it does not match the
+//! checkpoint:
+//! - a 4096-byte header, then an open-addressing hash table of 32-byte keys
 //!   (SHA-256 of `lane_id NUL digest`) answering "has lane L recorded
 //!   liveness digest D" with one or two `pread`s;
-//! - `checkpoint-digests.log`: the same pairs as `lane_id SP digest LF`
-//!   lines in first-seen order, read only when the full lists are needed
-//!   (refreshing the derived caches).
+//! - after the table, the same pairs as `lane_id SP digest LF` lines in
+//!   first-seen order (the log), read only when the full lists are needed
+//!   (refreshing the derived caches). One file, so a heartbeat opens one.
 //!
-//! Crash safety: both files change only after the receipt append, and are
+//! Crash safety: the file changes only after the receipt append, and is
 //! used only with a checkpoint whose receipt stamp matches, which is written
-//! after them; so a crash in between always means a full replay and a fresh
+//! after it; so a crash in between always means a full replay and a fresh
 //! table. The header's entry count must also equal the checkpoint's.
 
 use std::collections::BTreeMap;
@@ -27,7 +28,9 @@ use sha2::{Digest, Sha256};
 use super::error::{StoreError, StoreResult};
 use super::secure::{FILE_MODE, atomic_write, check_metadata, sync_dir};
 
-const MAGIC: &[u8; 8] = b"BTDIGX01";
+/// `02`: the log follows the table in the same file (`01` kept it in a
+/// file of its own, `checkpoint-digests.log`, which a rewrite removes).
+const MAGIC: &[u8; 8] = b"BTDIGX02";
 const HEADER_BYTES: u64 = 4096;
 const KEY_BYTES: u64 = 32;
 const MIN_SLOTS: u64 = 1024;
@@ -80,11 +83,23 @@ impl Header {
             slots: word(8),
             entries: word(16),
         };
-        (header.slots >= MIN_SLOTS && header.slots.is_power_of_two()).then_some(header)
+        // A table that could not be addressed is no table.
+        let addressable = header
+            .slots
+            .checked_mul(KEY_BYTES)
+            .and_then(|keys| keys.checked_add(HEADER_BYTES))
+            .is_some();
+        (header.slots >= MIN_SLOTS && header.slots.is_power_of_two() && addressable)
+            .then_some(header)
+    }
+
+    /// Where the table ends and the log begins.
+    fn log_start(&self) -> u64 {
+        HEADER_BYTES + self.slots * KEY_BYTES
     }
 }
 
-/// Where the two files live (the run directory, held once validated).
+/// Where the file lives (the run directory, held once validated).
 #[derive(Debug, Clone)]
 pub struct DigestFiles {
     dir: PathBuf,
@@ -96,6 +111,8 @@ pub struct DigestFiles {
 pub struct DigestTable {
     file: std::sync::Arc<File>,
     header: Header,
+    /// The file's length when opened: the table, then the log.
+    size: u64,
     path: PathBuf,
 }
 
@@ -111,7 +128,7 @@ impl DigestFiles {
         }
     }
 
-    /// The files of `run`, reached through its held directory.
+    /// The file of `run`, reached through its held directory.
     pub fn of_run(run: &super::run::RunDir) -> DigestFiles {
         DigestFiles {
             dir: run.dir.clone(),
@@ -127,29 +144,25 @@ impl DigestFiles {
         }
     }
 
-    /// The stamps of the table and the log (`None` when either is missing
-    /// or not a regular file): bound into the checkpoint, so that any
-    /// later write of either file means the checkpoint is not used.
+    /// The stamp of the file (`None` when it is missing or not a regular
+    /// file): bound into the checkpoint, so that any later write of it
+    /// means the checkpoint is not used.
     pub fn stamps(&self) -> Option<serde_json::Value> {
         let run = self.run.as_ref()?;
         let index = run.file_stamp(&self.index_path())?;
-        let log = run.file_stamp(&self.log_path())?;
-        Some(serde_json::json!({"index": index.to_json(), "log": log.to_json()}))
+        Some(serde_json::json!({"index": index.to_json()}))
     }
 
     fn index_path(&self) -> PathBuf {
         self.dir.join("checkpoint-digests.idx")
     }
 
-    fn log_path(&self) -> PathBuf {
+    /// Where the log was kept before it moved into the table's file.
+    fn former_log_path(&self) -> PathBuf {
         self.dir.join("checkpoint-digests.log")
     }
 
-    fn open(&self, path: &Path, write: bool) -> StoreResult<File> {
-        self.open_meta(path, write).map(|(file, _)| file)
-    }
-
-    /// [`Self::open`] with the metadata its check read.
+    /// The file, opened and checked now.
     fn open_meta(&self, path: &Path, write: bool) -> StoreResult<(File, std::fs::Metadata)> {
         use rustix::fs::OFlags;
         let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
@@ -165,7 +178,7 @@ impl DigestFiles {
     /// The table, if its header is sound and it holds exactly `entries`
     /// keys.
     ///
-    /// Read under a lock, the table is opened once for the command: the
+    /// Read under a lock, the file is opened once for the command: the
     /// table a checkpoint's proof read is the one its successor extends
     /// (`secure::open_derived`).
     pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
@@ -179,33 +192,35 @@ impl DigestFiles {
         let mut bytes = [0u8; 32];
         file.read_exact_at(&mut bytes, 0).ok()?;
         let header = Header::decode(&bytes)?;
-        let expected = header
-            .slots
-            .checked_mul(KEY_BYTES)
-            .and_then(|keys| keys.checked_add(HEADER_BYTES))?;
-        if header.entries != entries || size != expected {
+        if header.entries != entries || size < header.log_start() {
             return None;
         }
         Some(DigestTable {
             file,
             header,
-            path: self.index_path(),
+            size,
+            path,
         })
     }
 
-    /// Replace both files with exactly `digests` (after a full replay).
+    /// Replace the file with exactly `digests` (after a full replay).
     /// Returns the log's byte length.
     pub fn rewrite(&self, digests: &[LaneDigest]) -> StoreResult<u64> {
         let log = log_bytes(digests);
-        atomic_write(&self.at(&self.log_path())?, &log)?;
         let keys: Vec<[u8; 32]> = digests.iter().map(|(l, d)| key(l, d)).collect();
-        self.write_table(&keys)?;
+        self.write_file(&keys, &log)?;
+        // A log of the former layout is nobody's any more.
+        if let Ok(former) = self.at(&self.former_log_path())
+            && former.exists()
+        {
+            let _ = former.remove_file();
+        }
         sync_dir(&self.dir)?;
         Ok(log.len() as u64)
     }
 
-    /// A fresh table holding `keys`, at most half full.
-    fn write_table(&self, keys: &[[u8; 32]]) -> StoreResult<()> {
+    /// A fresh file: a table holding `keys`, at most half full, then `log`.
+    fn write_file(&self, keys: &[[u8; 32]], log: &[u8]) -> StoreResult<()> {
         let mut slots = MIN_SLOTS;
         while (keys.len() as u64) * 2 > slots {
             slots *= 2;
@@ -214,39 +229,35 @@ impl DigestFiles {
             slots,
             entries: keys.len() as u64,
         };
-        let mut bytes = vec![0u8; (HEADER_BYTES + slots * KEY_BYTES) as usize];
+        let log_start = header.log_start() as usize;
+        let mut bytes = vec![0u8; log_start + log.len()];
         bytes[..32].copy_from_slice(&header.encode());
-        let table = &mut bytes[HEADER_BYTES as usize..];
+        let table = &mut bytes[HEADER_BYTES as usize..log_start];
         for key in keys {
             insert_in_memory(table, slots, key);
         }
+        bytes[log_start..].copy_from_slice(log);
         atomic_write(&self.at(&self.index_path())?, &bytes)
     }
 
     /// Append `digests` (new since the checkpoint) to a current table and
-    /// log. `log_bytes` is the log length the checkpoint covers; anything
-    /// after it (left by a crash) is overwritten. Returns the new log length.
+    /// its log. `log_bytes_covered` is the log length the checkpoint
+    /// covers; anything after it (left by a crash) is overwritten. Returns
+    /// the new log length.
     pub fn extend(
         &self,
         mut table: DigestTable,
         log_bytes_covered: u64,
         digests: &[LaneDigest],
     ) -> StoreResult<u64> {
-        let (log, meta) = self.open_meta(&self.log_path(), true)?;
+        let path = self.index_path();
         let lines = log_bytes(digests);
-        log.write_all_at(&lines, log_bytes_covered)
-            .map_err(io(&self.log_path()))?;
         let new_length = log_bytes_covered + lines.len() as u64;
-        // Lines past what the checkpoint covered (a run cut back, a crash
-        // after a write) are cut off.
-        if meta.len() > new_length {
-            log.set_len(new_length).map_err(io(&self.log_path()))?;
-        }
         let entries = table.header.entries + digests.len() as u64;
         if entries * 2 > table.header.slots {
             // Grow: the old table's keys plus the new ones, in a table twice
-            // the size (amortised: this happens at every doubling).
-            let path = self.index_path();
+            // the size, and the log moved after it (amortised: this happens
+            // at every doubling).
             let mut old = vec![0u8; (table.header.slots * KEY_BYTES) as usize];
             table
                 .file
@@ -258,8 +269,23 @@ impl DigestFiles {
                 .filter_map(|k| k.try_into().ok())
                 .collect();
             keys.extend(digests.iter().map(|(l, d)| key(l, d)));
-            self.write_table(&keys)?;
+            let mut log = table.log(log_bytes_covered)?;
+            log.extend_from_slice(&lines);
+            self.write_file(&keys, &log)?;
             return Ok(new_length);
+        }
+        let log_start = table.header.log_start();
+        table
+            .file
+            .write_all_at(&lines, log_start + log_bytes_covered)
+            .map_err(io(&path))?;
+        // Lines past what the checkpoint covered (a run cut back, a crash
+        // after a write) are cut off.
+        if table.size > log_start + new_length {
+            table
+                .file
+                .set_len(log_start + new_length)
+                .map_err(io(&path))?;
         }
         // No sync. A crash before the checkpoint that names this table is
         // written leaves a checkpoint whose receipt stamp no longer matches
@@ -267,7 +293,6 @@ impl DigestFiles {
         // power loss, which may keep the checkpoint and lose these keys,
         // starts a new boot, and a checkpoint of another boot is never used
         // (contracts/receipt.md "One commit").
-        let path = self.index_path();
         for (lane, digest) in digests {
             table.insert(&key(lane, digest)).map_err(io(&path))?;
         }
@@ -281,35 +306,19 @@ impl DigestFiles {
 
     /// The first `length` bytes of the log as pairs, in first-seen order.
     pub fn read_log(&self, length: u64) -> StoreResult<Vec<LaneDigest>> {
-        let path = self.log_path();
-        let file = self.open(&path, false)?;
-        // `length` comes from the checkpoint, which anyone can edit: read no
-        // more than the file holds (a huge value must not become a huge
-        // allocation, which aborts after the append has committed).
-        let size = file.metadata().map_err(io(&path))?.len();
-        if length > size {
-            return Err(StoreError::invalid(
-                "checkpoint digest log is shorter than its checkpoint says",
-            ));
-        }
-        let mut bytes = vec![0u8; usize::try_from(length).unwrap_or(usize::MAX)];
+        let path = self.index_path();
+        let (file, meta) = self.open_meta(&path, false)?;
+        let mut bytes = [0u8; 32];
         file.read_exact_at(&mut bytes, 0).map_err(io(&path))?;
-        let mut pairs = Vec::new();
-        for line in bytes.split(|b| *b == b'\n') {
-            if line.is_empty() {
-                continue;
-            }
-            let text = std::str::from_utf8(line)
-                .map_err(|_| StoreError::invalid("checkpoint digest log is damaged"))?;
-            let Some((lane, digest)) = text.split_once(' ') else {
-                return Err(StoreError::invalid("checkpoint digest log is damaged"));
-            };
-            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(StoreError::invalid("checkpoint digest log is damaged"));
-            }
-            pairs.push((lane.to_string(), digest.to_string()));
-        }
-        Ok(pairs)
+        let header = Header::decode(&bytes)
+            .ok_or_else(|| StoreError::invalid("checkpoint digest table is damaged"))?;
+        let table = DigestTable {
+            file: std::sync::Arc::new(file),
+            header,
+            size: meta.len(),
+            path,
+        };
+        parse_log(&table.log(length)?)
     }
 
     /// The log grouped by lane (the full lists the caches show).
@@ -322,9 +331,45 @@ impl DigestFiles {
     }
 }
 
+/// `lane_id SP digest LF` lines as pairs.
+fn parse_log(bytes: &[u8]) -> StoreResult<Vec<LaneDigest>> {
+    let damaged = || StoreError::invalid("checkpoint digest log is damaged");
+    let mut pairs = Vec::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let text = std::str::from_utf8(line).map_err(|_| damaged())?;
+        let (lane, digest) = text.split_once(' ').ok_or_else(damaged)?;
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(damaged());
+        }
+        pairs.push((lane.to_string(), digest.to_string()));
+    }
+    Ok(pairs)
+}
+
 impl DigestTable {
     pub fn entries(&self) -> u64 {
         self.header.entries
+    }
+
+    /// The first `length` bytes of the log after the table.
+    fn log(&self, length: u64) -> StoreResult<Vec<u8>> {
+        // `length` comes from the checkpoint, which anyone can edit: read no
+        // more than the file holds (a huge value must not become a huge
+        // allocation, which aborts after the append has committed).
+        let start = self.header.log_start();
+        if start.saturating_add(length) > self.size {
+            return Err(StoreError::invalid(
+                "checkpoint digest log is shorter than its checkpoint says",
+            ));
+        }
+        let mut bytes = vec![0u8; usize::try_from(length).unwrap_or(usize::MAX)];
+        self.file
+            .read_exact_at(&mut bytes, start)
+            .map_err(|e| StoreError::io(&e, &self.path))?;
+        Ok(bytes)
     }
 
     /// Whether the table holds the pair. An unreadable table answers "yes",
@@ -487,6 +532,49 @@ mod tests {
             }
             other => panic!("a failed read answered {other:?}"),
         }
+    }
+
+    /// The log follows the table in its one file: a tail past what the
+    /// checkpoint covers (a crash after a write) is cut, growing moves the
+    /// log with the table, and a file of the former layout is not used (a
+    /// rewrite removes its separate log).
+    #[test]
+    fn the_log_lives_after_the_table_in_one_file() {
+        let dir = private_dir();
+        let files = DigestFiles::new(dir.path());
+        let all = pairs(600);
+        let covered = files.rewrite(&all[..300]).unwrap();
+        // A crash left lines the checkpoint does not cover.
+        let table = files.open_table(300, true).unwrap();
+        let stray = log_bytes(&[("lane-9".into(), format!("{:064x}", 7))]);
+        let end = table.header.log_start() + covered;
+        table.file.write_all_at(&stray, end).unwrap();
+        drop(table);
+        let table = files.open_table(300, true).unwrap();
+        let log = files.extend(table, covered, &all[300..301]).unwrap();
+        assert_eq!(files.read_log(log).unwrap(), all[..301].to_vec());
+        let size = std::fs::metadata(files.index_path()).unwrap().len();
+        assert_eq!(size, HEADER_BYTES + 1024 * KEY_BYTES + log, "stray lines cut");
+        // 601 entries do not fit half of 1024 slots: the table grows.
+        let table = files.open_table(301, true).unwrap();
+        let log = files.extend(table, log, &all[301..]).unwrap();
+        let table = files.open_table(600, false).unwrap();
+        assert_eq!(table.header.slots, 2048);
+        assert!(all.iter().all(|(l, d)| table.contains(l, d).unwrap()));
+        assert_eq!(files.read_log(log).unwrap(), all);
+        assert!(
+            files.read_log(log + 1).is_err(),
+            "a length past the file is refused"
+        );
+        // The former layout: its magic is not ours, its log goes.
+        let mut bytes = std::fs::read(files.index_path()).unwrap();
+        bytes[..8].copy_from_slice(b"BTDIGX01");
+        std::fs::write(files.index_path(), &bytes).unwrap();
+        std::fs::write(files.former_log_path(), b"old").unwrap();
+        assert!(files.open_table(600, false).is_none());
+        files.rewrite(&all).unwrap();
+        assert!(!files.former_log_path().exists());
+        assert!(files.open_table(600, false).is_some());
     }
 
     #[test]

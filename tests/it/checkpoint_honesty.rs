@@ -21,11 +21,7 @@ struct Bed {
     run_id: String,
 }
 
-const DERIVED: [&str; 3] = [
-    "checkpoint.json",
-    "checkpoint-digests.idx",
-    "checkpoint-digests.log",
-];
+const DERIVED: [&str; 2] = ["checkpoint.json", "checkpoint-digests.idx"];
 
 impl Bed {
     /// A running lane with three heartbeats: the checkpoint is current.

@@ -120,6 +120,8 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     ] {
         assert_eq!(opened(name), 1, "{name} is opened once");
     }
+    // The digest log lives in the table's file (contracts/receipt.md).
+    assert_eq!(opened("checkpoint-digests.log"), 0, "no file of its own");
     // The run directory is reached from the held root in one `openat2`
     // (no symlink at any component), `runs` only looked at.
     assert_eq!(opened("runs"), 0, "runs is not opened on its own");

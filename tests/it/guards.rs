@@ -1104,17 +1104,6 @@ impl Run {
         .unwrap();
     }
 
-    /// Zero the digest table after its header.
-    fn zero_digest_table(&self) {
-        let path = self.dir().join("checkpoint-digests.idx");
-        let mut bytes = std::fs::read(&path).unwrap();
-        assert!(bytes.len() > 4096, "the table has entries");
-        for b in &mut bytes[4096..] {
-            *b = 0;
-        }
-        std::fs::write(&path, bytes).unwrap();
-    }
-
     /// `rebuild` succeeds and `verify` finds no breach of ours.
     fn assert_replayable(&self, after: &str) {
         let out = self.query("rebuild", &[]);
@@ -1168,7 +1157,9 @@ fn issue13_forged_derived_files_are_never_believed() {
                 c["state"]["lanes"]["a"]["terminal_sequence"] = json!(9);
             })
         }),
-        ("a zeroed digest table", |run| run.zero_digest_table()),
+        ("a zeroed digest table", |run| {
+            common::forge::zero_digest_slots(&run.dir())
+        }),
         ("a checkpoint without its MAC", |run| {
             let mut c = run.checkpoint();
             c.as_object_mut().unwrap().remove("mac");

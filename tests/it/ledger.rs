@@ -152,7 +152,6 @@ fn init_verify_rebuild_verify() {
         new,
         [
             &dir.join("checkpoint-digests.idx"),
-            &dir.join("checkpoint-digests.log"),
             &dir.join("checkpoint.json"),
         ]
     );

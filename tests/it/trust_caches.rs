@@ -75,7 +75,6 @@ fn strip_derived(dir: &Path) {
     for name in [
         "checkpoint.json",
         "checkpoint-digests.idx",
-        "checkpoint-digests.log",
         "receipt-head.json",
         "run.json",
         "tree-hashes",

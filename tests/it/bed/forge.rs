@@ -69,14 +69,31 @@ pub fn stale_checkpoint(older: &Value, current: &Value) -> Value {
     forged
 }
 
-/// Zero `checkpoint-digests.idx` after its 4096-byte header.
+/// Zero the slots of `checkpoint-digests.idx` (after its 4096-byte
+/// header, up to the log that follows them).
 pub fn zero_digest_slots(run_dir: &Path) {
+    zero_digest_bytes(run_dir, |bytes| 4096..digest_log_start(bytes));
+}
+
+/// Zero the log of `checkpoint-digests.idx` (after the table), its length
+/// kept.
+pub fn zero_digest_log(run_dir: &Path) {
+    zero_digest_bytes(run_dir, |bytes| digest_log_start(bytes)..bytes.len());
+}
+
+/// Where the table ends: 4096 + 32 bytes per slot, the slot count a
+/// little-endian word at offset 8 of the header.
+fn digest_log_start(bytes: &[u8]) -> usize {
+    let slots = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    4096 + 32 * slots as usize
+}
+
+fn zero_digest_bytes(run_dir: &Path, range: impl Fn(&[u8]) -> std::ops::Range<usize>) {
     let path = run_dir.join("checkpoint-digests.idx");
     let mut bytes = std::fs::read(&path).unwrap();
     assert!(bytes.len() > 4096, "the table has slots");
-    for b in &mut bytes[4096..] {
-        *b = 0;
-    }
+    let range = range(&bytes);
+    bytes[range].fill(0);
     std::fs::write(&path, bytes).unwrap();
 }
 

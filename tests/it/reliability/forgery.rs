@@ -40,10 +40,9 @@ fn copy_tree(from: &Path, to: &Path) {
     assert!(status.success());
 }
 
-const DERIVED: [&str; 6] = [
+const DERIVED: [&str; 5] = [
     "checkpoint.json",
     "checkpoint-digests.idx",
-    "checkpoint-digests.log",
     "receipt-head.json",
     "run.json",
     "tree-hashes",
@@ -179,7 +178,7 @@ impl Copy {
         self.dir.join("checkpoint.json")
     }
 
-    /// Re-MAC the checkpoint after `edit`, binding the digest files' stamps
+    /// Re-MAC the checkpoint after `edit`, binding the digest file's stamp
     /// as they are now (what a key holder does after editing them).
     fn rebind(&self, edit: impl FnOnce(&mut Value)) {
         let mut c = read_json(&self.checkpoint());
@@ -187,7 +186,6 @@ impl Copy {
         if c.get("digest_stamps").is_some() {
             c["digest_stamps"] = json!({
                 "index": stamp(&self.dir.join("checkpoint-digests.idx")),
-                "log": stamp(&self.dir.join("checkpoint-digests.log")),
             });
         }
         c["state_digest"] = json!(bluetape_flow::receipt::canonical::digest(&c["state"]));
@@ -339,24 +337,18 @@ fn forgeries(base: &Base) -> Vec<(String, String, Forge)> {
             file,
             format!("swapped with the other run's{how}"),
             Box::new(move |_, c| {
-                for f in ["checkpoint-digests.idx", "checkpoint-digests.log"] {
-                    let from = c.other_dir.join(f);
-                    if from.exists() {
-                        std::fs::copy(from, c.dir.join(f)).unwrap();
-                    }
-                }
+                let f = "checkpoint-digests.idx";
+                std::fs::copy(c.other_dir.join(f), c.dir.join(f)).unwrap();
                 if rebound {
                     c.rebind(|_| {});
                 }
             }),
         );
         add(
-            "checkpoint-digests.log",
-            format!("log zeroed{how}"),
+            file,
+            format!("log zeroed (the table kept){how}"),
             Box::new(move |_, c| {
-                let path = c.dir.join("checkpoint-digests.log");
-                let len = std::fs::metadata(&path).unwrap().len();
-                std::fs::write(&path, vec![0u8; len as usize]).unwrap();
+                crate::bed::forge::zero_digest_log(&c.dir);
                 if rebound {
                     c.rebind(|_| {});
                 }
