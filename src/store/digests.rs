@@ -554,7 +554,11 @@ mod tests {
         let log = files.extend(table, covered, &all[300..301]).unwrap();
         assert_eq!(files.read_log(log).unwrap(), all[..301].to_vec());
         let size = std::fs::metadata(files.index_path()).unwrap().len();
-        assert_eq!(size, HEADER_BYTES + 1024 * KEY_BYTES + log, "stray lines cut");
+        assert_eq!(
+            size,
+            HEADER_BYTES + 1024 * KEY_BYTES + log,
+            "stray lines cut"
+        );
         // 601 entries do not fit half of 1024 slots: the table grows.
         let table = files.open_table(301, true).unwrap();
         let log = files.extend(table, log, &all[301..]).unwrap();

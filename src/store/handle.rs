@@ -12,8 +12,8 @@ use super::held::Place;
 use super::paths::{exists_no_follow, is_symlink, resolve_nonstrict, stem};
 use super::root::remove_file;
 use super::secure::{
-    FILE_MODE, create_exclusive, open_regular, open_regular_meta, open_secure_dir, read_limited,
-    read_sized,
+    FILE_MODE, check_secure_dir, create_exclusive, open_regular, open_regular_meta,
+    open_secure_dir, read_limited, read_sized,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier};
@@ -156,7 +156,7 @@ pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle
 /// is then reached from the held root, whatever path the user gave.
 pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
     let handles = root.join("handles");
-    open_secure_dir(&handles, "state-root handles")?;
+    check_secure_dir(&handles, "state-root handles")?;
     let parent = path.parent().unwrap_or(Path::new("."));
     // The running command's root is resolved and `handles` was just opened
     // as a directory, not a symlink: `<root>/handles` is its real path, and

@@ -87,16 +87,27 @@ impl HeldDir {
     /// symlink, a missing name): the caller then walks component by
     /// component, whose refusals say why.
     pub fn descend(&self, relative: &Path) -> Option<HeldDir> {
+        let fd = self.beneath(relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        HeldDir::from_fd(fd, self.path.join(relative)).ok()
+    }
+
+    /// [`Self::descend`] to a file: `relative` opened with `flags` in one
+    /// `openat2` that follows no symlink at any component and never leaves
+    /// this directory. `None` when the call fails for any reason.
+    pub fn open_file_beneath(&self, relative: &Path, flags: OFlags) -> Option<File> {
+        self.beneath(relative, flags).map(File::from)
+    }
+
+    fn beneath(&self, relative: &Path, flags: OFlags) -> Option<OwnedFd> {
         use rustix::fs::ResolveFlags;
-        let fd = rustix::fs::openat2(
+        rustix::fs::openat2(
             &self.file,
             relative,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
-        .ok()?;
-        HeldDir::from_fd(fd, self.path.join(relative)).ok()
+        .ok()
     }
 
     /// Device and inode of this directory's parent (`..`, not followed
@@ -366,6 +377,16 @@ pub trait Place {
     fn outside_path(&self) -> Option<&Path> {
         None
     }
+
+    /// The file opened with `flags` from the held root in one `openat2`,
+    /// when this is a path inside the running command's state root whose
+    /// directory the command has not opened (see
+    /// [`super::root::open_file_beneath`]); `None` otherwise, or when that
+    /// open fails (the caller then opens it from its placed directory,
+    /// whose refusal says why).
+    fn open_beneath_root(&self, _flags: OFlags) -> Option<(File, PathBuf)> {
+        None
+    }
 }
 
 impl Place for Loc {
@@ -377,6 +398,11 @@ impl Place for Loc {
 impl Place for Path {
     fn outside_path(&self) -> Option<&Path> {
         (!super::root::is_inside(self)).then_some(self)
+    }
+
+    fn open_beneath_root(&self, flags: OFlags) -> Option<(File, PathBuf)> {
+        let file = super::root::open_file_beneath(self, flags)?;
+        Some((file, self.to_path_buf()))
     }
 
     fn place(&self) -> StoreResult<Loc> {
@@ -404,6 +430,10 @@ impl Place for PathBuf {
 
     fn outside_path(&self) -> Option<&Path> {
         self.as_path().outside_path()
+    }
+
+    fn open_beneath_root(&self, flags: OFlags) -> Option<(File, PathBuf)> {
+        self.as_path().open_beneath_root(flags)
     }
 }
 

@@ -267,6 +267,52 @@ pub(super) fn remember_walked(path: &Path, dir: &Arc<HeldDir>) {
     });
 }
 
+/// The file at `path`, inside the running command's root and deeper than
+/// one name (names only), whose directory this command has not opened yet:
+/// opened with `flags` from the held root in one `openat2` (no symlink at
+/// any component, nothing outside the root), its directory not held. The
+/// directory's own rule (a 0700 directory of ours) is the caller's, checked
+/// by an `lstat` (`secure::check_secure_dir`). `None` otherwise, or when
+/// the call fails: the caller then walks, whose refusals say why.
+pub fn open_file_beneath(path: &Path, flags: rustix::fs::OFlags) -> Option<std::fs::File> {
+    let (root, relative) = inside(path)?;
+    let parent = relative.parent()?;
+    let names_only = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !names_only || parent.as_os_str().is_empty() {
+        return None;
+    }
+    // A directory already open costs nothing more: the usual way.
+    if with_current(|cur| {
+        cur.as_ref()
+            .is_some_and(|cur| cur.walked.contains_key(parent))
+    }) {
+        return None;
+    }
+    held(&root).ok()?.open_file_beneath(&relative, flags)
+}
+
+/// The `lstat` of `path`, a directory directly in the running command's
+/// held root that this command has not opened: `None` for any other path,
+/// or when it cannot be looked at.
+pub fn lstat_unopened_top_dir(path: &Path) -> Option<rustix::fs::Stat> {
+    let (root, relative) = inside(path)?;
+    let mut names = relative.components();
+    let (Some(std::path::Component::Normal(name)), None) = (names.next(), names.next()) else {
+        return None;
+    };
+    if with_current(|cur| {
+        cur.as_ref()
+            .is_some_and(|cur| cur.walked.contains_key(&relative))
+    }) {
+        return None;
+    }
+    let stat = Loc::new(held(&root).ok()?, name).lstat().ok()??;
+    (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory)
+        .then_some(stat)
+}
+
 /// The directory at `path` if this command has walked to it already.
 pub fn known_dir(path: &Path) -> Option<Arc<HeldDir>> {
     let (_, relative) = inside(path)?;

@@ -88,6 +88,19 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
     check_metadata(&meta, kind, DIR_MODE)
 }
 
+/// [`open_secure_dir`] without opening it when it lies directly in the
+/// held root and this command has not opened it: an `lstat` from the root
+/// says it is a 0700 directory of ours, and its files are then opened
+/// beneath the root in one `openat2` each (`root::open_file_beneath`).
+/// Anything else (a symlink, a missing name) is judged by
+/// [`open_secure_dir`], in its words.
+pub fn check_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
+    match super::root::lstat_unopened_top_dir(path) {
+        Some(stat) => check_owner_and_mode(stat.st_uid, stat.st_mode, kind, DIR_MODE),
+        None => open_secure_dir(path, kind),
+    }
+}
+
 /// Open the directory `at` (no symlink) from its held parent and check it
 /// is a 0700 directory owned by us; the result is held in turn.
 pub fn open_secure_dir_at(at: &Loc, kind: &str) -> StoreResult<HeldDir> {
@@ -120,11 +133,17 @@ pub fn open_regular_meta(
     // A file outside the root is opened by its path in one call; when that
     // fails, the parent is opened as below, so the refusal says why in the
     // same words (a symlink, not a directory, missing).
+    // A file deeper in the root whose directory is not open yet: one
+    // `openat2` from the root, the same way.
     let direct = at
         .outside_path()
-        .and_then(|path| Some((rustix::fs::open(path, FLAGS, Mode::empty()).ok()?, path)));
+        .and_then(|path| {
+            let fd = rustix::fs::open(path, FLAGS, Mode::empty()).ok()?;
+            Some((File::from(fd), path.to_path_buf()))
+        })
+        .or_else(|| at.open_beneath_root(OFlags::RDONLY | OFlags::NONBLOCK));
     let (file, path) = match direct {
-        Some((fd, path)) => (File::from(fd), path.to_path_buf()),
+        Some(opened) => opened,
         None => {
             let at = at.place()?;
             let file = at

@@ -125,6 +125,8 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     // The run directory is reached from the held root in one `openat2`
     // (no symlink at any component), `runs` only looked at.
     assert_eq!(opened("runs"), 0, "runs is not opened on its own");
+    // So is the owner handle: `handles` is only looked at.
+    assert_eq!(opened("handles"), 0, "handles is not opened on its own");
     assert!(
         trace.contains("openat2(") && trace.contains("RESOLVE_NO_SYMLINKS"),
         "the run is opened beneath the root, following no symlink"

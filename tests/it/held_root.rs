@@ -381,3 +381,25 @@ fn a_run_directory_swapped_while_the_lock_is_held_is_released_in_the_held_direct
         "the lock is released in the directory it was taken in; the copy untouched",
     );
 }
+
+/// A handle is opened from the held root in one `openat2`, its directory
+/// only looked at (contracts/receipt.md "Files"): the directory's rule
+/// still holds, so `handles` open to others refuses an owner's command
+/// and nothing is written.
+#[test]
+fn a_handles_directory_open_to_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_tmp, _base, run) = lane_run();
+    let handles = run.root.join("handles");
+    std::fs::set_permissions(&handles, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = files(&tree(&run.root));
+    let out = run.flow.run(&command_argv(&run, "heartbeat"));
+    let e = out.assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        "state-root handles does not have the required secure mode"
+    );
+    assert_eq!(files(&tree(&run.root)), before, "nothing written");
+    std::fs::set_permissions(&handles, std::fs::Permissions::from_mode(0o700)).unwrap();
+    run.flow.run(&command_argv(&run, "heartbeat")).assert_ok();
+}
