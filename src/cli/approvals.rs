@@ -18,17 +18,7 @@ const TABLE_OPERATION: &str = "approvals (table)";
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalCommands {
-    #[command(
-        name = "approvals",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Safe next: run-approve or run-cancel. In-place migration is unavailable."
-    )]
     Approvals(ApprovalsArgs),
-    #[command(
-        name = "approval-statement",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only, runs whose policy pins approver_key. Writes the approval statement for the approver to sign to a new file (--out). Safe next: ssh-keygen -Y sign -n bluetape-flow-approval, then run-approve --signature. In-place migration is unavailable."
-    )]
     ApprovalStatement(StatementArgs),
 }
 

@@ -13,33 +13,10 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum BundleCommands {
-    #[command(
-        name = "bundle-export",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Writes one bundle file outside the state root (--out). Safe next: bundle-verify FILE on any machine. In-place migration is unavailable."
-    )]
     BundleExport(BundleExportArgs),
-    #[command(
-        name = "bundle-verify",
-        args_override_self = true,
-        about = "Read-only. Capability: offline, no state root. Safe next: keep the bundle with the verifier key. Extracts nothing; in-place migration is unavailable."
-    )]
     BundleVerify(BundleVerifyArgs),
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only, completed runs. Writes one DSSE envelope outside the state root (--out). Safe next: verify it with any DSSE verifier. In-place migration is unavailable."
-    )]
     Attest(AttestArgs),
-    #[command(
-        args_override_self = true,
-        about = "Mutation (of a git ref only; the state root is untouched). Capability: Phase 2 only. Safe next: git push origin 'refs/bluetape/*:refs/bluetape/*'. Moves the ref only forward."
-    )]
     Publish(PublishArgs),
-    #[command(
-        name = "otel-export",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Sends the run as an OpenTelemetry trace to an OTLP/HTTP receiver (--endpoint) or writes it as OTLP/JSON (--out). Safe next: open the trace in the receiver. In-place migration is unavailable."
-    )]
     OtelExport(OtelExportArgs),
 }
 

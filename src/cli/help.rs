@@ -98,6 +98,10 @@ else $XDG_STATE_HOME/bluetape-skills (default ~/.local/state/bluetape-skills).";
 /// A page split into the parts clap shows in different places.
 #[derive(Debug, Default, PartialEq)]
 pub struct PageParts {
+    /// The reference's one line for the command (the page's first line):
+    /// its kind, capability and safe next step, as the top-level help
+    /// lists it.
+    pub about: String,
     /// What the command records or answers (after the reference's line).
     pub description: String,
     /// `(long option name, description)` from the `Options:` block.
@@ -108,11 +112,16 @@ pub struct PageParts {
     pub exits: String,
 }
 
-/// Split a page into its parts: the description runs to the first section
-/// heading; `Options:` lines are `  --name  text`; `Exit statuses:` runs to
-/// the end; everything else is input-file documentation.
+/// Split a page into its parts: the first line is the reference's line for
+/// the command, then a blank line; the description runs to the first
+/// section heading; `Options:` lines are `  --name  text`; `Exit statuses:`
+/// runs to the end; everything else is input-file documentation.
 pub fn parse_page(text: &str) -> PageParts {
-    let mut parts = PageParts::default();
+    let (about, text) = text.split_once("\n\n").unwrap_or((text, ""));
+    let mut parts = PageParts {
+        about: about.to_string(),
+        ..PageParts::default()
+    };
     let mut section = "description";
     let mut description = Vec::new();
     let mut inputs = Vec::new();
@@ -194,11 +203,12 @@ fn option_help(page: &PageParts, arg: &Arg) -> Option<String> {
 
 fn teach_command(command: Command, page: &CommandDef) -> Command {
     let parts = parse_page(page.text);
-    let about = command
-        .get_about()
-        .map(|about| about.to_string())
-        .unwrap_or_default();
-    let mut command = command.long_about(format!("{about}\n\n{}", parts.description));
+    // Repeating an option takes the last value, as the reference's
+    // argparse does.
+    let mut command = command
+        .args_override_self(true)
+        .about(parts.about.clone())
+        .long_about(format!("{}\n\n{}", parts.about, parts.description));
     let helps: Vec<(String, String)> = command
         .get_arguments()
         .filter_map(|arg| option_help(&parts, arg).map(|h| (arg.get_id().to_string(), h)))
@@ -244,8 +254,9 @@ mod tests {
 
     #[test]
     fn a_page_splits_into_description_options_inputs_and_exits() {
-        let page = "What it does.\nSecond line.\n\nOptions:\n  --input  The lane <FILE>\n    continued\n  --deadline  When\n\nInput file --input <FILE>: a JSON object\n  lane_id  string\n\nExit statuses:\n  0  ok\n  2  contract_error  bad input\n";
+        let page = "Mutation. Capability: all. Safe next: verify.\n\nWhat it does.\nSecond line.\n\nOptions:\n  --input  The lane <FILE>\n    continued\n  --deadline  When\n\nInput file --input <FILE>: a JSON object\n  lane_id  string\n\nExit statuses:\n  0  ok\n  2  contract_error  bad input\n";
         let parts = parse_page(page);
+        assert_eq!(parts.about, "Mutation. Capability: all. Safe next: verify.");
         assert_eq!(parts.description, "What it does.\nSecond line.");
         assert_eq!(
             parts.options,

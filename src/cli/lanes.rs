@@ -13,53 +13,13 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum LaneCommands {
-    #[command(
-        name = "lane-create",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start. In-place migration is unavailable."
-    )]
     LaneCreate(InputMutationArgs),
-    #[command(
-        name = "lane-start",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: perform native spawn, then startup-ack. In-place migration is unavailable."
-    )]
     LaneStart(LaneStepArgs),
-    #[command(
-        name = "startup-ack",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
-    )]
     StartupAck(LaneStepArgs),
-    #[command(
-        name = "probe-ack",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
-    )]
     ProbeAck(LaneStepArgs),
-    #[command(
-        name = "lane-complete",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable."
-    )]
     LaneComplete(LaneCompleteArgs),
-    #[command(
-        name = "lane-fail",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-resolve or completion-check. In-place migration is unavailable."
-    )]
     LaneFail(LaneReasonArgs),
-    #[command(
-        name = "lane-block",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: replacement-close or completion-check. In-place migration is unavailable."
-    )]
     LaneBlock(LaneReasonArgs),
-    #[command(
-        name = "lane-cancel",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: replacement-close or completion-check. In-place migration is unavailable."
-    )]
     LaneCancel(LaneReasonArgs),
 }
 

@@ -13,40 +13,11 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum LivenessCommands {
-    #[command(
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: liveness-check. In-place migration is unavailable."
-    )]
     Heartbeat(InputMutationArgs),
-    #[command(
-        name = "stall-record",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: probe-sent. In-place migration is unavailable."
-    )]
     StallRecord(StallRecordArgs),
-    #[command(
-        name = "stall-clear",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: heartbeat or liveness-check. In-place migration is unavailable."
-    )]
     StallClear(StallClearArgs),
-    #[command(
-        name = "probe-sent",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: perform the native probe, then probe-ack or interrupt-result. In-place migration is unavailable."
-    )]
     ProbeSent(ProbeSentArgs),
-    #[command(
-        name = "interrupt-result",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-reassign. In-place migration is unavailable."
-    )]
     InterruptResult(LaneStepArgs),
-    #[command(
-        name = "liveness-check",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command. In-place migration is unavailable."
-    )]
     LivenessCheck(LivenessCheckArgs),
 }
 

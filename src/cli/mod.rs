@@ -63,38 +63,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    #[command(
-        name = "state-root",
-        args_override_self = true,
-        about = "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command. In-place migration is unavailable."
-    )]
     StateRoot(StateRootArgs),
-    #[command(
-        args_override_self = true,
-        about = "Mutation. Capability: workspace bootstrap. Safe next: run-approve. In-place migration is unavailable."
-    )]
     Init(InitArgs),
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild or the manifest-supported inspection command. In-place migration is unavailable."
-    )]
     Verify(VerifyArgs),
-    #[command(
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify. In-place migration is unavailable."
-    )]
     Rebuild(RunArgs),
-    #[command(
-        name = "receipt-diagnose",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: recovery-run-create or init. In-place migration is unavailable."
-    )]
     ReceiptDiagnose(RunArgs),
-    #[command(
-        name = "resume-check",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Safe next: resume, replacement-repair, or replacement-block. In-place migration is unavailable."
-    )]
     ResumeCheck(RunArgs),
     #[command(flatten)]
     Run(run::RunCommands),
@@ -116,32 +89,11 @@ pub enum Command {
     Bundle(bundle::BundleCommands),
     #[command(flatten)]
     Views(views::ViewCommands),
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: workspace maintenance. Safe next: the remedy each item names. In-place migration is unavailable."
-    )]
     Doctor(DoctorArgs),
-    #[command(
-        name = "evidence-digest",
-        args_override_self = true,
-        about = "Read-only. Prints the digest lane-resolve and replacement-repair bind: the SHA-256 of an evidence list's canonical JSON. Never touches a state root."
-    )]
     EvidenceDigest(EvidenceDigestArgs),
-    #[command(
-        args_override_self = true,
-        about = "Utility. Prints a shell completion script on stdout. Never touches a state root."
-    )]
     Completions(CompletionsArgs),
-    #[command(
-        args_override_self = true,
-        about = "Utility. Writes man pages for the tool and every command. Never touches a state root."
-    )]
     Man(ManArgs),
     #[cfg(feature = "mcp")]
-    #[command(
-        args_override_self = true,
-        about = "Server. Serves the commands as MCP tools on stdin/stdout until stdin ends. Tools narrow with --mode."
-    )]
     Mcp(McpArgs),
 }
 

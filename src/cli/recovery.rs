@@ -16,28 +16,9 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum RecoveryCommands {
-    #[command(
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: resume-check. In-place migration is unavailable."
-    )]
     Resume(ResumeArgs),
-    #[command(
-        name = "recovery-run-create",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: verify the new run. In-place migration is unavailable."
-    )]
     RecoveryRunCreate(RecoveryRunCreateArgs),
-    #[command(
-        name = "handoff-create",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: stop and continue in a fresh session. In-place migration is unavailable."
-    )]
     HandoffCreate(HandoffArgs),
-    #[command(
-        name = "live-report-create",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: preserve the immutable report. In-place migration is unavailable."
-    )]
     LiveReportCreate(ReportArgs),
 }
 

@@ -1,6 +1,7 @@
 //! Every command, defined once (architecture.md §3a): its name, what it
 //! does to the state root, whether the MCP server offers it, and its help
-//! page and example. The help pages, man pages and completions
+//! page (its one line in the top-level help first) and example. The
+//! parser's derive structs say only its arguments. The help pages, man pages and completions
 //! ([`super::help`]), the allocator a process starts (`src/main.rs`), the
 //! answer-lost rule ([`super`]) and the MCP catalog (`mcp::catalog`) read
 //! this table, and a test holds it to the parser: a command named here is a
@@ -81,7 +82,8 @@ pub struct CommandDef {
     pub offer: Offer,
     /// Its flags that take JSON, with their schemas.
     pub inputs: &'static [JsonInput],
-    /// Its help page (`help/<name>.txt`).
+    /// Its help page (`help/<name>.txt`): the reference's one line for it
+    /// (the top-level help's), a blank line, then the page.
     pub text: &'static str,
     /// Its runnable example (`help/examples/<name>.sh`).
     pub example: &'static str,
@@ -250,7 +252,7 @@ mod tests {
         let taught = crate::cli::command();
         let listed: Vec<&str> = taught.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(listed, defined, "teaching keeps the order");
-        for command in parser.get_subcommands() {
+        for command in taught.get_subcommands() {
             let about = command
                 .get_about()
                 .map(|a| a.to_string())

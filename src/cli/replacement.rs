@@ -12,29 +12,9 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum ReplacementCommands {
-    #[command(
-        name = "lane-reassign",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start for the replacement lane. In-place migration is unavailable."
-    )]
     LaneReassign(InputMutationArgs),
-    #[command(
-        name = "replacement-repair",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-start for the replacement lane. In-place migration is unavailable."
-    )]
     ReplacementRepair(LineageArgs),
-    #[command(
-        name = "replacement-block",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
-    )]
     ReplacementBlock(LineageArgs),
-    #[command(
-        name = "replacement-close",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
-    )]
     ReplacementClose(LineageArgs),
 }
 

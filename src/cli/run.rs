@@ -12,47 +12,12 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum RunCommands {
-    #[command(
-        name = "run-approve",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: run-start. In-place migration is unavailable."
-    )]
     RunApprove(RunApproveArgs),
-    #[command(
-        name = "run-start",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: lane-create. In-place migration is unavailable."
-    )]
     RunStart(RunTransitionArgs),
-    #[command(
-        name = "run-recovery-finish",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: resume normal lane work. In-place migration is unavailable."
-    )]
     RunRecoveryFinish(RunTransitionArgs),
-    #[command(
-        name = "run-recovery-start",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: repair the diagnosed state. In-place migration is unavailable."
-    )]
     RunRecoveryStart(RunReasonArgs),
-    #[command(
-        name = "run-fail",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
-    )]
     RunFail(RunReasonArgs),
-    #[command(
-        name = "run-block",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
-    )]
     RunBlock(RunReasonArgs),
-    #[command(
-        name = "run-cancel",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: receipt-diagnose. In-place migration is unavailable."
-    )]
     RunCancel(RunReasonArgs),
 }
 

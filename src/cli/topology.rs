@@ -13,46 +13,12 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum TopologyCommands {
-    #[command(
-        name = "completion-check",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable."
-    )]
     CompletionCheck(CompletionCheckArgs),
-    #[command(
-        name = "topology-register",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable."
-    )]
     TopologyRegister(InputMutationArgs),
-    #[command(
-        name = "check-result",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable."
-    )]
     CheckResult(InputMutationArgs),
-    #[command(
-        name = "component-evidence",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
-    )]
     ComponentEvidence(InputMutationArgs),
-    #[command(
-        name = "lane-resolve",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
-    )]
     LaneResolve(LaneResolveArgs),
-    #[command(
-        name = "topology-remove",
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable."
-    )]
     TopologyRemove(TopologyRemoveArgs),
-    #[command(
-        args_override_self = true,
-        about = "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable."
-    )]
     Complete(CompleteArgs),
 }
 

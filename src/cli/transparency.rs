@@ -15,35 +15,10 @@ use crate::store::discovery::DiscoveryEnv;
 
 #[derive(Debug, Subcommand)]
 pub enum TransparencyCommands {
-    #[command(
-        name = "key-generate",
-        args_override_self = true,
-        about = "Mutation (a new key file only). Capability: signed heads. Safe next: sign-head --key FILE. The signer key never reaches stdout."
-    )]
     KeyGenerate(KeyGenerateArgs),
-    #[command(
-        name = "sign-head",
-        args_override_self = true,
-        about = "Mutation (a stored signed head only). Capability: Phase 1 and Phase 2. Safe next: prove-event or verify --key. Never signs a receipt that does not verify."
-    )]
     SignHead(SignHeadArgs),
-    #[command(
-        name = "prove-event",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: check-proof --proof FILE --event FILE --key VKEY. In-place migration is unavailable."
-    )]
     ProveEvent(ProveEventArgs),
-    #[command(
-        name = "prove-append",
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: check-proof --append FILE --key VKEY. In-place migration is unavailable."
-    )]
     ProveAppend(ProveAppendArgs),
-    #[command(
-        name = "check-proof",
-        args_override_self = true,
-        about = "Read-only. Capability: offline, no state root. Safe next: keep the proof with its event. In-place migration is unavailable."
-    )]
     CheckProof(CheckProofArgs),
 }
 

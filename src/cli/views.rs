@@ -77,20 +77,8 @@ impl Terminal {
 
 #[derive(Debug, Subcommand)]
 pub enum ViewCommands {
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: the first command under next, or status --run-id. In-place migration is unavailable."
-    )]
     Status(StatusArgs),
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: status or verify. In-place migration is unavailable."
-    )]
     Log(LogArgs),
-    #[command(
-        args_override_self = true,
-        about = "Read-only. Capability: Phase 1 and Phase 2. Safe next: open the written page in a browser. In-place migration is unavailable."
-    )]
     Report(ReportArgs),
 }
 
