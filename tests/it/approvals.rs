@@ -10,7 +10,7 @@
 use crate::bed as common;
 use crate::bed::TestBed;
 
-use common::{Flow, Output};
+use common::{Flow, Output, Snapshot};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -247,8 +247,6 @@ impl Gate {
         path
     }
 }
-
-type Snapshot = std::collections::BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
 
 fn assert_refusal(out: &Output, code: i32, error: &str, message: &str) {
     assert_eq!(out.code, code, "{out:?}");

@@ -5,8 +5,9 @@
 //! writer is seen doing (`/proc/<pid>/fd` holding the run open, a live
 //! holder's lock), never on a fixed delay alone.
 
+use crate::bed::{Entry, files};
 use crate::path_swap::{Holder, copy_dir, finish, waiting};
-use crate::reliability::{self, Entry, LaneRun, tree, tree_diff};
+use crate::reliability::{self, LaneRun, tree, tree_diff};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -17,15 +18,6 @@ fn lane_run() -> (tempfile::TempDir, PathBuf, LaneRun) {
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let run = LaneRun::new(&base, &["a"]);
     (tmp, base, run)
-}
-
-/// The files (and links) of a snapshot with their content, without the
-/// directories' times: what a command created, removed or changed.
-fn files(tree: &BTreeMap<PathBuf, Entry>) -> BTreeMap<PathBuf, (char, String)> {
-    tree.iter()
-        .filter(|(_, e)| e.kind != 'd')
-        .map(|(p, e)| (p.clone(), (e.kind, e.content.clone())))
-        .collect()
 }
 
 fn assert_root_moved_refusal(out: &crate::bed::Output, root: &Path) {
@@ -163,12 +155,13 @@ fn root_swap_round(command: &str) {
         Vec::<String>::new(),
         "{command}: written through the swapped root ({out:?})"
     );
-    let rebase = |files: BTreeMap<PathBuf, (char, String)>| -> BTreeMap<PathBuf, (char, String)> {
-        files
-            .into_iter()
-            .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
-            .collect()
-    };
+    let rebase =
+        |files: BTreeMap<PathBuf, (char, u32, String)>| -> BTreeMap<PathBuf, (char, u32, String)> {
+            files
+                .into_iter()
+                .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
+                .collect()
+        };
     let mut expected = rebase(before);
     // The holder's lock was made after the snapshot.
     for (path, entry) in files(&tree(&moved.join(&lock))) {

@@ -12,7 +12,8 @@ use std::path::Path;
 
 fn rel_tree(root: &Path) -> Vec<(String, String, u32)> {
     let mut out = Vec::new();
-    for (path, (mode, _, _)) in common::snapshot(root) {
+    for (path, entry) in common::snapshot(root) {
+        let mode = entry.mode;
         let rel = path
             .strip_prefix(root)
             .unwrap()

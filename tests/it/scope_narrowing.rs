@@ -6,9 +6,8 @@
 
 use crate::bed as common;
 
-use common::{Output, TestBed, bed_type};
+use common::{Output, TestBed, bed_type, snapshot};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 
 bed_type!(Run);
 
@@ -36,10 +35,6 @@ impl Run {
         std::fs::write(&path, input.to_string()).unwrap();
         self.step("lane-create", &["--input", path.to_str().unwrap()])
     }
-}
-
-fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
-    common::snapshot(root)
 }
 
 #[test]

@@ -952,7 +952,7 @@ fn signer_keys_are_guarded() {
         s(&keys.signer),
     ]);
     assert!(!out.stdout.contains(&seed) && !out.stderr.contains(&seed));
-    for entry in walk(&run.root) {
+    for entry in common::walk(&run.root) {
         if entry.is_file() {
             let bytes = std::fs::read(&entry).unwrap();
             assert!(
@@ -962,21 +962,6 @@ fn signer_keys_are_guarded() {
             );
         }
     }
-}
-
-fn walk(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path.clone());
-            }
-            out.push(path);
-        }
-    }
-    out
 }
 
 /// A receipt that does not verify is never signed (exit 3, nothing

@@ -230,7 +230,33 @@ pub fn set_modes(root: &Path) {
     }
 }
 
-fn walk(root: &Path) -> Vec<PathBuf> {
+/// insta's settings for every snapshot of the binary: the `.snap` files
+/// live in `tests/it/snapshots/`, whatever module asserts them. CI
+/// (`CI=true`) never writes new ones: review with `cargo insta review` or
+/// run with `INSTA_UPDATE=always` and commit the files.
+pub fn snapshots() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings
+}
+
+/// One path of a tree snapshot: kind, mode, link count, modification and
+/// change times (ns), size and content digest (files) or target (links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: char,
+    pub mode: u32,
+    pub nlink: u64,
+    pub mtime: i128,
+    pub ctime: i128,
+    pub len: u64,
+    pub content: String,
+}
+
+/// Every path under `root` (not `root` itself), sorted, never following a
+/// symlink.
+pub fn walk(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -249,47 +275,98 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// insta's settings for every snapshot of the binary: the `.snap` files
-/// live in `tests/it/snapshots/`, whatever module asserts them. CI
-/// (`CI=true`) never writes new ones: review with `cargo insta review` or
-/// run with `INSTA_UPDATE=always` and commit the files.
-pub fn snapshots() -> insta::Settings {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
-    settings.set_prepend_module_to_snapshot(false);
-    settings
+/// Every path under (and including) `root`, never following a symlink and
+/// never opening anything but regular files.
+pub fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = BTreeMap::new();
+    for path in std::iter::once(root.to_path_buf()).chain(walk(root)) {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let kind = meta.file_type();
+        let (tag, content) = if kind.is_symlink() {
+            (
+                'l',
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        } else if kind.is_dir() {
+            ('d', String::new())
+        } else if kind.is_fifo() {
+            ('p', String::new())
+        } else if kind.is_file() {
+            (
+                'f',
+                std::fs::read(&path)
+                    .map(|b| bluetape_flow::receipt::canonical::sha256_hex(&b))
+                    .unwrap_or_else(|e| format!("unreadable: {e}")),
+            )
+        } else {
+            ('?', String::new())
+        };
+        out.insert(
+            path,
+            Entry {
+                kind: tag,
+                mode: meta.mode(),
+                nlink: meta.nlink(),
+                mtime: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+                ctime: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+                len: if kind.is_file() { meta.len() } else { 0 },
+                content,
+            },
+        );
+    }
+    out
+}
+
+/// Human-readable differences between two snapshots (empty when equal).
+pub fn tree_diff(
+    before: &BTreeMap<PathBuf, Entry>,
+    after: &BTreeMap<PathBuf, Entry>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, entry) in before {
+        match after.get(path) {
+            None => out.push(format!("removed {}", path.display())),
+            Some(other) if other != entry => out.push(format!(
+                "changed {}: {entry:?} -> {other:?}",
+                path.display()
+            )),
+            _ => {}
+        }
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        out.push(format!("created {}", path.display()));
+    }
+    out
 }
 
 /// What [`snapshot`] returns.
-pub type Snapshot = BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
+pub type Snapshot = BTreeMap<PathBuf, Entry>;
 
-/// Every path under `root` with its type, mode, mtime and content: equal
-/// snapshots mean nothing was created, modified or chmod-ed.
+/// [`tree`] without the directories' times (which a lock taken and
+/// released moves): equal snapshots mean nothing was created, removed,
+/// modified, linked or chmod-ed.
 pub fn snapshot(root: &Path) -> Snapshot {
-    let mut map = BTreeMap::new();
-    if let Ok(meta) = std::fs::symlink_metadata(root) {
-        map.insert(root.to_path_buf(), (meta.mode(), 0, Vec::new()));
+    let mut tree = tree(root);
+    for entry in tree.values_mut().filter(|e| e.kind == 'd') {
+        (entry.mtime, entry.ctime) = (0, 0);
     }
-    for path in walk(root) {
-        let meta = std::fs::symlink_metadata(&path).unwrap();
-        let content = if meta.is_file() {
-            std::fs::read(&path).unwrap()
-        } else if meta.file_type().is_symlink() {
-            std::fs::read_link(&path)
-                .unwrap()
-                .into_os_string()
-                .into_encoded_bytes()
-        } else {
-            Vec::new()
-        };
-        let mtime = if meta.is_file() {
-            meta.mtime_nsec() + meta.mtime() * 1_000_000_000
-        } else {
-            0
-        };
-        map.insert(path, (meta.mode(), mtime, content));
-    }
-    map
+    tree
+}
+
+/// The files (and links) of a snapshot with their mode and content,
+/// without the directories and the times: what a command created, removed,
+/// rewrote differently or chmod-ed.
+pub fn files(tree: &Snapshot) -> BTreeMap<PathBuf, (char, u32, String)> {
+    tree.iter()
+        .filter(|(_, e)| e.kind != 'd')
+        .map(|(p, e)| (p.clone(), (e.kind, e.mode, e.content.clone())))
+        .collect()
 }
 
 /// The result of one CLI call.

@@ -4,11 +4,10 @@
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use crate::bed::{Flow, Output, snapshot};
+use crate::bed::{Flow, Output, Snapshot, snapshot};
 use bluetape_flow::receipt::event::{EventDraft, SealedEvent};
 
 /// A temp directory holding `home/`, `repo/` and (once created) `state/`.
@@ -151,27 +150,11 @@ pub fn expect_error(out: &Output, code: i32, error: &str, needle: &str, what: &s
     e
 }
 
-type Snap = BTreeMap<PathBuf, (u32, i64, Vec<u8>)>;
-
 /// Equal snapshots, with a readable list of differences when not.
-pub fn assert_unchanged(before: &Snap, after: &Snap, what: &str) {
-    if before == after {
-        return;
-    }
-    let mut diff = Vec::new();
-    for (path, entry) in before {
-        match after.get(path) {
-            None => diff.push(format!("removed {}", path.display())),
-            Some(other) if other != entry => diff.push(format!("changed {}", path.display())),
-            _ => {}
-        }
-    }
-    for path in after.keys() {
-        if !before.contains_key(path) {
-            diff.push(format!("created {}", path.display()));
-        }
-    }
-    panic!(
+pub fn assert_unchanged(before: &Snapshot, after: &Snapshot, what: &str) {
+    let diff = crate::bed::tree_diff(before, after);
+    assert!(
+        diff.is_empty(),
         "{what}: the state on disk changed:\n  {}",
         diff.join("\n  ")
     );

@@ -1,8 +1,7 @@
 //! Shared pieces of the reliability suite (issue 8): the size of a run
 //! (quick for CI, full for `scripts/torture.sh`), a seeded random source,
-//! the figures each scenario reports, a snapshot of a whole tree (bytes,
-//! modes, link targets, mtimes and ctimes), and a run with running lanes
-//! built through the real binary.
+//! the figures each scenario reports, and a run with running lanes built
+//! through the real binary (tree snapshots are the bed's).
 //!
 //! Sizes: `BLUETAPE_TORTURE=full` selects the full counts. Figures: every
 //! scenario prints `[figure] scenario | case | count | result` on stderr
@@ -19,14 +18,12 @@ mod hostile_input;
 mod readonly;
 
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use crate::bed::{Entry, tree, tree_diff};
 use crate::bed::{Flow, Output};
-use bluetape_flow::receipt::canonical;
 
 /// True for the full torture size.
 pub fn full() -> bool {
@@ -97,94 +94,6 @@ pub fn figure(scenario: &str, case: &str, count: u64, result: &str) {
         .unwrap();
     // One write per line: every area of the one test binary appends here.
     file.write_all(format!("{line}\n").as_bytes()).unwrap();
-}
-
-/// One path of a tree snapshot: kind, mode, link count, modification and
-/// change times (ns), size and content digest (files) or target (links).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub kind: char,
-    pub mode: u32,
-    pub nlink: u64,
-    pub mtime: i128,
-    pub ctime: i128,
-    pub len: u64,
-    pub content: String,
-}
-
-/// Every path under (and including) `root`, never following a symlink and
-/// never opening anything but regular files.
-pub fn tree(root: &Path) -> BTreeMap<PathBuf, Entry> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let kind = meta.file_type();
-        let (tag, content) = if kind.is_symlink() {
-            (
-                'l',
-                std::fs::read_link(&path)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned(),
-            )
-        } else if kind.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&path) {
-                for entry in entries.flatten() {
-                    stack.push(entry.path());
-                }
-            }
-            ('d', String::new())
-        } else if kind.is_fifo() {
-            ('p', String::new())
-        } else if kind.is_file() {
-            (
-                'f',
-                std::fs::read(&path)
-                    .map(|b| canonical::sha256_hex(&b))
-                    .unwrap_or_else(|e| format!("unreadable: {e}")),
-            )
-        } else {
-            ('?', String::new())
-        };
-        out.insert(
-            path,
-            Entry {
-                kind: tag,
-                mode: meta.mode(),
-                nlink: meta.nlink(),
-                mtime: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-                ctime: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
-                len: if kind.is_file() { meta.len() } else { 0 },
-                content,
-            },
-        );
-    }
-    out
-}
-
-/// Human-readable differences between two snapshots (empty when equal).
-pub fn tree_diff(
-    before: &BTreeMap<PathBuf, Entry>,
-    after: &BTreeMap<PathBuf, Entry>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for (path, entry) in before {
-        match after.get(path) {
-            None => out.push(format!("removed {}", path.display())),
-            Some(other) if other != entry => out.push(format!(
-                "changed {}: {entry:?} -> {other:?}",
-                path.display()
-            )),
-            _ => {}
-        }
-    }
-    for path in after.keys().filter(|p| !before.contains_key(*p)) {
-        out.push(format!("created {}", path.display()));
-    }
-    out
 }
 
 /// The receipt lines of a run directory, LF included.
