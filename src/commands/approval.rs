@@ -115,7 +115,7 @@ pub fn recovery_gate(
     // Only the first line matters for the binding: stop after it.
     let _ = verify_receipt(run, |event| {
         first_verified = true;
-        ledger.observe(event);
+        ledger.observe_ref(event);
         Err(String::new())
     })?;
     let cannot = |problem: &str| {
@@ -178,7 +178,7 @@ pub fn recovery_gate(
 fn read_ledger(run: &OpenRun, holding_lock: bool) -> FlowResult<(ApprovalLedger, String)> {
     let mut ledger = ApprovalLedger::default();
     match verify_receipt(run, |event| {
-        ledger.observe(event);
+        ledger.observe_ref(event);
         Ok(())
     })? {
         Verdict::Intact(position) => Ok((ledger, position.checksum)),
@@ -338,9 +338,9 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     let mut state = origin.as_ref().map(CoordinatorState::new);
     let mut ledger = ApprovalLedger::default();
     match verify_receipt(&run, |event| {
-        ledger.observe(event);
+        ledger.observe_ref(event);
         if let Some(replaying) = state.as_mut()
-            && replaying.apply_event(event, &replay_policy).is_err()
+            && replaying.apply_ref(event, &replay_policy).is_err()
         {
             state = None;
         }

@@ -5,6 +5,7 @@
 //! The verification core reads members from any [`MemberSource`]: the tar
 //! here, git objects in `publish.rs`.
 
+use crate::receipt::json_ref::{JsonRef, ObjectRef};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -70,30 +71,29 @@ pub struct Replayed {
 }
 
 /// The timestamp of a `run_completed` event (alone or in a transaction).
-fn completion_time(event: &Map<String, Value>) -> Option<String> {
-    let completes = |e: &Map<String, Value>| {
-        e.get("event_type").and_then(Value::as_str) == Some("run_completed")
-    };
+fn completion_time(event: &ObjectRef<'_>) -> Option<String> {
+    let completes =
+        |e: &ObjectRef<'_>| e.get("event_type").and_then(JsonRef::as_str) == Some("run_completed");
     let inside = event
         .get("metadata")
         .and_then(|m| m.get("intents"))
-        .and_then(Value::as_array)
-        .is_some_and(|intents| intents.iter().filter_map(Value::as_object).any(completes));
+        .and_then(JsonRef::as_array)
+        .is_some_and(|intents| intents.iter().filter_map(JsonRef::as_object).any(completes));
     (completes(event) || inside)
         .then(|| {
             event
                 .get("timestamp")
-                .and_then(Value::as_str)
+                .and_then(JsonRef::as_str)
                 .map(str::to_string)
         })
         .flatten()
 }
 
-fn first_event_facts(event: &Map<String, Value>) -> (Option<(String, String)>, Option<String>) {
+fn first_event_facts(event: &ObjectRef<'_>) -> (Option<(String, String)>, Option<String>) {
     let meta = event.get("metadata");
     let text = |key: &str| {
         meta.and_then(|m| m.get(key))
-            .and_then(Value::as_str)
+            .and_then(JsonRef::as_str)
             .map(str::to_string)
     };
     let quarantine = match (
@@ -129,8 +129,8 @@ pub fn replay_full(root: &Path, run_id: &str) -> FlowResult<Replayed> {
         if let Some(at) = completion_time(event) {
             completed_at = Some(at);
         }
-        ledger.observe(event);
-        state.apply_event(event, &policy).map_err(|e| e.to_string())
+        ledger.observe_ref(event);
+        state.apply_ref(event, &policy).map_err(|e| e.to_string())
     })?;
     let position = match verdict {
         Verdict::Intact(position) => position,
@@ -760,17 +760,15 @@ pub fn verify_members(
     // Liveness digests leave the lanes every segment: memory stays bounded
     // (16 bytes per heartbeat) whatever the receipt's length.
     let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
-    let mut replay = |event: &Map<String, Value>, position: &ChainPosition| {
+    let mut replay = |event: &ObjectRef<'_>, position: &ChainPosition| {
         if first.is_none() {
             first = Some(first_event_facts(event));
         }
         if wanted.contains(&position.sequence) {
             checksums.insert(position.sequence, position.checksum.clone());
         }
-        ledger.observe(event);
-        state
-            .apply_event(event, &policy)
-            .map_err(|e| e.to_string())?;
+        ledger.observe_ref(event);
+        state.apply_ref(event, &policy).map_err(|e| e.to_string())?;
         if signed_size == Some(position.sequence) {
             signed = Some((state.clone(), ledger.clone(), position.clone()));
         }

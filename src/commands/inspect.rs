@@ -32,7 +32,7 @@ pub fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
         Family::V1_0 => {
             let mut cache = SimpleRunCache::default();
             let verdict = verify_receipt(run, |event| {
-                cache.observe(event);
+                cache.observe(&event.to_map());
                 Ok(())
             })?;
             (verdict, cache.state().to_string(), None)

@@ -1,10 +1,10 @@
 //! Opening a run and verifying its receipt: the shared read path of every
 //! command. Verification streams; the caller sees each verified event.
 
-use serde_json::{Map, Value};
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
+use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
 use crate::receipt::primitives::is_identifier;
 use crate::receipt::rules::Family;
@@ -96,7 +96,7 @@ pub const HEAD_RECORD_HINT: &str = "the head record receipt-head.json is ours an
 /// that ends before it, or disagrees with it, is damaged.
 pub fn verify_receipt(
     run: &OpenRun,
-    consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+    consume: impl FnMut(&ObjectRef<'_>) -> Result<(), String>,
 ) -> FlowResult<Verdict> {
     verify_from(run, ChainPosition::genesis(&run.manifest), consume)
 }
@@ -112,12 +112,12 @@ pub fn verify_chain(run: &OpenRun) -> FlowResult<Verdict> {
 pub fn verify_from(
     run: &OpenRun,
     start: ChainPosition,
-    mut consume: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+    mut consume: impl FnMut(&ObjectRef<'_>) -> Result<(), String>,
 ) -> FlowResult<Verdict> {
     verify_with(run, start, Some(&mut consume))
 }
 
-type Consumer<'c> = &'c mut dyn FnMut(&Map<String, Value>) -> Result<(), String>;
+type Consumer<'c> = &'c mut dyn FnMut(&ObjectRef<'_>) -> Result<(), String>;
 
 fn verify_with(
     run: &OpenRun,

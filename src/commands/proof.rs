@@ -82,7 +82,7 @@ fn read_tail(run: &OpenRun, head: &ChainPosition, down_to: u64) -> Option<Tail> 
             if sequence != expect_sequence || checksum != expect_checksum {
                 return None;
             }
-            events.push(event.clone());
+            events.push(event.to_map());
             if sequence == down_to {
                 reached = true;
                 break;

@@ -41,7 +41,7 @@ pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorS
     let policy = replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
-        state.apply_event(event, &policy).map_err(|e| e.to_string())
+        state.apply_ref(event, &policy).map_err(|e| e.to_string())
     })?;
     Ok(Some((verdict, state)))
 }
@@ -116,7 +116,7 @@ pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
         Family::V1_0 => {
             let mut cache = SimpleRunCache::default();
             let position = match verify_receipt(&run, |event| {
-                cache.observe(event);
+                cache.observe(&event.to_map());
                 Ok(())
             })? {
                 Verdict::Intact(position) => position,

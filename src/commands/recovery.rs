@@ -317,7 +317,7 @@ fn first_verified_event(run: &OpenRun) -> FlowResult<Option<Map<String, Value>>>
     let mut first = None;
     let verdict = verify_receipt(run, |event| {
         if first.is_none() {
-            first = Some(event.clone());
+            first = Some(event.to_map());
         }
         Ok(())
     })?;

@@ -5,6 +5,7 @@
 //! contracts/receipt.md "Checkpoint") and asks the same pure functions;
 //! `log` and `report` stream the verified receipt.
 
+use crate::receipt::json_ref::{JsonRef, ObjectRef};
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -37,14 +38,17 @@ struct RunPrefix {
 }
 
 /// Event types after which no approval decision can follow.
-fn ends_approval_phase(event: &Map<String, Value>) -> bool {
+fn ends_approval_phase(event: &ObjectRef<'_>) -> bool {
     matches!(
-        EventType::of(event),
+        event
+            .get("event_type")
+            .and_then(JsonRef::as_str)
+            .and_then(EventType::parse),
         Some(EventType::RunStarted | EventType::RunRecoveryStarted)
     ) || matches!(
-        event.get("to_state").and_then(Value::as_str),
+        event.get("to_state").and_then(JsonRef::as_str),
         Some("running" | "completed" | "failed" | "blocked" | "cancelled")
-    ) && event.get("lane_id").is_none_or(Value::is_null)
+    ) && event.get("lane_id").is_none_or(JsonRef::is_null)
 }
 
 /// Read the verified events up to the run's start (bounded by the run's
@@ -52,14 +56,14 @@ fn ends_approval_phase(event: &Map<String, Value>) -> bool {
 fn read_prefix(run: &OpenRun) -> RunPrefix {
     let mut prefix = RunPrefix::default();
     let _ = verify_receipt(run, |event| {
-        if event.get("sequence").and_then(Value::as_u64) == Some(1) {
+        if event.get("sequence").and_then(JsonRef::as_u64) == Some(1) {
             prefix.recovery_of = event
                 .get("metadata")
                 .and_then(|m| m.get("recovery_original_run_id"))
-                .and_then(Value::as_str)
+                .and_then(JsonRef::as_str)
                 .map(str::to_string);
         }
-        prefix.ledger.observe(event);
+        prefix.ledger.observe_ref(event);
         if ends_approval_phase(event) {
             Err(String::new())
         } else {
@@ -173,7 +177,7 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
     let policy = super::rebuild::replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
-        state.apply_event(event, &policy).map_err(|e| e.to_string())
+        state.apply_ref(event, &policy).map_err(|e| e.to_string())
     })?;
     Ok(match verdict {
         Verdict::Intact(position) => Loaded::Healthy(Box::new(state), position),
@@ -489,10 +493,10 @@ pub fn stream_events(
     let head = run.dir.read_head()?;
     let mut terminal = false;
     let mut untrusted = false;
-    let consume = |event: &Map<String, Value>| -> Result<(), String> {
+    let consume = |event: &ObjectRef<'_>| -> Result<(), String> {
         if let Some(head) = &head
-            && event.get("sequence").and_then(Value::as_u64) == Some(head.sequence)
-            && event.get("checksum").and_then(Value::as_str) != Some(head.checksum.as_str())
+            && event.get("sequence").and_then(JsonRef::as_u64) == Some(head.sequence)
+            && event.get("checksum").and_then(JsonRef::as_str) != Some(head.checksum.as_str())
         {
             // Not trusted from here on: the verdict reports the
             // disagreement with the acknowledged head.
@@ -501,8 +505,9 @@ pub fn stream_events(
         if untrusted {
             return Ok(());
         }
-        terminal |= is_terminal_event(event);
-        emit(event)
+        let event = event.to_map();
+        terminal |= is_terminal_event(&event);
+        emit(&event)
     };
     let start = start.unwrap_or_else(|| ChainPosition::genesis(&run.manifest));
     let verdict = verify_from(run, start, consume)?;

@@ -9,6 +9,7 @@
 //! `summary`, `path`, `checksum`), never in new metadata keys, so a receipt
 //! with a policy still verifies under the reference's rules.
 
+use crate::receipt::json_ref::{JsonRef, ObjectRef};
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
@@ -430,17 +431,17 @@ pub struct ApprovalLedger {
     pub decisions: Vec<Decision>,
 }
 
-fn evidence_items(event: &Map<String, Value>) -> impl Iterator<Item = &Map<String, Value>> {
+fn evidence_items<'a>(event: &'a ObjectRef<'a>) -> impl Iterator<Item = &'a ObjectRef<'a>> {
     event
         .get("evidence_refs")
-        .and_then(Value::as_array)
+        .and_then(JsonRef::as_array)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_object)
+        .filter_map(JsonRef::as_object)
 }
 
-fn item_text<'a>(item: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    item.get(key).and_then(Value::as_str)
+fn item_text<'a>(item: &'a ObjectRef<'a>, key: &str) -> Option<&'a str> {
+    item.get(key).and_then(JsonRef::as_str)
 }
 
 /// What a decision record says: approved or denied.
@@ -538,9 +539,14 @@ impl DecisionRecord {
 impl ApprovalLedger {
     /// Observe one verified event (in receipt order).
     pub fn observe(&mut self, event: &Map<String, Value>) {
-        let text = |key: &str| event.get(key).and_then(Value::as_str);
-        let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
-        match EventType::of(event) {
+        self.observe_ref(&ObjectRef::from_map(event));
+    }
+
+    /// [`Self::observe`] of an event as the verifier read it.
+    pub fn observe_ref(&mut self, event: &ObjectRef<'_>) {
+        let text = |key: &str| event.get(key).and_then(JsonRef::as_str);
+        let sequence = event.get("sequence").and_then(JsonRef::as_u64).unwrap_or(0);
+        match text("event_type").and_then(EventType::parse) {
             Some(EventType::RunCreated) if sequence == 1 => {
                 self.created_at = text("timestamp").map(str::to_string);
                 let items: Vec<_> = evidence_items(event)
@@ -588,7 +594,7 @@ impl ApprovalLedger {
 
     /// The gate's own decision record: the last `approver_identity` item
     /// bound to this run's policy checksum.
-    fn record(&self, event: &Map<String, Value>, verdict: Verdict) -> Option<(String, String)> {
+    fn record(&self, event: &ObjectRef<'_>, verdict: Verdict) -> Option<(String, String)> {
         let checksum = self.binding.as_deref()?;
         evidence_items(event)
             .filter(|item| {
@@ -745,7 +751,7 @@ impl ApprovalWindow<'_> {
 pub fn gate_breach(
     status: &PolicyStatus,
     window: ApprovalWindow<'_>,
-    event: &Map<String, Value>,
+    event: &ObjectRef<'_>,
 ) -> Option<String> {
     let checksum = match status {
         PolicyStatus::Absent => return None,
@@ -763,14 +769,14 @@ pub fn gate_breach(
         }
         | PolicyStatus::Frozen { checksum, .. } => checksum,
     };
-    let items: Vec<&Map<String, Value>> = evidence_items(event).collect();
+    let items: Vec<&ObjectRef<'_>> = evidence_items(event).collect();
     if items
         .iter()
         .any(|item| item_text(item, "kind") == Some(POLICY_KIND))
     {
         return Some("plan_approved carries an approval_policy item".into());
     }
-    let records: Vec<&&Map<String, Value>> = items
+    let records: Vec<&&ObjectRef<'_>> = items
         .iter()
         .filter(|item| item_text(item, "kind") == Some(IDENTITY_KIND))
         .collect();
@@ -822,7 +828,7 @@ pub fn gate_breach(
     if let Some(found) = window.breach(policy.expires_after_s) {
         return Some(found);
     }
-    let signatures: Vec<&&Map<String, Value>> = items
+    let signatures: Vec<&&ObjectRef<'_>> = items
         .iter()
         .filter(|item| item_text(item, "kind") == Some(super::signed::SIGNATURE_KIND))
         .collect();
@@ -845,8 +851,8 @@ pub fn gate_breach(
         return Some("the approver signature is malformed".into());
     };
     let (Some(run_id), Some(head)) = (
-        event.get("run_id").and_then(Value::as_str),
-        event.get("previous_checksum").and_then(Value::as_str),
+        event.get("run_id").and_then(JsonRef::as_str),
+        event.get("previous_checksum").and_then(JsonRef::as_str),
     ) else {
         return Some("plan_approved names no run or head for its signature".into());
     };

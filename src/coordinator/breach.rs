@@ -19,6 +19,8 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value};
 
+use crate::receipt::json_ref::{JsonRef, ObjectRef};
+
 use super::decide::Refusal;
 use super::replay::DigestMemo;
 use super::state::{CoordinatorState, LaneState};
@@ -86,18 +88,18 @@ pub fn breaches_value(breaches: &[Breach]) -> Value {
     Value::Array(breaches.iter().map(Breach::to_value).collect())
 }
 
-fn digest_of<'a>(event: &'a Map<String, Value>, memo: &DigestMemo<'a>) -> String {
+fn digest_of<'a>(event: &'a ObjectRef<'a>, memo: &DigestMemo<'a>) -> String {
     match event.get("evidence_refs") {
-        Some(value @ Value::Array(_)) => memo.digest(value),
+        Some(JsonRef::Array(list)) => memo.digest(list),
         _ => canonical::digest(&Value::Array(Vec::new())),
     }
 }
 
-fn text<'a>(event: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    event.get(key).and_then(Value::as_str)
+fn text<'a>(event: &'a ObjectRef<'a>, key: &str) -> Option<&'a str> {
+    event.get(key).and_then(JsonRef::as_str)
 }
 
-fn meta<'a>(event: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+fn meta<'a>(event: &'a ObjectRef<'a>, key: &str) -> Option<&'a JsonRef<'a>> {
     event.get("metadata").and_then(|m| m.get(key))
 }
 
@@ -109,19 +111,19 @@ pub fn stricter_rules(
     state: &CoordinatorState,
     event: &Map<String, Value>,
 ) -> Vec<(String, String)> {
-    stricter_rules_with(state, event, &DigestMemo::default())
+    stricter_rules_with(state, &ObjectRef::from_map(event), &DigestMemo::default())
 }
 
 /// [`stricter_rules`] with the digests already computed for this receipt
 /// event.
 pub(crate) fn stricter_rules_with<'a>(
     state: &CoordinatorState,
-    event: &'a Map<String, Value>,
+    event: &'a ObjectRef<'a>,
     memo: &DigestMemo<'a>,
 ) -> Vec<(String, String)> {
     let mut found = Vec::new();
     let mut breach = |rule: &str, what: String| found.push((rule.to_string(), what));
-    let Some(event_type) = EventType::of(event) else {
+    let Some(event_type) = text(event, "event_type").and_then(EventType::parse) else {
         return found;
     };
     let lane = text(event, "lane_id").and_then(|id| state.lanes().get(id));
@@ -141,7 +143,7 @@ pub(crate) fn stricter_rules_with<'a>(
         // DEVIATIONS 20: a repair must fence the interrupted agent.
         EventType::ReplacementRepaired => {
             let original = meta(event, "original_lane_id")
-                .and_then(Value::as_str)
+                .and_then(JsonRef::as_str)
                 .and_then(|id| state.lanes().get(id));
             if let Some(original) = original {
                 let child_agent = original
@@ -171,7 +173,7 @@ pub(crate) fn stricter_rules_with<'a>(
         {
             let subject = match (text(event, "lane_id"), meta(event, "component_id")) {
                 (Some(lane), _) => format!(" for lane {lane}"),
-                (None, Some(Value::String(component))) => format!(" for component {component}"),
+                (None, Some(JsonRef::String(component))) => format!(" for component {component}"),
                 _ => String::new(),
             };
             breach(
@@ -183,7 +185,7 @@ pub(crate) fn stricter_rules_with<'a>(
         }
         // DEVIATIONS 99: a heartbeat never passes a check.
         EventType::CheckPassed if state.rests_on_liveness(&digest_of(event, memo)) => {
-            let name = |key| meta(event, key).and_then(Value::as_str).unwrap_or("?");
+            let name = |key| meta(event, key).and_then(JsonRef::as_str).unwrap_or("?");
             breach(
                 LIVENESS_AS_CHECK,
                 format!(
@@ -197,11 +199,11 @@ pub(crate) fn stricter_rules_with<'a>(
         // replacement, a repaired replacement) stays within its scope.
         EventType::LaneCreated => {
             let parent = meta(event, "parent_lane_id")
-                .and_then(Value::as_str)
+                .and_then(JsonRef::as_str)
                 .and_then(|id| state.lanes().get(id));
             if let Some(parent) = parent {
                 let scope: Vec<String> = meta(event, "write_scope")
-                    .and_then(Value::as_array)
+                    .and_then(JsonRef::as_array)
                     .into_iter()
                     .flatten()
                     .filter_map(|entry| entry.as_str().map(str::to_string))
@@ -249,13 +251,13 @@ pub(crate) fn stricter_rules_with<'a>(
         // DEVIATIONS 25: a re-registration keeps every required component.
         EventType::TopologyRegistered => {
             let registered: Vec<(&str, Option<bool>)> = meta(event, "components")
-                .and_then(Value::as_array)
+                .and_then(JsonRef::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(|c| {
                     Some((
                         c.get("id")?.as_str()?,
-                        c.get("required").and_then(Value::as_bool),
+                        c.get("required").and_then(JsonRef::as_bool),
                     ))
                 })
                 .collect();
@@ -278,7 +280,7 @@ pub(crate) fn stricter_rules_with<'a>(
         }
         // DEVIATIONS 26: a required component stays until covered.
         EventType::TopologyComponentRemoved => {
-            let id = meta(event, "component_id").and_then(Value::as_str);
+            let id = meta(event, "component_id").and_then(JsonRef::as_str);
             if let Some(id) = id
                 && state.topology().get(id).is_some_and(|c| c.required)
             {

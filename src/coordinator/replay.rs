@@ -18,6 +18,8 @@ use std::fmt;
 
 use serde_json::{Map, Number, Value};
 
+use crate::receipt::json_ref::{JsonRef, ListRef, ObjectRef};
+
 use super::approval::{ApprovalLedger, ApprovalWindow, PolicyStatus, gate_breach};
 use super::breach::Breach;
 use super::machine::{Edge, RunEdge, lane_edge, run_edge};
@@ -264,7 +266,7 @@ enum Undo {
 /// Read access to one logical event (a plain event or one transaction
 /// intent) with the error context of its envelope sequence.
 struct Ev<'a> {
-    map: &'a Map<String, Value>,
+    map: &'a ObjectRef<'a>,
     sequence: u64,
 }
 
@@ -277,7 +279,7 @@ impl<'a> Ev<'a> {
     fn event_type(&self) -> Option<EventType> {
         self.map
             .get("event_type")
-            .and_then(Value::as_str)
+            .and_then(JsonRef::as_str)
             .and_then(EventType::parse)
     }
 
@@ -294,20 +296,28 @@ impl<'a> Ev<'a> {
             .ok_or_else(|| self.corrupt("event field timestamp is malformed"))
     }
 
-    /// The evidence list as its JSON value (absent or null = empty).
-    fn evidence_value(&self) -> Result<Option<&'a Value>, ReplayError> {
+    /// The evidence list (absent or null: none).
+    fn evidence_list(&self) -> Result<Option<&'a ListRef<'a>>, ReplayError> {
         match self.map.get("evidence_refs") {
-            None | Some(Value::Null) => Ok(None),
-            Some(value @ Value::Array(_)) => Ok(Some(value)),
+            None | Some(JsonRef::Null) => Ok(None),
+            Some(JsonRef::Array(list)) => Ok(Some(list)),
             Some(_) => Err(self.corrupt("event field evidence_refs is malformed")),
         }
     }
 
-    fn evidence(&self) -> Result<&'a [Value], ReplayError> {
-        Ok(match self.evidence_value()? {
-            Some(Value::Array(items)) => items.as_slice(),
-            _ => &[],
+    fn evidence(&self) -> Result<&'a [JsonRef<'a>], ReplayError> {
+        Ok(match self.evidence_list()? {
+            Some(list) => list,
+            None => &[],
         })
+    }
+
+    /// The evidence list as `Value`s (for a record that keeps it).
+    fn evidence_values(&self) -> Result<Vec<Value>, ReplayError> {
+        Ok(self
+            .evidence_list()?
+            .map(ListRef::to_values)
+            .unwrap_or_default())
     }
 
     fn require_evidence(&self) -> Result<(), ReplayError> {
@@ -331,8 +341,8 @@ impl<'a> Ev<'a> {
 
     fn meta_strings(&self, meta: &Meta<'a>, key: &str) -> Result<Vec<String>, ReplayError> {
         match meta.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
+            None | Some(JsonRef::Null) => Ok(Vec::new()),
+            Some(JsonRef::Array(items)) => items
                 .iter()
                 .map(|item| item.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
@@ -348,10 +358,10 @@ impl<'a> Ev<'a> {
 
 /// An event's metadata object (`None` = absent, null or `{}`).
 #[derive(Clone, Copy)]
-struct Meta<'a>(Option<&'a Map<String, Value>>);
+struct Meta<'a>(Option<&'a ObjectRef<'a>>);
 
 impl<'a> Meta<'a> {
-    fn get(&self, key: &str) -> Option<&'a Value> {
+    fn get(&self, key: &str) -> Option<&'a JsonRef<'a>> {
         self.0.and_then(|map| map.get(key))
     }
 
@@ -360,22 +370,22 @@ impl<'a> Meta<'a> {
     }
 }
 
-fn metadata_of(map: &Map<String, Value>) -> Option<Meta<'_>> {
+fn metadata_of<'a>(map: &'a ObjectRef<'a>) -> Option<Meta<'a>> {
     match map.get("metadata") {
-        None | Some(Value::Null) => Some(Meta(None)),
-        Some(Value::Object(meta)) => Some(Meta(Some(meta))),
+        None | Some(JsonRef::Null) => Some(Meta(None)),
+        Some(JsonRef::Object(meta)) => Some(Meta(Some(meta))),
         Some(_) => None,
     }
 }
 
 fn opt_str_in<'a>(
-    map: &'a Map<String, Value>,
+    map: &'a ObjectRef<'a>,
     key: &str,
     malformed: impl FnOnce() -> ReplayError,
 ) -> Result<Option<&'a str>, ReplayError> {
     match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.as_str())),
+        None | Some(JsonRef::Null) => Ok(None),
+        Some(JsonRef::String(text)) => Ok(Some(text)),
         Some(_) => Err(malformed()),
     }
 }
@@ -384,31 +394,32 @@ fn opt_str_in<'a>(
 /// event: a heartbeat is two intents with one evidence list, whose digest
 /// the rules and the reducer would otherwise compute three times. Equal
 /// values have equal canonical forms, so a remembered digest is the one
-/// computing it again would give.
+/// computing it again would give. A list read from a canonical line is
+/// hashed as its own bytes stand ([`ListRef::digest`]).
 #[derive(Default)]
 pub(crate) struct DigestMemo<'a> {
-    last: std::cell::RefCell<Option<(&'a Value, String)>>,
+    last: std::cell::RefCell<Option<(&'a ListRef<'a>, String)>>,
 }
 
 impl<'a> DigestMemo<'a> {
-    /// SHA-256 of the canonical JSON of `value`.
-    pub(crate) fn digest(&self, value: &'a Value) -> String {
+    /// SHA-256 of the canonical JSON of `list`.
+    pub(crate) fn digest(&self, list: &'a ListRef<'a>) -> String {
         let mut last = self.last.borrow_mut();
         if let Some((seen, digest)) = &*last
-            && (std::ptr::eq(*seen, value) || *seen == value)
+            && (std::ptr::eq(*seen, list) || *seen == list)
         {
             return digest.clone();
         }
-        let digest = canonical::digest(value);
-        *last = Some((value, digest.clone()));
+        let digest = list.digest();
+        *last = Some((list, digest.clone()));
         digest
     }
 }
 
 /// SHA-256 of the canonical JSON of an evidence list (empty list if absent).
-fn evidence_digest(value: Option<&Value>) -> String {
-    match value {
-        Some(value) => canonical::digest(value),
+fn evidence_digest(list: Option<&ListRef<'_>>) -> String {
+    match list {
+        Some(list) => list.digest(),
         None => canonical::digest(&Value::Array(Vec::new())),
     }
 }
@@ -423,7 +434,7 @@ fn same_json(a: &Value, b: &Value) -> bool {
     canonical::to_vec(a) == canonical::to_vec(b)
 }
 
-fn parse_component(value: &Value) -> Option<Component> {
+fn parse_component(value: &JsonRef<'_>) -> Option<Component> {
     let map = value.as_object()?;
     let strings = |key: &str| -> Option<Vec<String>> {
         map.get(key)?
@@ -439,9 +450,17 @@ fn parse_component(value: &Value) -> Option<Component> {
         owner_lane: map.get("owner_lane")?.as_str()?.to_owned(),
         required_checks: strings("required_checks")?,
         dependencies: strings("dependencies")?,
-        evidence_refs: map.get("evidence_refs")?.as_array()?.clone(),
+        evidence_refs: map.get("evidence_refs")?.as_array()?.to_values(),
         coverage_state: CoverageState::parse(map.get("coverage_state")?.as_str()?)?,
     })
+}
+
+/// A replacement count as the state keeps it (the number's text).
+fn count_number(value: &JsonRef<'_>) -> Option<Number> {
+    match value {
+        JsonRef::Number(text) => text.parse().ok(),
+        _ => None,
+    }
 }
 
 impl CoordinatorState {
@@ -487,11 +506,21 @@ impl CoordinatorState {
         self.apply_event(map, policy)
     }
 
-    /// [`Self::apply`] for an event already known to be an object (the
-    /// verifier's output), without copying it.
+    /// [`Self::apply`] for an event already known to be an object (one this
+    /// tool drafted, or a test's).
     pub fn apply_event(
         &mut self,
         event: &Map<String, Value>,
+        policy: &ReplayPolicy,
+    ) -> Result<(), ReplayError> {
+        self.apply_ref(&ObjectRef::from_map(event), policy)
+    }
+
+    /// [`Self::apply`] for an event as the verifier read it (borrowing the
+    /// receipt line), without copying it.
+    pub fn apply_ref(
+        &mut self,
+        event: &ObjectRef<'_>,
         policy: &ReplayPolicy,
     ) -> Result<(), ReplayError> {
         let mut journal = Vec::new();
@@ -517,12 +546,12 @@ impl CoordinatorState {
 
     fn apply_journaled(
         &mut self,
-        map: &Map<String, Value>,
+        map: &ObjectRef<'_>,
         policy: &ReplayPolicy,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
         let next = self.last_sequence.saturating_add(1);
-        let sequence = map.get("sequence").and_then(Value::as_u64);
+        let sequence = map.get("sequence").and_then(JsonRef::as_u64);
         if sequence != Some(next) {
             return Err(ReplayError::at(sequence, "sequence is not contiguous"));
         }
@@ -530,12 +559,12 @@ impl CoordinatorState {
             map,
             sequence: next,
         };
-        let owner_token = map.get("owner_token").and_then(Value::as_str);
+        let owner_token = map.get("owner_token").and_then(JsonRef::as_str);
         if self.owner_fingerprint.is_none() || owner_token != self.owner_fingerprint.as_deref() {
             return Err(envelope.corrupt("event owner fingerprint is stale"));
         }
         let metadata = envelope.metadata()?;
-        if metadata.get("owner_epoch").and_then(Value::as_u64) != Some(self.owner_epoch) {
+        if metadata.get("owner_epoch").and_then(JsonRef::as_u64) != Some(self.owner_epoch) {
             return Err(envelope.corrupt("event owner epoch is stale"));
         }
         let event_type = envelope.opt_str("event_type")?.and_then(EventType::parse);
@@ -554,8 +583,8 @@ impl CoordinatorState {
         let memo = DigestMemo::default();
         if event_type == Some(EventType::TransactionCommitted) {
             let intents = match metadata.get("intents") {
-                None | Some(Value::Null) => &[][..],
-                Some(Value::Array(intents)) => intents.as_slice(),
+                None | Some(JsonRef::Null) => &[][..],
+                Some(JsonRef::Array(intents)) => &intents[..],
                 Some(_) => return Err(envelope.meta_malformed("intents")),
             };
             for intent in intents {
@@ -578,7 +607,7 @@ impl CoordinatorState {
         // Nothing below can fail: the event is applied.
         if event_type == Some(EventType::RunCreated) && next == 1 {
             let mut ledger = ApprovalLedger::default();
-            ledger.observe(map);
+            ledger.observe_ref(map);
             self.gate = PolicyStatus::resolve(&ledger, policy.approval_file.clone());
             self.created_at = ledger.created_at;
         }
@@ -616,14 +645,14 @@ impl CoordinatorState {
     /// against the state before it (see [`super::breach`]).
     fn our_rules<'a>(
         &self,
-        event: &'a Map<String, Value>,
+        event: &'a ObjectRef<'a>,
         at: Option<&str>,
         memo: &DigestMemo<'a>,
     ) -> Vec<(String, String)> {
         let mut found = super::breach::stricter_rules_with(self, event, memo);
         if event
             .get("event_type")
-            .and_then(Value::as_str)
+            .and_then(JsonRef::as_str)
             .and_then(EventType::parse)
             == Some(EventType::PlanApproved)
             && let Some(what) = gate_breach(
@@ -781,7 +810,7 @@ impl CoordinatorState {
             }
             ReplacementLineageClosed => self.apply_lineage_closed(ev, &meta, journal),
             CandidateValidated
-                if meta.get("candidate_kind").and_then(Value::as_str)
+                if meta.get("candidate_kind").and_then(JsonRef::as_str)
                     == Some("failed_lane_resolution") =>
             {
                 self.apply_failure_resolution(ev, &meta, policy, journal)
@@ -840,11 +869,11 @@ impl CoordinatorState {
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
         let old_epoch = self.owner_epoch;
-        if meta.get("owner_epoch").and_then(Value::as_u64) != Some(old_epoch) {
+        if meta.get("owner_epoch").and_then(JsonRef::as_u64) != Some(old_epoch) {
             return Err(ev.corrupt("resume old owner epoch is invalid"));
         }
         let fingerprint = match meta.get("new_owner_fingerprint") {
-            Some(Value::String(fingerprint))
+            Some(JsonRef::String(fingerprint))
                 if fingerprint.len() == 64
                     && fingerprint
                         .bytes()
@@ -862,7 +891,7 @@ impl CoordinatorState {
             fingerprint: self.owner_fingerprint.clone(),
         });
         self.owner_epoch = new_epoch;
-        self.owner_fingerprint = Some(fingerprint);
+        self.owner_fingerprint = Some(fingerprint.to_string());
         Ok(())
     }
 
@@ -889,8 +918,9 @@ impl CoordinatorState {
         };
         let replacement_count = match meta.get("replacement_count") {
             None => Number::from(0u8),
-            Some(Value::Number(n)) => n.clone(),
-            Some(_) => return Err(ev.meta_malformed("replacement_count")),
+            Some(value) => {
+                count_number(value).ok_or_else(|| ev.meta_malformed("replacement_count"))?
+            }
         };
         let evidence_digest = text("evidence_digest")?;
         let lane = LaneRecord {
@@ -916,7 +946,7 @@ impl CoordinatorState {
             last_event_type: EventType::LaneCreated,
             terminal_sequence: None,
             updated_at: ev.timestamp()?,
-            evidence_refs: ev.evidence()?.to_vec(),
+            evidence_refs: ev.evidence_values()?,
             replacement_reservation: None,
             digest_index: Default::default(),
             earlier: Default::default(),
@@ -972,7 +1002,7 @@ impl CoordinatorState {
         // Read and type-check everything before changing the lane.
         let timestamp = ev.timestamp()?;
         let reason = ev.opt_str("reason")?;
-        let evidence_value = ev.evidence_value()?;
+        let evidence_list = ev.evidence_list()?;
         let evidence = ev.evidence()?;
         let copied = |key: &str| -> Result<Option<Option<String>>, ReplayError> {
             if meta.contains(key) {
@@ -987,8 +1017,9 @@ impl CoordinatorState {
         let replacement_lane_id = copied("replacement_lane_id")?;
         let replacement_count = match meta.get("replacement_count") {
             None => None,
-            Some(Value::Number(n)) => Some(n.clone()),
-            Some(_) => return Err(ev.meta_malformed("replacement_count")),
+            Some(value) => {
+                Some(count_number(value).ok_or_else(|| ev.meta_malformed("replacement_count"))?)
+            }
         };
         let changed_paths = if event_type == EventType::LaneCompleted {
             Some(ev.meta_strings(meta, "changed_paths")?)
@@ -997,12 +1028,12 @@ impl CoordinatorState {
         };
         let reservation = match (event_type, meta.0) {
             (EventType::LaneReassigned, Some(map))
-                if RESERVATION_FIELDS.iter().all(|k| map.contains_key(*k)) =>
+                if RESERVATION_FIELDS.iter().all(|k| map.contains_key(k)) =>
             {
                 Some(
                     RESERVATION_FIELDS
                         .iter()
-                        .filter_map(|k| map.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                        .filter_map(|k| map.get(k).map(|v| ((*k).to_owned(), v.to_value())))
                         .collect::<Map<String, Value>>(),
                 )
             }
@@ -1022,11 +1053,16 @@ impl CoordinatorState {
         if !evidence.is_empty() {
             if event_type.is_liveness() {
                 // A heartbeat's second intent carries the same list.
-                if lane.liveness_evidence_refs.as_slice() != evidence {
-                    lane.liveness_evidence_refs = evidence.to_vec();
+                let same = lane.liveness_evidence_refs.len() == evidence.len()
+                    && evidence
+                        .iter()
+                        .zip(&lane.liveness_evidence_refs)
+                        .all(|(new, kept)| new.matches(kept));
+                if !same {
+                    lane.liveness_evidence_refs = ev.evidence_values()?;
                 }
-                let digest = match evidence_value {
-                    Some(value) => memo.digest(value),
+                let digest = match evidence_list {
+                    Some(list) => memo.digest(list),
                     None => evidence_digest(None),
                 };
                 lane.push_liveness_digest(digest.clone());
@@ -1034,7 +1070,7 @@ impl CoordinatorState {
                     lane.last_evidence_digest = Some(digest);
                 }
             } else {
-                lane.evidence_refs = evidence.to_vec();
+                lane.evidence_refs = ev.evidence_values()?;
             }
         }
         if let Some(value) = silence_lease_deadline {
@@ -1097,7 +1133,7 @@ impl CoordinatorState {
             return Err(ev.corrupt(format!("replacement {what} identity is invalid")));
         }
         let timestamp = ev.timestamp()?;
-        let evidence = ev.evidence()?.to_vec();
+        let evidence = ev.evidence_values()?;
         let sequence = ev.sequence;
         let original_id = original.id.clone();
         let Some(original) = self.lane_for_update(&original_id, journal) else {
@@ -1144,7 +1180,7 @@ impl CoordinatorState {
             return Err(ev.corrupt("replacement close lineage is invalid"));
         };
         let timestamp = ev.timestamp()?;
-        let evidence = ev.evidence()?.to_vec();
+        let evidence = ev.evidence_values()?;
         let sequence = ev.sequence;
         let original_id = original.id.clone();
         let Some(original) = self.lane_for_update(&original_id, journal) else {
@@ -1169,7 +1205,7 @@ impl CoordinatorState {
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let evidence = ev.evidence()?;
-        if self.is_liveness_digest(&evidence_digest(ev.evidence_value()?)) {
+        if self.is_liveness_digest(&evidence_digest(ev.evidence_list()?)) {
             return Err(ev.corrupt("liveness evidence cannot resolve a failed lane"));
         }
         let original_id = ev.meta_str(meta, "original_lane_id")?;
@@ -1206,7 +1242,7 @@ impl CoordinatorState {
         .collect();
         let supplied: BTreeSet<&str> = evidence
             .iter()
-            .filter_map(|item| item.get("checksum").and_then(Value::as_str))
+            .filter_map(|item| item.get("checksum").and_then(JsonRef::as_str))
             .collect();
         let original_digest = ev.meta_str(meta, "original_evidence_digest")?;
         let resolution_digest = ev.meta_str(meta, "resolution_evidence_digest")?;
@@ -1221,7 +1257,7 @@ impl CoordinatorState {
         let record = FailureResolution {
             resolution_lane_id: resolution.id.clone(),
             resolved_at: ev.timestamp()?,
-            evidence_refs: evidence.to_vec(),
+            evidence_refs: ev.evidence_values()?,
         };
         let original_id = original.id.clone();
         journal.push(Undo::ResolutionInserted(original_id.clone()));
@@ -1240,7 +1276,7 @@ impl CoordinatorState {
         ev.require_evidence()?;
         let components = match meta.get("components") {
             None => &[][..],
-            Some(Value::Array(components)) => components.as_slice(),
+            Some(JsonRef::Array(components)) => &components[..],
             Some(_) => return Err(ev.meta_malformed("components")),
         };
         let mut registered = BTreeMap::new();
@@ -1301,7 +1337,7 @@ impl CoordinatorState {
         };
         let record = CheckRecord {
             passed,
-            evidence_refs: ev.evidence()?.to_vec(),
+            evidence_refs: ev.evidence_values()?,
             reason: ev.opt_str("reason")?.map(str::to_owned),
         };
         let last = self
@@ -1350,7 +1386,7 @@ impl CoordinatorState {
             .meta_str(meta, "coverage_state")?
             .and_then(CoverageState::parse)
             .ok_or_else(|| ev.meta_malformed("coverage_state"))?;
-        let evidence = ev.evidence()?.to_vec();
+        let evidence = ev.evidence_values()?;
         self.save_topology(journal);
         if let Some(component) = self.topology.get_mut(component_id) {
             component.coverage_state = coverage;
@@ -1367,7 +1403,7 @@ impl CoordinatorState {
         meta: &Meta<'_>,
         journal: &mut Vec<Undo>,
     ) -> Result<(), ReplayError> {
-        let metadata = meta.0.cloned().unwrap_or_default();
+        let metadata = meta.0.map(ObjectRef::to_map).unwrap_or_default();
         let Some(kind) = ev.meta_str(meta, "report_kind")? else {
             return Err(ev.meta_malformed("report_kind"));
         };

@@ -1,6 +1,7 @@
 //! A one-pass reader of lines that are already in canonical form
-//! ([`super::canonical`]): it parses the bytes into the `Value` that
-//! `serde_json` would give and, in the same pass, checks that they are
+//! ([`super::canonical`]): it reads the bytes into a [`JsonRef`] that
+//! borrows them (what `serde_json` would give, without a `Value`) and, in
+//! the same pass, checks that they are
 //! exactly the bytes the canonical writer would produce, so a verifier can
 //! hash the line as it stands instead of writing the event out again.
 //!
@@ -14,21 +15,23 @@
 //! So `Some` promises: `serde_json::from_slice(bytes)` is this object, and
 //! the canonical form of it is `bytes` itself.
 
-use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
 use std::ops::Range;
+
+use super::json_ref::{JsonRef, ListRef, ObjectRef};
 
 /// Nesting deeper than this is left to the general path (serde_json's own
 /// limit is 128).
 const MAX_DEPTH: usize = 64;
 
 /// A parsed object and the byte range of one of its top-level members.
-pub type ObjectWithHole = (Map<String, Value>, Option<Range<usize>>);
+pub type ObjectWithHole<'a> = (ObjectRef<'a>, Option<Range<usize>>);
 
 /// The object that canonical `bytes` hold, and the byte range of its
 /// top-level member `hole` as [`super::canonical::object_with_hole`] gives
 /// it (with the comma before it, or after it when it is the first
 /// member); `None` unless `bytes` are exactly canonical JSON of an object.
-pub fn parse_canonical_object(bytes: &[u8], hole: &str) -> Option<ObjectWithHole> {
+pub fn parse_canonical_object<'a>(bytes: &'a [u8], hole: &str) -> Option<ObjectWithHole<'a>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut reader = Reader {
         text,
@@ -74,7 +77,7 @@ struct Reader<'a> {
     depth: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn next(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
         self.at += 1;
@@ -94,13 +97,13 @@ impl Reader<'_> {
     fn object(
         &mut self,
         mut hole: Option<(&str, &mut Option<Range<usize>>)>,
-    ) -> Option<Map<String, Value>> {
+    ) -> Option<ObjectRef<'a>> {
         self.enter()?;
-        let mut members: Vec<(String, Value)> = Vec::new();
+        let mut members: Vec<(Cow<'a, str>, JsonRef<'a>)> = Vec::new();
         if self.peek()? == b'}' {
             self.at += 1;
             self.depth -= 1;
-            return Some(Map::new());
+            return Some(ObjectRef::default());
         }
         let mut first_hole = false;
         loop {
@@ -112,7 +115,7 @@ impl Reader<'_> {
             let key = self.string()?;
             if members
                 .last()
-                .is_some_and(|(last, _)| last.as_str() >= key.as_str())
+                .is_some_and(|(last, _)| last.as_ref() >= key.as_ref())
             {
                 return None;
             }
@@ -141,8 +144,8 @@ impl Reader<'_> {
             }
         }
         self.depth -= 1;
-        // Sorted and distinct already: the map is built in one pass.
-        Some(members.into_iter().collect())
+        // Sorted and distinct, as checked above.
+        Some(ObjectRef::sorted(members))
     }
 
     fn enter(&mut self) -> Option<()> {
@@ -150,10 +153,11 @@ impl Reader<'_> {
         (self.depth <= MAX_DEPTH).then_some(())
     }
 
-    fn value(&mut self) -> Option<Value> {
+    fn value(&mut self) -> Option<JsonRef<'a>> {
         Some(match self.next()? {
-            b'{' => Value::Object(self.object(None)?),
+            b'{' => JsonRef::Object(self.object(None)?),
             b'[' => {
+                let start = self.at - 1;
                 self.enter()?;
                 let mut items = Vec::new();
                 if self.peek()? == b']' {
@@ -169,29 +173,29 @@ impl Reader<'_> {
                     }
                 }
                 self.depth -= 1;
-                Value::Array(items)
+                JsonRef::Array(ListRef::canonical(items, &self.text[start..self.at]))
             }
-            b'"' => Value::String(self.string()?),
-            b't' => self.literal(b"rue").map(|()| Value::Bool(true))?,
-            b'f' => self.literal(b"alse").map(|()| Value::Bool(false))?,
-            b'n' => self.literal(b"ull").map(|()| Value::Null)?,
-            b'-' | b'0'..=b'9' => Value::Number(self.integer()?),
+            b'"' => JsonRef::String(self.string()?),
+            b't' => self.literal(b"rue").map(|()| JsonRef::Bool(true))?,
+            b'f' => self.literal(b"alse").map(|()| JsonRef::Bool(false))?,
+            b'n' => self.literal(b"ull").map(|()| JsonRef::Null)?,
+            b'-' | b'0'..=b'9' => JsonRef::Number(Cow::Borrowed(self.integer()?)),
             _ => return None,
         })
     }
 
     /// After the opening quote: the string up to its closing quote, with
     /// only the canonical escapes.
-    fn string(&mut self) -> Option<String> {
+    fn string(&mut self) -> Option<Cow<'a, str>> {
         let start = self.at;
         self.at = skip_plain(self.bytes, self.at);
-        // The common case: no escape at all, one copy.
+        // The common case: no escape at all, the line's own text.
         loop {
             match *self.bytes.get(self.at)? {
                 b'"' => {
-                    let s = self.text.get(start..self.at)?.to_string();
+                    let s = self.text.get(start..self.at)?;
                     self.at += 1;
-                    return Some(s);
+                    return Some(Cow::Borrowed(s));
                 }
                 b'\\' => break,
                 0..0x20 => return None,
@@ -211,7 +215,7 @@ impl Reader<'_> {
             }
             out.push_str(self.text.get(run..self.at)?);
             if self.next()? == b'"' {
-                return Some(out);
+                return Some(Cow::Owned(out));
             }
             out.push(match self.next()? {
                 b'"' => '"',
@@ -246,7 +250,7 @@ impl Reader<'_> {
 
     /// After the first character of a number (a sign or a digit): an
     /// integer in its shortest form, as serde_json keeps its text.
-    fn integer(&mut self) -> Option<Number> {
+    fn integer(&mut self) -> Option<&'a str> {
         let start = self.at - 1;
         let negative = self.bytes[start] == b'-';
         let first = if negative {
@@ -272,14 +276,8 @@ impl Reader<'_> {
         if negative && digits == "0" {
             return None;
         }
-        let text = &self.text[start..self.at];
-        if digits.len() <= 18 {
-            // Fits either way: the same text serde_json keeps.
-            let magnitude: i64 = digits.parse().ok()?;
-            Some(Number::from(if negative { -magnitude } else { magnitude }))
-        } else {
-            text.parse().ok()
-        }
+        // The text serde_json keeps for it (`arbitrary_precision`).
+        Some(&self.text[start..self.at])
     }
 }
 
@@ -287,10 +285,18 @@ impl Reader<'_> {
 mod tests {
     use super::*;
     use crate::receipt::canonical;
+    use serde_json::{Map, Value};
+
+    type MapWithHole = (Map<String, Value>, Option<Range<usize>>);
+
+    /// The fast reader's answer as a `Map` (what the general path gives).
+    fn fast(bytes: &[u8]) -> Option<MapWithHole> {
+        parse_canonical_object(bytes, "checksum").map(|(object, hole)| (object.to_map(), hole))
+    }
 
     /// The general path's answer: the object and the hole, when the bytes
     /// are canonical.
-    fn general(bytes: &[u8]) -> Option<ObjectWithHole> {
+    fn general(bytes: &[u8]) -> Option<MapWithHole> {
         let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes) else {
             return None;
         };
@@ -299,7 +305,7 @@ mod tests {
     }
 
     fn agrees(text: &str) {
-        let fast = parse_canonical_object(text.as_bytes(), "checksum");
+        let fast = fast(text.as_bytes());
         let slow = general(text.as_bytes());
         match (&fast, &slow) {
             // The fast reader may leave a canonical line to the general
@@ -391,8 +397,16 @@ mod tests {
     #[test]
     fn a_receipt_line_is_read_whole() {
         let line = r#"{"agent_id":null,"checksum":"8d62","event_type":"transaction_committed","evidence_refs":[],"metadata":{"intents":[{"agent_id":"agent-1","evidence_refs":[{"checksum":"00c348","kind":"log","summary":"build progress note 49992"}],"metadata":{"owner_epoch":1},"owner_epoch":1,"reason":null}],"owner_epoch":1},"sequence":50000,"to_state":null}"#;
-        let (map, hole) = parse_canonical_object(line.as_bytes(), "checksum").unwrap();
-        assert_eq!(map.len(), 7);
+        let (object, hole) = parse_canonical_object(line.as_bytes(), "checksum").unwrap();
+        assert_eq!(object.len(), 7);
+        // A list's digest is that of its own bytes, the canonical digest.
+        let intents = object.get("metadata").and_then(|m| m.get("intents"));
+        let intents = intents.and_then(JsonRef::as_array).unwrap();
+        let value: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            intents.digest(),
+            canonical::digest(&value["metadata"]["intents"])
+        );
         assert_eq!(&line[hole.unwrap()], r#","checksum":"8d62""#);
         agrees(line);
     }
@@ -459,7 +473,14 @@ mod tests {
             #[test]
             fn every_canonical_object_is_read_exactly(map in object()) {
                 let bytes = canonical::to_vec(&Value::Object(map.clone()));
-                let fast = parse_canonical_object(&bytes, "checksum");
+                let (object, _) = parse_canonical_object(&bytes, "checksum").unwrap();
+                // Every list's digest is the canonical digest of its value.
+                for (key, value) in &map {
+                    if let (Some(list), Value::Array(_)) = (object.get(key).and_then(JsonRef::as_array), value) {
+                        prop_assert_eq!(list.digest(), canonical::digest(value));
+                    }
+                }
+                let fast = fast(&bytes);
                 prop_assert!(fast.is_some());
                 prop_assert_eq!(fast, general(&bytes));
             }
@@ -482,7 +503,7 @@ mod tests {
                 } else {
                     bytes.splice(i..i, edit.bytes());
                 }
-                let fast = parse_canonical_object(&bytes, "checksum");
+                let fast = fast(&bytes);
                 if fast.is_some() {
                     prop_assert_eq!(fast, general(&bytes));
                 }

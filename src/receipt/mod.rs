@@ -6,6 +6,7 @@ pub mod canonical;
 pub mod canonical_parse;
 pub mod event;
 pub mod faults;
+pub mod json_ref;
 pub mod lax_time;
 pub mod manifest;
 pub mod merkle;

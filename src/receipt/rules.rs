@@ -2,11 +2,11 @@
 //! per-event metadata, transaction intents, topology components and recovery
 //! provenance. Pure functions over parsed JSON; each failure is a message.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::primitives::{
-    as_int, char_len, is_bounded_string, is_identifier, is_sha256_hex, is_timestamp_shape,
-};
+use super::json_ref::{JsonRef, ObjectRef};
+
+use super::primitives::{as_int, char_len, is_identifier, is_sha256_hex, is_timestamp_shape};
 use super::vocab::EventType;
 
 /// Manifest family: the first two components of `manifest_version`.
@@ -130,6 +130,14 @@ impl Limits {
 
 type Rule = Result<(), String>;
 
+/// The value of a field that is not there (a slot not yet filled).
+const NULL: &JsonRef<'static> = &JsonRef::Null;
+
+/// A string of at most `max` code points.
+fn bounded_string(value: &JsonRef<'_>, max: usize) -> bool {
+    matches!(value, JsonRef::String(s) if char_len(s) <= max)
+}
+
 fn fail<T>(message: impl Into<String>) -> Result<T, String> {
     Err(message.into())
 }
@@ -139,46 +147,44 @@ fn within(len: usize, max: u64) -> bool {
 }
 
 /// E1–E9: an `evidence_refs` list.
-pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
-    let Value::Array(items) = value else {
+pub fn check_evidence_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
+    let JsonRef::Array(items) = value else {
         return fail("evidence_refs must be a list");
     };
     if !within(items.len(), limits.max_evidence_refs) {
         return fail("evidence_refs must contain at most 8 entries");
     }
     for item in items {
-        let Value::Object(map) = item else {
+        let JsonRef::Object(map) = item else {
             return fail("evidence reference must be an object");
         };
-        if map.keys().any(|k| {
-            !matches!(
-                k.as_str(),
-                "kind" | "summary" | "path" | "checksum" | "exit_status"
-            )
-        }) {
+        if map
+            .keys()
+            .any(|k| !matches!(k, "kind" | "summary" | "path" | "checksum" | "exit_status"))
+        {
             return fail("evidence reference contains unsupported fields");
         }
         match map.get("kind") {
-            Some(Value::String(kind))
+            Some(JsonRef::String(kind))
                 if !kind.is_empty() && within(char_len(kind), limits.max_evidence_kind_chars) => {}
             _ => return fail("evidence kind must be a bounded non-empty string"),
         }
         match map.get("summary") {
-            Some(Value::String(s)) if within(char_len(s), limits.max_evidence_summary_chars) => {}
+            Some(JsonRef::String(s)) if within(char_len(s), limits.max_evidence_summary_chars) => {}
             _ => return fail("evidence summary must be at most 256 characters"),
         }
         if let Some(path) = map.get("path")
-            && !matches!(path, Value::String(p) if within(char_len(p), limits.max_evidence_path_chars))
+            && !matches!(path, JsonRef::String(p) if within(char_len(p), limits.max_evidence_path_chars))
         {
             return fail("evidence path must be a bounded string");
         }
         if let Some(checksum) = map.get("checksum")
-            && !matches!(checksum, Value::String(c) if is_sha256_hex(c))
+            && !matches!(checksum, JsonRef::String(c) if is_sha256_hex(c))
         {
             return fail("evidence checksum must be lowercase SHA-256");
         }
         if let Some(status) = map.get("exit_status")
-            && as_int(status).is_none()
+            && status.as_int().is_none()
         {
             return fail("evidence exit_status must be an integer");
         }
@@ -291,12 +297,15 @@ fn is_contained_relative(path: &str, prefix: &str) -> bool {
 /// §6.6: the provenance fields (all nine present). A receipt damaged at
 /// its first line has no trusted prefix: trusted sequence 0 with an empty
 /// trusted checksum is accepted (decisions.md 11; the reference refuses it).
-pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
-    let text = |key: &str| metadata.get(key).and_then(Value::as_str);
+pub fn check_recovery_provenance_ref(metadata: &ObjectRef<'_>) -> Rule {
+    let text = |key: &str| metadata.get(key).and_then(JsonRef::as_str);
     if !text("recovery_original_run_id").is_some_and(is_identifier) {
         return fail("recovery_original_run_id is invalid");
     }
-    let no_trusted_prefix = metadata.get("recovery_trusted_sequence").and_then(as_int) == Some(0);
+    let no_trusted_prefix = metadata
+        .get("recovery_trusted_sequence")
+        .and_then(JsonRef::as_int)
+        == Some(0);
     for key in [
         "recovery_diagnose_checksum",
         "recovery_manifest_hash",
@@ -311,7 +320,7 @@ pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
     }
     if !metadata
         .get("recovery_manifest_version")
-        .is_some_and(|v| is_bounded_string(v, 32))
+        .is_some_and(|v| bounded_string(v, 32))
     {
         return fail("recovery manifest version is invalid");
     }
@@ -321,14 +330,14 @@ pub fn check_recovery_provenance(metadata: &Map<String, Value>) -> Rule {
     }
     if metadata
         .get("recovery_first_bad_sequence")
-        .and_then(as_int)
+        .and_then(JsonRef::as_int)
         .is_none_or(|v| v < 1)
     {
         return fail("recovery_first_bad_sequence is invalid");
     }
     if metadata
         .get("recovery_trusted_sequence")
-        .and_then(as_int)
+        .and_then(JsonRef::as_int)
         .is_none_or(|v| v < 0)
     {
         return fail("recovery_trusted_sequence is invalid");
@@ -349,12 +358,12 @@ pub const COMPONENT_KEYS: [&str; 8] = [
     "required_checks",
 ];
 
-pub fn check_component(value: &Value, limits: &Limits) -> Rule {
+pub fn check_component_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
     const KEYS: [&str; 8] = COMPONENT_KEYS;
-    let Value::Object(map) = value else {
+    let JsonRef::Object(map) = value else {
         return fail("component metadata fields do not match contract");
     };
-    if map.len() != KEYS.len() || KEYS.iter().any(|k| !map.contains_key(*k)) {
+    if map.len() != KEYS.len() || KEYS.iter().any(|k| !map.contains_key(k)) {
         return fail("component metadata fields do not match contract");
     }
     for key in ["id", "owner_lane"] {
@@ -368,14 +377,15 @@ pub fn check_component(value: &Value, limits: &Limits) -> Rule {
         return fail("component required must be a boolean");
     }
     match &map["description"] {
-        Value::String(d) if !d.is_empty() && within(char_len(d), limits.max_description_chars) => {}
+        JsonRef::String(d)
+            if !d.is_empty() && within(char_len(d), limits.max_description_chars) => {}
         _ => return fail("component description is invalid"),
     }
     for (key, max) in [
         ("required_checks", limits.max_component_checks),
         ("dependencies", limits.max_component_dependencies),
     ] {
-        let Value::Array(items) = &map[key] else {
+        let JsonRef::Array(items) = &map[key] else {
             return fail(format!("component {key} exceeds its limit"));
         };
         if !within(items.len(), max) {
@@ -391,7 +401,7 @@ pub fn check_component(value: &Value, limits: &Limits) -> Rule {
             return fail(format!("component {key} contains duplicates"));
         }
     }
-    if !matches!(&map["evidence_refs"], Value::Array(a) if a.is_empty()) {
+    if !matches!(&map["evidence_refs"], JsonRef::Array(a) if a.is_empty()) {
         return fail("topology snapshot evidence_refs must be empty");
     }
     if !matches!(
@@ -420,16 +430,16 @@ pub const INTENT_KEYS: [&str; 10] = [
 /// The values of `map` in the order of `keys` when its keys are exactly
 /// `keys` (sorted, distinct, as a map iterates them): the fields of a
 /// checked object by position, without a lookup per field.
-fn fields_in_order<'a, const N: usize>(
-    map: &'a Map<String, Value>,
+fn fields_in_order<'a, 'v, const N: usize>(
+    map: &'a ObjectRef<'v>,
     keys: &[&str; N],
-) -> Option<[&'a Value; N]> {
+) -> Option<[&'a JsonRef<'v>; N]> {
     if map.len() != N {
         return None;
     }
-    let mut fields = [&Value::Null; N];
-    for ((slot, (key, value)), expected) in fields.iter_mut().zip(map).zip(keys) {
-        if key != expected {
+    let mut fields = [NULL; N];
+    for ((slot, (key, value)), expected) in fields.iter_mut().zip(map.iter()).zip(keys) {
+        if key != *expected {
             return None;
         }
         *slot = value;
@@ -479,24 +489,24 @@ const INTENT_PAIRS: [(EventType, EventType); 4] = [
     (EventType::MainVerification, EventType::RunCompleted),
 ];
 
-fn check_state_field(value: &Value) -> bool {
-    value.is_null() || is_bounded_string(value, 32)
+fn check_state_field(value: &JsonRef<'_>) -> bool {
+    value.is_null() || bounded_string(value, 32)
 }
 
-fn check_reason_field(value: &Value) -> bool {
-    value.is_null() || is_bounded_string(value, 500)
+fn check_reason_field(value: &JsonRef<'_>) -> bool {
+    value.is_null() || bounded_string(value, 500)
 }
 
-fn check_optional_identifier(value: &Value) -> bool {
+fn check_optional_identifier(value: &JsonRef<'_>) -> bool {
     value.is_null() || value.as_str().is_some_and(is_identifier)
 }
 
 /// TX1–TX11: the `intents` of a transaction envelope.
-fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Rule {
+fn check_intents(value: &JsonRef<'_>, limits: &Limits, epoch: u64, nested: bool) -> Rule {
     if nested {
         return fail("transaction intent cannot contain nested intents");
     }
-    let Value::Array(intents) = value else {
+    let JsonRef::Array(intents) = value else {
         return fail("transaction intents must contain exactly two events");
     };
     if intents.len() != 2 {
@@ -506,7 +516,7 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
     // each intent's fields are read by position.
     let mut fields = Vec::with_capacity(2);
     for intent in intents {
-        let Value::Object(map) = intent else {
+        let JsonRef::Object(map) = intent else {
             return fail("transaction intent fields do not match contract");
         };
         let Some(intent_fields) = fields_in_order(map, &INTENT_KEYS) else {
@@ -526,7 +536,7 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
         if event_type == EventType::TransactionCommitted {
             return fail("transaction intent cannot contain a nested envelope");
         }
-        if as_int(field[intent::OWNER_EPOCH]) != Some(epoch as i128) {
+        if field[intent::OWNER_EPOCH].as_int() != Some(epoch as i128) {
             return fail("transaction intent owner epoch does not match");
         }
         if !field[intent::TIMESTAMP]
@@ -548,8 +558,8 @@ fn check_intents(value: &Value, limits: &Limits, epoch: u64, nested: bool) -> Ru
         if !check_reason_field(field[intent::REASON]) {
             return fail("transaction reason is invalid");
         }
-        check_evidence(field[intent::EVIDENCE_REFS], limits)?;
-        check_metadata(
+        check_evidence_ref(field[intent::EVIDENCE_REFS], limits)?;
+        check_metadata_ref(
             event_type,
             Some(field[intent::METADATA]),
             limits,
@@ -570,20 +580,20 @@ pub struct MetadataFault {
 }
 
 /// MD1–MD18: the metadata object of a Phase-2 event (or intent).
-pub fn check_metadata(
+pub fn check_metadata_ref(
     event_type: EventType,
-    metadata: Option<&Value>,
+    metadata: Option<&JsonRef<'_>>,
     limits: &Limits,
     epoch: u64,
     nested: bool,
 ) -> Rule {
-    metadata_fault(event_type, metadata, limits, epoch, nested).map_err(|fault| fault.message)
+    metadata_fault_ref(event_type, metadata, limits, epoch, nested).map_err(|fault| fault.message)
 }
 
 /// [`check_metadata`], saying which field is at fault.
-pub fn metadata_fault(
+pub fn metadata_fault_ref(
     event_type: EventType,
-    metadata: Option<&Value>,
+    metadata: Option<&JsonRef<'_>>,
     limits: &Limits,
     epoch: u64,
     nested: bool,
@@ -592,13 +602,12 @@ pub fn metadata_fault(
         field: None,
         message,
     };
-    let Some(Value::Object(map)) = metadata else {
+    let Some(JsonRef::Object(map)) = metadata else {
         return Err(whole("manifest 1.1 event metadata is required".into()));
     };
     let (allowed, required) = metadata_keys(event_type);
     let unknown: Vec<&str> = map
         .keys()
-        .map(String::as_str)
         .filter(|k| *k != "owner_epoch" && !allowed.contains(k))
         .collect();
     if !unknown.is_empty() {
@@ -607,7 +616,7 @@ pub fn metadata_fault(
             unknown.join(", ")
         )));
     }
-    match map.get("owner_epoch").and_then(as_int) {
+    match map.get("owner_epoch").and_then(JsonRef::as_int) {
         Some(e) if e >= 1 && e == epoch as i128 => {}
         _ => {
             return Err(whole(
@@ -618,7 +627,7 @@ pub fn metadata_fault(
     let mut missing: Vec<&str> = required
         .iter()
         .copied()
-        .filter(|k| !map.contains_key(*k))
+        .filter(|k| !map.contains_key(k))
         .collect();
     missing.sort_unstable();
     if !missing.is_empty() {
@@ -630,19 +639,19 @@ pub fn metadata_fault(
     if event_type == EventType::RunCreated {
         let present = RECOVERY_KEYS
             .iter()
-            .filter(|k| map.contains_key(**k))
+            .filter(|k| map.contains_key(k))
             .count();
         if present != 0 && present != RECOVERY_KEYS.len() {
             return Err(whole("recovery run provenance must be complete".into()));
         }
         if present == RECOVERY_KEYS.len() {
-            check_recovery_provenance(map).map_err(whole)?;
+            check_recovery_provenance_ref(map).map_err(whole)?;
         }
     }
     for (key, value) in map {
         check_metadata_value(key, value, limits, epoch, nested).map_err(|message| {
             MetadataFault {
-                field: Some(key.clone()),
+                field: Some(key.to_string()),
                 message,
             }
         })?;
@@ -652,7 +661,7 @@ pub fn metadata_fault(
 
 fn check_metadata_value(
     key: &str,
-    value: &Value,
+    value: &JsonRef<'_>,
     limits: &Limits,
     epoch: u64,
     nested: bool,
@@ -677,7 +686,7 @@ fn check_metadata_value(
             ));
         }
         "write_scope" | "replacement_write_scope" | "changed_paths" => {
-            let Value::Array(items) = value else {
+            let JsonRef::Array(items) = value else {
                 return fail(format!("{key} must be a bounded list"));
             };
             if !within(items.len(), limits.max_write_scopes) {
@@ -685,16 +694,16 @@ fn check_metadata_value(
             }
             if items
                 .iter()
-                .any(|i| !matches!(i, Value::String(s) if !s.is_empty() && char_len(s) <= 256))
+                .any(|i| !matches!(i, JsonRef::String(s) if !s.is_empty() && char_len(s) <= 256))
             {
                 return fail(format!("{key} must contain bounded strings"));
             }
         }
-        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" if !matches!(value, Value::String(s) if within(char_len(s), limits.max_assignment_chars)) =>
+        "assignment" | "fallback" | "replacement_assignment" | "replacement_fallback" if !matches!(value, JsonRef::String(s) if within(char_len(s), limits.max_assignment_chars)) =>
         {
             return fail(format!("{key} must be at most 500 characters"));
         }
-        "replacement_count" if as_int(value).is_none_or(|v| v < 0) => {
+        "replacement_count" if value.as_int().is_none_or(|v| v < 0) => {
             return fail("replacement_count must be a non-negative integer");
         }
         "previous_agent_id"
@@ -744,14 +753,14 @@ fn check_metadata_value(
             _ => return fail("report_path must be contained"),
         },
         "components" => {
-            let Value::Array(items) = value else {
+            let JsonRef::Array(items) = value else {
                 return fail("components must be a bounded list");
             };
             if !within(items.len(), limits.max_components) {
                 return fail("components must be a bounded list");
             }
             for item in items {
-                check_component(item, limits)?;
+                check_component_ref(item, limits)?;
             }
         }
         "intents" => check_intents(value, limits, epoch, nested)?,
@@ -802,20 +811,20 @@ mod event {
 /// The values of an event whose keys are exactly [`EVENT_KEYS`], or those
 /// and `metadata`, in the order of [`EVENT_KEYS`], and whether it has
 /// metadata; `None` for any other set of keys.
-fn event_fields(event: &Map<String, Value>) -> Option<([&Value; 15], bool)> {
+fn event_fields<'a, 'v>(event: &'a ObjectRef<'v>) -> Option<([&'a JsonRef<'v>; 15], bool)> {
     let has_metadata = match event.len() {
         15 => false,
         16 => true,
         _ => return None,
     };
-    let mut fields = [&Value::Null; 15];
+    let mut fields = [NULL; 15];
     let mut expected = EVENT_KEYS.iter().zip(fields.iter_mut());
     for (key, value) in event {
         if has_metadata && key == "metadata" {
             continue;
         }
         let (name, slot) = expected.next()?;
-        if key != name {
+        if key != *name {
             return None;
         }
         *slot = value;
@@ -835,7 +844,7 @@ pub struct EventContract<'a> {
 }
 
 /// R1–R17: the full per-event contract.
-pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> Rule {
+pub fn check_event_ref(event: &ObjectRef<'_>, contract: &EventContract<'_>) -> Rule {
     // The event's fields by position in EVENT_KEYS, and whether it has
     // metadata: one ordered walk over its keys when they are exactly the
     // event keys (with or without metadata), as every event's are;
@@ -843,12 +852,12 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     let (fields, has_metadata) = match event_fields(event) {
         Some(found) => found,
         None => {
-            let has_required = EVENT_KEYS.iter().all(|k| event.contains_key(*k));
+            let has_required = EVENT_KEYS.iter().all(|k| event.contains_key(k));
             let extra = event
                 .keys()
-                .filter(|k| !EVENT_KEYS.contains(&k.as_str()))
+                .filter(|k| !EVENT_KEYS.contains(k))
                 .collect::<Vec<_>>();
-            if !has_required || extra.iter().any(|k| k.as_str() != "metadata") {
+            if !has_required || extra.iter().any(|k| *k != "metadata") {
                 return fail("receipt event fields do not match the schema");
             }
             (EVENT_KEYS.map(|k| &event[k]), !extra.is_empty())
@@ -857,7 +866,7 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     if contract.family == Family::V1_0 && has_metadata {
         return fail("manifest 1.0 receipt fields do not match the schema");
     }
-    if as_int(fields[event::SCHEMA_VERSION]) != Some(1) {
+    if fields[event::SCHEMA_VERSION].as_int() != Some(1) {
         return fail("receipt event schema version is unsupported");
     }
     if !fields[event::RUN_ID].as_str().is_some_and(is_identifier) {
@@ -872,7 +881,7 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     {
         return fail("receipt state field is invalid");
     }
-    if as_int(fields[event::SEQUENCE]).is_none_or(|s| s < 1) {
+    if fields[event::SEQUENCE].as_int().is_none_or(|s| s < 1) {
         return fail("receipt sequence must be a positive integer");
     }
     let Some(event_type) = fields[event::EVENT_TYPE]
@@ -910,13 +919,13 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     if !fields[event::CHECKSUM].as_str().is_some_and(is_sha256_hex) {
         return fail("receipt checksum is invalid");
     }
-    check_evidence(fields[event::EVIDENCE_REFS], contract.limits)?;
+    check_evidence_ref(fields[event::EVIDENCE_REFS], contract.limits)?;
     if !check_reason_field(fields[event::REASON]) {
         return fail("receipt reason must be at most 500 characters");
     }
     match contract.family {
         Family::V1_0 => Ok(()),
-        Family::V1_1 => check_metadata(
+        Family::V1_1 => check_metadata_ref(
             event_type,
             event.get("metadata"),
             contract.limits,
@@ -926,10 +935,54 @@ pub fn check_event(event: &Map<String, Value>, contract: &EventContract<'_>) -> 
     }
 }
 
+/// [`check_evidence_ref`] of a `Value` (an input before it is sealed).
+pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
+    check_evidence_ref(&JsonRef::from_value(value), limits)
+}
+
+/// [`check_component_ref`] of a `Value`.
+pub fn check_component(value: &Value, limits: &Limits) -> Rule {
+    check_component_ref(&JsonRef::from_value(value), limits)
+}
+
+/// [`check_recovery_provenance_ref`] of a `Map`.
+pub fn check_recovery_provenance(metadata: &serde_json::Map<String, Value>) -> Rule {
+    check_recovery_provenance_ref(&ObjectRef::from_map(metadata))
+}
+
+/// [`check_metadata_ref`] of a `Value`.
+pub fn check_metadata(
+    event_type: EventType,
+    metadata: Option<&Value>,
+    limits: &Limits,
+    epoch: u64,
+    nested: bool,
+) -> Rule {
+    let metadata = metadata.map(JsonRef::from_value);
+    check_metadata_ref(event_type, metadata.as_ref(), limits, epoch, nested)
+}
+
+/// [`metadata_fault_ref`] of a `Value`.
+pub fn metadata_fault(
+    event_type: EventType,
+    metadata: Option<&Value>,
+    limits: &Limits,
+    epoch: u64,
+    nested: bool,
+) -> Result<(), MetadataFault> {
+    let metadata = metadata.map(JsonRef::from_value);
+    metadata_fault_ref(event_type, metadata.as_ref(), limits, epoch, nested)
+}
+
+/// [`check_event_ref`] of a `Map` (an event this tool drafted).
+pub fn check_event(event: &serde_json::Map<String, Value>, contract: &EventContract<'_>) -> Rule {
+    check_event_ref(&ObjectRef::from_map(event), contract)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Map, json};
 
     #[test]
     fn intent_fields_by_position_are_the_named_ones() {
@@ -941,7 +994,8 @@ mod tests {
             .iter()
             .map(|k| (k.to_string(), Value::String(format!("value of {k}"))))
             .collect();
-        let fields = fields_in_order(&intent, &INTENT_KEYS).unwrap();
+        let object = ObjectRef::from_map(&intent);
+        let fields = fields_in_order(&object, &INTENT_KEYS).unwrap();
         for (key, at) in [
             ("agent_id", intent::AGENT_ID),
             ("event_type", intent::EVENT_TYPE),
@@ -954,18 +1008,18 @@ mod tests {
             ("timestamp", intent::TIMESTAMP),
             ("to_state", intent::TO_STATE),
         ] {
-            assert_eq!(fields[at], &intent[key]);
+            assert!(fields[at].matches(&intent[key]));
         }
         // Exactly those keys, or nothing: one missing, one more, one other.
         let mut missing = intent.clone();
         missing.remove("reason");
-        assert!(fields_in_order(&missing, &INTENT_KEYS).is_none());
+        assert!(fields_in_order(&ObjectRef::from_map(&missing), &INTENT_KEYS).is_none());
         let mut more = intent.clone();
         more.insert("extra".into(), Value::Null);
-        assert!(fields_in_order(&more, &INTENT_KEYS).is_none());
+        assert!(fields_in_order(&ObjectRef::from_map(&more), &INTENT_KEYS).is_none());
         let mut other = missing.clone();
         other.insert("reasons".into(), Value::Null);
-        assert!(fields_in_order(&other, &INTENT_KEYS).is_none());
+        assert!(fields_in_order(&ObjectRef::from_map(&other), &INTENT_KEYS).is_none());
     }
 
     /// A metadata fault names the one field at fault (the key whose value
@@ -1017,11 +1071,12 @@ mod tests {
         let mut with_metadata = event.clone();
         with_metadata.insert("metadata".into(), json!({"owner_epoch": 1}));
         for (map, metadata) in [(&event, false), (&with_metadata, true)] {
-            let (fields, has_metadata) = event_fields(map).unwrap();
+            let object = ObjectRef::from_map(map);
+            let (fields, has_metadata) = event_fields(&object).unwrap();
             assert_eq!(has_metadata, metadata);
             for (i, key) in EVENT_KEYS.iter().enumerate() {
                 assert_eq!(slot(&EVENT_KEYS, key), i);
-                assert_eq!(fields[i], &map[*key]);
+                assert!(fields[i].matches(&map[*key]));
             }
         }
         assert_eq!(event::SEQUENCE, 12);
@@ -1034,7 +1089,7 @@ mod tests {
         swapped.remove("metadata");
         swapped.insert("aaa".into(), Value::Null);
         for map in [&missing, &other, &swapped] {
-            assert!(event_fields(map).is_none());
+            assert!(event_fields(&ObjectRef::from_map(map)).is_none());
         }
     }
 

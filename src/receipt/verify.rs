@@ -8,8 +8,9 @@ use std::io::{BufRead, ErrorKind};
 
 use super::canonical;
 use super::canonical_parse;
+use super::json_ref::{JsonRef, ObjectRef};
 use super::manifest::RunManifest;
-use super::rules::{EventContract, Family, check_event};
+use super::rules::{EventContract, Family, check_event_ref};
 
 /// Where a receipt stops being trustworthy. `first_bad` is the 1-based line
 /// index (not the sequence the line claims).
@@ -131,20 +132,22 @@ impl<'a> ChainVerifier<'a> {
     pub fn verify_stream<R: BufRead>(
         &mut self,
         reader: &mut R,
-        mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
+        mut accept: impl FnMut(&ObjectRef<'_>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
         let cap = self.line_cap();
+        let rules = LineRules::new(self.manifest, self.run_id, true);
+        let empty = ObjectRef::default();
         let mut line = Vec::new();
         loop {
             line.clear();
             if read_line(reader, cap, &mut line)? == 0 {
                 return Ok(Ok(()));
             }
-            let event = match self.check_line(&line) {
-                Ok(event) => event,
-                Err(damage) => return Ok(Err(StreamStop::Damage(damage))),
-            };
-            if let Err(reason) = accept(&event, &self.position) {
+            let facts = rules.examine(&line);
+            if let Err(damage) = self.advance(&facts) {
+                return Ok(Err(StreamStop::Damage(damage)));
+            }
+            if let Err(reason) = accept(facts.event().unwrap_or(&empty), &self.position) {
                 return Ok(Err(StreamStop::Rejected(reason)));
             }
         }
@@ -167,17 +170,17 @@ impl<'a> ChainVerifier<'a> {
     }
 
     /// [`Self::verify_stream_parallel`] that also hands each verified event
-    /// on, in order (parsed on the worker threads): for a caller that
-    /// replays while it verifies (`bundle-verify`). The event is lent: it
-    /// goes back to the thread that parsed it to be freed there (a free
-    /// into another thread's malloc arena takes that arena's lock, and the
-    /// workers allocate all the time).
+    /// on, in order (read on the worker threads, borrowing the batch's
+    /// bytes): for a caller that replays while it verifies. The batch is
+    /// lent: it goes back to the thread that read it to be freed there (a
+    /// free into another thread's malloc arena takes that arena's lock, and
+    /// the workers allocate all the time).
     pub fn verify_stream_parallel_events<R: BufRead + Send>(
         &mut self,
         reader: &mut R,
-        mut accept: impl FnMut(&Map<String, Value>, &ChainPosition) -> Result<(), String>,
+        mut accept: impl FnMut(&ObjectRef<'_>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
-        let empty = Map::new();
+        let empty = ObjectRef::default();
         self.parallel(reader, true, |event, position| {
             accept(event.unwrap_or(&empty), position)
         })
@@ -187,7 +190,7 @@ impl<'a> ChainVerifier<'a> {
         &mut self,
         reader: &mut R,
         keep_events: bool,
-        mut accept: impl FnMut(Option<&Map<String, Value>>, &ChainPosition) -> Result<(), String>,
+        mut accept: impl FnMut(Option<&ObjectRef<'_>>, &ChainPosition) -> Result<(), String>,
     ) -> Result<Result<(), StreamStop>, std::io::Error> {
         use std::sync::mpsc::{channel, sync_channel};
         // Parsed events are many times their bytes: smaller batches keep the
@@ -226,33 +229,23 @@ impl<'a> ChainVerifier<'a> {
             let mut results = Vec::new();
             let mut returns = Vec::new();
             for inlet in [from_reader_a, from_reader_b] {
-                let (out, from_worker) = sync_channel::<Vec<LineFacts>>(1);
+                let (out, from_worker) = sync_channel::<ExaminedBatch>(1);
                 // Examined batches come back here once linked, to be freed
                 // on the thread that allocated them. Unbounded, yet never
                 // more than the batches in flight: each is drained before
                 // the next is handed out.
-                let (give_back, back) = channel::<Vec<LineFacts>>();
+                let (give_back, back) = channel::<ExaminedBatch>();
                 scope.spawn(move || {
-                    // One event freed before each one parsed: the parse then
-                    // reuses what was just freed, as in plain verification
-                    // (freeing whole batches at once leaves malloc's caches).
-                    let mut spent: Vec<LineFacts> = Vec::new();
                     for batch in inlet {
-                        back.try_iter().for_each(|facts| spent.extend(facts));
-                        let facts = batch
-                            .lines()
-                            .map(|line| {
-                                drop(spent.pop());
-                                rules.examine(line)
-                            })
-                            .collect();
-                        drop(batch);
-                        if out.send(facts).is_err() {
+                        back.try_iter().for_each(drop);
+                        let examined = ExaminedBatch::new(batch, |batch| {
+                            batch.lines().map(|line| rules.examine(line)).collect()
+                        });
+                        if out.send(examined).is_err() {
                             return;
                         }
                     }
                     drop(out);
-                    drop(spent);
                     back.iter().for_each(drop);
                 });
                 results.push(from_worker);
@@ -263,7 +256,7 @@ impl<'a> ChainVerifier<'a> {
                 let Ok(batch) = results[turn % 2].recv() else {
                     break;
                 };
-                for facts in &batch {
+                for facts in batch.borrow_dependent() {
                     if let Err(damage) = self.advance(facts) {
                         outcome = Err(StreamStop::Damage(damage));
                         break 'batches;
@@ -297,21 +290,17 @@ impl<'a> ChainVerifier<'a> {
             .saturating_add(2)
     }
 
-    /// Check one line (with its LF) against the chain so far and advance.
+    /// Check one line (with its LF) against the chain so far and advance;
+    /// the event as a `Map`.
     pub fn check_line(&mut self, line: &[u8]) -> Result<Map<String, Value>, ReceiptDamage> {
         let facts = LineRules::new(self.manifest, self.run_id, true).examine(line);
-        self.link(facts).map(Option::unwrap_or_default)
+        self.advance(&facts)?;
+        Ok(facts.event().map(ObjectRef::to_map).unwrap_or_default())
     }
 
     /// The chain-dependent checks of an examined line, in the reference's
-    /// order, then advance. Returns the event when the line kept it.
-    pub fn link(&mut self, facts: LineFacts) -> Result<Option<Map<String, Value>>, ReceiptDamage> {
-        self.advance(&facts)?;
-        Ok(facts.body.ok().and_then(|parsed| parsed.event))
-    }
-
-    /// [`Self::link`] without taking the line: the checks, then advance.
-    fn advance(&mut self, facts: &LineFacts) -> Result<(), ReceiptDamage> {
+    /// order, then advance.
+    pub fn advance(&mut self, facts: &LineFacts<'_>) -> Result<(), ReceiptDamage> {
         let parsed = facts.body.as_ref().map_err(|reason| self.damage(reason))?;
         let phase2 = self.manifest.contract.family == Family::V1_1;
         let contract_ok = parsed.contract_ok
@@ -361,7 +350,7 @@ impl<'a> ChainVerifier<'a> {
 
 /// A batch of whole lines in one buffer: `ends[i]` is where line `i`
 /// (with its LF) ends.
-struct Lines {
+pub struct Lines {
     bytes: Vec<u8>,
     ends: Vec<usize>,
 }
@@ -374,6 +363,19 @@ impl Lines {
             .map(|(start, end)| &self.bytes[start..*end])
     }
 }
+
+/// The facts of each line of a batch, which borrow its bytes.
+type BatchFacts<'a> = Vec<LineFacts<'a>>;
+
+self_cell::self_cell!(
+    /// A batch of lines and what the rules found in each, read on a worker
+    /// thread and handed to the linking thread as one value.
+    struct ExaminedBatch {
+        owner: Lines,
+        #[covariant]
+        dependent: BatchFacts,
+    }
+);
 
 /// One line read with the size cap: at most `cap` bytes, up to and
 /// including the LF. Returns the number of bytes read (0 at the end).
@@ -388,14 +390,14 @@ fn read_line<R: BufRead>(reader: &mut R, cap: u64, line: &mut Vec<u8>) -> std::i
 
 /// What one line says on its own, before its place in the chain is known.
 #[derive(Debug)]
-pub struct LineFacts {
+pub struct LineFacts<'a> {
     len: u64,
-    body: Result<ExaminedEvent, &'static str>,
+    body: Result<ExaminedEvent<'a>, &'static str>,
 }
 
-impl LineFacts {
+impl<'a> LineFacts<'a> {
     /// The parsed event, when the line kept it.
-    fn event(&self) -> Option<&Map<String, Value>> {
+    pub fn event(&self) -> Option<&ObjectRef<'a>> {
         self.body
             .as_ref()
             .ok()
@@ -406,7 +408,7 @@ impl LineFacts {
     /// run's event, its contract met, its checksum recomputed. With its
     /// sequence, previous checksum and checksum (for linking it into the
     /// chain). Needs [`LineRules`] that keep events.
-    pub fn proven_event(&self) -> Option<(&Map<String, Value>, u64, &str, &str)> {
+    pub fn proven_event(&self) -> Option<(&ObjectRef<'a>, u64, &str, &str)> {
         let e = self.body.as_ref().ok()?;
         if !(e.canonical && e.contract_ok && e.fields.run_id_ok && e.fields.manifest_ok)
             || e.fields.checksum != e.checksum
@@ -436,8 +438,8 @@ impl LineFacts {
 }
 
 #[derive(Debug)]
-struct ExaminedEvent {
-    event: Option<Map<String, Value>>,
+struct ExaminedEvent<'a> {
+    event: Option<ObjectRef<'a>>,
     fields: LinkFields,
     /// The owner epoch the line's metadata claims (the contract was checked
     /// at it).
@@ -482,20 +484,20 @@ impl<'a> LineRules<'a> {
 
     /// `floats_ruled_out`: the canonical reader already refused every
     /// number that is not an integer.
-    fn contract_ok(&self, event: &Map<String, Value>, epoch: u64, floats_ruled_out: bool) -> bool {
+    fn contract_ok(&self, event: &ObjectRef<'_>, epoch: u64, floats_ruled_out: bool) -> bool {
         let contract = EventContract {
             family: self.manifest.contract.family,
             event_types: &self.manifest.contract.event_types,
             limits: &self.manifest.contract.limits,
             epoch,
         };
-        (floats_ruled_out || !event.values().any(canonical::contains_float))
-            && check_event(event, &contract).is_ok()
+        (floats_ruled_out || !event.values().any(JsonRef::contains_float))
+            && check_event_ref(event, &contract).is_ok()
     }
 
     /// Framing, size, JSON, contract (at the epoch the line claims),
     /// canonical form and checksum of one line.
-    pub fn examine(&self, line: &[u8]) -> LineFacts {
+    pub fn examine<'l>(&self, line: &'l [u8]) -> LineFacts<'l> {
         let len = line.len() as u64;
         LineFacts {
             len,
@@ -503,7 +505,7 @@ impl<'a> LineRules<'a> {
         }
     }
 
-    fn examine_body(&self, line: &[u8]) -> Result<ExaminedEvent, &'static str> {
+    fn examine_body<'l>(&self, line: &'l [u8]) -> Result<ExaminedEvent<'l>, &'static str> {
         let limit = self.manifest.contract.limits.max_receipt_line_bytes;
         if line.len() as u64 >= limit.saturating_add(2) {
             return Err("event too large");
@@ -533,7 +535,7 @@ impl<'a> LineRules<'a> {
                     let (full, hole) = canonical::object_with_hole(&event, "checksum");
                     let canonical = full == content;
                     let checksum = checksum_around(&full, hole);
-                    (event, canonical, checksum, false)
+                    (ObjectRef::from_owned(event), canonical, checksum, false)
                 }
             };
         // Phase 2 binds every event to the current owner epoch through its
@@ -543,22 +545,24 @@ impl<'a> LineRules<'a> {
         let claimed_epoch = event
             .get("metadata")
             .and_then(|m| m.get("owner_epoch"))
-            .and_then(Value::as_u64);
+            .and_then(JsonRef::as_u64);
         let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0), fast);
-        let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_string);
+        let text = |key: &str| event.get(key).and_then(JsonRef::as_str).map(str::to_string);
         let fields = LinkFields {
-            sequence: event.get("sequence").and_then(Value::as_u64),
-            run_id_ok: event.get("run_id").and_then(Value::as_str) == Some(self.run_id),
-            manifest_ok: event.get("manifest_hash").and_then(Value::as_str)
+            sequence: event.get("sequence").and_then(JsonRef::as_u64),
+            run_id_ok: event.get("run_id").and_then(JsonRef::as_str) == Some(self.run_id),
+            manifest_ok: event.get("manifest_hash").and_then(JsonRef::as_str)
                 == Some(self.manifest.contract.hash.as_str()),
             owner_token: text("owner_token"),
             previous_checksum: text("previous_checksum"),
             checksum: text("checksum").unwrap_or_default(),
-            new_owner: (EventType::of(&event) == Some(EventType::RunResumed)).then(|| {
+            new_owner: (event.get("event_type").and_then(JsonRef::as_str)
+                == Some(EventType::RunResumed.as_str()))
+            .then(|| {
                 event
                     .get("metadata")
                     .and_then(|m| m.get("new_owner_fingerprint"))
-                    .and_then(Value::as_str)
+                    .and_then(JsonRef::as_str)
                     .map(str::to_string)
             }),
         };
