@@ -340,7 +340,7 @@ pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
     match verify_receipt(&run, |event| {
         ledger.observe_ref(event);
         if let Some(replaying) = state.as_mut()
-            && replaying.apply_ref(event, &replay_policy).is_err()
+            && replaying.apply_ref_or_spoil(event, &replay_policy).is_err()
         {
             state = None;
         }

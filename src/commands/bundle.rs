@@ -130,7 +130,9 @@ pub fn replay_full(root: &Path, run_id: &str) -> FlowResult<Replayed> {
             completed_at = Some(at);
         }
         ledger.observe_ref(event);
-        state.apply_ref(event, &policy).map_err(|e| e.to_string())
+        state
+            .apply_ref_or_spoil(event, &policy)
+            .map_err(|e| e.to_string())
     })?;
     let position = match verdict {
         Verdict::Intact(position) => position,
@@ -768,7 +770,9 @@ pub fn verify_members(
             checksums.insert(position.sequence, position.checksum.clone());
         }
         ledger.observe_ref(event);
-        state.apply_ref(event, &policy).map_err(|e| e.to_string())?;
+        state
+            .apply_ref_or_spoil(event, &policy)
+            .map_err(|e| e.to_string())?;
         if signed_size == Some(position.sequence) {
             signed = Some((state.clone(), ledger.clone(), position.clone()));
         }

@@ -136,7 +136,7 @@ fn verify_replayed(
     let mut applied = 0u64;
     let verdict = ledger::verify_receipt(run, |event| {
         if let Some(replaying) = state.as_mut() {
-            if replaying.apply_ref(event, &policy).is_err() {
+            if replaying.apply_ref_or_spoil(event, &policy).is_err() {
                 state = None;
             } else {
                 applied += 1;

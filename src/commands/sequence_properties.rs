@@ -13,6 +13,7 @@
 //! The run starts from the reference's `01-init-only` fixture (its manifest
 //! snapshot and `run_created` line), so the contract is the shipped one.
 
+use crate::receipt::json_ref::ObjectRef;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -386,6 +387,8 @@ fn run_sequence(bed: &Bed, ops: &[Op]) -> Vec<&'static str> {
     replayed
         .apply_event(&first, &replay_policy)
         .expect("genesis replays");
+    // The same replay without an undo journal (what a verdict uses).
+    let mut unjournaled = replayed.clone();
     let mut checkpoint = Checkpoint::save(&replayed, &[]);
 
     let mut walk = Walk {
@@ -446,6 +449,14 @@ fn run_sequence(bed: &Bed, ops: &[Op]) -> Vec<&'static str> {
             breaches,
             "step {step} {op:?}: our write is a breach: {:?}",
             replayed.breaches()
+        );
+        unjournaled
+            .apply_ref_or_spoil(&ObjectRef::from_map(&verified), &replay_policy)
+            .unwrap_or_else(|e| panic!("step {step} {op:?}: replay refuses our event: {e}"));
+        assert_eq!(
+            facts(&unjournaled),
+            facts(&replayed),
+            "step {step}: without a journal"
         );
         // ... and the mutation's own state (pre-applied, then saved) is the
         // replay's.

@@ -177,8 +177,21 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
     let policy = super::rebuild::replay_policy(run);
     let mut state = CoordinatorState::new(&origin);
     let verdict = verify_receipt(run, |event| {
-        state.apply_ref(event, &policy).map_err(|e| e.to_string())
+        state
+            .apply_ref_or_spoil(event, &policy)
+            .map_err(|e| e.to_string())
     })?;
+    if let Verdict::Rejected { sequence, .. } = &verdict {
+        // The refused event spoilt the state: the prefix before it again.
+        state = CoordinatorState::new(&origin);
+        let last = sequence.saturating_sub(1);
+        let _ = verify_receipt(run, |event| {
+            if event.get("sequence").and_then(JsonRef::as_u64) > Some(last) {
+                return Err(String::new());
+            }
+            state.apply_ref(event, &policy).map_err(|e| e.to_string())
+        })?;
+    }
     Ok(match verdict {
         Verdict::Intact(position) => Loaded::Healthy(Box::new(state), position),
         Verdict::Damaged(damage) => Loaded::Damaged {

@@ -239,6 +239,9 @@ enum Undo {
         fingerprint: Option<String>,
     },
     LaneInserted(String),
+    /// A lane this event changed, not saved: the state is dropped on error
+    /// ([`CoordinatorState::apply_ref_or_spoil`]).
+    LaneTouched(String),
     /// The lane as it was, without its liveness digest history (which only
     /// ever grows and is restored by truncation to `digests_len`).
     Lane {
@@ -261,6 +264,19 @@ enum Undo {
         previous: Option<Map<String, Value>>,
     },
     ResolutionInserted(String),
+}
+
+/// What one event changed: enough to undo it when `rollback` is asked
+/// for, and the lanes and run it touched either way.
+struct Journal {
+    undo: Vec<Undo>,
+    rollback: bool,
+}
+
+impl Journal {
+    fn push(&mut self, undo: Undo) {
+        self.undo.push(undo);
+    }
 }
 
 /// Read access to one logical event (a plain event or one transaction
@@ -523,19 +539,44 @@ impl CoordinatorState {
         event: &ObjectRef<'_>,
         policy: &ReplayPolicy,
     ) -> Result<(), ReplayError> {
-        let mut journal = Vec::new();
+        self.apply_journaled_ref(event, policy, true)
+    }
+
+    /// [`Self::apply_ref`] for a caller that drops the state when an event
+    /// is refused (a verdict, a view): nothing is saved to undo it, so on
+    /// error the state is spoilt and must not be used.
+    pub fn apply_ref_or_spoil(
+        &mut self,
+        event: &ObjectRef<'_>,
+        policy: &ReplayPolicy,
+    ) -> Result<(), ReplayError> {
+        self.apply_journaled_ref(event, policy, false)
+    }
+
+    fn apply_journaled_ref(
+        &mut self,
+        event: &ObjectRef<'_>,
+        policy: &ReplayPolicy,
+        rollback: bool,
+    ) -> Result<(), ReplayError> {
+        let mut journal = Journal {
+            undo: Vec::new(),
+            rollback,
+        };
         let result = self.apply_journaled(event, policy, &mut journal);
         if result.is_err() {
-            self.rollback(journal);
+            if rollback {
+                self.rollback(journal.undo);
+            }
             return result;
         }
         // Every lane this event created or changed now comes from it.
-        for undo in &journal {
+        for undo in &journal.undo {
             if matches!(undo, Undo::RunState(_)) {
                 self.run_source = self.last_sequence;
             }
             let id = match undo {
-                Undo::LaneInserted(id) => id,
+                Undo::LaneInserted(id) | Undo::LaneTouched(id) => id,
                 Undo::Lane { saved, .. } => &saved.id,
                 _ => continue,
             };
@@ -548,7 +589,7 @@ impl CoordinatorState {
         &mut self,
         map: &ObjectRef<'_>,
         policy: &ReplayPolicy,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let next = self.last_sequence.saturating_add(1);
         let sequence = map.get("sequence").and_then(JsonRef::as_u64);
@@ -681,6 +722,8 @@ impl CoordinatorState {
                 Undo::LaneInserted(id) => {
                     self.lanes.remove(&id);
                 }
+                // Only journaled without rollback, which never gets here.
+                Undo::LaneTouched(_) => {}
                 Undo::Lane { saved, digests_len } => {
                     let mut saved = *saved;
                     if let Some(current) = self.lanes.get_mut(&saved.id) {
@@ -749,12 +792,18 @@ impl CoordinatorState {
     /// modification.
     /// One record per lane and event is enough: the rollback, newest
     /// first, ends at the oldest, which is the lane before the event.
-    fn lane_for_update(&mut self, id: &str, journal: &mut Vec<Undo>) -> Option<&mut LaneRecord> {
+    fn lane_for_update(&mut self, id: &str, journal: &mut Journal) -> Option<&mut LaneRecord> {
         let lane = self.lanes.get_mut(id)?;
-        let saved_already = journal
-            .iter()
-            .any(|undo| matches!(undo, Undo::Lane { saved, .. } if saved.id == id));
+        let saved_already = journal.undo.iter().any(|undo| match undo {
+            Undo::Lane { saved, .. } => saved.id == id,
+            Undo::LaneTouched(touched) => touched == id,
+            _ => false,
+        });
         if saved_already {
+            return Some(lane);
+        }
+        if !journal.rollback {
+            journal.push(Undo::LaneTouched(id.to_string()));
             return Some(lane);
         }
         let digests = std::mem::take(&mut lane.liveness_evidence_digests);
@@ -767,7 +816,7 @@ impl CoordinatorState {
         Some(lane)
     }
 
-    fn save_topology(&self, journal: &mut Vec<Undo>) {
+    fn save_topology(&self, journal: &mut Journal) {
         journal.push(Undo::Topology {
             topology: self.topology.clone(),
             removed_components: self.removed_components.clone(),
@@ -780,7 +829,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'a>,
         policy: &ReplayPolicy,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
         memo: &DigestMemo<'a>,
     ) -> Result<(), ReplayError> {
         let Some(event_type) = ev.event_type() else {
@@ -838,7 +887,7 @@ impl CoordinatorState {
         ev: &Ev<'_>,
         event_type: EventType,
         edge: RunEdge,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let (sources, target) = (edge.from, edge.to);
         let source = if event_type == EventType::RunCreated && self.last_sequence == 0 {
@@ -866,7 +915,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let old_epoch = self.owner_epoch;
         if meta.get("owner_epoch").and_then(JsonRef::as_u64) != Some(old_epoch) {
@@ -899,7 +948,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt("lane_created requires lane_id"));
@@ -961,7 +1010,7 @@ impl CoordinatorState {
         ev: &Ev<'a>,
         event_type: EventType,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
         memo: &DigestMemo<'a>,
     ) -> Result<(), ReplayError> {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
@@ -1110,7 +1159,7 @@ impl CoordinatorState {
         ev: &Ev<'_>,
         event_type: EventType,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let (what, target) = if event_type == EventType::ReplacementRepaired {
             ("repair", LaneState::Replaced)
@@ -1156,7 +1205,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let original_id = ev.meta_str(meta, "original_lane_id")?;
         let replacement_id = ev.meta_str(meta, "replacement_lane_id")?;
@@ -1201,7 +1250,7 @@ impl CoordinatorState {
         ev: &Ev<'_>,
         meta: &Meta<'_>,
         policy: &ReplayPolicy,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let evidence = ev.evidence()?;
@@ -1271,7 +1320,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let components = match meta.get("components") {
@@ -1298,7 +1347,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let component_id = ev.meta_str(meta, "component_id")?;
@@ -1322,7 +1371,7 @@ impl CoordinatorState {
         ev: &Ev<'_>,
         passed: bool,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let component_id = ev.meta_str(meta, "component_id")?;
@@ -1375,7 +1424,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         ev.require_evidence()?;
         let component_id = ev.meta_str(meta, "component_id")?;
@@ -1401,7 +1450,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         meta: &Meta<'_>,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let metadata = meta.0.map(ObjectRef::to_map).unwrap_or_default();
         let Some(kind) = ev.meta_str(meta, "report_kind")? else {

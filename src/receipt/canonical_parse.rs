@@ -99,7 +99,9 @@ impl<'a> Reader<'a> {
         mut hole: Option<(&str, &mut Option<Range<usize>>)>,
     ) -> Option<ObjectRef<'a>> {
         self.enter()?;
-        let mut members: Vec<(Cow<'a, str>, JsonRef<'a>)> = Vec::new();
+        // A receipt event has 16 members; the objects inside it a few.
+        let capacity = if hole.is_some() { 16 } else { 4 };
+        let mut members: Vec<(Cow<'a, str>, JsonRef<'a>)> = Vec::with_capacity(capacity);
         if self.peek()? == b'}' {
             self.at += 1;
             self.depth -= 1;

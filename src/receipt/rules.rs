@@ -637,10 +637,7 @@ pub fn metadata_fault_ref(
         )));
     }
     if event_type == EventType::RunCreated {
-        let present = RECOVERY_KEYS
-            .iter()
-            .filter(|k| map.contains_key(k))
-            .count();
+        let present = RECOVERY_KEYS.iter().filter(|k| map.contains_key(k)).count();
         if present != 0 && present != RECOVERY_KEYS.len() {
             return Err(whole("recovery run provenance must be complete".into()));
         }

@@ -1273,3 +1273,43 @@ fn views_read_a_phase1_run() {
     assert!(std::fs::read_to_string(&page).unwrap().contains("1.0.0"));
     assert_eq!(before, common::snapshot(&root));
 }
+
+/// A receipt whose every line verifies but whose last event the replay
+/// refuses (another writer's lane step for a lane that does not exist):
+/// the listing shows the run as damaged at that event with the state of
+/// the lines before it, as it was before the line was appended (the replay
+/// of a view keeps no undo journal, so that prefix is replayed again).
+#[test]
+fn a_refused_last_event_is_listed_with_the_state_before_it() {
+    let run = common::TestBed::running(&["runtime"]);
+    run.running_lane("build", None);
+    let entry = |run: &common::TestBed| {
+        let listing = run.raw(&["status", "--format", "json"]).assert_ok();
+        listing["runs"][0].as_object().unwrap().clone()
+    };
+    let before = entry(&run);
+    assert_eq!(before["receipt"], "ok", "{before:?}");
+    run.append_sealed(&[(
+        "lane_started",
+        json!({"lane_id": "ghost", "agent_id": "agent-ghost", "from_state": "pending",
+               "to_state": "starting", "metadata": {"owner_epoch": 1}}),
+    )]);
+    let after = entry(&run);
+    let refused = before["sequence"].as_u64().unwrap() + 1;
+    assert_eq!(after["receipt"], "damaged", "{after:?}");
+    assert_eq!(after["first_bad_sequence"], refused, "{after:?}");
+    assert_eq!(after["sequence"], before["sequence"], "{after:?}");
+    let damage = [
+        "receipt",
+        "first_bad_sequence",
+        "effective_state",
+        "last_trusted_checksum",
+        "error",
+        "next",
+    ];
+    for (key, value) in &before {
+        if !damage.contains(&key.as_str()) {
+            assert_eq!(after.get(key), Some(value), "{key}: {after:?}");
+        }
+    }
+}
