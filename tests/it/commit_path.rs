@@ -4,7 +4,6 @@
 //! with the breaches another writer recorded.
 
 use crate::bed::{TestBed, ev, heartbeat_input};
-use bluetape_flow::receipt::event::EventDraft;
 use serde_json::Value;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -180,32 +179,13 @@ fn append_reused_heartbeats(run: &Path, count: usize) {
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     // A heartbeat is a transaction of two intents (liveness, lease).
     assert_eq!(last["event_type"], "transaction_committed");
-    let text_of = |k: &str| last[k].as_str().map(str::to_string);
-    let mut previous = last["checksum"].as_str().unwrap().to_string();
-    let first = last["sequence"].as_u64().unwrap() + 1;
-    for sequence in first..first + count as u64 {
-        let sealed = EventDraft {
-            run_id: text_of("run_id").unwrap(),
-            lane_id: text_of("lane_id"),
-            agent_id: text_of("agent_id"),
-            sequence,
-            event_type: bluetape_flow::receipt::vocab::EventType::parse(
-                &text_of("event_type").unwrap(),
-            )
-            .unwrap(),
-            from_state: text_of("from_state"),
-            to_state: text_of("to_state"),
-            timestamp: text_of("timestamp").unwrap(),
-            owner_token: text_of("owner_token").unwrap(),
-            manifest_hash: text_of("manifest_hash").unwrap(),
-            previous_checksum: previous.clone(),
-            evidence_refs: last["evidence_refs"].clone(),
-            reason: text_of("reason"),
-            metadata: Some(last["metadata"].clone()),
-        }
-        .seal();
+    let event_type = last["event_type"].as_str().unwrap().to_string();
+    let mut previous = last.clone();
+    for _ in 0..count {
+        // Every field but the chain is the last line's own.
+        let sealed = crate::bed::draft_after(&previous, &event_type, &last, "").seal();
         bytes.extend_from_slice(&sealed.line);
-        previous = sealed.checksum;
+        previous = Value::Object(sealed.event);
     }
     std::fs::write(&receipt, &bytes).unwrap();
 }

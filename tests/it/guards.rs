@@ -7,7 +7,6 @@
 
 use crate::bed as common;
 
-use bluetape_flow::receipt::event::EventDraft;
 use common::{Flow, Output};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -155,34 +154,15 @@ impl Run {
     /// a draft built from the last line (same owner, epoch 1).
     fn append(&self, event_type: &str, fields: Value) {
         let last = self.events().pop().unwrap();
-        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut fields = fields;
         let mut metadata = json!({"owner_epoch": 1});
         if let Some(extra) = fields.get("metadata").and_then(Value::as_object) {
             for (k, v) in extra {
                 metadata[k] = v.clone();
             }
         }
-        let sealed = EventDraft {
-            run_id: self.run_id.clone(),
-            lane_id: text(&fields, "lane_id"),
-            agent_id: text(&fields, "agent_id"),
-            sequence: last["sequence"].as_u64().unwrap() + 1,
-            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
-                .expect("a known event type"),
-            from_state: text(&fields, "from_state"),
-            to_state: text(&fields, "to_state"),
-            timestamp: text(&fields, "timestamp").unwrap_or_else(|| "2026-07-14T01:00:00Z".into()),
-            owner_token: text(&last, "owner_token").unwrap(),
-            manifest_hash: text(&last, "manifest_hash").unwrap(),
-            previous_checksum: text(&last, "checksum").unwrap(),
-            evidence_refs: fields
-                .get("evidence_refs")
-                .cloned()
-                .unwrap_or_else(|| json!([{"kind": "test", "summary": "by hand"}])),
-            reason: text(&fields, "reason"),
-            metadata: Some(metadata),
-        }
-        .seal();
+        fields["metadata"] = metadata;
+        let sealed = common::draft_after(&last, event_type, &fields, "by hand").seal();
         std::fs::OpenOptions::new()
             .append(true)
             .open(self.dir().join("receipt.jsonl"))

@@ -886,6 +886,35 @@ impl Phase1Bed {
 
 pub const T0: &str = "2026-07-14T01:00:00Z";
 
+/// The next event after the line `last` (its run, owner, manifest and
+/// chain), as another writer appends it: its own fields from `fields`
+/// (`lane_id`, `agent_id`, `from_state`, `to_state`, `timestamp` ([`T0`]
+/// when absent), `evidence_refs` (`ev(summary)` when absent), `reason`,
+/// `metadata`).
+pub fn draft_after(last: &Value, event_type: &str, fields: &Value, summary: &str) -> EventDraft {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    EventDraft {
+        run_id: text(last, "run_id").unwrap(),
+        lane_id: text(fields, "lane_id"),
+        agent_id: text(fields, "agent_id"),
+        sequence: last["sequence"].as_u64().unwrap() + 1,
+        event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
+            .expect("a known event type"),
+        from_state: text(fields, "from_state"),
+        to_state: text(fields, "to_state"),
+        timestamp: text(fields, "timestamp").unwrap_or_else(|| T0.into()),
+        owner_token: text(last, "owner_token").unwrap(),
+        manifest_hash: text(last, "manifest_hash").unwrap(),
+        previous_checksum: text(last, "checksum").unwrap(),
+        evidence_refs: fields
+            .get("evidence_refs")
+            .cloned()
+            .unwrap_or_else(|| ev(summary)),
+        reason: text(fields, "reason"),
+        metadata: fields.get("metadata").cloned(),
+    }
+}
+
 /// `[{"kind": "test", "summary": summary}]`.
 pub fn ev(summary: &str) -> Value {
     json!([{"kind": "test", "summary": summary}])
@@ -1282,25 +1311,7 @@ impl TestBed {
         let receipt = self.dir.join("receipt.jsonl");
         let mut bytes = std::fs::read(&receipt).unwrap();
         for (event_type, fields) in events {
-            let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
-            let sealed = EventDraft {
-                run_id: self.run_id.clone(),
-                lane_id: text("lane_id"),
-                agent_id: text("agent_id"),
-                sequence: last["sequence"].as_u64().unwrap() + 1,
-                event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
-                    .expect("a known event type"),
-                from_state: text("from_state"),
-                to_state: text("to_state"),
-                timestamp: text("timestamp").unwrap_or_else(|| T0.into()),
-                owner_token: last["owner_token"].as_str().unwrap().into(),
-                manifest_hash: last["manifest_hash"].as_str().unwrap().into(),
-                previous_checksum: last["checksum"].as_str().unwrap().into(),
-                evidence_refs: fields.get("evidence_refs").cloned().unwrap_or(ev("sealed")),
-                reason: text("reason"),
-                metadata: Some(fields["metadata"].clone()),
-            }
-            .seal();
+            let sealed = draft_after(&last, event_type, fields, "sealed").seal();
             bytes.extend_from_slice(&sealed.line);
             last = Value::Object(sealed.event);
         }
