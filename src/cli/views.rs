@@ -753,6 +753,7 @@ fn log(
     let mut marker = view_commands::BreachMarker::new(&run);
     let result = view_commands::stream_events(&run, None, |event| {
         let breaches = marker.observe(event);
+        let event = &event.to_map();
         if !filter.accepts(event) {
             return Ok(());
         }
@@ -828,12 +829,16 @@ fn log(
         let step = view_commands::stream_events(&run, Some(end.position.clone()), |event| {
             // After a torn line the same lines are verified again: each
             // event is printed once.
-            let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
+            let sequence = event
+                .get("sequence")
+                .and_then(crate::receipt::json_ref::JsonRef::as_u64)
+                .unwrap_or(0);
             if sequence <= seen {
                 return Ok(());
             }
             seen = sequence;
             let breaches = marker.observe(event);
+            let event = &event.to_map();
             if !filter.accepts(event) {
                 return Ok(());
             }

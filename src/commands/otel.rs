@@ -373,6 +373,7 @@ fn stream(
     let mut head_seen = false;
     let version = env!("CARGO_PKG_VERSION");
     let streamed = super::views::stream_events(run, None, |event| {
+        let event = &event.to_map();
         let sequence = event.get("sequence").and_then(Value::as_u64).unwrap_or(0);
         if sequence > head_sequence {
             return Ok(());

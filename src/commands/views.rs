@@ -116,12 +116,13 @@ impl BreachMarker {
     }
 
     /// The breaches of the next verified event (events in receipt order).
-    pub fn observe(&mut self, event: &Map<String, Value>) -> Vec<Breach> {
+    pub fn observe(&mut self, event: &ObjectRef<'_>) -> Vec<Breach> {
         let Some(state) = self.state.as_mut() else {
             return Vec::new();
         };
         let before = state.breaches().len();
-        if state.apply_event(event, &self.policy).is_err() {
+        // A refused event ends the marking: nothing to undo.
+        if state.apply_ref_or_spoil(event, &self.policy).is_err() {
             self.state = None;
             return Vec::new();
         }
@@ -472,10 +473,12 @@ pub struct StreamEnd {
     pub terminal: bool,
 }
 
-fn is_terminal_event(event: &Map<String, Value>) -> bool {
-    let terminal = |e: &Map<String, Value>| {
+fn is_terminal_event(event: &ObjectRef<'_>) -> bool {
+    let terminal = |e: &ObjectRef<'_>| {
         matches!(
-            EventType::of(e),
+            e.get("event_type")
+                .and_then(JsonRef::as_str)
+                .and_then(EventType::parse),
             Some(
                 EventType::RunCompleted
                     | EventType::RunFailed
@@ -488,8 +491,8 @@ fn is_terminal_event(event: &Map<String, Value>) -> bool {
         || event
             .get("metadata")
             .and_then(|m| m.get("intents"))
-            .and_then(Value::as_array)
-            .is_some_and(|intents| intents.iter().filter_map(Value::as_object).any(terminal))
+            .and_then(JsonRef::as_array)
+            .is_some_and(|intents| intents.iter().filter_map(JsonRef::as_object).any(terminal))
 }
 
 /// Stream the verified events after `start` (genesis when `None`) to
@@ -501,7 +504,7 @@ fn is_terminal_event(event: &Map<String, Value>) -> bool {
 pub fn stream_events(
     run: &OpenRun,
     start: Option<ChainPosition>,
-    mut emit: impl FnMut(&Map<String, Value>) -> Result<(), String>,
+    mut emit: impl FnMut(&ObjectRef<'_>) -> Result<(), String>,
 ) -> FlowResult<StreamEnd> {
     let head = run.dir.read_head()?;
     let mut terminal = false;
@@ -518,9 +521,8 @@ pub fn stream_events(
         if untrusted {
             return Ok(());
         }
-        let event = event.to_map();
-        terminal |= is_terminal_event(&event);
-        emit(&event)
+        terminal |= is_terminal_event(event);
+        emit(event)
     };
     let start = start.unwrap_or_else(|| ChainPosition::genesis(&run.manifest));
     let verdict = verify_from(run, start, consume)?;
@@ -551,7 +553,7 @@ pub fn report_data(root: &Path, run_id: &str, at: &str) -> FlowResult<ReportData
     let run = open_run(root, run_id)?;
     let mut timeline = crate::coordinator::timeline::Timeline::default();
     let end = stream_events(&run, None, |event| {
-        timeline.observe(event);
+        timeline.observe(&event.to_map());
         Ok(())
     })?;
     if status.get("checksum").and_then(Value::as_str) != Some(end.position.checksum.as_str()) {
