@@ -111,51 +111,19 @@ fn at_cannot_record_an_approval_after_the_window() {
 }
 
 fn gate_created_at(policy: &str, created: &str) -> Gate {
-    use bluetape_flow::commands::init::{
-        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().to_path_buf();
-    let flow = Flow::new(&base);
-    let root = base.join("state");
-    let repo = base.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    let file = base.join("policy.json");
-    std::fs::write(&file, policy).unwrap();
-    let env = bluetape_flow::store::discovery::DiscoveryEnv {
-        home: Some(flow.home.clone().into_os_string()),
-        cwd: base.clone(),
-        ..Default::default()
-    };
-    let entropy = InitEntropy {
-        now: chrono::DateTime::parse_from_rfc3339(created)
-            .unwrap()
-            .with_timezone(&chrono::Utc),
-        ..InitEntropy::fresh()
-    };
-    let request = InitRequest {
-        workflow_type: "A".into(),
-        repo_root: repo,
-        owner_file: root.join("handles/main.owner"),
-        components: vec!["runtime".into()],
-    };
-    let policy = PolicyRequest {
-        file,
-        initiated_by: None,
-    };
-    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
-    let evidence = base.join("ev.json");
+    let made = common::init_gated(policy, created, &["runtime"], None);
+    let evidence = made.base.join("ev.json");
     std::fs::write(
         &evidence,
         r#"[{"kind":"user_approval","summary":"plan reviewed"}]"#,
     )
     .unwrap();
     Gate {
-        _tmp: tmp,
-        root,
-        base,
-        flow,
-        run_id: outcome.run_id,
+        _tmp: made.tmp,
+        root: made.root,
+        base: made.base,
+        flow: made.flow,
+        run_id: made.run_id,
         evidence,
     }
 }

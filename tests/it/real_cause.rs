@@ -25,23 +25,15 @@ pub(crate) struct Bed {
 
 impl Bed {
     pub(crate) fn new() -> Bed {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let flow = Flow::new(&base);
-        let repo = base.join("repo");
-        std::fs::create_dir_all(repo.join("src/api")).unwrap();
-        let root = base.join("state");
-        let owner = root.join("handles/main.owner");
-        let out = flow.run(&init_argv(&root, "A", &repo, &owner, &["api"]));
-        let run = out.assert_ok()["run_id"].as_str().unwrap().to_string();
+        let made = crate::bed::init_run("api");
         let bed = Bed {
-            _tmp: tmp,
-            base,
-            flow,
-            root,
-            repo,
-            run,
-            owner,
+            _tmp: made.tmp,
+            base: made.base,
+            flow: made.flow,
+            root: made.root,
+            repo: made.repo,
+            run: made.run_id,
+            owner: made.owner,
         };
         bed.ok(
             "run-approve",

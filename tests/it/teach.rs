@@ -21,22 +21,14 @@ struct Life {
 
 impl Life {
     fn new() -> Life {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let flow = Flow::new(&base);
-        let repo = base.join("repo");
-        std::fs::create_dir_all(repo.join("src/api")).unwrap();
-        let root = base.join("state");
-        let owner = root.join("handles/main.owner");
-        let out = flow.run(&init_argv(&root, "A", &repo, &owner, &["api"]));
-        let run = out.assert_ok()["run_id"].as_str().unwrap().to_string();
+        let made = crate::bed::init_run("api");
         Life {
-            _tmp: tmp,
-            base,
-            flow,
-            root,
-            run,
-            owner,
+            _tmp: made.tmp,
+            base: made.base,
+            flow: made.flow,
+            root: made.root,
+            run: made.run_id,
+            owner: made.owner,
         }
     }
 
@@ -816,46 +808,14 @@ fn readme_exit_rows() -> Vec<ExitRow> {
 /// A run with an approval policy (alice approves, the initiator may not),
 /// created through the library at `created` so an expiry can be in the past.
 fn gated_run(policy: &str, created: &str) -> (Life, Vec<(&'static str, &'static str)>) {
-    use bluetape_flow::commands::init::{
-        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base);
-    let root = base.join("state");
-    let repo = base.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    let file = base.join("policy.json");
-    std::fs::write(&file, policy).unwrap();
-    let env = bluetape_flow::store::discovery::DiscoveryEnv {
-        home: Some(flow.home.clone().into_os_string()),
-        cwd: base.clone(),
-        ..Default::default()
-    };
-    let entropy = InitEntropy {
-        now: chrono::DateTime::parse_from_rfc3339(created)
-            .unwrap()
-            .with_timezone(&chrono::Utc),
-        ..InitEntropy::fresh()
-    };
-    let request = InitRequest {
-        workflow_type: "A".into(),
-        repo_root: repo,
-        owner_file: root.join("handles/main.owner"),
-        components: vec!["api".into()],
-    };
-    let policy = PolicyRequest {
-        file,
-        initiated_by: Some("agent-1".into()),
-    };
-    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let made = crate::bed::init_gated(policy, created, &["api"], Some("agent-1"));
     let life = Life {
-        _tmp: tmp,
-        base,
-        flow,
-        owner: root.join("handles/main.owner"),
-        root,
-        run: outcome.run_id,
+        _tmp: made.tmp,
+        base: made.base,
+        flow: made.flow,
+        owner: made.root.join("handles/main.owner"),
+        root: made.root,
+        run: made.run_id,
     };
     (life, vec![("BLUETAPE_APPROVED_BY", "alice")])
 }

@@ -915,6 +915,103 @@ pub fn draft_after(last: &Value, event_type: &str, fields: &Value, summary: &str
     }
 }
 
+/// A temp workspace with a run made by `init` through the binary (its id
+/// as `init` printed it), its handle `handles/main.owner`.
+pub struct InitRun {
+    pub tmp: tempfile::TempDir,
+    /// The temp dir's canonical path.
+    pub base: PathBuf,
+    pub flow: Flow,
+    pub repo: PathBuf,
+    pub root: PathBuf,
+    pub run_id: String,
+    pub owner: PathBuf,
+}
+
+/// [`InitRun`] of workflow `A` with one component, whose source directory
+/// `src/<component>` the repository has.
+pub fn init_run(component: &str) -> InitRun {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base);
+    let repo = base.join("repo");
+    std::fs::create_dir_all(repo.join("src").join(component)).unwrap();
+    let root = base.join("state");
+    let owner = root.join("handles/main.owner");
+    let out = flow.run(&init_argv(&root, "A", &repo, &owner, &[component]));
+    let run_id = out.assert_ok()["run_id"].as_str().unwrap().to_string();
+    InitRun {
+        tmp,
+        base,
+        flow,
+        repo,
+        root,
+        run_id,
+        owner,
+    }
+}
+
+/// A run made through the library as `init --approval-policy` makes it.
+pub struct GatedRun {
+    pub tmp: tempfile::TempDir,
+    /// The temp dir's canonical path.
+    pub base: PathBuf,
+    pub flow: Flow,
+    pub root: PathBuf,
+    pub run_id: String,
+}
+
+/// A run of workflow `A` over `components` with the approval policy whose
+/// JSON text is `policy`, created at `created` (so an expiry can lie in
+/// the past) by `initiated_by`; its handle is `handles/main.owner`.
+pub fn init_gated(
+    policy: &str,
+    created: &str,
+    components: &[&str],
+    initiated_by: Option<&str>,
+) -> GatedRun {
+    use bluetape_flow::commands::init::{
+        InitEntropy, InitRequest, PolicyRequest, init_with_policy,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base);
+    let root = base.join("state");
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let file = base.join("policy.json");
+    std::fs::write(&file, policy).unwrap();
+    let env = bluetape_flow::store::discovery::DiscoveryEnv {
+        home: Some(flow.home.clone().into_os_string()),
+        cwd: base.clone(),
+        ..Default::default()
+    };
+    let entropy = InitEntropy {
+        now: chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .with_timezone(&chrono::Utc),
+        ..InitEntropy::fresh()
+    };
+    let request = InitRequest {
+        workflow_type: "A".into(),
+        repo_root: repo,
+        owner_file: root.join("handles/main.owner"),
+        components: components.iter().map(|c| c.to_string()).collect(),
+    };
+    let policy = PolicyRequest {
+        file,
+        initiated_by: initiated_by.map(str::to_string),
+    };
+    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    GatedRun {
+        tmp,
+        base,
+        flow,
+        root,
+        run_id: outcome.run_id,
+    }
+}
+
 /// `[{"kind": "test", "summary": summary}]`.
 pub fn ev(summary: &str) -> Value {
     json!([{"kind": "test", "summary": summary}])
