@@ -1172,72 +1172,18 @@ fn a_breached_runs_report_opens_with_its_banner_in_a_real_browser() {
 
 // ------------------------------------------------------------- Phase 1
 
-const PHASE1_RUN: &str = "20260101T000000Z-0000beef";
+const PHASE1_RUN: &str = common::PHASE1_RUN_ID;
 
 /// A manifest 1.0 (Phase 1) run: run_created, plan_approved.
 fn write_phase1_run(root: &Path) -> String {
-    use bluetape_flow::receipt::canonical;
-    use bluetape_flow::receipt::event::EventDraft;
-    use bluetape_flow::receipt::manifest::BUNDLED_MANIFEST;
-    use bluetape_flow::receipt::rules::Family;
-    use bluetape_flow::receipt::vocab::EventType;
-    let mut manifest: Value = serde_json::from_str(BUNDLED_MANIFEST).unwrap();
-    let map = manifest.as_object_mut().unwrap();
-    map.insert("manifest_version".into(), json!("1.0.0"));
-    for key in [
-        "resource_limits",
-        "compatible_manifest_versions",
-        "failure_resolution",
-    ] {
-        map.remove(key);
-    }
-    manifest["receipt"]["event_types"] = json!(EventType::of_family(Family::V1_0));
-    let hash = canonical::digest(&manifest);
-    let mut snapshot = manifest.clone();
-    snapshot["_run"] = json!({"component_ids": ["runtime"], "manifest_hash": hash,
-        "owner_token": "legacy-secret", "repo_root": "/tmp", "workflow_type": "A"});
-    let dir = root.join("runs").join(PHASE1_RUN);
-    std::fs::create_dir_all(dir.join("lanes")).unwrap();
-    std::fs::write(
-        dir.join("manifest.json"),
-        canonical::to_string(&snapshot) + "\n",
+    common::write_phase1_run(
+        root,
+        &[
+            ("run_created", None, Some("planned")),
+            ("plan_approved", Some("planned"), Some("approved")),
+        ],
+        None,
     )
-    .unwrap();
-    let mut receipt = Vec::new();
-    let mut previous = String::new();
-    let events = [
-        ("run_created", None, Some("planned")),
-        ("plan_approved", Some("planned"), Some("approved")),
-    ];
-    for (i, (event_type, from, to)) in events.iter().enumerate() {
-        let sealed = EventDraft {
-            run_id: PHASE1_RUN.into(),
-            lane_id: None,
-            agent_id: None,
-            sequence: i as u64 + 1,
-            event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
-                .expect("a known event type"),
-            from_state: from.map(str::to_string),
-            to_state: to.map(str::to_string),
-            timestamp: "2026-01-01T00:00:00Z".into(),
-            owner_token: "legacy-secret".into(),
-            manifest_hash: hash.clone(),
-            previous_checksum: previous.clone(),
-            evidence_refs: if i == 0 {
-                json!([])
-            } else {
-                json!([{"kind": "user_approval", "summary": "ok"}])
-            },
-            reason: None,
-            metadata: None,
-        }
-        .seal();
-        receipt.extend_from_slice(&sealed.line);
-        previous = sealed.checksum;
-    }
-    std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
-    common::set_modes(root);
-    previous
 }
 
 /// A Phase 1 run is not an error for the views: its verified state, the
