@@ -29,7 +29,7 @@ use crate::receipt::verify::{ChainPosition, ChainVerifier, StreamStop};
 use crate::store::bundle::{file_digest, open_input, read_member_file};
 use crate::store::heads::read_small;
 
-/// Receipts at least this long are verified on two more threads.
+/// Receipts at least this long are verified on worker threads.
 const PARALLEL_FROM_BYTES: u64 = 1 << 20;
 
 /// The tool named in every index.
@@ -781,7 +781,7 @@ pub fn verify_members(
         }
         Ok(())
     };
-    // Long receipts are parsed on two more threads (the same checks, the
+    // Long receipts are parsed on worker threads (the same checks, the
     // events handed on in order for the replay).
     let receipt_bytes: u64 = segments.iter().map(|m| m.size).sum();
     let outcome = if receipt_bytes >= PARALLEL_FROM_BYTES {

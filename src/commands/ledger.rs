@@ -13,7 +13,7 @@ use crate::receipt::verify::{
 };
 use crate::store::run::{AckHead, RunDir};
 
-/// Receipt stretches at least this long are verified on two more threads.
+/// Receipt stretches at least this long are verified on worker threads.
 const PARALLEL_FROM_BYTES: u64 = 1 << 20;
 
 /// An opened run: its directory and validated manifest snapshot.
@@ -102,7 +102,7 @@ pub fn verify_receipt(
 }
 
 /// Verify the whole receipt without handing the events on (`verify`):
-/// long receipts are parsed on two more threads.
+/// long receipts are parsed on worker threads.
 pub fn verify_chain(run: &OpenRun) -> FlowResult<Verdict> {
     verify_with(run, ChainPosition::genesis(&run.manifest), None)
 }
@@ -174,7 +174,7 @@ fn verify_with(
         }
         trusted_checksum = position.checksum.clone();
     };
-    // Long stretches are parsed on two more threads (same checks, same
+    // Long stretches are parsed on worker threads (same checks, same
     // verdicts, the events handed on in order); short ones are not worth
     // the threads.
     let remaining = run
@@ -194,7 +194,7 @@ fn verify_with(
             Ok(())
         }),
         None => {
-            // Long stretches are parsed on two more threads (same checks,
+            // Long stretches are parsed on worker threads (same checks,
             // same verdicts); short ones are not worth the threads.
             if remaining >= PARALLEL_FROM_BYTES {
                 verifier.verify_stream_parallel(&mut reader, |position| {
