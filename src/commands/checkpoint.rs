@@ -379,7 +379,8 @@ fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, 
     }
     // And the receipt holds exactly this canonical line at this offset.
     let line = run.dir.read_receipt_range(byte_length, line_length)?;
-    let facts = LineRules::new(&run.manifest, &run.dir.run_id, false).examine(&line);
+    let arena = bumpalo::Bump::new();
+    let facts = LineRules::new(&run.manifest, &run.dir.run_id, false).examine(&line, &arena);
     if !facts.is_canonical_event(sequence, &checksum) {
         return None;
     }

@@ -77,7 +77,8 @@ fn read_tail(run: &OpenRun, head: &ChainPosition, down_to: u64) -> Option<Tail> 
         for line in lines.iter().rev() {
             let mut framed = line.to_vec();
             framed.push(b'\n');
-            let facts = rules.examine(&framed);
+            let arena = bumpalo::Bump::new();
+            let facts = rules.examine(&framed, &arena);
             let (event, sequence, previous, checksum) = facts.proven_event()?;
             if sequence != expect_sequence || checksum != expect_checksum {
                 return None;

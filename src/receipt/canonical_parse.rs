@@ -18,6 +18,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use bumpalo::Bump;
+
 use super::json_ref::{JsonRef, ListRef, ObjectRef};
 
 /// Nesting deeper than this is left to the general path (serde_json's own
@@ -31,13 +33,21 @@ pub type ObjectWithHole<'a> = (ObjectRef<'a>, Option<Range<usize>>);
 /// top-level member `hole` as [`super::canonical::object_with_hole`] gives
 /// it (with the comma before it, or after it when it is the first
 /// member); `None` unless `bytes` are exactly canonical JSON of an object.
-pub fn parse_canonical_object<'a>(bytes: &'a [u8], hole: &str) -> Option<ObjectWithHole<'a>> {
+/// Its nodes (and any string with an escape) are made in `arena`.
+pub fn parse_canonical_object<'a>(
+    bytes: &'a [u8],
+    hole: &str,
+    arena: &'a Bump,
+) -> Option<ObjectWithHole<'a>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut reader = Reader {
         text,
         bytes,
         at: 0,
         depth: 0,
+        arena,
+        members: Vec::with_capacity(32),
+        items: Vec::with_capacity(8),
     };
     let mut range = None;
     if reader.next()? != b'{' {
@@ -70,12 +80,34 @@ fn skip_plain(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// Whether `key` comes strictly after `last` in code-point order (UTF-8
+/// byte order is code-point order). Keys are short and usually differ in
+/// their first bytes: a loop here beats a call to `memcmp`.
+#[inline]
+fn ascending(last: &str, key: &str) -> bool {
+    let (last, key) = (last.as_bytes(), key.as_bytes());
+    for (a, b) in last.iter().zip(key) {
+        if a != b {
+            return a < b;
+        }
+    }
+    last.len() < key.len()
+}
+
 struct Reader<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
     depth: usize,
+    arena: &'a Bump,
+    /// The members of the objects being read, innermost last; each object
+    /// moves its own into the arena when it closes.
+    members: Vec<Member<'a>>,
+    /// The same for the items of the lists being read.
+    items: Vec<JsonRef<'a>>,
 }
+
+type Member<'a> = (Cow<'a, str>, JsonRef<'a>);
 
 impl<'a> Reader<'a> {
     fn next(&mut self) -> Option<u8> {
@@ -99,9 +131,7 @@ impl<'a> Reader<'a> {
         mut hole: Option<(&str, &mut Option<Range<usize>>)>,
     ) -> Option<ObjectRef<'a>> {
         self.enter()?;
-        // A receipt event has 16 members; the objects inside it a few.
-        let capacity = if hole.is_some() { 16 } else { 4 };
-        let mut members: Vec<(Cow<'a, str>, JsonRef<'a>)> = Vec::with_capacity(capacity);
+        let base = self.members.len();
         if self.peek()? == b'}' {
             self.at += 1;
             self.depth -= 1;
@@ -115,9 +145,8 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let key = self.string()?;
-            if members
-                .last()
-                .is_some_and(|(last, _)| last.as_ref() >= key.as_ref())
+            if self.members.len() > base
+                && !ascending(&self.members[self.members.len() - 1].0, &key)
             {
                 return None;
             }
@@ -134,11 +163,11 @@ impl<'a> Reader<'a> {
                     first_hole = false;
                 }
                 if key == *name {
-                    first_hole = members.is_empty();
+                    first_hole = self.members.len() == base;
                     **range = Some(if first_hole { start } else { comma }..self.at);
                 }
             }
-            members.push((key, value));
+            self.members.push((key, value));
             match self.next()? {
                 b',' => continue,
                 b'}' => break,
@@ -147,6 +176,7 @@ impl<'a> Reader<'a> {
         }
         self.depth -= 1;
         // Sorted and distinct, as checked above.
+        let members = self.arena.alloc_slice_fill_iter(self.members.drain(base..));
         Some(ObjectRef::sorted(members))
     }
 
@@ -161,12 +191,13 @@ impl<'a> Reader<'a> {
             b'[' => {
                 let start = self.at - 1;
                 self.enter()?;
-                let mut items = Vec::new();
+                let base = self.items.len();
                 if self.peek()? == b']' {
                     self.at += 1;
                 } else {
                     loop {
-                        items.push(self.value()?);
+                        let item = self.value()?;
+                        self.items.push(item);
                         match self.next()? {
                             b',' => continue,
                             b']' => break,
@@ -175,6 +206,7 @@ impl<'a> Reader<'a> {
                     }
                 }
                 self.depth -= 1;
+                let items = self.arena.alloc_slice_fill_iter(self.items.drain(base..));
                 JsonRef::Array(ListRef::canonical(items, &self.text[start..self.at]))
             }
             b'"' => JsonRef::String(self.string()?),
@@ -217,7 +249,8 @@ impl<'a> Reader<'a> {
             }
             out.push_str(self.text.get(run..self.at)?);
             if self.next()? == b'"' {
-                return Some(Cow::Owned(out));
+                // In the arena, as every node: nothing read owns memory.
+                return Some(Cow::Borrowed(self.arena.alloc_str(&out)));
             }
             out.push(match self.next()? {
                 b'"' => '"',
@@ -293,7 +326,8 @@ mod tests {
 
     /// The fast reader's answer as a `Map` (what the general path gives).
     fn fast(bytes: &[u8]) -> Option<MapWithHole> {
-        parse_canonical_object(bytes, "checksum").map(|(object, hole)| (object.to_map(), hole))
+        parse_canonical_object(bytes, "checksum", &Bump::new())
+            .map(|(object, hole)| (object.to_map(), hole))
     }
 
     /// The general path's answer: the object and the hole, when the bytes
@@ -342,7 +376,8 @@ mod tests {
             "{\"～\":2,\"😀\":1}",
             r#"{"":1,"a":"","b":"\u0000"}"#,
         ] {
-            let fast = parse_canonical_object(text.as_bytes(), "checksum");
+            let arena = Bump::new();
+            let fast = parse_canonical_object(text.as_bytes(), "checksum", &arena);
             assert!(fast.is_some(), "{text}");
             agrees(text);
         }
@@ -386,20 +421,21 @@ mod tests {
             r#"{"😀":1,"～":2}"#,
         ] {
             assert!(
-                parse_canonical_object(text.as_bytes(), "checksum").is_none(),
+                parse_canonical_object(text.as_bytes(), "checksum", &Bump::new()).is_none(),
                 "{text}"
             );
             agrees(text);
         }
-        assert!(parse_canonical_object(b"{\"a\":\"\xff\"}", "checksum").is_none());
+        assert!(parse_canonical_object(b"{\"a\":\"\xff\"}", "checksum", &Bump::new()).is_none());
         let deep = format!("{{\"a\":{}1{}}}", "[".repeat(100), "]".repeat(100));
-        assert!(parse_canonical_object(deep.as_bytes(), "checksum").is_none());
+        assert!(parse_canonical_object(deep.as_bytes(), "checksum", &Bump::new()).is_none());
     }
 
     #[test]
     fn a_receipt_line_is_read_whole() {
         let line = r#"{"agent_id":null,"checksum":"8d62","event_type":"transaction_committed","evidence_refs":[],"metadata":{"intents":[{"agent_id":"agent-1","evidence_refs":[{"checksum":"00c348","kind":"log","summary":"build progress note 49992"}],"metadata":{"owner_epoch":1},"owner_epoch":1,"reason":null}],"owner_epoch":1},"sequence":50000,"to_state":null}"#;
-        let (object, hole) = parse_canonical_object(line.as_bytes(), "checksum").unwrap();
+        let arena = Bump::new();
+        let (object, hole) = parse_canonical_object(line.as_bytes(), "checksum", &arena).unwrap();
         assert_eq!(object.len(), 7);
         // A list's digest is that of its own bytes, the canonical digest.
         let intents = object.get("metadata").and_then(|m| m.get("intents"));
@@ -475,7 +511,8 @@ mod tests {
             #[test]
             fn every_canonical_object_is_read_exactly(map in object()) {
                 let bytes = canonical::to_vec(&Value::Object(map.clone()));
-                let (object, _) = parse_canonical_object(&bytes, "checksum").unwrap();
+                let arena = Bump::new();
+                let (object, _) = parse_canonical_object(&bytes, "checksum", &arena).unwrap();
                 // Every list's digest is the canonical digest of its value.
                 for (key, value) in &map {
                     if let (Some(list), Value::Array(_)) = (object.get(key).and_then(JsonRef::as_array), value) {

@@ -33,10 +33,42 @@ pub enum JsonRef<'a> {
     Object(ObjectRef<'a>),
 }
 
+/// The items of a list or the members of an object: in an arena (a line
+/// read by [`super::canonical_parse`], whose nodes are dropped with the
+/// arena, none of them owning anything) or owned (made from a `Value`).
+#[derive(Debug, Clone)]
+enum Seq<'a, T> {
+    Arena(&'a [T]),
+    Owned(Vec<T>),
+}
+
+impl<T> Deref for Seq<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match self {
+            Seq::Arena(items) => items,
+            Seq::Owned(items) => items,
+        }
+    }
+}
+
+impl<T> Default for Seq<'_, T> {
+    fn default() -> Self {
+        Seq::Arena(&[])
+    }
+}
+
+impl<T: PartialEq> PartialEq for Seq<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
 /// A list and where it came from.
 #[derive(Debug, Clone)]
 pub struct ListRef<'a> {
-    items: Vec<JsonRef<'a>>,
+    items: Seq<'a, JsonRef<'a>>,
     source: Source<'a>,
 }
 
@@ -64,10 +96,11 @@ impl<'a> Deref for ListRef<'a> {
 }
 
 impl<'a> ListRef<'a> {
-    /// A list read from canonical `text` (its exact bytes).
-    pub(crate) fn canonical(items: Vec<JsonRef<'a>>, text: &'a str) -> ListRef<'a> {
+    /// A list read from canonical `text` (its exact bytes), its items in
+    /// the reader's arena.
+    pub(crate) fn canonical(items: &'a [JsonRef<'a>], text: &'a str) -> ListRef<'a> {
         ListRef {
-            items,
+            items: Seq::Arena(items),
             source: Source::Canonical(text),
         }
     }
@@ -111,41 +144,50 @@ impl<'l, 'a> IntoIterator for &'l ListRef<'a> {
 /// An object: its members in key order, keys distinct.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ObjectRef<'a> {
-    members: Vec<(Cow<'a, str>, JsonRef<'a>)>,
+    members: Seq<'a, (Cow<'a, str>, JsonRef<'a>)>,
 }
 
 impl<'a> ObjectRef<'a> {
     /// Members already in strictly increasing key order (the caller
-    /// checked it).
-    pub(crate) fn sorted(members: Vec<(Cow<'a, str>, JsonRef<'a>)>) -> ObjectRef<'a> {
-        ObjectRef { members }
+    /// checked it), in the reader's arena.
+    pub(crate) fn sorted(members: &'a [(Cow<'a, str>, JsonRef<'a>)]) -> ObjectRef<'a> {
+        ObjectRef {
+            members: Seq::Arena(members),
+        }
     }
 
     /// `map` borrowed (a `Map` iterates in key order).
     pub fn from_map(map: &'a Map<String, Value>) -> ObjectRef<'a> {
         ObjectRef {
-            members: map
-                .iter()
-                .map(|(k, v)| (Cow::Borrowed(k.as_str()), JsonRef::from_value(v)))
-                .collect(),
+            members: Seq::Owned(
+                map.iter()
+                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), JsonRef::from_value(v)))
+                    .collect(),
+            ),
         }
     }
 
     /// `map` taken over (see [`JsonRef::from_owned`]).
     pub fn from_owned(map: Map<String, Value>) -> ObjectRef<'static> {
         ObjectRef {
-            members: map
-                .into_iter()
-                .map(|(k, v)| (Cow::Owned(k), JsonRef::from_owned(v)))
-                .collect(),
+            members: Seq::Owned(
+                map.into_iter()
+                    .map(|(k, v)| (Cow::Owned(k), JsonRef::from_owned(v)))
+                    .collect(),
+            ),
         }
     }
 
     pub fn get(&self, key: &str) -> Option<&JsonRef<'a>> {
-        // A handful of members: a scan beats a search.
+        // A handful of members: a scan beats a search, and comparing the
+        // lengths and first bytes first beats a call to `memcmp`.
+        let key = key.as_bytes();
         self.members
             .iter()
-            .find(|(k, _)| k.as_ref() == key)
+            .find(|(k, _)| {
+                let k = k.as_bytes();
+                k.len() == key.len() && k.first() == key.first() && k == key
+            })
             .map(|(_, v)| v)
     }
 
@@ -217,7 +259,7 @@ impl<'a> JsonRef<'a> {
             Value::Number(n) => JsonRef::Number(Cow::Borrowed(n.as_str())),
             Value::String(s) => JsonRef::String(Cow::Borrowed(s)),
             Value::Array(items) => JsonRef::Array(ListRef {
-                items: items.iter().map(JsonRef::from_value).collect(),
+                items: Seq::Owned(items.iter().map(JsonRef::from_value).collect()),
                 source: Source::Value(value),
             }),
             Value::Object(map) => JsonRef::Object(ObjectRef::from_map(map)),
@@ -254,7 +296,7 @@ impl<'a> JsonRef<'a> {
             Value::Number(n) => JsonRef::Number(Cow::Owned(n.as_str().to_string())),
             Value::String(s) => JsonRef::String(Cow::Owned(s)),
             Value::Array(items) => JsonRef::Array(ListRef {
-                items: items.into_iter().map(JsonRef::from_owned).collect(),
+                items: Seq::Owned(items.into_iter().map(JsonRef::from_owned).collect()),
                 source: Source::Detached,
             }),
             Value::Object(map) => JsonRef::Object(ObjectRef::from_owned(map)),

@@ -3,6 +3,7 @@
 //! chained, then handed to the caller and dropped.
 
 use crate::receipt::vocab::EventType;
+use bumpalo::Bump;
 use serde_json::{Map, Value};
 use std::io::{BufRead, ErrorKind};
 
@@ -138,12 +139,14 @@ impl<'a> ChainVerifier<'a> {
         let rules = LineRules::new(self.manifest, self.run_id, true);
         let empty = ObjectRef::default();
         let mut line = Vec::new();
+        let mut arena = Bump::new();
         loop {
             line.clear();
+            arena.reset();
             if read_line(reader, cap, &mut line)? == 0 {
                 return Ok(Ok(()));
             }
-            let facts = rules.examine(&line);
+            let facts = rules.examine(&line, &arena);
             if let Err(damage) = self.advance(&facts) {
                 return Ok(Err(StreamStop::Damage(damage)));
             }
@@ -236,10 +239,25 @@ impl<'a> ChainVerifier<'a> {
                 // the next is handed out.
                 let (give_back, back) = channel::<ExaminedBatch>();
                 scope.spawn(move || {
-                    for batch in inlet {
-                        back.try_iter().for_each(drop);
+                    // Arenas of batches given back, emptied for the next.
+                    let mut arenas: Vec<Bump> = Vec::new();
+                    for lines in inlet {
+                        arenas.extend(back.try_iter().map(|examined| {
+                            let mut arena = examined.into_owner().arena;
+                            arena.reset();
+                            arena
+                        }));
+                        let batch = Batch {
+                            lines,
+                            arena: arenas.pop().unwrap_or_default(),
+                        };
                         let examined = ExaminedBatch::new(batch, |batch| {
-                            batch.lines().map(|line| rules.examine(line)).collect()
+                            let arena = &batch.arena;
+                            batch
+                                .lines
+                                .lines()
+                                .map(|line| rules.examine(line, arena))
+                                .collect()
                         });
                         if out.send(examined).is_err() {
                             return;
@@ -293,7 +311,8 @@ impl<'a> ChainVerifier<'a> {
     /// Check one line (with its LF) against the chain so far and advance;
     /// the event as a `Map`.
     pub fn check_line(&mut self, line: &[u8]) -> Result<Map<String, Value>, ReceiptDamage> {
-        let facts = LineRules::new(self.manifest, self.run_id, true).examine(line);
+        let arena = Bump::new();
+        let facts = LineRules::new(self.manifest, self.run_id, true).examine(line, &arena);
         self.advance(&facts)?;
         Ok(facts.event().map(ObjectRef::to_map).unwrap_or_default())
     }
@@ -319,10 +338,10 @@ impl<'a> ChainVerifier<'a> {
         if !fields.manifest_ok {
             return Err(self.damage("manifest hash mismatch"));
         }
-        if phase2 && fields.owner_token.as_deref() != self.position.owner_fingerprint.as_deref() {
+        if phase2 && fields.owner_token != self.position.owner_fingerprint.as_deref() {
             return Err(self.damage("owner mismatch"));
         }
-        if fields.previous_checksum.as_deref() != Some(self.position.checksum.as_str()) {
+        if fields.previous_checksum != Some(self.position.checksum.as_str()) {
             return Err(self.damage("previous checksum mismatch"));
         }
         if parsed.checksum != fields.checksum {
@@ -337,11 +356,12 @@ impl<'a> ChainVerifier<'a> {
             self.first_non_canonical.get_or_insert(expected_sequence);
         }
         self.position.sequence = expected_sequence;
-        self.position.checksum.clone_from(&fields.checksum);
+        self.position.checksum.clear();
+        self.position.checksum.push_str(fields.checksum);
         self.position.byte_length += facts.len;
         self.position.last_line_length = facts.len;
-        if phase2 && let Some(new_owner) = &fields.new_owner {
-            self.position.owner_fingerprint.clone_from(new_owner);
+        if phase2 && let Some(new_owner) = fields.new_owner {
+            self.position.owner_fingerprint = new_owner.map(str::to_string);
             self.position.owner_epoch += 1;
         }
         Ok(())
@@ -372,14 +392,20 @@ impl Lines {
     }
 }
 
-/// The facts of each line of a batch, which borrow its bytes.
+/// A batch of lines and the arena the events read from them are made in.
+struct Batch {
+    lines: Lines,
+    arena: Bump,
+}
+
+/// The facts of each line of a batch, which borrow its bytes and arena.
 type BatchFacts<'a> = Vec<LineFacts<'a>>;
 
 self_cell::self_cell!(
     /// A batch of lines and what the rules found in each, read on a worker
     /// thread and handed to the linking thread as one value.
     struct ExaminedBatch {
-        owner: Lines,
+        owner: Batch,
         #[covariant]
         dependent: BatchFacts,
     }
@@ -416,7 +442,7 @@ impl<'a> LineFacts<'a> {
     /// run's event, its contract met, its checksum recomputed. With its
     /// sequence, previous checksum and checksum (for linking it into the
     /// chain). Needs [`LineRules`] that keep events.
-    pub fn proven_event(&self) -> Option<(&ObjectRef<'a>, u64, &str, &str)> {
+    pub fn proven_event(&self) -> Option<(&ObjectRef<'a>, u64, &'a str, &'a str)> {
         let e = self.body.as_ref().ok()?;
         if !(e.canonical && e.contract_ok && e.fields.run_id_ok && e.fields.manifest_ok)
             || e.fields.checksum != e.checksum
@@ -426,8 +452,8 @@ impl<'a> LineFacts<'a> {
         Some((
             e.event.as_ref()?,
             e.fields.sequence?,
-            e.fields.previous_checksum.as_deref()?,
-            &e.checksum,
+            e.fields.previous_checksum?,
+            e.checksum,
         ))
     }
 
@@ -448,28 +474,29 @@ impl<'a> LineFacts<'a> {
 #[derive(Debug)]
 struct ExaminedEvent<'a> {
     event: Option<ObjectRef<'a>>,
-    fields: LinkFields,
+    fields: LinkFields<'a>,
     /// The owner epoch the line's metadata claims (the contract was checked
     /// at it).
     claimed_epoch: Option<u64>,
     contract_ok: bool,
     /// SHA-256 of the canonical event without `checksum`.
-    checksum: String,
+    checksum: &'a str,
     /// The line's bytes are exactly the canonical form.
     canonical: bool,
 }
 
-/// What linking a line into the chain reads from it.
+/// What linking a line into the chain reads from it (its texts in the
+/// line's arena).
 #[derive(Debug)]
-struct LinkFields {
+struct LinkFields<'a> {
     sequence: Option<u64>,
     run_id_ok: bool,
     manifest_ok: bool,
-    owner_token: Option<String>,
-    previous_checksum: Option<String>,
-    checksum: String,
+    owner_token: Option<&'a str>,
+    previous_checksum: Option<&'a str>,
+    checksum: &'a str,
     /// `Some` for a `run_resumed` event: its new owner fingerprint.
-    new_owner: Option<Option<String>>,
+    new_owner: Option<Option<&'a str>>,
 }
 
 /// The chain-independent rules for one line (shareable between threads).
@@ -504,16 +531,21 @@ impl<'a> LineRules<'a> {
     }
 
     /// Framing, size, JSON, contract (at the epoch the line claims),
-    /// canonical form and checksum of one line.
-    pub fn examine<'l>(&self, line: &'l [u8]) -> LineFacts<'l> {
+    /// canonical form and checksum of one line. What is read from it is
+    /// made in `arena`.
+    pub fn examine<'l>(&self, line: &'l [u8], arena: &'l Bump) -> LineFacts<'l> {
         let len = line.len() as u64;
         LineFacts {
             len,
-            body: self.examine_body(line),
+            body: self.examine_body(line, arena),
         }
     }
 
-    fn examine_body<'l>(&self, line: &'l [u8]) -> Result<ExaminedEvent<'l>, &'static str> {
+    fn examine_body<'l>(
+        &self,
+        line: &'l [u8],
+        arena: &'l Bump,
+    ) -> Result<ExaminedEvent<'l>, &'static str> {
         let limit = self.manifest.contract.limits.max_receipt_line_bytes;
         if line.len() as u64 >= limit.saturating_add(2) {
             return Err("event too large");
@@ -527,9 +559,9 @@ impl<'a> LineRules<'a> {
         // takes the general path: parse, write the canonical form, compare.
         // `fast`: read by the canonical reader, which refuses floats.
         let (event, canonical, checksum, fast) =
-            match canonical_parse::parse_canonical_object(content, "checksum") {
+            match canonical_parse::parse_canonical_object(content, "checksum", arena) {
                 Some((event, hole)) => {
-                    let checksum = checksum_around(content, hole);
+                    let checksum = checksum_around(content, hole, arena);
                     (event, true, checksum, true)
                 }
                 None => {
@@ -542,7 +574,7 @@ impl<'a> LineRules<'a> {
                     };
                     let (full, hole) = canonical::object_with_hole(&event, "checksum");
                     let canonical = full == content;
-                    let checksum = checksum_around(&full, hole);
+                    let checksum = checksum_around(&full, hole, arena);
                     (ObjectRef::from_owned(event), canonical, checksum, false)
                 }
             };
@@ -555,7 +587,10 @@ impl<'a> LineRules<'a> {
             .and_then(|m| m.get("owner_epoch"))
             .and_then(JsonRef::as_u64);
         let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0), fast);
-        let text = |key: &str| event.get(key).and_then(JsonRef::as_str).map(str::to_string);
+        let text = |key: &str| {
+            let found = event.get(key).and_then(JsonRef::as_str);
+            found.map(|text| &*arena.alloc_str(text))
+        };
         let fields = LinkFields {
             sequence: event.get("sequence").and_then(JsonRef::as_u64),
             run_id_ok: event.get("run_id").and_then(JsonRef::as_str) == Some(self.run_id),
@@ -571,7 +606,7 @@ impl<'a> LineRules<'a> {
                     .get("metadata")
                     .and_then(|m| m.get("new_owner_fingerprint"))
                     .and_then(JsonRef::as_str)
-                    .map(str::to_string)
+                    .map(|text| &*arena.alloc_str(text))
             }),
         };
         Ok(ExaminedEvent {
@@ -586,8 +621,12 @@ impl<'a> LineRules<'a> {
 }
 
 /// Lowercase hex SHA-256 of canonical `bytes` without the member in `hole`
-/// (the checksum's pre-image).
-fn checksum_around(bytes: &[u8], hole: Option<std::ops::Range<usize>>) -> String {
+/// (the checksum's pre-image), in `arena`.
+fn checksum_around<'l>(
+    bytes: &[u8],
+    hole: Option<std::ops::Range<usize>>,
+    arena: &'l Bump,
+) -> &'l str {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     match hole {
@@ -597,7 +636,9 @@ fn checksum_around(bytes: &[u8], hole: Option<std::ops::Range<usize>>) -> String
         }
         None => hasher.update(bytes),
     }
-    canonical::hex32(&hasher.finalize().into())
+    let mut text = [0u8; 64];
+    hex::encode_to_slice(hasher.finalize(), &mut text).expect("64 hex digits for 32 bytes");
+    arena.alloc_str(std::str::from_utf8(&text).expect("hex digits"))
 }
 
 /// Why a stream stopped before its end.
