@@ -451,7 +451,10 @@ fn run_sequence(bed: &Bed, ops: &[Op]) -> Vec<&'static str> {
             replayed.breaches()
         );
         unjournaled
-            .apply_ref_or_spoil(&ObjectRef::from_map(&verified), &replay_policy)
+            .apply_ref_or_spoil(
+                &ObjectRef::from_map(&verified, &bumpalo::Bump::new()),
+                &replay_policy,
+            )
             .unwrap_or_else(|e| panic!("step {step} {op:?}: replay refuses our event: {e}"));
         assert_eq!(
             facts(&unjournaled),

@@ -539,7 +539,7 @@ impl DecisionRecord {
 impl ApprovalLedger {
     /// Observe one verified event (in receipt order).
     pub fn observe(&mut self, event: &Map<String, Value>) {
-        self.observe_ref(&ObjectRef::from_map(event));
+        self.observe_ref(&ObjectRef::from_map(event, &bumpalo::Bump::new()));
     }
 
     /// [`Self::observe`] of an event as the verifier read it.

@@ -111,7 +111,12 @@ pub fn stricter_rules(
     state: &CoordinatorState,
     event: &Map<String, Value>,
 ) -> Vec<(String, String)> {
-    stricter_rules_with(state, &ObjectRef::from_map(event), &DigestMemo::default())
+    let arena = bumpalo::Bump::new();
+    stricter_rules_with(
+        state,
+        &ObjectRef::from_map(event, &arena),
+        &DigestMemo::default(),
+    )
 }
 
 /// [`stricter_rules`] with the digests already computed for this receipt

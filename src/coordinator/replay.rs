@@ -529,7 +529,7 @@ impl CoordinatorState {
         event: &Map<String, Value>,
         policy: &ReplayPolicy,
     ) -> Result<(), ReplayError> {
-        self.apply_ref(&ObjectRef::from_map(event), policy)
+        self.apply_ref(&ObjectRef::from_map(event, &bumpalo::Bump::new()), policy)
     }
 
     /// [`Self::apply`] for an event as the verifier read it (borrowing the
@@ -928,7 +928,7 @@ impl CoordinatorState {
                         .bytes()
                         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
             {
-                fingerprint.clone()
+                fingerprint.to_string()
             }
             _ => return Err(ev.corrupt("resume owner fingerprint is invalid")),
         };

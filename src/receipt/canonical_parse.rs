@@ -15,12 +15,11 @@
 //! So `Some` promises: `serde_json::from_slice(bytes)` is this object, and
 //! the canonical form of it is `bytes` itself.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
 use bumpalo::Bump;
 
-use super::json_ref::{JsonRef, ListRef, ObjectRef};
+use super::json_ref::{JsonRef, ListRef, Member, ObjectRef};
 
 /// Nesting deeper than this is left to the general path (serde_json's own
 /// limit is 128).
@@ -107,8 +106,6 @@ struct Reader<'a> {
     items: Vec<JsonRef<'a>>,
 }
 
-type Member<'a> = (Cow<'a, str>, JsonRef<'a>);
-
 impl<'a> Reader<'a> {
     fn next(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
@@ -145,8 +142,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let key = self.string()?;
-            if self.members.len() > base
-                && !ascending(&self.members[self.members.len() - 1].0, &key)
+            if self.members.len() > base && !ascending(self.members[self.members.len() - 1].0, key)
             {
                 return None;
             }
@@ -207,20 +203,21 @@ impl<'a> Reader<'a> {
                 }
                 self.depth -= 1;
                 let items = self.arena.alloc_slice_fill_iter(self.items.drain(base..));
-                JsonRef::Array(ListRef::canonical(items, &self.text[start..self.at]))
+                let text = &self.text[start..self.at];
+                JsonRef::Array(self.arena.alloc(ListRef::canonical(items, text)))
             }
             b'"' => JsonRef::String(self.string()?),
             b't' => self.literal(b"rue").map(|()| JsonRef::Bool(true))?,
             b'f' => self.literal(b"alse").map(|()| JsonRef::Bool(false))?,
             b'n' => self.literal(b"ull").map(|()| JsonRef::Null)?,
-            b'-' | b'0'..=b'9' => JsonRef::Number(Cow::Borrowed(self.integer()?)),
+            b'-' | b'0'..=b'9' => JsonRef::Number(self.integer()?),
             _ => return None,
         })
     }
 
     /// After the opening quote: the string up to its closing quote, with
     /// only the canonical escapes.
-    fn string(&mut self) -> Option<Cow<'a, str>> {
+    fn string(&mut self) -> Option<&'a str> {
         let start = self.at;
         self.at = skip_plain(self.bytes, self.at);
         // The common case: no escape at all, the line's own text.
@@ -229,7 +226,7 @@ impl<'a> Reader<'a> {
                 b'"' => {
                     let s = self.text.get(start..self.at)?;
                     self.at += 1;
-                    return Some(Cow::Borrowed(s));
+                    return Some(s);
                 }
                 b'\\' => break,
                 0..0x20 => return None,
@@ -250,7 +247,7 @@ impl<'a> Reader<'a> {
             out.push_str(self.text.get(run..self.at)?);
             if self.next()? == b'"' {
                 // In the arena, as every node: nothing read owns memory.
-                return Some(Cow::Borrowed(self.arena.alloc_str(&out)));
+                return Some(self.arena.alloc_str(&out));
             }
             out.push(match self.next()? {
                 b'"' => '"',

@@ -3,82 +3,45 @@
 //! `serde_json::Value` per line (its objects are B-trees of owned strings,
 //! about 7 KB of nodes for one heartbeat line).
 //!
-//! Objects are their members in key order (a line read by
-//! [`super::canonical_parse`] is canonical, so already sorted and distinct;
-//! one made from a `Map` is sorted too); strings without escapes and all
-//! numbers stay slices of the line. A list remembers where it came from, so
-//! its canonical digest is a hash of the line's own bytes
-//! ([`ListRef::digest`]).
+//! Every node lives in an arena ([`Bump`]) and borrows its text, so a value
+//! is `Copy`, owns nothing and is 24 bytes: a line is read without an
+//! allocation per node and dropped with its arena. Objects are their
+//! members in key order (a line read by [`super::canonical_parse`] is
+//! canonical, so already sorted and distinct; one made from a `Map` is
+//! sorted too); strings without escapes and all numbers stay slices of the
+//! line. A list read from a canonical line keeps that text, so its
+//! canonical digest is a hash of the line's own bytes ([`ListRef::digest`]).
 //!
 //! The accessors are those of `serde_json::Value` that the rules and the
 //! replay use, with the same answers, so the two read the same whichever
-//! form they are given ([`JsonRef::from_value`] borrows a `Value`).
+//! form they are given ([`JsonRef::from_value`] reads a `Value`).
 
-use std::borrow::Cow;
 use std::ops::Deref;
 
+use bumpalo::Bump;
 use serde_json::{Map, Value};
 
 use super::canonical;
 
-/// A JSON value borrowing from `'a` (a receipt line or a `Value`).
-#[derive(Debug, Clone, PartialEq)]
+/// A JSON value whose nodes and text live for `'a` (a receipt line and its
+/// arena, or a `Value` and an arena).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JsonRef<'a> {
     Null,
     Bool(bool),
     /// The number's text as written (an integer in a canonical line).
-    Number(Cow<'a, str>),
-    String(Cow<'a, str>),
-    Array(ListRef<'a>),
+    Number(&'a str),
+    String(&'a str),
+    Array(&'a ListRef<'a>),
     Object(ObjectRef<'a>),
 }
 
-/// The items of a list or the members of an object: in an arena (a line
-/// read by [`super::canonical_parse`], whose nodes are dropped with the
-/// arena, none of them owning anything) or owned (made from a `Value`).
-#[derive(Debug, Clone)]
-enum Seq<'a, T> {
-    Arena(&'a [T]),
-    Owned(Vec<T>),
-}
-
-impl<T> Deref for Seq<'_, T> {
-    type Target = [T];
-
-    fn deref(&self) -> &[T] {
-        match self {
-            Seq::Arena(items) => items,
-            Seq::Owned(items) => items,
-        }
-    }
-}
-
-impl<T> Default for Seq<'_, T> {
-    fn default() -> Self {
-        Seq::Arena(&[])
-    }
-}
-
-impl<T: PartialEq> PartialEq for Seq<'_, T> {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-/// A list and where it came from.
-#[derive(Debug, Clone)]
+/// A list, and its exact canonical text when it was read from a canonical
+/// line.
+#[derive(Debug)]
 pub struct ListRef<'a> {
-    items: Seq<'a, JsonRef<'a>>,
-    source: Source<'a>,
-}
-
-/// What a list was read from: its exact canonical text, a `Value`, or
-/// neither (a list taken out of a `Value` that is gone).
-#[derive(Debug, Clone, Copy)]
-enum Source<'a> {
-    Canonical(&'a str),
-    Value(&'a Value),
-    Detached,
+    items: &'a [JsonRef<'a>],
+    canonical: Option<&'a str>,
 }
 
 impl PartialEq for ListRef<'_> {
@@ -91,44 +54,36 @@ impl<'a> Deref for ListRef<'a> {
     type Target = [JsonRef<'a>];
 
     fn deref(&self) -> &Self::Target {
-        &self.items
+        self.items
     }
 }
 
 impl<'a> ListRef<'a> {
-    /// A list read from canonical `text` (its exact bytes), its items in
-    /// the reader's arena.
+    /// A list read from canonical `text` (its exact bytes).
     pub(crate) fn canonical(items: &'a [JsonRef<'a>], text: &'a str) -> ListRef<'a> {
         ListRef {
-            items: Seq::Arena(items),
-            source: Source::Canonical(text),
+            items,
+            canonical: Some(text),
         }
     }
 
     /// Lowercase hex SHA-256 of the list's canonical JSON: the line's own
     /// bytes when it came from a canonical line.
     pub fn digest(&self) -> String {
-        match self.source {
-            Source::Canonical(text) => canonical::sha256_hex(text.as_bytes()),
-            Source::Value(value) => canonical::digest(value),
-            Source::Detached => canonical::digest(&self.to_value()),
+        match self.canonical {
+            Some(text) => canonical::sha256_hex(text.as_bytes()),
+            None => canonical::digest(&self.to_value()),
         }
     }
 
     /// The list as a `Value` (for state that keeps it).
     pub fn to_value(&self) -> Value {
-        match self.source {
-            Source::Value(value) => value.clone(),
-            _ => Value::Array(self.items.iter().map(JsonRef::to_value).collect()),
-        }
+        Value::Array(self.to_values())
     }
 
     /// The items as `Value`s (for state that keeps them).
     pub fn to_values(&self) -> Vec<Value> {
-        match self.source {
-            Source::Value(Value::Array(items)) => items.clone(),
-            _ => self.items.iter().map(JsonRef::to_value).collect(),
-        }
+        self.items.iter().map(JsonRef::to_value).collect()
     }
 }
 
@@ -141,44 +96,44 @@ impl<'l, 'a> IntoIterator for &'l ListRef<'a> {
     }
 }
 
+/// One member of an object.
+pub(crate) type Member<'a> = (&'a str, JsonRef<'a>);
+
 /// An object: its members in key order, keys distinct.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ObjectRef<'a> {
-    members: Seq<'a, (Cow<'a, str>, JsonRef<'a>)>,
+    members: &'a [Member<'a>],
 }
 
 impl<'a> ObjectRef<'a> {
     /// Members already in strictly increasing key order (the caller
-    /// checked it), in the reader's arena.
-    pub(crate) fn sorted(members: &'a [(Cow<'a, str>, JsonRef<'a>)]) -> ObjectRef<'a> {
-        ObjectRef {
-            members: Seq::Arena(members),
-        }
+    /// checked it).
+    pub(crate) fn sorted(members: &'a [Member<'a>]) -> ObjectRef<'a> {
+        ObjectRef { members }
     }
 
-    /// `map` borrowed (a `Map` iterates in key order).
-    pub fn from_map(map: &'a Map<String, Value>) -> ObjectRef<'a> {
+    /// `map` read into `arena`, its strings borrowed (a `Map` iterates in
+    /// key order).
+    pub fn from_map(map: &'a Map<String, Value>, arena: &'a Bump) -> ObjectRef<'a> {
         ObjectRef {
-            members: Seq::Owned(
+            members: arena.alloc_slice_fill_iter(
                 map.iter()
-                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), JsonRef::from_value(v)))
-                    .collect(),
+                    .map(|(k, v)| (k.as_str(), JsonRef::from_value(v, arena))),
             ),
         }
     }
 
-    /// `map` taken over (see [`JsonRef::from_owned`]).
-    pub fn from_owned(map: Map<String, Value>) -> ObjectRef<'static> {
+    /// `map` copied into `arena` (a map that does not live as long).
+    pub fn copied(map: &Map<String, Value>, arena: &'a Bump) -> ObjectRef<'a> {
         ObjectRef {
-            members: Seq::Owned(
-                map.into_iter()
-                    .map(|(k, v)| (Cow::Owned(k), JsonRef::from_owned(v)))
-                    .collect(),
+            members: arena.alloc_slice_fill_iter(
+                map.iter()
+                    .map(|(k, v)| (&*arena.alloc_str(k), JsonRef::copied(v, arena))),
             ),
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&JsonRef<'a>> {
+    pub fn get(&self, key: &str) -> Option<&'a JsonRef<'a>> {
         // A handful of members: a scan beats a search, and comparing the
         // lengths and first bytes first beats a call to `memcmp`.
         let key = key.as_bytes();
@@ -204,17 +159,17 @@ impl<'a> ObjectRef<'a> {
     }
 
     /// The keys in order.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.members.iter().map(|(k, _)| k.as_ref())
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
+        self.members.iter().map(|(k, _)| *k)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &JsonRef<'a>> {
+    pub fn values(&self) -> impl Iterator<Item = &'a JsonRef<'a>> {
         self.members.iter().map(|(_, v)| v)
     }
 
     /// The members in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &JsonRef<'a>)> {
-        self.members.iter().map(|(k, v)| (k.as_ref(), v))
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a JsonRef<'a>)> {
+        self.members.iter().map(|(k, v)| (*k, v))
     }
 
     /// The object as a `Map` (for state that keeps it, or a caller that
@@ -227,15 +182,13 @@ impl<'a> ObjectRef<'a> {
     }
 }
 
-impl<'o, 'a> IntoIterator for &'o ObjectRef<'a> {
-    type Item = (&'o str, &'o JsonRef<'a>);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'o, (Cow<'a, str>, JsonRef<'a>)>,
-        fn(&'o (Cow<'a, str>, JsonRef<'a>)) -> (&'o str, &'o JsonRef<'a>),
-    >;
+impl<'a> IntoIterator for &ObjectRef<'a> {
+    type Item = (&'a str, &'a JsonRef<'a>);
+    type IntoIter =
+        std::iter::Map<std::slice::Iter<'a, Member<'a>>, fn(&'a Member<'a>) -> Self::Item>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.members.iter().map(|(k, v)| (k.as_ref(), v))
+        self.members.iter().map(|(k, v)| (*k, v))
     }
 }
 
@@ -251,18 +204,44 @@ impl<'a> std::ops::Index<&str> for ObjectRef<'a> {
 }
 
 impl<'a> JsonRef<'a> {
-    /// `value` borrowed.
-    pub fn from_value(value: &'a Value) -> JsonRef<'a> {
+    /// `value` read into `arena`, its strings borrowed.
+    pub fn from_value(value: &'a Value, arena: &'a Bump) -> JsonRef<'a> {
         match value {
             Value::Null => JsonRef::Null,
             Value::Bool(b) => JsonRef::Bool(*b),
-            Value::Number(n) => JsonRef::Number(Cow::Borrowed(n.as_str())),
-            Value::String(s) => JsonRef::String(Cow::Borrowed(s)),
-            Value::Array(items) => JsonRef::Array(ListRef {
-                items: Seq::Owned(items.iter().map(JsonRef::from_value).collect()),
-                source: Source::Value(value),
-            }),
-            Value::Object(map) => JsonRef::Object(ObjectRef::from_map(map)),
+            Value::Number(n) => JsonRef::Number(n.as_str()),
+            Value::String(s) => JsonRef::String(s),
+            Value::Array(items) => {
+                JsonRef::Array(arena.alloc(ListRef {
+                    items:
+                        arena.alloc_slice_fill_iter(
+                            items.iter().map(|v| JsonRef::from_value(v, arena)),
+                        ),
+                    canonical: None,
+                }))
+            }
+            Value::Object(map) => JsonRef::Object(ObjectRef::from_map(map, arena)),
+        }
+    }
+
+    /// `value` copied into `arena`, strings too (a value that does not
+    /// live as long: a line that is not canonical, read by serde_json).
+    pub fn copied(value: &Value, arena: &'a Bump) -> JsonRef<'a> {
+        match value {
+            Value::Null => JsonRef::Null,
+            Value::Bool(b) => JsonRef::Bool(*b),
+            Value::Number(n) => JsonRef::Number(arena.alloc_str(n.as_str())),
+            Value::String(s) => JsonRef::String(arena.alloc_str(s)),
+            Value::Array(items) => {
+                JsonRef::Array(
+                    arena.alloc(ListRef {
+                        items: arena
+                            .alloc_slice_fill_iter(items.iter().map(|v| JsonRef::copied(v, arena))),
+                        canonical: None,
+                    }),
+                )
+            }
+            Value::Object(map) => JsonRef::Object(ObjectRef::copied(map, arena)),
         }
     }
 
@@ -272,8 +251,8 @@ impl<'a> JsonRef<'a> {
         match (self, value) {
             (JsonRef::Null, Value::Null) => true,
             (JsonRef::Bool(a), Value::Bool(b)) => a == b,
-            (JsonRef::Number(a), Value::Number(b)) => a.as_ref() == b.as_str(),
-            (JsonRef::String(a), Value::String(b)) => a.as_ref() == b.as_str(),
+            (JsonRef::Number(a), Value::Number(b)) => *a == b.as_str(),
+            (JsonRef::String(a), Value::String(b)) => *a == b.as_str(),
             (JsonRef::Array(a), Value::Array(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.matches(b))
             }
@@ -284,22 +263,6 @@ impl<'a> JsonRef<'a> {
                         .all(|((ka, va), (kb, vb))| ka == kb && va.matches(vb))
             }
             _ => false,
-        }
-    }
-
-    /// `value` taken over: nothing borrowed (a line that is not canonical,
-    /// read by serde_json).
-    pub fn from_owned(value: Value) -> JsonRef<'static> {
-        match value {
-            Value::Null => JsonRef::Null,
-            Value::Bool(b) => JsonRef::Bool(b),
-            Value::Number(n) => JsonRef::Number(Cow::Owned(n.as_str().to_string())),
-            Value::String(s) => JsonRef::String(Cow::Owned(s)),
-            Value::Array(items) => JsonRef::Array(ListRef {
-                items: Seq::Owned(items.into_iter().map(JsonRef::from_owned).collect()),
-                source: Source::Detached,
-            }),
-            Value::Object(map) => JsonRef::Object(ObjectRef::from_owned(map)),
         }
     }
 
@@ -318,11 +281,14 @@ impl<'a> JsonRef<'a> {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&JsonRef<'a>> {
-        self.as_object()?.get(key)
+    pub fn get(&self, key: &str) -> Option<&'a JsonRef<'a>> {
+        match self {
+            JsonRef::Object(object) => object.get(key),
+            _ => None,
+        }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub fn as_str(&self) -> Option<&'a str> {
         match self {
             JsonRef::String(s) => Some(s),
             _ => None,
@@ -367,7 +333,7 @@ impl<'a> JsonRef<'a> {
         }
     }
 
-    pub fn as_array(&self) -> Option<&ListRef<'a>> {
+    pub fn as_array(&self) -> Option<&'a ListRef<'a>> {
         match self {
             JsonRef::Array(list) => Some(list),
             _ => None,
@@ -419,7 +385,8 @@ mod tests {
         });
         // Wider than i128: clamped, as the reference's unbounded compare.
         value["n"] = serde_json::from_str("1234567890123456789012345678901234567890123").unwrap();
-        let view = JsonRef::from_value(&value);
+        let arena = Bump::new();
+        let view = JsonRef::from_value(&value, &arena);
         assert_eq!(view.to_value(), value);
         let a = view.get("a").and_then(JsonRef::as_array).unwrap();
         assert_eq!(a.len(), 6);

@@ -2,6 +2,7 @@
 //! per-event metadata, transaction intents, topology components and recovery
 //! provenance. Pure functions over parsed JSON; each failure is a message.
 
+use bumpalo::Bump;
 use serde_json::Value;
 
 use super::json_ref::{JsonRef, ObjectRef};
@@ -154,7 +155,7 @@ pub fn check_evidence_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
     if !within(items.len(), limits.max_evidence_refs) {
         return fail("evidence_refs must contain at most 8 entries");
     }
-    for item in items {
+    for item in items.iter() {
         let JsonRef::Object(map) = item else {
             return fail("evidence reference must be an object");
         };
@@ -515,7 +516,7 @@ fn check_intents(value: &JsonRef<'_>, limits: &Limits, epoch: u64, nested: bool)
     // Exactly the intent keys (a map holds each key once, in order), so
     // each intent's fields are read by position.
     let mut fields = Vec::with_capacity(2);
-    for intent in intents {
+    for intent in intents.iter() {
         let JsonRef::Object(map) = intent else {
             return fail("transaction intent fields do not match contract");
         };
@@ -756,7 +757,7 @@ fn check_metadata_value(
             if !within(items.len(), limits.max_components) {
                 return fail("components must be a bounded list");
             }
-            for item in items {
+            for item in items.iter() {
                 check_component_ref(item, limits)?;
             }
         }
@@ -934,17 +935,17 @@ pub fn check_event_ref(event: &ObjectRef<'_>, contract: &EventContract<'_>) -> R
 
 /// [`check_evidence_ref`] of a `Value` (an input before it is sealed).
 pub fn check_evidence(value: &Value, limits: &Limits) -> Rule {
-    check_evidence_ref(&JsonRef::from_value(value), limits)
+    check_evidence_ref(&JsonRef::from_value(value, &Bump::new()), limits)
 }
 
 /// [`check_component_ref`] of a `Value`.
 pub fn check_component(value: &Value, limits: &Limits) -> Rule {
-    check_component_ref(&JsonRef::from_value(value), limits)
+    check_component_ref(&JsonRef::from_value(value, &Bump::new()), limits)
 }
 
 /// [`check_recovery_provenance_ref`] of a `Map`.
 pub fn check_recovery_provenance(metadata: &serde_json::Map<String, Value>) -> Rule {
-    check_recovery_provenance_ref(&ObjectRef::from_map(metadata))
+    check_recovery_provenance_ref(&ObjectRef::from_map(metadata, &Bump::new()))
 }
 
 /// [`check_metadata_ref`] of a `Value`.
@@ -955,7 +956,8 @@ pub fn check_metadata(
     epoch: u64,
     nested: bool,
 ) -> Rule {
-    let metadata = metadata.map(JsonRef::from_value);
+    let arena = Bump::new();
+    let metadata = metadata.map(|value| JsonRef::from_value(value, &arena));
     check_metadata_ref(event_type, metadata.as_ref(), limits, epoch, nested)
 }
 
@@ -967,13 +969,14 @@ pub fn metadata_fault(
     epoch: u64,
     nested: bool,
 ) -> Result<(), MetadataFault> {
-    let metadata = metadata.map(JsonRef::from_value);
+    let arena = Bump::new();
+    let metadata = metadata.map(|value| JsonRef::from_value(value, &arena));
     metadata_fault_ref(event_type, metadata.as_ref(), limits, epoch, nested)
 }
 
 /// [`check_event_ref`] of a `Map` (an event this tool drafted).
 pub fn check_event(event: &serde_json::Map<String, Value>, contract: &EventContract<'_>) -> Rule {
-    check_event_ref(&ObjectRef::from_map(event), contract)
+    check_event_ref(&ObjectRef::from_map(event, &Bump::new()), contract)
 }
 
 #[cfg(test)]
@@ -991,7 +994,8 @@ mod tests {
             .iter()
             .map(|k| (k.to_string(), Value::String(format!("value of {k}"))))
             .collect();
-        let object = ObjectRef::from_map(&intent);
+        let arena = Bump::new();
+        let object = ObjectRef::from_map(&intent, &arena);
         let fields = fields_in_order(&object, &INTENT_KEYS).unwrap();
         for (key, at) in [
             ("agent_id", intent::AGENT_ID),
@@ -1010,13 +1014,17 @@ mod tests {
         // Exactly those keys, or nothing: one missing, one more, one other.
         let mut missing = intent.clone();
         missing.remove("reason");
-        assert!(fields_in_order(&ObjectRef::from_map(&missing), &INTENT_KEYS).is_none());
+        assert!(
+            fields_in_order(&ObjectRef::from_map(&missing, &Bump::new()), &INTENT_KEYS).is_none()
+        );
         let mut more = intent.clone();
         more.insert("extra".into(), Value::Null);
-        assert!(fields_in_order(&ObjectRef::from_map(&more), &INTENT_KEYS).is_none());
+        assert!(fields_in_order(&ObjectRef::from_map(&more, &Bump::new()), &INTENT_KEYS).is_none());
         let mut other = missing.clone();
         other.insert("reasons".into(), Value::Null);
-        assert!(fields_in_order(&ObjectRef::from_map(&other), &INTENT_KEYS).is_none());
+        assert!(
+            fields_in_order(&ObjectRef::from_map(&other, &Bump::new()), &INTENT_KEYS).is_none()
+        );
     }
 
     /// A metadata fault names the one field at fault (the key whose value
@@ -1068,7 +1076,8 @@ mod tests {
         let mut with_metadata = event.clone();
         with_metadata.insert("metadata".into(), json!({"owner_epoch": 1}));
         for (map, metadata) in [(&event, false), (&with_metadata, true)] {
-            let object = ObjectRef::from_map(map);
+            let arena = Bump::new();
+            let object = ObjectRef::from_map(map, &arena);
             let (fields, has_metadata) = event_fields(&object).unwrap();
             assert_eq!(has_metadata, metadata);
             for (i, key) in EVENT_KEYS.iter().enumerate() {
@@ -1086,7 +1095,7 @@ mod tests {
         swapped.remove("metadata");
         swapped.insert("aaa".into(), Value::Null);
         for map in [&missing, &other, &swapped] {
-            assert!(event_fields(&ObjectRef::from_map(map)).is_none());
+            assert!(event_fields(&ObjectRef::from_map(map, &Bump::new())).is_none());
         }
     }
 

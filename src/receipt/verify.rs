@@ -575,7 +575,7 @@ impl<'a> LineRules<'a> {
                     let (full, hole) = canonical::object_with_hole(&event, "checksum");
                     let canonical = full == content;
                     let checksum = checksum_around(&full, hole, arena);
-                    (ObjectRef::from_owned(event), canonical, checksum, false)
+                    (ObjectRef::copied(&event, arena), canonical, checksum, false)
                 }
             };
         // Phase 2 binds every event to the current owner epoch through its
@@ -587,10 +587,7 @@ impl<'a> LineRules<'a> {
             .and_then(|m| m.get("owner_epoch"))
             .and_then(JsonRef::as_u64);
         let contract_ok = self.contract_ok(&event, claimed_epoch.unwrap_or(0), fast);
-        let text = |key: &str| {
-            let found = event.get(key).and_then(JsonRef::as_str);
-            found.map(|text| &*arena.alloc_str(text))
-        };
+        let text = |key: &str| event.get(key).and_then(JsonRef::as_str);
         let fields = LinkFields {
             sequence: event.get("sequence").and_then(JsonRef::as_u64),
             run_id_ok: event.get("run_id").and_then(JsonRef::as_str) == Some(self.run_id),
@@ -606,7 +603,6 @@ impl<'a> LineRules<'a> {
                     .get("metadata")
                     .and_then(|m| m.get("new_owner_fingerprint"))
                     .and_then(JsonRef::as_str)
-                    .map(|text| &*arena.alloc_str(text))
             }),
         };
         Ok(ExaminedEvent {
