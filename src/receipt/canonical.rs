@@ -93,7 +93,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub fn hex32(digest: &[u8; 32]) -> String {
     let mut text = [0u8; 64];
     hex::encode_to_slice(digest, &mut text).expect("64 hex digits for 32 bytes");
-    String::from_utf8_lossy(&text).into_owned()
+    std::str::from_utf8(&text).expect("hex digits").to_owned()
 }
 
 /// Lowercase hex SHA-256 of the canonical form of `value`.

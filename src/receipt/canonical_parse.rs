@@ -172,7 +172,9 @@ impl<'a> Reader<'a> {
         }
         self.depth -= 1;
         // Sorted and distinct, as checked above.
-        let members = self.arena.alloc_slice_fill_iter(self.members.drain(base..));
+        // Nodes are `Copy`: the run is copied into the arena in one go.
+        let members = self.arena.alloc_slice_copy(&self.members[base..]);
+        self.members.truncate(base);
         Some(ObjectRef::sorted(members))
     }
 
@@ -202,7 +204,8 @@ impl<'a> Reader<'a> {
                     }
                 }
                 self.depth -= 1;
-                let items = self.arena.alloc_slice_fill_iter(self.items.drain(base..));
+                let items = self.arena.alloc_slice_copy(&self.items[base..]);
+                self.items.truncate(base);
                 let text = &self.text[start..self.at];
                 JsonRef::Array(self.arena.alloc(ListRef::canonical(items, text)))
             }
