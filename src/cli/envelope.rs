@@ -4,7 +4,6 @@
 use serde_json::{Map, Value};
 
 use crate::commands::FlowError;
-use crate::coordinator::approval::ApprovalRefusal;
 use crate::receipt::canonical;
 
 /// Render like Python's default `json.dumps` with sorted keys.
@@ -61,33 +60,10 @@ pub fn success_in(
     render(&Value::Object(data))
 }
 
-/// Exit status, `error` code, `retryable` and `next_command` of an error.
+/// The exit status, the reference's `error` name, whether a retry may
+/// help, and the `next_command` of `error` ([`FlowError::classify`]).
 pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static str>) {
-    match error {
-        FlowError::Taught(inner, _) => classify(inner),
-        FlowError::Contract(_) => (2, "contract_error", false, None),
-        FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
-            (3, "receipt_corrupt", false, Some("receipt-diagnose"))
-        }
-        FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
-        FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-        FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
-        FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
-            (6, "completion_blocked", false, Some("verify"))
-        }
-        FlowError::CompletionBlocked { .. } => {
-            (6, "completion_blocked", true, Some("completion-check"))
-        }
-        FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
-        FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
-        FlowError::Export { retryable, .. } => (5, "export_failed", *retryable, None),
-        FlowError::Approval(refusal) => match refusal {
-            ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
-            ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
-            ApprovalRefusal::Consumed(_) => (5, "coordinator_conflict", false, Some("approvals")),
-            ApprovalRefusal::Corrupt(_) => (3, "receipt_corrupt", false, Some("receipt-diagnose")),
-        },
-    }
+    error.classify()
 }
 
 /// The failure envelope and its exit status.

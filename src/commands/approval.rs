@@ -20,11 +20,10 @@ use super::lifecycle::{decided_at, read_evidence};
 use super::mutate::{DecisionInput, MutationContext, mutate_gathered, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
-    ApprovalLedger, ApprovalPolicy, ApprovalRefusal, Claim, Credential, Gate, PolicyStatus,
-    SignatureClaim, decide_approve, decide_deny,
+    ApprovalLedger, ApprovalPolicy, Claim, Credential, Gate, PolicyStatus, SignatureClaim,
+    decide_approve, decide_deny,
 };
 use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
-use crate::coordinator::decide::Refusal;
 use crate::coordinator::run_commands::precheck_run_transition;
 use crate::store::approval::{read_credential, read_policy_file};
 use crate::store::discovery::DiscoveryEnv;
@@ -202,8 +201,8 @@ fn read_gate(
 fn read_gate_in_lock(
     run: &OpenRun,
     state: &CoordinatorState,
-) -> Result<(ApprovalLedger, PolicyStatus), Refusal> {
-    let corrupt = |m: String| Refusal::Approval(ApprovalRefusal::Corrupt(m));
+) -> Result<(ApprovalLedger, PolicyStatus), FlowError> {
+    let corrupt = FlowError::ReceiptCorrupt;
     let (ledger, status, head) = read_gate(run, true).map_err(|e| corrupt(e.message().into()))?;
     if head != state.last_checksum() {
         return Err(corrupt(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, open_for_mutation};
-use crate::coordinator::decide::{Refusal, Teaching};
+use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
     decide_lane_transition, precheck_lane_create, precheck_lane_transition,
@@ -24,12 +24,12 @@ pub(crate) fn canonicalize(
     repo_root: Option<&str>,
     scopes: &Value,
     limits: &Limits,
-) -> Result<Vec<String>, Refusal> {
+) -> Result<Vec<String>, FlowError> {
     let Some(root) = repo_root else {
-        return Err(Refusal::Invalid("run manifest has no repo_root".into()));
+        return Err(FlowError::Contract("run manifest has no repo_root".into()));
     };
     canonicalize_write_scope(Path::new(root), scopes, limits).map_err(|e| {
-        let refusal = Refusal::Invalid(e.message().to_string());
+        let refusal = FlowError::Contract(e.message().to_string());
         match e {
             // The OS refused the pinned root itself: no path list fixes it.
             crate::store::StoreError::Io(failure) if failure.path == Path::new(root) => refusal
@@ -129,7 +129,7 @@ pub fn lane_transition(
     let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed.clone().unwrap_or_else(|| {
-                Err(Refusal::Invalid(
+                Err(FlowError::Contract(
                     "lane completion requires verified changed paths".into(),
                 ))
             })

@@ -17,7 +17,7 @@ use super::checkpoint::{
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, open_run};
 use super::rebuild::coordinator_run_cache;
-use crate::coordinator::decide::{Intent, Policy, Refusal};
+use crate::coordinator::decide::{Intent, Policy};
 use crate::coordinator::{CoordinatorState, ReplayPolicy};
 use crate::receipt::event::{EventDraft, SealedEvent};
 use crate::receipt::primitives::{Instant, format_now, is_sha256_hex};
@@ -137,26 +137,6 @@ pub fn check_expected_head_syntax(head: Option<&str>) -> FlowResult<()> {
     }
 }
 
-impl From<Refusal> for FlowError {
-    fn from(r: Refusal) -> Self {
-        match r {
-            Refusal::Conflict(m) => FlowError::Conflict(m),
-            Refusal::Invalid(m) => FlowError::Contract(m),
-            Refusal::Blocked {
-                message,
-                missing_ids,
-            } => FlowError::CompletionBlocked {
-                message,
-                missing_ids,
-                breaches: Vec::new(),
-            },
-            Refusal::Approval(refusal) => refusal.into(),
-            Refusal::Breach { message, breaches } => FlowError::Breach { message, breaches },
-            Refusal::Taught(inner, teach) => FlowError::from(*inner).taught(teach),
-        }
-    }
-}
-
 /// Open a run for a coordinator command: run id, snapshot, phase gate,
 /// `--expected-head` syntax (the reference's precedence).
 pub fn open_for_mutation(ctx: &MutationContext) -> FlowResult<OpenRun> {
@@ -191,7 +171,7 @@ impl Committed {
 pub fn mutate(
     ctx: &MutationContext,
     run: &OpenRun,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, false, decide)
 }
@@ -202,7 +182,7 @@ pub fn mutate(
 pub fn mutate_replayed(
     ctx: &MutationContext,
     run: &OpenRun,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, true, decide)
 }
@@ -212,7 +192,7 @@ pub fn mutate_maybe_replayed(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, full_replay, decide)
 }
@@ -225,8 +205,8 @@ pub fn mutate_gathered<F>(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    mut gather: impl FnMut(&DecisionInput<'_>) -> Result<F, Refusal>,
-    mut decide: impl FnMut(&DecisionInput<'_>, F) -> Result<Vec<Intent>, Refusal>,
+    mut gather: impl FnMut(&DecisionInput<'_>) -> Result<F, FlowError>,
+    mut decide: impl FnMut(&DecisionInput<'_>, F) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
     mutate_with(ctx, run, full_replay, |input| {
         let facts = gather(input)?;
@@ -241,8 +221,8 @@ pub fn mutate_gathered<F>(
 pub fn mutate_staged(
     ctx: &MutationContext,
     run: &OpenRun,
-    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
-    stage: impl FnOnce() -> Result<(), Refusal>,
+    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    stage: impl FnOnce() -> Result<(), FlowError>,
 ) -> FlowResult<Committed> {
     mutate_pipeline(ctx, run, false, &mut decide, Some(Box::new(stage)))
 }
@@ -251,13 +231,13 @@ fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,
-    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal>,
+    mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
     mutate_pipeline(ctx, run, full_replay, &mut decide, None)
 }
 
-type Decide<'d> = dyn FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, Refusal> + 'd;
-type Stage<'s> = Box<dyn FnOnce() -> Result<(), Refusal> + 's>;
+type Decide<'d> = dyn FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError> + 'd;
+type Stage<'s> = Box<dyn FnOnce() -> Result<(), FlowError> + 's>;
 
 fn mutate_pipeline(
     ctx: &MutationContext,
@@ -408,7 +388,7 @@ fn mutate_pipeline(
         break (state, sealed, proof, position, basis, lanes_before);
     };
     if let Some(stage) = stage {
-        stage().map_err(FlowError::from)?;
+        stage()?;
     }
     run.dir.prepare_cache_paths(
         lanes_before
@@ -573,11 +553,11 @@ pub(crate) fn seal_intents(
             return Err(FlowError::contract("run manifest does not allow event"));
         }
         check_evidence(&value["evidence_refs"], &contract.limits).map_err(|m| {
-            FlowError::from(crate::coordinator::decide::evidence_refusal(
+            crate::coordinator::decide::evidence_refusal(
                 m,
                 &value["evidence_refs"],
                 &contract.limits,
-            ))
+            )
         })?;
         metadata_fault(
             intent.event_type,
@@ -586,12 +566,7 @@ pub(crate) fn seal_intents(
             epoch,
             values.len() > 1,
         )
-        .map_err(|fault| {
-            FlowError::from(crate::coordinator::decide::metadata_refusal(
-                fault,
-                &contract.limits,
-            ))
-        })?;
+        .map_err(|fault| crate::coordinator::decide::metadata_refusal(fault, &contract.limits))?;
         debug_assert_eq!(value.as_object().map(|m| m.len()), Some(INTENT_KEYS.len()));
     }
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);

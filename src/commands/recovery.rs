@@ -99,8 +99,7 @@ pub fn recovery_run_create(
     };
     run.dir.validate()?;
     let supplied = supplied_diagnosis(input.as_object().cloned().unwrap_or_default());
-    let checksum = check_request(&supplied, &approval).map_err(|refusal| {
-        let error = FlowError::from(refusal);
+    let checksum = check_request(&supplied, &approval).map_err(|error| {
         // A diagnosis of an intact receipt whose head record names no head
         // (DEVIATIONS 104): not a recovery, the command that fixes it is named.
         let intact = supplied.diagnosis.get("effective_state") != Some(&json!("blocked"));
@@ -146,11 +145,7 @@ pub fn recovery_run_create(
     // Everything the new run's first event must satisfy is checked before
     // the quarantine copy exists.
     check_evidence(&approval, &run.manifest.contract.limits).map_err(|m| {
-        FlowError::from(crate::coordinator::decide::evidence_refusal(
-            m,
-            &approval,
-            &run.manifest.contract.limits,
-        ))
+        crate::coordinator::decide::evidence_refusal(m, &approval, &run.manifest.contract.limits)
     })?;
     let damaged_run = run.manifest.run.clone().unwrap_or_default();
     let policy = super::approval::recovery_gate(&run, fresh)?;

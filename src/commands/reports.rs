@@ -10,7 +10,6 @@ use std::path::Path;
 use super::error::{FlowError, FlowResult};
 use super::mutate::{MutationContext, mutate_staged, open_for_mutation};
 use crate::coordinator::decide::Policy;
-use crate::coordinator::decide::Refusal;
 use crate::coordinator::reports::{
     Binding, ReportKind, bind_report, binding_status, decide_report, require_report_state,
     validate_report_payload,
@@ -85,8 +84,8 @@ pub fn create_report(
         || {
             created =
                 write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
-                    StoreError::Busy(m) | StoreError::LockHeld(m) => Refusal::Conflict(m),
-                    other => Refusal::Invalid(other.message().to_string()),
+                    StoreError::Busy(m) | StoreError::LockHeld(m) => FlowError::Conflict(m),
+                    other => FlowError::Contract(other.message().to_string()),
                 })?;
             Ok(())
         },

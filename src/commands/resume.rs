@@ -35,7 +35,7 @@ pub fn resume(
     precheck_resume(&evidence)?;
     // Owner transfer is a gate: the whole receipt is verified, not a tail.
     let (state, _) = replay_run(&run, false)?;
-    crate::coordinator::breach::require_no_breach(&state, "resume").map_err(FlowError::from)?;
+    crate::coordinator::breach::require_no_breach(&state, "resume")?;
     let current_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let current = read_handle(&current_path, None)?;
     require_current_owner(&state, &current.fingerprint, current.epoch)?;

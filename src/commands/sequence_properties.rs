@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::mutate::seal_intents;
-use crate::coordinator::decide::{Intent, Policy, Refusal};
+use crate::coordinator::decide::{FlowError, Intent, Policy};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, decide_lane_create, decide_lane_transition, precheck_lane_create,
 };
@@ -247,7 +247,7 @@ fn decide(
     policy: &Policy,
     evidence: &Value,
     second: i64,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let at = &stamp(second);
     let later = |s: i64| stamp(second + s);
     match *op {

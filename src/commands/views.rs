@@ -26,7 +26,7 @@ use crate::store::run::list_run_ids;
 
 /// Validate an `--at` value the way `liveness-check` reads it.
 pub fn check_at(at: &str) -> FlowResult<()> {
-    parse_instant(at).map(|_| ()).map_err(FlowError::from)
+    parse_instant(at).map(|_| ())
 }
 
 /// What the first events of a run say: its approval decisions (made

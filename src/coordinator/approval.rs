@@ -14,7 +14,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::breach::Breach;
-use super::decide::{Intent, Refusal, invalid, require_evidence};
+use super::decide::{FlowError, Intent, invalid, require_evidence};
 use super::run_commands::{RunCommand, decide_run_transition};
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
@@ -101,8 +101,8 @@ impl ApprovalRefusal {
     }
 }
 
-fn refused<T>(message: String) -> Result<T, Refusal> {
-    Err(Refusal::Approval(ApprovalRefusal::Refused(message)))
+fn refused<T>(message: String) -> Result<T, FlowError> {
+    Err(FlowError::Approval(ApprovalRefusal::Refused(message)))
 }
 
 /// A validated approver policy. Serialised, it is the canonical policy:
@@ -895,7 +895,7 @@ pub struct SignatureClaim {
 }
 
 /// Caller evidence may not forge the gate's own records.
-fn reject_reserved_kinds(evidence: &Value) -> Result<(), Refusal> {
+fn reject_reserved_kinds(evidence: &Value) -> Result<(), FlowError> {
     let reserved = evidence.as_array().into_iter().flatten().any(|item| {
         matches!(
             item.get("kind").and_then(Value::as_str),
@@ -911,7 +911,7 @@ fn reject_reserved_kinds(evidence: &Value) -> Result<(), Refusal> {
 }
 
 /// Room for the gate's record in the evidence list.
-fn require_room(evidence: &Value, limits: &Limits) -> Result<(), Refusal> {
+fn require_room(evidence: &Value, limits: &Limits) -> Result<(), FlowError> {
     let len = evidence.as_array().map_or(0, Vec::len) as u64;
     if len >= limits.max_evidence_refs {
         return invalid(&format!(
@@ -935,7 +935,7 @@ fn with_record(evidence: &Value, summary: String, checksum: Option<&str>) -> Val
 }
 
 /// Why an approval cannot happen from a state other than `planned`.
-fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
+fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> FlowError {
     let tried = who(identity);
     let approved = ledger.decisions.iter().find(|d| d.decision == "approved");
     let message = match (approved, ledger.decisions.last()) {
@@ -950,10 +950,10 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> Refusal {
             d.sequence
         ),
         (None, None) => {
-            return Refusal::Conflict("current state does not allow lifecycle intent".into());
+            return FlowError::Conflict("current state does not allow lifecycle intent".into());
         }
     };
-    Refusal::Approval(ApprovalRefusal::Consumed(message))
+    FlowError::Approval(ApprovalRefusal::Consumed(message))
 }
 
 /// The approval gate as the pipeline read it under the lock, against the
@@ -980,7 +980,7 @@ pub fn decide_approve(
     at: &str,
     evidence: &Value,
     limits: &Limits,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let Gate { status, ledger } = gate;
     if *status == PolicyStatus::Absent {
         return decide_run_transition(state, RunCommand::Approve, at, evidence, None);
@@ -995,10 +995,10 @@ pub fn decide_approve(
             PolicyStatus::Tampered { problem, .. } => problem.as_str(),
             _ => "approval policy cannot be read",
         };
-        return Err(Refusal::Approval(ApprovalRefusal::Corrupt(format!(
+        return Err(FlowError::ReceiptCorrupt(format!(
             "{problem}; run-approve by {} refused",
             who(identity)
-        ))));
+        )));
     };
     reject_reserved_kinds(evidence)?;
     require_room(evidence, limits)?;
@@ -1101,16 +1101,16 @@ pub fn decide_approve(
             .as_deref()
             .and_then(parse_timestamp)
             .ok_or_else(|| {
-                Refusal::Approval(ApprovalRefusal::Corrupt(
+                FlowError::ReceiptCorrupt(
                     "run_created has no readable timestamp for the approval window".into(),
-                ))
+                )
             })?;
         // The recorded time counts too: replay re-checks the window from
         // the event's own timestamp, so a later `--at` must not pass here.
         let latest = parse_timestamp(at).map_or(now, |at| at.max(now));
         let elapsed = (latest - created).num_seconds();
         if elapsed > window as i64 {
-            return Err(Refusal::Approval(ApprovalRefusal::Expired(format!(
+            return Err(FlowError::Approval(ApprovalRefusal::Expired(format!(
                 "approval request expired: {elapsed} s since run_created exceed expires_after_s {window}; approval by '{identity}' refused"
             ))));
         }
@@ -1138,7 +1138,7 @@ pub fn decide_deny(
     evidence: &Value,
     reason: Option<&str>,
     limits: &Limits,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let denial = ledger.has_policy()
         && matches!(
             state.run_state_enum(),

@@ -56,7 +56,7 @@ fn approve(
     ledger: &ApprovalLedger,
     claim: &Claim,
     now: Instant,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     decide_approve(
         &planned(),
         Gate { status, ledger },
@@ -68,8 +68,10 @@ fn approve(
     )
 }
 
-fn refused_with(message: &str) -> Result<Vec<Intent>, Refusal> {
-    Err(Refusal::Approval(ApprovalRefusal::Refused(message.into())))
+fn refused_with(message: &str) -> Result<Vec<Intent>, FlowError> {
+    Err(FlowError::Approval(ApprovalRefusal::Refused(
+        message.into(),
+    )))
 }
 
 // ------------------------------------------------------------ the policy
@@ -317,7 +319,7 @@ fn the_window_is_measured_on_the_wall_clock() {
             &claim(Some("alice")),
             at(0) + chrono::Duration::seconds(3601)
         ),
-        Err(Refusal::Approval(ApprovalRefusal::Expired(
+        Err(FlowError::Approval(ApprovalRefusal::Expired(
             "approval request expired: 3601 s since run_created exceed expires_after_s 3600; approval by 'alice' refused".into()
         )))
     );
@@ -422,7 +424,7 @@ fn a_tampered_policy_refuses_before_identity() {
         );
         assert!(matches!(
             approve(&status, &ledger, &claim(Some("alice")), at(1)),
-            Err(Refusal::Approval(ApprovalRefusal::Corrupt(m))) if m.ends_with("; run-approve by 'alice' refused")
+            Err(FlowError::ReceiptCorrupt(m)) if m.ends_with("; run-approve by 'alice' refused")
         ));
     }
     let malformed = ApprovalLedger {
@@ -463,7 +465,7 @@ fn an_approval_is_used_once() {
     );
     assert_eq!(
         second,
-        Err(Refusal::Approval(ApprovalRefusal::Consumed(
+        Err(FlowError::Approval(ApprovalRefusal::Consumed(
             "approval was already consumed: the plan was approved at sequence 2 by 'alice'; run-approve by 'alice' refused".into()
         )))
     );
@@ -491,7 +493,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
                 &forged,
                 &Limits::default()
             ),
-            Err(Refusal::Invalid(
+            Err(FlowError::Contract(
                 "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate".into()
             ))
         );
@@ -512,7 +514,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
             &json!(full),
             &Limits::default()
         ),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "under an approval policy the evidence may hold at most 7 entries: one more records the decision".into()
         ))
     );
@@ -561,7 +563,7 @@ fn a_denial_needs_no_identity_and_records_one_when_given() {
             Some("no"),
             &limits
         ),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)"
                 .into()
         ))

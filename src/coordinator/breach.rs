@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::receipt::json_ref::{JsonRef, ObjectRef};
 
-use super::decide::Refusal;
+use super::decide::FlowError;
 use super::replay::DigestMemo;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
@@ -302,12 +302,12 @@ pub(crate) fn stricter_rules_with<'a>(
 
 /// A gate's check: no breach stands in the replayed state. `gate` names
 /// the command that refuses.
-pub fn require_no_breach(state: &CoordinatorState, gate: &str) -> Result<(), Refusal> {
+pub fn require_no_breach(state: &CoordinatorState, gate: &str) -> Result<(), FlowError> {
     refuse_breaches(state.breaches(), gate)
 }
 
 /// [`require_no_breach`] for a list of breaches.
-pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), Refusal> {
+pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), FlowError> {
     let Some(first) = breaches.first() else {
         return Ok(());
     };
@@ -315,7 +315,7 @@ pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), Refusal> {
         1 => String::new(),
         n => format!(" (and {} more)", n - 1),
     };
-    Err(Refusal::Breach {
+    Err(FlowError::Breach {
         message: format!(
             "{gate} refused: the receipt breaks our rules: {}{more}",
             first.describe()

@@ -266,7 +266,7 @@ fn a_gate_refuses_while_a_breach_stands() {
     assert!(require_no_breach(&ledger.state, "run-start").is_ok());
     approve(&mut ledger, ev("plain"));
     match require_no_breach(&ledger.state, "run-start") {
-        Err(Refusal::Breach { message, breaches }) => {
+        Err(FlowError::Breach { message, breaches }) => {
             assert!(message.starts_with("run-start refused"), "{message}");
             assert!(message.contains("approval_gate"), "{message}");
             assert_eq!(breaches.len(), 1);

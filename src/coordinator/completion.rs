@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Refusal, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, conflict, invalid, require_evidence};
 use super::state::{CoordinatorState, CoverageState, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::rules::{Limits, check_evidence};
@@ -200,7 +200,7 @@ pub fn evaluate(state: &CoordinatorState, main_verified: bool) -> CompletionRepo
 pub fn require_completion_evidence(
     state: &CoordinatorState,
     evidence: &Value,
-) -> Result<String, Refusal> {
+) -> Result<String, FlowError> {
     require_evidence(evidence)?;
     // The digest is taken of validated evidence (the reference's digest
     // helper validates with the default limits first).
@@ -219,16 +219,20 @@ pub fn require_completion_evidence(
 /// missing ids, nothing written). Two intents, sealed as one
 /// `transaction_committed`: `main_verification` and `run_completed`, both
 /// with the evidence and the current time.
-pub fn decide_complete(state: &CoordinatorState, evidence: &Value) -> Result<Vec<Intent>, Refusal> {
+pub fn decide_complete(
+    state: &CoordinatorState,
+    evidence: &Value,
+) -> Result<Vec<Intent>, FlowError> {
     if state.run_state_enum() != RunState::Running {
         return conflict("run state does not allow this command");
     }
     require_completion_evidence(state, evidence)?;
     let report = evaluate(state, true);
     if !report.complete {
-        return Err(Refusal::Blocked {
+        return Err(FlowError::CompletionBlocked {
             message: "required workflow completion evidence is missing".into(),
             missing_ids: report.missing_ids(),
+            breaches: Vec::new(),
         });
     }
     let verification = Intent {

@@ -371,9 +371,10 @@ fn complete_is_blocked_with_the_missing_ids() {
     ledger.running_lane("docs", Value::Null);
     assert_eq!(
         decide_complete(&ledger.state, &ev("verified")),
-        Err(Refusal::Blocked {
+        Err(FlowError::CompletionBlocked {
             message: "required workflow completion evidence is missing".into(),
             missing_ids: strings(&["docs"]),
+            breaches: Vec::new(),
         })
     );
 }
@@ -388,7 +389,7 @@ fn complete_needs_a_running_run_first() {
     // Run state is checked before the evidence (even empty evidence).
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),
-        Err(Refusal::Conflict(
+        Err(FlowError::Conflict(
             "run state does not allow this command".into()
         ))
     );
@@ -401,7 +402,7 @@ fn complete_refuses_missing_and_liveness_evidence_before_evaluating() {
     // Not complete at all, yet the evidence rules answer first.
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "lifecycle transition requires evidence".into()
         ))
     );
@@ -409,7 +410,7 @@ fn complete_refuses_missing_and_liveness_evidence_before_evaluating() {
     ledger.heartbeat("build", beat.clone());
     assert_eq!(
         decide_complete(&ledger.state, &beat),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "liveness evidence cannot satisfy completion evidence".into()
         ))
     );
@@ -430,7 +431,7 @@ fn completion_evidence_rules() {
     for evidence in [&old, &latest] {
         assert_eq!(
             require_completion_evidence(&ledger.state, evidence),
-            Err(Refusal::Invalid(
+            Err(FlowError::Contract(
                 "liveness evidence cannot satisfy completion evidence".into()
             ))
         );
@@ -438,7 +439,7 @@ fn completion_evidence_rules() {
     // Invalid evidence is refused by its own rule first.
     assert!(matches!(
         require_completion_evidence(&ledger.state, &json!([{"kind": "test"}])).map_err(|r| r.untaught().0.clone()),
-        Err(Refusal::Invalid(m)) if m != "liveness evidence cannot satisfy completion evidence"
+        Err(FlowError::Contract(m)) if m != "liveness evidence cannot satisfy completion evidence"
     ));
     let fresh = ev("integration tests passed");
     assert_eq!(

@@ -1,13 +1,17 @@
 //! The decision layer's shared vocabulary: what a command proposes (one or
-//! two [`Intent`]s), why it refuses ([`Refusal`]), and the manifest values
+//! two [`Intent`]s), why it refuses ([`FlowError`]), and the manifest values
 //! decisions need ([`Policy`]). Pure: no I/O, no clock (`now` comes in as a
 //! value where a command needs it).
 
 use serde_json::{Map, Value};
+use std::fmt;
 
+use super::approval::ApprovalRefusal;
+use super::breach::Breach;
 use super::state::{LaneState, RunState};
 use crate::receipt::primitives::as_int;
 use crate::receipt::rules::Limits;
+use crate::receipt::verify::ReceiptDamage;
 use crate::receipt::vocab::{EventType, StateName};
 
 /// One proposed receipt event before the pipeline numbers, chains and
@@ -49,50 +53,184 @@ impl Intent {
     }
 }
 
-/// Why a decision refuses. Each maps to one exit status. Two refusals are
-/// equal when they refuse alike: the teaching (hint, fields) is advice, not
-/// part of what is refused.
+/// Every way a decision or a command refuses: one type from the pure core
+/// to the envelope. Each variant maps to one exit status ([`FlowError::classify`]).
+/// Equality ignores the teaching (hint, fields): it is advice, not part of
+/// what is refused.
 #[derive(Debug, Clone)]
-pub enum Refusal {
-    /// The state does not allow it now (exit 5, retryable).
+pub enum FlowError {
+    /// Bad input or a broken state-root rule (exit 2).
+    Contract(String),
+    /// The receipt or its snapshot is damaged (exit 3).
+    ReceiptCorrupt(String),
+    /// The receipt is damaged at a known line (exit 3), with its trusted
+    /// prefix.
+    ReceiptDamaged(ReceiptDamage),
+    /// An offline proof (`check-proof`) that does not hold for the event and
+    /// keys given (exit 3 `proof_invalid`; our extension, DEVIATIONS 90):
+    /// no state root is involved, so nothing to diagnose or recover.
+    ProofInvalid(String),
+    /// A manifest this tool cannot speak (exit 4).
+    IncompatibleManifest(String),
+    /// Another writer, a stale owner or a state conflict (exit 5).
     Conflict(String),
-    /// The input breaks a rule (exit 2).
-    Invalid(String),
-    /// Completion evidence is missing (exit 6).
-    Blocked {
+    /// Completion evidence is missing (exit 6), or (`attest`) the receipt
+    /// records breaches of our rules: the envelope then adds `breaches`
+    /// and is not retryable.
+    CompletionBlocked {
         message: String,
         missing_ids: Vec<String>,
+        breaches: Vec<Breach>,
     },
-    /// The approval gate refuses (our extension; see [`super::approval`]).
-    Approval(super::approval::ApprovalRefusal),
-    /// A breach of our rules stands in the receipt (issue 13; exit 5
-    /// `rule_breach`, final).
+    /// A Phase 2 command on a Phase 1 run (exit 7).
+    Unsupported(String),
+    /// The approval gate refuses (exit 2 `approval_refused`, exit 5
+    /// `approval_expired` or a final exit 5 conflict); our extension.
+    Approval(ApprovalRefusal),
+    /// A breach of our rules stands in the receipt (exit 5 `rule_breach`,
+    /// final); the envelope adds `breaches` and a `hint`.
     Breach {
         message: String,
-        breaches: Vec<super::breach::Breach>,
+        breaches: Vec<Breach>,
     },
-    /// A refusal with what teaches its fix (issue 15): the envelope adds
-    /// `hint` and `fields`; exit status and the reference's keys are the
-    /// inner refusal's.
-    Taught(Box<Refusal>, Teaching),
+    /// `otel-export` could not hand the trace to its receiver (exit 5
+    /// `export_failed`; contracts/otel.md): `endpoint` is the URL without
+    /// its user info and query, `retryable` whether trying again may help
+    /// (unreachable, timed out, 429 and 5xx answers).
+    Export {
+        endpoint: String,
+        message: String,
+        retryable: bool,
+    },
+    /// Any of the above with what teaches its fix (issue 15): the envelope
+    /// adds `hint` and `fields`; everything else is the inner error's.
+    Taught(Box<FlowError>, Box<Teaching>),
 }
 
-impl PartialEq for Refusal {
-    fn eq(&self, other: &Refusal) -> bool {
-        use Refusal::*;
+impl FlowError {
+    pub fn contract(m: impl Into<String>) -> Self {
+        FlowError::Contract(m.into())
+    }
+
+    /// This error with `teach` attached (merged over any earlier one).
+    pub fn taught(self, teach: Teaching) -> Self {
+        match self {
+            FlowError::Taught(inner, old) => FlowError::Taught(inner, Box::new(old.merged(teach))),
+            other => FlowError::Taught(Box::new(other), Box::new(teach)),
+        }
+    }
+
+    /// This error with a `hint`.
+    pub fn hinted(self, hint: impl Into<String>) -> Self {
+        self.taught(Teaching::hint(hint))
+    }
+
+    /// The error without its teaching, and the teaching.
+    pub fn untaught(&self) -> (&FlowError, Option<&Teaching>) {
+        match self {
+            FlowError::Taught(inner, teach) => (inner, Some(teach)),
+            other => (other, None),
+        }
+    }
+
+    /// The message as the envelope shows it: the inner message and the
+    /// teaching's detail after it.
+    pub fn full_message(&self) -> String {
+        match self {
+            FlowError::Taught(inner, teach) => teach.message(inner.message()),
+            other => other.message().to_string(),
+        }
+    }
+
+    /// The exit status, the reference's `error` name, whether a retry may
+    /// help, and the `next_command` the envelope names: all functions of
+    /// the variant.
+    pub fn classify(&self) -> (u8, &'static str, bool, Option<&'static str>) {
+        match self {
+            FlowError::Taught(inner, _) => inner.classify(),
+            FlowError::Contract(_) => (2, "contract_error", false, None),
+            FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
+                (3, "receipt_corrupt", false, Some("receipt-diagnose"))
+            }
+            FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
+            FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
+            FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
+            FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
+                (6, "completion_blocked", false, Some("verify"))
+            }
+            FlowError::CompletionBlocked { .. } => {
+                (6, "completion_blocked", true, Some("completion-check"))
+            }
+            FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+            FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
+            FlowError::Export { retryable, .. } => (5, "export_failed", *retryable, None),
+            FlowError::Approval(refusal) => match refusal {
+                ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
+                ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
+                ApprovalRefusal::Consumed(_) => {
+                    (5, "coordinator_conflict", false, Some("approvals"))
+                }
+                ApprovalRefusal::Corrupt(_) => {
+                    (3, "receipt_corrupt", false, Some("receipt-diagnose"))
+                }
+            },
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            FlowError::Taught(inner, _) => inner.message(),
+            FlowError::Contract(m)
+            | FlowError::ReceiptCorrupt(m)
+            | FlowError::ProofInvalid(m)
+            | FlowError::IncompatibleManifest(m)
+            | FlowError::Conflict(m)
+            | FlowError::Unsupported(m) => m,
+            FlowError::CompletionBlocked { message, .. }
+            | FlowError::Breach { message, .. }
+            | FlowError::Export { message, .. } => message,
+            FlowError::ReceiptDamaged(damage) => damage.message(),
+            FlowError::Approval(refusal) => refusal.message(),
+        }
+    }
+}
+
+impl PartialEq for FlowError {
+    fn eq(&self, other: &FlowError) -> bool {
+        use FlowError::*;
         match (self.untaught().0, other.untaught().0) {
-            (Conflict(a), Conflict(b)) | (Invalid(a), Invalid(b)) => a == b,
+            (Contract(a), Contract(b))
+            | (ReceiptCorrupt(a), ReceiptCorrupt(b))
+            | (ProofInvalid(a), ProofInvalid(b))
+            | (IncompatibleManifest(a), IncompatibleManifest(b))
+            | (Conflict(a), Conflict(b))
+            | (Unsupported(a), Unsupported(b)) => a == b,
+            (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
             (
-                Blocked {
+                CompletionBlocked {
                     message: a,
                     missing_ids: x,
+                    breaches: p,
                 },
-                Blocked {
+                CompletionBlocked {
                     message: b,
                     missing_ids: y,
+                    breaches: q,
+                },
+            ) => a == b && x == y && p == q,
+            (Approval(a), Approval(b)) => a == b,
+            (
+                Export {
+                    endpoint: a,
+                    message: x,
+                    ..
+                },
+                Export {
+                    endpoint: b,
+                    message: y,
+                    ..
                 },
             ) => a == b && x == y,
-            (Approval(a), Approval(b)) => a == b,
             (
                 Breach {
                     message: a,
@@ -108,7 +246,17 @@ impl PartialEq for Refusal {
     }
 }
 
-impl Eq for Refusal {}
+impl Eq for FlowError {}
+
+impl fmt::Display for FlowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for FlowError {}
+
+pub type FlowResult<T> = Result<T, FlowError>;
 
 /// What a refusal adds to teach its fix (issue 15): a `hint` (the concrete
 /// fix or the command to run first) and `fields` (which input fields are
@@ -188,15 +336,17 @@ pub const MAX_AT_SKEW_SECONDS: i64 = 300;
 pub fn check_at(
     at: &str,
     now: crate::receipt::primitives::Instant,
-) -> Result<crate::receipt::primitives::Instant, Refusal> {
+) -> Result<crate::receipt::primitives::Instant, FlowError> {
     let parsed = crate::receipt::primitives::parse_timestamp(at)
         .or_else(|| crate::receipt::lax_time::parse_lax_timestamp(at).ok());
     let Some(instant) = parsed else {
-        return Err(Refusal::Invalid("--at must be a UTC timestamp".into()).taught(at_teaching(at)));
+        return Err(
+            FlowError::Contract("--at must be a UTC timestamp".into()).taught(at_teaching(at))
+        );
     };
     if instant > now + chrono::Duration::seconds(MAX_AT_SKEW_SECONDS) {
         let clock = now.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        return Err(Refusal::Invalid(format!(
+        return Err(FlowError::Contract(format!(
             "--at must not be in the future: '{at}' is more than {MAX_AT_SKEW_SECONDS} seconds after this machine's clock ({clock})"
         ))
         .taught(Teaching {
@@ -216,35 +366,12 @@ pub fn check_at(
 
 /// `refusal` (a bad `--at`) taught by [`at_teaching`], replacing any hint
 /// that named an internal field.
-pub fn at_refusal(refusal: Refusal, at: &str) -> Refusal {
+pub fn at_refusal(refusal: FlowError, at: &str) -> FlowError {
     let inner = match refusal {
-        Refusal::Taught(inner, _) => *inner,
+        FlowError::Taught(inner, _) => *inner,
         other => other,
     };
     inner.taught(at_teaching(at))
-}
-
-impl Refusal {
-    /// This refusal with `teach` attached (merged over any earlier one).
-    pub fn taught(self, teach: Teaching) -> Refusal {
-        match self {
-            Refusal::Taught(inner, old) => Refusal::Taught(inner, old.merged(teach)),
-            other => Refusal::Taught(Box::new(other), teach),
-        }
-    }
-
-    /// This refusal with a `hint`.
-    pub fn hinted(self, hint: impl Into<String>) -> Refusal {
-        self.taught(Teaching::hint(hint))
-    }
-
-    /// The refusal without its teaching, and the teaching.
-    pub fn untaught(&self) -> (&Refusal, Option<&Teaching>) {
-        match self {
-            Refusal::Taught(inner, teach) => (inner, Some(teach)),
-            other => (other, None),
-        }
-    }
 }
 
 /// A refusal about one `--input` key: the detail names the key and what it
@@ -253,7 +380,7 @@ pub fn in_field(
     key: &'static str,
     expected: &'static str,
     limit: Option<u64>,
-) -> impl FnOnce(Refusal) -> Refusal {
+) -> impl FnOnce(FlowError) -> FlowError {
     move |refusal| {
         // A refusal that already says what is wrong (the repo root it was
         // resolved against is missing, say) is not about the key's shape.
@@ -277,7 +404,7 @@ pub fn in_field(
 /// A refusal of the metadata rules at the append (e.g. "assignment must be
 /// at most 500 characters"), naming the field the rule found at fault and
 /// the limit of the run's own manifest snapshot.
-pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Limits) -> Refusal {
+pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Limits) -> FlowError {
     let crate::receipt::rules::MetadataFault { field, message } = fault;
     let key = field.unwrap_or_default();
     let limit = match key.as_str() {
@@ -289,7 +416,7 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
         _ => None,
     };
     let Some(limit) = limit else {
-        return Refusal::Invalid(message);
+        return FlowError::Contract(message);
     };
     let expected = match key.as_str() {
         "write_scope" | "replacement_write_scope" => {
@@ -298,7 +425,7 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
         _ => format!("a string of at most {limit} characters"),
     };
     let fields = serde_json::json!({"input": "--input", "invalid": [{"field": key, "expected": expected, "limit": limit}]});
-    Refusal::Invalid(message).taught(Teaching {
+    FlowError::Contract(message).taught(Teaching {
         detail: Some(format!("the limit of this run's manifest is {limit}")),
         hint: None,
         fields: Some(fields),
@@ -307,19 +434,21 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
 
 /// An evidence refusal of `check_evidence` (its reference `message` first),
 /// with every field at fault and the limits of `limits` (issue 15).
-pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> Refusal {
+pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> FlowError {
     let hint = "each evidence item is an object {\"kind\": \"...\", \"summary\": \"...\"} with optional \"path\", \"checksum\" (SHA-256 hex) and \"exit_status\"; the file holds a list of them: [{\"kind\": \"plan\", \"summary\": \"plan approved\"}]";
     match crate::receipt::faults::evidence_fault("--evidence", evidence, limits) {
-        Some(fault) => Refusal::Invalid(message).taught(Teaching::fault(fault, Some(hint.into()))),
-        None => Refusal::Invalid(message).hinted(hint),
+        Some(fault) => {
+            FlowError::Contract(message).taught(Teaching::fault(fault, Some(hint.into())))
+        }
+        None => FlowError::Contract(message).hinted(hint),
     }
 }
 
 /// "current state does not allow lifecycle intent" (the reference's
 /// message), with a hint naming the state, the states the command needs
 /// and the way on (issue 15).
-pub fn state_refusal(what: &str, current: &str, allowed: &[&str], hint: String) -> Refusal {
-    Refusal::Conflict("current state does not allow lifecycle intent".into()).hinted(format!(
+pub fn state_refusal(what: &str, current: &str, allowed: &[&str], hint: String) -> FlowError {
+    FlowError::Conflict("current state does not allow lifecycle intent".into()).hinted(format!(
         "{what} is {current}, this command needs {}: {hint}",
         allowed.join(" or ")
     ))
@@ -360,13 +489,13 @@ pub fn lane_state_hint(lane_id: &str, current: LaneState, allowed: &[LaneState])
 }
 
 /// A conflict refusal with a hint.
-pub fn conflict_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal::Conflict(message.into()).hinted(hint))
+pub fn conflict_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, FlowError> {
+    Err(FlowError::Conflict(message.into()).hinted(hint))
 }
 
 /// An invalid-input refusal with a hint.
-pub fn invalid_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal::Invalid(message.into()).hinted(hint))
+pub fn invalid_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, FlowError> {
+    Err(FlowError::Contract(message.into()).hinted(hint))
 }
 
 /// A rule that wants a literal word (cli-conventions §5 "Rules by name"):
@@ -379,8 +508,8 @@ pub fn invalid_word<T>(
     field: &'static str,
     expected: &'static str,
     hint: impl Into<String>,
-) -> Result<T, Refusal> {
-    Err(Refusal::Invalid(message.into()).taught(Teaching {
+) -> Result<T, FlowError> {
+    Err(FlowError::Contract(message.into()).taught(Teaching {
         detail: None,
         hint: Some(hint.into()),
         fields: Some(serde_json::json!({
@@ -390,12 +519,12 @@ pub fn invalid_word<T>(
     }))
 }
 
-pub fn conflict<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Conflict(message.into()))
+pub fn conflict<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Conflict(message.into()))
 }
 
-pub fn invalid<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Invalid(message.into()))
+pub fn invalid<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Contract(message.into()))
 }
 
 /// The manifest values decisions use, always from the run's own snapshot.
@@ -450,7 +579,7 @@ impl Default for Policy {
 }
 
 /// Lifecycle commands always need some evidence.
-pub fn require_evidence(evidence: &Value) -> Result<(), Refusal> {
+pub fn require_evidence(evidence: &Value) -> Result<(), FlowError> {
     match evidence.as_array() {
         Some(items) if !items.is_empty() => Ok(()),
         _ => invalid("lifecycle transition requires evidence"),

@@ -13,7 +13,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    Intent, Policy, Refusal, Teaching, conflict, evidence_refusal, in_field, invalid,
+    FlowError, Intent, Policy, Teaching, conflict, evidence_refusal, in_field, invalid,
     lane_state_hint, require_evidence, state_refusal,
 };
 use super::machine::{Edge, LaneEdge, lane_edge};
@@ -43,11 +43,11 @@ pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, di
 pub const TIMESTAMP: &str = "a UTC timestamp ending in Z, e.g. 2026-07-14T01:00:00Z";
 
 trait InField {
-    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal;
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> FlowError;
 }
 
-impl InField for Refusal {
-    fn map_in_field(self, key: &'static str, expected: &'static str) -> Refusal {
+impl InField for FlowError {
+    fn map_in_field(self, key: &'static str, expected: &'static str) -> FlowError {
         in_field(key, expected, None)(self)
     }
 }
@@ -61,11 +61,11 @@ pub fn require_fields<'a>(
     input: &'a Value,
     required: &[&str],
     optional: &[&str],
-) -> Result<&'a Map<String, Value>, Refusal> {
+) -> Result<&'a Map<String, Value>, FlowError> {
     const MISMATCH: &str = "JSON input fields do not match the command contract";
     let Some(object) = input.as_object() else {
         let fault = faults::wrong_type("--input", "object", input);
-        return Err(Refusal::Invalid(MISMATCH.into()).taught(Teaching::fault(fault, None)));
+        return Err(FlowError::Contract(MISMATCH.into()).taught(Teaching::fault(fault, None)));
     };
     if let Some(fault) = faults::object_fault("--input", object, required, optional) {
         let hint = format!(
@@ -77,27 +77,27 @@ pub fn require_fields<'a>(
                 format!(" (optional: {})", optional.join(", "))
             }
         );
-        return Err(Refusal::Invalid(MISMATCH.into()).taught(Teaching::fault(fault, Some(hint))));
+        return Err(FlowError::Contract(MISMATCH.into()).taught(Teaching::fault(fault, Some(hint))));
     }
     Ok(object)
 }
 
 /// An identifier-valued input, named `field` in the message.
-pub fn identifier(value: &Value, field: &str) -> Result<String, Refusal> {
+pub fn identifier(value: &Value, field: &str) -> Result<String, FlowError> {
     match value.as_str() {
         Some(text) if is_identifier(text) => Ok(text.to_string()),
-        _ => Err(Refusal::Invalid(format!(
+        _ => Err(FlowError::Contract(format!(
             "{field} must match the identifier contract"
         ))),
     }
 }
 
 /// A caller-supplied instant (stored shape and a real calendar instant).
-pub fn instant(value: &Value, field: &str) -> Result<Instant, Refusal> {
+pub fn instant(value: &Value, field: &str) -> Result<Instant, FlowError> {
     value
         .as_str()
         .and_then(parse_timestamp)
-        .ok_or_else(|| Refusal::Invalid(format!("{field} must be a UTC timestamp")))
+        .ok_or_else(|| FlowError::Contract(format!("{field} must be a UTC timestamp")))
 }
 
 /// Python's `str.isspace` for one character (Unicode White_Space plus the
@@ -107,7 +107,7 @@ pub(crate) fn is_python_space(c: char) -> bool {
 }
 
 /// A string with at least one non-whitespace character.
-fn non_blank(value: &Value, message: &str) -> Result<String, Refusal> {
+fn non_blank(value: &Value, message: &str) -> Result<String, FlowError> {
     match value.as_str() {
         Some(text) if !text.chars().all(is_python_space) => Ok(text.to_string()),
         _ => invalid(message),
@@ -115,7 +115,7 @@ fn non_blank(value: &Value, message: &str) -> Result<String, Refusal> {
 }
 
 /// Lanes are created, and move, only while the run is running or recovering.
-pub fn require_lane_run_state(state: &CoordinatorState) -> Result<(), Refusal> {
+pub fn require_lane_run_state(state: &CoordinatorState) -> Result<(), FlowError> {
     match state.run_state_enum() {
         RunState::Running | RunState::Recovering => Ok(()),
         _ => conflict("run state does not allow this command"),
@@ -127,19 +127,19 @@ pub fn require_active_lane_owner<'s>(
     state: &'s CoordinatorState,
     lane_id: &str,
     agent_id: &str,
-) -> Result<&'s LaneRecord, Refusal> {
+) -> Result<&'s LaneRecord, FlowError> {
     let Some(lane) = state.lane(lane_id) else {
         return Err(missing_lane(state, lane_id));
     };
     if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return Err(Refusal::Conflict("lane is not active".into()).hinted(format!(
+        return Err(FlowError::Conflict("lane is not active".into()).hinted(format!(
             "lane {lane_id} is {}: retrying cannot help; see the run's lanes: bluetape-flow status --run-id {{run_id}}",
             lane.state.as_str()
         )));
     }
     if lane.agent_id != agent_id {
         return Err(
-            Refusal::Conflict("agent does not own the lane".into()).hinted(format!(
+            FlowError::Conflict("agent does not own the lane".into()).hinted(format!(
                 "retrying cannot help: lane {lane_id} is owned by {}, not {agent_id}; pass --agent-id {}, or hand the lane over with lane-reassign",
                 lane.agent_id, lane.agent_id
             )),
@@ -149,7 +149,7 @@ pub fn require_active_lane_owner<'s>(
 }
 
 /// "lane does not exist", naming the run's lanes (issue 15).
-pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> Refusal {
+pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
     let known: Vec<&str> = state.lanes().keys().map(String::as_str).take(32).collect();
     let hint = if known.is_empty() {
         "retrying cannot help: the run has no lanes yet; create one with bluetape-flow lane-create --run-id {run_id} --owner-file {owner_file} --input lane.json --evidence assign.json".to_string()
@@ -159,12 +159,12 @@ pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> Refusal {
             known.join(", ")
         )
     };
-    Refusal::Conflict("lane does not exist".into()).hinted(format!("no lane {lane_id}: {hint}"))
+    FlowError::Conflict("lane does not exist".into()).hinted(format!("no lane {lane_id}: {hint}"))
 }
 
 /// "identifier already exists" for a lane id in use (issue 15).
-pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> Refusal {
-    Refusal::Conflict("identifier already exists".into()).hinted(format!(
+pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> FlowError {
+    FlowError::Conflict("identifier already exists".into()).hinted(format!(
         "retrying cannot help: lane {lane_id} exists already ({}); choose another lane_id, or see it with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME",
         lane_state.as_str()
     ))
@@ -192,8 +192,8 @@ pub struct LaneCreate {
 pub fn precheck_lane_create(
     input: &Value,
     evidence: &Value,
-    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
-) -> Result<LaneCreate, Refusal> {
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
+) -> Result<LaneCreate, FlowError> {
     let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
     let lane_id =
@@ -219,7 +219,7 @@ pub fn precheck_lane_create(
         None => json!(0),
         Some(count) if as_int(count).is_some_and(|n| n >= 0) => count.clone(),
         Some(_) => {
-            return Err(Refusal::Invalid(
+            return Err(FlowError::Contract(
                 "replacement_count must be a non-negative integer".into(),
             )
             .map_in_field("replacement_count", "a non-negative integer"));
@@ -243,7 +243,7 @@ pub fn precheck_lane_create(
         None,
     ))?;
     if !(observed < startup && startup <= command) {
-        return Err(Refusal::Invalid(
+        return Err(FlowError::Contract(
             "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline".into(),
         )
         .hinted(format!(
@@ -278,7 +278,7 @@ pub fn decide_lane_create(
     policy: &Policy,
     request: &LaneCreate,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     if let Some(lane) = state.lane(&request.lane_id) {
         return Err(existing_lane(&lane.id, lane.state));
@@ -384,7 +384,7 @@ pub struct LaneTransition<'a> {
 
 /// The `--changed-paths` file must be a list of non-empty strings (checked
 /// right after it is read, before anything else about the transition).
-pub fn check_changed_paths_input(changed: &Value) -> Result<(), Refusal> {
+pub fn check_changed_paths_input(changed: &Value) -> Result<(), FlowError> {
     match changed.as_array() {
         Some(items)
             if items
@@ -398,7 +398,7 @@ pub fn check_changed_paths_input(changed: &Value) -> Result<(), Refusal> {
 }
 
 /// Pre-lock checks of a lane transition: ids, `--at`, evidence present.
-pub fn precheck_lane_transition(request: &LaneTransition<'_>) -> Result<(), Refusal> {
+pub fn precheck_lane_transition(request: &LaneTransition<'_>) -> Result<(), FlowError> {
     identifier(&json!(request.lane_id), "lane id")?;
     identifier(&json!(request.agent_id), "agent id")?;
     instant(&json!(request.at), "decided_at")
@@ -414,8 +414,8 @@ pub fn within_scope(path: &str, scope: &[String]) -> bool {
 
 /// The refusal for a scope that cannot be combined with its parent's
 /// ([`narrow_scope`]): `wider` is the command's own phrase.
-pub fn narrowing_refusal(narrowing: Narrowing, wider: &str) -> Refusal {
-    Refusal::Invalid(match narrowing {
+pub fn narrowing_refusal(narrowing: Narrowing, wider: &str) -> FlowError {
+    FlowError::Contract(match narrowing {
         Narrowing::Wider { .. } => wider.to_string(),
         Narrowing::MalformedParent { rule, .. } => {
             format!("parent lane write scope is malformed: {rule}")
@@ -432,8 +432,8 @@ pub fn narrowing_refusal(narrowing: Narrowing, wider: &str) -> Refusal {
 pub fn decide_lane_transition(
     state: &CoordinatorState,
     request: &LaneTransition<'_>,
-    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
-) -> Result<Vec<Intent>, Refusal> {
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let lane = require_active_lane_owner(state, request.lane_id, request.agent_id)?;
     let event_type = request.command.event_type();
@@ -487,8 +487,8 @@ fn complete_paths(
     state: &CoordinatorState,
     lane: &LaneRecord,
     request: &LaneTransition<'_>,
-    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
-) -> Result<Vec<String>, Refusal> {
+    canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
+) -> Result<Vec<String>, FlowError> {
     // Computing the digest validates the evidence first (with the default
     // limits, as the reference's digest helper does).
     check_evidence(request.evidence, &Limits::default())
@@ -510,7 +510,7 @@ fn complete_paths(
         .collect();
     if !outside.is_empty() {
         let shown: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();
-        return Err(Refusal::Conflict(
+        return Err(FlowError::Conflict(
             "changed paths exceed the pinned lane scope".into(),
         )
         .taught(Teaching {

@@ -137,8 +137,8 @@ fn evidence() -> Value {
     json!([{"kind": "test", "summary": "tests passed"}])
 }
 
-fn lexical(value: &Value) -> Result<Vec<String>, Refusal> {
-    canonicalize_lexical(value, &Limits::default()).map_err(|m| Refusal::Invalid(m.into()))
+fn lexical(value: &Value) -> Result<Vec<String>, FlowError> {
+    canonicalize_lexical(value, &Limits::default()).map_err(|m| FlowError::Contract(m.into()))
 }
 
 fn create_input() -> Value {
@@ -156,12 +156,12 @@ fn with(mut input: Value, key: &str, value: Value) -> Value {
     input
 }
 
-fn invalid_msg(message: &str) -> Refusal {
-    Refusal::Invalid(message.into())
+fn invalid_msg(message: &str) -> FlowError {
+    FlowError::Contract(message.into())
 }
 
-fn conflict_msg(message: &str) -> Refusal {
-    Refusal::Conflict(message.into())
+fn conflict_msg(message: &str) -> FlowError {
+    FlowError::Conflict(message.into())
 }
 
 // ---------------------------------------------------------------- lane-create
@@ -782,7 +782,7 @@ fn complete(
     state: &CoordinatorState,
     evidence: &Value,
     paths: Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let mut request = transition(LaneCommand::Complete, evidence);
     request.changed_paths = Some(&paths);
     decide_lane_transition(state, &request, lexical)

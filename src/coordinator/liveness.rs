@@ -18,7 +18,7 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    Intent, Policy, Refusal, Teaching, conflict, invalid, invalid_hint, invalid_word,
+    FlowError, Intent, Policy, Teaching, conflict, invalid, invalid_hint, invalid_word,
     require_evidence,
 };
 use super::lane_commands::{
@@ -102,7 +102,7 @@ pub struct LivenessDecision {
 }
 
 impl LivenessDecision {
-    fn new(action: LivenessAction, reason: &'static str) -> Result<Self, Refusal> {
+    fn new(action: LivenessAction, reason: &'static str) -> Result<Self, FlowError> {
         Ok(LivenessDecision { action, reason })
     }
 
@@ -118,16 +118,16 @@ impl LivenessDecision {
 const TIMESTAMP_INVALID: &str = "timestamp must be UTC ISO-8601 ending in Z";
 
 /// A caller timestamp, read the reference's lax way.
-pub fn parse_instant(value: &str) -> Result<Instant, Refusal> {
+pub fn parse_instant(value: &str) -> Result<Instant, FlowError> {
     parse_lax_timestamp(value).map_err(|e| {
-        Refusal::Invalid(e.message().into()).hinted(format!(
+        FlowError::Contract(e.message().into()).hinted(format!(
             "'{value}' is not a UTC instant: give it like 2026-07-14T01:00:00Z"
         ))
     })
 }
 
 /// A JSON input value that must be a lax timestamp.
-fn parse_instant_value(value: &Value) -> Result<Instant, Refusal> {
+fn parse_instant_value(value: &Value) -> Result<Instant, FlowError> {
     match value {
         Value::String(text) => parse_instant(text),
         _ => invalid(TIMESTAMP_INVALID),
@@ -137,7 +137,7 @@ fn parse_instant_value(value: &Value) -> Result<Instant, Refusal> {
 /// A deadline stored on the lane record (the reference parses it again,
 /// laxly; a missing one — `command_deadline` may be null in a receipt — is
 /// the same contract error).
-fn stored_instant(value: Option<&str>) -> Result<Instant, Refusal> {
+fn stored_instant(value: Option<&str>) -> Result<Instant, FlowError> {
     match value {
         Some(text) => parse_instant(text),
         None => invalid(TIMESTAMP_INVALID),
@@ -150,18 +150,18 @@ const MAX_WINDOW_SECONDS: i64 = 999_999_999 * 86_400 + 86_399;
 /// `seconds` as a window, within what the reference can represent. Beyond
 /// it the reference crashes (OverflowError); we refuse with a typed error
 /// (decisions.md 1).
-fn window(seconds: i64) -> Result<TimeDelta, Refusal> {
+fn window(seconds: i64) -> Result<TimeDelta, FlowError> {
     if seconds > MAX_WINDOW_SECONDS {
         return invalid("liveness window exceeds the timestamp range");
     }
     TimeDelta::try_seconds(seconds)
-        .ok_or_else(|| Refusal::Invalid("liveness window exceeds the timestamp range".into()))
+        .ok_or_else(|| FlowError::Contract("liveness window exceeds the timestamp range".into()))
 }
 
 /// `start + seconds`, refused past Python's `datetime.max`
 /// (9999-12-31T23:59:59.999999), where the reference crashes.
-fn add_window(start: Instant, seconds: i64) -> Result<Instant, Refusal> {
-    let out_of_range = || Refusal::Invalid("liveness window exceeds the timestamp range".into());
+fn add_window(start: Instant, seconds: i64) -> Result<Instant, FlowError> {
+    let out_of_range = || FlowError::Contract("liveness window exceeds the timestamp range".into());
     let end = start
         .checked_add_signed(window(seconds)?)
         .ok_or_else(out_of_range)?;
@@ -190,7 +190,7 @@ pub fn evaluate(
     policy: &Policy,
     now: Instant,
     command: CommandStatus,
-) -> Result<LivenessDecision, Refusal> {
+) -> Result<LivenessDecision, FlowError> {
     use LivenessAction as A;
     match lane.state {
         // Every lane state has a row, so the reference's fallback ("lane
@@ -332,7 +332,7 @@ pub fn check_lane(
     lane_id: &str,
     at: &str,
     command: CommandStatus,
-) -> Result<LivenessDecision, Refusal> {
+) -> Result<LivenessDecision, FlowError> {
     let Some(lane) = state.lane(lane_id) else {
         return Err(super::lane_commands::missing_lane(state, lane_id));
     };
@@ -345,7 +345,7 @@ pub fn check_lane(
 
 /// "current state does not allow lifecycle intent" for `lane`, naming its
 /// state, the states needed, and the way on.
-fn lane_state_refusal(lane: &LaneRecord, allowed: &[LaneState]) -> Refusal {
+fn lane_state_refusal(lane: &LaneRecord, allowed: &[LaneState]) -> FlowError {
     let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
     super::decide::state_refusal(
         &format!("lane {}", lane.id),
@@ -362,7 +362,7 @@ pub fn is_blank(text: &str) -> bool {
         .all(|c| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
 }
 
-fn require_identifier(value: &str, field: &str) -> Result<(), Refusal> {
+fn require_identifier(value: &str, field: &str) -> Result<(), FlowError> {
     identifier(&Value::String(value.into()), field).map(|_| ())
 }
 
@@ -373,7 +373,7 @@ pub fn active_lane_owner<'s>(
     state: &'s CoordinatorState,
     lane_id: &str,
     agent_id: &str,
-) -> Result<&'s LaneRecord, Refusal> {
+) -> Result<&'s LaneRecord, FlowError> {
     require_lane_run_state(state)?;
     require_active_lane_owner(state, lane_id, agent_id)
 }
@@ -389,7 +389,7 @@ pub fn require_fresh_evidence(
     evidence: &Value,
     reason: Option<&str>,
     policy: &Policy,
-) -> Result<String, Refusal> {
+) -> Result<String, FlowError> {
     if evidence.as_array().is_none_or(Vec::is_empty) {
         return invalid("liveness evidence is required");
     }
@@ -472,7 +472,7 @@ pub struct Heartbeat {
 }
 
 /// Pre-lock: exactly the five fields, identifiers, both timestamps parse.
-pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, Refusal> {
+pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, FlowError> {
     let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
     use super::decide::in_field;
@@ -510,18 +510,18 @@ pub fn decide_heartbeat(
     policy: &Policy,
     heartbeat: &Heartbeat,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, &heartbeat.lane_id, &heartbeat.agent_id)?;
     if lane.state != LaneState::Running {
         return Err(
-            Refusal::Conflict("heartbeat requires a running lane".into()).hinted(
+            FlowError::Conflict("heartbeat requires a running lane".into()).hinted(
                 super::decide::lane_state_hint(&lane.id, lane.state, &[LaneState::Running]),
             ),
         );
     }
     let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
     if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
-        return Err(Refusal::Invalid(
+        return Err(FlowError::Contract(
             "heartbeat deadlines must satisfy observed_at < lease <= command_deadline".into(),
         )
         .hinted(format!(
@@ -537,7 +537,7 @@ pub fn decide_heartbeat(
         let max = policy.max_silence_lease_seconds;
         let latest = add_window(heartbeat.observed, max).ok().map(format_now);
         return Err(
-            Refusal::Invalid("silence lease exceeds manifest maximum".into()).taught(Teaching {
+            FlowError::Contract("silence lease exceeds manifest maximum".into()).taught(Teaching {
                 detail: Some(format!("at most {max} s after observed_at")),
                 hint: latest.map(|l| format!("give silence_lease_deadline at most {l}")),
                 fields: Some(json!({"input": "--input", "invalid": [{
@@ -584,7 +584,7 @@ const DECISION_HINT: &str = "the --decision file is exactly liveness-check's dec
 
 /// The checksum that binds a liveness decision object as given: SHA-256 of
 /// its canonical JSON; its action must be known and its reason a string.
-pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, Refusal> {
+pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, FlowError> {
     let known = decision
         .get("action")
         .and_then(Value::as_str)
@@ -610,7 +610,7 @@ pub struct StallRecord<'a> {
 /// Pre-lock: evidence, a non-blank reason, a `suspect_stall` decision whose
 /// checksum some evidence ref carries, then `--at`. (The reference does not
 /// pre-validate the lane and agent ids here.)
-pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refusal> {
+pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, FlowError> {
     require_evidence(request.evidence)?;
     if is_blank(request.reason) {
         return invalid("stall reason is required");
@@ -631,15 +631,14 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
         Value::Object(fields)
     };
     if request.decision.get("action").and_then(Value::as_str) != Some("suspect_stall") {
-        return Err(
-            Refusal::Invalid("stall recording requires a suspect_stall decision".into()).taught(
-                Teaching {
-                    detail: None,
-                    hint: Some(DECISION_HINT.into()),
-                    fields: Some(decision_fields(Map::new())),
-                },
-            ),
-        );
+        return Err(FlowError::Contract(
+            "stall recording requires a suspect_stall decision".into(),
+        )
+        .taught(Teaching {
+            detail: None,
+            hint: Some(DECISION_HINT.into()),
+            fields: Some(decision_fields(Map::new())),
+        }));
     }
     let checksum = decision_checksum(request.decision).map_err(|r| {
         r.taught(Teaching {
@@ -662,7 +661,7 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, Refus
         };
         let mut extra = Map::new();
         extra.insert("decision_checksum".into(), json!(checksum));
-        return Err(Refusal::Invalid(
+        return Err(FlowError::Contract(
             "stall evidence must bind the liveness decision checksum".into(),
         )
         .taught(Teaching {
@@ -686,7 +685,7 @@ pub fn decide_stall_record(
     policy: &Policy,
     request: &StallRecord<'_>,
     at: Instant,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
@@ -705,14 +704,16 @@ pub fn decide_stall_record(
             )
         };
         return Err(
-            Refusal::Conflict("liveness decision is stale or mismatched".into()).taught(Teaching {
-                detail: None,
-                hint: Some(hint),
-                fields: Some(json!({
-                    "input": "--decision",
-                    "current_decision": Value::Object(current.to_json()),
-                })),
-            }),
+            FlowError::Conflict("liveness decision is stale or mismatched".into()).taught(
+                Teaching {
+                    detail: None,
+                    hint: Some(hint),
+                    fields: Some(json!({
+                        "input": "--decision",
+                        "current_decision": Value::Object(current.to_json()),
+                    })),
+                },
+            ),
         );
     }
     if !matches!(lane.state, LaneState::Starting | LaneState::Running) {
@@ -743,7 +744,7 @@ pub struct LaneStep<'a> {
     pub evidence: &'a Value,
 }
 
-fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, FlowError> {
     require_identifier(step.lane_id, "lane id")?;
     require_identifier(step.agent_id, "agent id")?;
     parse_instant(step.at).map_err(|r| super::decide::at_refusal(r, step.at))
@@ -751,7 +752,7 @@ fn precheck_step(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
 
 /// Pre-lock for `stall-clear`: ids and `--at` (evidence is checked in lock,
 /// by the freshness rule).
-pub fn precheck_stall_clear(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+pub fn precheck_stall_clear(step: &LaneStep<'_>) -> Result<Instant, FlowError> {
     precheck_step(step)
 }
 
@@ -762,7 +763,7 @@ pub fn decide_stall_clear(
     policy: &Policy,
     step: &LaneStep<'_>,
     reason: &str,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
         return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
@@ -782,7 +783,7 @@ pub fn decide_stall_clear(
 pub fn precheck_probe_sent(
     step: &LaneStep<'_>,
     deadline: &str,
-) -> Result<(Instant, Instant), Refusal> {
+) -> Result<(Instant, Instant), FlowError> {
     let at = precheck_step(step)?;
     let probe = parse_instant(deadline)?;
     require_evidence(step.evidence)?;
@@ -797,7 +798,7 @@ pub fn decide_probe_sent(
     step: &LaneStep<'_>,
     deadline: &str,
     (at, probe): (Instant, Instant),
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::SuspectedStall {
         return Err(lane_state_refusal(lane, &[LaneState::SuspectedStall]));
@@ -833,7 +834,7 @@ fn has_interrupt_tool_evidence(evidence: &Value) -> bool {
 
 /// Pre-lock for `interrupt-result`: ids, `--at`, evidence that includes the
 /// native interrupt tool's.
-pub fn precheck_interrupt_result(step: &LaneStep<'_>) -> Result<Instant, Refusal> {
+pub fn precheck_interrupt_result(step: &LaneStep<'_>) -> Result<Instant, FlowError> {
     let at = precheck_step(step)?;
     require_evidence(step.evidence)?;
     if !has_interrupt_tool_evidence(step.evidence) {
@@ -856,7 +857,7 @@ pub fn decide_interrupt_result(
     policy: &Policy,
     step: &LaneStep<'_>,
     at: Instant,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::Recovering {
         return conflict("interrupt requires a recovering lane");

@@ -24,12 +24,12 @@ fn evidence(summary: &str) -> Value {
     json!([{"kind": "observation", "summary": summary}])
 }
 
-fn invalid_msg(message: &str) -> Refusal {
-    Refusal::Invalid(message.into())
+fn invalid_msg(message: &str) -> FlowError {
+    FlowError::Contract(message.into())
 }
 
-fn conflict_msg(message: &str) -> Refusal {
-    Refusal::Conflict(message.into())
+fn conflict_msg(message: &str) -> FlowError {
+    FlowError::Conflict(message.into())
 }
 
 /// A run built event by event through the reducer.

@@ -8,7 +8,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Refusal, conflict, invalid, require_evidence};
+use super::decide::{FlowError, conflict, invalid, require_evidence};
 use crate::receipt::canonical;
 use crate::receipt::rules::check_recovery_provenance;
 
@@ -48,7 +48,7 @@ pub fn supplied_diagnosis(mut input: Map<String, Value>) -> SuppliedDiagnosis {
 
 /// Checks on the request itself, in the reference's order (all exit 2):
 /// approval evidence, a blocked diagnosis, a checksum that matches it.
-pub fn check_request(supplied: &SuppliedDiagnosis, approval: &Value) -> Result<String, Refusal> {
+pub fn check_request(supplied: &SuppliedDiagnosis, approval: &Value) -> Result<String, FlowError> {
     require_evidence(approval)?;
     if supplied.diagnosis.get("effective_state") != Some(&json!("blocked")) {
         return invalid("recovery run requires a blocked receipt diagnosis");
@@ -65,7 +65,7 @@ pub fn require_same_diagnosis(
     current: &Map<String, Value>,
     supplied: &Map<String, Value>,
     message: &str,
-) -> Result<(), Refusal> {
+) -> Result<(), FlowError> {
     if current != supplied {
         return conflict(message);
     }
@@ -75,7 +75,7 @@ pub fn require_same_diagnosis(
 /// A live process holds the damaged run's receipt lock: it may be in the
 /// middle of writing the very bytes we would quarantine. Refused (exit 5,
 /// retryable) until it is gone; the reference copies anyway.
-pub fn require_no_live_writer(diagnosis: &Map<String, Value>) -> Result<(), Refusal> {
+pub fn require_no_live_writer(diagnosis: &Map<String, Value>) -> Result<(), FlowError> {
     if diagnosis.get("lock_owner_status") == Some(&json!("locked_alive")) {
         return conflict("damaged run receipt lock is held by a live process");
     }
@@ -87,7 +87,7 @@ pub fn require_receipt_identity(
     diagnosis: &Map<String, Value>,
     hash: &str,
     size: u64,
-) -> Result<(), Refusal> {
+) -> Result<(), FlowError> {
     if diagnosis.get("receipt_hash") != Some(&json!(hash))
         || diagnosis.get("receipt_size") != Some(&json!(size))
     {
@@ -120,12 +120,12 @@ pub struct ProvenanceInput<'a> {
 pub fn provenance(
     input: &ProvenanceInput<'_>,
     diagnosis: &Map<String, Value>,
-) -> Result<Map<String, Value>, Refusal> {
+) -> Result<Map<String, Value>, FlowError> {
     let field = |key: &str| {
         diagnosis
             .get(key)
             .cloned()
-            .ok_or_else(|| Refusal::Invalid(format!("'{key}'")))
+            .ok_or_else(|| FlowError::Contract(format!("'{key}'")))
     };
     let mut map = Map::new();
     map.insert(
@@ -161,7 +161,7 @@ pub fn provenance(
         "recovery_trusted_checksum".into(),
         field("last_trusted_checksum")?,
     );
-    check_recovery_provenance(&map).map_err(Refusal::Invalid)?;
+    check_recovery_provenance(&map).map_err(FlowError::Contract)?;
     Ok(map)
 }
 
@@ -192,7 +192,7 @@ pub fn require_same_recovery(
     provenance: &Map<String, Value>,
     approval: &Value,
     damaged_run: &Map<String, Value>,
-) -> Result<(), Refusal> {
+) -> Result<(), FlowError> {
     let first = existing.first_event;
     let same = EventType::of(first) == Some(EventType::RunCreated)
         && first.get("metadata") == Some(&Value::Object(first_event_metadata(provenance)))

@@ -50,25 +50,25 @@ fn requests_are_refused_in_order() {
     };
     assert_eq!(
         refuse(printed(), &json!([])),
-        Refusal::Invalid("lifecycle transition requires evidence".into())
+        FlowError::Contract("lifecycle transition requires evidence".into())
     );
     let mut healthy = printed();
     healthy.insert("effective_state".into(), json!("running"));
     assert_eq!(
         refuse(healthy, &approval()),
-        Refusal::Invalid("recovery run requires a blocked receipt diagnosis".into())
+        FlowError::Contract("recovery run requires a blocked receipt diagnosis".into())
     );
     let mut tampered = printed();
     tampered.insert("first_bad_sequence".into(), json!(7));
     assert_eq!(
         refuse(tampered, &approval()),
-        Refusal::Invalid("receipt diagnosis checksum does not match".into())
+        FlowError::Contract("receipt diagnosis checksum does not match".into())
     );
     let mut odd = printed();
     odd.insert("diagnosis_checksum".into(), json!(5));
     assert_eq!(
         refuse(odd, &approval()),
-        Refusal::Invalid("receipt diagnosis checksum does not match".into())
+        FlowError::Contract("receipt diagnosis checksum does not match".into())
     );
 }
 
@@ -84,13 +84,13 @@ fn a_diagnosis_must_still_be_current() {
     locked.insert("lock_owner_status".into(), json!("locked_dead"));
     assert_eq!(
         require_same_diagnosis(&locked, &supplied, message),
-        Err(Refusal::Conflict(message.into()))
+        Err(FlowError::Conflict(message.into()))
     );
     let mut alive = supplied.clone();
     alive.insert("lock_owner_status".into(), json!("locked_alive"));
     assert_eq!(
         require_no_live_writer(&alive),
-        Err(Refusal::Conflict(
+        Err(FlowError::Conflict(
             "damaged run receipt lock is held by a live process".into()
         ))
     );
@@ -99,7 +99,7 @@ fn a_diagnosis_must_still_be_current() {
     assert_eq!(require_receipt_identity(&supplied, &hash, 9231), Ok(()));
     assert_eq!(
         require_receipt_identity(&supplied, &hash, 9230),
-        Err(Refusal::Conflict(
+        Err(FlowError::Conflict(
             "damaged receipt bytes changed after diagnosis".into()
         ))
     );
@@ -147,7 +147,7 @@ fn a_first_line_damage_is_recoverable() {
     diagnosis.insert("last_trusted_sequence".into(), json!(3));
     assert_eq!(
         super::provenance(&input("quarantine/x.receipt.jsonl"), &diagnosis),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "recovery_trusted_checksum must be lowercase SHA-256".into()
         ))
     );
@@ -179,7 +179,7 @@ fn a_retry_returns_the_same_recovery_run_only() {
         require_same_recovery(&existing, &provenance, &approval(), &damaged_run),
         Ok(())
     );
-    let mismatch = Err(Refusal::Conflict(
+    let mismatch = Err(FlowError::Conflict(
         "existing recovery run provenance does not match".into(),
     ));
     // Another approval, another handle, another repo, another provenance.

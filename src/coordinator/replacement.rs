@@ -16,7 +16,7 @@
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, invalid_word, require_evidence};
+use super::decide::{FlowError, Intent, Policy, conflict, invalid, invalid_word, require_evidence};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical::digest;
@@ -58,7 +58,7 @@ pub struct Lineage {
     pub at: String,
 }
 
-fn require_identifier<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str, Refusal> {
+fn require_identifier<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str, FlowError> {
     match value.and_then(Value::as_str) {
         Some(text) if is_identifier(text) => Ok(text),
         _ => invalid(&format!("{field} must match the identifier contract")),
@@ -75,11 +75,11 @@ fn parse_caller_timestamp(text: &str) -> Option<Instant> {
     parse_timestamp(text)
 }
 
-fn parse_field(value: Option<&Value>, field: &str) -> Result<Instant, Refusal> {
+fn parse_field(value: Option<&Value>, field: &str) -> Result<Instant, FlowError> {
     value
         .and_then(Value::as_str)
         .and_then(parse_caller_timestamp)
-        .ok_or_else(|| Refusal::Invalid(format!("{field} must be a UTC timestamp")))
+        .ok_or_else(|| FlowError::Contract(format!("{field} must be a UTC timestamp")))
 }
 
 /// `observed_at < startup_ack_deadline <= command_deadline`.
@@ -87,7 +87,7 @@ fn require_deadline_order(
     observed_at: Option<&Value>,
     startup: Option<&Value>,
     command: Option<&Value>,
-) -> Result<(), Refusal> {
+) -> Result<(), FlowError> {
     let observed = parse_field(observed_at, "observed_at")?;
     let startup = parse_field(startup, "startup_ack_deadline")?;
     let command = parse_field(command, "command_deadline")?;
@@ -120,8 +120,8 @@ fn has_checkpoint_recovery(evidence: &Value) -> bool {
 pub fn precheck_reassign(
     input: &Value,
     evidence: &Value,
-    canonicalize_scope: impl FnOnce(&Value) -> Result<Vec<String>, Refusal>,
-) -> Result<Reassign, Refusal> {
+    canonicalize_scope: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
+) -> Result<Reassign, FlowError> {
     let Some(fields) = input.as_object() else {
         return invalid("JSON input has the wrong top-level type");
     };
@@ -191,7 +191,7 @@ pub fn precheck_lineage(
     replacement_lane_id: &str,
     at: &str,
     evidence: &Value,
-) -> Result<Lineage, Refusal> {
+) -> Result<Lineage, FlowError> {
     for (value, field) in [
         (lane_id, "lane id"),
         (replacement_lane_id, "replacement lane id"),
@@ -264,7 +264,7 @@ pub fn decide_reassign(
     policy: &Policy,
     request: &Reassign,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let agent = state
         .lane(&request.lane_id)
@@ -373,7 +373,7 @@ pub fn decide_close(
     state: &CoordinatorState,
     request: &Lineage,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,
@@ -416,7 +416,7 @@ pub fn decide_repair(
     state: &CoordinatorState,
     request: &Lineage,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,
@@ -505,7 +505,7 @@ pub fn decide_block(
     state: &CoordinatorState,
     request: &Lineage,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let original = match state.lane(&request.lane_id) {
         Some(lane) if lane.state == LaneState::Replaced => lane,

@@ -206,7 +206,7 @@ fn with(mut input: Value, key: &str, value: Value) -> Value {
 }
 
 /// The scope canonicaliser stand-in: lists of strings pass unchanged.
-fn identity_scope(value: &Value) -> Result<Vec<String>, Refusal> {
+fn identity_scope(value: &Value) -> Result<Vec<String>, FlowError> {
     match value {
         Value::Array(items) => Ok(items
             .iter()
@@ -216,12 +216,12 @@ fn identity_scope(value: &Value) -> Result<Vec<String>, Refusal> {
     }
 }
 
-fn precheck(input: &Value, evidence: &Value) -> Result<Reassign, Refusal> {
+fn precheck(input: &Value, evidence: &Value) -> Result<Reassign, FlowError> {
     precheck_reassign(input, evidence, identity_scope)
 }
 
-fn bad(message: &str) -> Result<Reassign, Refusal> {
-    Err(Refusal::Invalid(message.into()))
+fn bad(message: &str) -> Result<Reassign, FlowError> {
+    Err(FlowError::Contract(message.into()))
 }
 
 fn request() -> Reassign {
@@ -350,7 +350,7 @@ fn reassign_needs_checkpoint_recovery_evidence() {
 #[test]
 fn reassign_scope_comes_after_evidence_and_before_deadlines() {
     let broken_deadline = with(reassign_input(), "decided_at", json!("yesterday"));
-    let refuse_scope = |_: &Value| -> Result<Vec<String>, Refusal> {
+    let refuse_scope = |_: &Value| -> Result<Vec<String>, FlowError> {
         invalid("contained path includes a symlink")
     };
     assert_eq!(
@@ -358,7 +358,7 @@ fn reassign_scope_comes_after_evidence_and_before_deadlines() {
         bad("contained path includes a symlink")
     );
     // The canonicaliser is not consulted when an earlier check fails.
-    let untouched = |_: &Value| -> Result<Vec<String>, Refusal> { panic!("scope consulted") };
+    let untouched = |_: &Value| -> Result<Vec<String>, FlowError> { panic!("scope consulted") };
     assert_eq!(
         precheck_reassign(&reassign_input(), &json!([]), untouched),
         bad("lifecycle transition requires evidence")
@@ -428,25 +428,25 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
     let at = "2026-07-14T01:21:00Z";
     assert_eq!(
         precheck_lineage("../x", "-", "never", &json!([])),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "lane id must match the identifier contract".into()
         ))
     );
     assert_eq!(
         precheck_lineage("build", "-", "never", &json!([])),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "replacement lane id must match the identifier contract".into()
         ))
     );
     assert_eq!(
         precheck_lineage("build", "build-2", "2026-07-14T01:21:00", &json!([])),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "timestamp must be UTC ISO-8601 ending in Z".into()
         ))
     );
     assert_eq!(
         precheck_lineage("build", "build-2", at, &json!([])),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "lifecycle transition requires evidence".into()
         ))
     );
@@ -560,7 +560,7 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
 fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     let policy = Policy::default();
     let ev = checkpoint_evidence();
-    let conflict = |m: &str| Err(Refusal::Conflict(m.into()));
+    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
 
     let mut ledger = Ledger::interrupted();
     ledger.raw(
@@ -606,7 +606,7 @@ fn reassign_replacement_must_differ_and_stay_inside_the_scope() {
     let policy = Policy::default();
     let ev = checkpoint_evidence();
     let decide = |r: &Reassign| decide_reassign(&ledger.state, &policy, r, &ev);
-    let invalid = |m: &str| Err(Refusal::Invalid(m.into()));
+    let invalid = |m: &str| Err(FlowError::Contract(m.into()));
 
     let mut same_agent = request();
     same_agent.replacement_agent_id = "agent-1".into();
@@ -647,13 +647,13 @@ fn reassign_exit_code_precedence() {
     r.replacement_agent_id = "agent-1".into();
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &r, &ev),
-        Err(Refusal::Invalid(
+        Err(FlowError::Contract(
             "replacement agent must differ from original".into()
         ))
     );
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(Refusal::Conflict("identifier already exists".into()))
+        Err(FlowError::Conflict("identifier already exists".into()))
     );
     // An existing id beats the replacement limit.
     assert_eq!(
@@ -666,7 +666,7 @@ fn reassign_exit_code_precedence() {
             &request(),
             &ev
         ),
-        Err(Refusal::Conflict("identifier already exists".into()))
+        Err(FlowError::Conflict("identifier already exists".into()))
     );
 }
 
@@ -686,7 +686,7 @@ fn one_replacement_per_lineage() {
     again.replacement_assignment = "Resume again from checkpoint 4".into();
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &again, &ev),
-        Err(Refusal::Conflict("replacement limit reached".into()))
+        Err(FlowError::Conflict("replacement limit reached".into()))
     );
     // The limit is the run's own manifest value.
     let two = Policy {
@@ -711,7 +711,7 @@ fn one_replacement_per_lineage() {
         .interrupt_lane("build");
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(Refusal::Conflict("replacement limit reached".into()))
+        Err(FlowError::Conflict("replacement limit reached".into()))
     );
 }
 
@@ -739,7 +739,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
         crate::coordinator::lane_commands::require_active_lane_owner(&ledger.state, lane, agent)
             .map(|l| l.id.clone())
             .map_err(|r| match r.untaught().0.clone() {
-                Refusal::Conflict(m) => m,
+                FlowError::Conflict(m) => m,
                 other => panic!("{other:?}"),
             })
     };
@@ -755,7 +755,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     // Nor can the replaced lane be reassigned a second time.
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(Refusal::Conflict("lane is not active".into()))
+        Err(FlowError::Conflict("lane is not active".into()))
     );
     // The reducer itself refuses the old agent on the child lane.
     ledger.run_lane("build-2");
@@ -792,7 +792,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
             &lineage("build", "build-2"),
             &json!([{"kind": "checkpoint", "summary": "s", "checksum": digest}])
         ),
-        Err(Refusal::Conflict(
+        Err(FlowError::Conflict(
             "reservation does not fence the interrupted agent; block it explicitly".into()
         ))
     );
@@ -860,7 +860,7 @@ fn close_follows_the_replacement_terminal_state() {
 #[test]
 fn close_refusals() {
     let evidence = ev("closing");
-    let conflict = |m: &str| Err(Refusal::Conflict(m.into()));
+    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let mut ledger = replaced();
     assert_eq!(
         decide_close(&ledger.state, &lineage("nope", "build-2"), &evidence),
@@ -990,13 +990,15 @@ fn repair_recreates_the_reserved_child() {
     // Repaired once: the child exists now.
     assert_eq!(
         decide_repair(&ledger.state, &request, &evidence),
-        Err(Refusal::Conflict("replacement lane already exists".into()))
+        Err(FlowError::Conflict(
+            "replacement lane already exists".into()
+        ))
     );
 }
 
 #[test]
 fn repair_refusals_in_order() {
-    let conflict = |m: &str| Err(Refusal::Conflict(m.into()));
+    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let ledger = reserved(json!({}));
     let good = repair_evidence(&reservation_digest(&ledger));
     assert_eq!(
@@ -1026,7 +1028,7 @@ fn repair_refusals_in_order() {
     ] {
         assert_eq!(
             decide_repair(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(Refusal::Invalid(
+            Err(FlowError::Contract(
                 "checkpoint verification evidence is missing".into()
             ))
         );
@@ -1092,7 +1094,7 @@ fn block_ends_an_incomplete_reservation() {
         assert!(ledger.state.incomplete_replacements().is_empty());
         assert_eq!(
             decide_block(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(Refusal::Conflict(
+            Err(FlowError::Conflict(
                 "lane has no incomplete replacement".into()
             ))
         );
@@ -1101,7 +1103,7 @@ fn block_ends_an_incomplete_reservation() {
 
 #[test]
 fn block_refusals_in_order() {
-    let conflict = |m: &str| Err(Refusal::Conflict(m.into()));
+    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let evidence = ev("x");
     let ledger = reserved(json!({}));
     assert_eq!(

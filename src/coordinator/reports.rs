@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Refusal, conflict, invalid};
+use super::decide::{FlowError, Intent, conflict, invalid};
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::{LaxTimeError, parse_lax_timestamp};
@@ -78,17 +78,17 @@ impl ReportKind {
 }
 
 /// The run state allows this kind of report now.
-pub fn require_report_state(state: &CoordinatorState, kind: ReportKind) -> Result<(), Refusal> {
+pub fn require_report_state(state: &CoordinatorState, kind: ReportKind) -> Result<(), FlowError> {
     if !kind.run_states().contains(&state.run_state_enum()) {
         return conflict("run state does not allow this command");
     }
     Ok(())
 }
 
-fn checksum_field(payload: &Map<String, Value>, field: &str) -> Result<(), Refusal> {
+fn checksum_field(payload: &Map<String, Value>, field: &str) -> Result<(), FlowError> {
     match payload.get(field).and_then(Value::as_str) {
         Some(text) if is_sha256_hex(text) => Ok(()),
-        _ => Err(Refusal::Invalid(format!(
+        _ => Err(FlowError::Contract(format!(
             "{field} must be lowercase SHA-256"
         ))),
     }
@@ -107,7 +107,7 @@ pub fn validate_report_payload(
     kind: ReportKind,
     payload: &Value,
     limits: &Limits,
-) -> Result<Map<String, Value>, Refusal> {
+) -> Result<Map<String, Value>, FlowError> {
     let Some(map) = payload.as_object() else {
         return invalid("report fields do not match the fixed contract");
     };
@@ -181,7 +181,7 @@ pub fn validate_report_payload(
         if as_int(&map["exit_status"]).is_none() {
             return invalid("exit_status must be an integer");
         }
-        check_evidence(&map["evidence_refs"], limits).map_err(Refusal::Invalid)?;
+        check_evidence(&map["evidence_refs"], limits).map_err(FlowError::Contract)?;
     }
     Ok(map.clone())
 }
@@ -226,7 +226,7 @@ pub fn bind_report(
     run_id: &str,
     manifest_hash: &str,
     payload: Map<String, Value>,
-) -> Result<BoundReport, Refusal> {
+) -> Result<BoundReport, FlowError> {
     if payload.get("run_id").and_then(Value::as_str) != Some(run_id) {
         return invalid("report run_id does not match");
     }
@@ -271,7 +271,10 @@ pub enum Binding {
 }
 
 /// Compare with what the receipt already binds for this kind.
-pub fn binding_status(state: &CoordinatorState, report: &BoundReport) -> Result<Binding, Refusal> {
+pub fn binding_status(
+    state: &CoordinatorState,
+    report: &BoundReport,
+) -> Result<Binding, FlowError> {
     if let Some(existing) = state.reports().get(report.kind.as_str()) {
         if *existing != report.metadata {
             return conflict("report kind is already bound");
@@ -289,7 +292,7 @@ pub fn binding_status(state: &CoordinatorState, report: &BoundReport) -> Result<
 pub fn decide_report(
     state: &CoordinatorState,
     report: &BoundReport,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_report_state(state, report.kind)?;
     if state.last_checksum() != report.receipt_head {
         return conflict("report receipt head changed before commit");

@@ -70,7 +70,7 @@ fn with(mut payload: Value, key: &str, value: Value) -> Value {
 
 fn refused(kind: ReportKind, payload: &Value) -> String {
     match validate_report_payload(kind, payload, &Limits::default()) {
-        Err(Refusal::Invalid(message)) => message,
+        Err(FlowError::Contract(message)) => message,
         other => panic!("{payload}: {other:?}"),
     }
 }
@@ -264,24 +264,24 @@ fn the_payload_must_name_this_run_epoch_and_manifest() {
     };
     assert_eq!(
         bind(with(handoff(&state), "run_id", json!("other-run"))),
-        Err(Refusal::Invalid("report run_id does not match".into()))
+        Err(FlowError::Contract("report run_id does not match".into()))
     );
     assert_eq!(
         bind(with(handoff(&state), "owner_epoch", json!(2))),
-        Err(Refusal::Conflict("report owner epoch is stale".into()))
+        Err(FlowError::Conflict("report owner epoch is stale".into()))
     );
     assert_eq!(
         bind(with(handoff(&state), "manifest_hash", json!(hex('9')))),
-        Err(Refusal::Conflict("report manifest hash is stale".into()))
+        Err(FlowError::Conflict("report manifest hash is stale".into()))
     );
     let stale = bind(with(handoff(&state), "receipt_head", json!(hex('8')))).unwrap();
     assert_eq!(
         binding_status(&state, &stale),
-        Err(Refusal::Conflict("report receipt head is stale".into()))
+        Err(FlowError::Conflict("report receipt head is stale".into()))
     );
     assert_eq!(
         decide_report(&state, &stale),
-        Err(Refusal::Conflict(
+        Err(FlowError::Conflict(
             "report receipt head changed before commit".into()
         ))
     );
@@ -307,14 +307,14 @@ fn one_binding_per_kind_and_repeats_are_idempotent() {
     let other = bind_report(&after, ReportKind::Handoff, RUN, &hex('0'), map).unwrap();
     assert_eq!(
         binding_status(&after, &other),
-        Err(Refusal::Conflict("report kind is already bound".into()))
+        Err(FlowError::Conflict("report kind is already bound".into()))
     );
 }
 
 #[test]
 fn each_kind_has_its_run_states() {
     let planned = state_with(&[("run_created", Some("planned"), json!({}))]);
-    let refusal = Err(Refusal::Conflict(
+    let refusal = Err(FlowError::Conflict(
         "run state does not allow this command".into(),
     ));
     assert_eq!(require_report_state(&planned, ReportKind::Handoff), refusal);

@@ -13,7 +13,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, conflict, invalid, require_evidence};
 use super::lane_commands::{identifier, require_lane_run_state};
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
@@ -37,7 +37,7 @@ pub fn precheck_resolve(
     resolution_lane_id: &str,
     at: &str,
     evidence: &Value,
-) -> Result<Resolve, Refusal> {
+) -> Result<Resolve, FlowError> {
     identifier(&json!(lane_id), "lane id")?;
     identifier(&json!(resolution_lane_id), "resolution lane id")?;
     if parse_timestamp(at).is_none() {
@@ -78,7 +78,7 @@ pub fn decide_resolve(
     policy: &Policy,
     request: &Resolve,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let Some(original) = state
         .lane(&request.lane_id)

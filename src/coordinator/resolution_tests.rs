@@ -6,12 +6,12 @@ use super::*;
 use crate::coordinator::completion::evaluate_completion;
 use crate::coordinator::test_ledger::{Ledger, ev};
 
-fn bad<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Invalid(message.into()))
+fn bad<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Contract(message.into()))
 }
 
-fn busy<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Conflict(message.into()))
+fn busy<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Conflict(message.into()))
 }
 
 const AT: &str = "2026-07-14T01:30:00Z";
@@ -56,7 +56,7 @@ fn resolve(
     lane: &str,
     resolver: &str,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     decide_resolve(
         &ledger.state,
         &ledger.policy,

@@ -6,7 +6,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{Intent, Refusal, conflict, require_evidence};
+use super::decide::{FlowError, Intent, conflict, require_evidence};
 use super::state::{CoordinatorState, RunState};
 
 /// The run states an owner can be transferred in; terminal runs keep theirs.
@@ -24,7 +24,7 @@ pub fn require_current_owner(
     state: &CoordinatorState,
     fingerprint: &str,
     epoch: u64,
-) -> Result<(), Refusal> {
+) -> Result<(), FlowError> {
     if state.owner_fingerprint() != Some(fingerprint) || state.owner_epoch() != epoch {
         return conflict("owner handle is stale");
     }
@@ -33,7 +33,7 @@ pub fn require_current_owner(
 
 /// The run may change owner now: a live state and no replacement
 /// reservation left half-done.
-pub fn require_transferable(state: &CoordinatorState) -> Result<(), Refusal> {
+pub fn require_transferable(state: &CoordinatorState) -> Result<(), FlowError> {
     if !RESUMABLE.contains(&state.run_state_enum()) {
         return conflict("run state does not allow this command");
     }
@@ -46,7 +46,7 @@ pub fn require_transferable(state: &CoordinatorState) -> Result<(), Refusal> {
 }
 
 /// Pre-lock: evidence present.
-pub fn precheck_resume(evidence: &Value) -> Result<(), Refusal> {
+pub fn precheck_resume(evidence: &Value) -> Result<(), FlowError> {
     require_evidence(evidence)
 }
 
@@ -57,7 +57,7 @@ pub fn decide_resume(
     state: &CoordinatorState,
     new_owner_fingerprint: &str,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_transferable(state)?;
     let mut metadata = Map::new();
     metadata.insert("new_owner_fingerprint".into(), json!(new_owner_fingerprint));
@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(s.owner_fingerprint(), Some(fp('b').as_str()));
         assert_eq!(
             require_current_owner(&s, &fp('a'), 1),
-            Err(Refusal::Conflict("owner handle is stale".into()))
+            Err(FlowError::Conflict("owner handle is stale".into()))
         );
         // The old fingerprint at the new epoch is no better.
         assert!(require_current_owner(&s, &fp('a'), 2).is_err());
@@ -175,7 +175,7 @@ mod tests {
         );
         assert_eq!(
             decide_resume(&cancelled, &fp('b'), &ev()),
-            Err(Refusal::Conflict(
+            Err(FlowError::Conflict(
                 "run state does not allow this command".into()
             ))
         );
@@ -185,7 +185,7 @@ mod tests {
     fn evidence_is_required() {
         assert_eq!(
             precheck_resume(&json!([])),
-            Err(Refusal::Invalid(
+            Err(FlowError::Contract(
                 "lifecycle transition requires evidence".into()
             ))
         );

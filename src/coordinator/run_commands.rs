@@ -3,7 +3,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
-use super::decide::{Intent, Refusal, require_evidence, run_state_hint, state_refusal};
+use super::decide::{FlowError, Intent, require_evidence, run_state_hint, state_refusal};
 use super::machine::{RunEdge, run_edge};
 use super::state::{CoordinatorState, RunState};
 
@@ -48,7 +48,7 @@ impl RunCommand {
 }
 
 /// Pre-lock checks: evidence present.
-pub fn precheck_run_transition(evidence: &Value) -> Result<(), Refusal> {
+pub fn precheck_run_transition(evidence: &Value) -> Result<(), FlowError> {
     require_evidence(evidence)
 }
 
@@ -59,7 +59,7 @@ pub fn decide_run_transition(
     at: &str,
     evidence: &Value,
     reason: Option<&str>,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_evidence(evidence)?;
     let edge = command.edge();
     let current = state.run_state_enum();
@@ -127,7 +127,7 @@ mod tests {
         ] {
             assert_eq!(
                 decide_run_transition(&planned(), command, "2026-07-14T01:00:00Z", &ev, Some("r")),
-                Err(Refusal::Conflict(
+                Err(FlowError::Conflict(
                     "current state does not allow lifecycle intent".into()
                 ))
             );
@@ -155,7 +155,7 @@ mod tests {
                 &json!([]),
                 None
             ),
-            Err(Refusal::Invalid(
+            Err(FlowError::Contract(
                 "lifecycle transition requires evidence".into()
             ))
         );

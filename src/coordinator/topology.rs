@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
-use super::decide::{Intent, Policy, Refusal, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, conflict, invalid, require_evidence};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
 use super::state::{CoordinatorState, CoverageState, LaneState};
 use crate::receipt::canonical;
@@ -58,7 +58,7 @@ fn non_blank(text: &str) -> bool {
 // ------------------------------------------------------------ register
 
 /// Pre-lock check of `topology-register`: evidence present.
-pub fn precheck_register(evidence: &Value) -> Result<(), Refusal> {
+pub fn precheck_register(evidence: &Value) -> Result<(), FlowError> {
     require_evidence(evidence)
 }
 
@@ -71,23 +71,23 @@ pub fn validate_topology(
     components: &Value,
     state: &CoordinatorState,
     limits: &Limits,
-) -> Result<Vec<Value>, Refusal> {
+) -> Result<Vec<Value>, FlowError> {
     let items = match components.as_array() {
         Some(items) if !items.is_empty() && items.len() as u64 <= limits.max_components => items,
         _ => return invalid("topology component count is outside the limit"),
     };
     let mut by_id: BTreeMap<&str, &Value> = BTreeMap::new();
     for component in items {
-        check_component(component, limits).map_err(Refusal::Invalid)?;
+        check_component(component, limits).map_err(FlowError::Contract)?;
         // check_component guarantees the shape read below.
         let text = |key: &str| component.get(key).and_then(Value::as_str).unwrap_or("");
         let id = text("id");
         if by_id.contains_key(id) {
-            return Err(Refusal::Invalid(format!("duplicate component id: {id}")));
+            return Err(FlowError::Contract(format!("duplicate component id: {id}")));
         }
         let owner = text("owner_lane");
         if state.lane(owner).is_none() {
-            return Err(Refusal::Invalid(format!(
+            return Err(FlowError::Contract(format!(
                 "unknown topology owner lane: {owner}"
             )));
         }
@@ -134,7 +134,7 @@ pub fn validate_topology(
             .collect();
         if !unknown.is_empty() {
             let names: Vec<String> = unknown.into_iter().collect();
-            return Err(Refusal::Invalid(format!(
+            return Err(FlowError::Contract(format!(
                 "unknown component dependencies: {}",
                 names.join(", ")
             )));
@@ -187,7 +187,7 @@ pub fn decide_register(
     policy: &Policy,
     components: &Value,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let validated = validate_topology(components, state, &policy.limits)?;
     let required_now: BTreeMap<&str, bool> = validated
@@ -205,13 +205,13 @@ pub fn decide_register(
         match required_now.get(id.as_str()) {
             Some(true) => {}
             Some(false) => {
-                return Err(Refusal::Conflict(format!(
+                return Err(FlowError::Conflict(format!(
                     "topology re-registration cannot demote required component {id}; \
                      a required component leaves only through topology-remove"
                 )));
             }
             None => {
-                return Err(Refusal::Conflict(format!(
+                return Err(FlowError::Conflict(format!(
                     "topology re-registration cannot drop required component {id}; \
                      a required component leaves only through topology-remove"
                 )));
@@ -232,7 +232,11 @@ pub fn decide_register(
 
 /// Pre-lock checks of `topology-remove` (exit 2): the component id,
 /// evidence present, a non-blank reason.
-pub fn precheck_remove(component_id: &str, evidence: &Value, reason: &str) -> Result<(), Refusal> {
+pub fn precheck_remove(
+    component_id: &str,
+    evidence: &Value,
+    reason: &str,
+) -> Result<(), FlowError> {
     identifier(&json!(component_id), "component id")?;
     require_evidence(evidence)?;
     if !non_blank(reason) {
@@ -251,7 +255,7 @@ pub fn decide_remove(
     component_id: &str,
     reason: &str,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let Some(component) = state.topology().get(component_id) else {
         return conflict("topology component does not exist");
@@ -263,7 +267,7 @@ pub fn decide_remove(
         .map(|(id, _)| id.as_str())
         .collect();
     if !dependents.is_empty() {
-        return Err(Refusal::Conflict(format!(
+        return Err(FlowError::Conflict(format!(
             "topology component still has dependents: {}",
             dependents.join(", ")
         )));
@@ -298,7 +302,7 @@ pub struct CheckResult {
 
 /// Pre-lock checks of `check-result` (exit 2): the field contract, the
 /// component and check ids, a boolean `passed`, evidence present.
-pub fn precheck_check_result(input: &Value, evidence: &Value) -> Result<CheckResult, Refusal> {
+pub fn precheck_check_result(input: &Value, evidence: &Value) -> Result<CheckResult, FlowError> {
     let fields = require_fields(input, &CHECK_RESULT_FIELDS, &CHECK_RESULT_OPTIONAL_FIELDS)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
     let component_id = identifier(field("component_id"), "component id")?;
@@ -329,7 +333,7 @@ pub fn decide_check_result(
     state: &CoordinatorState,
     request: &CheckResult,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let registered = state
         .topology()
@@ -351,7 +355,7 @@ pub fn decide_check_result(
                 request.check_id
             ),
         };
-        return Err(Refusal::Conflict("component check is not registered".into()).hinted(hint));
+        return Err(FlowError::Conflict("component check is not registered".into()).hinted(hint));
     }
     let last = state
         .check_history()
@@ -391,7 +395,7 @@ pub fn decide_check_result(
         check_evidence(evidence, &Limits::default())
             .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
         if state.rests_on_liveness(&canonical::digest(evidence)) {
-            return Err(Refusal::Invalid("liveness evidence cannot pass a check".into()).hinted(
+            return Err(FlowError::Contract("liveness evidence cannot pass a check".into()).hinted(
                 format!(
                     "retrying cannot help: this evidence list was recorded as liveness evidence (a heartbeat, stall-clear or probe of a lane), which proves only that an agent was alive; report check {} of component {} with the check's own output as --evidence",
                     request.check_id, request.component_id
@@ -416,7 +420,7 @@ pub fn decide_check_result(
 
 /// Pre-lock checks of `component-evidence` (exit 2): exactly
 /// `{component_id}`, an identifier. Returns the id.
-pub fn precheck_component_evidence(input: &Value) -> Result<String, Refusal> {
+pub fn precheck_component_evidence(input: &Value) -> Result<String, FlowError> {
     let fields = require_fields(input, &COMPONENT_EVIDENCE_FIELDS, &[])?;
     identifier(
         fields.get("component_id").unwrap_or(&Value::Null),
@@ -434,7 +438,7 @@ pub fn decide_component_evidence(
     state: &CoordinatorState,
     component_id: &str,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     require_completion_evidence(state, evidence)?;
     let Some(component) = state.topology().get(component_id) else {

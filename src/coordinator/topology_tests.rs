@@ -6,12 +6,12 @@ use serde_json::{Value, json};
 use super::*;
 use crate::coordinator::test_ledger::{Ledger, component, ev};
 
-fn bad<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Invalid(message.into()))
+fn bad<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Contract(message.into()))
 }
 
-fn busy<T>(message: &str) -> Result<T, Refusal> {
-    Err(Refusal::Conflict(message.into()))
+fn busy<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Conflict(message.into()))
 }
 
 /// A running run approving `api` and `core`, with lanes `a` and `b`.
@@ -30,7 +30,7 @@ fn api_core(api_required: bool) -> Value {
     ])
 }
 
-fn register(ledger: &Ledger, components: &Value) -> Result<Vec<Intent>, Refusal> {
+fn register(ledger: &Ledger, components: &Value) -> Result<Vec<Intent>, FlowError> {
     decide_register(&ledger.state, &ledger.policy, components, &ev("topology"))
 }
 
@@ -394,7 +394,7 @@ fn result(
     passed: bool,
     reason: Value,
     evidence: &Value,
-) -> Result<Vec<Intent>, Refusal> {
+) -> Result<Vec<Intent>, FlowError> {
     let request = CheckResult {
         component_id: "core".into(),
         check_id: "lint".into(),
@@ -483,7 +483,7 @@ fn a_passing_check_never_rests_on_liveness_evidence() {
     let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
     assert_eq!(
         refused.untaught().0,
-        &Refusal::Invalid("liveness evidence cannot pass a check".into())
+        &FlowError::Contract("liveness evidence cannot pass a check".into())
     );
     let hint = refused.untaught().1.and_then(|t| t.hint.clone()).unwrap();
     assert!(hint.contains("check lint of component core"), "{hint}");

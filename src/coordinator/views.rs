@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::completion::{CompletionReport, evaluate, evaluate_completion};
-use super::decide::{Policy, Refusal};
+use super::decide::{FlowError, Policy};
 use super::liveness::{CommandStatus, LivenessAction, check_lane};
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 
@@ -56,7 +56,7 @@ pub fn lane_liveness(
     policy: &Policy,
     lane_id: &str,
     at: &str,
-) -> Result<LivenessAction, Refusal> {
+) -> Result<LivenessAction, FlowError> {
     check_lane(state, policy, lane_id, at, CommandStatus::Unknown).map(|d| d.action)
 }
 
@@ -73,15 +73,8 @@ fn liveness_json(state: &CoordinatorState, policy: &Policy, lane_id: &str, at: &
     }
 }
 
-fn refusal_code(refusal: &Refusal) -> (&'static str, String) {
-    match refusal {
-        Refusal::Invalid(m) => ("contract_error", m.clone()),
-        Refusal::Conflict(m) => ("coordinator_conflict", m.clone()),
-        Refusal::Blocked { message, .. } => ("completion_blocked", message.clone()),
-        Refusal::Approval(a) => ("approval_refused", a.message().to_string()),
-        Refusal::Breach { message, .. } => ("rule_breach", message.clone()),
-        Refusal::Taught(inner, _) => refusal_code(inner),
-    }
+fn refusal_code(refusal: &FlowError) -> (&'static str, String) {
+    (refusal.classify().1, refusal.message().to_string())
 }
 
 /// Shell-quote one argument (single quotes; identifiers need none).
