@@ -83,7 +83,7 @@ pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, Stri
         .map(|hint| super::teach::fill(&hint, argv));
     let mut fields = teach.and_then(|t| t.fields.clone());
     let mut full_message = error.full_message();
-    let input_error = matches!(inner, FlowError::Contract(_));
+    let input_error = name == "contract_error";
     super::teach::name_the_file(&mut full_message, fields.as_mut(), argv, input_error);
     let error = inner;
     let mut map = Map::new();
@@ -178,5 +178,44 @@ mod tests {
         let (_, text) = failure(&FlowError::Contract(long));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["message"].as_str().unwrap().len(), 500);
+    }
+    /// A store refusal keeps its kind up to here: the exit status, the
+    /// reference's keys and the hint follow from it, and a kind without a
+    /// fix to teach carries no hint.
+    #[test]
+    fn store_refusals_keep_their_kind_to_the_envelope() {
+        use crate::store::StoreError;
+        let envelope = |e: StoreError| {
+            let error = FlowError::from(e);
+            assert!(matches!(error, FlowError::Store(_)), "{error:?}");
+            let (code, text) = failure(&error);
+            (code, serde_json::from_str::<Value>(&text).unwrap())
+        };
+        let (code, held) = envelope(StoreError::LockHeld("state lock owner is live".into()));
+        assert_eq!(
+            (code, &held["error"], &held["retryable"]),
+            (5, &Value::from("coordinator_conflict"), &Value::Bool(true))
+        );
+        assert_eq!(held["hint"], crate::commands::error::LOCK_HELD_HINT);
+        assert_eq!(held["next_command"], "resume-check");
+        let (code, insecure) = envelope(StoreError::Insecure("run directory is not 0700".into()));
+        assert_eq!(
+            (code, &insecure["error"], &insecure["retryable"]),
+            (2, &Value::from("contract_error"), &Value::Bool(false))
+        );
+        assert_eq!(insecure["hint"], crate::commands::error::INSECURE_HINT);
+        for kind in [
+            StoreError::Moved("run directory moved".into()),
+            StoreError::Invalid("not a regular file".into()),
+        ] {
+            let (code, moved) = envelope(kind);
+            assert_eq!((code, &moved["error"]), (2, &Value::from("contract_error")));
+            assert!(
+                moved.get("hint").is_none() && moved.get("next_command").is_none(),
+                "{moved}"
+            );
+        }
+        let (code, busy) = envelope(StoreError::Busy("another writer".into()));
+        assert_eq!((code, &busy["retryable"]), (5, &Value::Bool(true)));
     }
 }

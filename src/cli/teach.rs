@@ -6,7 +6,9 @@ use serde_json::Value;
 use std::ffi::OsString;
 
 use crate::commands::FlowError;
+use crate::commands::error::{INSECURE_HINT, LOCK_HELD_HINT};
 use crate::coordinator::approval::ApprovalRefusal;
+use crate::store::StoreError;
 
 /// Placeholders a hint may hold, each filled from the flag of that name.
 const PLACEHOLDERS: [(&str, &str); 4] = [
@@ -143,6 +145,8 @@ pub fn default_hint(error: &FlowError) -> Option<String> {
         FlowError::Approval(ApprovalRefusal::Expired(_)) => {
             "the approval window has passed; cancel this run (bluetape-flow run-cancel --run-id {run_id} --owner-file {owner_file} --evidence FILE) and init a new one"
         }
+        FlowError::Store(StoreError::Insecure(_)) => INSECURE_HINT,
+        FlowError::Store(StoreError::LockHeld(_)) => LOCK_HELD_HINT,
         FlowError::Approval(ApprovalRefusal::Consumed(_)) => {
             "the run is approved already; a second approval cannot be recorded: see bluetape-flow approvals --run-id {run_id}"
         }

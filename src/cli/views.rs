@@ -863,7 +863,7 @@ fn log(
                 }
             }
             // An append in progress (a torn last line) is waited for.
-            Err(error) if matches!(error.untaught().0, FlowError::Conflict(_)) => {}
+            Err(error) if matches!(error.classify(), (_, "coordinator_conflict", true, _)) => {}
             Err(FlowError::ReceiptDamaged(damage)) if damage.reason == INCOMPLETE => {}
             Err(error) => return Err(error),
         }

@@ -14,19 +14,9 @@ pub const INSECURE_HINT: &str = "files this tool keeps (the state root's, owner 
 pub const LOCK_HELD_HINT: &str = "another writer holds the lock (named above): retry when it has finished; if that process is gone, bluetape-flow doctor lists the dead lock and how to remove it";
 
 impl From<StoreError> for FlowError {
+    /// The store's refusal keeps its kind up to the envelope.
     fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Busy(m) => FlowError::Conflict(m),
-            StoreError::LockHeld(m) => FlowError::Conflict(m).hinted(LOCK_HELD_HINT),
-            // A full disk, a quota or a device error: nothing was
-            // acknowledged (a failed append is cut back), so the caller
-            // may retry once it is fixed (DEVIATIONS 49).
-            StoreError::Io(ref failure) if failure.is_transient() => {
-                FlowError::Conflict(e.message().to_string())
-            }
-            StoreError::Insecure(m) => FlowError::Contract(m).hinted(INSECURE_HINT),
-            other => FlowError::Contract(other.message().to_string()),
-        }
+        FlowError::Store(e)
     }
 }
 

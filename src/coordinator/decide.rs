@@ -13,6 +13,7 @@ use crate::receipt::primitives::as_int;
 use crate::receipt::rules::Limits;
 use crate::receipt::verify::ReceiptDamage;
 use crate::receipt::vocab::{EventType, StateName};
+use crate::store::StoreError;
 
 /// One proposed receipt event before the pipeline numbers, chains and
 /// seals it. `metadata` excludes `owner_epoch`, which the pipeline adds.
@@ -84,6 +85,11 @@ pub enum FlowError {
     },
     /// A Phase 2 command on a Phase 1 run (exit 7).
     Unsupported(String),
+    /// What the store refused or failed, of its kind: exit 5 and retryable
+    /// where another writer holds the state or the OS failure may pass
+    /// (DEVIATIONS 49), exit 2 otherwise; a kind with a fix has its hint
+    /// (`cli::teach::default_hint`).
+    Store(StoreError),
     /// The approval gate refuses (exit 2 `approval_refused`, exit 5
     /// `approval_expired` or a final exit 5 conflict); our extension.
     Approval(ApprovalRefusal),
@@ -162,6 +168,10 @@ impl FlowError {
                 (6, "completion_blocked", true, Some("completion-check"))
             }
             FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+            FlowError::Store(e) if e.is_retryable() => {
+                (5, "coordinator_conflict", true, Some("resume-check"))
+            }
+            FlowError::Store(_) => (2, "contract_error", false, None),
             FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
             FlowError::Export { retryable, .. } => (5, "export_failed", *retryable, None),
             FlowError::Approval(refusal) => match refusal {
@@ -191,6 +201,7 @@ impl FlowError {
             | FlowError::Export { message, .. } => message,
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
+            FlowError::Store(e) => e.message(),
         }
     }
 }
@@ -206,6 +217,7 @@ impl PartialEq for FlowError {
             | (Conflict(a), Conflict(b))
             | (Unsupported(a), Unsupported(b)) => a == b,
             (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
+            (Store(a), Store(b)) => a == b,
             (
                 CompletionBlocked {
                     message: a,

@@ -107,6 +107,16 @@ impl StoreError {
         }
     }
 
+    /// Whether trying again may help: another writer holds the state, or
+    /// the OS failure may pass (DEVIATIONS 49); nothing was acknowledged.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Busy(_) | StoreError::LockHeld(_) => true,
+            StoreError::Io(failure) => failure.is_transient(),
+            StoreError::Invalid(_) | StoreError::Insecure(_) | StoreError::Moved(_) => false,
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
             StoreError::Invalid(m)
