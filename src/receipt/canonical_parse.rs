@@ -38,15 +38,38 @@ pub fn parse_canonical_object<'a>(
     hole: &str,
     arena: &'a Bump,
 ) -> Option<ObjectWithHole<'a>> {
+    parse_canonical_object_with(bytes, hole, arena, &mut Scratch::default())
+}
+
+/// The stacks the reader builds objects and lists on: kept by a caller
+/// that reads many lines, so a line costs no allocation of its own.
+#[derive(Default)]
+pub struct Scratch<'a> {
+    /// The members of the objects being read, innermost last; each object
+    /// copies its own into the arena when it closes.
+    members: Vec<Member<'a>>,
+    /// The same for the items of the lists being read.
+    items: Vec<JsonRef<'a>>,
+}
+
+/// [`parse_canonical_object`] on the caller's `scratch`.
+pub fn parse_canonical_object_with<'a>(
+    bytes: &'a [u8],
+    hole: &str,
+    arena: &'a Bump,
+    scratch: &mut Scratch<'a>,
+) -> Option<ObjectWithHole<'a>> {
     let text = std::str::from_utf8(bytes).ok()?;
+    scratch.members.clear();
+    scratch.items.clear();
     let mut reader = Reader {
         text,
         bytes,
         at: 0,
         depth: 0,
         arena,
-        members: Vec::with_capacity(32),
-        items: Vec::with_capacity(8),
+        members: &mut scratch.members,
+        items: &mut scratch.items,
     };
     let mut range = None;
     if reader.next()? != b'{' {
@@ -93,20 +116,17 @@ fn ascending(last: &str, key: &str) -> bool {
     last.len() < key.len()
 }
 
-struct Reader<'a> {
+struct Reader<'a, 's> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
     depth: usize,
     arena: &'a Bump,
-    /// The members of the objects being read, innermost last; each object
-    /// moves its own into the arena when it closes.
-    members: Vec<Member<'a>>,
-    /// The same for the items of the lists being read.
-    items: Vec<JsonRef<'a>>,
+    members: &'s mut Vec<Member<'a>>,
+    items: &'s mut Vec<JsonRef<'a>>,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Reader<'a, '_> {
     fn next(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
         self.at += 1;

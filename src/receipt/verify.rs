@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use std::io::{BufRead, ErrorKind};
 
 use super::canonical;
-use super::canonical_parse;
+use super::canonical_parse::{self, Scratch};
 use super::json_ref::{JsonRef, ObjectRef};
 use super::manifest::RunManifest;
 use super::rules::{EventContract, Family, check_event_ref};
@@ -204,13 +204,16 @@ impl<'a> ChainVerifier<'a> {
         std::thread::scope(|scope| {
             let (outlets, inlets): (Vec<_>, Vec<_>) =
                 (0..WORKERS).map(|_| sync_channel::<Lines>(1)).unzip();
+            // Buffers of batches the workers are done with, to be filled
+            // again (never more than the batches in flight).
+            let (recycle, recycled) = channel::<Lines>();
             let reading = scope.spawn(move || -> std::io::Result<()> {
                 for turn in 0.. {
                     // One buffer per batch, the lines cut by their ends.
-                    let mut batch = Lines {
+                    let mut batch = recycled.try_recv().unwrap_or_else(|_| Lines {
                         bytes: Vec::with_capacity(batch_bytes + 4096),
                         ends: Vec::new(),
-                    };
+                    });
                     while batch.bytes.len() < batch_bytes {
                         if read_line(reader, cap, &mut batch.bytes)? == 0 {
                             break;
@@ -238,12 +241,20 @@ impl<'a> ChainVerifier<'a> {
                 // more than the batches in flight: each is drained before
                 // the next is handed out.
                 let (give_back, back) = channel::<ExaminedBatch>();
+                let recycle = recycle.clone();
                 scope.spawn(move || {
-                    // Arenas of batches given back, emptied for the next.
+                    // Arenas of batches given back, emptied for the next;
+                    // their line buffers go back to the reader.
                     let mut arenas: Vec<Bump> = Vec::new();
                     for lines in inlet {
                         arenas.extend(back.try_iter().map(|examined| {
-                            let mut arena = examined.into_owner().arena;
+                            let Batch {
+                                mut lines,
+                                mut arena,
+                            } = examined.into_owner();
+                            lines.bytes.clear();
+                            lines.ends.clear();
+                            let _ = recycle.send(lines);
                             arena.reset();
                             arena
                         }));
@@ -253,10 +264,10 @@ impl<'a> ChainVerifier<'a> {
                         };
                         let examined = ExaminedBatch::new(batch, |batch| {
                             let arena = &batch.arena;
-                            batch
-                                .lines
-                                .lines()
-                                .map(|line| rules.examine(line, arena))
+                            let mut scratch = Scratch::default();
+                            let lines = batch.lines.lines();
+                            lines
+                                .map(|line| rules.examine_with(line, arena, &mut scratch))
                                 .collect()
                         });
                         if out.send(examined).is_err() {
@@ -534,10 +545,20 @@ impl<'a> LineRules<'a> {
     /// canonical form and checksum of one line. What is read from it is
     /// made in `arena`.
     pub fn examine<'l>(&self, line: &'l [u8], arena: &'l Bump) -> LineFacts<'l> {
+        self.examine_with(line, arena, &mut Scratch::default())
+    }
+
+    /// [`Self::examine`] reading on the caller's `scratch` (one per batch).
+    fn examine_with<'l>(
+        &self,
+        line: &'l [u8],
+        arena: &'l Bump,
+        scratch: &mut Scratch<'l>,
+    ) -> LineFacts<'l> {
         let len = line.len() as u64;
         LineFacts {
             len,
-            body: self.examine_body(line, arena),
+            body: self.examine_body(line, arena, scratch),
         }
     }
 
@@ -545,6 +566,7 @@ impl<'a> LineRules<'a> {
         &self,
         line: &'l [u8],
         arena: &'l Bump,
+        scratch: &mut Scratch<'l>,
     ) -> Result<ExaminedEvent<'l>, &'static str> {
         let limit = self.manifest.contract.limits.max_receipt_line_bytes;
         if line.len() as u64 >= limit.saturating_add(2) {
@@ -559,7 +581,8 @@ impl<'a> LineRules<'a> {
         // takes the general path: parse, write the canonical form, compare.
         // `fast`: read by the canonical reader, which refuses floats.
         let (event, canonical, checksum, fast) =
-            match canonical_parse::parse_canonical_object(content, "checksum", arena) {
+            match canonical_parse::parse_canonical_object_with(content, "checksum", arena, scratch)
+            {
                 Some((event, hole)) => {
                     let checksum = checksum_around(content, hole, arena);
                     (event, true, checksum, true)
