@@ -208,24 +208,16 @@ impl<'a> ChainVerifier<'a> {
             // again (never more than the batches in flight).
             let (recycle, recycled) = channel::<Lines>();
             let reading = scope.spawn(move || -> std::io::Result<()> {
+                let mut cutter = LineCutter::new(cap);
                 for turn in 0.. {
                     // One buffer per batch, the lines cut by their ends.
-                    let mut batch = recycled.try_recv().unwrap_or_else(|_| Lines {
-                        bytes: Vec::with_capacity(batch_bytes + 4096),
-                        ends: Vec::new(),
-                    });
-                    while batch.bytes.len() < batch_bytes {
-                        if read_line(reader, cap, &mut batch.bytes)? == 0 {
-                            break;
-                        }
-                        batch.ends.push(batch.bytes.len());
-                    }
-                    let last = batch.bytes.len() < batch_bytes;
+                    let mut batch = recycled.try_recv().unwrap_or_default();
+                    cutter.fill(reader, &mut batch, batch_bytes)?;
                     if !batch.ends.is_empty() && outlets[turn % outlets.len()].send(batch).is_err()
                     {
                         return Ok(());
                     }
-                    if last {
+                    if cutter.done() {
                         return Ok(());
                     }
                 }
@@ -388,10 +380,101 @@ impl<'a> ChainVerifier<'a> {
 const WORKERS: usize = 3;
 
 /// A batch of whole lines in one buffer: `ends[i]` is where line `i`
-/// (with its LF) ends.
+/// (with its LF) ends. The buffer past the last end is read-ahead or
+/// left from an earlier batch (a buffer is filled again as it is).
+#[derive(Default)]
 pub struct Lines {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+}
+
+/// Cuts a stream into lines exactly as [`read_line`] does (each piece at
+/// most `cap` bytes, up to and including its LF; a longer line is cut
+/// after `cap` bytes), reading straight into a batch's buffer: no copy
+/// through a `BufReader`'s buffer, and a buffer filled again is not
+/// cleared first.
+struct LineCutter {
+    cap: usize,
+    /// The bytes read after the last piece handed out (a line not yet
+    /// whole), which begin the next batch.
+    carry: Vec<u8>,
+    eof: bool,
+}
+
+/// Read this much past what a batch still wants, so that it ends with few
+/// bytes of an unfinished line to carry over.
+const READ_SLACK: usize = 4096;
+
+impl LineCutter {
+    fn new(cap: u64) -> LineCutter {
+        LineCutter {
+            cap: usize::try_from(cap).unwrap_or(usize::MAX).max(1),
+            carry: Vec::new(),
+            eof: false,
+        }
+    }
+
+    /// Fill `batch` with whole pieces until they hold at least `want`
+    /// bytes or the stream has ended.
+    fn fill<R: std::io::Read>(
+        &mut self,
+        reader: &mut R,
+        batch: &mut Lines,
+        want: usize,
+    ) -> std::io::Result<()> {
+        batch.ends.clear();
+        let bytes = &mut batch.bytes;
+        if bytes.len() < self.carry.len() {
+            bytes.resize(self.carry.len(), 0);
+        }
+        bytes[..self.carry.len()].copy_from_slice(&self.carry);
+        let mut len = self.carry.len();
+        self.carry.clear();
+        // Where the piece being read starts, and how far LFs were looked for.
+        let (mut start, mut scan) = (0, 0);
+        loop {
+            for at in memchr::memchr_iter(b'\n', &bytes[scan..len]) {
+                let end = scan + at + 1;
+                while end - start > self.cap {
+                    start += self.cap;
+                    batch.ends.push(start);
+                }
+                batch.ends.push(end);
+                start = end;
+            }
+            scan = len;
+            while len - start >= self.cap {
+                start += self.cap;
+                batch.ends.push(start);
+            }
+            if start >= want || self.eof {
+                break;
+            }
+            let room = (want + READ_SLACK).saturating_sub(len).max(READ_SLACK);
+            if bytes.len() < len + room {
+                bytes.resize(len + room, 0);
+            }
+            match reader.read(&mut bytes[len..len + room]) {
+                Ok(0) => {
+                    self.eof = true;
+                    if start < len {
+                        batch.ends.push(len);
+                        start = len;
+                    }
+                }
+                Ok(n) => len += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.carry.extend_from_slice(&bytes[start..len]);
+        Ok(())
+    }
+
+    /// Whether the stream has ended and every byte of it was handed out.
+    fn done(&self) -> bool {
+        self.eof && self.carry.is_empty()
+    }
 }
 
 impl Lines {
@@ -672,4 +755,76 @@ pub enum StreamStop {
 /// SHA-256 of the canonical event without its `checksum` key.
 pub fn event_checksum(event: &Map<String, Value>) -> String {
     canonical::sha256_hex(&canonical::to_vec_without(event, "checksum"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A reader that hands out at most `step` bytes per read, so pieces
+    /// cross every kind of read boundary.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// The pieces [`read_line`] cuts `bytes` into.
+    fn by_read_line(bytes: &[u8], cap: u64) -> Vec<Vec<u8>> {
+        let mut reader = std::io::BufReader::with_capacity(7, bytes);
+        let mut pieces = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            if read_line(&mut reader, cap, &mut line).unwrap() == 0 {
+                return pieces;
+            }
+            pieces.push(line);
+        }
+    }
+
+    /// The pieces the cutter hands out in batches of at least `want` bytes.
+    fn by_cutter(bytes: &[u8], cap: u64, step: usize, want: usize) -> Vec<Vec<u8>> {
+        let mut reader = Trickle { bytes, step };
+        let mut cutter = LineCutter::new(cap);
+        let mut pieces = Vec::new();
+        let mut batch = Lines::default();
+        loop {
+            cutter.fill(&mut reader, &mut batch, want).unwrap();
+            pieces.extend(batch.lines().map(<[u8]>::to_vec));
+            if cutter.done() {
+                return pieces;
+            }
+        }
+    }
+
+    proptest! {
+        /// Over any bytes (short and long lines, a last line with no LF,
+        /// lines past the cap), any read sizes and batch sizes, the cutter
+        /// hands out exactly the pieces `read_line` does, in order.
+        #[test]
+        fn the_cutter_cuts_as_read_line_does(
+            lines in proptest::collection::vec((0usize..40, any::<bool>()), 0..40),
+            cap in 1u64..24,
+            step in 1usize..50,
+            want in 1usize..64,
+        ) {
+            let mut bytes = Vec::new();
+            for (i, (len, lf)) in lines.iter().enumerate() {
+                bytes.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, *len));
+                if *lf {
+                    bytes.push(b'\n');
+                }
+            }
+            prop_assert_eq!(by_cutter(&bytes, cap, step, want), by_read_line(&bytes, cap));
+        }
+    }
 }
