@@ -240,12 +240,9 @@ impl<'a> ChainVerifier<'a> {
                     let mut arenas: Vec<Bump> = Vec::new();
                     for lines in inlet {
                         arenas.extend(back.try_iter().map(|examined| {
-                            let Batch {
-                                mut lines,
-                                mut arena,
-                            } = examined.into_owner();
-                            lines.bytes.clear();
-                            lines.ends.clear();
+                            // The buffer goes back as it is: the reader
+                            // reads over it without clearing it first.
+                            let Batch { lines, mut arena } = examined.into_owner();
                             let _ = recycle.send(lines);
                             arena.reset();
                             arena
