@@ -144,7 +144,7 @@ impl std::hash::Hasher for DigestHasher {
 pub type DigestSet<K> = HashSet<K, std::hash::BuildHasherDefault<DigestHasher>>;
 
 /// The first 16 bytes of a digest of 64 hex digits (either case, as
-/// `hex::decode` reads them), or `None`. Asked once per heartbeat.
+/// `hex::decode` reads them), or `None`.
 fn digest_bytes(digest: &str) -> Option<[u8; 16]> {
     let text: &[u8; 64] = digest.as_bytes().try_into().ok()?;
     // A table and no branch per digit: this runs for every heartbeat of a

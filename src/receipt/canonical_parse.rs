@@ -102,20 +102,6 @@ fn skip_plain(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// Whether `key` comes strictly after `last` in code-point order (UTF-8
-/// byte order is code-point order). Keys are short and usually differ in
-/// their first bytes: a loop here beats a call to `memcmp`.
-#[inline]
-fn ascending(last: &str, key: &str) -> bool {
-    let (last, key) = (last.as_bytes(), key.as_bytes());
-    for (a, b) in last.iter().zip(key) {
-        if a != b {
-            return a < b;
-        }
-    }
-    last.len() < key.len()
-}
-
 struct Reader<'a, 's> {
     text: &'a str,
     bytes: &'a [u8],
@@ -162,8 +148,7 @@ impl<'a> Reader<'a, '_> {
                 return None;
             }
             let key = self.string()?;
-            if self.members.len() > base && !ascending(self.members[self.members.len() - 1].0, key)
-            {
+            if self.members.len() > base && self.members[self.members.len() - 1].0 >= key {
                 return None;
             }
             if self.next()? != b':' {

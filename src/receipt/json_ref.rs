@@ -134,16 +134,8 @@ impl<'a> ObjectRef<'a> {
     }
 
     pub fn get(&self, key: &str) -> Option<&'a JsonRef<'a>> {
-        // A handful of members: a scan beats a search, and comparing the
-        // lengths and first bytes first beats a call to `memcmp`.
-        let key = key.as_bytes();
-        self.members
-            .iter()
-            .find(|(k, _)| {
-                let k = k.as_bytes();
-                k.len() == key.len() && k.first() == key.first() && k == key
-            })
-            .map(|(_, v)| v)
+        // A handful of members: a scan beats a search.
+        self.members.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
