@@ -27,9 +27,9 @@ use crate::receipt::primitives::as_int;
 use crate::receipt::verify::{ChainPosition, LineRules};
 use crate::store::StoreError;
 use crate::store::digests::DigestTable;
-use crate::store::run::ReceiptStamp;
+use crate::store::run::{ReceiptStamp, RunDir};
 
-const SCHEMA_VERSION: u64 = 6;
+const SCHEMA_VERSION: u64 = 7;
 /// The derived caches (`run.json`, `lanes/*.json`, never read as truth by
 /// either tool) are rewritten after a mutation at most when the receipt has
 /// grown by an eighth since they were last written, so their renames and
@@ -47,6 +47,13 @@ struct Checkpoint {
     manifest_hash: String,
     /// SHA-256 of the canonical `_run` section of the manifest snapshot.
     run_metadata_digest: String,
+    /// The manifest snapshot's bytes and the stamp of `manifest.json` they
+    /// are: a mutation that finds the file under that stamp takes them
+    /// from here instead of opening it (contracts/receipt.md "Checkpoint").
+    #[serde(default)]
+    manifest_snapshot: Option<String>,
+    #[serde(default)]
+    manifest_stamp: Option<Value>,
     sequence: u64,
     checksum: String,
     byte_length: u64,
@@ -205,11 +212,22 @@ pub fn save_checkpoint(
         return Ok(log_bytes);
     };
     let public = state.public_json_with_digests(false);
+    let (manifest_snapshot, manifest_stamp) = match &run.snapshot.stamp {
+        Some(stamp) => (
+            std::str::from_utf8(&run.snapshot.bytes)
+                .ok()
+                .map(str::to_string),
+            Some(stamp.to_json()),
+        ),
+        None => (None, None),
+    };
     let checkpoint = Checkpoint {
         schema_version: SCHEMA_VERSION,
         run_id: run.dir.run_id.clone(),
         manifest_hash: run.manifest.contract.hash.clone(),
         run_metadata_digest: run_metadata_digest(run),
+        manifest_snapshot,
+        manifest_stamp,
         sequence: position.sequence,
         checksum: position.checksum.clone(),
         byte_length: position.byte_length,
@@ -327,22 +345,50 @@ pub fn restore_digest_lists(
         .map_err(super::error::FlowError::Contract)
 }
 
-/// The checkpoint's state and chain position, if the receipt proves it.
-fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, LoadBasis)> {
-    let mut checkpoint = run.dir.read_checkpoint()?;
-    // Authenticated first (issue 13): an edited checkpoint, or one written
-    // under another key, is never believed.
-    let key = crate::store::secret::read_key(&run.dir.root)?;
+/// The manifest snapshot's copy in the checkpoint, read by a mutation
+/// before its lock, when the checkpoint is one this tool wrote for this run
+/// in this boot and `manifest.json` has exactly the stamp the copy was
+/// taken under (one `lstat`; any write, rename over or mode change moves
+/// it). The checkpoint's descriptor is kept for the lock.
+pub fn manifest_copy(dir: &RunDir) -> Option<(Vec<u8>, ReceiptStamp)> {
+    let checkpoint = authenticated(dir, dir.read_checkpoint_before_lock()?)?;
+    let stamp = ReceiptStamp::from_json(checkpoint.manifest_stamp.as_ref()?)?;
+    let copy = checkpoint.manifest_snapshot?;
+    if stamp.size != copy.len() as u64 || dir.manifest_stamp().as_ref() != Some(&stamp) {
+        return None;
+    }
+    Some((copy.into_bytes(), stamp))
+}
+
+/// A checkpoint this tool wrote for this run in this boot: its MAC under
+/// `derived.key` verifies (an edited checkpoint, or one written under
+/// another key, is never believed), its schema is this one.
+fn authenticated(dir: &RunDir, mut checkpoint: Value) -> Option<Checkpoint> {
+    let key = crate::store::secret::read_key(&dir.root)?;
     let claimed = checkpoint.as_object_mut()?.remove("mac")?;
     if !crate::store::secret::mac_matches(&key, &checkpoint, claimed.as_str()?) {
         return None;
     }
     let checkpoint = Checkpoint::deserialize(&checkpoint).ok()?;
-    if checkpoint.schema_version != SCHEMA_VERSION
-        || checkpoint.boot_id.is_empty()
-        || checkpoint.boot_id != crate::store::lock::boot_id()
-        || checkpoint.run_id != run.dir.run_id
-        || checkpoint.manifest_hash != run.manifest.contract.hash
+    (checkpoint.schema_version == SCHEMA_VERSION
+        && !checkpoint.boot_id.is_empty()
+        && checkpoint.boot_id == crate::store::lock::boot_id()
+        && checkpoint.run_id == dir.run_id)
+        .then_some(checkpoint)
+}
+
+/// The checkpoint's state and chain position, if the receipt proves it.
+fn proven_checkpoint(run: &OpenRun) -> Option<(CoordinatorState, ChainPosition, LoadBasis)> {
+    let checkpoint = authenticated(&run.dir, run.dir.read_checkpoint()?)?;
+    if checkpoint.manifest_hash != run.manifest.contract.hash {
+        return None;
+    }
+    // A run opened from the copy stands on this checkpoint's copy: one
+    // rewritten since (between the read before the lock and now) with
+    // another is not this run's.
+    if run.snapshot.copied
+        && checkpoint.manifest_snapshot.as_deref().map(str::as_bytes)
+            != Some(&run.snapshot.bytes[..])
     {
         return None;
     }

@@ -59,8 +59,9 @@ pub fn lane_create(
         "observed_at",
     )?;
     let limits = &run.manifest.contract.limits;
+    let repo_root = run.repo_root()?;
     let request = precheck_lane_create(&input, &evidence, |scopes| {
-        canonicalize(run.repo_root(), scopes, limits)
+        canonicalize(repo_root.as_deref(), scopes, limits)
     })?;
     // A new lane rests on absences (no lane of that id, the lane limit):
     // no line proves them, so the decision is taken on a full replay
@@ -120,9 +121,13 @@ pub fn lane_transition(
     // The changed paths are resolved against the run's pinned repo root
     // here, so the decision gets the outcome as a value and reads no file;
     // it still reports a failure only after the lane checks.
+    let repo_root = match &changed_paths {
+        Some(_) => run.repo_root()?,
+        None => None,
+    };
     let canonical_changed = changed_paths
         .as_ref()
-        .map(|paths| canonicalize(run.repo_root(), paths, &run.manifest.contract.limits));
+        .map(|paths| canonicalize(repo_root.as_deref(), paths, &run.manifest.contract.limits));
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table (issue 13).
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;

@@ -2,6 +2,7 @@
 //! command. Verification streams; the caller sees each verified event.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::error::{FlowError, FlowResult};
 use crate::receipt::json_ref::ObjectRef;
@@ -11,7 +12,7 @@ use crate::receipt::rules::Family;
 use crate::receipt::verify::{
     ChainPosition, ChainVerifier, INCOMPLETE, NO_EVENTS, ReceiptDamage, StreamStop,
 };
-use crate::store::run::{AckHead, RunDir};
+use crate::store::run::{AckHead, ReceiptStamp, RunDir};
 
 /// Receipt stretches at least this long are verified on worker threads.
 const PARALLEL_FROM_BYTES: u64 = 1 << 20;
@@ -21,6 +22,8 @@ const PARALLEL_FROM_BYTES: u64 = 1 << 20;
 pub struct OpenRun {
     pub dir: RunDir,
     pub manifest: RunManifest,
+    /// The bytes `manifest` was parsed from, and where they came from.
+    pub snapshot: ManifestSnapshot,
     /// Whether verification checks the receipt against our acknowledged
     /// head. Only `receipt-diagnose` turns it off, for a head record it
     /// reports as a finding instead of failing on it.
@@ -32,35 +35,120 @@ pub struct OpenRun {
 }
 
 impl OpenRun {
-    /// The repo root the run's manifest snapshot pins.
-    pub fn repo_root(&self) -> Option<&str> {
-        self.manifest
-            .run
-            .as_ref()
-            .and_then(|r| r.get("repo_root"))
-            .and_then(serde_json::Value::as_str)
+    /// The repo root the run's manifest snapshot pins. Write scopes and
+    /// changed paths are resolved against it before the lock, so it is
+    /// read from `manifest.json` itself when this run was opened from the
+    /// checkpoint's copy: no path a command accepts or refuses rests on a
+    /// cached fact.
+    pub fn repo_root(&self) -> FlowResult<Option<String>> {
+        let pinned = |manifest: &RunManifest| {
+            manifest
+                .run
+                .as_ref()
+                .and_then(|r| r.get("repo_root"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        if !self.snapshot.copied {
+            return Ok(pinned(&self.manifest));
+        }
+        Ok(pinned(&load_run_manifest(&self.dir.read_manifest()?)?))
     }
+}
+
+/// The manifest snapshot's bytes as a command holds them.
+#[derive(Debug, Clone)]
+pub struct ManifestSnapshot {
+    pub bytes: Arc<[u8]>,
+    /// The stamp of the file they are, when it may stand for them
+    /// ([`RunDir::read_manifest_stamped`]).
+    pub stamp: Option<ReceiptStamp>,
+    /// Taken from the checkpoint's copy behind an equal stamp of
+    /// `manifest.json`, not read from the file: a full replay reads the
+    /// file and holds the copy to it ([`OpenRun::confirm_manifest`]).
+    pub copied: bool,
 }
 
 /// Check the run id, then load and validate the manifest snapshot.
 pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+    check_run_id(run_id)?;
+    read_run(RunDir::new(root, run_id))
+}
+
+/// [`open_run`] for a mutation: the manifest snapshot from the checkpoint's
+/// copy when the checkpoint holds one under the file's current stamp (the
+/// file is then not opened; contracts/receipt.md "Checkpoint"), else from
+/// the file. The checkpoint's descriptor is kept for the lock.
+pub fn open_run_for_mutation(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+    check_run_id(run_id)?;
+    let dir = RunDir::new(root, run_id);
+    if let Some((bytes, stamp)) = super::checkpoint::manifest_copy(&dir)
+        && let Ok(manifest) = load_run_manifest(&bytes)
+    {
+        return Ok(OpenRun {
+            dir,
+            manifest,
+            snapshot: ManifestSnapshot {
+                bytes: bytes.into(),
+                stamp: Some(stamp),
+                copied: true,
+            },
+            trust_head: true,
+            last_pass: std::cell::Cell::new(None),
+        });
+    }
+    read_run(dir)
+}
+
+fn check_run_id(run_id: &str) -> FlowResult<()> {
     if !is_identifier(run_id) {
         return Err(FlowError::contract(
             "run id must match the identifier contract",
         ));
     }
-    let dir = RunDir::new(root, run_id);
-    let bytes = dir.read_manifest()?;
+    Ok(())
+}
+
+fn read_run(dir: RunDir) -> FlowResult<OpenRun> {
+    let (bytes, stamp) = dir.read_manifest_stamped()?;
     let manifest = load_run_manifest(&bytes)?;
     Ok(OpenRun {
         dir,
         manifest,
+        snapshot: ManifestSnapshot {
+            bytes: bytes.into(),
+            stamp,
+            copied: false,
+        },
         trust_head: true,
         last_pass: std::cell::Cell::new(None),
     })
 }
 
 impl OpenRun {
+    /// A full replay stands on `manifest.json` itself: when this run was
+    /// opened from the checkpoint's copy, the file is read and must hold
+    /// the same bytes. A copy that differs was written by someone else
+    /// than this tool (the stamp check lets no edit of the file through):
+    /// under the lock the checkpoint is removed, so the next command reads
+    /// the file, and this one is refused before anything is decided.
+    pub fn confirm_manifest(&self, holding_lock: bool) -> FlowResult<()> {
+        if !self.snapshot.copied {
+            return Ok(());
+        }
+        let bytes = self.dir.read_manifest()?;
+        if *bytes == *self.snapshot.bytes {
+            return Ok(());
+        }
+        if holding_lock {
+            self.dir.discard_checkpoint()?;
+        }
+        Err(FlowError::Conflict(
+            "checkpoint.json held a copy of the run manifest that is not manifest.json; the checkpoint was removed and nothing was written".into(),
+        )
+        .hinted("run the same command again: it reads manifest.json itself"))
+    }
+
     /// Coordinator commands need a Phase 2 (1.1) run.
     pub fn require_phase2(&self) -> FlowResult<()> {
         match self.manifest.contract.family {

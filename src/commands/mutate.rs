@@ -15,7 +15,7 @@ use super::checkpoint::{
     CacheRefresh, LoadBasis, LoadPath, load_state, restore_digest_lists, save_checkpoint,
 };
 use super::error::{FlowError, FlowResult};
-use super::ledger::{OpenRun, open_run};
+use super::ledger::OpenRun;
 use super::rebuild::coordinator_run_cache;
 use crate::coordinator::decide::{Intent, Policy};
 use crate::coordinator::{CoordinatorState, ReplayPolicy};
@@ -101,7 +101,6 @@ pub struct DecisionInput<'a> {
     pub state: &'a CoordinatorState,
     pub policy: &'a Policy,
     pub now: Instant,
-    pub repo_root: Option<&'a str>,
 }
 
 /// Proof that the caller's owner handle matches the run's current owner,
@@ -140,7 +139,7 @@ pub fn check_expected_head_syntax(head: Option<&str>) -> FlowResult<()> {
 /// Open a run for a coordinator command: run id, snapshot, phase gate,
 /// `--expected-head` syntax (the reference's precedence).
 pub fn open_for_mutation(ctx: &MutationContext) -> FlowResult<OpenRun> {
-    let run = open_run(&ctx.root, &ctx.run_id)?;
+    let run = super::ledger::open_run_for_mutation(&ctx.root, &ctx.run_id)?;
     run.require_phase2()?;
     check_expected_head_syntax(ctx.expected_head.as_deref())?;
     Ok(run)
@@ -291,7 +290,6 @@ fn mutate_pipeline(
             state: &state,
             policy: &policy,
             now: ctx.now,
-            repo_root: run.repo_root(),
         };
         let lanes_before = lane_fingerprints(&state);
         let before: BTreeMap<String, super::proof::LaneBefore> = state

@@ -25,7 +25,12 @@ fn git_failed(e: crate::store::StoreError) -> FlowError {
 }
 
 fn repo_root(replayed: &Replayed) -> Option<std::path::PathBuf> {
-    replayed.run.repo_root().map(std::path::PathBuf::from)
+    replayed
+        .run
+        .repo_root()
+        .ok()
+        .flatten()
+        .map(std::path::PathBuf::from)
 }
 
 /// What a commit of a publication holds.

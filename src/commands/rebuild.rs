@@ -59,6 +59,7 @@ pub fn replay_run(
     run: &OpenRun,
     holding_lock: bool,
 ) -> FlowResult<(CoordinatorState, ChainPosition)> {
+    run.confirm_manifest(holding_lock)?;
     let Some((verdict, state)) = replay_verdict(run)? else {
         return Err(FlowError::ReceiptCorrupt(
             "run owner metadata is invalid".into(),

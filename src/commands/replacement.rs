@@ -27,8 +27,9 @@ pub fn lane_reassign(
         "decided_at",
     )?;
     let limits = &run.manifest.contract.limits;
-    let repo_root = run.repo_root();
-    let canonicalize = |scope: &Value| super::lanes::canonicalize(repo_root, scope, limits);
+    let repo_root = run.repo_root()?;
+    let canonicalize =
+        |scope: &Value| super::lanes::canonicalize(repo_root.as_deref(), scope, limits);
     let request = precheck_reassign(&input, &evidence, canonicalize)?;
     let committed = mutate(ctx, &run, |decision| {
         decide_reassign(decision.state, decision.policy, &request, &evidence)

@@ -555,6 +555,7 @@ impl<'a> LineFacts<'a> {
         self.body.as_ref().is_ok_and(|e| {
             e.canonical
                 && e.fields.run_id_ok
+                && e.fields.manifest_ok
                 && e.fields.sequence == Some(sequence)
                 && e.fields.checksum == checksum
                 && e.checksum == checksum

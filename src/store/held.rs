@@ -282,7 +282,7 @@ impl Loc {
     }
 
     pub fn rename_to(&self, to: &Loc) -> std::io::Result<()> {
-        super::root::forget_walked();
+        super::root::forget_renamed([self.name.as_os_str(), to.name.as_os_str()]);
         rustix::fs::renameat(
             &self.dir.file,
             self.name.as_os_str(),

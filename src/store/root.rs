@@ -53,6 +53,10 @@ struct KeptFile {
     len: u64,
     /// Opened to append (the receipt), not to be rewritten in place.
     appends: bool,
+    /// Opened before the lock was taken ([`keep_before_lock`]): used under
+    /// the lock only once its name is seen to still name it, at the length
+    /// it has then (another writer may have rewritten it meanwhile).
+    before_lock: bool,
 }
 
 // Per thread: the MCP server runs tool calls on several blocking threads
@@ -344,6 +348,22 @@ pub(super) fn forget_walked() {
     });
 }
 
+/// Forget what a rename of the entries named `names` may have changed: the
+/// walked directories with such a name on their path and the kept files
+/// of that name. A rename changes two directory entries and nothing else,
+/// and a path resolves through the names on it only, so whatever names
+/// neither stays what it was (a lock's initializer renamed into its lock
+/// directory leaves the run's directories and files as they were).
+pub(super) fn forget_renamed(names: [&std::ffi::OsStr; 2]) {
+    with_current(|cur| {
+        if let Some(cur) = cur.as_mut() {
+            cur.walked
+                .retain(|path, _| !path.iter().any(|component| names.contains(&component)));
+            cur.kept.retain(|k| !names.contains(&k.name.as_os_str()));
+        }
+    });
+}
+
 /// A lock of the root taken by this command (see `Current::kept`).
 pub(super) fn lock_taken() {
     with_current(|cur| {
@@ -386,13 +406,55 @@ pub(super) fn kept_for_append(at: &Loc) -> Option<Arc<std::fs::File>> {
 
 fn kept_as(at: &Loc, appends: bool) -> Option<(Arc<std::fs::File>, u64)> {
     let dir = at.dir().identity();
-    with_current(|cur| {
+    let found = with_current(|cur| {
         let cur = cur.as_ref()?;
         cur.kept
             .iter()
             .find(|k| k.dir == dir && k.name == at.name() && k.appends == appends)
-            .map(|k| (Arc::clone(&k.file), k.len))
-    })
+            .map(|k| {
+                (
+                    Arc::clone(&k.file),
+                    k.len,
+                    k.before_lock,
+                    cur.locks_held > 0,
+                )
+            })
+    })?;
+    match found {
+        (file, len, false, _) => Some((file, len)),
+        (_, _, true, false) => None,
+        (file, _, true, true) => {
+            // Kept before the lock: still the file at its name, as long as
+            // it is now (one `fstat`, one `lstat`); else opened afresh.
+            use std::os::unix::fs::MetadataExt;
+            let now = file.metadata().ok();
+            let named = at.lstat().ok().flatten();
+            let same = match (&now, &named) {
+                (Some(now), Some(named)) => {
+                    now.is_file() && (now.dev(), now.ino()) == (named.st_dev, named.st_ino)
+                }
+                _ => false,
+            };
+            with_current(|cur| {
+                let Some(cur) = cur.as_mut() else { return };
+                let index = cur
+                    .kept
+                    .iter()
+                    .position(|k| k.dir == dir && k.name == at.name() && k.appends == appends);
+                match (index, &now) {
+                    (Some(i), Some(now)) if same => {
+                        cur.kept[i].before_lock = false;
+                        cur.kept[i].len = now.len();
+                    }
+                    (Some(i), _) => {
+                        cur.kept.remove(i);
+                    }
+                    _ => {}
+                }
+            });
+            same.then(|| (file, now.map_or(0, |m| m.len())))
+        }
+    }
 }
 
 /// Keep `file` (opened read-write at `at` and checked) for a rewrite.
@@ -405,10 +467,21 @@ pub(super) fn keep_for_append(at: &Loc, file: &Arc<std::fs::File>) {
     keep_as(at, file, 0, true);
 }
 
+/// Keep `file` (opened read-write at `at` and checked before the lock was
+/// taken) for the rewrite under the lock: a mutation reads its checkpoint
+/// before the lock (the run's manifest copy is in it) and so opens it once.
+pub(super) fn keep_before_lock(at: &Loc, file: &Arc<std::fs::File>, len: u64) {
+    keep_entry(at, file, len, false, true);
+}
+
 fn keep_as(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool) {
+    keep_entry(at, file, len, appends, false);
+}
+
+fn keep_entry(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool, before_lock: bool) {
     let dir = at.dir().identity();
     with_current(|cur| {
-        if let Some(cur) = cur.as_mut().filter(|cur| cur.locks_held > 0) {
+        if let Some(cur) = cur.as_mut().filter(|cur| before_lock || cur.locks_held > 0) {
             cur.kept.retain(|k| !(k.dir == dir && k.name == at.name()));
             cur.kept.push(KeptFile {
                 dir,
@@ -416,6 +489,7 @@ fn keep_as(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool) {
                 file: Arc::clone(file),
                 len,
                 appends,
+                before_lock,
             });
         }
     });

@@ -14,7 +14,7 @@ use super::lock::DirLock;
 use super::paths::is_symlink;
 use super::secure::{
     DIR_MODE, Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular,
-    open_secure_dir, open_secure_dir_at, read_regular,
+    open_secure_dir, open_secure_dir_at,
 };
 use crate::receipt::canonical;
 use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
@@ -493,6 +493,15 @@ impl RunDir {
 
     /// The manifest snapshot bytes (§4.1 steps 1–3).
     pub fn read_manifest(&self) -> Result<Vec<u8>, RunReadError> {
+        self.read_manifest_stamped().map(|(bytes, _)| bytes)
+    }
+
+    /// [`Self::read_manifest`] with the stamp of the file the bytes were
+    /// read from (its `fstat`), when that stamp can stand for them later:
+    /// it is older than [`SETTLED`], so no write of the same clock tick
+    /// can hide behind it (a checkpoint keeps the bytes under it,
+    /// contracts/receipt.md "Checkpoint").
+    pub fn read_manifest_stamped(&self) -> Result<(Vec<u8>, Option<ReceiptStamp>), RunReadError> {
         // The run directory reached from the held root (one `openat2`, no
         // symlink at any component); when it cannot be, one `lstat` of
         // its entry says why: nothing there, or a symlink.
@@ -522,19 +531,54 @@ impl RunDir {
             _ => missing(),
         })?;
         // The no-follow open refuses a symlink; only then is it asked why.
-        read_regular(&at, &path, "run manifest snapshot", None, MAX_MANIFEST_BYTES)
-            .map_err(|_| {
-                if at.is_symlink() {
-                    RunReadError::Corrupt("run manifest snapshot is unsafe".into())
-                } else {
-                    missing()
-                }
-            })?
+        let refused = |_| {
+            if at.is_symlink() {
+                RunReadError::Corrupt("run manifest snapshot is unsafe".into())
+            } else {
+                missing()
+            }
+        };
+        let (mut file, meta) = super::secure::open_regular_meta(&at, "run manifest snapshot", None)
+            .map_err(refused)?;
+        let bytes = super::secure::read_sized(&mut file, &path, meta.len(), MAX_MANIFEST_BYTES)
+            .map_err(refused)?
             .ok_or_else(|| {
                 RunReadError::Corrupt(format!(
                     "run manifest snapshot is missing or invalid: larger than {MAX_MANIFEST_BYTES} bytes"
                 ))
-            })
+            })?;
+        let stamp = ReceiptStamp::of(&meta).filter(|stamp| {
+            stamp.settled(std::time::SystemTime::now()) && stamp.size == bytes.len() as u64
+        });
+        Ok((bytes, stamp))
+    }
+
+    /// The manifest snapshot's stamp now (one `lstat`): a copy of it kept
+    /// under an equal stamp is its bytes.
+    pub fn manifest_stamp(&self) -> Option<ReceiptStamp> {
+        self.file_stamp(&self.manifest_path())
+    }
+
+    /// The checkpoint read by a mutation before it takes its lock (for the
+    /// manifest copy in it); the descriptor is kept, and under the lock
+    /// [`Self::read_checkpoint`] reads it again through it.
+    pub fn read_checkpoint_before_lock(&self) -> Option<Value> {
+        let path = self.checkpoint_path();
+        let at = self.place(&path).ok()?;
+        let (file, len) = super::secure::open_derived_ours_before_lock(&at, "checkpoint")?;
+        let bytes = super::secure::read_derived(&file, &path, len, 256 << 20).ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Remove the checkpoint (under the lock): the next command replays
+    /// the receipt in full and writes it again.
+    pub fn discard_checkpoint(&self) -> StoreResult<()> {
+        let path = self.checkpoint_path();
+        match self.place(&path)?.remove_file() {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&e, &path)),
+        }
     }
 
     /// Open the receipt for streaming: a regular, non-symlink file.
@@ -726,7 +770,37 @@ pub struct ReceiptStamp {
     pub ctime_ns: i64,
 }
 
+/// How old a file's change time must be before its stamp may stand for
+/// bytes read from it: a write within the same clock tick may leave the
+/// change time as it was.
+pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl ReceiptStamp {
+    /// The stamp of a regular file's metadata.
+    pub fn of(meta: &std::fs::Metadata) -> Option<ReceiptStamp> {
+        use std::os::unix::fs::MetadataExt;
+        if !meta.is_file() {
+            return None;
+        }
+        Some(ReceiptStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime().checked_mul(1_000_000_000)? + meta.mtime_nsec(),
+            ctime_ns: meta.ctime().checked_mul(1_000_000_000)? + meta.ctime_nsec(),
+        })
+    }
+
+    /// Whether the file's last change is at least [`SETTLED`] before `now`
+    /// (a change time after `now`, from a clock set back, is not).
+    pub fn settled(&self, now: std::time::SystemTime) -> bool {
+        let Ok(now) = now.duration_since(std::time::UNIX_EPOCH) else {
+            return false;
+        };
+        i128::try_from(now.as_nanos())
+            .is_ok_and(|now| now - i128::from(self.ctime_ns) >= SETTLED.as_nanos() as i128)
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "ctime_ns": self.ctime_ns,
@@ -762,18 +836,8 @@ impl RunDir {
     /// rename over or truncation moves the change time or the inode, which
     /// no process can set back.
     pub fn file_stamp(&self, path: &Path) -> Option<ReceiptStamp> {
-        use std::os::unix::fs::MetadataExt;
         let meta = self.place(path).ok()?.symlink_metadata().ok()??;
-        if !meta.is_file() {
-            return None;
-        }
-        Some(ReceiptStamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime_ns: meta.mtime().checked_mul(1_000_000_000)? + meta.mtime_nsec(),
-            ctime_ns: meta.ctime().checked_mul(1_000_000_000)? + meta.ctime_nsec(),
-        })
+        ReceiptStamp::of(&meta)
     }
 
     /// SHA-256 of the receipt's last `min(size, 64 KiB)` bytes before `size`:

@@ -223,10 +223,20 @@ pub fn open_derived<E>(
     check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
     failed: impl FnOnce(std::io::Error) -> E,
 ) -> Result<Option<(std::sync::Arc<File>, u64)>, E> {
+    open_derived_as(at, check, failed, false)
+}
+
+fn open_derived_as<E>(
+    at: &Loc,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+    failed: impl FnOnce(std::io::Error) -> E,
+    before_lock: bool,
+) -> Result<Option<(std::sync::Arc<File>, u64)>, E> {
     if let Some(kept) = super::root::kept(at) {
         return Ok(Some(kept));
     }
-    let keep = super::root::may_keep();
+    let under_lock = super::root::may_keep();
+    let keep = under_lock || before_lock;
     let read = OFlags::RDONLY | OFlags::NONBLOCK;
     let (opened, writable) = if keep {
         match at.open(OFlags::RDWR | OFlags::NONBLOCK, 0) {
@@ -256,8 +266,10 @@ pub fn open_derived<E>(
     };
     check(&meta)?;
     let file = std::sync::Arc::new(file);
-    if writable {
-        super::root::keep(at, &file, meta.len());
+    match (writable, under_lock) {
+        (true, true) => super::root::keep(at, &file, meta.len()),
+        (true, false) => super::root::keep_before_lock(at, &file, meta.len()),
+        (false, _) => {}
     }
     Ok(Some((file, meta.len())))
 }
@@ -265,11 +277,22 @@ pub fn open_derived<E>(
 /// [`open_derived`] of a derived file whose only rule is ours: a regular
 /// 0600 file owned by the current uid, anything else (or an error) `None`.
 pub fn open_derived_ours(at: &Loc, kind: &str) -> Option<(std::sync::Arc<File>, u64)> {
+    open_ours(at, kind, false)
+}
+
+/// [`open_derived_ours`] by a mutation before it takes its lock: opened
+/// read-write and kept, so that under the lock the same descriptor is read
+/// again and rewritten ([`super::root::keep_before_lock`]).
+pub fn open_derived_ours_before_lock(at: &Loc, kind: &str) -> Option<(std::sync::Arc<File>, u64)> {
+    open_ours(at, kind, true)
+}
+
+fn open_ours(at: &Loc, kind: &str, before_lock: bool) -> Option<(std::sync::Arc<File>, u64)> {
     let check = |meta: &std::fs::Metadata| match meta.is_file() {
         true => check_metadata(meta, kind, FILE_MODE).map_err(drop),
         false => Err(()),
     };
-    open_derived(at, check, drop).ok()?
+    open_derived_as(at, check, drop, before_lock).ok()?
 }
 
 /// The first `len` bytes of `file` (a derived file [`open_derived`] gave,

@@ -45,33 +45,21 @@ fn counts(trace: &str) -> (usize, usize, usize) {
     )
 }
 
-#[test]
-fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
-    let bed = TestBed::running(&["runtime"]);
-    bed.running_lane("build", None);
-    let run = bed.root.join("runs").join(&bed.run_id);
-    // Grow the run past the size where every mutation rewrites the caches,
-    // then pick a heartbeat the cache rule lets pass (DEVIATIONS 36).
-    let mut n = 0;
-    loop {
-        n += 1;
-        let out = heartbeat_at(&bed, n, &ev(&format!("beat {n}")));
-        let sequence = out["sequence"].as_u64().unwrap();
-        let caches = read_json(&run.join("checkpoint.json"))["caches_sequence"]
-            .as_u64()
-            .unwrap();
-        if sequence >= 32 && sequence + 1 < caches + caches / 8 {
-            break;
-        }
-        assert!(n < 100, "the caches never lag");
-    }
-    let head_before = std::fs::metadata(run.join("receipt-head.json")).unwrap();
-    let checkpoint_before = std::fs::metadata(run.join("checkpoint.json")).unwrap();
-    let run_cache = std::fs::read(run.join("run.json")).unwrap();
-    n += 1;
-    let trace = bed.work.join("heartbeat.trace");
+/// How many times the traced command opened a file named `name`.
+fn opened(trace: &str, name: &str) -> usize {
+    trace
+        .lines()
+        .filter(|l| l.contains(" open(") || l.contains(" openat("))
+        .filter(|l| l.contains(&format!("\"{name}\"")) || l.contains(&format!("/{name}\"")))
+        .count()
+}
+
+/// The `n`th heartbeat of lane `build`, fed from two files, under
+/// `strace -f`: its trace.
+fn traced_heartbeat(bed: &TestBed, n: u32) -> String {
+    let trace = bed.work.join(format!("heartbeat-{n}.trace"));
     let input = bed.file(&beat(n));
-    let evidence = bed.file(&ev("the traced beat"));
+    let evidence = bed.file(&ev(&format!("the traced beat {n}")));
     let owner = bed.owner();
     let argv = [
         "--state-root",
@@ -93,20 +81,75 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
         .status()
         .expect("strace is required (.ci/run installs it)");
     assert!(status.success());
-    let trace = std::fs::read_to_string(&trace).unwrap();
-    let (syncs, renames, _) = counts(&trace);
+    std::fs::read_to_string(&trace).unwrap()
+}
+
+/// Wait until `path` last changed more than two seconds ago: only then may
+/// a checkpoint keep a copy of it under its stamp (contracts/receipt.md
+/// "Checkpoint"). A wait for a condition, not a timing assumption.
+fn settle(path: &Path) {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let changed = UNIX_EPOCH + Duration::new(meta.ctime() as u64, meta.ctime_nsec() as u32);
+    let settled = changed + Duration::from_millis(2100);
+    if let Ok(wait) = settled.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
+}
+
+/// Whether `path` changed less than two seconds ago (now, after the
+/// command that read it returned: so also when it read it).
+fn young(path: &Path) -> bool {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let changed = UNIX_EPOCH + Duration::new(meta.ctime() as u64, meta.ctime_nsec() as u32);
+    SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|age| age < Duration::from_millis(1900))
+}
+
+#[test]
+fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    settle(&run.join("manifest.json"));
+    // Grow the run past the size where every mutation rewrites the caches,
+    // then pick a heartbeat the cache rule lets pass (DEVIATIONS 36).
+    let mut n = 0;
+    loop {
+        n += 1;
+        let out = heartbeat_at(&bed, n, &ev(&format!("beat {n}")));
+        let sequence = out["sequence"].as_u64().unwrap();
+        let caches = read_json(&run.join("checkpoint.json"))["caches_sequence"]
+            .as_u64()
+            .unwrap();
+        if sequence >= 32 && sequence + 1 < caches + caches / 8 {
+            break;
+        }
+        assert!(n < 100, "the caches never lag");
+    }
+    let head_before = std::fs::metadata(run.join("receipt-head.json")).unwrap();
+    let checkpoint_before = std::fs::metadata(run.join("checkpoint.json")).unwrap();
+    let run_cache = std::fs::read(run.join("run.json")).unwrap();
+    n += 1;
+    let trace = traced_heartbeat(&bed, n);
+    let (syncs, renames, opens) = counts(&trace);
     assert_eq!(syncs, 2, "the append and the head, nothing else");
     assert_eq!(renames, 1, "the receipt lock's rename only");
-    // Each derived file it reads and rewrites is opened once (read-write,
-    // under the lock); the binary maps no shared object and asks the
-    // kernel for its random token directly.
-    let opened = |name: &str| {
-        trace
-            .lines()
-            .filter(|l| l.contains(" open(") || l.contains(" openat("))
-            .filter(|l| l.contains(&format!("\"{name}\"")) || l.contains(&format!("/{name}\"")))
-            .count()
-    };
+    // Fifteen opens: the root, the run, the checkpoint (read before the
+    // lock for its manifest copy, rewritten under it through the same
+    // descriptor), derived.key, the boot id, the two input files, the
+    // handle; `locks`, the lock's initializer and directory; the receipt,
+    // the digest table, the head and the tree.
+    assert_eq!(opens, 15, "a file-fed heartbeat makes 15 opens:\n{trace}");
+    // The manifest snapshot is the checkpoint's copy (its file unchanged
+    // since, by its stamp): not opened.
+    assert_eq!(opened(&trace, "manifest.json"), 0, "the copy stands for it");
+    // Each derived file it reads and rewrites is opened once (read-write);
+    // the binary maps no shared object and asks the kernel for its random
+    // token directly.
+    let opened = |name: &str| opened(&trace, name);
     // The receipt too: read under the lock through a descriptor opened to
     // append, which the append then writes through; and the lock's
     // directory is released through the descriptor that published it.
@@ -232,4 +275,98 @@ fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
         .assert_error(2, "contract_error");
     let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
     assert_eq!(verified["breaches"].as_array().unwrap().len(), 300);
+}
+
+/// The manifest snapshot a mutation takes from the checkpoint's copy is
+/// the file's bytes: the copy is kept only under a stamp older than the
+/// clock's tick, and used only while `manifest.json` still has it.
+#[test]
+fn a_mutation_takes_the_manifest_copy_only_under_the_files_stamp() {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    let manifest = run.join("manifest.json");
+    // A manifest changed less than two seconds ago is not copied.
+    heartbeat_at(&bed, 1, &ev("beat 1"));
+    if young(&manifest) {
+        let checkpoint = read_json(&run.join("checkpoint.json"));
+        assert_eq!(checkpoint["manifest_snapshot"], Value::Null);
+    }
+    settle(&manifest);
+    heartbeat_at(&bed, 2, &ev("beat 2"));
+    let checkpoint = read_json(&run.join("checkpoint.json"));
+    let bytes = std::fs::read(&manifest).unwrap();
+    assert_eq!(
+        checkpoint["manifest_snapshot"].as_str().map(str::as_bytes),
+        Some(&bytes[..]),
+        "the copy is the file's bytes"
+    );
+    let meta = std::fs::metadata(&manifest).unwrap();
+    assert_eq!(checkpoint["manifest_stamp"]["ino"], meta.ino());
+    assert_eq!(opened(&traced_heartbeat(&bed, 3), "manifest.json"), 0);
+    // The same bytes written again move the file's change time: the next
+    // mutation reads the file, and keeps no copy of a change this young.
+    std::fs::write(&manifest, &bytes).unwrap();
+    assert_eq!(opened(&traced_heartbeat(&bed, 4), "manifest.json"), 1);
+    if young(&manifest) {
+        let checkpoint = read_json(&run.join("checkpoint.json"));
+        assert_eq!(checkpoint["manifest_snapshot"], Value::Null);
+    }
+    // Once it has settled, the copy is taken again and the file left shut.
+    settle(&manifest);
+    heartbeat_at(&bed, 5, &ev("beat 5"));
+    assert_eq!(opened(&traced_heartbeat(&bed, 6), "manifest.json"), 0);
+    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+}
+
+/// A copy rewritten by a holder of `derived.key` (validly MACed, under the
+/// file's real stamp) is never what a full replay stands on: the command
+/// that replays reads `manifest.json`, finds the copy is not it, removes
+/// the checkpoint and is refused with nothing written; run again, it reads
+/// the file and succeeds.
+#[test]
+fn a_forged_manifest_copy_is_refused_by_the_replay_that_reads_the_file() {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    let manifest = run.join("manifest.json");
+    settle(&manifest);
+    heartbeat_at(&bed, 1, &ev("beat 1"));
+    let real = std::fs::read_to_string(&manifest).unwrap();
+    // Same length, another repo root: what the stamp cannot see.
+    let repo = bed.repo.to_str().unwrap();
+    let other = format!("{}X", &repo[..repo.len() - 1]);
+    let forged = real.replace(repo, &other);
+    assert_ne!(forged, real);
+    assert_eq!(forged.len(), real.len());
+    crate::bed::forge::remac_checkpoint(&bed.root, &run, |checkpoint| {
+        assert_eq!(
+            checkpoint["manifest_snapshot"].as_str(),
+            Some(real.as_str())
+        );
+        checkpoint["manifest_snapshot"] = Value::String(forged.clone());
+    });
+    let receipt = std::fs::read(run.join("receipt.jsonl")).unwrap();
+    // `lane-create` decides on a full replay.
+    let argv = bed.lane_create_argv("second", "agent-second");
+    let refused = bed.flow.run(&argv).assert_error(5, "coordinator_conflict");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("not manifest.json"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read(run.join("receipt.jsonl")).unwrap(), receipt);
+    assert!(
+        !run.join("checkpoint.json").exists(),
+        "the forged copy is gone"
+    );
+    bed.flow.run(&argv).assert_ok();
+    let checkpoint = read_json(&run.join("checkpoint.json"));
+    assert_eq!(
+        checkpoint["manifest_snapshot"].as_str(),
+        Some(real.as_str())
+    );
+    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
 }
