@@ -282,7 +282,21 @@ impl Loc {
     }
 
     pub fn rename_to(&self, to: &Loc) -> std::io::Result<()> {
+        super::root::forget_walked();
+        self.renameat(to)
+    }
+
+    /// [`Self::rename_to`] of a file this command made (a lock's
+    /// initializer into its lock directory): it forgets only the kept
+    /// files and walked directories that have one of the two names, since
+    /// a path resolves through the names on it only, and a file moved
+    /// carries no directory or kept file of this command with it.
+    pub fn rename_own_file_to(&self, to: &Loc) -> std::io::Result<()> {
         super::root::forget_renamed([self.name.as_os_str(), to.name.as_os_str()]);
+        self.renameat(to)
+    }
+
+    fn renameat(&self, to: &Loc) -> std::io::Result<()> {
         rustix::fs::renameat(
             &self.dir.file,
             self.name.as_os_str(),

@@ -445,8 +445,10 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
                 .map_err(|e| StoreError::io(&e, &lock.path()))?;
         }
         let owner = Loc::new(Arc::new(dir), "owner.json");
+        // Our own initializer, into the directory we made: the run's
+        // kept files (the checkpoint read before the lock) stay kept.
         initializer(lock)
-            .rename_to(&owner)
+            .rename_own_file_to(&owner)
             .map_err(|e| StoreError::io(&e, &owner.path()))?;
         guard.owner = Some(owner);
         Ok(())

@@ -348,12 +348,13 @@ pub(super) fn forget_walked() {
     });
 }
 
-/// Forget what a rename of the entries named `names` may have changed: the
-/// walked directories with such a name on their path and the kept files
-/// of that name. A rename changes two directory entries and nothing else,
-/// and a path resolves through the names on it only, so whatever names
-/// neither stays what it was (a lock's initializer renamed into its lock
-/// directory leaves the run's directories and files as they were).
+/// Forget what a rename of a file between the entries named `names` may
+/// have changed: the walked directories with such a name on their path
+/// and the kept files of that name. A rename changes two directory
+/// entries and nothing else, and a path resolves through the names on it
+/// only, so whatever names neither stays what it was (a lock's initializer
+/// renamed into its lock directory leaves the run's directories and files
+/// as they were).
 pub(super) fn forget_renamed(names: [&std::ffi::OsStr; 2]) {
     with_current(|cur| {
         if let Some(cur) = cur.as_mut() {
@@ -610,6 +611,41 @@ pub fn list(path: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_kept_before_the_lock_is_used_under_it_only_while_its_name_names_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap().join("state");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("checkpoint.json"), b"first").unwrap();
+        let _scope = begin(&root);
+        let at = place_inside(&root.join("checkpoint.json"))
+            .unwrap()
+            .unwrap();
+        let open = || Arc::new(std::fs::File::open(root.join("checkpoint.json")).unwrap());
+        keep_before_lock(&at, &open(), 5);
+        assert!(kept(&at).is_none(), "not used before the lock");
+        // Rewritten in place meanwhile: under the lock, the same file at
+        // the length it has now.
+        std::fs::write(root.join("checkpoint.json"), b"second, longer").unwrap();
+        lock_taken();
+        let (_, len) = kept(&at).expect("still the file at its name");
+        assert_eq!(len, 14);
+        // The lock's own rename of another name keeps it ...
+        forget_renamed([".receipt.initializing.json".as_ref(), "owner.json".as_ref()]);
+        assert!(kept(&at).is_some());
+        // ... a rename of its own name does not.
+        forget_renamed(["checkpoint.json".as_ref(), "x".as_ref()]);
+        assert!(kept(&at).is_none());
+        lock_released();
+        // Replaced by another file before the lock: opened afresh.
+        keep_before_lock(&at, &open(), 14);
+        std::fs::write(root.join("other"), b"other").unwrap();
+        std::fs::rename(root.join("other"), root.join("checkpoint.json")).unwrap();
+        lock_taken();
+        assert!(kept(&at).is_none(), "another file has the name now");
+        lock_released();
+    }
 
     #[test]
     fn within_a_scope_paths_inside_the_root_are_reached_from_one_held_root() {

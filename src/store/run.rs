@@ -563,11 +563,7 @@ impl RunDir {
     /// manifest copy in it); the descriptor is kept, and under the lock
     /// [`Self::read_checkpoint`] reads it again through it.
     pub fn read_checkpoint_before_lock(&self) -> Option<Value> {
-        let path = self.checkpoint_path();
-        let at = self.place(&path).ok()?;
-        let (file, len) = super::secure::open_derived_ours_before_lock(&at, "checkpoint")?;
-        let bytes = super::secure::read_derived(&file, &path, len, 256 << 20).ok()??;
-        serde_json::from_slice(&bytes).ok()
+        self.checkpoint_through(true)
     }
 
     /// Remove the checkpoint (under the lock): the next command replays
@@ -946,9 +942,16 @@ impl RunDir {
     /// The checkpoint, if present and readable as JSON (it is only a cache:
     /// anything odd means "no checkpoint").
     pub fn read_checkpoint(&self) -> Option<Value> {
+        self.checkpoint_through(false)
+    }
+
+    fn checkpoint_through(&self, before_lock: bool) -> Option<Value> {
         let path = self.checkpoint_path();
         let at = self.place(&path).ok()?;
-        let (file, len) = super::secure::open_derived_ours(&at, "checkpoint")?;
+        let (file, len) = match before_lock {
+            true => super::secure::open_derived_ours_before_lock(&at, "checkpoint")?,
+            false => super::secure::open_derived_ours(&at, "checkpoint")?,
+        };
         let bytes = super::secure::read_derived(&file, &path, len, 256 << 20).ok()??;
         serde_json::from_slice(&bytes).ok()
     }

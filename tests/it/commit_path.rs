@@ -45,6 +45,14 @@ fn counts(trace: &str) -> (usize, usize, usize) {
     )
 }
 
+/// A running run with a running lane `build`, and its run directory.
+fn running_build() -> (TestBed, std::path::PathBuf) {
+    let bed = TestBed::running(&["runtime"]);
+    bed.running_lane("build", None);
+    let run = bed.root.join("runs").join(&bed.run_id);
+    (bed, run)
+}
+
 /// How many times the traced command opened a file named `name`.
 fn opened(trace: &str, name: &str) -> usize {
     trace
@@ -60,20 +68,13 @@ fn traced_heartbeat(bed: &TestBed, n: u32) -> String {
     let trace = bed.work.join(format!("heartbeat-{n}.trace"));
     let input = bed.file(&beat(n));
     let evidence = bed.file(&ev(&format!("the traced beat {n}")));
-    let owner = bed.owner();
-    let argv = [
-        "--state-root",
-        bed.root.to_str().unwrap(),
+    let argv = crate::bed::mutation_argv(
+        &bed.root,
         "heartbeat",
-        "--run-id",
         &bed.run_id,
-        "--owner-file",
-        owner.to_str().unwrap(),
-        "--evidence",
-        &evidence,
-        "--input",
-        &input,
-    ];
+        &bed.owner(),
+        &["--evidence", &evidence, "--input", &input],
+    );
     let status = bed
         .flow
         .strace(&["-f"], &trace, &argv)
@@ -110,9 +111,7 @@ fn young(path: &Path) -> bool {
 
 #[test]
 fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
-    let bed = TestBed::running(&["runtime"]);
-    bed.running_lane("build", None);
-    let run = bed.root.join("runs").join(&bed.run_id);
+    let (bed, run) = running_build();
     settle(&run.join("manifest.json"));
     // Grow the run past the size where every mutation rewrites the caches,
     // then pick a heartbeat the cache rule lets pass (DEVIATIONS 36).
@@ -235,9 +234,7 @@ fn append_reused_heartbeats(run: &Path, count: usize) {
 
 #[test]
 fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
-    let bed = TestBed::running(&["runtime"]);
-    bed.running_lane("build", None);
-    let run = bed.root.join("runs").join(&bed.run_id);
+    let (bed, run) = running_build();
     heartbeat_at(&bed, 1, &ev("first beat"));
     heartbeat_at(&bed, 2, &ev("second beat"));
     let clean = std::fs::metadata(run.join("checkpoint.json"))
@@ -282,9 +279,7 @@ fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
 /// clock's tick, and used only while `manifest.json` still has it.
 #[test]
 fn a_mutation_takes_the_manifest_copy_only_under_the_files_stamp() {
-    let bed = TestBed::running(&["runtime"]);
-    bed.running_lane("build", None);
-    let run = bed.root.join("runs").join(&bed.run_id);
+    let (bed, run) = running_build();
     let manifest = run.join("manifest.json");
     // A manifest changed less than two seconds ago is not copied.
     heartbeat_at(&bed, 1, &ev("beat 1"));
@@ -326,9 +321,7 @@ fn a_mutation_takes_the_manifest_copy_only_under_the_files_stamp() {
 /// the file and succeeds.
 #[test]
 fn a_forged_manifest_copy_is_refused_by_the_replay_that_reads_the_file() {
-    let bed = TestBed::running(&["runtime"]);
-    bed.running_lane("build", None);
-    let run = bed.root.join("runs").join(&bed.run_id);
+    let (bed, run) = running_build();
     let manifest = run.join("manifest.json");
     settle(&manifest);
     heartbeat_at(&bed, 1, &ev("beat 1"));
