@@ -270,7 +270,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
     members.sort_by_key(|(m, _)| crate::receipt::bundle::order_key(&m.name));
     let (list, contents): (Vec<Member>, Vec<Content>) = members.into_iter().unzip();
     let index = Index {
-        run_id: run.dir.run_id.clone(),
+        run_id: run.dir.run_id.to_string(),
         tool: tool(),
         sequence: replayed.position.sequence,
         checksum: replayed.position.checksum.clone(),

@@ -223,7 +223,7 @@ pub fn save_checkpoint(
     };
     let checkpoint = Checkpoint {
         schema_version: SCHEMA_VERSION,
-        run_id: run.dir.run_id.clone(),
+        run_id: run.dir.run_id.to_string(),
         manifest_hash: run.manifest.contract.hash.clone(),
         run_metadata_digest: run_metadata_digest(run),
         manifest_snapshot,

@@ -11,7 +11,7 @@ use super::ledger::open_run;
 use crate::coordinator::approval::ApprovalPolicy;
 use crate::receipt::event::EventDraft;
 use crate::receipt::manifest::{ManifestContract, bundled};
-use crate::receipt::primitives::{Instant, format_now, is_identifier};
+use crate::receipt::primitives::{Instant, RunId, format_now, is_identifier};
 use crate::receipt::rules::{EventContract, check_event};
 use crate::store::approval::write_policy_file;
 use crate::store::handle::{
@@ -215,11 +215,11 @@ pub fn init_run(
             .format("%Y%m%dT%H%M%SZ"),
         entropy.run_suffix
     );
-    if !is_identifier(&run_id) {
+    let Some(id) = RunId::parse(&run_id) else {
         return Err(FlowError::contract(
             "run_id must match the identifier contract",
         ));
-    }
+    };
 
     ensure_skeleton(root)?;
     // The secret that authenticates our derived files (issue 13).
@@ -227,7 +227,7 @@ pub fn init_run(
     // A killed init leaves a run directory without a receipt and a staging
     // handle; remove those that are provably dead before making another.
     crate::store::litter::remove_dead_init_litter(root, entropy.now.into());
-    let run = RunDir::new(root, &run_id);
+    let run = RunDir::new(root, &id);
     run.create()?;
     let staging = crate::store::handle::staging_handle_path(root, &entropy.staging_suffix);
     let mut published = false;
@@ -328,7 +328,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     // every append, against the snapshot just written.
     let opened = open_run(&run.root, &run.run_id)?;
     let draft = EventDraft {
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         lane_id: None,
         agent_id: None,
         sequence: 1,

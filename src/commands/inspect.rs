@@ -193,12 +193,12 @@ pub fn resume_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>>
 
 /// Open a run for diagnosis: the run directory rules apply (modes, symlinks).
 fn open_validated(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
-    if !crate::receipt::primitives::is_identifier(run_id) {
+    let Some(id) = crate::receipt::primitives::RunId::parse(run_id) else {
         return Err(super::FlowError::contract(
             "run id must match the identifier contract",
         ));
-    }
-    let dir = crate::store::run::RunDir::new(root, run_id);
+    };
+    let dir = crate::store::run::RunDir::new(root, &id);
     if dir.is_absent() {
         return Err(nothing_to_diagnose(root, run_id));
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::error::{FlowError, FlowResult};
 use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
-use crate::receipt::primitives::is_identifier;
+use crate::receipt::primitives::RunId;
 use crate::receipt::rules::Family;
 use crate::receipt::verify::{
     ChainPosition, ChainVerifier, INCOMPLETE, NO_EVENTS, ReceiptDamage, StreamStop,
@@ -71,8 +71,7 @@ pub struct ManifestSnapshot {
 
 /// Check the run id, then load and validate the manifest snapshot.
 pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
-    check_run_id(run_id)?;
-    read_run(RunDir::new(root, run_id))
+    read_run(RunDir::new(root, &checked_run_id(run_id)?))
 }
 
 /// [`open_run`] for a mutation: the manifest snapshot from the checkpoint's
@@ -80,8 +79,7 @@ pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
 /// file is then not opened; contracts/receipt.md "Checkpoint"), else from
 /// the file. The checkpoint's descriptor is kept for the lock.
 pub fn open_run_for_mutation(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
-    check_run_id(run_id)?;
-    let dir = RunDir::new(root, run_id);
+    let dir = RunDir::new(root, &checked_run_id(run_id)?);
     if let Some((bytes, stamp)) = super::checkpoint::manifest_copy(&dir)
         && let Ok(manifest) = load_run_manifest(&bytes)
     {
@@ -100,13 +98,9 @@ pub fn open_run_for_mutation(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
     read_run(dir)
 }
 
-fn check_run_id(run_id: &str) -> FlowResult<()> {
-    if !is_identifier(run_id) {
-        return Err(FlowError::contract(
-            "run id must match the identifier contract",
-        ));
-    }
-    Ok(())
+fn checked_run_id(run_id: &str) -> FlowResult<RunId> {
+    RunId::parse(run_id)
+        .ok_or_else(|| FlowError::contract("run id must match the identifier contract"))
 }
 
 fn read_run(dir: RunDir) -> FlowResult<OpenRun> {

@@ -30,6 +30,79 @@ pub fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
+/// A run id that meets the identifier contract ([`is_identifier`]): what
+/// a run's directory `runs/<id>` is named by, so that no path of the store
+/// is ever built from an unchecked id (a `/` or `..` cannot be one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// `text` as a run id, if it meets the identifier contract.
+    pub fn parse(text: &str) -> Option<RunId> {
+        is_identifier(text).then(|| RunId(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for RunId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for RunId {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.as_ref()
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for RunId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for RunId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for RunId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<RunId> for String {
+    fn eq(&self, other: &RunId) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<RunId> for str {
+    fn eq(&self, other: &RunId) -> bool {
+        self == other.0
+    }
+}
+
+impl PartialEq<RunId> for &str {
+    fn eq(&self, other: &RunId) -> bool {
+        *self == other.0
+    }
+}
+
 /// 64 lowercase hex characters.
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
@@ -137,6 +210,33 @@ pub fn is_bounded_string(value: &Value, max: usize) -> bool {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_run_id_names_one_directory_and_nothing_else() {
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "a/b",
+            "../x",
+            "a b",
+            "é",
+            &"a".repeat(129),
+        ] {
+            assert_eq!(RunId::parse(bad), None, "{bad:?}");
+        }
+        let id = RunId::parse("20261206T110535Z-4651c2d9").unwrap();
+        assert_eq!(id, "20261206T110535Z-4651c2d9");
+        assert_eq!(
+            std::path::Path::new("runs").join(&id).components().count(),
+            2
+        );
+        assert_eq!(
+            serde_json::to_string(&id).unwrap(),
+            "\"20261206T110535Z-4651c2d9\""
+        );
+        assert!(RunId::parse(&"a".repeat(128)).is_some());
+    }
 
     #[test]
     fn identifiers() {

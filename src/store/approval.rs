@@ -168,7 +168,10 @@ mod tests {
     #[test]
     fn the_policy_file_is_read_securely() {
         let dir = tempfile::tempdir().unwrap();
-        let run = RunDir::new(dir.path(), "r1");
+        let run = RunDir::new(
+            dir.path(),
+            &crate::receipt::primitives::RunId::parse("r1").unwrap(),
+        );
         std::fs::create_dir_all(&run.dir).unwrap();
         assert_eq!(
             read_policy_file(&run),

@@ -232,7 +232,10 @@ mod tests {
     #[test]
     fn find_line_finds_every_line_by_binary_search() {
         let dir = tempfile::tempdir().unwrap();
-        let run = RunDir::new(dir.path(), "r");
+        let run = RunDir::new(
+            dir.path(),
+            &crate::receipt::primitives::RunId::parse("r").unwrap(),
+        );
         std::fs::create_dir_all(&run.dir).unwrap();
         let mut text = Vec::new();
         for i in 1..=3000u64 {

@@ -17,7 +17,7 @@ use super::secure::{
     open_secure_dir, open_secure_dir_at,
 };
 use crate::receipt::canonical;
-use crate::receipt::primitives::{as_int, is_identifier, is_sha256_hex};
+use crate::receipt::primitives::{RunId, as_int, is_identifier, is_sha256_hex};
 
 /// How much of the receipt's end the checkpoint fingerprints.
 const RECEIPT_TAIL_BYTES: u64 = 64 * 1024;
@@ -182,7 +182,7 @@ pub const HEAD_RECORD_BYTES: usize = 512;
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub root: PathBuf,
-    pub run_id: String,
+    pub run_id: RunId,
     pub dir: PathBuf,
     held: Arc<OnceLock<HeldRun>>,
     /// The receipt opened for reading once per command (positioned reads
@@ -220,10 +220,10 @@ fn moved(run_id: &str) -> StoreError {
 }
 
 impl RunDir {
-    pub fn new(root: &Path, run_id: &str) -> RunDir {
+    pub fn new(root: &Path, run_id: &RunId) -> RunDir {
         RunDir {
             root: root.to_path_buf(),
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             dir: root.join("runs").join(run_id),
             held: Arc::new(OnceLock::new()),
             receipt_reader: Arc::new(OnceLock::new()),

@@ -711,14 +711,17 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
     let line = bluetape_flow::receipt::canonical::to_string(&Value::Object(first)) + "\n";
     std::fs::write(&receipt, &line).unwrap();
     let _ = std::fs::remove_file(fresh.dir.join("checkpoint.json"));
-    bluetape_flow::store::run::RunDir::new(&fresh.root, &fresh.run_id)
-        .write_head(&bluetape_flow::store::run::AckHead {
-            sequence: 1,
-            checksum,
-            byte_length: line.len() as u64,
-            canonical_through: 1,
-        })
-        .unwrap();
+    bluetape_flow::store::run::RunDir::new(
+        &fresh.root,
+        &bluetape_flow::receipt::primitives::RunId::parse(&fresh.run_id).unwrap(),
+    )
+    .write_head(&bluetape_flow::store::run::AckHead {
+        sequence: 1,
+        checksum,
+        byte_length: line.len() as u64,
+        canonical_through: 1,
+    })
+    .unwrap();
     common::set_modes(&fresh.root);
     fresh.verify();
     fresh

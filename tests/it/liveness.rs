@@ -5,6 +5,7 @@
 //! copies of the reference's state roots and on hand-built receipts.
 
 use crate::bed as common;
+use bluetape_flow::receipt::primitives::RunId;
 
 use bluetape_flow::receipt::canonical;
 use bluetape_flow::receipt::event::EventDraft;
@@ -1343,7 +1344,7 @@ impl Built {
         at: &str,
         metadata: Value,
     ) {
-        let dir = RunDir::new(&self.root, &self.run_id);
+        let dir = RunDir::new(&self.root, &RunId::parse(&self.run_id).unwrap());
         let sealed = EventDraft {
             run_id: self.run_id.clone(),
             lane_id: Some("build".into()),

@@ -12,6 +12,7 @@ pub mod refusal;
 pub mod topo;
 
 use bluetape_flow::receipt::event::EventDraft;
+use bluetape_flow::receipt::primitives::RunId;
 use bluetape_flow::store::run::{AckHead, RunDir};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -1413,7 +1414,7 @@ impl TestBed {
             last = Value::Object(sealed.event);
         }
         std::fs::write(&receipt, &bytes).unwrap();
-        RunDir::new(&self.root, &self.run_id)
+        RunDir::new(&self.root, &RunId::parse(&self.run_id).unwrap())
             .write_head(&AckHead {
                 sequence: last["sequence"].as_u64().unwrap(),
                 checksum: last["checksum"].as_str().unwrap().into(),

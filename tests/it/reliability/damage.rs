@@ -23,6 +23,7 @@ use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
 use bluetape_flow::commands::inspect::receipt_diagnose;
 use bluetape_flow::commands::{FlowError, verify};
 use bluetape_flow::receipt::event::EventDraft;
+use bluetape_flow::receipt::primitives::RunId;
 use bluetape_flow::store::discovery::DiscoveryEnv;
 use bluetape_flow::store::handle::OwnerToken;
 use bluetape_flow::store::run::{AckHead, RunDir};
@@ -360,7 +361,7 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         components: vec!["runtime".into()],
     };
     let outcome = init(&root, &env, &request, &entropy).unwrap();
-    let run = RunDir::new(&root, &outcome.run_id);
+    let run = RunDir::new(&root, &RunId::parse(&outcome.run_id).unwrap());
     let mut bytes = std::fs::read(run.receipt_path()).unwrap();
     let mut previous = outcome.checksum.clone();
     let hash = "63d9230c3ff7198644fe0d20580809737484322b921d513406875053c96576d6".to_string();
