@@ -23,26 +23,15 @@ struct Agent {
 
 const OWNER: &str = ".bluetape/handles/main.owner";
 
-/// Every file and directory under `dir` (but `.bluetape`), with its bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let path = entry.path();
-            if path == dir.join(".bluetape") {
-                continue;
-            }
-            let rel = path.strip_prefix(dir).unwrap().to_path_buf();
-            if entry.file_type().unwrap().is_dir() {
-                out.insert(rel, None);
-                stack.push(path);
-            } else {
-                out.insert(rel, Some(std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
+/// Every file and directory under `dir` but the state root `.bluetape`:
+/// the bed's snapshot of it (kind, mode, content digest).
+fn tree(dir: &Path) -> BTreeMap<PathBuf, (char, u32, String)> {
+    let state = dir.join(".bluetape");
+    crate::bed::snapshot(dir)
+        .into_iter()
+        .filter(|(path, _)| path != dir && !path.starts_with(&state))
+        .map(|(path, e)| (path, (e.kind, e.mode, e.content)))
+        .collect()
 }
 
 impl Agent {
