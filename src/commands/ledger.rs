@@ -134,12 +134,15 @@ impl OpenRun {
         if *bytes == *self.snapshot.bytes {
             return Ok(());
         }
-        if holding_lock {
+        let removed = if holding_lock {
             self.dir.discard_checkpoint()?;
-        }
-        Err(FlowError::Conflict(
-            "checkpoint.json held a copy of the run manifest that is not manifest.json; the checkpoint was removed and nothing was written".into(),
-        )
+            "the checkpoint was removed and "
+        } else {
+            ""
+        };
+        Err(FlowError::Conflict(format!(
+            "checkpoint.json held a copy of the run manifest that is not manifest.json; {removed}nothing was written"
+        ))
         .hinted("run the same command again: it reads manifest.json itself"))
     }
 

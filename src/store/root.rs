@@ -407,55 +407,38 @@ pub(super) fn kept_for_append(at: &Loc) -> Option<Arc<std::fs::File>> {
 
 fn kept_as(at: &Loc, appends: bool) -> Option<(Arc<std::fs::File>, u64)> {
     let dir = at.dir().identity();
-    let found = with_current(|cur| {
-        let cur = cur.as_ref()?;
-        cur.kept
+    with_current(|cur| {
+        let cur = cur.as_mut()?;
+        let locked = cur.locks_held > 0;
+        let i = cur
+            .kept
             .iter()
-            .find(|k| k.dir == dir && k.name == at.name() && k.appends == appends)
-            .map(|k| {
-                (
-                    Arc::clone(&k.file),
-                    k.len,
-                    k.before_lock,
-                    cur.locks_held > 0,
-                )
-            })
-    })?;
-    match found {
-        (file, len, false, _) => Some((file, len)),
-        (_, _, true, false) => None,
-        (file, _, true, true) => {
-            // Kept before the lock: still the file at its name, as long as
-            // it is now (one `fstat`, one `lstat`); else opened afresh.
-            use std::os::unix::fs::MetadataExt;
-            let now = file.metadata().ok();
-            let named = at.lstat().ok().flatten();
-            let same = match (&now, &named) {
-                (Some(now), Some(named)) => {
-                    now.is_file() && (now.dev(), now.ino()) == (named.st_dev, named.st_ino)
+            .position(|k| k.dir == dir && k.name == at.name() && k.appends == appends)?;
+        if cur.kept[i].before_lock {
+            if !locked {
+                return None;
+            }
+            // Kept before the lock: used while its name still names it, at
+            // the length it has now; else forgotten and opened afresh.
+            match length_if_named(&cur.kept[i].file, at) {
+                Some(len) => (cur.kept[i].before_lock, cur.kept[i].len) = (false, len),
+                None => {
+                    cur.kept.remove(i);
+                    return None;
                 }
-                _ => false,
-            };
-            with_current(|cur| {
-                let Some(cur) = cur.as_mut() else { return };
-                let index = cur
-                    .kept
-                    .iter()
-                    .position(|k| k.dir == dir && k.name == at.name() && k.appends == appends);
-                match (index, &now) {
-                    (Some(i), Some(now)) if same => {
-                        cur.kept[i].before_lock = false;
-                        cur.kept[i].len = now.len();
-                    }
-                    (Some(i), _) => {
-                        cur.kept.remove(i);
-                    }
-                    _ => {}
-                }
-            });
-            same.then(|| (file, now.map_or(0, |m| m.len())))
+            }
         }
-    }
+        Some((Arc::clone(&cur.kept[i].file), cur.kept[i].len))
+    })
+}
+
+/// The length of `file` when the name `at` still names it (one `fstat`,
+/// one `lstat`).
+fn length_if_named(file: &std::fs::File, at: &Loc) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let now = file.metadata().ok()?;
+    let named = at.lstat().ok()??;
+    (now.is_file() && (now.dev(), now.ino()) == (named.st_dev, named.st_ino)).then_some(now.len())
 }
 
 /// Keep `file` (opened read-write at `at` and checked) for a rewrite.
