@@ -50,7 +50,9 @@ fn wait_for(path: &Path, child: &mut Child) {
     let start = Instant::now();
     while !path.exists() {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the namespaced holder exited early ({status}): unshare needs root");
+            panic!(
+                "the namespaced holder exited early ({status}): it needs root (unshare) and a debug build (its pause is a test hook only debug builds have)"
+            );
         }
         assert!(
             start.elapsed() < Duration::from_secs(10),
