@@ -60,12 +60,6 @@ pub fn success_in(
     render(&Value::Object(data))
 }
 
-/// The exit status, the reference's `error` name, whether a retry may
-/// help, and the `next_command` of `error` ([`FlowError::classify`]).
-pub fn classify(error: &FlowError) -> (u8, &'static str, bool, Option<&'static str>) {
-    error.classify()
-}
-
 /// The failure envelope and its exit status.
 pub fn failure(error: &FlowError) -> (u8, String) {
     failure_with(error, &[])
@@ -74,7 +68,7 @@ pub fn failure(error: &FlowError) -> (u8, String) {
 /// The failure envelope, with the hint's `{run_id}`-style placeholders
 /// filled from `argv` (the command's own flags) where it has them.
 pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, String) {
-    let (code, name, retryable, next) = classify(error);
+    let (code, name, retryable, next) = error.classify();
     let (inner, teach) = error.untaught();
     let hint = teach
         .and_then(|t| t.hint.as_deref())

@@ -755,7 +755,7 @@ mod tests {
             "{}",
             error.message()
         );
-        let (code, name, _, next) = crate::cli::envelope::classify(&error);
+        let (code, name, _, next) = error.classify();
         assert_eq!((code, name, next), (2, "contract_error", None));
         // The refused event left the state as it was.
         assert_eq!(state.public_json(), before);

@@ -115,20 +115,23 @@ impl<'a> ObjectRef<'a> {
     /// `map` read into `arena`, its strings borrowed (a `Map` iterates in
     /// key order).
     pub fn from_map(map: &'a Map<String, Value>, arena: &'a Bump) -> ObjectRef<'a> {
-        ObjectRef {
-            members: arena.alloc_slice_fill_iter(
-                map.iter()
-                    .map(|(k, v)| (k.as_str(), JsonRef::from_value(v, arena))),
-            ),
-        }
+        ObjectRef::read(map, arena, &|text| text)
     }
 
     /// `map` copied into `arena` (a map that does not live as long).
     pub fn copied(map: &Map<String, Value>, arena: &'a Bump) -> ObjectRef<'a> {
+        ObjectRef::read(map, arena, &|text| &*arena.alloc_str(text))
+    }
+
+    fn read<'v>(
+        map: &'v Map<String, Value>,
+        arena: &'a Bump,
+        text: &dyn Fn(&'v str) -> &'a str,
+    ) -> ObjectRef<'a> {
         ObjectRef {
             members: arena.alloc_slice_fill_iter(
                 map.iter()
-                    .map(|(k, v)| (&*arena.alloc_str(k), JsonRef::copied(v, arena))),
+                    .map(|(k, v)| (text(k.as_str()), JsonRef::read(v, arena, text))),
             ),
         }
     }
@@ -198,42 +201,37 @@ impl<'a> std::ops::Index<&str> for ObjectRef<'a> {
 impl<'a> JsonRef<'a> {
     /// `value` read into `arena`, its strings borrowed.
     pub fn from_value(value: &'a Value, arena: &'a Bump) -> JsonRef<'a> {
-        match value {
-            Value::Null => JsonRef::Null,
-            Value::Bool(b) => JsonRef::Bool(*b),
-            Value::Number(n) => JsonRef::Number(n.as_str()),
-            Value::String(s) => JsonRef::String(s),
-            Value::Array(items) => {
-                JsonRef::Array(arena.alloc(ListRef {
-                    items:
-                        arena.alloc_slice_fill_iter(
-                            items.iter().map(|v| JsonRef::from_value(v, arena)),
-                        ),
-                    canonical: None,
-                }))
-            }
-            Value::Object(map) => JsonRef::Object(ObjectRef::from_map(map, arena)),
-        }
+        JsonRef::read(value, arena, &|text| text)
     }
 
     /// `value` copied into `arena`, strings too (a value that does not
     /// live as long: a line that is not canonical, read by serde_json).
     pub fn copied(value: &Value, arena: &'a Bump) -> JsonRef<'a> {
+        JsonRef::read(value, arena, &|text| &*arena.alloc_str(text))
+    }
+
+    /// `value`'s nodes in `arena`, each string (keys too) as `text` keeps
+    /// it: borrowed, or copied into the arena.
+    fn read<'v>(
+        value: &'v Value,
+        arena: &'a Bump,
+        text: &dyn Fn(&'v str) -> &'a str,
+    ) -> JsonRef<'a> {
         match value {
             Value::Null => JsonRef::Null,
             Value::Bool(b) => JsonRef::Bool(*b),
-            Value::Number(n) => JsonRef::Number(arena.alloc_str(n.as_str())),
-            Value::String(s) => JsonRef::String(arena.alloc_str(s)),
+            Value::Number(n) => JsonRef::Number(text(n.as_str())),
+            Value::String(s) => JsonRef::String(text(s)),
             Value::Array(items) => {
-                JsonRef::Array(
-                    arena.alloc(ListRef {
-                        items: arena
-                            .alloc_slice_fill_iter(items.iter().map(|v| JsonRef::copied(v, arena))),
-                        canonical: None,
-                    }),
-                )
+                JsonRef::Array(arena.alloc(ListRef {
+                    items:
+                        arena.alloc_slice_fill_iter(
+                            items.iter().map(|v| JsonRef::read(v, arena, text)),
+                        ),
+                    canonical: None,
+                }))
             }
-            Value::Object(map) => JsonRef::Object(ObjectRef::copied(map, arena)),
+            Value::Object(map) => JsonRef::Object(ObjectRef::read(map, arena, text)),
         }
     }
 
