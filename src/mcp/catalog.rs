@@ -105,6 +105,9 @@ pub struct ToolSpec {
     /// The command takes `--new-owner-file` (`resume`): the server names
     /// the new handle and acts with it afterwards.
     pub makes_owner: bool,
+    /// The command takes `--run-id` and `--owner-file`: the server names
+    /// the run its handle belongs to, and no argument does.
+    pub acts_on_the_handles_run: bool,
     pub params: Vec<Param>,
 }
 
@@ -215,16 +218,16 @@ fn without_asides(text: &str) -> String {
 fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
     let name = def.name;
     let mut params = Vec::new();
-    let mut takes_owner = false;
-    let mut makes_owner = false;
+    let flags = || command.get_arguments().filter_map(|a| a.get_long());
+    let takes_owner = flags().any(|flag| flag == "owner-file");
+    let makes_owner = flags().any(|flag| flag == "new-owner-file");
+    let acts_on_the_handles_run = takes_owner && flags().any(|flag| flag == "run-id");
     for arg in command.get_arguments() {
         let Some(flag) = arg.get_long() else { continue };
-        if flag == "help" {
-            continue;
-        }
-        takes_owner |= flag == "owner-file";
-        makes_owner |= flag == "new-owner-file";
-        if WITHHELD_FLAGS.contains(&flag) {
+        // A tool acting with the server's handle acts on the handle's run:
+        // the server names it (agent-tools.md §2).
+        let servers = WITHHELD_FLAGS.contains(&flag) || (takes_owner && flag == "run-id");
+        if flag == "help" || servers {
             continue;
         }
         let kind = match json_kind(def, flag) {
@@ -266,6 +269,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
         read_only: !def.writes(),
         takes_owner,
         makes_owner,
+        acts_on_the_handles_run,
         params,
     }
 }
@@ -344,7 +348,7 @@ const SHARED_FLAGS: &[&str] = &[
 
 /// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id is the id init printed; at is when the step happened (UTC, at most 300 s after the server's clock; now when left out where a tool does not require it); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id names the run a read-only tool reads (a mutation acts on the run of the server's handle and takes none); at is when the step happened (UTC, at most 300 s after the server's clock; now when left out where a tool does not require it); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
 /// A flag's help as a tool argument's description: its first clause,
 /// without what only a command line needs (files, `-`, "see below") or what
@@ -723,6 +727,7 @@ mod tests {
                 assert!(
                     long == "owner-file"
                         || (long == "new-owner-file" && t.makes_owner)
+                        || (long == "run-id" && t.acts_on_the_handles_run)
                         || t.params.iter().any(|p| p.flag == long),
                     "{} requires --{long}, which no argument supplies",
                     t.name
@@ -803,21 +808,16 @@ mod tests {
         assert_eq!(schema["properties"]["evidence"]["type"], "array");
         assert_eq!(schema["properties"]["evidence"]["maxItems"], 8);
         assert_eq!(schema["properties"]["changed_paths"]["type"], "array");
-        assert_eq!(schema["properties"]["run_id"]["type"], "string");
+        // It acts with the server's handle, on the handle's run.
+        assert!(schema["properties"].get("run_id").is_none());
+        assert!(lane.takes_owner && lane.acts_on_the_handles_run);
         let required: Vec<&str> = schema["required"]
             .as_array()
             .unwrap()
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-        for name in [
-            "run_id",
-            "lane_id",
-            "agent_id",
-            "at",
-            "evidence",
-            "changed_paths",
-        ] {
+        for name in ["lane_id", "agent_id", "at", "evidence", "changed_paths"] {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");
@@ -831,9 +831,9 @@ mod tests {
     #[test]
     fn calls_are_checked_server_side() {
         let lane = tool(Mode::Owner, "lane-start");
-        let good = json!({"run_id": "r", "lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
+        let good = json!({"lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
         let pieces = pieces(&lane, good.as_object().unwrap()).unwrap();
-        assert!(pieces.contains(&Piece::Value("run-id".into(), "r".into())));
+        assert!(pieces.contains(&Piece::Value("lane-id".into(), "l".into())));
         assert!(
             matches!(pieces.last(), Some(Piece::Json(flag, _)) if flag == "evidence")
                 || pieces
@@ -844,6 +844,7 @@ mod tests {
             ("owner_file", json!("/tmp/x")),
             ("approved_by", json!("me")),
             ("token", json!("t")),
+            ("run_id", json!("r")),
         ] {
             let mut bad = good.as_object().unwrap().clone();
             bad.insert(extra.into(), value);
@@ -851,10 +852,10 @@ mod tests {
             assert!(e.contains(extra), "{e}");
         }
         let mut bad = good.as_object().unwrap().clone();
-        bad.insert("run_id".into(), json!(5));
+        bad.insert("agent_id".into(), json!(5));
         assert_eq!(
             super::pieces(&lane, &bad).unwrap_err(),
-            "argument `run_id` must be a string"
+            "argument `agent_id` must be a string"
         );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("evidence".into(), json!("[]"));

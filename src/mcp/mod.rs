@@ -156,6 +156,17 @@ fn invoke(
         && let Some(owner) = owner
     {
         argv.push(joined("owner-file", owner.as_os_str()));
+        if spec.acts_on_the_handles_run {
+            // The run is the handle's: read from it here, and held to it
+            // again by the command, which reads the handle under its root.
+            match crate::store::handle::read_handle(owner, None) {
+                Ok(handle) => argv.push(joined("run-id", handle.run_id.as_ref())),
+                Err(error) => {
+                    let refusal = FlowError::from(error);
+                    return (envelope::failure(&refusal).1, false, None);
+                }
+            }
+        }
     }
     let new_owner = match owner {
         Some(owner) if spec.makes_owner => {
@@ -247,7 +258,7 @@ impl ServerHandler for Server {
             self.config.mode.name(),
             catalog::SHARED_ARGUMENTS,
             if self.config.mode == Mode::Owner {
-                " Mutations act with the owner handle this server was started with; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
+                " Mutations act with the owner handle this server was started with, on its run; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
             } else {
                 " No tool writes."
             }
