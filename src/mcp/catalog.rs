@@ -543,6 +543,12 @@ pub enum Piece {
 pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, String> {
     let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     if let Some(unknown) = args.keys().find(|k| !names.contains(&k.as_str())) {
+        if unknown == "run_id" && tool.acts_on_the_handles_run {
+            return Err(format!(
+                "{} takes no argument `run_id`: it acts on the run of the server's owner handle; drop run_id",
+                tool.name
+            ));
+        }
         return Err(format!(
             "{} takes no argument `{unknown}` (it takes: {}); the owner handle, tokens and identities are never arguments",
             tool.name,
@@ -851,6 +857,12 @@ mod tests {
             let e = super::pieces(&lane, &bad).unwrap_err();
             assert!(e.contains(extra), "{e}");
         }
+        let mut named = good.as_object().unwrap().clone();
+        named.insert("run_id".into(), json!("r"));
+        assert_eq!(
+            super::pieces(&lane, &named).unwrap_err(),
+            "lane-start takes no argument `run_id`: it acts on the run of the server's owner handle; drop run_id"
+        );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("agent_id".into(), json!(5));
         assert_eq!(

@@ -85,16 +85,15 @@ impl Server {
         let listed = tools
             .iter()
             .map(|spec| {
-                // Only the hints that differ from MCP's defaults (not
-                // read-only, destructive, not idempotent, open world) and
-                // mean something: the destructive and idempotent hints
-                // are meaningful only when the tool is not read-only.
+                // The kind (agent-tools.md §4), and that a mutation only
+                // appends: the one hint beside it that changes what a
+                // client asks before a call (MCP's default is
+                // destructive). The others are left at their defaults.
                 let annotations = if spec.read_only {
                     ToolAnnotations::new().read_only(true)
                 } else {
                     ToolAnnotations::new().destructive(false)
-                }
-                .open_world(false);
+                };
                 Tool::new(
                     spec.name.clone(),
                     spec.description.clone(),
