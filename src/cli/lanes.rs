@@ -1,9 +1,10 @@
 //! Lane lifecycle commands: lane-create, lane-start, startup-ack,
 //! probe-ack, lane-complete, lane-fail, lane-block, lane-cancel.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::lanes::LaneTransitionRequest;
@@ -36,7 +37,7 @@ pub struct LaneCompleteArgs {
     #[command(flatten)]
     pub transition: LaneStepArgs,
     #[arg(long = "changed-paths", required = true)]
-    pub changed_paths: PathBuf,
+    pub changed_paths: JsonArg,
 }
 
 pub fn dispatch(

@@ -1,6 +1,7 @@
 //! Liveness commands: heartbeat, stall-record, stall-clear, probe-sent,
 //! interrupt-result and the read-only liveness-check.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ pub struct StallRecordArgs {
     #[arg(long, required = true)]
     pub reason: String,
     #[arg(long, required = true)]
-    pub decision: PathBuf,
+    pub decision: JsonArg,
 }
 
 #[derive(Debug, Args)]

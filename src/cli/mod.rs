@@ -23,6 +23,7 @@ pub mod topology;
 pub mod transparency;
 pub mod views;
 
+use crate::store::input::JsonArg;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::{Map, Value};
 use std::ffi::OsString;
@@ -119,7 +120,7 @@ pub struct DoctorArgs {
 pub struct EvidenceDigestArgs {
     /// The evidence list to digest, as the lane recorded it: inline, - or a <FILE> (see "JSON values" below).
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -152,7 +153,7 @@ pub struct InitArgs {
     pub component: Vec<String>,
     /// Freeze an approval policy for the run (see contracts/approvals.md).
     #[arg(long = "approval-policy", value_name = "FILE")]
-    pub approval_policy: Option<PathBuf>,
+    pub approval_policy: Option<JsonArg>,
     #[command(flatten)]
     pub at: mutation::AtArg,
 }
@@ -351,7 +352,7 @@ fn utility(
 /// `evidence-digest`: the digest `lane-resolve` binds for an evidence list
 /// (and `replacement-repair` for a checkpoint's), computed as the tool
 /// computes it, so no recipe canonicalises JSON by hand.
-fn evidence_digest(evidence: &Path, env: &DiscoveryEnv) -> Result<String, FlowError> {
+fn evidence_digest(evidence: &JsonArg, env: &DiscoveryEnv) -> Result<String, FlowError> {
     use crate::store::input::{InputShape, read_json_input};
     let value = read_json_input(evidence, InputShape::List, env.home.as_ref(), "--evidence")?;
     let mut data = Map::new();

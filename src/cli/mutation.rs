@@ -1,5 +1,6 @@
 //! Flags and context shared by every Phase 2 mutation command.
 
+use crate::store::input::JsonArg;
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -56,9 +57,9 @@ pub struct InputMutationArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long, required = true)]
-    pub input: PathBuf,
+    pub input: JsonArg,
     #[command(flatten)]
     pub at: AtArg,
 }
@@ -70,7 +71,7 @@ pub struct LaneStepArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "agent-id", required = true)]

@@ -1,6 +1,7 @@
 //! Owner transfer, recovery and bound reports: resume,
 //! recovery-run-create, handoff-create, live-report-create.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ pub struct ResumeArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long = "new-owner-file", required = true)]
     pub new_owner_file: PathBuf,
     #[command(flatten)]
@@ -42,16 +43,16 @@ pub struct RecoveryRunCreateArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long, required = true)]
-    pub input: PathBuf,
+    pub input: JsonArg,
     /// The NEW run's owner handle.
     #[arg(long = "owner-file", required = true)]
     pub owner_file: PathBuf,
     /// The recovery run's approval policy (our extension): a gate for an
     /// ungated run, or constraints added to the carried gate.
     #[arg(long = "approval-policy")]
-    pub approval_policy: Option<PathBuf>,
+    pub approval_policy: Option<JsonArg>,
     #[command(flatten)]
     pub sign: SignHeadKeyArg,
     #[command(flatten)]
@@ -71,7 +72,7 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub input: PathBuf,
+    pub input: JsonArg,
     #[command(flatten)]
     pub at: super::mutation::AtArg,
 }

@@ -1,9 +1,10 @@
 //! Stalled-lane replacement commands: lane-reassign, replacement-repair,
 //! replacement-block, replacement-close.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
@@ -23,7 +24,7 @@ pub struct LineageArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "replacement-lane-id", required = true)]

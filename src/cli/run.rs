@@ -1,6 +1,7 @@
 //! Run lifecycle commands: run-approve, run-start, run-recovery-start,
 //! run-recovery-finish, run-fail, run-block, run-cancel.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ pub struct RunTransitionArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long)]
     pub at: Option<String>,
 }

@@ -99,7 +99,7 @@ pub fn name_the_file(
                 use crate::store::input::InputSource;
                 let source = match InputSource::of(std::path::Path::new(&value)) {
                     InputSource::File(_) => None,
-                    InputSource::Inline(_) => Some("inline"),
+                    InputSource::Inline(_) | InputSource::Argument(_) => Some("inline"),
                     InputSource::Stdin => Some("stdin"),
                 };
                 if let Some(source) = source {

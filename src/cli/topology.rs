@@ -2,9 +2,10 @@
 //! check-result, component-evidence, lane-resolve, complete and the
 //! read-only completion-check.
 
+use crate::store::input::JsonArg;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
@@ -33,7 +34,7 @@ pub struct LaneResolveArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "resolution-lane-id", required = true)]
@@ -47,7 +48,7 @@ pub struct TopologyRemoveArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     #[arg(long = "component-id", required = true)]
     pub component_id: String,
     #[arg(long, required = true)]
@@ -61,7 +62,7 @@ pub struct CompleteArgs {
     #[command(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     /// When it happened: a UTC timestamp ending in Z, recorded as the event's time (the reference accepts and ignores it; at most 300 seconds after this machine's clock; default: now).
     #[arg(long)]
     pub at: Option<String>,

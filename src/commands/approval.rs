@@ -10,6 +10,7 @@
 //! then the pure rules of [`crate::coordinator::approval`] decide on those
 //! values. Nothing but the seal, the append and its fsync follows.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ impl ApprovalEnv {
 /// Read and validate an `init --approval-policy` file (before anything is
 /// created).
 pub fn read_policy_input(
-    path: &Path,
+    path: &JsonArg,
     initiated_by: Option<&str>,
     env: &DiscoveryEnv,
 ) -> FlowResult<ApprovalPolicy> {
@@ -215,7 +216,7 @@ fn read_gate_in_lock(
 /// `run-approve`: the reference's transition, gated by the frozen policy.
 pub fn approve(
     ctx: &MutationContext,
-    evidence: &Path,
+    evidence: &JsonArg,
     at: Option<&str>,
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
@@ -285,7 +286,7 @@ pub fn approve(
 /// chain is only read for such a denial (the receipt is short then).
 pub fn cancel(
     ctx: &MutationContext,
-    evidence: &Path,
+    evidence: &JsonArg,
     at: Option<&str>,
     reason: &str,
     approval_env: &ApprovalEnv,

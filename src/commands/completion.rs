@@ -1,6 +1,7 @@
 //! Completion (reference-coordinator §9, §10.5–§10.7): the read-only
 //! `completion-check`, `lane-resolve` and the `complete` gate.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -49,7 +50,7 @@ pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
 /// loads the state again; if the head moved in between, `complete` answers
 /// "receipt head changed before mutation" (exit 5, retry) rather than
 /// decide on a state it did not fully verify.
-pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String, Value>> {
+pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
     run.dir.validate()?;
@@ -73,7 +74,7 @@ pub fn complete(ctx: &MutationContext, evidence: &Path) -> FlowResult<Map<String
 /// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
 pub fn lane_resolve(
     ctx: &MutationContext,
-    evidence: &Path,
+    evidence: &JsonArg,
     lane_id: &str,
     resolution_lane_id: &str,
     at: &str,

@@ -104,7 +104,7 @@ pub enum PolicySource {
 /// `BLUETAPE_INITIATED_BY` (trimmed; `None` when unset or blank).
 #[derive(Debug, Clone)]
 pub struct PolicyRequest {
-    pub file: PathBuf,
+    pub file: crate::store::input::JsonArg,
     pub initiated_by: Option<String>,
 }
 

@@ -3,8 +3,9 @@
 //! `startup-ack`, `probe-ack`, `lane-complete`, `lane-fail`, `lane-block`,
 //! `lane-cancel`).
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
@@ -49,8 +50,8 @@ pub(crate) fn canonicalize(
 /// checks (the write scope is canonicalised here, before the lock).
 pub fn lane_create(
     ctx: &MutationContext,
-    evidence: &Path,
-    input: &Path,
+    evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -76,13 +77,13 @@ pub fn lane_create(
 #[derive(Debug, Clone)]
 pub struct LaneTransitionRequest {
     pub command: LaneCommand,
-    pub evidence: PathBuf,
+    pub evidence: JsonArg,
     pub lane_id: String,
     pub agent_id: String,
     pub at: String,
     pub reason: Option<String>,
     /// `--changed-paths` (lane-complete only).
-    pub changed_paths: Option<PathBuf>,
+    pub changed_paths: Option<JsonArg>,
 }
 
 /// The shared lane-transition path: evidence, then `--changed-paths` (its

@@ -1,7 +1,7 @@
 //! The run lifecycle commands on top of the mutation pipeline.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
@@ -13,7 +13,7 @@ use crate::receipt::primitives::{format_now, parse_timestamp};
 use crate::store::input::{InputShape, read_json_input};
 
 /// Read an `--evidence` file (a JSON list).
-pub fn read_evidence(ctx: &MutationContext, path: &Path) -> FlowResult<Value> {
+pub fn read_evidence(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Value> {
     Ok(read_json_input(
         path,
         InputShape::List,
@@ -39,7 +39,7 @@ pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String>
 pub fn run_transition(
     ctx: &MutationContext,
     command: RunCommand,
-    evidence: &Path,
+    evidence: &JsonArg,
     at: Option<&str>,
     reason: Option<&str>,
 ) -> FlowResult<Map<String, Value>> {

@@ -5,6 +5,7 @@
 //! read the JSON inputs (evidence first) → pure prechecks → `mutate` with
 //! the pure in-lock decision.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -24,7 +25,7 @@ use crate::receipt::canonical;
 use crate::store::input::{InputShape, read_json_input};
 
 /// Read an object input file (`--input`, `--decision`).
-fn read_object(ctx: &MutationContext, path: &Path) -> FlowResult<Map<String, Value>> {
+fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, Value>> {
     match read_json_input(
         path,
         InputShape::Object,
@@ -95,8 +96,8 @@ pub fn liveness_check(
 /// `heartbeat --input --evidence`.
 pub fn heartbeat(
     ctx: &MutationContext,
-    evidence: &Path,
-    input: &Path,
+    evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -117,7 +118,7 @@ pub struct LaneFlags<'a> {
     pub lane_id: &'a str,
     pub agent_id: &'a str,
     pub at: &'a str,
-    pub evidence: &'a Path,
+    pub evidence: &'a JsonArg,
 }
 
 /// `stall-record --decision --reason`.
@@ -125,7 +126,7 @@ pub fn stall_record(
     ctx: &MutationContext,
     flags: LaneFlags<'_>,
     reason: &str,
-    decision: &Path,
+    decision: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, flags.evidence)?;

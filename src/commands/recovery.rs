@@ -6,6 +6,7 @@
 //! the same recovery run. A refusal leaves no quarantine copy behind
 //! (decisions.md 11); a missing receipt is recoverable (decisions.md 17).
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
@@ -35,11 +36,11 @@ use crate::store::quarantine::{
 pub struct RecoveryRequest<'a> {
     pub run_id: &'a str,
     /// The `receipt-diagnose` output (or its object).
-    pub input: &'a Path,
+    pub input: &'a JsonArg,
     /// The NEW run's owner handle (may exist: a retry).
     pub owner_file: &'a Path,
     /// The approval evidence.
-    pub evidence: &'a Path,
+    pub evidence: &'a JsonArg,
     /// `--approval-policy`: the recovery run's gate, when the damaged run's
     /// cannot be carried (see [`super::approval::recovery_gate`]).
     pub approval_policy: Option<&'a super::init::PolicyRequest>,

@@ -13,6 +13,7 @@
 //! With `BLUETAPE_TORTURE_REPORT=<dir>` the measured counts are written to
 //! `<dir>/faults.jsonl` for `scripts/torture.sh`.
 
+use crate::store::input::JsonArg;
 use chrono::TimeZone;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -59,10 +60,16 @@ impl Scratch {
         }
     }
 
-    fn input(&self, name: &str, value: &Value) -> PathBuf {
+    /// A JSON input written to a file, as a command line names it.
+    fn input(&self, name: &str, value: &Value) -> JsonArg {
         let path = self.base.join("inputs").join(name);
         std::fs::write(&path, value.to_string()).unwrap();
-        path
+        JsonArg::Given(path)
+    }
+
+    /// The input file `name` written before.
+    fn given(&self, name: &str) -> JsonArg {
+        JsonArg::Given(self.base.join("inputs").join(name))
     }
 
     fn init_request(&self, owner: &str) -> InitRequest {
@@ -343,13 +350,8 @@ fn running_run() -> Scratch {
 fn reliability_faults_every_failed_write_or_fsync_of_a_heartbeat_keeps_old_or_new_state() {
     let template = running_run();
     let old = std::fs::read(template.receipt()).unwrap();
-    let command = |s: &Scratch| {
-        heartbeat(
-            &s.ctx(),
-            &s.base.join("inputs/beat-ev.json"),
-            &s.base.join("inputs/beat.json"),
-        )
-    };
+    let command =
+        |s: &Scratch| heartbeat(&s.ctx(), &s.given("beat-ev.json"), &s.given("beat.json"));
     let sweep = sweep(&template, command, |s, r, log, what| {
         check_mutation(&old, s, r, log, what)
     });
@@ -371,7 +373,7 @@ fn reliability_faults_every_failed_write_or_fsync_of_a_run_transition_keeps_old_
         run_transition(
             &s.ctx(),
             RunCommand::RecoveryStart,
-            &s.base.join("inputs/ev.json"),
+            &s.given("ev.json"),
             None,
             Some("fault sweep"),
         )

@@ -2,8 +2,8 @@
 //! `lane-reassign`, `replacement-close`, `replacement-repair`,
 //! `replacement-block` (reference-coordinator §8).
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
@@ -17,8 +17,8 @@ use crate::store::input::{InputShape, read_json_input};
 /// agent resuming from a recovered checkpoint.
 pub fn lane_reassign(
     ctx: &MutationContext,
-    input: &Path,
-    evidence: &Path,
+    input: &JsonArg,
+    evidence: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -56,7 +56,7 @@ pub fn lineage(
     lane_id: &str,
     replacement_lane_id: &str,
     at: &str,
-    evidence: &Path,
+    evidence: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;

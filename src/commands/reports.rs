@@ -4,8 +4,8 @@
 //! written under the receipt lock right before the append, and removed
 //! again if the append does not happen, so a refusal leaves nothing.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::mutate::{MutationContext, mutate_staged, open_for_mutation};
@@ -28,7 +28,7 @@ use crate::store::reports::{
 pub fn create_report(
     ctx: &MutationContext,
     kind: ReportKind,
-    input: &Path,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;

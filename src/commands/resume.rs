@@ -4,6 +4,7 @@
 //! handle file is removed if it still holds the old owner. From then on the
 //! old handle — and any copy of it — fails every mutation.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -25,7 +26,7 @@ use crate::store::paths::expand_tilde;
 /// `new_token` is the new owner's secret token, drawn by the CLI.
 pub fn resume(
     ctx: &MutationContext,
-    evidence: &Path,
+    evidence: &JsonArg,
     new_owner_file: &Path,
     new_token: &OwnerToken,
 ) -> FlowResult<Map<String, Value>> {

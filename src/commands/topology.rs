@@ -5,8 +5,8 @@
 //! inputs (evidence first) → pure prechecks → `mutate` with the pure
 //! in-lock decision.
 
+use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::error::FlowResult;
 use super::lifecycle::read_evidence;
@@ -20,8 +20,8 @@ use crate::store::input::{InputShape, read_json_input};
 /// `topology-register --input <list of components> --evidence`.
 pub fn topology_register(
     ctx: &MutationContext,
-    evidence: &Path,
-    input: &Path,
+    evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -36,7 +36,7 @@ pub fn topology_register(
 /// `topology-remove --component-id --reason --evidence`.
 pub fn topology_remove(
     ctx: &MutationContext,
-    evidence: &Path,
+    evidence: &JsonArg,
     component_id: &str,
     reason: &str,
 ) -> FlowResult<Map<String, Value>> {
@@ -52,8 +52,8 @@ pub fn topology_remove(
 /// `check-result --input {component_id, check_id, passed[, reason]} --evidence`.
 pub fn check_result(
     ctx: &MutationContext,
-    evidence: &Path,
-    input: &Path,
+    evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;
@@ -68,8 +68,8 @@ pub fn check_result(
 /// `component-evidence --input {component_id} --evidence`.
 pub fn component_evidence(
     ctx: &MutationContext,
-    evidence: &Path,
-    input: &Path,
+    evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
     let evidence = read_evidence(ctx, evidence)?;

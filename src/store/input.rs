@@ -13,7 +13,7 @@
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::paths::expand_tilde;
 use super::secure::{open_regular_meta, read_sized};
@@ -48,10 +48,59 @@ pub struct InputError {
     pub hint: Option<String>,
 }
 
+/// A JSON option's value as the caller gave it: the text of a command
+/// line (inline JSON, `-` or a path, [`InputSource::of`]), or a JSON value
+/// received as such (an MCP tool's argument, agent-tools.md §4 "Values,
+/// not files"). Either is read by [`read_json_input`] under the same
+/// limits.
+#[derive(Clone, PartialEq)]
+pub enum JsonArg {
+    Given(PathBuf),
+    Value(Value),
+}
+
+impl From<std::ffi::OsString> for JsonArg {
+    /// The command line's text (clap's parser for every JSON option).
+    fn from(text: std::ffi::OsString) -> JsonArg {
+        JsonArg::Given(PathBuf::from(text))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JsonArg {
+    /// A value received as JSON is the value, never a path.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<JsonArg, D::Error> {
+        Value::deserialize(deserializer).map(JsonArg::Value)
+    }
+}
+
+impl std::fmt::Debug for JsonArg {
+    /// The JSON as text, however it came: a command line's inline value
+    /// and the same value received as JSON print alike.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsonArg::Given(text) => write!(f, "JsonArg({:?})", text.to_string_lossy()),
+            JsonArg::Value(value) => write!(f, "JsonArg({:?})", value.to_string()),
+        }
+    }
+}
+
+impl JsonArg {
+    /// Where the value comes from.
+    pub fn source(&self) -> InputSource<'_> {
+        match self {
+            JsonArg::Given(text) => InputSource::of(text),
+            JsonArg::Value(value) => InputSource::Argument(value),
+        }
+    }
+}
+
 /// Where a JSON option's value comes from (contracts/commands.md "JSON
 /// inputs").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum InputSource<'a> {
+    /// A JSON value received as such: the tool argument named as the flag
+    /// in snake case.
+    Argument(&'a Value),
     /// The value is the JSON itself (its first non-blank character is `[`
     /// or `{`).
     Inline(&'a str),
@@ -75,6 +124,10 @@ impl<'a> InputSource<'a> {
     /// value` (inline) or `--evidence value on standard input`.
     pub fn label(&self, flag: &str) -> String {
         match self {
+            InputSource::Argument(_) => format!(
+                "the {} argument",
+                flag.trim_start_matches('-').replace('-', "_")
+            ),
             InputSource::Inline(_) => format!("{flag} value"),
             InputSource::Stdin => format!("{flag} value on standard input"),
             InputSource::File(path) => {
@@ -87,7 +140,9 @@ impl<'a> InputSource<'a> {
     /// source (`inline`, `stdin`).
     fn fields(&self, flag: &str) -> Value {
         match self {
-            InputSource::Inline(_) => json!({"input": flag, "source": "inline"}),
+            InputSource::Inline(_) | InputSource::Argument(_) => {
+                json!({"input": flag, "source": "inline"})
+            }
             InputSource::Stdin => json!({"input": flag, "source": "stdin"}),
             InputSource::File(path) => json!({"input": flag, "file": path.display().to_string()}),
         }
@@ -123,12 +178,12 @@ fn read_stdin() -> std::io::Result<Option<Vec<u8>>> {
 /// Read and parse the JSON input of `flag` (`--evidence`, `--input`, ...):
 /// inline, on standard input or in a file ([`InputSource`]).
 pub fn read_json_input(
-    path: &Path,
+    given: &JsonArg,
     shape: InputShape,
     home: Option<&OsString>,
     flag: &str,
 ) -> Result<Value, InputError> {
-    let source = InputSource::of(path);
+    let source = given.source();
     let named = source.label(flag);
     let refuse = |message: String, hint: Option<String>| InputError {
         message,
@@ -136,6 +191,14 @@ pub fn read_json_input(
         hint,
     };
     let bytes = match source {
+        // Held to what the same value given inline is held to.
+        InputSource::Argument(value) => {
+            let text = value.to_string();
+            if text.len() as u64 > MAX_INPUT_BYTES {
+                return Err(refuse(format!("JSON input exceeds one MiB: {named}"), None));
+            }
+            text.into_bytes()
+        }
         InputSource::Inline(text) => {
             if text.len() as u64 > MAX_INPUT_BYTES {
                 return Err(refuse(format!("JSON input exceeds one MiB: {named}"), None));

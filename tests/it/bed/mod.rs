@@ -1000,7 +1000,7 @@ pub fn init_gated(
         components: components.iter().map(|c| c.to_string()).collect(),
     };
     let policy = PolicyRequest {
-        file,
+        file: bluetape_flow::store::input::JsonArg::Given(file),
         initiated_by: initiated_by.map(str::to_string),
     };
     let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();

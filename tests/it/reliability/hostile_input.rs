@@ -15,6 +15,7 @@
 //! the damage leaves it parseable, so only the contract can catch it).
 
 use crate::reliability;
+use bluetape_flow::store::input::JsonArg;
 
 use bluetape_flow::commands::inspect::receipt_diagnose;
 use bluetape_flow::commands::lanes::lane_create;
@@ -366,6 +367,11 @@ impl Fixture {
     }
 }
 
+/// A JSON input file as a command line names it.
+fn given(file: &Path) -> JsonArg {
+    JsonArg::Given(file.to_path_buf())
+}
+
 /// What one kind does with a hostile document.
 struct Kind {
     name: &'static str,
@@ -419,7 +425,13 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 wrong: wrong.clone(),
                 bom_is_valid: false,
             },
-            library: |f, file| typed(heartbeat(&f.ctx(&f.run.owner), &f.valid_evidence(), file)),
+            library: |f, file| {
+                typed(heartbeat(
+                    &f.ctx(&f.run.owner),
+                    &given(&f.valid_evidence()),
+                    &given(file),
+                ))
+            },
             binary: |f, file| {
                 f.run.mutation_args(
                     "heartbeat",
@@ -465,7 +477,13 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 wrong: wrong.clone(),
                 bom_is_valid: false,
             },
-            library: |f, file| typed(lane_create(&f.ctx(&f.run.owner), &f.valid_evidence(), file)),
+            library: |f, file| {
+                typed(lane_create(
+                    &f.ctx(&f.run.owner),
+                    &given(&f.valid_evidence()),
+                    &given(file),
+                ))
+            },
             binary: |f, file| {
                 f.run.mutation_args(
                     "lane-create",
@@ -498,7 +516,7 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 typed(run_transition(
                     &f.ctx(&f.run.owner),
                     RunCommand::RecoveryStart,
-                    file,
+                    &given(file),
                     None,
                     Some("hostile evidence"),
                 ))
@@ -530,8 +548,8 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
             library: |f, file| {
                 typed(heartbeat(
                     &f.ctx(file),
-                    &f.valid_evidence(),
-                    &f.run.inputs.join("beat-w0.json"),
+                    &given(&f.valid_evidence()),
+                    &given(&f.run.inputs.join("beat-w0.json")),
                 ))
             },
             binary: |f, file| {
