@@ -16,13 +16,14 @@ use crate::store::discovery::DiscoveryEnv;
 /// The operation name of the table rendering; [`table`] recognises it.
 const TABLE_OPERATION: &str = "approvals (table)";
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ApprovalCommands {
     Approvals(ApprovalsArgs),
     ApprovalStatement(StatementArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct StatementArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
@@ -31,17 +32,26 @@ pub struct StatementArgs {
     pub out: std::path::PathBuf,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
     Json,
     Table,
 }
 
-#[derive(Debug, Args)]
+impl Format {
+    /// The default of `--format`, for a call that names none.
+    fn json() -> Format {
+        Format::Json
+    }
+}
+
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ApprovalsArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
     #[arg(long, value_enum, default_value = "json")]
+    #[serde(default = "Format::json")]
     pub format: Format,
 }
 

@@ -11,7 +11,8 @@ use crate::commands::bundle;
 use crate::receipt::primitives::format_now;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BundleCommands {
     BundleExport(BundleExportArgs),
     BundleVerify(BundleVerifyArgs),
@@ -20,7 +21,7 @@ pub enum BundleCommands {
     OtelExport(OtelExportArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct OtelExportArgs {
     /// The run to export (a Phase 2 run).
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -33,13 +34,15 @@ pub struct OtelExportArgs {
     pub out: Option<PathBuf>,
     /// Replace an existing file at --out (never a symlink or a non-file).
     #[arg(long, requires = "out")]
+    #[serde(default)]
     pub force: bool,
     /// A request header KEY=VALUE for the receiver (e.g. an API key); repeatable; the value is never printed.
     #[arg(long, action = clap::ArgAction::Append, value_name = "KEY=VALUE", conflicts_with = "out")]
+    #[serde(default)]
     pub header: Vec<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct PublishArgs {
     /// The run to publish.
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -49,10 +52,11 @@ pub struct PublishArgs {
     pub repo: Option<PathBuf>,
     /// The ref to publish onto (default: refs/bluetape/runs/<RUN_ID>).
     #[arg(long = "ref", value_name = "REF")]
+    #[serde(rename = "ref")]
     pub git_ref: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct AttestArgs {
     /// The completed run to attest.
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -65,15 +69,17 @@ pub struct AttestArgs {
     pub out: PathBuf,
     /// Replace an existing file at --out (never a symlink or a non-file).
     #[arg(long)]
+    #[serde(default)]
     pub force: bool,
     /// Sign a completed run whose receipt records breaches of our rules
     /// (refused without it, exit 6): the breaches go into the predicate,
     /// whose type is then run-completion-with-breaches/v1.
     #[arg(long = "allow-breaches")]
+    #[serde(default)]
     pub allow_breaches: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct BundleExportArgs {
     /// The run to export (a Phase 2 run).
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -83,10 +89,11 @@ pub struct BundleExportArgs {
     pub out: PathBuf,
     /// Replace an existing file at --out (never a symlink or a non-file).
     #[arg(long)]
+    #[serde(default)]
     pub force: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct BundleVerifyArgs {
     /// The bundle tar that bundle-export wrote.
     #[arg(
@@ -100,9 +107,11 @@ pub struct BundleVerifyArgs {
     pub git: Option<PathBuf>,
     /// The publication's ref in --git, e.g. refs/bluetape/runs/<RUN_ID>.
     #[arg(long = "ref", id = "git_ref", value_name = "REF", requires = "git")]
+    #[serde(rename = "ref")]
     pub git_ref: Option<String>,
     /// A file of verifier keys (one per line, as key-generate prints): every signed head in the bundle must verify with them; repeatable.
     #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
+    #[serde(default)]
     pub key: Vec<PathBuf>,
     /// A signed head kept elsewhere: the bundle's receipt must extend it.
     #[arg(long, value_name = "FILE")]

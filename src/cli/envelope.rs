@@ -1,6 +1,7 @@
 //! The reference's JSON envelopes: `json.dumps(obj, ensure_ascii=False,
 //! sort_keys=True)`, i.e. sorted keys with `", "` and `": "` separators.
 
+use super::teach::Given;
 use serde_json::{Map, Value};
 
 use crate::commands::FlowError;
@@ -62,23 +63,24 @@ pub fn success_in(
 
 /// The failure envelope and its exit status.
 pub fn failure(error: &FlowError) -> (u8, String) {
-    failure_with(error, &[])
+    failure_with(error, Given::NOTHING)
 }
 
 /// The failure envelope, with the hint's `{run_id}`-style placeholders
-/// filled from `argv` (the command's own flags) where it has them.
-pub fn failure_with(error: &FlowError, argv: &[std::ffi::OsString]) -> (u8, String) {
+/// filled from what the caller gave (the command's own flags) where it has
+/// them.
+pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
     let (code, name, retryable, next) = error.classify();
     let (inner, teach) = error.untaught();
     let hint = teach
         .and_then(|t| t.hint.as_deref())
         .map(String::from)
         .or_else(|| super::teach::default_hint(inner))
-        .map(|hint| super::teach::fill(&hint, argv));
+        .map(|hint| super::teach::fill(&hint, given));
     let mut fields = teach.and_then(|t| t.fields.clone());
     let mut full_message = error.full_message();
     let input_error = name == "contract_error";
-    super::teach::name_the_file(&mut full_message, fields.as_mut(), argv, input_error);
+    super::teach::name_the_file(&mut full_message, fields.as_mut(), given, input_error);
     let error = inner;
     let mut map = Map::new();
     map.insert("error".into(), Value::String(name.to_string()));

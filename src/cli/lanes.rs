@@ -12,7 +12,8 @@ use crate::commands::{self, FlowResult};
 use crate::coordinator::lane_commands::LaneCommand;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LaneCommands {
     LaneCreate(InputMutationArgs),
     LaneStart(LaneStepArgs),
@@ -24,17 +25,19 @@ pub enum LaneCommands {
     LaneCancel(LaneReasonArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LaneReasonArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub transition: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LaneCompleteArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub transition: LaneStepArgs,
     #[arg(long = "changed-paths", required = true)]
     pub changed_paths: JsonArg,

@@ -12,7 +12,8 @@ use crate::commands::{FlowError, FlowResult};
 use crate::coordinator::liveness::CommandStatus;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LivenessCommands {
     Heartbeat(InputMutationArgs),
     StallRecord(StallRecordArgs),
@@ -33,9 +34,10 @@ impl LaneStepArgs {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct StallRecordArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
@@ -43,23 +45,30 @@ pub struct StallRecordArgs {
     pub decision: JsonArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct StallClearArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub reason: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ProbeSentArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub lane: LaneStepArgs,
     #[arg(long, required = true)]
     pub deadline: String,
 }
 
-#[derive(Debug, Args)]
+/// The default of `--command-status`, for a call that names none.
+fn unknown() -> String {
+    "unknown".into()
+}
+
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LivenessCheckArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
@@ -72,9 +81,11 @@ pub struct LivenessCheckArgs {
         default_value = "unknown",
         value_parser = ["alive", "dead", "unknown"]
     )]
+    #[serde(default = "unknown")]
     pub command_status: String,
     /// Our extension (issue 15): add the keys the next command needs.
     #[arg(long)]
+    #[serde(default)]
     pub explain: bool,
     /// Our extension (issue 15): write the decision file for stall-record
     /// (implies --explain).

@@ -109,14 +109,14 @@ pub struct McpArgs {
     pub owner_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct DoctorArgs {
     /// table (default on a terminal) or json (default otherwise).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<views::StatusFormat>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct EvidenceDigestArgs {
     /// The evidence list to digest, as the lane recorded it: inline, - or a <FILE> (see "JSON values" below).
     #[arg(long, required = true)]
@@ -135,13 +135,13 @@ pub struct ManArgs {
     pub out: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct StateRootArgs {
     #[arg(long)]
     pub start: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct InitArgs {
     #[arg(long = "workflow-type", required = true)]
     pub workflow_type: String,
@@ -150,28 +150,31 @@ pub struct InitArgs {
     #[arg(long = "owner-file", required = true)]
     pub owner_file: PathBuf,
     #[arg(long = "component", required = true, action = clap::ArgAction::Append)]
+    #[serde(default)]
     pub component: Vec<String>,
     /// Freeze an approval policy for the run (see contracts/approvals.md).
     #[arg(long = "approval-policy", value_name = "FILE")]
     pub approval_policy: Option<JsonArg>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: mutation::AtArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct VerifyArgs {
     /// The run whose receipt to verify.
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
     /// A file of verifier keys (one per line, as key-generate prints): every stored signed head must verify with them; repeatable.
     #[arg(long, action = clap::ArgAction::Append, value_name = "FILE")]
+    #[serde(default)]
     pub key: Vec<PathBuf>,
     /// A signed head kept elsewhere (needs --key): the receipt must extend it.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub head: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct RunArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
@@ -497,10 +500,85 @@ pub fn run_with_terminal(
             ),
             fields: Some(serde_json::json!({"stdin_flags": piped})),
         });
-        let (code, text) = envelope::failure_with(&error, &argv);
+        let (code, text) = envelope::failure_with(&error, teach::Given::Argv(&argv));
         emit(err, &text);
         return code;
     }
+    answer_command(cli, teach::Given::Argv(&argv), env, term, out, err)
+}
+
+/// Run the command `command` on the state root `state_root` (discovered
+/// when `None`) as the MCP server calls it: built from the values it
+/// received ([`command_from`]), not from a command line, with the same
+/// checks, answer and exit status.
+pub fn run_command(
+    state_root: Option<PathBuf>,
+    command: Command,
+    given: &Map<String, Value>,
+    env: &DiscoveryEnv,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let cli = Cli {
+        state_root,
+        command,
+    };
+    let term = views::Terminal::default();
+    answer_command(cli, teach::Given::Arguments(given), env, term, out, err)
+}
+
+/// The command `name` with the arguments `arguments` (its flags in snake
+/// case, JSON inputs as values): the typed command its command line would
+/// parse to (agent-tools.md §4 "Values, not files"). The caller has held
+/// the arguments to the command's flags (`mcp::catalog::checked`).
+pub fn command_from(name: &str, arguments: Map<String, Value>) -> Result<Command, String> {
+    use serde::de::DeserializeOwned;
+    fn args<T: DeserializeOwned>(arguments: Map<String, Value>) -> serde_json::Result<T> {
+        serde_json::from_value(Value::Object(arguments))
+    }
+    fn group<T: Subcommand + DeserializeOwned>(
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Option<serde_json::Result<T>> {
+        let mut tagged = Map::new();
+        tagged.insert(name.to_string(), Value::Object(arguments.clone()));
+        T::has_subcommand(name).then(|| serde_json::from_value(Value::Object(tagged)))
+    }
+    let built = match name {
+        "state-root" => args(arguments).map(Command::StateRoot),
+        "init" => args(arguments).map(Command::Init),
+        "verify" => args(arguments).map(Command::Verify),
+        "rebuild" => args(arguments).map(Command::Rebuild),
+        "receipt-diagnose" => args(arguments).map(Command::ReceiptDiagnose),
+        "resume-check" => args(arguments).map(Command::ResumeCheck),
+        "doctor" => args(arguments).map(Command::Doctor),
+        "evidence-digest" => args(arguments).map(Command::EvidenceDigest),
+        _ => group(name, &arguments)
+            .map(|r| r.map(Command::Run))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Lanes)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Replacement)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Liveness)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Approvals)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Topology)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Recovery)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Transparency)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Bundle)))
+            .or_else(|| group(name, &arguments).map(|r| r.map(Command::Views)))
+            .ok_or_else(|| format!("no command is called {name}"))?,
+    };
+    built.map_err(|e| format!("{name}: {e}"))
+}
+
+/// Run a parsed command and write its answer (or refusal) where the CLI
+/// writes them; returns the exit status.
+fn answer_command(
+    cli: Cli,
+    given: teach::Given,
+    env: &DiscoveryEnv,
+    term: views::Terminal,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
     // Dropped after the answer is printed; each bar is cleared as its read
     // ends, before that.
     let _progress = progress::scope(&cli.command, term);
@@ -561,7 +639,7 @@ pub fn run_with_terminal(
             }
         }
         Err(error) => {
-            let (code, text) = envelope::failure_with(&error, &argv);
+            let (code, text) = envelope::failure_with(&error, given);
             emit(err, &text);
             code
         }

@@ -9,7 +9,7 @@ use crate::commands::{FlowError, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
 /// Flags every Phase 2 mutation shares.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct MutationArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
@@ -21,7 +21,7 @@ pub struct MutationArgs {
 
 /// `--at` of a mutation the reference stamps with its own clock (our
 /// extension, DEVIATIONS 87): the time the event records.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct AtArg {
     /// When it happened: a UTC timestamp ending in Z (e.g. 2026-07-14T01:00:00Z), recorded as the event's time; at most 300 seconds after this machine's clock (default: now).
     #[arg(long)]
@@ -52,23 +52,26 @@ pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
 /// `--evidence FILE --input FILE` after the shared mutation flags
 /// (lane-create, heartbeat, lane-reassign, topology-register, check-result,
 /// component-evidence), and `--at`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct InputMutationArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
     #[arg(long, required = true)]
     pub input: JsonArg,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: AtArg,
 }
 
 /// `--evidence --lane-id --agent-id --at` after the shared mutation flags
 /// (every lane transition and liveness step).
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LaneStepArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,

@@ -15,7 +15,8 @@ use crate::commands::resume::resume;
 use crate::coordinator::reports::ReportKind;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RecoveryCommands {
     Resume(ResumeArgs),
     RecoveryRunCreate(RecoveryRunCreateArgs),
@@ -23,22 +24,25 @@ pub enum RecoveryCommands {
     LiveReportCreate(ReportArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ResumeArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
     #[arg(long = "new-owner-file", required = true)]
     pub new_owner_file: PathBuf,
     #[command(flatten)]
+    #[serde(flatten)]
     pub sign: SignHeadKeyArg,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: super::mutation::AtArg,
 }
 
 /// No `--expected-head`: the damaged run is not appended to.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct RecoveryRunCreateArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
@@ -54,26 +58,32 @@ pub struct RecoveryRunCreateArgs {
     #[arg(long = "approval-policy")]
     pub approval_policy: Option<JsonArg>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub sign: SignHeadKeyArg,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: super::mutation::AtArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct HandoffArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub report: ReportArgs,
     #[command(flatten)]
+    #[serde(flatten)]
     pub sign: SignHeadKeyArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ReportArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub input: JsonArg,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: super::mutation::AtArg,
 }
 

@@ -11,7 +11,8 @@ use crate::commands::FlowResult;
 use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ReplacementCommands {
     LaneReassign(InputMutationArgs),
     ReplacementRepair(LineageArgs),
@@ -19,9 +20,10 @@ pub enum ReplacementCommands {
     ReplacementClose(LineageArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LineageArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,

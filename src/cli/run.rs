@@ -11,7 +11,8 @@ use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RunCommands {
     RunApprove(RunApproveArgs),
     RunStart(RunTransitionArgs),
@@ -22,9 +23,10 @@ pub enum RunCommands {
     RunCancel(RunReasonArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct RunTransitionArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
@@ -32,9 +34,10 @@ pub struct RunTransitionArgs {
     pub at: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct RunApproveArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub transition: RunTransitionArgs,
     /// An SSH signature of the run's `approval-statement` (`ssh-keygen -Y
     /// sign -n bluetape-flow-approval`), required when the policy pins an
@@ -43,9 +46,10 @@ pub struct RunApproveArgs {
     pub signature: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct RunReasonArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub transition: RunTransitionArgs,
     #[arg(long, required = true)]
     pub reason: String,

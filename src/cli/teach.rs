@@ -9,6 +9,7 @@ use crate::commands::FlowError;
 use crate::commands::error::{INSECURE_HINT, LOCK_HELD_HINT};
 use crate::coordinator::approval::ApprovalRefusal;
 use crate::store::StoreError;
+use crate::store::input::{InputSource, JsonArg};
 
 /// Placeholders a hint may hold, each filled from the flag of that name.
 const PLACEHOLDERS: [(&str, &str); 4] = [
@@ -18,19 +19,62 @@ const PLACEHOLDERS: [(&str, &str); 4] = [
     ("{agent_id}", "--agent-id"),
 ];
 
-/// The value of `--flag` in `argv` (`--flag V` or `--flag=V`; the last wins,
-/// as clap's `args_override_self` does).
-fn flag_value(argv: &[OsString], flag: &str) -> Option<String> {
-    let mut found = None;
-    let mut items = argv.iter().map(|a| a.to_string_lossy());
-    while let Some(item) = items.next() {
-        if item == flag {
-            found = items.next().map(|v| v.into_owned());
-        } else if let Some(value) = item.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
-            found = Some(value.to_string());
+/// What the caller gave the command, as a refusal reads it to fill a
+/// hint's placeholders and name a JSON input: a command line, or the
+/// arguments of a tool call (snake-case names, JSON inputs as values, and
+/// what the MCP server adds itself, such as `owner_file`).
+#[derive(Clone, Copy)]
+pub enum Given<'a> {
+    Argv(&'a [OsString]),
+    Arguments(&'a serde_json::Map<String, Value>),
+}
+
+impl Given<'_> {
+    /// Nothing given (a refusal before any command was parsed).
+    pub const NOTHING: Given<'static> = Given::Argv(&[]);
+
+    /// The value of `--flag` as text (`--flag V` or `--flag=V` on a command
+    /// line, the last wins as clap's `args_override_self` does; a string
+    /// or a number among the arguments).
+    fn text(self, flag: &str) -> Option<String> {
+        match self {
+            Given::Argv(argv) => {
+                let mut found = None;
+                let mut items = argv.iter().map(|a| a.to_string_lossy());
+                while let Some(item) = items.next() {
+                    if item == flag {
+                        found = items.next().map(|v| v.into_owned());
+                    } else if let Some(value) =
+                        item.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
+                    {
+                        found = Some(value.to_string());
+                    }
+                }
+                found
+            }
+            Given::Arguments(arguments) => match arguments.get(&argument_name(flag))? {
+                Value::String(text) => Some(text.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            },
         }
     }
-    found
+
+    /// The JSON option `flag` as it was given.
+    fn json(self, flag: &str) -> Option<JsonArg> {
+        match self {
+            Given::Argv(_) => self.text(flag).map(|text| JsonArg::Given(text.into())),
+            Given::Arguments(arguments) => match arguments.get(&argument_name(flag))? {
+                Value::String(text) => Some(JsonArg::Given(text.into())),
+                value => Some(JsonArg::Value(value.clone())),
+            },
+        }
+    }
+}
+
+/// A flag's name as a tool argument: `--lane-id` is `lane_id`.
+fn argument_name(flag: &str) -> String {
+    flag.trim_start_matches('-').replace('-', "_")
 }
 
 /// Shell-quote one value (single quotes unless it is plainly safe).
@@ -48,11 +92,12 @@ fn quote(text: &str) -> String {
 
 /// `hint` with each placeholder replaced by the caller's flag value, or by
 /// `<run_id>`-style text where the command had no such flag.
-pub fn fill(hint: &str, argv: &[OsString]) -> String {
+pub fn fill(hint: &str, given: Given) -> String {
     let mut out = hint.to_string();
     for (placeholder, flag) in PLACEHOLDERS {
         if out.contains(placeholder) {
-            let value = flag_value(argv, flag)
+            let value = given
+                .text(flag)
                 .map(|v| quote(&v))
                 .unwrap_or_else(|| format!("<{}>", &placeholder[1..placeholder.len() - 1]));
             out = out.replace(placeholder, &value);
@@ -76,7 +121,7 @@ pub const FILE_FLAGS: [&str; 5] = [
 pub fn name_the_file(
     message: &mut String,
     fields: Option<&mut Value>,
-    argv: &[OsString],
+    given: Given,
     in_message: bool,
 ) {
     let Some(Value::Object(fields)) = fields else {
@@ -94,30 +139,38 @@ pub fn name_the_file(
     }
     let file = match fields.get("file").and_then(Value::as_str) {
         Some(file) => file.to_string(),
-        None => match flag_value(argv, &flag) {
-            Some(value) => {
-                use crate::store::input::InputSource;
-                let source = match InputSource::of(std::path::Path::new(&value)) {
-                    InputSource::File(_) => None,
-                    InputSource::Inline(_) | InputSource::Argument(_) => Some("inline"),
-                    InputSource::Stdin => Some("stdin"),
-                };
-                if let Some(source) = source {
-                    // An inline or piped value is no file: say where it was.
+        None => {
+            let Some(arg) = given.json(&flag) else {
+                return;
+            };
+            let source = arg.source();
+            let file = match source {
+                InputSource::File(path) => path.to_string_lossy().into_owned(),
+                // An inline, piped or received value is no file: say
+                // where it was.
+                InputSource::Inline(_) | InputSource::Argument(_) | InputSource::Stdin => {
+                    let kind = if source == InputSource::Stdin {
+                        "stdin"
+                    } else {
+                        "inline"
+                    };
                     fields
                         .entry("source")
-                        .or_insert_with(|| Value::String(source.into()));
-                    let named = InputSource::of(std::path::Path::new(&value)).label(&flag);
+                        .or_insert_with(|| Value::String(kind.into()));
+                    let named = source.label(&flag);
                     if in_message && !message.contains(&named) {
-                        message.push_str(&format!(" (in the {named})"));
+                        let named = match named.strip_prefix("the ") {
+                            Some(_) => named,
+                            None => format!("the {named}"),
+                        };
+                        message.push_str(&format!(" (in {named})"));
                     }
                     return;
                 }
-                fields.insert("file".into(), Value::String(value.clone()));
-                value
-            }
-            None => return,
-        },
+            };
+            fields.insert("file".into(), Value::String(file.clone()));
+            file
+        }
     };
     if in_message && !message.contains(&format!("'{file}'")) {
         message.push_str(&format!(" (in {flag} '{file}')"));
@@ -168,7 +221,7 @@ mod tests {
         assert_eq!(
             fill(
                 "--run-id {run_id} --owner-file {owner_file} --lane-id {lane_id}",
-                &argv
+                Given::Argv(&argv)
             ),
             "--run-id run-1 --owner-file '/tmp/a b' --lane-id <lane_id>"
         );

@@ -12,7 +12,8 @@ use crate::commands::FlowResult;
 use crate::commands::{completion, topology};
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TopologyCommands {
     CompletionCheck(CompletionCheckArgs),
     TopologyRegister(InputMutationArgs),
@@ -23,15 +24,16 @@ pub enum TopologyCommands {
     Complete(CompleteArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct CompletionCheckArgs {
     #[arg(long = "run-id", required = true)]
     pub run_id: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LaneResolveArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
@@ -43,9 +45,10 @@ pub struct LaneResolveArgs {
     pub at: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct TopologyRemoveArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
@@ -54,12 +57,14 @@ pub struct TopologyRemoveArgs {
     #[arg(long, required = true)]
     pub reason: String,
     #[command(flatten)]
+    #[serde(flatten)]
     pub at: super::mutation::AtArg,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct CompleteArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     pub common: MutationArgs,
     #[arg(long, required = true)]
     pub evidence: JsonArg,
@@ -67,6 +72,7 @@ pub struct CompleteArgs {
     #[arg(long)]
     pub at: Option<String>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub sign: super::transparency::SignHeadKeyArg,
 }
 

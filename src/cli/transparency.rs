@@ -13,7 +13,8 @@ use crate::commands::{FlowError, FlowResult};
 use crate::receipt::signed_head::SignerKey;
 use crate::store::discovery::DiscoveryEnv;
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TransparencyCommands {
     KeyGenerate(KeyGenerateArgs),
     SignHead(SignHeadArgs),
@@ -22,7 +23,7 @@ pub enum TransparencyCommands {
     CheckProof(CheckProofArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct KeyGenerateArgs {
     /// The key name in the signed heads (no spaces, no '+'), e.g. ci.example/bluetape.
     #[arg(long, required = true, value_name = "NAME")]
@@ -32,7 +33,7 @@ pub struct KeyGenerateArgs {
     pub out: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct SignHeadArgs {
     /// The run whose head to sign.
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -42,7 +43,7 @@ pub struct SignHeadArgs {
     pub key: PathBuf,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ProveEventArgs {
     /// The run holding the event.
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -58,7 +59,7 @@ pub struct ProveEventArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ProveAppendArgs {
     /// The run whose heads to relate.
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
@@ -74,7 +75,7 @@ pub struct ProveAppendArgs {
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct CheckProofArgs {
     /// An inclusion proof (c2sp.org/tlog-proof text) that prove-event wrote; needs --event.
     #[arg(
@@ -92,6 +93,7 @@ pub struct CheckProofArgs {
     pub append: Option<PathBuf>,
     /// A file of verifier keys (one per line, as key-generate prints); repeatable.
     #[arg(long, required = true, action = clap::ArgAction::Append, value_name = "FILE")]
+    #[serde(default)]
     pub key: Vec<PathBuf>,
     /// Require the heads to be of this run (origin bluetape-flow/<RUN_ID>).
     #[arg(long = "run-id", value_name = "RUN_ID")]
@@ -155,7 +157,7 @@ pub fn dispatch(
 }
 
 /// `--sign-head-key FILE` of the gates that close a phase.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, serde::Deserialize)]
 pub struct SignHeadKeyArg {
     /// Sign the head this command leaves with this signer key file (mode 0600); checked before anything is written.
     #[arg(long = "sign-head-key", value_name = "FILE")]

@@ -75,20 +75,23 @@ impl Terminal {
     }
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Subcommand, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ViewCommands {
     Status(StatusArgs),
     Log(LogArgs),
     Report(ReportArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StatusFormat {
     Table,
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
     Table,
     Jsonl,
@@ -96,7 +99,8 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ColorChoice {
     Auto,
     Always,
@@ -104,6 +108,11 @@ pub enum ColorChoice {
 }
 
 impl ColorChoice {
+    /// The default of `--color`, for a call that names none.
+    fn auto() -> ColorChoice {
+        ColorChoice::Auto
+    }
+
     fn wanted(self, term: Terminal) -> bool {
         let choice = match self {
             ColorChoice::Auto => "auto",
@@ -114,7 +123,7 @@ impl ColorChoice {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct StatusArgs {
     /// One run in detail (default: every run under runs/, oldest first).
     #[arg(long = "run-id", value_name = "RUN_ID")]
@@ -128,10 +137,11 @@ pub struct StatusArgs {
     pub format: Option<StatusFormat>,
     /// Colour in tables: auto (terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    #[serde(default = "ColorChoice::auto")]
     pub color: ColorChoice,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct LogArgs {
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
     pub run_id: String,
@@ -141,6 +151,7 @@ pub struct LogArgs {
     /// Only events of this type (or transactions holding one), e.g.
     /// heartbeat_observed.
     #[arg(long = "type", value_name = "EVENT_TYPE")]
+    #[serde(rename = "type")]
     pub event_type: Option<String>,
     /// Only events after this sequence number.
     #[arg(long, value_name = "SEQ")]
@@ -151,6 +162,7 @@ pub struct LogArgs {
     /// Keep printing new events as they are appended, until the run ends
     /// or the user interrupts (never takes the lock).
     #[arg(long)]
+    #[serde(default)]
     pub follow: bool,
     /// table (default on a terminal), jsonl (default otherwise: a line per
     /// event, then a summary line) or json (one envelope at the end, its
@@ -159,7 +171,7 @@ pub struct LogArgs {
     pub format: Option<LogFormat>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, serde::Deserialize)]
 pub struct ReportArgs {
     #[arg(long = "run-id", required = true, value_name = "RUN_ID")]
     pub run_id: String,
@@ -172,6 +184,7 @@ pub struct ReportArgs {
     pub at: Option<String>,
     /// Replace an existing output file.
     #[arg(long)]
+    #[serde(default)]
     pub force: bool,
 }
 

@@ -431,7 +431,7 @@ fn as_arguments(help: &str) -> String {
 }
 
 /// The tool's input schema: its flags in snake case, nothing else
-/// (`additionalProperties: false`, checked again by [`pieces`]), with the
+/// (`additionalProperties: false`, checked again by [`checked`]), with the
 /// leaves it repeats named once in `$defs` ([`factor`]).
 pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
     let mut schema = spelled_out_schema(tool, limits);
@@ -525,22 +525,12 @@ fn leaves(schema: &mut Value, leaf: &Value, reference: Option<&Value>) -> usize 
     }
 }
 
-/// One piece of the command line a call becomes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Piece {
-    /// `--flag=value` (the `=` form, so no value is ever read as a flag).
-    Value(String, String),
-    /// `--flag`.
-    Switch(String),
-    /// `--flag=<the JSON value, inline>`.
-    Json(String, Value),
-}
-
 /// Check a call's arguments against the tool, server-side (a client need
 /// not have checked the schema): every key must be a parameter, of its
-/// type, and every required parameter present. Returns the flags in the
-/// tool's parameter order, or the refusal's message.
-pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, String> {
+/// type, and every required parameter present. Returns the arguments the
+/// command is built from (`null` and `false` left out, as not given), or
+/// the refusal's message.
+pub fn checked(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Map<String, Value>, String> {
     let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
     if let Some(unknown) = args.keys().find(|k| !names.contains(&k.as_str())) {
         if unknown == "run_id" && tool.acts_on_the_handles_run {
@@ -559,7 +549,7 @@ pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, 
             }
         ));
     }
-    let mut out = Vec::new();
+    let mut out = Map::new();
     for param in &tool.params {
         // `null` is taken as "not given" (clients send it for optional
         // arguments); for a required one it is missing.
@@ -578,17 +568,14 @@ pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, 
                 if !param.choices.is_empty() && !param.choices.contains(text) {
                     return Err(wrong(&format!("one of {}", param.choices.join(", "))));
                 }
-                out.push(Piece::Value(param.flag.clone(), text.clone()));
             }
-            Kind::Integer => match value.as_u64() {
-                Some(n) => out.push(Piece::Value(param.flag.clone(), n.to_string())),
-                None => return Err(wrong("a non-negative integer")),
-            },
-            Kind::Flag => match value {
-                Value::Bool(true) => out.push(Piece::Switch(param.flag.clone())),
-                Value::Bool(false) => {}
-                _ => return Err(wrong("a boolean")),
-            },
+            Kind::Integer if value.as_u64().is_none() => {
+                return Err(wrong("a non-negative integer"));
+            }
+            Kind::Integer => {}
+            Kind::Flag if !value.is_boolean() => return Err(wrong("a boolean")),
+            Kind::Flag if value == &Value::Bool(false) => continue,
+            Kind::Flag => {}
             Kind::TextList => {
                 let Value::Array(items) = value else {
                     return Err(wrong("a list of strings"));
@@ -596,19 +583,15 @@ pub fn pieces(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Vec<Piece>, 
                 if items.is_empty() && param.required {
                     return Err(wrong("a non-empty list of strings"));
                 }
-                for item in items {
-                    let Value::String(text) = item else {
-                        return Err(wrong("a list of strings"));
-                    };
-                    out.push(Piece::Value(param.flag.clone(), text.clone()));
+                if !items.iter().all(Value::is_string) {
+                    return Err(wrong("a list of strings"));
                 }
             }
             Kind::JsonList if !value.is_array() => return Err(wrong("a JSON list")),
             Kind::JsonObject if !value.is_object() => return Err(wrong("a JSON object")),
-            Kind::JsonList | Kind::JsonObject => {
-                out.push(Piece::Json(param.flag.clone(), value.clone()))
-            }
+            Kind::JsonList | Kind::JsonObject => {}
         }
+        out.insert(param.name.clone(), value.clone());
     }
     Ok(out)
 }
@@ -838,13 +821,12 @@ mod tests {
     fn calls_are_checked_server_side() {
         let lane = tool(Mode::Owner, "lane-start");
         let good = json!({"lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
-        let pieces = pieces(&lane, good.as_object().unwrap()).unwrap();
-        assert!(pieces.contains(&Piece::Value("lane-id".into(), "l".into())));
-        assert!(
-            matches!(pieces.last(), Some(Piece::Json(flag, _)) if flag == "evidence")
-                || pieces
-                    .iter()
-                    .any(|p| matches!(p, Piece::Json(f, _) if f == "evidence"))
+        let mut with_null = good.as_object().unwrap().clone();
+        with_null.insert("expected_head".into(), Value::Null);
+        assert_eq!(
+            &checked(&lane, &with_null).unwrap(),
+            good.as_object().unwrap(),
+            "null is not given"
         );
         for (extra, value) in [
             ("owner_file", json!("/tmp/x")),
@@ -854,32 +836,32 @@ mod tests {
         ] {
             let mut bad = good.as_object().unwrap().clone();
             bad.insert(extra.into(), value);
-            let e = super::pieces(&lane, &bad).unwrap_err();
+            let e = super::checked(&lane, &bad).unwrap_err();
             assert!(e.contains(extra), "{e}");
         }
         let mut named = good.as_object().unwrap().clone();
         named.insert("run_id".into(), json!("r"));
         assert_eq!(
-            super::pieces(&lane, &named).unwrap_err(),
+            super::checked(&lane, &named).unwrap_err(),
             "lane-start takes no argument `run_id`: it acts on the run of the server's owner handle; drop run_id"
         );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("agent_id".into(), json!(5));
         assert_eq!(
-            super::pieces(&lane, &bad).unwrap_err(),
+            super::checked(&lane, &bad).unwrap_err(),
             "argument `agent_id` must be a string"
         );
         let mut bad = good.as_object().unwrap().clone();
         bad.insert("evidence".into(), json!("[]"));
         assert!(
-            super::pieces(&lane, &bad)
+            super::checked(&lane, &bad)
                 .unwrap_err()
                 .contains("JSON list")
         );
         let mut missing = good.as_object().unwrap().clone();
         missing.remove("lane_id");
         assert!(
-            super::pieces(&lane, &missing)
+            super::checked(&lane, &missing)
                 .unwrap_err()
                 .contains("lane_id")
         );
@@ -943,6 +925,96 @@ mod tests {
             tool(Mode::Owner, "lane-fail").description,
             "Records that the lane's work failed. Next: lane-resolve or completion-check."
         );
+    }
+
+    /// A value for each argument of `tool`, of its kind (the JSON inputs
+    /// as their schemas' smallest instances do not matter here: what is
+    /// compared is the command built, not what it does).
+    fn sample(tool: &ToolSpec) -> Map<String, Value> {
+        tool.params
+            .iter()
+            .map(|p| {
+                let value = match p.kind {
+                    Kind::Text if !p.choices.is_empty() => json!(p.choices.last().unwrap()),
+                    Kind::Text => json!(format!("{}-value", p.name)),
+                    Kind::Integer => json!(7),
+                    Kind::Flag => json!(true),
+                    Kind::TextList => json!([format!("{}-1", p.name), format!("{}-2", p.name)]),
+                    Kind::JsonList => json!([{"kind": "k", "summary": p.name}]),
+                    Kind::JsonObject => json!({"key": p.name}),
+                };
+                (p.name.clone(), value)
+            })
+            .collect()
+    }
+
+    /// The command line the arguments `values` of `tool` spell, with the
+    /// flags the server adds: JSON inputs inline, `--flag=value` form.
+    fn command_line(tool: &ToolSpec, values: &Map<String, Value>) -> Vec<String> {
+        let mut argv = vec!["bluetape-flow".to_string(), tool.name.clone()];
+        for (name, value) in values {
+            let flag = format!("--{}", name.replace('_', "-"));
+            match value {
+                Value::Bool(true) => argv.push(flag),
+                Value::Array(items) if items.iter().all(Value::is_string) => argv.extend(
+                    items
+                        .iter()
+                        .map(|i| format!("{flag}={}", i.as_str().unwrap())),
+                ),
+                Value::String(text) => argv.push(format!("{flag}={text}")),
+                other => argv.push(format!("{flag}={other}")),
+            }
+        }
+        argv
+    }
+
+    /// agent-tools.md §4 "Values, not files": every tool of every mode,
+    /// given a value for each argument (and the server's own flags), is
+    /// the very command its command line parses to, field for field, JSON
+    /// inputs included (a received value and the same JSON inline print
+    /// alike). A field the values missed or named otherwise than its flag
+    /// would show here.
+    #[test]
+    fn a_call_builds_the_command_its_command_line_parses_to() {
+        use clap::FromArgMatches;
+        let tree = tree();
+        for mode in [Mode::ReadOnly, Mode::Owner] {
+            for tool in tools(&tree, mode) {
+                let mut values = sample(&tool);
+                if tool.takes_owner {
+                    values.insert("owner_file".into(), json!("/s/handles/main.owner"));
+                }
+                if tool.acts_on_the_handles_run {
+                    values.insert("run_id".into(), json!("run-1"));
+                }
+                if tool.makes_owner {
+                    values.insert("new_owner_file".into(), json!("/s/handles/main-r1.owner"));
+                }
+                let built = crate::cli::command_from(&tool.name, values.clone())
+                    .unwrap_or_else(|e| panic!("{}: {e}", tool.name));
+                let argv = command_line(&tool, &values);
+                let matches = crate::cli::command()
+                    .try_get_matches_from(&argv)
+                    .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let parsed = crate::cli::Cli::from_arg_matches(&matches).unwrap().command;
+                assert_eq!(format!("{built:?}"), format!("{parsed:?}"), "{}", tool.name);
+            }
+        }
+        // Defaults a call leaves out are the command line's.
+        let check = tool(Mode::ReadOnly, "liveness-check");
+        let mut values = sample(&check);
+        values.remove("command_status");
+        values.remove("explain");
+        let built = crate::cli::command_from(&check.name, values.clone()).unwrap();
+        let parsed = crate::cli::Cli::from_arg_matches(
+            &crate::cli::command()
+                .try_get_matches_from(command_line(&check, &values))
+                .unwrap(),
+        )
+        .unwrap()
+        .command;
+        assert_eq!(format!("{built:?}"), format!("{parsed:?}"));
+        assert!(format!("{built:?}").contains("command_status: \"unknown\""));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! `bluetape-flow mcp`: the commands as Model Context Protocol tools over
 //! stdio (issue 21), on the official Rust SDK (`rmcp`).
 //!
-//! Every tool call becomes the command line the CLI would parse and runs
-//! through the CLI's own entry point ([`crate::cli::run_with`]), in this
-//! process: the same parser, checks, receipt lines, error codes and
-//! envelope. JSON values reach the command inline, as the CLI takes them
-//! (`--evidence=[...]`): no file is made for a call (agent-tools.md §4).
-//! The owner handle is the server's, named at start; no tool takes it. The
-//! mode decides which tools exist.
+//! A tool call's arguments, held to the tool's parameters
+//! ([`catalog::checked`]), are the values the command is built from
+//! ([`crate::cli::command_from`]): the same typed command a command line
+//! parses to, JSON inputs as the values received (agent-tools.md §4
+//! "Values, not files": no file, no text to parse again). It runs through
+//! the CLI's own code in this process ([`crate::cli::run_command`]): the
+//! same checks, receipt lines, error codes and envelope, a refusal naming
+//! the argument the model sent. The owner handle is the server's, named at
+//! start; no tool takes it. The mode decides which tools exist.
 //!
 //! In front of the SDK sits a small framing layer: every line read from
 //! stdin is bounded ([`MAX_MESSAGE_BYTES`]) and must be a JSON-RPC 2.0
@@ -17,7 +19,6 @@
 
 pub mod catalog;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -36,7 +37,7 @@ use crate::cli::envelope;
 use crate::commands::FlowError;
 use crate::receipt::rules::Limits;
 use crate::store::discovery::DiscoveryEnv;
-use catalog::{Mode, Piece, ToolSpec};
+use catalog::{Mode, ToolSpec};
 
 /// The largest message (one line) the server reads: room for a call with
 /// two JSON inputs of the files' 1 MiB limit each.
@@ -137,84 +138,64 @@ fn refusal(error: &FlowError) -> CallToolResult {
     result(&envelope::failure(error).1, false)
 }
 
-/// Run one call as the CLI runs its command line; returns the envelope
-/// line and whether it is a success (and, after a `resume`, the handle to
-/// act with from now on).
+/// Run one call: the command built from the values received (and what
+/// the server adds: its state root, its owner handle and that handle's
+/// run) and run by the CLI's own code in this process. Returns the
+/// envelope line and whether it is a success (and, after a `resume`, the
+/// handle to act with from now on).
 fn invoke(
     config: &Config,
     owner: Option<&std::path::Path>,
     spec: &ToolSpec,
-    pieces: Vec<Piece>,
+    mut arguments: Map<String, Value>,
 ) -> (String, bool, Option<PathBuf>) {
-    let mut argv: Vec<OsString> = vec!["bluetape-flow".into()];
-    if let Some(root) = &config.state_root {
-        argv.push(joined("state-root", root.as_os_str()));
-    }
-    argv.push(spec.name.clone().into());
+    let refused = |error: FlowError| (envelope::failure(&error).1, false, None);
+    let text = |path: &std::path::Path| Value::String(path.to_string_lossy().into_owned());
     if spec.takes_owner
         && let Some(owner) = owner
     {
-        argv.push(joined("owner-file", owner.as_os_str()));
+        arguments.insert("owner_file".into(), text(owner));
         if spec.acts_on_the_handles_run {
             // The run is the handle's: read from it here, and held to it
             // again by the command, which reads the handle under its root.
             match crate::store::handle::read_handle(owner, None) {
-                Ok(handle) => argv.push(joined("run-id", handle.run_id.as_ref())),
-                Err(error) => {
-                    let refusal = FlowError::from(error);
-                    return (envelope::failure(&refusal).1, false, None);
+                Ok(handle) => {
+                    arguments.insert("run_id".into(), Value::String(handle.run_id));
                 }
+                Err(error) => return refused(FlowError::from(error)),
             }
         }
     }
     let new_owner = match owner {
         Some(owner) if spec.makes_owner => {
             let next = crate::store::private::next_handle(owner);
-            argv.push(joined("new-owner-file", next.as_os_str()));
+            arguments.insert("new_owner_file".into(), text(&next));
             Some(next)
         }
         _ => None,
     };
-    // How the CLI names an inline value -> the argument the model sent.
-    let mut inline: Vec<(String, String)> = Vec::new();
-    for piece in pieces {
-        match piece {
-            Piece::Value(flag, value) => argv.push(joined(&flag, value.as_ref())),
-            Piece::Switch(flag) => argv.push(format!("--{flag}").into()),
-            // The value itself, as a CLI caller may give it inline: a list
-            // or an object is always read as inline JSON (never as a path
-            // or standard input), and the arguments' check let no other
-            // kind through.
-            Piece::Json(flag, value) => {
-                if !(value.is_array() || value.is_object()) {
-                    let refusal = FlowError::Contract(format!(
-                        "argument {} must be a JSON list or object",
-                        flag.replace('-', "_")
-                    ));
-                    return (envelope::failure(&refusal).1, false, None);
-                }
-                let text = serde_json::to_string(&value).unwrap_or_default();
-                argv.push(joined(&flag, std::ffi::OsStr::new(&text)));
-                let argument = format!("the {} argument", flag.replace('-', "_"));
-                inline.push((format!("the --{flag} value"), argument.clone()));
-                inline.push((format!("--{flag} value"), argument));
-            }
+    // The arguments were held to the tool's parameters: a command that
+    // cannot be built from them is a bug of the catalog, said as one.
+    let command = match crate::cli::command_from(&spec.name, arguments.clone()) {
+        Ok(command) => command,
+        Err(why) => {
+            return refused(FlowError::contract(format!(
+                "internal error (a bug in bluetape-flow): the arguments do not make the command ({why}); nothing was written"
+            )));
         }
-    }
+    };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::cli::run_with(argv, &config.env, &mut out, &mut err)
+        crate::cli::run_command(
+            config.state_root.clone(),
+            command,
+            &arguments,
+            &config.env,
+            &mut out,
+            &mut err,
+        )
     }));
-    // A refusal names the input it read (contracts/commands.md "Refusals
-    // that teach"): for an inline value the CLI says "--evidence value";
-    // name the argument the model sent instead.
-    let named = |bytes: &[u8]| {
-        let mut text = String::from_utf8_lossy(bytes).trim_end().to_string();
-        for (cli, argument) in &inline {
-            text = text.replace(cli.as_str(), argument);
-        }
-        text
-    };
+    let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_string();
     match outcome {
         // After `resume` the new handle takes the server's own path back
         // (resume removed the old handle there), so the server's config
@@ -230,22 +211,11 @@ fn invoke(
                 }
                 (new_owner, _) => new_owner,
             };
-            (named(&out), true, new_owner)
+            (said(&out), true, new_owner)
         }
-        Ok(_) => (named(&err), false, None),
-        Err(payload) => (
-            envelope::failure(&crate::cli::panic_error(payload.as_ref())).1,
-            false,
-            None,
-        ),
+        Ok(_) => (said(&err), false, None),
+        Err(payload) => refused(crate::cli::panic_error(payload.as_ref())),
     }
-}
-
-/// `--flag=value`: the `=` form, so a value is never read as a flag.
-fn joined(flag: &str, value: &std::ffi::OsStr) -> OsString {
-    let mut arg = OsString::from(format!("--{flag}="));
-    arg.push(value);
-    arg
 }
 
 impl ServerHandler for Server {
@@ -302,15 +272,15 @@ impl ServerHandler for Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let pieces = match catalog::pieces(&spec, &arguments) {
-            Ok(pieces) => pieces,
+        let arguments = match catalog::checked(&spec, &arguments) {
+            Ok(arguments) => arguments,
             Err(message) => return Ok(refusal(&FlowError::Contract(message)).into()),
         };
         let config = self.config.clone();
         let owner = self.owner.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let current = owner.lock().map(|o| o.clone()).unwrap_or_default();
-            let (line, ok, new_owner) = invoke(&config, current.as_deref(), &spec, pieces);
+            let (line, ok, new_owner) = invoke(&config, current.as_deref(), &spec, arguments);
             if let (Some(new_owner), Ok(mut held)) = (new_owner, owner.lock()) {
                 *held = Some(new_owner);
             }
