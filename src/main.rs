@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// many small allocations of parsing an event cheap (`bundle-verify` frees
 /// on the parsing worker threads, where glibc's small tcache made `free` a
 /// tenth of the CPU). The C library's: for the one-event mutations
-/// (`cli::registry::Effect::OneEvent`), which parse a checkpoint and a
+/// (`surface::registry::Effect::OneEvent`), which parse a checkpoint and a
 /// line or two and end, and for which mimalloc's start-up was a tenth of
 /// the system calls.
 struct CommandAllocator;
@@ -57,7 +57,7 @@ fn choose_allocator(argc: libc::c_int, argv: *const *const libc::c_char) {
     let count = usize::try_from(argc).unwrap_or(0);
     // SAFETY: the C runtime passes `argc` valid NUL-terminated strings.
     let args = (1..count).map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) }.to_bytes());
-    if bluetape_flow::cli::registry::is_one_event_mutation(args) {
+    if bluetape_flow::surface::registry::is_one_event_mutation(args) {
         MIMALLOC.store(false, Ordering::Relaxed);
         // Grow the heap 1 MiB at a time: one `brk` where 128 KiB steps
         // took ten (the pages are only used when touched).

@@ -88,7 +88,7 @@ pub enum FlowError {
     /// What the store refused or failed, of its kind: exit 5 and retryable
     /// where another writer holds the state or the OS failure may pass
     /// (DEVIATIONS 49), exit 2 otherwise; a kind with a fix has its hint
-    /// (`cli::teach::default_hint`).
+    /// (`surface::teach::default_hint`).
     Store(StoreError),
     /// The approval gate refuses (exit 2 `approval_refused`, exit 5
     /// `approval_expired` or a final exit 5 conflict); our extension.

@@ -6,30 +6,11 @@
 use clap::{ArgAction, Command};
 use serde_json::{Map, Value, json};
 
-use crate::cli::registry::{COMMANDS, CommandDef, Offer};
 use crate::receipt::rules::Limits;
+pub use crate::surface::registry::Mode;
+use crate::surface::registry::{COMMANDS, CommandDef, Offer};
 
-/// What a session may call; a mode only ever narrows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
-    /// The read-only commands and views.
-    #[value(name = "read-only")]
-    ReadOnly,
-    /// Also the owner's lane, liveness, replacement, topology, evidence and
-    /// report mutations, and `init`, acting with the handle named at start.
-    Owner,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::Owner => "owner",
-        }
-    }
-}
-
-/// The tools `mode` offers (`cli::registry`): the read-only commands in
+/// The tools `mode` offers (`surface::registry`): the read-only commands in
 /// every mode, the owner's mutations in `owner` mode, in the order of the
 /// top-level help.
 pub fn offered(mode: Mode) -> impl Iterator<Item = &'static CommandDef> {
@@ -111,7 +92,7 @@ pub struct ToolSpec {
     pub params: Vec<Param>,
 }
 
-/// The top-level type of `def`'s JSON input `flag` (`cli::registry`), if
+/// The top-level type of `def`'s JSON input `flag` (`surface::registry`), if
 /// that flag takes JSON: read off its schema.
 fn json_kind(def: &CommandDef, flag: &str) -> Option<Kind> {
     let input = def.input(flag)?;
@@ -300,7 +281,7 @@ fn text_schema(param: &Param, limits: &Limits) -> Value {
 }
 
 fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
-    let json_input = crate::cli::registry::input_schema(tool, &param.flag, limits);
+    let json_input = crate::surface::registry::input_schema(tool, &param.flag, limits);
     let mut schema = match param.kind {
         Kind::Text => text_schema(param, limits),
         Kind::Integer => json!({"type": "integer", "minimum": 0}),
@@ -601,7 +582,7 @@ mod tests {
     use super::*;
 
     fn tree() -> Command {
-        crate::cli::command()
+        crate::surface::command()
     }
 
     fn tool(mode: Mode, name: &str) -> ToolSpec {
@@ -643,9 +624,12 @@ mod tests {
                     Kind::JsonObject => "object",
                     _ => continue,
                 };
-                let schema =
-                    crate::cli::registry::input_schema(&tool.name, &param.flag, &Limits::DEFAULT)
-                        .unwrap_or_else(|| panic!("{} --{} has no schema", tool.name, param.flag));
+                let schema = crate::surface::registry::input_schema(
+                    &tool.name,
+                    &param.flag,
+                    &Limits::DEFAULT,
+                )
+                .unwrap_or_else(|| panic!("{} --{} has no schema", tool.name, param.flag));
                 assert_eq!(schema["type"], kind, "{} --{}", tool.name, param.flag);
             }
         }
@@ -990,13 +974,15 @@ mod tests {
                 if tool.makes_owner {
                     values.insert("new_owner_file".into(), json!("/s/handles/main-r1.owner"));
                 }
-                let built = crate::cli::command_from(&tool.name, values.clone())
+                let built = crate::surface::command_from(&tool.name, values.clone())
                     .unwrap_or_else(|e| panic!("{}: {e}", tool.name));
                 let argv = command_line(&tool, &values);
-                let matches = crate::cli::command()
+                let matches = crate::surface::command()
                     .try_get_matches_from(&argv)
                     .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-                let parsed = crate::cli::Cli::from_arg_matches(&matches).unwrap().command;
+                let parsed = crate::surface::Cli::from_arg_matches(&matches)
+                    .unwrap()
+                    .command;
                 assert_eq!(format!("{built:?}"), format!("{parsed:?}"), "{}", tool.name);
             }
         }
@@ -1005,9 +991,9 @@ mod tests {
         let mut values = sample(&check);
         values.remove("command_status");
         values.remove("explain");
-        let built = crate::cli::command_from(&check.name, values.clone()).unwrap();
-        let parsed = crate::cli::Cli::from_arg_matches(
-            &crate::cli::command()
+        let built = crate::surface::command_from(&check.name, values.clone()).unwrap();
+        let parsed = crate::surface::Cli::from_arg_matches(
+            &crate::surface::command()
                 .try_get_matches_from(command_line(&check, &values))
                 .unwrap(),
         )

@@ -3,10 +3,10 @@
 //!
 //! A tool call's arguments, held to the tool's parameters
 //! ([`catalog::checked`]), are the values the command is built from
-//! ([`crate::cli::command_from`]): the same typed command a command line
+//! ([`crate::surface::command_from`]): the same typed command a command line
 //! parses to, JSON inputs as the values received (agent-tools.md §4
 //! "Values, not files": no file, no text to parse again). It runs through
-//! the CLI's own code in this process ([`crate::cli::run_command`]): the
+//! the CLI's own code in this process ([`crate::surface::run_command`]): the
 //! same checks, receipt lines, error codes and envelope, a refusal naming
 //! the argument the model sent. The owner handle is the server's, named at
 //! start; no tool takes it. The mode decides which tools exist.
@@ -33,10 +33,10 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::cli::envelope;
 use crate::commands::FlowError;
 use crate::receipt::rules::Limits;
 use crate::store::discovery::DiscoveryEnv;
+use crate::surface::envelope;
 use catalog::{Mode, ToolSpec};
 
 /// The largest message (one line) the server reads: room for a call with
@@ -80,7 +80,7 @@ struct Server {
 
 impl Server {
     fn new(config: Config) -> Server {
-        let tree = crate::cli::command();
+        let tree = crate::surface::command();
         let tools = catalog::tools(&tree, config.mode);
         let limits = Limits::default();
         let listed = tools
@@ -176,7 +176,7 @@ fn invoke(
     };
     // The arguments were held to the tool's parameters: a command that
     // cannot be built from them is a bug of the catalog, said as one.
-    let command = match crate::cli::command_from(&spec.name, arguments.clone()) {
+    let command = match crate::surface::command_from(&spec.name, arguments.clone()) {
         Ok(command) => command,
         Err(why) => {
             return refused(FlowError::contract(format!(
@@ -186,7 +186,7 @@ fn invoke(
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::cli::run_command(
+        crate::surface::run_command(
             config.state_root.clone(),
             command,
             &arguments,
@@ -214,7 +214,7 @@ fn invoke(
             (said(&out), true, new_owner)
         }
         Ok(_) => (said(&err), false, None),
-        Err(payload) => refused(crate::cli::panic_error(payload.as_ref())),
+        Err(payload) => refused(crate::surface::panic_error(payload.as_ref())),
     }
 }
 
@@ -255,7 +255,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(spec) = self.tools.iter().find(|t| t.name == request.name).cloned() else {
-            use crate::cli::registry::{Offer, named};
+            use crate::surface::registry::{Offer, named};
             let why = match named(&request.name).map(|c| c.offer) {
                 Some(Offer::Never) => {
                     "is never a tool (a person runs it through the CLI)".to_string()

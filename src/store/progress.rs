@@ -1,7 +1,7 @@
 //! Progress of a long read (cli-conventions §1, DEVIATIONS 94): the bytes
 //! a command has read of a receipt or a bundle, reported to the sink the
 //! CLI installed for this command, if any. The store only counts; how (and
-//! whether) progress is drawn is the CLI's (`cli::progress`). Without a
+//! whether) progress is drawn is the CLI's (`surface::progress`). Without a
 //! sink nothing is counted or reported.
 
 use std::cell::RefCell;

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/cli/help/examples");
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/surface/help/examples");
 
 /// The exit statuses and error codes of the README's table.
 const EXIT_TABLE: &[(&str, &str)] = &[
@@ -31,7 +31,7 @@ const EXIT_TABLE: &[(&str, &str)] = &[
 ];
 
 fn tree() -> clap::Command {
-    let mut tree = bluetape_flow::cli::command();
+    let mut tree = bluetape_flow::surface::command();
     tree.build();
     tree
 }
@@ -75,7 +75,7 @@ fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
 /// `mcp::` through the server).
 #[test]
 fn every_generated_artefact_agrees_with_the_registry() {
-    use bluetape_flow::cli::registry::COMMANDS;
+    use bluetape_flow::surface::registry::COMMANDS;
     let (tmp, flow) = flow();
     assert!(
         COMMANDS.len() >= 45,
@@ -179,7 +179,7 @@ fn every_option_is_described_and_every_command_teaches() {
             || examples.iter().any(|l| l.contains(&format!(" {name} ")));
         assert!(invokes, "{name}: the example does not run it:\n{text}");
         let page = std::fs::read_to_string(format!("{EXAMPLES}/{name}.sh")).unwrap();
-        let shown = bluetape_flow::cli::help::render_example(&page);
+        let shown = bluetape_flow::surface::help::render_example(&page);
         assert!(text.contains(&shown), "{name}: help shows another example");
         let exits = section(&text, "Exit statuses:");
         assert!(exits.len() > 1, "{name}: no exit statuses:\n{text}");
@@ -263,7 +263,7 @@ fn every_example_runs() {
         .collect();
     let listed: BTreeSet<&str> = order.iter().copied().collect();
     assert_eq!(listed.len(), order.len(), "ORDER lists a command twice");
-    let pages: BTreeSet<&str> = bluetape_flow::cli::registry::COMMANDS
+    let pages: BTreeSet<&str> = bluetape_flow::surface::registry::COMMANDS
         .iter()
         .map(|p| p.name)
         .collect();

@@ -214,7 +214,7 @@ fn read_only_lists_no_mutation_and_refuses_one_by_name() {
     sorted.sort();
     expected.sort();
     assert_eq!(sorted, expected);
-    let tree = bluetape_flow::cli::command();
+    let tree = bluetape_flow::surface::command();
     for tool in &tools {
         let name = tool["name"].as_str().unwrap();
         let about = tree

@@ -1029,7 +1029,7 @@ fn issue15_the_readme_names_the_commands_that_take_expected_head() {
         "topology and completion",
         "owner transfer and recovery",
     ];
-    let cli = bluetape_flow::cli::command();
+    let cli = bluetape_flow::surface::command();
     let takes = |name: &str| {
         let command = cli
             .get_subcommands()

@@ -46,6 +46,26 @@ pub enum Offer {
     Never,
 }
 
+/// What a session may call; a mode only ever narrows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// The read-only commands and views.
+    #[value(name = "read-only")]
+    ReadOnly,
+    /// Also the owner's lane, liveness, replacement, topology, evidence and
+    /// report mutations, and `init`, acting with the handle named at start.
+    Owner,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::Owner => "owner",
+        }
+    }
+}
+
 /// The JSON Schema of a JSON input, typed to its leaves under the run's
 /// limits (`coordinator::inputs`).
 pub type InputSchema = fn(&Limits) -> Value;
@@ -245,11 +265,11 @@ mod tests {
     /// reference's first line says ("Mutation." or not).
     #[test]
     fn the_registry_is_the_parsers_command_list() {
-        let parser = crate::cli::Cli::command();
+        let parser = crate::surface::Cli::command();
         let parsed: Vec<&str> = parser.get_subcommands().map(|c| c.get_name()).collect();
         let defined: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
         assert_eq!(defined, parsed, "one definition per command, in its order");
-        let taught = crate::cli::command();
+        let taught = crate::surface::command();
         let listed: Vec<&str> = taught.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(listed, defined, "teaching keeps the order");
         for command in taught.get_subcommands() {
@@ -273,7 +293,7 @@ mod tests {
             "changed-paths",
             "approval-policy",
         ];
-        let parser = crate::cli::Cli::command();
+        let parser = crate::surface::Cli::command();
         for command in parser.get_subcommands() {
             let def = named(command.get_name()).unwrap();
             let mut parsed: Vec<&str> = command
