@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
-use super::lifecycle::{decided_at, read_evidence};
+use super::lifecycle::decided_at;
 use super::mutate::{DecisionInput, MutationContext, mutate_gathered, open_for_mutation};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
@@ -222,7 +222,7 @@ pub fn approve(
     signature: Option<&Path>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
@@ -293,7 +293,7 @@ pub fn cancel(
 ) -> FlowResult<Map<String, Value>> {
     use crate::coordinator::RunState;
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use super::error::FlowResult;
 use super::ledger::open_run;
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::completion::{decide_complete, evaluate_completion};
@@ -52,7 +51,7 @@ pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
 /// decide on a state it did not fully verify.
 pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     run.dir.validate()?;
     let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
@@ -80,7 +79,7 @@ pub fn lane_resolve(
     at: &str,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
     // Liveness history decides the binding: a full replay (issue 13).
     let committed = super::mutate::mutate_replayed(ctx, &run, |d| {

@@ -8,7 +8,6 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 use super::error::FlowResult;
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, open_for_mutation};
 use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::lane_commands::{
@@ -54,11 +53,8 @@ pub fn lane_create(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let input = ctx.bind_at(
-        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
-        "observed_at",
-    )?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let input = ctx.read_timed_input(input, "observed_at")?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
     let request = precheck_lane_create(&input, &evidence, |scopes| {
@@ -95,7 +91,7 @@ pub fn lane_transition(
     request: &LaneTransitionRequest,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, &request.evidence)?;
+    let evidence = ctx.read_evidence(&request.evidence)?;
     let changed_paths = match &request.changed_paths {
         Some(path) => {
             let changed = read_json_input(

@@ -10,17 +10,6 @@ use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
 };
 use crate::receipt::primitives::{format_now, parse_timestamp};
-use crate::store::input::{InputShape, read_json_input};
-
-/// Read an `--evidence` file (a JSON list).
-pub fn read_evidence(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Value> {
-    Ok(read_json_input(
-        path,
-        InputShape::List,
-        ctx.env.home.as_ref(),
-        "--evidence",
-    )?)
-}
 
 /// `--at` (or now) as a stored timestamp; it must be a real UTC instant.
 pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String> {
@@ -44,7 +33,7 @@ pub fn run_transition(
     reason: Option<&str>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let committed = mutate_replayed(ctx, &run, |input| {

@@ -11,7 +11,6 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
@@ -100,11 +99,8 @@ pub fn heartbeat(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let input = ctx.bind_at(
-        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
-        "observed_at",
-    )?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let input = ctx.read_timed_input(input, "observed_at")?;
     let heartbeat = precheck_heartbeat(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
@@ -129,7 +125,7 @@ pub fn stall_record(
     decision: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, flags.evidence)?;
+    let evidence = ctx.read_evidence(flags.evidence)?;
     let decision = read_object(ctx, decision)?;
     let request = StallRecord {
         lane_id: flags.lane_id,
@@ -153,7 +149,7 @@ pub fn stall_clear(
     reason: &str,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, flags.evidence)?;
+    let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     precheck_stall_clear(&step)?;
     let committed = mutate(ctx, &run, |d| {
@@ -169,7 +165,7 @@ pub fn probe_sent(
     deadline: &str,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, flags.evidence)?;
+    let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     let instants = precheck_probe_sent(&step, deadline)?;
     let committed = mutate(ctx, &run, |d| {
@@ -184,7 +180,7 @@ pub fn interrupt_result(
     flags: LaneFlags<'_>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, flags.evidence)?;
+    let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     let at = precheck_interrupt_result(&step)?;
     let committed = mutate(ctx, &run, |d| {

@@ -6,6 +6,7 @@
 //! against the freshly loaded state.
 
 use crate::receipt::vocab::EventType;
+use crate::store::input::{InputShape, JsonArg, read_json_input};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
@@ -50,6 +51,33 @@ impl MutationContext {
     /// the wall clock.
     pub fn stamp(&self) -> String {
         self.at.clone().unwrap_or_else(|| format_now(self.now))
+    }
+
+    /// This command's `--evidence`: a JSON list, inline, `-`, a file or a
+    /// value received as such.
+    pub fn read_evidence(&self, evidence: &JsonArg) -> FlowResult<Value> {
+        Ok(read_json_input(
+            evidence,
+            InputShape::List,
+            self.env.home.as_ref(),
+            "--evidence",
+        )?)
+    }
+
+    /// This command's `--input`, of the top-level type `shape`.
+    pub fn read_input(&self, input: &JsonArg, shape: InputShape) -> FlowResult<Value> {
+        Ok(read_json_input(
+            input,
+            shape,
+            self.env.home.as_ref(),
+            "--input",
+        )?)
+    }
+
+    /// This command's `--input` object, its event time `key` bound to
+    /// `--at` ([`Self::bind_at`]).
+    pub fn read_timed_input(&self, input: &JsonArg, key: &str) -> FlowResult<Value> {
+        self.bind_at(self.read_input(input, InputShape::Object)?, key)
     }
 
     /// An input whose event time is its `key` (`observed_at` of lane-create

@@ -6,12 +6,10 @@ use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
 
 use super::error::FlowResult;
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
 };
-use crate::store::input::{InputShape, read_json_input};
 
 /// `lane-reassign`: replace an interrupted lane's agent by a new lane and
 /// agent resuming from a recovered checkpoint.
@@ -21,11 +19,8 @@ pub fn lane_reassign(
     evidence: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let input = ctx.bind_at(
-        read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?,
-        "decided_at",
-    )?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let input = ctx.read_timed_input(input, "decided_at")?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
     let canonicalize =
@@ -59,7 +54,7 @@ pub fn lineage(
     evidence: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
     let committed = mutate(ctx, &run, |decision| match command {
         LineageCommand::Close => decide_close(decision.state, &request, &evidence),

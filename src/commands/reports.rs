@@ -17,7 +17,7 @@ use crate::coordinator::reports::{
 use crate::coordinator::resume::require_current_owner;
 use crate::store::StoreError;
 use crate::store::handle::read_handle;
-use crate::store::input::{InputShape, read_json_input};
+use crate::store::input::InputShape;
 use crate::store::paths::expand_tilde;
 use crate::store::reports::{
     ReportFile, bound_report_checksum, check_report_file, check_reports_dir, remove_report,
@@ -31,7 +31,7 @@ pub fn create_report(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let payload = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let payload = ctx.read_input(input, InputShape::Object)?;
     run.dir.validate()?;
     // A report binds the current head; like any mutation it may start from
     // a checkpoint the unchanged receipt proves (reports are not gates).

@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
@@ -31,7 +30,7 @@ pub fn resume(
     new_token: &OwnerToken,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     run.dir.validate()?;
     precheck_resume(&evidence)?;
     // Owner transfer is a gate: the whole receipt is verified, not a tail.

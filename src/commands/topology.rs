@@ -9,13 +9,12 @@ use crate::store::input::JsonArg;
 use serde_json::{Map, Value};
 
 use super::error::FlowResult;
-use super::lifecycle::read_evidence;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
 use crate::coordinator::topology::{
     decide_check_result, decide_component_evidence, decide_register, decide_remove,
     precheck_check_result, precheck_component_evidence, precheck_register, precheck_remove,
 };
-use crate::store::input::{InputShape, read_json_input};
+use crate::store::input::InputShape;
 
 /// `topology-register --input <list of components> --evidence`.
 pub fn topology_register(
@@ -24,8 +23,8 @@ pub fn topology_register(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let components = read_json_input(input, InputShape::List, ctx.env.home.as_ref(), "--input")?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let components = ctx.read_input(input, InputShape::List)?;
     precheck_register(&evidence)?;
     let committed = mutate(ctx, &run, |d| {
         decide_register(d.state, d.policy, &components, &evidence)
@@ -41,7 +40,7 @@ pub fn topology_remove(
     reason: &str,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
+    let evidence = ctx.read_evidence(evidence)?;
     precheck_remove(component_id, &evidence, reason)?;
     let committed = mutate(ctx, &run, |d| {
         decide_remove(d.state, component_id, reason, &evidence)
@@ -56,8 +55,8 @@ pub fn check_result(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let input = ctx.read_input(input, InputShape::Object)?;
     let request = precheck_check_result(&input, &evidence)?;
     let committed = mutate(ctx, &run, |d| {
         decide_check_result(d.state, &request, &evidence)
@@ -72,8 +71,8 @@ pub fn component_evidence(
     input: &JsonArg,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_for_mutation(ctx)?;
-    let evidence = read_evidence(ctx, evidence)?;
-    let input = read_json_input(input, InputShape::Object, ctx.env.home.as_ref(), "--input")?;
+    let evidence = ctx.read_evidence(evidence)?;
+    let input = ctx.read_input(input, InputShape::Object)?;
     let component_id = precheck_component_evidence(&input)?;
     let committed = mutate(ctx, &run, |d| {
         decide_component_evidence(d.state, &component_id, &evidence)

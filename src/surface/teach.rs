@@ -115,9 +115,12 @@ pub const FILE_FLAGS: [&str; 5] = [
     "--approval-policy",
 ];
 
-/// A refusal about a JSON input file names the file: `fields.file` from
-/// the caller's flag, and (`in_message`: for input errors, exit 2) the
-/// message says it where it does not yet.
+/// A refusal about a JSON input names where the input came from:
+/// `fields.file` (or `fields.source`, for a value given inline, piped or
+/// received as such) from what the caller gave, and (`in_message`: for
+/// input errors, exit 2) the message says it. The input reader's own
+/// refusals (`store::input`) name their input in both already, and are
+/// known by their `fields`: nothing here reads the message.
 pub fn name_the_file(
     message: &mut String,
     fields: Option<&mut Value>,
@@ -134,46 +137,37 @@ pub fn name_the_file(
     else {
         return;
     };
-    if !FILE_FLAGS.contains(&flag.as_str()) {
+    let named_already = fields.contains_key("file") || fields.contains_key("source");
+    if !FILE_FLAGS.contains(&flag.as_str()) || named_already {
         return;
     }
-    let file = match fields.get("file").and_then(Value::as_str) {
-        Some(file) => file.to_string(),
-        None => {
-            let Some(arg) = given.json(&flag) else {
-                return;
-            };
-            let source = arg.source();
-            let file = match source {
-                InputSource::File(path) => path.to_string_lossy().into_owned(),
-                // An inline, piped or received value is no file: say
-                // where it was.
-                InputSource::Inline(_) | InputSource::Argument(_) | InputSource::Stdin => {
-                    let kind = if source == InputSource::Stdin {
-                        "stdin"
-                    } else {
-                        "inline"
-                    };
-                    fields
-                        .entry("source")
-                        .or_insert_with(|| Value::String(kind.into()));
-                    let named = source.label(&flag);
-                    if in_message && !message.contains(&named) {
-                        let named = match named.strip_prefix("the ") {
-                            Some(_) => named,
-                            None => format!("the {named}"),
-                        };
-                        message.push_str(&format!(" (in {named})"));
-                    }
-                    return;
-                }
-            };
+    let Some(arg) = given.json(&flag) else {
+        return;
+    };
+    let source = arg.source();
+    let said = match source {
+        InputSource::File(path) => {
+            let file = path.to_string_lossy().into_owned();
             fields.insert("file".into(), Value::String(file.clone()));
-            file
+            format!("{flag} '{file}'")
+        }
+        // An inline, piped or received value is no file: say where it was.
+        InputSource::Inline(_) | InputSource::Argument(_) | InputSource::Stdin => {
+            let kind = if source == InputSource::Stdin {
+                "stdin"
+            } else {
+                "inline"
+            };
+            fields.insert("source".into(), Value::String(kind.into()));
+            let named = source.label(&flag);
+            match named.strip_prefix("the ") {
+                Some(_) => named,
+                None => format!("the {named}"),
+            }
         }
     };
-    if in_message && !message.contains(&format!("'{file}'")) {
-        message.push_str(&format!(" (in {flag} '{file}')"));
+    if in_message {
+        message.push_str(&format!(" (in {said})"));
     }
 }
 
@@ -211,6 +205,48 @@ pub fn default_hint(error: &FlowError) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// Where a refusal's JSON input came from is said from what was given
+    /// (a file, an inline value, a received value), once; a refusal of the
+    /// input reader, which says it already, is left as it is.
+    #[test]
+    fn a_refusal_names_its_input_from_what_was_given() {
+        let name = |given: Given, fields: Value| {
+            let mut message = "evidence item 1 is wrong".to_string();
+            let mut fields = fields;
+            name_the_file(&mut message, Some(&mut fields), given, true);
+            (message, fields)
+        };
+        let argv: Vec<OsString> = ["x", "--evidence", "ev.json"].map(OsString::from).into();
+        assert_eq!(
+            name(Given::Argv(&argv), json!({"input": "--evidence"})),
+            (
+                "evidence item 1 is wrong (in --evidence 'ev.json')".to_string(),
+                json!({"input": "--evidence", "file": "ev.json"})
+            )
+        );
+        let inline: Vec<OsString> = ["x", "--evidence=[]"].map(OsString::from).into();
+        assert_eq!(
+            name(Given::Argv(&inline), json!({"input": "--evidence"})).0,
+            "evidence item 1 is wrong (in the --evidence value)"
+        );
+        let arguments = json!({"evidence": []});
+        let (message, fields) = name(
+            Given::Arguments(arguments.as_object().unwrap()),
+            json!({"input": "--evidence"}),
+        );
+        assert_eq!(
+            message,
+            "evidence item 1 is wrong (in the evidence argument)"
+        );
+        assert_eq!(fields, json!({"input": "--evidence", "source": "inline"}));
+        let said = json!({"input": "--evidence", "source": "stdin"});
+        assert_eq!(
+            name(Given::Argv(&argv), said.clone()),
+            ("evidence item 1 is wrong".to_string(), said)
+        );
+    }
 
     #[test]
     fn placeholders_take_the_callers_flags_or_stay_named() {
