@@ -89,6 +89,9 @@ pub struct ToolSpec {
     /// The command takes `--run-id` and `--owner-file`: the server names
     /// the run its handle belongs to, and no argument does.
     pub acts_on_the_handles_run: bool,
+    /// The command requires `--at`: left out, the server gives its own
+    /// clock (cli-conventions §5 "One clock"), so the argument is optional.
+    pub at_defaults_to_now: bool,
     pub params: Vec<Param>,
 }
 
@@ -224,7 +227,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
             name: flag.replace('-', "_"),
             flag: flag.to_string(),
             kind,
-            required: arg.is_required_set(),
+            required: arg.is_required_set() && flag != "at",
             help: arg.get_help().map(|h| h.to_string()).unwrap_or_default(),
             choices: arg
                 .get_possible_values()
@@ -251,6 +254,9 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
         takes_owner,
         makes_owner,
         acts_on_the_handles_run,
+        at_defaults_to_now: command
+            .get_arguments()
+            .any(|a| a.get_long() == Some("at") && a.is_required_set()),
         params,
     }
 }
@@ -329,7 +335,7 @@ const SHARED_FLAGS: &[&str] = &[
 
 /// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id names the run a read-only tool reads (a mutation acts on the run of the server's handle and takes none); at is when the step happened (UTC, at most 300 s after the server's clock; now when left out where a tool does not require it); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id names the run a read-only tool reads (a mutation acts on the run of the server's handle and takes none); at is when the step happened (UTC, at most 300 s after the server's clock; the server's clock when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
 
 /// A flag's help as a tool argument's description: its first clause,
 /// without what only a command line needs (files, `-`, "see below") or what
@@ -635,22 +641,28 @@ mod tests {
         }
     }
 
-    /// The instructions say what `at` is once for all tools: some require
-    /// it (the lane steps), others take the server's clock when it is left
-    /// out, and the shared text says both.
+    /// The instructions say what `at` is once for all tools: no tool
+    /// requires it, the server's clock stands in where the command needs
+    /// one, and the shared text says so.
     #[test]
     fn the_shared_text_of_at_holds_for_every_tool() {
-        let at: Vec<(String, bool)> = tools(&tree(), Mode::Owner)
-            .into_iter()
-            .filter_map(|t| {
-                let required = t.params.iter().find(|p| p.flag == "at")?.required;
-                Some((t.name, required))
-            })
-            .collect();
-        let required = at.iter().filter(|(_, r)| *r).count();
-        assert!(required > 0 && required < at.len(), "{at:?}");
+        let tree = tree();
+        let mut stamped = 0;
+        for t in tools(&tree, Mode::Owner) {
+            let Some(at) = t.params.iter().find(|p| p.flag == "at") else {
+                continue;
+            };
+            assert!(!at.required, "{}", t.name);
+            let command = tree.find_subcommand(&t.name).unwrap();
+            let required = command
+                .get_arguments()
+                .any(|a| a.get_long() == Some("at") && a.is_required_set());
+            assert_eq!(t.at_defaults_to_now, required, "{}", t.name);
+            stamped += usize::from(required);
+        }
+        assert!(stamped > 0);
         assert!(
-            SHARED_ARGUMENTS.contains("now when left out where a tool does not require it"),
+            SHARED_ARGUMENTS.contains("the server's clock when left out"),
             "{SHARED_ARGUMENTS}"
         );
     }
@@ -701,6 +713,7 @@ mod tests {
                     long == "owner-file"
                         || (long == "new-owner-file" && t.makes_owner)
                         || (long == "run-id" && t.acts_on_the_handles_run)
+                        || (long == "at" && t.at_defaults_to_now)
                         || t.params.iter().any(|p| p.flag == long),
                     "{} requires --{long}, which no argument supplies",
                     t.name
@@ -790,7 +803,7 @@ mod tests {
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-        for name in ["lane_id", "agent_id", "at", "evidence", "changed_paths"] {
+        for name in ["lane_id", "agent_id", "evidence", "changed_paths"] {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");

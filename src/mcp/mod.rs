@@ -166,6 +166,12 @@ fn invoke(
             }
         }
     }
+    // One clock: a step the command needs a time for and the call names
+    // none of happens now, by the server's clock.
+    if spec.at_defaults_to_now && !arguments.contains_key("at") {
+        let now = crate::receipt::primitives::format_now(chrono::Utc::now());
+        arguments.insert("at".into(), Value::String(now));
+    }
     let new_owner = match owner {
         Some(owner) if spec.makes_owner => {
             let next = crate::store::private::next_handle(owner);
