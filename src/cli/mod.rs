@@ -9,9 +9,7 @@ use std::io::Write;
 use crate::commands::FlowError;
 use crate::store::discovery::DiscoveryEnv;
 use crate::surface::teach::Given;
-use crate::surface::{
-    Cli, Command, answer_command, command, emit, envelope, panic_error, progress, views,
-};
+use crate::surface::{Cli, answer_command, command, emit, envelope, panic_error, progress, views};
 
 /// Run the CLI on `args` with `env`, writing to the given streams (which
 /// are not a terminal).
@@ -80,7 +78,7 @@ pub fn run_with_terminal(
         return code;
     }
     #[cfg(feature = "mcp")]
-    if let Command::Mcp(args) = cli.command {
+    if let crate::surface::Command::Mcp(args) = cli.command {
         let config = crate::mcp::Config {
             mode: args.mode,
             state_root: args.state_root.or(cli.state_root),
