@@ -75,6 +75,10 @@ pub enum FlowError {
     IncompatibleManifest(String),
     /// Another writer, a stale owner or a state conflict (exit 5).
     Conflict(String),
+    /// A lane step refused for the lane it names: a conflict (exit 5) with
+    /// the reference's message, whose `fields` and hint are functions of
+    /// the reason.
+    Lane(LaneRefusal),
     /// Completion evidence is missing (exit 6), or (`attest`) the receipt
     /// records breaches of our rules: the envelope then adds `breaches`
     /// and is not retryable.
@@ -160,7 +164,9 @@ impl FlowError {
             }
             FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
             FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Conflict(_) => (5, "coordinator_conflict", true, Some("resume-check")),
+            FlowError::Conflict(_) | FlowError::Lane(_) => {
+                (5, "coordinator_conflict", true, Some("resume-check"))
+            }
             FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
                 (6, "completion_blocked", false, Some("verify"))
             }
@@ -202,6 +208,129 @@ impl FlowError {
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
             FlowError::Store(e) => e.message(),
+            FlowError::Lane(refusal) => refusal.message(),
+        }
+    }
+
+    /// What the reason itself teaches (`fields`, a hint), before any
+    /// teaching attached where the error was made.
+    pub fn own_teaching(&self) -> Option<Teaching> {
+        match self.untaught().0 {
+            FlowError::Lane(refusal) => Some(refusal.teaching()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a lane step is refused for its lane (the reference's messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneRefusal {
+    /// "lane does not exist": the run's lanes (at most 32) are named.
+    Missing { lane_id: String, lanes: Vec<String> },
+    /// "lane is not active": terminal or replaced.
+    Inactive { lane_id: String, state: LaneState },
+    /// "agent does not own the lane".
+    NotOwner {
+        lane_id: String,
+        agent_id: String,
+        owner: String,
+    },
+    /// "identifier already exists": the lane id is in use.
+    Exists { lane_id: String, state: LaneState },
+}
+
+/// The lane refusals as tests expect them.
+#[cfg(test)]
+pub mod lane_refused {
+    use super::{FlowError, LaneRefusal};
+    use crate::coordinator::state::LaneState;
+
+    pub fn missing(lane_id: &str, lanes: &[&str]) -> FlowError {
+        FlowError::Lane(LaneRefusal::Missing {
+            lane_id: lane_id.into(),
+            lanes: lanes.iter().map(|l| l.to_string()).collect(),
+        })
+    }
+
+    pub fn inactive(lane_id: &str, state: LaneState) -> FlowError {
+        FlowError::Lane(LaneRefusal::Inactive {
+            lane_id: lane_id.into(),
+            state,
+        })
+    }
+
+    pub fn not_owner(lane_id: &str, agent_id: &str, owner: &str) -> FlowError {
+        FlowError::Lane(LaneRefusal::NotOwner {
+            lane_id: lane_id.into(),
+            agent_id: agent_id.into(),
+            owner: owner.into(),
+        })
+    }
+
+    pub fn exists(lane_id: &str, state: LaneState) -> FlowError {
+        FlowError::Lane(LaneRefusal::Exists {
+            lane_id: lane_id.into(),
+            state,
+        })
+    }
+}
+
+impl LaneRefusal {
+    pub fn message(&self) -> &'static str {
+        match self {
+            LaneRefusal::Missing { .. } => "lane does not exist",
+            LaneRefusal::Inactive { .. } => "lane is not active",
+            LaneRefusal::NotOwner { .. } => "agent does not own the lane",
+            LaneRefusal::Exists { .. } => "identifier already exists",
+        }
+    }
+
+    /// Its `fields` (the lane, and what about it refused the step) and
+    /// hint; `{run_id}`-style placeholders are filled by the envelope.
+    pub fn teaching(&self) -> Teaching {
+        let (fields, hint) = match self {
+            LaneRefusal::Missing { lane_id, lanes } => (
+                serde_json::json!({"lane_id": lane_id, "lanes": lanes}),
+                if lanes.is_empty() {
+                    format!(
+                        "no lane {lane_id}: retrying cannot help: the run has no lanes yet; create one with bluetape-flow lane-create --run-id {{run_id}} --owner-file {{owner_file}} --input lane.json --evidence assign.json"
+                    )
+                } else {
+                    format!(
+                        "no lane {lane_id}: retrying cannot help: the run's lanes are {}; a new lane is created with lane-create",
+                        lanes.join(", ")
+                    )
+                },
+            ),
+            LaneRefusal::Inactive { lane_id, state } => (
+                serde_json::json!({"lane_id": lane_id, "lane_state": state.as_str()}),
+                format!(
+                    "lane {lane_id} is {}: retrying cannot help; see the run's lanes: bluetape-flow status --run-id {{run_id}}",
+                    state.as_str()
+                ),
+            ),
+            LaneRefusal::NotOwner {
+                lane_id,
+                agent_id,
+                owner,
+            } => (
+                serde_json::json!({"lane_id": lane_id, "agent_id": agent_id, "lane_agent_id": owner}),
+                format!(
+                    "retrying cannot help: lane {lane_id} is owned by {owner}, not {agent_id}; pass --agent-id {owner}, or hand the lane over with lane-reassign"
+                ),
+            ),
+            LaneRefusal::Exists { lane_id, state } => (
+                serde_json::json!({"lane_id": lane_id, "lane_state": state.as_str()}),
+                format!(
+                    "retrying cannot help: lane {lane_id} exists already ({}); choose another lane_id, or see it with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME",
+                    state.as_str()
+                ),
+            ),
+        };
+        Teaching {
+            detail: None,
+            hint: Some(hint),
+            fields: Some(fields),
         }
     }
 }
@@ -231,6 +360,7 @@ impl PartialEq for FlowError {
                 },
             ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
+            (Lane(a), Lane(b)) => a == b,
             (
                 Export {
                     endpoint: a,

@@ -13,8 +13,8 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, Policy, Teaching, conflict, evidence_refusal, in_field, invalid,
-    lane_state_hint, require_evidence, state_refusal,
+    FlowError, Intent, LaneRefusal, Policy, Teaching, conflict, evidence_refusal, in_field,
+    invalid, lane_state_hint, require_evidence, state_refusal,
 };
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
@@ -132,42 +132,35 @@ pub fn require_active_lane_owner<'s>(
         return Err(missing_lane(state, lane_id));
     };
     if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return Err(FlowError::Conflict("lane is not active".into()).hinted(format!(
-            "lane {lane_id} is {}: retrying cannot help; see the run's lanes: bluetape-flow status --run-id {{run_id}}",
-            lane.state.as_str()
-        )));
+        return Err(FlowError::Lane(LaneRefusal::Inactive {
+            lane_id: lane_id.to_string(),
+            state: lane.state,
+        }));
     }
     if lane.agent_id != agent_id {
-        return Err(
-            FlowError::Conflict("agent does not own the lane".into()).hinted(format!(
-                "retrying cannot help: lane {lane_id} is owned by {}, not {agent_id}; pass --agent-id {}, or hand the lane over with lane-reassign",
-                lane.agent_id, lane.agent_id
-            )),
-        );
+        return Err(FlowError::Lane(LaneRefusal::NotOwner {
+            lane_id: lane_id.to_string(),
+            agent_id: agent_id.to_string(),
+            owner: lane.agent_id.clone(),
+        }));
     }
     Ok(lane)
 }
 
 /// "lane does not exist", naming the run's lanes (issue 15).
 pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
-    let known: Vec<&str> = state.lanes().keys().map(String::as_str).take(32).collect();
-    let hint = if known.is_empty() {
-        "retrying cannot help: the run has no lanes yet; create one with bluetape-flow lane-create --run-id {run_id} --owner-file {owner_file} --input lane.json --evidence assign.json".to_string()
-    } else {
-        format!(
-            "retrying cannot help: the run's lanes are {}; a new lane is created with lane-create",
-            known.join(", ")
-        )
-    };
-    FlowError::Conflict("lane does not exist".into()).hinted(format!("no lane {lane_id}: {hint}"))
+    FlowError::Lane(LaneRefusal::Missing {
+        lane_id: lane_id.to_string(),
+        lanes: state.lanes().keys().take(32).cloned().collect(),
+    })
 }
 
 /// "identifier already exists" for a lane id in use (issue 15).
 pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> FlowError {
-    FlowError::Conflict("identifier already exists".into()).hinted(format!(
-        "retrying cannot help: lane {lane_id} exists already ({}); choose another lane_id, or see it with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME",
-        lane_state.as_str()
-    ))
+    FlowError::Lane(LaneRefusal::Exists {
+        lane_id: lane_id.to_string(),
+        state: lane_state,
+    })
 }
 
 /// A validated `lane-create` request (write scope already canonical).

@@ -1,5 +1,6 @@
 //! Unit tests of the lane decisions on hand-made replayed states.
 
+use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
@@ -453,7 +454,7 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     build.lane("l1", json!([]));
     assert_eq!(
         decide_lane_create(&build.state, &policy, &request, &evidence()),
-        Err(conflict_msg("identifier already exists"))
+        Err(lane_refused::exists("l1", LaneState::Pending))
     );
     // The limit comes from the run's policy, and counts every lane.
     let mut small = Policy::default();
@@ -474,7 +475,7 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     // A duplicate id is reported before the limit.
     assert_eq!(
         decide_lane_create(&build.state, &small, &request, &evidence()),
-        Err(conflict_msg("identifier already exists"))
+        Err(lane_refused::exists("l1", LaneState::Pending))
     );
 }
 
@@ -556,7 +557,7 @@ fn a_child_lane_stays_within_its_parents_scope() {
             &child("build", json!(["lib"])),
             &evidence()
         ),
-        Err(conflict_msg("identifier already exists"))
+        Err(lane_refused::exists("fix", LaneState::Pending))
     );
 }
 
@@ -636,7 +637,7 @@ fn the_transition_table() {
             if from.is_terminal() || from == Replaced {
                 assert_eq!(
                     result,
-                    Err(conflict_msg("lane is not active")),
+                    Err(lane_refused::inactive("l1", from)),
                     "{command:?} {from:?}"
                 );
             } else if sources.contains(&from) {
@@ -693,19 +694,19 @@ fn transition_checks_run_in_the_reference_order() {
     build.lane("l1", json!(["src"]));
     assert_eq!(
         decide_lane_transition(&build.state, &request, lexical),
-        Err(conflict_msg("lane does not exist"))
+        Err(lane_refused::missing("ghost", &["l1"]))
     );
     // A foreign agent on a live lane; on a terminal lane "not active" wins.
     let mut request = transition(LaneCommand::Start, &ev);
     request.agent_id = "agent-2";
     assert_eq!(
         decide_lane_transition(&build.state, &request, lexical),
-        Err(conflict_msg("agent does not own the lane"))
+        Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
     build.step("lane_cancelled", "l1", "pending", "cancelled");
     assert_eq!(
         decide_lane_transition(&build.state, &request, lexical),
-        Err(conflict_msg("lane is not active"))
+        Err(lane_refused::inactive("l1", LaneState::Cancelled))
     );
     // Agent ownership before the source state.
     let mut build = Build::running();
@@ -714,7 +715,7 @@ fn transition_checks_run_in_the_reference_order() {
     request.agent_id = "agent-2";
     assert_eq!(
         decide_lane_transition(&build.state, &request, lexical),
-        Err(conflict_msg("agent does not own the lane"))
+        Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
     // Lanes move in a recovering run too.
     build.event(
@@ -772,7 +773,7 @@ fn probe_ack_after_an_interrupt_is_fenced() {
     request.agent_id = "agent-2";
     assert_eq!(
         decide_lane_transition(&build.state, &request, lexical),
-        Err(conflict_msg("agent does not own the lane"))
+        Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
 }
 

@@ -3,6 +3,7 @@
 //! Decided intents are fed back through the replay reducer, so what the
 //! decisions propose is what a receipt can hold.
 
+use crate::coordinator::decide::lane_refused;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
@@ -585,7 +586,7 @@ fn liveness_check_finds_the_lane_before_reading_at() {
             "garbage",
             CommandStatus::Unknown
         ),
-        Err(conflict_msg("lane does not exist"))
+        Err(lane_refused::missing("nope", &["build"]))
     );
     assert_eq!(
         check_lane(
@@ -645,11 +646,11 @@ fn active_lane_owner_checks_in_order() {
     let mut run = Run::new();
     assert_eq!(
         active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
-        conflict_msg("lane does not exist")
+        lane_refused::missing("nope", &["build"])
     );
     assert_eq!(
         active_lane_owner(&run.state, "build", "agent-2").unwrap_err(),
-        conflict_msg("agent does not own the lane")
+        lane_refused::not_owner("build", "agent-2", "agent-1")
     );
     assert!(active_lane_owner(&run.state, "build", "agent-1").is_ok());
     // Replaced and terminal lanes are not active (checked before the agent).
@@ -657,7 +658,7 @@ fn active_lane_owner_checks_in_order() {
     replaced.lanes.get_mut("build").unwrap().state = LaneState::Replaced;
     assert_eq!(
         active_lane_owner(&replaced, "build", "agent-2").unwrap_err(),
-        conflict_msg("lane is not active")
+        lane_refused::inactive("build", LaneState::Replaced)
     );
     run.step(
         "lane_cancelled",
@@ -668,7 +669,7 @@ fn active_lane_owner_checks_in_order() {
     );
     assert_eq!(
         active_lane_owner(&run.state, "build", "agent-2").unwrap_err(),
-        conflict_msg("lane is not active")
+        lane_refused::inactive("build", LaneState::Cancelled)
     );
     // The run state comes first.
     run.event(json!({"event_type": "run_blocked", "from_state": "running", "to_state": "blocked"}));
@@ -841,7 +842,7 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
             &heartbeat(json!({"agent_id": "agent-2"})),
             &ev
         ),
-        Err(conflict_msg("agent does not own the lane"))
+        Err(lane_refused::not_owner("build", "agent-2", "agent-1"))
     );
     for run in [Run::new().stalled(), Run::new().recovering()] {
         assert_eq!(
@@ -1200,7 +1201,7 @@ fn stall_record_from_a_starting_lane() {
             },
             t("2026-07-14T01:00:30Z")
         ),
-        Err(conflict_msg("agent does not own the lane"))
+        Err(lane_refused::not_owner("build", "agent-9", "agent-1"))
     );
 }
 

@@ -3,6 +3,7 @@
 //! pipeline would seal them), so every test also proves the reducer accepts
 //! what the decision proposes.
 
+use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
@@ -580,7 +581,7 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     let mut ledger = Ledger::running();
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("lane does not exist")
+        Err(lane_refused::missing("build", &[]))
     );
     ledger.lane("build", "agent-1", json!({})).run_lane("build");
     assert_eq!(
@@ -596,7 +597,7 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     ledger.step("lane_failed", "build", "recovering", "failed");
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("lane is not active")
+        Err(lane_refused::inactive("build", LaneState::Failed))
     );
 }
 
@@ -653,7 +654,7 @@ fn reassign_exit_code_precedence() {
     );
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(FlowError::Conflict("identifier already exists".into()))
+        Err(lane_refused::exists("build-2", LaneState::Pending))
     );
     // An existing id beats the replacement limit.
     assert_eq!(
@@ -666,7 +667,7 @@ fn reassign_exit_code_precedence() {
             &request(),
             &ev
         ),
-        Err(FlowError::Conflict("identifier already exists".into()))
+        Err(lane_refused::exists("build-2", LaneState::Pending))
     );
 }
 
@@ -738,10 +739,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     let fenced = |ledger: &Ledger, lane: &str, agent: &str| {
         crate::coordinator::lane_commands::require_active_lane_owner(&ledger.state, lane, agent)
             .map(|l| l.id.clone())
-            .map_err(|r| match r.untaught().0.clone() {
-                FlowError::Conflict(m) => m,
-                other => panic!("{other:?}"),
-            })
+            .map_err(|r| r.message().to_string())
     };
     assert_eq!(
         fenced(&ledger, "build", "agent-1"),
@@ -755,7 +753,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     // Nor can the replaced lane be reassigned a second time.
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(FlowError::Conflict("lane is not active".into()))
+        Err(lane_refused::inactive("build", LaneState::Replaced))
     );
     // The reducer itself refuses the old agent on the child lane.
     ledger.run_lane("build-2");

@@ -72,12 +72,17 @@ pub fn failure(error: &FlowError) -> (u8, String) {
 pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
     let (code, name, retryable, next) = error.classify();
     let (inner, teach) = error.untaught();
+    // What was attached where the error was made, over what its reason
+    // teaches, over its class's default.
+    let own = inner.own_teaching();
     let hint = teach
-        .and_then(|t| t.hint.as_deref())
-        .map(String::from)
+        .and_then(|t| t.hint.clone())
+        .or_else(|| own.as_ref().and_then(|t| t.hint.clone()))
         .or_else(|| super::teach::default_hint(inner))
         .map(|hint| super::teach::fill(&hint, given));
-    let mut fields = teach.and_then(|t| t.fields.clone());
+    let mut fields = teach
+        .and_then(|t| t.fields.clone())
+        .or_else(|| own.and_then(|t| t.fields));
     let mut full_message = error.full_message();
     let input_error = name == "contract_error";
     super::teach::name_the_file(&mut full_message, fields.as_mut(), given, input_error);

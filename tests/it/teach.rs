@@ -498,7 +498,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 next_command: Some("resume-check"),
                 message: "identifier already exists",
                 hint: &["retrying cannot help", "lane api exists already (pending)"],
-                fields: None,
+                fields: Some(json!({"lane_id": "api", "lane_state": "pending"})),
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
         ),
@@ -511,7 +511,9 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 next_command: Some("resume-check"),
                 message: "agent does not own the lane",
                 hint: &["owned by agent-1, not agent-9", "--agent-id agent-1"],
-                fields: None,
+                fields: Some(
+                    json!({"lane_id": "api", "agent_id": "agent-9", "lane_agent_id": "agent-1"}),
+                ),
             },
             life.mutate(
                 "lane-start",
@@ -536,7 +538,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 next_command: Some("resume-check"),
                 message: "lane does not exist",
                 hint: &["no lane ghost", "the run's lanes are api"],
-                fields: None,
+                fields: Some(json!({"lane_id": "ghost", "lanes": ["api"]})),
             },
             life.mutate(
                 "lane-start",
