@@ -77,12 +77,13 @@ fn refusal_code(refusal: &FlowError) -> (&'static str, String) {
     (refusal.classify().1, refusal.message().to_string())
 }
 
-/// Shell-quote one argument (single quotes; identifiers need none).
-fn quote(text: &str) -> String {
+/// Shell-quote one argument (single quotes unless it is plainly safe:
+/// identifiers, timestamps and plain paths need none).
+pub fn quote(text: &str) -> String {
     if !text.is_empty()
         && text
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=,".contains(c))
     {
         text.to_string()
     } else {

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use crate::commands::FlowError;
 use crate::commands::error::{INSECURE_HINT, LOCK_HELD_HINT};
 use crate::coordinator::approval::ApprovalRefusal;
+use crate::coordinator::views::quote;
 use crate::store::StoreError;
 use crate::store::input::{InputSource, JsonArg};
 
@@ -75,19 +76,6 @@ impl Given<'_> {
 /// A flag's name as a tool argument: `--lane-id` is `lane_id`.
 fn argument_name(flag: &str) -> String {
     flag.trim_start_matches('-').replace('-', "_")
-}
-
-/// Shell-quote one value (single quotes unless it is plainly safe).
-fn quote(text: &str) -> String {
-    if !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:/@+=,".contains(c))
-    {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 /// `hint` with each placeholder replaced by the caller's flag value, or by

@@ -818,14 +818,7 @@ fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
         "lane-start",
         json!({"lane_id": "api", "agent_id": "agent-1", "evidence": evidence("tool", "spawned")}),
     );
-    let receipt = std::fs::read_to_string(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("receipt.jsonl"),
-    )
-    .unwrap();
-    let last: Value = serde_json::from_str(receipt.lines().last().unwrap()).unwrap();
+    let last = run.last_event();
     assert_eq!(last["event_type"], "lane_started", "{last}");
     let stamped: chrono::DateTime<chrono::Utc> =
         last["timestamp"].as_str().unwrap().parse().unwrap();
