@@ -579,3 +579,26 @@ fn publish_binds_the_reports_the_receipt_binds_under_a_forged_checkpoint() {
         .run(&["bundle-verify", "--git", &repo_arg, "--ref", &reference])
         .assert_ok();
 }
+
+/// A reports directory with a looser mode is the 0600/0700 rule broken:
+/// the report is refused as the store refuses it (exit 2, the rule's
+/// hint), and nothing is appended.
+#[test]
+fn a_report_directory_with_a_looser_mode_is_refused_with_its_rule() {
+    use std::os::unix::fs::PermissionsExt;
+    let bed = Bed::running();
+    let receipt = bed.receipt();
+    let reports = bed.root.join("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    std::fs::set_permissions(&reports, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = bed.report("handoff-create", &bed.handoff(), &[]);
+    let e = out.assert_error(2, "contract_error");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("0600 in directories of 0700"),
+        "{e}"
+    );
+    assert_eq!(bed.receipt(), receipt);
+}
