@@ -1,7 +1,7 @@
 //! The process facts the commands are given as values: the clock, the
-//! random source and the environment are read here, in the CLI, and
-//! nowhere below it (the store's own temporary names and lock tokens
-//! aside).
+//! random source and the environment are read here, in the command
+//! surface both shells share, and nowhere below it (the store's own
+//! temporary names and lock tokens aside).
 
 use crate::commands::approval::ApprovalEnv;
 use crate::commands::init::InitEntropy;
