@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, invalid, require_evidence};
 use super::state::{CoordinatorState, CoverageState, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::rules::{Limits, check_evidence};
@@ -224,7 +224,7 @@ pub fn decide_complete(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     if state.run_state_enum() != RunState::Running {
-        return conflict("run state does not allow this command");
+        return super::decide::run_state_refused(state.run_state_enum(), &[RunState::Running]);
     }
     require_completion_evidence(state, evidence)?;
     let report = evaluate(state, true);

@@ -389,8 +389,9 @@ fn complete_needs_a_running_run_first() {
     // Run state is checked before the evidence (even empty evidence).
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),
-        Err(FlowError::Conflict(
-            "run state does not allow this command".into()
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Recovering,
+            &[crate::coordinator::state::RunState::Running]
         ))
     );
 }

@@ -79,6 +79,13 @@ pub enum FlowError {
     /// the reference's message, whose `fields` and hint are functions of
     /// the reason.
     Lane(LaneRefusal),
+    /// "run state does not allow this command" (exit 5, the reference's
+    /// message): the run's state and the states the command needs are its
+    /// fields, and its hint says both.
+    RunStateRefused {
+        state: RunState,
+        allowed: Vec<RunState>,
+    },
     /// Completion evidence is missing (exit 6), or (`attest`) the receipt
     /// records breaches of our rules: the envelope then adds `breaches`
     /// and is not retryable.
@@ -164,7 +171,7 @@ impl FlowError {
             }
             FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
             FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Conflict(_) | FlowError::Lane(_) => {
+            FlowError::Conflict(_) | FlowError::Lane(_) | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
             FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
@@ -209,6 +216,7 @@ impl FlowError {
             FlowError::Approval(refusal) => refusal.message(),
             FlowError::Store(e) => e.message(),
             FlowError::Lane(refusal) => refusal.message(),
+            FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
 
@@ -217,6 +225,20 @@ impl FlowError {
     pub fn own_teaching(&self) -> Option<Teaching> {
         match self.untaught().0 {
             FlowError::Lane(refusal) => Some(refusal.teaching()),
+            FlowError::RunStateRefused { state, allowed } => {
+                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+                Some(Teaching {
+                    detail: None,
+                    hint: Some(format!(
+                        "the run is {}; this command needs it {}: see where it stands with bluetape-flow status --run-id {{run_id}}",
+                        state.as_str(),
+                        names.join(" or ")
+                    )),
+                    fields: Some(
+                        serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
+                    ),
+                })
+            }
             _ => None,
         }
     }
@@ -265,6 +287,16 @@ pub mod lane_refused {
             agent_id: agent_id.into(),
             owner: owner.into(),
         })
+    }
+
+    pub fn run_state(
+        state: crate::coordinator::state::RunState,
+        allowed: &[crate::coordinator::state::RunState],
+    ) -> FlowError {
+        FlowError::RunStateRefused {
+            state,
+            allowed: allowed.to_vec(),
+        }
     }
 
     pub fn exists(lane_id: &str, state: LaneState) -> FlowError {
@@ -361,6 +393,16 @@ impl PartialEq for FlowError {
             ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
             (Lane(a), Lane(b)) => a == b,
+            (
+                RunStateRefused {
+                    state: a,
+                    allowed: x,
+                },
+                RunStateRefused {
+                    state: b,
+                    allowed: y,
+                },
+            ) => a == b && x == y,
             (
                 Export {
                     endpoint: a,
@@ -659,6 +701,15 @@ pub fn invalid_word<T>(
             "invalid": [{"field": field, "expected": expected}],
         })),
     }))
+}
+
+/// "run state does not allow this command": the run is `state`, the
+/// command needs one of `allowed`.
+pub fn run_state_refused<T>(state: RunState, allowed: &[RunState]) -> Result<T, FlowError> {
+    Err(FlowError::RunStateRefused {
+        state,
+        allowed: allowed.to_vec(),
+    })
 }
 
 pub fn conflict<T>(message: &str) -> Result<T, FlowError> {

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, Teaching, conflict, evidence_refusal, in_field,
-    invalid, lane_state_hint, require_evidence, state_refusal,
+    invalid, lane_state_hint, require_evidence, run_state_refused, state_refusal,
 };
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
@@ -118,7 +118,7 @@ fn non_blank(value: &Value, message: &str) -> Result<String, FlowError> {
 pub fn require_lane_run_state(state: &CoordinatorState) -> Result<(), FlowError> {
     match state.run_state_enum() {
         RunState::Running | RunState::Recovering => Ok(()),
-        _ => conflict("run state does not allow this command"),
+        other => run_state_refused(other, &[RunState::Running, RunState::Recovering]),
     }
 }
 

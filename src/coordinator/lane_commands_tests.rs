@@ -443,7 +443,13 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     let policy = Policy::default();
     assert_eq!(
         decide_lane_create(&Build::planned().state, &policy, &request, &evidence()),
-        Err(conflict_msg("run state does not allow this command"))
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Planned,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
     let mut build = Build::running();
     build.event(
@@ -688,7 +694,13 @@ fn transition_checks_run_in_the_reference_order() {
     request.lane_id = "ghost";
     assert_eq!(
         decide_lane_transition(&Build::planned().state, &request, lexical),
-        Err(conflict_msg("run state does not allow this command"))
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Planned,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
     let mut build = Build::running();
     build.lane("l1", json!(["src"]));

@@ -675,7 +675,13 @@ fn active_lane_owner_checks_in_order() {
     run.event(json!({"event_type": "run_blocked", "from_state": "running", "to_state": "blocked"}));
     assert_eq!(
         active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
-        conflict_msg("run state does not allow this command")
+        crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Blocked,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        )
     );
     // Recovering runs are fine.
     let mut run = Run::new();

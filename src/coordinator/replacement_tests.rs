@@ -575,7 +575,13 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     );
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Blocked,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
 
     let mut ledger = Ledger::running();
@@ -883,7 +889,13 @@ fn close_refusals() {
     );
     assert_eq!(
         decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        conflict("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Failed,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
 }
 
@@ -1131,10 +1143,22 @@ fn block_refusals_in_order() {
     );
     assert_eq!(
         decide_block(&stopped.state, &lineage("build", "build-2"), &evidence),
-        conflict("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Cancelled,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
     assert_eq!(
         decide_repair(&stopped.state, &lineage("build", "build-2"), &evidence),
-        conflict("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Cancelled,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
 }

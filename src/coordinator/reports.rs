@@ -80,7 +80,7 @@ impl ReportKind {
 /// The run state allows this kind of report now.
 pub fn require_report_state(state: &CoordinatorState, kind: ReportKind) -> Result<(), FlowError> {
     if !kind.run_states().contains(&state.run_state_enum()) {
-        return conflict("run state does not allow this command");
+        return super::decide::run_state_refused(state.run_state_enum(), kind.run_states());
     }
     Ok(())
 }

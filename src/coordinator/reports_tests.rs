@@ -314,11 +314,23 @@ fn one_binding_per_kind_and_repeats_are_idempotent() {
 #[test]
 fn each_kind_has_its_run_states() {
     let planned = state_with(&[("run_created", Some("planned"), json!({}))]);
-    let refusal = Err(FlowError::Conflict(
-        "run state does not allow this command".into(),
-    ));
-    assert_eq!(require_report_state(&planned, ReportKind::Handoff), refusal);
-    assert_eq!(require_report_state(&running(), ReportKind::Live), refusal);
+    assert_eq!(
+        require_report_state(&planned, ReportKind::Handoff),
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Planned,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
+    );
+    assert_eq!(
+        require_report_state(&running(), ReportKind::Live),
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Running,
+            &[crate::coordinator::state::RunState::Completed]
+        ))
+    );
     assert_eq!(
         require_report_state(&running(), ReportKind::Handoff),
         Ok(())

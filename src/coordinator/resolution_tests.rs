@@ -159,7 +159,13 @@ fn refusals_in_the_reference_order() {
     );
     assert_eq!(
         resolve(&stopped, "review", "rereview", &good),
-        busy("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Blocked,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
 }
 

@@ -35,7 +35,7 @@ pub fn require_current_owner(
 /// reservation left half-done.
 pub fn require_transferable(state: &CoordinatorState) -> Result<(), FlowError> {
     if !RESUMABLE.contains(&state.run_state_enum()) {
-        return conflict("run state does not allow this command");
+        return super::decide::run_state_refused(state.run_state_enum(), &RESUMABLE);
     }
     if !state.incomplete_replacements().is_empty() {
         return conflict(
@@ -175,8 +175,14 @@ mod tests {
         );
         assert_eq!(
             decide_resume(&cancelled, &fp('b'), &ev()),
-            Err(FlowError::Conflict(
-                "run state does not allow this command".into()
+            Err(crate::coordinator::decide::lane_refused::run_state(
+                crate::coordinator::state::RunState::Cancelled,
+                &[
+                    crate::coordinator::state::RunState::Planned,
+                    crate::coordinator::state::RunState::Approved,
+                    crate::coordinator::state::RunState::Running,
+                    crate::coordinator::state::RunState::Recovering
+                ]
             ))
         );
     }

@@ -73,7 +73,13 @@ fn register_needs_a_running_run_before_validation() {
     );
     assert_eq!(
         register(&ledger, &json!([])),
-        busy("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Failed,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
     assert_eq!(
         precheck_register(&json!([])),
@@ -328,7 +334,13 @@ fn remove_refusals() {
     );
     assert_eq!(
         decide_remove(&stopped.state, "docs", "x", &e),
-        busy("run state does not allow this command")
+        Err(crate::coordinator::decide::lane_refused::run_state(
+            crate::coordinator::state::RunState::Blocked,
+            &[
+                crate::coordinator::state::RunState::Running,
+                crate::coordinator::state::RunState::Recovering
+            ]
+        ))
     );
 }
 

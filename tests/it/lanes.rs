@@ -432,11 +432,27 @@ fn lane_create_refusals() {
 #[test]
 fn lanes_need_a_running_or_recovering_run() {
     let run = planned();
-    run.refused(
+    let e = run.refused(
         || run.create(&lane_input("l1", "agent-1", json!([]))),
         5,
         "coordinator_conflict",
         "run state does not allow this command",
+    );
+    // The reason is typed: the run's state and the states the command
+    // needs are its fields, and its hint says both.
+    assert_eq!(
+        e["fields"],
+        json!({"run_state": "planned", "allowed_run_states": ["running", "recovering"]}),
+        "{e}"
+    );
+    let hint = e["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with("the run is planned; this command needs it running or recovering"),
+        "{hint}"
+    );
+    assert!(
+        hint.contains(&format!("status --run-id {}", run.run_id)),
+        "{hint}"
     );
     run.step("run-approve", &[]).assert_ok();
     run.step("run-start", &[]).assert_ok();
