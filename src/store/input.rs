@@ -191,13 +191,13 @@ pub fn read_json_input(
         hint,
     };
     let bytes = match source {
-        // Held to what the same value given inline is held to.
+        // Held to what the same value given inline is held to: its JSON
+        // text is counted, not made, and nothing is parsed again.
         InputSource::Argument(value) => {
-            let text = value.to_string();
-            if text.len() as u64 > MAX_INPUT_BYTES {
+            if json_length(value) > MAX_INPUT_BYTES {
                 return Err(refuse(format!("JSON input exceeds one MiB: {named}"), None));
             }
-            text.into_bytes()
+            return checked_value(value.clone(), &source, shape, flag);
         }
         InputSource::Inline(text) => {
             if text.len() as u64 > MAX_INPUT_BYTES {
@@ -256,6 +256,41 @@ pub fn read_json_input(
         return Err(invalid("it starts with a byte order mark".into()));
     }
     let value: Value = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    checked_value(value, &source, shape, flag)
+}
+
+/// The length of `value`'s compact JSON text, counted as it is written.
+fn json_length(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The rules every JSON input meets once it is a value, whatever its
+/// source: no floats, integers the reference can read, the top-level type.
+fn checked_value(
+    value: Value,
+    source: &InputSource,
+    shape: InputShape,
+    flag: &str,
+) -> Result<Value, InputError> {
+    let named = source.label(flag);
+    let refuse = |message: String, hint: Option<String>| InputError {
+        message,
+        fields: source.fields(flag),
+        hint,
+    };
     if contains_float(&value) {
         return Err(refuse(
             format!("JSON input must not contain floats, NaN or Infinity: {named}"),
@@ -337,4 +372,42 @@ fn open_failure(path: &Path, label: &str, shown: &str, store_message: &str) -> S
 
 fn open_hint(flag: &str, shape: InputShape) -> Option<String> {
     Some(takes(flag, shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value received as such meets the inline value's rules: its JSON
+    /// text's length (counted, not made) against the 1 MiB limit, no
+    /// floats, the top-level type; a fitting one is returned as it came.
+    #[test]
+    fn a_received_value_meets_the_inline_rules() {
+        let read = |value: Value, shape| {
+            read_json_input(&JsonArg::Value(value), shape, None, "--evidence")
+        };
+        let list = json!([{"kind": "k", "summary": "s", "exit_status": 3}]);
+        assert_eq!(json_length(&list), list.to_string().len() as u64);
+        assert_eq!(read(list.clone(), InputShape::List), Ok(list.clone()));
+        let e = read(list, InputShape::Object).unwrap_err();
+        assert!(
+            e.message
+                .contains("the evidence argument holds a JSON list"),
+            "{e:?}"
+        );
+        let e = read(json!([{"x": 1.5}]), InputShape::List).unwrap_err();
+        assert_eq!(
+            e.message,
+            "JSON input must not contain floats, NaN or Infinity: the evidence argument"
+        );
+        assert_eq!(e.fields, json!({"input": "--evidence", "source": "inline"}));
+        let fits = "x".repeat(MAX_INPUT_BYTES as usize - 4);
+        assert!(read(json!([fits]), InputShape::List).is_ok());
+        let over = "x".repeat(MAX_INPUT_BYTES as usize - 3);
+        let e = read(json!([over]), InputShape::List).unwrap_err();
+        assert_eq!(
+            e.message,
+            "JSON input exceeds one MiB: the evidence argument"
+        );
+    }
 }
