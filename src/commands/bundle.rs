@@ -1009,10 +1009,7 @@ pub fn load_checks(
         Some(super::transparency::load_verifier_keys(keys)?)
     };
     let head = head
-        .map(|path| {
-            read_small(path, None)
-                .map_err(|e| FlowError::Contract(format!("head file refused: {e}")))
-        })
+        .map(|path| read_small(path, None).map_err(|e| FlowError::from(e.refused("head file"))))
         .transpose()?;
     Ok((keys, head))
 }

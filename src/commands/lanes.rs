@@ -29,10 +29,9 @@ pub(crate) fn canonicalize(
         return Err(FlowError::Contract("run manifest has no repo_root".into()));
     };
     canonicalize_write_scope(Path::new(root), scopes, limits).map_err(|e| {
-        let refusal = FlowError::Contract(e.message().to_string());
         match e {
             // The OS refused the pinned root itself: no path list fixes it.
-            crate::store::StoreError::Io(failure) if failure.path == Path::new(root) => refusal
+            crate::store::StoreError::Io(ref failure) if failure.path == Path::new(root) => FlowError::from(e)
                 .taught(Teaching {
                     detail: Some(format!("the run's pinned repo_root {root} cannot be resolved")),
                     hint: Some(format!(
@@ -40,7 +39,7 @@ pub(crate) fn canonicalize(
                     )),
                     fields: None,
                 }),
-            _ => refusal,
+            _ => FlowError::from(e),
         }
     })
 }

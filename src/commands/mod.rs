@@ -62,7 +62,7 @@ pub fn verify_signed(
     let external = head
         .map(|path| {
             store::heads::read_small(path, None)
-                .map_err(|e| FlowError::Contract(format!("head file refused: {e}")))
+                .map_err(|e| FlowError::from(e.refused("head file")))
         })
         .transpose()?;
     let run = open_run(root, run_id)?;

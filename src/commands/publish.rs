@@ -20,10 +20,6 @@ use super::error::{FlowError, FlowResult};
 use crate::receipt::bundle::{BundleError, Class, INDEX, Index, Member, SEGMENT_EVENTS, classify};
 use crate::store::git::{Git, Objects, TreeEntry};
 
-fn git_failed(e: crate::store::StoreError) -> FlowError {
-    FlowError::Contract(FlowError::from(e).message().to_string())
-}
-
 fn repo_root(replayed: &Replayed) -> Option<std::path::PathBuf> {
     replayed
         .run
@@ -47,7 +43,7 @@ fn read_published(
 ) -> FlowResult<Published> {
     let refused = |m: String| bundle_error(BundleError::Refused(m));
     let mut entries = BTreeMap::new();
-    for entry in git.ls_tree(commit, sizes).map_err(git_failed)? {
+    for entry in git.ls_tree(commit, sizes)? {
         if entry.mode != "100644" || entry.kind != "blob" {
             return Err(refused(format!(
                 "publication {commit} holds {} of mode {} ({}): only regular files are allowed",
@@ -59,9 +55,7 @@ fn read_published(
     let index_entry = entries
         .get(INDEX)
         .ok_or_else(|| refused(format!("publication {commit} has no index.json")))?;
-    let bytes = objects
-        .read_all(&index_entry.id, Class::Index.limit())
-        .map_err(git_failed)?;
+    let bytes = objects.read_all(&index_entry.id, Class::Index.limit())?;
     let index = Index::parse(&bytes).map_err(bundle_error)?;
     let names: Vec<&str> = entries.keys().map(String::as_str).collect();
     let mut expected: Vec<&str> = index.members.iter().map(|m| m.name.as_str()).collect();
@@ -119,7 +113,7 @@ pub fn publish(
         None => repo_root(&replayed)
             .ok_or_else(|| FlowError::Contract("the run names no repo_root; pass --repo".into()))?,
     };
-    let git = Git::open(&repo).map_err(git_failed)?;
+    let git = Git::open(&repo)?;
     let reference = reference
         .map(str::to_string)
         .unwrap_or_else(|| format!("refs/bluetape/runs/{run_id}"));
@@ -128,8 +122,8 @@ pub fn publish(
             "{reference} is not a valid ref under refs/"
         )));
     }
-    let previous = git.resolve(&reference).map_err(git_failed)?;
-    let mut objects = git.objects().map_err(git_failed)?;
+    let previous = git.resolve(&reference)?;
+    let mut objects = git.objects()?;
     let mut kept: Vec<Member> = Vec::new();
     let mut ids: BTreeMap<String, String> = BTreeMap::new();
     let mut old_bytes = None;
@@ -211,7 +205,7 @@ pub fn publish(
     }
     // Blobs: the index and every member not already in the repository.
     let mut files: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    let index_id = git.hash_object(&plan.index_bytes).map_err(git_failed)?;
+    let index_id = git.hash_object(&plan.index_bytes)?;
     files
         .entry(String::new())
         .or_default()
@@ -230,7 +224,7 @@ pub fn publish(
                     std::io::Read::read_to_end(reader, &mut bytes)?;
                     Ok(bytes)
                 })?;
-                git.hash_object(&bytes).map_err(git_failed)?
+                git.hash_object(&bytes)?
             }
         };
         let (dir, file) = match member.name.split_once('/') {
@@ -248,18 +242,13 @@ pub fn publish(
         if dir.is_empty() {
             top.extend(rows);
         } else {
-            let tree = git.mktree(&rows).map_err(git_failed)?;
+            let tree = git.mktree(&rows)?;
             top.push(("040000", "tree", tree, dir.clone()));
         }
     }
-    let tree = git.mktree(&top).map_err(git_failed)?;
-    let commit = git
-        .commit_tree(&tree, previous.as_deref(), &message)
-        .map_err(git_failed)?;
-    if !git
-        .update_ref(&reference, &commit, previous.as_deref())
-        .map_err(git_failed)?
-    {
+    let tree = git.mktree(&top)?;
+    let commit = git.commit_tree(&tree, previous.as_deref(), &message)?;
+    if !git.update_ref(&reference, &commit, previous.as_deref())? {
         return Err(FlowError::Conflict(format!(
             "{reference} moved while the run was published; run publish again"
         )));
@@ -351,12 +340,8 @@ fn check_extends(
         }
         if class == Some(Class::Receipt) && Some(&member.name) == last.as_ref() {
             // The older last segment must be a prefix of the newer one.
-            let old_bytes = objects
-                .read_all(old_id, Class::Receipt.limit())
-                .map_err(git_failed)?;
-            let new_bytes = objects
-                .read_all(&new.id, Class::Receipt.limit())
-                .map_err(git_failed)?;
+            let old_bytes = objects.read_all(old_id, Class::Receipt.limit())?;
+            let new_bytes = objects.read_all(&new.id, Class::Receipt.limit())?;
             if new_bytes.starts_with(&old_bytes) {
                 continue;
             }
@@ -381,8 +366,8 @@ pub fn verify_git(
 ) -> FlowResult<Map<String, Value>> {
     super::views::check_at(at)?;
     let (keys, head) = super::bundle::load_checks(keys, head)?;
-    let git = Git::open(dir).map_err(git_failed)?;
-    if git.resolve(reference).map_err(git_failed)?.is_none() {
+    let git = Git::open(dir)?;
+    if git.resolve(reference)?.is_none() {
         // Most often a clone that has not fetched the publications.
         return Err(FlowError::Contract(format!(
             "{reference} does not name a commit in {}",
@@ -392,7 +377,7 @@ pub fn verify_git(
             "a clone does not bring the publications: run git fetch origin '{PUBLICATION_REFS}*:{PUBLICATION_REFS}*' in it first (a run is published on {PUBLICATION_REFS}runs/<run_id>; git for-each-ref {PUBLICATION_REFS} lists them)"
         )));
     }
-    let history = git.history(reference).map_err(git_failed)?;
+    let history = git.history(reference)?;
     for (i, (commit, parents)) in history.iter().enumerate() {
         let expected: Vec<String> = history
             .get(i + 1)
@@ -405,7 +390,7 @@ pub fn verify_git(
             ))));
         }
     }
-    let mut objects = git.objects().map_err(git_failed)?;
+    let mut objects = git.objects()?;
     let tip = read_published(&git, &mut objects, &history[0].0, true)?;
     let verified = {
         let mut source = GitSource {

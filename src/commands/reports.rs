@@ -15,7 +15,6 @@ use crate::coordinator::reports::{
     validate_report_payload,
 };
 use crate::coordinator::resume::require_current_owner;
-use crate::store::StoreError;
 use crate::store::handle::read_handle;
 use crate::store::input::InputShape;
 use crate::store::paths::expand_tilde;
@@ -82,11 +81,7 @@ pub fn create_report(
         &run,
         |input| decide_report(input.state, &report),
         || {
-            created =
-                write_report(&ctx.root, &report.file_name, &report.bytes).map_err(|e| match e {
-                    StoreError::Busy(m) | StoreError::LockHeld(m) => FlowError::Conflict(m),
-                    other => FlowError::Contract(other.message().to_string()),
-                })?;
+            created = write_report(&ctx.root, &report.file_name, &report.bytes)?;
             Ok(())
         },
     );

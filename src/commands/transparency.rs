@@ -242,8 +242,7 @@ pub fn load_signer_key(path: &Path) -> FlowResult<SignerKey> {
 pub fn load_verifier_keys(paths: &[PathBuf]) -> FlowResult<VerifierKeys> {
     let mut keys = VerifierKeys::default();
     for path in paths {
-        let bytes = read_small(path, None)
-            .map_err(|e| FlowError::Contract(format!("verifier key file refused: {e}")))?;
+        let bytes = read_small(path, None).map_err(|e| e.refused("verifier key file"))?;
         keys.extend(VerifierKeys::parse(&bytes).map_err(head_error)?);
     }
     Ok(keys)
@@ -429,8 +428,7 @@ fn chosen_head(
     let (name, bytes) = match file {
         Some(path) => (
             path.to_string_lossy().into_owned(),
-            read_small(path, None)
-                .map_err(|e| FlowError::Contract(format!("head file refused: {e}")))?,
+            read_small(path, None).map_err(|e| e.refused("head file"))?,
         ),
         None => {
             let heads = run.dir.stored_heads()?;
@@ -591,7 +589,7 @@ pub fn check_proof(
         return Err(FlowError::contract("check-proof needs --key"));
     }
     let read = |path: &Path, what: &str| {
-        read_small(path, None).map_err(|e| FlowError::Contract(format!("{what} refused: {e}")))
+        read_small(path, None).map_err(|e| FlowError::from(e.refused(what)))
     };
     let mut map = Map::new();
     match input {

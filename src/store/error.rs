@@ -38,6 +38,12 @@ pub struct IoFailure {
 }
 
 impl IoFailure {
+    /// The errno's name (`ENOSPC`), when the OS gave one.
+    pub fn errno_name(&self) -> Option<String> {
+        self.errno
+            .map(|n| format!("{:?}", nix::errno::Errno::from_raw(n)))
+    }
+
     /// A resource or device failure that may pass (a full disk or quota,
     /// EIO, an interrupted or busy call): nothing was acknowledged, so
     /// the caller may retry once it is fixed.
@@ -78,15 +84,18 @@ impl StoreError {
         let text = text.split(" (os error").next().unwrap_or(&text).to_string();
         // The OS's own words, the path, then the errno's name (ENOSPC), not
         // Python's `[Errno 28]` prefix (issue 15).
-        let name = errno
-            .map(|n| format!(" ({:?})", nix::errno::Errno::from_raw(n)))
-            .unwrap_or_default();
-        StoreError::Io(IoFailure {
+        let mut failure = IoFailure {
             kind: error.kind(),
             errno,
             path: path.to_path_buf(),
-            message: format!("{text}: '{}'{name}", path.display()),
-        })
+            message: String::new(),
+        };
+        let name = failure
+            .errno_name()
+            .map(|name| format!(" ({name})"))
+            .unwrap_or_default();
+        failure.message = format!("{text}: '{}'{name}", path.display());
+        StoreError::Io(failure)
     }
 
     /// An I/O failure that is ours to describe (a short read, say).
@@ -97,6 +106,23 @@ impl StoreError {
             path: path.to_path_buf(),
             message: format!("{}: {what}", path.display()),
         })
+    }
+
+    /// The same refusal said of `what` (`head file refused: <why>`): the
+    /// kind, and so the exit status, retryability and hint, stays.
+    pub fn refused(self, what: &str) -> Self {
+        let said = |m: String| format!("{what} refused: {m}");
+        match self {
+            StoreError::Invalid(m) => StoreError::Invalid(said(m)),
+            StoreError::Insecure(m) => StoreError::Insecure(said(m)),
+            StoreError::Busy(m) => StoreError::Busy(said(m)),
+            StoreError::LockHeld(m) => StoreError::LockHeld(said(m)),
+            StoreError::Moved(m) => StoreError::Moved(said(m)),
+            StoreError::Io(failure) => StoreError::Io(IoFailure {
+                message: said(failure.message),
+                ..failure
+            }),
+        }
     }
 
     /// The kind of an I/O failure (`None` for the other variants).
@@ -169,5 +195,24 @@ mod tests {
             Path::new("x"),
         );
         assert!(matches!(&enoent, StoreError::Io(f) if !f.is_transient()));
+    }
+
+    #[test]
+    fn a_refusal_said_of_a_file_keeps_its_kind() {
+        let full = StoreError::io(
+            &std::io::Error::from_raw_os_error(libc::ENOSPC),
+            Path::new("k"),
+        )
+        .refused("signer key file");
+        assert_eq!(
+            full.message(),
+            "signer key file refused: No space left on device: 'k' (ENOSPC)"
+        );
+        assert!(full.is_retryable() && full.io_kind() == Some(ErrorKind::StorageFull));
+        let loose = StoreError::Insecure("mode 0644".into()).refused("head file");
+        assert_eq!(
+            loose,
+            StoreError::Insecure("head file refused: mode 0644".into())
+        );
     }
 }

@@ -118,14 +118,8 @@ pub fn read_small(at: &(impl Place + ?Sized), mode: Option<u32>) -> StoreResult<
 /// Read a signer key file: a regular file (never a symlink), owned by us,
 /// mode exactly 0600.
 pub fn read_signer_key(path: &Path) -> StoreResult<Vec<u8>> {
-    read_small(path, Some(FILE_MODE)).map_err(|e| {
-        let message = format!("signer key file refused: {}", e.message());
-        // A mode or owner keeps its kind (and so its hint).
-        match e {
-            StoreError::Insecure(_) => StoreError::Insecure(message),
-            _ => StoreError::Invalid(message),
-        }
-    })
+    // A mode or owner, an OS error, keeps its kind (and so its hint).
+    read_small(path, Some(FILE_MODE)).map_err(|e| e.refused("signer key file"))
 }
 
 /// Write a new file at 0600: never over an existing file, never through a

@@ -62,6 +62,68 @@ fn assert_no_space(out: &crate::bed::Output, root: &Path) {
     let prefix = format!("No space left on device: '{}/", root.display());
     assert!(message.starts_with(&prefix), "{e}");
     assert!(message.ends_with("' (ENOSPC)"), "{e}");
+    // The kind reaches the envelope as fields, not only as text.
+    assert_eq!(e["fields"]["errno"], "ENOSPC", "{e}");
+    let path = e["fields"]["path"].as_str().unwrap();
+    assert!(message.contains(&format!("'{path}'")), "{e}");
+}
+
+/// A file the caller names that the OS refuses to give (a missing key or
+/// head file) keeps the OS error's kind: the message says which file, and
+/// the errno and path are fields; a file that is there is read as before.
+#[test]
+fn a_file_the_os_refuses_is_named_with_its_errno() {
+    let bed = crate::bed::TestBed::from_fixture("01-init-only");
+    let root = bed.root.to_string_lossy().into_owned();
+    let missing = bed.work.join("missing.vkey");
+    let verify = |key: &Path, head: Option<&Path>| {
+        let mut args = vec![
+            "--state-root".to_string(),
+            root.clone(),
+            "verify".into(),
+            "--run-id".into(),
+            bed.run_id.clone(),
+            "--key".into(),
+            key.to_string_lossy().into_owned(),
+        ];
+        if let Some(head) = head {
+            args.extend(["--head".to_string(), head.to_string_lossy().into_owned()]);
+        }
+        bed.flow.run(&args)
+    };
+    let e = verify(&missing, None).assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        format!(
+            "verifier key file refused: No such file or directory: '{}' (ENOENT)",
+            missing.display()
+        )
+    );
+    assert_eq!(e["fields"]["errno"], "ENOENT", "{e}");
+    assert_eq!(e["fields"]["path"], missing.to_string_lossy().as_ref());
+    // With a real key, the head file is the one refused.
+    let printed = bed
+        .flow
+        .run(&[
+            "key-generate",
+            "--name",
+            "t",
+            "--out",
+            &bed.work.join("t.skey").to_string_lossy(),
+        ])
+        .assert_ok();
+    let vkey = bed.work.join("t.vkey");
+    std::fs::write(&vkey, printed["verifier_key"].as_str().unwrap()).unwrap();
+    let head = bed.work.join("missing.head");
+    let e = verify(&vkey, Some(&head)).assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        format!(
+            "head file refused: No such file or directory: '{}' (ENOENT)",
+            head.display()
+        )
+    );
+    assert_eq!(e["fields"]["errno"], "ENOENT", "{e}");
 }
 
 /// Heartbeats on a full disk: each either is acknowledged (its line fits

@@ -425,7 +425,11 @@ fn lane_create_refusals() {
             .contains("restore the repository"),
         "{e}"
     );
-    assert!(e.get("fields").is_none(), "{e}");
+    assert_eq!(
+        e["fields"],
+        json!({"errno": "ENOENT", "path": run.repo.to_string_lossy()}),
+        "{e}"
+    );
     assert_eq!(before, common::snapshot(&run.root));
 }
 

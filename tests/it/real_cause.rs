@@ -425,7 +425,8 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
                 message: "No such file or directory: '",
                 hint,
                 not_in_hint: NO_RECOVERY,
-                fields: None,
+                // The OS error's kind reaches the envelope (DEVIATIONS 49).
+                fields: Some(json!({"errno": "ENOENT", "path": path.to_string_lossy()})),
             },
             &out,
         );
