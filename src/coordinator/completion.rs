@@ -235,17 +235,12 @@ pub fn decide_complete(
             breaches: Vec::new(),
         });
     }
-    let verification = Intent {
-        event_type: EventType::MainVerification,
-        timestamp: None,
-        from_state: None,
-        to_state: None,
-        lane_id: None,
-        agent_id: None,
-        reason: None,
-        evidence_refs: evidence.clone(),
-        metadata: Map::new(),
-    };
+    let verification = Intent::about_run(
+        EventType::MainVerification,
+        evidence.clone(),
+        None,
+        Map::new(),
+    );
     let completed = Intent::run(
         EventType::RunCompleted,
         RunState::Running,

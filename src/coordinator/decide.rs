@@ -52,6 +52,27 @@ impl Intent {
             metadata: Map::new(),
         }
     }
+
+    /// An intent about the run that changes no state (a verification, a
+    /// resume, a report, the topology) at "now".
+    pub fn about_run(
+        event_type: EventType,
+        evidence: Value,
+        reason: Option<&str>,
+        metadata: Map<String, Value>,
+    ) -> Intent {
+        Intent {
+            event_type,
+            timestamp: None,
+            from_state: None,
+            to_state: None,
+            lane_id: None,
+            agent_id: None,
+            reason: reason.map(str::to_string),
+            evidence_refs: evidence,
+            metadata,
+        }
+    }
 }
 
 /// Every way a decision or a command refuses: one type from the pure core
@@ -239,6 +260,16 @@ impl FlowError {
                     ),
                 })
             }
+            // An OS error names the path and the errno (DEVIATIONS 49), as
+            // fields a caller can act on without reading the message.
+            FlowError::Store(StoreError::Io(failure)) => Some(Teaching {
+                detail: None,
+                hint: None,
+                fields: Some(serde_json::json!({
+                    "path": failure.path.to_string_lossy(),
+                    "errno": failure.errno_name(),
+                })),
+            }),
             _ => None,
         }
     }

@@ -299,21 +299,17 @@ pub fn decide_report(
     }
     let mut metadata = report.metadata.clone();
     metadata.remove("owner_epoch");
-    Ok(vec![Intent {
-        event_type: report.kind.event_type(),
-        timestamp: None,
-        from_state: None,
-        to_state: None,
-        lane_id: None,
-        agent_id: None,
-        reason: None,
-        evidence_refs: json!([{
-            "kind": "report",
-            "summary": "immutable report bound to receipt head",
-            "checksum": report.checksum,
-        }]),
+    let evidence = json!([{
+        "kind": "report",
+        "summary": "immutable report bound to receipt head",
+        "checksum": report.checksum,
+    }]);
+    Ok(vec![Intent::about_run(
+        report.kind.event_type(),
+        evidence,
+        None,
         metadata,
-    }])
+    )])
 }
 
 #[cfg(test)]

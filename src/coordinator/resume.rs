@@ -61,17 +61,12 @@ pub fn decide_resume(
     require_transferable(state)?;
     let mut metadata = Map::new();
     metadata.insert("new_owner_fingerprint".into(), json!(new_owner_fingerprint));
-    Ok(vec![Intent {
-        event_type: EventType::RunResumed,
-        timestamp: None,
-        from_state: None,
-        to_state: None,
-        lane_id: None,
-        agent_id: None,
-        reason: None,
-        evidence_refs: evidence.clone(),
+    Ok(vec![Intent::about_run(
+        EventType::RunResumed,
+        evidence.clone(),
+        None,
         metadata,
-    }])
+    )])
 }
 
 #[cfg(test)]

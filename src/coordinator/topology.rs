@@ -38,17 +38,7 @@ fn topology_intent(
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
-    Intent {
-        event_type,
-        timestamp: None,
-        from_state: None,
-        to_state: None,
-        lane_id: None,
-        agent_id: None,
-        reason: reason.map(str::to_string),
-        evidence_refs: evidence.clone(),
-        metadata,
-    }
+    Intent::about_run(event_type, evidence.clone(), reason, metadata)
 }
 
 fn non_blank(text: &str) -> bool {

@@ -105,13 +105,7 @@ pub fn write_view_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let suffix: String = crate::store::random::uuid4()
-        .simple()
-        .to_string()
-        .chars()
-        .take(8)
-        .collect();
-    let temp = dir.join(format!(".{name}.{suffix}.tmp"));
+    let temp = dir.join(crate::store::random::temp_name(&name));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -19,6 +19,13 @@ pub fn uuid4() -> uuid::Uuid {
     }
 }
 
+/// The name a file called `name` is first written under, beside it, before
+/// it is renamed or linked into place: hidden, unique, and ending in `.tmp`
+/// (what `doctor` and `litter` recognise as a left-over temporary).
+pub fn temp_name(name: &str) -> String {
+    format!(".{name}.{}.tmp", &uuid4().simple().to_string()[..8])
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -26,6 +33,14 @@ mod tests {
         let (a, b) = (super::uuid4(), super::uuid4());
         assert_eq!(a.get_version_num(), 4);
         assert_eq!(a.get_variant(), uuid::Variant::RFC4122);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_temporary_name_is_hidden_unique_and_ends_in_tmp() {
+        let (a, b) = (super::temp_name("run.json"), super::temp_name("run.json"));
+        assert!(a.starts_with(".run.json.") && a.ends_with(".tmp"), "{a}");
+        assert_eq!(a.len(), ".run.json.".len() + 8 + ".tmp".len());
         assert_ne!(a, b);
     }
 }

@@ -77,10 +77,7 @@ pub fn write_report(root: &Path, name: &str, bytes: &[u8]) -> StoreResult<bool> 
     let dir = reports_dir(root);
     ensure_secure_dir(&dir, "state-root reports")?;
     let target = dir.join(name);
-    let temp = dir.join(format!(
-        ".{name}.{}.tmp",
-        &crate::store::random::uuid4().simple().to_string()[..8]
-    ));
+    let temp = dir.join(crate::store::random::temp_name(name));
     create_exclusive(&temp, bytes)?;
     let linked = temp.place()?.hard_link_to(&target.place()?);
     let _ = remove_file(&temp);

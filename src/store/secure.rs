@@ -586,13 +586,7 @@ pub fn atomic_write_with(
         return Err(StoreError::invalid("atomic target must not be a symlink"));
     }
     let name = at.name().to_string_lossy().into_owned();
-    let suffix: String = crate::store::random::uuid4()
-        .simple()
-        .to_string()
-        .chars()
-        .take(8)
-        .collect();
-    let temp_at = at.sibling(format!(".{name}.{suffix}.tmp"));
+    let temp_at = at.sibling(crate::store::random::temp_name(&name));
     let temp = temp_at.path();
     let mut file = create_new_file(&temp_at)?;
     let result = fill_new(&mut file, &temp, bytes, durability)
