@@ -81,6 +81,16 @@ pub struct FirstEvent {
     pub metadata: Map<String, Value>,
 }
 
+impl FirstEvent {
+    /// Its evidence, after the frozen policy's binding when there is one:
+    /// the policy is bound by the run's first event.
+    pub fn evidence_after(&self, policy: Option<&ApprovalPolicy>) -> Value {
+        let binding = policy.map(|p| p.evidence_item());
+        let own = self.evidence_refs.as_array().into_iter().flatten().cloned();
+        Value::Array(binding.into_iter().chain(own).collect())
+    }
+}
+
 impl Default for FirstEvent {
     fn default() -> Self {
         FirstEvent {
@@ -307,22 +317,10 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     );
     run.write_manifest(&Value::Object(snapshot))?;
     // The frozen policy exists before the event that binds it.
-    let mut evidence = match policy {
-        Some(policy) => {
-            write_policy_file(run, &policy.file_bytes())?;
-            vec![policy.evidence_item()]
-        }
-        None => Vec::new(),
-    };
-    evidence.extend(
-        first
-            .evidence_refs
-            .as_array()
-            .into_iter()
-            .flatten()
-            .cloned(),
-    );
-    let evidence = Value::Array(evidence);
+    if let Some(policy) = policy {
+        write_policy_file(run, &policy.file_bytes())?;
+    }
+    let evidence = first.evidence_after(policy);
 
     // The first event goes through the same open → lock → verify path as
     // every append, against the snapshot just written.

@@ -218,20 +218,11 @@ fn supersede(
     if crate::store::paths::exists_no_follow(owner_path) {
         // The first event a recovery run made here carries the carried
         // policy's binding ahead of the approval evidence.
-        let mut evidence: Vec<Value> = policy.map(|p| p.evidence_item()).into_iter().collect();
-        evidence.extend(
-            first
-                .evidence_refs
-                .as_array()
-                .into_iter()
-                .flatten()
-                .cloned(),
-        );
         return existing_recovery(
             root,
             owner_path,
             &first.metadata,
-            &Value::Array(evidence),
+            &first.evidence_after(policy),
             damaged_run,
         );
     }

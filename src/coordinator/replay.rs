@@ -217,19 +217,14 @@ pub fn replay<'a>(
     Ok(state)
 }
 
-/// The nine fields a `lane_reassigned` must carry for its reservation to be
-/// stored (the exact child proof of `replacement-repair`).
-const RESERVATION_FIELDS: [&str; 9] = [
-    "replacement_lane_id",
-    "replacement_agent_id",
-    "replacement_assignment",
-    "replacement_write_scope",
-    "replacement_fallback",
-    "replacement_startup_ack_deadline",
-    "replacement_command_deadline",
-    "replacement_count",
-    "checkpoint_digest",
-];
+/// The fields a `lane_reassigned` must carry for its reservation to be
+/// stored (the exact child proof of `replacement-repair`): its metadata
+/// but the previous agent.
+fn reservation_fields() -> impl Iterator<Item = &'static str> {
+    crate::receipt::rules::REASSIGN_KEYS
+        .into_iter()
+        .filter(|key| *key != "previous_agent_id")
+}
 
 /// One undoable change (see [`CoordinatorState::rollback`]).
 enum Undo {
@@ -1077,12 +1072,11 @@ impl CoordinatorState {
         };
         let reservation = match (event_type, meta.0) {
             (EventType::LaneReassigned, Some(map))
-                if RESERVATION_FIELDS.iter().all(|k| map.contains_key(k)) =>
+                if reservation_fields().all(|k| map.contains_key(k)) =>
             {
                 Some(
-                    RESERVATION_FIELDS
-                        .iter()
-                        .filter_map(|k| map.get(k).map(|v| ((*k).to_owned(), v.to_value())))
+                    reservation_fields()
+                        .filter_map(|k| map.get(k).map(|v| (k.to_owned(), v.to_value())))
                         .collect::<Map<String, Value>>(),
                 )
             }

@@ -193,6 +193,21 @@ pub fn check_evidence_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
     Ok(())
 }
 
+/// The metadata a `lane_reassigned` must carry: the previous agent and its
+/// replacement's exact child proof (the rest).
+pub const REASSIGN_KEYS: [&str; 10] = [
+    "replacement_count",
+    "previous_agent_id",
+    "replacement_lane_id",
+    "replacement_agent_id",
+    "replacement_assignment",
+    "replacement_write_scope",
+    "replacement_fallback",
+    "replacement_startup_ack_deadline",
+    "replacement_command_deadline",
+    "checkpoint_digest",
+];
+
 /// The metadata keys an event type may carry beyond `owner_epoch`, and which
 /// of them it must carry (reference-runtime §6.5).
 pub fn metadata_keys(event_type: EventType) -> (&'static [&'static str], &'static [&'static str]) {
@@ -206,18 +221,7 @@ pub fn metadata_keys(event_type: EventType) -> (&'static [&'static str], &'stati
         "replacement_count",
         "parent_lane_id",
     ];
-    const REASSIGN: &[&str] = &[
-        "replacement_count",
-        "previous_agent_id",
-        "replacement_lane_id",
-        "replacement_agent_id",
-        "replacement_assignment",
-        "replacement_write_scope",
-        "replacement_fallback",
-        "replacement_startup_ack_deadline",
-        "replacement_command_deadline",
-        "checkpoint_digest",
-    ];
+    const REASSIGN: &[&str] = &REASSIGN_KEYS;
     const REPAIR: &[&str] = &[
         "original_lane_id",
         "replacement_lane_id",

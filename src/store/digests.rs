@@ -464,12 +464,7 @@ mod tests {
             .collect()
     }
 
-    fn private_dir() -> tempfile::TempDir {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        dir
-    }
+    use crate::store::test_dirs::private_dir;
 
     #[test]
     fn rewritten_table_answers_membership_per_lane() {

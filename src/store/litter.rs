@@ -118,6 +118,21 @@ fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp")
 }
 
+/// The temp files of atomic writes and the retired lock directories in
+/// `dir`: what a killed writer leaves beside the files it was replacing.
+fn leftovers(dir: &Path) -> impl Iterator<Item = (LitterKind, PathBuf)> {
+    entries(dir).into_iter().filter_map(|path| {
+        let name = name_of(&path);
+        if is_temp_name(&name) {
+            Some((LitterKind::TempFile, path))
+        } else if is_retired_name(&name) {
+            Some((LitterKind::RetiredLock, path))
+        } else {
+            None
+        }
+    })
+}
+
 fn is_retired_name(name: &str) -> bool {
     name.contains(".retired.") || name.contains(".stale.")
 }
@@ -219,13 +234,8 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
             run_dir.join("lanes"),
             run_dir.join("locks"),
         ] {
-            for path in entries(&dir) {
-                let name = name_of(&path);
-                if is_temp_name(&name) {
-                    push(LitterKind::TempFile, path, true);
-                } else if is_retired_name(&name) {
-                    push(LitterKind::RetiredLock, path, true);
-                }
+            for (kind, path) in leftovers(&dir) {
+                push(kind, path, true);
             }
         }
     }
@@ -252,13 +262,8 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
         }
     }
     for dir in [root.to_path_buf(), root.join("locks")] {
-        for path in entries(&dir) {
-            let name = name_of(&path);
-            if is_temp_name(&name) {
-                push(LitterKind::TempFile, path, true);
-            } else if is_retired_name(&name) {
-                push(LitterKind::RetiredLock, path, true);
-            }
+        for (kind, path) in leftovers(&dir) {
+            push(kind, path, true);
         }
     }
     out

@@ -32,4 +32,17 @@ pub mod secret;
 pub mod secure;
 pub mod tree;
 
+/// What the store's unit tests share.
+#[cfg(test)]
+pub(crate) mod test_dirs {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A temp directory at 0700, as the state root's directories are.
+    pub fn private_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+}
+
 pub use error::{StoreError, StoreResult};

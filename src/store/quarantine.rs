@@ -161,11 +161,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
-    fn root() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        dir
-    }
+    use crate::store::test_dirs::private_dir as root;
 
     fn identity(bytes: &[u8]) -> (String, u64) {
         (

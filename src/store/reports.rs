@@ -117,11 +117,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-    fn root() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        dir
-    }
+    use crate::store::test_dirs::private_dir as root;
 
     #[test]
     fn written_once_0600_and_idempotent() {

@@ -517,10 +517,8 @@ pub fn create_exclusive_with(
     let at = at.place()?;
     let path = &at.path();
     let mut file = create_new_file(&at)?;
-    let result = fill_new(&mut file, path, bytes, durability).and_then(|()| match durability {
-        Durability::Full => sync_held(&at),
-        Durability::ContentOnly | Durability::None => Ok(()),
-    });
+    let result =
+        fill_new(&mut file, path, bytes, durability).and_then(|()| durability.sync_name(&at));
     if result.is_err() {
         let _ = at.remove_file();
     }
@@ -568,6 +566,17 @@ pub enum Durability {
     None,
 }
 
+impl Durability {
+    /// Make the name `at` durable (an fsync of its directory) when the
+    /// name must survive too.
+    fn sync_name(self, at: &Loc) -> StoreResult<()> {
+        match self {
+            Durability::Full => sync_held(at),
+            Durability::ContentOnly | Durability::None => Ok(()),
+        }
+    }
+}
+
 /// Replace `path` atomically with `bytes`: exclusive 0600 temp file in the
 /// same directory, fsync, rename, fsync the directory.
 pub fn atomic_write(at: &(impl Place + ?Sized), bytes: &[u8]) -> StoreResult<()> {
@@ -595,10 +604,7 @@ pub fn atomic_write_with(
         let _ = temp_at.remove_file();
         return result;
     }
-    match durability {
-        Durability::Full => sync_held(&at),
-        Durability::ContentOnly | Durability::None => Ok(()),
-    }
+    durability.sync_name(&at)
 }
 
 /// Overwrite a derived file of ours in place: one `pwrite` of `bytes` at
