@@ -63,6 +63,14 @@ impl Config {
             (Mode::ReadOnly, Some(_)) => Err(FlowError::contract(
                 "mcp --mode read-only acts with no owner handle; drop --owner-file or use --mode owner",
             )),
+            // Each call hands the handle's path on as a JSON string, which
+            // holds text only: a path that is not text would be changed.
+            (Mode::Owner, Some(owner)) if owner.to_str().is_none() => Err(FlowError::contract(
+                "mcp --owner-file must be a path that is valid UTF-8 text",
+            )
+            .hinted(
+                "rename the handle (or a directory on its path) to a UTF-8 name, then start the server again; the CLI takes any path",
+            )),
             _ => Ok(()),
         }
     }

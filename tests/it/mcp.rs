@@ -274,6 +274,21 @@ fn read_only_lists_no_mutation_and_refuses_one_by_name() {
     out.assert_error(2, "contract_error");
     let out = run.flow.run(&["mcp", "--mode", "owner"]);
     out.assert_error(2, "contract_error");
+    // A handle whose path is not text: refused at start, not changed later.
+    use std::os::unix::ffi::OsStrExt;
+    let owner = run.work.join(std::ffi::OsStr::from_bytes(b"caf\xe9.owner"));
+    let out = run.flow.run(&[
+        std::ffi::OsStr::new("mcp"),
+        "--mode".as_ref(),
+        "owner".as_ref(),
+        "--owner-file".as_ref(),
+        owner.as_os_str(),
+    ]);
+    let e = out.assert_error(2, "contract_error");
+    assert_eq!(
+        e["message"],
+        "mcp --owner-file must be a path that is valid UTF-8 text"
+    );
 }
 
 /// trust-model §2 promise 8: `liveness-check` is a read-only tool in every
