@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::error::FlowResult;
 use super::mutate::{MutationContext, mutate, open_for_mutation};
+pub use crate::coordinator::replacement::LineageCommand;
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
 };
@@ -30,18 +31,6 @@ pub fn lane_reassign(
         decide_reassign(decision.state, decision.policy, &request, &evidence)
     })?;
     Ok(committed.envelope(&ctx.run_id))
-}
-
-/// Which lineage command runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineageCommand {
-    /// `replacement-close`: the original takes the replacement's terminal state.
-    Close,
-    /// `replacement-repair`: recreate the reserved child of an incomplete
-    /// reservation.
-    Repair,
-    /// `replacement-block`: end an incomplete reservation as blocked.
-    Block,
 }
 
 /// `replacement-close`, `replacement-repair`, `replacement-block`.

@@ -100,6 +100,10 @@ pub enum FlowError {
     /// the reference's message, whose `fields` and hint are functions of
     /// the reason.
     Lane(LaneRefusal),
+    /// A replacement step refused for the lanes it names: a conflict
+    /// (exit 5) with the reference's message; `fields` and hint are
+    /// functions of the reason.
+    Replacement(super::replacement_refusal::ReplacementRefusal),
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -192,7 +196,10 @@ impl FlowError {
             }
             FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
             FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Conflict(_) | FlowError::Lane(_) | FlowError::RunStateRefused { .. } => {
+            FlowError::Conflict(_)
+            | FlowError::Lane(_)
+            | FlowError::Replacement(_)
+            | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
             FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
@@ -237,6 +244,7 @@ impl FlowError {
             FlowError::Approval(refusal) => refusal.message(),
             FlowError::Store(e) => e.message(),
             FlowError::Lane(refusal) => refusal.message(),
+            FlowError::Replacement(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
@@ -246,6 +254,7 @@ impl FlowError {
     pub fn own_teaching(&self) -> Option<Teaching> {
         match self.untaught().0 {
             FlowError::Lane(refusal) => Some(refusal.teaching()),
+            FlowError::Replacement(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
                 let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
                 Some(Teaching {
@@ -424,6 +433,7 @@ impl PartialEq for FlowError {
             ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
             (Lane(a), Lane(b)) => a == b,
+            (Replacement(a), Replacement(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

@@ -17,6 +17,7 @@ pub mod machine;
 pub mod otel;
 pub mod recovery;
 pub mod replacement;
+pub mod replacement_refusal;
 pub mod replay;
 pub mod reports;
 pub mod resolution;

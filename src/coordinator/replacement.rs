@@ -16,9 +16,11 @@
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, Policy, conflict, invalid, invalid_word, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, invalid_word, require_evidence};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
-use super::state::{CoordinatorState, LaneState};
+pub use super::replacement_refusal::LineageCommand;
+use super::replacement_refusal::ReplacementRefusal as Refused;
+use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical::digest;
 use crate::receipt::primitives::{Instant, is_identifier, parse_timestamp};
 use crate::receipt::scope::narrow_scope;
@@ -272,10 +274,16 @@ pub fn decide_reassign(
         .unwrap_or_default();
     let original = require_active_lane_owner(state, &request.lane_id, agent)?;
     if original.state != LaneState::Recovering {
-        return conflict("replacement requires a recovering lane");
+        return refused(Refused::NotRecovering {
+            lane_id: original.id.clone(),
+            state: original.state,
+        });
     }
     if original.last_event_type != EventType::AgentInterrupted {
-        return conflict("replacement requires interrupt evidence");
+        return refused(Refused::NotInterrupted {
+            lane_id: original.id.clone(),
+            last_event: original.last_event_type,
+        });
     }
     if request.replacement_agent_id == original.agent_id {
         return invalid("replacement agent must differ from original");
@@ -297,7 +305,10 @@ pub fn decide_reassign(
         .and_then(|c| c.checked_add(1))
         .filter(|c| *c <= policy.max_replacements);
     let Some(count) = count else {
-        return conflict("replacement limit reached");
+        return refused(Refused::LimitReached {
+            lane_id: original.id.clone(),
+            max: policy.max_replacements,
+        });
     };
     let fallback = match original.fallback.as_deref() {
         Some(text) if !text.is_empty() => text,
@@ -367,6 +378,55 @@ pub fn decide_reassign(
     Ok(vec![reassigned, created])
 }
 
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Replacement(reason))
+}
+
+/// The original lane of a lineage step: `replaced`, or the step is refused.
+fn replaced_original<'s>(
+    state: &'s CoordinatorState,
+    request: &Lineage,
+    command: LineageCommand,
+) -> Result<&'s LaneRecord, FlowError> {
+    match state.lane(&request.lane_id) {
+        Some(lane) if lane.state == LaneState::Replaced => Ok(lane),
+        other => refused(Refused::NotReplaced {
+            command,
+            lane_id: request.lane_id.clone(),
+            state: other.map(|lane| lane.state),
+        }),
+    }
+}
+
+/// The replacement lane named is the one the original reserved.
+fn require_reserved(
+    original: &LaneRecord,
+    request: &Lineage,
+    command: LineageCommand,
+) -> Result<(), FlowError> {
+    if original.replacement_lane_id.as_deref() == Some(request.replacement_lane_id.as_str()) {
+        return Ok(());
+    }
+    refused(Refused::NotReserved {
+        command,
+        lane_id: request.lane_id.clone(),
+        given: request.replacement_lane_id.clone(),
+        reserved: original.replacement_lane_id.clone(),
+    })
+}
+
+/// The reserved replacement lane was never made (a repair or a block is
+/// only for an incomplete reservation).
+fn require_no_replacement(state: &CoordinatorState, request: &Lineage) -> Result<(), FlowError> {
+    match state.lane(&request.replacement_lane_id) {
+        Some(lane) => refused(Refused::ReplacementExists {
+            replacement_lane_id: lane.id.clone(),
+            state: lane.state,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// In-lock decision of `replacement-close`: the original takes its
 /// terminal replacement's state.
 pub fn decide_close(
@@ -375,16 +435,16 @@ pub fn decide_close(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
-    let original = match state.lane(&request.lane_id) {
-        Some(lane) if lane.state == LaneState::Replaced => lane,
-        _ => return conflict("original lane is not awaiting lineage close"),
-    };
-    if original.replacement_lane_id.as_deref() != Some(request.replacement_lane_id.as_str()) {
-        return conflict("replacement lane does not match reservation");
-    }
+    let original = replaced_original(state, request, LineageCommand::Close)?;
+    require_reserved(original, request, LineageCommand::Close)?;
     let terminal = match state.lane(&request.replacement_lane_id) {
         Some(lane) if lane.state.is_terminal() => lane.state,
-        _ => return conflict("replacement lane is not terminal"),
+        other => {
+            return refused(Refused::NotTerminal {
+                replacement_lane_id: request.replacement_lane_id.clone(),
+                state: other.map(|lane| lane.state),
+            });
+        }
     };
     Ok(vec![lane_intent(
         LaneStep {
@@ -418,28 +478,34 @@ pub fn decide_repair(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
-    let original = match state.lane(&request.lane_id) {
-        Some(lane) if lane.state == LaneState::Replaced => lane,
-        _ => return conflict("lane has no repairable replacement"),
-    };
-    if state.lane(&request.replacement_lane_id).is_some() {
-        return conflict("replacement lane already exists");
-    }
+    let original = replaced_original(state, request, LineageCommand::Repair)?;
+    require_no_replacement(state, request)?;
     let Some(reservation) = &original.replacement_reservation else {
-        return conflict("legacy reservation lacks exact child proof; block it explicitly");
+        return refused(Refused::NoChildProof {
+            lane_id: request.lane_id.clone(),
+            replacement_lane_id: request.replacement_lane_id.clone(),
+        });
     };
-    if reservation
+    let reserved = reservation
         .get("replacement_lane_id")
-        .and_then(Value::as_str)
-        != Some(request.replacement_lane_id.as_str())
-    {
-        return conflict("replacement reservation does not match");
+        .and_then(Value::as_str);
+    if reserved != Some(request.replacement_lane_id.as_str()) {
+        return refused(Refused::NotReserved {
+            command: LineageCommand::Repair,
+            lane_id: request.lane_id.clone(),
+            given: request.replacement_lane_id.clone(),
+            reserved: reserved.map(str::to_owned),
+        });
     }
     let child_agent = reservation
         .get("replacement_agent_id")
         .and_then(Value::as_str);
     if child_agent == Some(original.agent_id.as_str()) {
-        return conflict("reservation does not fence the interrupted agent; block it explicitly");
+        return refused(Refused::Unfenced {
+            lane_id: request.lane_id.clone(),
+            replacement_lane_id: request.replacement_lane_id.clone(),
+            agent_id: original.agent_id.clone(),
+        });
     }
     let checkpoint = reservation
         .get("checkpoint_digest")
@@ -507,18 +573,14 @@ pub fn decide_block(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
-    let original = match state.lane(&request.lane_id) {
-        Some(lane) if lane.state == LaneState::Replaced => lane,
-        _ => return conflict("lane has no incomplete replacement"),
-    };
-    if original.replacement_lane_id.as_deref() != Some(request.replacement_lane_id.as_str()) {
-        return conflict("replacement reservation does not match");
-    }
-    if state.lane(&request.replacement_lane_id).is_some() {
-        return conflict("replacement lane already exists");
-    }
+    let original = replaced_original(state, request, LineageCommand::Block)?;
+    require_reserved(original, request, LineageCommand::Block)?;
+    require_no_replacement(state, request)?;
     if !state.incomplete_replacements().contains(&request.lane_id) {
-        return conflict("replacement reservation is complete");
+        return refused(Refused::Complete {
+            lane_id: request.lane_id.clone(),
+            replacement_lane_id: request.replacement_lane_id.clone(),
+        });
     }
     let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
     Ok(vec![lane_intent(

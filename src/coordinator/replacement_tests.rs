@@ -4,6 +4,7 @@
 //! what the decision proposes.
 
 use crate::coordinator::decide::lane_refused;
+use crate::coordinator::replacement_refusal::ReplacementRefusal as Refused;
 use serde_json::{Value, json};
 
 use super::*;
@@ -561,7 +562,6 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
 fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     let policy = Policy::default();
     let ev = checkpoint_evidence();
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
 
     let mut ledger = Ledger::interrupted();
     ledger.raw(
@@ -592,13 +592,19 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     ledger.lane("build", "agent-1", json!({})).run_lane("build");
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("replacement requires a recovering lane")
+        Err(FlowError::Replacement(Refused::NotRecovering {
+            lane_id: "build".into(),
+            state: LaneState::Running
+        }))
     );
     ledger.probe_lane("build");
     // Recovering, but the probe is still out: no interrupt recorded.
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("replacement requires interrupt evidence")
+        Err(FlowError::Replacement(Refused::NotInterrupted {
+            lane_id: "build".into(),
+            last_event: EventType::ProbeSent
+        }))
     );
     ledger.step("lane_failed", "build", "recovering", "failed");
     assert_eq!(
@@ -693,7 +699,10 @@ fn one_replacement_per_lineage() {
     again.replacement_assignment = "Resume again from checkpoint 4".into();
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &again, &ev),
-        Err(FlowError::Conflict("replacement limit reached".into()))
+        Err(FlowError::Replacement(Refused::LimitReached {
+            lane_id: "build-2".into(),
+            max: 1
+        }))
     );
     // The limit is the run's own manifest value.
     let two = Policy {
@@ -718,7 +727,10 @@ fn one_replacement_per_lineage() {
         .interrupt_lane("build");
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(FlowError::Conflict("replacement limit reached".into()))
+        Err(FlowError::Replacement(Refused::LimitReached {
+            lane_id: "build".into(),
+            max: 1
+        }))
     );
 }
 
@@ -796,9 +808,11 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
             &lineage("build", "build-2"),
             &json!([{"kind": "checkpoint", "summary": "s", "checksum": digest}])
         ),
-        Err(FlowError::Conflict(
-            "reservation does not fence the interrupted agent; block it explicitly".into()
-        ))
+        Err(FlowError::Replacement(Refused::Unfenced {
+            lane_id: "build".into(),
+            replacement_lane_id: "build-2".into(),
+            agent_id: "agent-1".into()
+        }))
     );
     // Blocking stays possible.
     let block = decide_block(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
@@ -864,24 +878,39 @@ fn close_follows_the_replacement_terminal_state() {
 #[test]
 fn close_refusals() {
     let evidence = ev("closing");
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let mut ledger = replaced();
     assert_eq!(
         decide_close(&ledger.state, &lineage("nope", "build-2"), &evidence),
-        conflict("original lane is not awaiting lineage close")
+        Err(FlowError::Replacement(Refused::NotReplaced {
+            command: LineageCommand::Close,
+            lane_id: "nope".into(),
+            state: None
+        }))
     );
     assert_eq!(
         decide_close(&ledger.state, &lineage("build-2", "build"), &evidence),
-        conflict("original lane is not awaiting lineage close")
+        Err(FlowError::Replacement(Refused::NotReplaced {
+            command: LineageCommand::Close,
+            lane_id: "build-2".into(),
+            state: Some(LaneState::Pending)
+        }))
     );
     assert_eq!(
         decide_close(&ledger.state, &lineage("build", "build-3"), &evidence),
-        conflict("replacement lane does not match reservation")
+        Err(FlowError::Replacement(Refused::NotReserved {
+            command: LineageCommand::Close,
+            lane_id: "build".into(),
+            given: "build-3".into(),
+            reserved: Some("build-2".into())
+        }))
     );
     ledger.run_lane("build-2");
     assert_eq!(
         decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement lane is not terminal")
+        Err(FlowError::Replacement(Refused::NotTerminal {
+            replacement_lane_id: "build-2".into(),
+            state: Some(LaneState::Running)
+        }))
     );
     ledger.raw(
         "run_failed",
@@ -1000,36 +1029,43 @@ fn repair_recreates_the_reserved_child() {
     // Repaired once: the child exists now.
     assert_eq!(
         decide_repair(&ledger.state, &request, &evidence),
-        Err(FlowError::Conflict(
-            "replacement lane already exists".into()
-        ))
+        Err(FlowError::Replacement(Refused::ReplacementExists {
+            replacement_lane_id: "build-2".into(),
+            state: LaneState::Pending
+        }))
     );
 }
 
 #[test]
 fn repair_refusals_in_order() {
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let ledger = reserved(json!({}));
     let good = repair_evidence(&reservation_digest(&ledger));
     assert_eq!(
         decide_repair(&ledger.state, &lineage("nope", "build-2"), &good),
-        conflict("lane has no repairable replacement")
+        Err(FlowError::Replacement(Refused::NotReplaced {
+            command: LineageCommand::Repair,
+            lane_id: "nope".into(),
+            state: None
+        }))
     );
     // The child check comes before the reservation match.
     let mut with_other = reserved(json!({}));
     with_other.lane("build-3", "agent-3", json!({}));
     assert_eq!(
         decide_repair(&with_other.state, &lineage("build", "build-3"), &good),
-        conflict("replacement lane already exists")
+        Err(FlowError::Replacement(Refused::ReplacementExists {
+            replacement_lane_id: "build-3".into(),
+            state: LaneState::Pending
+        }))
     );
     assert_eq!(
         decide_repair(&ledger.state, &lineage("build", "build-4"), &good),
-        conflict("replacement reservation does not match")
+        not_build_4(LineageCommand::Repair)
     );
     // The reservation match (5) beats missing checkpoint evidence (2).
     assert_eq!(
         decide_repair(&ledger.state, &lineage("build", "build-4"), &ev("x")),
-        conflict("replacement reservation does not match")
+        not_build_4(LineageCommand::Repair)
     );
     for evidence in [
         ev("no checksum"),
@@ -1050,13 +1086,19 @@ fn repair_refusals_in_order() {
     );
     assert_eq!(
         decide_repair(&legacy.state, &lineage("build", "build-2"), &good),
-        conflict("legacy reservation lacks exact child proof; block it explicitly")
+        Err(FlowError::Replacement(Refused::NoChildProof {
+            lane_id: "build".into(),
+            replacement_lane_id: "build-2".into()
+        }))
     );
     // A CLI-written lineage (child created with the reassign) has nothing
     // to repair.
     assert_eq!(
         decide_repair(&replaced().state, &lineage("build", "build-2"), &good),
-        conflict("replacement lane already exists")
+        Err(FlowError::Replacement(Refused::ReplacementExists {
+            replacement_lane_id: "build-2".into(),
+            state: LaneState::Pending
+        }))
     );
 }
 
@@ -1104,29 +1146,42 @@ fn block_ends_an_incomplete_reservation() {
         assert!(ledger.state.incomplete_replacements().is_empty());
         assert_eq!(
             decide_block(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(FlowError::Conflict(
-                "lane has no incomplete replacement".into()
-            ))
+            Err(FlowError::Replacement(Refused::NotReplaced {
+                command: LineageCommand::Block,
+                lane_id: "build".into(),
+                state: Some(LaneState::Blocked)
+            }))
         );
     }
 }
 
 #[test]
 fn block_refusals_in_order() {
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let evidence = ev("x");
     let ledger = reserved(json!({}));
     assert_eq!(
         decide_block(&ledger.state, &lineage("build-2", "build"), &evidence),
-        conflict("lane has no incomplete replacement")
+        Err(FlowError::Replacement(Refused::NotReplaced {
+            command: LineageCommand::Block,
+            lane_id: "build-2".into(),
+            state: None
+        }))
     );
     assert_eq!(
         decide_block(&ledger.state, &lineage("build", "build-3"), &evidence),
-        conflict("replacement reservation does not match")
+        Err(FlowError::Replacement(Refused::NotReserved {
+            command: LineageCommand::Block,
+            lane_id: "build".into(),
+            given: "build-3".into(),
+            reserved: Some("build-2".into())
+        }))
     );
     assert_eq!(
         decide_block(&replaced().state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement lane already exists")
+        Err(FlowError::Replacement(Refused::ReplacementExists {
+            replacement_lane_id: "build-2".into(),
+            state: LaneState::Pending
+        }))
     );
     // Unreachable through replay (the list is recomputed after every
     // lineage event), kept as the reference's last guard.
@@ -1134,7 +1189,10 @@ fn block_refusals_in_order() {
     stale.state.incomplete_replacements.clear();
     assert_eq!(
         decide_block(&stale.state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement reservation is complete")
+        Err(FlowError::Replacement(Refused::Complete {
+            lane_id: "build".into(),
+            replacement_lane_id: "build-2".into()
+        }))
     );
     let mut stopped = reserved(json!({}));
     stopped.raw(
@@ -1161,4 +1219,15 @@ fn block_refusals_in_order() {
             ]
         ))
     );
+}
+
+/// The refusal of a repair or block naming build-4, where build reserved
+/// build-2.
+fn not_build_4(command: LineageCommand) -> Result<Vec<Intent>, FlowError> {
+    Err(FlowError::Replacement(Refused::NotReserved {
+        command,
+        lane_id: "build".into(),
+        given: "build-4".into(),
+        reserved: Some("build-2".into()),
+    }))
 }

@@ -139,10 +139,19 @@ impl Scenario {
             out.stdout,
             step["stdout"].as_str().unwrap().replace("{STATE}", state)
         );
-        assert_eq!(
-            out.stderr,
-            step["stderr"].as_str().unwrap().replace("{STATE}", state)
-        );
+        if out.code == 0 {
+            assert_eq!(out.stderr, step["stderr"].as_str().unwrap());
+        } else {
+            // Every key of the reference as it printed it; ours adds the
+            // teaching keys (DEVIATIONS 61, 62).
+            let mut got: Value =
+                serde_json::from_str(&out.stderr.replace(state, "{STATE}")).unwrap();
+            for extra in ["hint", "fields"] {
+                got.as_object_mut().unwrap().remove(extra);
+            }
+            let want: Value = serde_json::from_str(step["stderr"].as_str().unwrap()).unwrap();
+            assert_eq!(got, want);
+        }
         if out.code != 0 {
             assert_eq!(before, common::snapshot(&self.root), "refusal wrote");
         }
@@ -422,9 +431,24 @@ fn a_repaired_lineage_closes_like_the_reference() {
 #[test]
 fn a_legacy_reservation_is_refused_then_blocked_like_the_reference() {
     let s = Scenario::new("12-replacement-blocked", "12-replacement-blocked", Some(11));
-    // Exit 5 with the reference's exact stderr; nothing written.
-    s.replay("replacement-repair", 0);
+    // Exit 5 with the reference's keys as it printed them; nothing written.
+    let out = s.replay("replacement-repair", 0);
     assert_eq!(s.lines().len(), 11);
+    // The reason's fields, and a hint that spells the way on: the block.
+    let e: Value = serde_json::from_str(&out.stderr).unwrap();
+    assert_eq!(
+        e["fields"],
+        json!({"lane_id": "build", "replacement_lane_id": "build-2"})
+    );
+    let hint = e["hint"].as_str().unwrap();
+    assert!(
+        hint.contains(&format!(
+            "bluetape-flow replacement-block --run-id {} --owner-file {} --lane-id build --replacement-lane-id build-2",
+            s.run_id,
+            s.owner().display()
+        )),
+        "{hint}"
+    );
     s.replay("replacement-block", 0);
     assert_eq!(s.lines(), fixture_lines("12-replacement-blocked")[..12]);
     let original = s.lane_cache("build");
@@ -442,6 +466,29 @@ fn a_legacy_reservation_is_refused_then_blocked_like_the_reference() {
         },
         5,
         "lane has no incomplete replacement",
+    );
+    let e = s.refused(
+        || {
+            s.lineage(
+                "replacement-close",
+                "build",
+                "build-2",
+                &json!([{"kind": "k", "summary": "s"}]),
+            )
+        },
+        5,
+        "original lane is not awaiting lineage close",
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"lane_id": "build", "lane_state": "blocked"})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("lane build is blocked, not replaced"),
+        "{e}"
     );
 }
 
