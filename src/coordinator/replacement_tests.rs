@@ -7,145 +7,14 @@ use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::{ReplayError, ReplayPolicy, RunOrigin};
-
-const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
-
-fn ev(summary: &str) -> Value {
-    json!([{"kind": "test", "summary": summary}])
-}
+use crate::coordinator::test_ledger::{Ledger, ev};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
 }
 
-/// A replayed run built event by event, signed by one owner at epoch 1.
-struct Ledger {
-    state: CoordinatorState,
-    policy: ReplayPolicy,
-}
-
+/// The lane stages a replacement starts from.
 impl Ledger {
-    /// A running run.
-    fn running() -> Ledger {
-        let mut ledger = Ledger {
-            state: CoordinatorState::new(&RunOrigin {
-                owner_fingerprint: Some(FP.into()),
-                owner_epoch: 1,
-                approved_component_ids: vec!["runtime".into()],
-            }),
-            policy: ReplayPolicy::default(),
-        };
-        ledger
-            .raw(
-                "run_created",
-                json!({"to_state": "planned", "evidence_refs": []}),
-            )
-            .raw(
-                "plan_approved",
-                json!({"from_state": "planned", "to_state": "approved"}),
-            )
-            .raw(
-                "run_started",
-                json!({"from_state": "approved", "to_state": "running"}),
-            );
-        ledger
-    }
-
-    /// A complete event from `fields` (metadata gets the owner epoch).
-    fn event(&self, event_type: &str, fields: Value) -> Value {
-        let sequence = self.state.last_sequence() + 1;
-        let mut event = json!({
-            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
-            "sequence": sequence, "event_type": event_type, "from_state": null,
-            "to_state": null, "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
-            "manifest_hash": "0".repeat(64), "previous_checksum": "",
-            "checksum": format!("{sequence:064x}"),
-            "evidence_refs": ev(&format!("evidence {sequence}")), "reason": null,
-            "metadata": {"owner_epoch": 1},
-        });
-        for (key, value) in fields.as_object().unwrap() {
-            if key == "metadata" {
-                for (k, v) in value.as_object().unwrap() {
-                    event["metadata"][k] = v.clone();
-                }
-            } else {
-                event[key] = value.clone();
-            }
-        }
-        event
-    }
-
-    fn try_raw(&mut self, event_type: &str, fields: Value) -> Result<(), ReplayError> {
-        let event = self.event(event_type, fields);
-        self.state.apply(&event, &self.policy)
-    }
-
-    #[track_caller]
-    fn raw(&mut self, event_type: &str, fields: Value) -> &mut Self {
-        if let Err(e) = self.try_raw(event_type, fields) {
-            panic!("{event_type} refused by replay: {e}");
-        }
-        self
-    }
-
-    /// Seal intents the way the pipeline does (one event, or a
-    /// `transaction_committed` envelope for two) and replay them.
-    #[track_caller]
-    fn commit(&mut self, intents: Vec<Intent>) -> &mut Self {
-        let values: Vec<Value> = intents.iter().map(intent_value).collect();
-        let event = match values.as_slice() {
-            [single] => {
-                let mut fields = single.clone();
-                fields.as_object_mut().unwrap().remove("owner_epoch");
-                self.event(intents[0].event_type.as_str(), fields)
-            }
-            [_, second] => self.event(
-                "transaction_committed",
-                json!({"timestamp": second["timestamp"], "evidence_refs": [],
-                       "metadata": {"intents": values}}),
-            ),
-            _ => panic!("one or two intents"),
-        };
-        if let Err(e) = self.state.apply(&event, &self.policy) {
-            panic!("decision refused by replay: {e}");
-        }
-        self
-    }
-
-    fn lane(&mut self, id: &str, agent: &str, extra: Value) -> &mut Self {
-        let mut metadata = json!({
-            "assignment": format!("Work on {id}"), "write_scope": ["src"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
-            "replacement_count": 0,
-        });
-        for (k, v) in extra.as_object().unwrap() {
-            metadata[k] = v.clone();
-        }
-        self.raw(
-            "lane_created",
-            json!({"lane_id": id, "agent_id": agent, "to_state": "pending",
-                   "metadata": metadata}),
-        )
-    }
-
-    fn step(&mut self, event_type: &str, id: &str, from: &str, to: &str) -> &mut Self {
-        self.raw(
-            event_type,
-            json!({"lane_id": id, "from_state": from, "to_state": to}),
-        )
-    }
-
-    fn run_lane(&mut self, id: &str) -> &mut Self {
-        self.step("lane_started", id, "pending", "starting").step(
-            "startup_ack",
-            id,
-            "starting",
-            "running",
-        )
-    }
-
     /// running -> suspected_stall -> recovering (probe sent).
     fn probe_lane(&mut self, id: &str) -> &mut Self {
         self.step("stall_suspected", id, "running", "suspected_stall")
@@ -164,10 +33,10 @@ impl Ledger {
 
     /// Run, lane `build` (agent-1, scope `src`) interrupted.
     fn interrupted() -> Ledger {
-        let mut ledger = Ledger::running();
+        let mut ledger = Ledger::running(&["runtime"]);
         ledger
-            .lane("build", "agent-1", json!({}))
-            .run_lane("build")
+            .lane_with("build", "agent-1", json!({}))
+            .start_lane("build")
             .interrupt_lane("build");
         ledger
     }
@@ -175,19 +44,6 @@ impl Ledger {
     fn lane_json(&self, id: &str) -> Value {
         self.state.lane(id).unwrap().to_json()
     }
-}
-
-/// The ten intent keys, as the pipeline normalises them.
-fn intent_value(intent: &Intent) -> Value {
-    let mut metadata = intent.metadata.clone();
-    metadata.insert("owner_epoch".into(), json!(1));
-    json!({
-        "agent_id": intent.agent_id, "event_type": intent.event_type,
-        "evidence_refs": intent.evidence_refs, "from_state": intent.from_state,
-        "lane_id": intent.lane_id, "metadata": metadata, "owner_epoch": 1,
-        "reason": intent.reason, "timestamp": intent.timestamp,
-        "to_state": intent.to_state,
-    })
 }
 
 fn reassign_input() -> Value {
@@ -540,10 +396,10 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
         (json!(""), "main session"),
         (json!(null), "main session"),
     ] {
-        let mut ledger = Ledger::running();
+        let mut ledger = Ledger::running(&["runtime"]);
         ledger
-            .lane("build", "agent-1", json!({"fallback": fallback}))
-            .run_lane("build")
+            .lane_with("build", "agent-1", json!({"fallback": fallback}))
+            .start_lane("build")
             .interrupt_lane("build");
         let intents = decide_reassign(
             &ledger.state,
@@ -584,12 +440,14 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
         ))
     );
 
-    let mut ledger = Ledger::running();
+    let mut ledger = Ledger::running(&["runtime"]);
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
         Err(lane_refused::missing("build", &[]))
     );
-    ledger.lane("build", "agent-1", json!({})).run_lane("build");
+    ledger
+        .lane_with("build", "agent-1", json!({}))
+        .start_lane("build");
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
         conflict("replacement requires a recovering lane")
@@ -647,7 +505,7 @@ fn reassign_exit_code_precedence() {
     // The replacement id exists (5) AND the agent is the original (2): the
     // agent check runs first, so the answer is exit 2.
     let mut ledger = Ledger::interrupted();
-    ledger.lane("build-2", "agent-9", json!({}));
+    ledger.lane_with("build-2", "agent-9", json!({}));
     let policy = Policy::default();
     let ev = checkpoint_evidence();
     let mut r = request();
@@ -684,7 +542,7 @@ fn one_replacement_per_lineage() {
     let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
     ledger
         .commit(intents)
-        .run_lane("build-2")
+        .start_lane("build-2")
         .interrupt_lane("build-2");
     let mut again = request();
     again.lane_id = "build-2".into();
@@ -706,15 +564,15 @@ fn one_replacement_per_lineage() {
     assert_eq!(ledger.lane_json("build-3")["parent_lane_id"], "build-2");
 
     // A lane created with an absurd count never gets a replacement.
-    let mut ledger = Ledger::running();
+    let mut ledger = Ledger::running(&["runtime"]);
     ledger
-        .lane(
+        .lane_with(
             "build",
             "agent-1",
             json!({"replacement_count": serde_json::Number::from_string_unchecked(
                 "100000000000000000000000000000".into())}),
         )
-        .run_lane("build")
+        .start_lane("build")
         .interrupt_lane("build");
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
@@ -762,7 +620,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
         Err(lane_refused::inactive("build", LaneState::Replaced))
     );
     // The reducer itself refuses the old agent on the child lane.
-    ledger.run_lane("build-2");
+    ledger.start_lane("build-2");
     let late = ledger.try_raw(
         "lane_completed",
         json!({"lane_id": "build-2", "agent_id": "agent-1", "from_state": "running",
@@ -831,7 +689,7 @@ fn close_follows_the_replacement_terminal_state() {
         ("lane_cancelled", "cancelled"),
     ] {
         let mut ledger = replaced();
-        ledger.run_lane("build-2");
+        ledger.start_lane("build-2");
         let mut fields = json!({"lane_id": "build-2", "from_state": "running", "to_state": to});
         if to == "completed" {
             fields["metadata"] = json!({"changed_paths": []});
@@ -878,7 +736,7 @@ fn close_refusals() {
         decide_close(&ledger.state, &lineage("build", "build-3"), &evidence),
         conflict("replacement lane does not match reservation")
     );
-    ledger.run_lane("build-2");
+    ledger.start_lane("build-2");
     assert_eq!(
         decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
         conflict("replacement lane is not terminal")
@@ -1017,7 +875,7 @@ fn repair_refusals_in_order() {
     );
     // The child check comes before the reservation match.
     let mut with_other = reserved(json!({}));
-    with_other.lane("build-3", "agent-3", json!({}));
+    with_other.lane_with("build-3", "agent-3", json!({}));
     assert_eq!(
         decide_repair(&with_other.state, &lineage("build", "build-3"), &good),
         conflict("replacement lane already exists")

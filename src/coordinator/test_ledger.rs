@@ -134,17 +134,31 @@ impl Ledger {
         self
     }
 
-    /// A pending lane (`parent` may be null).
+    /// A pending lane of `agent-{id}` (`parent` may be null).
     pub fn lane(&mut self, id: &str, parent: Value) -> &mut Self {
+        self.lane_with(
+            id,
+            &format!("agent-{id}"),
+            json!({"parent_lane_id": parent}),
+        )
+    }
+
+    /// A pending lane of `agent`, its creation metadata overridden by
+    /// `overrides` (no parent and no replacement unless they say so).
+    pub fn lane_with(&mut self, id: &str, agent: &str, overrides: Value) -> &mut Self {
+        let mut metadata = json!({
+            "assignment": format!("Work on {id}"), "write_scope": ["src"],
+            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
+            "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
+            "replacement_count": 0,
+        });
+        for (k, v) in overrides.as_object().expect("overrides object") {
+            metadata[k] = v.clone();
+        }
         self.raw(
             "lane_created",
-            json!({"lane_id": id, "agent_id": format!("agent-{id}"), "to_state": "pending",
-                   "metadata": {
-                       "assignment": format!("Work on {id}"), "write_scope": ["src"],
-                       "fallback": "main session",
-                       "startup_ack_deadline": "2026-07-14T01:00:30Z",
-                       "command_deadline": "2026-07-14T01:10:00Z",
-                       "parent_lane_id": parent, "replacement_count": 0}}),
+            json!({"lane_id": id, "agent_id": agent, "to_state": "pending",
+                   "metadata": metadata}),
         )
     }
 
@@ -155,11 +169,19 @@ impl Ledger {
         )
     }
 
+    /// A pending lane started: pending -> starting -> running.
+    pub fn start_lane(&mut self, id: &str) -> &mut Self {
+        self.step("lane_started", id, "pending", "starting").step(
+            "startup_ack",
+            id,
+            "starting",
+            "running",
+        )
+    }
+
     /// A lane created and running.
     pub fn running_lane(&mut self, id: &str, parent: Value) -> &mut Self {
-        self.lane(id, parent)
-            .step("lane_started", id, "pending", "starting")
-            .step("startup_ack", id, "starting", "running")
+        self.lane(id, parent).start_lane(id)
     }
 
     /// A running lane finishing with `evidence`.
