@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::super::approval::{ApprovalPolicy, PolicyStatus};
 use super::super::state::CoordinatorState;
-use super::super::test_ledger::{FP, Ledger, component, ev};
+use super::super::test_ledger::{FP, LaneEvents, Ledger, component, ev};
 use super::super::{ReplayPolicy, RunOrigin};
 use super::*;
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{Ledger, component, ev};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev};
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()

@@ -7,7 +7,7 @@ use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{Ledger, ev};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
@@ -15,22 +15,6 @@ fn checkpoint_evidence() -> Value {
 
 /// The lane stages a replacement starts from.
 impl Ledger {
-    /// running -> suspected_stall -> recovering (probe sent).
-    fn probe_lane(&mut self, id: &str) -> &mut Self {
-        self.step("stall_suspected", id, "running", "suspected_stall")
-            .raw(
-                "probe_sent",
-                json!({"lane_id": id, "from_state": "suspected_stall",
-                       "to_state": "recovering",
-                       "metadata": {"probe_deadline": "2026-07-14T01:07:00Z"}}),
-            )
-    }
-
-    fn interrupt_lane(&mut self, id: &str) -> &mut Self {
-        self.probe_lane(id)
-            .step("agent_interrupted", id, "recovering", "recovering")
-    }
-
     /// Run, lane `build` (agent-1, scope `src`) interrupted.
     fn interrupted() -> Ledger {
         let mut ledger = Ledger::running(&["runtime"]);

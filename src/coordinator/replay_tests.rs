@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::test_ledger::LaneEvents;
 use super::{CoordinatorState, ReplayError, ReplayPolicy, RunOrigin, replay};
 use crate::receipt::canonical;
 
@@ -133,67 +134,18 @@ impl Script {
     }
 
     fn running(&mut self) -> &mut Self {
-        self.ok(
-            "run_created",
-            json!({"to_state": "planned", "evidence_refs": []}),
-        )
-        .ok(
-            "plan_approved",
-            json!({"from_state": "planned", "to_state": "approved"}),
-        )
-        .ok(
-            "run_started",
-            json!({"from_state": "approved", "to_state": "running"}),
-        )
-    }
-
-    fn lane(&mut self, lane_id: &str, agent_id: &str, extra: Value) -> &mut Self {
-        let mut metadata = json!({
-            "assignment": format!("Work on {lane_id}"),
-            "write_scope": ["src"],
-            "fallback": "main session",
-            "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z",
-            "parent_lane_id": null,
-            "replacement_count": 0,
-        });
-        for (k, v) in extra.as_object().unwrap() {
-            metadata[k] = v.clone();
-        }
-        self.ok(
-            "lane_created",
-            json!({"lane_id": lane_id, "agent_id": agent_id, "to_state": "pending",
-                   "metadata": metadata}),
-        )
-    }
-
-    fn lane_step(&mut self, event_type: &str, lane_id: &str, from: &str, to: &str) -> &mut Self {
-        self.ok(
-            event_type,
-            json!({"lane_id": lane_id, "from_state": from, "to_state": to}),
-        )
-    }
-
-    /// pending -> starting -> running
-    fn start_lane(&mut self, lane_id: &str) -> &mut Self {
-        self.lane_step("lane_started", lane_id, "pending", "starting")
-            .lane_step("startup_ack", lane_id, "starting", "running")
-    }
-
-    /// running -> suspected_stall -> recovering -> interrupted
-    fn interrupt_lane(&mut self, lane_id: &str) -> &mut Self {
-        self.lane_step("stall_suspected", lane_id, "running", "suspected_stall")
-            .ok(
-                "probe_sent",
-                json!({"lane_id": lane_id, "from_state": "suspected_stall",
-                       "to_state": "recovering",
-                       "metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
-            )
-            .lane_step("agent_interrupted", lane_id, "recovering", "recovering")
+        self.create_run().start_run()
     }
 
     fn lane_json(&self, lane_id: &str) -> Value {
         self.state.lane_records()[lane_id].clone()
+    }
+}
+
+impl LaneEvents for Script {
+    #[track_caller]
+    fn accept(&mut self, event_type: &str, fields: Value) -> &mut Self {
+        self.ok(event_type, fields)
     }
 }
 
@@ -550,7 +502,7 @@ fn run_can_be_cancelled_before_it_starts() {
 #[test]
 fn lane_record_has_the_reference_shape() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({}));
+    s.running().lane_with("build", "agent-1", json!({}));
     let lane = s.lane_json("build");
     let keys: Vec<&str> = lane
         .as_object()
@@ -603,7 +555,7 @@ fn lanes_need_a_running_run_and_a_fresh_id() {
     );
     s.ok("plan_approved", json!({}))
         .ok("run_started", json!({}))
-        .lane("a", "x", json!({}));
+        .lane_with("a", "x", json!({}));
     s.refused(
         "lane_created",
         json!({"lane_id": "a", "agent_id": "x"}),
@@ -629,8 +581,8 @@ fn lane_limit_comes_from_the_policy() {
         approval_file: None,
     });
     s.running()
-        .lane("a", "x", json!({}))
-        .lane("b", "x", json!({}));
+        .lane_with("a", "x", json!({}))
+        .lane_with("b", "x", json!({}));
     s.refused(
         "lane_created",
         json!({"lane_id": "c", "agent_id": "x"}),
@@ -642,7 +594,7 @@ fn lane_limit_comes_from_the_policy() {
 #[test]
 fn lane_events_check_lane_agent_and_edges() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({}));
+    s.running().lane_with("a", "agent-1", json!({}));
     s.refused(
         "lane_started",
         json!({"lane_id": "zz"}),
@@ -695,7 +647,9 @@ fn lane_events_check_lane_agent_and_edges() {
 #[test]
 fn liveness_evidence_is_kept_apart_from_completion_evidence() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    s.running()
+        .lane_with("a", "agent-1", json!({}))
+        .start_lane("a");
     let completion_evidence = s.lane_json("a")["evidence_refs"].clone();
     s.ok(
         "stall_suspected",
@@ -727,7 +681,9 @@ fn liveness_evidence_is_kept_apart_from_completion_evidence() {
 #[test]
 fn heartbeat_transaction_renews_the_lease() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    s.running()
+        .lane_with("a", "agent-1", json!({}))
+        .start_lane("a");
     let refs = json!([{"exit_status": 0, "kind": "log", "summary": "compiler output seen"}]);
     let digest = canonical::digest(&refs);
     let common = json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
@@ -759,7 +715,9 @@ fn heartbeat_transaction_renews_the_lease() {
 #[test]
 fn transaction_is_all_or_nothing() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    s.running()
+        .lane_with("a", "agent-1", json!({}))
+        .start_lane("a");
     let before = s.state.public_json();
     let fields = json!({"lane_id": "a", "from_state": "running", "to_state": "running",
                         "evidence_refs": evidence("new heartbeat"),
@@ -792,7 +750,9 @@ fn transaction_is_all_or_nothing() {
 #[test]
 fn transaction_changing_a_lane_twice_is_all_or_nothing() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    s.running()
+        .lane_with("a", "agent-1", json!({}))
+        .start_lane("a");
     let before = s.state.public_json();
     let fields = json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
                         "to_state": "running", "reason": "still compiling",
@@ -824,8 +784,8 @@ fn transaction_changing_a_lane_twice_is_all_or_nothing() {
 fn failed_reassign_transaction_leaves_the_original_recovering() {
     let mut s = Script::new();
     s.running()
-        .lane("build", "agent-1", json!({}))
-        .lane("taken", "agent-9", json!({}))
+        .lane_with("build", "agent-1", json!({}))
+        .lane_with("taken", "agent-9", json!({}))
         .start_lane("build")
         .interrupt_lane("build");
     let reassigned = intent(
@@ -862,7 +822,7 @@ fn failed_reassign_transaction_leaves_the_original_recovering() {
 fn reassigned(with_child: bool, reservation: bool) -> Script {
     let mut s = Script::new();
     s.running()
-        .lane("build", "agent-1", json!({}))
+        .lane_with("build", "agent-1", json!({}))
         .start_lane("build")
         .interrupt_lane("build");
     let mut metadata = reassign_metadata("build-2");
@@ -1045,14 +1005,14 @@ fn incomplete_replacement_can_be_blocked() {
 fn failed_and_resolved(rereview_evidence: Value) -> Script {
     let mut s = Script::new();
     s.running()
-        .lane("review", "agent-1", json!({}))
+        .lane_with("review", "agent-1", json!({}))
         .start_lane("review")
         .ok(
             "lane_failed",
             json!({"lane_id": "review", "reason": "found defects",
                    "evidence_refs": evidence("review failed")}),
         )
-        .lane("rereview", "agent-2", json!({"parent_lane_id": "review"}))
+        .lane_with("rereview", "agent-2", json!({"parent_lane_id": "review"}))
         .start_lane("rereview")
         .ok(
             "lane_completed",
@@ -1133,7 +1093,7 @@ fn failed_lane_resolution_rejects_liveness_evidence_and_bad_lineage() {
     let failed = canonical::digest(&evidence("review failed"));
     let resolved = canonical::digest(&evidence("rereview passed"));
     // Another lane recorded exactly this evidence as liveness evidence.
-    s.lane("watch", "agent-3", json!({}))
+    s.lane_with("watch", "agent-3", json!({}))
         .start_lane("watch")
         .ok(
             "stall_suspected",
@@ -1179,13 +1139,13 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
             approval_file: None,
         });
         s.running()
-            .lane("review", "agent-1", json!({}))
+            .lane_with("review", "agent-1", json!({}))
             .start_lane("review")
             .ok(
                 "lane_failed",
                 json!({"lane_id": "review", "evidence_refs": evidence("review failed")}),
             )
-            .lane("rereview", "agent-2", json!({}))
+            .lane_with("rereview", "agent-2", json!({}))
             .start_lane("rereview")
             .ok(
                 "lane_completed",
@@ -1209,8 +1169,8 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
 fn resolver_must_complete_after_the_failure() {
     let mut s = Script::new();
     s.running()
-        .lane("review", "agent-1", json!({}))
-        .lane("rereview", "agent-2", json!({"parent_lane_id": "review"}))
+        .lane_with("review", "agent-1", json!({}))
+        .lane_with("rereview", "agent-2", json!({"parent_lane_id": "review"}))
         .start_lane("rereview")
         .ok(
             "lane_completed",
@@ -1242,7 +1202,7 @@ fn component(id: &str, owner: &str, checks: &[&str]) -> Value {
 #[test]
 fn duplicate_check_result_is_refused() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({})).ok(
+    s.running().lane_with("build", "agent-1", json!({})).ok(
         "topology_registered",
         json!({"metadata": {"components": [component("runtime", "build", &["unit"])]}}),
     );
@@ -1284,7 +1244,7 @@ fn duplicate_check_result_is_refused() {
 #[test]
 fn topology_reregistration_keeps_coverage_and_removal_moves_records() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({})).ok(
+    s.running().lane_with("build", "agent-1", json!({})).ok(
         "topology_registered",
         json!({"metadata": {"components": [component("runtime", "build", &[]),
                                            component("docs", "build", &[])]}}),
@@ -1409,7 +1369,7 @@ fn replay_of_nothing_is_refused() {
 #[test]
 fn big_replacement_count_round_trips() {
     let mut s = Script::new();
-    s.running().lane(
+    s.running().lane_with(
         "a",
         "x",
         json!({"replacement_count": serde_json::from_str::<Value>("100000000000000000000000000000").unwrap()}),
@@ -1430,7 +1390,7 @@ fn a_repair_that_does_not_fence_the_interrupted_agent_is_a_breach() {
     for (child_agent, breached) in [("agent-2", false), ("agent-1", true)] {
         let mut s = Script::new();
         s.running()
-            .lane("build", "agent-1", json!({}))
+            .lane_with("build", "agent-1", json!({}))
             .start_lane("build")
             .interrupt_lane("build");
         let mut metadata = reassign_metadata("build-2");

@@ -33,8 +33,8 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// A running run whose init approved `components`.
-    pub fn running(components: &[&str]) -> Ledger {
+    /// A planned run (only `run_created`) whose init approved `components`.
+    pub fn planned(components: &[&str]) -> Ledger {
         let mut approved: Vec<String> = components.iter().map(|c| c.to_string()).collect();
         approved.sort();
         let mut ledger = Ledger {
@@ -50,19 +50,14 @@ impl Ledger {
             },
             policy: Policy::default(),
         };
+        ledger.create_run();
         ledger
-            .raw(
-                "run_created",
-                json!({"to_state": "planned", "evidence_refs": []}),
-            )
-            .raw(
-                "plan_approved",
-                json!({"from_state": "planned", "to_state": "approved"}),
-            )
-            .raw(
-                "run_started",
-                json!({"from_state": "approved", "to_state": "running"}),
-            );
+    }
+
+    /// A running run whose init approved `components`.
+    pub fn running(components: &[&str]) -> Ledger {
+        let mut ledger = Ledger::planned(components);
+        ledger.start_run();
         ledger
     }
 
@@ -134,51 +129,6 @@ impl Ledger {
         self
     }
 
-    /// A pending lane of `agent-{id}` (`parent` may be null).
-    pub fn lane(&mut self, id: &str, parent: Value) -> &mut Self {
-        self.lane_with(
-            id,
-            &format!("agent-{id}"),
-            json!({"parent_lane_id": parent}),
-        )
-    }
-
-    /// A pending lane of `agent`, its creation metadata overridden by
-    /// `overrides` (no parent and no replacement unless they say so).
-    pub fn lane_with(&mut self, id: &str, agent: &str, overrides: Value) -> &mut Self {
-        let mut metadata = json!({
-            "assignment": format!("Work on {id}"), "write_scope": ["src"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
-            "replacement_count": 0,
-        });
-        for (k, v) in overrides.as_object().expect("overrides object") {
-            metadata[k] = v.clone();
-        }
-        self.raw(
-            "lane_created",
-            json!({"lane_id": id, "agent_id": agent, "to_state": "pending",
-                   "metadata": metadata}),
-        )
-    }
-
-    pub fn step(&mut self, event_type: &str, id: &str, from: &str, to: &str) -> &mut Self {
-        self.raw(
-            event_type,
-            json!({"lane_id": id, "from_state": from, "to_state": to}),
-        )
-    }
-
-    /// A pending lane started: pending -> starting -> running.
-    pub fn start_lane(&mut self, id: &str) -> &mut Self {
-        self.step("lane_started", id, "pending", "starting").step(
-            "startup_ack",
-            id,
-            "starting",
-            "running",
-        )
-    }
-
     /// A lane created and running.
     pub fn running_lane(&mut self, id: &str, parent: Value) -> &mut Self {
         self.lane(id, parent).start_lane(id)
@@ -233,6 +183,102 @@ impl Ledger {
             "evidence_attached",
             json!({"metadata": {"component_id": component, "coverage_state": "covered"}}),
         )
+    }
+}
+
+impl LaneEvents for Ledger {
+    #[track_caller]
+    fn accept(&mut self, event_type: &str, fields: Value) -> &mut Self {
+        self.raw(event_type, fields)
+    }
+}
+
+/// The run and lane lifecycle as receipt events, for any test builder that
+/// can replay one event (`accept` panics when the reducer refuses it).
+pub trait LaneEvents {
+    fn accept(&mut self, event_type: &str, fields: Value) -> &mut Self;
+
+    /// `run_created`: the run is planned.
+    fn create_run(&mut self) -> &mut Self {
+        self.accept(
+            "run_created",
+            json!({"to_state": "planned", "evidence_refs": []}),
+        )
+    }
+
+    /// planned -> approved -> running.
+    fn start_run(&mut self) -> &mut Self {
+        self.accept(
+            "plan_approved",
+            json!({"from_state": "planned", "to_state": "approved"}),
+        )
+        .accept(
+            "run_started",
+            json!({"from_state": "approved", "to_state": "running"}),
+        )
+    }
+
+    /// A pending lane of `agent-{id}` (`parent` may be null).
+    fn lane(&mut self, id: &str, parent: Value) -> &mut Self {
+        self.lane_with(
+            id,
+            &format!("agent-{id}"),
+            json!({"parent_lane_id": parent}),
+        )
+    }
+
+    /// A pending lane of `agent`, its creation metadata overridden by
+    /// `overrides` (no parent and no replacement unless they say so).
+    fn lane_with(&mut self, id: &str, agent: &str, overrides: Value) -> &mut Self {
+        let mut metadata = json!({
+            "assignment": format!("Work on {id}"), "write_scope": ["src"],
+            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
+            "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
+            "replacement_count": 0,
+        });
+        for (k, v) in overrides.as_object().expect("overrides object") {
+            metadata[k] = v.clone();
+        }
+        self.accept(
+            "lane_created",
+            json!({"lane_id": id, "agent_id": agent, "to_state": "pending",
+                   "metadata": metadata}),
+        )
+    }
+
+    fn step(&mut self, event_type: &str, id: &str, from: &str, to: &str) -> &mut Self {
+        self.accept(
+            event_type,
+            json!({"lane_id": id, "from_state": from, "to_state": to}),
+        )
+    }
+
+    /// A pending lane started: pending -> starting -> running.
+    fn start_lane(&mut self, id: &str) -> &mut Self {
+        self.step("lane_started", id, "pending", "starting").step(
+            "startup_ack",
+            id,
+            "starting",
+            "running",
+        )
+    }
+
+    /// running -> suspected_stall -> recovering, the probe due at 01:04:00Z.
+    fn probe_lane(&mut self, id: &str) -> &mut Self {
+        self.step("stall_suspected", id, "running", "suspected_stall")
+            .accept(
+                "probe_sent",
+                json!({"lane_id": id, "from_state": "suspected_stall",
+                       "to_state": "recovering",
+                       "metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
+            )
+    }
+
+    /// A running lane probed and its agent interrupted (the lane stays
+    /// recovering).
+    fn interrupt_lane(&mut self, id: &str) -> &mut Self {
+        self.probe_lane(id)
+            .step("agent_interrupted", id, "recovering", "recovering")
     }
 }
 

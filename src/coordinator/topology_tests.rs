@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{Ledger, component, ev};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
