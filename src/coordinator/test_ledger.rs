@@ -33,11 +33,11 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// A planned run (only `run_created`) whose init approved `components`.
-    pub fn planned(components: &[&str]) -> Ledger {
+    /// A run with no event yet whose init approved `components`.
+    pub fn new(components: &[&str]) -> Ledger {
         let mut approved: Vec<String> = components.iter().map(|c| c.to_string()).collect();
         approved.sort();
-        let mut ledger = Ledger {
+        Ledger {
             state: CoordinatorState::new(&RunOrigin {
                 owner_fingerprint: Some(FP.into()),
                 owner_epoch: 1,
@@ -49,7 +49,12 @@ impl Ledger {
                 approval_file: None,
             },
             policy: Policy::default(),
-        };
+        }
+    }
+
+    /// A planned run (only `run_created`) whose init approved `components`.
+    pub fn planned(components: &[&str]) -> Ledger {
+        let mut ledger = Ledger::new(components);
         ledger.create_run();
         ledger
     }
