@@ -232,10 +232,7 @@ fn a_gate_whose_file_cannot_be_read_still_needs_a_bound_record() {
     let mut plain = Ledger::running(&["runtime"]);
     assert_eq!(plain.state.gate(), &PolicyStatus::Absent);
     assert!(plain.state.breaches().is_empty());
-    plain.raw(
-        "run_cancelled",
-        json!({"from_state": "running", "to_state": "cancelled"}),
-    );
+    plain.run_step("run_cancelled", "running", "cancelled");
     assert!(plain.state.breaches().is_empty());
 }
 

@@ -382,10 +382,7 @@ fn complete_is_blocked_with_the_missing_ids() {
 #[test]
 fn complete_needs_a_running_run_first() {
     let mut ledger = covered();
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     // Run state is checked before the evidence (even empty evidence).
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),

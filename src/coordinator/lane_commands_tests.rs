@@ -4,7 +4,7 @@ use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, needs_active_run};
 use crate::receipt::scope::canonicalize_lexical;
 
 /// The lanes of these tests all belong to agent-1 and differ in scope.
@@ -348,19 +348,10 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     let policy = Policy::default();
     assert_eq!(
         decide_lane_create(&Ledger::planned(&[]).state, &policy, &request, &evidence()),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Planned,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Planned))
     );
     let mut ledger = Ledger::running(&[]);
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     assert!(decide_lane_create(&ledger.state, &policy, &request, &evidence()).is_ok());
     ledger.scoped_lane("l1", json!([]));
     assert_eq!(
@@ -599,13 +590,7 @@ fn transition_checks_run_in_the_reference_order() {
     request.lane_id = "ghost";
     assert_eq!(
         decide_lane_transition(&Ledger::planned(&[]).state, &request, lexical),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Planned,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Planned))
     );
     let mut ledger = Ledger::running(&[]);
     ledger.scoped_lane("l1", json!(["src"]));
@@ -635,10 +620,7 @@ fn transition_checks_run_in_the_reference_order() {
         Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
     // Lanes move in a recovering run too.
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     assert!(
         decide_lane_transition(&ledger.state, &transition(LaneCommand::Start, &ev), lexical)
             .is_ok()

@@ -8,7 +8,8 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, needs_active_run};
 use crate::receipt::primitives::parse_timestamp;
 
 fn t(text: &str) -> Instant {
@@ -601,26 +602,14 @@ fn active_lane_owner_checks_in_order() {
         lane_refused::inactive("build", LaneState::Cancelled)
     );
     // The run state comes first.
-    run.raw(
-        "run_blocked",
-        json!({"from_state": "running", "to_state": "blocked"}),
-    );
+    run.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
-        crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        )
+        needs_active_run(RunState::Blocked)
     );
     // Recovering runs are fine.
     let mut run = build_pending();
-    run.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    run.run_step("run_recovery_started", "running", "recovering");
     assert!(active_lane_owner(&run.state, "build", "agent-1").is_ok());
 }
 

@@ -7,7 +7,8 @@ use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
@@ -404,24 +405,12 @@ fn reassign_needs_an_active_run_and_an_interrupted_lane() {
     let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
 
     let mut ledger = Ledger::interrupted();
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     assert!(decide_reassign(&ledger.state, &policy, &request(), &ev).is_ok());
-    ledger.raw(
-        "run_blocked",
-        json!({"from_state": "recovering", "to_state": "blocked"}),
-    );
+    ledger.run_step("run_blocked", "recovering", "blocked");
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Blocked))
     );
 
     let mut ledger = Ledger::running(&["runtime"]);
@@ -725,19 +714,10 @@ fn close_refusals() {
         decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
         conflict("replacement lane is not terminal")
     );
-    ledger.raw(
-        "run_failed",
-        json!({"from_state": "running", "to_state": "failed"}),
-    );
+    ledger.run_step("run_failed", "running", "failed");
     assert_eq!(
         decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Failed,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Failed))
     );
 }
 
@@ -979,28 +959,13 @@ fn block_refusals_in_order() {
         conflict("replacement reservation is complete")
     );
     let mut stopped = reserved(json!({}));
-    stopped.raw(
-        "run_cancelled",
-        json!({"from_state": "running", "to_state": "cancelled"}),
-    );
+    stopped.run_step("run_cancelled", "running", "cancelled");
     assert_eq!(
         decide_block(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Cancelled,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Cancelled))
     );
     assert_eq!(
         decide_repair(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Cancelled,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Cancelled))
     );
 }

@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::completion::evaluate_completion;
-use crate::coordinator::test_ledger::{Ledger, ev};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
@@ -153,19 +154,10 @@ fn refusals_in_the_reference_order() {
         busy("resolution lane is not completed")
     );
     let mut stopped = failed_then_rereviewed();
-    stopped.raw(
-        "run_blocked",
-        json!({"from_state": "running", "to_state": "blocked"}),
-    );
+    stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         resolve(&stopped, "review", "rereview", &good),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Blocked))
     );
 }
 

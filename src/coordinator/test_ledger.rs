@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use super::decide::{Intent, Policy};
-use super::state::CoordinatorState;
+use super::decide::{FlowError, Intent, Policy, lane_refused};
+use super::state::{CoordinatorState, RunState};
 use super::{ReplayError, ReplayPolicy, RunOrigin};
 
 pub const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
@@ -223,6 +223,11 @@ pub trait LaneEvents {
         )
     }
 
+    /// A run transition `from` -> `to` (`run_blocked`, `run_recovery_started` ...).
+    fn run_step(&mut self, event_type: &str, from: &str, to: &str) -> &mut Self {
+        self.accept(event_type, json!({"from_state": from, "to_state": to}))
+    }
+
     /// A pending lane of `agent-{id}` (`parent` may be null).
     fn lane(&mut self, id: &str, parent: Value) -> &mut Self {
         self.lane_with(
@@ -285,6 +290,12 @@ pub trait LaneEvents {
         self.probe_lane(id)
             .step("agent_interrupted", id, "recovering", "recovering")
     }
+}
+
+/// The refusal of a command that needs a running or recovering run, in a
+/// run that is `state`.
+pub fn needs_active_run(state: RunState) -> FlowError {
+    lane_refused::run_state(state, &[RunState::Running, RunState::Recovering])
 }
 
 /// The ten intent keys, as the pipeline normalises them.

@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
@@ -67,19 +68,10 @@ fn register_writes_the_sorted_snapshot() {
 #[test]
 fn register_needs_a_running_run_before_validation() {
     let mut ledger = Ledger::running(&["api"]);
-    ledger.raw(
-        "run_failed",
-        json!({"from_state": "running", "to_state": "failed"}),
-    );
+    ledger.run_step("run_failed", "running", "failed");
     assert_eq!(
         register(&ledger, &json!([])),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Failed,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Failed))
     );
     assert_eq!(
         precheck_register(&json!([])),
@@ -328,19 +320,10 @@ fn remove_refusals() {
         busy("required topology component cannot be removed; it blocks completion until covered")
     );
     let mut stopped = four_components();
-    stopped.raw(
-        "run_blocked",
-        json!({"from_state": "running", "to_state": "blocked"}),
-    );
+    stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         decide_remove(&stopped.state, "docs", "x", &e),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Blocked))
     );
 }
 
