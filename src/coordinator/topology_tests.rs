@@ -302,23 +302,22 @@ fn remove_an_optional_leaf_with_its_reason() {
 fn remove_refusals() {
     let ledger = four_components();
     let e = ev("r");
-    assert_eq!(
-        decide_remove(&ledger.state, "ghost", "x", &e),
-        busy("topology component does not exist")
-    );
-    assert_eq!(
-        decide_remove(&ledger.state, "guide", "x", &e),
-        busy("topology component still has dependents: docs")
-    );
-    // Dependents are named before the required rule.
-    assert_eq!(
-        decide_remove(&ledger.state, "core", "x", &e),
-        busy("topology component still has dependents: api")
-    );
-    assert_eq!(
-        decide_remove(&ledger.state, "api", "x", &e),
-        busy("required topology component cannot be removed; it blocks completion until covered")
-    );
+    for (component, refusal) in [
+        ("ghost", "topology component does not exist"),
+        ("guide", "topology component still has dependents: docs"),
+        // Dependents are named before the required rule.
+        ("core", "topology component still has dependents: api"),
+        (
+            "api",
+            "required topology component cannot be removed; it blocks completion until covered",
+        ),
+    ] {
+        assert_eq!(
+            decide_remove(&ledger.state, component, "x", &e),
+            busy(refusal),
+            "{component}"
+        );
+    }
     let mut stopped = four_components();
     stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
@@ -381,6 +380,13 @@ fn checked() -> Ledger {
     ledger
         .running_lane("b", Value::Null)
         .topology(json!([component("core", "b", true, &["lint"], &[])]));
+    ledger
+}
+
+/// `checked()` after a heartbeat of lane b carrying `beat`.
+fn checked_after_heartbeat(beat: &Value) -> Ledger {
+    let mut ledger = checked();
+    ledger.heartbeat("b", beat.clone());
     ledger
 }
 
@@ -472,9 +478,8 @@ fn a_passing_check_never_rests_on_liveness_evidence() {
     // Our rule (DEVIATIONS 99; the reference records it): a heartbeat
     // proves that an agent was alive, not that a check passed. A failing
     // result satisfies nothing and may cite it.
-    let mut ledger = checked();
     let beat = ev("heartbeat");
-    ledger.heartbeat("b", beat.clone());
+    let ledger = checked_after_heartbeat(&beat);
     let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
     assert_eq!(
         refused.untaught().0,
@@ -532,9 +537,8 @@ fn component_evidence_covers_a_component_once() {
 
 #[test]
 fn component_evidence_refusals_in_order() {
-    let mut ledger = checked();
     let beat = ev("still alive");
-    ledger.heartbeat("b", beat.clone());
+    let mut ledger = checked_after_heartbeat(&beat);
     let e = ev("core verified");
     // Evidence rules come before the component rules.
     assert_eq!(
