@@ -23,6 +23,35 @@ fn covered() -> Ledger {
     ledger
 }
 
+/// Lane `build` completed, required `runtime` covered and optional `docs`
+/// (with `docs_checks`, none passed) registered.
+fn covered_with_optional_docs(docs_checks: &[&str]) -> Ledger {
+    let mut ledger = Ledger::running(&["runtime", "docs"]);
+    ledger
+        .completed_lane("build", ev("build done"))
+        .topology(json!([
+            component("runtime", "build", true, &[], &[]),
+            component("docs", "build", false, docs_checks, &[]),
+        ]))
+        .cover("runtime");
+    ledger
+}
+
+/// The report misses exactly these components, lanes and checks, so the
+/// run is not complete.
+#[track_caller]
+fn assert_missing_only(
+    report: &CompletionReport,
+    components: &[&str],
+    lanes: &[&str],
+    failed_checks: &[&str],
+) {
+    assert_eq!(report.missing_components, strings(components));
+    assert_eq!(report.missing_lanes, strings(lanes));
+    assert_eq!(report.failed_checks, strings(failed_checks));
+    assert!(!report.complete);
+}
+
 fn nothing_missing_but_verification() -> CompletionReport {
     CompletionReport {
         missing_main_verification: true,
@@ -69,9 +98,7 @@ fn an_approved_component_never_registered_is_missing_alone() {
     // No lanes, no topology: the approved component is the only gap.
     let ledger = Ledger::running(&["runtime"]);
     let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_components, strings(&["runtime"]));
-    assert!(report.missing_lanes.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&report, &["runtime"], &[], &[]);
     assert_eq!(report.missing_ids(), strings(&["runtime"]));
 }
 
@@ -81,10 +108,7 @@ fn an_uncovered_required_component_is_missing_alone() {
     ledger
         .completed_lane("build", ev("build done"))
         .topology(json!([component("runtime", "build", true, &[], &[])]));
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_components, strings(&["runtime"]));
-    assert!(report.missing_lanes.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&evaluate(&ledger.state, true), &["runtime"], &[], &[]);
 }
 
 #[test]
@@ -92,10 +116,7 @@ fn a_not_yet_completed_lane_is_missing_alone() {
     // A lane that owns no component still holds completion back.
     let mut ledger = covered();
     ledger.running_lane("docs", Value::Null);
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_lanes, strings(&["docs"]));
-    assert!(report.missing_components.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&evaluate(&ledger.state, true), &[], &["docs"], &[]);
 }
 
 #[test]
@@ -120,10 +141,7 @@ fn a_failed_check_is_missing_alone() {
     // Covered first, then the check fails again: last write wins.
     let mut ledger = covered();
     ledger.check("runtime", "unit", false);
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.failed_checks, strings(&["runtime:unit"]));
-    assert!(report.missing_lanes.is_empty() && report.missing_components.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&evaluate(&ledger.state, true), &[], &[], &["runtime:unit"]);
     // ... and passes again.
     ledger.check("runtime", "unit", true);
     assert!(evaluate(&ledger.state, true).complete);
@@ -150,14 +168,7 @@ fn a_never_run_check_is_a_failed_check() {
 
 #[test]
 fn optional_components_are_ignored() {
-    let mut ledger = Ledger::running(&["runtime", "docs"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([
-            component("runtime", "build", true, &[], &[]),
-            component("docs", "build", false, &["spell"], &[]),
-        ]))
-        .cover("runtime");
+    let ledger = covered_with_optional_docs(&["spell"]);
     let report = evaluate(&ledger.state, true);
     assert!(report.complete, "{report:?}");
 }
@@ -247,18 +258,11 @@ fn a_removed_required_component_blocks_forever() {
 
 #[test]
 fn a_removed_optional_component_is_not_missing() {
-    let mut ledger = Ledger::running(&["runtime", "docs"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([
-            component("runtime", "build", true, &[], &[]),
-            component("docs", "build", false, &[], &[]),
-        ]))
-        .cover("runtime")
-        .raw(
-            "topology_component_removed",
-            json!({"reason": "later", "metadata": {"component_id": "docs"}}),
-        );
+    let mut ledger = covered_with_optional_docs(&[]);
+    ledger.raw(
+        "topology_component_removed",
+        json!({"reason": "later", "metadata": {"component_id": "docs"}}),
+    );
     assert!(evaluate(&ledger.state, true).complete);
 }
 
