@@ -388,7 +388,7 @@ fn a_child_lane_stays_within_its_parents_scope() {
     ledger.scoped_lane("build", json!(["src"]));
     // A write scope that only a hand-made receipt could hold.
     ledger.scoped_lane("odd", json!(["src/"]));
-    let child = |parent: &str, scope: Value| {
+    let create_child = |state: &CoordinatorState, parent: &str, scope: Value| {
         let input = with(
             with(
                 with(create_input(), "lane_id", json!("fix")),
@@ -398,67 +398,29 @@ fn a_child_lane_stays_within_its_parents_scope() {
             "parent_lane_id",
             json!(parent),
         );
-        precheck_lane_create(&input, &evidence(), lexical).unwrap()
+        let request = precheck_lane_create(&input, &evidence(), lexical).unwrap();
+        decide_lane_create(state, &policy, &request, &evidence())
     };
-    assert!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("build", json!(["src/a"])),
-            &evidence()
-        )
-        .is_ok()
-    );
-    assert!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("build", json!([])),
-            &evidence()
-        )
-        .is_ok()
-    );
+    assert!(create_child(&ledger.state, "build", json!(["src/a"])).is_ok());
+    assert!(create_child(&ledger.state, "build", json!([])).is_ok());
     assert_eq!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("build", json!(["src/a", "lib"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "build", json!(["src/a", "lib"])),
         Err(invalid_msg(
             "child lane write scope must be equal to or narrower than its parent's"
         ))
     );
     assert_eq!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("odd", json!(["src"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "odd", json!(["src"])),
         Err(invalid_msg(
             "parent lane write scope is malformed: write scope must be canonical and relative"
         ))
     );
     // As in the reference, the parent need not exist; then nothing narrows.
-    assert!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("elsewhere", json!(["lib"])),
-            &evidence()
-        )
-        .is_ok()
-    );
+    assert!(create_child(&ledger.state, "elsewhere", json!(["lib"])).is_ok());
     // The reference's in-lock refusals keep their precedence.
     ledger.scoped_lane("fix", json!([]));
     assert_eq!(
-        decide_lane_create(
-            &ledger.state,
-            &policy,
-            &child("build", json!(["lib"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "build", json!(["lib"])),
         Err(lane_refused::exists("fix", LaneState::Pending))
     );
 }
@@ -635,36 +597,23 @@ fn probe_ack_after_an_interrupt_is_fenced() {
         .scoped_lane("l1", json!(["src"]))
         .start_lane("l1")
         .probe_lane("l1");
+    let probe_ack = |state: &CoordinatorState| {
+        decide_lane_transition(state, &transition(LaneCommand::ProbeAck, &ev), lexical)
+    };
     // Before any interrupt the ACK revives the lane.
-    let intents = decide_lane_transition(
-        &ledger.state,
-        &transition(LaneCommand::ProbeAck, &ev),
-        lexical,
-    )
-    .unwrap();
+    let intents = probe_ack(&ledger.state).unwrap();
     assert_eq!(intents[0].event_type, "probe_acknowledged");
     // decisions.md 9: after interrupt-result, refused (exit 5).
     ledger.step("agent_interrupted", "l1", "recovering", "recovering");
     assert_eq!(
-        decide_lane_transition(
-            &ledger.state,
-            &transition(LaneCommand::ProbeAck, &ev),
-            lexical
-        ),
+        probe_ack(&ledger.state),
         Err(conflict_msg(
             "an interrupted agent cannot acknowledge the probe"
         ))
     );
     // A second interrupt keeps the fence; fail/block/cancel stay possible.
     ledger.step("agent_interrupted", "l1", "recovering", "recovering");
-    assert!(
-        decide_lane_transition(
-            &ledger.state,
-            &transition(LaneCommand::ProbeAck, &ev),
-            lexical
-        )
-        .is_err()
-    );
+    assert!(probe_ack(&ledger.state).is_err());
     for command in [LaneCommand::Fail, LaneCommand::Block, LaneCommand::Cancel] {
         assert!(decide_lane_transition(&ledger.state, &transition(command, &ev), lexical).is_ok());
     }
@@ -687,6 +636,23 @@ fn complete(
     let mut request = transition(LaneCommand::Complete, evidence);
     request.changed_paths = Some(&paths);
     decide_lane_transition(state, &request, lexical)
+}
+
+/// Completing lane l1 with each of `changed_paths` is refused with
+/// `refusal`.
+#[track_caller]
+fn assert_completion_refused(
+    state: &CoordinatorState,
+    changed_paths: &[&[&str]],
+    refusal: &Result<Vec<Intent>, FlowError>,
+) {
+    for paths in changed_paths {
+        assert_eq!(
+            &complete(state, &evidence(), json!(paths)),
+            refusal,
+            "{paths:?}"
+        );
+    }
 }
 
 fn running_lane(scope: Value) -> Ledger {
@@ -770,19 +736,17 @@ fn complete_validates_the_evidence_before_digesting_it() {
 #[test]
 fn changed_paths_must_already_be_canonical() {
     let ledger = running_lane(json!(["src"]));
-    for paths in [
-        json!(["./src/a"]),
-        json!(["src/a/"]),
-        json!(["src//a"]),
-        json!(["src/./a"]),
-        json!(["src/a", "src/a"]),
-    ] {
-        assert_eq!(
-            complete(&ledger.state, &evidence(), paths.clone()),
-            Err(invalid_msg("changed paths must already be canonical")),
-            "{paths}"
-        );
-    }
+    assert_completion_refused(
+        &ledger.state,
+        &[
+            &["./src/a"],
+            &["src/a/"],
+            &["src//a"],
+            &["src/./a"],
+            &["src/a", "src/a"],
+        ],
+        &Err(invalid_msg("changed paths must already be canonical")),
+    );
     // Canonicaliser refusals pass through with their own message (exit 2).
     assert_eq!(
         complete(&ledger.state, &evidence(), json!(["src/../x"])),
@@ -813,20 +777,18 @@ fn changed_paths_must_already_be_canonical() {
 fn changed_paths_must_stay_in_the_pinned_scope() {
     let outside = Err(conflict_msg("changed paths exceed the pinned lane scope"));
     let ledger = running_lane(json!(["src", "docs/api"]));
-    for paths in [
-        json!(["srcx/a"]),
-        json!(["srcx"]),
-        json!(["docs"]),
-        json!(["docs/apix"]),
-        json!(["src/a", "lib/b"]),
-        json!(["."]),
-    ] {
-        assert_eq!(
-            complete(&ledger.state, &evidence(), paths.clone()),
-            outside,
-            "{paths}"
-        );
-    }
+    assert_completion_refused(
+        &ledger.state,
+        &[
+            &["srcx/a"],
+            &["srcx"],
+            &["docs"],
+            &["docs/apix"],
+            &["src/a", "lib/b"],
+            &["."],
+        ],
+        &outside,
+    );
     // An empty scope allows only an empty change list.
     let ledger = running_lane(json!([]));
     assert!(complete(&ledger.state, &evidence(), json!([])).is_ok());
