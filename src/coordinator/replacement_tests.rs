@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::state::RunState;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, intents_json, needs_active_run};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
@@ -42,7 +42,9 @@ fn reassign_input() -> Value {
     })
 }
 
-fn with(mut input: Value, key: &str, value: Value) -> Value {
+/// `reassign_input()` with `key` set to `value`.
+fn reassign_with(key: &str, value: Value) -> Value {
+    let mut input = reassign_input();
     input[key] = value;
     input
 }
@@ -62,12 +64,38 @@ fn precheck(input: &Value, evidence: &Value) -> Result<Reassign, FlowError> {
     precheck_reassign(input, evidence, identity_scope)
 }
 
-fn bad(message: &str) -> Result<Reassign, FlowError> {
+fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
+}
+
+fn busy<T>(message: &str) -> Result<T, FlowError> {
+    Err(FlowError::Conflict(message.into()))
 }
 
 fn request() -> Reassign {
     precheck(&reassign_input(), &checkpoint_evidence()).unwrap()
+}
+
+/// The reassign decision for `request()` under the default policy, with
+/// checkpoint evidence.
+fn reassign(ledger: &Ledger) -> Result<Vec<Intent>, FlowError> {
+    decide_reassign(
+        &ledger.state,
+        &Policy::default(),
+        &request(),
+        &checkpoint_evidence(),
+    )
+}
+
+/// The creation metadata of the replacement `build-2` that a reassign, or
+/// a repair of its reservation, proposes.
+fn child_metadata() -> Value {
+    json!({
+        "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
+        "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
+        "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
+        "replacement_count": 1,
+    })
 }
 
 fn lineage(lane: &str, replacement: &str) -> Lineage {
@@ -84,7 +112,7 @@ fn lineage(lane: &str, replacement: &str) -> Lineage {
 fn reassign_input_must_match_the_field_contract() {
     let mut missing = reassign_input();
     missing.as_object_mut().unwrap().remove("decided_at");
-    let extra = with(reassign_input(), "fallback", json!("x"));
+    let extra = reassign_with("fallback", json!("x"));
     for input in [missing, extra, json!({})] {
         assert_eq!(
             precheck(&input, &checkpoint_evidence()),
@@ -96,37 +124,28 @@ fn reassign_input_must_match_the_field_contract() {
 #[test]
 fn reassign_ids_are_checked_first_and_in_order() {
     let ev = checkpoint_evidence();
-    let input = with(reassign_input(), "lane_id", json!("../x"));
     // Even with every later field broken, the first id decides.
-    let mut worst = with(input.clone(), "replacement_agent_id", json!(7));
+    let mut worst = reassign_with("lane_id", json!("../x"));
+    worst["replacement_agent_id"] = json!(7);
     worst["replacement_assignment"] = json!("");
     assert_eq!(
         precheck(&worst, &json!([])),
         bad("lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(&with(reassign_input(), "lane_id", json!(null)), &ev),
+        precheck(&reassign_with("lane_id", json!(null)), &ev),
         bad("lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_lane_id", json!("")),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_lane_id", json!("")), &ev),
         bad("replacement lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_agent_id", json!(["a"])),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_agent_id", json!(["a"])), &ev),
         bad("replacement agent id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_lane_id", json!("build")),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_lane_id", json!("build")), &ev),
         bad("replacement lane id must differ from original")
     );
 }
@@ -136,30 +155,19 @@ fn reassign_assignment_must_name_the_checkpoint() {
     let ev = checkpoint_evidence();
     for empty in [json!(""), json!("  \n"), json!(null), json!(3)] {
         assert_eq!(
-            precheck(
-                &with(reassign_input(), "replacement_assignment", empty),
-                &ev
-            ),
+            precheck(&reassign_with("replacement_assignment", empty), &ev),
             bad("replacement assignment must be non-empty")
         );
     }
     assert_eq!(
         precheck(
-            &with(
-                reassign_input(),
-                "replacement_assignment",
-                json!("Resume build")
-            ),
+            &reassign_with("replacement_assignment", json!("Resume build")),
             &ev
         ),
         bad("replacement assignment must identify recovered checkpoint context")
     );
     // Case-insensitive.
-    let upper = with(
-        reassign_input(),
-        "replacement_assignment",
-        json!("Resume from CHECKPOINT 3"),
-    );
+    let upper = reassign_with("replacement_assignment", json!("Resume from CHECKPOINT 3"));
     assert!(precheck(&upper, &ev).is_ok());
 }
 
@@ -191,7 +199,7 @@ fn reassign_needs_checkpoint_recovery_evidence() {
 
 #[test]
 fn reassign_scope_comes_after_evidence_and_before_deadlines() {
-    let broken_deadline = with(reassign_input(), "decided_at", json!("yesterday"));
+    let broken_deadline = reassign_with("decided_at", json!("yesterday"));
     let refuse_scope = |_: &Value| -> Result<Vec<String>, FlowError> {
         invalid("contained path includes a symlink")
     };
@@ -250,14 +258,13 @@ fn reassign_deadlines_must_be_ordered() {
     ];
     for (key, value, message) in cases {
         assert_eq!(
-            precheck(&with(reassign_input(), key, value), &ev),
+            precheck(&reassign_with(key, value), &ev),
             bad(message),
             "{key}"
         );
     }
     // startup == command is allowed; fractions beyond microseconds are cut.
-    let equal = with(
-        reassign_input(),
+    let equal = reassign_with(
         "replacement_command_deadline",
         json!("2026-07-14T01:11:30.0000009Z"),
     );
@@ -270,27 +277,19 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
     let at = "2026-07-14T01:21:00Z";
     assert_eq!(
         precheck_lineage("../x", "-", "never", &json!([])),
-        Err(FlowError::Contract(
-            "lane id must match the identifier contract".into()
-        ))
+        bad("lane id must match the identifier contract")
     );
     assert_eq!(
         precheck_lineage("build", "-", "never", &json!([])),
-        Err(FlowError::Contract(
-            "replacement lane id must match the identifier contract".into()
-        ))
+        bad("replacement lane id must match the identifier contract")
     );
     assert_eq!(
         precheck_lineage("build", "build-2", "2026-07-14T01:21:00", &json!([])),
-        Err(FlowError::Contract(
-            "timestamp must be UTC ISO-8601 ending in Z".into()
-        ))
+        bad("timestamp must be UTC ISO-8601 ending in Z")
     );
     assert_eq!(
         precheck_lineage("build", "build-2", at, &json!([])),
-        Err(FlowError::Contract(
-            "lifecycle transition requires evidence".into()
-        ))
+        bad("lifecycle transition requires evidence")
     );
     // The same id twice is not a precheck failure (the state decides).
     assert_eq!(
@@ -304,60 +303,23 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
 #[test]
 fn reassign_writes_the_lineage_transaction() {
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(
-        &ledger.state,
-        &Policy::default(),
-        &request(),
-        &checkpoint_evidence(),
-    )
-    .unwrap();
-    assert_eq!(intents.len(), 2);
-    let (reassigned, created) = (&intents[0], &intents[1]);
-    assert_eq!(reassigned.event_type, "lane_reassigned");
-    assert_eq!(reassigned.lane_id.as_deref(), Some("build"));
-    assert_eq!(reassigned.agent_id.as_deref(), Some("agent-1"));
+    let intents = reassign(&ledger).unwrap();
     assert_eq!(
-        reassigned.from_state.map(|s| s.as_str()),
-        Some("recovering")
+        intents_json(&intents),
+        json!([{
+            "event_type": "lane_reassigned", "lane_id": "build", "agent_id": "agent-1",
+            "from_state": "recovering", "to_state": "replaced",
+            "timestamp": "2026-07-14T01:11:00Z", "reason": "replacement checkpoint accepted",
+            "evidence_refs": checkpoint_evidence(),
+            // with the digest of the reference fixture's reassign evidence
+            "metadata": reservation_metadata(json!({})),
+        }, {
+            "event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+            "from_state": null, "to_state": "pending",
+            "timestamp": "2026-07-14T01:11:00Z", "reason": null,
+            "evidence_refs": checkpoint_evidence(), "metadata": child_metadata(),
+        }])
     );
-    assert_eq!(reassigned.to_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(
-        reassigned.reason.as_deref(),
-        Some("replacement checkpoint accepted")
-    );
-    assert_eq!(
-        Value::Object(reassigned.metadata.clone()),
-        json!({
-            "replacement_count": 1, "previous_agent_id": "agent-1",
-            "replacement_lane_id": "build-2", "replacement_agent_id": "agent-2",
-            "replacement_assignment": "Resume build from checkpoint 3",
-            "replacement_write_scope": ["src/runtime"],
-            "replacement_fallback": "main session",
-            "replacement_startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "replacement_command_deadline": "2026-07-14T01:30:00Z",
-            // digest of the reference fixture's reassign evidence
-            "checkpoint_digest": "60c1beda1781b4065b38fc62378ba2fc42de44a0ec821b7d00029d38ee87036c",
-        })
-    );
-    assert_eq!(created.event_type, "lane_created");
-    assert_eq!(created.lane_id.as_deref(), Some("build-2"));
-    assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
-    assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
-    assert_eq!(created.reason, None);
-    assert_eq!(
-        Value::Object(created.metadata.clone()),
-        json!({
-            "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
-            "replacement_count": 1,
-        })
-    );
-    for intent in &intents {
-        assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:11:00Z"));
-        assert_eq!(intent.evidence_refs, checkpoint_evidence());
-    }
 
     ledger.commit(intents);
     let original = ledger.lane_json("build");
@@ -386,13 +348,7 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
             .lane_with("build", "agent-1", json!({"fallback": fallback}))
             .start_lane("build")
             .interrupt_lane("build");
-        let intents = decide_reassign(
-            &ledger.state,
-            &Policy::default(),
-            &request(),
-            &checkpoint_evidence(),
-        )
-        .unwrap();
+        let intents = reassign(&ledger).unwrap();
         assert_eq!(intents[0].metadata["replacement_fallback"], expected);
         assert_eq!(intents[1].metadata["fallback"], expected);
     }
@@ -400,40 +356,30 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
 
 #[test]
 fn reassign_needs_an_active_run_and_an_interrupted_lane() {
-    let policy = Policy::default();
-    let ev = checkpoint_evidence();
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
-
     let mut ledger = Ledger::interrupted();
     ledger.run_step("run_recovery_started", "running", "recovering");
-    assert!(decide_reassign(&ledger.state, &policy, &request(), &ev).is_ok());
+    assert!(reassign(&ledger).is_ok());
     ledger.run_step("run_blocked", "recovering", "blocked");
-    assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(needs_active_run(RunState::Blocked))
-    );
+    assert_eq!(reassign(&ledger), Err(needs_active_run(RunState::Blocked)));
 
     let mut ledger = Ledger::running(&["runtime"]);
-    assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(lane_refused::missing("build", &[]))
-    );
+    assert_eq!(reassign(&ledger), Err(lane_refused::missing("build", &[])));
     ledger
         .lane_with("build", "agent-1", json!({}))
         .start_lane("build");
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("replacement requires a recovering lane")
+        reassign(&ledger),
+        busy("replacement requires a recovering lane")
     );
     ledger.probe_lane("build");
     // Recovering, but the probe is still out: no interrupt recorded.
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        conflict("replacement requires interrupt evidence")
+        reassign(&ledger),
+        busy("replacement requires interrupt evidence")
     );
     ledger.step("lane_failed", "build", "recovering", "failed");
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::inactive("build", LaneState::Failed))
     );
 }
@@ -444,26 +390,25 @@ fn reassign_replacement_must_differ_and_stay_inside_the_scope() {
     let policy = Policy::default();
     let ev = checkpoint_evidence();
     let decide = |r: &Reassign| decide_reassign(&ledger.state, &policy, r, &ev);
-    let invalid = |m: &str| Err(FlowError::Contract(m.into()));
 
     let mut same_agent = request();
     same_agent.replacement_agent_id = "agent-1".into();
     assert_eq!(
         decide(&same_agent),
-        invalid("replacement agent must differ from original")
+        bad("replacement agent must differ from original")
     );
     let mut same_work = request();
     same_work.replacement_assignment = "Work on build".into();
     assert_eq!(
         decide(&same_work),
-        invalid("replacement assignment must describe resumed work")
+        bad("replacement assignment must describe resumed work")
     );
     for wider in [vec!["lib"], vec!["src", "lib"], vec!["srcx"]] {
         let mut r = request();
         r.replacement_write_scope = wider.iter().map(|s| s.to_string()).collect();
         assert_eq!(
             decide(&r),
-            invalid("replacement write scope must be equal or narrower")
+            bad("replacement write scope must be equal or narrower")
         );
     }
     for narrower in [vec![], vec!["src"], vec!["src/a", "src/b"]] {
@@ -485,12 +430,10 @@ fn reassign_exit_code_precedence() {
     r.replacement_agent_id = "agent-1".into();
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &r, &ev),
-        Err(FlowError::Contract(
-            "replacement agent must differ from original".into()
-        ))
+        bad("replacement agent must differ from original")
     );
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::exists("build-2", LaneState::Pending))
     );
     // An existing id beats the replacement limit.
@@ -512,7 +455,7 @@ fn reassign_exit_code_precedence() {
 fn one_replacement_per_lineage() {
     let ev = checkpoint_evidence();
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger
         .commit(intents)
         .start_lane("build-2")
@@ -524,7 +467,7 @@ fn one_replacement_per_lineage() {
     again.replacement_assignment = "Resume again from checkpoint 4".into();
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &again, &ev),
-        Err(FlowError::Conflict("replacement limit reached".into()))
+        busy("replacement limit reached")
     );
     // The limit is the run's own manifest value.
     let two = Policy {
@@ -547,10 +490,7 @@ fn one_replacement_per_lineage() {
         )
         .start_lane("build")
         .interrupt_lane("build");
-    assert_eq!(
-        decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(FlowError::Conflict("replacement limit reached".into()))
-    );
+    assert_eq!(reassign(&ledger), busy("replacement limit reached"));
 }
 
 // ---------------------------------------------------------------- fencing
@@ -569,7 +509,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
         )
         .is_ok()
     );
-    let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger.commit(intents);
 
     // A late lane-complete of agent-1: neither lane accepts it.
@@ -589,7 +529,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     assert_eq!(fenced(&ledger, "build-2", "agent-2"), Ok("build-2".into()));
     // Nor can the replaced lane be reassigned a second time.
     assert_eq!(
-        decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::inactive("build", LaneState::Replaced))
     );
     // The reducer itself refuses the old agent on the child lane.
@@ -627,9 +567,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
             &lineage("build", "build-2"),
             &json!([{"kind": "checkpoint", "summary": "s", "checksum": digest}])
         ),
-        Err(FlowError::Conflict(
-            "reservation does not fence the interrupted agent; block it explicitly".into()
-        ))
+        busy("reservation does not fence the interrupted agent; block it explicitly")
     );
     // Blocking stays possible.
     let block = decide_block(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
@@ -642,13 +580,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
 /// Interrupted `build` replaced by `build-2` (child created).
 fn replaced() -> Ledger {
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(
-        &ledger.state,
-        &Policy::default(),
-        &request(),
-        &checkpoint_evidence(),
-    )
-    .unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger.commit(intents);
     ledger
 }
@@ -670,20 +602,16 @@ fn close_follows_the_replacement_terminal_state() {
         ledger.raw(event, fields);
         let evidence = ev("closing");
         let intents = decide_close(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
-        assert_eq!(intents.len(), 1);
-        let close = &intents[0];
-        assert_eq!(close.event_type, "replacement_lineage_closed");
-        assert_eq!(close.lane_id.as_deref(), Some("build"));
-        assert_eq!(close.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(close.from_state.map(|s| s.as_str()), Some("replaced"));
-        assert_eq!(close.to_state.map(|s| s.as_str()), Some(to));
-        assert_eq!(close.timestamp.as_deref(), Some("2026-07-14T01:21:00Z"));
-        assert_eq!(close.reason, None);
-        assert_eq!(close.evidence_refs, evidence);
         assert_eq!(
-            Value::Object(close.metadata.clone()),
-            json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-                   "replacement_terminal_state": to})
+            intents_json(&intents),
+            json!([{
+                "event_type": "replacement_lineage_closed", "lane_id": "build",
+                "agent_id": "agent-1", "from_state": "replaced", "to_state": to,
+                "timestamp": "2026-07-14T01:21:00Z", "reason": null, "evidence_refs": evidence,
+                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                             "replacement_terminal_state": to},
+            }]),
+            "{to}"
         );
         ledger.commit(intents);
         let original = ledger.lane_json("build");
@@ -695,28 +623,41 @@ fn close_follows_the_replacement_terminal_state() {
 #[test]
 fn close_refusals() {
     let evidence = ev("closing");
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
+    let close = |ledger: &Ledger, lane: &str, replacement: &str| {
+        decide_close(&ledger.state, &lineage(lane, replacement), &evidence)
+    };
     let mut ledger = replaced();
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("nope", "build-2"), &evidence),
-        conflict("original lane is not awaiting lineage close")
-    );
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("build-2", "build"), &evidence),
-        conflict("original lane is not awaiting lineage close")
-    );
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-3"), &evidence),
-        conflict("replacement lane does not match reservation")
-    );
+    for (lane, replacement, refusal) in [
+        (
+            "nope",
+            "build-2",
+            "original lane is not awaiting lineage close",
+        ),
+        (
+            "build-2",
+            "build",
+            "original lane is not awaiting lineage close",
+        ),
+        (
+            "build",
+            "build-3",
+            "replacement lane does not match reservation",
+        ),
+    ] {
+        assert_eq!(
+            close(&ledger, lane, replacement),
+            busy(refusal),
+            "{lane} by {replacement}"
+        );
+    }
     ledger.start_lane("build-2");
     assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement lane is not terminal")
+        close(&ledger, "build", "build-2"),
+        busy("replacement lane is not terminal")
     );
     ledger.run_step("run_failed", "running", "failed");
     assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
+        close(&ledger, "build", "build-2"),
         Err(needs_active_run(RunState::Failed))
     );
 }
@@ -759,6 +700,15 @@ fn reserved(overrides: Value) -> Ledger {
     reserved_with(reservation_metadata(overrides))
 }
 
+/// A reservation as the reference's legacy writer left it: no child
+/// proof (assignment, scope, deadlines, digest).
+fn legacy_reserved() -> Ledger {
+    reserved_with(
+        json!({"replacement_count": 1, "previous_agent_id": "agent-1",
+                         "replacement_lane_id": "build-2"}),
+    )
+}
+
 fn reservation_digest(ledger: &Ledger) -> String {
     ledger.lane_json("build")["replacement_reservation"]["checkpoint_digest"]
         .as_str()
@@ -783,37 +733,21 @@ fn repair_recreates_the_reserved_child() {
     let mut request = lineage("build", "build-2");
     request.at = "2026-07-14T01:12:00Z".into();
     let intents = decide_repair(&ledger.state, &request, &evidence).unwrap();
-    assert_eq!(intents.len(), 2);
-    let (repaired, created) = (&intents[0], &intents[1]);
-    assert_eq!(repaired.event_type, "replacement_repaired");
-    assert_eq!(repaired.lane_id.as_deref(), Some("build"));
-    assert_eq!(repaired.agent_id.as_deref(), Some("agent-1"));
-    assert_eq!(repaired.from_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(repaired.to_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(repaired.reason, None);
     assert_eq!(
-        Value::Object(repaired.metadata.clone()),
-        json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-               "checkpoint_digest": reservation_digest(&ledger)})
+        intents_json(&intents),
+        json!([{
+            "event_type": "replacement_repaired", "lane_id": "build", "agent_id": "agent-1",
+            "from_state": "replaced", "to_state": "replaced",
+            "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+            "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                         "checkpoint_digest": reservation_digest(&ledger)},
+        }, {
+            "event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+            "from_state": null, "to_state": "pending",
+            "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+            "metadata": child_metadata(),
+        }])
     );
-    assert_eq!(created.event_type, "lane_created");
-    assert_eq!(created.lane_id.as_deref(), Some("build-2"));
-    assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
-    assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
-    assert_eq!(
-        Value::Object(created.metadata.clone()),
-        json!({
-            "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
-            "replacement_count": 1,
-        })
-    );
-    for intent in &intents {
-        assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:12:00Z"));
-        assert_eq!(intent.evidence_refs, evidence);
-    }
     ledger.commit(intents);
     assert!(ledger.state.incomplete_replacements().is_empty());
     assert_eq!(ledger.lane_json("build")["state"], "replaced");
@@ -822,63 +756,53 @@ fn repair_recreates_the_reserved_child() {
     // Repaired once: the child exists now.
     assert_eq!(
         decide_repair(&ledger.state, &request, &evidence),
-        Err(FlowError::Conflict(
-            "replacement lane already exists".into()
-        ))
+        busy("replacement lane already exists")
     );
 }
 
 #[test]
 fn repair_refusals_in_order() {
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
+    let repair = |ledger: &Ledger, replacement: &str, evidence: &Value| {
+        decide_repair(&ledger.state, &lineage("build", replacement), evidence)
+    };
     let ledger = reserved(json!({}));
     let good = repair_evidence(&reservation_digest(&ledger));
     assert_eq!(
         decide_repair(&ledger.state, &lineage("nope", "build-2"), &good),
-        conflict("lane has no repairable replacement")
+        busy("lane has no repairable replacement")
     );
     // The child check comes before the reservation match.
     let mut with_other = reserved(json!({}));
     with_other.lane_with("build-3", "agent-3", json!({}));
+    let no_match = busy("replacement reservation does not match");
     assert_eq!(
-        decide_repair(&with_other.state, &lineage("build", "build-3"), &good),
-        conflict("replacement lane already exists")
+        repair(&with_other, "build-3", &good),
+        busy("replacement lane already exists")
     );
-    assert_eq!(
-        decide_repair(&ledger.state, &lineage("build", "build-4"), &good),
-        conflict("replacement reservation does not match")
-    );
+    assert_eq!(repair(&ledger, "build-4", &good), no_match);
     // The reservation match (5) beats missing checkpoint evidence (2).
-    assert_eq!(
-        decide_repair(&ledger.state, &lineage("build", "build-4"), &ev("x")),
-        conflict("replacement reservation does not match")
-    );
+    assert_eq!(repair(&ledger, "build-4", &ev("x")), no_match);
     for evidence in [
         ev("no checksum"),
         repair_evidence(&"0".repeat(64)),
         json!([reservation_digest(&ledger)]),
     ] {
         assert_eq!(
-            decide_repair(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(FlowError::Contract(
-                "checkpoint verification evidence is missing".into()
-            ))
+            repair(&ledger, "build-2", &evidence),
+            bad("checkpoint verification evidence is missing"),
+            "{evidence}"
         );
     }
     // A legacy reservation without the exact child proof cannot be repaired.
-    let legacy = reserved_with(
-        json!({"replacement_count": 1, "previous_agent_id": "agent-1",
-                                      "replacement_lane_id": "build-2"}),
-    );
     assert_eq!(
-        decide_repair(&legacy.state, &lineage("build", "build-2"), &good),
-        conflict("legacy reservation lacks exact child proof; block it explicitly")
+        repair(&legacy_reserved(), "build-2", &good),
+        busy("legacy reservation lacks exact child proof; block it explicitly")
     );
     // A CLI-written lineage (child created with the reassign) has nothing
     // to repair.
     assert_eq!(
-        decide_repair(&replaced().state, &lineage("build", "build-2"), &good),
-        conflict("replacement lane already exists")
+        repair(&replaced(), "build-2", &good),
+        busy("replacement lane already exists")
     );
 }
 
@@ -895,77 +819,70 @@ fn repair_with_a_null_checkpoint_digest_matches_refs_without_checksum() {
 fn block_ends_an_incomplete_reservation() {
     for legacy in [false, true] {
         let mut ledger = if legacy {
-            reserved_with(
-                json!({"replacement_count": 1, "previous_agent_id": "agent-1",
-                                 "replacement_lane_id": "build-2"}),
-            )
+            legacy_reserved()
         } else {
             reserved(json!({}))
         };
         let evidence = ev("cannot recreate");
         let intents = decide_block(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
-        assert_eq!(intents.len(), 1);
-        let block = &intents[0];
-        assert_eq!(block.event_type, "replacement_blocked");
-        assert_eq!(block.lane_id.as_deref(), Some("build"));
-        assert_eq!(block.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(block.from_state.map(|s| s.as_str()), Some("replaced"));
-        assert_eq!(block.to_state.map(|s| s.as_str()), Some("blocked"));
         assert_eq!(
-            block.reason.as_deref(),
-            Some("incomplete replacement cannot be safely recreated")
-        );
-        // The digest of the original's current (reassign) evidence.
-        assert_eq!(
-            Value::Object(block.metadata.clone()),
-            json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-                   "checkpoint_digest": digest(&checkpoint_evidence())})
+            intents_json(&intents),
+            json!([{
+                "event_type": "replacement_blocked", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "replaced", "to_state": "blocked", "timestamp": "2026-07-14T01:21:00Z",
+                "reason": "incomplete replacement cannot be safely recreated",
+                "evidence_refs": evidence,
+                // The digest of the original's current (reassign) evidence.
+                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                             "checkpoint_digest": digest(&checkpoint_evidence())},
+            }]),
+            "legacy: {legacy}"
         );
         ledger.commit(intents);
         assert_eq!(ledger.lane_json("build")["state"], "blocked");
         assert!(ledger.state.incomplete_replacements().is_empty());
         assert_eq!(
             decide_block(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(FlowError::Conflict(
-                "lane has no incomplete replacement".into()
-            ))
+            busy("lane has no incomplete replacement")
         );
     }
 }
 
 #[test]
 fn block_refusals_in_order() {
-    let conflict = |m: &str| Err(FlowError::Conflict(m.into()));
     let evidence = ev("x");
+    let block = |ledger: &Ledger, lane: &str, replacement: &str| {
+        decide_block(&ledger.state, &lineage(lane, replacement), &evidence)
+    };
     let ledger = reserved(json!({}));
+    for (lane, replacement, refusal) in [
+        ("build-2", "build", "lane has no incomplete replacement"),
+        ("build", "build-3", "replacement reservation does not match"),
+    ] {
+        assert_eq!(
+            block(&ledger, lane, replacement),
+            busy(refusal),
+            "{lane} by {replacement}"
+        );
+    }
     assert_eq!(
-        decide_block(&ledger.state, &lineage("build-2", "build"), &evidence),
-        conflict("lane has no incomplete replacement")
-    );
-    assert_eq!(
-        decide_block(&ledger.state, &lineage("build", "build-3"), &evidence),
-        conflict("replacement reservation does not match")
-    );
-    assert_eq!(
-        decide_block(&replaced().state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement lane already exists")
+        block(&replaced(), "build", "build-2"),
+        busy("replacement lane already exists")
     );
     // Unreachable through replay (the list is recomputed after every
     // lineage event), kept as the reference's last guard.
     let mut stale = reserved(json!({}));
     stale.state.incomplete_replacements.clear();
     assert_eq!(
-        decide_block(&stale.state, &lineage("build", "build-2"), &evidence),
-        conflict("replacement reservation is complete")
+        block(&stale, "build", "build-2"),
+        busy("replacement reservation is complete")
     );
     let mut stopped = reserved(json!({}));
     stopped.run_step("run_cancelled", "running", "cancelled");
-    assert_eq!(
-        decide_block(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(needs_active_run(RunState::Cancelled))
-    );
+    let cancelled = Err(needs_active_run(RunState::Cancelled));
+    assert_eq!(block(&stopped, "build", "build-2"), cancelled);
     assert_eq!(
         decide_repair(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(needs_active_run(RunState::Cancelled))
+        cancelled
     );
 }

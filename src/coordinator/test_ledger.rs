@@ -292,6 +292,23 @@ pub trait LaneEvents {
     }
 }
 
+/// Every field of each intent (absent ones null), to compare a decision's
+/// whole proposal, its length included, with one value.
+pub fn intents_json(intents: &[Intent]) -> Value {
+    intents
+        .iter()
+        .map(|intent| {
+            json!({
+                "event_type": intent.event_type, "lane_id": intent.lane_id,
+                "agent_id": intent.agent_id, "from_state": intent.from_state,
+                "to_state": intent.to_state, "timestamp": intent.timestamp,
+                "reason": intent.reason, "evidence_refs": intent.evidence_refs,
+                "metadata": intent.metadata,
+            })
+        })
+        .collect()
+}
+
 /// The refusal of a command that needs a running or recovering run, in a
 /// run that is `state`.
 pub fn needs_active_run(state: RunState) -> FlowError {
