@@ -44,9 +44,7 @@ fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
     // Fresh evidence on another lane is fine; another lane's heartbeat is not.
     ledger.completed_lane("b", ev("done b"));
     assert_eq!(rules(&ledger).len(), 1);
-    ledger
-        .running_lane("c", Value::Null)
-        .end_lane("lane_completed", "c", "completed", ev("hb 2"));
+    ledger.completed_lane("c", ev("hb 2"));
     assert_eq!(
         rules(&ledger),
         [LIVENESS_AS_COMPLETION, LIVENESS_AS_COMPLETION]
@@ -99,7 +97,7 @@ fn required_components_stay_until_covered() {
     assert_eq!(rules(&ledger), [REQUIRED_COMPONENT_DROPPED]);
     let mut dropped = Ledger::running(&["runtime"]);
     dropped
-        .topology(json!([component("runtime", "main", true, &[], &[])]))
+        .required("runtime", "main", &[])
         .topology(json!([component("other", "main", false, &[], &[])]));
     assert_eq!(rules(&dropped), [REQUIRED_COMPONENT_DROPPED]);
     // Removing an optional component is fine, a required one is not.
@@ -276,7 +274,7 @@ fn a_heartbeat_never_passes_a_check_or_covers_a_component() {
     ledger
         .running_lane("a", Value::Null)
         .heartbeat("a", ev("hb 1"))
-        .topology(json!([component("runtime", "a", true, &["unit"], &[])]));
+        .required("runtime", "a", &["unit"]);
     // A failing result on a heartbeat satisfies nothing; a passing one does.
     ledger.raw(
         "check_failed",

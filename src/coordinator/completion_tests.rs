@@ -14,12 +14,18 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// A run whose one required component `runtime` (owner `build`, check
 /// `unit`) is fully covered: only main verification is missing.
 fn covered() -> Ledger {
+    let mut ledger = registered(&["unit"]);
+    ledger.check("runtime", "unit", true).cover("runtime");
+    ledger
+}
+
+/// Lane `build` completed, owning the one required component `runtime`
+/// with `checks`; nothing checked or covered yet.
+fn registered(checks: &[&str]) -> Ledger {
     let mut ledger = Ledger::running(&["runtime"]);
     ledger
         .completed_lane("build", ev("build done"))
-        .topology(json!([component("runtime", "build", true, &["unit"], &[])]))
-        .check("runtime", "unit", true)
-        .cover("runtime");
+        .required("runtime", "build", checks);
     ledger
 }
 
@@ -104,10 +110,7 @@ fn an_approved_component_never_registered_is_missing_alone() {
 
 #[test]
 fn an_uncovered_required_component_is_missing_alone() {
-    let mut ledger = Ledger::running(&["runtime"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([component("runtime", "build", true, &[], &[])]));
+    let ledger = registered(&[]);
     assert_missing_only(&evaluate(&ledger.state, true), &["runtime"], &[], &[]);
 }
 
@@ -149,17 +152,8 @@ fn a_failed_check_is_missing_alone() {
 
 #[test]
 fn a_never_run_check_is_a_failed_check() {
-    let mut ledger = Ledger::running(&["runtime"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([component(
-            "runtime",
-            "build",
-            true,
-            &["unit", "lint"],
-            &[]
-        )]))
-        .check("runtime", "unit", true);
+    let mut ledger = registered(&["unit", "lint"]);
+    ledger.check("runtime", "unit", true);
     assert_eq!(
         evaluate_completion(&ledger.state).failed_checks,
         strings(&["runtime:lint"])
@@ -176,12 +170,7 @@ fn optional_components_are_ignored() {
 #[test]
 fn an_unresolved_failed_lane_is_missing() {
     let mut ledger = covered();
-    ledger.running_lane("review", Value::Null).end_lane(
-        "lane_failed",
-        "review",
-        "failed",
-        ev("review failed"),
-    );
+    ledger.failed_lane("review", ev("review failed"));
     let report = evaluate(&ledger.state, true);
     assert_eq!(report.unresolved_failed_lanes, strings(&["review"]));
     assert_eq!(report.missing_lanes, strings(&["review"]));
@@ -194,15 +183,8 @@ fn an_unresolved_failed_lane_is_missing() {
 fn failed_and_rereviewed() -> Ledger {
     let mut ledger = covered();
     ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", ev("review failed"))
-        .running_lane("rereview", json!("review"))
-        .end_lane(
-            "lane_completed",
-            "rereview",
-            "completed",
-            ev("rereview passed"),
-        );
+        .failed_lane("review", ev("review failed"))
+        .completed_child("rereview", "review", ev("rereview passed"));
     ledger
 }
 
@@ -299,8 +281,7 @@ fn everything_missing_at_once_is_sorted_and_ordered() {
     let mut ledger = Ledger::running(&["zeta", "alpha", "mid"]);
     ledger
         .running_lane("z-lane", Value::Null)
-        .running_lane("a-lane", Value::Null)
-        .end_lane("lane_failed", "a-lane", "failed", ev("a failed"))
+        .failed_lane("a-lane", ev("a failed"))
         .topology(json!([
             component("zeta", "z-lane", true, &["unit", "e2e"], &[]),
             component("alpha", "a-lane", true, &["lint"], &[]),

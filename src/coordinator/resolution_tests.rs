@@ -28,24 +28,14 @@ fn correction() -> Value {
 /// `review` failed with `failure()`.
 fn failed_review() -> Ledger {
     let mut ledger = Ledger::running(&["report"]);
-    ledger.running_lane("review", Value::Null).end_lane(
-        "lane_failed",
-        "review",
-        "failed",
-        failure(),
-    );
+    ledger.failed_lane("review", failure());
     ledger
 }
 
 /// `review` failed; `rereview` (child of review) completed afterwards.
 fn failed_then_rereviewed() -> Ledger {
     let mut ledger = failed_review();
-    ledger.running_lane("rereview", json!("review")).end_lane(
-        "lane_completed",
-        "rereview",
-        "completed",
-        correction(),
-    );
+    ledger.completed_child("rereview", "review", correction());
     ledger
 }
 
@@ -196,12 +186,7 @@ fn the_resolver_must_be_completed() {
 #[test]
 fn the_resolver_must_declare_the_failed_parent_when_the_snapshot_says_so() {
     let mut ledger = failed_review();
-    ledger.running_lane("other", Value::Null).end_lane(
-        "lane_completed",
-        "other",
-        "completed",
-        correction(),
-    );
+    ledger.completed_lane("other", correction());
     let evidence = binding(&failure(), &correction());
     assert_eq!(
         resolve(&ledger, "review", "other", &evidence),
@@ -271,10 +256,8 @@ fn identical_evidence_on_both_lanes_is_a_conflict_not_a_corruption() {
     let same = ev("one report for both lanes");
     let mut ledger = Ledger::running(&["report"]);
     ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", same.clone())
-        .running_lane("rereview", json!("review"))
-        .end_lane("lane_completed", "rereview", "completed", same.clone());
+        .failed_lane("review", same.clone())
+        .completed_child("rereview", "review", same.clone());
     let evidence = binding(&same, &same);
     assert_eq!(
         resolve(&ledger, "review", "rereview", &evidence),

@@ -154,6 +154,18 @@ impl Ledger {
             .end_lane("lane_completed", id, "completed", evidence)
     }
 
+    /// A lane created, run and failed with `evidence`.
+    pub fn failed_lane(&mut self, id: &str, evidence: Value) -> &mut Self {
+        self.running_lane(id, Value::Null)
+            .end_lane("lane_failed", id, "failed", evidence)
+    }
+
+    /// A child lane of `parent` created, run and completed with `evidence`.
+    pub fn completed_child(&mut self, id: &str, parent: &str, evidence: Value) -> &mut Self {
+        self.running_lane(id, json!(parent))
+            .end_lane("lane_completed", id, "completed", evidence)
+    }
+
     /// A heartbeat of a running lane carrying `evidence` (liveness evidence).
     pub fn heartbeat(&mut self, id: &str, evidence: Value) -> &mut Self {
         self.raw(
@@ -169,6 +181,12 @@ impl Ledger {
             "topology_registered",
             json!({"metadata": {"components": components}}),
         )
+    }
+
+    /// Registers a topology of one required component `id`, owned by lane
+    /// `owner`, with `checks`.
+    pub fn required(&mut self, id: &str, owner: &str, checks: &[&str]) -> &mut Self {
+        self.topology(json!([component(id, owner, true, checks, &[])]))
     }
 
     pub fn check(&mut self, component: &str, check: &str, passed: bool) -> &mut Self {

@@ -379,7 +379,7 @@ fn checked() -> Ledger {
     let mut ledger = Ledger::running(&["core"]);
     ledger
         .running_lane("b", Value::Null)
-        .topology(json!([component("core", "b", true, &["lint"], &[])]));
+        .required("core", "b", &["lint"]);
     ledger
 }
 
@@ -575,9 +575,8 @@ fn component_evidence_refusals_in_order() {
 fn a_failed_but_resolved_owner_does_not_qualify() {
     let mut ledger = Ledger::running(&["core"]);
     ledger
-        .running_lane("b", Value::Null)
-        .end_lane("lane_failed", "b", "failed", ev("failed"))
-        .topology(json!([component("core", "b", true, &[], &[])]));
+        .failed_lane("b", ev("failed"))
+        .required("core", "b", &[]);
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &ev("x")),
         busy("component owner lane is not completed")
