@@ -45,52 +45,47 @@ fn build_pending() -> Ledger {
     run
 }
 
-/// Lane `build` pending -> starting (01:00:03Z) -> running (01:00:04Z).
-fn build_running() -> Ledger {
+/// Lane `build` after the first `steps` of: pending -> starting
+/// (01:00:03Z) -> running (01:00:04Z) -> suspected_stall (01:03:00Z, "no
+/// fresh evidence") -> recovering (01:03:10Z, probe due 01:04:00Z).
+fn build_after(steps: usize) -> Ledger {
+    let stall = json!({"reason": "no fresh evidence", "evidence_refs": evidence("stall")});
+    let probe = json!({"metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}});
+    let path = [
+        ("lane_started", "pending", "starting", "01:00:03", json!({})),
+        ("startup_ack", "starting", "running", "01:00:04", json!({})),
+        (
+            "stall_suspected",
+            "running",
+            "suspected_stall",
+            "01:03:00",
+            stall,
+        ),
+        (
+            "probe_sent",
+            "suspected_stall",
+            "recovering",
+            "01:03:10",
+            probe,
+        ),
+    ];
     let mut run = build_pending();
-    run.build_step(
-        "lane_started",
-        "pending",
-        "starting",
-        "2026-07-14T01:00:03Z",
-        json!({}),
-    )
-    .build_step(
-        "startup_ack",
-        "starting",
-        "running",
-        "2026-07-14T01:00:04Z",
-        json!({}),
-    );
+    for (event_type, from, to, time, extra) in path.into_iter().take(steps) {
+        run.build_step(event_type, from, to, &format!("2026-07-14T{time}Z"), extra);
+    }
     run
 }
 
-/// Lane `build` running -> suspected_stall at 01:03:00Z with reason "no
-/// fresh evidence".
+fn build_running() -> Ledger {
+    build_after(2)
+}
+
 fn build_stalled() -> Ledger {
-    let mut run = build_running();
-    run.build_step(
-        "stall_suspected",
-        "running",
-        "suspected_stall",
-        "2026-07-14T01:03:00Z",
-        json!({"reason": "no fresh evidence", "evidence_refs": evidence("stall")}),
-    );
-    run
+    build_after(3)
 }
 
-/// Lane `build` suspected_stall -> recovering at 01:03:10Z, probe due
-/// 01:04:00Z.
 fn build_recovering() -> Ledger {
-    let mut run = build_stalled();
-    run.build_step(
-        "probe_sent",
-        "suspected_stall",
-        "recovering",
-        "2026-07-14T01:03:10Z",
-        json!({"metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
-    );
-    run
+    build_after(4)
 }
 
 /// Lane `build` of agent-1, the one lane of these runs.
@@ -128,6 +123,33 @@ fn lane_in(state: LaneState) -> LaneRecord {
 fn eval(lane: &LaneRecord, now: Instant, command: CommandStatus) -> (LivenessAction, &'static str) {
     let d = evaluate(lane, &Policy::default(), now, command).unwrap();
     (d.action, d.reason)
+}
+
+/// Under `command`, the lane's action is `actions[0]` until just before
+/// `boundary` and `actions[1]` from it on.
+#[track_caller]
+fn assert_turns_at(
+    lane: &LaneRecord,
+    command: CommandStatus,
+    boundary: Instant,
+    actions: [LivenessAction; 2],
+) {
+    assert_eq!(eval(lane, boundary - us(1), command).0, actions[0]);
+    assert_eq!(eval(lane, boundary, command).0, actions[1]);
+}
+
+/// Under `command`, the lane's decision is `expected` at `boundary` and
+/// just after it.
+#[track_caller]
+fn assert_from(
+    lane: &LaneRecord,
+    command: CommandStatus,
+    boundary: Instant,
+    expected: (LivenessAction, &str),
+) {
+    for now in [boundary, boundary + us(1)] {
+        assert_eq!(eval(lane, now, command), expected, "{command:?} at {now}");
+    }
 }
 
 const ALL_STATUSES: [CommandStatus; 3] = [
@@ -179,12 +201,8 @@ fn a_starting_lane_stalls_at_its_startup_deadline() {
             eval(&lane, ack - us(1), status),
             (LivenessAction::Continue, "startup ACK is pending")
         );
-        for now in [ack, ack + us(1)] {
-            assert_eq!(
-                eval(&lane, now, status),
-                (LivenessAction::SuspectStall, "startup ACK deadline elapsed")
-            );
-        }
+        let elapsed = (LivenessAction::SuspectStall, "startup ACK deadline elapsed");
+        assert_from(&lane, status, ack, elapsed);
     }
 }
 
@@ -224,39 +242,22 @@ fn an_alive_command_is_observed_only_before_its_deadline() {
         eval(&lane, command - us(1), CommandStatus::Alive).0,
         LivenessAction::ObserveCommand
     );
-    for now in [command, command + us(1)] {
-        assert_eq!(
-            eval(&lane, now, CommandStatus::Alive),
-            (LivenessAction::SuspectStall, "no fresh evidence")
-        );
-    }
+    let stale = (LivenessAction::SuspectStall, "no fresh evidence");
+    assert_from(&lane, CommandStatus::Alive, command, stale);
 }
 
 #[test]
 fn a_lease_extends_the_window_and_never_shortens_it() {
     let mut lane = build_running().build_record();
     // A lease beyond updated_at + 120 s ends the window.
+    let stall_after = [LivenessAction::Continue, LivenessAction::SuspectStall];
     lane.silence_lease_deadline = Some("2026-07-14T01:10:00Z".into());
     let lease = t("2026-07-14T01:10:00Z");
-    assert_eq!(
-        eval(&lane, lease - us(1), CommandStatus::Unknown).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, lease, CommandStatus::Unknown).0,
-        LivenessAction::SuspectStall
-    );
+    assert_turns_at(&lane, CommandStatus::Unknown, lease, stall_after);
     // A lease before updated_at + 120 s changes nothing.
     lane.silence_lease_deadline = Some("2026-07-14T01:01:00Z".into());
     let window_end = t("2026-07-14T01:02:04Z");
-    assert_eq!(
-        eval(&lane, window_end - us(1), CommandStatus::Unknown).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, window_end, CommandStatus::Unknown).0,
-        LivenessAction::SuspectStall
-    );
+    assert_turns_at(&lane, CommandStatus::Unknown, window_end, stall_after);
 }
 
 #[test]
@@ -295,14 +296,9 @@ fn an_old_lease_keeps_counting_after_later_events() {
         lane.silence_lease_deadline.as_deref(),
         Some("2026-07-14T01:10:00Z")
     );
-    assert_eq!(
-        eval(&lane, t("2026-07-14T01:09:59.999999Z"), CommandStatus::Dead).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, t("2026-07-14T01:10:00Z"), CommandStatus::Dead).0,
-        LivenessAction::SuspectStall
-    );
+    let lease = t("2026-07-14T01:10:00Z");
+    let stall_after = [LivenessAction::Continue, LivenessAction::SuspectStall];
+    assert_turns_at(&lane, CommandStatus::Dead, lease, stall_after);
 }
 
 #[test]
@@ -333,32 +329,20 @@ fn a_recovering_lane_waits_for_both_deadlines() {
         }
     }
     // Both passed: dead and unknown now differ.
-    for now in [command, command + us(1)] {
-        assert_eq!(
-            eval(&lane, now, CommandStatus::Unknown),
-            (
-                LivenessAction::ObserveCommand,
-                "command state must be observed before interrupt"
-            )
-        );
-        for status in [CommandStatus::Alive, CommandStatus::Dead] {
-            assert_eq!(
-                eval(&lane, now, status),
-                (LivenessAction::Interrupt, "recovery deadlines elapsed")
-            );
-        }
+    let observe = (
+        LivenessAction::ObserveCommand,
+        "command state must be observed before interrupt",
+    );
+    assert_from(&lane, CommandStatus::Unknown, command, observe);
+    for status in [CommandStatus::Alive, CommandStatus::Dead] {
+        let interrupt = (LivenessAction::Interrupt, "recovery deadlines elapsed");
+        assert_from(&lane, status, command, interrupt);
     }
     // A probe deadline after the command deadline is the one that counts.
     lane.probe_deadline = Some("2026-07-14T01:40:00Z".into());
     let late_probe = t("2026-07-14T01:40:00Z");
-    assert_eq!(
-        eval(&lane, late_probe - us(1), CommandStatus::Dead).0,
-        LivenessAction::AwaitProbe
-    );
-    assert_eq!(
-        eval(&lane, late_probe, CommandStatus::Dead).0,
-        LivenessAction::Interrupt
-    );
+    let interrupt_after = [LivenessAction::AwaitProbe, LivenessAction::Interrupt];
+    assert_turns_at(&lane, CommandStatus::Dead, late_probe, interrupt_after);
 }
 
 #[test]
