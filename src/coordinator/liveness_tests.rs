@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::coordinator::state::RunState;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger, needs_active_run};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, intents_json, needs_active_run};
 use crate::receipt::primitives::parse_timestamp;
 
 fn t(text: &str) -> Instant {
@@ -123,6 +123,11 @@ fn lane_in(state: LaneState) -> LaneRecord {
 fn eval(lane: &LaneRecord, now: Instant, command: CommandStatus) -> (LivenessAction, &'static str) {
     let d = evaluate(lane, &Policy::default(), now, command).unwrap();
     (d.action, d.reason)
+}
+
+/// The whole evaluation at `now` of a lane whose command state is unknown.
+fn evaluate_unknown(lane: &LaneRecord, now: &str) -> Result<LivenessDecision, FlowError> {
+    evaluate(lane, &Policy::default(), t(now), CommandStatus::Unknown)
 }
 
 /// Under `command`, the lane's action is `actions[0]` until just before
@@ -432,23 +437,13 @@ fn unusable_stored_timestamps_are_contract_errors() {
     let mut lane = build_running().build_record();
     lane.silence_lease_deadline = Some("2026-02-30T00:00:00Z".into());
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("2026-07-14T01:00:05Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "2026-07-14T01:00:05Z"),
         Err(timestamp.clone())
     );
     let mut lane = build_recovering().build_record();
     lane.probe_deadline = None;
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("2026-07-14T01:00:05Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "2026-07-14T01:00:05Z"),
         Err(timestamp)
     );
 }
@@ -459,12 +454,7 @@ fn a_window_past_the_representable_range_is_refused_not_a_crash() {
     let mut lane = build_running().build_record();
     lane.updated_at = "9999-12-31T23:58:00Z".into();
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("9999-12-31T23:59:00Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "9999-12-31T23:59:00Z"),
         Err(out.clone())
     );
     // The last representable window end is fine.
@@ -898,6 +888,29 @@ fn bound_evidence(decision: &Map<String, Value>) -> Value {
     json!([{"kind": "liveness", "summary": "decision", "checksum": decision_checksum(decision).unwrap()}])
 }
 
+/// A stall decision for `reason` and the evidence binding it.
+fn bound_stall(reason: &str) -> (Map<String, Value>, Value) {
+    let decision = stall_decision(reason);
+    let evidence = bound_evidence(&decision);
+    (decision, evidence)
+}
+
+/// Agent-1's stall record of lane build at `at`, with `decision`'s reason.
+fn stall_record<'a>(
+    decision: &'a Map<String, Value>,
+    evidence: &'a Value,
+    at: &'a str,
+) -> StallRecord<'a> {
+    StallRecord {
+        lane_id: "build",
+        agent_id: "agent-1",
+        at,
+        reason: decision["reason"].as_str().unwrap(),
+        decision,
+        evidence,
+    }
+}
+
 #[test]
 fn the_decision_checksum_binds_the_object_as_given() {
     let decision = stall_decision("no fresh evidence");
@@ -919,15 +932,11 @@ fn the_decision_checksum_binds_the_object_as_given() {
 
 #[test]
 fn stall_record_prechecks_in_order() {
-    let decision = stall_decision("no fresh evidence");
-    let ev = bound_evidence(&decision);
+    let (decision, ev) = bound_stall("no fresh evidence");
     let request = StallRecord {
         lane_id: "any id at all",
         agent_id: "not checked here",
-        at: "2026-07-14T01:03:00Z",
-        reason: "no fresh evidence",
-        decision: &decision,
-        evidence: &ev,
+        ..stall_record(&decision, &ev, "2026-07-14T01:03:00Z")
     };
     assert_eq!(
         precheck_stall_record(&request),
@@ -999,16 +1008,8 @@ fn stall_record_prechecks_in_order() {
 fn stall_record_must_match_the_recomputed_decision_exactly() {
     let run = build_running();
     let policy = Policy::default();
-    let decision = stall_decision("no fresh evidence");
-    let ev = bound_evidence(&decision);
-    let request = StallRecord {
-        lane_id: "build",
-        agent_id: "agent-1",
-        at: "2026-07-14T01:02:04Z",
-        reason: "no fresh evidence",
-        decision: &decision,
-        evidence: &ev,
-    };
+    let (decision, ev) = bound_stall("no fresh evidence");
+    let request = stall_record(&decision, &ev, "2026-07-14T01:02:04Z");
     let stale = conflict_msg("liveness decision is stale or mismatched");
     // One microsecond earlier the lane was still fresh.
     assert_eq!(
@@ -1055,15 +1056,15 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     // The decision is recomputed with the command status unknown.
     let intents =
         decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")).unwrap();
-    assert_eq!(intents.len(), 1);
-    let intent = &intents[0];
-    assert_eq!(intent.event_type, "stall_suspected");
-    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("running"));
-    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("suspected_stall"));
-    assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:02:04Z"));
-    assert_eq!(intent.reason.as_deref(), Some("no fresh evidence"));
-    assert_eq!(intent.evidence_refs, ev);
-    assert!(intent.metadata.is_empty());
+    assert_eq!(
+        intents_json(&intents),
+        json!([{
+            "event_type": "stall_suspected", "lane_id": "build", "agent_id": "agent-1",
+            "from_state": "running", "to_state": "suspected_stall",
+            "timestamp": "2026-07-14T01:02:04Z", "reason": "no fresh evidence",
+            "evidence_refs": ev, "metadata": {},
+        }])
+    );
     let mut run = run;
     run.commit(intents);
     assert_eq!(run.build_record().state, LaneState::SuspectedStall);
@@ -1076,24 +1077,9 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
 
 #[test]
 fn stall_record_from_a_starting_lane() {
-    let mut run = build_pending();
-    run.build_step(
-        "lane_started",
-        "pending",
-        "starting",
-        "2026-07-14T01:00:03Z",
-        json!({}),
-    );
-    let decision = stall_decision("startup ACK deadline elapsed");
-    let ev = bound_evidence(&decision);
-    let request = StallRecord {
-        lane_id: "build",
-        agent_id: "agent-1",
-        at: "2026-07-14T01:00:30Z",
-        reason: "startup ACK deadline elapsed",
-        decision: &decision,
-        evidence: &ev,
-    };
+    let mut run = build_after(1);
+    let (decision, ev) = bound_stall("startup ACK deadline elapsed");
+    let request = stall_record(&decision, &ev, "2026-07-14T01:00:30Z");
     let intents = decide_stall_record(
         &run.state,
         &Policy::default(),
@@ -1424,13 +1410,14 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         Err(refused)
     );
     let intents = decide_interrupt_result(&run.state, &policy, &s, at).unwrap();
-    assert_eq!(intents.len(), 1);
-    let intent = &intents[0];
-    assert_eq!(intent.event_type, "agent_interrupted");
-    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("recovering"));
-    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("recovering"));
-    assert_eq!(intent.reason.as_deref(), Some("native interrupt recorded"));
-    assert!(intent.metadata.is_empty());
+    assert_eq!(
+        intents_json(&intents),
+        json!([{
+            "event_type": "agent_interrupted", "lane_id": "build", "agent_id": "agent-1",
+            "from_state": "recovering", "to_state": "recovering", "timestamp": at_text,
+            "reason": "native interrupt recorded", "evidence_refs": ev, "metadata": {},
+        }])
+    );
     run.commit(intents);
     assert_eq!(run.build_record().last_event_type, "agent_interrupted");
     // Repeatable.
