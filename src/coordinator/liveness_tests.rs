@@ -1058,12 +1058,10 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
         decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")).unwrap();
     assert_eq!(
         intents_json(&intents),
-        json!([{
-            "event_type": "stall_suspected", "lane_id": "build", "agent_id": "agent-1",
-            "from_state": "running", "to_state": "suspected_stall",
-            "timestamp": "2026-07-14T01:02:04Z", "reason": "no fresh evidence",
-            "evidence_refs": ev, "metadata": {},
-        }])
+        json!([{"event_type": "stall_suspected", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "running", "to_state": "suspected_stall",
+                "timestamp": "2026-07-14T01:02:04Z", "reason": "no fresh evidence",
+                "evidence_refs": ev, "metadata": {}}])
     );
     let mut run = run;
     run.commit(intents);
@@ -1412,11 +1410,9 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
     let intents = decide_interrupt_result(&run.state, &policy, &s, at).unwrap();
     assert_eq!(
         intents_json(&intents),
-        json!([{
-            "event_type": "agent_interrupted", "lane_id": "build", "agent_id": "agent-1",
-            "from_state": "recovering", "to_state": "recovering", "timestamp": at_text,
-            "reason": "native interrupt recorded", "evidence_refs": ev, "metadata": {},
-        }])
+        json!([{"event_type": "agent_interrupted", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "recovering", "to_state": "recovering", "timestamp": at_text,
+                "reason": "native interrupt recorded", "evidence_refs": ev, "metadata": {}}])
     );
     run.commit(intents);
     assert_eq!(run.build_record().last_event_type, "agent_interrupted");

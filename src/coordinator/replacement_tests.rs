@@ -306,19 +306,16 @@ fn reassign_writes_the_lineage_transaction() {
     let intents = reassign(&ledger).unwrap();
     assert_eq!(
         intents_json(&intents),
-        json!([{
-            "event_type": "lane_reassigned", "lane_id": "build", "agent_id": "agent-1",
-            "from_state": "recovering", "to_state": "replaced",
-            "timestamp": "2026-07-14T01:11:00Z", "reason": "replacement checkpoint accepted",
-            "evidence_refs": checkpoint_evidence(),
-            // with the digest of the reference fixture's reassign evidence
-            "metadata": reservation_metadata(json!({})),
-        }, {
-            "event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
-            "from_state": null, "to_state": "pending",
-            "timestamp": "2026-07-14T01:11:00Z", "reason": null,
-            "evidence_refs": checkpoint_evidence(), "metadata": child_metadata(),
-        }])
+        json!([{"event_type": "lane_reassigned", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "recovering", "to_state": "replaced",
+                "timestamp": "2026-07-14T01:11:00Z", "reason": "replacement checkpoint accepted",
+                "evidence_refs": checkpoint_evidence(),
+                // with the digest of the reference fixture's reassign evidence
+                "metadata": reservation_metadata(json!({}))},
+               {"event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+                "from_state": null, "to_state": "pending",
+                "timestamp": "2026-07-14T01:11:00Z", "reason": null,
+                "evidence_refs": checkpoint_evidence(), "metadata": child_metadata()}])
     );
 
     ledger.commit(intents);
@@ -604,13 +601,11 @@ fn close_follows_the_replacement_terminal_state() {
         let intents = decide_close(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
         assert_eq!(
             intents_json(&intents),
-            json!([{
-                "event_type": "replacement_lineage_closed", "lane_id": "build",
-                "agent_id": "agent-1", "from_state": "replaced", "to_state": to,
-                "timestamp": "2026-07-14T01:21:00Z", "reason": null, "evidence_refs": evidence,
-                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
-                             "replacement_terminal_state": to},
-            }]),
+            json!([{"event_type": "replacement_lineage_closed", "lane_id": "build",
+                    "agent_id": "agent-1", "from_state": "replaced", "to_state": to,
+                    "timestamp": "2026-07-14T01:21:00Z", "reason": null, "evidence_refs": evidence,
+                    "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                 "replacement_terminal_state": to}}]),
             "{to}"
         );
         ledger.commit(intents);
@@ -735,18 +730,15 @@ fn repair_recreates_the_reserved_child() {
     let intents = decide_repair(&ledger.state, &request, &evidence).unwrap();
     assert_eq!(
         intents_json(&intents),
-        json!([{
-            "event_type": "replacement_repaired", "lane_id": "build", "agent_id": "agent-1",
-            "from_state": "replaced", "to_state": "replaced",
-            "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
-            "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
-                         "checkpoint_digest": reservation_digest(&ledger)},
-        }, {
-            "event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
-            "from_state": null, "to_state": "pending",
-            "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
-            "metadata": child_metadata(),
-        }])
+        json!([{"event_type": "replacement_repaired", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "replaced", "to_state": "replaced",
+                "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                             "checkpoint_digest": reservation_digest(&ledger)}},
+               {"event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+                "from_state": null, "to_state": "pending",
+                "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+                "metadata": child_metadata()}])
     );
     ledger.commit(intents);
     assert!(ledger.state.incomplete_replacements().is_empty());
@@ -827,15 +819,14 @@ fn block_ends_an_incomplete_reservation() {
         let intents = decide_block(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
         assert_eq!(
             intents_json(&intents),
-            json!([{
-                "event_type": "replacement_blocked", "lane_id": "build", "agent_id": "agent-1",
-                "from_state": "replaced", "to_state": "blocked", "timestamp": "2026-07-14T01:21:00Z",
-                "reason": "incomplete replacement cannot be safely recreated",
-                "evidence_refs": evidence,
-                // The digest of the original's current (reassign) evidence.
-                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
-                             "checkpoint_digest": digest(&checkpoint_evidence())},
-            }]),
+            json!([{"event_type": "replacement_blocked", "lane_id": "build", "agent_id": "agent-1",
+                    "from_state": "replaced", "to_state": "blocked",
+                    "timestamp": "2026-07-14T01:21:00Z",
+                    "reason": "incomplete replacement cannot be safely recreated",
+                    "evidence_refs": evidence,
+                    // The digest of the original's current (reassign) evidence.
+                    "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                 "checkpoint_digest": digest(&checkpoint_evidence())}}]),
             "legacy: {legacy}"
         );
         ledger.commit(intents);
