@@ -1,8 +1,9 @@
-//! Test support for the topology, completion and resolution decisions: a
-//! replayed run built event by event (made-up checksums: the reducer
-//! trusts the verified chain), into which a decision's intents are
-//! committed the way the pipeline seals them, so every test also proves
-//! the reducer accepts what a decision proposes.
+//! Test support for the coordinator's decisions: a replayed run built
+//! event by event (made-up checksums: the reducer trusts the verified
+//! chain), into which a decision's intents are committed the way the
+//! pipeline seals them, so every test also proves the reducer accepts what
+//! a decision proposes. The run and lane lifecycle (`LaneEvents`) is
+//! shared with the reducer's own tests, whose builder tracks owner changes.
 
 use serde_json::{Value, json};
 
