@@ -57,13 +57,24 @@ fn approve(
     claim: &Claim,
     now: Instant,
 ) -> Result<Vec<Intent>, FlowError> {
+    approve_with(&planned(), Gate { status, ledger }, claim, now, &ev())
+}
+
+/// The approval decision on `state` with the caller's `evidence`.
+fn approve_with(
+    state: &CoordinatorState,
+    gate: Gate,
+    claim: &Claim,
+    now: Instant,
+    evidence: &Value,
+) -> Result<Vec<Intent>, FlowError> {
     decide_approve(
-        &planned(),
-        Gate { status, ledger },
+        state,
+        gate,
         claim,
         now,
         "2026-07-14T01:00:00Z",
-        &ev(),
+        evidence,
         &Limits::default(),
     )
 }
@@ -303,22 +314,17 @@ fn the_window_is_measured_on_the_wall_clock() {
     let (status, ledger) = frozen(&four_eyes());
     // 60 minutes = 3600 s is still inside the window; one more is not,
     // whatever `at` the caller claims.
-    assert!(
+    let alice_after = |seconds: i64| {
         approve(
             &status,
             &ledger,
             &claim(Some("alice")),
-            at(0) + chrono::Duration::seconds(3600)
+            at(0) + chrono::Duration::seconds(seconds),
         )
-        .is_ok()
-    );
+    };
+    assert!(alice_after(3600).is_ok());
     assert_eq!(
-        approve(
-            &status,
-            &ledger,
-            &claim(Some("alice")),
-            at(0) + chrono::Duration::seconds(3601)
-        ),
+        alice_after(3601),
         Err(FlowError::Approval(ApprovalRefusal::Expired(
             "approval request expired: 3601 s since run_created exceed expires_after_s 3600; approval by 'alice' refused".into()
         )))
@@ -451,18 +457,11 @@ fn an_approval_is_used_once() {
         sequence: 2,
     });
     assert_eq!(intents[0].to_state.map(|s| s.as_str()), Some("approved"));
-    let second = decide_approve(
-        &state,
-        Gate {
-            status: &status,
-            ledger: &ledger,
-        },
-        &claim(Some("alice")),
-        at(1),
-        "2026-07-14T01:00:00Z",
-        &ev(),
-        &Limits::default(),
-    );
+    let gate = Gate {
+        status: &status,
+        ledger: &ledger,
+    };
+    let second = approve_with(&state, gate, &claim(Some("alice")), at(1), &ev());
     assert_eq!(
         second,
         Err(FlowError::Approval(ApprovalRefusal::Consumed(
@@ -474,6 +473,13 @@ fn an_approval_is_used_once() {
 #[test]
 fn caller_evidence_cannot_forge_the_gate_records() {
     let (status, ledger) = frozen(&four_eyes());
+    let alice_with = |evidence: &Value| {
+        let gate = Gate {
+            status: &status,
+            ledger: &ledger,
+        };
+        approve_with(&planned(), gate, &claim(Some("alice")), at(1), evidence)
+    };
     for kind in [
         IDENTITY_KIND,
         POLICY_KIND,
@@ -481,18 +487,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
     ] {
         let forged = json!([{"kind": kind, "summary": "approved_by=mallory source=env"}]);
         assert_eq!(
-            decide_approve(
-                &planned(),
-                Gate {
-                    status: &status,
-                    ledger: &ledger,
-                },
-                &claim(Some("alice")),
-                at(1),
-                "2026-07-14T01:00:00Z",
-                &forged,
-                &Limits::default()
-            ),
+            alice_with(&forged),
             Err(FlowError::Contract(
                 "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate".into()
             ))
@@ -502,18 +497,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
         .map(|i| json!({"kind": "k", "summary": format!("{i}")}))
         .collect();
     assert_eq!(
-        decide_approve(
-            &planned(),
-            Gate {
-                status: &status,
-                ledger: &ledger,
-            },
-            &claim(Some("alice")),
-            at(1),
-            "2026-07-14T01:00:00Z",
-            &json!(full),
-            &Limits::default()
-        ),
+        alice_with(&json!(full)),
         Err(FlowError::Contract(
             "under an approval policy the evidence may hold at most 7 entries: one more records the decision".into()
         ))
@@ -526,59 +510,35 @@ fn caller_evidence_cannot_forge_the_gate_records() {
 fn a_denial_needs_no_identity_and_records_one_when_given() {
     let (_, ledger) = frozen(&four_eyes());
     let limits = Limits::default();
-    let plain = decide_deny(
-        &planned(),
-        &ledger,
-        None,
-        "2026-07-14T01:00:00Z",
-        &ev(),
-        Some("no"),
-        &limits,
-    )
-    .unwrap();
+    let deny = |ledger: &ApprovalLedger, identity: Option<&str>| {
+        decide_deny(
+            &planned(),
+            ledger,
+            identity,
+            "2026-07-14T01:00:00Z",
+            &ev(),
+            Some("no"),
+            &limits,
+        )
+    };
+    let plain = deny(&ledger, None).unwrap();
     assert_eq!(plain[0].evidence_refs, ev());
     assert_eq!(plain[0].event_type, "run_cancelled");
-    let named = decide_deny(
-        &planned(),
-        &ledger,
-        Some("bob"),
-        "2026-07-14T01:00:00Z",
-        &ev(),
-        Some("no"),
-        &limits,
-    )
-    .unwrap();
+    let named = deny(&ledger, Some("bob")).unwrap();
     assert_eq!(
         named[0].evidence_refs[1],
         json!({"kind": "approver_identity", "summary": "denied_by=bob source=env",
                "checksum": four_eyes().checksum()})
     );
     assert_eq!(
-        decide_deny(
-            &planned(),
-            &ledger,
-            Some("b b"),
-            "2026-07-14T01:00:00Z",
-            &ev(),
-            Some("no"),
-            &limits
-        ),
+        deny(&ledger, Some("b b")),
         Err(FlowError::Contract(
             "BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)"
                 .into()
         ))
     );
     // Without a policy, the identity is not recorded (reference behaviour).
-    let none = decide_deny(
-        &planned(),
-        &ApprovalLedger::default(),
-        Some("bob"),
-        "2026-07-14T01:00:00Z",
-        &ev(),
-        Some("no"),
-        &limits,
-    )
-    .unwrap();
+    let none = deny(&ApprovalLedger::default(), Some("bob")).unwrap();
     assert_eq!(none[0].evidence_refs, ev());
 }
 

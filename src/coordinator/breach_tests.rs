@@ -4,10 +4,10 @@
 
 use serde_json::{Value, json};
 
+use super::super::ReplayPolicy;
 use super::super::approval::{ApprovalPolicy, PolicyStatus};
 use super::super::state::CoordinatorState;
-use super::super::test_ledger::{FP, Ledger, component, ev};
-use super::super::{ReplayPolicy, RunOrigin};
+use super::super::test_ledger::{LaneEvents, Ledger, component, ev};
 use super::*;
 
 fn rules(ledger: &Ledger) -> Vec<&str> {
@@ -19,13 +19,20 @@ fn rules(ledger: &Ledger) -> Vec<&str> {
         .collect()
 }
 
-#[test]
-fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
+/// A running lane `a` that has sent two heartbeats, with evidence `hb 1`
+/// then `hb 2`.
+fn lane_with_two_heartbeats() -> Ledger {
     let mut ledger = Ledger::running(&["runtime"]);
     ledger
         .running_lane("a", Value::Null)
         .heartbeat("a", ev("hb 1"))
         .heartbeat("a", ev("hb 2"));
+    ledger
+}
+
+#[test]
+fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
+    let mut ledger = lane_with_two_heartbeats();
     assert!(rules(&ledger).is_empty());
     // The older heartbeat's evidence (the reference checks the latest only).
     ledger.end_lane("lane_completed", "a", "completed", ev("hb 1"));
@@ -37,9 +44,7 @@ fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
     // Fresh evidence on another lane is fine; another lane's heartbeat is not.
     ledger.completed_lane("b", ev("done b"));
     assert_eq!(rules(&ledger).len(), 1);
-    ledger
-        .running_lane("c", Value::Null)
-        .end_lane("lane_completed", "c", "completed", ev("hb 2"));
+    ledger.completed_lane("c", ev("hb 2"));
     assert_eq!(
         rules(&ledger),
         [LIVENESS_AS_COMPLETION, LIVENESS_AS_COMPLETION]
@@ -48,29 +53,27 @@ fn completing_a_lane_with_any_heartbeats_evidence_is_a_breach() {
 
 #[test]
 fn liveness_evidence_renews_a_lease_once() {
-    let mut ledger = Ledger::running(&["runtime"]);
-    ledger
-        .running_lane("a", Value::Null)
-        .heartbeat("a", ev("hb 1"))
-        .heartbeat("a", ev("hb 2"));
+    let mut ledger = lane_with_two_heartbeats();
     assert!(rules(&ledger).is_empty());
     ledger.heartbeat("a", ev("hb 1"));
     assert_eq!(rules(&ledger), [LIVENESS_REUSED]);
 }
 
-#[test]
-fn an_interrupted_agent_acknowledging_the_probe_is_a_breach() {
+/// A lane `a` suspected of a stall and probed.
+fn probed_lane() -> Ledger {
     let mut ledger = Ledger::running(&["runtime"]);
     ledger
         .running_lane("a", Value::Null)
         .step("stall_suspected", "a", "running", "suspected_stall")
         .step("probe_sent", "a", "suspected_stall", "recovering");
-    let mut acked = Ledger::running(&["runtime"]);
-    acked
-        .running_lane("a", Value::Null)
-        .step("stall_suspected", "a", "running", "suspected_stall")
-        .step("probe_sent", "a", "suspected_stall", "recovering")
-        .step("probe_acknowledged", "a", "recovering", "running");
+    ledger
+}
+
+#[test]
+fn an_interrupted_agent_acknowledging_the_probe_is_a_breach() {
+    let mut ledger = probed_lane();
+    let mut acked = probed_lane();
+    acked.step("probe_acknowledged", "a", "recovering", "running");
     assert!(rules(&acked).is_empty(), "a probe ack before an interrupt");
     ledger
         .step("agent_interrupted", "a", "recovering", "recovering")
@@ -94,7 +97,7 @@ fn required_components_stay_until_covered() {
     assert_eq!(rules(&ledger), [REQUIRED_COMPONENT_DROPPED]);
     let mut dropped = Ledger::running(&["runtime"]);
     dropped
-        .topology(json!([component("runtime", "main", true, &[], &[])]))
+        .required("runtime", "main", &[])
         .topology(json!([component("other", "main", false, &[], &[])]));
     assert_eq!(rules(&dropped), [REQUIRED_COMPONENT_DROPPED]);
     // Removing an optional component is fine, a required one is not.
@@ -122,15 +125,8 @@ fn policy(value: Value) -> ApprovalPolicy {
 
 /// A planned run created under `policy`, replayed with its file `file`.
 fn gated(policy: &ApprovalPolicy, file: Result<Vec<u8>, String>) -> Ledger {
-    let mut ledger = Ledger {
-        state: CoordinatorState::new(&RunOrigin {
-            owner_fingerprint: Some(FP.into()),
-            owner_epoch: 1,
-            approved_component_ids: vec!["runtime".into()],
-        }),
-        replay: ReplayPolicy::default().with_approval_file(file),
-        policy: Default::default(),
-    };
+    let mut ledger = Ledger::new(&["runtime"]);
+    ledger.replay = ReplayPolicy::default().with_approval_file(file);
     ledger.raw(
         "run_created",
         json!({"to_state": "planned", "evidence_refs": [policy.evidence_item()]}),
@@ -234,10 +230,7 @@ fn a_gate_whose_file_cannot_be_read_still_needs_a_bound_record() {
     let mut plain = Ledger::running(&["runtime"]);
     assert_eq!(plain.state.gate(), &PolicyStatus::Absent);
     assert!(plain.state.breaches().is_empty());
-    plain.raw(
-        "run_cancelled",
-        json!({"from_state": "running", "to_state": "cancelled"}),
-    );
+    plain.run_step("run_cancelled", "running", "cancelled");
     assert!(plain.state.breaches().is_empty());
 }
 
@@ -281,7 +274,7 @@ fn a_heartbeat_never_passes_a_check_or_covers_a_component() {
     ledger
         .running_lane("a", Value::Null)
         .heartbeat("a", ev("hb 1"))
-        .topology(json!([component("runtime", "a", true, &["unit"], &[])]));
+        .required("runtime", "a", &["unit"]);
     // A failing result on a heartbeat satisfies nothing; a passing one does.
     ledger.raw(
         "check_failed",
@@ -326,19 +319,17 @@ fn a_heartbeat_never_passes_a_check_or_covers_a_component() {
 fn a_lane_under_a_parent_stays_within_its_scope() {
     let mut ledger = Ledger::running(&["runtime"]);
     ledger.lane("a", Value::Null);
-    let child = |id: &str, scope: Value| {
-        json!({"lane_id": id, "agent_id": format!("agent-{id}"), "to_state": "pending",
-               "metadata": {
-                   "assignment": format!("Work on {id}"), "write_scope": scope,
-                   "fallback": "main session",
-                   "startup_ack_deadline": "2026-07-14T01:00:30Z",
-                   "command_deadline": "2026-07-14T01:10:00Z",
-                   "parent_lane_id": "a", "replacement_count": 0}})
+    let child = |ledger: &mut Ledger, id: &str, scope: Value| {
+        ledger.lane_with(
+            id,
+            &format!("agent-{id}"),
+            json!({"write_scope": scope, "parent_lane_id": "a"}),
+        );
     };
-    ledger.raw("lane_created", child("b", json!(["src/x", "src"])));
-    ledger.raw("lane_created", child("c", json!([])));
+    child(&mut ledger, "b", json!(["src/x", "src"]));
+    child(&mut ledger, "c", json!([]));
     assert!(rules(&ledger).is_empty());
-    ledger.raw("lane_created", child("d", json!(["src/x", "srcx"])));
+    child(&mut ledger, "d", json!(["src/x", "srcx"]));
     assert_eq!(rules(&ledger), [WRITE_SCOPE_WIDENED]);
     assert!(
         ledger.state.breaches()[0]

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{Ledger, component, ev};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev};
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -14,13 +14,48 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// A run whose one required component `runtime` (owner `build`, check
 /// `unit`) is fully covered: only main verification is missing.
 fn covered() -> Ledger {
+    let mut ledger = registered(&["unit"]);
+    ledger.check("runtime", "unit", true).cover("runtime");
+    ledger
+}
+
+/// Lane `build` completed, owning the one required component `runtime`
+/// with `checks`; nothing checked or covered yet.
+fn registered(checks: &[&str]) -> Ledger {
     let mut ledger = Ledger::running(&["runtime"]);
     ledger
         .completed_lane("build", ev("build done"))
-        .topology(json!([component("runtime", "build", true, &["unit"], &[])]))
-        .check("runtime", "unit", true)
+        .required("runtime", "build", checks);
+    ledger
+}
+
+/// Lane `build` completed, required `runtime` covered and optional `docs`
+/// (with `docs_checks`, none passed) registered.
+fn covered_with_optional_docs(docs_checks: &[&str]) -> Ledger {
+    let mut ledger = Ledger::running(&["runtime", "docs"]);
+    ledger
+        .completed_lane("build", ev("build done"))
+        .topology(json!([
+            component("runtime", "build", true, &[], &[]),
+            component("docs", "build", false, docs_checks, &[]),
+        ]))
         .cover("runtime");
     ledger
+}
+
+/// The report misses exactly these components, lanes and checks, so the
+/// run is not complete.
+#[track_caller]
+fn assert_missing_only(
+    report: &CompletionReport,
+    components: &[&str],
+    lanes: &[&str],
+    failed_checks: &[&str],
+) {
+    assert_eq!(report.missing_components, strings(components));
+    assert_eq!(report.missing_lanes, strings(lanes));
+    assert_eq!(report.failed_checks, strings(failed_checks));
+    assert!(!report.complete);
 }
 
 fn nothing_missing_but_verification() -> CompletionReport {
@@ -69,22 +104,14 @@ fn an_approved_component_never_registered_is_missing_alone() {
     // No lanes, no topology: the approved component is the only gap.
     let ledger = Ledger::running(&["runtime"]);
     let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_components, strings(&["runtime"]));
-    assert!(report.missing_lanes.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&report, &["runtime"], &[], &[]);
     assert_eq!(report.missing_ids(), strings(&["runtime"]));
 }
 
 #[test]
 fn an_uncovered_required_component_is_missing_alone() {
-    let mut ledger = Ledger::running(&["runtime"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([component("runtime", "build", true, &[], &[])]));
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_components, strings(&["runtime"]));
-    assert!(report.missing_lanes.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    let ledger = registered(&[]);
+    assert_missing_only(&evaluate(&ledger.state, true), &["runtime"], &[], &[]);
 }
 
 #[test]
@@ -92,10 +119,7 @@ fn a_not_yet_completed_lane_is_missing_alone() {
     // A lane that owns no component still holds completion back.
     let mut ledger = covered();
     ledger.running_lane("docs", Value::Null);
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.missing_lanes, strings(&["docs"]));
-    assert!(report.missing_components.is_empty() && report.failed_checks.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&evaluate(&ledger.state, true), &[], &["docs"], &[]);
 }
 
 #[test]
@@ -120,10 +144,7 @@ fn a_failed_check_is_missing_alone() {
     // Covered first, then the check fails again: last write wins.
     let mut ledger = covered();
     ledger.check("runtime", "unit", false);
-    let report = evaluate(&ledger.state, true);
-    assert_eq!(report.failed_checks, strings(&["runtime:unit"]));
-    assert!(report.missing_lanes.is_empty() && report.missing_components.is_empty());
-    assert!(!report.complete);
+    assert_missing_only(&evaluate(&ledger.state, true), &[], &[], &["runtime:unit"]);
     // ... and passes again.
     ledger.check("runtime", "unit", true);
     assert!(evaluate(&ledger.state, true).complete);
@@ -131,17 +152,8 @@ fn a_failed_check_is_missing_alone() {
 
 #[test]
 fn a_never_run_check_is_a_failed_check() {
-    let mut ledger = Ledger::running(&["runtime"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([component(
-            "runtime",
-            "build",
-            true,
-            &["unit", "lint"],
-            &[]
-        )]))
-        .check("runtime", "unit", true);
+    let mut ledger = registered(&["unit", "lint"]);
+    ledger.check("runtime", "unit", true);
     assert_eq!(
         evaluate_completion(&ledger.state).failed_checks,
         strings(&["runtime:lint"])
@@ -150,14 +162,7 @@ fn a_never_run_check_is_a_failed_check() {
 
 #[test]
 fn optional_components_are_ignored() {
-    let mut ledger = Ledger::running(&["runtime", "docs"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([
-            component("runtime", "build", true, &[], &[]),
-            component("docs", "build", false, &["spell"], &[]),
-        ]))
-        .cover("runtime");
+    let ledger = covered_with_optional_docs(&["spell"]);
     let report = evaluate(&ledger.state, true);
     assert!(report.complete, "{report:?}");
 }
@@ -165,12 +170,7 @@ fn optional_components_are_ignored() {
 #[test]
 fn an_unresolved_failed_lane_is_missing() {
     let mut ledger = covered();
-    ledger.running_lane("review", Value::Null).end_lane(
-        "lane_failed",
-        "review",
-        "failed",
-        ev("review failed"),
-    );
+    ledger.failed_lane("review", ev("review failed"));
     let report = evaluate(&ledger.state, true);
     assert_eq!(report.unresolved_failed_lanes, strings(&["review"]));
     assert_eq!(report.missing_lanes, strings(&["review"]));
@@ -183,15 +183,8 @@ fn an_unresolved_failed_lane_is_missing() {
 fn failed_and_rereviewed() -> Ledger {
     let mut ledger = covered();
     ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", ev("review failed"))
-        .running_lane("rereview", json!("review"))
-        .end_lane(
-            "lane_completed",
-            "rereview",
-            "completed",
-            ev("rereview passed"),
-        );
+        .failed_lane("review", ev("review failed"))
+        .completed_child("rereview", "review", ev("rereview passed"));
     ledger
 }
 
@@ -247,18 +240,11 @@ fn a_removed_required_component_blocks_forever() {
 
 #[test]
 fn a_removed_optional_component_is_not_missing() {
-    let mut ledger = Ledger::running(&["runtime", "docs"]);
-    ledger
-        .completed_lane("build", ev("build done"))
-        .topology(json!([
-            component("runtime", "build", true, &[], &[]),
-            component("docs", "build", false, &[], &[]),
-        ]))
-        .cover("runtime")
-        .raw(
-            "topology_component_removed",
-            json!({"reason": "later", "metadata": {"component_id": "docs"}}),
-        );
+    let mut ledger = covered_with_optional_docs(&[]);
+    ledger.raw(
+        "topology_component_removed",
+        json!({"reason": "later", "metadata": {"component_id": "docs"}}),
+    );
     assert!(evaluate(&ledger.state, true).complete);
 }
 
@@ -295,8 +281,7 @@ fn everything_missing_at_once_is_sorted_and_ordered() {
     let mut ledger = Ledger::running(&["zeta", "alpha", "mid"]);
     ledger
         .running_lane("z-lane", Value::Null)
-        .running_lane("a-lane", Value::Null)
-        .end_lane("lane_failed", "a-lane", "failed", ev("a failed"))
+        .failed_lane("a-lane", ev("a failed"))
         .topology(json!([
             component("zeta", "z-lane", true, &["unit", "e2e"], &[]),
             component("alpha", "a-lane", true, &["lint"], &[]),
@@ -382,10 +367,7 @@ fn complete_is_blocked_with_the_missing_ids() {
 #[test]
 fn complete_needs_a_running_run_first() {
     let mut ledger = covered();
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     // Run state is checked before the evidence (even empty evidence).
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),

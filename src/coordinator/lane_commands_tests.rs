@@ -4,134 +4,39 @@ use crate::coordinator::decide::lane_refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::{ReplayPolicy, RunOrigin};
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, needs_active_run};
 use crate::receipt::scope::canonicalize_lexical;
 
-const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
-
-/// Builds a state by replaying hand-made events (made-up checksums: the
-/// reducer trusts the verified chain).
-struct Build {
-    state: CoordinatorState,
-    sequence: u64,
-}
-
-impl Build {
-    fn planned() -> Build {
-        let mut build = Build {
-            state: CoordinatorState::new(&RunOrigin {
-                owner_fingerprint: Some(FP.into()),
-                owner_epoch: 1,
-                approved_component_ids: vec![],
-            }),
-            sequence: 0,
-        };
-        build.event(
-            "run_created",
-            json!({"to_state": "planned", "evidence_refs": []}),
-        );
-        build
-    }
-
-    fn running() -> Build {
-        let mut build = Build::planned();
-        build
-            .event(
-                "plan_approved",
-                json!({"from_state": "planned", "to_state": "approved"}),
-            )
-            .event(
-                "run_started",
-                json!({"from_state": "approved", "to_state": "running"}),
-            );
-        build
-    }
-
-    fn event(&mut self, event_type: &str, patch: Value) -> &mut Build {
-        self.sequence += 1;
-        let mut event = json!({
-            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
-            "sequence": self.sequence, "event_type": event_type,
-            "from_state": null, "to_state": null,
-            "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
-            "manifest_hash": "0".repeat(64), "previous_checksum": "",
-            "checksum": format!("{:064x}", self.sequence),
-            "evidence_refs": [{"kind": "test", "summary": format!("event {}", self.sequence)}],
-            "reason": null, "metadata": {"owner_epoch": 1},
-        });
-        for (key, value) in patch.as_object().unwrap() {
-            if key == "metadata" {
-                for (k, v) in value.as_object().unwrap() {
-                    event["metadata"][k] = v.clone();
-                }
-            } else {
-                event[key] = value.clone();
-            }
-        }
-        let policy = ReplayPolicy {
-            max_lanes: 64,
-            requires_parent: true,
-            approval_file: None,
-        };
-        if let Err(error) = self.state.apply(&event, &policy) {
-            panic!("{event_type} refused: {error}");
-        }
-        self
-    }
-
-    fn lane(&mut self, lane_id: &str, scope: Value) -> &mut Build {
-        self.event(
-            "lane_created",
-            json!({"lane_id": lane_id, "agent_id": "agent-1", "to_state": "pending",
-                   "metadata": {"assignment": "work", "write_scope": scope,
-                                "fallback": "main", "startup_ack_deadline": "2026-07-14T01:00:30Z",
-                                "command_deadline": "2026-07-14T01:10:00Z",
-                                "parent_lane_id": null, "replacement_count": 0}}),
+/// The lanes of these tests all belong to agent-1 and differ in scope.
+impl Ledger {
+    fn scoped_lane(&mut self, lane_id: &str, scope: Value) -> &mut Self {
+        self.lane_with(
+            lane_id,
+            "agent-1",
+            json!({"assignment": "work", "write_scope": scope, "fallback": "main"}),
         )
     }
 
-    fn step(&mut self, event_type: &str, lane_id: &str, from: &str, to: &str) -> &mut Build {
-        self.event(
-            event_type,
-            json!({"lane_id": lane_id, "agent_id": "agent-1", "from_state": from, "to_state": to}),
-        )
-    }
-
-    /// pending -> starting -> running
-    fn started(&mut self, lane_id: &str) -> &mut Build {
-        self.step("lane_started", lane_id, "pending", "starting")
-            .step("startup_ack", lane_id, "starting", "running")
-    }
-
-    /// A heartbeat_observed with `evidence` (liveness evidence of the lane).
-    fn heartbeat(&mut self, lane_id: &str, evidence: &Value) -> &mut Build {
-        self.event(
+    /// A heartbeat as the pipeline seals it (the evidence digest in its
+    /// metadata): liveness evidence of the lane.
+    fn digested_heartbeat(&mut self, lane_id: &str, evidence: &Value) -> &mut Self {
+        self.raw(
             "heartbeat_observed",
             json!({"lane_id": lane_id, "agent_id": "agent-1", "from_state": "running",
                    "to_state": "running", "evidence_refs": evidence,
                    "metadata": {"evidence_digest": canonical::digest(evidence)}}),
         )
     }
+}
 
-    /// running -> suspected_stall -> recovering
-    fn recovering(&mut self, lane_id: &str) -> &mut Build {
-        self.step("stall_suspected", lane_id, "running", "suspected_stall")
-            .event(
-                "probe_sent",
-                json!({"lane_id": lane_id, "agent_id": "agent-1",
-                       "from_state": "suspected_stall", "to_state": "recovering",
-                       "metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
-            )
-    }
-
-    /// A lane forced into `state` (for the source-state table).
-    fn with_lane_in(state: LaneState) -> CoordinatorState {
-        let mut build = Build::running();
-        build.lane("l1", json!(["src"]));
-        let mut state_out = build.state;
-        state_out.lanes.get_mut("l1").unwrap().state = state;
-        state_out
-    }
+/// A running run whose lane `l1` is forced into `state` (for the
+/// source-state table).
+fn state_with_lane_in(state: LaneState) -> CoordinatorState {
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("l1", json!(["src"]));
+    let mut state_out = ledger.state;
+    state_out.lanes.get_mut("l1").unwrap().state = state;
+    state_out
 }
 
 fn evidence() -> Value {
@@ -417,7 +322,7 @@ fn create_decision() {
     let request = precheck_lane_create(&create_input(), &evidence(), lexical).unwrap();
     let policy = Policy::default();
     let intents =
-        decide_lane_create(&Build::running().state, &policy, &request, &evidence()).unwrap();
+        decide_lane_create(&Ledger::running(&[]).state, &policy, &request, &evidence()).unwrap();
     assert_eq!(intents.len(), 1);
     let intent = &intents[0];
     assert_eq!(intent.event_type, "lane_created");
@@ -442,45 +347,36 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     let request = precheck_lane_create(&create_input(), &evidence(), lexical).unwrap();
     let policy = Policy::default();
     assert_eq!(
-        decide_lane_create(&Build::planned().state, &policy, &request, &evidence()),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Planned,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        decide_lane_create(&Ledger::planned(&[]).state, &policy, &request, &evidence()),
+        Err(needs_active_run(RunState::Planned))
     );
-    let mut build = Build::running();
-    build.event(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
-    assert!(decide_lane_create(&build.state, &policy, &request, &evidence()).is_ok());
-    build.lane("l1", json!([]));
+    let mut ledger = Ledger::running(&[]);
+    ledger.run_step("run_recovery_started", "running", "recovering");
+    assert!(decide_lane_create(&ledger.state, &policy, &request, &evidence()).is_ok());
+    ledger.scoped_lane("l1", json!([]));
     assert_eq!(
-        decide_lane_create(&build.state, &policy, &request, &evidence()),
+        decide_lane_create(&ledger.state, &policy, &request, &evidence()),
         Err(lane_refused::exists("l1", LaneState::Pending))
     );
     // The limit comes from the run's policy, and counts every lane.
     let mut small = Policy::default();
     small.limits.max_lanes = 2;
-    let mut build = Build::running();
-    build.lane("a", json!([]));
-    build.step("lane_cancelled", "a", "pending", "cancelled");
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("a", json!([]));
+    ledger.step("lane_cancelled", "a", "pending", "cancelled");
     let other = LaneCreate {
         lane_id: "l2".into(),
         ..request.clone()
     };
-    assert!(decide_lane_create(&build.state, &small, &request, &evidence()).is_ok());
-    build.lane("l1", json!([]));
+    assert!(decide_lane_create(&ledger.state, &small, &request, &evidence()).is_ok());
+    ledger.scoped_lane("l1", json!([]));
     assert_eq!(
-        decide_lane_create(&build.state, &small, &other, &evidence()),
+        decide_lane_create(&ledger.state, &small, &other, &evidence()),
         Err(conflict_msg("lane limit reached"))
     );
     // A duplicate id is reported before the limit.
     assert_eq!(
-        decide_lane_create(&build.state, &small, &request, &evidence()),
+        decide_lane_create(&ledger.state, &small, &request, &evidence()),
         Err(lane_refused::exists("l1", LaneState::Pending))
     );
 }
@@ -488,11 +384,11 @@ fn create_needs_an_active_run_a_new_id_and_room() {
 #[test]
 fn a_child_lane_stays_within_its_parents_scope() {
     let policy = Policy::default();
-    let mut build = Build::running();
-    build.lane("build", json!(["src"]));
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("build", json!(["src"]));
     // A write scope that only a hand-made receipt could hold.
-    build.lane("odd", json!(["src/"]));
-    let child = |parent: &str, scope: Value| {
+    ledger.scoped_lane("odd", json!(["src/"]));
+    let create_child = |state: &CoordinatorState, parent: &str, scope: Value| {
         let input = with(
             with(
                 with(create_input(), "lane_id", json!("fix")),
@@ -502,67 +398,29 @@ fn a_child_lane_stays_within_its_parents_scope() {
             "parent_lane_id",
             json!(parent),
         );
-        precheck_lane_create(&input, &evidence(), lexical).unwrap()
+        let request = precheck_lane_create(&input, &evidence(), lexical).unwrap();
+        decide_lane_create(state, &policy, &request, &evidence())
     };
-    assert!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("build", json!(["src/a"])),
-            &evidence()
-        )
-        .is_ok()
-    );
-    assert!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("build", json!([])),
-            &evidence()
-        )
-        .is_ok()
-    );
+    assert!(create_child(&ledger.state, "build", json!(["src/a"])).is_ok());
+    assert!(create_child(&ledger.state, "build", json!([])).is_ok());
     assert_eq!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("build", json!(["src/a", "lib"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "build", json!(["src/a", "lib"])),
         Err(invalid_msg(
             "child lane write scope must be equal to or narrower than its parent's"
         ))
     );
     assert_eq!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("odd", json!(["src"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "odd", json!(["src"])),
         Err(invalid_msg(
             "parent lane write scope is malformed: write scope must be canonical and relative"
         ))
     );
     // As in the reference, the parent need not exist; then nothing narrows.
-    assert!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("elsewhere", json!(["lib"])),
-            &evidence()
-        )
-        .is_ok()
-    );
+    assert!(create_child(&ledger.state, "elsewhere", json!(["lib"])).is_ok());
     // The reference's in-lock refusals keep their precedence.
-    build.lane("fix", json!([]));
+    ledger.scoped_lane("fix", json!([]));
     assert_eq!(
-        decide_lane_create(
-            &build.state,
-            &policy,
-            &child("build", json!(["lib"])),
-            &evidence()
-        ),
+        create_child(&ledger.state, "build", json!(["lib"])),
         Err(lane_refused::exists("fix", LaneState::Pending))
     );
 }
@@ -636,7 +494,7 @@ fn the_transition_table() {
     ];
     for (command, sources, event_type, target) in expected {
         for from in LaneState::ALL {
-            let state = Build::with_lane_in(from);
+            let state = state_with_lane_in(from);
             let mut request = transition(command, &ev);
             request.changed_paths = Some(&paths);
             let result = decide_lane_transition(&state, &request, lexical);
@@ -693,98 +551,77 @@ fn transition_checks_run_in_the_reference_order() {
     let mut request = transition(LaneCommand::Start, &ev);
     request.lane_id = "ghost";
     assert_eq!(
-        decide_lane_transition(&Build::planned().state, &request, lexical),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Planned,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        decide_lane_transition(&Ledger::planned(&[]).state, &request, lexical),
+        Err(needs_active_run(RunState::Planned))
     );
-    let mut build = Build::running();
-    build.lane("l1", json!(["src"]));
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("l1", json!(["src"]));
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(lane_refused::missing("ghost", &["l1"]))
     );
     // A foreign agent on a live lane; on a terminal lane "not active" wins.
     let mut request = transition(LaneCommand::Start, &ev);
     request.agent_id = "agent-2";
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
-    build.step("lane_cancelled", "l1", "pending", "cancelled");
+    ledger.step("lane_cancelled", "l1", "pending", "cancelled");
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(lane_refused::inactive("l1", LaneState::Cancelled))
     );
     // Agent ownership before the source state.
-    let mut build = Build::running();
-    build.lane("l1", json!(["src"]));
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("l1", json!(["src"]));
     let mut request = transition(LaneCommand::StartupAck, &ev);
     request.agent_id = "agent-2";
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
     // Lanes move in a recovering run too.
-    build.event(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
     assert!(
-        decide_lane_transition(&build.state, &transition(LaneCommand::Start, &ev), lexical).is_ok()
+        decide_lane_transition(&ledger.state, &transition(LaneCommand::Start, &ev), lexical)
+            .is_ok()
     );
 }
 
 #[test]
 fn probe_ack_after_an_interrupt_is_fenced() {
     let ev = evidence();
-    let mut build = Build::running();
-    build
-        .lane("l1", json!(["src"]))
-        .started("l1")
-        .recovering("l1");
+    let mut ledger = Ledger::running(&[]);
+    ledger
+        .scoped_lane("l1", json!(["src"]))
+        .start_lane("l1")
+        .probe_lane("l1");
+    let probe_ack = |state: &CoordinatorState| {
+        decide_lane_transition(state, &transition(LaneCommand::ProbeAck, &ev), lexical)
+    };
     // Before any interrupt the ACK revives the lane.
-    let intents = decide_lane_transition(
-        &build.state,
-        &transition(LaneCommand::ProbeAck, &ev),
-        lexical,
-    )
-    .unwrap();
+    let intents = probe_ack(&ledger.state).unwrap();
     assert_eq!(intents[0].event_type, "probe_acknowledged");
     // decisions.md 9: after interrupt-result, refused (exit 5).
-    build.step("agent_interrupted", "l1", "recovering", "recovering");
+    ledger.step("agent_interrupted", "l1", "recovering", "recovering");
     assert_eq!(
-        decide_lane_transition(
-            &build.state,
-            &transition(LaneCommand::ProbeAck, &ev),
-            lexical
-        ),
+        probe_ack(&ledger.state),
         Err(conflict_msg(
             "an interrupted agent cannot acknowledge the probe"
         ))
     );
     // A second interrupt keeps the fence; fail/block/cancel stay possible.
-    build.step("agent_interrupted", "l1", "recovering", "recovering");
-    assert!(
-        decide_lane_transition(
-            &build.state,
-            &transition(LaneCommand::ProbeAck, &ev),
-            lexical
-        )
-        .is_err()
-    );
+    ledger.step("agent_interrupted", "l1", "recovering", "recovering");
+    assert!(probe_ack(&ledger.state).is_err());
     for command in [LaneCommand::Fail, LaneCommand::Block, LaneCommand::Cancel] {
-        assert!(decide_lane_transition(&build.state, &transition(command, &ev), lexical).is_ok());
+        assert!(decide_lane_transition(&ledger.state, &transition(command, &ev), lexical).is_ok());
     }
     // The ordinary checks still come first.
     let mut request = transition(LaneCommand::ProbeAck, &ev);
     request.agent_id = "agent-2";
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(lane_refused::not_owner("l1", "agent-2", "agent-1"))
     );
 }
@@ -801,17 +638,34 @@ fn complete(
     decide_lane_transition(state, &request, lexical)
 }
 
-fn running_lane(scope: Value) -> Build {
-    let mut build = Build::running();
-    build.lane("l1", scope).started("l1");
-    build
+/// Completing lane l1 with each of `changed_paths` is refused with
+/// `refusal`.
+#[track_caller]
+fn assert_completion_refused(
+    state: &CoordinatorState,
+    changed_paths: &[&[&str]],
+    refusal: &Result<Vec<Intent>, FlowError>,
+) {
+    for paths in changed_paths {
+        assert_eq!(
+            &complete(state, &evidence(), json!(paths)),
+            refusal,
+            "{paths:?}"
+        );
+    }
+}
+
+fn running_lane(scope: Value) -> Ledger {
+    let mut ledger = Ledger::running(&[]);
+    ledger.scoped_lane("l1", scope).start_lane("l1");
+    ledger
 }
 
 #[test]
 fn complete_records_the_changed_paths() {
-    let build = running_lane(json!(["src", "docs/api"]));
+    let ledger = running_lane(json!(["src", "docs/api"]));
     let intents = complete(
-        &build.state,
+        &ledger.state,
         &evidence(),
         json!(["src/a.rs", "docs/api", "src"]),
     )
@@ -828,51 +682,51 @@ fn complete_records_the_changed_paths() {
 fn a_heartbeat_is_never_completion_evidence() {
     let beat = json!([{"kind": "heartbeat", "summary": "still working"}]);
     let later = json!([{"kind": "heartbeat", "summary": "still working, later"}]);
-    let mut build = running_lane(json!(["src"]));
-    build.heartbeat("l1", &beat);
+    let mut ledger = running_lane(json!(["src"]));
+    ledger.digested_heartbeat("l1", &beat);
     assert_eq!(
-        complete(&build.state, &beat, json!(["src/a.rs"])),
+        complete(&ledger.state, &beat, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
     // Stricter than the reference (which only compares with this lane's
     // latest liveness evidence, §7): an older heartbeat of the same lane...
-    build.heartbeat("l1", &later);
+    ledger.digested_heartbeat("l1", &later);
     assert_eq!(
-        complete(&build.state, &later, json!(["src/a.rs"])),
+        complete(&ledger.state, &later, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
     assert_eq!(
-        complete(&build.state, &beat, json!(["src/a.rs"])),
+        complete(&ledger.state, &beat, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
     // ...and another lane's liveness evidence are refused too.
-    let mut build = running_lane(json!(["src"]));
-    build
-        .lane("l2", json!(["src"]))
-        .started("l2")
-        .heartbeat("l2", &beat);
+    let mut ledger = running_lane(json!(["src"]));
+    ledger
+        .scoped_lane("l2", json!(["src"]))
+        .start_lane("l2")
+        .digested_heartbeat("l2", &beat);
     assert_eq!(
-        complete(&build.state, &beat, json!(["src/a.rs"])),
+        complete(&ledger.state, &beat, json!(["src/a.rs"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
     // Completion evidence of its own completes the lane.
     let result = json!([{"kind": "test", "summary": "tests passed"}]);
-    assert!(complete(&build.state, &result, json!(["src/a.rs"])).is_ok());
+    assert!(complete(&ledger.state, &result, json!(["src/a.rs"])).is_ok());
     // The liveness check comes before the changed-path rules.
-    let mut build = running_lane(json!(["src"]));
-    build.heartbeat("l1", &beat);
+    let mut ledger = running_lane(json!(["src"]));
+    ledger.digested_heartbeat("l1", &beat);
     assert_eq!(
-        complete(&build.state, &beat, json!(["elsewhere"])),
+        complete(&ledger.state, &beat, json!(["elsewhere"])),
         Err(invalid_msg("liveness evidence cannot complete a lane"))
     );
 }
 
 #[test]
 fn complete_validates_the_evidence_before_digesting_it() {
-    let build = running_lane(json!(["src"]));
+    let ledger = running_lane(json!(["src"]));
     let bad = json!([{"kind": "k", "summary": "s", "token": "x"}]);
     assert_eq!(
-        complete(&build.state, &bad, json!(["elsewhere"])),
+        complete(&ledger.state, &bad, json!(["elsewhere"])),
         Err(invalid_msg(
             "evidence reference contains unsupported fields"
         ))
@@ -881,40 +735,38 @@ fn complete_validates_the_evidence_before_digesting_it() {
 
 #[test]
 fn changed_paths_must_already_be_canonical() {
-    let build = running_lane(json!(["src"]));
-    for paths in [
-        json!(["./src/a"]),
-        json!(["src/a/"]),
-        json!(["src//a"]),
-        json!(["src/./a"]),
-        json!(["src/a", "src/a"]),
-    ] {
-        assert_eq!(
-            complete(&build.state, &evidence(), paths.clone()),
-            Err(invalid_msg("changed paths must already be canonical")),
-            "{paths}"
-        );
-    }
+    let ledger = running_lane(json!(["src"]));
+    assert_completion_refused(
+        &ledger.state,
+        &[
+            &["./src/a"],
+            &["src/a/"],
+            &["src//a"],
+            &["src/./a"],
+            &["src/a", "src/a"],
+        ],
+        &Err(invalid_msg("changed paths must already be canonical")),
+    );
     // Canonicaliser refusals pass through with their own message (exit 2).
     assert_eq!(
-        complete(&build.state, &evidence(), json!(["src/../x"])),
+        complete(&ledger.state, &evidence(), json!(["src/../x"])),
         Err(invalid_msg("write scope must not contain traversal"))
     );
     let many: Vec<String> = (0..33).map(|i| format!("src/{i}")).collect();
     assert_eq!(
-        complete(&build.state, &evidence(), json!(many)),
+        complete(&ledger.state, &evidence(), json!(many)),
         Err(invalid_msg("write_scope must be a bounded list"))
     );
     // Non-canonical beats out-of-scope (2 before 5).
     assert_eq!(
-        complete(&build.state, &evidence(), json!(["./other"])),
+        complete(&ledger.state, &evidence(), json!(["./other"])),
         Err(invalid_msg("changed paths must already be canonical"))
     );
     // A missing list is refused.
     let ev = evidence();
     let request = transition(LaneCommand::Complete, &ev);
     assert_eq!(
-        decide_lane_transition(&build.state, &request, lexical),
+        decide_lane_transition(&ledger.state, &request, lexical),
         Err(invalid_msg(
             "lane completion requires verified changed paths"
         ))
@@ -924,29 +776,27 @@ fn changed_paths_must_already_be_canonical() {
 #[test]
 fn changed_paths_must_stay_in_the_pinned_scope() {
     let outside = Err(conflict_msg("changed paths exceed the pinned lane scope"));
-    let build = running_lane(json!(["src", "docs/api"]));
-    for paths in [
-        json!(["srcx/a"]),
-        json!(["srcx"]),
-        json!(["docs"]),
-        json!(["docs/apix"]),
-        json!(["src/a", "lib/b"]),
-        json!(["."]),
-    ] {
-        assert_eq!(
-            complete(&build.state, &evidence(), paths.clone()),
-            outside,
-            "{paths}"
-        );
-    }
+    let ledger = running_lane(json!(["src", "docs/api"]));
+    assert_completion_refused(
+        &ledger.state,
+        &[
+            &["srcx/a"],
+            &["srcx"],
+            &["docs"],
+            &["docs/apix"],
+            &["src/a", "lib/b"],
+            &["."],
+        ],
+        &outside,
+    );
     // An empty scope allows only an empty change list.
-    let build = running_lane(json!([]));
-    assert!(complete(&build.state, &evidence(), json!([])).is_ok());
-    assert_eq!(complete(&build.state, &evidence(), json!(["a"])), outside);
+    let ledger = running_lane(json!([]));
+    assert!(complete(&ledger.state, &evidence(), json!([])).is_ok());
+    assert_eq!(complete(&ledger.state, &evidence(), json!(["a"])), outside);
     // A "." scope entry allows exactly "." (as in the reference).
-    let build = running_lane(json!(["."]));
-    assert!(complete(&build.state, &evidence(), json!(["."])).is_ok());
-    assert_eq!(complete(&build.state, &evidence(), json!(["a"])), outside);
+    let ledger = running_lane(json!(["."]));
+    assert!(complete(&ledger.state, &evidence(), json!(["."])).is_ok());
+    assert_eq!(complete(&ledger.state, &evidence(), json!(["a"])), outside);
 }
 
 #[test]

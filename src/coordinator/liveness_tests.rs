@@ -8,10 +8,9 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::coordinator::{ReplayPolicy, RunOrigin};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, intents_json, needs_active_run};
 use crate::receipt::primitives::parse_timestamp;
-
-const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 
 fn t(text: &str) -> Instant {
     parse_timestamp(text).unwrap()
@@ -33,164 +32,90 @@ fn conflict_msg(message: &str) -> FlowError {
     FlowError::Conflict(message.into())
 }
 
-/// A run built event by event through the reducer.
-struct Run {
-    state: CoordinatorState,
-    sequence: u64,
+/// A running run with lane `build` (agent-1) created at 01:00:00Z:
+/// startup ACK due 01:00:30Z, command deadline 01:30:00Z.
+fn build_pending() -> Ledger {
+    let mut run = Ledger::running(&[]);
+    run.lane_with(
+        "build",
+        "agent-1",
+        json!({"assignment": "build it", "fallback": "main",
+               "command_deadline": "2026-07-14T01:30:00Z"}),
+    );
+    run
 }
 
-impl Run {
-    /// running, with lane `build` (agent-1) created at 01:00:00Z:
-    /// startup ACK due 01:00:30Z, command deadline 01:30:00Z.
-    fn new() -> Run {
-        let mut run = Run {
-            state: CoordinatorState::new(&RunOrigin {
-                owner_fingerprint: Some(FP.into()),
-                owner_epoch: 1,
-                approved_component_ids: vec![],
-            }),
-            sequence: 0,
-        };
-        run.event(json!({"event_type": "run_created", "to_state": "planned", "evidence_refs": []}));
-        run.event(
-            json!({"event_type": "plan_approved", "from_state": "planned", "to_state": "approved"}),
-        );
-        run.event(
-            json!({"event_type": "run_started", "from_state": "approved", "to_state": "running"}),
-        );
-        run.lane("build", "agent-1", 0);
-        run
+/// Lane `build` after the first `steps` of: pending -> starting
+/// (01:00:03Z) -> running (01:00:04Z) -> suspected_stall (01:03:00Z, "no
+/// fresh evidence") -> recovering (01:03:10Z, probe due 01:04:00Z).
+fn build_after(steps: usize) -> Ledger {
+    let stall = json!({"reason": "no fresh evidence", "evidence_refs": evidence("stall")});
+    let probe = json!({"metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}});
+    let path = [
+        ("lane_started", "pending", "starting", "01:00:03", json!({})),
+        ("startup_ack", "starting", "running", "01:00:04", json!({})),
+        (
+            "stall_suspected",
+            "running",
+            "suspected_stall",
+            "01:03:00",
+            stall,
+        ),
+        (
+            "probe_sent",
+            "suspected_stall",
+            "recovering",
+            "01:03:10",
+            probe,
+        ),
+    ];
+    let mut run = build_pending();
+    for (event_type, from, to, time, extra) in path.into_iter().take(steps) {
+        run.build_step(event_type, from, to, &format!("2026-07-14T{time}Z"), extra);
     }
+    run
+}
 
-    fn event(&mut self, fields: Value) {
-        self.sequence += 1;
-        let mut event = json!({
-            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
-            "sequence": self.sequence, "event_type": null, "from_state": null,
-            "to_state": null, "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
-            "manifest_hash": "0".repeat(64), "previous_checksum": "",
-            "checksum": format!("{:064x}", self.sequence),
-            "evidence_refs": evidence(&format!("event {}", self.sequence)),
-            "reason": null, "metadata": {"owner_epoch": 1},
-        });
-        for (k, v) in fields.as_object().unwrap() {
-            if k == "metadata" {
-                for (mk, mv) in v.as_object().unwrap() {
-                    event["metadata"][mk] = mv.clone();
-                }
-            } else {
-                event[k] = v.clone();
-            }
-        }
-        let policy = ReplayPolicy {
-            max_lanes: 64,
-            requires_parent: true,
-            approval_file: None,
-        };
-        self.state.apply(&event, &policy).unwrap();
-    }
+fn build_running() -> Ledger {
+    build_after(2)
+}
 
-    fn lane(&mut self, lane_id: &str, agent_id: &str, replacement_count: u64) {
-        self.event(json!({
-            "event_type": "lane_created", "lane_id": lane_id, "agent_id": agent_id,
-            "to_state": "pending",
-            "metadata": {
-                "assignment": "build it", "write_scope": ["src"], "fallback": "main",
-                "startup_ack_deadline": "2026-07-14T01:00:30Z",
-                "command_deadline": "2026-07-14T01:30:00Z",
-                "parent_lane_id": null, "replacement_count": replacement_count,
-            },
-        }));
-    }
+fn build_stalled() -> Ledger {
+    build_after(3)
+}
 
-    fn step(&mut self, event_type: &str, from: &str, to: &str, at: &str, extra: Value) {
+fn build_recovering() -> Ledger {
+    build_after(4)
+}
+
+/// Lane `build` of agent-1, the one lane of these runs.
+impl Ledger {
+    /// An event of lane `build` at `at`, with `extra` fields.
+    fn build_step(
+        &mut self,
+        event_type: &str,
+        from: &str,
+        to: &str,
+        at: &str,
+        extra: Value,
+    ) -> &mut Self {
         let mut fields = json!({
-            "event_type": event_type, "lane_id": "build", "agent_id": "agent-1",
+            "lane_id": "build", "agent_id": "agent-1",
             "from_state": from, "to_state": to, "timestamp": at,
         });
         for (k, v) in extra.as_object().unwrap() {
             fields[k] = v.clone();
         }
-        self.event(fields);
+        self.raw(event_type, fields)
     }
 
-    /// pending -> starting (01:00:03Z) -> running (01:00:04Z).
-    fn running(mut self) -> Run {
-        self.step(
-            "lane_started",
-            "pending",
-            "starting",
-            "2026-07-14T01:00:03Z",
-            json!({}),
-        );
-        self.step(
-            "startup_ack",
-            "starting",
-            "running",
-            "2026-07-14T01:00:04Z",
-            json!({}),
-        );
-        self
-    }
-
-    /// running -> suspected_stall at 01:03:00Z with reason "no fresh evidence".
-    fn stalled(mut self) -> Run {
-        self = self.running();
-        self.step(
-            "stall_suspected",
-            "running",
-            "suspected_stall",
-            "2026-07-14T01:03:00Z",
-            json!({"reason": "no fresh evidence", "evidence_refs": evidence("stall")}),
-        );
-        self
-    }
-
-    /// suspected_stall -> recovering at 01:03:10Z, probe due 01:04:00Z.
-    fn recovering(mut self) -> Run {
-        self = self.stalled();
-        self.step(
-            "probe_sent",
-            "suspected_stall",
-            "recovering",
-            "2026-07-14T01:03:10Z",
-            json!({"metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
-        );
-        self
-    }
-
-    /// Seal decided intents the way the pipeline does and replay them.
-    fn commit(&mut self, intents: Vec<Intent>) {
-        let values: Vec<Value> = intents
-            .iter()
-            .map(|i| {
-                let mut metadata = i.metadata.clone();
-                metadata.insert("owner_epoch".into(), json!(1));
-                json!({
-                    "event_type": i.event_type, "timestamp": i.timestamp, "owner_epoch": 1,
-                    "from_state": i.from_state, "to_state": i.to_state, "lane_id": i.lane_id,
-                    "agent_id": i.agent_id, "reason": i.reason,
-                    "evidence_refs": i.evidence_refs, "metadata": metadata,
-                })
-            })
-            .collect();
-        match values.as_slice() {
-            [single] => self.event(single.clone()),
-            [_, second] => self.event(json!({
-                "event_type": "transaction_committed", "timestamp": second["timestamp"],
-                "evidence_refs": [], "metadata": {"intents": values},
-            })),
-            _ => panic!("one or two intents"),
-        }
-    }
-
-    fn lane_record(&self) -> LaneRecord {
+    fn build_record(&self) -> LaneRecord {
         self.state.lane("build").unwrap().clone()
     }
 }
 
 fn lane_in(state: LaneState) -> LaneRecord {
-    let mut lane = Run::new().lane_record();
+    let mut lane = build_pending().build_record();
     lane.state = state;
     lane
 }
@@ -198,6 +123,38 @@ fn lane_in(state: LaneState) -> LaneRecord {
 fn eval(lane: &LaneRecord, now: Instant, command: CommandStatus) -> (LivenessAction, &'static str) {
     let d = evaluate(lane, &Policy::default(), now, command).unwrap();
     (d.action, d.reason)
+}
+
+/// The whole evaluation at `now` of a lane whose command state is unknown.
+fn evaluate_unknown(lane: &LaneRecord, now: &str) -> Result<LivenessDecision, FlowError> {
+    evaluate(lane, &Policy::default(), t(now), CommandStatus::Unknown)
+}
+
+/// Under `command`, the lane's action is `actions[0]` until just before
+/// `boundary` and `actions[1]` from it on.
+#[track_caller]
+fn assert_turns_at(
+    lane: &LaneRecord,
+    command: CommandStatus,
+    boundary: Instant,
+    actions: [LivenessAction; 2],
+) {
+    assert_eq!(eval(lane, boundary - us(1), command).0, actions[0]);
+    assert_eq!(eval(lane, boundary, command).0, actions[1]);
+}
+
+/// Under `command`, the lane's decision is `expected` at `boundary` and
+/// just after it.
+#[track_caller]
+fn assert_from(
+    lane: &LaneRecord,
+    command: CommandStatus,
+    boundary: Instant,
+    expected: (LivenessAction, &str),
+) {
+    for now in [boundary, boundary + us(1)] {
+        assert_eq!(eval(lane, now, command), expected, "{command:?} at {now}");
+    }
 }
 
 const ALL_STATUSES: [CommandStatus; 3] = [
@@ -249,18 +206,14 @@ fn a_starting_lane_stalls_at_its_startup_deadline() {
             eval(&lane, ack - us(1), status),
             (LivenessAction::Continue, "startup ACK is pending")
         );
-        for now in [ack, ack + us(1)] {
-            assert_eq!(
-                eval(&lane, now, status),
-                (LivenessAction::SuspectStall, "startup ACK deadline elapsed")
-            );
-        }
+        let elapsed = (LivenessAction::SuspectStall, "startup ACK deadline elapsed");
+        assert_from(&lane, status, ack, elapsed);
     }
 }
 
 #[test]
 fn a_running_lane_is_fresh_for_the_stall_window_after_its_last_event() {
-    let lane = Run::new().running().lane_record();
+    let lane = build_running().build_record();
     assert_eq!(lane.updated_at, "2026-07-14T01:00:04Z");
     let fresh_until = t("2026-07-14T01:02:04Z");
     for status in ALL_STATUSES {
@@ -288,52 +241,35 @@ fn a_running_lane_is_fresh_for_the_stall_window_after_its_last_event() {
 
 #[test]
 fn an_alive_command_is_observed_only_before_its_deadline() {
-    let lane = Run::new().running().lane_record();
+    let lane = build_running().build_record();
     let command = t("2026-07-14T01:30:00Z");
     assert_eq!(
         eval(&lane, command - us(1), CommandStatus::Alive).0,
         LivenessAction::ObserveCommand
     );
-    for now in [command, command + us(1)] {
-        assert_eq!(
-            eval(&lane, now, CommandStatus::Alive),
-            (LivenessAction::SuspectStall, "no fresh evidence")
-        );
-    }
+    let stale = (LivenessAction::SuspectStall, "no fresh evidence");
+    assert_from(&lane, CommandStatus::Alive, command, stale);
 }
 
 #[test]
 fn a_lease_extends_the_window_and_never_shortens_it() {
-    let mut lane = Run::new().running().lane_record();
+    let mut lane = build_running().build_record();
     // A lease beyond updated_at + 120 s ends the window.
+    let stall_after = [LivenessAction::Continue, LivenessAction::SuspectStall];
     lane.silence_lease_deadline = Some("2026-07-14T01:10:00Z".into());
     let lease = t("2026-07-14T01:10:00Z");
-    assert_eq!(
-        eval(&lane, lease - us(1), CommandStatus::Unknown).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, lease, CommandStatus::Unknown).0,
-        LivenessAction::SuspectStall
-    );
+    assert_turns_at(&lane, CommandStatus::Unknown, lease, stall_after);
     // A lease before updated_at + 120 s changes nothing.
     lane.silence_lease_deadline = Some("2026-07-14T01:01:00Z".into());
     let window_end = t("2026-07-14T01:02:04Z");
-    assert_eq!(
-        eval(&lane, window_end - us(1), CommandStatus::Unknown).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, window_end, CommandStatus::Unknown).0,
-        LivenessAction::SuspectStall
-    );
+    assert_turns_at(&lane, CommandStatus::Unknown, window_end, stall_after);
 }
 
 #[test]
 fn an_old_lease_keeps_counting_after_later_events() {
     // Heartbeat at 01:01:00Z with a lease to 01:10:00Z, then a stall cycle
     // ending in lane_recovered at 01:04:00Z: the old lease still holds.
-    let mut run = Run::new().running();
+    let mut run = build_running();
     let hb = Heartbeat {
         lane_id: "build".into(),
         agent_id: "agent-1".into(),
@@ -345,34 +281,29 @@ fn an_old_lease_keeps_counting_after_later_events() {
     };
     let intents = decide_heartbeat(&run.state, &Policy::default(), &hb, &evidence("hb")).unwrap();
     run.commit(intents);
-    run.step(
+    run.build_step(
         "stall_suspected",
         "running",
         "suspected_stall",
         "2026-07-14T01:03:00Z",
         json!({"reason": "suspect"}),
     );
-    run.step(
+    run.build_step(
         "lane_recovered",
         "suspected_stall",
         "running",
         "2026-07-14T01:04:00Z",
         json!({"reason": "answered"}),
     );
-    let lane = run.lane_record();
+    let lane = run.build_record();
     assert_eq!(lane.updated_at, "2026-07-14T01:04:00Z");
     assert_eq!(
         lane.silence_lease_deadline.as_deref(),
         Some("2026-07-14T01:10:00Z")
     );
-    assert_eq!(
-        eval(&lane, t("2026-07-14T01:09:59.999999Z"), CommandStatus::Dead).0,
-        LivenessAction::Continue
-    );
-    assert_eq!(
-        eval(&lane, t("2026-07-14T01:10:00Z"), CommandStatus::Dead).0,
-        LivenessAction::SuspectStall
-    );
+    let lease = t("2026-07-14T01:10:00Z");
+    let stall_after = [LivenessAction::Continue, LivenessAction::SuspectStall];
+    assert_turns_at(&lane, CommandStatus::Dead, lease, stall_after);
 }
 
 #[test]
@@ -380,7 +311,7 @@ fn a_suspected_stall_needs_a_probe() {
     for status in ALL_STATUSES {
         assert_eq!(
             eval(
-                &Run::new().stalled().lane_record(),
+                &build_stalled().build_record(),
                 t("2026-07-14T09:00:00Z"),
                 status
             ),
@@ -391,7 +322,7 @@ fn a_suspected_stall_needs_a_probe() {
 
 #[test]
 fn a_recovering_lane_waits_for_both_deadlines() {
-    let mut lane = Run::new().recovering().lane_record();
+    let mut lane = build_recovering().build_record();
     let probe = t("2026-07-14T01:04:00Z");
     let command = t("2026-07-14T01:30:00Z");
     for status in ALL_STATUSES {
@@ -403,37 +334,25 @@ fn a_recovering_lane_waits_for_both_deadlines() {
         }
     }
     // Both passed: dead and unknown now differ.
-    for now in [command, command + us(1)] {
-        assert_eq!(
-            eval(&lane, now, CommandStatus::Unknown),
-            (
-                LivenessAction::ObserveCommand,
-                "command state must be observed before interrupt"
-            )
-        );
-        for status in [CommandStatus::Alive, CommandStatus::Dead] {
-            assert_eq!(
-                eval(&lane, now, status),
-                (LivenessAction::Interrupt, "recovery deadlines elapsed")
-            );
-        }
+    let observe = (
+        LivenessAction::ObserveCommand,
+        "command state must be observed before interrupt",
+    );
+    assert_from(&lane, CommandStatus::Unknown, command, observe);
+    for status in [CommandStatus::Alive, CommandStatus::Dead] {
+        let interrupt = (LivenessAction::Interrupt, "recovery deadlines elapsed");
+        assert_from(&lane, status, command, interrupt);
     }
     // A probe deadline after the command deadline is the one that counts.
     lane.probe_deadline = Some("2026-07-14T01:40:00Z".into());
     let late_probe = t("2026-07-14T01:40:00Z");
-    assert_eq!(
-        eval(&lane, late_probe - us(1), CommandStatus::Dead).0,
-        LivenessAction::AwaitProbe
-    );
-    assert_eq!(
-        eval(&lane, late_probe, CommandStatus::Dead).0,
-        LivenessAction::Interrupt
-    );
+    let interrupt_after = [LivenessAction::AwaitProbe, LivenessAction::Interrupt];
+    assert_turns_at(&lane, CommandStatus::Dead, late_probe, interrupt_after);
 }
 
 #[test]
 fn a_replaced_lineage_falls_back_to_the_main_session() {
-    let mut lane = Run::new().recovering().lane_record();
+    let mut lane = build_recovering().build_record();
     let after = t("2026-07-14T01:30:00Z");
     for count in [
         json!(1),
@@ -469,7 +388,7 @@ fn a_replaced_lineage_falls_back_to_the_main_session() {
 
 #[test]
 fn the_windows_come_from_the_run_manifest() {
-    let lane = Run::new().running().lane_record();
+    let lane = build_running().build_record();
     let updated = t("2026-07-14T01:00:04Z");
     let policy = Policy {
         suspected_stall_seconds: 0,
@@ -502,7 +421,7 @@ fn unusable_stored_timestamps_are_contract_errors() {
     let timestamp = invalid_msg("timestamp must be UTC ISO-8601 ending in Z");
     // A receipt may carry a null command deadline: only the rows that need
     // it fail.
-    let mut lane = Run::new().running().lane_record();
+    let mut lane = build_running().build_record();
     lane.command_deadline = None;
     assert_eq!(
         eval(&lane, t("2026-07-14T01:01:00Z"), CommandStatus::Alive).0,
@@ -515,26 +434,16 @@ fn unusable_stored_timestamps_are_contract_errors() {
         );
     }
     // The stored shape passes the receipt regex but is no calendar day.
-    let mut lane = Run::new().running().lane_record();
+    let mut lane = build_running().build_record();
     lane.silence_lease_deadline = Some("2026-02-30T00:00:00Z".into());
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("2026-07-14T01:00:05Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "2026-07-14T01:00:05Z"),
         Err(timestamp.clone())
     );
-    let mut lane = Run::new().recovering().lane_record();
+    let mut lane = build_recovering().build_record();
     lane.probe_deadline = None;
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("2026-07-14T01:00:05Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "2026-07-14T01:00:05Z"),
         Err(timestamp)
     );
 }
@@ -542,15 +451,10 @@ fn unusable_stored_timestamps_are_contract_errors() {
 #[test]
 fn a_window_past_the_representable_range_is_refused_not_a_crash() {
     let out = invalid_msg("liveness window exceeds the timestamp range");
-    let mut lane = Run::new().running().lane_record();
+    let mut lane = build_running().build_record();
     lane.updated_at = "9999-12-31T23:58:00Z".into();
     assert_eq!(
-        evaluate(
-            &lane,
-            &Policy::default(),
-            t("9999-12-31T23:59:00Z"),
-            CommandStatus::Unknown
-        ),
+        evaluate_unknown(&lane, "9999-12-31T23:59:00Z"),
         Err(out.clone())
     );
     // The last representable window end is fine.
@@ -576,7 +480,7 @@ fn a_window_past_the_representable_range_is_refused_not_a_crash() {
 
 #[test]
 fn liveness_check_finds_the_lane_before_reading_at() {
-    let run = Run::new().running();
+    let run = build_running();
     let policy = Policy::default();
     assert_eq!(
         check_lane(
@@ -626,7 +530,7 @@ fn liveness_check_finds_the_lane_before_reading_at() {
     }
     // Even a terminal lane needs a readable instant.
     let mut run = run;
-    run.step(
+    run.build_step(
         "lane_cancelled",
         "running",
         "cancelled",
@@ -643,7 +547,7 @@ fn liveness_check_finds_the_lane_before_reading_at() {
 
 #[test]
 fn active_lane_owner_checks_in_order() {
-    let mut run = Run::new();
+    let mut run = build_pending();
     assert_eq!(
         active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
         lane_refused::missing("nope", &["build"])
@@ -660,7 +564,7 @@ fn active_lane_owner_checks_in_order() {
         active_lane_owner(&replaced, "build", "agent-2").unwrap_err(),
         lane_refused::inactive("build", LaneState::Replaced)
     );
-    run.step(
+    run.build_step(
         "lane_cancelled",
         "pending",
         "cancelled",
@@ -672,20 +576,14 @@ fn active_lane_owner_checks_in_order() {
         lane_refused::inactive("build", LaneState::Cancelled)
     );
     // The run state comes first.
-    run.event(json!({"event_type": "run_blocked", "from_state": "running", "to_state": "blocked"}));
+    run.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         active_lane_owner(&run.state, "nope", "agent-1").unwrap_err(),
-        crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        )
+        needs_active_run(RunState::Blocked)
     );
     // Recovering runs are fine.
-    let mut run = Run::new();
-    run.event(json!({"event_type": "run_recovery_started", "from_state": "running", "to_state": "recovering"}));
+    let mut run = build_pending();
+    run.run_step("run_recovery_started", "running", "recovering");
     assert!(active_lane_owner(&run.state, "build", "agent-1").is_ok());
 }
 
@@ -787,7 +685,7 @@ fn heartbeat(patch: Value) -> Heartbeat {
 
 #[test]
 fn heartbeat_renews_the_lease_in_one_transaction() {
-    let mut run = Run::new().running();
+    let mut run = build_running();
     let ev = evidence("tests still running");
     let intents =
         decide_heartbeat(&run.state, &Policy::default(), &heartbeat(json!({})), &ev).unwrap();
@@ -814,9 +712,9 @@ fn heartbeat_renews_the_lease_in_one_transaction() {
         Value::Object(renewed.metadata.clone()),
         json!({"evidence_digest": digest, "silence_lease_deadline": "2026-07-14T01:15:00Z"})
     );
-    let completion_evidence = run.lane_record().evidence_refs;
+    let completion_evidence = run.build_record().evidence_refs;
     run.commit(intents);
-    let lane = run.lane_record();
+    let lane = run.build_record();
     assert_eq!(lane.state, LaneState::Running);
     assert_eq!(lane.updated_at, "2026-07-14T01:05:00Z");
     assert_eq!(
@@ -836,7 +734,7 @@ fn heartbeat_renews_the_lease_in_one_transaction() {
 fn heartbeat_needs_a_running_lane_of_an_active_run() {
     let policy = Policy::default();
     let ev = evidence("alive");
-    let run = Run::new();
+    let run = build_pending();
     assert_eq!(
         decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
         Err(conflict_msg("heartbeat requires a running lane"))
@@ -850,7 +748,7 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
         ),
         Err(lane_refused::not_owner("build", "agent-2", "agent-1"))
     );
-    for run in [Run::new().stalled(), Run::new().recovering()] {
+    for run in [build_stalled(), build_recovering()] {
         assert_eq!(
             decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
             Err(conflict_msg("heartbeat requires a running lane"))
@@ -859,7 +757,7 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
     // The state conflicts come before any input rule.
     assert_eq!(
         decide_heartbeat(
-            &Run::new().state,
+            &build_pending().state,
             &policy,
             &heartbeat(json!({"silence_lease_deadline": "2026-07-14T01:00:00Z", "reason": ""})),
             &json!([])
@@ -870,7 +768,7 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
 
 #[test]
 fn heartbeat_lease_bounds() {
-    let run = Run::new().running();
+    let run = build_running();
     let policy = Policy::default();
     let ev = evidence("alive");
     let order =
@@ -916,7 +814,7 @@ fn heartbeat_lease_bounds() {
 
 #[test]
 fn heartbeat_needs_fresh_evidence_and_a_reason() {
-    let mut run = Run::new().running();
+    let mut run = build_running();
     let policy = Policy::default();
     let ev = evidence("tests still running");
     assert_eq!(
@@ -990,6 +888,29 @@ fn bound_evidence(decision: &Map<String, Value>) -> Value {
     json!([{"kind": "liveness", "summary": "decision", "checksum": decision_checksum(decision).unwrap()}])
 }
 
+/// A stall decision for `reason` and the evidence binding it.
+fn bound_stall(reason: &str) -> (Map<String, Value>, Value) {
+    let decision = stall_decision(reason);
+    let evidence = bound_evidence(&decision);
+    (decision, evidence)
+}
+
+/// Agent-1's stall record of lane build at `at`, with `decision`'s reason.
+fn stall_record<'a>(
+    decision: &'a Map<String, Value>,
+    evidence: &'a Value,
+    at: &'a str,
+) -> StallRecord<'a> {
+    StallRecord {
+        lane_id: "build",
+        agent_id: "agent-1",
+        at,
+        reason: decision["reason"].as_str().unwrap(),
+        decision,
+        evidence,
+    }
+}
+
 #[test]
 fn the_decision_checksum_binds_the_object_as_given() {
     let decision = stall_decision("no fresh evidence");
@@ -1011,15 +932,11 @@ fn the_decision_checksum_binds_the_object_as_given() {
 
 #[test]
 fn stall_record_prechecks_in_order() {
-    let decision = stall_decision("no fresh evidence");
-    let ev = bound_evidence(&decision);
+    let (decision, ev) = bound_stall("no fresh evidence");
     let request = StallRecord {
         lane_id: "any id at all",
         agent_id: "not checked here",
-        at: "2026-07-14T01:03:00Z",
-        reason: "no fresh evidence",
-        decision: &decision,
-        evidence: &ev,
+        ..stall_record(&decision, &ev, "2026-07-14T01:03:00Z")
     };
     assert_eq!(
         precheck_stall_record(&request),
@@ -1089,18 +1006,10 @@ fn stall_record_prechecks_in_order() {
 
 #[test]
 fn stall_record_must_match_the_recomputed_decision_exactly() {
-    let run = Run::new().running();
+    let run = build_running();
     let policy = Policy::default();
-    let decision = stall_decision("no fresh evidence");
-    let ev = bound_evidence(&decision);
-    let request = StallRecord {
-        lane_id: "build",
-        agent_id: "agent-1",
-        at: "2026-07-14T01:02:04Z",
-        reason: "no fresh evidence",
-        decision: &decision,
-        evidence: &ev,
-    };
+    let (decision, ev) = bound_stall("no fresh evidence");
+    let request = stall_record(&decision, &ev, "2026-07-14T01:02:04Z");
     let stale = conflict_msg("liveness decision is stale or mismatched");
     // One microsecond earlier the lane was still fresh.
     assert_eq!(
@@ -1147,18 +1056,16 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     // The decision is recomputed with the command status unknown.
     let intents =
         decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")).unwrap();
-    assert_eq!(intents.len(), 1);
-    let intent = &intents[0];
-    assert_eq!(intent.event_type, "stall_suspected");
-    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("running"));
-    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("suspected_stall"));
-    assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:02:04Z"));
-    assert_eq!(intent.reason.as_deref(), Some("no fresh evidence"));
-    assert_eq!(intent.evidence_refs, ev);
-    assert!(intent.metadata.is_empty());
+    assert_eq!(
+        intents_json(&intents),
+        json!([{"event_type": "stall_suspected", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "running", "to_state": "suspected_stall",
+                "timestamp": "2026-07-14T01:02:04Z", "reason": "no fresh evidence",
+                "evidence_refs": ev, "metadata": {}}])
+    );
     let mut run = run;
     run.commit(intents);
-    assert_eq!(run.lane_record().state, LaneState::SuspectedStall);
+    assert_eq!(run.build_record().state, LaneState::SuspectedStall);
     // A stalled lane cannot be recorded again (its decision is send_probe).
     assert_eq!(
         decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")),
@@ -1168,24 +1075,9 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
 
 #[test]
 fn stall_record_from_a_starting_lane() {
-    let mut run = Run::new();
-    run.step(
-        "lane_started",
-        "pending",
-        "starting",
-        "2026-07-14T01:00:03Z",
-        json!({}),
-    );
-    let decision = stall_decision("startup ACK deadline elapsed");
-    let ev = bound_evidence(&decision);
-    let request = StallRecord {
-        lane_id: "build",
-        agent_id: "agent-1",
-        at: "2026-07-14T01:00:30Z",
-        reason: "startup ACK deadline elapsed",
-        decision: &decision,
-        evidence: &ev,
-    };
+    let mut run = build_after(1);
+    let (decision, ev) = bound_stall("startup ACK deadline elapsed");
+    let request = stall_record(&decision, &ev, "2026-07-14T01:00:30Z");
     let intents = decide_stall_record(
         &run.state,
         &Policy::default(),
@@ -1195,7 +1087,7 @@ fn stall_record_from_a_starting_lane() {
     .unwrap();
     assert_eq!(intents[0].from_state.map(|s| s.as_str()), Some("starting"));
     run.commit(intents);
-    assert_eq!(run.lane_record().state, LaneState::SuspectedStall);
+    assert_eq!(run.build_record().state, LaneState::SuspectedStall);
     // The owner checks come first.
     assert_eq!(
         decide_stall_record(
@@ -1266,23 +1158,18 @@ fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
     let policy = Policy::default();
     let ev = evidence("agent answered");
     assert_eq!(
-        decide_stall_clear(&Run::new().running().state, &policy, &step(&ev), "answered"),
+        decide_stall_clear(&build_running().state, &policy, &step(&ev), "answered"),
         Err(conflict_msg(
             "current state does not allow lifecycle intent"
         ))
     );
     assert_eq!(
-        decide_stall_clear(
-            &Run::new().recovering().state,
-            &policy,
-            &step(&ev),
-            "answered"
-        ),
+        decide_stall_clear(&build_recovering().state, &policy, &step(&ev), "answered"),
         Err(conflict_msg(
             "current state does not allow lifecycle intent"
         ))
     );
-    let mut run = Run::new().stalled();
+    let mut run = build_stalled();
     assert_eq!(
         decide_stall_clear(&run.state, &policy, &step(&json!([])), "answered"),
         Err(invalid_msg("liveness evidence is required"))
@@ -1322,7 +1209,7 @@ fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
         Some("2026-07-14T01:03:30Z")
     );
     run.commit(intents);
-    let lane = run.lane_record();
+    let lane = run.build_record();
     assert_eq!(lane.state, LaneState::Running);
     assert_eq!(lane.last_event_type, "lane_recovered");
     assert!(run.state.is_liveness_evidence(&ev));
@@ -1381,18 +1268,18 @@ fn probe_sent_deadline_within_the_grace() {
         decide_probe_sent(state, &policy, &s, deadline, (at, t(deadline)))
     };
     assert_eq!(
-        decide(&Run::new().running().state, "2026-07-14T01:04:00Z"),
+        decide(&build_running().state, "2026-07-14T01:04:00Z"),
         Err(conflict_msg(
             "current state does not allow lifecycle intent"
         ))
     );
     assert_eq!(
-        decide(&Run::new().recovering().state, "2026-07-14T01:04:00Z"),
+        decide(&build_recovering().state, "2026-07-14T01:04:00Z"),
         Err(conflict_msg(
             "current state does not allow lifecycle intent"
         ))
     );
-    let run = Run::new().stalled();
+    let run = build_stalled();
     let grace = invalid_msg("probe deadline must be within the manifest probe grace");
     for deadline in [
         "2026-07-14T01:03:10Z",
@@ -1423,11 +1310,11 @@ fn probe_sent_deadline_within_the_grace() {
     );
     let mut run = run;
     run.commit(intents);
-    let lane = run.lane_record();
+    let lane = run.build_record();
     assert_eq!(lane.state, LaneState::Recovering);
     assert_eq!(lane.probe_deadline.as_deref(), Some("2026-07-14T01:04:10Z"));
     // The grace comes from the run's manifest.
-    let run = Run::new().stalled();
+    let run = build_stalled();
     let tight = Policy {
         probe_grace_seconds: 10,
         ..Policy::default()
@@ -1502,10 +1389,10 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
     };
     let at = t(at_text);
     assert_eq!(
-        decide_interrupt_result(&Run::new().stalled().state, &policy, &s, at),
+        decide_interrupt_result(&build_stalled().state, &policy, &s, at),
         Err(conflict_msg("interrupt requires a recovering lane"))
     );
-    let mut run = Run::new().recovering();
+    let mut run = build_recovering();
     let refused = conflict_msg("liveness policy does not authorize interrupt");
     // The command deadline has not passed one microsecond earlier.
     assert_eq!(
@@ -1521,15 +1408,14 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         Err(refused)
     );
     let intents = decide_interrupt_result(&run.state, &policy, &s, at).unwrap();
-    assert_eq!(intents.len(), 1);
-    let intent = &intents[0];
-    assert_eq!(intent.event_type, "agent_interrupted");
-    assert_eq!(intent.from_state.map(|s| s.as_str()), Some("recovering"));
-    assert_eq!(intent.to_state.map(|s| s.as_str()), Some("recovering"));
-    assert_eq!(intent.reason.as_deref(), Some("native interrupt recorded"));
-    assert!(intent.metadata.is_empty());
+    assert_eq!(
+        intents_json(&intents),
+        json!([{"event_type": "agent_interrupted", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "recovering", "to_state": "recovering", "timestamp": at_text,
+                "reason": "native interrupt recorded", "evidence_refs": ev, "metadata": {}}])
+    );
     run.commit(intents);
-    assert_eq!(run.lane_record().last_event_type, "agent_interrupted");
+    assert_eq!(run.build_record().last_event_type, "agent_interrupted");
     // Repeatable.
     let again = LaneStep {
         at: "2026-07-14T01:31:00Z",

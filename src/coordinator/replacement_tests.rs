@@ -8,167 +8,21 @@ use crate::coordinator::replacement_refusal::ReplacementRefusal as Refused;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::{ReplayError, ReplayPolicy, RunOrigin};
-
-const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
-
-fn ev(summary: &str) -> Value {
-    json!([{"kind": "test", "summary": summary}])
-}
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, intents_json, needs_active_run};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
 }
 
-/// A replayed run built event by event, signed by one owner at epoch 1.
-struct Ledger {
-    state: CoordinatorState,
-    policy: ReplayPolicy,
-}
-
+/// The lane stages a replacement starts from.
 impl Ledger {
-    /// A running run.
-    fn running() -> Ledger {
-        let mut ledger = Ledger {
-            state: CoordinatorState::new(&RunOrigin {
-                owner_fingerprint: Some(FP.into()),
-                owner_epoch: 1,
-                approved_component_ids: vec!["runtime".into()],
-            }),
-            policy: ReplayPolicy::default(),
-        };
-        ledger
-            .raw(
-                "run_created",
-                json!({"to_state": "planned", "evidence_refs": []}),
-            )
-            .raw(
-                "plan_approved",
-                json!({"from_state": "planned", "to_state": "approved"}),
-            )
-            .raw(
-                "run_started",
-                json!({"from_state": "approved", "to_state": "running"}),
-            );
-        ledger
-    }
-
-    /// A complete event from `fields` (metadata gets the owner epoch).
-    fn event(&self, event_type: &str, fields: Value) -> Value {
-        let sequence = self.state.last_sequence() + 1;
-        let mut event = json!({
-            "schema_version": 1, "run_id": "run-1", "lane_id": null, "agent_id": null,
-            "sequence": sequence, "event_type": event_type, "from_state": null,
-            "to_state": null, "timestamp": "2026-07-14T01:00:00Z", "owner_token": FP,
-            "manifest_hash": "0".repeat(64), "previous_checksum": "",
-            "checksum": format!("{sequence:064x}"),
-            "evidence_refs": ev(&format!("evidence {sequence}")), "reason": null,
-            "metadata": {"owner_epoch": 1},
-        });
-        for (key, value) in fields.as_object().unwrap() {
-            if key == "metadata" {
-                for (k, v) in value.as_object().unwrap() {
-                    event["metadata"][k] = v.clone();
-                }
-            } else {
-                event[key] = value.clone();
-            }
-        }
-        event
-    }
-
-    fn try_raw(&mut self, event_type: &str, fields: Value) -> Result<(), ReplayError> {
-        let event = self.event(event_type, fields);
-        self.state.apply(&event, &self.policy)
-    }
-
-    #[track_caller]
-    fn raw(&mut self, event_type: &str, fields: Value) -> &mut Self {
-        if let Err(e) = self.try_raw(event_type, fields) {
-            panic!("{event_type} refused by replay: {e}");
-        }
-        self
-    }
-
-    /// Seal intents the way the pipeline does (one event, or a
-    /// `transaction_committed` envelope for two) and replay them.
-    #[track_caller]
-    fn commit(&mut self, intents: Vec<Intent>) -> &mut Self {
-        let values: Vec<Value> = intents.iter().map(intent_value).collect();
-        let event = match values.as_slice() {
-            [single] => {
-                let mut fields = single.clone();
-                fields.as_object_mut().unwrap().remove("owner_epoch");
-                self.event(intents[0].event_type.as_str(), fields)
-            }
-            [_, second] => self.event(
-                "transaction_committed",
-                json!({"timestamp": second["timestamp"], "evidence_refs": [],
-                       "metadata": {"intents": values}}),
-            ),
-            _ => panic!("one or two intents"),
-        };
-        if let Err(e) = self.state.apply(&event, &self.policy) {
-            panic!("decision refused by replay: {e}");
-        }
-        self
-    }
-
-    fn lane(&mut self, id: &str, agent: &str, extra: Value) -> &mut Self {
-        let mut metadata = json!({
-            "assignment": format!("Work on {id}"), "write_scope": ["src"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": null,
-            "replacement_count": 0,
-        });
-        for (k, v) in extra.as_object().unwrap() {
-            metadata[k] = v.clone();
-        }
-        self.raw(
-            "lane_created",
-            json!({"lane_id": id, "agent_id": agent, "to_state": "pending",
-                   "metadata": metadata}),
-        )
-    }
-
-    fn step(&mut self, event_type: &str, id: &str, from: &str, to: &str) -> &mut Self {
-        self.raw(
-            event_type,
-            json!({"lane_id": id, "from_state": from, "to_state": to}),
-        )
-    }
-
-    fn run_lane(&mut self, id: &str) -> &mut Self {
-        self.step("lane_started", id, "pending", "starting").step(
-            "startup_ack",
-            id,
-            "starting",
-            "running",
-        )
-    }
-
-    /// running -> suspected_stall -> recovering (probe sent).
-    fn probe_lane(&mut self, id: &str) -> &mut Self {
-        self.step("stall_suspected", id, "running", "suspected_stall")
-            .raw(
-                "probe_sent",
-                json!({"lane_id": id, "from_state": "suspected_stall",
-                       "to_state": "recovering",
-                       "metadata": {"probe_deadline": "2026-07-14T01:07:00Z"}}),
-            )
-    }
-
-    fn interrupt_lane(&mut self, id: &str) -> &mut Self {
-        self.probe_lane(id)
-            .step("agent_interrupted", id, "recovering", "recovering")
-    }
-
     /// Run, lane `build` (agent-1, scope `src`) interrupted.
     fn interrupted() -> Ledger {
-        let mut ledger = Ledger::running();
+        let mut ledger = Ledger::running(&["runtime"]);
         ledger
-            .lane("build", "agent-1", json!({}))
-            .run_lane("build")
+            .lane_with("build", "agent-1", json!({}))
+            .start_lane("build")
             .interrupt_lane("build");
         ledger
     }
@@ -176,19 +30,6 @@ impl Ledger {
     fn lane_json(&self, id: &str) -> Value {
         self.state.lane(id).unwrap().to_json()
     }
-}
-
-/// The ten intent keys, as the pipeline normalises them.
-fn intent_value(intent: &Intent) -> Value {
-    let mut metadata = intent.metadata.clone();
-    metadata.insert("owner_epoch".into(), json!(1));
-    json!({
-        "agent_id": intent.agent_id, "event_type": intent.event_type,
-        "evidence_refs": intent.evidence_refs, "from_state": intent.from_state,
-        "lane_id": intent.lane_id, "metadata": metadata, "owner_epoch": 1,
-        "reason": intent.reason, "timestamp": intent.timestamp,
-        "to_state": intent.to_state,
-    })
 }
 
 fn reassign_input() -> Value {
@@ -202,7 +43,9 @@ fn reassign_input() -> Value {
     })
 }
 
-fn with(mut input: Value, key: &str, value: Value) -> Value {
+/// `reassign_input()` with `key` set to `value`.
+fn reassign_with(key: &str, value: Value) -> Value {
+    let mut input = reassign_input();
     input[key] = value;
     input
 }
@@ -222,12 +65,69 @@ fn precheck(input: &Value, evidence: &Value) -> Result<Reassign, FlowError> {
     precheck_reassign(input, evidence, identity_scope)
 }
 
-fn bad(message: &str) -> Result<Reassign, FlowError> {
+fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
+}
+
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Replacement(reason))
+}
+
+/// A lineage step refused because `lane_id` is not `replaced` (`state`).
+fn not_replaced<T>(
+    command: LineageCommand,
+    lane_id: &str,
+    state: Option<LaneState>,
+) -> Result<T, FlowError> {
+    refused(Refused::NotReplaced {
+        command,
+        lane_id: lane_id.into(),
+        state,
+    })
+}
+
+/// A repair or block of build naming `given`, where build reserved build-2.
+fn not_reserved<T>(command: LineageCommand, given: &str) -> Result<T, FlowError> {
+    refused(Refused::NotReserved {
+        command,
+        lane_id: "build".into(),
+        given: given.into(),
+        reserved: Some("build-2".into()),
+    })
+}
+
+/// The reserved child `replacement_lane_id` exists (pending).
+fn exists<T>(replacement_lane_id: &str) -> Result<T, FlowError> {
+    refused(Refused::ReplacementExists {
+        replacement_lane_id: replacement_lane_id.into(),
+        state: LaneState::Pending,
+    })
 }
 
 fn request() -> Reassign {
     precheck(&reassign_input(), &checkpoint_evidence()).unwrap()
+}
+
+/// The reassign decision for `request()` under the default policy, with
+/// checkpoint evidence.
+fn reassign(ledger: &Ledger) -> Result<Vec<Intent>, FlowError> {
+    decide_reassign(
+        &ledger.state,
+        &Policy::default(),
+        &request(),
+        &checkpoint_evidence(),
+    )
+}
+
+/// The creation metadata of the replacement `build-2` that a reassign, or
+/// a repair of its reservation, proposes.
+fn child_metadata() -> Value {
+    json!({
+        "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
+        "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
+        "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
+        "replacement_count": 1,
+    })
 }
 
 fn lineage(lane: &str, replacement: &str) -> Lineage {
@@ -244,7 +144,7 @@ fn lineage(lane: &str, replacement: &str) -> Lineage {
 fn reassign_input_must_match_the_field_contract() {
     let mut missing = reassign_input();
     missing.as_object_mut().unwrap().remove("decided_at");
-    let extra = with(reassign_input(), "fallback", json!("x"));
+    let extra = reassign_with("fallback", json!("x"));
     for input in [missing, extra, json!({})] {
         assert_eq!(
             precheck(&input, &checkpoint_evidence()),
@@ -256,37 +156,28 @@ fn reassign_input_must_match_the_field_contract() {
 #[test]
 fn reassign_ids_are_checked_first_and_in_order() {
     let ev = checkpoint_evidence();
-    let input = with(reassign_input(), "lane_id", json!("../x"));
     // Even with every later field broken, the first id decides.
-    let mut worst = with(input.clone(), "replacement_agent_id", json!(7));
+    let mut worst = reassign_with("lane_id", json!("../x"));
+    worst["replacement_agent_id"] = json!(7);
     worst["replacement_assignment"] = json!("");
     assert_eq!(
         precheck(&worst, &json!([])),
         bad("lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(&with(reassign_input(), "lane_id", json!(null)), &ev),
+        precheck(&reassign_with("lane_id", json!(null)), &ev),
         bad("lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_lane_id", json!("")),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_lane_id", json!("")), &ev),
         bad("replacement lane id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_agent_id", json!(["a"])),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_agent_id", json!(["a"])), &ev),
         bad("replacement agent id must match the identifier contract")
     );
     assert_eq!(
-        precheck(
-            &with(reassign_input(), "replacement_lane_id", json!("build")),
-            &ev
-        ),
+        precheck(&reassign_with("replacement_lane_id", json!("build")), &ev),
         bad("replacement lane id must differ from original")
     );
 }
@@ -296,30 +187,19 @@ fn reassign_assignment_must_name_the_checkpoint() {
     let ev = checkpoint_evidence();
     for empty in [json!(""), json!("  \n"), json!(null), json!(3)] {
         assert_eq!(
-            precheck(
-                &with(reassign_input(), "replacement_assignment", empty),
-                &ev
-            ),
+            precheck(&reassign_with("replacement_assignment", empty), &ev),
             bad("replacement assignment must be non-empty")
         );
     }
     assert_eq!(
         precheck(
-            &with(
-                reassign_input(),
-                "replacement_assignment",
-                json!("Resume build")
-            ),
+            &reassign_with("replacement_assignment", json!("Resume build")),
             &ev
         ),
         bad("replacement assignment must identify recovered checkpoint context")
     );
     // Case-insensitive.
-    let upper = with(
-        reassign_input(),
-        "replacement_assignment",
-        json!("Resume from CHECKPOINT 3"),
-    );
+    let upper = reassign_with("replacement_assignment", json!("Resume from CHECKPOINT 3"));
     assert!(precheck(&upper, &ev).is_ok());
 }
 
@@ -351,7 +231,7 @@ fn reassign_needs_checkpoint_recovery_evidence() {
 
 #[test]
 fn reassign_scope_comes_after_evidence_and_before_deadlines() {
-    let broken_deadline = with(reassign_input(), "decided_at", json!("yesterday"));
+    let broken_deadline = reassign_with("decided_at", json!("yesterday"));
     let refuse_scope = |_: &Value| -> Result<Vec<String>, FlowError> {
         invalid("contained path includes a symlink")
     };
@@ -410,14 +290,13 @@ fn reassign_deadlines_must_be_ordered() {
     ];
     for (key, value, message) in cases {
         assert_eq!(
-            precheck(&with(reassign_input(), key, value), &ev),
+            precheck(&reassign_with(key, value), &ev),
             bad(message),
             "{key}"
         );
     }
     // startup == command is allowed; fractions beyond microseconds are cut.
-    let equal = with(
-        reassign_input(),
+    let equal = reassign_with(
         "replacement_command_deadline",
         json!("2026-07-14T01:11:30.0000009Z"),
     );
@@ -430,27 +309,19 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
     let at = "2026-07-14T01:21:00Z";
     assert_eq!(
         precheck_lineage("../x", "-", "never", &json!([])),
-        Err(FlowError::Contract(
-            "lane id must match the identifier contract".into()
-        ))
+        bad("lane id must match the identifier contract")
     );
     assert_eq!(
         precheck_lineage("build", "-", "never", &json!([])),
-        Err(FlowError::Contract(
-            "replacement lane id must match the identifier contract".into()
-        ))
+        bad("replacement lane id must match the identifier contract")
     );
     assert_eq!(
         precheck_lineage("build", "build-2", "2026-07-14T01:21:00", &json!([])),
-        Err(FlowError::Contract(
-            "timestamp must be UTC ISO-8601 ending in Z".into()
-        ))
+        bad("timestamp must be UTC ISO-8601 ending in Z")
     );
     assert_eq!(
         precheck_lineage("build", "build-2", at, &json!([])),
-        Err(FlowError::Contract(
-            "lifecycle transition requires evidence".into()
-        ))
+        bad("lifecycle transition requires evidence")
     );
     // The same id twice is not a precheck failure (the state decides).
     assert_eq!(
@@ -464,60 +335,20 @@ fn lineage_prechecks_ids_then_time_then_evidence() {
 #[test]
 fn reassign_writes_the_lineage_transaction() {
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(
-        &ledger.state,
-        &Policy::default(),
-        &request(),
-        &checkpoint_evidence(),
-    )
-    .unwrap();
-    assert_eq!(intents.len(), 2);
-    let (reassigned, created) = (&intents[0], &intents[1]);
-    assert_eq!(reassigned.event_type, "lane_reassigned");
-    assert_eq!(reassigned.lane_id.as_deref(), Some("build"));
-    assert_eq!(reassigned.agent_id.as_deref(), Some("agent-1"));
+    let intents = reassign(&ledger).unwrap();
     assert_eq!(
-        reassigned.from_state.map(|s| s.as_str()),
-        Some("recovering")
+        intents_json(&intents),
+        json!([{"event_type": "lane_reassigned", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "recovering", "to_state": "replaced",
+                "timestamp": "2026-07-14T01:11:00Z", "reason": "replacement checkpoint accepted",
+                "evidence_refs": checkpoint_evidence(),
+                // with the digest of the reference fixture's reassign evidence
+                "metadata": reservation_metadata(json!({}))},
+               {"event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+                "from_state": null, "to_state": "pending",
+                "timestamp": "2026-07-14T01:11:00Z", "reason": null,
+                "evidence_refs": checkpoint_evidence(), "metadata": child_metadata()}])
     );
-    assert_eq!(reassigned.to_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(
-        reassigned.reason.as_deref(),
-        Some("replacement checkpoint accepted")
-    );
-    assert_eq!(
-        Value::Object(reassigned.metadata.clone()),
-        json!({
-            "replacement_count": 1, "previous_agent_id": "agent-1",
-            "replacement_lane_id": "build-2", "replacement_agent_id": "agent-2",
-            "replacement_assignment": "Resume build from checkpoint 3",
-            "replacement_write_scope": ["src/runtime"],
-            "replacement_fallback": "main session",
-            "replacement_startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "replacement_command_deadline": "2026-07-14T01:30:00Z",
-            // digest of the reference fixture's reassign evidence
-            "checkpoint_digest": "60c1beda1781b4065b38fc62378ba2fc42de44a0ec821b7d00029d38ee87036c",
-        })
-    );
-    assert_eq!(created.event_type, "lane_created");
-    assert_eq!(created.lane_id.as_deref(), Some("build-2"));
-    assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
-    assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
-    assert_eq!(created.reason, None);
-    assert_eq!(
-        Value::Object(created.metadata.clone()),
-        json!({
-            "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
-            "replacement_count": 1,
-        })
-    );
-    for intent in &intents {
-        assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:11:00Z"));
-        assert_eq!(intent.evidence_refs, checkpoint_evidence());
-    }
 
     ledger.commit(intents);
     let original = ledger.lane_json("build");
@@ -541,18 +372,12 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
         (json!(""), "main session"),
         (json!(null), "main session"),
     ] {
-        let mut ledger = Ledger::running();
+        let mut ledger = Ledger::running(&["runtime"]);
         ledger
-            .lane("build", "agent-1", json!({"fallback": fallback}))
-            .run_lane("build")
+            .lane_with("build", "agent-1", json!({"fallback": fallback}))
+            .start_lane("build")
             .interrupt_lane("build");
-        let intents = decide_reassign(
-            &ledger.state,
-            &Policy::default(),
-            &request(),
-            &checkpoint_evidence(),
-        )
-        .unwrap();
+        let intents = reassign(&ledger).unwrap();
         assert_eq!(intents[0].metadata["replacement_fallback"], expected);
         assert_eq!(intents[1].metadata["fallback"], expected);
     }
@@ -560,55 +385,36 @@ fn reassign_keeps_the_original_fallback_unless_empty() {
 
 #[test]
 fn reassign_needs_an_active_run_and_an_interrupted_lane() {
-    let policy = Policy::default();
-    let ev = checkpoint_evidence();
-
     let mut ledger = Ledger::interrupted();
-    ledger.raw(
-        "run_recovery_started",
-        json!({"from_state": "running", "to_state": "recovering"}),
-    );
-    assert!(decide_reassign(&ledger.state, &policy, &request(), &ev).is_ok());
-    ledger.raw(
-        "run_blocked",
-        json!({"from_state": "recovering", "to_state": "blocked"}),
-    );
-    assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
-    );
+    ledger.run_step("run_recovery_started", "running", "recovering");
+    assert!(reassign(&ledger).is_ok());
+    ledger.run_step("run_blocked", "recovering", "blocked");
+    assert_eq!(reassign(&ledger), Err(needs_active_run(RunState::Blocked)));
 
-    let mut ledger = Ledger::running();
+    let mut ledger = Ledger::running(&["runtime"]);
+    assert_eq!(reassign(&ledger), Err(lane_refused::missing("build", &[])));
+    ledger
+        .lane_with("build", "agent-1", json!({}))
+        .start_lane("build");
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(lane_refused::missing("build", &[]))
-    );
-    ledger.lane("build", "agent-1", json!({})).run_lane("build");
-    assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(FlowError::Replacement(Refused::NotRecovering {
+        reassign(&ledger),
+        refused(Refused::NotRecovering {
             lane_id: "build".into(),
             state: LaneState::Running
-        }))
+        })
     );
     ledger.probe_lane("build");
     // Recovering, but the probe is still out: no interrupt recorded.
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
-        Err(FlowError::Replacement(Refused::NotInterrupted {
+        reassign(&ledger),
+        refused(Refused::NotInterrupted {
             lane_id: "build".into(),
             last_event: EventType::ProbeSent
-        }))
+        })
     );
     ledger.step("lane_failed", "build", "recovering", "failed");
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::inactive("build", LaneState::Failed))
     );
 }
@@ -619,26 +425,25 @@ fn reassign_replacement_must_differ_and_stay_inside_the_scope() {
     let policy = Policy::default();
     let ev = checkpoint_evidence();
     let decide = |r: &Reassign| decide_reassign(&ledger.state, &policy, r, &ev);
-    let invalid = |m: &str| Err(FlowError::Contract(m.into()));
 
     let mut same_agent = request();
     same_agent.replacement_agent_id = "agent-1".into();
     assert_eq!(
         decide(&same_agent),
-        invalid("replacement agent must differ from original")
+        bad("replacement agent must differ from original")
     );
     let mut same_work = request();
     same_work.replacement_assignment = "Work on build".into();
     assert_eq!(
         decide(&same_work),
-        invalid("replacement assignment must describe resumed work")
+        bad("replacement assignment must describe resumed work")
     );
     for wider in [vec!["lib"], vec!["src", "lib"], vec!["srcx"]] {
         let mut r = request();
         r.replacement_write_scope = wider.iter().map(|s| s.to_string()).collect();
         assert_eq!(
             decide(&r),
-            invalid("replacement write scope must be equal or narrower")
+            bad("replacement write scope must be equal or narrower")
         );
     }
     for narrower in [vec![], vec!["src"], vec!["src/a", "src/b"]] {
@@ -653,19 +458,17 @@ fn reassign_exit_code_precedence() {
     // The replacement id exists (5) AND the agent is the original (2): the
     // agent check runs first, so the answer is exit 2.
     let mut ledger = Ledger::interrupted();
-    ledger.lane("build-2", "agent-9", json!({}));
+    ledger.lane_with("build-2", "agent-9", json!({}));
     let policy = Policy::default();
     let ev = checkpoint_evidence();
     let mut r = request();
     r.replacement_agent_id = "agent-1".into();
     assert_eq!(
         decide_reassign(&ledger.state, &policy, &r, &ev),
-        Err(FlowError::Contract(
-            "replacement agent must differ from original".into()
-        ))
+        bad("replacement agent must differ from original")
     );
     assert_eq!(
-        decide_reassign(&ledger.state, &policy, &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::exists("build-2", LaneState::Pending))
     );
     // An existing id beats the replacement limit.
@@ -687,10 +490,10 @@ fn reassign_exit_code_precedence() {
 fn one_replacement_per_lineage() {
     let ev = checkpoint_evidence();
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger
         .commit(intents)
-        .run_lane("build-2")
+        .start_lane("build-2")
         .interrupt_lane("build-2");
     let mut again = request();
     again.lane_id = "build-2".into();
@@ -699,10 +502,10 @@ fn one_replacement_per_lineage() {
     again.replacement_assignment = "Resume again from checkpoint 4".into();
     assert_eq!(
         decide_reassign(&ledger.state, &Policy::default(), &again, &ev),
-        Err(FlowError::Replacement(Refused::LimitReached {
+        refused(Refused::LimitReached {
             lane_id: "build-2".into(),
             max: 1
-        }))
+        })
     );
     // The limit is the run's own manifest value.
     let two = Policy {
@@ -715,22 +518,22 @@ fn one_replacement_per_lineage() {
     assert_eq!(ledger.lane_json("build-3")["parent_lane_id"], "build-2");
 
     // A lane created with an absurd count never gets a replacement.
-    let mut ledger = Ledger::running();
+    let mut ledger = Ledger::running(&["runtime"]);
     ledger
-        .lane(
+        .lane_with(
             "build",
             "agent-1",
             json!({"replacement_count": serde_json::Number::from_string_unchecked(
                 "100000000000000000000000000000".into())}),
         )
-        .run_lane("build")
+        .start_lane("build")
         .interrupt_lane("build");
     assert_eq!(
-        decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
-        Err(FlowError::Replacement(Refused::LimitReached {
+        reassign(&ledger),
+        refused(Refused::LimitReached {
             lane_id: "build".into(),
             max: 1
-        }))
+        })
     );
 }
 
@@ -750,7 +553,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
         )
         .is_ok()
     );
-    let intents = decide_reassign(&ledger.state, &Policy::default(), &request(), &ev).unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger.commit(intents);
 
     // A late lane-complete of agent-1: neither lane accepts it.
@@ -770,11 +573,11 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     assert_eq!(fenced(&ledger, "build-2", "agent-2"), Ok("build-2".into()));
     // Nor can the replaced lane be reassigned a second time.
     assert_eq!(
-        decide_reassign(&ledger.state, &Policy::default(), &request(), &ev),
+        reassign(&ledger),
         Err(lane_refused::inactive("build", LaneState::Replaced))
     );
     // The reducer itself refuses the old agent on the child lane.
-    ledger.run_lane("build-2");
+    ledger.start_lane("build-2");
     let late = ledger.try_raw(
         "lane_completed",
         json!({"lane_id": "build-2", "agent_id": "agent-1", "from_state": "running",
@@ -808,11 +611,11 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
             &lineage("build", "build-2"),
             &json!([{"kind": "checkpoint", "summary": "s", "checksum": digest}])
         ),
-        Err(FlowError::Replacement(Refused::Unfenced {
+        refused(Refused::Unfenced {
             lane_id: "build".into(),
             replacement_lane_id: "build-2".into(),
             agent_id: "agent-1".into()
-        }))
+        })
     );
     // Blocking stays possible.
     let block = decide_block(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
@@ -825,13 +628,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
 /// Interrupted `build` replaced by `build-2` (child created).
 fn replaced() -> Ledger {
     let mut ledger = Ledger::interrupted();
-    let intents = decide_reassign(
-        &ledger.state,
-        &Policy::default(),
-        &request(),
-        &checkpoint_evidence(),
-    )
-    .unwrap();
+    let intents = reassign(&ledger).unwrap();
     ledger.commit(intents);
     ledger
 }
@@ -845,7 +642,7 @@ fn close_follows_the_replacement_terminal_state() {
         ("lane_cancelled", "cancelled"),
     ] {
         let mut ledger = replaced();
-        ledger.run_lane("build-2");
+        ledger.start_lane("build-2");
         let mut fields = json!({"lane_id": "build-2", "from_state": "running", "to_state": to});
         if to == "completed" {
             fields["metadata"] = json!({"changed_paths": []});
@@ -853,20 +650,14 @@ fn close_follows_the_replacement_terminal_state() {
         ledger.raw(event, fields);
         let evidence = ev("closing");
         let intents = decide_close(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
-        assert_eq!(intents.len(), 1);
-        let close = &intents[0];
-        assert_eq!(close.event_type, "replacement_lineage_closed");
-        assert_eq!(close.lane_id.as_deref(), Some("build"));
-        assert_eq!(close.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(close.from_state.map(|s| s.as_str()), Some("replaced"));
-        assert_eq!(close.to_state.map(|s| s.as_str()), Some(to));
-        assert_eq!(close.timestamp.as_deref(), Some("2026-07-14T01:21:00Z"));
-        assert_eq!(close.reason, None);
-        assert_eq!(close.evidence_refs, evidence);
         assert_eq!(
-            Value::Object(close.metadata.clone()),
-            json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-                   "replacement_terminal_state": to})
+            intents_json(&intents),
+            json!([{"event_type": "replacement_lineage_closed", "lane_id": "build",
+                    "agent_id": "agent-1", "from_state": "replaced", "to_state": to,
+                    "timestamp": "2026-07-14T01:21:00Z", "reason": null, "evidence_refs": evidence,
+                    "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                 "replacement_terminal_state": to}}]),
+            "{to}"
         );
         ledger.commit(intents);
         let original = ledger.lane_json("build");
@@ -878,53 +669,38 @@ fn close_follows_the_replacement_terminal_state() {
 #[test]
 fn close_refusals() {
     let evidence = ev("closing");
+    let close = |ledger: &Ledger, lane: &str, replacement: &str| {
+        decide_close(&ledger.state, &lineage(lane, replacement), &evidence)
+    };
     let mut ledger = replaced();
+    use LineageCommand::Close;
+    for (lane, replacement, refusal) in [
+        ("nope", "build-2", not_replaced(Close, "nope", None)),
+        (
+            "build-2",
+            "build",
+            not_replaced(Close, "build-2", Some(LaneState::Pending)),
+        ),
+        ("build", "build-3", not_reserved(Close, "build-3")),
+    ] {
+        assert_eq!(
+            close(&ledger, lane, replacement),
+            refusal,
+            "{lane} by {replacement}"
+        );
+    }
+    ledger.start_lane("build-2");
     assert_eq!(
-        decide_close(&ledger.state, &lineage("nope", "build-2"), &evidence),
-        Err(FlowError::Replacement(Refused::NotReplaced {
-            command: LineageCommand::Close,
-            lane_id: "nope".into(),
-            state: None
-        }))
-    );
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("build-2", "build"), &evidence),
-        Err(FlowError::Replacement(Refused::NotReplaced {
-            command: LineageCommand::Close,
-            lane_id: "build-2".into(),
-            state: Some(LaneState::Pending)
-        }))
-    );
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-3"), &evidence),
-        Err(FlowError::Replacement(Refused::NotReserved {
-            command: LineageCommand::Close,
-            lane_id: "build".into(),
-            given: "build-3".into(),
-            reserved: Some("build-2".into())
-        }))
-    );
-    ledger.run_lane("build-2");
-    assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        Err(FlowError::Replacement(Refused::NotTerminal {
+        close(&ledger, "build", "build-2"),
+        refused(Refused::NotTerminal {
             replacement_lane_id: "build-2".into(),
             state: Some(LaneState::Running)
-        }))
+        })
     );
-    ledger.raw(
-        "run_failed",
-        json!({"from_state": "running", "to_state": "failed"}),
-    );
+    ledger.run_step("run_failed", "running", "failed");
     assert_eq!(
-        decide_close(&ledger.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Failed,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        close(&ledger, "build", "build-2"),
+        Err(needs_active_run(RunState::Failed))
     );
 }
 
@@ -966,6 +742,15 @@ fn reserved(overrides: Value) -> Ledger {
     reserved_with(reservation_metadata(overrides))
 }
 
+/// A reservation as the reference's legacy writer left it: no child
+/// proof (assignment, scope, deadlines, digest).
+fn legacy_reserved() -> Ledger {
+    reserved_with(
+        json!({"replacement_count": 1, "previous_agent_id": "agent-1",
+                         "replacement_lane_id": "build-2"}),
+    )
+}
+
 fn reservation_digest(ledger: &Ledger) -> String {
     ledger.lane_json("build")["replacement_reservation"]["checkpoint_digest"]
         .as_str()
@@ -990,37 +775,18 @@ fn repair_recreates_the_reserved_child() {
     let mut request = lineage("build", "build-2");
     request.at = "2026-07-14T01:12:00Z".into();
     let intents = decide_repair(&ledger.state, &request, &evidence).unwrap();
-    assert_eq!(intents.len(), 2);
-    let (repaired, created) = (&intents[0], &intents[1]);
-    assert_eq!(repaired.event_type, "replacement_repaired");
-    assert_eq!(repaired.lane_id.as_deref(), Some("build"));
-    assert_eq!(repaired.agent_id.as_deref(), Some("agent-1"));
-    assert_eq!(repaired.from_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(repaired.to_state.map(|s| s.as_str()), Some("replaced"));
-    assert_eq!(repaired.reason, None);
     assert_eq!(
-        Value::Object(repaired.metadata.clone()),
-        json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-               "checkpoint_digest": reservation_digest(&ledger)})
+        intents_json(&intents),
+        json!([{"event_type": "replacement_repaired", "lane_id": "build", "agent_id": "agent-1",
+                "from_state": "replaced", "to_state": "replaced",
+                "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+                "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                             "checkpoint_digest": reservation_digest(&ledger)}},
+               {"event_type": "lane_created", "lane_id": "build-2", "agent_id": "agent-2",
+                "from_state": null, "to_state": "pending",
+                "timestamp": "2026-07-14T01:12:00Z", "reason": null, "evidence_refs": evidence,
+                "metadata": child_metadata()}])
     );
-    assert_eq!(created.event_type, "lane_created");
-    assert_eq!(created.lane_id.as_deref(), Some("build-2"));
-    assert_eq!(created.agent_id.as_deref(), Some("agent-2"));
-    assert_eq!(created.from_state, None);
-    assert_eq!(created.to_state.map(|s| s.as_str()), Some("pending"));
-    assert_eq!(
-        Value::Object(created.metadata.clone()),
-        json!({
-            "assignment": "Resume build from checkpoint 3", "write_scope": ["src/runtime"],
-            "fallback": "main session", "startup_ack_deadline": "2026-07-14T01:11:30Z",
-            "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
-            "replacement_count": 1,
-        })
-    );
-    for intent in &intents {
-        assert_eq!(intent.timestamp.as_deref(), Some("2026-07-14T01:12:00Z"));
-        assert_eq!(intent.evidence_refs, evidence);
-    }
     ledger.commit(intents);
     assert!(ledger.state.incomplete_replacements().is_empty());
     assert_eq!(ledger.lane_json("build")["state"], "replaced");
@@ -1029,77 +795,51 @@ fn repair_recreates_the_reserved_child() {
     // Repaired once: the child exists now.
     assert_eq!(
         decide_repair(&ledger.state, &request, &evidence),
-        Err(FlowError::Replacement(Refused::ReplacementExists {
-            replacement_lane_id: "build-2".into(),
-            state: LaneState::Pending
-        }))
+        exists("build-2")
     );
 }
 
 #[test]
 fn repair_refusals_in_order() {
+    let repair = |ledger: &Ledger, replacement: &str, evidence: &Value| {
+        decide_repair(&ledger.state, &lineage("build", replacement), evidence)
+    };
     let ledger = reserved(json!({}));
     let good = repair_evidence(&reservation_digest(&ledger));
     assert_eq!(
         decide_repair(&ledger.state, &lineage("nope", "build-2"), &good),
-        Err(FlowError::Replacement(Refused::NotReplaced {
-            command: LineageCommand::Repair,
-            lane_id: "nope".into(),
-            state: None
-        }))
+        not_replaced(LineageCommand::Repair, "nope", None)
     );
     // The child check comes before the reservation match.
     let mut with_other = reserved(json!({}));
-    with_other.lane("build-3", "agent-3", json!({}));
-    assert_eq!(
-        decide_repair(&with_other.state, &lineage("build", "build-3"), &good),
-        Err(FlowError::Replacement(Refused::ReplacementExists {
-            replacement_lane_id: "build-3".into(),
-            state: LaneState::Pending
-        }))
-    );
-    assert_eq!(
-        decide_repair(&ledger.state, &lineage("build", "build-4"), &good),
-        not_build_4(LineageCommand::Repair)
-    );
+    with_other.lane_with("build-3", "agent-3", json!({}));
+    let no_match = not_reserved(LineageCommand::Repair, "build-4");
+    assert_eq!(repair(&with_other, "build-3", &good), exists("build-3"));
+    assert_eq!(repair(&ledger, "build-4", &good), no_match);
     // The reservation match (5) beats missing checkpoint evidence (2).
-    assert_eq!(
-        decide_repair(&ledger.state, &lineage("build", "build-4"), &ev("x")),
-        not_build_4(LineageCommand::Repair)
-    );
+    assert_eq!(repair(&ledger, "build-4", &ev("x")), no_match);
     for evidence in [
         ev("no checksum"),
         repair_evidence(&"0".repeat(64)),
         json!([reservation_digest(&ledger)]),
     ] {
         assert_eq!(
-            decide_repair(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(FlowError::Contract(
-                "checkpoint verification evidence is missing".into()
-            ))
+            repair(&ledger, "build-2", &evidence),
+            bad("checkpoint verification evidence is missing"),
+            "{evidence}"
         );
     }
     // A legacy reservation without the exact child proof cannot be repaired.
-    let legacy = reserved_with(
-        json!({"replacement_count": 1, "previous_agent_id": "agent-1",
-                                      "replacement_lane_id": "build-2"}),
-    );
     assert_eq!(
-        decide_repair(&legacy.state, &lineage("build", "build-2"), &good),
-        Err(FlowError::Replacement(Refused::NoChildProof {
+        repair(&legacy_reserved(), "build-2", &good),
+        refused(Refused::NoChildProof {
             lane_id: "build".into(),
             replacement_lane_id: "build-2".into()
-        }))
+        })
     );
     // A CLI-written lineage (child created with the reassign) has nothing
     // to repair.
-    assert_eq!(
-        decide_repair(&replaced().state, &lineage("build", "build-2"), &good),
-        Err(FlowError::Replacement(Refused::ReplacementExists {
-            replacement_lane_id: "build-2".into(),
-            state: LaneState::Pending
-        }))
-    );
+    assert_eq!(repair(&replaced(), "build-2", &good), exists("build-2"));
 }
 
 #[test]
@@ -1115,42 +855,30 @@ fn repair_with_a_null_checkpoint_digest_matches_refs_without_checksum() {
 fn block_ends_an_incomplete_reservation() {
     for legacy in [false, true] {
         let mut ledger = if legacy {
-            reserved_with(
-                json!({"replacement_count": 1, "previous_agent_id": "agent-1",
-                                 "replacement_lane_id": "build-2"}),
-            )
+            legacy_reserved()
         } else {
             reserved(json!({}))
         };
         let evidence = ev("cannot recreate");
         let intents = decide_block(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
-        assert_eq!(intents.len(), 1);
-        let block = &intents[0];
-        assert_eq!(block.event_type, "replacement_blocked");
-        assert_eq!(block.lane_id.as_deref(), Some("build"));
-        assert_eq!(block.agent_id.as_deref(), Some("agent-1"));
-        assert_eq!(block.from_state.map(|s| s.as_str()), Some("replaced"));
-        assert_eq!(block.to_state.map(|s| s.as_str()), Some("blocked"));
         assert_eq!(
-            block.reason.as_deref(),
-            Some("incomplete replacement cannot be safely recreated")
-        );
-        // The digest of the original's current (reassign) evidence.
-        assert_eq!(
-            Value::Object(block.metadata.clone()),
-            json!({"original_lane_id": "build", "replacement_lane_id": "build-2",
-                   "checkpoint_digest": digest(&checkpoint_evidence())})
+            intents_json(&intents),
+            json!([{"event_type": "replacement_blocked", "lane_id": "build", "agent_id": "agent-1",
+                    "from_state": "replaced", "to_state": "blocked",
+                    "timestamp": "2026-07-14T01:21:00Z",
+                    "reason": "incomplete replacement cannot be safely recreated",
+                    "evidence_refs": evidence,
+                    // The digest of the original's current (reassign) evidence.
+                    "metadata": {"original_lane_id": "build", "replacement_lane_id": "build-2",
+                                 "checkpoint_digest": digest(&checkpoint_evidence())}}]),
+            "legacy: {legacy}"
         );
         ledger.commit(intents);
         assert_eq!(ledger.lane_json("build")["state"], "blocked");
         assert!(ledger.state.incomplete_replacements().is_empty());
         assert_eq!(
             decide_block(&ledger.state, &lineage("build", "build-2"), &evidence),
-            Err(FlowError::Replacement(Refused::NotReplaced {
-                command: LineageCommand::Block,
-                lane_id: "build".into(),
-                state: Some(LaneState::Blocked)
-            }))
+            not_replaced(LineageCommand::Block, "build", Some(LaneState::Blocked))
         );
     }
 }
@@ -1158,76 +886,46 @@ fn block_ends_an_incomplete_reservation() {
 #[test]
 fn block_refusals_in_order() {
     let evidence = ev("x");
+    let block = |ledger: &Ledger, lane: &str, replacement: &str| {
+        decide_block(&ledger.state, &lineage(lane, replacement), &evidence)
+    };
     let ledger = reserved(json!({}));
-    assert_eq!(
-        decide_block(&ledger.state, &lineage("build-2", "build"), &evidence),
-        Err(FlowError::Replacement(Refused::NotReplaced {
-            command: LineageCommand::Block,
-            lane_id: "build-2".into(),
-            state: None
-        }))
-    );
-    assert_eq!(
-        decide_block(&ledger.state, &lineage("build", "build-3"), &evidence),
-        Err(FlowError::Replacement(Refused::NotReserved {
-            command: LineageCommand::Block,
-            lane_id: "build".into(),
-            given: "build-3".into(),
-            reserved: Some("build-2".into())
-        }))
-    );
-    assert_eq!(
-        decide_block(&replaced().state, &lineage("build", "build-2"), &evidence),
-        Err(FlowError::Replacement(Refused::ReplacementExists {
-            replacement_lane_id: "build-2".into(),
-            state: LaneState::Pending
-        }))
-    );
+    for (lane, replacement, refusal) in [
+        (
+            "build-2",
+            "build",
+            not_replaced(LineageCommand::Block, "build-2", None),
+        ),
+        (
+            "build",
+            "build-3",
+            not_reserved(LineageCommand::Block, "build-3"),
+        ),
+    ] {
+        assert_eq!(
+            block(&ledger, lane, replacement),
+            refusal,
+            "{lane} by {replacement}"
+        );
+    }
+    assert_eq!(block(&replaced(), "build", "build-2"), exists("build-2"));
     // Unreachable through replay (the list is recomputed after every
     // lineage event), kept as the reference's last guard.
     let mut stale = reserved(json!({}));
     stale.state.incomplete_replacements.clear();
     assert_eq!(
-        decide_block(&stale.state, &lineage("build", "build-2"), &evidence),
-        Err(FlowError::Replacement(Refused::Complete {
+        block(&stale, "build", "build-2"),
+        refused(Refused::Complete {
             lane_id: "build".into(),
             replacement_lane_id: "build-2".into()
-        }))
+        })
     );
     let mut stopped = reserved(json!({}));
-    stopped.raw(
-        "run_cancelled",
-        json!({"from_state": "running", "to_state": "cancelled"}),
-    );
-    assert_eq!(
-        decide_block(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Cancelled,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
-    );
+    stopped.run_step("run_cancelled", "running", "cancelled");
+    let cancelled = Err(needs_active_run(RunState::Cancelled));
+    assert_eq!(block(&stopped, "build", "build-2"), cancelled);
     assert_eq!(
         decide_repair(&stopped.state, &lineage("build", "build-2"), &evidence),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Cancelled,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        cancelled
     );
-}
-
-/// The refusal of a repair or block naming build-4, where build reserved
-/// build-2.
-fn not_build_4(command: LineageCommand) -> Result<Vec<Intent>, FlowError> {
-    Err(FlowError::Replacement(Refused::NotReserved {
-        command,
-        lane_id: "build".into(),
-        given: "build-4".into(),
-        reserved: Some("build-2".into()),
-    }))
 }

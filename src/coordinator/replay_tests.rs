@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::test_ledger::LaneEvents;
 use super::{CoordinatorState, ReplayError, ReplayPolicy, RunOrigin, replay};
 use crate::receipt::canonical;
 
@@ -133,67 +134,34 @@ impl Script {
     }
 
     fn running(&mut self) -> &mut Self {
-        self.ok(
-            "run_created",
-            json!({"to_state": "planned", "evidence_refs": []}),
-        )
-        .ok(
-            "plan_approved",
-            json!({"from_state": "planned", "to_state": "approved"}),
-        )
-        .ok(
-            "run_started",
-            json!({"from_state": "approved", "to_state": "running"}),
-        )
+        self.create_run().start_run()
     }
 
-    fn lane(&mut self, lane_id: &str, agent_id: &str, extra: Value) -> &mut Self {
-        let mut metadata = json!({
-            "assignment": format!("Work on {lane_id}"),
-            "write_scope": ["src"],
-            "fallback": "main session",
-            "startup_ack_deadline": "2026-07-14T01:00:30Z",
-            "command_deadline": "2026-07-14T01:10:00Z",
-            "parent_lane_id": null,
-            "replacement_count": 0,
-        });
-        for (k, v) in extra.as_object().unwrap() {
-            metadata[k] = v.clone();
-        }
-        self.ok(
-            "lane_created",
-            json!({"lane_id": lane_id, "agent_id": agent_id, "to_state": "pending",
-                   "metadata": metadata}),
-        )
+    /// A running run whose lane `lane_id` of agent-1 is running.
+    fn with_running_lane(lane_id: &str) -> Self {
+        let mut s = Script::new();
+        s.running()
+            .lane_with(lane_id, "agent-1", json!({}))
+            .start_lane(lane_id);
+        s
     }
 
-    fn lane_step(&mut self, event_type: &str, lane_id: &str, from: &str, to: &str) -> &mut Self {
-        self.ok(
-            event_type,
-            json!({"lane_id": lane_id, "from_state": from, "to_state": to}),
-        )
-    }
-
-    /// pending -> starting -> running
-    fn start_lane(&mut self, lane_id: &str) -> &mut Self {
-        self.lane_step("lane_started", lane_id, "pending", "starting")
-            .lane_step("startup_ack", lane_id, "starting", "running")
-    }
-
-    /// running -> suspected_stall -> recovering -> interrupted
-    fn interrupt_lane(&mut self, lane_id: &str) -> &mut Self {
-        self.lane_step("stall_suspected", lane_id, "running", "suspected_stall")
-            .ok(
-                "probe_sent",
-                json!({"lane_id": lane_id, "from_state": "suspected_stall",
-                       "to_state": "recovering",
-                       "metadata": {"probe_deadline": "2026-07-14T01:04:00Z"}}),
-            )
-            .lane_step("agent_interrupted", lane_id, "recovering", "recovering")
+    /// A running run whose lane `build` of agent-1 was interrupted.
+    fn with_interrupted_build() -> Self {
+        let mut s = Script::with_running_lane("build");
+        s.interrupt_lane("build");
+        s
     }
 
     fn lane_json(&self, lane_id: &str) -> Value {
         self.state.lane_records()[lane_id].clone()
+    }
+}
+
+impl LaneEvents for Script {
+    #[track_caller]
+    fn accept(&mut self, event_type: &str, fields: Value) -> &mut Self {
+        self.ok(event_type, fields)
     }
 }
 
@@ -220,6 +188,16 @@ fn intent(event_type: &str, epoch: u64, fields: Value) -> Value {
         }
     }
     intent
+}
+
+/// A transaction of heartbeat intents (evidence "new heartbeat") refused
+/// with `message`: refused() checks that the state stays as it was, and
+/// the evidence must not be remembered as liveness evidence either.
+#[track_caller]
+fn refuse_heartbeat_transaction(s: &mut Script, intents: Vec<Value>, message: &str) {
+    s.refused("transaction_committed", transaction(intents), message);
+    let digest = canonical::digest(&evidence("new heartbeat"));
+    assert!(!s.state.is_liveness_digest(&digest));
 }
 
 fn transaction(intents: Vec<Value>) -> Value {
@@ -288,10 +266,7 @@ fn records_head_fields_of_each_event() {
 #[test]
 fn illegal_run_transition_is_refused_with_its_sequence() {
     let mut s = Script::new();
-    s.ok(
-        "run_created",
-        json!({"to_state": "planned", "evidence_refs": []}),
-    );
+    s.create_run();
     let event = s.event(
         "run_started",
         json!({"from_state": "planned", "to_state": "running"}),
@@ -315,20 +290,18 @@ fn illegal_run_transition_is_refused_with_its_sequence() {
 #[test]
 fn run_transition_fields_must_agree_with_the_edge() {
     let mut s = Script::new();
-    s.ok(
-        "run_created",
-        json!({"to_state": "planned", "evidence_refs": []}),
-    );
-    s.refused(
-        "plan_approved",
-        json!({"from_state": "planned", "to_state": "running"}),
-        "run transition target is invalid",
-    );
-    s.refused(
-        "plan_approved",
-        json!({"from_state": "approved", "to_state": "approved"}),
-        "run transition from_state is invalid",
-    );
+    s.create_run();
+    for (from, to, message) in [
+        ("planned", "running", "run transition target is invalid"),
+        (
+            "approved",
+            "approved",
+            "run transition from_state is invalid",
+        ),
+    ] {
+        let fields = json!({"from_state": from, "to_state": to});
+        s.refused("plan_approved", fields, message);
+    }
     // Null from/to are accepted.
     s.ok("plan_approved", json!({}));
     assert_eq!(s.state.run_state(), "approved");
@@ -550,7 +523,7 @@ fn run_can_be_cancelled_before_it_starts() {
 #[test]
 fn lane_record_has_the_reference_shape() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({}));
+    s.running().lane_with("build", "agent-1", json!({}));
     let lane = s.lane_json("build");
     let keys: Vec<&str> = lane
         .as_object()
@@ -595,30 +568,21 @@ fn lane_record_has_the_reference_shape() {
 #[test]
 fn lanes_need_a_running_run_and_a_fresh_id() {
     let mut s = Script::new();
-    s.ok("run_created", json!({"evidence_refs": []}));
-    s.refused(
-        "lane_created",
-        json!({"lane_id": "a", "agent_id": "x"}),
-        "lane cannot be created in current run state",
-    );
-    s.ok("plan_approved", json!({}))
-        .ok("run_started", json!({}))
-        .lane("a", "x", json!({}));
-    s.refused(
-        "lane_created",
-        json!({"lane_id": "a", "agent_id": "x"}),
-        "duplicate lane_created",
-    );
-    s.refused(
-        "lane_created",
-        json!({"agent_id": "x"}),
-        "lane_created requires lane_id",
-    );
-    s.refused(
-        "lane_created",
-        json!({"lane_id": "b"}),
-        "lane_created requires lane_id and agent_id",
-    );
+    s.create_run();
+    let a_by_x = json!({"lane_id": "a", "agent_id": "x"});
+    let planned = "lane cannot be created in current run state";
+    s.refused("lane_created", a_by_x.clone(), planned);
+    s.start_run().lane_with("a", "x", json!({}));
+    for (fields, message) in [
+        (a_by_x, "duplicate lane_created"),
+        (json!({"agent_id": "x"}), "lane_created requires lane_id"),
+        (
+            json!({"lane_id": "b"}),
+            "lane_created requires lane_id and agent_id",
+        ),
+    ] {
+        s.refused("lane_created", fields, message);
+    }
 }
 
 #[test]
@@ -629,8 +593,8 @@ fn lane_limit_comes_from_the_policy() {
         approval_file: None,
     });
     s.running()
-        .lane("a", "x", json!({}))
-        .lane("b", "x", json!({}));
+        .lane_with("a", "x", json!({}))
+        .lane_with("b", "x", json!({}));
     s.refused(
         "lane_created",
         json!({"lane_id": "c", "agent_id": "x"}),
@@ -642,7 +606,7 @@ fn lane_limit_comes_from_the_policy() {
 #[test]
 fn lane_events_check_lane_agent_and_edges() {
     let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({}));
+    s.running().lane_with("a", "agent-1", json!({}));
     s.refused(
         "lane_started",
         json!({"lane_id": "zz"}),
@@ -694,8 +658,7 @@ fn lane_events_check_lane_agent_and_edges() {
 
 #[test]
 fn liveness_evidence_is_kept_apart_from_completion_evidence() {
-    let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    let mut s = Script::with_running_lane("a");
     let completion_evidence = s.lane_json("a")["evidence_refs"].clone();
     s.ok(
         "stall_suspected",
@@ -726,8 +689,7 @@ fn liveness_evidence_is_kept_apart_from_completion_evidence() {
 
 #[test]
 fn heartbeat_transaction_renews_the_lease() {
-    let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
+    let mut s = Script::with_running_lane("a");
     let refs = json!([{"exit_status": 0, "kind": "log", "summary": "compiler output seen"}]);
     let digest = canonical::digest(&refs);
     let common = json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
@@ -758,9 +720,7 @@ fn heartbeat_transaction_renews_the_lease() {
 
 #[test]
 fn transaction_is_all_or_nothing() {
-    let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
-    let before = s.state.public_json();
+    let mut s = Script::with_running_lane("a");
     let fields = json!({"lane_id": "a", "from_state": "running", "to_state": "running",
                         "evidence_refs": evidence("new heartbeat"),
                         "metadata": {"evidence_digest": "b".repeat(64)}});
@@ -768,21 +728,13 @@ fn transaction_is_all_or_nothing() {
     wrong_agent["agent_id"] = json!("agent-2");
     wrong_agent["metadata"]["silence_lease_deadline"] = json!("2026-07-14T01:05:00Z");
     // The first intent applies; the second does not, so neither may stick.
-    s.refused(
-        "transaction_committed",
-        transaction(vec![
+    refuse_heartbeat_transaction(
+        &mut s,
+        vec![
             intent("heartbeat_observed", 1, fields),
             intent("lease_renewed", 1, wrong_agent),
-        ]),
+        ],
         "lane event agent does not own the lane",
-    );
-    assert_eq!(
-        canonical::to_string(&s.state.public_json()),
-        canonical::to_string(&before)
-    );
-    assert!(
-        !s.state
-            .is_liveness_digest(&canonical::digest(&evidence("new heartbeat")))
     );
     assert_eq!(s.state.last_sequence(), 6);
 }
@@ -791,9 +743,7 @@ fn transaction_is_all_or_nothing() {
 /// whole when a third one fails.
 #[test]
 fn transaction_changing_a_lane_twice_is_all_or_nothing() {
-    let mut s = Script::new();
-    s.running().lane("a", "agent-1", json!({})).start_lane("a");
-    let before = s.state.public_json();
+    let mut s = Script::with_running_lane("a");
     let fields = json!({"lane_id": "a", "agent_id": "agent-1", "from_state": "running",
                         "to_state": "running", "reason": "still compiling",
                         "evidence_refs": evidence("new heartbeat"),
@@ -801,22 +751,14 @@ fn transaction_changing_a_lane_twice_is_all_or_nothing() {
                                      "silence_lease_deadline": "2026-07-14T01:05:00Z"}});
     let mut unknown = fields.clone();
     unknown["lane_id"] = json!("nowhere");
-    s.refused(
-        "transaction_committed",
-        transaction(vec![
+    refuse_heartbeat_transaction(
+        &mut s,
+        vec![
             intent("heartbeat_observed", 1, fields.clone()),
             intent("lease_renewed", 1, fields),
             intent("lease_renewed", 1, unknown),
-        ]),
+        ],
         "lane event references an unknown lane",
-    );
-    assert_eq!(
-        canonical::to_string(&s.state.public_json()),
-        canonical::to_string(&before)
-    );
-    assert!(
-        !s.state
-            .is_liveness_digest(&canonical::digest(&evidence("new heartbeat")))
     );
 }
 
@@ -824,8 +766,8 @@ fn transaction_changing_a_lane_twice_is_all_or_nothing() {
 fn failed_reassign_transaction_leaves_the_original_recovering() {
     let mut s = Script::new();
     s.running()
-        .lane("build", "agent-1", json!({}))
-        .lane("taken", "agent-9", json!({}))
+        .lane_with("build", "agent-1", json!({}))
+        .lane_with("taken", "agent-9", json!({}))
         .start_lane("build")
         .interrupt_lane("build");
     let reassigned = intent(
@@ -860,11 +802,7 @@ fn failed_reassign_transaction_leaves_the_original_recovering() {
 /// A run whose lane `build` was reassigned to `build-2` (child created in the
 /// same transaction when `with_child`).
 fn reassigned(with_child: bool, reservation: bool) -> Script {
-    let mut s = Script::new();
-    s.running()
-        .lane("build", "agent-1", json!({}))
-        .start_lane("build")
-        .interrupt_lane("build");
+    let mut s = Script::with_interrupted_build();
     let mut metadata = reassign_metadata("build-2");
     if !reservation {
         metadata = json!({"replacement_count": 1, "previous_agent_id": "agent-1",
@@ -1045,14 +983,14 @@ fn incomplete_replacement_can_be_blocked() {
 fn failed_and_resolved(rereview_evidence: Value) -> Script {
     let mut s = Script::new();
     s.running()
-        .lane("review", "agent-1", json!({}))
+        .lane_with("review", "agent-1", json!({}))
         .start_lane("review")
         .ok(
             "lane_failed",
             json!({"lane_id": "review", "reason": "found defects",
                    "evidence_refs": evidence("review failed")}),
         )
-        .lane("rereview", "agent-2", json!({"parent_lane_id": "review"}))
+        .lane_with("rereview", "agent-2", json!({"parent_lane_id": "review"}))
         .start_lane("rereview")
         .ok(
             "lane_completed",
@@ -1133,7 +1071,7 @@ fn failed_lane_resolution_rejects_liveness_evidence_and_bad_lineage() {
     let failed = canonical::digest(&evidence("review failed"));
     let resolved = canonical::digest(&evidence("rereview passed"));
     // Another lane recorded exactly this evidence as liveness evidence.
-    s.lane("watch", "agent-3", json!({}))
+    s.lane_with("watch", "agent-3", json!({}))
         .start_lane("watch")
         .ok(
             "stall_suspected",
@@ -1148,25 +1086,17 @@ fn failed_lane_resolution_rejects_liveness_evidence_and_bad_lineage() {
                       {"kind": "b", "summary": "y", "checksum": resolved}]);
     let mut self_resolution = resolution(&failed, &resolved, refs.clone());
     self_resolution["metadata"]["resolution_lane_id"] = json!("review");
-    s.refused(
-        "candidate_validated",
-        self_resolution,
-        "failure resolution lineage is invalid",
-    );
     let mut not_failed = resolution(&failed, &resolved, refs.clone());
     not_failed["metadata"]["original_lane_id"] = json!("rereview");
-    s.refused(
-        "candidate_validated",
-        not_failed,
-        "failure resolution original lane is invalid",
-    );
     let mut wrong_states = resolution(&failed, &resolved, refs.clone());
     wrong_states["to_state"] = json!("completed");
-    s.refused(
-        "candidate_validated",
-        wrong_states,
-        "failure resolution lineage is invalid",
-    );
+    for (event, message) in [
+        (self_resolution, "failure resolution lineage is invalid"),
+        (not_failed, "failure resolution original lane is invalid"),
+        (wrong_states, "failure resolution lineage is invalid"),
+    ] {
+        s.refused("candidate_validated", event, message);
+    }
     s.ok("candidate_validated", resolution(&failed, &resolved, refs));
 }
 
@@ -1179,13 +1109,13 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
             approval_file: None,
         });
         s.running()
-            .lane("review", "agent-1", json!({}))
+            .lane_with("review", "agent-1", json!({}))
             .start_lane("review")
             .ok(
                 "lane_failed",
                 json!({"lane_id": "review", "evidence_refs": evidence("review failed")}),
             )
-            .lane("rereview", "agent-2", json!({}))
+            .lane_with("rereview", "agent-2", json!({}))
             .start_lane("rereview")
             .ok(
                 "lane_completed",
@@ -1209,8 +1139,8 @@ fn failed_lane_resolution_requires_the_parent_link_only_by_policy() {
 fn resolver_must_complete_after_the_failure() {
     let mut s = Script::new();
     s.running()
-        .lane("review", "agent-1", json!({}))
-        .lane("rereview", "agent-2", json!({"parent_lane_id": "review"}))
+        .lane_with("review", "agent-1", json!({}))
+        .lane_with("rereview", "agent-2", json!({"parent_lane_id": "review"}))
         .start_lane("rereview")
         .ok(
             "lane_completed",
@@ -1242,7 +1172,7 @@ fn component(id: &str, owner: &str, checks: &[&str]) -> Value {
 #[test]
 fn duplicate_check_result_is_refused() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({})).ok(
+    s.running().lane_with("build", "agent-1", json!({})).ok(
         "topology_registered",
         json!({"metadata": {"components": [component("runtime", "build", &["unit"])]}}),
     );
@@ -1284,7 +1214,7 @@ fn duplicate_check_result_is_refused() {
 #[test]
 fn topology_reregistration_keeps_coverage_and_removal_moves_records() {
     let mut s = Script::new();
-    s.running().lane("build", "agent-1", json!({})).ok(
+    s.running().lane_with("build", "agent-1", json!({})).ok(
         "topology_registered",
         json!({"metadata": {"components": [component("runtime", "build", &[]),
                                            component("docs", "build", &[])]}}),
@@ -1409,7 +1339,7 @@ fn replay_of_nothing_is_refused() {
 #[test]
 fn big_replacement_count_round_trips() {
     let mut s = Script::new();
-    s.running().lane(
+    s.running().lane_with(
         "a",
         "x",
         json!({"replacement_count": serde_json::from_str::<Value>("100000000000000000000000000000").unwrap()}),
@@ -1428,11 +1358,7 @@ fn big_replacement_count_round_trips() {
 #[test]
 fn a_repair_that_does_not_fence_the_interrupted_agent_is_a_breach() {
     for (child_agent, breached) in [("agent-2", false), ("agent-1", true)] {
-        let mut s = Script::new();
-        s.running()
-            .lane("build", "agent-1", json!({}))
-            .start_lane("build")
-            .interrupt_lane("build");
+        let mut s = Script::with_interrupted_build();
         let mut metadata = reassign_metadata("build-2");
         metadata["replacement_agent_id"] = json!(child_agent);
         s.ok(

@@ -1,4 +1,5 @@
 use super::*;
+use crate::coordinator::test_ledger::needs_active_run;
 use crate::coordinator::{ReplayPolicy, RunOrigin};
 
 const RUN: &str = "20261130T020310Z-728df1d6";
@@ -316,13 +317,7 @@ fn each_kind_has_its_run_states() {
     let planned = state_with(&[("run_created", Some("planned"), json!({}))]);
     assert_eq!(
         require_report_state(&planned, ReportKind::Handoff),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Planned,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Planned))
     );
     assert_eq!(
         require_report_state(&running(), ReportKind::Live),

@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::completion::evaluate_completion;
-use crate::coordinator::test_ledger::{Ledger, ev};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
@@ -24,14 +25,17 @@ fn correction() -> Value {
     ev("re-review passed at the exact head")
 }
 
+/// `review` failed with `failure()`.
+fn failed_review() -> Ledger {
+    let mut ledger = Ledger::running(&["report"]);
+    ledger.failed_lane("review", failure());
+    ledger
+}
+
 /// `review` failed; `rereview` (child of review) completed afterwards.
 fn failed_then_rereviewed() -> Ledger {
-    let mut ledger = Ledger::running(&["report"]);
-    ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", failure())
-        .running_lane("rereview", json!("review"))
-        .end_lane("lane_completed", "rereview", "completed", correction());
+    let mut ledger = failed_review();
+    ledger.completed_child("rereview", "review", correction());
     ledger
 }
 
@@ -133,48 +137,33 @@ fn a_later_child_lane_resolves_a_failed_lane() {
 
 #[test]
 fn refusals_in_the_reference_order() {
-    let ledger = failed_then_rereviewed();
     let good = binding(&failure(), &correction());
-    assert_eq!(
-        resolve(&ledger, "ghost", "rereview", &good),
-        busy("lane is not a failed lane")
-    );
-    assert_eq!(
-        resolve(&ledger, "rereview", "review", &good),
-        busy("lane is not a failed lane")
-    );
-    // Self-resolution is a contract error (exit 2), after the failed check.
-    assert_eq!(
-        resolve(&ledger, "review", "review", &good),
-        bad("failed lane cannot resolve itself")
-    );
-    assert_eq!(
-        resolve(&ledger, "review", "ghost", &good),
-        busy("resolution lane is not completed")
-    );
+    let ledger = failed_then_rereviewed();
+    for (lane, resolver, refusal) in [
+        ("ghost", "rereview", busy("lane is not a failed lane")),
+        ("rereview", "review", busy("lane is not a failed lane")),
+        // Self-resolution is a contract error (exit 2), after the failed check.
+        ("review", "review", bad("failed lane cannot resolve itself")),
+        ("review", "ghost", busy("resolution lane is not completed")),
+    ] {
+        assert_eq!(
+            resolve(&ledger, lane, resolver, &good),
+            refusal,
+            "{lane} by {resolver}"
+        );
+    }
     let mut stopped = failed_then_rereviewed();
-    stopped.raw(
-        "run_blocked",
-        json!({"from_state": "running", "to_state": "blocked"}),
-    );
+    stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         resolve(&stopped, "review", "rereview", &good),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Blocked))
     );
 }
 
 #[test]
 fn the_resolver_must_be_completed() {
-    let mut ledger = Ledger::running(&["report"]);
+    let mut ledger = failed_review();
     ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", failure())
         .running_lane("running", json!("review"))
         .running_lane("failed-too", json!("review"))
         .end_lane("lane_failed", "failed-too", "failed", ev("also failed"))
@@ -196,12 +185,8 @@ fn the_resolver_must_be_completed() {
 
 #[test]
 fn the_resolver_must_declare_the_failed_parent_when_the_snapshot_says_so() {
-    let mut ledger = Ledger::running(&["report"]);
-    ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", failure())
-        .running_lane("other", Value::Null)
-        .end_lane("lane_completed", "other", "completed", correction());
+    let mut ledger = failed_review();
+    ledger.completed_lane("other", correction());
     let evidence = binding(&failure(), &correction());
     assert_eq!(
         resolve(&ledger, "review", "other", &evidence),
@@ -271,10 +256,8 @@ fn identical_evidence_on_both_lanes_is_a_conflict_not_a_corruption() {
     let same = ev("one report for both lanes");
     let mut ledger = Ledger::running(&["report"]);
     ledger
-        .running_lane("review", Value::Null)
-        .end_lane("lane_failed", "review", "failed", same.clone())
-        .running_lane("rereview", json!("review"))
-        .end_lane("lane_completed", "rereview", "completed", same.clone());
+        .failed_lane("review", same.clone())
+        .completed_child("rereview", "review", same.clone());
     let evidence = binding(&same, &same);
     assert_eq!(
         resolve(&ledger, "review", "rereview", &evidence),

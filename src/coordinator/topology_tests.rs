@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::coordinator::test_ledger::{Ledger, component, ev};
+use crate::coordinator::state::RunState;
+use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
@@ -67,19 +68,10 @@ fn register_writes_the_sorted_snapshot() {
 #[test]
 fn register_needs_a_running_run_before_validation() {
     let mut ledger = Ledger::running(&["api"]);
-    ledger.raw(
-        "run_failed",
-        json!({"from_state": "running", "to_state": "failed"}),
-    );
+    ledger.run_step("run_failed", "running", "failed");
     assert_eq!(
         register(&ledger, &json!([])),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Failed,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Failed))
     );
     assert_eq!(
         precheck_register(&json!([])),
@@ -310,37 +302,27 @@ fn remove_an_optional_leaf_with_its_reason() {
 fn remove_refusals() {
     let ledger = four_components();
     let e = ev("r");
-    assert_eq!(
-        decide_remove(&ledger.state, "ghost", "x", &e),
-        busy("topology component does not exist")
-    );
-    assert_eq!(
-        decide_remove(&ledger.state, "guide", "x", &e),
-        busy("topology component still has dependents: docs")
-    );
-    // Dependents are named before the required rule.
-    assert_eq!(
-        decide_remove(&ledger.state, "core", "x", &e),
-        busy("topology component still has dependents: api")
-    );
-    assert_eq!(
-        decide_remove(&ledger.state, "api", "x", &e),
-        busy("required topology component cannot be removed; it blocks completion until covered")
-    );
+    for (component, refusal) in [
+        ("ghost", "topology component does not exist"),
+        ("guide", "topology component still has dependents: docs"),
+        // Dependents are named before the required rule.
+        ("core", "topology component still has dependents: api"),
+        (
+            "api",
+            "required topology component cannot be removed; it blocks completion until covered",
+        ),
+    ] {
+        assert_eq!(
+            decide_remove(&ledger.state, component, "x", &e),
+            busy(refusal),
+            "{component}"
+        );
+    }
     let mut stopped = four_components();
-    stopped.raw(
-        "run_blocked",
-        json!({"from_state": "running", "to_state": "blocked"}),
-    );
+    stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
         decide_remove(&stopped.state, "docs", "x", &e),
-        Err(crate::coordinator::decide::lane_refused::run_state(
-            crate::coordinator::state::RunState::Blocked,
-            &[
-                crate::coordinator::state::RunState::Running,
-                crate::coordinator::state::RunState::Recovering
-            ]
-        ))
+        Err(needs_active_run(RunState::Blocked))
     );
 }
 
@@ -397,7 +379,14 @@ fn checked() -> Ledger {
     let mut ledger = Ledger::running(&["core"]);
     ledger
         .running_lane("b", Value::Null)
-        .topology(json!([component("core", "b", true, &["lint"], &[])]));
+        .required("core", "b", &["lint"]);
+    ledger
+}
+
+/// `checked()` after a heartbeat of lane b carrying `beat`.
+fn checked_after_heartbeat(beat: &Value) -> Ledger {
+    let mut ledger = checked();
+    ledger.heartbeat("b", beat.clone());
     ledger
 }
 
@@ -489,9 +478,8 @@ fn a_passing_check_never_rests_on_liveness_evidence() {
     // Our rule (DEVIATIONS 99; the reference records it): a heartbeat
     // proves that an agent was alive, not that a check passed. A failing
     // result satisfies nothing and may cite it.
-    let mut ledger = checked();
     let beat = ev("heartbeat");
-    ledger.heartbeat("b", beat.clone());
+    let ledger = checked_after_heartbeat(&beat);
     let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
     assert_eq!(
         refused.untaught().0,
@@ -549,9 +537,8 @@ fn component_evidence_covers_a_component_once() {
 
 #[test]
 fn component_evidence_refusals_in_order() {
-    let mut ledger = checked();
     let beat = ev("still alive");
-    ledger.heartbeat("b", beat.clone());
+    let mut ledger = checked_after_heartbeat(&beat);
     let e = ev("core verified");
     // Evidence rules come before the component rules.
     assert_eq!(
@@ -588,9 +575,8 @@ fn component_evidence_refusals_in_order() {
 fn a_failed_but_resolved_owner_does_not_qualify() {
     let mut ledger = Ledger::running(&["core"]);
     ledger
-        .running_lane("b", Value::Null)
-        .end_lane("lane_failed", "b", "failed", ev("failed"))
-        .topology(json!([component("core", "b", true, &[], &[])]));
+        .failed_lane("b", ev("failed"))
+        .required("core", "b", &[]);
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &ev("x")),
         busy("component owner lane is not completed")
