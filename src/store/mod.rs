@@ -32,6 +32,8 @@ pub mod secret;
 pub mod secure;
 pub mod tree;
 
+pub use error::{StoreError, StoreResult};
+
 /// What the store's unit tests share.
 #[cfg(test)]
 pub(crate) mod test_dirs {
@@ -44,5 +46,3 @@ pub(crate) mod test_dirs {
         dir
     }
 }
-
-pub use error::{StoreError, StoreResult};
