@@ -144,8 +144,12 @@ pub fn authorize(state: &CoordinatorState, handle: &OwnerHandle) -> FlowResult<O
     if state.owner_fingerprint() != Some(handle.fingerprint.as_str())
         || state.owner_epoch() != handle.epoch
     {
-        return Err(FlowError::Conflict(
-            "owner handle does not match the current run owner".into(),
+        return Err(FlowError::Owner(
+            crate::coordinator::owner_refusal::OwnerRefusal {
+                before_lock: false,
+                handle_epoch: handle.epoch,
+                owner_epoch: state.owner_epoch(),
+            },
         ));
     }
     Ok(OwnerProof {

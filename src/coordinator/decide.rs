@@ -104,6 +104,10 @@ pub enum FlowError {
     /// (exit 5) with the reference's message; `fields` and hint are
     /// functions of the reason.
     Replacement(super::replacement_refusal::ReplacementRefusal),
+    /// The caller's owner handle is not the run's current owner's: a
+    /// conflict (exit 5) with the reference's message; its epochs are
+    /// `fields`.
+    Owner(super::owner_refusal::OwnerRefusal),
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -199,6 +203,7 @@ impl FlowError {
             FlowError::Conflict(_)
             | FlowError::Lane(_)
             | FlowError::Replacement(_)
+            | FlowError::Owner(_)
             | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
@@ -245,6 +250,7 @@ impl FlowError {
             FlowError::Store(e) => e.message(),
             FlowError::Lane(refusal) => refusal.message(),
             FlowError::Replacement(refusal) => refusal.message(),
+            FlowError::Owner(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
@@ -255,6 +261,7 @@ impl FlowError {
         match self.untaught().0 {
             FlowError::Lane(refusal) => Some(refusal.teaching()),
             FlowError::Replacement(refusal) => Some(refusal.teaching()),
+            FlowError::Owner(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
                 let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
                 Some(Teaching {
@@ -434,6 +441,7 @@ impl PartialEq for FlowError {
             (Approval(a), Approval(b)) => a == b,
             (Lane(a), Lane(b)) => a == b,
             (Replacement(a), Replacement(b)) => a == b,
+            (Owner(a), Owner(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

@@ -15,6 +15,7 @@ pub mod lane_commands;
 pub mod liveness;
 pub mod machine;
 pub mod otel;
+pub mod owner_refusal;
 pub mod recovery;
 pub mod replacement;
 pub mod replacement_refusal;

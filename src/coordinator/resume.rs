@@ -7,6 +7,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, conflict, require_evidence};
+use super::owner_refusal::OwnerRefusal;
 use super::state::{CoordinatorState, RunState};
 
 /// The run states an owner can be transferred in; terminal runs keep theirs.
@@ -26,7 +27,11 @@ pub fn require_current_owner(
     epoch: u64,
 ) -> Result<(), FlowError> {
     if state.owner_fingerprint() != Some(fingerprint) || state.owner_epoch() != epoch {
-        return conflict("owner handle is stale");
+        return Err(FlowError::Owner(OwnerRefusal {
+            before_lock: true,
+            handle_epoch: epoch,
+            owner_epoch: state.owner_epoch(),
+        }));
     }
     Ok(())
 }
@@ -148,7 +153,20 @@ mod tests {
         assert_eq!(s.owner_fingerprint(), Some(fp('b').as_str()));
         assert_eq!(
             require_current_owner(&s, &fp('a'), 1),
-            Err(FlowError::Conflict("owner handle is stale".into()))
+            Err(FlowError::Owner(OwnerRefusal {
+                before_lock: true,
+                handle_epoch: 1,
+                owner_epoch: 2
+            }))
+        );
+        assert_eq!(
+            FlowError::Owner(OwnerRefusal {
+                before_lock: true,
+                handle_epoch: 1,
+                owner_epoch: 2
+            })
+            .message(),
+            "owner handle is stale"
         );
         // The old fingerprint at the new epoch is no better.
         assert!(require_current_owner(&s, &fp('a'), 2).is_err());

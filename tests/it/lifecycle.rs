@@ -5,7 +5,7 @@
 use crate::bed as common;
 
 use common::{TestBed, bed_type};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::Path;
 
 bed_type!(Run);
@@ -151,11 +151,27 @@ fn owner_handles_are_fenced() {
         e["message"],
         "owner handle does not match the current run owner"
     );
+    // The epochs are fields; the hint says which handle acts.
+    assert_eq!(
+        e["fields"],
+        json!({"handle_owner_epoch": 1, "owner_epoch": 1})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("act with the owner handle that init or the last resume wrote"),
+        "{e}"
+    );
     // A newer epoch than the run's: also stale.
     handle["token"] = serde_json::from_slice::<Value>(&original).unwrap()["token"].clone();
     handle["epoch"] = 2.into();
     std::fs::write(run.owner(), handle.to_string()).unwrap();
-    run.refused("run-approve", &[], 5, "coordinator_conflict");
+    let e = run.refused("run-approve", &[], 5, "coordinator_conflict");
+    assert_eq!(
+        e["fields"],
+        json!({"handle_owner_epoch": 2, "owner_epoch": 1})
+    );
     std::fs::write(run.owner(), &original).unwrap();
     // Loose modes, a missing handle, one outside handles/: contract errors.
     use std::os::unix::fs::PermissionsExt;

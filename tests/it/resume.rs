@@ -366,11 +366,23 @@ fn stale_foreign_and_unusable_current_handles_are_refused() {
     let run = Run::new();
     std::fs::copy(run.handle("main.owner"), run.handle("epoch1.owner")).unwrap();
     run.resume("main.owner", "second.owner", &[]).assert_ok();
-    // A copy of the epoch-1 handle: stale (plain read, before the lock).
-    run.refused(
+    // A copy of the epoch-1 handle: stale (plain read, before the lock);
+    // the hint names the handle the resume wrote.
+    let e = run.refused(
         || run.resume("epoch1.owner", "n.owner", &[]),
         5,
         "owner handle is stale",
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"handle_owner_epoch": 1, "owner_epoch": 2})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("a resume has made the run's owner epoch 2"),
+        "{e}"
     );
     // The path the resume removed.
     run.refused(

@@ -1,0 +1,49 @@
+//! Why an owner handle may not act on a run: it is not the run's current
+//! owner's (a conflict, exit 5, with the reference's message). Its epochs
+//! are `fields`, and the hint says which handle acts now.
+
+use serde_json::json;
+
+use super::decide::Teaching;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRefusal {
+    /// Read before the lock (`resume`, the reports: "owner handle is
+    /// stale") or under it (every other mutation: "owner handle does not
+    /// match the current run owner").
+    pub before_lock: bool,
+    /// The epoch the handle carries.
+    pub handle_epoch: u64,
+    /// The run's current owner epoch.
+    pub owner_epoch: u64,
+}
+
+impl OwnerRefusal {
+    /// The reference's message.
+    pub fn message(&self) -> &'static str {
+        if self.before_lock {
+            "owner handle is stale"
+        } else {
+            "owner handle does not match the current run owner"
+        }
+    }
+
+    /// Its `fields` (the two epochs) and hint.
+    pub fn teaching(&self) -> Teaching {
+        let (handle, owner) = (self.handle_epoch, self.owner_epoch);
+        let hint = if handle < owner {
+            format!(
+                "retrying cannot help: this handle is of owner epoch {handle}, and a resume has made the run's owner epoch {owner}: act with the handle that resume wrote (its new_owner_file); bluetape-flow resume-check --run-id {{run_id}} shows the current owner"
+            )
+        } else {
+            format!(
+                "retrying cannot help: this handle is not the one of the run's current owner (epoch {owner}): act with the owner handle that init or the last resume wrote for this run; bluetape-flow resume-check --run-id {{run_id}} shows the current owner"
+            )
+        };
+        Teaching {
+            detail: None,
+            hint: Some(hint),
+            fields: Some(json!({"handle_owner_epoch": handle, "owner_epoch": owner})),
+        }
+    }
+}
