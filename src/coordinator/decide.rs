@@ -108,6 +108,10 @@ pub enum FlowError {
     /// conflict (exit 5) with the reference's message; its epochs are
     /// `fields`.
     Owner(super::owner_refusal::OwnerRefusal),
+    /// A report that cannot be bound as it is: a conflict (exit 5) with
+    /// the reference's message; what it named and what the run has now
+    /// are `fields`.
+    Report(super::report_refusal::ReportRefusal),
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -204,6 +208,7 @@ impl FlowError {
             | FlowError::Lane(_)
             | FlowError::Replacement(_)
             | FlowError::Owner(_)
+            | FlowError::Report(_)
             | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
@@ -251,6 +256,7 @@ impl FlowError {
             FlowError::Lane(refusal) => refusal.message(),
             FlowError::Replacement(refusal) => refusal.message(),
             FlowError::Owner(refusal) => refusal.message(),
+            FlowError::Report(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
@@ -262,6 +268,7 @@ impl FlowError {
             FlowError::Lane(refusal) => Some(refusal.teaching()),
             FlowError::Replacement(refusal) => Some(refusal.teaching()),
             FlowError::Owner(refusal) => Some(refusal.teaching()),
+            FlowError::Report(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
                 let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
                 Some(Teaching {
@@ -442,6 +449,7 @@ impl PartialEq for FlowError {
             (Lane(a), Lane(b)) => a == b,
             (Replacement(a), Replacement(b)) => a == b,
             (Owner(a), Owner(b)) => a == b,
+            (Report(a), Report(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

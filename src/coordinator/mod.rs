@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod replacement;
 pub mod replacement_refusal;
 pub mod replay;
+pub mod report_refusal;
 pub mod reports;
 pub mod resolution;
 pub mod resume;

@@ -7,7 +7,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, conflict, invalid};
+use super::decide::{FlowError, Intent, invalid};
+use super::report_refusal::ReportRefusal;
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::{LaxTimeError, parse_lax_timestamp};
@@ -218,6 +219,10 @@ impl BoundReport {
     }
 }
 
+fn refused<T>(reason: ReportRefusal) -> Result<T, FlowError> {
+    Err(FlowError::Report(reason))
+}
+
 /// Check the payload against the run (its id, current epoch and manifest)
 /// and build the binding.
 pub fn bind_report(
@@ -231,10 +236,16 @@ pub fn bind_report(
         return invalid("report run_id does not match");
     }
     if as_int(&payload["owner_epoch"]) != Some(i128::from(state.owner_epoch())) {
-        return conflict("report owner epoch is stale");
+        return refused(ReportRefusal::StaleEpoch {
+            given: payload["owner_epoch"].clone(),
+            current: state.owner_epoch(),
+        });
     }
     if payload.get("manifest_hash").and_then(Value::as_str) != Some(manifest_hash) {
-        return conflict("report manifest hash is stale");
+        return refused(ReportRefusal::StaleManifest {
+            given: payload.get("manifest_hash").cloned().unwrap_or(Value::Null),
+            current: manifest_hash.to_string(),
+        });
     }
     let receipt_head = payload
         .get("receipt_head")
@@ -277,12 +288,18 @@ pub fn binding_status(
 ) -> Result<Binding, FlowError> {
     if let Some(existing) = state.reports().get(report.kind.as_str()) {
         if *existing != report.metadata {
-            return conflict("report kind is already bound");
+            return refused(ReportRefusal::AlreadyBound {
+                kind: report.kind.as_str().to_string(),
+                path: existing.get("report_path").cloned().unwrap_or(Value::Null),
+            });
         }
         return Ok(Binding::AlreadyBound);
     }
     if report.receipt_head != state.last_checksum() {
-        return conflict("report receipt head is stale");
+        return refused(ReportRefusal::StaleHead {
+            given: report.receipt_head.clone(),
+            current: state.last_checksum().to_string(),
+        });
     }
     Ok(Binding::Unbound)
 }
@@ -295,7 +312,10 @@ pub fn decide_report(
 ) -> Result<Vec<Intent>, FlowError> {
     require_report_state(state, report.kind)?;
     if state.last_checksum() != report.receipt_head {
-        return conflict("report receipt head changed before commit");
+        return refused(ReportRefusal::HeadMoved {
+            given: report.receipt_head.clone(),
+            current: state.last_checksum().to_string(),
+        });
     }
     let mut metadata = report.metadata.clone();
     metadata.remove("owner_epoch");

@@ -1,4 +1,5 @@
 use super::*;
+use crate::coordinator::report_refusal::ReportRefusal;
 use crate::coordinator::test_ledger::needs_active_run;
 use crate::coordinator::{ReplayPolicy, RunOrigin};
 
@@ -269,22 +270,33 @@ fn the_payload_must_name_this_run_epoch_and_manifest() {
     );
     assert_eq!(
         bind(with(handoff(&state), "owner_epoch", json!(2))),
-        Err(FlowError::Conflict("report owner epoch is stale".into()))
+        Err(FlowError::Report(ReportRefusal::StaleEpoch {
+            given: json!(2),
+            current: 1
+        }))
     );
     assert_eq!(
         bind(with(handoff(&state), "manifest_hash", json!(hex('9')))),
-        Err(FlowError::Conflict("report manifest hash is stale".into()))
+        Err(FlowError::Report(ReportRefusal::StaleManifest {
+            given: json!(hex('9')),
+            current: hex('0')
+        }))
     );
     let stale = bind(with(handoff(&state), "receipt_head", json!(hex('8')))).unwrap();
+    let heads = (hex('8'), state.last_checksum().to_string());
     assert_eq!(
         binding_status(&state, &stale),
-        Err(FlowError::Conflict("report receipt head is stale".into()))
+        Err(FlowError::Report(ReportRefusal::StaleHead {
+            given: heads.0.clone(),
+            current: heads.1.clone()
+        }))
     );
     assert_eq!(
         decide_report(&state, &stale),
-        Err(FlowError::Conflict(
-            "report receipt head changed before commit".into()
-        ))
+        Err(FlowError::Report(ReportRefusal::HeadMoved {
+            given: heads.0,
+            current: heads.1
+        }))
     );
 }
 
@@ -308,7 +320,10 @@ fn one_binding_per_kind_and_repeats_are_idempotent() {
     let other = bind_report(&after, ReportKind::Handoff, RUN, &hex('0'), map).unwrap();
     assert_eq!(
         binding_status(&after, &other),
-        Err(FlowError::Conflict("report kind is already bound".into()))
+        Err(FlowError::Report(ReportRefusal::AlreadyBound {
+            kind: "fresh_session_handoff".into(),
+            path: report.metadata["report_path"].clone()
+        }))
     );
 }
 

@@ -195,10 +195,15 @@ fn a_handoff_binds_its_file_and_the_pre_event_head() {
     assert_eq!(again, out);
     assert_eq!(bed.receipt(), receipt);
     // One handoff per run: a new one (at the new head) is refused.
-    bed.refused(
+    let e = bed.refused(
         || bed.report("handoff-create", &bed.handoff(), &[]),
         5,
         "report kind is already bound",
+    );
+    assert_eq!(e["fields"]["report_kind"], "fresh_session_handoff");
+    assert_eq!(
+        e["fields"]["report_path"], out["report_path"],
+        "the bound report is named: {e}"
     );
     // The bound file must stay what was bound.
     std::fs::write(&path, b"{}\n").unwrap();
@@ -351,10 +356,15 @@ fn refusals_in_the_reference_order_change_nothing() {
         2,
         "report run_id does not match",
     );
-    bed.refused(
+    let e = bed.refused(
         || bed.report("handoff-create", &with(h(), "owner_epoch", json!(2)), &[]),
         5,
         "report owner epoch is stale",
+    );
+    // What the report named and what the run has now are fields.
+    assert_eq!(
+        e["fields"],
+        json!({"owner_epoch": 2, "current_owner_epoch": 1})
     );
     bed.refused(
         || {
@@ -367,7 +377,7 @@ fn refusals_in_the_reference_order_change_nothing() {
         5,
         "report manifest hash is stale",
     );
-    bed.refused(
+    let e = bed.refused(
         || {
             bed.report(
                 "handoff-create",
@@ -377,6 +387,17 @@ fn refusals_in_the_reference_order_change_nothing() {
         },
         5,
         "report receipt head is stale",
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"receipt_head": "e".repeat(64), "current_receipt_head": bed.head()})
+    );
+    assert!(
+        e["hint"].as_str().unwrap().contains(&format!(
+            "bluetape-flow resume-check --run-id {}",
+            bed.run_id
+        )),
+        "{e}"
     );
     bed.refused(
         || bed.report("handoff-create", &with(h(), "skill_hash", json!("x")), &[]),

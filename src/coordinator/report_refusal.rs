@@ -1,0 +1,76 @@
+//! Why a report (`handoff-create`, `live-report-create`) cannot be bound
+//! to the receipt as it is: a conflict (exit 5) with the reference's
+//! message, whose `fields` say what the payload named and what the run
+//! has now, and whose hint says what to make the report against.
+
+use serde_json::{Value, json};
+
+use super::decide::Teaching;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportRefusal {
+    /// The payload's `owner_epoch` is not the run's current one.
+    StaleEpoch { given: Value, current: u64 },
+    /// The payload's `manifest_hash` is not the run's manifest's.
+    StaleManifest { given: Value, current: String },
+    /// The payload's `receipt_head` is not the receipt's head.
+    StaleHead { given: String, current: String },
+    /// Another writer appended between the check and the commit.
+    HeadMoved { given: String, current: String },
+    /// The receipt binds another report of this kind already.
+    AlreadyBound { kind: String, path: Value },
+}
+
+impl ReportRefusal {
+    /// The reference's message.
+    pub fn message(&self) -> &'static str {
+        match self {
+            Self::StaleEpoch { .. } => "report owner epoch is stale",
+            Self::StaleManifest { .. } => "report manifest hash is stale",
+            Self::StaleHead { .. } => "report receipt head is stale",
+            Self::HeadMoved { .. } => "report receipt head changed before commit",
+            Self::AlreadyBound { .. } => "report kind is already bound",
+        }
+    }
+
+    /// Its `fields` and hint.
+    pub fn teaching(&self) -> Teaching {
+        const AGAIN: &str = "write the report again with the run's current values (bluetape-flow resume-check --run-id {run_id} shows the owner epoch and the head)";
+        let (fields, hint) = match self {
+            Self::StaleEpoch { given, current } => (
+                json!({"owner_epoch": given, "current_owner_epoch": current}),
+                format!(
+                    "the report names owner epoch {given}, the run's owner is at epoch {current}: {AGAIN}"
+                ),
+            ),
+            Self::StaleManifest { given, current } => (
+                json!({"manifest_hash": given, "current_manifest_hash": current}),
+                format!("the report names another manifest than the run's ({current}): {AGAIN}"),
+            ),
+            Self::StaleHead { given, current } => (
+                json!({"receipt_head": given, "current_receipt_head": current}),
+                format!(
+                    "the report names receipt head {given}, the receipt's head is {current}: {AGAIN}"
+                ),
+            ),
+            Self::HeadMoved { given, current } => (
+                json!({"receipt_head": given, "current_receipt_head": current}),
+                format!(
+                    "another writer appended to the run while this report was bound (head {current} now): {AGAIN}"
+                ),
+            ),
+            Self::AlreadyBound { kind, path } => (
+                json!({"report_kind": kind, "report_path": path}),
+                format!(
+                    "retrying cannot help: the run binds one {kind} report and has one already ({}); the same report again is answered as bound, another is refused",
+                    path.as_str().unwrap_or("see status")
+                ),
+            ),
+        };
+        Teaching {
+            detail: None,
+            hint: Some(hint),
+            fields: Some(fields),
+        }
+    }
+}
