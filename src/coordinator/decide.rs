@@ -112,6 +112,10 @@ pub enum FlowError {
     /// the reference's message; what it named and what the run has now
     /// are `fields`.
     Report(super::report_refusal::ReportRefusal),
+    /// A topology step refused for the component it names: a conflict
+    /// (exit 5) with the reference's message; the component and what
+    /// refused it are `fields`.
+    Component(super::component_refusal::ComponentRefusal),
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -209,6 +213,7 @@ impl FlowError {
             | FlowError::Replacement(_)
             | FlowError::Owner(_)
             | FlowError::Report(_)
+            | FlowError::Component(_)
             | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
@@ -257,6 +262,7 @@ impl FlowError {
             FlowError::Replacement(refusal) => refusal.message(),
             FlowError::Owner(refusal) => refusal.message(),
             FlowError::Report(refusal) => refusal.message(),
+            FlowError::Component(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
@@ -269,6 +275,7 @@ impl FlowError {
             FlowError::Replacement(refusal) => Some(refusal.teaching()),
             FlowError::Owner(refusal) => Some(refusal.teaching()),
             FlowError::Report(refusal) => Some(refusal.teaching()),
+            FlowError::Component(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
                 let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
                 Some(Teaching {
@@ -450,6 +457,7 @@ impl PartialEq for FlowError {
             (Replacement(a), Replacement(b)) => a == b,
             (Owner(a), Owner(b)) => a == b,
             (Report(a), Report(b)) => a == b,
+            (Component(a), Component(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

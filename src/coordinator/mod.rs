@@ -9,6 +9,7 @@
 pub mod approval;
 pub mod breach;
 pub mod completion;
+pub mod component_refusal;
 pub mod decide;
 pub mod inputs;
 pub mod lane_commands;

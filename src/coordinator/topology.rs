@@ -18,9 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
+use super::component_refusal::ComponentRefusal as Refused;
 use super::decide::{FlowError, Intent, Policy, conflict, invalid, require_evidence};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
-use super::state::{CoordinatorState, CoverageState, LaneState};
+use super::state::{Component, CoordinatorState, CoverageState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::rules::{Limits, check_component, check_evidence};
 
@@ -194,18 +195,8 @@ pub fn decide_register(
         }
         match required_now.get(id.as_str()) {
             Some(true) => {}
-            Some(false) => {
-                return Err(FlowError::Conflict(format!(
-                    "topology re-registration cannot demote required component {id}; \
-                     a required component leaves only through topology-remove"
-                )));
-            }
-            None => {
-                return Err(FlowError::Conflict(format!(
-                    "topology re-registration cannot drop required component {id}; \
-                     a required component leaves only through topology-remove"
-                )));
-            }
+            Some(false) => return refused(Refused::required_kept(id, false)),
+            None => return refused(Refused::required_kept(id, true)),
         }
     }
     let mut metadata = Map::new();
@@ -216,6 +207,25 @@ pub fn decide_register(
         None,
         metadata,
     )])
+}
+
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Component(reason))
+}
+
+/// The registered component `component_id`, or the refusal naming the
+/// run's components.
+fn registered<'s>(
+    state: &'s CoordinatorState,
+    component_id: &str,
+) -> Result<&'s Component, FlowError> {
+    match state.topology().get(component_id) {
+        Some(component) => Ok(component),
+        None => refused(Refused::Missing {
+            component_id: component_id.into(),
+            components: state.topology().keys().cloned().collect(),
+        }),
+    }
 }
 
 // ------------------------------------------------------------ remove
@@ -247,25 +257,20 @@ pub fn decide_remove(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
-    let Some(component) = state.topology().get(component_id) else {
-        return conflict("topology component does not exist");
-    };
-    let dependents: Vec<&str> = state
+    let component = registered(state, component_id)?;
+    let dependents: Vec<String> = state
         .topology()
         .iter()
         .filter(|(_, c)| c.dependencies.iter().any(|d| d == component_id))
-        .map(|(id, _)| id.as_str())
+        .map(|(id, _)| id.clone())
         .collect();
     if !dependents.is_empty() {
-        return Err(FlowError::Conflict(format!(
-            "topology component still has dependents: {}",
-            dependents.join(", ")
-        )));
+        return refused(Refused::has_dependents(component_id, dependents));
     }
     if component.required {
-        return conflict(
-            "required topology component cannot be removed; it blocks completion until covered",
-        );
+        return refused(Refused::Required {
+            component_id: component_id.into(),
+        });
     }
     let mut metadata = Map::new();
     metadata.insert("component_id".into(), json!(component_id));
@@ -431,25 +436,32 @@ pub fn decide_component_evidence(
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     require_completion_evidence(state, evidence)?;
-    let Some(component) = state.topology().get(component_id) else {
-        return conflict("topology component does not exist");
-    };
+    let component = registered(state, component_id)?;
     if component.coverage_state == CoverageState::Covered {
-        return conflict("component evidence is already attached");
+        return refused(Refused::Covered {
+            component_id: component_id.into(),
+        });
     }
-    let owner_completed = state
-        .lane(&component.owner_lane)
-        .is_some_and(|lane| lane.state == LaneState::Completed);
-    if !owner_completed {
-        return conflict("component owner lane is not completed");
+    let owner_state = state.lane(&component.owner_lane).map(|lane| lane.state);
+    if owner_state != Some(LaneState::Completed) {
+        return refused(Refused::OwnerNotCompleted {
+            component_id: component_id.into(),
+            owner_lane: component.owner_lane.clone(),
+            lane_state: owner_state,
+        });
     }
     let results = state.checks().get(component_id);
-    let all_pass = component
+    let not_passed: Vec<String> = component
         .required_checks
         .iter()
-        .all(|check| results.and_then(|r| r.get(check)) == Some(&true));
-    if !all_pass {
-        return conflict("component required checks are incomplete");
+        .filter(|check| results.and_then(|r| r.get(*check)) != Some(&true))
+        .cloned()
+        .collect();
+    if !not_passed.is_empty() {
+        return refused(Refused::ChecksNotPassed {
+            component_id: component_id.into(),
+            checks: not_passed,
+        });
     }
     let mut metadata = Map::new();
     metadata.insert("component_id".into(), json!(component_id));

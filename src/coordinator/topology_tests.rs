@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::coordinator::component_refusal::ComponentRefusal as Refused;
 use crate::coordinator::state::RunState;
 use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev, needs_active_run};
 
@@ -13,6 +14,19 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
 
 fn busy<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Conflict(message.into()))
+}
+
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Component(reason))
+}
+
+/// "topology component does not exist", in a run whose topology is
+/// `components`.
+fn missing<T>(component_id: &str, components: &[&str]) -> Result<T, FlowError> {
+    refused(Refused::Missing {
+        component_id: component_id.into(),
+        components: components.iter().map(|c| c.to_string()).collect(),
+    })
 }
 
 /// A running run approving `api` and `core`, with lanes `a` and `b`.
@@ -211,10 +225,7 @@ fn reregistration_cannot_demote_a_required_component() {
     ledger.commit(first);
     assert_eq!(
         register(&ledger, &api_core(false)),
-        busy(
-            "topology re-registration cannot demote required component api; \
-             a required component leaves only through topology-remove"
-        )
+        refused(Refused::required_kept("api", false))
     );
     // The snapshot rules still answer first (exit 2 before exit 5).
     let demoted_and_bad = with(api_core(false), 0, "owner_lane", json!("ghost"));
@@ -237,10 +248,7 @@ fn reregistration_cannot_drop_a_required_component() {
     let only_core = json!([component("core", "b", true, &["lint"], &[])]);
     assert_eq!(
         decide_register(&shrunk, &ledger.policy, &only_core, &ev("t")),
-        busy(
-            "topology re-registration cannot drop required component api; \
-             a required component leaves only through topology-remove"
-        )
+        refused(Refused::required_kept("api", true))
     );
 }
 
@@ -294,7 +302,7 @@ fn remove_an_optional_leaf_with_its_reason() {
     // A removed component cannot be removed again.
     assert_eq!(
         decide_remove(&ledger.state, "docs", "again", &ev("r3")),
-        busy("topology component does not exist")
+        missing("docs", &["api", "core", "guide"])
     );
 }
 
@@ -302,22 +310,29 @@ fn remove_an_optional_leaf_with_its_reason() {
 fn remove_refusals() {
     let ledger = four_components();
     let e = ev("r");
+    let dependents = |id: &str, on: &str| refused(Refused::has_dependents(id, vec![on.into()]));
     for (component, refusal) in [
-        ("ghost", "topology component does not exist"),
-        ("guide", "topology component still has dependents: docs"),
+        ("ghost", missing("ghost", &["api", "core", "docs", "guide"])),
+        ("guide", dependents("guide", "docs")),
         // Dependents are named before the required rule.
-        ("core", "topology component still has dependents: api"),
+        ("core", dependents("core", "api")),
         (
             "api",
-            "required topology component cannot be removed; it blocks completion until covered",
+            refused(Refused::Required {
+                component_id: "api".into(),
+            }),
         ),
     ] {
         assert_eq!(
             decide_remove(&ledger.state, component, "x", &e),
-            busy(refusal),
+            refusal,
             "{component}"
         );
     }
+    assert_eq!(
+        FlowError::Component(Refused::has_dependents("core", vec!["api".into()])).message(),
+        "topology component still has dependents: api"
+    );
     let mut stopped = four_components();
     stopped.run_step("run_blocked", "running", "blocked");
     assert_eq!(
@@ -531,7 +546,9 @@ fn component_evidence_covers_a_component_once() {
     );
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &ev("again")),
-        busy("component evidence is already attached")
+        refused(Refused::Covered {
+            component_id: "core".into()
+        })
     );
 }
 
@@ -551,21 +568,29 @@ fn component_evidence_refusals_in_order() {
     );
     assert_eq!(
         decide_component_evidence(&ledger.state, "ghost", &e),
-        busy("topology component does not exist")
+        missing("ghost", &["core"])
     );
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &e),
-        busy("component owner lane is not completed")
+        refused(Refused::OwnerNotCompleted {
+            component_id: "core".into(),
+            owner_lane: "b".into(),
+            lane_state: Some(LaneState::Running)
+        })
     );
     ledger.step("lane_completed", "b", "running", "completed");
+    let lint_not_passed = refused(Refused::ChecksNotPassed {
+        component_id: "core".into(),
+        checks: vec!["lint".into()],
+    });
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &e),
-        busy("component required checks are incomplete")
+        lint_not_passed
     );
     ledger.check("core", "lint", false);
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &e),
-        busy("component required checks are incomplete")
+        lint_not_passed
     );
     ledger.check("core", "lint", true);
     assert!(decide_component_evidence(&ledger.state, "core", &e).is_ok());
@@ -579,6 +604,10 @@ fn a_failed_but_resolved_owner_does_not_qualify() {
         .required("core", "b", &[]);
     assert_eq!(
         decide_component_evidence(&ledger.state, "core", &ev("x")),
-        busy("component owner lane is not completed")
+        refused(Refused::OwnerNotCompleted {
+            component_id: "core".into(),
+            owner_lane: "b".into(),
+            lane_state: Some(LaneState::Failed)
+        })
     );
 }

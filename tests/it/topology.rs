@@ -433,11 +433,21 @@ fn remove_an_optional_leaf_with_a_reason() {
 #[test]
 fn remove_refusals() {
     let run = four_components();
-    run.refused(
+    let e = run.refused(
         || remove(&run, "guide", "x"),
         5,
         "coordinator_conflict",
         "topology component still has dependents: docs",
+    );
+    // The component and what refused it are fields; the hint says what
+    // comes first.
+    assert_eq!(
+        e["fields"],
+        json!({"component_id": "guide", "dependents": ["docs"]})
+    );
+    assert!(
+        e["hint"].as_str().unwrap().contains("remove docs first"),
+        "{e}"
     );
     run.refused(
         || remove(&run, "core", "x"),
@@ -453,11 +463,15 @@ fn remove_refusals() {
         "coordinator_conflict",
         "required topology component cannot be removed; it blocks completion until covered",
     );
-    run.refused(
+    let e = run.refused(
         || remove(&run, "ghost", "x"),
         5,
         "coordinator_conflict",
         "topology component does not exist",
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"component_id": "ghost", "components": ["api", "core", "docs", "guide"]})
     );
     run.refused(
         || remove(&run, "docs", " \t "),
@@ -621,11 +635,22 @@ fn component_evidence_covers_once_the_owner_completed_and_checks_pass() {
         "component owner lane is not completed",
     );
     run.complete_lane("b", &ev("core done")).assert_ok();
-    run.refused(
+    let e = run.refused(
         || run.cover("core", &proof),
         5,
         "coordinator_conflict",
         "component required checks are incomplete",
+    );
+    assert_eq!(
+        e["fields"],
+        json!({"component_id": "core", "checks_not_passed": ["lint"]})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("report lint of core as passed with check-result first"),
+        "{e}"
     );
     run.check("core", "lint", true, None, &ev("lint clean"))
         .assert_ok();
