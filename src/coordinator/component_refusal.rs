@@ -102,9 +102,7 @@ impl ComponentRefusal {
             } => (
                 json!({"component_id": component_id, "components": components}),
                 if components.is_empty() {
-                    format!(
-                        "retrying cannot help: the run has no topology yet: bluetape-flow topology-register --run-id {{run_id}} --owner-file {{owner_file}} --input topology.json --evidence FILE"
-                    )
+                    "retrying cannot help: the run has no topology yet: bluetape-flow topology-register --run-id {run_id} --owner-file {owner_file} --input topology.json --evidence FILE".to_string()
                 } else {
                     format!(
                         "retrying cannot help: component {component_id} is not in the topology ({})",
