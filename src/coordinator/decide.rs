@@ -116,6 +116,9 @@ pub enum FlowError {
     /// (exit 5) with the reference's message; the component and what
     /// refused it are `fields`.
     Component(super::component_refusal::ComponentRefusal),
+    /// `lane-resolve` refused for the lanes it names: a conflict (exit 5)
+    /// with the reference's message; the lanes are `fields`.
+    Resolution(super::resolution_refusal::ResolutionRefusal),
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -214,6 +217,7 @@ impl FlowError {
             | FlowError::Owner(_)
             | FlowError::Report(_)
             | FlowError::Component(_)
+            | FlowError::Resolution(_)
             | FlowError::RunStateRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
@@ -263,6 +267,7 @@ impl FlowError {
             FlowError::Owner(refusal) => refusal.message(),
             FlowError::Report(refusal) => refusal.message(),
             FlowError::Component(refusal) => refusal.message(),
+            FlowError::Resolution(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
         }
     }
@@ -276,6 +281,7 @@ impl FlowError {
             FlowError::Owner(refusal) => Some(refusal.teaching()),
             FlowError::Report(refusal) => Some(refusal.teaching()),
             FlowError::Component(refusal) => Some(refusal.teaching()),
+            FlowError::Resolution(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
                 let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
                 Some(Teaching {
@@ -458,6 +464,7 @@ impl PartialEq for FlowError {
             (Owner(a), Owner(b)) => a == b,
             (Report(a), Report(b)) => a == b,
             (Component(a), Component(b)) => a == b,
+            (Resolution(a), Resolution(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

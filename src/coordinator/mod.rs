@@ -24,6 +24,7 @@ pub mod replay;
 pub mod report_refusal;
 pub mod reports;
 pub mod resolution;
+pub mod resolution_refusal;
 pub mod resume;
 pub mod run_commands;
 pub mod signed;

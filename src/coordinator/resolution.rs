@@ -13,8 +13,9 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
-use super::decide::{FlowError, Intent, Policy, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
 use super::lane_commands::{identifier, require_lane_run_state};
+use super::resolution_refusal::ResolutionRefusal as Refused;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::primitives::parse_timestamp;
@@ -57,6 +58,10 @@ fn lane_evidence_digest(refs: &[Value]) -> String {
     canonical::digest(&Value::Array(refs.to_vec()))
 }
 
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Resolution(reason))
+}
+
 /// In-lock decision of `lane-resolve`, in the reference's order:
 /// 1. run running or recovering (5);
 /// 2. the lane exists and is `failed` (5);
@@ -80,11 +85,15 @@ pub fn decide_resolve(
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
+    let pair = || (request.lane_id.clone(), request.resolution_lane_id.clone());
     let Some(original) = state
         .lane(&request.lane_id)
         .filter(|lane| lane.state == LaneState::Failed)
     else {
-        return conflict("lane is not a failed lane");
+        return refused(Refused::NotFailed {
+            lane_id: request.lane_id.clone(),
+            state: state.lane(&request.lane_id).map(|lane| lane.state),
+        });
     };
     if request.lane_id == request.resolution_lane_id {
         return invalid("failed lane cannot resolve itself");
@@ -93,20 +102,38 @@ pub fn decide_resolve(
         .lane(&request.resolution_lane_id)
         .filter(|lane| lane.state == LaneState::Completed)
     else {
-        return conflict("resolution lane is not completed");
+        return refused(Refused::ResolverNotCompleted {
+            resolution_lane_id: request.resolution_lane_id.clone(),
+            state: state
+                .lane(&request.resolution_lane_id)
+                .map(|lane| lane.state),
+        });
     };
     if policy.requires_parent && resolver.parent_lane_id.as_deref() != Some(original.id.as_str()) {
-        return conflict("resolution lane does not declare failed parent");
+        let (lane_id, resolution_lane_id) = pair();
+        return refused(Refused::NotItsParent {
+            lane_id,
+            resolution_lane_id,
+            parent: resolver.parent_lane_id.clone(),
+        });
     }
     let after_failure = match (original.terminal_sequence, resolver.terminal_sequence) {
         (Some(failed_at), Some(completed_at)) => completed_at > failed_at,
         _ => false,
     };
     if !after_failure {
-        return conflict("resolution lane did not complete after failure");
+        let (lane_id, resolution_lane_id) = pair();
+        return refused(Refused::CompletedBefore {
+            lane_id,
+            resolution_lane_id,
+        });
     }
     if state.failure_resolutions().contains_key(&original.id) {
-        return conflict("failed lane is already resolved");
+        let (lane_id, resolution_lane_id) = pair();
+        return refused(Refused::AlreadyResolved {
+            lane_id,
+            resolution_lane_id,
+        });
     }
     require_completion_evidence(state, evidence)?;
     let original_digest = lane_evidence_digest(&original.evidence_refs);
@@ -145,10 +172,11 @@ pub fn decide_resolve(
         );
     }
     if original_digest == resolution_digest {
-        return conflict(
-            "resolution lane evidence is identical to the failed lane evidence; \
-             a resolution needs independent evidence",
-        );
+        let (lane_id, resolution_lane_id) = pair();
+        return refused(Refused::SameEvidence {
+            lane_id,
+            resolution_lane_id,
+        });
     }
     let mut metadata = Map::new();
     metadata.insert("candidate_kind".into(), json!("failed_lane_resolution"));

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::completion::evaluate_completion;
+use crate::coordinator::resolution_refusal::ResolutionRefusal as Refused;
 use crate::coordinator::state::RunState;
 use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
 
@@ -11,8 +12,22 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
 }
 
-fn busy<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Conflict(message.into()))
+fn refused<T>(reason: Refused) -> Result<T, FlowError> {
+    Err(FlowError::Resolution(reason))
+}
+
+fn not_failed<T>(lane_id: &str, state: Option<LaneState>) -> Result<T, FlowError> {
+    refused(Refused::NotFailed {
+        lane_id: lane_id.into(),
+        state,
+    })
+}
+
+fn not_completed<T>(resolution_lane_id: &str, state: Option<LaneState>) -> Result<T, FlowError> {
+    refused(Refused::ResolverNotCompleted {
+        resolution_lane_id: resolution_lane_id.into(),
+        state,
+    })
 }
 
 const AT: &str = "2026-07-14T01:30:00Z";
@@ -131,7 +146,10 @@ fn a_later_child_lane_resolves_a_failed_lane() {
     // Only once.
     assert_eq!(
         resolve(&ledger, "review", "rereview", &evidence),
-        busy("failed lane is already resolved")
+        refused(Refused::AlreadyResolved {
+            lane_id: "review".into(),
+            resolution_lane_id: "rereview".into()
+        })
     );
 }
 
@@ -140,11 +158,15 @@ fn refusals_in_the_reference_order() {
     let good = binding(&failure(), &correction());
     let ledger = failed_then_rereviewed();
     for (lane, resolver, refusal) in [
-        ("ghost", "rereview", busy("lane is not a failed lane")),
-        ("rereview", "review", busy("lane is not a failed lane")),
+        ("ghost", "rereview", not_failed("ghost", None)),
+        (
+            "rereview",
+            "review",
+            not_failed("rereview", Some(LaneState::Completed)),
+        ),
         // Self-resolution is a contract error (exit 2), after the failed check.
         ("review", "review", bad("failed lane cannot resolve itself")),
-        ("review", "ghost", busy("resolution lane is not completed")),
+        ("review", "ghost", not_completed("ghost", None)),
     ] {
         assert_eq!(
             resolve(&ledger, lane, resolver, &good),
@@ -169,7 +191,11 @@ fn the_resolver_must_be_completed() {
         .end_lane("lane_failed", "failed-too", "failed", ev("also failed"))
         .running_lane("blocked", json!("review"))
         .end_lane("lane_blocked", "blocked", "blocked", ev("blocked"));
-    for resolver in ["running", "failed-too", "blocked"] {
+    for (resolver, state) in [
+        ("running", LaneState::Running),
+        ("failed-too", LaneState::Failed),
+        ("blocked", LaneState::Blocked),
+    ] {
         assert_eq!(
             resolve(
                 &ledger,
@@ -177,7 +203,7 @@ fn the_resolver_must_be_completed() {
                 resolver,
                 &binding(&failure(), &correction())
             ),
-            busy("resolution lane is not completed"),
+            not_completed(resolver, Some(state)),
             "{resolver}"
         );
     }
@@ -190,7 +216,11 @@ fn the_resolver_must_declare_the_failed_parent_when_the_snapshot_says_so() {
     let evidence = binding(&failure(), &correction());
     assert_eq!(
         resolve(&ledger, "review", "other", &evidence),
-        busy("resolution lane does not declare failed parent")
+        refused(Refused::NotItsParent {
+            lane_id: "review".into(),
+            resolution_lane_id: "other".into(),
+            parent: None
+        })
     );
     // A pre-policy snapshot (no `failure_resolution`) does not require it.
     ledger.policy.requires_parent = false;
@@ -214,7 +244,10 @@ fn the_resolver_must_complete_after_the_failure() {
             "rereview",
             &binding(&failure(), &correction())
         ),
-        busy("resolution lane did not complete after failure")
+        refused(Refused::CompletedBefore {
+            lane_id: "review".into(),
+            resolution_lane_id: "rereview".into()
+        })
     );
 }
 
@@ -261,10 +294,10 @@ fn identical_evidence_on_both_lanes_is_a_conflict_not_a_corruption() {
     let evidence = binding(&same, &same);
     assert_eq!(
         resolve(&ledger, "review", "rereview", &evidence),
-        busy(
-            "resolution lane evidence is identical to the failed lane evidence; \
-             a resolution needs independent evidence"
-        )
+        refused(Refused::SameEvidence {
+            lane_id: "review".into(),
+            resolution_lane_id: "rereview".into()
+        })
     );
     // The reducer would indeed refuse the event.
     let proposal = {

@@ -490,11 +490,23 @@ fn a_failed_lane_resolved_by_a_later_correction() {
         report(&run.completion()),
         expect(json!({"resolved_failed_lanes": ["review"]}))
     );
-    run.refused(
+    let e = run.refused(
         || run.resolve("review", "rereview", &evidence),
         5,
         "coordinator_conflict",
         "failed lane is already resolved",
+    );
+    // The lanes are fields; retrying cannot help.
+    assert_eq!(
+        e["fields"],
+        json!({"lane_id": "review", "resolution_lane_id": "rereview"})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("retrying cannot help: lane review is resolved already"),
+        "{e}"
     );
     run.complete(&ev("main verification")).assert_ok();
     run.verify();
