@@ -155,15 +155,12 @@ impl Gate {
     }
 
     fn approvals_with(&self, extra: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
+        self.flow.run(&common::read_argv(
+            &self.root,
             "approvals",
-            "--run-id",
             &self.run_id,
-        ];
-        argv.extend_from_slice(extra);
-        self.flow.run(&argv)
+            extra,
+        ))
     }
 
     fn approvals(&self) -> Value {
@@ -178,16 +175,7 @@ impl Gate {
     }
 
     fn receipt(&self) -> Vec<Value> {
-        std::fs::read_to_string(
-            self.root
-                .join("runs")
-                .join(&self.run_id)
-                .join("receipt.jsonl"),
-        )
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        common::receipt_events(&self.root, &self.run_id)
     }
 
     /// Assert a final refusal that changed nothing.

@@ -10,7 +10,7 @@
 use crate::bed as common;
 
 use common::{Flow, Output, git};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -1182,15 +1182,7 @@ fn signed_verdicts_say_how_far_the_signatures_reach() {
     let (key, public) = key_pair(&bed);
     bed.read("sign-head", &["--key", key.to_str().unwrap()])
         .assert_ok();
-    bed.completed_lane("build", None, &common::ev("build done"));
-    bed.register(&json!([common::component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    bed.built_runtime();
     bed.check("runtime", "unit", true, None, &common::ev("unit green"))
         .assert_ok();
     bed.cover("runtime", &common::ev("runtime verified"))

@@ -51,15 +51,7 @@ fn covered() -> TestBed {
 /// Like [`covered`] before the component evidence: `unit` passed.
 fn checked() -> TestBed {
     let run = TestBed::running(&["runtime"]);
-    run.completed_lane("build", None, &ev("build done"));
-    run.register(&json!([component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    run.built_runtime();
     run.check("runtime", "unit", true, None, &ev("unit tests passed"))
         .assert_ok();
     run

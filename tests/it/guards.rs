@@ -7,7 +7,7 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output};
+use common::{Flow, Output, init_argv};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,27 +32,17 @@ impl Run {
         let root = base.join("state");
         let repo = base.join("repo");
         std::fs::create_dir_all(repo.join("src")).unwrap();
-        let mut argv: Vec<String> = [
-            "--state-root",
-            root.to_str().unwrap(),
-            "init",
-            "--workflow-type",
+        let mut argv = init_argv(
+            &root,
             "A",
-            "--repo-root",
-            repo.to_str().unwrap(),
-            "--owner-file",
-            root.join("handles/main.owner").to_str().unwrap(),
-            "--component",
-            "runtime",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+            &repo,
+            &root.join("handles/main.owner"),
+            &["runtime"],
+        );
         if let Some(policy) = policy {
             let file = base.join("policy.json");
             std::fs::write(&file, policy).unwrap();
-            argv.push("--approval-policy".into());
-            argv.push(file.to_string_lossy().into());
+            argv.extend(["--approval-policy".into(), file.into_os_string()]);
         }
         let out = flow
             .run_env(&argv, &[("BLUETAPE_INITIATED_BY", "agent-1")])
@@ -112,34 +102,15 @@ impl Run {
     /// changed paths.
     fn complete_lane_a(&self, at: &str, evidence: &str) -> Output {
         let changed = self.input("changed", &json!([]));
-        self.cmd(
-            "lane-complete",
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-                "--changed-paths",
-                &changed,
-            ],
-        )
+        let mut argv = common::lane_argv("a", "agent-1", at, evidence);
+        argv.extend(["--changed-paths", &changed]);
+        self.cmd("lane-complete", &argv)
     }
 
     /// A read-only query (no owner file).
     fn query(&self, command: &str, extra: &[&str]) -> Output {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        self.flow
+            .run(&common::read_argv(&self.root, command, &self.run_id, extra))
     }
 
     fn events(&self) -> Vec<Value> {

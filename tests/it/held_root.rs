@@ -5,8 +5,9 @@
 //! writer is seen doing (`/proc/<pid>/fd` holding the run open, a live
 //! holder's lock), never on a fixed delay alone.
 
+use crate::bed::copy_tree;
 use crate::bed::{Entry, files};
-use crate::path_swap::{Holder, copy_dir, finish, waiting};
+use crate::path_swap::{Holder, finish, waiting};
 use crate::reliability::{self, LaneRun, tree, tree_diff};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -44,7 +45,7 @@ fn swap_root(
 ) -> (PathBuf, PathBuf, BTreeMap<PathBuf, Entry>) {
     let moved = base.join("root-moved");
     let copy = base.join("root-copy");
-    copy_dir(&run.root, &copy);
+    copy_tree(&run.root, &copy);
     std::fs::remove_dir_all(copy.join(free)).unwrap();
     // The symlink is made first and renamed into place, so the root's
     // name is missing only between two renames.
@@ -311,7 +312,7 @@ fn symlinked_state_root_directories_are_refused_and_never_written_through() {
 fn a_run_directory_swapped_while_the_lock_is_held_is_released_in_the_held_directory() {
     let (_tmp, base, run) = lane_run();
     let copy = base.join("run-copy");
-    copy_dir(&run.run_dir(), &copy);
+    copy_tree(&run.run_dir(), &copy);
     let moved = base.join("run-moved");
     let argv = run.heartbeat_args("a", "held-swap");
     let before = run.receipt().len();

@@ -37,23 +37,13 @@ fn init_verify_rebuild_verify() {
     let tmp = tempfile::tempdir().unwrap();
     let flow = Flow::new(tmp.path());
     let root = tmp.path().join("state");
-    let out = flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "init",
-        "--workflow-type",
+    let out = flow.run(&common::init_argv(
+        &root,
         "A",
-        "--repo-root",
-        ".",
-        "--owner-file",
-        root.join("handles/main.owner").to_str().unwrap(),
-        "--component",
-        "runtime",
-        "--component",
-        "cli",
-        "--component",
-        "runtime",
-    ]);
+        Path::new("."),
+        &root.join("handles/main.owner"),
+        &["runtime", "cli", "runtime"],
+    ));
     let init = out.assert_ok();
     let run_id = init["run_id"].as_str().unwrap();
     assert_eq!(init["operation"], "init");

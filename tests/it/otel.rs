@@ -203,28 +203,12 @@ impl Run {
     }
 
     fn export_env(&self, extra: &[&str], envs: &[(&str, &str)]) -> common::Output {
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
-            "otel-export",
-            "--run-id",
-            &self.run_id,
-        ];
-        argv.extend_from_slice(extra);
+        let argv = common::read_argv(&self.root, "otel-export", &self.run_id, extra);
         self.flow.run_env(&argv, envs)
     }
 
     fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(
-            self.root
-                .join("runs")
-                .join(&self.run_id)
-                .join("receipt.jsonl"),
-        )
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        common::receipt_events(&self.root, &self.run_id)
     }
 }
 
@@ -537,14 +521,7 @@ fn small_run() -> TestBed {
 }
 
 fn export(bed: &TestBed, extra: &[&str], envs: &[(&str, &str)]) -> common::Output {
-    let mut argv = vec![
-        "--state-root",
-        bed.root.to_str().unwrap(),
-        "otel-export",
-        "--run-id",
-        &bed.run_id,
-    ];
-    argv.extend_from_slice(extra);
+    let argv = common::read_argv(&bed.root, "otel-export", &bed.run_id, extra);
     bed.flow.run_env(&argv, envs)
 }
 

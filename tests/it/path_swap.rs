@@ -123,22 +123,7 @@ pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
 }
 
 pub fn finish(child: Child) -> crate::bed::Output {
-    let out = child.wait_with_output().unwrap();
-    crate::bed::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-pub fn copy_dir(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::bed::Output::of(&child.wait_with_output().unwrap())
 }
 
 fn assert_moved_refusal(out: &crate::bed::Output, run_id: &str) {
@@ -181,7 +166,7 @@ fn swap_round() {
     let moved = base.join("moved");
     let copy = base.join("copy");
     std::fs::rename(run.run_dir(), &moved).unwrap();
-    copy_dir(&moved, &copy);
+    crate::bed::copy_tree(&moved, &copy);
     std::os::unix::fs::symlink(&copy, run.run_dir()).unwrap();
     let copy_before = tree(&copy);
     let moved_before = tree(&moved);
@@ -260,7 +245,7 @@ fn a_runs_directory_swapped_for_a_symlink_during_the_wait_is_refused() {
     let moved = base.join("runs-moved");
     let copy = base.join("runs-copy");
     std::fs::rename(&runs, &moved).unwrap();
-    copy_dir(&moved, &copy);
+    crate::bed::copy_tree(&moved, &copy);
     std::os::unix::fs::symlink(&copy, &runs).unwrap();
     let copy_before = tree(&copy);
     let moved_before = tree(&moved);

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-use crate::bed::{Flow, Output, init_argv, mutation_argv, unchanged};
+use crate::bed::{Flow, Output, init_argv, lane_argv, mutation_argv, unchanged};
 
 /// A run with lane `api` created (agent-1), approved and started.
 pub(crate) struct Bed {
@@ -79,19 +79,7 @@ impl Bed {
     }
 
     pub(crate) fn lane_step(&self, command: &str, at: &str, evidence: &str) -> Output {
-        self.mutate(
-            command,
-            &[
-                "--lane-id",
-                "api",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-            ],
-        )
+        self.mutate(command, &lane_argv("api", "agent-1", at, evidence))
     }
 
     /// The lane started and acknowledged.

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use crate::bed::{Flow, Output, hold_receipt_lock, init_argv};
+use crate::bed::{Flow, Output, hold_receipt_lock, init_argv, lane_argv};
 
 /// A temp workspace with a run made by `init` (its id as `init` printed it).
 struct Life {
@@ -104,17 +104,9 @@ fn lane_input() -> Value {
         "command_deadline": "2026-07-14T01:30:00Z"})
 }
 
+/// The lane arguments of lane `api` (agent `agent-1`).
 fn lane_args<'a>(at: &'a str, evidence: &'a str) -> Vec<&'a str> {
-    vec![
-        "--lane-id",
-        "api",
-        "--agent-id",
-        "agent-1",
-        "--at",
-        at,
-        "--evidence",
-        evidence,
-    ]
+    lane_argv("api", "agent-1", at, evidence)
 }
 
 fn text<'a>(value: &'a Value, key: &str) -> &'a str {
@@ -913,15 +905,7 @@ fn reach(row: &ExitRow) -> Output {
             // A required component removed by another writer is a breach
             // of our rules; the `complete` gate names it.
             let run = crate::bed::TestBed::running(&["runtime"]);
-            run.completed_lane("build", None, &crate::bed::ev("build done"));
-            run.register(&json!([crate::bed::component(
-                "runtime",
-                "build",
-                true,
-                &["unit"],
-                &[]
-            )]))
-            .assert_ok();
+            run.built_runtime();
             run.append_sealed(&[(
                 "topology_component_removed",
                 json!({"reason": "scope cut", "metadata": {"owner_epoch": 1, "component_id": "runtime"}}),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::bed::{TestBed as Run, component, ev};
+use crate::bed::{TestBed as Run, ev};
 use common::Output;
 
 // ---------------------------------------------------------------- helpers
@@ -1056,15 +1056,7 @@ fn gates_sign_the_head_they_leave() {
     // complete
     let run = Run::running(&["runtime"]);
     let keys = keygen(&run, "gate.example");
-    run.completed_lane("build", None, &ev("build done"));
-    run.register(&json!([component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    run.built_runtime();
     run.check("runtime", "unit", true, None, &ev("unit tests passed"))
         .assert_ok();
     run.cover("runtime", &ev("runtime verified")).assert_ok();

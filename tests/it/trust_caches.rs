@@ -8,7 +8,7 @@ use crate::bed::forge::{
     assert_same_answers, auditor_answers, read_json, remac_checkpoint, stale_checkpoint,
     write_macced, zero_digest_slots,
 };
-use crate::bed::{T0, TestBed, bed_type, component, ev, heartbeat_input};
+use crate::bed::{T0, TestBed, bed_type, component, ev};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -27,30 +27,13 @@ impl Run {
             "copy-{}",
             marker.file_stem().unwrap().to_string_lossy()
         ));
-        let status = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&self.root)
-            .arg(&copy)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        crate::bed::copy_tree(&self.root, &copy);
         strip_derived(&copy.join("runs").join(&self.run_id));
         copy
     }
 
     fn answers(&self, root: &Path) -> Vec<(String, i32, String)> {
         auditor_answers(&self.flow, root, &self.run_id, &self.work)
-    }
-
-    fn heartbeat_with(&self, lane: &str, evidence: &Value, n: u32) -> crate::bed::Output {
-        let input = heartbeat_input(
-            lane,
-            &format!("agent-{lane}"),
-            &format!("2026-07-14T01:00:{:02}Z", 5 + n),
-            "2026-07-14T01:05:00Z",
-            &format!("alive {n}"),
-        );
-        self.input("heartbeat", evidence, &input)
     }
 
     /// Full replay of the receipt (no derived file): no rejection, no
@@ -225,12 +208,12 @@ fn issue26_a_zeroed_digest_table_is_never_believed() {
     run.register(&json!([component("runtime", "a", true, &[], &[])]))
         .assert_ok();
     let first = ev("heartbeat 1 of a");
-    run.heartbeat_with("a", &first, 1).assert_ok();
-    run.heartbeat_with("a", &ev("heartbeat 2 of a"), 2)
+    run.numbered_heartbeat("a", &first, 1).assert_ok();
+    run.numbered_heartbeat("a", &ev("heartbeat 2 of a"), 2)
         .assert_ok();
     zero_digest_slots(&run.dir);
     let receipt = run.receipt();
-    let out = run.heartbeat_with("a", &first, 3);
+    let out = run.numbered_heartbeat("a", &first, 3);
     assert_eq!(out.code, 2, "evidence already recorded: {out:?}");
     assert!(
         out.error()["message"]

@@ -7,7 +7,7 @@
 
 use crate::bed as common;
 use crate::reliability::LaneRun;
-use common::{Flow, Output};
+use common::{Flow, Output, run_ids};
 use serde_json::{Map, Value, json};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -40,18 +40,6 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
     let mut argv: Vec<OsString> = vec!["--state-root".into(), root.into()];
     argv.extend(args.iter().map(OsString::from));
     flow.run(&argv)
-}
-
-fn runs_of(root: &Path) -> Vec<String> {
-    let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    runs.sort();
-    runs
 }
 
 /// Every reference fixture, prepared under `base`.
@@ -149,7 +137,7 @@ fn recovered_root(base: &Path) -> (PathBuf, String, String) {
     let scenario = common::fixtures_dir().join("20-bitflip-mid");
     let root = base.join("recovered");
     common::prepare_state(&scenario, &root);
-    let damaged = runs_of(&root).remove(0);
+    let damaged = run_ids(&root).remove(0);
     let flow = Flow::new(base);
     let diagnosis = read(&flow, &root, &["receipt-diagnose", "--run-id", &damaged]);
     assert_eq!(diagnosis.code, 0, "{diagnosis:?}");
@@ -319,7 +307,7 @@ fn check_listing(flow: &Flow, root: &Path, what: &str) -> Value {
         .iter()
         .map(|r| r["run_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ids, runs_of(root), "{what}");
+    assert_eq!(ids, run_ids(root), "{what}");
     for entry in listing["runs"].as_array().unwrap() {
         let id = entry["run_id"].as_str().unwrap();
         let diagnose = read(flow, root, &["receipt-diagnose", "--run-id", id]);
@@ -355,7 +343,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     let mut runs = 0;
     for (name, root) in &roots {
         check_listing(&flow, root, name);
-        for run in runs_of(root) {
+        for run in run_ids(root) {
             runs += 1;
             for at in INSTANTS {
                 verdicts += check_parity(&flow, root, &run, at, &format!("{name} {run} {at}"));
@@ -506,7 +494,7 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
     };
     let mut results = Vec::new();
     for (name, root) in &roots {
-        for run in runs_of(root) {
+        for run in run_ids(root) {
             for argv in views(root, &run) {
                 let before = common::snapshot(root);
                 let out = flow.run(&argv);
@@ -671,7 +659,7 @@ fn log_on_a_damaged_receipt_prints_only_the_verified_prefix() {
     let flow = Flow::new(&base.join("reader"));
     let mut checked = 0;
     for (name, root) in fixture_roots(&base) {
-        for run in runs_of(&root) {
+        for run in run_ids(&root) {
             let diagnose = read(&flow, &root, &["receipt-diagnose", "--run-id", &run]);
             if diagnose.code != 0 {
                 continue;
@@ -834,7 +822,7 @@ fn tables_are_a_snapshot() {
     ] {
         let root = base.join(name);
         common::prepare_state(&common::fixtures_dir().join(name), &root);
-        let run = runs_of(&root).remove(0);
+        let run = run_ids(&root).remove(0);
         for args in [
             vec![
                 "status",
@@ -1081,7 +1069,7 @@ fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
     let demo = stalled_run(&base.join("demo"));
     let replaced = base.join("replaced");
     common::prepare_state(&common::fixtures_dir().join("04-stall-replace"), &replaced);
-    let replaced_run = runs_of(&replaced).remove(0);
+    let replaced_run = run_ids(&replaced).remove(0);
     let (recovered, _, recovery) = recovered_root(&base);
     let hostile = hostile_run(&base.join("hostile"));
     let pages = base.join("pages");

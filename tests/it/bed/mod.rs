@@ -188,6 +188,31 @@ pub fn run_ids(root: &Path) -> Vec<String> {
     runs
 }
 
+/// The events of run `run_id`'s receipt under `root`, one per line.
+pub fn receipt_events(root: &Path, run_id: &str) -> Vec<Value> {
+    std::fs::read_to_string(root.join("runs").join(run_id).join("receipt.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Copy a tree with `cp -a` (modes and times kept) to `to`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
+
 /// The first run id under `root/runs` (a fixture copy holds one).
 pub fn first_run_id(root: &Path) -> String {
     run_ids(root)
@@ -616,6 +641,40 @@ pub fn mutation_argv(
     ];
     argv.extend(extra.iter().map(|s| s.to_string()));
     argv
+}
+
+/// `--state-root <root> <command> --run-id <run_id>` plus `extra`: the
+/// shape of every read-only run command.
+pub fn read_argv(root: &Path, command: &str, run_id: &str, extra: &[&str]) -> Vec<String> {
+    let mut argv: Vec<String> = vec![
+        "--state-root".into(),
+        root.to_string_lossy().into(),
+        command.into(),
+        "--run-id".into(),
+        run_id.into(),
+    ];
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv
+}
+
+/// `--lane-id <lane> --agent-id <agent> --at <at> --evidence <evidence>`:
+/// what every lane command takes after the owner file.
+pub fn lane_argv<'a>(
+    lane: &'a str,
+    agent: &'a str,
+    at: &'a str,
+    evidence: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--lane-id",
+        lane,
+        "--agent-id",
+        agent,
+        "--at",
+        at,
+        "--evidence",
+        evidence,
+    ]
 }
 
 /// Hold the receipt lock of run directory `run_dir` as this (live) test
@@ -1307,6 +1366,34 @@ impl TestBed {
         self.input("heartbeat", evidence, &input).assert_ok();
     }
 
+    /// Heartbeat number `n` of running lane `lane`: observed `n` seconds
+    /// after the first [`TestBed::heartbeat`], reason `alive <n>`.
+    pub fn numbered_heartbeat(&self, lane: &str, evidence: &Value, n: u32) -> Output {
+        let input = heartbeat_input(
+            lane,
+            &format!("agent-{lane}"),
+            &format!("2026-07-14T01:00:{:02}Z", 5 + n),
+            "2026-07-14T01:05:00Z",
+            &format!("alive {n}"),
+        );
+        self.input("heartbeat", evidence, &input)
+    }
+
+    /// Lane `build` completed ("build done") and the one required
+    /// component `runtime` it owns, with required check `unit`, registered:
+    /// where the completion gate's tests start.
+    pub fn built_runtime(&self) {
+        self.completed_lane("build", None, &ev("build done"));
+        self.register(&json!([component(
+            "runtime",
+            "build",
+            true,
+            &["unit"],
+            &[]
+        )]))
+        .assert_ok();
+    }
+
     pub fn register(&self, components: &Value) -> Output {
         self.input("topology-register", &ev("topology approved"), components)
     }
@@ -1363,11 +1450,7 @@ impl TestBed {
     }
 
     pub fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("receipt.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        receipt_events(&self.root, &self.run_id)
     }
 
     /// The coordinator state our last mutation cached in `run.json` (tests
