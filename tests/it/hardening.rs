@@ -10,9 +10,7 @@ use reliability::{LaneRun, lines};
 use std::os::unix::fs::PermissionsExt;
 
 fn lane_run() -> (tempfile::TempDir, LaneRun) {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (tmp, _, run) = LaneRun::in_temp(&["a"]);
     (tmp, run)
 }
 

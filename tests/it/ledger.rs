@@ -107,25 +107,13 @@ fn init_verify_rebuild_verify() {
     );
 
     let verify = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            run_id,
-        ])
+        .run(&common::read_argv(&root, "verify", run_id, &[]))
         .assert_ok();
     assert_eq!(verify["checksum"], init["checksum"]);
     assert_eq!(verify["event_count"], 1);
     let before = common::snapshot(&root);
     let rebuild = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "rebuild",
-            "--run-id",
-            run_id,
-        ])
+        .run(&common::read_argv(&root, "rebuild", run_id, &[]))
         .assert_ok();
     assert_eq!(rebuild["checksum"], init["checksum"]);
     assert_eq!(rebuild["sequence"], 1);

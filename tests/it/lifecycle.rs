@@ -162,38 +162,24 @@ fn owner_handles_are_fenced() {
     std::fs::set_permissions(run.owner(), std::fs::Permissions::from_mode(0o644)).unwrap();
     run.refused("run-approve", &[], 2, "contract_error");
     std::fs::set_permissions(run.owner(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let approve_as = |owner: &Path| {
+        run.flow.run(&common::mutation_argv(
+            &run.root,
+            "run-approve",
+            &run.run_id,
+            owner,
+            &["--evidence", run.evidence.to_str().unwrap()],
+        ))
+    };
     let outside = run.root.join("main.owner");
     std::fs::copy(run.owner(), &outside).unwrap();
-    let argv = [
-        "--state-root",
-        run.root.to_str().unwrap(),
-        "run-approve",
-        "--run-id",
-        &run.run_id,
-        "--owner-file",
-        outside.to_str().unwrap(),
-        "--evidence",
-        run.evidence.to_str().unwrap(),
-    ];
-    let e = run.flow.run(&argv).assert_error(2, "contract_error");
+    let e = approve_as(&outside).assert_error(2, "contract_error");
     assert_eq!(
         e["message"],
         "owner handle must be a direct child of state-root handles"
     );
     std::fs::remove_file(&outside).unwrap();
-    let gone = run.root.join("handles/gone.owner");
-    let argv = [
-        "--state-root",
-        run.root.to_str().unwrap(),
-        "run-approve",
-        "--run-id",
-        &run.run_id,
-        "--owner-file",
-        gone.to_str().unwrap(),
-        "--evidence",
-        run.evidence.to_str().unwrap(),
-    ];
-    run.flow.run(&argv).assert_error(2, "contract_error");
+    approve_as(&run.root.join("handles/gone.owner")).assert_error(2, "contract_error");
     // And the real owner still works.
     run.step("run-approve", &[]).assert_ok();
 }

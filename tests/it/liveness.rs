@@ -1198,19 +1198,10 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         &json!([{"kind": "tool", "summary": "Native INTERRUPT delivered"}]),
     );
     let args = |ev: &str, lane: &str, agent: &str, at: &str| -> Vec<String> {
-        [
-            "--evidence",
-            ev,
-            "--lane-id",
-            lane,
-            "--agent-id",
-            agent,
-            "--at",
-            at,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        common::lane_argv(lane, agent, at, ev)
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     };
     let not_authorized = "liveness policy does not authorize interrupt";
     // overdue: probe 01:04, command deadline 01:30.
@@ -1405,17 +1396,12 @@ impl Built {
     }
 
     fn check(&self, at: &str) -> Output {
-        self.flow.run(&[
-            "--state-root",
-            self.root.to_str().unwrap(),
+        self.flow.run(&common::read_argv(
+            &self.root,
             "liveness-check",
-            "--run-id",
             &self.run_id,
-            "--lane-id",
-            "build",
-            "--at",
-            at,
-        ])
+            &["--lane-id", "build", "--at", at],
+        ))
     }
 }
 
@@ -1458,14 +1444,7 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
     let file = tmp.path().join("f.json");
     std::fs::write(&file, "[]").unwrap();
     let file = file.to_str().unwrap();
-    let lane = [
-        "--lane-id",
-        "l",
-        "--agent-id",
-        "a",
-        "--at",
-        "2026-07-14T01:00:00Z",
-    ];
+    let lane = common::PHASE1_LANE_ARGS;
     let cases: Vec<Vec<&str>> = vec![
         vec![
             "liveness-check",

@@ -68,9 +68,7 @@ fn wait_for(path: &Path, child: &mut Child) {
 /// is reclaimed and the write lands.
 #[test]
 fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let lock = run.run_dir().join("locks/receipt");
     let ready = base.join("ready");
     let pid = dead_host_pid();
@@ -130,9 +128,7 @@ fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
 /// the receipt exactly once and the chain verifies.
 #[test]
 fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["host", "ns"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["host", "ns"]);
     let rounds = reliability::size(6, 40);
     let start_lines = lines(&run.receipt()).len();
     let mut acknowledged = Vec::new();
@@ -301,9 +297,7 @@ fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, st
 /// now (`kill(0, 0)` always succeeds): the reference waits.
 #[test]
 fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
     let line = base.join("reference-line");
     std::fs::write(&line, foreign_heartbeat(&run, "reference beat")).unwrap();
@@ -344,9 +338,7 @@ fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
 /// not fork; the retry appends on the new end.
 #[test]
 fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
     let line = base.join("reference-line");
     std::fs::write(&line, foreign_heartbeat(&run, "lockless beat")).unwrap();

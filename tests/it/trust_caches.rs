@@ -15,6 +15,19 @@ use std::path::{Path, PathBuf};
 bed_type!(Run);
 
 impl Run {
+    /// A running run whose lane `a` (agent `agent-a`) is created, not yet
+    /// started.
+    fn with_lane_a_created() -> Run {
+        let run = Run(TestBed::running(&["runtime"]));
+        run.input(
+            "lane-create",
+            &ev("assign a"),
+            &crate::bed::lane_input("a", "agent-a", &[]),
+        )
+        .assert_ok();
+        run
+    }
+
     fn checkpoint_path(&self) -> PathBuf {
         self.dir.join("checkpoint.json")
     }
@@ -124,13 +137,7 @@ fn issue26_a_remaced_checkpoint_cannot_hide_a_breach_from_any_auditor() {
 #[test]
 fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event() {
     // (1) a state that no line of the lane produced: the lane is pending.
-    let run = Run(TestBed::running(&["runtime"]));
-    run.input(
-        "lane-create",
-        &ev("assign a"),
-        &crate::bed::lane_input("a", "agent-a", &[]),
-    )
-    .assert_ok();
+    let run = Run::with_lane_a_created();
     let untouched = run.untouched_copy();
     remac_checkpoint(&run.root, &run.dir, |c| {
         c["state"]["lanes"]["a"]["state"] = json!("starting");
@@ -143,16 +150,7 @@ fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event()
             "startup-ack",
             &run.run_id,
             &root.join("handles/main.owner"),
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-a",
-                "--at",
-                T0,
-                "--evidence",
-                &evidence,
-            ],
+            &crate::bed::lane_argv("a", "agent-a", T0, &evidence),
         ))
     };
     let expected = ack(&untouched);
@@ -170,13 +168,7 @@ fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event()
 
     // (2) a real but older state of the lane (the checkpoint right after
     // lane-start, re-bound to the current receipt): the lane is running.
-    let run = Run(TestBed::running(&["runtime"]));
-    run.input(
-        "lane-create",
-        &ev("assign a"),
-        &crate::bed::lane_input("a", "agent-a", &[]),
-    )
-    .assert_ok();
+    let run = Run::with_lane_a_created();
     run.lane_step("lane-start", "a", &ev("spawn a"), &[])
         .assert_ok();
     let older = read_json(&run.checkpoint_path());

@@ -421,9 +421,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
 /// `--run-id` it is the exit-3 envelope naming the first bad sequence.
 #[test]
 fn a_damaged_run_is_listed_with_its_first_bad_sequence_and_hides_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["w0"]);
     let other = LaneRun::new_with_owner(&base, &["w1"], "other");
     let mut receipt = run.receipt();
     let at = receipt.len() / 2;
@@ -534,9 +532,7 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
 
 #[test]
 fn bad_input_is_the_usual_envelope_and_writes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["w0"]);
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (vec!["status", "--run-id", "nope-run"], 3, "receipt_corrupt"),
         (vec!["status", "--run-id", "../x"], 2, "contract_error"),
@@ -689,9 +685,7 @@ fn log_on_a_damaged_receipt_prints_only_the_verified_prefix() {
 #[test]
 fn log_follow_prints_new_events_until_the_run_ends() {
     use std::io::{BufRead, BufReader};
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["w0"]);
     let events = String::from_utf8(run.receipt()).unwrap().lines().count();
     let mut child = run
         .command(&run.read_args("log", &["--follow", "--format", "jsonl"]))

@@ -57,13 +57,7 @@ pub fn assert_message(e: &Value, expected: &str) {
 /// Names of every scenario directory (with expected.json), plus recovery/.
 pub fn scenarios() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
+    for path in sorted_entries(&fixtures_dir()) {
         if path.join("expected.json").is_file() {
             out.push(path.clone());
             if path.join("recovery/expected.json").is_file() {
@@ -72,6 +66,17 @@ pub fn scenarios() -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The paths of `dir`'s entries, sorted.
+pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    entries
 }
 
 /// A recorded `argv` with its placeholders filled in: `{STATE}` is the
@@ -630,15 +635,8 @@ pub fn mutation_argv(
     owner: &Path,
     extra: &[&str],
 ) -> Vec<String> {
-    let mut argv: Vec<String> = vec![
-        "--state-root".into(),
-        root.to_string_lossy().into(),
-        command.into(),
-        "--run-id".into(),
-        run_id.into(),
-        "--owner-file".into(),
-        owner.to_string_lossy().into(),
-    ];
+    let mut argv = read_argv(root, command, run_id, &["--owner-file"]);
+    argv.push(owner.to_string_lossy().into());
     argv.extend(extra.iter().map(|s| s.to_string()));
     argv
 }
@@ -656,6 +654,10 @@ pub fn read_argv(root: &Path, command: &str, run_id: &str, extra: &[&str]) -> Ve
     argv.extend(extra.iter().map(|s| s.to_string()));
     argv
 }
+
+/// The lane of the Phase 1 refusal tests (`l`, agent `a`, at [`T0`]): a
+/// Phase 1 run refuses the command before it looks for the lane.
+pub const PHASE1_LANE_ARGS: [&str; 6] = ["--lane-id", "l", "--agent-id", "a", "--at", T0];
 
 /// `--lane-id <lane> --agent-id <agent> --at <at> --evidence <evidence>`:
 /// what every lane command takes after the owner file.

@@ -156,14 +156,7 @@ fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
     let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
     let before = common::snapshot(root);
     let f = file.to_str().unwrap();
-    let lane = [
-        "--lane-id",
-        "l",
-        "--agent-id",
-        "a",
-        "--at",
-        "2026-07-14T01:00:00Z",
-    ];
+    let lane = common::PHASE1_LANE_ARGS;
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("run-approve", vec![]),
         ("run-start", vec![]),

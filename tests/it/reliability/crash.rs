@@ -429,9 +429,7 @@ fn strace(args: &[&str], program: &[std::ffi::OsString], home: &Path) -> String 
 
 #[test]
 fn reliability_crash_an_append_is_one_write_call() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["w0"]);
     let mut appends = 0;
     for i in 0..3 {
         let before = run.receipt().len();

@@ -16,7 +16,6 @@ use serde_json::Value;
 use std::ffi::OsString;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const SCENARIO: &str = "4. Hostile filesystem";
@@ -153,12 +152,7 @@ impl Case {
 
 /// Run with a deadline: (exit code, stderr); a hang fails the test.
 fn run_bounded(run: &LaneRun, argv: &[OsString]) -> (Option<i32>, String, String) {
-    let mut child = run
-        .command(argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = run.spawn_piped(argv);
     let started = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {

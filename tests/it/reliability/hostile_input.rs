@@ -343,13 +343,7 @@ impl Fixture {
     fn fingerprint(&self) -> Vec<(PathBuf, u64, i64, i64)> {
         let mut out = Vec::new();
         for dir in [self.run.run_dir(), self.run.run_dir().join("lanes")] {
-            let mut entries: Vec<_> = std::fs::read_dir(&dir)
-                .unwrap()
-                .flatten()
-                .map(|e| e.path())
-                .collect();
-            entries.sort();
-            for path in entries {
+            for path in crate::bed::sorted_entries(&dir) {
                 let meta = std::fs::symlink_metadata(&path).unwrap();
                 if meta.is_file() {
                     out.push((path, meta.len(), meta.mtime(), meta.mtime_nsec()));
