@@ -390,17 +390,10 @@ fn issue13_our_own_approval_verifies_exactly_as_before() {
     run.approve_as("alice").assert_ok();
     let verify = run.query("verify", &[]).assert_ok();
     assert!(verify.get("breaches").is_none(), "{verify}");
-    assert_eq!(
-        verify.as_object().unwrap().keys().collect::<Vec<_>>(),
-        [
-            "checksum",
-            "event_count",
-            "ok",
-            "operation",
-            "run_id",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &verify,
+        "checksum event_count ok operation run_id sequence state_root",
+        "verify",
     );
     let approvals = run.query("approvals", &[]).assert_ok();
     assert!(approvals.get("breaches").is_none(), "{approvals}");

@@ -72,13 +72,7 @@ fn a_run_walks_its_lifecycle() {
     assert_eq!(cache["state"], "blocked");
     assert_eq!(cache["coordinator"]["state"]["run_state"], "blocked");
     // The recorded event carries the caller's timestamp and the evidence verbatim.
-    let receipt = std::fs::read_to_string(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("receipt.jsonl"),
-    )
-    .unwrap();
+    let receipt = run.receipt();
     let second: Value = serde_json::from_str(receipt.lines().nth(1).unwrap()).unwrap();
     assert_eq!(second["timestamp"], "2026-07-14T01:00:00Z");
     assert_eq!(
@@ -231,23 +225,9 @@ fn evidence_files_are_checked() {
     run.step("run-approve", &["--reason", "x"])
         .assert_error(2, "contract_error"); // run-approve takes no --reason
     run.step("run-approve", &[]).assert_ok();
-    let receipt = std::fs::read_to_string(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("receipt.jsonl"),
-    )
-    .unwrap();
+    let receipt = run.receipt();
     assert!(receipt.contains("\"exit_status\":100000000000000000000000000000"));
-    run.flow
-        .run(&[
-            "--state-root",
-            run.root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run.run_id,
-        ])
-        .assert_ok();
+    run.read("verify", &[]).assert_ok();
 }
 
 #[test]

@@ -244,20 +244,10 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
         "liveness-check",
         &["--lane-id", "leased", "--at", "2026-07-14T02:05:00Z"],
     );
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "action",
-            "checksum",
-            "ok",
-            "operation",
-            "reason",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "action checksum ok operation reason run_id run_state sequence state_root",
+        "liveness-check",
     );
     assert_eq!(out["action"], "suspect_stall");
     assert_eq!(out["sequence"], 43);

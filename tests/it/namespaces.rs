@@ -289,6 +289,46 @@ fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, st
     (child, go)
 }
 
+/// Our writer paused in another PID namespace holding the receipt lock
+/// (its heartbeat sealed) after a seed heartbeat, and the reference's
+/// lock script ready to append a foreign heartbeat line.
+struct Race {
+    _tmp: tempfile::TempDir,
+    run: LaneRun,
+    /// Receipt lines before either writer appends.
+    before: usize,
+    /// Our paused writer; it goes on once `go` exists.
+    child: Child,
+    go: std::path::PathBuf,
+    /// `python3 reference_lock.py <lock> <receipt> <line>`, not yet run.
+    reference: Command,
+}
+
+impl Race {
+    fn paused(summary: &str) -> Race {
+        let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
+        run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
+        let line = base.join("reference-line");
+        std::fs::write(&line, foreign_heartbeat(&run, summary)).unwrap();
+        let before = lines(&run.receipt()).len();
+        let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+        let mut reference = Command::new("python3");
+        reference
+            .arg(REFERENCE_LOCK)
+            .arg(run.run_dir().join("locks/receipt"))
+            .arg(run.receipt_path())
+            .arg(&line);
+        Race {
+            _tmp,
+            run,
+            before,
+            child,
+            go,
+            reference,
+        }
+    }
+}
+
 /// trust-model §2 promise 7 (DEVIATIONS 40): our writer in another PID
 /// namespace holds the receipt lock; the reference on the host tests only
 /// `kill(pid, 0)`, and a namespace pid is dead there, so it used to reclaim
@@ -297,22 +337,18 @@ fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, st
 /// now (`kill(0, 0)` always succeeds): the reference waits.
 #[test]
 fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
-    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
-    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
-    let line = base.join("reference-line");
-    std::fs::write(&line, foreign_heartbeat(&run, "reference beat")).unwrap();
-    let before = lines(&run.receipt()).len();
-    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+    let Race {
+        _tmp,
+        run,
+        before,
+        child,
+        go,
+        mut reference,
+    } = Race::paused("reference beat");
     let lock = run.run_dir().join("locks/receipt");
     let owner: Value =
         serde_json::from_slice(&std::fs::read(lock.join("owner.json")).unwrap()).unwrap();
-    let reference = Command::new("python3")
-        .arg(REFERENCE_LOCK)
-        .arg(&lock)
-        .arg(run.receipt_path())
-        .arg(&line)
-        .output()
-        .expect("python3");
+    let reference = reference.output().expect("python3");
     let said = String::from_utf8_lossy(&reference.stdout).to_string();
     std::fs::write(&go, b"").unwrap();
     let ours = child.wait_with_output().unwrap();
@@ -338,20 +374,15 @@ fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
 /// not fork; the retry appends on the new end.
 #[test]
 fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
-    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
-    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
-    let line = base.join("reference-line");
-    std::fs::write(&line, foreign_heartbeat(&run, "lockless beat")).unwrap();
-    let before = lines(&run.receipt()).len();
-    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
-    let other = Command::new("python3")
-        .arg(REFERENCE_LOCK)
-        .arg(run.run_dir().join("locks/receipt"))
-        .arg(run.receipt_path())
-        .arg(&line)
-        .arg("--ignore-lock")
-        .output()
-        .expect("python3");
+    let Race {
+        _tmp,
+        run,
+        before,
+        child,
+        go,
+        mut reference,
+    } = Race::paused("lockless beat");
+    let other = reference.arg("--ignore-lock").output().expect("python3");
     assert!(other.status.success(), "{other:?}");
     std::fs::write(&go, b"").unwrap();
     let ours = child.wait_with_output().unwrap();

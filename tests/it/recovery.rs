@@ -244,21 +244,10 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
             continue;
         }
         let out = bed.recover(&input).assert_ok();
-        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            [
-                "diagnosis_checksum",
-                "new_run_id",
-                "ok",
-                "operation",
-                "owner_epoch",
-                "owner_file",
-                "quarantine_hash",
-                "quarantine_path",
-                "state_root"
-            ],
-            "{scenario}"
+        crate::bed::assert_keys(
+            &out,
+            "diagnosis_checksum new_run_id ok operation owner_epoch owner_file quarantine_hash quarantine_path state_root",
+            scenario,
         );
         let hash = sha256(&damaged_bytes);
         let quarantine = format!("quarantine/{}-{hash}.receipt.jsonl", bed.run_id);

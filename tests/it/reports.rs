@@ -134,21 +134,10 @@ fn a_handoff_binds_its_file_and_the_pre_event_head() {
     let head = bed.head();
     let payload = bed.handoff();
     let out = bed.report("handoff-create", &payload, &[]).assert_ok();
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "ok",
-            "operation",
-            "report_checksum",
-            "report_path",
-            "report_receipt_head",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "checksum ok operation report_checksum report_path report_receipt_head run_id run_state sequence state_root",
+        "handoff-create",
     );
     assert_eq!(out["report_receipt_head"], head.as_str());
     assert_eq!(out["sequence"], 4);

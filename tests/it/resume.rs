@@ -103,20 +103,10 @@ fn resume_hands_the_run_to_a_fresh_handle() {
 
     let out = run.resume("main.owner", "second.owner", &[]);
     let v = out.assert_ok();
-    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "ok",
-            "operation",
-            "owner_epoch",
-            "owner_fingerprint",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &v,
+        "checksum ok operation owner_epoch owner_fingerprint run_id run_state sequence state_root",
+        "resume",
     );
     assert_eq!(v["operation"], "resume");
     assert_eq!(v["owner_epoch"], 2);

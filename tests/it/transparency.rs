@@ -1327,18 +1327,10 @@ fn hostile_notes_and_proofs_get_typed_errors() {
 fn verify_output_is_unchanged_without_heads() {
     let run = lane_run();
     let out = run.verify();
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "event_count",
-            "ok",
-            "operation",
-            "run_id",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "checksum event_count ok operation run_id sequence state_root",
+        "verify",
     );
     assert!(run.dir.join("tree-hashes").is_file());
 }

@@ -750,6 +750,20 @@ pub fn assert_refusal(out: &Output, code: i32) -> Value {
     e
 }
 
+/// Assert `value` is an object with exactly the space-separated `keys`,
+/// in that (sorted) order; `what` names it in the failure.
+#[track_caller]
+pub fn assert_keys(value: &Value, keys: &str, what: &str) {
+    let got: Vec<&str> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let want: Vec<&str> = keys.split_whitespace().collect();
+    assert_eq!(got, want, "{what}: {value}");
+}
+
 /// Run `f` and assert that nothing under `root` changed meanwhile.
 #[track_caller]
 pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
