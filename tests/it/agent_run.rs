@@ -587,9 +587,7 @@ fn json_options_take_inline_values_and_standard_input_once() {
     let e: Value = serde_json::from_str(out.stderr.trim()).unwrap();
     assert_eq!(e["error"], "contract_error");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("standard input can feed one JSON option per call"),
         "{e}"
     );
@@ -622,10 +620,7 @@ fn json_options_take_inline_values_and_standard_input_once() {
         json!({"input": "--evidence", "source": "inline"})
     );
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("inline (--evidence '[{"),
+        crate::bed::str_field(&e, "hint").contains("inline (--evidence '[{"),
         "{e}"
     );
     // A rule about the content of an inline value says where it was.
@@ -699,9 +694,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
         2,
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("--at must not be in the future: '2099-01-01T00:00:00Z'"),
         "{e}"
     );
@@ -709,10 +702,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
     assert_eq!(e["fields"]["invalid"][0]["limit"], 300);
     let clock = e["fields"]["clock"].as_str().unwrap().to_string();
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("--at {clock}")),
+        crate::bed::str_field(&e, "hint").contains(&format!("--at {clock}")),
         "{e}"
     );
     a.owner(
@@ -818,10 +808,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
         );
         assert_eq!(e["fields"]["input"], "--at", "{command}: {e}");
         assert!(
-            e["hint"]
-                .as_str()
-                .unwrap()
-                .contains("--at 2026-07-14T01:00:00Z"),
+            crate::bed::str_field(&e, "hint").contains("--at 2026-07-14T01:00:00Z"),
             "{command}: {e}"
         );
     }
@@ -858,17 +845,12 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
         2,
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("--at and the input's observed_at disagree"),
         "{e}"
     );
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("leave observed_at out"),
+        crate::bed::str_field(&e, "hint").contains("leave observed_at out"),
         "{e}"
     );
 }

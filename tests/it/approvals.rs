@@ -881,10 +881,7 @@ fn the_table_makes_an_approver_key_comment_inert() {
     let g = gate_with(&policy, &[]);
     let json = g.approvals();
     assert!(
-        json["policy"]["approver_key"]
-            .as_str()
-            .unwrap()
-            .contains('\u{1b}'),
+        crate::bed::str_field(&json["policy"], "approver_key").contains('\u{1b}'),
         "the JSON keeps the text as written: {json}"
     );
     let out = g.approvals_with(&["--format", "table"]);
@@ -1006,9 +1003,7 @@ fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
     let e = out.error();
     assert_eq!(e["error"], "receipt_corrupt");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .contains("whether it had an approval gate can be neither read nor proven absent"),
         "{e}"
     );

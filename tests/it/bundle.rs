@@ -952,10 +952,7 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
         "a forged event in a long receipt",
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("bundle refused: receipt"),
+        crate::bed::str_field(&e, "message").contains("bundle refused: receipt"),
         "{e}"
     );
 }

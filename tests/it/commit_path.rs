@@ -344,10 +344,7 @@ fn a_forged_manifest_copy_is_refused_by_the_replay_that_reads_the_file() {
     let argv = bed.lane_create_argv("second", "agent-second");
     let refused = bed.flow.run(&argv).assert_error(5, "coordinator_conflict");
     assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("not manifest.json"),
+        crate::bed::str_field(&refused, "message").contains("not manifest.json"),
         "{refused}"
     );
     assert_eq!(std::fs::read(run.join("receipt.jsonl")).unwrap(), receipt);

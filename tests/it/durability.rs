@@ -80,10 +80,7 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
     let e = out.assert_error(5, "coordinator_conflict");
     assert_eq!(e["next_command"], "resume-check");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("append in progress"),
+        crate::bed::str_field(&e, "message").contains("append in progress"),
         "{e}"
     );
     assert_eq!(

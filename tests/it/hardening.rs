@@ -81,10 +81,7 @@ fn a_broken_head_record_is_refused_before_the_append_and_diagnosed() {
             .run(&run.heartbeat_args("a", &format!("broken-{i}")));
         let e = out.assert_error(2, "contract_error");
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("acknowledged receipt head record"),
+            crate::bed::str_field(&e, "message").contains("acknowledged receipt head record"),
             "{case}: {e}"
         );
         assert_eq!(run.receipt(), before, "{case}: nothing appended");
@@ -104,9 +101,7 @@ fn a_broken_head_record_is_refused_before_the_append_and_diagnosed() {
             "{case}"
         );
         assert!(
-            diagnosis["head_record_finding"]
-                .as_str()
-                .unwrap()
+            crate::bed::str_field(&diagnosis, "head_record_finding")
                 .contains("acknowledged receipt head record"),
             "{case}: {diagnosis}"
         );

@@ -419,10 +419,7 @@ fn lane_create_refusals() {
     );
     // The hint is about the missing root, not the shape of write_scope.
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("restore the repository"),
+        crate::bed::str_field(&e, "hint").contains("restore the repository"),
         "{e}"
     );
     assert!(e.get("fields").is_none(), "{e}");

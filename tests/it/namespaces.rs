@@ -391,10 +391,7 @@ fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
     assert_eq!(e["error"], "coordinator_conflict");
     assert_eq!(e["retryable"], true);
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("the receipt changed under the lock"),
+        crate::bed::str_field(&e, "message").starts_with("the receipt changed under the lock"),
         "{e}"
     );
     assert_eq!(

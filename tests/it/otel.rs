@@ -272,10 +272,7 @@ fn phoenix_reads_back_one_trace_of_the_run_and_a_second_export_adds_no_span() {
     assert_eq!(attr(build, "bluetape.lane.write_scope"), &json!(["src"]));
     assert_eq!(build["status_code"], "ERROR", "the interrupted lane");
     assert!(
-        build["status_message"]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted at sequence 11"),
+        crate::bed::str_field(build, "status_message").starts_with("interrupted at sequence 11"),
         "{build}"
     );
     let replacement = lane("build-2");
@@ -609,10 +606,7 @@ fn the_endpoint_comes_from_the_flag_then_the_sdk_variables() {
     let before = bed.snapshot();
     let e = export(&bed, &[], &[]).assert_error(2, "contract_error");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("--endpoint URL or --out FILE"),
+        crate::bed::str_field(&e, "message").contains("--endpoint URL or --out FILE"),
         "{e}"
     );
     for protocol in [
@@ -621,10 +615,7 @@ fn the_endpoint_comes_from_the_flag_then_the_sdk_variables() {
     ] {
         let e = export(&bed, &[], &[both[0], (protocol, "grpc")]).assert_error(2, "contract_error");
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("only http/protobuf"),
+            crate::bed::str_field(&e, "message").contains("only http/protobuf"),
             "{e}"
         );
     }

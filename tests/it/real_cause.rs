@@ -590,10 +590,7 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
             &out,
         );
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("is not a publication ref"),
+            crate::bed::str_field(&e, "message").contains("is not a publication ref"),
             "{e}"
         );
         assert_eq!(git(&["for-each-ref"]), refs, "{reference} was written");

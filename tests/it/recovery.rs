@@ -832,9 +832,7 @@ fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
     assert_eq!(doctor["count"], 1, "{doctor}");
     assert_eq!(doctor["litter"][0]["kind"], "damaged_head_record");
     assert!(
-        doctor["litter"][0]["remedy"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&doctor["litter"][0], "remedy")
             .contains(&format!("rebuild --run-id {}", bed.run_id)),
         "{doctor}"
     );

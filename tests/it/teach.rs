@@ -109,12 +109,6 @@ fn lane_args<'a>(at: &'a str, evidence: &'a str) -> Vec<&'a str> {
     lane_argv("api", "agent-1", at, evidence)
 }
 
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value[key]
-        .as_str()
-        .unwrap_or_else(|| panic!("no string {key} in {value}"))
-}
-
 /// The lane's life from `lane-create` through a stall to `complete`, each
 /// step taking what an earlier output printed: the run id from `init`, the
 /// decision file, its checksum and reason from `liveness-check
@@ -149,7 +143,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
         out["decision"],
         json!({"action": out["action"], "reason": out["reason"]})
     );
-    let written = PathBuf::from(text(&out, "decision_out"));
+    let written = PathBuf::from(crate::bed::str_field(&out, "decision_out"));
     assert_eq!(written, decision_path);
     let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -165,11 +159,11 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     let mut args = lane_args("2026-07-14T01:06:00Z", &ev);
     args.extend([
         "--reason",
-        text(&out, "reason"),
+        crate::bed::str_field(&out, "reason"),
         "--decision",
-        text(&out, "decision_out"),
+        crate::bed::str_field(&out, "decision_out"),
         "--expected-head",
-        text(&out, "checksum"),
+        crate::bed::str_field(&out, "checksum"),
     ]);
     let recorded = life.ok("stall-record", &args);
     assert_eq!(recorded["operation"], "stall-record", "{recorded}");
@@ -191,7 +185,10 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     assert!(out.get("decision").is_none());
     let ev = life.evidence("probe.json", "tool", "probe sent to agent-1");
     let mut args = lane_args("2026-07-14T01:06:30Z", &ev);
-    args.extend(["--deadline", text(&out, "probe_deadline_max")]);
+    args.extend([
+        "--deadline",
+        crate::bed::str_field(&out, "probe_deadline_max"),
+    ]);
     life.ok("probe-sent", &args);
     let out = life
         .read(
@@ -288,7 +285,10 @@ fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
         );
         let e = out.assert_error(2, "contract_error");
         assert_eq!(e["fields"]["input"], "--decision-out", "{e}");
-        assert!(text(&e, "hint").contains("never replaces"), "{e}");
+        assert!(
+            crate::bed::str_field(&e, "hint").contains("never replaces"),
+            "{e}"
+        );
     }
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep");
     assert!(!life.base.join("elsewhere.json").exists());
@@ -319,7 +319,7 @@ fn run_case(case: &Case, out: &Output, run: &str) {
         "{name}: {e}"
     );
     assert!(
-        text(&e, "message").contains(case.message),
+        crate::bed::str_field(&e, "message").contains(case.message),
         "{name}: message {e}"
     );
     let hint = e["hint"].as_str().unwrap_or_default().replace(run, "RUN");
@@ -636,7 +636,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
     };
     run_case(&busy, &out, &life.run);
     assert!(
-        text(&out.error(), "message").contains(&pid),
+        crate::bed::str_field(&out.error(), "message").contains(&pid),
         "{}",
         out.error()
     );
@@ -701,7 +701,7 @@ fn stall_record_refusals(_run: &str) {
         .unwrap()
         .to_string();
     assert!(
-        text(&e, "hint").contains(&format!("\"checksum\": \"{checksum}\"")),
+        crate::bed::str_field(&e, "hint").contains(&format!("\"checksum\": \"{checksum}\"")),
         "{e}"
     );
     let bound = life.put(

@@ -221,10 +221,7 @@ fn refused_proof(out: Output) {
     out.assert_error(3, "proof_invalid");
     assert!(out.error().get("next_command").is_none(), "{out:?}");
     assert!(
-        out.error()["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("proof does not verify"),
+        crate::bed::str_field(&out.error(), "message").starts_with("proof does not verify"),
         "{out:?}"
     );
 }
@@ -803,10 +800,7 @@ fn a_cut_tail_is_caught_by_a_kept_head_even_without_receipt_head_json() {
         ])
         .assert_error(3, "receipt_corrupt");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("it is for 12 events and the receipt has 9"),
+        crate::bed::str_field(&e, "message").contains("it is for 12 events and the receipt has 9"),
         "{e}"
     );
     // Regrow to 12 with other events: same length, another tree.

@@ -208,10 +208,7 @@ fn issue26_a_zeroed_digest_table_is_never_believed() {
     let out = run.numbered_heartbeat("a", &first, 3);
     assert_eq!(out.code, 2, "evidence already recorded: {out:?}");
     assert!(
-        out.error()["message"]
-            .as_str()
-            .unwrap()
-            .contains("already recorded"),
+        crate::bed::str_field(&out.error(), "message").contains("already recorded"),
         "{out:?}"
     );
     assert_eq!(run.receipt(), receipt, "nothing was appended");

@@ -378,10 +378,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     let w1 = &s["lanes"].as_array().unwrap()[1];
     assert_eq!(w1["liveness"]["action"], "observe_command");
     assert!(
-        w1["next_command"]
-            .as_str()
-            .unwrap()
-            .contains("--command-status <alive|dead>"),
+        crate::bed::str_field(w1, "next_command").contains("--command-status <alive|dead>"),
         "{w1}"
     );
     let g = read(

@@ -750,6 +750,14 @@ pub fn assert_refusal(out: &Output, code: i32) -> Value {
     e
 }
 
+/// The string `value[key]`; a failure names both when it is not one.
+#[track_caller]
+pub fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string {key} in {value}"))
+}
+
 /// Assert `value` is an object with exactly the space-separated `keys`,
 /// in that (sorted) order; `what` names it in the failure.
 #[track_caller]
