@@ -139,23 +139,8 @@ fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
                 let tag = format!("{side}-{round}-{writer}");
                 let argv = run.heartbeat_args(lane, &tag);
                 let child = if side == "ns" {
-                    let words: Vec<String> =
-                        std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
-                            .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
-                            .map(|w| format!("'{w}'"))
-                            .collect();
-                    // Retry on the retryable exit 5, as a caller would.
-                    let script = format!(
-                        "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
-                        cmd = words.join(" ")
-                    );
-                    in_namespace(dead_host_pid() + writer, &script)
-                        .env_clear()
-                        .env("HOME", &run.flow.home)
-                        .env("PATH", "/usr/bin:/bin")
-                        .current_dir(&run.flow.cwd)
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
+                    let script = retrying(&shell_command(&argv));
+                    pinned(&mut in_namespace(dead_host_pid() + writer, &script), &run)
                         .spawn()
                         .expect("unshare is installed")
                 } else {
@@ -208,24 +193,37 @@ fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
 /// A host writer that retries on exit 5 (a shell loop, like the namespaced
 /// ones, so both sides race the same way).
 fn retrying_host_writer(run: &LaneRun, argv: Vec<OsString>) -> Child {
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(retrying(&shell_command(&argv)));
+    pinned(&mut sh, run).spawn().unwrap()
+}
+
+/// The binary with `argv` as one shell command, each word single-quoted.
+fn shell_command(argv: &[OsString]) -> String {
     let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
         .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
         .map(|w| format!("'{w}'"))
         .collect();
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
-            cmd = words.join(" ")
-        ))
-        .env_clear()
+    words.join(" ")
+}
+
+/// `command` in a shell loop that retries on the retryable exit 5, as a
+/// caller would.
+fn retrying(command: &str) -> String {
+    format!(
+        "for i in $(seq 200); do {command}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5"
+    )
+}
+
+/// `cmd` in the run's pinned environment (only HOME and PATH, its working
+/// directory), stdout and stderr piped.
+fn pinned<'c>(cmd: &'c mut Command, run: &LaneRun) -> &'c mut Command {
+    cmd.env_clear()
         .env("HOME", &run.flow.home)
         .env("PATH", "/usr/bin:/bin")
         .current_dir(&run.flow.cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// The Python reference as the other writer, played by
@@ -265,22 +263,9 @@ fn foreign_heartbeat(run: &LaneRun, summary: &str) -> Vec<u8> {
 /// and the file that lets it go on.
 fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, std::path::PathBuf) {
     let go = base.join(format!("go-{tag}"));
-    let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
-        .chain(
-            run.heartbeat_args("a", tag)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned()),
-        )
-        .map(|w| format!("'{w}'"))
-        .collect();
-    let mut child = in_namespace(dead_host_pid(), &words.join(" "))
-        .env_clear()
-        .env("HOME", &run.flow.home)
-        .env("PATH", "/usr/bin:/bin")
+    let command = shell_command(&run.heartbeat_args("a", tag));
+    let mut child = pinned(&mut in_namespace(dead_host_pid(), &command), run)
         .env("BLUETAPE_TEST_PAUSE_BEFORE_APPEND", &go)
-        .current_dir(&run.flow.cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("unshare is installed");
     let mut ready = go.clone().into_os_string();
