@@ -259,9 +259,8 @@ fn foreign_heartbeat(run: &LaneRun, summary: &str) -> Vec<u8> {
 }
 
 /// Our heartbeat in another PID namespace, paused (the test-only hook)
-/// while it holds the receipt lock with its line sealed; returns the child
-/// and the file that lets it go on.
-fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, std::path::PathBuf) {
+/// while it holds the receipt lock with its line sealed.
+fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> Paused {
     let go = base.join(format!("go-{tag}"));
     let command = shell_command(&run.heartbeat_args("a", tag));
     let mut child = pinned(&mut in_namespace(dead_host_pid(), &command), run)
@@ -271,7 +270,21 @@ fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, st
     let mut ready = go.clone().into_os_string();
     ready.push(".ready");
     wait_for(Path::new(&ready), &mut child);
-    (child, go)
+    Paused { child, go }
+}
+
+/// A writer paused before its append; it goes on once `go` exists.
+struct Paused {
+    child: Child,
+    go: std::path::PathBuf,
+}
+
+impl Paused {
+    /// Let the writer go on and wait for it.
+    fn release(self) -> std::process::Output {
+        std::fs::write(&self.go, b"").unwrap();
+        self.child.wait_with_output().unwrap()
+    }
 }
 
 /// Our writer paused in another PID namespace holding the receipt lock
@@ -282,9 +295,8 @@ struct Race {
     run: LaneRun,
     /// Receipt lines before either writer appends.
     before: usize,
-    /// Our paused writer; it goes on once `go` exists.
-    child: Child,
-    go: std::path::PathBuf,
+    /// Our paused writer.
+    ours: Paused,
     /// `python3 reference_lock.py <lock> <receipt> <line>`, not yet run.
     reference: Command,
 }
@@ -296,7 +308,7 @@ impl Race {
         let line = base.join("reference-line");
         std::fs::write(&line, foreign_heartbeat(&run, summary)).unwrap();
         let before = lines(&run.receipt()).len();
-        let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+        let ours = paused_namespaced_writer(&run, &base, "ns");
         let mut reference = Command::new("python3");
         reference
             .arg(REFERENCE_LOCK)
@@ -307,8 +319,7 @@ impl Race {
             _tmp,
             run,
             before,
-            child,
-            go,
+            ours,
             reference,
         }
     }
@@ -322,21 +333,14 @@ impl Race {
 /// now (`kill(0, 0)` always succeeds): the reference waits.
 #[test]
 fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
-    let Race {
-        _tmp,
-        run,
-        before,
-        child,
-        go,
-        mut reference,
-    } = Race::paused("reference beat");
+    let mut race = Race::paused("reference beat");
+    let (run, before) = (&race.run, race.before);
     let lock = run.run_dir().join("locks/receipt");
     let owner: Value =
         serde_json::from_slice(&std::fs::read(lock.join("owner.json")).unwrap()).unwrap();
-    let reference = reference.output().expect("python3");
+    let reference = race.reference.output().expect("python3");
     let said = String::from_utf8_lossy(&reference.stdout).to_string();
-    std::fs::write(&go, b"").unwrap();
-    let ours = child.wait_with_output().unwrap();
+    let ours = race.ours.release();
     assert_eq!(
         said.trim(),
         "busy: state lock owner is live or unknown",
@@ -359,18 +363,15 @@ fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
 /// not fork; the retry appends on the new end.
 #[test]
 fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
-    let Race {
-        _tmp,
-        run,
-        before,
-        child,
-        go,
-        mut reference,
-    } = Race::paused("lockless beat");
-    let other = reference.arg("--ignore-lock").output().expect("python3");
+    let mut race = Race::paused("lockless beat");
+    let (run, before) = (&race.run, race.before);
+    let other = race
+        .reference
+        .arg("--ignore-lock")
+        .output()
+        .expect("python3");
     assert!(other.status.success(), "{other:?}");
-    std::fs::write(&go, b"").unwrap();
-    let ours = child.wait_with_output().unwrap();
+    let ours = race.ours.release();
     assert_eq!(ours.status.code(), Some(5), "{ours:?}");
     let e: Value = serde_json::from_slice(&ours.stderr).unwrap();
     assert_eq!(e["error"], "coordinator_conflict");
