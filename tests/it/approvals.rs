@@ -796,13 +796,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
         "current state does not allow lifecycle intent"
     );
     let view = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "approvals",
-            "--run-id",
-            run_id,
-        ])
+        .run(&crate::bed::read_argv(root, "approvals", run_id, &[]))
         .assert_ok();
     assert_eq!(view["policy"], Value::Null);
     assert_eq!(view["policy_checksum"], Value::Null);
@@ -847,13 +841,9 @@ fn the_view_has_a_table_for_people() {
     assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(out.error()["error"], "contract_error");
     // A run that does not exist is the usual exit 3.
-    let out = g.flow.run(&[
-        "--state-root",
-        g.root.to_str().unwrap(),
-        "approvals",
-        "--run-id",
-        "nope",
-    ]);
+    let out = g
+        .flow
+        .run(&crate::bed::read_argv(&g.root, "approvals", "nope", &[]));
     assert_eq!(out.code, 3, "{out:?}");
 }
 

@@ -902,15 +902,12 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
     let (root, run_id) = crate::parallel_verify::long_run(tmp.path());
     let flow = Flow::new(tmp.path());
     let out = tmp.path().join("long.tar");
-    flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
+    flow.run(&crate::bed::read_argv(
+        &root,
         "bundle-export",
-        "--run-id",
         &run_id,
-        "--out",
-        out.to_str().unwrap(),
-    ])
+        &["--out", out.to_str().unwrap()],
+    ))
     .assert_ok();
     let receipt = std::fs::metadata(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
     assert!(
@@ -920,17 +917,12 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
     let (elsewhere, other) = elsewhere();
     let verified = verify(&other, &out).assert_ok();
     let status = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
+        .run(&crate::bed::read_argv(
+            &root,
             "status",
-            "--run-id",
             &run_id,
-            "--at",
-            "2026-07-14T02:00:00Z",
-            "--format",
-            "json",
-        ])
+            &["--at", "2026-07-14T02:00:00Z", "--format", "json"],
+        ))
         .assert_ok();
     for key in ["run_state", "sequence", "checksum", "lanes", "completion"] {
         assert_eq!(verified[key], status[key], "{key}");

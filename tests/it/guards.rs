@@ -541,13 +541,7 @@ impl Run {
 
     fn approvals_of(&self, id: &str) -> Value {
         self.flow
-            .run(&[
-                "--state-root",
-                self.root.to_str().unwrap(),
-                "approvals",
-                "--run-id",
-                id,
-            ])
+            .run(&crate::bed::read_argv(&self.root, "approvals", id, &[]))
             .assert_ok()
     }
 

@@ -601,13 +601,7 @@ fn every_litter_a_killed_init_leaves_has_a_way_out() {
         );
     }
     for run_id in common::run_ids(&root) {
-        let out = flow.run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run_id,
-        ]);
+        let out = flow.run(&crate::bed::read_argv(&root, "verify", &run_id, &[]));
         assert_eq!(out.code, 0, "{run_id}: {out:?}");
     }
 }

@@ -134,14 +134,8 @@ fn init_verify_rebuild_verify() {
             &dir.join("checkpoint.json"),
         ]
     );
-    flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "verify",
-        "--run-id",
-        run_id,
-    ])
-    .assert_ok();
+    flow.run(&crate::bed::read_argv(&root, "verify", run_id, &[]))
+        .assert_ok();
 }
 
 #[test]

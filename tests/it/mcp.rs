@@ -682,22 +682,15 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
         .1;
     assert_eq!(stall["action"], "suspect_stall", "{stall}");
     let verified = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run_id,
-        ])
+        .run(&crate::bed::read_argv(&root, "verify", &run_id, &[]))
         .assert_ok();
     let check = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
+        .run(&crate::bed::read_argv(
+            &root,
             "completion-check",
-            "--run-id",
             &run_id,
-        ])
+            &[],
+        ))
         .assert_ok();
     assert_eq!(check["complete"], true, "{check}");
     assert_eq!(

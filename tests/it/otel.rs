@@ -809,15 +809,12 @@ fn hostile_receipt_strings_stay_data_and_are_truncated() {
 fn a_phase1_run_is_unsupported() {
     let bed = common::Phase1Bed::new();
     let receiver = Receiver::start(200);
-    let out = bed.flow.run(&[
-        "--state-root",
-        bed.root.to_str().unwrap(),
+    let out = bed.flow.run(&crate::bed::read_argv(
+        &bed.root,
         "otel-export",
-        "--run-id",
         common::PHASE1_RUN_ID,
-        "--endpoint",
-        &receiver.url("/v1/traces"),
-    ]);
+        &["--endpoint", &receiver.url("/v1/traces")],
+    ));
     out.assert_error(7, "unsupported_by_run_manifest");
     assert!(receiver.received().is_empty());
 }

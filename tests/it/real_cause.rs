@@ -310,13 +310,8 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
 fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     let bed = Bed::new();
     let verify = |root: &Path, run: &str| {
-        bed.flow.run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            run,
-        ])
+        bed.flow
+            .run(&crate::bed::read_argv(root, "verify", run, &[]))
     };
     let missing = bed.base.join("no-such-root");
     let out = verify(&missing, &bed.run);

@@ -62,13 +62,12 @@ impl Bed {
 
     /// The current owner epoch (a `run_resumed` event carries the old one).
     fn epoch(&self) -> u64 {
-        let out = self.flow.run(&[
-            "--state-root",
-            &text(&self.root),
+        let out = self.flow.run(&crate::bed::read_argv(
+            &self.root,
             "resume-check",
-            "--run-id",
             &self.run_id,
-        ]);
+            &[],
+        ));
         out.assert_ok()["owner_epoch"].as_u64().unwrap()
     }
 

@@ -58,13 +58,12 @@ impl Run {
 
     fn resume_check(&self) -> Value {
         self.flow
-            .run(&[
-                "--state-root",
-                &text(&self.root),
+            .run(&crate::bed::read_argv(
+                &self.root,
                 "resume-check",
-                "--run-id",
                 &self.run_id,
-            ])
+                &[],
+            ))
             .assert_ok()
     }
 
@@ -294,19 +293,19 @@ fn refusals_change_nothing() {
         || {
             let ev = run.work_file("ev.json");
             let new_owner = text(&run.handle("n.owner"));
-            run.flow.run(&[
-                "--state-root",
-                &text(&run.root),
+            run.flow.run(&crate::bed::read_argv(
+                &run.root,
                 "resume",
-                "--run-id",
                 &run.run_id,
-                "--owner-file",
-                &text(&copy),
-                "--evidence",
-                &ev,
-                "--new-owner-file",
-                &new_owner,
-            ])
+                &[
+                    "--owner-file",
+                    &text(&copy),
+                    "--evidence",
+                    &ev,
+                    "--new-owner-file",
+                    &new_owner,
+                ],
+            ))
         },
         2,
         "owner handle must be a direct child of state-root handles",

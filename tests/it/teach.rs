@@ -830,13 +830,12 @@ fn reach(row: &ExitRow) -> Output {
         }
         (3, Some("receipt_corrupt"), _) => {
             let life = Life::new();
-            life.flow.run(&[
-                "--state-root",
-                life.root.to_str().unwrap(),
+            life.flow.run(&crate::bed::read_argv(
+                &life.root,
                 "verify",
-                "--run-id",
                 "20990101T000000Z-00000000",
-            ])
+                &[],
+            ))
         }
         (3, Some("proof_invalid"), _) => {
             let life = Life::new();
@@ -960,17 +959,12 @@ fn reach(row: &ExitRow) -> Output {
         }
         (7, Some("unsupported_by_run_manifest"), _) => {
             let bed = crate::bed::Phase1Bed::new();
-            bed.flow.run(&[
-                "--state-root",
-                bed.root.to_str().unwrap(),
+            bed.flow.run(&crate::bed::read_argv(
+                &bed.root,
                 "liveness-check",
-                "--run-id",
                 crate::bed::PHASE1_RUN_ID,
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ])
+                &["--lane-id", "api", "--at", "2026-07-14T01:00:00Z"],
+            ))
         }
         _ => panic!("README row with no known way to reach it: {row:?}"),
     }
