@@ -120,19 +120,9 @@ impl Bed {
     }
 }
 
-/// One refusal: the reference's keys it keeps, what its `hint` must and
-/// must not say, and the `fields` it carries.
-struct Case {
-    name: &'static str,
-    exit: i32,
-    error: &'static str,
-    retryable: bool,
-    next_command: Option<&'static str>,
-    message: &'static str,
-    hint: &'static [&'static str],
-    not_in_hint: &'static [&'static str],
-    fields: Option<Value>,
-}
+/// One refusal: the reference's keys it keeps, the start of its message,
+/// what its `hint` must and must not say, and the `fields` it carries.
+type Case = crate::bed::RefusalCase;
 
 /// What a hint must never say to a caller whose input was only wrong.
 const NO_RECOVERY: &[&str] = &["recovery-run-create", "receipt-diagnose", "trust ends"];
@@ -143,13 +133,7 @@ fn check(case: &Case, out: &Output) -> Value {
     assert_eq!(out.code, case.exit, "{name}: {out:?}");
     let e = out.error();
     assert_eq!(e["error"], case.error, "{name}: {e}");
-    assert_eq!(e["ok"], false, "{name}: {e}");
-    assert_eq!(e["retryable"], case.retryable, "{name}: {e}");
-    assert_eq!(
-        e.get("next_command").and_then(Value::as_str),
-        case.next_command,
-        "{name}: {e}"
-    );
+    case.assert_retry_keys(&e);
     let message = e["message"].as_str().unwrap();
     assert!(message.starts_with(case.message), "{name}: message {e}");
     let hint = e["hint"]
@@ -161,14 +145,7 @@ fn check(case: &Case, out: &Output) -> Value {
     for part in case.not_in_hint {
         assert!(!hint.contains(part), "{name}: hint says {part:?}: {hint}");
     }
-    match &case.fields {
-        Some(want) => {
-            for (key, value) in want.as_object().unwrap() {
-                assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
-            }
-        }
-        None => assert!(e.get("fields").is_none(), "{name}: {e}"),
-    }
+    case.assert_fields(&e);
     e
 }
 

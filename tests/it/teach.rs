@@ -295,29 +295,14 @@ fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
     assert!(!inside.exists());
 }
 
-/// One refusal of the issue: how to reach it, the reference's keys it
-/// keeps, and what must be in its `hint`, `message` and `fields`.
-struct Case {
-    name: &'static str,
-    exit: i32,
-    error: &'static str,
-    retryable: bool,
-    next_command: Option<&'static str>,
-    message: &'static str,
-    hint: &'static [&'static str],
-    fields: Option<Value>,
-}
+/// One refusal of the issue: the reference's keys it keeps, and what must
+/// be in its `hint`, `message` and `fields`.
+type Case = crate::bed::RefusalCase;
 
 fn run_case(case: &Case, out: &Output, run: &str) {
     let e = out.assert_error(case.exit, case.error);
     let name = case.name;
-    assert_eq!(e["ok"], false, "{name}: {e}");
-    assert_eq!(e["retryable"], case.retryable, "{name}: {e}");
-    assert_eq!(
-        e.get("next_command").and_then(Value::as_str),
-        case.next_command,
-        "{name}: {e}"
-    );
+    case.assert_retry_keys(&e);
     assert!(
         crate::bed::str_field(&e, "message").contains(case.message),
         "{name}: message {e}"
@@ -330,14 +315,10 @@ fn run_case(case: &Case, out: &Output, run: &str) {
     for part in case.hint {
         assert!(hint.contains(part), "{name}: hint lacks {part:?}: {hint}");
     }
-    match &case.fields {
-        Some(want) => {
-            for (key, value) in want.as_object().unwrap() {
-                assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
-            }
-        }
-        None => assert!(e.get("fields").is_none(), "{name}: {e}"),
+    for part in case.not_in_hint {
+        assert!(!hint.contains(part), "{name}: hint says {part:?}: {hint}");
     }
+    case.assert_fields(&e);
 }
 
 /// Every refusal the issue lists, table-driven: its `hint`, its `fields`,
@@ -386,6 +367,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"input": "--input", "file": lane_only,
                     "missing": ["agent_id", "assignment", "write_scope", "fallback", "observed_at",
                         "startup_ack_deadline", "command_deadline"]})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-create",
@@ -403,6 +385,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": long,
                     "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
         ),
@@ -417,6 +400,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": bad_id,
                     "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
         ),
@@ -430,6 +414,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "evidence file '",
                 hint: &["takes one JSON list: inline"],
                 fields: Some(json!({"input": "--evidence", "file": missing_file})),
+                not_in_hint: &[],
             },
             life.mutate("run-approve", &["--evidence", missing_file]),
         ),
@@ -444,6 +429,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &["wrap the evidence in a list"],
                 fields: Some(json!({"input": "--evidence", "file": object_ev,
                     "expected_type": "list", "found_type": "object"})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &object_ev]),
         ),
@@ -459,6 +445,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"input": "--evidence", "file": extra_ev,
                     "unknown": ["[0].note"],
                     "allowed": ["kind", "summary", "path", "checksum", "exit_status"]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-start", &lane_args("2026-07-14T01:00:05Z", &extra_ev)),
         ),
@@ -475,6 +462,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "bluetape-flow topology-register --run-id RUN --owner-file",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate(
                 "check-result",
@@ -491,6 +479,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "identifier already exists",
                 hint: &["retrying cannot help", "lane api exists already (pending)"],
                 fields: Some(json!({"lane_id": "api", "lane_state": "pending"})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
         ),
@@ -506,6 +495,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(
                     json!({"lane_id": "api", "agent_id": "agent-9", "lane_agent_id": "agent-1"}),
                 ),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-start",
@@ -531,6 +521,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "lane does not exist",
                 hint: &["no lane ghost", "the run's lanes are api"],
                 fields: Some(json!({"lane_id": "ghost", "lanes": ["api"]})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-start",
@@ -559,6 +550,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "bluetape-flow lane-start --run-id RUN",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate("startup-ack", &lane_args("2026-07-14T01:00:10Z", &spawn)),
         ),
@@ -575,6 +567,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "running already",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate("run-approve", &["--evidence", &assign]),
         ),
@@ -588,6 +581,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "decided_at must be a UTC timestamp: --at 'yesterday' is not one",
                 hint: &["--at 2026-07-14T01:00:00Z"],
                 fields: Some(json!({"input": "--at"})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "run-block",
@@ -605,6 +599,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &["--workflow-type A | B"],
                 fields: Some(json!({"input": "--workflow-type",
                     "allowed": ["A", "B", "C", "D", "E", "P", "F"]})),
+                not_in_hint: &[],
             },
             life.flow.run(&init_argv(
                 &life.root,
@@ -633,6 +628,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
         message: "state lock owner is live or unknown: held by pid ",
         hint: &["another writer holds the lock", "bluetape-flow doctor"],
         fields: None,
+        not_in_hint: &[],
     };
     run_case(&busy, &out, &life.run);
     assert!(
@@ -683,6 +679,7 @@ fn stall_record_refusals(_run: &str) {
                 json!({"input": "--decision", "file": envelope, "unknown": unknown,
                 "allowed": ["action", "reason"]}),
             ),
+            not_in_hint: &[],
         },
         &out,
         &life.run,
@@ -722,6 +719,7 @@ fn stall_record_refusals(_run: &str) {
             hint: &["--reason must be the decision's reason: --reason 'no fresh evidence'"],
             fields: Some(json!({"input": "--decision",
                 "current_decision": {"action": "suspect_stall", "reason": "no fresh evidence"}})),
+            not_in_hint: &[],
         },
         &out,
         &life.run,
@@ -746,6 +744,7 @@ fn stall_record_refusals(_run: &str) {
             fields: Some(json!({"input": "--input", "file": beat, "invalid": [{
                 "field": "silence_lease_deadline", "expected": "at most 600 seconds after observed_at",
                 "limit": 600}]})),
+            not_in_hint: &[],
         },
         &out,
         &life.run,

@@ -772,6 +772,51 @@ pub fn assert_keys(value: &Value, keys: &str, what: &str) {
     assert_eq!(got, want, "{what}: {value}");
 }
 
+/// One refusal a table-driven test expects: the reference's keys it keeps
+/// (exit status, `error`, `retryable`, `next_command`), the start or part
+/// of its `message`, what its `hint` must and must not say, and the
+/// `fields` it carries (none when `None`).
+pub struct RefusalCase {
+    pub name: &'static str,
+    pub exit: i32,
+    pub error: &'static str,
+    pub retryable: bool,
+    pub next_command: Option<&'static str>,
+    pub message: &'static str,
+    pub hint: &'static [&'static str],
+    pub not_in_hint: &'static [&'static str],
+    pub fields: Option<Value>,
+}
+
+impl RefusalCase {
+    /// `e`'s `retryable` and `next_command` as this case says.
+    #[track_caller]
+    pub fn assert_retry_keys(&self, e: &Value) {
+        let name = self.name;
+        assert_eq!(e["ok"], false, "{name}: {e}");
+        assert_eq!(e["retryable"], self.retryable, "{name}: {e}");
+        assert_eq!(
+            e.get("next_command").and_then(Value::as_str),
+            self.next_command,
+            "{name}: {e}"
+        );
+    }
+
+    /// `e`'s `fields` hold this case's (or `e` has none).
+    #[track_caller]
+    pub fn assert_fields(&self, e: &Value) {
+        let name = self.name;
+        match &self.fields {
+            Some(want) => {
+                for (key, value) in want.as_object().unwrap() {
+                    assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
+                }
+            }
+            None => assert!(e.get("fields").is_none(), "{name}: {e}"),
+        }
+    }
+}
+
 /// Run `f` and assert that nothing under `root` changed meanwhile.
 #[track_caller]
 pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
