@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::bed::{Flow, Output, hold_receipt_lock, init_argv, lane_argv};
 
@@ -68,6 +68,26 @@ impl Life {
         self.mutate(command, rest).assert_ok()
     }
 
+    /// `liveness-check --explain` of lane `api` at `at`, which must answer.
+    fn explain(&self, at: &str) -> Value {
+        self.read(
+            "liveness-check",
+            &["--lane-id", "api", "--at", at, "--explain"],
+        )
+        .assert_ok()
+    }
+
+    /// `liveness-check` of lane `api` after five quiet minutes, writing
+    /// its decision to `decision_out`.
+    fn decide_quiet(&self, decision_out: &Path) -> Output {
+        let at = "2026-07-14T01:06:00Z";
+        let out = decision_out.to_str().unwrap();
+        self.read(
+            "liveness-check",
+            &["--lane-id", "api", "--at", at, "--decision-out", out],
+        )
+    }
+
     fn evidence(&self, name: &str, kind: &str, summary: &str) -> String {
         self.put(name, &json!([{"kind": kind, "summary": summary}]))
     }
@@ -120,19 +140,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     // Quiet for five minutes: liveness-check says what to record, and
     // writes the decision file for stall-record.
     let decision_path = life.base.join("decision.json");
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:00Z",
-                "--decision-out",
-                decision_path.to_str().unwrap(),
-            ],
-        )
-        .assert_ok();
+    let out = life.decide_quiet(&decision_path).assert_ok();
     assert_eq!(out["action"], "suspect_stall");
     assert_eq!(out["lane_state"], "running");
     assert_eq!(out["agent_id"], "agent-1");
@@ -168,18 +176,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     let recorded = life.ok("stall-record", &args);
     assert_eq!(recorded["operation"], "stall-record", "{recorded}");
     // Now the answer is send_probe, with the latest deadline probe-sent takes.
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:30Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let out = life.explain("2026-07-14T01:06:30Z");
     assert_eq!(out["action"], "send_probe");
     assert_eq!(out["lane_state"], "suspected_stall");
     assert!(out.get("decision").is_none());
@@ -190,18 +187,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
         crate::bed::str_field(&out, "probe_deadline_max"),
     ]);
     life.ok("probe-sent", &args);
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:40Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let out = life.explain("2026-07-14T01:06:40Z");
     assert_eq!(out["action"], "await_probe");
     assert_eq!(out["deadlines"]["probe_deadline"], "2026-07-14T01:07:30Z");
     assert_eq!(out["deadlines"]["command_deadline"], "2026-07-14T01:30:00Z");
@@ -214,18 +200,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     let mut args = lane_args("2026-07-14T01:10:00Z", &ev);
     args.extend(["--changed-paths", &changed]);
     life.ok("lane-complete", &args);
-    let terminal = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:11:00Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let terminal = life.explain("2026-07-14T01:11:00Z");
     assert_eq!(terminal["reason"], "lane is terminal");
     assert_eq!(terminal["lane_state"], "completed");
     let topology = life.put(
@@ -272,17 +247,7 @@ fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
     std::os::unix::fs::symlink(life.base.join("elsewhere.json"), &link).unwrap();
     let inside = life.root.join("decision.json");
     for target in [&existing, &link, &inside] {
-        let out = life.read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:00Z",
-                "--decision-out",
-                target.to_str().unwrap(),
-            ],
-        );
+        let out = life.decide_quiet(target);
         let e = out.assert_error(2, "contract_error");
         assert_eq!(e["fields"]["input"], "--decision-out", "{e}");
         assert!(
