@@ -561,13 +561,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         &["init", "-q", "--bare", remote.to_str().unwrap()],
     );
     let publish = |expect: i32| {
-        let out = bed.raw(&[
-            "publish",
-            "--run-id",
-            &bed.run_id,
-            "--repo",
-            repo.to_str().unwrap(),
-        ]);
+        let out = bed.read("publish", &["--repo", repo.to_str().unwrap()]);
         assert_eq!(out.code, expect, "{} {}", out.stdout, out.stderr);
         out
     };
@@ -699,13 +693,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         &common::ev("other"),
         &["--reason", "a rewrite"],
     );
-    let out = bed.raw(&[
-        "publish",
-        "--run-id",
-        &bed.run_id,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
+    let out = bed.read("publish", &["--repo", repo.to_str().unwrap()]);
     assert!(
         out.code == 5 || out.code == 3,
         "{} {}",

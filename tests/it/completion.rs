@@ -416,7 +416,7 @@ fn complete_fails_closed_on_a_damaged_receipt() {
     assert_ne!(damaged, text);
     assert_eq!(damaged.len(), text.len());
     std::fs::write(&receipt, damaged).unwrap();
-    let verdict = run.raw(&["verify", "--run-id", &run.run_id]).error();
+    let verdict = run.read("verify", &[]).error();
     let message = verdict["message"].as_str().unwrap();
     assert!(message.contains("sequence 2"), "{verdict}");
     run.refused(|| run.complete(&ev("v")), 3, "receipt_corrupt", message);

@@ -330,13 +330,7 @@ fn phoenix_reads_back_one_trace_of_the_run_and_a_second_export_adds_no_span() {
     assert_eq!(second["trace_id"], first["trace_id"]);
     let marker = TestBed::running(&["runtime"]);
     let marked = marker
-        .raw(&[
-            "otel-export",
-            "--run-id",
-            &marker.run_id,
-            "--endpoint",
-            &phoenix.traces_url(),
-        ])
+        .read("otel-export", &["--endpoint", &phoenix.traces_url()])
         .assert_ok();
     let marker_trace = marked["trace_id"].as_str().unwrap();
     assert_ne!(marker_trace, trace);

@@ -914,7 +914,7 @@ fn reach(row: &ExitRow) -> Output {
                 });
                 url
             };
-            run.raw(&["otel-export", "--run-id", &run.run_id, "--endpoint", &url])
+            run.read("otel-export", &["--endpoint", &url])
         }
         (6, Some("completion_blocked"), _) => {
             let life = Life::running();
