@@ -888,12 +888,10 @@ fn lane_commands_are_phase2_only_and_documented() {
         ("lane-block", "replacement-close or completion-check"),
         ("lane-cancel", "replacement-close or completion-check"),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
         let text = format!(
             "Mutation. Capability: Phase 2 only. Safe next: {next}. In-place migration is unavailable."
         );
-        assert!(out.stdout.contains(&text), "{command}: {}", out.stdout);
+        crate::bed::assert_help_says(&flow, command, &text);
     }
     // An unknown run id is exit 3, before any input is read.
     let run = setup();

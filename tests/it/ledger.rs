@@ -249,11 +249,9 @@ fn help_names_capability_and_safe_next() {
             "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
-        assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+        let help = common::assert_help_says(&flow, command, text);
         assert!(
-            out.stdout.contains("In-place migration is unavailable."),
+            help.contains("In-place migration is unavailable."),
             "{command}"
         );
     }

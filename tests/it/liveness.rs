@@ -1553,10 +1553,8 @@ fn help_texts_name_the_safe_next_step() {
             "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0);
-        assert!(out.stdout.contains(about), "{command}: {}", out.stdout);
-        assert!(out.stdout.contains("In-place migration is unavailable."));
+        let help = common::assert_help_says(&flow, command, about);
+        assert!(help.contains("In-place migration is unavailable."));
     }
 }
 

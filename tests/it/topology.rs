@@ -746,9 +746,7 @@ fn help_texts_are_the_reference_ones() {
             "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
-        assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+        common::assert_help_says(&flow, command, text);
     }
 }
 

@@ -817,6 +817,15 @@ impl RefusalCase {
     }
 }
 
+/// `<command> --help` succeeds and says `text`; its help text.
+#[track_caller]
+pub fn assert_help_says(flow: &Flow, command: &str, text: &str) -> String {
+    let out = flow.run(&[command, "--help"]);
+    assert_eq!(out.code, 0, "{command}: {out:?}");
+    assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+    out.stdout
+}
+
 /// Run `f` and assert that nothing under `root` changed meanwhile.
 #[track_caller]
 pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
