@@ -60,11 +60,53 @@ impl Agent {
         serde_json::from_str(&out.stdout).unwrap_or(Value::Null)
     }
 
-    /// An owner step of the run: `<command> --run-id R --owner-file O <rest>`.
-    fn owner(&self, command: &str, rest: &[&str]) -> Value {
+    /// `<command> --run-id R --owner-file O <rest>`: an owner step's argv.
+    fn owner_argv<'a>(&'a self, command: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
         let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
         argv.extend_from_slice(rest);
-        self.step(&argv)
+        argv
+    }
+
+    /// An owner step of the run: `<command> --run-id R --owner-file O <rest>`.
+    fn owner(&self, command: &str, rest: &[&str]) -> Value {
+        self.step(&self.owner_argv(command, rest))
+    }
+
+    /// `init` over `components` at 00:59:00 in the state root `.bluetape`
+    /// (the work directory its repo); the run is this agent's from then on.
+    fn init(&mut self, components: &[&str]) {
+        let mut argv = vec![
+            "--state-root",
+            ".bluetape",
+            "init",
+            "--workflow-type",
+            "A",
+            "--repo-root",
+            ".",
+            "--owner-file",
+            OWNER,
+        ];
+        for component in components {
+            argv.extend(["--component", component]);
+        }
+        argv.extend(["--at", "2026-07-14T00:59:00Z"]);
+        let init = self.step(&argv);
+        self.run = init["run_id"].as_str().unwrap().to_string();
+    }
+
+    /// `run-approve` at 00:59:30 with the user approval `approval`, then
+    /// `run-start` at 00:59:40.
+    fn approve_and_start(&self, approval: &str) {
+        let approved = ev("user_approval", approval);
+        self.owner(
+            "run-approve",
+            &["--at", "2026-07-14T00:59:30Z", "--evidence", &approved],
+        );
+        let started = ev("plan", "go");
+        self.owner(
+            "run-start",
+            &["--at", "2026-07-14T00:59:40Z", "--evidence", &started],
+        );
     }
 
     fn raw(&self, args: &[&str]) -> Output {
@@ -80,45 +122,11 @@ fn ev(kind: &str, summary: &str) -> String {
 fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     let mut agent = Agent::new();
     let before = tree(&agent.work);
-    let init = agent.step(&[
-        "--state-root",
-        ".bluetape",
-        "init",
-        "--workflow-type",
-        "A",
-        "--repo-root",
-        ".",
-        "--owner-file",
-        OWNER,
-        "--component",
-        "api",
-        "--component",
-        "web",
-        "--at",
-        "2026-07-14T00:59:00Z",
-    ]);
-    agent.run = init["run_id"].as_str().unwrap().to_string();
+    agent.init(&["api", "web"]);
     // The run id says when it was made: the --at it was given.
     assert!(agent.run.starts_with("20260714T005900Z-"), "{}", agent.run);
     let a = &agent;
-    a.owner(
-        "run-approve",
-        &[
-            "--at",
-            "2026-07-14T00:59:30Z",
-            "--evidence",
-            &ev("user_approval", "plan approved"),
-        ],
-    );
-    a.owner(
-        "run-start",
-        &[
-            "--at",
-            "2026-07-14T00:59:40Z",
-            "--evidence",
-            &ev("plan", "go"),
-        ],
-    );
+    a.approve_and_start("plan approved");
     // Two lanes; --at gives their observed_at.
     for (lane, agent_id, at, deadline) in [
         (
@@ -153,16 +161,7 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     let lane_step = |command: &str, lane: &str, agent_id: &str, at: &str, evidence: &str| {
         a.owner(
             command,
-            &[
-                "--lane-id",
-                lane,
-                "--agent-id",
-                agent_id,
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-            ],
+            &crate::bed::lane_argv(lane, agent_id, at, evidence),
         )
     };
     lane_step(
@@ -459,40 +458,8 @@ impl Agent {
     /// lane `api` (agent-1) created at 01:00:00.
     fn running() -> Agent {
         let mut agent = Agent::new();
-        let init = agent.step(&[
-            "--state-root",
-            ".bluetape",
-            "init",
-            "--workflow-type",
-            "A",
-            "--repo-root",
-            ".",
-            "--owner-file",
-            OWNER,
-            "--component",
-            "api",
-            "--at",
-            "2026-07-14T00:59:00Z",
-        ]);
-        agent.run = init["run_id"].as_str().unwrap().to_string();
-        agent.owner(
-            "run-approve",
-            &[
-                "--at",
-                "2026-07-14T00:59:30Z",
-                "--evidence",
-                &ev("user_approval", "ok"),
-            ],
-        );
-        agent.owner(
-            "run-start",
-            &[
-                "--at",
-                "2026-07-14T00:59:40Z",
-                "--evidence",
-                &ev("plan", "go"),
-            ],
-        );
+        agent.init(&["api"]);
+        agent.approve_and_start("ok");
         agent.owner(
             "lane-create",
             &[
@@ -524,9 +491,7 @@ impl Agent {
     /// An owner step that must be refused with `code`; nothing is written.
     fn refused(&self, command: &str, rest: &[&str], code: i32) -> Value {
         let before = self.receipt();
-        let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
-        argv.extend_from_slice(rest);
-        let out = self.flow.run(&argv);
+        let out = self.flow.run(&self.owner_argv(command, rest));
         assert_eq!(out.code, code, "{command}: {out:?}");
         assert_eq!(self.receipt(), before, "{command} wrote on a refusal");
         serde_json::from_str(out.stderr.trim()).unwrap()
@@ -535,11 +500,9 @@ impl Agent {
     /// An owner step fed `stdin`.
     fn piped(&self, command: &str, rest: &[&str], stdin: &str) -> Output {
         use std::io::Write;
-        let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
-        argv.extend_from_slice(rest);
         let mut child = self
             .flow
-            .command(&argv)
+            .command(&self.owner_argv(command, rest))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
