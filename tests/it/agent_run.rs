@@ -112,6 +112,41 @@ impl Agent {
     fn raw(&self, args: &[&str]) -> Output {
         self.flow.run(args)
     }
+
+    /// The page `report` (plus `extra`) writes outside the work directory;
+    /// it must succeed.
+    fn report_page(&self, extra: &[&str]) -> String {
+        let page = self.outside.join("report.html");
+        let mut argv = vec![
+            "report",
+            "--run-id",
+            &self.run,
+            "--out",
+            page.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let out = self.raw(&argv);
+        assert_eq!(out.code, 0, "{out:?}");
+        std::fs::read_to_string(&page).unwrap()
+    }
+
+    /// The event rows `log` prints for the run (it must succeed).
+    fn log_events(&self) -> Vec<Value> {
+        let log = self.raw(&["log", "--run-id", &self.run]);
+        assert_eq!(log.code, 0, "{log:?}");
+        log.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|row: &Value| row.get("event_type").is_some())
+            .collect()
+    }
+}
+
+/// Each row's `created_at`.
+fn created_at(rows: &[Value]) -> Vec<&str> {
+    rows.iter()
+        .map(|row| row["created_at"].as_str().unwrap())
+        .collect()
 }
 
 fn ev(kind: &str, summary: &str) -> String {
@@ -410,18 +445,8 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     );
 
     // log runs forward, every event at the --at it was given.
-    let log = a.raw(&["log", "--run-id", &a.run]);
-    assert_eq!(log.code, 0);
-    let rows: Vec<Value> = log
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|row: &Value| row.get("event_type").is_some())
-        .collect();
-    let times: Vec<&str> = rows
-        .iter()
-        .map(|row| row["created_at"].as_str().unwrap())
-        .collect();
+    let rows = a.log_events();
+    let times = created_at(&rows);
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     assert_eq!(times.first(), Some(&"2026-07-14T00:59:00Z"));
     assert_eq!(times.last(), Some(&"2026-07-14T01:20:00Z"));
@@ -435,18 +460,7 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
         assert_eq!(row["created_at"], at, "{event}");
     }
     // ... and so does the report (written outside the work directory).
-    let page = a.outside.join("report.html");
-    let report = a.raw(&[
-        "report",
-        "--run-id",
-        &a.run,
-        "--out",
-        page.to_str().unwrap(),
-        "--at",
-        "2026-07-14T01:20:00Z",
-    ]);
-    assert_eq!(report.code, 0, "{}", report.stderr);
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = a.report_page(&["--at", "2026-07-14T01:20:00Z"]);
     assert!(!html.contains("Time runs backwards in"), "{html}");
     assert!(!html.contains("runs backwards (an earlier"), "{html}");
     let verify = a.step(&["verify", "--run-id", &a.run]);
@@ -526,16 +540,7 @@ fn json_options_take_inline_values_and_standard_input_once() {
     // Standard input feeds one option.
     let out = a.piped(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:05Z",
-            "--evidence",
-            "-",
-        ],
+        &crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:05Z", "-"),
         r#"[{"kind": "lifecycle", "summary": "spawned agent-1"}]"#,
     );
     assert_eq!(out.code, 0, "{out:?}");
@@ -560,16 +565,12 @@ fn json_options_take_inline_values_and_standard_input_once() {
     // Inline JSON that does not parse: named as a value, not a file.
     let e = a.refused(
         "startup-ack",
-        &[
-            "--lane-id",
+        &crate::bed::lane_argv(
             "api",
-            "--agent-id",
             "agent-1",
-            "--at",
             "2026-07-14T01:00:06Z",
-            "--evidence",
             r#"[{"kind": "lifecycle""#,
-        ],
+        ),
         2,
     );
     let message = e["message"].as_str().unwrap();
@@ -589,16 +590,12 @@ fn json_options_take_inline_values_and_standard_input_once() {
     // A rule about the content of an inline value says where it was.
     let e = a.refused(
         "startup-ack",
-        &[
-            "--lane-id",
+        &crate::bed::lane_argv(
             "api",
-            "--agent-id",
             "agent-1",
-            "--at",
             "2026-07-14T01:00:06Z",
-            "--evidence",
             r#"  [{"kind": "lifecycle", "summary": "ok", "extra": 1}]"#,
-        ],
+        ),
         2,
     );
     assert!(
@@ -613,16 +610,7 @@ fn json_options_take_inline_values_and_standard_input_once() {
     // Anything else is a path, as in the reference.
     let e = a.refused(
         "startup-ack",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:06Z",
-            "--evidence",
-            "ack.json",
-        ],
+        &crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:06Z", "ack.json"),
         2,
     );
     assert_eq!(e["message"], "evidence file 'ack.json' does not exist");
@@ -644,16 +632,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
     // Far ahead of the clock: refused, the hint's value passes.
     let e = a.refused(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2099-01-01T00:00:00Z",
-            "--evidence",
-            &evidence,
-        ],
+        &crate::bed::lane_argv("api", "agent-1", "2099-01-01T00:00:00Z", &evidence),
         2,
     );
     assert!(
@@ -670,16 +649,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
     );
     a.owner(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            &clock,
-            "--evidence",
-            &evidence,
-        ],
+        &crate::bed::lane_argv("api", "agent-1", &clock, &evidence),
     );
     // The same bound on a command that newly takes --at.
     let e = a.refused(
@@ -837,17 +807,8 @@ fn commands_the_reference_stamps_itself_record_at() {
             &ev("plan", "topology"),
         ],
     );
-    let log = a.raw(&["log", "--run-id", &a.run]);
-    let last: Vec<Value> = log
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r.get("event_type").is_some())
-        .collect();
-    let times: Vec<&str> = last
-        .iter()
-        .map(|r| r["created_at"].as_str().unwrap())
-        .collect();
+    let rows = a.log_events();
+    let times = created_at(&rows);
     assert_eq!(
         times,
         [
@@ -858,6 +819,13 @@ fn commands_the_reference_stamps_itself_record_at() {
             "2026-07-14T01:01:00Z"
         ]
     );
+}
+
+/// `lane-resolve`'s arguments: lane `api` resolved by `fix` with `evidence`.
+fn resolve_api_by_fix(evidence: &str) -> Vec<&str> {
+    let mut argv = vec!["--lane-id", "api", "--resolution-lane-id", "fix"];
+    argv.extend(["--at", "2026-07-14T01:06:00Z", "--evidence", evidence]);
+    argv
 }
 
 /// No digest by hand (DEVIATIONS 88): `evidence-digest` prints the digest
@@ -973,16 +941,7 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
     let only_one = json!([{"kind": "review", "summary": "failure", "checksum": failed_digest}]);
     let e = a.refused(
         "lane-resolve",
-        &[
-            "--lane-id",
-            "api",
-            "--resolution-lane-id",
-            "fix",
-            "--at",
-            "2026-07-14T01:06:00Z",
-            "--evidence",
-            &only_one.to_string(),
-        ],
+        &resolve_api_by_fix(&only_one.to_string()),
         2,
     );
     assert_eq!(
@@ -1006,19 +965,7 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
     let both = json!([
         {"kind": "review", "summary": "failure", "checksum": failed_digest},
         {"kind": "review", "summary": "fix", "checksum": fixed_digest}]);
-    a.owner(
-        "lane-resolve",
-        &[
-            "--lane-id",
-            "api",
-            "--resolution-lane-id",
-            "fix",
-            "--at",
-            "2026-07-14T01:06:00Z",
-            "--evidence",
-            &both.to_string(),
-        ],
-    );
+    a.owner("lane-resolve", &resolve_api_by_fix(&both.to_string()));
     // A value that is no list is refused like any --evidence.
     let out = a.raw(&["evidence-digest", "--evidence", r#"{"kind": "x"}"#]);
     assert_eq!(out.code, 2, "{out:?}");
@@ -1033,26 +980,13 @@ fn an_at_before_the_last_event_is_recorded_and_flagged() {
     let a = Agent::running();
     a.owner(
         "lane-start",
-        &[
-            "--lane-id",
+        &crate::bed::lane_argv(
             "api",
-            "--agent-id",
             "agent-1",
-            "--at",
             "2026-07-14T00:30:00Z",
-            "--evidence",
             &ev("lifecycle", "spawned agent-1"),
-        ],
+        ),
     );
-    let page = a.outside.join("report.html");
-    let out = a.raw(&[
-        "report",
-        "--run-id",
-        &a.run,
-        "--out",
-        page.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = a.report_page(&[]);
     assert!(html.contains("Time runs backwards in 1 event(s)"), "{html}");
 }

@@ -464,16 +464,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
             },
             life.mutate(
                 "lane-start",
-                &[
-                    "--lane-id",
-                    "api",
-                    "--agent-id",
-                    "agent-9",
-                    "--at",
-                    "2026-07-14T01:00:05Z",
-                    "--evidence",
-                    &spawn,
-                ],
+                &crate::bed::lane_argv("api", "agent-9", "2026-07-14T01:00:05Z", &spawn),
             ),
         ),
         (
@@ -490,16 +481,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
             },
             life.mutate(
                 "lane-start",
-                &[
-                    "--lane-id",
-                    "ghost",
-                    "--agent-id",
-                    "agent-1",
-                    "--at",
-                    "2026-07-14T01:00:05Z",
-                    "--evidence",
-                    &spawn,
-                ],
+                &crate::bed::lane_argv("ghost", "agent-1", "2026-07-14T01:00:05Z", &spawn),
             ),
         ),
         (
