@@ -167,11 +167,12 @@ impl Gate {
         self.approvals_with(&[]).assert_ok()
     }
 
+    fn run_dir(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
     fn policy_file(&self) -> PathBuf {
-        self.root
-            .join("runs")
-            .join(&self.run_id)
-            .join("approval-policy.json")
+        self.run_dir().join("approval-policy.json")
     }
 
     fn receipt(&self) -> Vec<Value> {
@@ -757,13 +758,7 @@ fn the_initiator_may_come_from_the_environment() {
 fn a_run_without_a_policy_behaves_like_the_reference() {
     let bed = TestBed::planned(&["runtime"]);
     let (tmp, flow, root, run_id) = (&bed.tmp, &bed.flow, &bed.root, &bed.run_id);
-    assert!(
-        !root
-            .join("runs")
-            .join(run_id)
-            .join("approval-policy.json")
-            .exists()
-    );
+    assert!(!bed.dir.join("approval-policy.json").exists());
     let evidence = tmp.path().join("ev.json");
     std::fs::write(&evidence, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
     let owner = root.join("handles/main.owner");
@@ -888,11 +883,7 @@ fn the_table_makes_an_approver_key_comment_inert() {
 
 /// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
 fn damage_line(gate: &Gate, n: usize) {
-    let path = gate
-        .root
-        .join("runs")
-        .join(&gate.run_id)
-        .join("receipt.jsonl");
+    let path = gate.run_dir().join("receipt.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     lines[n - 1] = lines[n - 1].replacen('{', "[", 1);

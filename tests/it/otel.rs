@@ -25,28 +25,13 @@ const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/otel_chec
 /// The otel venv's python (Phoenix, its client, the protos), or None
 /// outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("BLUETAPE_CI_OTEL_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/otel-venv/bin/python"))
-        });
-    let works = candidate.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import phoenix.client, opentelemetry.proto.collector.trace.v1.trace_service_pb2",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return candidate;
-    }
     let why = "the otel venv is missing: run .ci/run (it installs arize-phoenix, arize-phoenix-client and opentelemetry-proto into ~/.cache/bluetape-ci/otel-venv and exports BLUETAPE_CI_OTEL_PYTHON)";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("NOT RUN: {why}");
-    None
+    crate::bed::ci_python(
+        "BLUETAPE_CI_OTEL_PYTHON",
+        "otel-venv",
+        "phoenix.client, opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+        why,
+    )
 }
 
 /// Run tests/python/otel_check.py; its JSON answer.

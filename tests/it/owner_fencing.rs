@@ -338,14 +338,7 @@ impl Bed {
         assert!(!bed.handle("main.owner").exists());
         assert!(!bed.handle("owner-2.owner").exists());
         // Another run in the same state root, with its own handle.
-        let other = common::init_argv(
-            &bed.root,
-            "A",
-            &bed.repo,
-            &bed.handle("other.owner"),
-            &["runtime"],
-        );
-        bed.flow.run(&other).assert_ok();
+        bed.init_another("other.owner", &bed.repo).assert_ok();
         // The current owner's handle with a loose mode: only the mode is wrong.
         bed.copy_handle("owner-3.owner", "loose.owner", 0o644);
         // The healthy run's own diagnosis (recovery-run-create input).
@@ -514,11 +507,7 @@ enum Outcome {
 /// Run every table entry with the case's handle: each is refused as
 /// expected and the state root is byte-identical afterwards.
 fn every_mutation_refuses(bed: &Bed, case: Case) {
-    let receipt = bed
-        .root
-        .join("runs")
-        .join(&bed.run_id)
-        .join("receipt.jsonl");
+    let receipt = bed.receipt_path();
     let receipt_before = std::fs::read(&receipt).unwrap();
     for entry in table() {
         let handle = case.handle(bed);

@@ -119,17 +119,7 @@ impl Bed {
 
     /// Another run in the same state root.
     fn other_run(&self) -> String {
-        let out = self.cli(&[
-            "init",
-            "--workflow-type",
-            "A",
-            "--repo-root",
-            &text(&self.repo),
-            "--owner-file",
-            &text(&self.handle("other.owner")),
-            "--component",
-            "runtime",
-        ]);
+        let out = self.init_another("other.owner", &self.repo);
         out.assert_ok()["run_id"].as_str().unwrap().to_string()
     }
 

@@ -91,13 +91,7 @@ fn resume_hands_the_run_to_a_fresh_handle() {
     let run = Run::new();
     let old = read_json(&run.handle("main.owner"));
     let old_fingerprint = canonical::sha256_hex(old["token"].as_str().unwrap().as_bytes());
-    let manifest_before = std::fs::read(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("manifest.json"),
-    )
-    .unwrap();
+    let manifest_before = std::fs::read(run.dir.join("manifest.json")).unwrap();
     let head_before = run.resume_check()["last_checksum"].clone();
 
     let out = run.resume("main.owner", "second.owner", &[]);
@@ -134,13 +128,7 @@ fn resume_hands_the_run_to_a_fresh_handle() {
     // The old handle is gone; the manifest's `_run` is never rewritten.
     assert!(!run.handle("main.owner").exists());
     assert_eq!(
-        std::fs::read(
-            run.root
-                .join("runs")
-                .join(&run.run_id)
-                .join("manifest.json")
-        )
-        .unwrap(),
+        std::fs::read(run.dir.join("manifest.json")).unwrap(),
         manifest_before
     );
 
@@ -338,11 +326,7 @@ fn terminal_and_damaged_runs_keep_their_owner() {
     );
 
     let run = Run::new();
-    let receipt = run
-        .root
-        .join("runs")
-        .join(&run.run_id)
-        .join("receipt.jsonl");
+    let receipt = run.receipt_path();
     let mut bytes = std::fs::read(&receipt).unwrap();
     let at = bytes.len() - 10;
     bytes[at] ^= 1;
@@ -368,20 +352,7 @@ fn stale_foreign_and_unusable_current_handles_are_refused() {
         "No such file or directory",
     );
     // Another run's handle is just as stale here.
-    let out = run.flow.run(&[
-        "--state-root",
-        &text(&run.root),
-        "init",
-        "--workflow-type",
-        "A",
-        "--repo-root",
-        &text(&run.work),
-        "--owner-file",
-        &text(&run.handle("other.owner")),
-        "--component",
-        "runtime",
-    ]);
-    out.assert_ok();
+    run.init_another("other.owner", &run.work).assert_ok();
     run.refused(
         || run.resume("other.owner", "n.owner", &[]),
         5,

@@ -1256,6 +1256,14 @@ impl TestBed {
             .into_owned()
     }
 
+    /// `init` of another run (component `runtime`) in this state root over
+    /// `repo`, its handle `handles/<handle>`.
+    pub fn init_another(&self, handle: &str, repo: &Path) -> Output {
+        let owner = self.handle(handle);
+        self.flow
+            .run(&init_argv(&self.root, "A", repo, &owner, &["runtime"]))
+    }
+
     /// Write `value` to `work/<name>` (outside the state root); its path.
     pub fn put(&self, name: &str, value: &Value) -> String {
         std::fs::write(self.work.join(name), value.to_string()).unwrap();
@@ -1602,6 +1610,28 @@ macro_rules! bed_type {
     };
 }
 pub(crate) use bed_type;
+
+/// The python of the CI venv `venv` (`$<var>`, else
+/// `~/.cache/bluetape-ci/<venv>/bin/python`) if it can `import <imports>`;
+/// otherwise None, and under `CI=true` a failure saying `why`.
+pub fn ci_python(var: &str, venv: &str, imports: &str, why: &str) -> Option<PathBuf> {
+    let candidate = std::env::var_os(var).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(format!(".cache/bluetape-ci/{venv}/bin/python")))
+    });
+    let works = candidate.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args(["-c", &format!("import {imports}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if works {
+        return candidate;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("NOT RUN: {why}");
+    None
+}
 
 /// Run the real `git` in `dir` (author and committer set), asserting it
 /// succeeds; its stdout, trimmed.
