@@ -826,18 +826,25 @@ pub fn assert_help_says(flow: &Flow, command: &str, text: &str) -> String {
     out.stdout
 }
 
-/// Run `f` and assert that nothing under `root` changed meanwhile.
+/// Run `f` and assert that it wrote nothing under `root`; `what` names it
+/// in the failure.
 #[track_caller]
-pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+pub fn read_only<T>(root: &Path, what: impl std::fmt::Display, f: impl FnOnce() -> T) -> T {
     let before = snapshot(root);
     let value = f();
     assert_eq!(
         before,
         snapshot(root),
-        "a refusal changed {}",
+        "{what} wrote under {}",
         root.display()
     );
     value
+}
+
+/// Run `f` and assert that nothing under `root` changed meanwhile.
+#[track_caller]
+pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+    read_only(root, "a refusal", f)
 }
 
 /// A refusal of the lane and run commands: exit 2 `contract_error` or
