@@ -37,20 +37,13 @@ impl Fixture {
         self.handle("main.owner").to_string_lossy().into_owned()
     }
 
+    /// `command` on the run, as its owner unless it is read-only.
     fn cli(&self, command: &str, args: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run_id.clone(),
-        ];
-        if !matches!(command, "liveness-check" | "verify") {
-            argv.push("--owner-file".into());
-            argv.push(self.owner());
+        if matches!(command, "liveness-check" | "verify") {
+            self.read(command, args)
+        } else {
+            self.as_owner(&self.owner(), command, args)
         }
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
     }
 
     fn ok(&self, command: &str, args: &[&str]) -> Value {
@@ -93,17 +86,14 @@ impl Fixture {
 
     /// Run as another owner file.
     fn as_owner(&self, owner: &str, command: &str, args: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run_id.clone(),
-            "--owner-file".to_string(),
-            owner.to_string(),
-        ];
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        let owner = std::path::Path::new(owner);
+        self.flow.run(&common::mutation_argv(
+            &self.root,
+            command,
+            &self.run_id,
+            owner,
+            args,
+        ))
     }
 }
 

@@ -41,19 +41,11 @@ impl Life {
 
     /// `--state-root R <command> --run-id RUN [--owner-file O] <rest>`.
     fn argv(&self, command: &str, owner: bool, rest: &[&str]) -> Vec<String> {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run.clone(),
-        ];
         if owner {
-            argv.push("--owner-file".into());
-            argv.push(self.owner.to_string_lossy().into_owned());
+            crate::bed::mutation_argv(&self.root, command, &self.run, &self.owner, rest)
+        } else {
+            crate::bed::read_argv(&self.root, command, &self.run, rest)
         }
-        argv.extend(rest.iter().map(|s| s.to_string()));
-        argv
     }
 
     fn mutate(&self, command: &str, rest: &[&str]) -> Output {
