@@ -1492,23 +1492,10 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
         .concat(),
     ];
     let before = common::snapshot(&root);
+    // No handle file exists: the manifest is refused before any owner is read.
     for case in cases {
-        let mut argv = vec![
-            "--state-root",
-            root.to_str().unwrap(),
-            case[0],
-            "--run-id",
-            run_id,
-        ];
-        argv.extend(&case[1..]);
-        let e = flow
-            .run(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
-        assert_eq!(
-            e["message"],
-            "the selected run manifest does not support coordinator commands"
-        );
-        assert_eq!(e["next_command"], "init");
+        let argv = common::read_argv(&root, case[0], run_id, &case[1..]);
+        common::assert_phase1_unsupported(&flow.run(&argv), case[0]);
     }
     assert_eq!(before, common::snapshot(&root));
 }

@@ -788,12 +788,7 @@ fn hostile_receipt_strings_stay_data_and_are_truncated() {
 fn a_phase1_run_is_unsupported() {
     let bed = common::Phase1Bed::new();
     let receiver = Receiver::start(200);
-    let out = bed.flow.run(&crate::bed::read_argv(
-        &bed.root,
-        "otel-export",
-        common::PHASE1_RUN_ID,
-        &["--endpoint", &receiver.url("/v1/traces")],
-    ));
+    let out = bed.read("otel-export", &["--endpoint", &receiver.url("/v1/traces")]);
     out.assert_error(7, "unsupported_by_run_manifest");
     assert!(receiver.received().is_empty());
 }

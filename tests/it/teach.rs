@@ -897,12 +897,10 @@ fn reach(row: &ExitRow) -> Output {
         }
         (7, Some("unsupported_by_run_manifest"), _) => {
             let bed = crate::bed::Phase1Bed::new();
-            bed.flow.run(&crate::bed::read_argv(
-                &bed.root,
+            bed.read(
                 "liveness-check",
-                crate::bed::PHASE1_RUN_ID,
                 &["--lane-id", "api", "--at", "2026-07-14T01:00:00Z"],
-            ))
+            )
         }
         _ => panic!("README row with no known way to reach it: {row:?}"),
     }

@@ -1027,6 +1027,41 @@ impl Phase1Bed {
     }
 }
 
+impl Phase1Bed {
+    /// `<command> --run-id <the run>` plus `extra` (a read-only command).
+    pub fn read(&self, command: &str, extra: &[&str]) -> Output {
+        self.flow
+            .run(&read_argv(&self.root, command, PHASE1_RUN_ID, extra))
+    }
+
+    /// `<command> --run-id <the run> --owner-file <its handle> --evidence
+    /// <the evidence file>` plus `extra`.
+    pub fn mutate(&self, command: &str, extra: &[&str]) -> Output {
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        self.flow.run(&mutation_argv(
+            &self.root,
+            command,
+            PHASE1_RUN_ID,
+            &self.owner,
+            &rest,
+        ))
+    }
+}
+
+/// The refusal of a Phase 2 command on a Phase 1 run: exit 7
+/// `unsupported_by_run_manifest`, the reference's message, `init` next.
+#[track_caller]
+pub fn assert_phase1_unsupported(out: &Output, what: &str) -> Value {
+    let e = out.assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(
+        e["message"], "the selected run manifest does not support coordinator commands",
+        "{what}"
+    );
+    assert_eq!(e["next_command"], "init", "{what}");
+    e
+}
+
 // ------------------------------------------------------------ test bed
 
 pub const T0: &str = "2026-07-14T01:00:00Z";

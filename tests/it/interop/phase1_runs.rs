@@ -121,9 +121,7 @@ fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
 #[test]
 fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
     let bed = common::Phase1Bed::new();
-    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
-    let before = common::snapshot(root);
-    let f = file.to_str().unwrap();
+    let f = bed.evidence.to_str().unwrap();
     let lane = common::PHASE1_LANE_ARGS;
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("run-approve", vec![]),
@@ -145,27 +143,11 @@ fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
             ],
         ),
     ];
-    for (command, extra) in cases {
-        let mut rest = vec!["--evidence", f];
-        rest.extend(extra);
-        let argv = common::mutation_argv(root, command, RUN_ID, owner, &rest);
-        let e = flow
-            .run(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
-        assert_eq!(e["next_command"], "init", "{command}");
-    }
-    let liveness = ["--lane-id", "l", "--at", common::T0];
-    let e = flow
-        .run(&common::read_argv(
-            root,
-            "liveness-check",
-            RUN_ID,
-            &liveness,
-        ))
-        .assert_error(7, "unsupported_by_run_manifest");
-    assert_eq!(
-        e["message"],
-        "the selected run manifest does not support coordinator commands"
-    );
-    assert_eq!(before, common::snapshot(root));
+    common::unchanged(&bed.root, || {
+        for (command, extra) in cases {
+            common::assert_phase1_unsupported(&bed.mutate(command, &extra), command);
+        }
+        let liveness = bed.read("liveness-check", &["--lane-id", "l", "--at", common::T0]);
+        common::assert_phase1_unsupported(&liveness, "liveness-check");
+    });
 }
