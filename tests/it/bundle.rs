@@ -158,14 +158,6 @@ impl Demo {
     }
 }
 
-/// A directory with no state root, and a flow whose working directory it
-/// is.
-fn elsewhere() -> (tempfile::TempDir, Flow) {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    (tmp, flow)
-}
-
 fn verify(flow: &Flow, file: &Path) -> Output {
     flow.run(&[
         "bundle-verify".as_ref(),
@@ -178,7 +170,7 @@ fn verify(flow: &Flow, file: &Path) -> Output {
 #[test]
 fn the_demos_runs_verify_anywhere_and_match_status() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     for run in [demo.main_run(), demo.recovery_run(), demo.gated_run()] {
         let bundle = demo.export(&run, &format!("{run}.tar"));
         // Deterministic: the same state gives the same bytes.
@@ -391,7 +383,7 @@ fn assert_refused(flow: &Flow, dir: &Path, bytes: &[u8], what: &str) -> Value {
 #[test]
 fn every_hostile_bundle_is_refused() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     let good = std::fs::read(demo.export(&demo.recovery_run(), "hostile-base.tar")).unwrap();
     verify(&flow, &{
         let f = tmp.path().join("good.tar");
@@ -611,7 +603,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         ],
     );
     clone_with_runs(&remote, &clone);
-    let (_elsewhere, flow) = elsewhere();
+    let (_elsewhere, flow) = common::flow_elsewhere();
     let out = verify_git(&flow, &clone, &reference).assert_ok();
     assert_eq!(out["publications"], 4);
     assert_eq!(out["verified"], true);
@@ -902,7 +894,7 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
         receipt.len() > 1 << 20,
         "the receipt must take the parallel path"
     );
-    let (elsewhere, other) = elsewhere();
+    let (elsewhere, other) = common::flow_elsewhere();
     let verified = verify(&other, &out).assert_ok();
     let status = flow
         .run(&crate::bed::read_argv(
@@ -992,7 +984,7 @@ fn reforge(bytes: &[u8], mut change: impl FnMut(&str, &mut Vec<u8>)) -> Vec<u8> 
 #[test]
 fn consistent_forgeries_of_each_member_are_refused_by_their_bindings() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     let flip = |data: &mut Vec<u8>| {
         let at = data.len() / 2;
         data[at] = if data[at] == b'1' { b'2' } else { b'1' };
@@ -1073,7 +1065,7 @@ fn signed_heads_in_a_bundle_verify_with_their_key_only() {
     let kept = bed.work.join("kept.note");
     std::fs::write(&kept, signed["note"].as_str().unwrap()).unwrap();
     let bundle = export("signed.tar");
-    let (_tmp, flow) = elsewhere();
+    let (_tmp, flow) = common::flow_elsewhere();
     let run = |file: &Path, extra: &[&str]| {
         let mut argv = vec!["bundle-verify", file.to_str().unwrap()];
         argv.extend_from_slice(extra);
@@ -1141,7 +1133,7 @@ fn signed_verdicts_say_how_far_the_signatures_reach() {
             .assert_ok();
         out
     };
-    let (_tmp, flow) = elsewhere();
+    let (_tmp, flow) = common::flow_elsewhere();
     let verify_keyed = |file: &Path, public: &Path| {
         flow.run(&[
             "bundle-verify",

@@ -34,8 +34,7 @@ fn rel_tree(root: &Path) -> Vec<(String, String, u32)> {
 
 #[test]
 fn init_verify_rebuild_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
     let out = flow.run(&common::init_argv(
         &root,
@@ -222,8 +221,7 @@ fn state_root_discovery_through_the_binary() {
 
 #[test]
 fn help_names_capability_and_safe_next() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     let top = flow.run(&["--help"]);
     assert_eq!(top.code, 0);
     assert!(top.stdout.contains("UTC timestamps end in Z."));

@@ -1266,8 +1266,7 @@ struct Built {
 
 impl Built {
     fn new() -> Built {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
+        let (tmp, flow) = crate::bed::flow_elsewhere();
         let root = tmp.path().join("state");
         let run_id = flow.init(&root, &tmp.path().join("repo"));
         let ev = tmp.path().join("ev.json");
@@ -1504,8 +1503,7 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
 
 #[test]
 fn help_texts_name_the_safe_next_step() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     for (command, about) in [
         (
             "heartbeat",

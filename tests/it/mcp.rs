@@ -322,8 +322,7 @@ fn liveness_check_takes_no_decision_out_in_any_mode() {
 
 #[test]
 fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
     let owner = root.join("handles/main.owner");
     let Some(mut client) = Client::owner(&flow, &tmp.path().join("mcp-tmp"), &root, &owner) else {
@@ -626,8 +625,7 @@ fn approve(flow: &Flow, root: &Path, run_id: &str, owner: &Path, work: &Path) {
 
 #[test]
 fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let private = tmp.path().join("mcp-tmp");
@@ -1145,8 +1143,7 @@ fn every_owner_tool_takes_every_instance_of_its_own_schema() {
 /// bytes, so that it only shrinks), and says no "see below" that is not there.
 #[test]
 fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
     let Some(mut client) = Client::owner(
         &flow,

@@ -714,8 +714,7 @@ fn component_evidence_refusals() {
 
 #[test]
 fn help_texts_are_the_reference_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     for (command, text) in [
         (
             "completion-check",

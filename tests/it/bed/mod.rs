@@ -599,6 +599,14 @@ impl Flow {
     }
 }
 
+/// A temp directory with no state root and a [`Flow`] working in it; the
+/// directory must outlive the flow's calls.
+pub fn flow_elsewhere() -> (tempfile::TempDir, Flow) {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    (tmp, flow)
+}
+
 /// `--state-root <root> init --workflow-type <workflow> --repo-root <repo>
 /// --owner-file <owner>` and a `--component` per component.
 pub fn init_argv(
