@@ -288,18 +288,12 @@ fn an_incomplete_replacement_blocks_with_its_lane() {
     let evidence = tmp.path().join("ev.json");
     std::fs::write(&evidence, ev("main verification").to_string()).unwrap();
     let before = common::snapshot(&root);
+    let owner = root.join("handles/main.owner");
+    let evidence = ["--evidence", evidence.to_str().unwrap()];
     let e = flow
-        .run(&[
-            "--state-root",
-            r,
-            "complete",
-            "--run-id",
-            &run_id,
-            "--owner-file",
-            root.join("handles/main.owner").to_str().unwrap(),
-            "--evidence",
-            evidence.to_str().unwrap(),
-        ])
+        .run(&common::mutation_argv(
+            &root, "complete", &run_id, &owner, &evidence,
+        ))
         .assert_error(6, "completion_blocked");
     let missing = e["missing_ids"].as_array().unwrap();
     assert_eq!(missing.last().unwrap(), "build", "{e}");

@@ -1272,19 +1272,11 @@ impl Built {
         let ev = tmp.path().join("ev.json");
         std::fs::write(&ev, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
         for command in ["run-approve", "run-start"] {
-            flow.run(&[
-                "--state-root",
-                root.to_str().unwrap(),
-                command,
-                "--run-id",
-                &run_id,
-                "--owner-file",
-                root.join("handles/main.owner").to_str().unwrap(),
-                "--evidence",
-                ev.to_str().unwrap(),
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ])
+            let rest = ["--evidence", ev.to_str().unwrap(), "--at", common::T0];
+            let owner = root.join("handles/main.owner");
+            flow.run(&common::mutation_argv(
+                &root, command, &run_id, &owner, &rest,
+            ))
             .assert_ok();
         }
         let receipt =

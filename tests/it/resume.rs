@@ -57,14 +57,7 @@ impl Run {
     }
 
     fn resume_check(&self) -> Value {
-        self.flow
-            .run(&crate::bed::read_argv(
-                &self.root,
-                "resume-check",
-                &self.run_id,
-                &[],
-            ))
-            .assert_ok()
+        self.read("resume-check", &[]).assert_ok()
     }
 
     /// Assert a refusal that changed nothing; returns the error envelope.

@@ -44,17 +44,7 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
 
 /// Every reference fixture, prepared under `base`.
 fn fixture_roots(base: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    for scenario in common::scenarios() {
-        if scenario.ends_with("recovery") {
-            continue;
-        }
-        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
-        let state = base.join("fixtures").join(&name);
-        common::prepare_state(&scenario, &state);
-        out.push((name, state));
-    }
-    out
+    common::fixture_states(&base.join("fixtures"))
 }
 
 /// A run built here: two running lanes with heartbeats, one of them stalled

@@ -174,6 +174,22 @@ impl FixtureCopy {
     }
 }
 
+/// The state root of every reference scenario (its recovery steps aside)
+/// prepared under `dir`: (scenario name, state root).
+pub fn fixture_states(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for scenario in scenarios() {
+        if scenario.ends_with("recovery") {
+            continue;
+        }
+        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+        let state = dir.join(&name);
+        prepare_state(&scenario, &state);
+        out.push((name, state));
+    }
+    out
+}
+
 /// A [`FixtureCopy`] of every scenario of [`scenarios`].
 pub fn fixture_copies() -> impl Iterator<Item = FixtureCopy> {
     scenarios().into_iter().map(|s| FixtureCopy::new(&s))

@@ -203,11 +203,7 @@ fn binary_verdicts(run: &Subject, first_bad: u64) -> Result<(), String> {
 fn run_with_beats(base: &Path, beats: usize) -> LaneRun {
     let run = LaneRun::new(base, &["w0"]);
     for i in 0..beats {
-        let out = run
-            .command(&run.heartbeat_args("w0", &format!("{i}")))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        run.beat("w0", &format!("{i}"));
     }
     let v = run.read("verify", &[]).assert_ok();
     assert_eq!(v["sequence"], 6 + beats as u64);

@@ -32,11 +32,7 @@ fn template() -> Template {
     let base = std::fs::canonicalize(tmp.path()).unwrap().join("template");
     std::fs::create_dir(&base).unwrap();
     let run = LaneRun::new(&base, &["w0"]);
-    let out = run
-        .command(&run.heartbeat_args("w0", "template"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    run.beat("w0", "template");
     assert!(run.run_dir().join("checkpoint.json").is_file());
     Template { _tmp: tmp, run }
 }

@@ -309,11 +309,7 @@ fn fixture() -> Fixture {
     };
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let run = LaneRun::new(&base, &["w0"]);
-    let out = run
-        .command(&run.heartbeat_args("w0", "base"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    run.beat("w0", "base");
     let receipt = run.receipt();
     Fixture {
         run,

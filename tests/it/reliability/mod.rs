@@ -269,6 +269,16 @@ impl LaneRun {
         (tmp, base, run)
     }
 
+    /// A heartbeat on `lane` (see [`LaneRun::heartbeat_args`]) that must
+    /// succeed.
+    pub fn beat(&self, lane: &str, tag: &str) {
+        let out = self
+            .command(&self.heartbeat_args(lane, tag))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
     /// The binary with `argv` in the bed's pinned environment, to spawn.
     pub fn command(&self, argv: &[OsString]) -> Command {
         self.flow.command(argv)
