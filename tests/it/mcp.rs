@@ -101,6 +101,13 @@ impl Client {
         Client::start(flow, tmpdir, &args)
     }
 
+    /// [`Client::owner`] of the bed's run as its owner, the server's temp
+    /// directory `<tmp>/<tmpdir>`.
+    fn owner_of(run: &common::TestBed, tmpdir: &str) -> Option<Client> {
+        let tmpdir = run.tmp.path().join(tmpdir);
+        Client::owner(&run.flow, &tmpdir, &run.root, &run.owner())
+    }
+
     fn ask(&mut self, request: Value) -> Value {
         writeln!(self.stdin, "{request}").unwrap();
         self.stdin.flush().unwrap();
@@ -730,12 +737,7 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
 #[test]
 fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let good = json!({"evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])});
@@ -828,12 +830,7 @@ fn json_arguments_reach_the_command_without_a_file() {
 #[test]
 fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let create = |lane: &str| json!({"evidence": evidence("plan", lane), "input": common::lane_input(lane, lane, &[])});
@@ -1001,12 +998,7 @@ fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on()
 #[test]
 fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let copy = run.handle("old-copy.owner");
@@ -1051,13 +1043,7 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     .assert_error(5, "coordinator_conflict");
     // A new server with the same config acts with the live handle.
     drop(client);
-    let mut again = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp2"),
-        &run.root,
-        &run.owner(),
-    )
-    .unwrap();
+    let mut again = Client::owner_of(&run, "mcp-tmp2").unwrap();
     again.ok(
         "lane-create",
         json!({"evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),

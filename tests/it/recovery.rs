@@ -56,6 +56,15 @@ impl Bed {
         Bed::with(TestBed::planned(&["runtime"]))
     }
 
+    /// An approved run whose receipt has a bit flipped 30 bytes from its end,
+    /// and the path of its diagnosis (the `--input` of recovery-run-create).
+    fn damaged() -> (Bed, String) {
+        let bed = Bed::approved();
+        bed.damage(30);
+        let input = bed.diagnosis_file();
+        (bed, input)
+    }
+
     /// A fresh run with its plan approved: damage near the end hits line 2,
     /// so line 1 (and whether the run is gated) stays trusted.
     fn approved() -> Bed {
@@ -145,8 +154,12 @@ impl Bed {
     }
 
     fn recover(&self, input: &str) -> Output {
-        let approval = text(&self.work.join("approval.json"));
-        self.recover_with(input, "recovery.owner", &approval)
+        self.recover_with(input, "recovery.owner", &self.approval())
+    }
+
+    /// The user approval file a recovery run is created with.
+    fn approval(&self) -> String {
+        text(&self.work.join("approval.json"))
     }
 
     fn verify(&self, run_id: &str) -> Output {
@@ -329,7 +342,7 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
 
         // The new run is a run like any other: its owner approves it (and,
         // under the gate named for a line-1 recovery, its approver).
-        let approval = text(&bed.work.join("approval.json"));
+        let approval = bed.approval();
         let argv = [
             "--state-root".to_string(),
             text(&bed.root),
@@ -494,10 +507,8 @@ fn a_diagnosis_must_be_the_current_one_untampered() {
 
 #[test]
 fn owner_paths_and_locks_are_checked() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
-    let approval = text(&bed.work.join("approval.json"));
+    let (bed, input) = Bed::damaged();
+    let approval = bed.approval();
     let outside = text(&bed.work.join("recovery.owner"));
     bed.refused(
         || bed.recover_with(&input, &outside, &approval),
@@ -554,9 +565,7 @@ fn owner_paths_and_locks_are_checked() {
 
 #[test]
 fn quarantine_files_are_never_replaced_and_never_orphaned() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
+    let (bed, input) = Bed::damaged();
     let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
     let name = format!(
         "{}-{}.receipt.jsonl",
@@ -599,7 +608,7 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
     // run's provenance differs; the damaged run does not even verify). The
     // copy made for the attempt is removed again.
     bed.other_run();
-    let approval = text(&bed.work.join("approval.json"));
+    let approval = bed.approval();
     bed.refused(
         || bed.recover_with(&input, "other.owner", &approval),
         5,
@@ -630,10 +639,8 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
 
 #[test]
 fn unknown_runs_and_bad_inputs_are_refused_first() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
-    let approval = text(&bed.work.join("approval.json"));
+    let (bed, input) = Bed::damaged();
+    let approval = bed.approval();
     let out = bed.cli(&[
         "recovery-run-create",
         "--run-id",
@@ -692,7 +699,7 @@ fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
         "1.0.0"
     );
     let owner = text(&bed.handle("main.owner"));
-    let approval = text(&bed.work.join("approval.json"));
+    let approval = bed.approval();
     let new_owner = text(&bed.handle("n.owner"));
     let cases: Vec<Vec<&str>> = vec![
         vec![
