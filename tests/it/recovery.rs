@@ -133,23 +133,36 @@ impl Bed {
     }
 
     fn recover_with(&self, input: &str, owner: &str, approval: &str) -> Output {
+        self.recovery_run_create(&self.run_id, input, owner, approval, &[])
+    }
+
+    /// `recovery-run-create` of `run_id` with the handle `owner` (a path,
+    /// or a name under `handles/`) plus `extra`.
+    fn recovery_run_create(
+        &self,
+        run_id: &str,
+        input: &str,
+        owner: &str,
+        approval: &str,
+        extra: &[&str],
+    ) -> Output {
         let owner = if owner.starts_with('/') {
             owner.to_string()
         } else {
             text(&self.handle(owner))
         };
-        let argv = vec![
-            "recovery-run-create".to_string(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--input".into(),
-            input.into(),
-            "--owner-file".into(),
-            owner,
-            "--evidence".into(),
-            approval.into(),
+        let mut argv = vec![
+            "recovery-run-create",
+            "--run-id",
+            run_id,
+            "--input",
+            input,
+            "--owner-file",
+            &owner,
+            "--evidence",
+            approval,
         ];
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        argv.extend_from_slice(extra);
         self.cli(&argv)
     }
 
@@ -641,17 +654,8 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
 fn unknown_runs_and_bad_inputs_are_refused_first() {
     let (bed, input) = Bed::damaged();
     let approval = bed.approval();
-    let out = bed.cli(&[
-        "recovery-run-create",
-        "--run-id",
-        "20990101T000000Z-00000000",
-        "--input",
-        &input,
-        "--owner-file",
-        &text(&bed.handle("recovery.owner")),
-        "--evidence",
-        &approval,
-    ]);
+    let unknown = "20990101T000000Z-00000000";
+    let out = bed.recovery_run_create(unknown, &input, "recovery.owner", &approval, &[]);
     out.assert_error(3, "receipt_corrupt");
     let list = bed.put("list.json", &json!([]));
     bed.refused(
@@ -665,19 +669,8 @@ fn unknown_runs_and_bad_inputs_are_refused_first() {
     assert_eq!(before, common::snapshot(&bed.root));
     // recovery-run-create takes no --expected-head.
     let before = common::snapshot(&bed.root);
-    let out = bed.cli(&[
-        "recovery-run-create",
-        "--run-id",
-        &bed.run_id,
-        "--input",
-        &input,
-        "--owner-file",
-        &text(&bed.handle("recovery.owner")),
-        "--evidence",
-        &approval,
-        "--expected-head",
-        &"0".repeat(64),
-    ]);
+    let head = ["--expected-head", &"0".repeat(64)];
+    let out = bed.recovery_run_create(&bed.run_id, &input, "recovery.owner", &approval, &head);
     out.assert_error(2, "contract_error");
     assert_eq!(before, common::snapshot(&bed.root));
 }
