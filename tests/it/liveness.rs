@@ -602,6 +602,17 @@ fn heartbeat_refusals() {
     f.ok("heartbeat", &["--evidence", &fresh, "--input", &renewed]);
 }
 
+/// `--evidence <evidence>` on lane `cleared` (agent `agent-c`, at 01:00),
+/// then `extra`.
+fn on_cleared<'a>(evidence: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let cleared = ["--lane-id", "cleared", "--agent-id", "agent-c"];
+    let mut argv = vec!["--evidence", evidence];
+    argv.extend(cleared);
+    argv.extend(["--at", "2026-07-14T01:00:00Z"]);
+    argv.extend_from_slice(extra);
+    argv
+}
+
 #[test]
 fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
     let f = Fixture::new("13-liveness-paths");
@@ -630,64 +641,17 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ("heartbeat", vec!["--evidence", &empty, "--input", &hb]),
         (
             "stall-record",
-            vec![
-                "--evidence",
+            on_cleared(
                 &bound,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "no fresh evidence",
-                "--decision",
-                &decision,
-            ],
+                &["--reason", "no fresh evidence", "--decision", &decision],
+            ),
         ),
-        (
-            "stall-clear",
-            vec![
-                "--evidence",
-                &empty,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "",
-            ],
-        ),
+        ("stall-clear", on_cleared(&empty, &["--reason", ""])),
         (
             "probe-sent",
-            vec![
-                "--evidence",
-                &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--deadline",
-                "2026-07-14T09:00:00Z",
-            ],
+            on_cleared(&ev, &["--deadline", "2026-07-14T09:00:00Z"]),
         ),
-        (
-            "interrupt-result",
-            vec![
-                "--evidence",
-                &tool,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ],
-        ),
+        ("interrupt-result", on_cleared(&tool, &[])),
     ];
     for (command, args) in &stale_cases {
         let before = common::snapshot(&f.root);
@@ -710,20 +674,10 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ),
         (
             "stall-record",
-            vec![
-                "--evidence",
+            on_cleared(
                 &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "no fresh evidence",
-                "--decision",
-                &decision,
-            ],
+                &["--reason", "no fresh evidence", "--decision", &decision],
+            ),
             "stall evidence must bind the liveness decision checksum",
         ),
         (
@@ -744,32 +698,12 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ),
         (
             "probe-sent",
-            vec![
-                "--evidence",
-                &empty,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--deadline",
-                "2026-07-14T01:00:30Z",
-            ],
+            on_cleared(&empty, &["--deadline", "2026-07-14T01:00:30Z"]),
             "lifecycle transition requires evidence",
         ),
         (
             "interrupt-result",
-            vec![
-                "--evidence",
-                &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ],
+            on_cleared(&ev, &[]),
             "native interrupt tool evidence is required",
         ),
     ];
@@ -858,6 +792,8 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
         "ev.json",
         &json!([{"kind": "liveness", "summary": "liveness-check decision", "checksum": checksum}]),
     );
+    // Evidence, lane and agent sit at indexes 1, 3 and 5: the refusals
+    // below replace them there.
     let args = |at: &'static str, reason: &'static str, decision: &str| -> Vec<String> {
         [
             "--evidence",
@@ -984,21 +920,13 @@ fn stall_clear_writes_lane_recovered() {
     );
     let empty = f.put("empty.json", &json!([]));
     let args = |ev: &str, lane: &str, agent: &str, reason: &str| -> Vec<String> {
-        [
-            "--evidence",
-            ev,
-            "--lane-id",
+        common::lane_argv_and(
             lane,
-            "--agent-id",
             agent,
-            "--at",
             "2026-07-14T01:20:00Z",
-            "--reason",
-            reason,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+            ev,
+            &["--reason", reason],
+        )
     };
     // The stall record's own evidence and reason are not fresh.
     let a = args(
@@ -1088,21 +1016,13 @@ fn probe_sent_deadline_within_the_grace() {
         &json!([{"kind": "tool", "summary": "send_message probe"}]),
     );
     let args = |lane: &str, agent: &str, deadline: &str| -> Vec<String> {
-        [
-            "--evidence",
-            &ev,
-            "--lane-id",
+        common::lane_argv_and(
             lane,
-            "--agent-id",
             agent,
-            "--at",
             "2026-07-14T01:20:00Z",
-            "--deadline",
-            deadline,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+            &ev,
+            &["--deadline", deadline],
+        )
     };
     let grace = "probe deadline must be within the manifest probe grace";
     for deadline in [
