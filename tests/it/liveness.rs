@@ -920,13 +920,9 @@ fn stall_clear_writes_lane_recovered() {
     );
     let empty = f.put("empty.json", &json!([]));
     let args = |ev: &str, lane: &str, agent: &str, reason: &str| -> Vec<String> {
-        common::lane_argv_and(
-            lane,
-            agent,
-            "2026-07-14T01:20:00Z",
-            ev,
-            &["--reason", reason],
-        )
+        let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", ev);
+        argv.extend(["--reason", reason]);
+        argv.iter().map(|s| s.to_string()).collect()
     };
     // The stall record's own evidence and reason are not fresh.
     let a = args(
@@ -1016,13 +1012,9 @@ fn probe_sent_deadline_within_the_grace() {
         &json!([{"kind": "tool", "summary": "send_message probe"}]),
     );
     let args = |lane: &str, agent: &str, deadline: &str| -> Vec<String> {
-        common::lane_argv_and(
-            lane,
-            agent,
-            "2026-07-14T01:20:00Z",
-            &ev,
-            &["--deadline", deadline],
-        )
+        let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", &ev);
+        argv.extend(["--deadline", deadline]);
+        argv.iter().map(|s| s.to_string()).collect()
     };
     let grace = "probe deadline must be within the manifest probe grace";
     for deadline in [

@@ -703,18 +703,6 @@ pub fn lane_argv<'a>(
     ]
 }
 
-/// [`lane_argv`] then `extra`, as owned strings.
-pub fn lane_argv_and(
-    lane: &str,
-    agent: &str,
-    at: &str,
-    evidence: &str,
-    extra: &[&str],
-) -> Vec<String> {
-    let argv = lane_argv(lane, agent, at, evidence);
-    argv.iter().chain(extra).map(|s| s.to_string()).collect()
-}
-
 /// Hold the receipt lock of run directory `run_dir` as this (live) test
 /// process does: writers wait, then refuse with a retryable conflict.
 /// Returns the lock directory; modes under `root` are set again.
