@@ -239,12 +239,7 @@ fn reference_verifies(root: &Path, run_id: &str) {
             .args(["verify", "--run-id", run_id])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{} verify failed: {}",
-            words.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, format!("{} verify", words.join(" ")));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["ok"], true);
     }

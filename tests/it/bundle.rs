@@ -35,11 +35,7 @@ fn demo() -> &'static Demo {
             .env("TMPDIR", &base)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "demo failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, "demo");
         let text = String::from_utf8_lossy(&out.stdout);
         let state = PathBuf::from(
             text.lines()

@@ -37,11 +37,7 @@ fn python() -> Option<PathBuf> {
 /// Run tests/python/otel_check.py; its JSON answer.
 fn check(python: &Path, args: &[&str]) -> Value {
     let out = Command::new(python).arg(CHECK).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "otel_check.py {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::bed::assert_ran(&out, format!("otel_check.py {args:?}"));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

@@ -57,11 +57,7 @@ fn go_checker() -> &'static Path {
             .env("GOPROXY", "off")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "go build failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, "go build");
         binary
     })
 }
@@ -71,11 +67,7 @@ fn go_check(dir: &Path, job: &Value) -> Value {
     let path = dir.join(format!("job-{}.json", rand_suffix()));
     std::fs::write(&path, job.to_string()).unwrap();
     let out = Command::new(go_checker()).arg(&path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "tlogcheck failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::bed::assert_ran(&out, "tlogcheck");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["errors"], Value::Null, "Go disagrees: {result}");
     result

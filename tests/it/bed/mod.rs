@@ -1699,6 +1699,17 @@ pub fn ci_python(var: &str, venv: &str, imports: &str, why: &str) -> Option<Path
     None
 }
 
+/// Assert that the helper process `what` (git, go, a script) succeeded,
+/// with its stderr in the failure.
+#[track_caller]
+pub fn assert_ran(out: &std::process::Output, what: impl std::fmt::Display) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Run the real `git` in `dir` (author and committer set), asserting it
 /// succeeds; its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -1712,10 +1723,6 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@t")
         .output()
         .expect("`git` is required (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, format!("git {args:?}"));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
