@@ -562,17 +562,13 @@ fn json_options_take_inline_values_and_standard_input_once() {
     assert_eq!(e["fields"]["stdin_flags"], json!(["--evidence", "--input"]));
     assert!(e["hint"].as_str().unwrap().contains("inline"), "{e}");
     assert_eq!(a.receipt(), before);
+    // startup-ack of lane api with this --evidence, refused (exit 2).
+    let refused_ack = |evidence: &str| {
+        let argv = crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:06Z", evidence);
+        a.refused("startup-ack", &argv, 2)
+    };
     // Inline JSON that does not parse: named as a value, not a file.
-    let e = a.refused(
-        "startup-ack",
-        &crate::bed::lane_argv(
-            "api",
-            "agent-1",
-            "2026-07-14T01:00:06Z",
-            r#"[{"kind": "lifecycle""#,
-        ),
-        2,
-    );
+    let e = refused_ack(r#"[{"kind": "lifecycle""#);
     let message = e["message"].as_str().unwrap();
     assert!(
         message.starts_with("JSON input is invalid: --evidence value: "),
@@ -588,31 +584,15 @@ fn json_options_take_inline_values_and_standard_input_once() {
         "{e}"
     );
     // A rule about the content of an inline value says where it was.
-    let e = a.refused(
-        "startup-ack",
-        &crate::bed::lane_argv(
-            "api",
-            "agent-1",
-            "2026-07-14T01:00:06Z",
-            r#"  [{"kind": "lifecycle", "summary": "ok", "extra": 1}]"#,
-        ),
-        2,
-    );
+    let e = refused_ack(r#"  [{"kind": "lifecycle", "summary": "ok", "extra": 1}]"#);
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("(in the --evidence value)"),
+        crate::bed::str_field(&e, "message").ends_with("(in the --evidence value)"),
         "{e}"
     );
     assert_eq!(e["fields"]["source"], "inline");
     assert!(e["fields"].get("file").is_none(), "{e}");
     // Anything else is a path, as in the reference.
-    let e = a.refused(
-        "startup-ack",
-        &crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:06Z", "ack.json"),
-        2,
-    );
+    let e = refused_ack("ack.json");
     assert_eq!(e["message"], "evidence file 'ack.json' does not exist");
     assert_eq!(
         e["fields"],
