@@ -170,6 +170,18 @@ impl Bed {
         self.recover_with(input, "recovery.owner", &self.approval())
     }
 
+    /// Write `record` as the run's head record `head` (canonical, no MAC
+    /// made for it): verify refuses it naming `rebuild`; the diagnosis,
+    /// which must answer.
+    #[track_caller]
+    fn bad_head_record(&self, head: &Path, record: &Value) -> Value {
+        std::fs::write(head, bluetape_flow::receipt::canonical::to_vec(record)).unwrap();
+        let e = self.verify(&self.run_id).assert_error(3, "receipt_corrupt");
+        assert_eq!(e["message"], "acknowledged receipt head record is invalid");
+        assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
+        self.diagnose().assert_ok()
+    }
+
     /// The user approval file a recovery run is created with.
     fn approval(&self) -> String {
         text(&self.work.join("approval.json"))
@@ -691,58 +703,26 @@ fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
         parse(&std::fs::read_to_string(&input).unwrap())["manifest_version"],
         "1.0.0"
     );
-    let owner = text(&bed.handle("main.owner"));
+    let owner = bed.handle("main.owner");
     let approval = bed.approval();
-    let new_owner = text(&bed.handle("n.owner"));
-    let cases: Vec<Vec<&str>> = vec![
-        vec![
-            "recovery-run-create",
-            "--run-id",
-            &bed.run_id,
-            "--input",
-            &input,
-            "--owner-file",
-            &new_owner,
-            "--evidence",
-            &approval,
-        ],
-        vec![
+    let new_owner = bed.handle("n.owner");
+    let new_owner_file = text(&new_owner);
+    let input_and_approval = vec!["--input", &input, "--evidence", &approval];
+    let cases: Vec<(&str, &Path, Vec<&str>)> = vec![
+        ("recovery-run-create", &new_owner, input_and_approval),
+        (
             "resume",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
             &owner,
-            "--evidence",
-            &approval,
-            "--new-owner-file",
-            &new_owner,
-        ],
-        vec![
-            "handoff-create",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
-            &owner,
-            "--input",
-            &input,
-        ],
-        vec![
-            "live-report-create",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
-            &owner,
-            "--input",
-            &input,
-        ],
+            vec!["--evidence", &approval, "--new-owner-file", &new_owner_file],
+        ),
+        ("handoff-create", &owner, vec!["--input", &input]),
+        ("live-report-create", &owner, vec!["--input", &input]),
     ];
-    for argv in cases {
-        let before = common::snapshot(&bed.root);
-        let e = bed
-            .cli(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
+    for (command, owner, rest) in cases {
+        let argv = common::mutation_argv(&bed.root, command, &bed.run_id, owner, &rest);
+        let out = common::read_only(&bed.root, command, || bed.flow.run(&argv));
+        let e = out.assert_error(7, "unsupported_by_run_manifest");
         assert_eq!(e["next_command"], "init", "{argv:?}");
-        assert_eq!(before, common::snapshot(&bed.root), "{argv:?}");
     }
 }
 
@@ -769,11 +749,7 @@ fn a_head_record_forged_without_the_key_is_a_damaged_cache_not_receipt_damage() 
     assert!(record["mac"].is_string(), "{record}");
     record["sequence"] = json!(record["sequence"].as_u64().unwrap() + 5);
     record["byte_length"] = json!(record["byte_length"].as_u64().unwrap() + 7000);
-    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
-    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
-    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
-    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
-    let diagnosis = bed.diagnose().assert_ok();
+    let diagnosis = bed.bad_head_record(&head, &record);
     assert_eq!(diagnosis["next_command"], "rebuild", "{diagnosis}");
     // Re-MACed with the key, the claim stands and the receipt is short.
     let key = crate::bed::forge::key(bed.run_dir().parent().unwrap().parent().unwrap());
@@ -797,11 +773,7 @@ fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
     let genuine = std::fs::read(&head).unwrap();
     let mut record: Value = serde_json::from_slice(&genuine).unwrap();
     record["sequence"] = json!(0);
-    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
-    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
-    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
-    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
-    let diagnosis = bed.diagnose().assert_ok();
+    let diagnosis = bed.bad_head_record(&head, &record);
     assert_eq!(diagnosis["effective_state"], "planned", "{diagnosis}");
     assert_eq!(diagnosis["last_trusted_sequence"], 1);
     assert_eq!(diagnosis["next_command"], "rebuild");
