@@ -44,19 +44,22 @@ fn a_run_walks_its_lifecycle() {
     assert_eq!(out["run_state"], "approved");
     assert_eq!(out["sequence"], 2);
     assert_eq!(out.as_object().unwrap().len(), 7);
-    let out = run.step("run-start", &[]).assert_ok();
-    assert_eq!(out["run_state"], "running");
-    let out = run
-        .step("run-recovery-start", &["--reason", "suspect drift"])
-        .assert_ok();
-    assert_eq!(out["run_state"], "recovering");
-    let out = run.step("run-recovery-finish", &[]).assert_ok();
-    assert_eq!(out["run_state"], "running");
-    let out = run
-        .step("run-block", &["--reason", "waiting on review"])
-        .assert_ok();
-    assert_eq!(out["run_state"], "blocked");
-    assert_eq!(out["checksum"], run.head());
+    // Each step and the state it leaves the run in.
+    let steps: [(&str, &[&str], &str); 4] = [
+        ("run-start", &[], "running"),
+        (
+            "run-recovery-start",
+            &["--reason", "suspect drift"],
+            "recovering",
+        ),
+        ("run-recovery-finish", &[], "running"),
+        ("run-block", &["--reason", "waiting on review"], "blocked"),
+    ];
+    for (command, extra, state) in steps {
+        let out = run.step(command, extra).assert_ok();
+        assert_eq!(out["run_state"], state, "{command}");
+        assert_eq!(out["checksum"], run.head(), "{command}");
+    }
     // Terminal: nothing else moves it.
     let e = run.refused("run-cancel", &["--reason", "x"], 5, "coordinator_conflict");
     assert_eq!(
