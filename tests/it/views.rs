@@ -42,6 +42,12 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
     flow.run(&argv)
 }
 
+/// `status --at <at> --format json` of `run`, which must answer.
+fn status_json(run: &LaneRun, at: &str) -> Value {
+    run.read("status", &["--at", at, "--format", "json"])
+        .assert_ok()
+}
+
 /// Every reference fixture, prepared under `base`.
 fn fixture_roots(base: &Path) -> Vec<(String, PathBuf)> {
     common::fixture_states(&base.join("fixtures"))
@@ -344,12 +350,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     assert!(verdicts >= 120, "{verdicts} lane verdicts compared");
 
     // The built runs show what they were built to show.
-    let s = stalled
-        .read(
-            "status",
-            &["--at", "2026-07-14T01:06:20Z", "--format", "json"],
-        )
-        .assert_ok();
+    let s = status_json(&stalled, "2026-07-14T01:06:20Z");
     let w1 = &s["lanes"].as_array().unwrap()[1];
     assert_eq!(w1["state"], "recovering");
     assert_eq!(w1["liveness"]["action"], "await_probe");
@@ -359,12 +360,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     assert_eq!(s["next"][0]["subject"], "w0");
     assert_eq!(s["next"][1]["action"], "await_probe");
     assert_eq!(s["next"][1]["subject"], "w1");
-    let s = stalled
-        .read(
-            "status",
-            &["--at", "2099-06-01T00:00:00Z", "--format", "json"],
-        )
-        .assert_ok();
+    let s = status_json(&stalled, "2099-06-01T00:00:00Z");
     let w1 = &s["lanes"].as_array().unwrap()[1];
     assert_eq!(w1["liveness"]["action"], "observe_command");
     assert!(
