@@ -42,6 +42,15 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
     flow.run(&argv)
 }
 
+/// A temp dir (its canonical path, the base) and a reader's flow working
+/// in `<base>/reader`; the dir must outlive the flow's calls.
+fn reader() -> (tempfile::TempDir, PathBuf, Flow) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base.join("reader"));
+    (tmp, base, flow)
+}
+
 /// `status --at <at> --format json` of `run`, which must answer.
 fn status_json(run: &LaneRun, at: &str) -> Value {
     run.read("status", &["--at", at, "--format", "json"])
@@ -326,9 +335,7 @@ fn check_listing(flow: &Flow, root: &Path, what: &str) -> Value {
 
 #[test]
 fn status_never_disagrees_with_the_queries_it_summarizes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut roots = fixture_roots(&base);
     let stalled = stalled_run(&base.join("built"));
     let gated = gated_run(&base.join("built"), &stalled.root);
@@ -439,9 +446,7 @@ fn a_damaged_run_is_listed_with_its_first_bad_sequence_and_hides_nothing() {
 /// modes, mtimes), and a write-protected copy reads the same.
 #[test]
 fn views_are_read_only_even_on_a_write_protected_copy() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let stalled = stalled_run(&base.join("built"));
     let mut roots = fixture_roots(&base);
     roots.push(("built".into(), stalled.root.clone()));
@@ -633,9 +638,7 @@ fn log_prints_every_verified_event_and_filters() {
 /// envelope naming the first bad sequence; never a row past it.
 #[test]
 fn log_on_a_damaged_receipt_prints_only_the_verified_prefix() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut checked = 0;
     for (name, root) in fixture_roots(&base) {
         for run in run_ids(&root) {
@@ -788,9 +791,7 @@ fn hostile_strings_are_inert_in_tables() {
 /// ids and times, so the snapshot is stable).
 #[test]
 fn tables_are_a_snapshot() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut text = String::new();
     for name in [
         "04-stall-replace",
@@ -1040,9 +1041,7 @@ fn png_stats(path: &Path) -> (usize, f64) {
 /// no element they tried to inject.
 #[test]
 fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let demo = stalled_run(&base.join("demo"));
     let replaced = base.join("replaced");
     common::prepare_state(&common::fixtures_dir().join("04-stall-replace"), &replaced);
@@ -1104,9 +1103,7 @@ fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
 #[test]
 fn a_breached_runs_report_opens_with_its_banner_in_a_real_browser() {
     let run = crate::guards::Run::completed_past_a_bypassed_gate();
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let page = base.join("breached.html");
     report(
         &flow,
