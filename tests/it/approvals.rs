@@ -450,6 +450,13 @@ fn a_pinned_credential_is_required_and_must_match() {
     let g = gate_with(&policy, &[]);
     let before = g.snapshot();
     let alice = ("BLUETAPE_APPROVED_BY", "alice");
+    // Approval by alice with the credential file `file`, refused (exit 2)
+    // with `message` and nothing written.
+    let refused_with = |file: &Path, message: &str| {
+        let credential = ("BLUETAPE_APPROVER_FILE", file.to_str().unwrap());
+        let out = g.approve(&[alice, credential]);
+        g.refused(out, &before, 2, "approval_refused", message);
+    };
     g.refused(
         g.approve(&[alice]),
         &before,
@@ -458,45 +465,27 @@ fn a_pinned_credential_is_required_and_must_match() {
         "approval by 'alice' requires the pinned approver credential; set BLUETAPE_APPROVER_FILE",
     );
     let missing = g.base.join("nowhere.cred");
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", missing.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &missing,
         "approver credential of 'alice' is unusable: approver credential file is missing",
     );
     let wrong = g.credential("wrong.cred", "alice", "guessed", 0o600);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", wrong.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &wrong,
         "approver credential of 'alice' does not match the pinned fingerprint",
     );
     let loose = g.credential("loose.cred", "alice", token, 0o644);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", loose.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &loose,
         "approver credential of 'alice' is unusable: approver credential does not have the required secure mode",
     );
     let carol = g.credential("carol.cred", "carol", token, 0o600);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", carol.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
-        "approver credential names 'carol', not 'alice'",
-    );
+    refused_with(&carol, "approver credential names 'carol', not 'alice'");
     let link = g.base.join("link.cred");
     let right = g.credential("alice.cred", "alice", token, 0o600);
     std::os::unix::fs::symlink(&right, &link).unwrap();
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", link.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &link,
         "approver credential of 'alice' is unusable: approver credential must not be a symlink",
     );
     g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", right.to_str().unwrap())])
@@ -505,8 +494,7 @@ fn a_pinned_credential_is_required_and_must_match() {
     assert_eq!(decisions[0]["source"], "credential");
     assert_eq!(decisions[0]["by"], "alice");
     // The secret never reaches the receipt.
-    let receipt =
-        std::fs::read_to_string(g.root.join("runs").join(&g.run_id).join("receipt.jsonl")).unwrap();
+    let receipt = std::fs::read_to_string(g.run_dir().join("receipt.jsonl")).unwrap();
     assert!(!receipt.contains(token));
     reference_verifies(&g.root, &g.run_id);
 }
