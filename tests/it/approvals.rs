@@ -258,34 +258,27 @@ fn only_the_designated_approver_approves_and_refusals_consume_nothing() {
         "approval_refused",
         "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
     );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "   ")]),
-        &before,
-        2,
-        "approval_refused",
-        "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-1")]),
-        &before,
-        2,
-        "approval_refused",
-        "approval must be granted by someone other than 'agent-1'",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
-        &before,
-        2,
-        "approval_refused",
-        "approval requires approver 'alice', got 'bob'",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "al ice")]),
-        &before,
-        2,
-        "approval_refused",
-        "approver identity 'al?ice' is not valid: BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
-    );
+    // (BLUETAPE_APPROVED_BY, the refusal's message): each refused (exit 2)
+    // with nothing written.
+    let refusals = [
+        (
+            "   ",
+            "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
+        ),
+        (
+            "agent-1",
+            "approval must be granted by someone other than 'agent-1'",
+        ),
+        ("bob", "approval requires approver 'alice', got 'bob'"),
+        (
+            "al ice",
+            "approver identity 'al?ice' is not valid: BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
+        ),
+    ];
+    for (approved_by, message) in refusals {
+        let out = g.approve(&[("BLUETAPE_APPROVED_BY", approved_by)]);
+        g.refused(out, &before, 2, "approval_refused", message);
+    }
     // After four refusals the designated approver still can (the value is
     // trimmed).
     let out = g
