@@ -180,6 +180,20 @@ impl Gate {
     }
 
     /// Assert a final refusal that changed nothing.
+    /// `run-approve` by `who` (BLUETAPE_APPROVED_BY) is refused as
+    /// [`Gate::refused`] checks.
+    fn refused_approval_by(
+        &self,
+        who: &str,
+        before: &Snapshot,
+        code: i32,
+        error: &str,
+        message: &str,
+    ) {
+        let out = self.approve(&[("BLUETAPE_APPROVED_BY", who)]);
+        self.refused(out, before, code, error, message);
+    }
+
     fn refused(&self, out: Output, before: &Snapshot, code: i32, error: &str, message: &str) {
         assert_refusal(&out, code, error, message);
         assert_eq!(
@@ -276,8 +290,7 @@ fn only_the_designated_approver_approves_and_refusals_consume_nothing() {
         ),
     ];
     for (approved_by, message) in refusals {
-        let out = g.approve(&[("BLUETAPE_APPROVED_BY", approved_by)]);
-        g.refused(out, &before, 2, "approval_refused", message);
+        g.refused_approval_by(approved_by, &before, 2, "approval_refused", message);
     }
     // After four refusals the designated approver still can (the value is
     // trimmed).
@@ -321,8 +334,8 @@ fn an_approval_is_single_use() {
     g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
     let before = g.snapshot();
     for who in ["alice", "bob"] {
-        g.refused(
-            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+        g.refused_approval_by(
+            who,
             &before,
             5,
             "coordinator_conflict",
@@ -422,8 +435,8 @@ fn an_expired_request_cannot_be_approved_whatever_at_claims() {
     );
     assert_eq!(before, g.snapshot());
     // Identity is checked before the window.
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
+    g.refused_approval_by(
+        "bob",
         &before,
         2,
         "approval_refused",
@@ -505,8 +518,8 @@ fn an_edited_policy_file_makes_approvals_refuse() {
     std::fs::write(&file, edited).unwrap();
     let before = g.snapshot();
     for who in ["bob", "alice"] {
-        g.refused(
-            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+        g.refused_approval_by(
+            who,
             &before,
             3,
             "receipt_corrupt",
@@ -527,8 +540,8 @@ fn an_edited_policy_file_makes_approvals_refuse() {
     // A deleted file is no way around the policy.
     std::fs::remove_file(&file).unwrap();
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         3,
         "receipt_corrupt",
@@ -568,8 +581,8 @@ fn a_denial_needs_no_identity() {
     );
     // A denied request cannot be approved afterwards.
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         5,
         "coordinator_conflict",
@@ -612,8 +625,8 @@ fn caller_evidence_cannot_forge_a_decision_record() {
     )
     .unwrap();
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         2,
         "contract_error",
@@ -716,8 +729,8 @@ fn the_initiator_may_come_from_the_environment() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-7")]),
+    g.refused_approval_by(
+        "agent-7",
         &before,
         2,
         "approval_refused",
