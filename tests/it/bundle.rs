@@ -142,15 +142,21 @@ impl Demo {
         let out = self.base.join("out").join(name);
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let _ = std::fs::remove_file(&out);
-        self.run(&[
+        self.bundle_export(run, &out, &[]).assert_ok();
+        out
+    }
+
+    /// `bundle-export --run-id <run> --out <out>` plus `extra`.
+    fn bundle_export(&self, run: &str, out: &Path, extra: &[&str]) -> Output {
+        let mut argv = vec![
             "bundle-export",
             "--run-id",
             run,
             "--out",
             out.to_str().unwrap(),
-        ])
-        .assert_ok();
-        out
+        ];
+        argv.extend_from_slice(extra);
+        self.run(&argv)
     }
 }
 
@@ -247,47 +253,22 @@ fn the_damaged_run_and_unsafe_outputs_are_refused() {
         .unwrap();
     let out = demo.base.join("out/damaged.tar");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &damaged,
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .assert_error(3, "receipt_corrupt");
+    demo.bundle_export(&damaged, &out, &[])
+        .assert_error(3, "receipt_corrupt");
     assert!(!out.exists());
     let main = demo.main_run();
     let inside = demo.state.join("bundle.tar");
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        inside.to_str().unwrap(),
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &inside, &[])
+        .assert_error(2, "contract_error");
     assert!(!inside.exists());
     let existing = demo.export(&main, "exists.tar");
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        existing.to_str().unwrap(),
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &existing, &[])
+        .assert_error(2, "contract_error");
     let link = demo.base.join("out/link.tar");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&existing, &link).unwrap();
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        link.to_str().unwrap(),
-        "--force",
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &link, &["--force"])
+        .assert_error(2, "contract_error");
 }
 
 // ------------------------------------------------------------- hostility
