@@ -472,14 +472,7 @@ fn every_hostile_bundle_is_refused() {
         );
         index
     };
-    let mut text = bluetape_flow::receipt::canonical::to_vec(&index);
-    text.push(b'\n');
-    let mut big = Vec::new();
-    let mut builder = bluetape_flow::receipt::bundle::BundleWriter::new(&mut big);
-    builder
-        .append("index.json", text.len() as u64, &text[..])
-        .unwrap();
-    builder.finish().unwrap();
+    let big = bundle_of(&index, &[]);
     let e = assert_refused(&flow, tmp.path(), &big, "a member over its limit");
     assert!(
         e["message"].as_str().unwrap().contains("over its limit"),
@@ -939,14 +932,20 @@ fn reforge(bytes: &[u8], mut change: impl FnMut(&str, &mut Vec<u8>)) -> Vec<u8> 
         entry["size"] = Value::from(content.len());
         datas.push((name, content));
     }
-    let mut text = bluetape_flow::receipt::canonical::to_vec(&index);
+    bundle_of(&index, &datas)
+}
+
+/// A bundle written by our writer: `index.json` (canonical `index` and a
+/// line feed), then each of `members` (name, content) as it is.
+fn bundle_of(index: &Value, members: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut text = bluetape_flow::receipt::canonical::to_vec(index);
     text.push(b'\n');
     let mut out = Vec::new();
     let mut writer = bluetape_flow::receipt::bundle::BundleWriter::new(&mut out);
     writer
         .append("index.json", text.len() as u64, &text[..])
         .unwrap();
-    for (name, content) in &datas {
+    for (name, content) in members {
         writer
             .append(name, content.len() as u64, &content[..])
             .unwrap();
