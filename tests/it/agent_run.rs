@@ -60,16 +60,93 @@ impl Agent {
         serde_json::from_str(&out.stdout).unwrap_or(Value::Null)
     }
 
-    /// An owner step of the run: `<command> --run-id R --owner-file O <rest>`.
-    fn owner(&self, command: &str, rest: &[&str]) -> Value {
+    /// `<command> --run-id R --owner-file O <rest>`: an owner step's argv.
+    fn owner_argv<'a>(&'a self, command: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
         let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
         argv.extend_from_slice(rest);
-        self.step(&argv)
+        argv
+    }
+
+    /// An owner step of the run: `<command> --run-id R --owner-file O <rest>`.
+    fn owner(&self, command: &str, rest: &[&str]) -> Value {
+        self.step(&self.owner_argv(command, rest))
+    }
+
+    /// `init` over `components` at 00:59:00 in the state root `.bluetape`
+    /// (the work directory its repo); the run is this agent's from then on.
+    fn init(&mut self, components: &[&str]) {
+        let mut argv = vec![
+            "--state-root",
+            ".bluetape",
+            "init",
+            "--workflow-type",
+            "A",
+            "--repo-root",
+            ".",
+            "--owner-file",
+            OWNER,
+        ];
+        for component in components {
+            argv.extend(["--component", component]);
+        }
+        argv.extend(["--at", "2026-07-14T00:59:00Z"]);
+        let init = self.step(&argv);
+        self.run = init["run_id"].as_str().unwrap().to_string();
+    }
+
+    /// `run-approve` at 00:59:30 with the user approval `approval`, then
+    /// `run-start` at 00:59:40.
+    fn approve_and_start(&self, approval: &str) {
+        let approved = ev("user_approval", approval);
+        self.owner(
+            "run-approve",
+            &["--at", "2026-07-14T00:59:30Z", "--evidence", &approved],
+        );
+        let started = ev("plan", "go");
+        self.owner(
+            "run-start",
+            &["--at", "2026-07-14T00:59:40Z", "--evidence", &started],
+        );
     }
 
     fn raw(&self, args: &[&str]) -> Output {
         self.flow.run(args)
     }
+
+    /// The page `report` (plus `extra`) writes outside the work directory;
+    /// it must succeed.
+    fn report_page(&self, extra: &[&str]) -> String {
+        let page = self.outside.join("report.html");
+        let mut argv = vec![
+            "report",
+            "--run-id",
+            &self.run,
+            "--out",
+            page.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let out = self.raw(&argv);
+        assert_eq!(out.code, 0, "{out:?}");
+        std::fs::read_to_string(&page).unwrap()
+    }
+
+    /// The event rows `log` prints for the run (it must succeed).
+    fn log_events(&self) -> Vec<Value> {
+        let log = self.raw(&["log", "--run-id", &self.run]);
+        assert_eq!(log.code, 0, "{log:?}");
+        log.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|row: &Value| row.get("event_type").is_some())
+            .collect()
+    }
+}
+
+/// Each row's `created_at`.
+fn created_at(rows: &[Value]) -> Vec<&str> {
+    rows.iter()
+        .map(|row| row["created_at"].as_str().unwrap())
+        .collect()
 }
 
 fn ev(kind: &str, summary: &str) -> String {
@@ -80,45 +157,11 @@ fn ev(kind: &str, summary: &str) -> String {
 fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     let mut agent = Agent::new();
     let before = tree(&agent.work);
-    let init = agent.step(&[
-        "--state-root",
-        ".bluetape",
-        "init",
-        "--workflow-type",
-        "A",
-        "--repo-root",
-        ".",
-        "--owner-file",
-        OWNER,
-        "--component",
-        "api",
-        "--component",
-        "web",
-        "--at",
-        "2026-07-14T00:59:00Z",
-    ]);
-    agent.run = init["run_id"].as_str().unwrap().to_string();
+    agent.init(&["api", "web"]);
     // The run id says when it was made: the --at it was given.
     assert!(agent.run.starts_with("20260714T005900Z-"), "{}", agent.run);
     let a = &agent;
-    a.owner(
-        "run-approve",
-        &[
-            "--at",
-            "2026-07-14T00:59:30Z",
-            "--evidence",
-            &ev("user_approval", "plan approved"),
-        ],
-    );
-    a.owner(
-        "run-start",
-        &[
-            "--at",
-            "2026-07-14T00:59:40Z",
-            "--evidence",
-            &ev("plan", "go"),
-        ],
-    );
+    a.approve_and_start("plan approved");
     // Two lanes; --at gives their observed_at.
     for (lane, agent_id, at, deadline) in [
         (
@@ -153,16 +196,7 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     let lane_step = |command: &str, lane: &str, agent_id: &str, at: &str, evidence: &str| {
         a.owner(
             command,
-            &[
-                "--lane-id",
-                lane,
-                "--agent-id",
-                agent_id,
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-            ],
+            &crate::bed::lane_argv(lane, agent_id, at, evidence),
         )
     };
     lane_step(
@@ -411,18 +445,8 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
     );
 
     // log runs forward, every event at the --at it was given.
-    let log = a.raw(&["log", "--run-id", &a.run]);
-    assert_eq!(log.code, 0);
-    let rows: Vec<Value> = log
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|row: &Value| row.get("event_type").is_some())
-        .collect();
-    let times: Vec<&str> = rows
-        .iter()
-        .map(|row| row["created_at"].as_str().unwrap())
-        .collect();
+    let rows = a.log_events();
+    let times = created_at(&rows);
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     assert_eq!(times.first(), Some(&"2026-07-14T00:59:00Z"));
     assert_eq!(times.last(), Some(&"2026-07-14T01:20:00Z"));
@@ -436,18 +460,7 @@ fn a_two_lane_run_with_a_replacement_in_one_try_inline_and_on_one_clock() {
         assert_eq!(row["created_at"], at, "{event}");
     }
     // ... and so does the report (written outside the work directory).
-    let page = a.outside.join("report.html");
-    let report = a.raw(&[
-        "report",
-        "--run-id",
-        &a.run,
-        "--out",
-        page.to_str().unwrap(),
-        "--at",
-        "2026-07-14T01:20:00Z",
-    ]);
-    assert_eq!(report.code, 0, "{}", report.stderr);
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = a.report_page(&["--at", "2026-07-14T01:20:00Z"]);
     assert!(!html.contains("Time runs backwards in"), "{html}");
     assert!(!html.contains("runs backwards (an earlier"), "{html}");
     let verify = a.step(&["verify", "--run-id", &a.run]);
@@ -459,40 +472,8 @@ impl Agent {
     /// lane `api` (agent-1) created at 01:00:00.
     fn running() -> Agent {
         let mut agent = Agent::new();
-        let init = agent.step(&[
-            "--state-root",
-            ".bluetape",
-            "init",
-            "--workflow-type",
-            "A",
-            "--repo-root",
-            ".",
-            "--owner-file",
-            OWNER,
-            "--component",
-            "api",
-            "--at",
-            "2026-07-14T00:59:00Z",
-        ]);
-        agent.run = init["run_id"].as_str().unwrap().to_string();
-        agent.owner(
-            "run-approve",
-            &[
-                "--at",
-                "2026-07-14T00:59:30Z",
-                "--evidence",
-                &ev("user_approval", "ok"),
-            ],
-        );
-        agent.owner(
-            "run-start",
-            &[
-                "--at",
-                "2026-07-14T00:59:40Z",
-                "--evidence",
-                &ev("plan", "go"),
-            ],
-        );
+        agent.init(&["api"]);
+        agent.approve_and_start("ok");
         agent.owner(
             "lane-create",
             &[
@@ -524,9 +505,7 @@ impl Agent {
     /// An owner step that must be refused with `code`; nothing is written.
     fn refused(&self, command: &str, rest: &[&str], code: i32) -> Value {
         let before = self.receipt();
-        let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
-        argv.extend_from_slice(rest);
-        let out = self.flow.run(&argv);
+        let out = self.flow.run(&self.owner_argv(command, rest));
         assert_eq!(out.code, code, "{command}: {out:?}");
         assert_eq!(self.receipt(), before, "{command} wrote on a refusal");
         serde_json::from_str(out.stderr.trim()).unwrap()
@@ -535,11 +514,9 @@ impl Agent {
     /// An owner step fed `stdin`.
     fn piped(&self, command: &str, rest: &[&str], stdin: &str) -> Output {
         use std::io::Write;
-        let mut argv = vec![command, "--run-id", &self.run, "--owner-file", OWNER];
-        argv.extend_from_slice(rest);
         let mut child = self
             .flow
-            .command(&argv)
+            .command(&self.owner_argv(command, rest))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -563,16 +540,7 @@ fn json_options_take_inline_values_and_standard_input_once() {
     // Standard input feeds one option.
     let out = a.piped(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:05Z",
-            "--evidence",
-            "-",
-        ],
+        &crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:05Z", "-"),
         r#"[{"kind": "lifecycle", "summary": "spawned agent-1"}]"#,
     );
     assert_eq!(out.code, 0, "{out:?}");
@@ -587,30 +555,20 @@ fn json_options_take_inline_values_and_standard_input_once() {
     let e: Value = serde_json::from_str(out.stderr.trim()).unwrap();
     assert_eq!(e["error"], "contract_error");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("standard input can feed one JSON option per call"),
         "{e}"
     );
     assert_eq!(e["fields"]["stdin_flags"], json!(["--evidence", "--input"]));
     assert!(e["hint"].as_str().unwrap().contains("inline"), "{e}");
     assert_eq!(a.receipt(), before);
+    // startup-ack of lane api with this --evidence, refused (exit 2).
+    let refused_ack = |evidence: &str| {
+        let argv = crate::bed::lane_argv("api", "agent-1", "2026-07-14T01:00:06Z", evidence);
+        a.refused("startup-ack", &argv, 2)
+    };
     // Inline JSON that does not parse: named as a value, not a file.
-    let e = a.refused(
-        "startup-ack",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:06Z",
-            "--evidence",
-            r#"[{"kind": "lifecycle""#,
-        ],
-        2,
-    );
+    let e = refused_ack(r#"[{"kind": "lifecycle""#);
     let message = e["message"].as_str().unwrap();
     assert!(
         message.starts_with("JSON input is invalid: --evidence value: "),
@@ -622,51 +580,19 @@ fn json_options_take_inline_values_and_standard_input_once() {
         json!({"input": "--evidence", "source": "inline"})
     );
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("inline (--evidence '[{"),
+        crate::bed::str_field(&e, "hint").contains("inline (--evidence '[{"),
         "{e}"
     );
     // A rule about the content of an inline value says where it was.
-    let e = a.refused(
-        "startup-ack",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:06Z",
-            "--evidence",
-            r#"  [{"kind": "lifecycle", "summary": "ok", "extra": 1}]"#,
-        ],
-        2,
-    );
+    let e = refused_ack(r#"  [{"kind": "lifecycle", "summary": "ok", "extra": 1}]"#);
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("(in the --evidence value)"),
+        crate::bed::str_field(&e, "message").ends_with("(in the --evidence value)"),
         "{e}"
     );
     assert_eq!(e["fields"]["source"], "inline");
     assert!(e["fields"].get("file").is_none(), "{e}");
     // Anything else is a path, as in the reference.
-    let e = a.refused(
-        "startup-ack",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2026-07-14T01:00:06Z",
-            "--evidence",
-            "ack.json",
-        ],
-        2,
-    );
+    let e = refused_ack("ack.json");
     assert_eq!(e["message"], "evidence file 'ack.json' does not exist");
     assert_eq!(
         e["fields"],
@@ -686,22 +612,11 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
     // Far ahead of the clock: refused, the hint's value passes.
     let e = a.refused(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            "2099-01-01T00:00:00Z",
-            "--evidence",
-            &evidence,
-        ],
+        &crate::bed::lane_argv("api", "agent-1", "2099-01-01T00:00:00Z", &evidence),
         2,
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("--at must not be in the future: '2099-01-01T00:00:00Z'"),
         "{e}"
     );
@@ -709,24 +624,12 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
     assert_eq!(e["fields"]["invalid"][0]["limit"], 300);
     let clock = e["fields"]["clock"].as_str().unwrap().to_string();
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("--at {clock}")),
+        crate::bed::str_field(&e, "hint").contains(&format!("--at {clock}")),
         "{e}"
     );
     a.owner(
         "lane-start",
-        &[
-            "--lane-id",
-            "api",
-            "--agent-id",
-            "agent-1",
-            "--at",
-            &clock,
-            "--evidence",
-            &evidence,
-        ],
+        &crate::bed::lane_argv("api", "agent-1", &clock, &evidence),
     );
     // The same bound on a command that newly takes --at.
     let e = a.refused(
@@ -818,10 +721,7 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
         );
         assert_eq!(e["fields"]["input"], "--at", "{command}: {e}");
         assert!(
-            e["hint"]
-                .as_str()
-                .unwrap()
-                .contains("--at 2026-07-14T01:00:00Z"),
+            crate::bed::str_field(&e, "hint").contains("--at 2026-07-14T01:00:00Z"),
             "{command}: {e}"
         );
     }
@@ -858,17 +758,12 @@ fn at_is_recorded_bounded_and_taught_on_every_mutation() {
         2,
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .starts_with("--at and the input's observed_at disagree"),
         "{e}"
     );
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("leave observed_at out"),
+        crate::bed::str_field(&e, "hint").contains("leave observed_at out"),
         "{e}"
     );
 }
@@ -892,17 +787,8 @@ fn commands_the_reference_stamps_itself_record_at() {
             &ev("plan", "topology"),
         ],
     );
-    let log = a.raw(&["log", "--run-id", &a.run]);
-    let last: Vec<Value> = log
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r.get("event_type").is_some())
-        .collect();
-    let times: Vec<&str> = last
-        .iter()
-        .map(|r| r["created_at"].as_str().unwrap())
-        .collect();
+    let rows = a.log_events();
+    let times = created_at(&rows);
     assert_eq!(
         times,
         [
@@ -913,6 +799,13 @@ fn commands_the_reference_stamps_itself_record_at() {
             "2026-07-14T01:01:00Z"
         ]
     );
+}
+
+/// `lane-resolve`'s arguments: lane `api` resolved by `fix` with `evidence`.
+fn resolve_api_by_fix(evidence: &str) -> Vec<&str> {
+    let mut argv = vec!["--lane-id", "api", "--resolution-lane-id", "fix"];
+    argv.extend(["--at", "2026-07-14T01:06:00Z", "--evidence", evidence]);
+    argv
 }
 
 /// No digest by hand (DEVIATIONS 88): `evidence-digest` prints the digest
@@ -1028,16 +921,7 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
     let only_one = json!([{"kind": "review", "summary": "failure", "checksum": failed_digest}]);
     let e = a.refused(
         "lane-resolve",
-        &[
-            "--lane-id",
-            "api",
-            "--resolution-lane-id",
-            "fix",
-            "--at",
-            "2026-07-14T01:06:00Z",
-            "--evidence",
-            &only_one.to_string(),
-        ],
+        &resolve_api_by_fix(&only_one.to_string()),
         2,
     );
     assert_eq!(
@@ -1061,19 +945,7 @@ fn evidence_digest_prints_what_lane_resolve_binds() {
     let both = json!([
         {"kind": "review", "summary": "failure", "checksum": failed_digest},
         {"kind": "review", "summary": "fix", "checksum": fixed_digest}]);
-    a.owner(
-        "lane-resolve",
-        &[
-            "--lane-id",
-            "api",
-            "--resolution-lane-id",
-            "fix",
-            "--at",
-            "2026-07-14T01:06:00Z",
-            "--evidence",
-            &both.to_string(),
-        ],
-    );
+    a.owner("lane-resolve", &resolve_api_by_fix(&both.to_string()));
     // A value that is no list is refused like any --evidence.
     let out = a.raw(&["evidence-digest", "--evidence", r#"{"kind": "x"}"#]);
     assert_eq!(out.code, 2, "{out:?}");
@@ -1088,26 +960,13 @@ fn an_at_before_the_last_event_is_recorded_and_flagged() {
     let a = Agent::running();
     a.owner(
         "lane-start",
-        &[
-            "--lane-id",
+        &crate::bed::lane_argv(
             "api",
-            "--agent-id",
             "agent-1",
-            "--at",
             "2026-07-14T00:30:00Z",
-            "--evidence",
             &ev("lifecycle", "spawned agent-1"),
-        ],
+        ),
     );
-    let page = a.outside.join("report.html");
-    let out = a.raw(&[
-        "report",
-        "--run-id",
-        &a.run,
-        "--out",
-        page.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = a.report_page(&[]);
     assert!(html.contains("Time runs backwards in 1 event(s)"), "{html}");
 }

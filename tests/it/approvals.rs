@@ -155,42 +155,45 @@ impl Gate {
     }
 
     fn approvals_with(&self, extra: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
+        self.flow.run(&common::read_argv(
+            &self.root,
             "approvals",
-            "--run-id",
             &self.run_id,
-        ];
-        argv.extend_from_slice(extra);
-        self.flow.run(&argv)
+            extra,
+        ))
     }
 
     fn approvals(&self) -> Value {
         self.approvals_with(&[]).assert_ok()
     }
 
+    fn run_dir(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
     fn policy_file(&self) -> PathBuf {
-        self.root
-            .join("runs")
-            .join(&self.run_id)
-            .join("approval-policy.json")
+        self.run_dir().join("approval-policy.json")
     }
 
     fn receipt(&self) -> Vec<Value> {
-        std::fs::read_to_string(
-            self.root
-                .join("runs")
-                .join(&self.run_id)
-                .join("receipt.jsonl"),
-        )
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        common::receipt_events(&self.root, &self.run_id)
     }
 
     /// Assert a final refusal that changed nothing.
+    /// `run-approve` by `who` (BLUETAPE_APPROVED_BY) is refused as
+    /// [`Gate::refused`] checks.
+    fn refused_approval_by(
+        &self,
+        who: &str,
+        before: &Snapshot,
+        code: i32,
+        error: &str,
+        message: &str,
+    ) {
+        let out = self.approve(&[("BLUETAPE_APPROVED_BY", who)]);
+        self.refused(out, before, code, error, message);
+    }
+
     fn refused(&self, out: Output, before: &Snapshot, code: i32, error: &str, message: &str) {
         assert_refusal(&out, code, error, message);
         assert_eq!(
@@ -250,12 +253,7 @@ fn reference_verifies(root: &Path, run_id: &str) {
             .args(["verify", "--run-id", run_id])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{} verify failed: {}",
-            words.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, format!("{} verify", words.join(" ")));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["ok"], true);
     }
@@ -274,34 +272,26 @@ fn only_the_designated_approver_approves_and_refusals_consume_nothing() {
         "approval_refused",
         "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
     );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "   ")]),
-        &before,
-        2,
-        "approval_refused",
-        "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-1")]),
-        &before,
-        2,
-        "approval_refused",
-        "approval must be granted by someone other than 'agent-1'",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
-        &before,
-        2,
-        "approval_refused",
-        "approval requires approver 'alice', got 'bob'",
-    );
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "al ice")]),
-        &before,
-        2,
-        "approval_refused",
-        "approver identity 'al?ice' is not valid: BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
-    );
+    // (BLUETAPE_APPROVED_BY, the refusal's message): each refused (exit 2)
+    // with nothing written.
+    let refusals = [
+        (
+            "   ",
+            "run-approve requires approver identity; set BLUETAPE_APPROVED_BY",
+        ),
+        (
+            "agent-1",
+            "approval must be granted by someone other than 'agent-1'",
+        ),
+        ("bob", "approval requires approver 'alice', got 'bob'"),
+        (
+            "al ice",
+            "approver identity 'al?ice' is not valid: BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)",
+        ),
+    ];
+    for (approved_by, message) in refusals {
+        g.refused_approval_by(approved_by, &before, 2, "approval_refused", message);
+    }
     // After four refusals the designated approver still can (the value is
     // trimmed).
     let out = g
@@ -344,8 +334,8 @@ fn an_approval_is_single_use() {
     g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
     let before = g.snapshot();
     for who in ["alice", "bob"] {
-        g.refused(
-            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+        g.refused_approval_by(
+            who,
             &before,
             5,
             "coordinator_conflict",
@@ -445,8 +435,8 @@ fn an_expired_request_cannot_be_approved_whatever_at_claims() {
     );
     assert_eq!(before, g.snapshot());
     // Identity is checked before the window.
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "bob")]),
+    g.refused_approval_by(
+        "bob",
         &before,
         2,
         "approval_refused",
@@ -466,6 +456,13 @@ fn a_pinned_credential_is_required_and_must_match() {
     let g = gate_with(&policy, &[]);
     let before = g.snapshot();
     let alice = ("BLUETAPE_APPROVED_BY", "alice");
+    // Approval by alice with the credential file `file`, refused (exit 2)
+    // with `message` and nothing written.
+    let refused_with = |file: &Path, message: &str| {
+        let credential = ("BLUETAPE_APPROVER_FILE", file.to_str().unwrap());
+        let out = g.approve(&[alice, credential]);
+        g.refused(out, &before, 2, "approval_refused", message);
+    };
     g.refused(
         g.approve(&[alice]),
         &before,
@@ -474,45 +471,27 @@ fn a_pinned_credential_is_required_and_must_match() {
         "approval by 'alice' requires the pinned approver credential; set BLUETAPE_APPROVER_FILE",
     );
     let missing = g.base.join("nowhere.cred");
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", missing.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &missing,
         "approver credential of 'alice' is unusable: approver credential file is missing",
     );
     let wrong = g.credential("wrong.cred", "alice", "guessed", 0o600);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", wrong.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &wrong,
         "approver credential of 'alice' does not match the pinned fingerprint",
     );
     let loose = g.credential("loose.cred", "alice", token, 0o644);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", loose.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &loose,
         "approver credential of 'alice' is unusable: approver credential does not have the required secure mode",
     );
     let carol = g.credential("carol.cred", "carol", token, 0o600);
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", carol.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
-        "approver credential names 'carol', not 'alice'",
-    );
+    refused_with(&carol, "approver credential names 'carol', not 'alice'");
     let link = g.base.join("link.cred");
     let right = g.credential("alice.cred", "alice", token, 0o600);
     std::os::unix::fs::symlink(&right, &link).unwrap();
-    g.refused(
-        g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", link.to_str().unwrap())]),
-        &before,
-        2,
-        "approval_refused",
+    refused_with(
+        &link,
         "approver credential of 'alice' is unusable: approver credential must not be a symlink",
     );
     g.approve(&[alice, ("BLUETAPE_APPROVER_FILE", right.to_str().unwrap())])
@@ -521,8 +500,7 @@ fn a_pinned_credential_is_required_and_must_match() {
     assert_eq!(decisions[0]["source"], "credential");
     assert_eq!(decisions[0]["by"], "alice");
     // The secret never reaches the receipt.
-    let receipt =
-        std::fs::read_to_string(g.root.join("runs").join(&g.run_id).join("receipt.jsonl")).unwrap();
+    let receipt = std::fs::read_to_string(g.run_dir().join("receipt.jsonl")).unwrap();
     assert!(!receipt.contains(token));
     reference_verifies(&g.root, &g.run_id);
 }
@@ -540,8 +518,8 @@ fn an_edited_policy_file_makes_approvals_refuse() {
     std::fs::write(&file, edited).unwrap();
     let before = g.snapshot();
     for who in ["bob", "alice"] {
-        g.refused(
-            g.approve(&[("BLUETAPE_APPROVED_BY", who)]),
+        g.refused_approval_by(
+            who,
             &before,
             3,
             "receipt_corrupt",
@@ -562,8 +540,8 @@ fn an_edited_policy_file_makes_approvals_refuse() {
     // A deleted file is no way around the policy.
     std::fs::remove_file(&file).unwrap();
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         3,
         "receipt_corrupt",
@@ -603,8 +581,8 @@ fn a_denial_needs_no_identity() {
     );
     // A denied request cannot be approved afterwards.
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         5,
         "coordinator_conflict",
@@ -647,8 +625,8 @@ fn caller_evidence_cannot_forge_a_decision_record() {
     )
     .unwrap();
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]),
+    g.refused_approval_by(
+        "alice",
         &before,
         2,
         "contract_error",
@@ -751,8 +729,8 @@ fn the_initiator_may_come_from_the_environment() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
     let before = g.snapshot();
-    g.refused(
-        g.approve(&[("BLUETAPE_APPROVED_BY", "agent-7")]),
+    g.refused_approval_by(
+        "agent-7",
         &before,
         2,
         "approval_refused",
@@ -769,13 +747,7 @@ fn the_initiator_may_come_from_the_environment() {
 fn a_run_without_a_policy_behaves_like_the_reference() {
     let bed = TestBed::planned(&["runtime"]);
     let (tmp, flow, root, run_id) = (&bed.tmp, &bed.flow, &bed.root, &bed.run_id);
-    assert!(
-        !root
-            .join("runs")
-            .join(run_id)
-            .join("approval-policy.json")
-            .exists()
-    );
+    assert!(!bed.dir.join("approval-policy.json").exists());
     let evidence = tmp.path().join("ev.json");
     std::fs::write(&evidence, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
     let owner = root.join("handles/main.owner");
@@ -808,13 +780,7 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
         "current state does not allow lifecycle intent"
     );
     let view = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "approvals",
-            "--run-id",
-            run_id,
-        ])
+        .run(&crate::bed::read_argv(root, "approvals", run_id, &[]))
         .assert_ok();
     assert_eq!(view["policy"], Value::Null);
     assert_eq!(view["policy_checksum"], Value::Null);
@@ -859,13 +825,9 @@ fn the_view_has_a_table_for_people() {
     assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(out.error()["error"], "contract_error");
     // A run that does not exist is the usual exit 3.
-    let out = g.flow.run(&[
-        "--state-root",
-        g.root.to_str().unwrap(),
-        "approvals",
-        "--run-id",
-        "nope",
-    ]);
+    let out = g
+        .flow
+        .run(&crate::bed::read_argv(&g.root, "approvals", "nope", &[]));
     assert_eq!(out.code, 3, "{out:?}");
 }
 
@@ -893,10 +855,7 @@ fn the_table_makes_an_approver_key_comment_inert() {
     let g = gate_with(&policy, &[]);
     let json = g.approvals();
     assert!(
-        json["policy"]["approver_key"]
-            .as_str()
-            .unwrap()
-            .contains('\u{1b}'),
+        crate::bed::str_field(&json["policy"], "approver_key").contains('\u{1b}'),
         "the JSON keeps the text as written: {json}"
     );
     let out = g.approvals_with(&["--format", "table"]);
@@ -913,11 +872,7 @@ fn the_table_makes_an_approver_key_comment_inert() {
 
 /// Make line `n` (1-based) of the gate's receipt invalid JSON, in place.
 fn damage_line(gate: &Gate, n: usize) {
-    let path = gate
-        .root
-        .join("runs")
-        .join(&gate.run_id)
-        .join("receipt.jsonl");
+    let path = gate.run_dir().join("receipt.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     lines[n - 1] = lines[n - 1].replacen('{', "[", 1);
@@ -1018,9 +973,7 @@ fn a_gate_that_cannot_be_verified_is_not_shed_by_recovery() {
     let e = out.error();
     assert_eq!(e["error"], "receipt_corrupt");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&e, "message")
             .contains("whether it had an approval gate can be neither read nor proven absent"),
         "{e}"
     );

@@ -10,7 +10,7 @@
 use crate::bed as common;
 
 use common::{Flow, Output, git};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -35,11 +35,7 @@ fn demo() -> &'static Demo {
             .env("TMPDIR", &base)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "demo failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, "demo");
         let text = String::from_utf8_lossy(&out.stdout);
         let state = PathBuf::from(
             text.lines()
@@ -146,24 +142,22 @@ impl Demo {
         let out = self.base.join("out").join(name);
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         let _ = std::fs::remove_file(&out);
-        self.run(&[
+        self.bundle_export(run, &out, &[]).assert_ok();
+        out
+    }
+
+    /// `bundle-export --run-id <run> --out <out>` plus `extra`.
+    fn bundle_export(&self, run: &str, out: &Path, extra: &[&str]) -> Output {
+        let mut argv = vec![
             "bundle-export",
             "--run-id",
             run,
             "--out",
             out.to_str().unwrap(),
-        ])
-        .assert_ok();
-        out
+        ];
+        argv.extend_from_slice(extra);
+        self.run(&argv)
     }
-}
-
-/// A directory with no state root, and a flow whose working directory it
-/// is.
-fn elsewhere() -> (tempfile::TempDir, Flow) {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    (tmp, flow)
 }
 
 fn verify(flow: &Flow, file: &Path) -> Output {
@@ -178,7 +172,7 @@ fn verify(flow: &Flow, file: &Path) -> Output {
 #[test]
 fn the_demos_runs_verify_anywhere_and_match_status() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     for run in [demo.main_run(), demo.recovery_run(), demo.gated_run()] {
         let bundle = demo.export(&run, &format!("{run}.tar"));
         // Deterministic: the same state gives the same bytes.
@@ -259,47 +253,22 @@ fn the_damaged_run_and_unsafe_outputs_are_refused() {
         .unwrap();
     let out = demo.base.join("out/damaged.tar");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &damaged,
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .assert_error(3, "receipt_corrupt");
+    demo.bundle_export(&damaged, &out, &[])
+        .assert_error(3, "receipt_corrupt");
     assert!(!out.exists());
     let main = demo.main_run();
     let inside = demo.state.join("bundle.tar");
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        inside.to_str().unwrap(),
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &inside, &[])
+        .assert_error(2, "contract_error");
     assert!(!inside.exists());
     let existing = demo.export(&main, "exists.tar");
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        existing.to_str().unwrap(),
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &existing, &[])
+        .assert_error(2, "contract_error");
     let link = demo.base.join("out/link.tar");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&existing, &link).unwrap();
-    demo.run(&[
-        "bundle-export",
-        "--run-id",
-        &main,
-        "--out",
-        link.to_str().unwrap(),
-        "--force",
-    ])
-    .assert_error(2, "contract_error");
+    demo.bundle_export(&main, &link, &["--force"])
+        .assert_error(2, "contract_error");
 }
 
 // ------------------------------------------------------------- hostility
@@ -391,7 +360,7 @@ fn assert_refused(flow: &Flow, dir: &Path, bytes: &[u8], what: &str) -> Value {
 #[test]
 fn every_hostile_bundle_is_refused() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     let good = std::fs::read(demo.export(&demo.recovery_run(), "hostile-base.tar")).unwrap();
     verify(&flow, &{
         let f = tmp.path().join("good.tar");
@@ -503,14 +472,7 @@ fn every_hostile_bundle_is_refused() {
         );
         index
     };
-    let mut text = bluetape_flow::receipt::canonical::to_vec(&index);
-    text.push(b'\n');
-    let mut big = Vec::new();
-    let mut builder = bluetape_flow::receipt::bundle::BundleWriter::new(&mut big);
-    builder
-        .append("index.json", text.len() as u64, &text[..])
-        .unwrap();
-    builder.finish().unwrap();
+    let big = bundle_of(&index, &[]);
     let e = assert_refused(&flow, tmp.path(), &big, "a member over its limit");
     assert!(
         e["message"].as_str().unwrap().contains("over its limit"),
@@ -561,13 +523,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         &["init", "-q", "--bare", remote.to_str().unwrap()],
     );
     let publish = |expect: i32| {
-        let out = bed.raw(&[
-            "publish",
-            "--run-id",
-            &bed.run_id,
-            "--repo",
-            repo.to_str().unwrap(),
-        ]);
+        let out = bed.read("publish", &["--repo", repo.to_str().unwrap()]);
         assert_eq!(out.code, expect, "{} {}", out.stdout, out.stderr);
         out
     };
@@ -617,7 +573,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         ],
     );
     clone_with_runs(&remote, &clone);
-    let (_elsewhere, flow) = elsewhere();
+    let (_elsewhere, flow) = common::flow_elsewhere();
     let out = verify_git(&flow, &clone, &reference).assert_ok();
     assert_eq!(out["publications"], 4);
     assert_eq!(out["verified"], true);
@@ -699,13 +655,7 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         &common::ev("other"),
         &["--reason", "a rewrite"],
     );
-    let out = bed.raw(&[
-        "publish",
-        "--run-id",
-        &bed.run_id,
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
+    let out = bed.read("publish", &["--repo", repo.to_str().unwrap()]);
     assert!(
         out.code == 5 || out.code == 3,
         "{} {}",
@@ -902,35 +852,27 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
     let (root, run_id) = crate::parallel_verify::long_run(tmp.path());
     let flow = Flow::new(tmp.path());
     let out = tmp.path().join("long.tar");
-    flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
+    flow.run(&crate::bed::read_argv(
+        &root,
         "bundle-export",
-        "--run-id",
         &run_id,
-        "--out",
-        out.to_str().unwrap(),
-    ])
+        &["--out", out.to_str().unwrap()],
+    ))
     .assert_ok();
     let receipt = std::fs::metadata(root.join("runs").join(&run_id).join("receipt.jsonl")).unwrap();
     assert!(
         receipt.len() > 1 << 20,
         "the receipt must take the parallel path"
     );
-    let (elsewhere, other) = elsewhere();
+    let (elsewhere, other) = common::flow_elsewhere();
     let verified = verify(&other, &out).assert_ok();
     let status = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
+        .run(&crate::bed::read_argv(
+            &root,
             "status",
-            "--run-id",
             &run_id,
-            "--at",
-            "2026-07-14T02:00:00Z",
-            "--format",
-            "json",
-        ])
+            &["--at", "2026-07-14T02:00:00Z", "--format", "json"],
+        ))
         .assert_ok();
     for key in ["run_state", "sequence", "checksum", "lanes", "completion"] {
         assert_eq!(verified[key], status[key], "{key}");
@@ -952,10 +894,7 @@ fn a_long_receipt_verifies_on_worker_threads_and_damage_is_still_found() {
         "a forged event in a long receipt",
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("bundle refused: receipt"),
+        crate::bed::str_field(&e, "message").contains("bundle refused: receipt"),
         "{e}"
     );
 }
@@ -993,14 +932,20 @@ fn reforge(bytes: &[u8], mut change: impl FnMut(&str, &mut Vec<u8>)) -> Vec<u8> 
         entry["size"] = Value::from(content.len());
         datas.push((name, content));
     }
-    let mut text = bluetape_flow::receipt::canonical::to_vec(&index);
+    bundle_of(&index, &datas)
+}
+
+/// A bundle written by our writer: `index.json` (canonical `index` and a
+/// line feed), then each of `members` (name, content) as it is.
+fn bundle_of(index: &Value, members: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut text = bluetape_flow::receipt::canonical::to_vec(index);
     text.push(b'\n');
     let mut out = Vec::new();
     let mut writer = bluetape_flow::receipt::bundle::BundleWriter::new(&mut out);
     writer
         .append("index.json", text.len() as u64, &text[..])
         .unwrap();
-    for (name, content) in &datas {
+    for (name, content) in members {
         writer
             .append(name, content.len() as u64, &content[..])
             .unwrap();
@@ -1015,7 +960,7 @@ fn reforge(bytes: &[u8], mut change: impl FnMut(&str, &mut Vec<u8>)) -> Vec<u8> 
 #[test]
 fn consistent_forgeries_of_each_member_are_refused_by_their_bindings() {
     let demo = demo();
-    let (tmp, flow) = elsewhere();
+    let (tmp, flow) = common::flow_elsewhere();
     let flip = |data: &mut Vec<u8>| {
         let at = data.len() / 2;
         data[at] = if data[at] == b'1' { b'2' } else { b'1' };
@@ -1096,7 +1041,7 @@ fn signed_heads_in_a_bundle_verify_with_their_key_only() {
     let kept = bed.work.join("kept.note");
     std::fs::write(&kept, signed["note"].as_str().unwrap()).unwrap();
     let bundle = export("signed.tar");
-    let (_tmp, flow) = elsewhere();
+    let (_tmp, flow) = common::flow_elsewhere();
     let run = |file: &Path, extra: &[&str]| {
         let mut argv = vec!["bundle-verify", file.to_str().unwrap()];
         argv.extend_from_slice(extra);
@@ -1164,7 +1109,7 @@ fn signed_verdicts_say_how_far_the_signatures_reach() {
             .assert_ok();
         out
     };
-    let (_tmp, flow) = elsewhere();
+    let (_tmp, flow) = common::flow_elsewhere();
     let verify_keyed = |file: &Path, public: &Path| {
         flow.run(&[
             "bundle-verify",
@@ -1182,15 +1127,7 @@ fn signed_verdicts_say_how_far_the_signatures_reach() {
     let (key, public) = key_pair(&bed);
     bed.read("sign-head", &["--key", key.to_str().unwrap()])
         .assert_ok();
-    bed.completed_lane("build", None, &common::ev("build done"));
-    bed.register(&json!([common::component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    bed.built_runtime();
     bed.check("runtime", "unit", true, None, &common::ev("unit green"))
         .assert_ok();
     bed.cover("runtime", &common::ev("runtime verified"))

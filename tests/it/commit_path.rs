@@ -201,13 +201,13 @@ fn a_heartbeat_commits_with_two_syncs_and_only_the_locks_rename() {
     );
     // The caches lag; `rebuild` brings them up to the receipt.
     assert_eq!(std::fs::read(run.join("run.json")).unwrap(), run_cache);
-    bed.raw(&["rebuild", "--run-id", &bed.run_id]).assert_ok();
+    bed.read("rebuild", &[]).assert_ok();
     assert_eq!(
         read_json(&run.join("run.json"))["last_sequence"],
         head["sequence"]
     );
     // And the run verifies, by us and (when it is at hand) the reference.
-    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    bed.read("verify", &[]).assert_ok();
 }
 
 /// Append, as the Python tool may, `count` heartbeats of `lane` that each
@@ -242,7 +242,7 @@ fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
         .len();
     append_reused_heartbeats(&run, 300);
     // Auditors list every breach (a full replay).
-    let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    let verified = bed.read("verify", &[]).assert_ok();
     let breaches = verified["breaches"].as_array().unwrap();
     assert_eq!(breaches.len(), 300, "{verified}");
     assert!(
@@ -270,7 +270,7 @@ fn breaches_another_writer_recorded_do_not_grow_the_checkpoint() {
     // auditors still see all 300 breaches, none of ours.
     bed.input("heartbeat", &ev("another fresh beat"), &beat(5))
         .assert_error(2, "contract_error");
-    let verified = bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    let verified = bed.read("verify", &[]).assert_ok();
     assert_eq!(verified["breaches"].as_array().unwrap().len(), 300);
 }
 
@@ -311,7 +311,7 @@ fn a_mutation_takes_the_manifest_copy_only_under_the_files_stamp() {
     settle(&manifest);
     heartbeat_at(&bed, 5, &ev("beat 5"));
     assert_eq!(opened(&traced_heartbeat(&bed, 6), "manifest.json"), 0);
-    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    bed.read("verify", &[]).assert_ok();
 }
 
 /// A copy rewritten by a holder of `derived.key` (validly MACed, under the
@@ -344,10 +344,7 @@ fn a_forged_manifest_copy_is_refused_by_the_replay_that_reads_the_file() {
     let argv = bed.lane_create_argv("second", "agent-second");
     let refused = bed.flow.run(&argv).assert_error(5, "coordinator_conflict");
     assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("not manifest.json"),
+        crate::bed::str_field(&refused, "message").contains("not manifest.json"),
         "{refused}"
     );
     assert_eq!(std::fs::read(run.join("receipt.jsonl")).unwrap(), receipt);
@@ -361,5 +358,5 @@ fn a_forged_manifest_copy_is_refused_by_the_replay_that_reads_the_file() {
         checkpoint["manifest_snapshot"].as_str(),
         Some(real.as_str())
     );
-    bed.raw(&["verify", "--run-id", &bed.run_id]).assert_ok();
+    bed.read("verify", &[]).assert_ok();
 }

@@ -51,15 +51,7 @@ fn covered() -> TestBed {
 /// Like [`covered`] before the component evidence: `unit` passed.
 fn checked() -> TestBed {
     let run = TestBed::running(&["runtime"]);
-    run.completed_lane("build", None, &ev("build done"));
-    run.register(&json!([component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    run.built_runtime();
     run.check("runtime", "unit", true, None, &ev("unit tests passed"))
         .assert_ok();
     run
@@ -82,13 +74,7 @@ fn blocked(run: &TestBed, missing: Value) {
 #[test]
 fn completion_check_is_read_only_and_works_in_any_state() {
     let run = TestBed::planned(&["runtime", "docs"]);
-    let before = common::snapshot(&run.root);
-    let out = run.completion();
-    assert_eq!(
-        before,
-        common::snapshot(&run.root),
-        "completion-check wrote"
-    );
+    let out = common::read_only(&run.root, "completion-check", || run.completion());
     assert_eq!(out["operation"], "completion-check");
     assert_eq!(out["run_state"], "planned");
     assert_eq!(out["sequence"], 1);
@@ -302,18 +288,12 @@ fn an_incomplete_replacement_blocks_with_its_lane() {
     let evidence = tmp.path().join("ev.json");
     std::fs::write(&evidence, ev("main verification").to_string()).unwrap();
     let before = common::snapshot(&root);
+    let owner = root.join("handles/main.owner");
+    let evidence = ["--evidence", evidence.to_str().unwrap()];
     let e = flow
-        .run(&[
-            "--state-root",
-            r,
-            "complete",
-            "--run-id",
-            &run_id,
-            "--owner-file",
-            root.join("handles/main.owner").to_str().unwrap(),
-            "--evidence",
-            evidence.to_str().unwrap(),
-        ])
+        .run(&common::mutation_argv(
+            &root, "complete", &run_id, &owner, &evidence,
+        ))
         .assert_error(6, "completion_blocked");
     let missing = e["missing_ids"].as_array().unwrap();
     assert_eq!(missing.last().unwrap(), "build", "{e}");
@@ -424,7 +404,7 @@ fn complete_fails_closed_on_a_damaged_receipt() {
     assert_ne!(damaged, text);
     assert_eq!(damaged.len(), text.len());
     std::fs::write(&receipt, damaged).unwrap();
-    let verdict = run.raw(&["verify", "--run-id", &run.run_id]).error();
+    let verdict = run.read("verify", &[]).error();
     let message = verdict["message"].as_str().unwrap();
     assert!(message.contains("sequence 2"), "{verdict}");
     run.refused(|| run.complete(&ev("v")), 3, "receipt_corrupt", message);

@@ -256,11 +256,8 @@ fn issue28_doctor_and_bundle_verify_print_tables_on_a_terminal() {
     let bed = Bed::new();
     let root = bed.root.to_str().unwrap();
     // A temp file a killed writer left an hour ago.
-    let litter = bed
-        .root
-        .join("runs")
-        .join(&bed.run)
-        .join(".run.json.0badcafe.tmp");
+    let run_dir = bed.root.join("runs").join(&bed.run);
+    let litter = run_dir.join(".run.json.0badcafe.tmp");
     let file = std::fs::File::create(&litter).unwrap();
     file.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
         .unwrap();

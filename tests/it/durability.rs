@@ -53,20 +53,14 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
 #[test]
 fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
     let bed = TestBed::planned(&["runtime"]);
-    let (flow, root, run_id) = (&bed.flow, &bed.root, &bed.run_id);
+    let (root, run_id) = (&bed.root, &bed.run_id);
     let run = root.join("runs").join(run_id);
     let receipt = run.join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();
     bytes.extend_from_slice(b"{\"agent_id\":null,\"chec");
     std::fs::write(&receipt, &bytes).unwrap();
     // Without a writer: a torn tail is damage at sequence 2.
-    let out = flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "verify",
-        "--run-id",
-        run_id,
-    ]);
+    let out = bed.read("verify", &[]);
     let e = out.assert_error(3, "receipt_corrupt");
     assert_eq!(
         e["message"],
@@ -82,20 +76,11 @@ fn torn_tail_under_a_live_writer_is_an_append_in_progress() {
     std::fs::write(lock.join("owner.json"), owner).unwrap();
     common::set_modes(root);
     let before = common::snapshot(root);
-    let out = flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "verify",
-        "--run-id",
-        run_id,
-    ]);
+    let out = bed.read("verify", &[]);
     let e = out.assert_error(5, "coordinator_conflict");
     assert_eq!(e["next_command"], "resume-check");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("append in progress"),
+        crate::bed::str_field(&e, "message").contains("append in progress"),
         "{e}"
     );
     assert_eq!(

@@ -7,7 +7,7 @@
 
 use crate::bed as common;
 
-use common::{Flow, Output};
+use common::{Flow, Output, init_argv};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,27 +32,17 @@ impl Run {
         let root = base.join("state");
         let repo = base.join("repo");
         std::fs::create_dir_all(repo.join("src")).unwrap();
-        let mut argv: Vec<String> = [
-            "--state-root",
-            root.to_str().unwrap(),
-            "init",
-            "--workflow-type",
+        let mut argv = init_argv(
+            &root,
             "A",
-            "--repo-root",
-            repo.to_str().unwrap(),
-            "--owner-file",
-            root.join("handles/main.owner").to_str().unwrap(),
-            "--component",
-            "runtime",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+            &repo,
+            &root.join("handles/main.owner"),
+            &["runtime"],
+        );
         if let Some(policy) = policy {
             let file = base.join("policy.json");
             std::fs::write(&file, policy).unwrap();
-            argv.push("--approval-policy".into());
-            argv.push(file.to_string_lossy().into());
+            argv.extend(["--approval-policy".into(), file.into_os_string()]);
         }
         let out = flow
             .run_env(&argv, &[("BLUETAPE_INITIATED_BY", "agent-1")])
@@ -91,16 +81,7 @@ impl Run {
 
     /// A mutation as the owner, with `--run-id` and `--owner-file`.
     fn cmd_env(&self, command: &str, extra: &[&str], envs: &[(&str, &str)]) -> Output {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--owner-file".into(),
-            self.owner().to_string_lossy().into(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
+        let argv = common::mutation_argv(&self.root, command, &self.run_id, &self.owner(), extra);
         self.flow.run_env(&argv, envs)
     }
 
@@ -112,34 +93,15 @@ impl Run {
     /// changed paths.
     fn complete_lane_a(&self, at: &str, evidence: &str) -> Output {
         let changed = self.input("changed", &json!([]));
-        self.cmd(
-            "lane-complete",
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-                "--changed-paths",
-                &changed,
-            ],
-        )
+        let mut argv = common::lane_argv("a", "agent-1", at, evidence);
+        argv.extend(["--changed-paths", &changed]);
+        self.cmd("lane-complete", &argv)
     }
 
     /// A read-only query (no owner file).
     fn query(&self, command: &str, extra: &[&str]) -> Output {
-        let mut argv: Vec<String> = vec![
-            "--state-root".into(),
-            self.root.to_string_lossy().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        self.flow
+            .run(&common::read_argv(&self.root, command, &self.run_id, extra))
     }
 
     fn events(&self) -> Vec<Value> {
@@ -188,6 +150,45 @@ impl Run {
         )
     }
 
+    /// A run approved and started through our binary, with the running
+    /// lane `a` of `agent-1`: where most breach tests start.
+    fn running_with_lane_a() -> Run {
+        let run = Run::new(None);
+        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
+            .assert_ok();
+        run.start().assert_ok();
+        run.running_lane("a", "agent-1");
+        run
+    }
+
+    /// `topology-register` of the one required component `runtime`,
+    /// owned by lane `a`, with the required `checks`.
+    fn register_runtime(&self, checks: &[&str]) {
+        let components = self.input(
+            "topology",
+            &json!([{"id": "runtime", "required": true, "description": "Runtime",
+                     "owner_lane": "a", "required_checks": checks, "dependencies": [],
+                     "evidence_refs": [], "coverage_state": "missing"}]),
+        );
+        let evidence = self.evidence("topology");
+        self.cmd(
+            "topology-register",
+            &["--input", &components, "--evidence", &evidence],
+        )
+        .assert_ok();
+    }
+
+    /// `complete` is refused for the breach of `rule`.
+    #[track_caller]
+    fn assert_complete_refused_by(&self, rule: &str) {
+        let evidence = self.evidence("all done");
+        assert_breach_refusal(
+            &self.cmd("complete", &["--evidence", &evidence]),
+            "complete",
+            rule,
+        );
+    }
+
     fn start(&self) -> Output {
         let ev = self.evidence("run started");
         self.cmd("run-start", &["--evidence", &ev])
@@ -211,20 +212,8 @@ impl Run {
             ("startup-ack", "2026-07-14T01:00:04Z"),
         ] {
             let ev = self.evidence(&format!("{command} {id}"));
-            self.cmd(
-                command,
-                &[
-                    "--lane-id",
-                    id,
-                    "--agent-id",
-                    agent,
-                    "--at",
-                    at,
-                    "--evidence",
-                    &ev,
-                ],
-            )
-            .assert_ok();
+            self.cmd(command, &common::lane_argv(id, agent, at, &ev))
+                .assert_ok();
         }
     }
 
@@ -263,10 +252,7 @@ fn assert_breach_refusal(out: &Output, gate: &str, rule: &str) {
         "a breach does not go away by retrying"
     );
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("{gate} refused")),
+        crate::bed::str_field(&e, "message").starts_with(&format!("{gate} refused")),
         "{e}"
     );
     assert!(e["message"].as_str().unwrap().contains(rule), "{e}");
@@ -296,9 +282,7 @@ fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
     assert_eq!(breach_rules(&verify), ["approval_gate"]);
     assert_eq!(verify["breaches"][0]["sequence"], 2);
     assert!(
-        verify["breaches"][0]["found"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&verify["breaches"][0], "found")
             .contains("without the gate's approver record"),
         "{verify}"
     );
@@ -341,10 +325,7 @@ fn issue13_a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
     let verify = run.query("verify", &[]).assert_ok();
     assert_eq!(breach_rules(&verify), ["approval_gate"]);
     assert!(
-        verify["breaches"][0]["found"]
-            .as_str()
-            .unwrap()
-            .contains("claims source=credential"),
+        crate::bed::str_field(&verify["breaches"][0], "found").contains("claims source=credential"),
         "{verify}"
     );
     let table = run.query("approvals", &["--format", "table"]);
@@ -419,17 +400,10 @@ fn issue13_our_own_approval_verifies_exactly_as_before() {
     run.approve_as("alice").assert_ok();
     let verify = run.query("verify", &[]).assert_ok();
     assert!(verify.get("breaches").is_none(), "{verify}");
-    assert_eq!(
-        verify.as_object().unwrap().keys().collect::<Vec<_>>(),
-        [
-            "checksum",
-            "event_count",
-            "ok",
-            "operation",
-            "run_id",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &verify,
+        "checksum event_count ok operation run_id sequence state_root",
+        "verify",
     );
     let approvals = run.query("approvals", &[]).assert_ok();
     assert!(approvals.get("breaches").is_none(), "{approvals}");
@@ -455,11 +429,7 @@ fn issue13_our_own_approval_verifies_exactly_as_before() {
 
 #[test]
 fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() {
-    let run = Run::new(None);
-    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-        .assert_ok();
-    run.start().assert_ok();
-    run.running_lane("a", "agent-1");
+    let run = Run::running_with_lane_a();
     let older = run.heartbeat("a", "agent-1", 1);
     run.heartbeat("a", "agent-1", 2);
     // Our lane-complete refuses it...
@@ -479,11 +449,7 @@ fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() 
     run.query("rebuild", &[]).assert_ok();
     let check = run.query("completion-check", &[]).assert_ok();
     assert_eq!(breach_rules(&check), ["liveness_evidence_as_completion"]);
-    assert_breach_refusal(
-        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
-        "complete",
-        "liveness_evidence_as_completion",
-    );
+    run.assert_complete_refused_by("liveness_evidence_as_completion");
     let new_owner = run.root.join("handles/next.owner");
     assert_breach_refusal(
         &run.cmd(
@@ -503,27 +469,8 @@ fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() 
 
 #[test]
 fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
-    let run = Run::new(None);
-    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-        .assert_ok();
-    run.start().assert_ok();
-    run.running_lane("a", "agent-1");
-    let components = run.input(
-        "topology",
-        &json!([{"id": "runtime", "required": true, "description": "Runtime",
-                 "owner_lane": "a", "required_checks": [], "dependencies": [],
-                 "evidence_refs": [], "coverage_state": "missing"}]),
-    );
-    let out = run.cmd(
-        "topology-register",
-        &[
-            "--input",
-            &components,
-            "--evidence",
-            &run.evidence("topology"),
-        ],
-    );
-    out.assert_ok();
+    let run = Run::running_with_lane_a();
+    run.register_runtime(&[]);
     run.append(
         "topology_component_removed",
         json!({"reason": "not needed", "metadata": {"component_id": "runtime"}}),
@@ -594,13 +541,7 @@ impl Run {
 
     fn approvals_of(&self, id: &str) -> Value {
         self.flow
-            .run(&[
-                "--state-root",
-                self.root.to_str().unwrap(),
-                "approvals",
-                "--run-id",
-                id,
-            ])
+            .run(&crate::bed::read_argv(&self.root, "approvals", id, &[]))
             .assert_ok()
     }
 
@@ -971,10 +912,7 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
     let approvals = run.query("approvals", &[]).assert_ok();
     assert_eq!(approvals["decisions"][0]["source"], "signature");
     assert!(
-        approvals["identity_proof"]
-            .as_str()
-            .unwrap()
-            .starts_with("identity signed"),
+        crate::bed::str_field(&approvals, "identity_proof").starts_with("identity signed"),
         "{approvals}"
     );
     // A signed approval is shown with its key: the fingerprint ssh-keygen
@@ -1151,11 +1089,7 @@ fn issue13_forged_derived_files_are_never_believed() {
         }),
     ];
     for (name, forge) in forgeries {
-        let run = Run::new(None);
-        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-            .assert_ok();
-        run.start().assert_ok();
-        run.running_lane("a", "agent-1");
+        let run = Run::running_with_lane_a();
         let first = run.heartbeat("a", "agent-1", 1);
         run.heartbeat("a", "agent-1", 2);
         forge(&run);
@@ -1166,9 +1100,7 @@ fn issue13_forged_derived_files_are_never_believed() {
         let out = run.complete_lane_a("2026-07-14T01:01:00Z", &ev);
         assert_eq!(out.code, 2, "{name}: {out:?}");
         assert!(
-            out.error()["message"]
-                .as_str()
-                .unwrap()
+            crate::bed::str_field(&out.error(), "message")
                 .contains("liveness evidence cannot complete a lane"),
             "{name}: {out:?}"
         );
@@ -1225,28 +1157,9 @@ impl Run {
     /// evidence is returned) and component `runtime` owned by `a` with the
     /// required check `unit`.
     fn with_checked_component() -> (Run, Value) {
-        let run = Run::new(None);
-        run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-            .assert_ok();
-        run.start().assert_ok();
-        run.running_lane("a", "agent-1");
+        let run = Run::running_with_lane_a();
         let heartbeat = run.heartbeat("a", "agent-1", 1);
-        let components = run.input(
-            "topology",
-            &json!([{"id": "runtime", "required": true, "description": "Runtime",
-                     "owner_lane": "a", "required_checks": ["unit"], "dependencies": [],
-                     "evidence_refs": [], "coverage_state": "missing"}]),
-        );
-        run.cmd(
-            "topology-register",
-            &[
-                "--input",
-                &components,
-                "--evidence",
-                &run.evidence("topology"),
-            ],
-        )
-        .assert_ok();
+        run.register_runtime(&["unit"]);
         (run, heartbeat)
     }
 
@@ -1273,10 +1186,7 @@ fn a_check_passed_on_a_heartbeat_is_refused_and_a_breach_when_another_writer_rec
     let e = out.assert_error(2, "contract_error");
     assert_eq!(e["message"], "liveness evidence cannot pass a check", "{e}");
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("check unit of component runtime"),
+        crate::bed::str_field(&e, "hint").contains("check unit of component runtime"),
         "{e}"
     );
     assert_eq!(run.receipt_bytes(), before);
@@ -1301,11 +1211,7 @@ fn a_check_passed_on_a_heartbeat_is_refused_and_a_breach_when_another_writer_rec
     run.query("rebuild", &[]).assert_ok();
     let check = run.query("completion-check", &[]).assert_ok();
     assert_eq!(breach_rules(&check), ["liveness_evidence_as_check"]);
-    assert_breach_refusal(
-        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
-        "complete",
-        "liveness_evidence_as_check",
-    );
+    run.assert_complete_refused_by("liveness_evidence_as_check");
 }
 
 #[test]
@@ -1336,26 +1242,16 @@ fn a_component_covered_by_a_heartbeat_by_hand_is_a_breach() {
     let verify = run.query("verify", &[]).assert_ok();
     assert_eq!(breach_rules(&verify), ["liveness_evidence_as_completion"]);
     assert!(
-        verify["breaches"][0]["found"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&verify["breaches"][0], "found")
             .contains("evidence_attached for component runtime"),
         "{verify}"
     );
-    assert_breach_refusal(
-        &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
-        "complete",
-        "liveness_evidence_as_completion",
-    );
+    run.assert_complete_refused_by("liveness_evidence_as_completion");
 }
 
 #[test]
 fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
-    let run = Run::new(None);
-    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-        .assert_ok();
-    run.start().assert_ok();
-    run.running_lane("a", "agent-1");
+    let run = Run::running_with_lane_a();
     std::fs::create_dir_all(run.base.join("repo/lib")).unwrap();
     let child = json!({"lane_id": "b", "agent_id": "agent-2", "assignment": "Work on b",
                        "write_scope": ["lib"], "fallback": "main session",
@@ -1371,10 +1267,7 @@ fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
         )
         .assert_error(2, "contract_error");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("narrower than its parent"),
+        crate::bed::str_field(&e, "message").contains("narrower than its parent"),
         "{e}"
     );
     assert_eq!(run.receipt_bytes(), before);
@@ -1393,10 +1286,7 @@ fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
     let verify = run.query("verify", &[]).assert_ok();
     assert_eq!(breach_rules(&verify), ["write_scope_widened"]);
     assert!(
-        verify["breaches"][0]["found"]
-            .as_str()
-            .unwrap()
-            .contains("lib lies outside it"),
+        crate::bed::str_field(&verify["breaches"][0], "found").contains("lib lies outside it"),
         "{verify}"
     );
 }
@@ -1423,22 +1313,7 @@ impl Run {
                    "timestamp": "2026-07-14T01:00:01Z"}),
         );
         run.running_lane("a", "agent-1");
-        let components = run.input(
-            "topology",
-            &json!([{"id": "runtime", "required": true, "description": "Runtime",
-                     "owner_lane": "a", "required_checks": [], "dependencies": [],
-                     "evidence_refs": [], "coverage_state": "missing"}]),
-        );
-        run.cmd(
-            "topology-register",
-            &[
-                "--input",
-                &components,
-                "--evidence",
-                &run.evidence("topology"),
-            ],
-        )
-        .assert_ok();
+        run.register_runtime(&[]);
         run.complete_lane_a("2026-07-14T01:01:00Z", &run.evidence("done a"))
             .assert_ok();
         let ce = run.input("ce", &json!({"component_id": "runtime"}));
@@ -1452,11 +1327,7 @@ impl Run {
             ],
         )
         .assert_ok();
-        assert_breach_refusal(
-            &run.cmd("complete", &["--evidence", &run.evidence("all done")]),
-            "complete",
-            "approval_gate",
-        );
+        run.assert_complete_refused_by("approval_gate");
         let main =
             json!([{"kind": "main", "summary": "main session verified the integrated result"}]);
         let intent = |event_type: &str, from: Value, to: Value| {
@@ -1757,11 +1628,7 @@ fn the_tables_of_a_breached_run_are_a_snapshot() {
 
 #[test]
 fn a_heartbeat_reusing_evidence_by_another_writer_is_a_breach() {
-    let run = Run::new(None);
-    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-        .assert_ok();
-    run.start().assert_ok();
-    run.running_lane("a", "agent-1");
+    let run = Run::running_with_lane_a();
     let evidence = run.heartbeat("a", "agent-1", 1);
     // Our heartbeat refuses the same evidence with another reason...
     let ev = run.input("hb-again-ev", &evidence);
@@ -1808,11 +1675,7 @@ fn a_heartbeat_reusing_evidence_by_another_writer_is_a_breach() {
 
 #[test]
 fn a_required_component_demoted_by_another_writer_is_a_breach() {
-    let run = Run::new(None);
-    run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
-        .assert_ok();
-    run.start().assert_ok();
-    run.running_lane("a", "agent-1");
+    let run = Run::running_with_lane_a();
     let component = |required: bool| {
         json!([{"id": "runtime", "required": required, "description": "Runtime",
                 "owner_lane": "a", "required_checks": [], "dependencies": [],

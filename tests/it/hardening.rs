@@ -10,9 +10,7 @@ use reliability::{LaneRun, lines};
 use std::os::unix::fs::PermissionsExt;
 
 fn lane_run() -> (tempfile::TempDir, LaneRun) {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (tmp, _, run) = LaneRun::in_temp(&["a"]);
     (tmp, run)
 }
 
@@ -83,10 +81,7 @@ fn a_broken_head_record_is_refused_before_the_append_and_diagnosed() {
             .run(&run.heartbeat_args("a", &format!("broken-{i}")));
         let e = out.assert_error(2, "contract_error");
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("acknowledged receipt head record"),
+            crate::bed::str_field(&e, "message").contains("acknowledged receipt head record"),
             "{case}: {e}"
         );
         assert_eq!(run.receipt(), before, "{case}: nothing appended");
@@ -106,9 +101,7 @@ fn a_broken_head_record_is_refused_before_the_append_and_diagnosed() {
             "{case}"
         );
         assert!(
-            diagnosis["head_record_finding"]
-                .as_str()
-                .unwrap()
+            crate::bed::str_field(&diagnosis, "head_record_finding")
                 .contains("acknowledged receipt head record"),
             "{case}: {diagnosis}"
         );
@@ -608,13 +601,7 @@ fn every_litter_a_killed_init_leaves_has_a_way_out() {
         );
     }
     for run_id in common::run_ids(&root) {
-        let out = flow.run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run_id,
-        ]);
+        let out = flow.run(&crate::bed::read_argv(&root, "verify", &run_id, &[]));
         assert_eq!(out.code, 0, "{run_id}: {out:?}");
     }
 }

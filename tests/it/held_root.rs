@@ -5,20 +5,14 @@
 //! writer is seen doing (`/proc/<pid>/fd` holding the run open, a live
 //! holder's lock), never on a fixed delay alone.
 
+use crate::bed::copy_tree;
 use crate::bed::{Entry, files};
-use crate::path_swap::{Holder, copy_dir, finish, waiting};
+use crate::path_swap::{Holder, finish, waiting};
 use crate::reliability::{self, LaneRun, tree, tree_diff};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-fn lane_run() -> (tempfile::TempDir, PathBuf, LaneRun) {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
-    (tmp, base, run)
-}
 
 fn assert_root_moved_refusal(out: &crate::bed::Output, root: &Path) {
     let e = out.assert_error(2, "contract_error");
@@ -44,7 +38,7 @@ fn swap_root(
 ) -> (PathBuf, PathBuf, BTreeMap<PathBuf, Entry>) {
     let moved = base.join("root-moved");
     let copy = base.join("root-copy");
-    copy_dir(&run.root, &copy);
+    copy_tree(&run.root, &copy);
     std::fs::remove_dir_all(copy.join(free)).unwrap();
     // The symlink is made first and renamed into place, so the root's
     // name is missing only between two renames.
@@ -136,11 +130,11 @@ fn command_argv(run: &LaneRun, command: &str) -> Vec<OsString> {
 }
 
 fn root_swap_round(command: &str) {
-    let (_tmp, base, run) = lane_run();
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     // The command works when nothing is swapped (so a refusal below is the
     // swap's doing, not a bad argv).
     {
-        let (_tmp, _base, probe) = lane_run();
+        let (_tmp, _base, probe) = LaneRun::in_temp(&["a"]);
         probe.flow.run(&command_argv(&probe, command)).assert_ok();
     }
     let argv = command_argv(&run, command);
@@ -183,7 +177,7 @@ fn root_swap_round(command: &str) {
 /// handle in the copy, nothing in the moved root.
 #[test]
 fn a_state_root_swapped_during_the_recovery_lock_wait_creates_nothing() {
-    let (_tmp, base, run) = lane_run();
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     damage_last_line(&run);
     let argv = recovery_argv(&run);
     let lock_rel = format!("locks/recovery-{}", run.run_id);
@@ -259,7 +253,7 @@ fn symlinked_state_root_directories_are_refused_and_never_written_through() {
         ("locks", "recovery-run-create"),
     ];
     for (dir, command) in cases {
-        let (_tmp, base, run) = lane_run();
+        let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
         let argv = if command == "recovery-run-create" {
             damage_last_line(&run);
             recovery_argv(&run)
@@ -309,9 +303,9 @@ fn symlinked_state_root_directories_are_refused_and_never_written_through() {
 /// leave the moved run locked by a dead writer.
 #[test]
 fn a_run_directory_swapped_while_the_lock_is_held_is_released_in_the_held_directory() {
-    let (_tmp, base, run) = lane_run();
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let copy = base.join("run-copy");
-    copy_dir(&run.run_dir(), &copy);
+    copy_tree(&run.run_dir(), &copy);
     let moved = base.join("run-moved");
     let argv = run.heartbeat_args("a", "held-swap");
     let before = run.receipt().len();
@@ -382,7 +376,7 @@ fn a_run_directory_swapped_while_the_lock_is_held_is_released_in_the_held_direct
 #[test]
 fn a_handles_directory_open_to_others_is_refused() {
     use std::os::unix::fs::PermissionsExt;
-    let (_tmp, _base, run) = lane_run();
+    let (_tmp, _base, run) = LaneRun::in_temp(&["a"]);
     let handles = run.root.join("handles");
     std::fs::set_permissions(&handles, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = files(&tree(&run.root));

@@ -36,12 +36,6 @@ fn tree() -> clap::Command {
     tree
 }
 
-fn flow() -> (tempfile::TempDir, Flow) {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
-    (tmp, flow)
-}
-
 fn help(flow: &Flow, command: &str) -> Output {
     let out = flow.run(&[command, "--help"]);
     assert_eq!(out.code, 0, "{command}: {out:?}");
@@ -76,7 +70,7 @@ fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
 #[test]
 fn every_generated_artefact_agrees_with_the_registry() {
     use bluetape_flow::surface::registry::COMMANDS;
-    let (tmp, flow) = flow();
+    let (tmp, flow) = common::flow_elsewhere();
     assert!(
         COMMANDS.len() >= 45,
         "the reference's 43, approvals, ours: {}",
@@ -133,7 +127,7 @@ fn every_generated_artefact_agrees_with_the_registry() {
 
 #[test]
 fn every_option_is_described_and_every_command_teaches() {
-    let (_tmp, flow) = flow();
+    let (_tmp, flow) = common::flow_elsewhere();
     for command in tree().get_subcommands() {
         let name = command.get_name();
         let text = help(&flow, name).stdout;
@@ -201,7 +195,7 @@ fn every_option_is_described_and_every_command_teaches() {
 
 #[test]
 fn short_help_points_to_the_long_one() {
-    let (_tmp, flow) = flow();
+    let (_tmp, flow) = common::flow_elsewhere();
     let out = flow.run(&["heartbeat", "-h"]);
     assert_eq!(out.code, 0);
     assert!(
@@ -221,7 +215,7 @@ fn short_help_points_to_the_long_one() {
 #[cfg(feature = "mcp")]
 #[test]
 fn the_help_tree_is_a_snapshot() {
-    let (_tmp, flow) = flow();
+    let (_tmp, flow) = common::flow_elsewhere();
     let mut text = String::new();
     let mut commands = vec![None];
     commands.extend(
@@ -455,7 +449,7 @@ fn tail(text: &str) -> String {
 
 #[test]
 fn version_names_the_tool_and_the_manifest() {
-    let (_tmp, flow) = flow();
+    let (_tmp, flow) = common::flow_elsewhere();
     let expected = format!(
         "bluetape-flow {} (manifest 1.1.0)\n",
         env!("CARGO_PKG_VERSION")
@@ -470,7 +464,7 @@ fn version_names_the_tool_and_the_manifest() {
 
 #[test]
 fn completions_load_in_bash_and_exist_for_every_shell() {
-    let (tmp, flow) = flow();
+    let (tmp, flow) = common::flow_elsewhere();
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let out = flow.run(&["completions", shell]);
         assert_eq!(out.code, 0, "{shell}: {out:?}");
@@ -521,7 +515,7 @@ fn completions_load_in_bash_and_exist_for_every_shell() {
 
 #[test]
 fn utilities_refuse_bad_arguments_with_the_envelope() {
-    let (_tmp, flow) = flow();
+    let (_tmp, flow) = common::flow_elsewhere();
     for args in [
         vec!["completions"],
         vec!["completions", "tcsh"],
@@ -557,7 +551,7 @@ fn man_pages(flow: &Flow, dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn man_pages_render_without_warnings() {
-    let (tmp, flow) = flow();
+    let (tmp, flow) = common::flow_elsewhere();
     let dir = tmp.path().join("man");
     let pages = man_pages(&flow, &dir);
     for page in &pages {
@@ -596,7 +590,7 @@ fn man_pages_render_without_warnings() {
 
 #[test]
 fn man_refuses_a_file_or_a_symlink_and_writes_nothing() {
-    let (tmp, flow) = flow();
+    let (tmp, flow) = common::flow_elsewhere();
     let file = tmp.path().join("file");
     std::fs::write(&file, "keep").unwrap();
     let target = tmp.path().join("target");
@@ -627,7 +621,7 @@ fn man_refuses_a_file_or_a_symlink_and_writes_nothing() {
 
 #[test]
 fn utilities_never_touch_a_state_root() {
-    let (tmp, mut flow) = flow();
+    let (tmp, mut flow) = common::flow_elsewhere();
     let root = tmp.path().join("state");
     flow.envs.push((
         "BLUETAPE_STATE_ROOT".into(),

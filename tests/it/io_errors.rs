@@ -221,7 +221,15 @@ fn a_committed_mutation_whose_answer_is_lost_says_so_and_exits_74() {
     use crate::bed::TestBed;
     use std::process::Stdio;
     let run = TestBed::running(&["runtime"]);
-    let lane_create = |lane: &str| run.lane_create_argv(lane, "agent-1");
+    // lane-create of `lane` with its answer written to `stdout`.
+    let lane_create = |lane: &str, stdout: Stdio| {
+        run.flow
+            .command(&run.lane_create_argv(lane, "agent-1"))
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
     let check = |out: std::process::Output, lane: &str| {
         assert_eq!(out.status.code(), Some(74), "{out:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -247,23 +255,9 @@ fn a_committed_mutation_whose_answer_is_lost_says_so_and_exits_74() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let out = run
-        .flow
-        .command(&lane_create("api"))
-        .stdout(full)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    check(out, "api");
+    check(lane_create("api", full.into()), "api");
     // A pipe whose reader has gone.
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = run
-        .flow
-        .command(&lane_create("web"))
-        .stdout(writer)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    check(out, "web");
+    check(lane_create("web", writer.into()), "web");
 }

@@ -165,7 +165,7 @@ fn a_lane_lives_its_whole_life() {
     // The caches a mutation writes are exactly what rebuild derives.
     let before = common::snapshot(&run.dir.join("lanes"));
     let run_json = std::fs::read(run.dir.join("run.json")).unwrap();
-    run.raw(&["rebuild", "--run-id", &run.run_id]).assert_ok();
+    run.read("rebuild", &[]).assert_ok();
     // rebuild rewrites the files: the same names, modes and bytes.
     let after = common::snapshot(&run.dir.join("lanes"));
     assert_eq!(common::files(&before), common::files(&after));
@@ -419,10 +419,7 @@ fn lane_create_refusals() {
     );
     // The hint is about the missing root, not the shape of write_scope.
     assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("restore the repository"),
+        crate::bed::str_field(&e, "hint").contains("restore the repository"),
         "{e}"
     );
     assert_eq!(
@@ -895,12 +892,10 @@ fn lane_commands_are_phase2_only_and_documented() {
         ("lane-block", "replacement-close or completion-check"),
         ("lane-cancel", "replacement-close or completion-check"),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
         let text = format!(
             "Mutation. Capability: Phase 2 only. Safe next: {next}. In-place migration is unavailable."
         );
-        assert!(out.stdout.contains(&text), "{command}: {}", out.stdout);
+        crate::bed::assert_help_says(&flow, command, &text);
     }
     // An unknown run id is exit 3, before any input is read.
     let run = setup();

@@ -34,26 +34,15 @@ fn rel_tree(root: &Path) -> Vec<(String, String, u32)> {
 
 #[test]
 fn init_verify_rebuild_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
-    let out = flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "init",
-        "--workflow-type",
+    let out = flow.run(&common::init_argv(
+        &root,
         "A",
-        "--repo-root",
-        ".",
-        "--owner-file",
-        root.join("handles/main.owner").to_str().unwrap(),
-        "--component",
-        "runtime",
-        "--component",
-        "cli",
-        "--component",
-        "runtime",
-    ]);
+        Path::new("."),
+        &root.join("handles/main.owner"),
+        &["runtime", "cli", "runtime"],
+    ));
     let init = out.assert_ok();
     let run_id = init["run_id"].as_str().unwrap();
     assert_eq!(init["operation"], "init");
@@ -117,25 +106,13 @@ fn init_verify_rebuild_verify() {
     );
 
     let verify = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            run_id,
-        ])
+        .run(&common::read_argv(&root, "verify", run_id, &[]))
         .assert_ok();
     assert_eq!(verify["checksum"], init["checksum"]);
     assert_eq!(verify["event_count"], 1);
     let before = common::snapshot(&root);
     let rebuild = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "rebuild",
-            "--run-id",
-            run_id,
-        ])
+        .run(&common::read_argv(&root, "rebuild", run_id, &[]))
         .assert_ok();
     assert_eq!(rebuild["checksum"], init["checksum"]);
     assert_eq!(rebuild["sequence"], 1);
@@ -156,14 +133,8 @@ fn init_verify_rebuild_verify() {
             &dir.join("checkpoint.json"),
         ]
     );
-    flow.run(&[
-        "--state-root",
-        root.to_str().unwrap(),
-        "verify",
-        "--run-id",
-        run_id,
-    ])
-    .assert_ok();
+    flow.run(&crate::bed::read_argv(&root, "verify", run_id, &[]))
+        .assert_ok();
 }
 
 #[test]
@@ -250,8 +221,7 @@ fn state_root_discovery_through_the_binary() {
 
 #[test]
 fn help_names_capability_and_safe_next() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     let top = flow.run(&["--help"]);
     assert_eq!(top.code, 0);
     assert!(top.stdout.contains("UTC timestamps end in Z."));
@@ -277,11 +247,9 @@ fn help_names_capability_and_safe_next() {
             "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
-        assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+        let help = common::assert_help_says(&flow, command, text);
         assert!(
-            out.stdout.contains("In-place migration is unavailable."),
+            help.contains("In-place migration is unavailable."),
             "{command}"
         );
     }

@@ -44,19 +44,22 @@ fn a_run_walks_its_lifecycle() {
     assert_eq!(out["run_state"], "approved");
     assert_eq!(out["sequence"], 2);
     assert_eq!(out.as_object().unwrap().len(), 7);
-    let out = run.step("run-start", &[]).assert_ok();
-    assert_eq!(out["run_state"], "running");
-    let out = run
-        .step("run-recovery-start", &["--reason", "suspect drift"])
-        .assert_ok();
-    assert_eq!(out["run_state"], "recovering");
-    let out = run.step("run-recovery-finish", &[]).assert_ok();
-    assert_eq!(out["run_state"], "running");
-    let out = run
-        .step("run-block", &["--reason", "waiting on review"])
-        .assert_ok();
-    assert_eq!(out["run_state"], "blocked");
-    assert_eq!(out["checksum"], run.head());
+    // Each step and the state it leaves the run in.
+    let steps: [(&str, &[&str], &str); 4] = [
+        ("run-start", &[], "running"),
+        (
+            "run-recovery-start",
+            &["--reason", "suspect drift"],
+            "recovering",
+        ),
+        ("run-recovery-finish", &[], "running"),
+        ("run-block", &["--reason", "waiting on review"], "blocked"),
+    ];
+    for (command, extra, state) in steps {
+        let out = run.step(command, extra).assert_ok();
+        assert_eq!(out["run_state"], state, "{command}");
+        assert_eq!(out["checksum"], run.head(), "{command}");
+    }
     // Terminal: nothing else moves it.
     let e = run.refused("run-cancel", &["--reason", "x"], 5, "coordinator_conflict");
     assert_eq!(
@@ -72,13 +75,7 @@ fn a_run_walks_its_lifecycle() {
     assert_eq!(cache["state"], "blocked");
     assert_eq!(cache["coordinator"]["state"]["run_state"], "blocked");
     // The recorded event carries the caller's timestamp and the evidence verbatim.
-    let receipt = std::fs::read_to_string(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("receipt.jsonl"),
-    )
-    .unwrap();
+    let receipt = run.receipt();
     let second: Value = serde_json::from_str(receipt.lines().nth(1).unwrap()).unwrap();
     assert_eq!(second["timestamp"], "2026-07-14T01:00:00Z");
     assert_eq!(
@@ -178,38 +175,24 @@ fn owner_handles_are_fenced() {
     std::fs::set_permissions(run.owner(), std::fs::Permissions::from_mode(0o644)).unwrap();
     run.refused("run-approve", &[], 2, "contract_error");
     std::fs::set_permissions(run.owner(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let approve_as = |owner: &Path| {
+        run.flow.run(&common::mutation_argv(
+            &run.root,
+            "run-approve",
+            &run.run_id,
+            owner,
+            &["--evidence", run.evidence.to_str().unwrap()],
+        ))
+    };
     let outside = run.root.join("main.owner");
     std::fs::copy(run.owner(), &outside).unwrap();
-    let argv = [
-        "--state-root",
-        run.root.to_str().unwrap(),
-        "run-approve",
-        "--run-id",
-        &run.run_id,
-        "--owner-file",
-        outside.to_str().unwrap(),
-        "--evidence",
-        run.evidence.to_str().unwrap(),
-    ];
-    let e = run.flow.run(&argv).assert_error(2, "contract_error");
+    let e = approve_as(&outside).assert_error(2, "contract_error");
     assert_eq!(
         e["message"],
         "owner handle must be a direct child of state-root handles"
     );
     std::fs::remove_file(&outside).unwrap();
-    let gone = run.root.join("handles/gone.owner");
-    let argv = [
-        "--state-root",
-        run.root.to_str().unwrap(),
-        "run-approve",
-        "--run-id",
-        &run.run_id,
-        "--owner-file",
-        gone.to_str().unwrap(),
-        "--evidence",
-        run.evidence.to_str().unwrap(),
-    ];
-    run.flow.run(&argv).assert_error(2, "contract_error");
+    approve_as(&run.root.join("handles/gone.owner")).assert_error(2, "contract_error");
     // And the real owner still works.
     run.step("run-approve", &[]).assert_ok();
 }
@@ -261,23 +244,9 @@ fn evidence_files_are_checked() {
     run.step("run-approve", &["--reason", "x"])
         .assert_error(2, "contract_error"); // run-approve takes no --reason
     run.step("run-approve", &[]).assert_ok();
-    let receipt = std::fs::read_to_string(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("receipt.jsonl"),
-    )
-    .unwrap();
+    let receipt = run.receipt();
     assert!(receipt.contains("\"exit_status\":100000000000000000000000000000"));
-    run.flow
-        .run(&[
-            "--state-root",
-            run.root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run.run_id,
-        ])
-        .assert_ok();
+    run.read("verify", &[]).assert_ok();
 }
 
 #[test]

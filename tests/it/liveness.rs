@@ -37,20 +37,13 @@ impl Fixture {
         self.handle("main.owner").to_string_lossy().into_owned()
     }
 
+    /// `command` on the run, as its owner unless it is read-only.
     fn cli(&self, command: &str, args: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run_id.clone(),
-        ];
-        if !matches!(command, "liveness-check" | "verify") {
-            argv.push("--owner-file".into());
-            argv.push(self.owner());
+        if matches!(command, "liveness-check" | "verify") {
+            self.read(command, args)
+        } else {
+            self.as_owner(&self.owner(), command, args)
         }
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
     }
 
     fn ok(&self, command: &str, args: &[&str]) -> Value {
@@ -93,17 +86,14 @@ impl Fixture {
 
     /// Run as another owner file.
     fn as_owner(&self, owner: &str, command: &str, args: &[&str]) -> Output {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run_id.clone(),
-            "--owner-file".to_string(),
-            owner.to_string(),
-        ];
-        argv.extend(args.iter().map(|s| s.to_string()));
-        self.flow.run(&argv)
+        let owner = std::path::Path::new(owner);
+        self.flow.run(&common::mutation_argv(
+            &self.root,
+            command,
+            &self.run_id,
+            owner,
+            args,
+        ))
     }
 }
 
@@ -121,31 +111,27 @@ fn strs(v: &[String]) -> Vec<&str> {
 fn liveness_check_reproduces_every_recorded_output() {
     let mut checked = 0;
     for copy in common::fixture_copies() {
-        let before = common::snapshot(&copy.state);
-        for (run_id, run) in copy.runs() {
-            let Some(lanes) = run.get("liveness-check").and_then(Value::as_object) else {
-                continue;
-            };
-            for (lane, statuses) in lanes {
-                for (status, entry) in statuses.as_object().unwrap() {
-                    let out = copy.run_recorded(entry);
-                    let name = format!("{} {run_id} {lane} {status}", copy.scenario.display());
-                    copy.assert_recorded(
-                        &out,
-                        entry,
-                        &["ok", "error", "retryable", "next_command", "message"],
-                        &name,
-                    );
-                    checked += 1;
+        let what = format!("liveness-check of {}", copy.scenario.display());
+        common::read_only(&copy.state, what, || {
+            for (run_id, run) in copy.runs() {
+                let Some(lanes) = run.get("liveness-check").and_then(Value::as_object) else {
+                    continue;
+                };
+                for (lane, statuses) in lanes {
+                    for (status, entry) in statuses.as_object().unwrap() {
+                        let out = copy.run_recorded(entry);
+                        let name = format!("{} {run_id} {lane} {status}", copy.scenario.display());
+                        copy.assert_recorded(
+                            &out,
+                            entry,
+                            &["ok", "error", "retryable", "next_command", "message"],
+                            &name,
+                        );
+                        checked += 1;
+                    }
                 }
             }
-        }
-        assert_eq!(
-            before,
-            common::snapshot(&copy.state),
-            "liveness-check wrote under {}",
-            copy.scenario.display()
-        );
+        });
     }
     assert_eq!(checked, 147);
 }
@@ -244,20 +230,10 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
         "liveness-check",
         &["--lane-id", "leased", "--at", "2026-07-14T02:05:00Z"],
     );
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "action",
-            "checksum",
-            "ok",
-            "operation",
-            "reason",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "action checksum ok operation reason run_id run_state sequence state_root",
+        "liveness-check",
     );
     assert_eq!(out["action"], "suspect_stall");
     assert_eq!(out["sequence"], 43);
@@ -626,6 +602,17 @@ fn heartbeat_refusals() {
     f.ok("heartbeat", &["--evidence", &fresh, "--input", &renewed]);
 }
 
+/// `--evidence <evidence>` on lane `cleared` (agent `agent-c`, at 01:00),
+/// then `extra`.
+fn on_cleared<'a>(evidence: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let cleared = ["--lane-id", "cleared", "--agent-id", "agent-c"];
+    let mut argv = vec!["--evidence", evidence];
+    argv.extend(cleared);
+    argv.extend(["--at", "2026-07-14T01:00:00Z"]);
+    argv.extend_from_slice(extra);
+    argv
+}
+
 #[test]
 fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
     let f = Fixture::new("13-liveness-paths");
@@ -654,64 +641,17 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ("heartbeat", vec!["--evidence", &empty, "--input", &hb]),
         (
             "stall-record",
-            vec![
-                "--evidence",
+            on_cleared(
                 &bound,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "no fresh evidence",
-                "--decision",
-                &decision,
-            ],
+                &["--reason", "no fresh evidence", "--decision", &decision],
+            ),
         ),
-        (
-            "stall-clear",
-            vec![
-                "--evidence",
-                &empty,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "",
-            ],
-        ),
+        ("stall-clear", on_cleared(&empty, &["--reason", ""])),
         (
             "probe-sent",
-            vec![
-                "--evidence",
-                &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--deadline",
-                "2026-07-14T09:00:00Z",
-            ],
+            on_cleared(&ev, &["--deadline", "2026-07-14T09:00:00Z"]),
         ),
-        (
-            "interrupt-result",
-            vec![
-                "--evidence",
-                &tool,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ],
-        ),
+        ("interrupt-result", on_cleared(&tool, &[])),
     ];
     for (command, args) in &stale_cases {
         let before = common::snapshot(&f.root);
@@ -734,20 +674,10 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ),
         (
             "stall-record",
-            vec![
-                "--evidence",
+            on_cleared(
                 &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--reason",
-                "no fresh evidence",
-                "--decision",
-                &decision,
-            ],
+                &["--reason", "no fresh evidence", "--decision", &decision],
+            ),
             "stall evidence must bind the liveness decision checksum",
         ),
         (
@@ -768,32 +698,12 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         ),
         (
             "probe-sent",
-            vec![
-                "--evidence",
-                &empty,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-                "--deadline",
-                "2026-07-14T01:00:30Z",
-            ],
+            on_cleared(&empty, &["--deadline", "2026-07-14T01:00:30Z"]),
             "lifecycle transition requires evidence",
         ),
         (
             "interrupt-result",
-            vec![
-                "--evidence",
-                &ev,
-                "--lane-id",
-                "cleared",
-                "--agent-id",
-                "agent-c",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ],
+            on_cleared(&ev, &[]),
             "native interrupt tool evidence is required",
         ),
     ];
@@ -882,6 +792,8 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
         "ev.json",
         &json!([{"kind": "liveness", "summary": "liveness-check decision", "checksum": checksum}]),
     );
+    // Evidence, lane and agent sit at indexes 1, 3 and 5: the refusals
+    // below replace them there.
     let args = |at: &'static str, reason: &'static str, decision: &str| -> Vec<String> {
         [
             "--evidence",
@@ -1008,21 +920,9 @@ fn stall_clear_writes_lane_recovered() {
     );
     let empty = f.put("empty.json", &json!([]));
     let args = |ev: &str, lane: &str, agent: &str, reason: &str| -> Vec<String> {
-        [
-            "--evidence",
-            ev,
-            "--lane-id",
-            lane,
-            "--agent-id",
-            agent,
-            "--at",
-            "2026-07-14T01:20:00Z",
-            "--reason",
-            reason,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", ev);
+        argv.extend(["--reason", reason]);
+        argv.iter().map(|s| s.to_string()).collect()
     };
     // The stall record's own evidence and reason are not fresh.
     let a = args(
@@ -1112,21 +1012,9 @@ fn probe_sent_deadline_within_the_grace() {
         &json!([{"kind": "tool", "summary": "send_message probe"}]),
     );
     let args = |lane: &str, agent: &str, deadline: &str| -> Vec<String> {
-        [
-            "--evidence",
-            &ev,
-            "--lane-id",
-            lane,
-            "--agent-id",
-            agent,
-            "--at",
-            "2026-07-14T01:20:00Z",
-            "--deadline",
-            deadline,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", &ev);
+        argv.extend(["--deadline", deadline]);
+        argv.iter().map(|s| s.to_string()).collect()
     };
     let grace = "probe deadline must be within the manifest probe grace";
     for deadline in [
@@ -1198,19 +1086,10 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         &json!([{"kind": "tool", "summary": "Native INTERRUPT delivered"}]),
     );
     let args = |ev: &str, lane: &str, agent: &str, at: &str| -> Vec<String> {
-        [
-            "--evidence",
-            ev,
-            "--lane-id",
-            lane,
-            "--agent-id",
-            agent,
-            "--at",
-            at,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        common::lane_argv(lane, agent, at, ev)
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     };
     let not_authorized = "liveness policy does not authorize interrupt";
     // overdue: probe 01:04, command deadline 01:30.
@@ -1299,26 +1178,17 @@ struct Built {
 
 impl Built {
     fn new() -> Built {
-        let tmp = tempfile::tempdir().unwrap();
-        let flow = Flow::new(tmp.path());
+        let (tmp, flow) = crate::bed::flow_elsewhere();
         let root = tmp.path().join("state");
         let run_id = flow.init(&root, &tmp.path().join("repo"));
         let ev = tmp.path().join("ev.json");
         std::fs::write(&ev, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
         for command in ["run-approve", "run-start"] {
-            flow.run(&[
-                "--state-root",
-                root.to_str().unwrap(),
-                command,
-                "--run-id",
-                &run_id,
-                "--owner-file",
-                root.join("handles/main.owner").to_str().unwrap(),
-                "--evidence",
-                ev.to_str().unwrap(),
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ])
+            let rest = ["--evidence", ev.to_str().unwrap(), "--at", common::T0];
+            let owner = root.join("handles/main.owner");
+            flow.run(&common::mutation_argv(
+                &root, command, &run_id, &owner, &rest,
+            ))
             .assert_ok();
         }
         let receipt =
@@ -1405,17 +1275,12 @@ impl Built {
     }
 
     fn check(&self, at: &str) -> Output {
-        self.flow.run(&[
-            "--state-root",
-            self.root.to_str().unwrap(),
+        self.flow.run(&common::read_argv(
+            &self.root,
             "liveness-check",
-            "--run-id",
             &self.run_id,
-            "--lane-id",
-            "build",
-            "--at",
-            at,
-        ])
+            &["--lane-id", "build", "--at", at],
+        ))
     }
 }
 
@@ -1458,14 +1323,7 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
     let file = tmp.path().join("f.json");
     std::fs::write(&file, "[]").unwrap();
     let file = file.to_str().unwrap();
-    let lane = [
-        "--lane-id",
-        "l",
-        "--agent-id",
-        "a",
-        "--at",
-        "2026-07-14T01:00:00Z",
-    ];
+    let lane = common::PHASE1_LANE_ARGS;
     let cases: Vec<Vec<&str>> = vec![
         vec![
             "liveness-check",
@@ -1537,23 +1395,10 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
         .concat(),
     ];
     let before = common::snapshot(&root);
+    // No handle file exists: the manifest is refused before any owner is read.
     for case in cases {
-        let mut argv = vec![
-            "--state-root",
-            root.to_str().unwrap(),
-            case[0],
-            "--run-id",
-            run_id,
-        ];
-        argv.extend(&case[1..]);
-        let e = flow
-            .run(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
-        assert_eq!(
-            e["message"],
-            "the selected run manifest does not support coordinator commands"
-        );
-        assert_eq!(e["next_command"], "init");
+        let argv = common::read_argv(&root, case[0], run_id, &case[1..]);
+        common::assert_phase1_unsupported(&flow.run(&argv), case[0]);
     }
     assert_eq!(before, common::snapshot(&root));
 }
@@ -1562,8 +1407,7 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
 
 #[test]
 fn help_texts_name_the_safe_next_step() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     for (command, about) in [
         (
             "heartbeat",
@@ -1584,10 +1428,8 @@ fn help_texts_name_the_safe_next_step() {
             "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0);
-        assert!(out.stdout.contains(about), "{command}: {}", out.stdout);
-        assert!(out.stdout.contains("In-place migration is unavailable."));
+        let help = common::assert_help_says(&flow, command, about);
+        assert!(help.contains("In-place migration is unavailable."));
     }
 }
 

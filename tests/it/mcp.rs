@@ -23,25 +23,8 @@ const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client.p
 
 /// The venv's python with the SDK importable, or None outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("BLUETAPE_CI_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/venv/bin/python"))
-        });
-    let works = candidate.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args(["-c", "import mcp, mcp.client.stdio"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return candidate;
-    }
     let why = "the MCP Python SDK is missing: run .ci/run (it installs PyPI mcp==2.3.0 into ~/.cache/bluetape-ci/venv and exports BLUETAPE_CI_PYTHON)";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("NOT RUN: {why}");
-    None
+    crate::bed::ci_python("BLUETAPE_CI_PYTHON", "venv", "mcp, mcp.client.stdio", why)
 }
 
 /// The SDK's client, talking to one `bluetape-flow mcp` it started.
@@ -116,6 +99,13 @@ impl Client {
             owner,
         ];
         Client::start(flow, tmpdir, &args)
+    }
+
+    /// [`Client::owner`] of the bed's run as its owner, the server's temp
+    /// directory `<tmp>/<tmpdir>`.
+    fn owner_of(run: &common::TestBed, tmpdir: &str) -> Option<Client> {
+        let tmpdir = run.tmp.path().join(tmpdir);
+        Client::owner(&run.flow, &tmpdir, &run.root, &run.owner())
     }
 
     fn ask(&mut self, request: Value) -> Value {
@@ -354,8 +344,7 @@ fn liveness_check_takes_no_decision_out_in_any_mode() {
 
 #[test]
 fn owner_mode_adds_mutations_but_never_approval_keys_or_handles() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
     let owner = root.join("handles/main.owner");
     let Some(mut client) = Client::owner(&flow, &tmp.path().join("mcp-tmp"), &root, &owner) else {
@@ -658,8 +647,7 @@ fn approve(flow: &Flow, root: &Path, run_id: &str, owner: &Path, work: &Path) {
 
 #[test]
 fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let private = tmp.path().join("mcp-tmp");
@@ -697,22 +685,15 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
         .1;
     assert_eq!(stall["action"], "suspect_stall", "{stall}");
     let verified = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            &run_id,
-        ])
+        .run(&crate::bed::read_argv(&root, "verify", &run_id, &[]))
         .assert_ok();
     let check = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
+        .run(&crate::bed::read_argv(
+            &root,
             "completion-check",
-            "--run-id",
             &run_id,
-        ])
+            &[],
+        ))
         .assert_ok();
     assert_eq!(check["complete"], true, "{check}");
     assert_eq!(
@@ -771,12 +752,7 @@ fn a_whole_run_through_the_server_verifies_and_matches_the_cli() {
 #[test]
 fn unknown_and_wrong_typed_arguments_are_refused_and_write_nothing() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let good = json!({"evidence": evidence("plan", "assign"), "input": common::lane_input("api", "agent-1", &[])});
@@ -869,12 +845,7 @@ fn json_arguments_reach_the_command_without_a_file() {
 #[test]
 fn a_cli_writer_and_the_server_are_fenced_by_the_same_lock() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let create = |lane: &str| json!({"evidence": evidence("plan", lane), "input": common::lane_input(lane, lane, &[])});
@@ -1042,12 +1013,7 @@ fn malformed_oversized_and_wrong_typed_messages_get_errors_and_serving_goes_on()
 #[test]
 fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     let run = common::TestBed::running(&["runtime"]);
-    let Some(mut client) = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp"),
-        &run.root,
-        &run.owner(),
-    ) else {
+    let Some(mut client) = Client::owner_of(&run, "mcp-tmp") else {
         return;
     };
     let copy = run.handle("old-copy.owner");
@@ -1092,13 +1058,7 @@ fn after_resume_the_server_acts_with_the_new_handle_it_made() {
     .assert_error(5, "coordinator_conflict");
     // A new server with the same config acts with the live handle.
     drop(client);
-    let mut again = Client::owner(
-        &run.flow,
-        &run.tmp.path().join("mcp-tmp2"),
-        &run.root,
-        &run.owner(),
-    )
-    .unwrap();
+    let mut again = Client::owner_of(&run, "mcp-tmp2").unwrap();
     again.ok(
         "lane-create",
         json!({"evidence": evidence("plan", "assign web"), "input": common::lane_input("web", "agent-2", &[])}),
@@ -1184,8 +1144,7 @@ fn every_owner_tool_takes_every_instance_of_its_own_schema() {
 /// bytes, so that it only shrinks), and says no "see below" that is not there.
 #[test]
 fn the_owner_catalog_is_small_and_says_nothing_of_files_below() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (tmp, flow) = crate::bed::flow_elsewhere();
     let root = tmp.path().join("state");
     let Some(mut client) = Client::owner(
         &flow,

@@ -68,9 +68,7 @@ fn wait_for(path: &Path, child: &mut Child) {
 /// is reclaimed and the write lands.
 #[test]
 fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let lock = run.run_dir().join("locks/receipt");
     let ready = base.join("ready");
     let pid = dead_host_pid();
@@ -130,9 +128,7 @@ fn a_holder_in_another_pid_namespace_is_not_reclaimed() {
 /// the receipt exactly once and the chain verifies.
 #[test]
 fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["host", "ns"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["host", "ns"]);
     let rounds = reliability::size(6, 40);
     let start_lines = lines(&run.receipt()).len();
     let mut acknowledged = Vec::new();
@@ -143,23 +139,8 @@ fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
                 let tag = format!("{side}-{round}-{writer}");
                 let argv = run.heartbeat_args(lane, &tag);
                 let child = if side == "ns" {
-                    let words: Vec<String> =
-                        std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
-                            .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
-                            .map(|w| format!("'{w}'"))
-                            .collect();
-                    // Retry on the retryable exit 5, as a caller would.
-                    let script = format!(
-                        "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
-                        cmd = words.join(" ")
-                    );
-                    in_namespace(dead_host_pid() + writer, &script)
-                        .env_clear()
-                        .env("HOME", &run.flow.home)
-                        .env("PATH", "/usr/bin:/bin")
-                        .current_dir(&run.flow.cwd)
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
+                    let script = retrying(&shell_command(&argv));
+                    pinned(&mut in_namespace(dead_host_pid() + writer, &script), &run)
                         .spawn()
                         .expect("unshare is installed")
                 } else {
@@ -212,24 +193,37 @@ fn writers_on_both_sides_of_a_pid_namespace_never_fork_the_chain() {
 /// A host writer that retries on exit 5 (a shell loop, like the namespaced
 /// ones, so both sides race the same way).
 fn retrying_host_writer(run: &LaneRun, argv: Vec<OsString>) -> Child {
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(retrying(&shell_command(&argv)));
+    pinned(&mut sh, run).spawn().unwrap()
+}
+
+/// The binary with `argv` as one shell command, each word single-quoted.
+fn shell_command(argv: &[OsString]) -> String {
     let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
         .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
         .map(|w| format!("'{w}'"))
         .collect();
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "for i in $(seq 200); do {cmd}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5",
-            cmd = words.join(" ")
-        ))
-        .env_clear()
+    words.join(" ")
+}
+
+/// `command` in a shell loop that retries on the retryable exit 5, as a
+/// caller would.
+fn retrying(command: &str) -> String {
+    format!(
+        "for i in $(seq 200); do {command}; s=$?; [ $s -ne 5 ] && exit $s; sleep 0.05; done; exit 5"
+    )
+}
+
+/// `cmd` in the run's pinned environment (only HOME and PATH, its working
+/// directory), stdout and stderr piped.
+fn pinned<'c>(cmd: &'c mut Command, run: &LaneRun) -> &'c mut Command {
+    cmd.env_clear()
         .env("HOME", &run.flow.home)
         .env("PATH", "/usr/bin:/bin")
         .current_dir(&run.flow.cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// The Python reference as the other writer, played by
@@ -265,32 +259,70 @@ fn foreign_heartbeat(run: &LaneRun, summary: &str) -> Vec<u8> {
 }
 
 /// Our heartbeat in another PID namespace, paused (the test-only hook)
-/// while it holds the receipt lock with its line sealed; returns the child
-/// and the file that lets it go on.
-fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, std::path::PathBuf) {
+/// while it holds the receipt lock with its line sealed.
+fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> Paused {
     let go = base.join(format!("go-{tag}"));
-    let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_bluetape-flow").to_string())
-        .chain(
-            run.heartbeat_args("a", tag)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned()),
-        )
-        .map(|w| format!("'{w}'"))
-        .collect();
-    let mut child = in_namespace(dead_host_pid(), &words.join(" "))
-        .env_clear()
-        .env("HOME", &run.flow.home)
-        .env("PATH", "/usr/bin:/bin")
+    let command = shell_command(&run.heartbeat_args("a", tag));
+    let mut child = pinned(&mut in_namespace(dead_host_pid(), &command), run)
         .env("BLUETAPE_TEST_PAUSE_BEFORE_APPEND", &go)
-        .current_dir(&run.flow.cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("unshare is installed");
     let mut ready = go.clone().into_os_string();
     ready.push(".ready");
     wait_for(Path::new(&ready), &mut child);
-    (child, go)
+    Paused { child, go }
+}
+
+/// A writer paused before its append; it goes on once `go` exists.
+struct Paused {
+    child: Child,
+    go: std::path::PathBuf,
+}
+
+impl Paused {
+    /// Let the writer go on and wait for it.
+    fn release(self) -> std::process::Output {
+        std::fs::write(&self.go, b"").unwrap();
+        self.child.wait_with_output().unwrap()
+    }
+}
+
+/// Our writer paused in another PID namespace holding the receipt lock
+/// (its heartbeat sealed) after a seed heartbeat, and the reference's
+/// lock script ready to append a foreign heartbeat line.
+struct Race {
+    _tmp: tempfile::TempDir,
+    run: LaneRun,
+    /// Receipt lines before either writer appends.
+    before: usize,
+    /// Our paused writer.
+    ours: Paused,
+    /// `python3 reference_lock.py <lock> <receipt> <line>`, not yet run.
+    reference: Command,
+}
+
+impl Race {
+    fn paused(summary: &str) -> Race {
+        let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
+        run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
+        let line = base.join("reference-line");
+        std::fs::write(&line, foreign_heartbeat(&run, summary)).unwrap();
+        let before = lines(&run.receipt()).len();
+        let ours = paused_namespaced_writer(&run, &base, "ns");
+        let mut reference = Command::new("python3");
+        reference
+            .arg(REFERENCE_LOCK)
+            .arg(run.run_dir().join("locks/receipt"))
+            .arg(run.receipt_path())
+            .arg(&line);
+        Race {
+            _tmp,
+            run,
+            before,
+            ours,
+            reference,
+        }
+    }
 }
 
 /// trust-model §2 promise 7 (DEVIATIONS 40): our writer in another PID
@@ -301,27 +333,14 @@ fn paused_namespaced_writer(run: &LaneRun, base: &Path, tag: &str) -> (Child, st
 /// now (`kill(0, 0)` always succeeds): the reference waits.
 #[test]
 fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
-    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
-    let line = base.join("reference-line");
-    std::fs::write(&line, foreign_heartbeat(&run, "reference beat")).unwrap();
-    let before = lines(&run.receipt()).len();
-    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
+    let mut race = Race::paused("reference beat");
+    let (run, before) = (&race.run, race.before);
     let lock = run.run_dir().join("locks/receipt");
     let owner: Value =
         serde_json::from_slice(&std::fs::read(lock.join("owner.json")).unwrap()).unwrap();
-    let reference = Command::new("python3")
-        .arg(REFERENCE_LOCK)
-        .arg(&lock)
-        .arg(run.receipt_path())
-        .arg(&line)
-        .output()
-        .expect("python3");
+    let reference = race.reference.output().expect("python3");
     let said = String::from_utf8_lossy(&reference.stdout).to_string();
-    std::fs::write(&go, b"").unwrap();
-    let ours = child.wait_with_output().unwrap();
+    let ours = race.ours.release();
     assert_eq!(
         said.trim(),
         "busy: state lock owner is live or unknown",
@@ -344,34 +363,21 @@ fn the_reference_waits_for_our_lock_held_in_another_pid_namespace() {
 /// not fork; the retry appends on the new end.
 #[test]
 fn our_append_refuses_when_the_receipt_grew_under_our_lock() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
-    run.flow.run(&run.heartbeat_args("a", "seed")).assert_ok();
-    let line = base.join("reference-line");
-    std::fs::write(&line, foreign_heartbeat(&run, "lockless beat")).unwrap();
-    let before = lines(&run.receipt()).len();
-    let (child, go) = paused_namespaced_writer(&run, &base, "ns");
-    let other = Command::new("python3")
-        .arg(REFERENCE_LOCK)
-        .arg(run.run_dir().join("locks/receipt"))
-        .arg(run.receipt_path())
-        .arg(&line)
+    let mut race = Race::paused("lockless beat");
+    let (run, before) = (&race.run, race.before);
+    let other = race
+        .reference
         .arg("--ignore-lock")
         .output()
         .expect("python3");
     assert!(other.status.success(), "{other:?}");
-    std::fs::write(&go, b"").unwrap();
-    let ours = child.wait_with_output().unwrap();
+    let ours = race.ours.release();
     assert_eq!(ours.status.code(), Some(5), "{ours:?}");
     let e: Value = serde_json::from_slice(&ours.stderr).unwrap();
     assert_eq!(e["error"], "coordinator_conflict");
     assert_eq!(e["retryable"], true);
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("the receipt changed under the lock"),
+        crate::bed::str_field(&e, "message").starts_with("the receipt changed under the lock"),
         "{e}"
     );
     assert_eq!(

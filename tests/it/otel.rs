@@ -25,38 +25,19 @@ const CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/otel_chec
 /// The otel venv's python (Phoenix, its client, the protos), or None
 /// outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("BLUETAPE_CI_OTEL_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/bluetape-ci/otel-venv/bin/python"))
-        });
-    let works = candidate.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import phoenix.client, opentelemetry.proto.collector.trace.v1.trace_service_pb2",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return candidate;
-    }
     let why = "the otel venv is missing: run .ci/run (it installs arize-phoenix, arize-phoenix-client and opentelemetry-proto into ~/.cache/bluetape-ci/otel-venv and exports BLUETAPE_CI_OTEL_PYTHON)";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("NOT RUN: {why}");
-    None
+    crate::bed::ci_python(
+        "BLUETAPE_CI_OTEL_PYTHON",
+        "otel-venv",
+        "phoenix.client, opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+        why,
+    )
 }
 
 /// Run tests/python/otel_check.py; its JSON answer.
 fn check(python: &Path, args: &[&str]) -> Value {
     let out = Command::new(python).arg(CHECK).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "otel_check.py {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::bed::assert_ran(&out, format!("otel_check.py {args:?}"));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -203,28 +184,12 @@ impl Run {
     }
 
     fn export_env(&self, extra: &[&str], envs: &[(&str, &str)]) -> common::Output {
-        let mut argv = vec![
-            "--state-root",
-            self.root.to_str().unwrap(),
-            "otel-export",
-            "--run-id",
-            &self.run_id,
-        ];
-        argv.extend_from_slice(extra);
+        let argv = common::read_argv(&self.root, "otel-export", &self.run_id, extra);
         self.flow.run_env(&argv, envs)
     }
 
     fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(
-            self.root
-                .join("runs")
-                .join(&self.run_id)
-                .join("receipt.jsonl"),
-        )
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        common::receipt_events(&self.root, &self.run_id)
     }
 }
 
@@ -288,10 +253,7 @@ fn phoenix_reads_back_one_trace_of_the_run_and_a_second_export_adds_no_span() {
     assert_eq!(attr(build, "bluetape.lane.write_scope"), &json!(["src"]));
     assert_eq!(build["status_code"], "ERROR", "the interrupted lane");
     assert!(
-        build["status_message"]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted at sequence 11"),
+        crate::bed::str_field(build, "status_message").starts_with("interrupted at sequence 11"),
         "{build}"
     );
     let replacement = lane("build-2");
@@ -349,13 +311,7 @@ fn phoenix_reads_back_one_trace_of_the_run_and_a_second_export_adds_no_span() {
     assert_eq!(second["trace_id"], first["trace_id"]);
     let marker = TestBed::running(&["runtime"]);
     let marked = marker
-        .raw(&[
-            "otel-export",
-            "--run-id",
-            &marker.run_id,
-            "--endpoint",
-            &phoenix.traces_url(),
-        ])
+        .read("otel-export", &["--endpoint", &phoenix.traces_url()])
         .assert_ok();
     let marker_trace = marked["trace_id"].as_str().unwrap();
     assert_ne!(marker_trace, trace);
@@ -537,14 +493,7 @@ fn small_run() -> TestBed {
 }
 
 fn export(bed: &TestBed, extra: &[&str], envs: &[(&str, &str)]) -> common::Output {
-    let mut argv = vec![
-        "--state-root",
-        bed.root.to_str().unwrap(),
-        "otel-export",
-        "--run-id",
-        &bed.run_id,
-    ];
-    argv.extend_from_slice(extra);
+    let argv = common::read_argv(&bed.root, "otel-export", &bed.run_id, extra);
     bed.flow.run_env(&argv, envs)
 }
 
@@ -632,10 +581,7 @@ fn the_endpoint_comes_from_the_flag_then_the_sdk_variables() {
     let before = bed.snapshot();
     let e = export(&bed, &[], &[]).assert_error(2, "contract_error");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("--endpoint URL or --out FILE"),
+        crate::bed::str_field(&e, "message").contains("--endpoint URL or --out FILE"),
         "{e}"
     );
     for protocol in [
@@ -644,10 +590,7 @@ fn the_endpoint_comes_from_the_flag_then_the_sdk_variables() {
     ] {
         let e = export(&bed, &[], &[both[0], (protocol, "grpc")]).assert_error(2, "contract_error");
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("only http/protobuf"),
+            crate::bed::str_field(&e, "message").contains("only http/protobuf"),
             "{e}"
         );
     }
@@ -841,15 +784,7 @@ fn hostile_receipt_strings_stay_data_and_are_truncated() {
 fn a_phase1_run_is_unsupported() {
     let bed = common::Phase1Bed::new();
     let receiver = Receiver::start(200);
-    let out = bed.flow.run(&[
-        "--state-root",
-        bed.root.to_str().unwrap(),
-        "otel-export",
-        "--run-id",
-        common::PHASE1_RUN_ID,
-        "--endpoint",
-        &receiver.url("/v1/traces"),
-    ]);
+    let out = bed.read("otel-export", &["--endpoint", &receiver.url("/v1/traces")]);
     out.assert_error(7, "unsupported_by_run_manifest");
     assert!(receiver.received().is_empty());
 }

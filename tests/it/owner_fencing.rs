@@ -39,12 +39,58 @@ enum Guard {
     NoOwner,
 }
 
-/// One mutation command: its guard and the argv after `<command>`, built
-/// for the test bed with the given owner handle.
+/// When the table's lane and lineage steps happen.
+const AT: &str = "2026-07-14T01:10:00Z";
+
+/// One mutation command: its guard and how its argv after `<command>` is
+/// built for the test bed with a given owner handle.
 struct Entry {
     command: &'static str,
     guard: Guard,
-    argv: fn(&Bed, &Path) -> Vec<String>,
+    args: Args,
+}
+
+/// The argv of a table entry after `<command>`, for the bed's run and the
+/// given owner handle (inputs are the bed's work files).
+#[derive(Clone, Copy)]
+enum Args {
+    /// [`run_step`]: `--evidence ev.json`, then these.
+    Run(&'static [&'static str]),
+    /// [`run_step`] with `--input <this work file>`.
+    RunInput(&'static str),
+    /// [`step`] on lane `build`, then these.
+    Lane(&'static [&'static str]),
+    /// The owner, `--input <work file>`, `--evidence <work file>`.
+    InputEvidence(&'static str, &'static str),
+    /// The owner and `--input <work file>` only.
+    Input(&'static str),
+    /// [`lineage`]: lane `build` replaced by `build-2`.
+    Lineage,
+    /// Built by hand.
+    Custom(fn(&Bed, &Path) -> Vec<String>),
+}
+
+impl Args {
+    fn build(self, bed: &Bed, owner: &Path) -> Vec<String> {
+        match self {
+            Args::Run(rest) => run_step(bed, owner, rest),
+            Args::RunInput(file) => run_step(bed, owner, &["--input", &bed.work_file(file)]),
+            Args::Lane(rest) => step(bed, owner, rest),
+            Args::InputEvidence(input, evidence) => owned(
+                bed,
+                owner,
+                &[
+                    "--input",
+                    &bed.work_file(input),
+                    "--evidence",
+                    &bed.work_file(evidence),
+                ],
+            ),
+            Args::Input(file) => owned(bed, owner, &["--input", &bed.work_file(file)]),
+            Args::Lineage => lineage(bed, owner),
+            Args::Custom(build) => build(bed, owner),
+        }
+    }
 }
 
 fn s(items: &[&str]) -> Vec<String> {
@@ -58,24 +104,30 @@ fn owned(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
     argv
 }
 
-/// A lane step on the bed's lane `build` (agent `agent-1`).
-fn step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
+/// A lane step on the bed's lane `build` (agent `agent-1`) with the
+/// evidence file `evidence`.
+fn lane_step_with(bed: &Bed, owner: &Path, evidence: &str, rest: &[&str]) -> Vec<String> {
     let mut argv = owned(
         bed,
         owner,
         &[
             "--evidence",
-            &bed.work_file("ev.json"),
+            &bed.work_file(evidence),
             "--lane-id",
             "build",
             "--agent-id",
             "agent-1",
             "--at",
-            "2026-07-14T01:10:00Z",
+            AT,
         ],
     );
     argv.extend(s(rest));
     argv
+}
+
+/// A lane step on the bed's lane `build` (agent `agent-1`).
+fn step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
+    lane_step_with(bed, owner, "ev.json", rest)
 }
 
 fn run_step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
@@ -85,326 +137,150 @@ fn run_step(bed: &Bed, owner: &Path, rest: &[&str]) -> Vec<String> {
 }
 
 fn lineage(bed: &Bed, owner: &Path) -> Vec<String> {
-    owned(
+    run_step(
         bed,
         owner,
         &[
-            "--evidence",
-            &bed.work_file("ev.json"),
             "--lane-id",
             "build",
             "--replacement-lane-id",
             "build-2",
             "--at",
-            "2026-07-14T01:10:00Z",
+            AT,
         ],
     )
 }
 
 /// Every mutation command.
 fn table() -> Vec<Entry> {
-    vec![
-        Entry {
-            command: "topology-register",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("topology.json")]),
-        },
-        Entry {
-            command: "topology-remove",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                run_step(
-                    bed,
-                    owner,
-                    &["--component-id", "runtime", "--reason", "out of scope"],
-                )
-            },
-        },
-        Entry {
-            command: "check-result",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("check.json")]),
-        },
-        Entry {
-            command: "component-evidence",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--input", &bed.work_file("component.json")]),
-        },
-        Entry {
-            command: "complete",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &[]),
-        },
-        Entry {
-            command: "lane-resolve",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                run_step(
-                    bed,
-                    owner,
-                    &[
-                        "--lane-id",
-                        "build",
-                        "--resolution-lane-id",
-                        "docs",
-                        "--at",
-                        "2026-07-14T01:10:00Z",
-                    ],
-                )
-            },
-        },
-        Entry {
-            command: "init",
-            guard: Guard::CreatesRun,
-            argv: |bed, owner| {
-                s(&[
-                    "--workflow-type",
-                    "A",
-                    "--repo-root",
-                    &text(&bed.repo),
-                    "--owner-file",
-                    &text(owner),
-                    "--component",
-                    "runtime",
-                ])
-            },
-        },
-        Entry {
-            command: "rebuild",
-            guard: Guard::NoOwner,
-            argv: |bed, _| s(&["--run-id", &bed.run_id]),
-        },
-        Entry {
-            command: "run-approve",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &[]),
-        },
-        Entry {
-            command: "run-start",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &[]),
-        },
-        Entry {
-            command: "run-recovery-start",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--reason", "drift"]),
-        },
-        Entry {
-            command: "run-recovery-finish",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &[]),
-        },
-        Entry {
-            command: "run-fail",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--reason", "broken"]),
-        },
-        Entry {
-            command: "run-block",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--reason", "waiting"]),
-        },
-        Entry {
-            command: "run-cancel",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| run_step(bed, owner, &["--reason", "stop"]),
-        },
-        Entry {
-            command: "lane-create",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                owned(
-                    bed,
-                    owner,
-                    &[
-                        "--input",
-                        &bed.work_file("lane-docs.json"),
-                        "--evidence",
-                        &bed.work_file("ev.json"),
-                    ],
-                )
-            },
-        },
-        Entry {
-            command: "lane-start",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &[]),
-        },
-        Entry {
-            command: "startup-ack",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &[]),
-        },
-        Entry {
-            command: "probe-ack",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &[]),
-        },
-        Entry {
-            command: "lane-complete",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
+    use Args::*;
+    use Guard::*;
+    let entries: Vec<(&'static str, Guard, Args)> = vec![
+        ("topology-register", Pipeline, RunInput("topology.json")),
+        (
+            "topology-remove",
+            Pipeline,
+            Run(&["--component-id", "runtime", "--reason", "out of scope"]),
+        ),
+        ("check-result", Pipeline, RunInput("check.json")),
+        ("component-evidence", Pipeline, RunInput("component.json")),
+        ("complete", Pipeline, Run(&[])),
+        (
+            "lane-resolve",
+            Pipeline,
+            Run(&[
+                "--lane-id",
+                "build",
+                "--resolution-lane-id",
+                "docs",
+                "--at",
+                AT,
+            ]),
+        ),
+        (
+            "init",
+            CreatesRun,
+            Custom(|bed, owner| {
+                let argv = common::init_argv(&bed.root, "A", &bed.repo, owner, &["runtime"]);
+                // Without `--state-root <root> init`: `Bed::run` adds them.
+                argv[3..]
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect()
+            }),
+        ),
+        (
+            "rebuild",
+            NoOwner,
+            Custom(|bed, _| s(&["--run-id", &bed.run_id])),
+        ),
+        ("run-approve", Pipeline, Run(&[])),
+        ("run-start", Pipeline, Run(&[])),
+        ("run-recovery-start", Pipeline, Run(&["--reason", "drift"])),
+        ("run-recovery-finish", Pipeline, Run(&[])),
+        ("run-fail", Pipeline, Run(&["--reason", "broken"])),
+        ("run-block", Pipeline, Run(&["--reason", "waiting"])),
+        ("run-cancel", Pipeline, Run(&["--reason", "stop"])),
+        (
+            "lane-create",
+            Pipeline,
+            InputEvidence("lane-docs.json", "ev.json"),
+        ),
+        ("lane-start", Pipeline, Lane(&[])),
+        ("startup-ack", Pipeline, Lane(&[])),
+        ("probe-ack", Pipeline, Lane(&[])),
+        (
+            "lane-complete",
+            Pipeline,
+            Custom(|bed, owner| {
                 step(
                     bed,
                     owner,
                     &["--changed-paths", &bed.work_file("changed.json")],
                 )
-            },
-        },
-        Entry {
-            command: "lane-fail",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--reason", "broken"]),
-        },
-        Entry {
-            command: "lane-block",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--reason", "waiting"]),
-        },
-        Entry {
-            command: "lane-cancel",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--reason", "stop"]),
-        },
-        Entry {
-            command: "lane-reassign",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                owned(
-                    bed,
-                    owner,
-                    &[
-                        "--input",
-                        &bed.work_file("reassign.json"),
-                        "--evidence",
-                        &bed.work_file("ev-recovery.json"),
-                    ],
-                )
-            },
-        },
-        Entry {
-            command: "replacement-repair",
-            guard: Guard::Pipeline,
-            argv: lineage,
-        },
-        Entry {
-            command: "replacement-block",
-            guard: Guard::Pipeline,
-            argv: lineage,
-        },
-        Entry {
-            command: "replacement-close",
-            guard: Guard::Pipeline,
-            argv: lineage,
-        },
-        Entry {
-            command: "heartbeat",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                owned(
-                    bed,
-                    owner,
-                    &[
-                        "--input",
-                        &bed.work_file("heartbeat.json"),
-                        "--evidence",
-                        &bed.work_file("ev.json"),
-                    ],
-                )
-            },
-        },
-        Entry {
-            command: "stall-record",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                let mut argv = owned(
-                    bed,
-                    owner,
-                    &[
-                        "--evidence",
-                        &bed.work_file("ev-stall.json"),
-                        "--lane-id",
-                        "build",
-                        "--agent-id",
-                        "agent-1",
-                        "--at",
-                        "2026-07-14T01:10:00Z",
-                    ],
-                );
-                argv.extend(s(&[
-                    "--reason",
-                    "no fresh evidence",
-                    "--decision",
-                    &bed.work_file("decision.json"),
-                ]));
-                argv
-            },
-        },
-        Entry {
-            command: "stall-clear",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--reason", "alive again"]),
-        },
-        Entry {
-            command: "probe-sent",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| step(bed, owner, &["--deadline", "2026-07-14T01:10:30Z"]),
-        },
-        Entry {
-            command: "interrupt-result",
-            guard: Guard::Pipeline,
-            argv: |bed, owner| {
-                let mut argv = step(bed, owner, &[]);
-                // The native interrupt tool's evidence is a pre-lock rule.
-                let at = argv.iter().position(|a| a == "--evidence").unwrap();
-                argv[at + 1] = bed.work_file("ev-interrupt.json");
-                argv
-            },
-        },
-        Entry {
-            command: "resume",
-            guard: Guard::PlainRead,
-            argv: |bed, owner| {
+            }),
+        ),
+        ("lane-fail", Pipeline, Lane(&["--reason", "broken"])),
+        ("lane-block", Pipeline, Lane(&["--reason", "waiting"])),
+        ("lane-cancel", Pipeline, Lane(&["--reason", "stop"])),
+        (
+            "lane-reassign",
+            Pipeline,
+            InputEvidence("reassign.json", "ev-recovery.json"),
+        ),
+        ("replacement-repair", Pipeline, Lineage),
+        ("replacement-block", Pipeline, Lineage),
+        ("replacement-close", Pipeline, Lineage),
+        (
+            "heartbeat",
+            Pipeline,
+            InputEvidence("heartbeat.json", "ev.json"),
+        ),
+        (
+            "stall-record",
+            Pipeline,
+            Custom(|bed, owner| {
+                let decision = bed.work_file("decision.json");
+                let rest = ["--reason", "no fresh evidence", "--decision", &decision];
+                lane_step_with(bed, owner, "ev-stall.json", &rest)
+            }),
+        ),
+        ("stall-clear", Pipeline, Lane(&["--reason", "alive again"])),
+        (
+            "probe-sent",
+            Pipeline,
+            Lane(&["--deadline", "2026-07-14T01:10:30Z"]),
+        ),
+        (
+            "interrupt-result",
+            Pipeline,
+            // The native interrupt tool's evidence is a pre-lock rule.
+            Custom(|bed, owner| lane_step_with(bed, owner, "ev-interrupt.json", &[])),
+        ),
+        (
+            "resume",
+            PlainRead,
+            Custom(|bed, owner| {
                 let new_owner = bed.root.join("handles/never-created.owner");
-                owned(
-                    bed,
-                    owner,
-                    &[
-                        "--evidence",
-                        &bed.work_file("ev.json"),
-                        "--new-owner-file",
-                        &text(&new_owner),
-                    ],
-                )
-            },
-        },
-        Entry {
-            command: "handoff-create",
-            guard: Guard::PlainRead,
-            argv: |bed, owner| owned(bed, owner, &["--input", &bed.work_file("handoff.json")]),
-        },
-        Entry {
-            command: "live-report-create",
-            guard: Guard::PlainRead,
-            argv: |bed, owner| owned(bed, owner, &["--input", &bed.work_file("handoff.json")]),
-        },
-        Entry {
-            command: "recovery-run-create",
-            guard: Guard::NewRunOwner,
-            argv: |bed, owner| {
-                owned(
-                    bed,
-                    owner,
-                    &[
-                        "--input",
-                        &bed.work_file("diagnosis.json"),
-                        "--evidence",
-                        &bed.work_file("ev.json"),
-                    ],
-                )
-            },
-        },
-    ]
+                run_step(bed, owner, &["--new-owner-file", &text(&new_owner)])
+            }),
+        ),
+        ("handoff-create", PlainRead, Input("handoff.json")),
+        ("live-report-create", PlainRead, Input("handoff.json")),
+        (
+            "recovery-run-create",
+            NewRunOwner,
+            InputEvidence("diagnosis.json", "ev.json"),
+        ),
+    ];
+    entries
+        .into_iter()
+        .map(|(command, guard, args)| Entry {
+            command,
+            guard,
+            args,
+        })
+        .collect()
 }
 
 fn text(path: &Path) -> String {
@@ -452,16 +328,7 @@ impl Bed {
         for command in ["run-approve", "run-start"] {
             bed.ok(&run_step(&bed, &main, &[]), command);
         }
-        let lane = owned(
-            &bed,
-            &main,
-            &[
-                "--input",
-                &bed.work_file("lane-build.json"),
-                "--evidence",
-                &bed.work_file("ev.json"),
-            ],
-        );
+        let lane = Args::InputEvidence("lane-build.json", "ev.json").build(&bed, &main);
         bed.ok(&lane, "lane-create");
         // Keep a copy of each handle before the resume that fences it.
         bed.copy_handle("main.owner", "epoch1.owner", 0o600);
@@ -471,24 +338,11 @@ impl Bed {
         assert!(!bed.handle("main.owner").exists());
         assert!(!bed.handle("owner-2.owner").exists());
         // Another run in the same state root, with its own handle.
-        let other = common::init_argv(
-            &bed.root,
-            "A",
-            &bed.repo,
-            &bed.handle("other.owner"),
-            &["runtime"],
-        );
-        bed.flow.run(&other).assert_ok();
+        bed.init_another("other.owner", &bed.repo).assert_ok();
         // The current owner's handle with a loose mode: only the mode is wrong.
         bed.copy_handle("owner-3.owner", "loose.owner", 0o644);
         // The healthy run's own diagnosis (recovery-run-create input).
-        let out = bed.flow.run(&[
-            "--state-root",
-            &text(&bed.root),
-            "receipt-diagnose",
-            "--run-id",
-            &bed.run_id,
-        ]);
+        let out = bed.read("receipt-diagnose", &[]);
         std::fs::write(bed.work.join("diagnosis.json"), out.assert_ok().to_string()).unwrap();
         bed
     }
@@ -500,15 +354,10 @@ impl Bed {
     }
 
     fn resume(&self, from: &str, to: &str) {
-        let argv = owned(
+        let argv = run_step(
             self,
             &self.handle(from),
-            &[
-                "--evidence",
-                &self.work_file("ev.json"),
-                "--new-owner-file",
-                &text(&self.handle(to)),
-            ],
+            &["--new-owner-file", &text(&self.handle(to))],
         );
         self.ok(&argv, "resume");
     }
@@ -658,15 +507,11 @@ enum Outcome {
 /// Run every table entry with the case's handle: each is refused as
 /// expected and the state root is byte-identical afterwards.
 fn every_mutation_refuses(bed: &Bed, case: Case) {
-    let receipt = bed
-        .root
-        .join("runs")
-        .join(&bed.run_id)
-        .join("receipt.jsonl");
+    let receipt = bed.receipt_path();
     let receipt_before = std::fs::read(&receipt).unwrap();
     for entry in table() {
         let handle = case.handle(bed);
-        let mut argv = (entry.argv)(bed, &handle);
+        let mut argv = entry.args.build(bed, &handle);
         if entry.guard == Guard::NoOwner {
             argv.extend(s(&["--owner-file", &text(&handle)]));
         }
@@ -727,13 +572,7 @@ fn help_lists_no_mutation_without_a_table_entry() {
 #[test]
 fn handles_of_epochs_one_and_two_change_nothing_after_two_resumes() {
     let bed = Bed::new();
-    let check = bed.flow.run(&[
-        "--state-root",
-        &text(&bed.root),
-        "resume-check",
-        "--run-id",
-        &bed.run_id,
-    ]);
+    let check = bed.read("resume-check", &[]);
     assert_eq!(check.assert_ok()["owner_epoch"], 3);
     every_mutation_refuses(&bed, Case::Stale("epoch1.owner"));
     every_mutation_refuses(&bed, Case::Stale("epoch2.owner"));

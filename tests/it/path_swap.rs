@@ -83,12 +83,7 @@ fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
 /// Start the binary with `argv` and return once it holds the run
 /// directory open and waits for the lock (see [`waiting_heartbeat`]).
 pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
-    let mut child = run
-        .command(argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = run.spawn_piped(argv);
     let dir = run.run_dir();
     let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
     let start = Instant::now();
@@ -123,22 +118,7 @@ pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
 }
 
 pub fn finish(child: Child) -> crate::bed::Output {
-    let out = child.wait_with_output().unwrap();
-    crate::bed::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-pub fn copy_dir(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::bed::Output::of(&child.wait_with_output().unwrap())
 }
 
 fn assert_moved_refusal(out: &crate::bed::Output, run_id: &str) {
@@ -171,39 +151,38 @@ fn a_run_directory_swapped_for_a_symlink_during_the_lock_wait_is_refused() {
 }
 
 fn swap_round() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let before = run.receipt();
     let holder = Holder::hold(&run);
     let child = waiting_heartbeat(&run, "swap");
 
     let moved = base.join("moved");
-    let copy = base.join("copy");
-    std::fs::rename(run.run_dir(), &moved).unwrap();
-    copy_dir(&moved, &copy);
-    std::os::unix::fs::symlink(&copy, run.run_dir()).unwrap();
-    let copy_before = tree(&copy);
-    let moved_before = tree(&moved);
+    swap_for_a_copy_is_refused(&run, child, &run.run_dir(), &moved, &base.join("copy"));
+    assert_eq!(std::fs::read(moved.join("receipt.jsonl")).unwrap(), before);
+    drop(holder);
+}
+
+/// Swap `dir`, while `child` waits for the lock, for a symlink to a copy
+/// of it (the original renamed to `moved`); `child` must refuse as the
+/// run moved, changing neither the copy nor the original.
+fn swap_for_a_copy_is_refused(run: &LaneRun, child: Child, dir: &Path, moved: &Path, copy: &Path) {
+    std::fs::rename(dir, moved).unwrap();
+    crate::bed::copy_tree(moved, copy);
+    std::os::unix::fs::symlink(copy, dir).unwrap();
+    let copy_before = tree(copy);
+    let moved_before = tree(moved);
 
     let out = finish(child);
     assert_moved_refusal(&out, &run.run_id);
-    assert_eq!(tree_diff(&copy_before, &tree(&copy)), Vec::<String>::new());
-    assert_eq!(
-        tree_diff(&moved_before, &tree(&moved)),
-        Vec::<String>::new()
-    );
-    assert_eq!(std::fs::read(moved.join("receipt.jsonl")).unwrap(), before);
-    drop(holder);
+    assert_eq!(tree_diff(&copy_before, &tree(copy)), Vec::<String>::new());
+    assert_eq!(tree_diff(&moved_before, &tree(moved)), Vec::<String>::new());
 }
 
 /// Moving the run away during the wait: the refused writer creates
 /// nothing, neither inside the moved run nor a ghost `runs/<id>/locks`.
 #[test]
 fn a_run_moved_away_during_the_lock_wait_is_not_recreated() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let before = run.receipt();
     let holder = Holder::hold(&run);
     let child = waiting_heartbeat(&run, "away");
@@ -250,27 +229,16 @@ fn a_run_moved_away_during_the_lock_wait_is_not_recreated() {
 /// without following the symlink, so the writer refuses; nothing changes.
 #[test]
 fn a_runs_directory_swapped_for_a_symlink_during_the_wait_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["a"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
     let holder = Holder::hold(&run);
     let child = waiting_heartbeat(&run, "runs-swap");
 
-    let runs = run.root.join("runs");
-    let moved = base.join("runs-moved");
-    let copy = base.join("runs-copy");
-    std::fs::rename(&runs, &moved).unwrap();
-    copy_dir(&moved, &copy);
-    std::os::unix::fs::symlink(&copy, &runs).unwrap();
-    let copy_before = tree(&copy);
-    let moved_before = tree(&moved);
-
-    let out = finish(child);
-    assert_moved_refusal(&out, &run.run_id);
-    assert_eq!(tree_diff(&copy_before, &tree(&copy)), Vec::<String>::new());
-    assert_eq!(
-        tree_diff(&moved_before, &tree(&moved)),
-        Vec::<String>::new()
+    swap_for_a_copy_is_refused(
+        &run,
+        child,
+        &run.root.join("runs"),
+        &base.join("runs-moved"),
+        &base.join("runs-copy"),
     );
     drop(holder);
     reliability::figure(
@@ -288,9 +256,7 @@ fn a_runs_directory_swapped_for_a_symlink_during_the_wait_is_refused() {
 #[test]
 fn symlinked_parents_are_refused_and_never_written_through() {
     for parent in ["runs", "locks", "lanes"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let run = LaneRun::new(&base, &["a"]);
+        let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
         let path = if parent == "runs" {
             run.root.join("runs")
         } else {

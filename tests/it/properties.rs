@@ -63,11 +63,7 @@ fn canonical_equals_python_json_dumps() {
         .arg(&path)
         .output()
         .expect("python3 must be installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::bed::assert_ran(&out, "python3");
     let python = String::from_utf8(out.stdout).unwrap();
     for (ours, theirs) in input.lines().zip(python.lines()) {
         assert_eq!(ours, theirs);

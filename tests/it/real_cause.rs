@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-use crate::bed::{Flow, Output, init_argv, mutation_argv, unchanged};
+use crate::bed::{Flow, Output, init_argv, lane_argv, mutation_argv, unchanged};
 
 /// A run with lane `api` created (agent-1), approved and started.
 pub(crate) struct Bed {
@@ -79,19 +79,7 @@ impl Bed {
     }
 
     pub(crate) fn lane_step(&self, command: &str, at: &str, evidence: &str) -> Output {
-        self.mutate(
-            command,
-            &[
-                "--lane-id",
-                "api",
-                "--agent-id",
-                "agent-1",
-                "--at",
-                at,
-                "--evidence",
-                evidence,
-            ],
-        )
+        self.mutate(command, &lane_argv("api", "agent-1", at, evidence))
     }
 
     /// The lane started and acknowledged.
@@ -132,19 +120,9 @@ impl Bed {
     }
 }
 
-/// One refusal: the reference's keys it keeps, what its `hint` must and
-/// must not say, and the `fields` it carries.
-struct Case {
-    name: &'static str,
-    exit: i32,
-    error: &'static str,
-    retryable: bool,
-    next_command: Option<&'static str>,
-    message: &'static str,
-    hint: &'static [&'static str],
-    not_in_hint: &'static [&'static str],
-    fields: Option<Value>,
-}
+/// One refusal: the reference's keys it keeps, the start of its message,
+/// what its `hint` must and must not say, and the `fields` it carries.
+type Case = crate::bed::RefusalCase;
 
 /// What a hint must never say to a caller whose input was only wrong.
 const NO_RECOVERY: &[&str] = &["recovery-run-create", "receipt-diagnose", "trust ends"];
@@ -155,13 +133,7 @@ fn check(case: &Case, out: &Output) -> Value {
     assert_eq!(out.code, case.exit, "{name}: {out:?}");
     let e = out.error();
     assert_eq!(e["error"], case.error, "{name}: {e}");
-    assert_eq!(e["ok"], false, "{name}: {e}");
-    assert_eq!(e["retryable"], case.retryable, "{name}: {e}");
-    assert_eq!(
-        e.get("next_command").and_then(Value::as_str),
-        case.next_command,
-        "{name}: {e}"
-    );
+    case.assert_retry_keys(&e);
     let message = e["message"].as_str().unwrap();
     assert!(message.starts_with(case.message), "{name}: message {e}");
     let hint = e["hint"]
@@ -173,14 +145,7 @@ fn check(case: &Case, out: &Output) -> Value {
     for part in case.not_in_hint {
         assert!(!hint.contains(part), "{name}: hint says {part:?}: {hint}");
     }
-    match &case.fields {
-        Some(want) => {
-            for (key, value) in want.as_object().unwrap() {
-                assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
-            }
-        }
-        None => assert!(e.get("fields").is_none(), "{name}: {e}"),
-    }
+    case.assert_fields(&e);
     e
 }
 
@@ -322,13 +287,8 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
 fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     let bed = Bed::new();
     let verify = |root: &Path, run: &str| {
-        bed.flow.run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            run,
-        ])
+        bed.flow
+            .run(&crate::bed::read_argv(root, "verify", run, &[]))
     };
     let missing = bed.base.join("no-such-root");
     let out = verify(&missing, &bed.run);
@@ -603,10 +563,7 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
             &out,
         );
         assert!(
-            e["message"]
-                .as_str()
-                .unwrap()
-                .contains("is not a publication ref"),
+            crate::bed::str_field(&e, "message").contains("is not a publication ref"),
             "{e}"
         );
         assert_eq!(git(&["for-each-ref"]), refs, "{reference} was written");

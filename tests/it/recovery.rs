@@ -56,6 +56,15 @@ impl Bed {
         Bed::with(TestBed::planned(&["runtime"]))
     }
 
+    /// An approved run whose receipt has a bit flipped 30 bytes from its end,
+    /// and the path of its diagnosis (the `--input` of recovery-run-create).
+    fn damaged() -> (Bed, String) {
+        let bed = Bed::approved();
+        bed.damage(30);
+        let input = bed.diagnosis_file();
+        (bed, input)
+    }
+
     /// A fresh run with its plan approved: damage near the end hits line 2,
     /// so line 1 (and whether the run is gated) stays trusted.
     fn approved() -> Bed {
@@ -119,44 +128,63 @@ impl Bed {
 
     /// Another run in the same state root.
     fn other_run(&self) -> String {
-        let out = self.cli(&[
-            "init",
-            "--workflow-type",
-            "A",
-            "--repo-root",
-            &text(&self.repo),
-            "--owner-file",
-            &text(&self.handle("other.owner")),
-            "--component",
-            "runtime",
-        ]);
+        let out = self.init_another("other.owner", &self.repo);
         out.assert_ok()["run_id"].as_str().unwrap().to_string()
     }
 
     fn recover_with(&self, input: &str, owner: &str, approval: &str) -> Output {
+        self.recovery_run_create(&self.run_id, input, owner, approval, &[])
+    }
+
+    /// `recovery-run-create` of `run_id` with the handle `owner` (a path,
+    /// or a name under `handles/`) plus `extra`.
+    fn recovery_run_create(
+        &self,
+        run_id: &str,
+        input: &str,
+        owner: &str,
+        approval: &str,
+        extra: &[&str],
+    ) -> Output {
         let owner = if owner.starts_with('/') {
             owner.to_string()
         } else {
             text(&self.handle(owner))
         };
-        let argv = vec![
-            "recovery-run-create".to_string(),
-            "--run-id".into(),
-            self.run_id.clone(),
-            "--input".into(),
-            input.into(),
-            "--owner-file".into(),
-            owner,
-            "--evidence".into(),
-            approval.into(),
+        let mut argv = vec![
+            "recovery-run-create",
+            "--run-id",
+            run_id,
+            "--input",
+            input,
+            "--owner-file",
+            &owner,
+            "--evidence",
+            approval,
         ];
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        argv.extend_from_slice(extra);
         self.cli(&argv)
     }
 
     fn recover(&self, input: &str) -> Output {
-        let approval = text(&self.work.join("approval.json"));
-        self.recover_with(input, "recovery.owner", &approval)
+        self.recover_with(input, "recovery.owner", &self.approval())
+    }
+
+    /// Write `record` as the run's head record `head` (canonical, no MAC
+    /// made for it): verify refuses it naming `rebuild`; the diagnosis,
+    /// which must answer.
+    #[track_caller]
+    fn bad_head_record(&self, head: &Path, record: &Value) -> Value {
+        std::fs::write(head, bluetape_flow::receipt::canonical::to_vec(record)).unwrap();
+        let e = self.verify(&self.run_id).assert_error(3, "receipt_corrupt");
+        assert_eq!(e["message"], "acknowledged receipt head record is invalid");
+        assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
+        self.diagnose().assert_ok()
+    }
+
+    /// The user approval file a recovery run is created with.
+    fn approval(&self) -> String {
+        text(&self.work.join("approval.json"))
     }
 
     fn verify(&self, run_id: &str) -> Output {
@@ -209,13 +237,8 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
         let damaged_bytes = std::fs::read(bed.receipt_path()).unwrap();
 
         // receipt-diagnose: exactly the reference's output, and read-only.
-        let before = common::snapshot(&bed.root);
-        let out = bed.diagnose();
-        assert_eq!(
-            before,
-            common::snapshot(&bed.root),
-            "{scenario}: diagnose wrote"
-        );
+        let what = format!("{scenario}: receipt-diagnose");
+        let out = common::read_only(&bed.root, what, || bed.diagnose());
         let want = recorded(scenario, &bed.run_id, "receipt-diagnose");
         assert_eq!(out.code, 0, "{scenario}: {out:?}");
         assert_eq!(
@@ -244,21 +267,10 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
             continue;
         }
         let out = bed.recover(&input).assert_ok();
-        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            [
-                "diagnosis_checksum",
-                "new_run_id",
-                "ok",
-                "operation",
-                "owner_epoch",
-                "owner_file",
-                "quarantine_hash",
-                "quarantine_path",
-                "state_root"
-            ],
-            "{scenario}"
+        crate::bed::assert_keys(
+            &out,
+            "diagnosis_checksum new_run_id ok operation owner_epoch owner_file quarantine_hash quarantine_path state_root",
+            scenario,
         );
         let hash = sha256(&damaged_bytes);
         let quarantine = format!("quarantine/{}-{hash}.receipt.jsonl", bed.run_id);
@@ -355,7 +367,7 @@ fn every_damaged_fixture_is_diagnosed_as_recorded_and_recovered() {
 
         // The new run is a run like any other: its owner approves it (and,
         // under the gate named for a line-1 recovery, its approver).
-        let approval = text(&bed.work.join("approval.json"));
+        let approval = bed.approval();
         let argv = [
             "--state-root".to_string(),
             text(&bed.root),
@@ -520,10 +532,8 @@ fn a_diagnosis_must_be_the_current_one_untampered() {
 
 #[test]
 fn owner_paths_and_locks_are_checked() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
-    let approval = text(&bed.work.join("approval.json"));
+    let (bed, input) = Bed::damaged();
+    let approval = bed.approval();
     let outside = text(&bed.work.join("recovery.owner"));
     bed.refused(
         || bed.recover_with(&input, &outside, &approval),
@@ -580,9 +590,7 @@ fn owner_paths_and_locks_are_checked() {
 
 #[test]
 fn quarantine_files_are_never_replaced_and_never_orphaned() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
+    let (bed, input) = Bed::damaged();
     let diagnosis = parse(&std::fs::read_to_string(&input).unwrap());
     let name = format!(
         "{}-{}.receipt.jsonl",
@@ -625,7 +633,7 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
     // run's provenance differs; the damaged run does not even verify). The
     // copy made for the attempt is removed again.
     bed.other_run();
-    let approval = text(&bed.work.join("approval.json"));
+    let approval = bed.approval();
     bed.refused(
         || bed.recover_with(&input, "other.owner", &approval),
         5,
@@ -656,21 +664,10 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
 
 #[test]
 fn unknown_runs_and_bad_inputs_are_refused_first() {
-    let bed = Bed::approved();
-    bed.damage(30);
-    let input = bed.diagnosis_file();
-    let approval = text(&bed.work.join("approval.json"));
-    let out = bed.cli(&[
-        "recovery-run-create",
-        "--run-id",
-        "20990101T000000Z-00000000",
-        "--input",
-        &input,
-        "--owner-file",
-        &text(&bed.handle("recovery.owner")),
-        "--evidence",
-        &approval,
-    ]);
+    let (bed, input) = Bed::damaged();
+    let approval = bed.approval();
+    let unknown = "20990101T000000Z-00000000";
+    let out = bed.recovery_run_create(unknown, &input, "recovery.owner", &approval, &[]);
     out.assert_error(3, "receipt_corrupt");
     let list = bed.put("list.json", &json!([]));
     bed.refused(
@@ -684,19 +681,8 @@ fn unknown_runs_and_bad_inputs_are_refused_first() {
     assert_eq!(before, common::snapshot(&bed.root));
     // recovery-run-create takes no --expected-head.
     let before = common::snapshot(&bed.root);
-    let out = bed.cli(&[
-        "recovery-run-create",
-        "--run-id",
-        &bed.run_id,
-        "--input",
-        &input,
-        "--owner-file",
-        &text(&bed.handle("recovery.owner")),
-        "--evidence",
-        &approval,
-        "--expected-head",
-        &"0".repeat(64),
-    ]);
+    let head = ["--expected-head", &"0".repeat(64)];
+    let out = bed.recovery_run_create(&bed.run_id, &input, "recovery.owner", &approval, &head);
     out.assert_error(2, "contract_error");
     assert_eq!(before, common::snapshot(&bed.root));
 }
@@ -717,58 +703,26 @@ fn a_phase1_run_is_diagnosed_but_not_recovered_or_handed_over() {
         parse(&std::fs::read_to_string(&input).unwrap())["manifest_version"],
         "1.0.0"
     );
-    let owner = text(&bed.handle("main.owner"));
-    let approval = text(&bed.work.join("approval.json"));
-    let new_owner = text(&bed.handle("n.owner"));
-    let cases: Vec<Vec<&str>> = vec![
-        vec![
-            "recovery-run-create",
-            "--run-id",
-            &bed.run_id,
-            "--input",
-            &input,
-            "--owner-file",
-            &new_owner,
-            "--evidence",
-            &approval,
-        ],
-        vec![
+    let owner = bed.handle("main.owner");
+    let approval = bed.approval();
+    let new_owner = bed.handle("n.owner");
+    let new_owner_file = text(&new_owner);
+    let input_and_approval = vec!["--input", &input, "--evidence", &approval];
+    let cases: Vec<(&str, &Path, Vec<&str>)> = vec![
+        ("recovery-run-create", &new_owner, input_and_approval),
+        (
             "resume",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
             &owner,
-            "--evidence",
-            &approval,
-            "--new-owner-file",
-            &new_owner,
-        ],
-        vec![
-            "handoff-create",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
-            &owner,
-            "--input",
-            &input,
-        ],
-        vec![
-            "live-report-create",
-            "--run-id",
-            &bed.run_id,
-            "--owner-file",
-            &owner,
-            "--input",
-            &input,
-        ],
+            vec!["--evidence", &approval, "--new-owner-file", &new_owner_file],
+        ),
+        ("handoff-create", &owner, vec!["--input", &input]),
+        ("live-report-create", &owner, vec!["--input", &input]),
     ];
-    for argv in cases {
-        let before = common::snapshot(&bed.root);
-        let e = bed
-            .cli(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
+    for (command, owner, rest) in cases {
+        let argv = common::mutation_argv(&bed.root, command, &bed.run_id, owner, &rest);
+        let out = common::read_only(&bed.root, command, || bed.flow.run(&argv));
+        let e = out.assert_error(7, "unsupported_by_run_manifest");
         assert_eq!(e["next_command"], "init", "{argv:?}");
-        assert_eq!(before, common::snapshot(&bed.root), "{argv:?}");
     }
 }
 
@@ -795,11 +749,7 @@ fn a_head_record_forged_without_the_key_is_a_damaged_cache_not_receipt_damage() 
     assert!(record["mac"].is_string(), "{record}");
     record["sequence"] = json!(record["sequence"].as_u64().unwrap() + 5);
     record["byte_length"] = json!(record["byte_length"].as_u64().unwrap() + 7000);
-    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
-    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
-    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
-    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
-    let diagnosis = bed.diagnose().assert_ok();
+    let diagnosis = bed.bad_head_record(&head, &record);
     assert_eq!(diagnosis["next_command"], "rebuild", "{diagnosis}");
     // Re-MACed with the key, the claim stands and the receipt is short.
     let key = crate::bed::forge::key(bed.run_dir().parent().unwrap().parent().unwrap());
@@ -823,11 +773,7 @@ fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
     let genuine = std::fs::read(&head).unwrap();
     let mut record: Value = serde_json::from_slice(&genuine).unwrap();
     record["sequence"] = json!(0);
-    std::fs::write(&head, bluetape_flow::receipt::canonical::to_vec(&record)).unwrap();
-    let e = bed.verify(&bed.run_id).assert_error(3, "receipt_corrupt");
-    assert_eq!(e["message"], "acknowledged receipt head record is invalid");
-    assert!(e["hint"].as_str().unwrap().contains("rebuild"), "{e}");
-    let diagnosis = bed.diagnose().assert_ok();
+    let diagnosis = bed.bad_head_record(&head, &record);
     assert_eq!(diagnosis["effective_state"], "planned", "{diagnosis}");
     assert_eq!(diagnosis["last_trusted_sequence"], 1);
     assert_eq!(diagnosis["next_command"], "rebuild");
@@ -843,9 +789,7 @@ fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
     assert_eq!(doctor["count"], 1, "{doctor}");
     assert_eq!(doctor["litter"][0]["kind"], "damaged_head_record");
     assert!(
-        doctor["litter"][0]["remedy"]
-            .as_str()
-            .unwrap()
+        crate::bed::str_field(&doctor["litter"][0], "remedy")
             .contains(&format!("rebuild --run-id {}", bed.run_id)),
         "{doctor}"
     );

@@ -216,13 +216,12 @@ impl Scenario {
 
     fn verify(&self) -> Value {
         self.flow
-            .run(&[
-                "--state-root",
-                self.root.to_str().unwrap(),
+            .run(&crate::bed::read_argv(
+                &self.root,
                 "verify",
-                "--run-id",
                 &self.run_id,
-            ])
+                &[],
+            ))
             .assert_ok()
     }
 

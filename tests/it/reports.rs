@@ -62,13 +62,12 @@ impl Bed {
 
     /// The current owner epoch (a `run_resumed` event carries the old one).
     fn epoch(&self) -> u64 {
-        let out = self.flow.run(&[
-            "--state-root",
-            &text(&self.root),
+        let out = self.flow.run(&crate::bed::read_argv(
+            &self.root,
             "resume-check",
-            "--run-id",
             &self.run_id,
-        ]);
+            &[],
+        ));
         out.assert_ok()["owner_epoch"].as_u64().unwrap()
     }
 
@@ -134,21 +133,10 @@ fn a_handoff_binds_its_file_and_the_pre_event_head() {
     let head = bed.head();
     let payload = bed.handoff();
     let out = bed.report("handoff-create", &payload, &[]).assert_ok();
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "ok",
-            "operation",
-            "report_checksum",
-            "report_path",
-            "report_receipt_head",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "checksum ok operation report_checksum report_path report_receipt_head run_id run_state sequence state_root",
+        "handoff-create",
     );
     assert_eq!(out["report_receipt_head"], head.as_str());
     assert_eq!(out["sequence"], 4);
@@ -302,38 +290,14 @@ fn the_reference_idempotent_repeat_is_reproduced_byte_for_byte() {
 fn a_report_that_smuggles_a_secret_is_refused() {
     let bed = Bed::running();
     let forbidden = "report contains forbidden secret or raw-output fields";
-    for payload in [
-        with(
+    // A target path that names a secret or raw output, hashed like any file.
+    let secrets = "tokenizer.py config/Secret.env prompts/system.md logs/raw_output.txt PASSWORD fencing-notes";
+    for path in secrets.split(' ') {
+        let payload = with(
             bed.handoff(),
             "target_hashes",
-            json!({"tokenizer.py": "d".repeat(64)}),
-        ),
-        with(
-            bed.handoff(),
-            "target_hashes",
-            json!({"config/Secret.env": "d".repeat(64)}),
-        ),
-        with(
-            bed.handoff(),
-            "target_hashes",
-            json!({"prompts/system.md": "d".repeat(64)}),
-        ),
-        with(
-            bed.handoff(),
-            "target_hashes",
-            json!({"logs/raw_output.txt": "d".repeat(64)}),
-        ),
-        with(
-            bed.handoff(),
-            "target_hashes",
-            json!({"PASSWORD": "d".repeat(64)}),
-        ),
-        with(
-            bed.handoff(),
-            "target_hashes",
-            json!({"fencing-notes": "d".repeat(64)}),
-        ),
-    ] {
+            json!({path: "d".repeat(64)}),
+        );
         bed.refused(|| bed.report("handoff-create", &payload, &[]), 2, forbidden);
     }
     // A smuggled key is a contract mismatch before anything else.

@@ -57,15 +57,7 @@ impl Run {
     }
 
     fn resume_check(&self) -> Value {
-        self.flow
-            .run(&[
-                "--state-root",
-                &text(&self.root),
-                "resume-check",
-                "--run-id",
-                &self.run_id,
-            ])
-            .assert_ok()
+        self.read("resume-check", &[]).assert_ok()
     }
 
     /// Assert a refusal that changed nothing; returns the error envelope.
@@ -92,31 +84,15 @@ fn resume_hands_the_run_to_a_fresh_handle() {
     let run = Run::new();
     let old = read_json(&run.handle("main.owner"));
     let old_fingerprint = canonical::sha256_hex(old["token"].as_str().unwrap().as_bytes());
-    let manifest_before = std::fs::read(
-        run.root
-            .join("runs")
-            .join(&run.run_id)
-            .join("manifest.json"),
-    )
-    .unwrap();
+    let manifest_before = std::fs::read(run.dir.join("manifest.json")).unwrap();
     let head_before = run.resume_check()["last_checksum"].clone();
 
     let out = run.resume("main.owner", "second.owner", &[]);
     let v = out.assert_ok();
-    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "ok",
-            "operation",
-            "owner_epoch",
-            "owner_fingerprint",
-            "run_id",
-            "run_state",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &v,
+        "checksum ok operation owner_epoch owner_fingerprint run_id run_state sequence state_root",
+        "resume",
     );
     assert_eq!(v["operation"], "resume");
     assert_eq!(v["owner_epoch"], 2);
@@ -145,13 +121,7 @@ fn resume_hands_the_run_to_a_fresh_handle() {
     // The old handle is gone; the manifest's `_run` is never rewritten.
     assert!(!run.handle("main.owner").exists());
     assert_eq!(
-        std::fs::read(
-            run.root
-                .join("runs")
-                .join(&run.run_id)
-                .join("manifest.json")
-        )
-        .unwrap(),
+        std::fs::read(run.dir.join("manifest.json")).unwrap(),
         manifest_before
     );
 
@@ -304,19 +274,19 @@ fn refusals_change_nothing() {
         || {
             let ev = run.work_file("ev.json");
             let new_owner = text(&run.handle("n.owner"));
-            run.flow.run(&[
-                "--state-root",
-                &text(&run.root),
+            run.flow.run(&crate::bed::read_argv(
+                &run.root,
                 "resume",
-                "--run-id",
                 &run.run_id,
-                "--owner-file",
-                &text(&copy),
-                "--evidence",
-                &ev,
-                "--new-owner-file",
-                &new_owner,
-            ])
+                &[
+                    "--owner-file",
+                    &text(&copy),
+                    "--evidence",
+                    &ev,
+                    "--new-owner-file",
+                    &new_owner,
+                ],
+            ))
         },
         2,
         "owner handle must be a direct child of state-root handles",
@@ -349,11 +319,7 @@ fn terminal_and_damaged_runs_keep_their_owner() {
     );
 
     let run = Run::new();
-    let receipt = run
-        .root
-        .join("runs")
-        .join(&run.run_id)
-        .join("receipt.jsonl");
+    let receipt = run.receipt_path();
     let mut bytes = std::fs::read(&receipt).unwrap();
     let at = bytes.len() - 10;
     bytes[at] ^= 1;
@@ -391,20 +357,7 @@ fn stale_foreign_and_unusable_current_handles_are_refused() {
         "No such file or directory",
     );
     // Another run's handle is just as stale here.
-    let out = run.flow.run(&[
-        "--state-root",
-        &text(&run.root),
-        "init",
-        "--workflow-type",
-        "A",
-        "--repo-root",
-        &text(&run.work),
-        "--owner-file",
-        &text(&run.handle("other.owner")),
-        "--component",
-        "runtime",
-    ]);
-    out.assert_ok();
+    run.init_another("other.owner", &run.work).assert_ok();
     run.refused(
         || run.resume("other.owner", "n.owner", &[]),
         5,

@@ -10,6 +10,7 @@
 use crate::bed as common;
 use crate::bed::refusal;
 
+use common::init_argv;
 use refusal::{Work, chmod, expect_error, is_root};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -31,7 +32,7 @@ fn a_symlinked_state_root_is_refused_with_and_without_trailing_slash() {
     symlink(&work.state, &link).unwrap();
     for root in [link.clone(), PathBuf::from(format!("{}/", link.display()))] {
         let owner = work.state.join("handles/second.owner");
-        let args = work.init_args_at(&root, &owner, "A", &work.repo, &["runtime"]);
+        let args = init_argv(&root, "A", &work.repo, &owner, &["runtime"]);
         work.refused(
             &args,
             2,
@@ -215,13 +216,8 @@ fn state_root_owned_by_another_uid_is_refused_chown_when_root() {
         // (and nothing could be created there anyway).
         let work = Work::new();
         let owner = PathBuf::from("/handles/bluetape-test.owner");
-        let args = work.init_args_at(
-            std::path::Path::new("/"),
-            &owner,
-            "A",
-            &work.repo,
-            &["runtime"],
-        );
+        let root = std::path::Path::new("/");
+        let args = init_argv(root, "A", &work.repo, &owner, &["runtime"]);
         let out = work.flow.run(&args);
         expect_error(
             &out,
@@ -449,7 +445,7 @@ fn a_state_root_whose_parent_does_not_exist_is_refused() {
     let work = Work::new();
     let root = work.base.join("missing-parent/state");
     let owner = root.join("handles/main.owner");
-    let args = work.init_args_at(&root, &owner, "A", &work.repo, &["runtime"]);
+    let args = init_argv(&root, "A", &work.repo, &owner, &["runtime"]);
     work.refused(&args, 2, "contract_error", "No such file or directory");
     assert!(!work.base.join("missing-parent").exists());
 }

@@ -5,9 +5,9 @@
 
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::bed::{Flow, Output, hold_receipt_lock, init_argv};
+use crate::bed::{Flow, Output, hold_receipt_lock, init_argv, lane_argv};
 
 /// A temp workspace with a run made by `init` (its id as `init` printed it).
 struct Life {
@@ -41,19 +41,11 @@ impl Life {
 
     /// `--state-root R <command> --run-id RUN [--owner-file O] <rest>`.
     fn argv(&self, command: &str, owner: bool, rest: &[&str]) -> Vec<String> {
-        let mut argv = vec![
-            "--state-root".to_string(),
-            self.root.to_string_lossy().into_owned(),
-            command.to_string(),
-            "--run-id".to_string(),
-            self.run.clone(),
-        ];
         if owner {
-            argv.push("--owner-file".into());
-            argv.push(self.owner.to_string_lossy().into_owned());
+            crate::bed::mutation_argv(&self.root, command, &self.run, &self.owner, rest)
+        } else {
+            crate::bed::read_argv(&self.root, command, &self.run, rest)
         }
-        argv.extend(rest.iter().map(|s| s.to_string()));
-        argv
     }
 
     fn mutate(&self, command: &str, rest: &[&str]) -> Output {
@@ -66,6 +58,26 @@ impl Life {
 
     fn ok(&self, command: &str, rest: &[&str]) -> Value {
         self.mutate(command, rest).assert_ok()
+    }
+
+    /// `liveness-check --explain` of lane `api` at `at`, which must answer.
+    fn explain(&self, at: &str) -> Value {
+        self.read(
+            "liveness-check",
+            &["--lane-id", "api", "--at", at, "--explain"],
+        )
+        .assert_ok()
+    }
+
+    /// `liveness-check` of lane `api` after five quiet minutes, writing
+    /// its decision to `decision_out`.
+    fn decide_quiet(&self, decision_out: &Path) -> Output {
+        let at = "2026-07-14T01:06:00Z";
+        let out = decision_out.to_str().unwrap();
+        self.read(
+            "liveness-check",
+            &["--lane-id", "api", "--at", at, "--decision-out", out],
+        )
     }
 
     fn evidence(&self, name: &str, kind: &str, summary: &str) -> String {
@@ -104,23 +116,9 @@ fn lane_input() -> Value {
         "command_deadline": "2026-07-14T01:30:00Z"})
 }
 
+/// The lane arguments of lane `api` (agent `agent-1`).
 fn lane_args<'a>(at: &'a str, evidence: &'a str) -> Vec<&'a str> {
-    vec![
-        "--lane-id",
-        "api",
-        "--agent-id",
-        "agent-1",
-        "--at",
-        at,
-        "--evidence",
-        evidence,
-    ]
-}
-
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value[key]
-        .as_str()
-        .unwrap_or_else(|| panic!("no string {key} in {value}"))
+    lane_argv("api", "agent-1", at, evidence)
 }
 
 /// The lane's life from `lane-create` through a stall to `complete`, each
@@ -134,19 +132,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     // Quiet for five minutes: liveness-check says what to record, and
     // writes the decision file for stall-record.
     let decision_path = life.base.join("decision.json");
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:00Z",
-                "--decision-out",
-                decision_path.to_str().unwrap(),
-            ],
-        )
-        .assert_ok();
+    let out = life.decide_quiet(&decision_path).assert_ok();
     assert_eq!(out["action"], "suspect_stall");
     assert_eq!(out["lane_state"], "running");
     assert_eq!(out["agent_id"], "agent-1");
@@ -157,7 +143,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
         out["decision"],
         json!({"action": out["action"], "reason": out["reason"]})
     );
-    let written = PathBuf::from(text(&out, "decision_out"));
+    let written = PathBuf::from(crate::bed::str_field(&out, "decision_out"));
     assert_eq!(written, decision_path);
     let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -173,46 +159,27 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     let mut args = lane_args("2026-07-14T01:06:00Z", &ev);
     args.extend([
         "--reason",
-        text(&out, "reason"),
+        crate::bed::str_field(&out, "reason"),
         "--decision",
-        text(&out, "decision_out"),
+        crate::bed::str_field(&out, "decision_out"),
         "--expected-head",
-        text(&out, "checksum"),
+        crate::bed::str_field(&out, "checksum"),
     ]);
     let recorded = life.ok("stall-record", &args);
     assert_eq!(recorded["operation"], "stall-record", "{recorded}");
     // Now the answer is send_probe, with the latest deadline probe-sent takes.
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:30Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let out = life.explain("2026-07-14T01:06:30Z");
     assert_eq!(out["action"], "send_probe");
     assert_eq!(out["lane_state"], "suspected_stall");
     assert!(out.get("decision").is_none());
     let ev = life.evidence("probe.json", "tool", "probe sent to agent-1");
     let mut args = lane_args("2026-07-14T01:06:30Z", &ev);
-    args.extend(["--deadline", text(&out, "probe_deadline_max")]);
+    args.extend([
+        "--deadline",
+        crate::bed::str_field(&out, "probe_deadline_max"),
+    ]);
     life.ok("probe-sent", &args);
-    let out = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:40Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let out = life.explain("2026-07-14T01:06:40Z");
     assert_eq!(out["action"], "await_probe");
     assert_eq!(out["deadlines"]["probe_deadline"], "2026-07-14T01:07:30Z");
     assert_eq!(out["deadlines"]["command_deadline"], "2026-07-14T01:30:00Z");
@@ -225,18 +192,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
     let mut args = lane_args("2026-07-14T01:10:00Z", &ev);
     args.extend(["--changed-paths", &changed]);
     life.ok("lane-complete", &args);
-    let terminal = life
-        .read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:11:00Z",
-                "--explain",
-            ],
-        )
-        .assert_ok();
+    let terminal = life.explain("2026-07-14T01:11:00Z");
     assert_eq!(terminal["reason"], "lane is terminal");
     assert_eq!(terminal["lane_state"], "completed");
     let topology = life.put(
@@ -283,51 +239,29 @@ fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
     std::os::unix::fs::symlink(life.base.join("elsewhere.json"), &link).unwrap();
     let inside = life.root.join("decision.json");
     for target in [&existing, &link, &inside] {
-        let out = life.read(
-            "liveness-check",
-            &[
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:06:00Z",
-                "--decision-out",
-                target.to_str().unwrap(),
-            ],
-        );
+        let out = life.decide_quiet(target);
         let e = out.assert_error(2, "contract_error");
         assert_eq!(e["fields"]["input"], "--decision-out", "{e}");
-        assert!(text(&e, "hint").contains("never replaces"), "{e}");
+        assert!(
+            crate::bed::str_field(&e, "hint").contains("never replaces"),
+            "{e}"
+        );
     }
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep");
     assert!(!life.base.join("elsewhere.json").exists());
     assert!(!inside.exists());
 }
 
-/// One refusal of the issue: how to reach it, the reference's keys it
-/// keeps, and what must be in its `hint`, `message` and `fields`.
-struct Case {
-    name: &'static str,
-    exit: i32,
-    error: &'static str,
-    retryable: bool,
-    next_command: Option<&'static str>,
-    message: &'static str,
-    hint: &'static [&'static str],
-    fields: Option<Value>,
-}
+/// One refusal of the issue: the reference's keys it keeps, and what must
+/// be in its `hint`, `message` and `fields`.
+type Case = crate::bed::RefusalCase;
 
 fn run_case(case: &Case, out: &Output, run: &str) {
     let e = out.assert_error(case.exit, case.error);
     let name = case.name;
-    assert_eq!(e["ok"], false, "{name}: {e}");
-    assert_eq!(e["retryable"], case.retryable, "{name}: {e}");
-    assert_eq!(
-        e.get("next_command").and_then(Value::as_str),
-        case.next_command,
-        "{name}: {e}"
-    );
+    case.assert_retry_keys(&e);
     assert!(
-        text(&e, "message").contains(case.message),
+        crate::bed::str_field(&e, "message").contains(case.message),
         "{name}: message {e}"
     );
     let hint = e["hint"].as_str().unwrap_or_default().replace(run, "RUN");
@@ -338,14 +272,10 @@ fn run_case(case: &Case, out: &Output, run: &str) {
     for part in case.hint {
         assert!(hint.contains(part), "{name}: hint lacks {part:?}: {hint}");
     }
-    match &case.fields {
-        Some(want) => {
-            for (key, value) in want.as_object().unwrap() {
-                assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
-            }
-        }
-        None => assert!(e.get("fields").is_none(), "{name}: {e}"),
+    for part in case.not_in_hint {
+        assert!(!hint.contains(part), "{name}: hint says {part:?}: {hint}");
     }
+    case.assert_fields(&e);
 }
 
 /// Every refusal the issue lists, table-driven: its `hint`, its `fields`,
@@ -394,6 +324,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"input": "--input", "file": lane_only,
                     "missing": ["agent_id", "assignment", "write_scope", "fallback", "observed_at",
                         "startup_ack_deadline", "command_deadline"]})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-create",
@@ -411,6 +342,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": long,
                     "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
         ),
@@ -425,6 +357,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": bad_id,
                     "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
         ),
@@ -438,6 +371,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "evidence file '",
                 hint: &["takes one JSON list: inline"],
                 fields: Some(json!({"input": "--evidence", "file": missing_file})),
+                not_in_hint: &[],
             },
             life.mutate("run-approve", &["--evidence", missing_file]),
         ),
@@ -452,6 +386,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &["wrap the evidence in a list"],
                 fields: Some(json!({"input": "--evidence", "file": object_ev,
                     "expected_type": "list", "found_type": "object"})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &object_ev]),
         ),
@@ -467,6 +402,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"input": "--evidence", "file": extra_ev,
                     "unknown": ["[0].note"],
                     "allowed": ["kind", "summary", "path", "checksum", "exit_status"]})),
+                not_in_hint: &[],
             },
             life.mutate("lane-start", &lane_args("2026-07-14T01:00:05Z", &extra_ev)),
         ),
@@ -483,6 +419,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "bluetape-flow topology-register --run-id RUN --owner-file",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate(
                 "check-result",
@@ -499,6 +436,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "identifier already exists",
                 hint: &["retrying cannot help", "lane api exists already (pending)"],
                 fields: Some(json!({"lane_id": "api", "lane_state": "pending"})),
+                not_in_hint: &[],
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
         ),
@@ -514,19 +452,11 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(
                     json!({"lane_id": "api", "agent_id": "agent-9", "lane_agent_id": "agent-1"}),
                 ),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-start",
-                &[
-                    "--lane-id",
-                    "api",
-                    "--agent-id",
-                    "agent-9",
-                    "--at",
-                    "2026-07-14T01:00:05Z",
-                    "--evidence",
-                    &spawn,
-                ],
+                &crate::bed::lane_argv("api", "agent-9", "2026-07-14T01:00:05Z", &spawn),
             ),
         ),
         (
@@ -539,19 +469,11 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "lane does not exist",
                 hint: &["no lane ghost", "the run's lanes are api"],
                 fields: Some(json!({"lane_id": "ghost", "lanes": ["api"]})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "lane-start",
-                &[
-                    "--lane-id",
-                    "ghost",
-                    "--agent-id",
-                    "agent-1",
-                    "--at",
-                    "2026-07-14T01:00:05Z",
-                    "--evidence",
-                    &spawn,
-                ],
+                &crate::bed::lane_argv("ghost", "agent-1", "2026-07-14T01:00:05Z", &spawn),
             ),
         ),
         (
@@ -567,6 +489,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "bluetape-flow lane-start --run-id RUN",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate("startup-ack", &lane_args("2026-07-14T01:00:10Z", &spawn)),
         ),
@@ -583,6 +506,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "running already",
                 ],
                 fields: None,
+                not_in_hint: &[],
             },
             life.mutate("run-approve", &["--evidence", &assign]),
         ),
@@ -596,6 +520,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 message: "decided_at must be a UTC timestamp: --at 'yesterday' is not one",
                 hint: &["--at 2026-07-14T01:00:00Z"],
                 fields: Some(json!({"input": "--at"})),
+                not_in_hint: &[],
             },
             life.mutate(
                 "run-block",
@@ -613,6 +538,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 hint: &["--workflow-type A | B"],
                 fields: Some(json!({"input": "--workflow-type",
                     "allowed": ["A", "B", "C", "D", "E", "P", "F"]})),
+                not_in_hint: &[],
             },
             life.flow.run(&init_argv(
                 &life.root,
@@ -641,10 +567,11 @@ fn issue15_every_listed_refusal_names_its_fix() {
         message: "state lock owner is live or unknown: held by pid ",
         hint: &["another writer holds the lock", "bluetape-flow doctor"],
         fields: None,
+        not_in_hint: &[],
     };
     run_case(&busy, &out, &life.run);
     assert!(
-        text(&out.error(), "message").contains(&pid),
+        crate::bed::str_field(&out.error(), "message").contains(&pid),
         "{}",
         out.error()
     );
@@ -691,6 +618,7 @@ fn stall_record_refusals(_run: &str) {
                 json!({"input": "--decision", "file": envelope, "unknown": unknown,
                 "allowed": ["action", "reason"]}),
             ),
+            not_in_hint: &[],
         },
         &out,
         &life.run,
@@ -709,7 +637,7 @@ fn stall_record_refusals(_run: &str) {
         .unwrap()
         .to_string();
     assert!(
-        text(&e, "hint").contains(&format!("\"checksum\": \"{checksum}\"")),
+        crate::bed::str_field(&e, "hint").contains(&format!("\"checksum\": \"{checksum}\"")),
         "{e}"
     );
     let bound = life.put(
@@ -730,6 +658,7 @@ fn stall_record_refusals(_run: &str) {
             hint: &["--reason must be the decision's reason: --reason 'no fresh evidence'"],
             fields: Some(json!({"input": "--decision",
                 "current_decision": {"action": "suspect_stall", "reason": "no fresh evidence"}})),
+            not_in_hint: &[],
         },
         &out,
         &life.run,
@@ -754,6 +683,7 @@ fn stall_record_refusals(_run: &str) {
             fields: Some(json!({"input": "--input", "file": beat, "invalid": [{
                 "field": "silence_lease_deadline", "expected": "at most 600 seconds after observed_at",
                 "limit": 600}]})),
+            not_in_hint: &[],
         },
         &out,
         &life.run,
@@ -838,13 +768,12 @@ fn reach(row: &ExitRow) -> Output {
         }
         (3, Some("receipt_corrupt"), _) => {
             let life = Life::new();
-            life.flow.run(&[
-                "--state-root",
-                life.root.to_str().unwrap(),
+            life.flow.run(&crate::bed::read_argv(
+                &life.root,
                 "verify",
-                "--run-id",
                 "20990101T000000Z-00000000",
-            ])
+                &[],
+            ))
         }
         (3, Some("proof_invalid"), _) => {
             let life = Life::new();
@@ -913,15 +842,7 @@ fn reach(row: &ExitRow) -> Output {
             // A required component removed by another writer is a breach
             // of our rules; the `complete` gate names it.
             let run = crate::bed::TestBed::running(&["runtime"]);
-            run.completed_lane("build", None, &crate::bed::ev("build done"));
-            run.register(&json!([crate::bed::component(
-                "runtime",
-                "build",
-                true,
-                &["unit"],
-                &[]
-            )]))
-            .assert_ok();
+            run.built_runtime();
             run.append_sealed(&[(
                 "topology_component_removed",
                 json!({"reason": "scope cut", "metadata": {"owner_epoch": 1, "component_id": "runtime"}}),
@@ -967,7 +888,7 @@ fn reach(row: &ExitRow) -> Output {
                 });
                 url
             };
-            run.raw(&["otel-export", "--run-id", &run.run_id, "--endpoint", &url])
+            run.read("otel-export", &["--endpoint", &url])
         }
         (6, Some("completion_blocked"), _) => {
             let life = Life::running();
@@ -976,17 +897,10 @@ fn reach(row: &ExitRow) -> Output {
         }
         (7, Some("unsupported_by_run_manifest"), _) => {
             let bed = crate::bed::Phase1Bed::new();
-            bed.flow.run(&[
-                "--state-root",
-                bed.root.to_str().unwrap(),
+            bed.read(
                 "liveness-check",
-                "--run-id",
-                crate::bed::PHASE1_RUN_ID,
-                "--lane-id",
-                "api",
-                "--at",
-                "2026-07-14T01:00:00Z",
-            ])
+                &["--lane-id", "api", "--at", "2026-07-14T01:00:00Z"],
+            )
         }
         _ => panic!("README row with no known way to reach it: {row:?}"),
     }

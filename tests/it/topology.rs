@@ -739,8 +739,7 @@ fn component_evidence_refusals() {
 
 #[test]
 fn help_texts_are_the_reference_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    let flow = Flow::new(tmp.path());
+    let (_tmp, flow) = crate::bed::flow_elsewhere();
     for (command, text) in [
         (
             "completion-check",
@@ -771,66 +770,32 @@ fn help_texts_are_the_reference_ones() {
             "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
         ),
     ] {
-        let out = flow.run(&[command, "--help"]);
-        assert_eq!(out.code, 0, "{command}");
-        assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+        common::assert_help_says(&flow, command, text);
     }
 }
 
 #[test]
 fn every_new_command_answers_exit_7_on_a_phase1_run() {
-    use common::PHASE1_RUN_ID as RUN_ID;
     let bed = common::Phase1Bed::new();
-    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
-    let before = common::snapshot(root);
-    let f = file.to_str().unwrap();
-    let r = root.to_str().unwrap();
-    let o = owner.to_str().unwrap();
-    let mutation = |command: &'static str, extra: &[&'static str]| {
-        let mut argv = vec![
-            "--state-root",
-            r,
-            command,
-            "--run-id",
-            RUN_ID,
-            "--owner-file",
-            o,
-            "--evidence",
-            f,
-        ];
-        argv.extend_from_slice(extra);
-        argv.iter().map(|s| s.to_string()).collect::<Vec<String>>()
-    };
-    let cases = vec![
-        mutation("topology-register", &["--input", "/nonexistent.json"]),
-        mutation(
+    let mutations: Vec<(&str, &[&str])> = vec![
+        ("topology-register", &["--input", "/nonexistent.json"]),
+        (
             "topology-remove",
             &["--component-id", "runtime", "--reason", "r"],
         ),
-        mutation("check-result", &["--input", "/nonexistent.json"]),
-        mutation("component-evidence", &["--input", "/nonexistent.json"]),
-        mutation(
+        ("check-result", &["--input", "/nonexistent.json"]),
+        ("component-evidence", &["--input", "/nonexistent.json"]),
+        (
             "lane-resolve",
             &["--lane-id", "l", "--resolution-lane-id", "m", "--at", T0],
         ),
-        mutation("complete", &[]),
-        vec![
-            "--state-root".into(),
-            r.into(),
-            "completion-check".into(),
-            "--run-id".into(),
-            RUN_ID.into(),
-        ],
+        ("complete", &[]),
     ];
-    for argv in cases {
-        let e = flow
-            .run(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
-        assert_eq!(e["next_command"], "init", "{argv:?}");
-        assert_eq!(
-            e["message"],
-            "the selected run manifest does not support coordinator commands"
-        );
-    }
-    assert_eq!(before, common::snapshot(root));
+    common::unchanged(&bed.root, || {
+        for (command, extra) in mutations {
+            common::assert_phase1_unsupported(&bed.mutate(command, extra), command);
+        }
+        let check = bed.read("completion-check", &[]);
+        common::assert_phase1_unsupported(&check, "completion-check");
+    });
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::bed::{TestBed as Run, component, ev};
+use crate::bed::{TestBed as Run, ev};
 use common::Output;
 
 // ---------------------------------------------------------------- helpers
@@ -57,11 +57,7 @@ fn go_checker() -> &'static Path {
             .env("GOPROXY", "off")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "go build failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::bed::assert_ran(&out, "go build");
         binary
     })
 }
@@ -71,11 +67,7 @@ fn go_check(dir: &Path, job: &Value) -> Value {
     let path = dir.join(format!("job-{}.json", rand_suffix()));
     std::fs::write(&path, job.to_string()).unwrap();
     let out = Command::new(go_checker()).arg(&path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "tlogcheck failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::bed::assert_ran(&out, "tlogcheck");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["errors"], Value::Null, "Go disagrees: {result}");
     result
@@ -127,14 +119,12 @@ fn s(path: &Path) -> &str {
 }
 
 fn sign(run: &Run, keys: &Keys) -> Value {
-    run.raw(&[
-        "sign-head",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.signer),
-    ])
-    .assert_ok()
+    sign_head(run, keys).assert_ok()
+}
+
+/// `sign-head` with `keys`' signer key, whatever it answers.
+fn sign_head(run: &Run, keys: &Keys) -> Output {
+    run.read("sign-head", &["--key", s(&keys.signer)])
 }
 
 /// `verify --key` with the run's verifier key must accept the run.
@@ -144,6 +134,11 @@ fn verify_with_key(run: &Run, keys: &Keys) -> Value {
 
 /// [`verify_with_key`] with more arguments (`--head`, say).
 fn verify_with_key_and(run: &Run, keys: &Keys, more: &[&str]) -> Value {
+    verify_keyed(run, keys, more).assert_ok()
+}
+
+/// `verify --key <the run's verifier key>` plus `more`, whatever it answers.
+fn verify_keyed(run: &Run, keys: &Keys, more: &[&str]) -> Output {
     let mut args = vec![
         "verify",
         "--run-id",
@@ -152,7 +147,7 @@ fn verify_with_key_and(run: &Run, keys: &Keys, more: &[&str]) -> Value {
         s(&keys.verifier),
     ];
     args.extend_from_slice(more);
-    run.raw(&args).assert_ok()
+    run.raw(&args)
 }
 
 fn write(run: &Run, name: &str, bytes: &[u8]) -> PathBuf {
@@ -221,10 +216,7 @@ fn refused_proof(out: Output) {
     out.assert_error(3, "proof_invalid");
     assert!(out.error().get("next_command").is_none(), "{out:?}");
     assert!(
-        out.error()["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("proof does not verify"),
+        crate::bed::str_field(&out.error(), "message").starts_with("proof does not verify"),
         "{out:?}"
     );
 }
@@ -507,15 +499,7 @@ fn targeted_negatives_are_refused_by_us_and_by_go() {
     }
     // A wrong origin: a head of another run signed with the same key.
     let other = Run::running(&["runtime"]);
-    let other_sign = other
-        .raw(&[
-            "sign-head",
-            "--run-id",
-            &other.run_id,
-            "--key",
-            s(&keys.signer),
-        ])
-        .assert_ok();
+    let other_sign = sign_head(&other, &keys).assert_ok();
     let other_proof = other
         .raw(&["prove-event", "--run-id", &other.run_id, "--sequence", "1"])
         .assert_ok()["proof"]
@@ -544,15 +528,7 @@ fn targeted_negatives_are_refused_by_us_and_by_go() {
         Some(format!("bluetape-flow/{}", run.run_id)),
     );
     // Signed only by an unknown key (same name, another key).
-    let stranger_note = run
-        .raw(&[
-            "sign-head",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&stranger.signer),
-        ])
-        .assert_ok()["note"]
+    let stranger_note = sign_head(&run, &stranger).assert_ok()["note"]
         .as_str()
         .unwrap()
         .to_string();
@@ -791,54 +767,23 @@ fn a_cut_tail_is_caught_by_a_kept_head_even_without_receipt_head_json() {
     std::fs::remove_dir_all(run.dir.join("heads")).unwrap();
     let _ = std::fs::remove_file(run.dir.join("checkpoint.json"));
     assert_eq!(run.verify()["sequence"], 9);
-    let e = run
-        .raw(&[
-            "verify",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&keys.verifier),
-            "--head",
-            s(&kept),
-        ])
-        .assert_error(3, "receipt_corrupt");
+    let e = verify_keyed(&run, &keys, &["--head", s(&kept)]).assert_error(3, "receipt_corrupt");
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("it is for 12 events and the receipt has 9"),
+        crate::bed::str_field(&e, "message").contains("it is for 12 events and the receipt has 9"),
         "{e}"
     );
     // Regrow to 12 with other events: same length, another tree.
     grow(&run, 12, |_| {});
     assert_ne!(lines(&run), all);
-    let e = run
-        .raw(&[
-            "verify",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&keys.verifier),
-            "--head",
-            s(&kept),
-        ])
-        .assert_error(3, "receipt_corrupt");
+    let e = verify_keyed(&run, &keys, &["--head", s(&kept)]).assert_error(3, "receipt_corrupt");
     assert!(
         e["message"].as_str().unwrap().contains("another root"),
         "{e}"
     );
     // A proof against the kept head is refused too, and so is signing over
     // a stored head the receipt no longer extends.
-    run.raw(&[
-        "prove-event",
-        "--run-id",
-        &run.run_id,
-        "--sequence",
-        "1",
-        "--head",
-        s(&kept),
-    ])
-    .assert_error(3, "receipt_corrupt");
+    run.read("prove-event", &["--sequence", "1", "--head", s(&kept)])
+        .assert_error(3, "receipt_corrupt");
     std::fs::create_dir_all(run.dir.join("heads")).unwrap();
     std::fs::set_permissions(
         run.dir.join("heads"),
@@ -848,21 +793,13 @@ fn a_cut_tail_is_caught_by_a_kept_head_even_without_receipt_head_json() {
     let stored = run.dir.join(format!("heads/12.{}.note", keys.hash));
     std::fs::copy(&kept, &stored).unwrap();
     std::fs::set_permissions(&stored, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let e = run
-        .raw(&[
-            "sign-head",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&keys.signer),
-        ])
-        .assert_error(3, "receipt_corrupt");
+    let e = sign_head(&run, &keys).assert_error(3, "receipt_corrupt");
     assert!(
         e["message"].as_str().unwrap().contains("another root"),
         "{e}"
     );
     // --head needs --key.
-    run.raw(&["verify", "--run-id", &run.run_id, "--head", s(&kept)])
+    run.read("verify", &["--head", s(&kept)])
         .assert_error(2, "contract_error");
 }
 
@@ -899,8 +836,7 @@ fn signer_keys_are_guarded() {
     .assert_error(2, "contract_error");
     assert!(!run.tmp.path().join("n.key").exists());
 
-    let sign_with =
-        |path: &Path| run.raw(&["sign-head", "--run-id", &run.run_id, "--key", s(path)]);
+    let sign_with = |path: &Path| run.read("sign-head", &["--key", s(path)]);
     let message = |out: &Output| out.error()["message"].as_str().unwrap().to_string();
     let loose = write(&run, "loose.key", secret.as_bytes());
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -944,13 +880,7 @@ fn signer_keys_are_guarded() {
         assert!(!run.dir.join("heads").exists());
     }
     // The key never reaches stdout or stderr, the state root or the heads.
-    let out = run.raw(&[
-        "sign-head",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.signer),
-    ]);
+    let out = sign_head(&run, &keys);
     assert!(!out.stdout.contains(&seed) && !out.stderr.contains(&seed));
     for entry in common::walk(&run.root) {
         if entry.is_file() {
@@ -977,14 +907,7 @@ fn sign_head_never_signs_a_receipt_that_does_not_verify() {
     bytes[at] ^= 0x01;
     std::fs::write(&receipt, &bytes).unwrap();
     let before = common::snapshot(&run.root);
-    run.raw(&[
-        "sign-head",
-        "--run-id",
-        &run.run_id,
-        "--key",
-        s(&keys.signer),
-    ])
-    .assert_error(3, "receipt_corrupt");
+    sign_head(&run, &keys).assert_error(3, "receipt_corrupt");
     assert_eq!(before, common::snapshot(&run.root));
     assert!(!run.dir.join("heads").exists());
 }
@@ -1056,15 +979,7 @@ fn gates_sign_the_head_they_leave() {
     // complete
     let run = Run::running(&["runtime"]);
     let keys = keygen(&run, "gate.example");
-    run.completed_lane("build", None, &ev("build done"));
-    run.register(&json!([component(
-        "runtime",
-        "build",
-        true,
-        &["unit"],
-        &[]
-    )]))
-    .assert_ok();
+    run.built_runtime();
     run.check("runtime", "unit", true, None, &ev("unit tests passed"))
         .assert_ok();
     run.cover("runtime", &ev("runtime verified")).assert_ok();
@@ -1104,35 +1019,35 @@ fn gates_sign_the_head_they_leave() {
         "receipt_head": last["checksum"], "target_hashes": {"src/lib.rs": "d".repeat(64)},
     }));
     let owner = run.owner();
-    let out = run.raw(&[
+    let out = run.read(
         "handoff-create",
-        "--run-id",
-        &run.run_id,
-        "--owner-file",
-        s(&owner),
-        "--input",
-        &report,
-        "--sign-head-key",
-        s(&keys.signer),
-    ]);
+        &[
+            "--owner-file",
+            s(&owner),
+            "--input",
+            &report,
+            "--sign-head-key",
+            s(&keys.signer),
+        ],
+    );
     let out = out.assert_ok();
     assert_eq!(out["signed_head"]["size"], out["sequence"], "{out}");
     let new_owner = run.root.join("handles/next.owner");
     let evidence = run.file(&ev("resumed in a fresh session"));
     let out = run
-        .raw(&[
+        .read(
             "resume",
-            "--run-id",
-            &run.run_id,
-            "--owner-file",
-            s(&owner),
-            "--evidence",
-            &evidence,
-            "--new-owner-file",
-            s(&new_owner),
-            "--sign-head-key",
-            s(&keys.signer),
-        ])
+            &[
+                "--owner-file",
+                s(&owner),
+                "--evidence",
+                &evidence,
+                "--new-owner-file",
+                s(&new_owner),
+                "--sign-head-key",
+                s(&keys.signer),
+            ],
+        )
         .assert_ok();
     assert_eq!(out["signed_head"]["size"], out["sequence"], "{out}");
     assert_eq!(
@@ -1153,24 +1068,24 @@ fn gates_sign_the_head_they_leave() {
     let at = bytes.len() - 20;
     bytes[at] ^= 1;
     std::fs::write(&receipt, &bytes).unwrap();
-    let diagnosis = run.raw(&["receipt-diagnose", "--run-id", &run.run_id]);
+    let diagnosis = run.read("receipt-diagnose", &[]);
     assert_eq!(diagnosis.code, 0, "{diagnosis:?}");
     let diagnosis_file = write(&run, "diagnosis.json", diagnosis.stdout.as_bytes());
     let approval = run.file(&json!([{"kind": "user_approval", "summary": "recover"}]));
     let out = run
-        .raw(&[
+        .read(
             "recovery-run-create",
-            "--run-id",
-            &run.run_id,
-            "--input",
-            s(&diagnosis_file),
-            "--owner-file",
-            s(&run.root.join("handles/recovery.owner")),
-            "--evidence",
-            &approval,
-            "--sign-head-key",
-            s(&keys.signer),
-        ])
+            &[
+                "--input",
+                s(&diagnosis_file),
+                "--owner-file",
+                s(&run.root.join("handles/recovery.owner")),
+                "--evidence",
+                &approval,
+                "--sign-head-key",
+                s(&keys.signer),
+            ],
+        )
         .assert_ok();
     let new_run = out["new_run_id"].as_str().unwrap();
     assert_eq!(out["signed_head"]["run_id"], new_run, "{out}");
@@ -1214,15 +1129,7 @@ fn hostile_notes_and_proofs_get_typed_errors() {
     }
     for cut in (0..note.len()).step_by(7) {
         let file = write(&run, "cut.note", &note.as_bytes()[..cut]);
-        typed(&run.raw(&[
-            "verify",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&keys.verifier),
-            "--head",
-            s(&file),
-        ]));
+        typed(&verify_keyed(&run, &keys, &["--head", s(&file)]));
     }
     for cut in (0..append.len()).step_by(11) {
         typed(&check_append(&run, &append[..cut], &[&keys.verifier], &[]));
@@ -1249,15 +1156,7 @@ fn hostile_notes_and_proofs_get_typed_errors() {
         ));
         typed(&check_append(&run, bytes, &[&keys.verifier], &[]));
         let file = write(&run, "g.note", bytes);
-        typed(&run.raw(&[
-            "verify",
-            "--run-id",
-            &run.run_id,
-            "--key",
-            s(&keys.verifier),
-            "--head",
-            s(&file),
-        ]));
+        typed(&verify_keyed(&run, &keys, &["--head", s(&file)]));
         typed(&check_inclusion(
             &run,
             proof.as_bytes(),
@@ -1284,13 +1183,7 @@ fn hostile_notes_and_proofs_get_typed_errors() {
         .assert_error(2, "contract_error");
     // A sequence outside the head.
     for sequence in ["0", "10", "99999999999999999999"] {
-        typed(&run.raw(&[
-            "prove-event",
-            "--run-id",
-            &run.run_id,
-            "--sequence",
-            sequence,
-        ]));
+        typed(&run.read("prove-event", &["--sequence", sequence]));
     }
     // No stored head yet on a new run.
     let fresh = Run::running(&["runtime"]);
@@ -1299,28 +1192,12 @@ fn hostile_notes_and_proofs_get_typed_errors() {
         .assert_error(2, "contract_error");
     // --out never replaces a file.
     let out_file = write(&run, "exists.proof", b"keep");
-    run.raw(&[
-        "prove-event",
-        "--run-id",
-        &run.run_id,
-        "--sequence",
-        "1",
-        "--out",
-        s(&out_file),
-    ])
-    .assert_error(2, "contract_error");
+    run.read("prove-event", &["--sequence", "1", "--out", s(&out_file)])
+        .assert_error(2, "contract_error");
     assert_eq!(std::fs::read(&out_file).unwrap(), b"keep");
     let fresh_out = run.tmp.path().join("new.proof");
     let printed = run
-        .raw(&[
-            "prove-event",
-            "--run-id",
-            &run.run_id,
-            "--sequence",
-            "1",
-            "--out",
-            s(&fresh_out),
-        ])
+        .read("prove-event", &["--sequence", "1", "--out", s(&fresh_out)])
         .assert_ok();
     assert_eq!(
         std::fs::read_to_string(&fresh_out).unwrap(),
@@ -1335,18 +1212,10 @@ fn hostile_notes_and_proofs_get_typed_errors() {
 fn verify_output_is_unchanged_without_heads() {
     let run = lane_run();
     let out = run.verify();
-    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "checksum",
-            "event_count",
-            "ok",
-            "operation",
-            "run_id",
-            "sequence",
-            "state_root"
-        ]
+    crate::bed::assert_keys(
+        &out,
+        "checksum event_count ok operation run_id sequence state_root",
+        "verify",
     );
     assert!(run.dir.join("tree-hashes").is_file());
 }

@@ -8,13 +8,26 @@ use crate::bed::forge::{
     assert_same_answers, auditor_answers, read_json, remac_checkpoint, stale_checkpoint,
     write_macced, zero_digest_slots,
 };
-use crate::bed::{T0, TestBed, bed_type, component, ev, heartbeat_input};
+use crate::bed::{T0, TestBed, bed_type, component, ev};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 bed_type!(Run);
 
 impl Run {
+    /// A running run whose lane `a` (agent `agent-a`) is created, not yet
+    /// started.
+    fn with_lane_a_created() -> Run {
+        let run = Run(TestBed::running(&["runtime"]));
+        run.input(
+            "lane-create",
+            &ev("assign a"),
+            &crate::bed::lane_input("a", "agent-a", &[]),
+        )
+        .assert_ok();
+        run
+    }
+
     fn checkpoint_path(&self) -> PathBuf {
         self.dir.join("checkpoint.json")
     }
@@ -27,30 +40,13 @@ impl Run {
             "copy-{}",
             marker.file_stem().unwrap().to_string_lossy()
         ));
-        let status = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&self.root)
-            .arg(&copy)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        crate::bed::copy_tree(&self.root, &copy);
         strip_derived(&copy.join("runs").join(&self.run_id));
         copy
     }
 
     fn answers(&self, root: &Path) -> Vec<(String, i32, String)> {
         auditor_answers(&self.flow, root, &self.run_id, &self.work)
-    }
-
-    fn heartbeat_with(&self, lane: &str, evidence: &Value, n: u32) -> crate::bed::Output {
-        let input = heartbeat_input(
-            lane,
-            &format!("agent-{lane}"),
-            &format!("2026-07-14T01:00:{:02}Z", 5 + n),
-            "2026-07-14T01:05:00Z",
-            &format!("alive {n}"),
-        );
-        self.input("heartbeat", evidence, &input)
     }
 
     /// Full replay of the receipt (no derived file): no rejection, no
@@ -141,13 +137,7 @@ fn issue26_a_remaced_checkpoint_cannot_hide_a_breach_from_any_auditor() {
 #[test]
 fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event() {
     // (1) a state that no line of the lane produced: the lane is pending.
-    let run = Run(TestBed::running(&["runtime"]));
-    run.input(
-        "lane-create",
-        &ev("assign a"),
-        &crate::bed::lane_input("a", "agent-a", &[]),
-    )
-    .assert_ok();
+    let run = Run::with_lane_a_created();
     let untouched = run.untouched_copy();
     remac_checkpoint(&run.root, &run.dir, |c| {
         c["state"]["lanes"]["a"]["state"] = json!("starting");
@@ -160,16 +150,7 @@ fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event()
             "startup-ack",
             &run.run_id,
             &root.join("handles/main.owner"),
-            &[
-                "--lane-id",
-                "a",
-                "--agent-id",
-                "agent-a",
-                "--at",
-                T0,
-                "--evidence",
-                &evidence,
-            ],
+            &crate::bed::lane_argv("a", "agent-a", T0, &evidence),
         ))
     };
     let expected = ack(&untouched);
@@ -187,13 +168,7 @@ fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event()
 
     // (2) a real but older state of the lane (the checkpoint right after
     // lane-start, re-bound to the current receipt): the lane is running.
-    let run = Run(TestBed::running(&["runtime"]));
-    run.input(
-        "lane-create",
-        &ev("assign a"),
-        &crate::bed::lane_input("a", "agent-a", &[]),
-    )
-    .assert_ok();
+    let run = Run::with_lane_a_created();
     run.lane_step("lane-start", "a", &ev("spawn a"), &[])
         .assert_ok();
     let older = read_json(&run.checkpoint_path());
@@ -225,18 +200,15 @@ fn issue26_a_zeroed_digest_table_is_never_believed() {
     run.register(&json!([component("runtime", "a", true, &[], &[])]))
         .assert_ok();
     let first = ev("heartbeat 1 of a");
-    run.heartbeat_with("a", &first, 1).assert_ok();
-    run.heartbeat_with("a", &ev("heartbeat 2 of a"), 2)
+    run.numbered_heartbeat("a", &first, 1).assert_ok();
+    run.numbered_heartbeat("a", &ev("heartbeat 2 of a"), 2)
         .assert_ok();
     zero_digest_slots(&run.dir);
     let receipt = run.receipt();
-    let out = run.heartbeat_with("a", &first, 3);
+    let out = run.numbered_heartbeat("a", &first, 3);
     assert_eq!(out.code, 2, "evidence already recorded: {out:?}");
     assert!(
-        out.error()["message"]
-            .as_str()
-            .unwrap()
-            .contains("already recorded"),
+        crate::bed::str_field(&out.error(), "message").contains("already recorded"),
         "{out:?}"
     );
     assert_eq!(run.receipt(), receipt, "nothing was appended");

@@ -7,7 +7,7 @@
 
 use crate::bed as common;
 use crate::reliability::LaneRun;
-use common::{Flow, Output};
+use common::{Flow, Output, run_ids};
 use serde_json::{Map, Value, json};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -42,31 +42,24 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
     flow.run(&argv)
 }
 
-fn runs_of(root: &Path) -> Vec<String> {
-    let mut runs: Vec<String> = std::fs::read_dir(root.join("runs"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    runs.sort();
-    runs
+/// A temp dir (its canonical path, the base) and a reader's flow working
+/// in `<base>/reader`; the dir must outlive the flow's calls.
+fn reader() -> (tempfile::TempDir, PathBuf, Flow) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let flow = Flow::new(&base.join("reader"));
+    (tmp, base, flow)
+}
+
+/// `status --at <at> --format json` of `run`, which must answer.
+fn status_json(run: &LaneRun, at: &str) -> Value {
+    run.read("status", &["--at", at, "--format", "json"])
+        .assert_ok()
 }
 
 /// Every reference fixture, prepared under `base`.
 fn fixture_roots(base: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    for scenario in common::scenarios() {
-        if scenario.ends_with("recovery") {
-            continue;
-        }
-        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
-        let state = base.join("fixtures").join(&name);
-        common::prepare_state(&scenario, &state);
-        out.push((name, state));
-    }
-    out
+    common::fixture_states(&base.join("fixtures"))
 }
 
 /// A run built here: two running lanes with heartbeats, one of them stalled
@@ -149,7 +142,7 @@ fn recovered_root(base: &Path) -> (PathBuf, String, String) {
     let scenario = common::fixtures_dir().join("20-bitflip-mid");
     let root = base.join("recovered");
     common::prepare_state(&scenario, &root);
-    let damaged = runs_of(&root).remove(0);
+    let damaged = run_ids(&root).remove(0);
     let flow = Flow::new(base);
     let diagnosis = read(&flow, &root, &["receipt-diagnose", "--run-id", &damaged]);
     assert_eq!(diagnosis.code, 0, "{diagnosis:?}");
@@ -319,7 +312,7 @@ fn check_listing(flow: &Flow, root: &Path, what: &str) -> Value {
         .iter()
         .map(|r| r["run_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ids, runs_of(root), "{what}");
+    assert_eq!(ids, run_ids(root), "{what}");
     for entry in listing["runs"].as_array().unwrap() {
         let id = entry["run_id"].as_str().unwrap();
         let diagnose = read(flow, root, &["receipt-diagnose", "--run-id", id]);
@@ -342,9 +335,7 @@ fn check_listing(flow: &Flow, root: &Path, what: &str) -> Value {
 
 #[test]
 fn status_never_disagrees_with_the_queries_it_summarizes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut roots = fixture_roots(&base);
     let stalled = stalled_run(&base.join("built"));
     let gated = gated_run(&base.join("built"), &stalled.root);
@@ -355,7 +346,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     let mut runs = 0;
     for (name, root) in &roots {
         check_listing(&flow, root, name);
-        for run in runs_of(root) {
+        for run in run_ids(root) {
             runs += 1;
             for at in INSTANTS {
                 verdicts += check_parity(&flow, root, &run, at, &format!("{name} {run} {at}"));
@@ -366,12 +357,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     assert!(verdicts >= 120, "{verdicts} lane verdicts compared");
 
     // The built runs show what they were built to show.
-    let s = stalled
-        .read(
-            "status",
-            &["--at", "2026-07-14T01:06:20Z", "--format", "json"],
-        )
-        .assert_ok();
+    let s = status_json(&stalled, "2026-07-14T01:06:20Z");
     let w1 = &s["lanes"].as_array().unwrap()[1];
     assert_eq!(w1["state"], "recovering");
     assert_eq!(w1["liveness"]["action"], "await_probe");
@@ -381,19 +367,11 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
     assert_eq!(s["next"][0]["subject"], "w0");
     assert_eq!(s["next"][1]["action"], "await_probe");
     assert_eq!(s["next"][1]["subject"], "w1");
-    let s = stalled
-        .read(
-            "status",
-            &["--at", "2099-06-01T00:00:00Z", "--format", "json"],
-        )
-        .assert_ok();
+    let s = status_json(&stalled, "2099-06-01T00:00:00Z");
     let w1 = &s["lanes"].as_array().unwrap()[1];
     assert_eq!(w1["liveness"]["action"], "observe_command");
     assert!(
-        w1["next_command"]
-            .as_str()
-            .unwrap()
-            .contains("--command-status <alive|dead>"),
+        crate::bed::str_field(w1, "next_command").contains("--command-status <alive|dead>"),
         "{w1}"
     );
     let g = read(
@@ -433,9 +411,7 @@ fn status_never_disagrees_with_the_queries_it_summarizes() {
 /// `--run-id` it is the exit-3 envelope naming the first bad sequence.
 #[test]
 fn a_damaged_run_is_listed_with_its_first_bad_sequence_and_hides_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["w0"]);
     let other = LaneRun::new_with_owner(&base, &["w1"], "other");
     let mut receipt = run.receipt();
     let at = receipt.len() / 2;
@@ -470,9 +446,7 @@ fn a_damaged_run_is_listed_with_its_first_bad_sequence_and_hides_nothing() {
 /// modes, mtimes), and a write-protected copy reads the same.
 #[test]
 fn views_are_read_only_even_on_a_write_protected_copy() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let stalled = stalled_run(&base.join("built"));
     let mut roots = fixture_roots(&base);
     roots.push(("built".into(), stalled.root.clone()));
@@ -506,7 +480,7 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
     };
     let mut results = Vec::new();
     for (name, root) in &roots {
-        for run in runs_of(root) {
+        for run in run_ids(root) {
             for argv in views(root, &run) {
                 let before = common::snapshot(root);
                 let out = flow.run(&argv);
@@ -546,9 +520,7 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
 
 #[test]
 fn bad_input_is_the_usual_envelope_and_writes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["w0"]);
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (vec!["status", "--run-id", "nope-run"], 3, "receipt_corrupt"),
         (vec!["status", "--run-id", "../x"], 2, "contract_error"),
@@ -666,12 +638,10 @@ fn log_prints_every_verified_event_and_filters() {
 /// envelope naming the first bad sequence; never a row past it.
 #[test]
 fn log_on_a_damaged_receipt_prints_only_the_verified_prefix() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut checked = 0;
     for (name, root) in fixture_roots(&base) {
-        for run in runs_of(&root) {
+        for run in run_ids(&root) {
             let diagnose = read(&flow, &root, &["receipt-diagnose", "--run-id", &run]);
             if diagnose.code != 0 {
                 continue;
@@ -701,9 +671,7 @@ fn log_on_a_damaged_receipt_prints_only_the_verified_prefix() {
 #[test]
 fn log_follow_prints_new_events_until_the_run_ends() {
     use std::io::{BufRead, BufReader};
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["w0"]);
     let events = String::from_utf8(run.receipt()).unwrap().lines().count();
     let mut child = run
         .command(&run.read_args("log", &["--follow", "--format", "jsonl"]))
@@ -823,9 +791,7 @@ fn hostile_strings_are_inert_in_tables() {
 /// ids and times, so the snapshot is stable).
 #[test]
 fn tables_are_a_snapshot() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let mut text = String::new();
     for name in [
         "04-stall-replace",
@@ -834,7 +800,7 @@ fn tables_are_a_snapshot() {
     ] {
         let root = base.join(name);
         common::prepare_state(&common::fixtures_dir().join(name), &root);
-        let run = runs_of(&root).remove(0);
+        let run = run_ids(&root).remove(0);
         for args in [
             vec![
                 "status",
@@ -1075,13 +1041,11 @@ fn png_stats(path: &Path) -> (usize, f64) {
 /// no element they tried to inject.
 #[test]
 fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let demo = stalled_run(&base.join("demo"));
     let replaced = base.join("replaced");
     common::prepare_state(&common::fixtures_dir().join("04-stall-replace"), &replaced);
-    let replaced_run = runs_of(&replaced).remove(0);
+    let replaced_run = run_ids(&replaced).remove(0);
     let (recovered, _, recovery) = recovered_root(&base);
     let hostile = hostile_run(&base.join("hostile"));
     let pages = base.join("pages");
@@ -1139,9 +1103,7 @@ fn reports_render_in_a_real_browser_and_hostile_strings_stay_text() {
 #[test]
 fn a_breached_runs_report_opens_with_its_banner_in_a_real_browser() {
     let run = crate::guards::Run::completed_past_a_bypassed_gate();
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let flow = Flow::new(&base.join("reader"));
+    let (_tmp, base, flow) = reader();
     let page = base.join("breached.html");
     report(
         &flow,

@@ -57,13 +57,7 @@ pub fn assert_message(e: &Value, expected: &str) {
 /// Names of every scenario directory (with expected.json), plus recovery/.
 pub fn scenarios() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(fixtures_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
+    for path in sorted_entries(&fixtures_dir()) {
         if path.join("expected.json").is_file() {
             out.push(path.clone());
             if path.join("recovery/expected.json").is_file() {
@@ -72,6 +66,17 @@ pub fn scenarios() -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The paths of `dir`'s entries, sorted.
+pub fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    entries
 }
 
 /// A recorded `argv` with its placeholders filled in: `{STATE}` is the
@@ -169,6 +174,22 @@ impl FixtureCopy {
     }
 }
 
+/// The state root of every reference scenario (its recovery steps aside)
+/// prepared under `dir`: (scenario name, state root).
+pub fn fixture_states(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for scenario in scenarios() {
+        if scenario.ends_with("recovery") {
+            continue;
+        }
+        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
+        let state = dir.join(&name);
+        prepare_state(&scenario, &state);
+        out.push((name, state));
+    }
+    out
+}
+
 /// A [`FixtureCopy`] of every scenario of [`scenarios`].
 pub fn fixture_copies() -> impl Iterator<Item = FixtureCopy> {
     scenarios().into_iter().map(|s| FixtureCopy::new(&s))
@@ -186,6 +207,31 @@ pub fn run_ids(root: &Path) -> Vec<String> {
         .unwrap_or_default();
     runs.sort();
     runs
+}
+
+/// The events of run `run_id`'s receipt under `root`, one per line.
+pub fn receipt_events(root: &Path, run_id: &str) -> Vec<Value> {
+    std::fs::read_to_string(root.join("runs").join(run_id).join("receipt.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Copy a tree with `cp -a` (modes and times kept) to `to`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
 }
 
 /// The first run id under `root/runs` (a fixture copy holds one).
@@ -569,6 +615,14 @@ impl Flow {
     }
 }
 
+/// A temp directory with no state root and a [`Flow`] working in it; the
+/// directory must outlive the flow's calls.
+pub fn flow_elsewhere() -> (tempfile::TempDir, Flow) {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = Flow::new(tmp.path());
+    (tmp, flow)
+}
+
 /// `--state-root <root> init --workflow-type <workflow> --repo-root <repo>
 /// --owner-file <owner>` and a `--component` per component.
 pub fn init_argv(
@@ -605,17 +659,48 @@ pub fn mutation_argv(
     owner: &Path,
     extra: &[&str],
 ) -> Vec<String> {
+    let mut argv = read_argv(root, command, run_id, &["--owner-file"]);
+    argv.push(owner.to_string_lossy().into());
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv
+}
+
+/// `--state-root <root> <command> --run-id <run_id>` plus `extra`: the
+/// shape of every read-only run command.
+pub fn read_argv(root: &Path, command: &str, run_id: &str, extra: &[&str]) -> Vec<String> {
     let mut argv: Vec<String> = vec![
         "--state-root".into(),
         root.to_string_lossy().into(),
         command.into(),
         "--run-id".into(),
         run_id.into(),
-        "--owner-file".into(),
-        owner.to_string_lossy().into(),
     ];
     argv.extend(extra.iter().map(|s| s.to_string()));
     argv
+}
+
+/// The lane of the Phase 1 refusal tests (`l`, agent `a`, at [`T0`]): a
+/// Phase 1 run refuses the command before it looks for the lane.
+pub const PHASE1_LANE_ARGS: [&str; 6] = ["--lane-id", "l", "--agent-id", "a", "--at", T0];
+
+/// `--lane-id <lane> --agent-id <agent> --at <at> --evidence <evidence>`:
+/// what every lane command takes after the owner file.
+pub fn lane_argv<'a>(
+    lane: &'a str,
+    agent: &'a str,
+    at: &'a str,
+    evidence: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--lane-id",
+        lane,
+        "--agent-id",
+        agent,
+        "--at",
+        at,
+        "--evidence",
+        evidence,
+    ]
 }
 
 /// Hold the receipt lock of run directory `run_dir` as this (live) test
@@ -689,18 +774,101 @@ pub fn assert_refusal(out: &Output, code: i32) -> Value {
     e
 }
 
-/// Run `f` and assert that nothing under `root` changed meanwhile.
+/// The string `value[key]`; a failure names both when it is not one.
 #[track_caller]
-pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+pub fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string {key} in {value}"))
+}
+
+/// Assert `value` is an object with exactly the space-separated `keys`,
+/// in that (sorted) order; `what` names it in the failure.
+#[track_caller]
+pub fn assert_keys(value: &Value, keys: &str, what: &str) {
+    let got: Vec<&str> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let want: Vec<&str> = keys.split_whitespace().collect();
+    assert_eq!(got, want, "{what}: {value}");
+}
+
+/// One refusal a table-driven test expects: the reference's keys it keeps
+/// (exit status, `error`, `retryable`, `next_command`), the start or part
+/// of its `message`, what its `hint` must and must not say, and the
+/// `fields` it carries (none when `None`).
+pub struct RefusalCase {
+    pub name: &'static str,
+    pub exit: i32,
+    pub error: &'static str,
+    pub retryable: bool,
+    pub next_command: Option<&'static str>,
+    pub message: &'static str,
+    pub hint: &'static [&'static str],
+    pub not_in_hint: &'static [&'static str],
+    pub fields: Option<Value>,
+}
+
+impl RefusalCase {
+    /// `e`'s `retryable` and `next_command` as this case says.
+    #[track_caller]
+    pub fn assert_retry_keys(&self, e: &Value) {
+        let name = self.name;
+        assert_eq!(e["ok"], false, "{name}: {e}");
+        assert_eq!(e["retryable"], self.retryable, "{name}: {e}");
+        assert_eq!(
+            e.get("next_command").and_then(Value::as_str),
+            self.next_command,
+            "{name}: {e}"
+        );
+    }
+
+    /// `e`'s `fields` hold this case's (or `e` has none).
+    #[track_caller]
+    pub fn assert_fields(&self, e: &Value) {
+        let name = self.name;
+        match &self.fields {
+            Some(want) => {
+                for (key, value) in want.as_object().unwrap() {
+                    assert_eq!(&e["fields"][key], value, "{name}: fields.{key} in {e}");
+                }
+            }
+            None => assert!(e.get("fields").is_none(), "{name}: {e}"),
+        }
+    }
+}
+
+/// `<command> --help` succeeds and says `text`; its help text.
+#[track_caller]
+pub fn assert_help_says(flow: &Flow, command: &str, text: &str) -> String {
+    let out = flow.run(&[command, "--help"]);
+    assert_eq!(out.code, 0, "{command}: {out:?}");
+    assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
+    out.stdout
+}
+
+/// Run `f` and assert that it wrote nothing under `root`; `what` names it
+/// in the failure.
+#[track_caller]
+pub fn read_only<T>(root: &Path, what: impl std::fmt::Display, f: impl FnOnce() -> T) -> T {
     let before = snapshot(root);
     let value = f();
     assert_eq!(
         before,
         snapshot(root),
-        "a refusal changed {}",
+        "{what} wrote under {}",
         root.display()
     );
     value
+}
+
+/// Run `f` and assert that nothing under `root` changed meanwhile.
+#[track_caller]
+pub fn unchanged<T>(root: &Path, f: impl FnOnce() -> T) -> T {
+    read_only(root, "a refusal", f)
 }
 
 /// A refusal of the lane and run commands: exit 2 `contract_error` or
@@ -881,6 +1049,41 @@ impl Phase1Bed {
             evidence,
         }
     }
+}
+
+impl Phase1Bed {
+    /// `<command> --run-id <the run>` plus `extra` (a read-only command).
+    pub fn read(&self, command: &str, extra: &[&str]) -> Output {
+        self.flow
+            .run(&read_argv(&self.root, command, PHASE1_RUN_ID, extra))
+    }
+
+    /// `<command> --run-id <the run> --owner-file <its handle> --evidence
+    /// <the evidence file>` plus `extra`.
+    pub fn mutate(&self, command: &str, extra: &[&str]) -> Output {
+        let mut rest = vec!["--evidence", self.evidence.to_str().unwrap()];
+        rest.extend_from_slice(extra);
+        self.flow.run(&mutation_argv(
+            &self.root,
+            command,
+            PHASE1_RUN_ID,
+            &self.owner,
+            &rest,
+        ))
+    }
+}
+
+/// The refusal of a Phase 2 command on a Phase 1 run: exit 7
+/// `unsupported_by_run_manifest`, the reference's message, `init` next.
+#[track_caller]
+pub fn assert_phase1_unsupported(out: &Output, what: &str) -> Value {
+    let e = out.assert_error(7, "unsupported_by_run_manifest");
+    assert_eq!(
+        e["message"], "the selected run manifest does not support coordinator commands",
+        "{what}"
+    );
+    assert_eq!(e["next_command"], "init", "{what}");
+    e
 }
 
 // ------------------------------------------------------------ test bed
@@ -1119,6 +1322,14 @@ impl TestBed {
             .into_owned()
     }
 
+    /// `init` of another run (component `runtime`) in this state root over
+    /// `repo`, its handle `handles/<handle>`.
+    pub fn init_another(&self, handle: &str, repo: &Path) -> Output {
+        let owner = self.handle(handle);
+        self.flow
+            .run(&init_argv(&self.root, "A", repo, &owner, &["runtime"]))
+    }
+
     /// Write `value` to `work/<name>` (outside the state root); its path.
     pub fn put(&self, name: &str, value: &Value) -> String {
         std::fs::write(self.work.join(name), value.to_string()).unwrap();
@@ -1307,6 +1518,34 @@ impl TestBed {
         self.input("heartbeat", evidence, &input).assert_ok();
     }
 
+    /// Heartbeat number `n` of running lane `lane`: observed `n` seconds
+    /// after the first [`TestBed::heartbeat`], reason `alive <n>`.
+    pub fn numbered_heartbeat(&self, lane: &str, evidence: &Value, n: u32) -> Output {
+        let input = heartbeat_input(
+            lane,
+            &format!("agent-{lane}"),
+            &format!("2026-07-14T01:00:{:02}Z", 5 + n),
+            "2026-07-14T01:05:00Z",
+            &format!("alive {n}"),
+        );
+        self.input("heartbeat", evidence, &input)
+    }
+
+    /// Lane `build` completed ("build done") and the one required
+    /// component `runtime` it owns, with required check `unit`, registered:
+    /// where the completion gate's tests start.
+    pub fn built_runtime(&self) {
+        self.completed_lane("build", None, &ev("build done"));
+        self.register(&json!([component(
+            "runtime",
+            "build",
+            true,
+            &["unit"],
+            &[]
+        )]))
+        .assert_ok();
+    }
+
     pub fn register(&self, components: &Value) -> Output {
         self.input("topology-register", &ev("topology approved"), components)
     }
@@ -1363,11 +1602,7 @@ impl TestBed {
     }
 
     pub fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("receipt.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        receipt_events(&self.root, &self.run_id)
     }
 
     /// The coordinator state our last mutation cached in `run.json` (tests
@@ -1442,6 +1677,39 @@ macro_rules! bed_type {
 }
 pub(crate) use bed_type;
 
+/// The python of the CI venv `venv` (`$<var>`, else
+/// `~/.cache/bluetape-ci/<venv>/bin/python`) if it can `import <imports>`;
+/// otherwise None, and under `CI=true` a failure saying `why`.
+pub fn ci_python(var: &str, venv: &str, imports: &str, why: &str) -> Option<PathBuf> {
+    let candidate = std::env::var_os(var).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(format!(".cache/bluetape-ci/{venv}/bin/python")))
+    });
+    let works = candidate.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args(["-c", &format!("import {imports}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if works {
+        return candidate;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("NOT RUN: {why}");
+    None
+}
+
+/// Assert that the helper process `what` (git, go, a script) succeeded,
+/// with its stderr in the failure.
+#[track_caller]
+pub fn assert_ran(out: &std::process::Output, what: impl std::fmt::Display) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Run the real `git` in `dir` (author and committer set), asserting it
 /// succeeds; its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -1455,10 +1723,6 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@t")
         .output()
         .expect("`git` is required (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out, format!("git {args:?}"));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

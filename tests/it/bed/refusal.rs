@@ -84,18 +84,7 @@ impl Work {
         repo: &Path,
         components: &[&str],
     ) -> Vec<OsString> {
-        self.init_args_at(&self.state, owner, workflow, repo, components)
-    }
-
-    pub fn init_args_at(
-        &self,
-        root: &Path,
-        owner: &Path,
-        workflow: &str,
-        repo: &Path,
-        components: &[&str],
-    ) -> Vec<OsString> {
-        crate::bed::init_argv(root, workflow, repo, owner, components)
+        crate::bed::init_argv(&self.state, workflow, repo, owner, components)
     }
 
     /// A well-formed init of a new handle `handles/<name>.owner`.

@@ -9,12 +9,39 @@ use serde_json::{Value, json};
 
 const RUN_ID: &str = PHASE1_RUN_ID;
 
+/// A Phase 1 run of `events` in a temp state root and our binary pinned
+/// beside it.
+struct Phase1Run {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    flow: Flow,
+    /// The receipt's last checksum.
+    head: String,
+}
+
+impl Phase1Run {
+    fn new(events: &[(&str, Option<&str>, Option<&str>)], metadata: Option<Value>) -> Phase1Run {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("state");
+        let head = write_phase1_run(&root, events, metadata);
+        Phase1Run {
+            flow: Flow::new(tmp.path()),
+            _tmp: tmp,
+            root,
+            head,
+        }
+    }
+
+    /// `<command> --run-id <the run>` (a command that takes no owner).
+    fn read(&self, command: &str) -> common::Output {
+        self.flow
+            .run(&common::read_argv(&self.root, command, RUN_ID, &[]))
+    }
+}
+
 #[test]
 fn verify_and_rebuild_read_phase1_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    let head = write_phase1_run(
-        &root,
+    let run = Phase1Run::new(
         &[
             ("run_created", None, Some("planned")),
             ("plan_approved", Some("planned"), Some("approved")),
@@ -22,30 +49,13 @@ fn verify_and_rebuild_read_phase1_runs() {
         ],
         None,
     );
-    let flow = Flow::new(tmp.path());
-    let v = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            RUN_ID,
-        ])
-        .assert_ok();
-    assert_eq!(v["checksum"], head);
+    let v = run.read("verify").assert_ok();
+    assert_eq!(v["checksum"], run.head);
     assert_eq!(v["event_count"], 3);
-    let r = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "rebuild",
-            "--run-id",
-            RUN_ID,
-        ])
-        .assert_ok();
+    let r = run.read("rebuild").assert_ok();
     assert_eq!(r["sequence"], 3);
     let cache: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("runs").join(RUN_ID).join("run.json")).unwrap(),
+        &std::fs::read_to_string(run.root.join("runs").join(RUN_ID).join("run.json")).unwrap(),
     )
     .unwrap();
     // The simple cache: a null to_state falls back to the event type's state.
@@ -56,23 +66,11 @@ fn verify_and_rebuild_read_phase1_runs() {
 
 #[test]
 fn phase1_events_may_not_carry_metadata() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    write_phase1_run(
-        &root,
+    let run = Phase1Run::new(
         &[("run_created", None, Some("planned"))],
         Some(json!({"owner_epoch": 1})),
     );
-    let flow = Flow::new(tmp.path());
-    let e = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            RUN_ID,
-        ])
-        .assert_error(3, "receipt_corrupt");
+    let e = run.read("verify").assert_error(3, "receipt_corrupt");
     assert_eq!(
         e["message"],
         "receipt corruption at sequence 1: event contract mismatch"
@@ -81,26 +79,14 @@ fn phase1_events_may_not_carry_metadata() {
 
 #[test]
 fn phase2_only_event_types_are_refused_in_phase1() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    write_phase1_run(
-        &root,
+    let run = Phase1Run::new(
         &[
             ("run_created", None, Some("planned")),
             ("run_cancelled", Some("planned"), Some("cancelled")),
         ],
         None,
     );
-    let flow = Flow::new(tmp.path());
-    let e = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "verify",
-            "--run-id",
-            RUN_ID,
-        ])
-        .assert_error(3, "receipt_corrupt");
+    let e = run.read("verify").assert_error(3, "receipt_corrupt");
     assert_eq!(
         e["message"],
         "receipt corruption at sequence 2: event contract mismatch"
@@ -109,61 +95,34 @@ fn phase2_only_event_types_are_refused_in_phase1() {
 
 #[test]
 fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("state");
-    let head = write_phase1_run(
-        &root,
+    let run = Phase1Run::new(
         &[
             ("run_created", None, Some("planned")),
             ("plan_approved", Some("planned"), Some("approved")),
         ],
         None,
     );
-    let flow = Flow::new(tmp.path());
-    let d = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "receipt-diagnose",
-            "--run-id",
-            RUN_ID,
-        ])
-        .assert_ok();
+    let d = run.read("receipt-diagnose").assert_ok();
     assert_eq!(d["effective_state"], "approved");
-    assert_eq!(d["last_trusted_checksum"], head);
+    assert_eq!(d["last_trusted_checksum"], run.head);
     assert_eq!(d["manifest_version"], "1.0.0");
-    let before = common::snapshot(&root);
-    let e = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "resume-check",
-            "--run-id",
-            RUN_ID,
-        ])
+    let before = common::snapshot(&run.root);
+    let e = run
+        .read("resume-check")
         .assert_error(7, "unsupported_by_run_manifest");
     assert_eq!(e["next_command"], "init");
     assert_eq!(
         e["message"],
         "the selected run manifest does not support coordinator commands"
     );
-    assert_eq!(before, common::snapshot(&root));
+    assert_eq!(before, common::snapshot(&run.root));
 }
 
 #[test]
 fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
     let bed = common::Phase1Bed::new();
-    let (root, owner, file, flow) = (&bed.root, &bed.owner, &bed.evidence, &bed.flow);
-    let before = common::snapshot(root);
-    let f = file.to_str().unwrap();
-    let lane = [
-        "--lane-id",
-        "l",
-        "--agent-id",
-        "a",
-        "--at",
-        "2026-07-14T01:00:00Z",
-    ];
+    let f = bed.evidence.to_str().unwrap();
+    let lane = common::PHASE1_LANE_ARGS;
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("run-approve", vec![]),
         ("run-start", vec![]),
@@ -184,40 +143,11 @@ fn every_phase2_mutation_answers_exit_7_on_a_phase1_run() {
             ],
         ),
     ];
-    for (command, extra) in cases {
-        let mut argv = vec![
-            "--state-root",
-            root.to_str().unwrap(),
-            command,
-            "--run-id",
-            RUN_ID,
-            "--owner-file",
-            owner.to_str().unwrap(),
-            "--evidence",
-            f,
-        ];
-        argv.extend(extra);
-        let e = flow
-            .run(&argv)
-            .assert_error(7, "unsupported_by_run_manifest");
-        assert_eq!(e["next_command"], "init", "{command}");
-    }
-    let e = flow
-        .run(&[
-            "--state-root",
-            root.to_str().unwrap(),
-            "liveness-check",
-            "--run-id",
-            RUN_ID,
-            "--lane-id",
-            "l",
-            "--at",
-            "2026-07-14T01:00:00Z",
-        ])
-        .assert_error(7, "unsupported_by_run_manifest");
-    assert_eq!(
-        e["message"],
-        "the selected run manifest does not support coordinator commands"
-    );
-    assert_eq!(before, common::snapshot(root));
+    common::unchanged(&bed.root, || {
+        for (command, extra) in cases {
+            common::assert_phase1_unsupported(&bed.mutate(command, &extra), command);
+        }
+        let liveness = bed.read("liveness-check", &["--lane-id", "l", "--at", common::T0]);
+        common::assert_phase1_unsupported(&liveness, "liveness-check");
+    });
 }

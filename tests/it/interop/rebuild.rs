@@ -29,13 +29,7 @@ fn rebuild_regenerates_the_reference_caches() {
             std::fs::write(dir.join("lanes/ghost.json"), "{}\n").unwrap();
             std::fs::remove_file(dir.join("run.json")).unwrap();
             common::set_modes(state);
-            let out = flow.run(&[
-                "--state-root",
-                state.to_str().unwrap(),
-                "rebuild",
-                "--run-id",
-                run_id,
-            ]);
+            let out = flow.run(&crate::bed::read_argv(state, "rebuild", run_id, &[]));
             let healthy = run["verify"]["exit_status"] == 0;
             if !healthy {
                 out.assert_error(3, "receipt_corrupt");

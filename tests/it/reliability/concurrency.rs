@@ -188,9 +188,7 @@ fn reliability_concurrency_alternating_with_the_reference_skipped_without_bench_
     };
     let rounds = size(5, 50);
     let words: Vec<&str> = other.split_whitespace().collect();
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["ours", "theirs"]);
+    let (_tmp, _, run) = LaneRun::in_temp(&["ours", "theirs"]);
     let reference = |argv: &[std::ffi::OsString]| {
         let out = std::process::Command::new(words[0])
             .args(&words[1..])

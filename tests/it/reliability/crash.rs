@@ -160,11 +160,7 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
     // Calibrate: how long one heartbeat takes on this machine.
     let started = Instant::now();
     for i in 0..5 {
-        let out = run
-            .command(&run.heartbeat_args("w0", &format!("calibrate-{i}")))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        run.beat("w0", &format!("calibrate-{i}"));
     }
     // The kill window follows the machine: 1.2 × a moving average of the
     // uninterrupted heartbeats (fsync times drift with load and receipt size).
@@ -429,9 +425,7 @@ fn strace(args: &[&str], program: &[std::ffi::OsString], home: &Path) -> String 
 
 #[test]
 fn reliability_crash_an_append_is_one_write_call() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let run = LaneRun::new(&base, &["w0"]);
+    let (_tmp, base, run) = LaneRun::in_temp(&["w0"]);
     let mut appends = 0;
     for i in 0..3 {
         let before = run.receipt().len();

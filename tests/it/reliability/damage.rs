@@ -46,6 +46,14 @@ impl Subject {
         Subject::new(&run.base, &run.root, &run.run_id)
     }
 
+    /// A run with `beats` heartbeats ([`run_with_beats`]) in a fresh temp
+    /// dir, which must outlive the subject.
+    fn beaten(beats: usize) -> (tempfile::TempDir, Subject) {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = run_with_beats(tmp.path(), beats);
+        (tmp, Subject::of(&run))
+    }
+
     fn new(base: &Path, root: &Path, run_id: &str) -> Subject {
         Subject {
             flow: Flow::new(base),
@@ -203,11 +211,7 @@ fn binary_verdicts(run: &Subject, first_bad: u64) -> Result<(), String> {
 fn run_with_beats(base: &Path, beats: usize) -> LaneRun {
     let run = LaneRun::new(base, &["w0"]);
     for i in 0..beats {
-        let out = run
-            .command(&run.heartbeat_args("w0", &format!("{i}")))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        run.beat("w0", &format!("{i}"));
     }
     let v = run.read("verify", &[]).assert_ok();
     assert_eq!(v["sequence"], 6 + beats as u64);
@@ -220,10 +224,8 @@ fn join(lines: &[&[u8]]) -> Vec<u8> {
 
 #[test]
 fn reliability_damage_truncating_the_last_line_at_every_byte_offset_is_detected() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = run_with_beats(tmp.path(), 2);
-    let subject = Subject::of(&run);
-    let receipt = run.receipt();
+    let (_tmp, subject) = Subject::beaten(2);
+    let receipt = subject.receipt();
     let all = lines(&receipt);
     let n = all.len() as u64;
     let last_start = receipt.len() - all.last().unwrap().len();
@@ -421,10 +423,8 @@ fn reliability_damage_every_single_byte_change_is_detected_in_an_escaped_receipt
 
 #[test]
 fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = run_with_beats(tmp.path(), 3);
-    let subject = Subject::of(&run);
-    let receipt = run.receipt();
+    let (_tmp, subject) = Subject::beaten(3);
+    let receipt = subject.receipt();
     let all = lines(&receipt);
     let n = all.len();
 
@@ -473,10 +473,8 @@ fn reliability_damage_deleting_duplicating_and_swapping_lines_is_detected() {
 
 #[test]
 fn reliability_damage_a_cut_off_tail_is_caught_by_the_acknowledged_head() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = run_with_beats(tmp.path(), 3);
-    let subject = Subject::of(&run);
-    let receipt = run.receipt();
+    let (_tmp, subject) = Subject::beaten(3);
+    let receipt = subject.receipt();
     let all = lines(&receipt);
     let n = all.len();
     let mut family = Family::new(&subject, size(3, 9), n as u64);
@@ -495,10 +493,8 @@ fn reliability_damage_a_cut_off_tail_is_caught_by_the_acknowledged_head() {
 
 #[test]
 fn reliability_damage_a_line_grown_past_the_size_limit_is_detected() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = run_with_beats(tmp.path(), 1);
-    let subject = Subject::of(&run);
-    let receipt = run.receipt();
+    let (_tmp, subject) = Subject::beaten(1);
+    let receipt = subject.receipt();
     let all = lines(&receipt);
     let n = all.len();
     let mut family = Family::new(&subject, size(2, 7), n as u64 * 2);

@@ -25,20 +25,9 @@ use super::{figure, size};
 use crate::bed::forge::{
     assert_same_answers, auditor_answers, read_json, stale_checkpoint, write_macced,
 };
-use crate::bed::{Output, T0, TestBed, component, ev, heartbeat_input, lane_input};
+use crate::bed::{Output, T0, TestBed, component, copy_tree, ev, heartbeat_input, lane_input};
 
 const SCENARIO: &str = "8. Forged derived files";
-
-/// Copy a tree with `cp -a` (modes, times).
-fn copy_tree(from: &Path, to: &Path) {
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
 
 const DERIVED: [&str; 5] = [
     "checkpoint.json",
@@ -90,17 +79,6 @@ fn save_derived(bed: &TestBed, name: &str) -> PathBuf {
     to
 }
 
-fn heartbeat(bed: &TestBed, lane: &str, evidence: &Value, n: u32) -> Output {
-    let input = heartbeat_input(
-        lane,
-        &format!("agent-{lane}"),
-        &format!("2026-07-14T01:00:{:02}Z", 5 + n),
-        "2026-07-14T01:05:00Z",
-        &format!("alive {n}"),
-    );
-    bed.input("heartbeat", evidence, &input)
-}
-
 fn base() -> Base {
     let bed = TestBed::running(&["runtime"]);
     let mut older = Vec::new();
@@ -112,7 +90,7 @@ fn base() -> Base {
         .assert_ok();
     for n in 1..=3 {
         let evidence = ev(&format!("heartbeat {n} of a"));
-        heartbeat(&bed, "a", &evidence, n).assert_ok();
+        bed.numbered_heartbeat("a", &evidence, n).assert_ok();
         heartbeats.push(evidence);
         older.push((
             format!("heartbeat {n}"),

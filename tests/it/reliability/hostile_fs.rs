@@ -16,7 +16,6 @@ use serde_json::Value;
 use std::ffi::OsString;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const SCENARIO: &str = "4. Hostile filesystem";
@@ -33,11 +32,7 @@ fn template() -> Template {
     let base = std::fs::canonicalize(tmp.path()).unwrap().join("template");
     std::fs::create_dir(&base).unwrap();
     let run = LaneRun::new(&base, &["w0"]);
-    let out = run
-        .command(&run.heartbeat_args("w0", "template"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    run.beat("w0", "template");
     assert!(run.run_dir().join("checkpoint.json").is_file());
     Template { _tmp: tmp, run }
 }
@@ -153,12 +148,7 @@ impl Case {
 
 /// Run with a deadline: (exit code, stderr); a hang fails the test.
 fn run_bounded(run: &LaneRun, argv: &[OsString]) -> (Option<i32>, String, String) {
-    let mut child = run
-        .command(argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = run.spawn_piped(argv);
     let started = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {

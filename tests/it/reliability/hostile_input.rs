@@ -309,11 +309,7 @@ fn fixture() -> Fixture {
     };
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let run = LaneRun::new(&base, &["w0"]);
-    let out = run
-        .command(&run.heartbeat_args("w0", "base"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    run.beat("w0", "base");
     let receipt = run.receipt();
     Fixture {
         run,
@@ -343,13 +339,7 @@ impl Fixture {
     fn fingerprint(&self) -> Vec<(PathBuf, u64, i64, i64)> {
         let mut out = Vec::new();
         for dir in [self.run.run_dir(), self.run.run_dir().join("lanes")] {
-            let mut entries: Vec<_> = std::fs::read_dir(&dir)
-                .unwrap()
-                .flatten()
-                .map(|e| e.path())
-                .collect();
-            entries.sort();
-            for path in entries {
+            for path in crate::bed::sorted_entries(&dir) {
                 let meta = std::fs::symlink_metadata(&path).unwrap();
                 if meta.is_file() {
                     out.push((path, meta.len(), meta.mtime(), meta.mtime_nsec()));
@@ -357,6 +347,21 @@ impl Fixture {
             }
         }
         out
+    }
+
+    /// `command` as the owner with `--evidence <valid evidence> --input
+    /// <input>`.
+    fn evidence_and_input(&self, command: &str, input: impl Into<OsString>) -> Vec<OsString> {
+        let evidence = self.valid_evidence();
+        self.run.mutation_args(
+            command,
+            &[
+                "--evidence".into(),
+                evidence.into(),
+                "--input".into(),
+                input.into(),
+            ],
+        )
     }
 
     fn valid_evidence(&self) -> PathBuf {
@@ -399,6 +404,23 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
         json!({"x": 1}),
         Value::Null,
     ];
+    let heartbeat_fields = vec![
+        "lane_id",
+        "agent_id",
+        "observed_at",
+        "silence_lease_deadline",
+        "reason",
+    ];
+    let lane_fields = vec![
+        "lane_id",
+        "agent_id",
+        "assignment",
+        "write_scope",
+        "fallback",
+        "observed_at",
+        "startup_ack_deadline",
+        "command_deadline",
+    ];
     let run_id = f.run.run_id.clone();
     vec![
         Kind {
@@ -407,20 +429,9 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 base: json!({"lane_id": "w0", "agent_id": "agent-w0", "observed_at": "2026-07-14T01:02:00Z",
                              "silence_lease_deadline": "2026-07-14T01:06:00Z", "reason": "alive"}),
                 object_at: vec![],
-                fields: vec![
-                    "lane_id",
-                    "agent_id",
-                    "observed_at",
-                    "silence_lease_deadline",
-                    "reason",
-                ],
-                required: vec![
-                    "lane_id",
-                    "agent_id",
-                    "observed_at",
-                    "silence_lease_deadline",
-                    "reason",
-                ],
+                // Every field is required.
+                fields: heartbeat_fields.clone(),
+                required: heartbeat_fields,
                 ids: vec!["lane_id", "agent_id"],
                 wrong: wrong.clone(),
                 bom_is_valid: false,
@@ -432,17 +443,7 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                     &given(file),
                 ))
             },
-            binary: |f, file| {
-                f.run.mutation_args(
-                    "heartbeat",
-                    &[
-                        "--evidence".into(),
-                        f.valid_evidence().into(),
-                        "--input".into(),
-                        file.into(),
-                    ],
-                )
-            },
+            binary: |f, file| f.evidence_and_input("heartbeat", file),
             file: |f| f.run.inputs.join("hostile-input.json"),
         },
         Kind {
@@ -453,26 +454,9 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                              "startup_ack_deadline": "2026-07-14T01:00:30Z",
                              "command_deadline": "2099-01-01T00:00:00Z"}),
                 object_at: vec![],
-                fields: vec![
-                    "lane_id",
-                    "agent_id",
-                    "assignment",
-                    "write_scope",
-                    "fallback",
-                    "observed_at",
-                    "startup_ack_deadline",
-                    "command_deadline",
-                ],
-                required: vec![
-                    "lane_id",
-                    "agent_id",
-                    "assignment",
-                    "write_scope",
-                    "fallback",
-                    "observed_at",
-                    "startup_ack_deadline",
-                    "command_deadline",
-                ],
+                // Every field is required.
+                fields: lane_fields.clone(),
+                required: lane_fields,
                 ids: vec!["lane_id", "agent_id", "parent_lane_id"],
                 wrong: wrong.clone(),
                 bom_is_valid: false,
@@ -484,17 +468,7 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                     &given(file),
                 ))
             },
-            binary: |f, file| {
-                f.run.mutation_args(
-                    "lane-create",
-                    &[
-                        "--evidence".into(),
-                        f.valid_evidence().into(),
-                        "--input".into(),
-                        file.into(),
-                    ],
-                )
-            },
+            binary: |f, file| f.evidence_and_input("lane-create", file),
             file: |f| f.run.inputs.join("hostile-lane.json"),
         },
         Kind {
@@ -553,15 +527,7 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 ))
             },
             binary: |f, file| {
-                let mut argv = f.run.mutation_args(
-                    "heartbeat",
-                    &[
-                        "--evidence".into(),
-                        f.valid_evidence().into(),
-                        "--input".into(),
-                        f.run.inputs.join("beat-w0.json").into(),
-                    ],
-                );
+                let mut argv = f.evidence_and_input("heartbeat", f.run.inputs.join("beat-w0.json"));
                 let owner = argv.iter().position(|a| a == "--owner-file").unwrap() + 1;
                 argv[owner] = file.into();
                 argv

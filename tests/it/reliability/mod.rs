@@ -20,7 +20,7 @@ mod readonly;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 pub use crate::bed::{Entry, tree, tree_diff};
 use crate::bed::{Flow, Output};
@@ -220,15 +220,8 @@ impl LaneRun {
 
     /// `--state-root R <command> --run-id ID --owner-file O <extra>`.
     pub fn mutation_args(&self, command: &str, extra: &[OsString]) -> Vec<OsString> {
-        let mut argv: Vec<OsString> = vec![
-            "--state-root".into(),
-            self.root.clone().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone().into(),
-            "--owner-file".into(),
-            self.owner.clone().into(),
-        ];
+        let mut argv = self.read_args(command, &["--owner-file"]);
+        argv.push(self.owner.clone().into());
         argv.extend_from_slice(extra);
         argv
     }
@@ -239,15 +232,10 @@ impl LaneRun {
 
     /// `--state-root R <command> --run-id ID <extra>` (read-only commands).
     pub fn read_args(&self, command: &str, extra: &[&str]) -> Vec<OsString> {
-        let mut argv: Vec<OsString> = vec![
-            "--state-root".into(),
-            self.root.clone().into(),
-            command.into(),
-            "--run-id".into(),
-            self.run_id.clone().into(),
-        ];
-        argv.extend(extra.iter().map(OsString::from));
-        argv
+        crate::bed::read_argv(&self.root, command, &self.run_id, extra)
+            .into_iter()
+            .map(OsString::from)
+            .collect()
     }
 
     pub fn read(&self, command: &str, extra: &[&str]) -> Output {
@@ -272,10 +260,37 @@ impl LaneRun {
         )
     }
 
-    /// The binary with the pinned environment of `Flow`, not yet started.
+    /// A run of [`LaneRun::new`] in a fresh temp dir (its canonical path
+    /// the base): the temp dir, which must outlive the run, and the base.
+    pub fn in_temp(lanes: &[&str]) -> (tempfile::TempDir, PathBuf, LaneRun) {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let run = LaneRun::new(&base, lanes);
+        (tmp, base, run)
+    }
+
+    /// A heartbeat on `lane` (see [`LaneRun::heartbeat_args`]) that must
+    /// succeed.
+    pub fn beat(&self, lane: &str, tag: &str) {
+        let out = self
+            .command(&self.heartbeat_args(lane, tag))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
     /// The binary with `argv` in the bed's pinned environment, to spawn.
     pub fn command(&self, argv: &[OsString]) -> Command {
         self.flow.command(argv)
+    }
+
+    /// The binary with `argv` started, its stdout and stderr piped.
+    pub fn spawn_piped(&self, argv: &[OsString]) -> Child {
+        self.command(argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     }
 }
 

@@ -109,13 +109,7 @@ fn roots(base: &Path) -> Vec<Root> {
         runs: vec![locked.run_id.clone()],
     });
 
-    for scenario in common::scenarios() {
-        if scenario.ends_with("recovery") {
-            continue;
-        }
-        let name = scenario.file_name().unwrap().to_string_lossy().into_owned();
-        let state = base.join("reference").join(&name);
-        common::prepare_state(&scenario, &state);
+    for (name, state) in common::fixture_states(&base.join("reference")) {
         let runs = runs_of(&state);
         out.push(Root {
             name: format!("reference {name}"),
