@@ -8,7 +8,7 @@ use std::fmt;
 
 use super::approval::ApprovalRefusal;
 use super::breach::Breach;
-use super::state::{LaneState, RunState};
+use super::state::{LaneRecord, LaneState, RunState};
 use crate::receipt::primitives::as_int;
 use crate::receipt::rules::Limits;
 use crate::receipt::verify::ReceiptDamage;
@@ -311,6 +311,20 @@ impl FlowError {
     }
 }
 
+/// A lane step that `lane`'s state does not allow (`allowed` would).
+pub fn lane_state_refused(
+    lane: &LaneRecord,
+    allowed: &[LaneState],
+    step: RefusedLaneStep,
+) -> FlowError {
+    FlowError::Lane(LaneRefusal::State {
+        lane_id: lane.id.clone(),
+        state: lane.state,
+        allowed: allowed.to_vec(),
+        step,
+    })
+}
+
 /// Why a lane step is refused for its lane (the reference's messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaneRefusal {
@@ -326,6 +340,26 @@ pub enum LaneRefusal {
     },
     /// "identifier already exists": the lane id is in use.
     Exists { lane_id: String, state: LaneState },
+    /// The lane's state does not allow the step: the states it would are
+    /// `allowed`, and `step` says which of the reference's messages.
+    State {
+        lane_id: String,
+        state: LaneState,
+        allowed: Vec<LaneState>,
+        step: RefusedLaneStep,
+    },
+}
+
+/// Which step a lane's state refused, for the reference's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedLaneStep {
+    /// A lane transition or liveness step: "current state does not allow
+    /// lifecycle intent".
+    Lifecycle,
+    /// "heartbeat requires a running lane".
+    Heartbeat,
+    /// "interrupt requires a recovering lane".
+    Interrupt,
 }
 
 /// The lane refusals as tests expect them.
@@ -356,6 +390,20 @@ pub mod lane_refused {
         })
     }
 
+    pub fn state(
+        lane_id: &str,
+        state: LaneState,
+        allowed: &[LaneState],
+        step: super::RefusedLaneStep,
+    ) -> FlowError {
+        FlowError::Lane(LaneRefusal::State {
+            lane_id: lane_id.into(),
+            state,
+            allowed: allowed.to_vec(),
+            step,
+        })
+    }
+
     pub fn run_state(
         state: crate::coordinator::state::RunState,
         allowed: &[crate::coordinator::state::RunState],
@@ -381,6 +429,11 @@ impl LaneRefusal {
             LaneRefusal::Inactive { .. } => "lane is not active",
             LaneRefusal::NotOwner { .. } => "agent does not own the lane",
             LaneRefusal::Exists { .. } => "identifier already exists",
+            LaneRefusal::State { step, .. } => match step {
+                RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
+                RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
+                RefusedLaneStep::Interrupt => "interrupt requires a recovering lane",
+            },
         }
     }
 
@@ -425,6 +478,24 @@ impl LaneRefusal {
                     state.as_str()
                 ),
             ),
+            LaneRefusal::State {
+                lane_id,
+                state,
+                allowed,
+                ..
+            } => {
+                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+                (
+                    serde_json::json!({"lane_id": lane_id, "lane_state": state.as_str(),
+                                       "allowed_lane_states": names}),
+                    format!(
+                        "lane {lane_id} is {}, this command needs {}: {}",
+                        state.as_str(),
+                        names.join(" or "),
+                        lane_state_hint(lane_id, *state, allowed)
+                    ),
+                )
+            }
         };
         Teaching {
             detail: None,

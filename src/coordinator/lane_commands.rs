@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, Teaching, conflict, evidence_refusal, in_field,
-    invalid, lane_state_hint, require_evidence, run_state_refused, state_refusal,
+    invalid, require_evidence, run_state_refused,
 };
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
@@ -438,12 +438,10 @@ pub fn decide_lane_transition(
         .filter(|s| *s != LaneState::Replaced)
         .collect();
     if !sources.contains(&lane.state) {
-        let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
-        return Err(state_refusal(
-            &format!("lane {}", lane.id),
-            lane.state.as_str(),
-            &allowed,
-            lane_state_hint(&lane.id, lane.state, &sources),
+        return Err(super::decide::lane_state_refused(
+            lane,
+            &sources,
+            super::decide::RefusedLaneStep::Lifecycle,
         ));
     }
     // decisions.md 9: once an interrupt is recorded the agent is fenced; a

@@ -1,6 +1,6 @@
 //! Unit tests of the lane decisions on hand-made replayed states.
 
-use crate::coordinator::decide::lane_refused;
+use crate::coordinator::decide::{RefusedLaneStep, lane_refused};
 use serde_json::{Value, json};
 
 use super::*;
@@ -525,8 +525,11 @@ fn the_transition_table() {
             } else {
                 assert_eq!(
                     result,
-                    Err(conflict_msg(
-                        "current state does not allow lifecycle intent"
+                    Err(lane_refused::state(
+                        "l1",
+                        from,
+                        sources,
+                        RefusedLaneStep::Lifecycle
                     )),
                     "{command:?} {from:?}"
                 );

@@ -18,8 +18,8 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, Policy, Teaching, conflict, invalid, invalid_hint, invalid_word,
-    require_evidence,
+    FlowError, Intent, Policy, RefusedLaneStep, Teaching, conflict, invalid, invalid_hint,
+    invalid_word, require_evidence,
 };
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
@@ -343,16 +343,9 @@ pub fn check_lane(
 // ---------------------------------------------------------------------------
 // Shared checks
 
-/// "current state does not allow lifecycle intent" for `lane`, naming its
-/// state, the states needed, and the way on.
+/// "current state does not allow lifecycle intent" for `lane`.
 fn lane_state_refusal(lane: &LaneRecord, allowed: &[LaneState]) -> FlowError {
-    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
-    super::decide::state_refusal(
-        &format!("lane {}", lane.id),
-        lane.state.as_str(),
-        &names,
-        super::decide::lane_state_hint(&lane.id, lane.state, allowed),
-    )
+    super::decide::lane_state_refused(lane, allowed, RefusedLaneStep::Lifecycle)
 }
 
 /// Python's `str.isspace` over the whole string (empty counts as blank):
@@ -513,11 +506,11 @@ pub fn decide_heartbeat(
 ) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, &heartbeat.lane_id, &heartbeat.agent_id)?;
     if lane.state != LaneState::Running {
-        return Err(
-            FlowError::Conflict("heartbeat requires a running lane".into()).hinted(
-                super::decide::lane_state_hint(&lane.id, lane.state, &[LaneState::Running]),
-            ),
-        );
+        return Err(super::decide::lane_state_refused(
+            lane,
+            &[LaneState::Running],
+            RefusedLaneStep::Heartbeat,
+        ));
     }
     let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
     if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
@@ -860,7 +853,11 @@ pub fn decide_interrupt_result(
 ) -> Result<Vec<Intent>, FlowError> {
     let lane = active_lane_owner(state, step.lane_id, step.agent_id)?;
     if lane.state != LaneState::Recovering {
-        return conflict("interrupt requires a recovering lane");
+        return Err(super::decide::lane_state_refused(
+            lane,
+            &[LaneState::Recovering],
+            RefusedLaneStep::Interrupt,
+        ));
     }
     if evaluate(lane, policy, at, CommandStatus::Alive)?.action != LivenessAction::Interrupt {
         return conflict("liveness policy does not authorize interrupt");

@@ -32,6 +32,20 @@ fn conflict_msg(message: &str) -> FlowError {
     FlowError::Conflict(message.into())
 }
 
+/// A stall-clear or probe (which need a suspected stall) refused in `state`.
+fn not_stalled(state: LaneState) -> FlowError {
+    build_in(
+        state,
+        &[LaneState::SuspectedStall],
+        RefusedLaneStep::Lifecycle,
+    )
+}
+
+/// Lane build's `state` refused a step that `allowed` would take.
+fn build_in(state: LaneState, allowed: &[LaneState], step: RefusedLaneStep) -> FlowError {
+    lane_refused::state("build", state, allowed, step)
+}
+
 /// A running run with lane `build` (agent-1) created at 01:00:00Z:
 /// startup ACK due 01:00:30Z, command deadline 01:30:00Z.
 fn build_pending() -> Ledger {
@@ -732,12 +746,13 @@ fn heartbeat_renews_the_lease_in_one_transaction() {
 
 #[test]
 fn heartbeat_needs_a_running_lane_of_an_active_run() {
+    let heartbeat_in = |state| build_in(state, &[LaneState::Running], RefusedLaneStep::Heartbeat);
     let policy = Policy::default();
     let ev = evidence("alive");
     let run = build_pending();
     assert_eq!(
         decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
-        Err(conflict_msg("heartbeat requires a running lane"))
+        Err(heartbeat_in(LaneState::Pending))
     );
     assert_eq!(
         decide_heartbeat(
@@ -748,10 +763,13 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
         ),
         Err(lane_refused::not_owner("build", "agent-2", "agent-1"))
     );
-    for run in [build_stalled(), build_recovering()] {
+    for (run, state) in [
+        (build_stalled(), LaneState::SuspectedStall),
+        (build_recovering(), LaneState::Recovering),
+    ] {
         assert_eq!(
             decide_heartbeat(&run.state, &policy, &heartbeat(json!({})), &ev),
-            Err(conflict_msg("heartbeat requires a running lane"))
+            Err(heartbeat_in(state))
         );
     }
     // The state conflicts come before any input rule.
@@ -762,7 +780,7 @@ fn heartbeat_needs_a_running_lane_of_an_active_run() {
             &heartbeat(json!({"silence_lease_deadline": "2026-07-14T01:00:00Z", "reason": ""})),
             &json!([])
         ),
-        Err(conflict_msg("heartbeat requires a running lane"))
+        Err(heartbeat_in(LaneState::Pending))
     );
 }
 
@@ -1159,15 +1177,11 @@ fn stall_clear_writes_lane_recovered_with_fresh_evidence() {
     let ev = evidence("agent answered");
     assert_eq!(
         decide_stall_clear(&build_running().state, &policy, &step(&ev), "answered"),
-        Err(conflict_msg(
-            "current state does not allow lifecycle intent"
-        ))
+        Err(not_stalled(LaneState::Running))
     );
     assert_eq!(
         decide_stall_clear(&build_recovering().state, &policy, &step(&ev), "answered"),
-        Err(conflict_msg(
-            "current state does not allow lifecycle intent"
-        ))
+        Err(not_stalled(LaneState::Recovering))
     );
     let mut run = build_stalled();
     assert_eq!(
@@ -1269,15 +1283,11 @@ fn probe_sent_deadline_within_the_grace() {
     };
     assert_eq!(
         decide(&build_running().state, "2026-07-14T01:04:00Z"),
-        Err(conflict_msg(
-            "current state does not allow lifecycle intent"
-        ))
+        Err(not_stalled(LaneState::Running))
     );
     assert_eq!(
         decide(&build_recovering().state, "2026-07-14T01:04:00Z"),
-        Err(conflict_msg(
-            "current state does not allow lifecycle intent"
-        ))
+        Err(not_stalled(LaneState::Recovering))
     );
     let run = build_stalled();
     let grace = invalid_msg("probe deadline must be within the manifest probe grace");
@@ -1390,7 +1400,11 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
     let at = t(at_text);
     assert_eq!(
         decide_interrupt_result(&build_stalled().state, &policy, &s, at),
-        Err(conflict_msg("interrupt requires a recovering lane"))
+        Err(build_in(
+            LaneState::SuspectedStall,
+            &[LaneState::Recovering],
+            RefusedLaneStep::Interrupt
+        ))
     );
     let mut run = build_recovering();
     let refused = conflict_msg("liveness policy does not authorize interrupt");

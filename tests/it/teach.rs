@@ -488,7 +488,9 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "lane api is pending, this command needs starting",
                     "bluetape-flow lane-start --run-id RUN",
                 ],
-                fields: None,
+                fields: Some(
+                    json!({"lane_id": "api", "lane_state": "pending", "allowed_lane_states": ["starting"]}),
+                ),
                 not_in_hint: &[],
             },
             life.mutate("startup-ack", &lane_args("2026-07-14T01:00:10Z", &spawn)),
