@@ -126,6 +126,14 @@ pub enum FlowError {
         state: RunState,
         allowed: Vec<RunState>,
     },
+    /// "current state does not allow lifecycle intent" for a run
+    /// transition (exit 5, the reference's message): the run's state and
+    /// the states the transition starts from are its fields; its hint
+    /// names both and the way on.
+    RunTransitionRefused {
+        state: RunState,
+        allowed: Vec<RunState>,
+    },
     /// Completion evidence is missing (exit 6), or (`attest`) the receipt
     /// records breaches of our rules: the envelope then adds `breaches`
     /// and is not retryable.
@@ -218,7 +226,8 @@ impl FlowError {
             | FlowError::Report(_)
             | FlowError::Component(_)
             | FlowError::Resolution(_)
-            | FlowError::RunStateRefused { .. } => {
+            | FlowError::RunStateRefused { .. }
+            | FlowError::RunTransitionRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
             FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
@@ -269,6 +278,9 @@ impl FlowError {
             FlowError::Component(refusal) => refusal.message(),
             FlowError::Resolution(refusal) => refusal.message(),
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
+            FlowError::RunTransitionRefused { .. } => {
+                "current state does not allow lifecycle intent"
+            }
         }
     }
 
@@ -290,6 +302,21 @@ impl FlowError {
                         "the run is {}; this command needs it {}: see where it stands with bluetape-flow status --run-id {{run_id}}",
                         state.as_str(),
                         names.join(" or ")
+                    )),
+                    fields: Some(
+                        serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
+                    ),
+                })
+            }
+            FlowError::RunTransitionRefused { state, allowed } => {
+                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+                Some(Teaching {
+                    detail: None,
+                    hint: Some(format!(
+                        "the run is {}, this command needs {}: {}",
+                        state.as_str(),
+                        names.join(" or "),
+                        run_state_hint(*state, allowed)
                     )),
                     fields: Some(
                         serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
@@ -545,6 +572,16 @@ impl PartialEq for FlowError {
                     state: b,
                     allowed: y,
                 },
+            )
+            | (
+                RunTransitionRefused {
+                    state: a,
+                    allowed: x,
+                },
+                RunTransitionRefused {
+                    state: b,
+                    allowed: y,
+                },
             ) => a == b && x == y,
             (
                 Export {
@@ -769,16 +806,6 @@ pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> F
         }
         None => FlowError::Contract(message).hinted(hint),
     }
-}
-
-/// "current state does not allow lifecycle intent" (the reference's
-/// message), with a hint naming the state, the states the command needs
-/// and the way on (issue 15).
-pub fn state_refusal(what: &str, current: &str, allowed: &[&str], hint: String) -> FlowError {
-    FlowError::Conflict("current state does not allow lifecycle intent".into()).hinted(format!(
-        "{what} is {current}, this command needs {}: {hint}",
-        allowed.join(" or ")
-    ))
 }
 
 /// The way on for a run in `current` when a command needs `allowed`.

@@ -3,9 +3,9 @@
 use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
-use super::decide::{FlowError, Intent, require_evidence, run_state_hint, state_refusal};
+use super::decide::{FlowError, Intent, require_evidence};
 use super::machine::{RunEdge, run_edge};
-use super::state::{CoordinatorState, RunState};
+use super::state::CoordinatorState;
 
 /// The seven run transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,14 +65,10 @@ pub fn decide_run_transition(
     let current = state.run_state_enum();
     if !edge.from.contains(&Some(current)) {
         // Only run_created leaves the empty run (None); no command does.
-        let sources: Vec<RunState> = edge.from.iter().flatten().copied().collect();
-        let allowed: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
-        return Err(state_refusal(
-            "the run",
-            current.as_str(),
-            &allowed,
-            run_state_hint(current, &sources),
-        ));
+        return Err(FlowError::RunTransitionRefused {
+            state: current,
+            allowed: edge.from.iter().flatten().copied().collect(),
+        });
     }
     let mut intent = Intent::run(
         command.event_type(),
@@ -89,6 +85,7 @@ pub fn decide_run_transition(
 mod tests {
     use super::*;
     use crate::coordinator::RunOrigin;
+    use crate::coordinator::state::RunState;
     use serde_json::json;
 
     fn planned() -> CoordinatorState {
@@ -127,9 +124,10 @@ mod tests {
         ] {
             assert_eq!(
                 decide_run_transition(&planned(), command, "2026-07-14T01:00:00Z", &ev, Some("r")),
-                Err(FlowError::Conflict(
-                    "current state does not allow lifecycle intent".into()
-                ))
+                Err(FlowError::RunTransitionRefused {
+                    state: RunState::Planned,
+                    allowed: command.edge().from.iter().flatten().copied().collect()
+                })
             );
         }
         // Cancel is allowed straight from planned (decisions.md 6).

@@ -507,7 +507,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "the run is running, this command needs planned",
                     "running already",
                 ],
-                fields: None,
+                fields: Some(json!({"run_state": "running", "allowed_run_states": ["planned"]})),
                 not_in_hint: &[],
             },
             life.mutate("run-approve", &["--evidence", &assign]),
