@@ -1172,6 +1172,21 @@ impl Run {
         self.cmd("check-result", &["--input", &input, "--evidence", &ev])
     }
 
+    /// `out` is refused with `code` and `error` and the receipt is the
+    /// same bytes afterwards; the error envelope.
+    #[track_caller]
+    fn refused_appending_nothing(
+        &self,
+        out: impl FnOnce() -> Output,
+        code: i32,
+        error: &str,
+    ) -> Value {
+        let before = self.receipt_bytes();
+        let e = out().assert_error(code, error);
+        assert_eq!(self.receipt_bytes(), before, "{e}");
+        e
+    }
+
     fn receipt_bytes(&self) -> Vec<u8> {
         std::fs::read(self.dir().join("receipt.jsonl")).unwrap()
     }
@@ -1181,15 +1196,13 @@ impl Run {
 fn a_check_passed_on_a_heartbeat_is_refused_and_a_breach_when_another_writer_records_it() {
     let (run, heartbeat) = Run::with_checked_component();
     // Our check-result refuses it (the reference records it), writing nothing.
-    let before = run.receipt_bytes();
-    let out = run.check_result(true, &heartbeat);
-    let e = out.assert_error(2, "contract_error");
+    let e =
+        run.refused_appending_nothing(|| run.check_result(true, &heartbeat), 2, "contract_error");
     assert_eq!(e["message"], "liveness evidence cannot pass a check", "{e}");
     assert!(
         crate::bed::str_field(&e, "hint").contains("check unit of component runtime"),
         "{e}"
     );
-    assert_eq!(run.receipt_bytes(), before);
     // A failing result satisfies nothing: it may cite the heartbeat.
     run.check_result(false, &heartbeat).assert_ok();
     assert!(
@@ -1224,15 +1237,15 @@ fn a_component_covered_by_a_heartbeat_by_hand_is_a_breach() {
     // Both tools refuse component-evidence on a heartbeat...
     let ce = run.input("ce", &json!({"component_id": "runtime"}));
     let hb = run.input("hb-again", &heartbeat);
-    let before = run.receipt_bytes();
-    let e = run
-        .cmd("component-evidence", &["--input", &ce, "--evidence", &hb])
-        .assert_error(2, "contract_error");
+    let e = run.refused_appending_nothing(
+        || run.cmd("component-evidence", &["--input", &ce, "--evidence", &hb]),
+        2,
+        "contract_error",
+    );
     assert_eq!(
         e["message"],
         "liveness evidence cannot satisfy completion evidence"
     );
-    assert_eq!(run.receipt_bytes(), before);
     // ...neither replay said a word about a hand writing it.
     run.append(
         "evidence_attached",
@@ -1259,18 +1272,18 @@ fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
                        "startup_ack_deadline": "2026-07-14T01:00:30Z",
                        "command_deadline": "2026-07-14T01:10:00Z", "parent_lane_id": "a"});
     let input = run.input("lane-b", &child);
-    let before = run.receipt_bytes();
-    let e = run
-        .cmd(
-            "lane-create",
-            &["--input", &input, "--evidence", &run.evidence("assign b")],
-        )
-        .assert_error(2, "contract_error");
+    let e = run.refused_appending_nothing(
+        || {
+            let evidence = run.evidence("assign b");
+            run.cmd("lane-create", &["--input", &input, "--evidence", &evidence])
+        },
+        2,
+        "contract_error",
+    );
     assert!(
         crate::bed::str_field(&e, "message").contains("narrower than its parent"),
         "{e}"
     );
-    assert_eq!(run.receipt_bytes(), before);
     // The reference's lane-create line for it.
     run.append(
         "lane_created",
@@ -1639,15 +1652,15 @@ fn a_heartbeat_reusing_evidence_by_another_writer_is_a_breach() {
                 "silence_lease_deadline": "2026-07-14T01:06:00Z",
                 "reason": "alive again"}),
     );
-    let before = run.receipt_bytes();
-    let e = run
-        .cmd("heartbeat", &["--input", &hb, "--evidence", &ev])
-        .assert_error(2, "contract_error");
+    let e = run.refused_appending_nothing(
+        || run.cmd("heartbeat", &["--input", &hb, "--evidence", &ev]),
+        2,
+        "contract_error",
+    );
     assert_eq!(
         e["message"],
         "liveness evidence was already recorded for this lane"
     );
-    assert_eq!(run.receipt_bytes(), before);
     // ...the reference writes it: its heartbeat transaction.
     let digest = bluetape_flow::receipt::canonical::digest(&evidence);
     let intent = |event_type: &str, reason: Value, extra: Value| {
@@ -1693,13 +1706,17 @@ fn a_required_component_demoted_by_another_writer_is_a_breach() {
     )
     .assert_ok();
     let demoted = run.input("demoted", &component(false));
-    let before = run.receipt_bytes();
-    run.cmd(
-        "topology-register",
-        &["--input", &demoted, "--evidence", &run.evidence("demote")],
-    )
-    .assert_error(5, "coordinator_conflict");
-    assert_eq!(run.receipt_bytes(), before);
+    run.refused_appending_nothing(
+        || {
+            let evidence = run.evidence("demote");
+            run.cmd(
+                "topology-register",
+                &["--input", &demoted, "--evidence", &evidence],
+            )
+        },
+        5,
+        "coordinator_conflict",
+    );
     // The reference's topology-register line for it.
     run.append(
         "topology_registered",

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Child;
 
 fn assert_root_moved_refusal(out: &crate::bed::Output, root: &Path) {
     let e = out.assert_error(2, "contract_error");
@@ -29,13 +30,9 @@ fn assert_root_moved_refusal(out: &crate::bed::Output, root: &Path) {
 /// Swap the state root while `child` waits for a lock: the root is
 /// renamed to `moved`, and a symlink to `copy` (a copy of it in which
 /// `free` — the held lock, relative to the root — is removed, so a writer
-/// resolving paths finds the lock free there) takes its place. Returns
-/// the snapshots of both taken right after the swap.
-fn swap_root(
-    run: &LaneRun,
-    base: &Path,
-    free: &str,
-) -> (PathBuf, PathBuf, BTreeMap<PathBuf, Entry>) {
+/// resolving paths finds the lock free there) takes its place; the copy
+/// is snapshotted right after the swap.
+fn swap_root(run: &LaneRun, base: &Path, free: &str) -> Swapped {
     let moved = base.join("root-moved");
     let copy = base.join("root-copy");
     copy_tree(&run.root, &copy);
@@ -47,7 +44,55 @@ fn swap_root(
     std::fs::rename(&run.root, &moved).unwrap();
     std::fs::rename(&link, &run.root).unwrap();
     let copy_before = tree(&copy);
-    (moved, copy, copy_before)
+    Swapped {
+        moved,
+        copy,
+        copy_before,
+    }
+}
+
+/// The state root swapped by [`swap_root`]: where the real root went, the
+/// copy now behind the root's path, and the copy as it was then.
+struct Swapped {
+    moved: PathBuf,
+    copy: PathBuf,
+    copy_before: BTreeMap<PathBuf, Entry>,
+}
+
+impl Swapped {
+    /// `child`, which waited through the swap, refuses as the root moved;
+    /// nothing was written through the copy, and the moved root holds the
+    /// files `before` lists (the root's, moved along) plus, when
+    /// `made_since` names one, those under that directory made after them.
+    #[track_caller]
+    fn assert_refused_untouched(
+        &self,
+        run: &LaneRun,
+        child: Child,
+        before: BTreeMap<PathBuf, (char, u32, String)>,
+        made_since: Option<&str>,
+        what: &str,
+    ) {
+        let out = finish(child);
+        assert_eq!(
+            tree_diff(&self.copy_before, &tree(&self.copy)),
+            Vec::<String>::new(),
+            "{what}: written through the swapped root ({out:?})"
+        );
+        let mut expected: BTreeMap<_, _> = before
+            .into_iter()
+            .map(|(p, v)| (self.moved.join(p.strip_prefix(&run.root).unwrap()), v))
+            .collect();
+        if let Some(dir) = made_since {
+            expected.extend(files(&tree(&self.moved.join(dir))));
+        }
+        assert_eq!(
+            files(&tree(&self.moved)),
+            expected,
+            "{what}: the moved root changed ({out:?})"
+        );
+        assert_root_moved_refusal(&out, &run.root);
+    }
 }
 
 // Mutations whose write lands inside a run (`heartbeat`: the receipt), in
@@ -142,31 +187,14 @@ fn root_swap_round(command: &str) {
     let holder = Holder::hold(&run);
     let child = waiting(&run, &argv);
     let lock = format!("runs/{}/locks/receipt", run.run_id);
-    let (moved, copy, copy_before) = swap_root(&run, &base, &lock);
-    let out = finish(child);
-    assert_eq!(
-        tree_diff(&copy_before, &tree(&copy)),
-        Vec::<String>::new(),
-        "{command}: written through the swapped root ({out:?})"
-    );
-    let rebase =
-        |files: BTreeMap<PathBuf, (char, u32, String)>| -> BTreeMap<PathBuf, (char, u32, String)> {
-            files
-                .into_iter()
-                .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
-                .collect()
-        };
-    let mut expected = rebase(before);
     // The holder's lock was made after the snapshot.
-    for (path, entry) in files(&tree(&moved.join(&lock))) {
-        expected.insert(path, entry);
-    }
-    assert_eq!(
-        files(&tree(&moved)),
-        expected,
-        "{command}: the moved root changed ({out:?})"
+    swap_root(&run, &base, &lock).assert_refused_untouched(
+        &run,
+        child,
+        before,
+        Some(&lock),
+        command,
     );
-    assert_root_moved_refusal(&out, &run.root);
     drop(holder);
 }
 
@@ -184,23 +212,13 @@ fn a_state_root_swapped_during_the_recovery_lock_wait_creates_nothing() {
     let holder = Holder::hold_at(&run, &run.root.join(&lock_rel));
     let before = files(&tree(&run.root));
     let child = waiting(&run, &argv);
-    let (moved, copy, copy_before) = swap_root(&run, &base, &lock_rel);
-    let out = finish(child);
-    assert_eq!(
-        tree_diff(&copy_before, &tree(&copy)),
-        Vec::<String>::new(),
-        "written through the swapped root ({out:?})"
+    swap_root(&run, &base, &lock_rel).assert_refused_untouched(
+        &run,
+        child,
+        before,
+        None,
+        "recovery-run-create",
     );
-    let expected: BTreeMap<_, _> = before
-        .into_iter()
-        .map(|(p, v)| (moved.join(p.strip_prefix(&run.root).unwrap()), v))
-        .collect();
-    assert_eq!(
-        files(&tree(&moved)),
-        expected,
-        "the moved root changed ({out:?})"
-    );
-    assert_root_moved_refusal(&out, &run.root);
     drop(holder);
     reliability::figure(
         "path swap",

@@ -76,12 +76,7 @@ fn a_dangling_symlink_as_state_root_is_not_followed_or_created() {
     let work = Work::new();
     let target = work.base.join("target-root");
     symlink(&target, &work.state).unwrap();
-    work.refused(
-        &work.init_named("main"),
-        2,
-        "contract_error",
-        "state root must not be a symlink",
-    );
+    work.init_refused("main", "state root must not be a symlink");
     assert!(!target.exists());
 }
 
@@ -90,12 +85,7 @@ fn a_state_root_that_is_a_file_is_refused() {
     let work = Work::new();
     std::fs::write(&work.state, b"not a directory").unwrap();
     chmod(&work.state, 0o600);
-    work.refused(
-        &work.init_named("main"),
-        2,
-        "contract_error",
-        "state root is not a directory",
-    );
+    work.init_refused("main", "state root is not a directory");
 }
 
 #[test]
@@ -103,10 +93,8 @@ fn an_existing_state_root_without_mode_0700_is_refused() {
     for mode in [0o755, 0o750, 0o711, 0o500, 0o2700, 0o1700] {
         let (work, _) = Work::with_run();
         chmod(&work.state, mode);
-        work.refused(
-            &work.init_named("second"),
-            2,
-            "contract_error",
+        work.init_refused(
+            "second",
             "state root does not have the required secure mode",
         );
         chmod(&work.state, 0o700);
@@ -115,11 +103,17 @@ fn an_existing_state_root_without_mode_0700_is_refused() {
     let work = Work::new();
     std::fs::create_dir(&work.state).unwrap();
     chmod(&work.state, 0o755);
-    work.refused(
-        &work.init_named("main"),
-        2,
-        "contract_error",
-        "state root does not have the required secure mode",
+    work.init_refused("main", "state root does not have the required secure mode");
+}
+
+/// Make `dir` of the state root 0755: an `init` of handle `<handle>` is
+/// then refused naming it, and changes nothing.
+#[track_caller]
+fn init_refused_for_loose(work: &Work, handle: &str, dir: &str) {
+    chmod(&work.state.join(dir), 0o755);
+    work.init_refused(
+        handle,
+        &format!("state-root {dir} does not have the required secure mode"),
     );
 }
 
@@ -134,13 +128,7 @@ fn state_root_subdirectories_without_mode_0700_are_refused() {
         "quarantine",
     ] {
         let (work, _) = Work::with_run();
-        chmod(&work.state.join(dir), 0o755);
-        work.refused(
-            &work.init_named("second"),
-            2,
-            "contract_error",
-            &format!("state-root {dir} does not have the required secure mode"),
-        );
+        init_refused_for_loose(&work, "second", dir);
     }
 }
 
@@ -154,13 +142,7 @@ fn a_loose_subdirectory_in_a_partial_root_creates_no_skeleton() {
         std::fs::create_dir(&work.state).unwrap();
         chmod(&work.state, 0o700);
         std::fs::create_dir(work.state.join(dir)).unwrap();
-        chmod(&work.state.join(dir), 0o755);
-        work.refused(
-            &work.init_named("main"),
-            2,
-            "contract_error",
-            &format!("state-root {dir} does not have the required secure mode"),
-        );
+        init_refused_for_loose(&work, "main", dir);
     }
 }
 
@@ -171,23 +153,13 @@ fn symlinked_or_non_directory_subdirectories_are_refused() {
         let elsewhere = work.base.join(format!("elsewhere-{dir}"));
         std::fs::rename(work.state.join(dir), &elsewhere).unwrap();
         symlink(&elsewhere, work.state.join(dir)).unwrap();
-        work.refused(
-            &work.init_named("second"),
-            2,
-            "contract_error",
-            &format!("state-root {dir} must not be a symlink"),
-        );
+        work.init_refused("second", &format!("state-root {dir} must not be a symlink"));
     }
     let (work, _) = Work::with_run();
     std::fs::remove_dir(work.state.join("candidates")).unwrap();
     std::fs::write(work.state.join("candidates"), b"").unwrap();
     chmod(&work.state.join("candidates"), 0o600);
-    work.refused(
-        &work.init_named("second"),
-        2,
-        "contract_error",
-        "state-root candidates is not a directory",
-    );
+    work.init_refused("second", "state-root candidates is not a directory");
 }
 
 #[test]
@@ -204,10 +176,8 @@ fn state_root_owned_by_another_uid_is_refused_chown_when_root() {
             } else {
                 format!("state-root {dir}")
             };
-            work.refused(
-                &work.init_named("second"),
-                2,
-                "contract_error",
+            work.init_refused(
+                "second",
                 &format!("{kind} must be owned by the current uid"),
             );
         }
@@ -295,12 +265,7 @@ fn an_existing_or_dangling_owner_file_is_refused() {
     let (work, _) = Work::with_run();
     let handles = work.state.join("handles");
     // The handle the first init published.
-    work.refused(
-        &work.init_named("main"),
-        2,
-        "contract_error",
-        "owner handle already exists",
-    );
+    work.init_refused("main", "owner handle already exists");
     // Inside handles/: a dangling symlink, a symlink to the existing
     // handle, a directory. Nothing may be written through them.
     symlink(
@@ -312,12 +277,7 @@ fn an_existing_or_dangling_owner_file_is_refused() {
     std::fs::create_dir(handles.join("dir.owner")).unwrap();
     chmod(&handles.join("dir.owner"), 0o700);
     for name in ["dangling", "alias", "dir"] {
-        work.refused(
-            &work.init_named(name),
-            2,
-            "contract_error",
-            "owner handle already exists",
-        );
+        work.init_refused(name, "owner handle already exists");
     }
     assert!(std::fs::symlink_metadata(handles.join("nothing.owner")).is_err());
     // A symlink leading out of handles/ (dangling or not) resolves outside
@@ -326,10 +286,8 @@ fn an_existing_or_dangling_owner_file_is_refused() {
     std::fs::write(work.base.join("outside"), b"keep me").unwrap();
     symlink(work.base.join("outside"), handles.join("pointing.owner")).unwrap();
     for name in ["away", "pointing"] {
-        work.refused(
-            &work.init_named(name),
-            2,
-            "contract_error",
+        work.init_refused(
+            name,
             "owner handle must be contained under state-root handles",
         );
     }

@@ -113,6 +113,13 @@ impl Work {
         e
     }
 
+    /// `init` of a new handle `handles/<handle>.owner` (see
+    /// [`Work::init_named`]) is refused as a contract error whose message
+    /// contains `needle`, changing nothing.
+    pub fn init_refused(&self, handle: &str, needle: &str) -> Value {
+        self.refused(&self.init_named(handle), 2, "contract_error", needle)
+    }
+
     /// Run the binary; it must succeed.
     pub fn ok<S: AsRef<OsStr>>(&self, args: &[S]) -> Value {
         self.flow.run(args).assert_ok()

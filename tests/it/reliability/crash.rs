@@ -43,32 +43,21 @@ fn check_recoverable(run: &LaneRun, diagnosis: &Value) -> String {
         .root
         .join("handles")
         .join(format!("recovery-{}.owner", run.run_id));
+    let (input, approval) = (input.to_str().unwrap(), approval.to_str().unwrap());
     let out = run
         .flow
-        .run(&[
-            "--state-root".as_ref(),
-            run.root.as_os_str(),
-            "recovery-run-create".as_ref(),
-            "--run-id".as_ref(),
-            run.run_id.as_ref(),
-            "--owner-file".as_ref(),
-            owner.as_os_str(),
-            "--input".as_ref(),
-            input.as_os_str(),
-            "--evidence".as_ref(),
-            approval.as_os_str(),
-        ] as &[&std::ffi::OsStr])
+        .run(&crate::bed::mutation_argv(
+            &run.root,
+            "recovery-run-create",
+            &run.run_id,
+            &owner,
+            &["--input", input, "--evidence", approval],
+        ))
         .assert_ok();
     let new_run = out["new_run_id"].as_str().unwrap().to_string();
     let verified = run
         .flow
-        .run(&[
-            "--state-root".as_ref(),
-            run.root.as_os_str(),
-            "verify".as_ref(),
-            "--run-id".as_ref(),
-            new_run.as_ref(),
-        ] as &[&std::ffi::OsStr])
+        .run(&crate::bed::read_argv(&run.root, "verify", &new_run, &[]))
         .assert_ok();
     assert_eq!(verified["sequence"], 1);
     let receipt =

@@ -172,6 +172,8 @@ impl Copy {
 }
 
 type Forge = Box<dyn Fn(&Base, &Copy)>;
+/// An edit of a copy's derived files.
+type Edit = fn(&Copy);
 
 fn forgeries(base: &Base) -> Vec<(String, String, Forge)> {
     let mut out: Vec<(String, String, Forge)> = Vec::new();
@@ -301,37 +303,30 @@ fn forgeries(base: &Base) -> Vec<(String, String, Forge)> {
         } else {
             ""
         };
-        add(
-            file,
-            format!("slots zeroed (header kept){how}"),
-            Box::new(move |_, c| {
-                crate::bed::forge::zero_digest_slots(&c.dir);
-                if rebound {
-                    c.rebind(|_| {});
-                }
+        let edits: [(&str, Edit); 3] = [
+            ("slots zeroed (header kept)", |c| {
+                crate::bed::forge::zero_digest_slots(&c.dir)
             }),
-        );
-        add(
-            file,
-            format!("swapped with the other run's{how}"),
-            Box::new(move |_, c| {
+            ("swapped with the other run's", |c| {
                 let f = "checkpoint-digests.idx";
                 std::fs::copy(c.other_dir.join(f), c.dir.join(f)).unwrap();
-                if rebound {
-                    c.rebind(|_| {});
-                }
             }),
-        );
-        add(
-            file,
-            format!("log zeroed (the table kept){how}"),
-            Box::new(move |_, c| {
-                crate::bed::forge::zero_digest_log(&c.dir);
-                if rebound {
-                    c.rebind(|_| {});
-                }
+            ("log zeroed (the table kept)", |c| {
+                crate::bed::forge::zero_digest_log(&c.dir)
             }),
-        );
+        ];
+        for (what, edit) in edits {
+            add(
+                file,
+                format!("{what}{how}"),
+                Box::new(move |_, c| {
+                    edit(c);
+                    if rebound {
+                        c.rebind(|_| {});
+                    }
+                }),
+            );
+        }
     }
     // The other derived files: older copies, zeroed, swapped.
     for file in [

@@ -226,14 +226,7 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
     }
     if command == "approval-statement" {
         // Its one write is a new file outside the state root (issue 13).
-        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let out = std::env::temp_dir().join(format!(
-            "bluetape-readonly-statement-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&out);
-        argv.extend(["--out".into(), out.into()]);
+        argv.extend(["--out".into(), fresh_outside("statement").into()]);
     }
     if command == "liveness-check" {
         let lane = std::fs::read_dir(root.state.join("runs").join(run).join("lanes"))
@@ -257,16 +250,24 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         ]);
         // Its one write (issue 15) is a new decision file outside the
         // state root.
-        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let out = std::env::temp_dir().join(format!(
-            "bluetape-readonly-decision-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&out);
+        let out = fresh_outside("decision");
         argv.extend(["--decision-out".into(), out.into()]);
     }
     argv
+}
+
+/// A path in the system temp dir, outside every state root, that no file
+/// holds yet and no other call of this process gets: where a read-only
+/// command's one write (`kind`) goes.
+fn fresh_outside(kind: &str) -> PathBuf {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!(
+        "bluetape-readonly-{kind}-{}-{n}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&out);
+    out
 }
 
 /// chmod every directory under (and including) `dir`.
