@@ -102,8 +102,8 @@ def main():
                 n[0] += 1
                 k = 50000 + n[0]
                 at = f"2098-02-01T{k // 3600 % 24:02d}:{k // 60 % 60:02d}:{k % 60:02d}"
-                return {"run_id": run_id,
-                        "evidence": [{"kind": "log", "summary": f"mcp heartbeat {n[0]}"}],
+                # No run_id: an owner tool acts on its handle's run.
+                return {"evidence": [{"kind": "log", "summary": f"mcp heartbeat {n[0]}"}],
                         "input": {"lane_id": bench.LANE, "agent_id": bench.AGENT,
                                   "observed_at": at + "Z",
                                   "silence_lease_deadline": at + ".500000Z",

@@ -160,10 +160,6 @@ impl ComponentRefusal {
                 ),
             ),
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(fields),
-        }
+        Teaching::reason(fields, hint)
     }
 }

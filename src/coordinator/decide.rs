@@ -295,33 +295,19 @@ impl FlowError {
             FlowError::Component(refusal) => Some(refusal.teaching()),
             FlowError::Resolution(refusal) => Some(refusal.teaching()),
             FlowError::RunStateRefused { state, allowed } => {
-                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
-                Some(Teaching {
-                    detail: None,
-                    hint: Some(format!(
-                        "the run is {}; this command needs it {}: see where it stands with bluetape-flow status --run-id {{run_id}}",
-                        state.as_str(),
-                        names.join(" or ")
-                    )),
-                    fields: Some(
-                        serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
-                    ),
-                })
+                Some(run_state_teaching(*state, allowed, |state, needs| {
+                    format!(
+                        "the run is {state}; this command needs it {needs}: see where it stands with bluetape-flow status --run-id {{run_id}}"
+                    )
+                }))
             }
             FlowError::RunTransitionRefused { state, allowed } => {
-                let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
-                Some(Teaching {
-                    detail: None,
-                    hint: Some(format!(
-                        "the run is {}, this command needs {}: {}",
-                        state.as_str(),
-                        names.join(" or "),
+                Some(run_state_teaching(*state, allowed, |shown, needs| {
+                    format!(
+                        "the run is {shown}, this command needs {needs}: {}",
                         run_state_hint(*state, allowed)
-                    )),
-                    fields: Some(
-                        serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
-                    ),
-                })
+                    )
+                }))
             }
             // An OS error names the path and the errno (DEVIATIONS 49), as
             // fields a caller can act on without reading the message.
@@ -336,6 +322,20 @@ impl FlowError {
             _ => None,
         }
     }
+}
+
+/// What a run-state refusal teaches: the run's state and the states the
+/// command needs as fields, and the hint `say(state, "a or b")`.
+fn run_state_teaching(
+    state: RunState,
+    allowed: &[RunState],
+    say: impl FnOnce(&str, &str) -> String,
+) -> Teaching {
+    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+    Teaching::reason(
+        serde_json::json!({"run_state": state.as_str(), "allowed_run_states": names}),
+        say(state.as_str(), &names.join(" or ")),
+    )
 }
 
 /// A lane step that `lane`'s state does not allow (`allowed` would).
@@ -524,11 +524,7 @@ impl LaneRefusal {
                 )
             }
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(fields),
-        }
+        Teaching::reason(fields, hint)
     }
 }
 
@@ -635,6 +631,15 @@ pub struct Teaching {
 }
 
 impl Teaching {
+    /// What a typed reason teaches: the fields at fault and the way on.
+    pub fn reason(fields: Value, hint: String) -> Teaching {
+        Teaching {
+            detail: None,
+            hint: Some(hint),
+            fields: Some(fields),
+        }
+    }
+
     pub fn hint(hint: impl Into<String>) -> Teaching {
         Teaching {
             detail: None,

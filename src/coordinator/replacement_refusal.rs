@@ -222,10 +222,6 @@ impl ReplacementRefusal {
                 ),
             ),
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(fields),
-        }
+        Teaching::reason(fields, hint)
     }
 }

@@ -67,10 +67,6 @@ impl ReportRefusal {
                 ),
             ),
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(fields),
-        }
+        Teaching::reason(fields, hint)
     }
 }

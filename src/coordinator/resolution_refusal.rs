@@ -122,10 +122,6 @@ impl ResolutionRefusal {
                 ),
             ),
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(fields),
-        }
+        Teaching::reason(fields, hint)
     }
 }
