@@ -375,6 +375,12 @@ pub enum LaneRefusal {
         allowed: Vec<LaneState>,
         step: RefusedLaneStep,
     },
+    /// "lane limit reached": the run has as many lanes as its manifest
+    /// allows (terminal lanes count).
+    LimitReached { max_lanes: u64 },
+    /// "an interrupted agent cannot acknowledge the probe": the agent was
+    /// fenced by interrupt-result (decisions.md 9).
+    Fenced { lane_id: String, agent_id: String },
 }
 
 /// Which step a lane's state refused, for the reference's message.
@@ -456,6 +462,8 @@ impl LaneRefusal {
             LaneRefusal::Inactive { .. } => "lane is not active",
             LaneRefusal::NotOwner { .. } => "agent does not own the lane",
             LaneRefusal::Exists { .. } => "identifier already exists",
+            LaneRefusal::LimitReached { .. } => "lane limit reached",
+            LaneRefusal::Fenced { .. } => "an interrupted agent cannot acknowledge the probe",
             LaneRefusal::State { step, .. } => match step {
                 RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
                 RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
@@ -503,6 +511,18 @@ impl LaneRefusal {
                 format!(
                     "retrying cannot help: lane {lane_id} exists already ({}); choose another lane_id, or see it with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME",
                     state.as_str()
+                ),
+            ),
+            LaneRefusal::LimitReached { max_lanes } => (
+                serde_json::json!({"max_lanes": max_lanes}),
+                format!(
+                    "retrying cannot help: the run's manifest allows {max_lanes} lanes and they all count, finished ones too; go on with the lanes there are (bluetape-flow status --run-id {{run_id}}), or in a new run"
+                ),
+            ),
+            LaneRefusal::Fenced { lane_id, agent_id } => (
+                serde_json::json!({"lane_id": lane_id, "agent_id": agent_id}),
+                format!(
+                    "retrying cannot help: {agent_id} was interrupted, so lane {lane_id} no longer takes its answers; replace the lane (lane-reassign) or end it (lane-fail, lane-block, lane-cancel)"
                 ),
             ),
             LaneRefusal::State {

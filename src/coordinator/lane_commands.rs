@@ -13,8 +13,8 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, LaneRefusal, Policy, Teaching, conflict, evidence_refusal, in_field,
-    invalid, require_evidence, run_state_refused,
+    FlowError, Intent, LaneRefusal, Policy, Teaching, evidence_refusal, in_field, invalid,
+    require_evidence, run_state_refused,
 };
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
@@ -277,7 +277,9 @@ pub fn decide_lane_create(
         return Err(existing_lane(&lane.id, lane.state));
     }
     if state.lanes().len() as u64 >= policy.limits.max_lanes {
-        return conflict("lane limit reached");
+        return Err(FlowError::Lane(LaneRefusal::LimitReached {
+            max_lanes: policy.limits.max_lanes,
+        }));
     }
     // Scopes only narrow (our extension): a child of an existing lane stays
     // within its parent's scope. The reference lets a child widen it.
@@ -449,7 +451,10 @@ pub fn decide_lane_transition(
     if request.command == LaneCommand::ProbeAck
         && lane.last_event_type == EventType::AgentInterrupted
     {
-        return conflict("an interrupted agent cannot acknowledge the probe");
+        return Err(FlowError::Lane(LaneRefusal::Fenced {
+            lane_id: lane.id.clone(),
+            agent_id: lane.agent_id.clone(),
+        }));
     }
     let mut metadata = Map::new();
     if request.command == LaneCommand::Complete {

@@ -372,7 +372,9 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     ledger.scoped_lane("l1", json!([]));
     assert_eq!(
         decide_lane_create(&ledger.state, &small, &other, &evidence()),
-        Err(conflict_msg("lane limit reached"))
+        Err(FlowError::Lane(LaneRefusal::LimitReached {
+            max_lanes: small.limits.max_lanes
+        }))
     );
     // A duplicate id is reported before the limit.
     assert_eq!(
@@ -610,9 +612,10 @@ fn probe_ack_after_an_interrupt_is_fenced() {
     ledger.step("agent_interrupted", "l1", "recovering", "recovering");
     assert_eq!(
         probe_ack(&ledger.state),
-        Err(conflict_msg(
-            "an interrupted agent cannot acknowledge the probe"
-        ))
+        Err(FlowError::Lane(LaneRefusal::Fenced {
+            lane_id: "l1".into(),
+            agent_id: "agent-1".into()
+        }))
     );
     // A second interrupt keeps the fence; fail/block/cancel stay possible.
     ledger.step("agent_interrupted", "l1", "recovering", "recovering");

@@ -860,11 +860,17 @@ fn the_run_manifest_caps_the_lane_count() {
         run.create(&lane_input(&format!("lane-{i}"), "agent", json!([])))
             .assert_ok();
     }
-    run.refused(
+    let e = run.refused(
         || run.create(&lane_input("lane-64", "agent", json!([]))),
         5,
         "coordinator_conflict",
         "lane limit reached",
+    );
+    // The manifest's limit is a field; the hint says finished lanes count.
+    assert_eq!(e["fields"], json!({"max_lanes": 64}));
+    assert!(
+        e["hint"].as_str().unwrap().contains("finished ones too"),
+        "{e}"
     );
     // Terminal lanes still count.
     run.lane("lane-cancel", "lane-0", "agent", T0, &["--reason", "x"])
