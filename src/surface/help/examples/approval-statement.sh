@@ -10,9 +10,7 @@ BLUETAPE_INITIATED_BY=agent-1 bluetape-flow init --workflow-type A \
 KEYED=$(sed -E 's/.*"run_id": "([^"]*)".*/\1/' keyed.json)
 bluetape-flow approval-statement --run-id "$KEYED" --out statement.txt
 ssh-keygen -q -Y sign -n bluetape-flow-approval -f alice statement.txt
-cat > keyed-ev.json <<'JSON'
-[{"kind": "user_approval", "summary": "alice signed the plan"}]
-JSON
 BLUETAPE_APPROVED_BY=alice bluetape-flow run-approve --run-id "$KEYED" \
-  --owner-file .bluetape/handles/keyed.owner --evidence keyed-ev.json \
+  --owner-file .bluetape/handles/keyed.owner \
+  --evidence '[{"kind": "user_approval", "summary": "alice signed the plan"}]' \
   --signature statement.txt.sig --at 2026-07-14T01:00:05Z

@@ -5,10 +5,8 @@
 # checkpoint by its digest (evidence-digest of the checkpoint evidence
 # lane-reassign was given).
 bluetape-flow resume-check --run-id "$RUN"
-cat > checkpoint.json <<'EOF'
-[{"kind":"recovery","summary":"checkpoint 3 recovered from agent-1 notes"}]
-EOF
-sum=$(bluetape-flow evidence-digest --evidence checkpoint.json |
+sum=$(bluetape-flow evidence-digest \
+  --evidence '[{"kind":"recovery","summary":"checkpoint 3 recovered from agent-1 notes"}]' |
   sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/')
 cat > repair.json <<EOF
 [{"kind": "recovery", "summary": "checkpoint digest re-verified",
