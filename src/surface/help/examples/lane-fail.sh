@@ -21,11 +21,9 @@ bluetape-flow lane-create --run-id "$RUN" \
   --input lane-web-fix.json \
   --evidence '[{"kind": "plan", "summary": "assign the web fix to agent-5"}]'
 for step in lane-start startup-ack; do  # spawned, then acknowledged
-  cat > "$step-web-fix.json" <<EOF
-[{"kind": "lifecycle", "summary": "$step of web-fix (agent-5)"}]
-EOF
   bluetape-flow "$step" --run-id "$RUN" \
     --owner-file .bluetape/handles/main.owner --lane-id web-fix \
     --agent-id agent-5 --at 2026-07-14T01:12:15Z \
-    --evidence "$step-web-fix.json"
+    --evidence "[{\"kind\": \"lifecycle\",
+      \"summary\": \"$step of web-fix (agent-5)\"}]"
 done
