@@ -6,9 +6,7 @@ cat > heartbeat.json <<'EOF'
  "silence_lease_deadline": "2026-07-14T01:05:00Z",
  "reason": "still compiling"}
 EOF
-cat > heartbeat-ev.json <<'EOF'
-[{"kind": "log", "summary": "api tests compiling", "exit_status": 0}]
-EOF
 bluetape-flow heartbeat --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --input heartbeat.json --evidence heartbeat-ev.json
+  --input heartbeat.json \
+  --evidence '[{"kind": "log", "summary": "api tests compiling", "exit_status": 0}]'

@@ -3,9 +3,7 @@
 # interrupts the agent natively and records the result.
 bluetape-flow liveness-check --run-id "$RUN" --lane-id docs \
   --at 2026-07-14T01:10:30Z --command-status alive
-cat > interrupt.json <<'EOF'
-[{"kind": "tool", "summary": "interrupt_agent returned interrupted"}]
-EOF
 bluetape-flow interrupt-result --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id docs \
-  --agent-id agent-3 --at 2026-07-14T01:10:30Z --evidence interrupt.json
+  --agent-id agent-3 --at 2026-07-14T01:10:30Z \
+  --evidence '[{"kind": "tool", "summary": "interrupt_agent returned interrupted"}]'

@@ -7,22 +7,16 @@ cat > lane-hotfix.json <<'EOF'
  "startup_ack_deadline": "2026-07-14T01:21:30Z",
  "command_deadline": "2026-07-14T01:40:00Z"}
 EOF
-cat > assign-hotfix.json <<'EOF'
-[{"kind": "plan", "summary": "assign the login patch to agent-7"}]
-EOF
 bluetape-flow lane-create --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner \
-  --input lane-hotfix.json --evidence assign-hotfix.json
-cat > spawn-hotfix.json <<'EOF'
-[{"kind": "lifecycle", "summary": "spawned agent-7 for the hotfix lane"}]
-EOF
+  --input lane-hotfix.json \
+  --evidence '[{"kind": "plan", "summary": "assign the login patch to agent-7"}]'
 bluetape-flow lane-start --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner --lane-id hotfix \
-  --agent-id agent-7 --at 2026-07-14T01:21:05Z --evidence spawn-hotfix.json
-cat > block-hotfix.json <<'EOF'
-[{"kind": "log", "summary": "agent-7: no production api key available"}]
-EOF
+  --agent-id agent-7 --at 2026-07-14T01:21:05Z \
+  --evidence '[{"kind": "lifecycle", "summary": "spawned agent-7 for the hotfix lane"}]'
 bluetape-flow lane-block --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner --lane-id hotfix \
   --agent-id agent-7 --at 2026-07-14T01:22:00Z \
-  --reason "production api key missing" --evidence block-hotfix.json
+  --reason "production api key missing" \
+  --evidence '[{"kind": "log", "summary": "agent-7: no production api key available"}]'

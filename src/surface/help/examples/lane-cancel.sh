@@ -8,16 +8,12 @@ cat > lane-notes.json <<'EOF'
  "startup_ack_deadline": "2026-07-14T01:20:30Z",
  "command_deadline": "2026-07-14T01:40:00Z"}
 EOF
-cat > assign-notes.json <<'EOF'
-[{"kind": "plan", "summary": "assign the release notes to agent-6"}]
-EOF
 bluetape-flow lane-create --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner \
-  --input lane-notes.json --evidence assign-notes.json
-cat > cancel-notes.json <<'EOF'
-[{"kind": "plan", "summary": "user: a hotfix needs no release notes"}]
-EOF
+  --input lane-notes.json \
+  --evidence '[{"kind": "plan", "summary": "assign the release notes to agent-6"}]'
 bluetape-flow lane-cancel --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner --lane-id notes \
   --agent-id agent-6 --at 2026-07-14T01:20:10Z \
-  --reason "not needed for a hotfix" --evidence cancel-notes.json
+  --reason "not needed for a hotfix" \
+  --evidence '[{"kind": "plan", "summary": "user: a hotfix needs no release notes"}]'

@@ -7,11 +7,8 @@ for spec in "api agent-1 src/api/routes.rs" "docs-2 agent-4 docs/guide.md" \
   cat > "done-$lane.json" <<EOF
 [{"kind":"test","summary":"$lane: tests passed"}]
 EOF
-  cat > "changed-$lane.json" <<EOF
-["$path"]
-EOF
   bluetape-flow lane-complete --run-id "$RUN" \
     --owner-file .bluetape/handles/main.owner --lane-id "$lane" \
     --agent-id "$agent" --at 2026-07-14T01:15:00Z \
-    --evidence "done-$lane.json" --changed-paths "changed-$lane.json"
+    --evidence "done-$lane.json" --changed-paths "[\"$path\"]"
 done

@@ -10,10 +10,8 @@ do
  "startup_ack_deadline": "2026-07-14T01:00:35Z",
  "command_deadline": "2026-07-14T01:10:00Z"}
 EOF
-  cat > "assign-$lane.json" <<EOF
-[{"kind": "plan", "summary": "assign the $lane lane to $agent"}]
-EOF
   bluetape-flow lane-create --run-id "$RUN" \
-    --owner-file .bluetape/handles/main.owner \
-    --input "lane-$lane.json" --evidence "assign-$lane.json"
+    --owner-file .bluetape/handles/main.owner --input "lane-$lane.json" \
+    --evidence "[{\"kind\": \"plan\",
+      \"summary\": \"assign the $lane lane to $agent\"}]"
 done

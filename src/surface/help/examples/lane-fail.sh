@@ -16,18 +16,14 @@ cat > lane-web-fix.json <<'EOF'
  "startup_ack_deadline": "2026-07-14T01:12:40Z",
  "command_deadline": "2026-07-14T01:40:00Z"}
 EOF
-cat > assign-web-fix.json <<'EOF'
-[{"kind": "plan", "summary": "assign the web fix to agent-5"}]
-EOF
 bluetape-flow lane-create --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --input lane-web-fix.json --evidence assign-web-fix.json
+  --input lane-web-fix.json \
+  --evidence '[{"kind": "plan", "summary": "assign the web fix to agent-5"}]'
 for step in lane-start startup-ack; do  # spawned, then acknowledged
-  cat > "$step-web-fix.json" <<EOF
-[{"kind": "lifecycle", "summary": "$step of web-fix (agent-5)"}]
-EOF
   bluetape-flow "$step" --run-id "$RUN" \
     --owner-file .bluetape/handles/main.owner --lane-id web-fix \
     --agent-id agent-5 --at 2026-07-14T01:12:15Z \
-    --evidence "$step-web-fix.json"
+    --evidence "[{\"kind\": \"lifecycle\",
+      \"summary\": \"$step of web-fix (agent-5)\"}]"
 done

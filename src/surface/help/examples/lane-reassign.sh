@@ -1,8 +1,5 @@
 # Replace the interrupted docs lane by docs-2: a new agent resumes from
 # the checkpoint recovered from agent-3's notes, in the same write scope.
-cat > checkpoint.json <<'EOF'
-[{"kind": "recovery", "summary": "checkpoint 2 recovered from agent-3 notes"}]
-EOF
 cat > reassign.json <<'EOF'
 {"lane_id": "docs", "replacement_lane_id": "docs-2",
  "replacement_agent_id": "agent-4", "decided_at": "2026-07-14T01:11:00Z",
@@ -13,17 +10,14 @@ cat > reassign.json <<'EOF'
 EOF
 bluetape-flow lane-reassign --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --input reassign.json --evidence checkpoint.json
+  --input reassign.json \
+  --evidence '[{"kind": "recovery", "summary": "checkpoint 2 recovered from agent-3 notes"}]'
 # docs-2 then starts like any lane: spawned, then acknowledged.
-cat > spawn-docs-2.json <<'EOF'
-[{"kind": "lifecycle", "summary": "spawned agent-4 for the docs-2 lane"}]
-EOF
 bluetape-flow lane-start --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id docs-2 \
-  --agent-id agent-4 --at 2026-07-14T01:11:05Z --evidence spawn-docs-2.json
-cat > ack-docs-2.json <<'EOF'
-[{"kind": "lifecycle", "summary": "agent-4 acknowledged the docs-2 lane"}]
-EOF
+  --agent-id agent-4 --at 2026-07-14T01:11:05Z \
+  --evidence '[{"kind": "lifecycle", "summary": "spawned agent-4 for the docs-2 lane"}]'
 bluetape-flow startup-ack --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id docs-2 \
-  --agent-id agent-4 --at 2026-07-14T01:11:10Z --evidence ack-docs-2.json
+  --agent-id agent-4 --at 2026-07-14T01:11:10Z \
+  --evidence '[{"kind": "lifecycle", "summary": "agent-4 acknowledged the docs-2 lane"}]'

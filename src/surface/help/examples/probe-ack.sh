@@ -1,7 +1,5 @@
 # agent-2 answers the probe in time: the web lane is running again.
-cat > probe-answer.json <<'EOF'
-[{"kind": "lifecycle", "summary": "agent-2 answered the status probe"}]
-EOF
 bluetape-flow probe-ack --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id web \
-  --agent-id agent-2 --at 2026-07-14T01:06:30Z --evidence probe-answer.json
+  --agent-id agent-2 --at 2026-07-14T01:06:30Z \
+  --evidence '[{"kind": "lifecycle", "summary": "agent-2 answered the status probe"}]'

@@ -4,10 +4,7 @@
 # be recreated safely (here: the checkpoint is no longer trusted), block
 # the replacement instead of repairing it: build becomes blocked.
 bluetape-flow resume-check --run-id "$RUN"
-cat > block-build.json <<'EOF'
-[{"kind": "recovery", "summary": "checkpoint 3 is no longer trusted"}]
-EOF
 bluetape-flow replacement-block --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id build \
   --replacement-lane-id build-2 --at 2026-07-14T01:13:00Z \
-  --evidence block-build.json
+  --evidence '[{"kind": "recovery", "summary": "checkpoint 3 is no longer trusted"}]'

@@ -1,8 +1,5 @@
 # docs-2 completed, so close the docs lineage: docs takes docs-2's state.
-cat > close-docs.json <<'EOF'
-[{"kind": "lineage", "summary": "replacement docs-2 completed"}]
-EOF
 bluetape-flow replacement-close --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id docs \
   --replacement-lane-id docs-2 --at 2026-07-14T01:16:30Z \
-  --evidence close-docs.json
+  --evidence '[{"kind": "lineage", "summary": "replacement docs-2 completed"}]'

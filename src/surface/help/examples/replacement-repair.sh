@@ -5,16 +5,12 @@
 # checkpoint by its digest (evidence-digest of the checkpoint evidence
 # lane-reassign was given).
 bluetape-flow resume-check --run-id "$RUN"
-cat > checkpoint.json <<'EOF'
-[{"kind":"recovery","summary":"checkpoint 3 recovered from agent-1 notes"}]
-EOF
-sum=$(bluetape-flow evidence-digest --evidence checkpoint.json |
+sum=$(bluetape-flow evidence-digest \
+  --evidence '[{"kind":"recovery","summary":"checkpoint 3 recovered from agent-1 notes"}]' |
   sed -E 's/.*"digest": "([0-9a-f]+)".*/\1/')
-cat > repair.json <<EOF
-[{"kind": "recovery", "summary": "checkpoint digest re-verified",
-  "checksum": "$sum"}]
-EOF
 bluetape-flow replacement-repair --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner --lane-id build \
   --replacement-lane-id build-2 --at 2026-07-14T01:12:00Z \
-  --evidence repair.json
+  --evidence "[{\"kind\": \"recovery\",
+    \"summary\": \"checkpoint digest re-verified\",
+    \"checksum\": \"$sum\"}]"

@@ -1,14 +1,10 @@
 # Approve the main run's plan. Then alice approves $OTHER: its policy
 # takes her identity from BLUETAPE_APPROVED_BY, never from an option.
-cat > approve.json <<'EOF'
-[{"kind": "user_approval", "summary": "user approved the api/web plan"}]
-EOF
 bluetape-flow run-approve --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --evidence approve.json --at 2026-07-14T01:00:00Z
-cat > approve-other.json <<'EOF'
-[{"kind": "user_approval", "summary": "alice approved the hotfix plan"}]
-EOF
+  --evidence '[{"kind": "user_approval", "summary": "user approved the api/web plan"}]' \
+  --at 2026-07-14T01:00:00Z
 BLUETAPE_APPROVED_BY=alice bluetape-flow run-approve --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner \
-  --evidence approve-other.json --at 2026-07-14T01:00:01Z
+  --evidence '[{"kind": "user_approval", "summary": "alice approved the hotfix plan"}]' \
+  --at 2026-07-14T01:00:01Z

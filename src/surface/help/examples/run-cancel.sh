@@ -3,9 +3,7 @@
 DROPPED=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/dropped.owner --component web \
   --at 2026-07-14T02:19:00Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
-cat > withdrawn.json <<'EOF'
-[{"kind": "user_approval", "summary": "user withdrew the redesign plan"}]
-EOF
 bluetape-flow run-cancel --run-id "$DROPPED" \
-  --owner-file .bluetape/handles/dropped.owner --evidence withdrawn.json \
+  --owner-file .bluetape/handles/dropped.owner \
+  --evidence '[{"kind": "user_approval", "summary": "user withdrew the redesign plan"}]' \
   --at 2026-07-14T02:20:00Z --reason "plan withdrawn"

@@ -4,21 +4,15 @@
 SPIKE=$(bluetape-flow init --workflow-type A --repo-root . \
   --owner-file .bluetape/handles/spike.owner --component api \
   --at 2026-07-14T01:59:00Z | sed -E 's/.*"run_id": "([^"]*)".*/\1/')
-cat > spike-approve.json <<'EOF'
-[{"kind": "user_approval", "summary": "user approved the caching spike"}]
-EOF
 bluetape-flow run-approve --run-id "$SPIKE" \
   --owner-file .bluetape/handles/spike.owner \
-  --evidence spike-approve.json --at 2026-07-14T02:00:00Z
-cat > spike-start.json <<'EOF'
-[{"kind": "plan", "summary": "main session started the caching spike"}]
-EOF
+  --evidence '[{"kind": "user_approval", "summary": "user approved the caching spike"}]' \
+  --at 2026-07-14T02:00:00Z
 bluetape-flow run-start --run-id "$SPIKE" \
   --owner-file .bluetape/handles/spike.owner \
-  --evidence spike-start.json --at 2026-07-14T02:00:01Z
-cat > spike-fail.json <<'EOF'
-[{"kind": "test", "summary": "benchmark: caching gains nothing"}]
-EOF
+  --evidence '[{"kind": "plan", "summary": "main session started the caching spike"}]' \
+  --at 2026-07-14T02:00:01Z
 bluetape-flow run-fail --run-id "$SPIKE" \
-  --owner-file .bluetape/handles/spike.owner --evidence spike-fail.json \
+  --owner-file .bluetape/handles/spike.owner \
+  --evidence '[{"kind": "test", "summary": "benchmark: caching gains nothing"}]' \
   --at 2026-07-14T02:10:00Z --reason "caching gives no measurable gain"

@@ -12,9 +12,8 @@ cat > topology.json <<'EOF'
   "owner_lane": "docs", "required_checks": [], "dependencies": [],
   "evidence_refs": [], "coverage_state": "missing"}]
 EOF
-cat > topology-ev.json <<'EOF'
-[{"kind": "plan", "summary": "component topology approved by the user"}]
-EOF
 bluetape-flow topology-register --run-id "$RUN" \
   --owner-file .bluetape/handles/main.owner \
-  --input topology.json --evidence topology-ev.json --at 2026-07-14T01:23:10Z
+  --input topology.json \
+  --evidence '[{"kind": "plan", "summary": "component topology approved by the user"}]' \
+  --at 2026-07-14T01:23:10Z
