@@ -381,6 +381,13 @@ pub enum LaneRefusal {
     /// "an interrupted agent cannot acknowledge the probe": the agent was
     /// fenced by interrupt-result (decisions.md 9).
     Fenced { lane_id: String, agent_id: String },
+    /// "liveness policy does not authorize interrupt": liveness at `at`
+    /// (the command alive) answers `decision`, not interrupt.
+    InterruptNotDue {
+        lane_id: String,
+        at: String,
+        decision: super::liveness::LivenessDecision,
+    },
 }
 
 /// Which step a lane's state refused, for the reference's message.
@@ -464,6 +471,7 @@ impl LaneRefusal {
             LaneRefusal::Exists { .. } => "identifier already exists",
             LaneRefusal::LimitReached { .. } => "lane limit reached",
             LaneRefusal::Fenced { .. } => "an interrupted agent cannot acknowledge the probe",
+            LaneRefusal::InterruptNotDue { .. } => "liveness policy does not authorize interrupt",
             LaneRefusal::State { step, .. } => match step {
                 RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
                 RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
@@ -523,6 +531,19 @@ impl LaneRefusal {
                 serde_json::json!({"lane_id": lane_id, "agent_id": agent_id}),
                 format!(
                     "retrying cannot help: {agent_id} was interrupted, so lane {lane_id} no longer takes its answers; replace the lane (lane-reassign) or end it (lane-fail, lane-block, lane-cancel)"
+                ),
+            ),
+            LaneRefusal::InterruptNotDue {
+                lane_id,
+                at,
+                decision,
+            } => (
+                serde_json::json!({"lane_id": lane_id, "at": at,
+                                   "decision": Value::Object(decision.to_json())}),
+                format!(
+                    "at {at} liveness answers {} for lane {lane_id} ({}), not interrupt: follow that answer; bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at TIME says when an interrupt is due",
+                    decision.action.as_str(),
+                    decision.reason
                 ),
             ),
             LaneRefusal::State {

@@ -18,8 +18,8 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, Policy, RefusedLaneStep, Teaching, conflict, invalid, invalid_hint,
-    invalid_word, require_evidence,
+    FlowError, Intent, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint, invalid_word,
+    require_evidence,
 };
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
@@ -859,8 +859,15 @@ pub fn decide_interrupt_result(
             RefusedLaneStep::Interrupt,
         ));
     }
-    if evaluate(lane, policy, at, CommandStatus::Alive)?.action != LivenessAction::Interrupt {
-        return conflict("liveness policy does not authorize interrupt");
+    let decision = evaluate(lane, policy, at, CommandStatus::Alive)?;
+    if decision.action != LivenessAction::Interrupt {
+        return Err(FlowError::Lane(
+            super::decide::LaneRefusal::InterruptNotDue {
+                lane_id: lane.id.clone(),
+                at: step.at.to_string(),
+                decision,
+            },
+        ));
     }
     Ok(vec![lane_intent(
         EventType::AgentInterrupted,

@@ -3,7 +3,7 @@
 //! Decided intents are fed back through the replay reducer, so what the
 //! decisions propose is what a receipt can hold.
 
-use crate::coordinator::decide::lane_refused;
+use crate::coordinator::decide::{LaneRefusal, lane_refused};
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
@@ -1407,11 +1407,25 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         ))
     );
     let mut run = build_recovering();
-    let refused = conflict_msg("liveness policy does not authorize interrupt");
+    let not_due = |at: &str, action, reason| {
+        Err(FlowError::Lane(LaneRefusal::InterruptNotDue {
+            lane_id: "build".into(),
+            at: at.into(),
+            decision: LivenessDecision { action, reason },
+        }))
+    };
     // The command deadline has not passed one microsecond earlier.
+    let earlier = LaneStep {
+        at: "2026-07-14T01:29:59.999999Z",
+        ..s
+    };
     assert_eq!(
-        decide_interrupt_result(&run.state, &policy, &s, at - us(1)),
-        Err(refused.clone())
+        decide_interrupt_result(&run.state, &policy, &earlier, at - us(1)),
+        not_due(
+            "2026-07-14T01:29:59.999999Z",
+            LivenessAction::AwaitProbe,
+            "a recovery deadline remains"
+        )
     );
     // A lineage at its replacement limit goes to the main session instead.
     let mut exhausted = run.state.clone();
@@ -1419,7 +1433,11 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         serde_json::from_value(json!(1)).unwrap();
     assert_eq!(
         decide_interrupt_result(&exhausted, &policy, &s, at),
-        Err(refused)
+        not_due(
+            at_text,
+            LivenessAction::MainTakeover,
+            "replacement limit reached"
+        )
     );
     let intents = decide_interrupt_result(&run.state, &policy, &s, at).unwrap();
     assert_eq!(

@@ -54,12 +54,13 @@ impl Fixture {
 
     /// A refusal with this status, code and message that changed nothing.
     #[track_caller]
-    fn refused(&self, command: &str, args: &[&str], code: i32, message: &str) {
+    fn refused(&self, command: &str, args: &[&str], code: i32, message: &str) -> Value {
         assert!(matches!(code, 2 | 3 | 5 | 7), "unexpected code {code}");
         common::unchanged(&self.root, || {
             let e = common::assert_refusal(&self.cli(command, args), code);
             common::assert_message(&e, message);
-        });
+            e
+        })
     }
 
     fn check(&self, lane: &str, at: &str, status: &str) -> (String, String) {
@@ -1109,11 +1110,23 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         f.check("exhausted", "2026-07-14T02:00:00Z", "alive").0,
         "main_takeover"
     );
-    f.refused(
+    let e = f.refused(
         "interrupt-result",
         &strs(&args(&tool, "exhausted", "agent-x", "2026-07-14T02:00:00Z")),
         5,
         not_authorized,
+    );
+    // What liveness answers instead is a field, and the hint says so.
+    assert_eq!(
+        e["fields"]["decision"],
+        json!({"action": "main_takeover", "reason": "replacement limit reached"})
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("at 2026-07-14T02:00:00Z liveness answers main_takeover"),
+        "{e}"
     );
     // awaiting: its command deadline (03:00) remains.
     f.refused(
