@@ -46,6 +46,27 @@ pub enum ComponentRefusal {
         component_id: String,
         checks: Vec<String>,
     },
+    /// `check-result` for a check the topology does not require of the
+    /// component (`required_checks`: `None` when the component is not in
+    /// the topology, whose components are `components`).
+    CheckNotRegistered {
+        component_id: String,
+        check_id: String,
+        components: Vec<String>,
+        required_checks: Option<Vec<String>>,
+    },
+    /// The check's last record has this very result, evidence and reason.
+    DuplicateCheck {
+        component_id: String,
+        check_id: String,
+    },
+    /// A pass after a failure without a non-blank reason (`evidence:
+    /// false`) or with the failure's own evidence (`evidence: true`).
+    RecoveryUnexplained {
+        component_id: String,
+        check_id: String,
+        evidence: bool,
+    },
 }
 
 impl ComponentRefusal {
@@ -88,6 +109,14 @@ impl ComponentRefusal {
             Self::Covered { .. } => "component evidence is already attached",
             Self::OwnerNotCompleted { .. } => "component owner lane is not completed",
             Self::ChecksNotPassed { .. } => "component required checks are incomplete",
+            Self::CheckNotRegistered { .. } => "component check is not registered",
+            Self::DuplicateCheck { .. } => "duplicate check result",
+            Self::RecoveryUnexplained {
+                evidence: false, ..
+            } => "a recovered check requires a fresh result and reason",
+            Self::RecoveryUnexplained { evidence: true, .. } => {
+                "a recovered check requires fresh evidence"
+            }
         }
     }
 
@@ -158,6 +187,51 @@ impl ComponentRefusal {
                     "report {} of {component_id} as passed with check-result first; {SEE}",
                     checks.join(", ")
                 ),
+            ),
+            Self::CheckNotRegistered {
+                component_id,
+                check_id,
+                components,
+                required_checks,
+            } => (
+                json!({"component_id": component_id, "check_id": check_id,
+                       "components": components, "required_checks": required_checks}),
+                match required_checks {
+                    None if components.is_empty() => "retrying cannot help: register the topology first: bluetape-flow topology-register --run-id {run_id} --owner-file {owner_file} --input topology.json --evidence FILE".to_string(),
+                    None => format!(
+                        "retrying cannot help: component {component_id} is not in the topology ({}); register it with topology-register",
+                        components.join(", ")
+                    ),
+                    Some(checks) => format!(
+                        "retrying cannot help: component {component_id} requires the checks {}; register {check_id} with topology-register, or report one of those",
+                        checks.join(", ")
+                    ),
+                },
+            ),
+            Self::DuplicateCheck {
+                component_id,
+                check_id,
+            } => (
+                json!({"component_id": component_id, "check_id": check_id}),
+                format!(
+                    "retrying cannot help: check {check_id} of {component_id} already has this result, evidence and reason as its last record; a new result needs new evidence or a new reason"
+                ),
+            ),
+            Self::RecoveryUnexplained {
+                component_id,
+                check_id,
+                evidence,
+            } => (
+                json!({"component_id": component_id, "check_id": check_id}),
+                if *evidence {
+                    format!(
+                        "check {check_id} of {component_id} failed with this very evidence: a pass needs the evidence of the run that passed"
+                    )
+                } else {
+                    format!(
+                        "check {check_id} of {component_id} last failed: a pass needs a non-blank reason saying what changed (the reason field of --input)"
+                    )
+                },
             ),
         };
         Teaching::reason(fields, hint)

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
-use super::decide::{FlowError, Intent, Policy, conflict, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
 use super::state::{Component, CoordinatorState, CoverageState, LaneState};
 use crate::receipt::canonical;
@@ -335,22 +335,15 @@ pub fn decide_check_result(
         .get(&request.component_id)
         .is_some_and(|c| c.required_checks.contains(&request.check_id));
     if !registered {
-        let component = state.topology().get(&request.component_id);
-        let hint = match component {
-            None if state.topology().is_empty() => "retrying cannot help: register the topology first: bluetape-flow topology-register --run-id {run_id} --owner-file {owner_file} --input topology.json --evidence FILE".to_string(),
-            None => format!(
-                "retrying cannot help: component {} is not in the topology ({}); register it with topology-register",
-                request.component_id,
-                state.topology().keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
-            Some(c) => format!(
-                "retrying cannot help: component {} requires the checks {}; register {} with topology-register, or report one of those",
-                request.component_id,
-                c.required_checks.join(", "),
-                request.check_id
-            ),
-        };
-        return Err(FlowError::Conflict("component check is not registered".into()).hinted(hint));
+        return refused(Refused::CheckNotRegistered {
+            component_id: request.component_id.clone(),
+            check_id: request.check_id.clone(),
+            components: state.topology().keys().cloned().collect(),
+            required_checks: state
+                .topology()
+                .get(&request.component_id)
+                .map(|c| c.required_checks.clone()),
+        });
     }
     let last = state
         .check_history()
@@ -361,12 +354,22 @@ pub fn decide_check_result(
         let record = json!({
             "passed": request.passed, "evidence_refs": evidence, "reason": request.reason,
         });
+        let check = || (request.component_id.clone(), request.check_id.clone());
         if same(&last.to_json(), &record) {
-            return conflict("duplicate check result");
+            let (component_id, check_id) = check();
+            return refused(Refused::DuplicateCheck {
+                component_id,
+                check_id,
+            });
         }
         if !last.passed && request.passed {
             if !request.reason.as_str().is_some_and(non_blank) {
-                return conflict("a recovered check requires a fresh result and reason");
+                let (component_id, check_id) = check();
+                return refused(Refused::RecoveryUnexplained {
+                    component_id,
+                    check_id,
+                    evidence: false,
+                });
             }
             let failed = Value::Array(last.evidence_refs.clone());
             check_evidence(&failed, &Limits::default())
@@ -374,7 +377,12 @@ pub fn decide_check_result(
             check_evidence(evidence, &Limits::default())
                 .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
             if canonical::digest(&failed) == canonical::digest(evidence) {
-                return conflict("a recovered check requires fresh evidence");
+                let (component_id, check_id) = check();
+                return refused(Refused::RecoveryUnexplained {
+                    component_id,
+                    check_id,
+                    evidence: true,
+                });
             }
         }
     }

@@ -12,10 +12,6 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()))
 }
 
-fn busy<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Conflict(message.into()))
-}
-
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
     Err(FlowError::Component(reason))
 }
@@ -434,20 +430,27 @@ fn a_failed_check_then_a_passed_one_with_history() {
     // The same failure again is a duplicate.
     assert_eq!(
         result(&ledger, false, json!("warnings"), &failed_ev),
-        busy("duplicate check result")
+        refused(Refused::DuplicateCheck {
+            component_id: "core".into(),
+            check_id: "lint".into()
+        })
     );
+    let unexplained = |evidence| {
+        refused(Refused::RecoveryUnexplained {
+            component_id: "core".into(),
+            check_id: "lint".into(),
+            evidence,
+        })
+    };
     // A recovery needs a non-blank reason...
     let fixed = ev("lint clean");
     for reason in [Value::Null, json!(""), json!(" \n"), json!(5)] {
-        assert_eq!(
-            result(&ledger, true, reason, &fixed),
-            busy("a recovered check requires a fresh result and reason")
-        );
+        assert_eq!(result(&ledger, true, reason, &fixed), unexplained(false));
     }
     // ... and evidence other than the failure's.
     assert_eq!(
         result(&ledger, true, json!("fixed"), &failed_ev),
-        busy("a recovered check requires fresh evidence")
+        unexplained(true)
     );
     let intents = result(&ledger, true, json!("fixed the warnings"), &fixed).unwrap();
     assert_eq!(intents[0].event_type, "check_passed");
@@ -473,13 +476,23 @@ fn check_result_refusals() {
     };
     assert_eq!(
         decide_check_result(&ledger.state, &request, &e),
-        busy("component check is not registered")
+        refused(Refused::CheckNotRegistered {
+            component_id: "core".into(),
+            check_id: "unit".into(),
+            components: vec!["core".into()],
+            required_checks: Some(vec!["lint".into()])
+        })
     );
     request.component_id = "ghost".into();
     request.check_id = "lint".into();
     assert_eq!(
         decide_check_result(&ledger.state, &request, &e),
-        busy("component check is not registered")
+        refused(Refused::CheckNotRegistered {
+            component_id: "ghost".into(),
+            check_id: "lint".into(),
+            components: vec!["core".into()],
+            required_checks: None
+        })
     );
     // A first result with a non-string reason fails the receipt contract.
     assert_eq!(

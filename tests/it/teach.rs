@@ -418,7 +418,8 @@ fn issue15_every_listed_refusal_names_its_fix() {
                     "retrying cannot help",
                     "bluetape-flow topology-register --run-id RUN --owner-file",
                 ],
-                fields: None,
+                fields: Some(json!({"component_id": "api", "check_id": "unit",
+                                    "components": [], "required_checks": null})),
                 not_in_hint: &[],
             },
             life.mutate(
