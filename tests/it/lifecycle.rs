@@ -149,16 +149,10 @@ fn owner_handles_are_fenced() {
         "owner handle does not match the current run owner"
     );
     // The epochs are fields; the hint says which handle acts.
-    assert_eq!(
-        e["fields"],
-        json!({"handle_owner_epoch": 1, "owner_epoch": 1})
-    );
-    assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("act with the owner handle that init or the last resume wrote"),
-        "{e}"
+    common::assert_taught(
+        &e,
+        json!({"handle_owner_epoch": 1, "owner_epoch": 1}),
+        |hint| hint.contains("act with the owner handle that init or the last resume wrote"),
     );
     // A newer epoch than the run's: also stale.
     handle["token"] = serde_json::from_slice::<Value>(&original).unwrap()["token"].clone();

@@ -352,16 +352,15 @@ fn refusals_in_the_reference_order_change_nothing() {
         5,
         "report receipt head is stale",
     );
-    assert_eq!(
-        e["fields"],
-        json!({"receipt_head": "e".repeat(64), "current_receipt_head": bed.head()})
-    );
-    assert!(
-        e["hint"].as_str().unwrap().contains(&format!(
-            "bluetape-flow resume-check --run-id {}",
-            bed.run_id
-        )),
-        "{e}"
+    common::assert_taught(
+        &e,
+        json!({"receipt_head": "e".repeat(64), "current_receipt_head": bed.head()}),
+        |hint| {
+            hint.contains(&format!(
+                "bluetape-flow resume-check --run-id {}",
+                bed.run_id
+            ))
+        },
     );
     bed.refused(
         || bed.report("handoff-create", &with(h(), "skill_hash", json!("x")), &[]),

@@ -339,16 +339,10 @@ fn stale_foreign_and_unusable_current_handles_are_refused() {
         5,
         "owner handle is stale",
     );
-    assert_eq!(
-        e["fields"],
-        json!({"handle_owner_epoch": 1, "owner_epoch": 2})
-    );
-    assert!(
-        e["hint"]
-            .as_str()
-            .unwrap()
-            .contains("a resume has made the run's owner epoch 2"),
-        "{e}"
+    common::assert_taught(
+        &e,
+        json!({"handle_owner_epoch": 1, "owner_epoch": 2}),
+        |hint| hint.contains("a resume has made the run's owner epoch 2"),
     );
     // The path the resume removed.
     run.refused(

@@ -54,6 +54,14 @@ pub fn assert_message(e: &Value, expected: &str) {
     );
 }
 
+/// Assert what a typed refusal teaches: exactly `fields`, and a hint that
+/// `hint` accepts.
+#[track_caller]
+pub fn assert_taught(e: &Value, fields: Value, hint: impl Fn(&str) -> bool) {
+    assert_eq!(e["fields"], fields, "{e}");
+    assert!(hint(e["hint"].as_str().unwrap_or_default()), "hint: {e}");
+}
+
 /// Names of every scenario directory (with expected.json), plus recovery/.
 pub fn scenarios() -> Vec<PathBuf> {
     let mut out = Vec::new();
