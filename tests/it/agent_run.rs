@@ -522,12 +522,13 @@ impl Agent {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
+        // A command refused before it reads standard input may exit before
+        // this write: its closed pipe is then what the test expects, not an
+        // error of the test (whichever comes first must not matter).
+        let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        if let Err(e) = written {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
         Output::of(&child.wait_with_output().unwrap())
     }
 }
