@@ -40,10 +40,9 @@ impl OwnerRefusal {
                 "retrying cannot help: this handle is not the one of the run's current owner (epoch {owner}): act with the owner handle that init or the last resume wrote for this run; bluetape-flow resume-check --run-id {{run_id}} shows the current owner"
             )
         };
-        Teaching {
-            detail: None,
-            hint: Some(hint),
-            fields: Some(json!({"handle_owner_epoch": handle, "owner_epoch": owner})),
-        }
+        Teaching::reason(
+            json!({"handle_owner_epoch": handle, "owner_epoch": owner}),
+            hint,
+        )
     }
 }

@@ -47,17 +47,17 @@ impl ReportRefusal {
                 json!({"manifest_hash": given, "current_manifest_hash": current}),
                 format!("the report names another manifest than the run's ({current}): {AGAIN}"),
             ),
-            Self::StaleHead { given, current } => (
+            Self::StaleHead { given, current } | Self::HeadMoved { given, current } => (
                 json!({"receipt_head": given, "current_receipt_head": current}),
-                format!(
-                    "the report names receipt head {given}, the receipt's head is {current}: {AGAIN}"
-                ),
-            ),
-            Self::HeadMoved { given, current } => (
-                json!({"receipt_head": given, "current_receipt_head": current}),
-                format!(
-                    "another writer appended to the run while this report was bound (head {current} now): {AGAIN}"
-                ),
+                if matches!(self, Self::StaleHead { .. }) {
+                    format!(
+                        "the report names receipt head {given}, the receipt's head is {current}: {AGAIN}"
+                    )
+                } else {
+                    format!(
+                        "another writer appended to the run while this report was bound (head {current} now): {AGAIN}"
+                    )
+                },
             ),
             Self::AlreadyBound { kind, path } => (
                 json!({"report_kind": kind, "report_path": path}),
