@@ -11,6 +11,7 @@ pub mod breach;
 pub mod completion;
 pub mod component_refusal;
 pub mod decide;
+mod event_meta;
 pub mod inputs;
 pub mod lane_commands;
 pub mod liveness;

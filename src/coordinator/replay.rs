@@ -11,21 +11,29 @@
 //! event leaves the state exactly as it was. That is what the reference's
 //! clone-and-commit does for `transaction_committed`; here it is done with a
 //! small undo journal instead of a deep copy, so replaying many heartbeats
-//! does not copy growing liveness histories.
+//! does not copy growing liveness histories. Each event's metadata is
+//! decoded into a typed value before it is applied (`event_meta.rs`);
+//! the journal stays because a transaction's later intents are checked
+//! against the state its earlier ones left (a heartbeat's renewal follows
+//! its observation), so a whole event cannot be checked before any of it
+//! is applied.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 use crate::receipt::json_ref::{JsonRef, ListRef, ObjectRef};
 
 use super::approval::{ApprovalLedger, ApprovalWindow, PolicyStatus, gate_breach};
 use super::breach::Breach;
+use super::event_meta::{
+    ComponentFact, LaneCreated, LaneStep, Lineage, Malformed, Meta, Report, Resolution, Resumed,
+    Topology,
+};
 use super::machine::{Edge, RunEdge, lane_edge, run_edge};
 use super::state::{
-    CheckRecord, Component, CoordinatorState, CoverageState, FailureResolution, LaneRecord,
-    LaneState, RunState,
+    CheckRecord, Component, CoordinatorState, FailureResolution, LaneRecord, LaneState, RunState,
 };
 use crate::receipt::canonical;
 use crate::receipt::vocab::EventType;
@@ -217,15 +225,6 @@ pub fn replay<'a>(
     Ok(state)
 }
 
-/// The fields a `lane_reassigned` must carry for its reservation to be
-/// stored (the exact child proof of `replacement-repair`): its metadata
-/// but the previous agent.
-fn reservation_fields() -> impl Iterator<Item = &'static str> {
-    crate::receipt::rules::REASSIGN_KEYS
-        .into_iter()
-        .filter(|key| *key != "previous_agent_id")
-}
-
 /// One undoable change (see [`CoordinatorState::rollback`]).
 enum Undo {
     RunState(RunState),
@@ -338,54 +337,18 @@ impl<'a> Ev<'a> {
         Ok(())
     }
 
+    /// The event's metadata, to be decoded by what needs it.
     fn metadata(&self) -> Result<Meta<'a>, ReplayError> {
-        metadata_of(self.map).ok_or_else(|| self.corrupt("event field metadata is malformed"))
+        Meta::of(self.map).ok_or_else(|| self.corrupt("event field metadata is malformed"))
     }
 
-    /// A nullable string field of the metadata.
-    fn meta_str(&self, meta: &Meta<'a>, key: &str) -> Result<Option<&'a str>, ReplayError> {
-        match meta.0 {
-            None => Ok(None),
-            Some(map) => opt_str_in(map, key, || self.meta_malformed(key)),
-        }
-    }
-
-    fn meta_strings(&self, meta: &Meta<'a>, key: &str) -> Result<Vec<String>, ReplayError> {
-        match meta.get(key) {
-            None | Some(JsonRef::Null) => Ok(Vec::new()),
-            Some(JsonRef::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| self.meta_malformed(key)),
-            Some(_) => Err(self.meta_malformed(key)),
-        }
-    }
-
-    fn meta_malformed(&self, key: &str) -> ReplayError {
+    fn malformed(&self, Malformed(key): Malformed) -> ReplayError {
         self.corrupt(format!("event metadata field {key} is malformed"))
     }
-}
 
-/// An event's metadata object (`None` = absent, null or `{}`).
-#[derive(Clone, Copy)]
-struct Meta<'a>(Option<&'a ObjectRef<'a>>);
-
-impl<'a> Meta<'a> {
-    fn get(&self, key: &str) -> Option<&'a JsonRef<'a>> {
-        self.0.and_then(|map| map.get(key))
-    }
-
-    fn contains(&self, key: &str) -> bool {
-        self.0.is_some_and(|map| map.contains_key(key))
-    }
-}
-
-fn metadata_of<'a>(map: &'a ObjectRef<'a>) -> Option<Meta<'a>> {
-    match map.get("metadata") {
-        None | Some(JsonRef::Null) => Some(Meta(None)),
-        Some(JsonRef::Object(meta)) => Some(Meta(Some(meta))),
-        Some(_) => None,
+    /// `decoded`, or the refusal naming its malformed field.
+    fn decoded<T>(&self, decoded: Result<T, Malformed>) -> Result<T, ReplayError> {
+        decoded.map_err(|m| self.malformed(m))
     }
 }
 
@@ -443,35 +406,6 @@ fn list_digest(items: &[Value]) -> String {
 /// behaves for receipt data (integers only): compare canonical forms.
 fn same_json(a: &Value, b: &Value) -> bool {
     canonical::to_vec(a) == canonical::to_vec(b)
-}
-
-fn parse_component(value: &JsonRef<'_>) -> Option<Component> {
-    let map = value.as_object()?;
-    let strings = |key: &str| -> Option<Vec<String>> {
-        map.get(key)?
-            .as_array()?
-            .iter()
-            .map(|item| item.as_str().map(str::to_owned))
-            .collect()
-    };
-    Some(Component {
-        id: map.get("id")?.as_str()?.to_owned(),
-        required: map.get("required")?.as_bool()?,
-        description: map.get("description")?.as_str()?.to_owned(),
-        owner_lane: map.get("owner_lane")?.as_str()?.to_owned(),
-        required_checks: strings("required_checks")?,
-        dependencies: strings("dependencies")?,
-        evidence_refs: map.get("evidence_refs")?.as_array()?.to_values(),
-        coverage_state: CoverageState::parse(map.get("coverage_state")?.as_str()?)?,
-    })
-}
-
-/// A replacement count as the state keeps it (the number's text).
-fn count_number(value: &JsonRef<'_>) -> Option<Number> {
-    match value {
-        JsonRef::Number(text) => text.parse().ok(),
-        _ => None,
-    }
 }
 
 impl CoordinatorState {
@@ -600,7 +534,7 @@ impl CoordinatorState {
             return Err(envelope.corrupt("event owner fingerprint is stale"));
         }
         let metadata = envelope.metadata()?;
-        if metadata.get("owner_epoch").and_then(JsonRef::as_u64) != Some(self.owner_epoch) {
+        if metadata.owner_epoch() != Some(self.owner_epoch) {
             return Err(envelope.corrupt("event owner epoch is stale"));
         }
         let event_type = envelope.opt_str("event_type")?.and_then(EventType::parse);
@@ -618,12 +552,7 @@ impl CoordinatorState {
         let mut found: Vec<(String, String)> = Vec::new();
         let memo = DigestMemo::default();
         if event_type == Some(EventType::TransactionCommitted) {
-            let intents = match metadata.get("intents") {
-                None | Some(JsonRef::Null) => &[][..],
-                Some(JsonRef::Array(intents)) => &intents[..],
-                Some(_) => return Err(envelope.meta_malformed("intents")),
-            };
-            for intent in intents {
+            for intent in envelope.decoded(metadata.intents())? {
                 let intent = intent
                     .as_object()
                     .ok_or_else(|| envelope.corrupt("transaction intent is not an object"))?;
@@ -837,27 +766,28 @@ impl CoordinatorState {
         }
         use EventType::*;
         match event_type {
-            RunResumed => self.apply_run_resumed(ev, &meta, journal),
+            RunResumed => self.apply_run_resumed(ev, Resumed::decode(meta), journal),
             LaneCreated => {
                 ev.require_evidence()?;
                 if self.lanes.len() >= policy.max_lanes {
                     return Err(ev.corrupt("lane limit exceeded"));
                 }
-                self.apply_lane_created(ev, &meta, journal)
+                self.apply_lane_created(ev, meta, journal)
             }
             _ if lane_edge(event_type).is_some() => {
                 ev.require_evidence()?;
-                self.apply_lane_event(ev, event_type, &meta, journal, memo)
+                self.apply_lane_event(ev, event_type, meta, journal, memo)
             }
             ReplacementRepaired | ReplacementBlocked => {
-                self.apply_replacement_reservation(ev, event_type, &meta, journal)
+                let lineage = ev.decoded(Lineage::decode(meta, event_type))?;
+                self.apply_replacement_reservation(ev, event_type, lineage, journal)
             }
-            ReplacementLineageClosed => self.apply_lineage_closed(ev, &meta, journal),
-            CandidateValidated
-                if meta.get("candidate_kind").and_then(JsonRef::as_str)
-                    == Some("failed_lane_resolution") =>
-            {
-                self.apply_failure_resolution(ev, &meta, policy, journal)
+            ReplacementLineageClosed => {
+                let lineage = ev.decoded(Lineage::decode(meta, event_type))?;
+                self.apply_lineage_closed(ev, lineage, journal)
+            }
+            CandidateValidated if meta.resolves_failed_lane() => {
+                self.apply_failure_resolution(ev, meta, policy, journal)
             }
             MainVerification => {
                 ev.require_evidence()?;
@@ -865,13 +795,25 @@ impl CoordinatorState {
                 self.main_verified = true;
                 Ok(())
             }
-            TopologyRegistered => self.apply_topology_registered(ev, &meta, journal),
-            TopologyComponentRemoved => self.apply_component_removed(ev, &meta, journal),
-            CheckPassed | CheckFailed => {
-                self.apply_check_result(ev, event_type == CheckPassed, &meta, journal)
+            TopologyRegistered => {
+                ev.require_evidence()?;
+                let topology = ev.decoded(Topology::decode(meta))?;
+                self.apply_topology_registered(topology, journal);
+                Ok(())
             }
-            EvidenceAttached => self.apply_evidence_attached(ev, &meta, journal),
-            HandoffRecorded | LiveReportRecorded => self.apply_report(ev, &meta, journal),
+            TopologyComponentRemoved | CheckPassed | CheckFailed | EvidenceAttached => {
+                ev.require_evidence()?;
+                let fact = ev.decoded(ComponentFact::decode(meta, event_type))?;
+                match event_type {
+                    TopologyComponentRemoved => self.apply_component_removed(ev, fact, journal),
+                    EvidenceAttached => self.apply_evidence_attached(ev, fact, journal),
+                    _ => self.apply_check_result(ev, event_type == CheckPassed, fact, journal),
+                }
+            }
+            HandoffRecorded | LiveReportRecorded => {
+                let report = ev.decoded(Report::decode(meta))?;
+                self.apply_report(ev, report, journal)
+            }
             CandidateProposed | CandidateValidated | CandidateRejected => Ok(()),
             _ => Err(ev.corrupt("event type has no coordinator reducer")),
         }
@@ -909,23 +851,15 @@ impl CoordinatorState {
     fn apply_run_resumed(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        resumed: Resumed<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let old_epoch = self.owner_epoch;
-        if meta.get("owner_epoch").and_then(JsonRef::as_u64) != Some(old_epoch) {
+        if resumed.owner_epoch != Some(old_epoch) {
             return Err(ev.corrupt("resume old owner epoch is invalid"));
         }
-        let fingerprint = match meta.get("new_owner_fingerprint") {
-            Some(JsonRef::String(fingerprint))
-                if fingerprint.len() == 64
-                    && fingerprint
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
-            {
-                fingerprint.to_string()
-            }
-            _ => return Err(ev.corrupt("resume owner fingerprint is invalid")),
+        let Some(fingerprint) = resumed.new_owner_fingerprint else {
+            return Err(ev.corrupt("resume owner fingerprint is invalid"));
         };
         let new_epoch = old_epoch
             .checked_add(1)
@@ -942,7 +876,7 @@ impl CoordinatorState {
     fn apply_lane_created(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        meta: Meta<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let Some(lane_id) = ev.opt_str("lane_id")? else {
@@ -957,33 +891,24 @@ impl CoordinatorState {
         let Some(agent_id) = ev.opt_str("agent_id")? else {
             return Err(ev.corrupt("lane_created requires lane_id and agent_id"));
         };
-        let text = |key: &str| -> Result<Option<String>, ReplayError> {
-            Ok(ev.meta_str(meta, key)?.map(str::to_owned))
-        };
-        let replacement_count = match meta.get("replacement_count") {
-            None => Number::from(0u8),
-            Some(value) => {
-                count_number(value).ok_or_else(|| ev.meta_malformed("replacement_count"))?
-            }
-        };
-        let evidence_digest = text("evidence_digest")?;
+        let created = ev.decoded(LaneCreated::decode(meta))?;
         let lane = LaneRecord {
             id: lane_id.to_owned(),
             state: LaneState::Pending,
             agent_id: agent_id.to_owned(),
-            assignment: text("assignment")?,
-            write_scope: ev.meta_strings(meta, "write_scope")?,
+            assignment: created.assignment,
+            write_scope: created.write_scope,
             changed_paths: Vec::new(),
-            fallback: text("fallback")?,
-            startup_ack_deadline: text("startup_ack_deadline")?,
-            silence_lease_deadline: text("silence_lease_deadline")?,
-            command_deadline: text("command_deadline")?,
-            probe_deadline: text("probe_deadline")?,
-            evidence_digest: evidence_digest.clone(),
-            parent_lane_id: text("parent_lane_id")?,
-            replacement_count,
-            replacement_lane_id: text("replacement_lane_id")?,
-            last_evidence_digest: evidence_digest,
+            fallback: created.fallback,
+            startup_ack_deadline: created.startup_ack_deadline,
+            silence_lease_deadline: created.silence_lease_deadline,
+            command_deadline: created.command_deadline,
+            probe_deadline: created.probe_deadline,
+            evidence_digest: created.evidence_digest.clone(),
+            parent_lane_id: created.parent_lane_id,
+            replacement_count: created.replacement_count,
+            replacement_lane_id: created.replacement_lane_id,
+            last_evidence_digest: created.evidence_digest,
             last_reason: ev.opt_str("reason")?.map(str::to_owned),
             liveness_evidence_refs: Vec::new(),
             liveness_evidence_digests: Vec::new(),
@@ -1004,7 +929,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'a>,
         event_type: EventType,
-        meta: &Meta<'_>,
+        meta: Meta<'_>,
         journal: &mut Journal,
         memo: &DigestMemo<'a>,
     ) -> Result<(), ReplayError> {
@@ -1048,40 +973,15 @@ impl CoordinatorState {
         let reason = ev.opt_str("reason")?;
         let evidence_list = ev.evidence_list()?;
         let evidence = ev.evidence()?;
-        let copied = |key: &str| -> Result<Option<Option<String>>, ReplayError> {
-            if meta.contains(key) {
-                Ok(Some(ev.meta_str(meta, key)?.map(str::to_owned)))
-            } else {
-                Ok(None)
-            }
-        };
-        let silence_lease_deadline = copied("silence_lease_deadline")?;
-        let probe_deadline = copied("probe_deadline")?;
-        let metadata_digest = copied("evidence_digest")?;
-        let replacement_lane_id = copied("replacement_lane_id")?;
-        let replacement_count = match meta.get("replacement_count") {
-            None => None,
-            Some(value) => {
-                Some(count_number(value).ok_or_else(|| ev.meta_malformed("replacement_count"))?)
-            }
-        };
-        let changed_paths = if event_type == EventType::LaneCompleted {
-            Some(ev.meta_strings(meta, "changed_paths")?)
-        } else {
-            None
-        };
-        let reservation = match (event_type, meta.0) {
-            (EventType::LaneReassigned, Some(map))
-                if reservation_fields().all(|k| map.contains_key(k)) =>
-            {
-                Some(
-                    reservation_fields()
-                        .filter_map(|k| map.get(k).map(|v| (k.to_owned(), v.to_value())))
-                        .collect::<Map<String, Value>>(),
-                )
-            }
-            _ => None,
-        };
+        let LaneStep {
+            silence_lease_deadline,
+            probe_deadline,
+            evidence_digest: metadata_digest,
+            replacement_lane_id,
+            replacement_count,
+            changed_paths,
+            reservation,
+        } = ev.decoded(LaneStep::decode(meta, event_type))?;
         let sequence = ev.sequence;
 
         let Some(lane) = self.lane_for_update(lane_id, journal) else {
@@ -1152,7 +1052,7 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         event_type: EventType,
-        meta: &Meta<'_>,
+        lineage: Lineage<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
         let (what, target) = if event_type == EventType::ReplacementRepaired {
@@ -1160,8 +1060,7 @@ impl CoordinatorState {
         } else {
             ("block", LaneState::Blocked)
         };
-        let original_id = ev.meta_str(meta, "original_lane_id")?;
-        let replacement_id = ev.meta_str(meta, "replacement_lane_id")?;
+        let (original_id, replacement_id) = (lineage.original_lane_id, lineage.replacement_lane_id);
         let original = original_id.and_then(|id| self.lanes.get(id));
         let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
             return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
@@ -1198,12 +1097,14 @@ impl CoordinatorState {
     fn apply_lineage_closed(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        lineage: Lineage<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
-        let original_id = ev.meta_str(meta, "original_lane_id")?;
-        let replacement_id = ev.meta_str(meta, "replacement_lane_id")?;
-        let terminal_state = ev.meta_str(meta, "replacement_terminal_state")?;
+        let Lineage {
+            original_lane_id: original_id,
+            replacement_lane_id: replacement_id,
+            replacement_terminal_state: terminal_state,
+        } = lineage;
         let original = original_id.and_then(|id| self.lanes.get(id));
         let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
             return Err(ev.corrupt("replacement close original lane is invalid"));
@@ -1242,7 +1143,7 @@ impl CoordinatorState {
     fn apply_failure_resolution(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        meta: Meta<'_>,
         policy: &ReplayPolicy,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
@@ -1251,8 +1152,11 @@ impl CoordinatorState {
         if self.is_liveness_digest(&evidence_digest(ev.evidence_list()?)) {
             return Err(ev.corrupt("liveness evidence cannot resolve a failed lane"));
         }
-        let original_id = ev.meta_str(meta, "original_lane_id")?;
-        let resolution_id = ev.meta_str(meta, "resolution_lane_id")?;
+        let Resolution {
+            original_lane_id: original_id,
+            resolution_lane_id: resolution_id,
+            binding,
+        } = ev.decoded(Resolution::decode(meta))?;
         let original = original_id.and_then(|id| self.lanes.get(id));
         let Some(original) = original.filter(|lane| lane.state == LaneState::Failed) else {
             return Err(ev.corrupt("failure resolution original lane is invalid"));
@@ -1287,8 +1191,7 @@ impl CoordinatorState {
             .iter()
             .filter_map(|item| item.get("checksum").and_then(JsonRef::as_str))
             .collect();
-        let original_digest = ev.meta_str(meta, "original_evidence_digest")?;
-        let resolution_digest = ev.meta_str(meta, "resolution_evidence_digest")?;
+        let (original_digest, resolution_digest) = ev.decoded(binding)?;
         let bound = |digest: Option<&str>| digest.is_some_and(|d| required.contains(d));
         if !bound(original_digest)
             || !bound(resolution_digest)
@@ -1310,22 +1213,9 @@ impl CoordinatorState {
 
     /// `topology_registered`: replaces the topology; surviving ids keep
     /// their coverage and evidence. Checks are untouched.
-    fn apply_topology_registered(
-        &mut self,
-        ev: &Ev<'_>,
-        meta: &Meta<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
-        ev.require_evidence()?;
-        let components = match meta.get("components") {
-            None => &[][..],
-            Some(JsonRef::Array(components)) => &components[..],
-            Some(_) => return Err(ev.meta_malformed("components")),
-        };
+    fn apply_topology_registered(&mut self, topology: Topology, journal: &mut Journal) {
         let mut registered = BTreeMap::new();
-        for value in components {
-            let mut component =
-                parse_component(value).ok_or_else(|| ev.meta_malformed("components"))?;
+        for mut component in topology.components {
             if let Some(previous) = self.topology.get(&component.id) {
                 component.coverage_state = previous.coverage_state;
                 component.evidence_refs = previous.evidence_refs.clone();
@@ -1334,17 +1224,15 @@ impl CoordinatorState {
         }
         self.save_topology(journal);
         self.topology = registered;
-        Ok(())
     }
 
     fn apply_component_removed(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        fact: ComponentFact<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
-        ev.require_evidence()?;
-        let component_id = ev.meta_str(meta, "component_id")?;
+        let component_id = fact.component_id;
         let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
             return Err(ev.corrupt("topology removal references an unknown component"));
         };
@@ -1364,12 +1252,10 @@ impl CoordinatorState {
         &mut self,
         ev: &Ev<'_>,
         passed: bool,
-        meta: &Meta<'_>,
+        fact: ComponentFact<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
-        ev.require_evidence()?;
-        let component_id = ev.meta_str(meta, "component_id")?;
-        let check_id = ev.meta_str(meta, "check_id")?;
+        let (component_id, check_id) = (fact.component_id, fact.check_id);
         let registered = component_id
             .and_then(|id| self.topology.get(id))
             .zip(check_id)
@@ -1417,18 +1303,14 @@ impl CoordinatorState {
     fn apply_evidence_attached(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        fact: ComponentFact<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
-        ev.require_evidence()?;
-        let component_id = ev.meta_str(meta, "component_id")?;
+        let component_id = fact.component_id;
         let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
             return Err(ev.corrupt("component evidence references an unknown component"));
         };
-        let coverage = ev
-            .meta_str(meta, "coverage_state")?
-            .and_then(CoverageState::parse)
-            .ok_or_else(|| ev.meta_malformed("coverage_state"))?;
+        let coverage = ev.decoded(fact.coverage_state)?;
         let evidence = ev.evidence_values()?;
         self.save_topology(journal);
         if let Some(component) = self.topology.get_mut(component_id) {
@@ -1443,13 +1325,10 @@ impl CoordinatorState {
     fn apply_report(
         &mut self,
         ev: &Ev<'_>,
-        meta: &Meta<'_>,
+        Report { kind, binding }: Report<'_>,
         journal: &mut Journal,
     ) -> Result<(), ReplayError> {
-        let metadata = meta.0.map(ObjectRef::to_map).unwrap_or_default();
-        let Some(kind) = ev.meta_str(meta, "report_kind")? else {
-            return Err(ev.meta_malformed("report_kind"));
-        };
+        let metadata = binding;
         let previous = self.reports.get(kind);
         if previous.is_some_and(|previous| {
             !same_json(

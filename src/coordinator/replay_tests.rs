@@ -1383,3 +1383,98 @@ fn a_repair_that_does_not_fence_the_interrupted_agent_is_a_breach() {
         }
     }
 }
+
+#[test]
+fn metadata_of_the_wrong_type_is_named_once_the_reducer_needs_it() {
+    // Each event's metadata is decoded where the reducer first needs it: a
+    // field of the wrong type is named, unless a rule checked before (an
+    // unknown lane or component, a broken lineage) refuses the event first.
+    let mut s = Script::with_running_lane("build");
+    let lane_step = |meta: Value| json!({"lane_id": "build", "metadata": meta});
+    let unknown_lane = json!({"lane_id": "ghost", "metadata": {"probe_deadline": 5}});
+    for (event_type, patch, message) in [
+        (
+            "lane_created",
+            json!({"lane_id": "next", "agent_id": "agent-2",
+                   "metadata": {"write_scope": "src", "fallback": 1}}),
+            "event metadata field write_scope is malformed",
+        ),
+        (
+            "lane_created",
+            json!({"metadata": {"write_scope": "src"}}),
+            "lane_created requires lane_id",
+        ),
+        (
+            "lane_created",
+            json!({"lane_id": "next", "agent_id": "agent-2",
+                   "metadata": {"replacement_count": "1"}}),
+            "event metadata field replacement_count is malformed",
+        ),
+        (
+            "heartbeat_observed",
+            lane_step(json!({"silence_lease_deadline": ["x"]})),
+            "event metadata field silence_lease_deadline is malformed",
+        ),
+        (
+            "heartbeat_observed",
+            unknown_lane,
+            "lane event references an unknown lane",
+        ),
+        (
+            "transaction_committed",
+            json!({"metadata": {"intents": {}}}),
+            "event metadata field intents is malformed",
+        ),
+        (
+            "topology_registered",
+            json!({"metadata": {"components": [component("runtime", "build", &[]), 7]}}),
+            "event metadata field components is malformed",
+        ),
+        (
+            "evidence_attached",
+            json!({"metadata": {"component_id": "runtime", "coverage_state": 3}}),
+            "component evidence references an unknown component",
+        ),
+        (
+            "replacement_repaired",
+            json!({"metadata": {"original_lane_id": ["build"]}}),
+            "event metadata field original_lane_id is malformed",
+        ),
+        (
+            "handoff_recorded",
+            json!({"metadata": {"report_kind": null}}),
+            "event metadata field report_kind is malformed",
+        ),
+    ] {
+        s.refused(event_type, patch, message);
+    }
+    s.ok(
+        "topology_registered",
+        json!({"metadata": {"components": [component("runtime", "build", &[])]}}),
+    );
+    s.refused(
+        "evidence_attached",
+        json!({"metadata": {"component_id": "runtime", "coverage_state": "everywhere"}}),
+        "event metadata field coverage_state is malformed",
+    );
+
+    // A resolution's digests are checked after its lineage.
+    let mut s = failed_and_resolved(evidence("rereview passed"));
+    let failed = canonical::digest(&evidence("review failed"));
+    let resolved = canonical::digest(&evidence("rereview passed"));
+    let refs = binding(&[&failed, &resolved]);
+    let mut bad_digest = resolution(&failed, &resolved, refs.clone());
+    bad_digest["metadata"]["resolution_evidence_digest"] = json!(1);
+    let mut bad_digest_and_lineage = bad_digest.clone();
+    bad_digest_and_lineage["to_state"] = json!("completed");
+    s.refused(
+        "candidate_validated",
+        bad_digest_and_lineage,
+        "failure resolution lineage is invalid",
+    );
+    s.refused(
+        "candidate_validated",
+        bad_digest,
+        "event metadata field resolution_evidence_digest is malformed",
+    );
+}
