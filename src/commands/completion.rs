@@ -10,7 +10,7 @@ use super::ledger::open_run;
 use super::mutate::{MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::completion::{decide_complete, evaluate_completion};
-use crate::coordinator::decide::conflict;
+use crate::coordinator::decide::FlowError;
 use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
 use crate::store::handle::{check_contained, read_handle};
 use crate::store::paths::expand_tilde;
@@ -62,7 +62,11 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<Str
     // (contracts/receipt.md "What a mutation proves").
     let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         if d.state.last_checksum() != verified.last_checksum() {
-            return conflict("receipt head changed before mutation");
+            return Err(FlowError::HeadMoved {
+                expected: verified.last_checksum().to_string(),
+                head: d.state.last_checksum().to_string(),
+                sequence: d.state.last_sequence(),
+            });
         }
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &evidence)

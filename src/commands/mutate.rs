@@ -314,9 +314,11 @@ fn mutate_pipeline(
         if let Some(expected) = &ctx.expected_head
             && *expected != position.checksum
         {
-            return Err(FlowError::Conflict(
-                "receipt head changed before mutation".into(),
-            ));
+            return Err(FlowError::HeadMoved {
+                expected: expected.clone(),
+                head: position.checksum.clone(),
+                sequence: position.sequence,
+            });
         }
         let input = DecisionInput {
             state: &state,

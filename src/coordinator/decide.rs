@@ -119,6 +119,15 @@ pub enum FlowError {
     /// `lane-resolve` refused for the lanes it names: a conflict (exit 5)
     /// with the reference's message; the lanes are `fields`.
     Resolution(super::resolution_refusal::ResolutionRefusal),
+    /// "receipt head changed before mutation" (exit 5, the reference's
+    /// message): the receipt moved on from the head the command was held
+    /// to (`--expected-head`, or what `complete` verified) before its
+    /// commit; the two heads and the sequence now are its fields.
+    HeadMoved {
+        expected: String,
+        head: String,
+        sequence: u64,
+    },
     /// "run state does not allow this command" (exit 5, the reference's
     /// message): the run's state and the states the command needs are its
     /// fields, and its hint says both.
@@ -226,6 +235,7 @@ impl FlowError {
             | FlowError::Report(_)
             | FlowError::Component(_)
             | FlowError::Resolution(_)
+            | FlowError::HeadMoved { .. }
             | FlowError::RunStateRefused { .. }
             | FlowError::RunTransitionRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
@@ -277,6 +287,7 @@ impl FlowError {
             FlowError::Report(refusal) => refusal.message(),
             FlowError::Component(refusal) => refusal.message(),
             FlowError::Resolution(refusal) => refusal.message(),
+            FlowError::HeadMoved { .. } => "receipt head changed before mutation",
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
             FlowError::RunTransitionRefused { .. } => {
                 "current state does not allow lifecycle intent"
@@ -294,6 +305,16 @@ impl FlowError {
             FlowError::Report(refusal) => Some(refusal.teaching()),
             FlowError::Component(refusal) => Some(refusal.teaching()),
             FlowError::Resolution(refusal) => Some(refusal.teaching()),
+            FlowError::HeadMoved {
+                expected,
+                head,
+                sequence,
+            } => Some(Teaching::reason(
+                serde_json::json!({"expected_head": expected, "head": head, "sequence": sequence}),
+                format!(
+                    "another write moved the run to sequence {sequence} after this command read it: see where it stands with bluetape-flow resume-check --run-id {{run_id}}, and if the step still applies, retry it with --expected-head {head}"
+                ),
+            )),
             FlowError::RunStateRefused { state, allowed } => {
                 Some(run_state_teaching(*state, allowed, |state, needs| {
                     format!(

@@ -255,10 +255,22 @@ fn refusals_change_nothing() {
     // A CAS that fails after the new handle was created: the handle is
     // removed again, the receipt is unchanged.
     let stale_head = "0".repeat(64);
-    run.refused(
+    let now = run.resume_check();
+    let e = run.refused(
         || run.resume("main.owner", "n.owner", &["--expected-head", &stale_head]),
         5,
         "receipt head changed before mutation",
+    );
+    common::assert_taught(
+        &e,
+        json!({"expected_head": stale_head, "head": now["last_checksum"],
+               "sequence": now["last_sequence"]}),
+        |hint| {
+            hint.contains(&format!(
+                "--expected-head {}",
+                now["last_checksum"].as_str().unwrap()
+            )) && hint.contains("resume-check --run-id 2026")
+        },
     );
     run.refused(
         || run.resume("main.owner", "n.owner", &["--expected-head", "HEAD"]),
