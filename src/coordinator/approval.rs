@@ -935,7 +935,7 @@ fn with_record(evidence: &Value, summary: String, checksum: Option<&str>) -> Val
 }
 
 /// Why an approval cannot happen from a state other than `planned`.
-fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> FlowError {
+fn closed(state: RunState, ledger: &ApprovalLedger, identity: Option<&str>) -> FlowError {
     let tried = who(identity);
     let approved = ledger.decisions.iter().find(|d| d.decision == "approved");
     let message = match (approved, ledger.decisions.last()) {
@@ -949,8 +949,13 @@ fn closed(ledger: &ApprovalLedger, identity: Option<&str>) -> FlowError {
             "approval was already consumed: the plan was denied at sequence {}; run-approve by {tried} refused",
             d.sequence
         ),
+        // Nothing decided, and not planned (cancelled first): the
+        // transition refusal the run would give without a policy.
         (None, None) => {
-            return FlowError::Conflict("current state does not allow lifecycle intent".into());
+            return FlowError::RunTransitionRefused {
+                state,
+                allowed: vec![RunState::Planned],
+            };
         }
     };
     FlowError::Approval(ApprovalRefusal::Consumed(message))
@@ -988,7 +993,7 @@ pub fn decide_approve(
     require_evidence(evidence)?;
     let identity = claim.identity.as_deref();
     if state.run_state_enum() != RunState::Planned {
-        return Err(closed(ledger, identity));
+        return Err(closed(state.run_state_enum(), ledger, identity));
     }
     let PolicyStatus::Frozen { policy, checksum } = status else {
         let problem = match status {

@@ -471,6 +471,34 @@ fn an_approval_is_used_once() {
 }
 
 #[test]
+fn a_run_past_planned_with_no_decision_is_a_run_transition_refusal() {
+    // No decision on record (a recovery run's first owner, say) and the run
+    // not planned: the refusal a run without a policy gets, typed.
+    let (status, ledger) = frozen(&four_eyes());
+    let mut state = planned();
+    state.run_state = RunState::Cancelled;
+    let gate = Gate {
+        status: &status,
+        ledger: &ledger,
+    };
+    let refused = approve_with(&state, gate, &claim(Some("alice")), at(1), &ev()).unwrap_err();
+    assert_eq!(
+        refused,
+        FlowError::RunTransitionRefused {
+            state: RunState::Cancelled,
+            allowed: vec![RunState::Planned],
+        }
+    );
+    assert_eq!(
+        refused.message(),
+        "current state does not allow lifecycle intent"
+    );
+    let fields = refused.own_teaching().unwrap().fields.unwrap();
+    assert_eq!(fields["run_state"], "cancelled");
+    assert_eq!(fields["allowed_run_states"], json!(["planned"]));
+}
+
+#[test]
 fn caller_evidence_cannot_forge_the_gate_records() {
     let (status, ledger) = frozen(&four_eyes());
     let alice_with = |evidence: &Value| {

@@ -409,6 +409,22 @@ pub enum LaneRefusal {
         at: String,
         decision: super::liveness::LivenessDecision,
     },
+    /// "liveness decision is stale or mismatched": `stall-record`'s
+    /// `--decision` (or only its `--reason`, when `reason_only`) is not
+    /// what liveness answers for the lane at `at`, which is `current`.
+    StaleDecision {
+        lane_id: String,
+        at: String,
+        current: super::liveness::LivenessDecision,
+        reason_only: bool,
+    },
+    /// "changed paths exceed the pinned lane scope": `outside` are not
+    /// within the lane's `write_scope`.
+    OutsideScope {
+        lane_id: String,
+        outside: Vec<String>,
+        write_scope: Vec<String>,
+    },
 }
 
 /// Which step a lane's state refused, for the reference's message.
@@ -493,6 +509,8 @@ impl LaneRefusal {
             LaneRefusal::LimitReached { .. } => "lane limit reached",
             LaneRefusal::Fenced { .. } => "an interrupted agent cannot acknowledge the probe",
             LaneRefusal::InterruptNotDue { .. } => "liveness policy does not authorize interrupt",
+            LaneRefusal::StaleDecision { .. } => "liveness decision is stale or mismatched",
+            LaneRefusal::OutsideScope { .. } => "changed paths exceed the pinned lane scope",
             LaneRefusal::State { step, .. } => match step {
                 RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
                 RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
@@ -567,6 +585,39 @@ impl LaneRefusal {
                     decision.reason
                 ),
             ),
+            LaneRefusal::StaleDecision {
+                lane_id,
+                at,
+                current,
+                reason_only,
+            } => (
+                serde_json::json!({"input": "--decision",
+                                   "current_decision": Value::Object(current.to_json())}),
+                if *reason_only {
+                    format!(
+                        "--reason must be the decision's reason: --reason '{}'",
+                        current.reason
+                    )
+                } else {
+                    format!(
+                        "at --at the lane's decision is {}: ask again with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {lane_id} --at {at} --decision-out decision.json",
+                        Value::Object(current.to_json()),
+                    )
+                },
+            ),
+            LaneRefusal::OutsideScope {
+                lane_id,
+                outside,
+                write_scope,
+            } => (
+                serde_json::json!({"input": "--changed-paths", "outside_scope": outside,
+                                   "write_scope": write_scope}),
+                format!(
+                    "retrying cannot help: {} lie outside lane {lane_id}'s write_scope {}; leave them to a lane whose write_scope covers them",
+                    outside.join(", "),
+                    write_scope.join(", ")
+                ),
+            ),
             LaneRefusal::State {
                 lane_id,
                 state,
@@ -601,6 +652,18 @@ impl PartialEq for FlowError {
             | (Conflict(a), Conflict(b))
             | (Unsupported(a), Unsupported(b)) => a == b,
             (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
+            (
+                HeadMoved {
+                    expected: a,
+                    head: x,
+                    sequence: p,
+                },
+                HeadMoved {
+                    expected: b,
+                    head: y,
+                    sequence: q,
+                },
+            ) => a == b && x == y && p == q,
             (Store(a), Store(b)) => a == b,
             (
                 CompletionBlocked {

@@ -500,28 +500,16 @@ fn complete_paths(
     if json!(changed) != *supplied {
         return invalid("changed paths must already be canonical");
     }
-    let outside: Vec<&String> = changed
+    let outside: Vec<String> = changed
         .iter()
         .filter(|path| !within_scope(path, &lane.write_scope))
+        .cloned()
         .collect();
     if !outside.is_empty() {
-        let shown: Vec<&str> = outside.iter().map(|p| p.as_str()).collect();
-        return Err(FlowError::Conflict(
-            "changed paths exceed the pinned lane scope".into(),
-        )
-        .taught(Teaching {
-            detail: None,
-            hint: Some(format!(
-                "retrying cannot help: {} lie outside lane {}'s write_scope {}; leave them to a lane whose write_scope covers them",
-                shown.join(", "),
-                lane.id,
-                lane.write_scope.join(", ")
-            )),
-            fields: Some(json!({
-                "input": "--changed-paths",
-                "outside_scope": shown,
-                "write_scope": lane.write_scope,
-            })),
+        return Err(FlowError::Lane(LaneRefusal::OutsideScope {
+            lane_id: lane.id.clone(),
+            outside,
+            write_scope: lane.write_scope.clone(),
         }));
     }
     Ok(changed)

@@ -66,10 +66,6 @@ fn invalid_msg(message: &str) -> FlowError {
     FlowError::Contract(message.into())
 }
 
-fn conflict_msg(message: &str) -> FlowError {
-    FlowError::Conflict(message.into())
-}
-
 // ---------------------------------------------------------------- lane-create
 
 #[test]
@@ -781,28 +777,42 @@ fn changed_paths_must_already_be_canonical() {
 
 #[test]
 fn changed_paths_must_stay_in_the_pinned_scope() {
-    let outside = Err(conflict_msg("changed paths exceed the pinned lane scope"));
     let ledger = running_lane(json!(["src", "docs/api"]));
-    assert_completion_refused(
-        &ledger.state,
-        &[
-            &["srcx/a"],
-            &["srcx"],
-            &["docs"],
-            &["docs/apix"],
-            &["src/a", "lib/b"],
-            &["."],
-        ],
-        &outside,
-    );
+    for (paths, outside) in [
+        (&["srcx/a"][..], &["srcx/a"][..]),
+        (&["srcx"], &["srcx"]),
+        (&["docs"], &["docs"]),
+        (&["docs/apix"], &["docs/apix"]),
+        (&["src/a", "lib/b"], &["lib/b"]),
+        (&["."], &["."]),
+    ] {
+        let refused = outside_scope(outside, &["src", "docs/api"]);
+        assert_completion_refused(&ledger.state, &[paths], &refused);
+    }
     // An empty scope allows only an empty change list.
     let ledger = running_lane(json!([]));
     assert!(complete(&ledger.state, &evidence(), json!([])).is_ok());
-    assert_eq!(complete(&ledger.state, &evidence(), json!(["a"])), outside);
+    assert_eq!(
+        complete(&ledger.state, &evidence(), json!(["a"])),
+        outside_scope(&["a"], &[])
+    );
     // A "." scope entry allows exactly "." (as in the reference).
     let ledger = running_lane(json!(["."]));
     assert!(complete(&ledger.state, &evidence(), json!(["."])).is_ok());
-    assert_eq!(complete(&ledger.state, &evidence(), json!(["a"])), outside);
+    assert_eq!(
+        complete(&ledger.state, &evidence(), json!(["a"])),
+        outside_scope(&["a"], &["."])
+    );
+}
+
+/// Lane l1's completion refused: `outside` lie outside `write_scope`.
+fn outside_scope(outside: &[&str], write_scope: &[&str]) -> Result<Vec<Intent>, FlowError> {
+    let owned = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect();
+    Err(FlowError::Lane(LaneRefusal::OutsideScope {
+        lane_id: "l1".into(),
+        outside: owned(outside),
+        write_scope: owned(write_scope),
+    }))
 }
 
 #[test]

@@ -18,8 +18,8 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint, invalid_word,
-    require_evidence,
+    FlowError, Intent, LaneRefusal, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint,
+    invalid_word, require_evidence,
 };
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
@@ -682,32 +682,12 @@ pub fn decide_stall_record(
     let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
-        let same = current.to_json() == *request.decision;
-        let hint = if same {
-            format!(
-                "--reason must be the decision's reason: --reason '{}'",
-                current.reason
-            )
-        } else {
-            format!(
-                "at --at the lane's decision is {}: ask again with bluetape-flow liveness-check --run-id {{run_id}} --lane-id {} --at {} --decision-out decision.json",
-                Value::Object(current.to_json()),
-                lane.id,
-                request.at
-            )
-        };
-        return Err(
-            FlowError::Conflict("liveness decision is stale or mismatched".into()).taught(
-                Teaching {
-                    detail: None,
-                    hint: Some(hint),
-                    fields: Some(json!({
-                        "input": "--decision",
-                        "current_decision": Value::Object(current.to_json()),
-                    })),
-                },
-            ),
-        );
+        return Err(FlowError::Lane(LaneRefusal::StaleDecision {
+            lane_id: lane.id.clone(),
+            at: request.at.to_string(),
+            reason_only: current.to_json() == *request.decision,
+            current,
+        }));
     }
     if !matches!(lane.state, LaneState::Starting | LaneState::Running) {
         return Err(lane_state_refusal(

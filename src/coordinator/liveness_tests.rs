@@ -28,10 +28,6 @@ fn invalid_msg(message: &str) -> FlowError {
     FlowError::Contract(message.into())
 }
 
-fn conflict_msg(message: &str) -> FlowError {
-    FlowError::Conflict(message.into())
-}
-
 /// A stall-clear or probe (which need a suspected stall) refused in `state`.
 fn not_stalled(state: LaneState) -> FlowError {
     build_in(
@@ -1028,19 +1024,39 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     let policy = Policy::default();
     let (decision, ev) = bound_stall("no fresh evidence");
     let request = stall_record(&decision, &ev, "2026-07-14T01:02:04Z");
-    let stale = conflict_msg("liveness decision is stale or mismatched");
+    // Refused as stale, naming the decision liveness gives at --at.
+    let stale = |result, at: &str, current: (LivenessAction, &str), reason_only| {
+        let (action, reason) = current;
+        let Err(FlowError::Lane(LaneRefusal::StaleDecision {
+            lane_id,
+            at: said_at,
+            current,
+            reason_only: said,
+        })) = result
+        else {
+            panic!("not a stale decision: {result:?}");
+        };
+        assert_eq!((lane_id.as_str(), said_at.as_str()), ("build", at));
+        assert_eq!(
+            (current.action, current.reason, said),
+            (action, reason, reason_only)
+        );
+    };
+    let suspect = (LivenessAction::SuspectStall, "no fresh evidence");
     // One microsecond earlier the lane was still fresh.
-    assert_eq!(
+    stale(
         decide_stall_record(
             &run.state,
             &policy,
             &request,
-            t("2026-07-14T01:02:03.999999Z")
+            t("2026-07-14T01:02:03.999999Z"),
         ),
-        Err(stale.clone())
+        "2026-07-14T01:02:04Z",
+        (LivenessAction::Continue, "fresh evidence"),
+        false,
     );
     // The reason must be the decision's.
-    assert_eq!(
+    stale(
         decide_stall_record(
             &run.state,
             &policy,
@@ -1048,9 +1064,11 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
                 reason: "looks stuck",
                 ..request
             },
-            t("2026-07-14T01:02:04Z")
+            t("2026-07-14T01:02:04Z"),
         ),
-        Err(stale.clone())
+        "2026-07-14T01:02:04Z",
+        suspect,
+        true,
     );
     // Exactly two keys: an extra key is a mismatch (its checksum binds).
     let extra = json!({"action": "suspect_stall", "reason": "no fresh evidence", "note": 1});
@@ -1062,14 +1080,16 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
         ..request
     };
     assert!(precheck_stall_record(&request_extra).is_ok());
-    assert_eq!(
+    stale(
         decide_stall_record(
             &run.state,
             &policy,
             &request_extra,
-            t("2026-07-14T01:02:04Z")
+            t("2026-07-14T01:02:04Z"),
         ),
-        Err(stale.clone())
+        "2026-07-14T01:02:04Z",
+        suspect,
+        false,
     );
     // The decision is recomputed with the command status unknown.
     let intents =
@@ -1085,9 +1105,11 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     run.commit(intents);
     assert_eq!(run.build_record().state, LaneState::SuspectedStall);
     // A stalled lane cannot be recorded again (its decision is send_probe).
-    assert_eq!(
+    stale(
         decide_stall_record(&run.state, &policy, &request, t("2026-07-14T01:02:04Z")),
-        Err(stale)
+        "2026-07-14T01:02:04Z",
+        (LivenessAction::SendProbe, "probe has not been sent"),
+        false,
     );
 }
 
