@@ -972,11 +972,6 @@ pub fn lane_state_hint(lane_id: &str, current: LaneState, allowed: &[LaneState])
     }
 }
 
-/// A conflict refusal with a hint.
-pub fn conflict_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, FlowError> {
-    Err(FlowError::Conflict(message.into()).hinted(hint))
-}
-
 /// An invalid-input refusal with a hint.
 pub fn invalid_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, FlowError> {
     Err(FlowError::Contract(message.into()).hinted(hint))

@@ -75,6 +75,8 @@ pub enum ReplacementRefusal {
         lane_id: String,
         replacement_lane_id: String,
     },
+    /// `resume` while `lanes` were replaced by a replacement never made.
+    BlocksTransfer { lanes: Vec<String> },
 }
 
 /// The command that ends an unrepairable reservation, as a hint spells it.
@@ -110,6 +112,9 @@ impl ReplacementRefusal {
                 "reservation does not fence the interrupted agent; block it explicitly"
             }
             Self::Complete { .. } => "replacement reservation is complete",
+            Self::BlocksTransfer { .. } => {
+                "incomplete replacement must be repaired or blocked before owner transfer"
+            }
         }
     }
 
@@ -219,6 +224,13 @@ impl ReplacementRefusal {
                 json!({"lane_id": lane_id, "replacement_lane_id": replacement_lane_id}),
                 format!(
                     "retrying cannot help: lane {lane_id}'s reservation of {replacement_lane_id} is not incomplete, there is nothing to block; see bluetape-flow resume-check --run-id {{run_id}}"
+                ),
+            ),
+            Self::BlocksTransfer { lanes } => (
+                json!({"incomplete_replacements": lanes}),
+                format!(
+                    "lane(s) {} were replaced by a lane never made: make it with replacement-repair or give it up with replacement-block (bluetape-flow resume-check --run-id {{run_id}} shows each), then resume",
+                    lanes.join(", ")
                 ),
             ),
         };

@@ -6,8 +6,9 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, conflict, require_evidence};
+use super::decide::{FlowError, Intent, require_evidence};
 use super::owner_refusal::OwnerRefusal;
+use super::replacement_refusal::ReplacementRefusal;
 use super::state::{CoordinatorState, RunState};
 
 /// The run states an owner can be transferred in; terminal runs keep theirs.
@@ -43,9 +44,9 @@ pub fn require_transferable(state: &CoordinatorState) -> Result<(), FlowError> {
         return super::decide::run_state_refused(state.run_state_enum(), &RESUMABLE);
     }
     if !state.incomplete_replacements().is_empty() {
-        return conflict(
-            "incomplete replacement must be repaired or blocked before owner transfer",
-        );
+        return Err(FlowError::Replacement(ReplacementRefusal::BlocksTransfer {
+            lanes: state.incomplete_replacements().to_vec(),
+        }));
     }
     Ok(())
 }

@@ -139,19 +139,10 @@ impl Scenario {
             out.stdout,
             step["stdout"].as_str().unwrap().replace("{STATE}", state)
         );
-        if out.code == 0 {
-            assert_eq!(out.stderr, step["stderr"].as_str().unwrap());
-        } else {
-            // Every key of the reference as it printed it; ours adds the
-            // teaching keys (DEVIATIONS 61, 62).
-            let mut got: Value =
-                serde_json::from_str(&out.stderr.replace(state, "{STATE}")).unwrap();
-            for extra in ["hint", "fields"] {
-                got.as_object_mut().unwrap().remove(extra);
-            }
-            let want: Value = serde_json::from_str(step["stderr"].as_str().unwrap()).unwrap();
-            assert_eq!(got, want);
-        }
+        common::assert_same_envelope(
+            &out.stderr.replace(state, "{STATE}"),
+            step["stderr"].as_str().unwrap(),
+        );
         if out.code != 0 {
             assert_eq!(before, common::snapshot(&self.root), "refusal wrote");
         }

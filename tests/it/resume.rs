@@ -185,7 +185,8 @@ fn a_reference_run_at_epoch_three_is_handed_on() {
 
 #[test]
 fn an_incomplete_replacement_blocks_the_transfer_as_recorded() {
-    // The reference's own refusal, replayed byte for byte.
+    // The reference's own refusal, every key as it printed it; ours names
+    // the lane whose replacement was never made.
     let scenario = fixtures_dir().join("10-replacement-incomplete");
     let run = Run::fixture("10-replacement-incomplete");
     let steps = common::recorded_steps(&scenario);
@@ -193,7 +194,14 @@ fn an_incomplete_replacement_blocks_the_transfer_as_recorded() {
         .iter()
         .find(|s| s["kind"] == "cli" && s["argv"][2] == "resume")
         .unwrap();
-    common::assert_replays_read_only(&run.flow, &run.root, &scenario, step);
+    let out = common::assert_replays_read_only(&run.flow, &run.root, &scenario, step);
+    let incomplete = &run.resume_check()["incomplete_replacements"];
+    assert_eq!(incomplete.as_array().map(Vec::len), Some(1), "{incomplete}");
+    common::assert_taught(
+        &out.error(),
+        json!({"incomplete_replacements": incomplete}),
+        |hint| hint.contains("replacement-repair") && hint.contains("replacement-block"),
+    );
 }
 
 #[test]
