@@ -20,6 +20,7 @@ use crate::coordinator::recovery::{
     require_no_live_writer, require_receipt_identity, require_same_diagnosis,
     require_same_recovery, supplied_diagnosis,
 };
+use crate::coordinator::recovery_refusal::{DiagnosisCheck, RecoveryRefusal};
 use crate::receipt::primitives::is_identifier;
 use crate::receipt::rules::check_evidence;
 use crate::store::discovery::DiscoveryEnv;
@@ -55,10 +56,6 @@ fn current_diagnosis(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>
     let mut current = receipt_diagnose(root, run_id)?;
     current.remove("diagnosis_checksum");
     Ok(current)
-}
-
-fn conflict(message: &str) -> FlowError {
-    FlowError::Conflict(message.into())
 }
 
 /// Path text like Python's `str(Path(p))`: `.` components and repeated or
@@ -121,7 +118,7 @@ pub fn recovery_run_create(
     require_same_diagnosis(
         &current_diagnosis(root, request.run_id)?,
         diagnosis,
-        "damaged run changed after receipt diagnosis",
+        DiagnosisCheck::BeforeLock,
     )?;
     require_no_live_writer(diagnosis)?;
     let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
@@ -156,7 +153,7 @@ pub fn recovery_run_create(
     require_same_diagnosis(
         &current_diagnosis(root, request.run_id)?,
         diagnosis,
-        "damaged run changed before quarantine",
+        DiagnosisCheck::BeforeQuarantine,
     )?;
     let copy = quarantine_copy(
         root,
@@ -167,10 +164,14 @@ pub fn recovery_run_create(
     match copy {
         QuarantineCopy::Created | QuarantineCopy::AlreadyPresent => {}
         QuarantineCopy::Differs => {
-            return Err(conflict("existing quarantine receipt does not match"));
+            return Err(FlowError::Recovery(RecoveryRefusal::QuarantineDiffers {
+                name,
+            }));
         }
         QuarantineCopy::CopyMismatch => {
-            return Err(conflict("quarantine receipt verification failed"));
+            return Err(FlowError::Recovery(RecoveryRefusal::QuarantineUnverified {
+                name,
+            }));
         }
     }
     let first = FirstEvent {
@@ -260,7 +261,7 @@ fn existing_recovery(
     approval: &Value,
     damaged_run: &Map<String, Value>,
 ) -> FlowResult<String> {
-    let invalid_handle = || conflict("existing recovery owner handle is invalid");
+    let invalid_handle = || FlowError::Recovery(RecoveryRefusal::ExistingHandleInvalid);
     let payload =
         read_handle_json(owner_path, "recovery owner handle")?.ok_or_else(invalid_handle)?;
     let run_id = match payload.get("run_id") {
@@ -273,7 +274,11 @@ fn existing_recovery(
         }
     };
     let handle = read_handle(owner_path, Some(&run_id))?;
-    let invalid_run = || conflict("existing recovery run is invalid");
+    let invalid_run = || {
+        FlowError::Recovery(RecoveryRefusal::ExistingRunInvalid {
+            run_id: run_id.clone(),
+        })
+    };
     let recovery = match open_run(root, &run_id) {
         Ok(run) => run,
         Err(FlowError::IncompatibleManifest(m)) => return Err(FlowError::IncompatibleManifest(m)),
@@ -287,6 +292,7 @@ fn existing_recovery(
     let existing_run = recovery.manifest.run.clone().unwrap_or_default();
     require_same_recovery(
         &ExistingRecovery {
+            run_id: &run_id,
             first_event: &first_event,
             run: &existing_run,
             handle_fingerprint: &handle.fingerprint,
@@ -310,6 +316,8 @@ fn first_verified_event(run: &OpenRun) -> FlowResult<Option<Map<String, Value>>>
     })?;
     match verdict {
         Verdict::Intact(_) => Ok(first),
-        _ => Err(conflict("existing recovery run is invalid")),
+        _ => Err(FlowError::Recovery(RecoveryRefusal::ExistingRunInvalid {
+            run_id: run.dir.run_id.to_string(),
+        })),
     }
 }

@@ -119,6 +119,10 @@ pub enum FlowError {
     /// `lane-resolve` refused for the lanes it names: a conflict (exit 5)
     /// with the reference's message; the lanes are `fields`.
     Resolution(super::resolution_refusal::ResolutionRefusal),
+    /// `recovery-run-create` refused for what changed since the diagnosis
+    /// or what its handle names: a conflict (exit 5) with the reference's
+    /// message; `fields` and hint are functions of the reason.
+    Recovery(super::recovery_refusal::RecoveryRefusal),
     /// "receipt head changed before mutation" (exit 5, the reference's
     /// message): the receipt moved on from the head the command was held
     /// to (`--expected-head`, or what `complete` verified) before its
@@ -235,6 +239,7 @@ impl FlowError {
             | FlowError::Report(_)
             | FlowError::Component(_)
             | FlowError::Resolution(_)
+            | FlowError::Recovery(_)
             | FlowError::HeadMoved { .. }
             | FlowError::RunStateRefused { .. }
             | FlowError::RunTransitionRefused { .. } => {
@@ -287,6 +292,7 @@ impl FlowError {
             FlowError::Report(refusal) => refusal.message(),
             FlowError::Component(refusal) => refusal.message(),
             FlowError::Resolution(refusal) => refusal.message(),
+            FlowError::Recovery(refusal) => refusal.message(),
             FlowError::HeadMoved { .. } => "receipt head changed before mutation",
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
             FlowError::RunTransitionRefused { .. } => {
@@ -305,6 +311,7 @@ impl FlowError {
             FlowError::Report(refusal) => Some(refusal.teaching()),
             FlowError::Component(refusal) => Some(refusal.teaching()),
             FlowError::Resolution(refusal) => Some(refusal.teaching()),
+            FlowError::Recovery(refusal) => Some(refusal.teaching()),
             FlowError::HeadMoved {
                 expected,
                 head,
@@ -684,6 +691,7 @@ impl PartialEq for FlowError {
             (Report(a), Report(b)) => a == b,
             (Component(a), Component(b)) => a == b,
             (Resolution(a), Resolution(b)) => a == b,
+            (Recovery(a), Recovery(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,

@@ -19,6 +19,7 @@ pub mod machine;
 pub mod otel;
 pub mod owner_refusal;
 pub mod recovery;
+pub mod recovery_refusal;
 pub mod replacement;
 pub mod replacement_refusal;
 pub mod replay;

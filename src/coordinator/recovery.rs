@@ -8,7 +8,8 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, conflict, invalid, require_evidence};
+use super::decide::{FlowError, invalid, require_evidence};
+use super::recovery_refusal::{DiagnosisCheck, RecoveryRefusal};
 use crate::receipt::canonical;
 use crate::receipt::rules::check_recovery_provenance;
 
@@ -64,10 +65,21 @@ pub fn check_request(supplied: &SuppliedDiagnosis, approval: &Value) -> Result<S
 pub fn require_same_diagnosis(
     current: &Map<String, Value>,
     supplied: &Map<String, Value>,
-    message: &str,
+    check: DiagnosisCheck,
 ) -> Result<(), FlowError> {
     if current != supplied {
-        return conflict(message);
+        let mut changed: Vec<String> = current
+            .keys()
+            .chain(supplied.keys())
+            .filter(|key| current.get(*key) != supplied.get(*key))
+            .cloned()
+            .collect();
+        changed.sort();
+        changed.dedup();
+        return Err(FlowError::Recovery(RecoveryRefusal::DiagnosisChanged {
+            check,
+            changed,
+        }));
     }
     Ok(())
 }
@@ -77,7 +89,7 @@ pub fn require_same_diagnosis(
 /// retryable) until it is gone; the reference copies anyway.
 pub fn require_no_live_writer(diagnosis: &Map<String, Value>) -> Result<(), FlowError> {
     if diagnosis.get("lock_owner_status") == Some(&json!("locked_alive")) {
-        return conflict("damaged run receipt lock is held by a live process");
+        return Err(FlowError::Recovery(RecoveryRefusal::LiveWriter));
     }
     Ok(())
 }
@@ -91,7 +103,17 @@ pub fn require_receipt_identity(
     if diagnosis.get("receipt_hash") != Some(&json!(hash))
         || diagnosis.get("receipt_size") != Some(&json!(size))
     {
-        return conflict("damaged receipt bytes changed after diagnosis");
+        let diagnosed = (
+            diagnosis
+                .get("receipt_hash")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            diagnosis.get("receipt_size").and_then(Value::as_u64),
+        );
+        return Err(FlowError::Recovery(RecoveryRefusal::ReceiptChanged {
+            diagnosed,
+            now: (hash.to_owned(), size),
+        }));
     }
     Ok(())
 }
@@ -177,6 +199,8 @@ pub fn first_event_metadata(provenance: &Map<String, Value>) -> Map<String, Valu
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingRecovery<'a> {
     /// The existing run's first receipt event.
+    /// The run the handle names.
+    pub run_id: &'a str,
     pub first_event: &'a Map<String, Value>,
     /// Its manifest `_run` object.
     pub run: &'a Map<String, Value>,
@@ -203,7 +227,9 @@ pub fn require_same_recovery(
         && existing.run.get("owner_fingerprint") == Some(&json!(existing.handle_fingerprint))
         && existing.run.get("owner_epoch") == Some(&json!(existing.handle_epoch));
     if !same {
-        return conflict("existing recovery run provenance does not match");
+        return Err(FlowError::Recovery(RecoveryRefusal::OtherRecovery {
+            run_id: existing.run_id.to_owned(),
+        }));
     }
     Ok(())
 }

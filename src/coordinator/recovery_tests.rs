@@ -75,33 +75,38 @@ fn requests_are_refused_in_order() {
 #[test]
 fn a_diagnosis_must_still_be_current() {
     let supplied = supplied_diagnosis(printed()).diagnosis;
-    let message = "damaged run changed after receipt diagnosis";
-    assert_eq!(
-        require_same_diagnosis(&supplied, &supplied, message),
-        Ok(())
-    );
+    let check = DiagnosisCheck::BeforeLock;
+    assert_eq!(require_same_diagnosis(&supplied, &supplied, check), Ok(()));
     let mut locked = supplied.clone();
     locked.insert("lock_owner_status".into(), json!("locked_dead"));
+    locked.insert("diagnosed_by".into(), json!("someone"));
+    let changed = require_same_diagnosis(&locked, &supplied, check).unwrap_err();
     assert_eq!(
-        require_same_diagnosis(&locked, &supplied, message),
-        Err(FlowError::Conflict(message.into()))
+        changed,
+        FlowError::Recovery(RecoveryRefusal::DiagnosisChanged {
+            check,
+            changed: vec!["diagnosed_by".into(), "lock_owner_status".into()],
+        })
+    );
+    assert_eq!(
+        changed.message(),
+        "damaged run changed after receipt diagnosis"
     );
     let mut alive = supplied.clone();
     alive.insert("lock_owner_status".into(), json!("locked_alive"));
     assert_eq!(
         require_no_live_writer(&alive),
-        Err(FlowError::Conflict(
-            "damaged run receipt lock is held by a live process".into()
-        ))
+        Err(FlowError::Recovery(RecoveryRefusal::LiveWriter))
     );
     assert_eq!(require_no_live_writer(&supplied), Ok(()));
     let hash = supplied["receipt_hash"].as_str().unwrap().to_string();
     assert_eq!(require_receipt_identity(&supplied, &hash, 9231), Ok(()));
     assert_eq!(
         require_receipt_identity(&supplied, &hash, 9230),
-        Err(FlowError::Conflict(
-            "damaged receipt bytes changed after diagnosis".into()
-        ))
+        Err(FlowError::Recovery(RecoveryRefusal::ReceiptChanged {
+            diagnosed: (Some(hash.clone()), Some(9231)),
+            now: (hash, 9230),
+        }))
     );
 }
 
@@ -170,6 +175,7 @@ fn a_retry_returns_the_same_recovery_run_only() {
     .cloned()
     .unwrap();
     let existing = ExistingRecovery {
+        run_id: "20261130T023052Z-0a0b0c0d",
         first_event: &first,
         run: &run,
         handle_fingerprint: &hex('b'),
@@ -179,9 +185,9 @@ fn a_retry_returns_the_same_recovery_run_only() {
         require_same_recovery(&existing, &provenance, &approval(), &damaged_run),
         Ok(())
     );
-    let mismatch = Err(FlowError::Conflict(
-        "existing recovery run provenance does not match".into(),
-    ));
+    let mismatch = Err(FlowError::Recovery(RecoveryRefusal::OtherRecovery {
+        run_id: "20261130T023052Z-0a0b0c0d".into(),
+    }));
     // Another approval, another handle, another repo, another provenance.
     let other_approval = json!([{"kind": "user_approval", "summary": "someone else"}]);
     assert_eq!(

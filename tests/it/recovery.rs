@@ -466,11 +466,14 @@ fn a_diagnosis_must_be_the_current_one_untampered() {
     swapped.insert("last_trusted_sequence".into(), json!(1));
     swapped.remove("diagnosis_checksum");
     let file = bed.put("swapped.json", &Value::Object(swapped));
-    bed.refused(
+    let e = bed.refused(
         || bed.recover(&file),
         5,
         "damaged run changed after receipt diagnosis",
     );
+    common::assert_taught(&e, json!({"changed": ["first_bad_sequence"]}), |hint| {
+        hint.contains(&format!("receipt-diagnose --run-id {}", bed.run_id))
+    });
     // Another run's diagnosis (healthy): refused before anything else.
     let out = bed.cli(&["receipt-diagnose", "--run-id", &other]);
     let file = bed.put("other.json", &out.json());
@@ -578,11 +581,14 @@ fn owner_paths_and_locks_are_checked() {
         parse(&std::fs::read_to_string(&locked).unwrap())["lock_owner_status"],
         "locked_alive"
     );
-    bed.refused(
+    let e = bed.refused(
         || bed.recover(&locked),
         5,
         "damaged run receipt lock is held by a live process",
     );
+    common::assert_taught(&e, json!({"lock_owner_status": "locked_alive"}), |hint| {
+        hint.contains("live process")
+    });
     std::fs::remove_dir_all(&receipt_lock).unwrap();
     assert!(bed.quarantine_files().is_empty());
     bed.recover(&input).assert_ok();
@@ -602,11 +608,14 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
     // Another file under the quarantine name is kept, and refused.
     std::fs::write(&quarantine, b"something else\n").unwrap();
     common::set_modes(&bed.root);
-    bed.refused(
+    let e = bed.refused(
         || bed.recover(&input),
         5,
         "existing quarantine receipt does not match",
     );
+    common::assert_taught(&e, json!({"quarantine": name}), |hint| {
+        hint.contains(&format!("quarantine/{name} holds other bytes"))
+    });
     std::fs::set_permissions(&quarantine, std::fs::Permissions::from_mode(0o644)).unwrap();
     bed.refused(
         || bed.recover(&input),
@@ -639,10 +648,15 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
         5,
         "existing recovery run provenance does not match",
     );
-    bed.refused(
+    let e = bed.refused(
         || bed.recover_with(&input, "main.owner", &approval),
         5,
         "existing recovery run is invalid",
+    );
+    common::assert_taught(
+        &e,
+        json!({"input": "--owner-file", "recovery_run_id": bed.run_id}),
+        |hint| hint.contains("name a new handle"),
     );
     assert!(bed.quarantine_files().is_empty());
 
