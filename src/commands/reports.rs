@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::error::{FlowError, FlowResult};
 use super::mutate::{MutationContext, mutate_staged, open_for_mutation};
 use crate::coordinator::decide::Policy;
+use crate::coordinator::report_refusal::ReportRefusal;
 use crate::coordinator::reports::{
     Binding, ReportKind, bind_report, binding_status, decide_report, require_report_state,
     validate_report_payload,
@@ -55,25 +56,22 @@ pub fn create_report(
     if binding_status(&state, &report)? == Binding::AlreadyBound {
         // Idempotent: the same binding is in the receipt; its file must
         // still hold the bound bytes. Nothing is appended (no CAS either).
-        match bound_report_checksum(&ctx.root, &report.relative_path()) {
-            None => {
-                return Err(FlowError::Conflict(
-                    "bound report file is missing or unsafe".into(),
-                ));
-            }
-            Some(found) if found != report.checksum => {
-                return Err(FlowError::Conflict(
-                    "bound report file checksum differs".into(),
-                ));
-            }
-            Some(_) => {}
+        let found = bound_report_checksum(&ctx.root, &report.relative_path());
+        if found.as_ref() != Some(&report.checksum) {
+            return Err(FlowError::Report(ReportRefusal::BoundFileChanged {
+                path: report.relative_path(),
+                bound: report.checksum.clone(),
+                found,
+            }));
         }
         let mut out = state_envelope(&ctx.run_id, &state);
         out.extend(report.output());
         return Ok(out);
     }
     if check_report_file(&ctx.root, &report.file_name, &report.bytes)? == ReportFile::Differs {
-        return Err(FlowError::Conflict("orphan report content differs".into()));
+        return Err(FlowError::Report(ReportRefusal::OrphanDiffers {
+            path: report.relative_path(),
+        }));
     }
     let mut created = false;
     let committed = mutate_staged(

@@ -19,6 +19,15 @@ pub enum ReportRefusal {
     HeadMoved { given: String, current: String },
     /// The receipt binds another report of this kind already.
     AlreadyBound { kind: String, path: Value },
+    /// The report is bound already, but its file under `reports/` is
+    /// missing or unsafe (`found` `None`), or holds other bytes.
+    BoundFileChanged {
+        path: String,
+        bound: String,
+        found: Option<String>,
+    },
+    /// No binding yet, and a file of the report's name holds other bytes.
+    OrphanDiffers { path: String },
 }
 
 impl ReportRefusal {
@@ -30,6 +39,9 @@ impl ReportRefusal {
             Self::StaleHead { .. } => "report receipt head is stale",
             Self::HeadMoved { .. } => "report receipt head changed before commit",
             Self::AlreadyBound { .. } => "report kind is already bound",
+            Self::BoundFileChanged { found: None, .. } => "bound report file is missing or unsafe",
+            Self::BoundFileChanged { .. } => "bound report file checksum differs",
+            Self::OrphanDiffers { .. } => "orphan report content differs",
         }
     }
 
@@ -64,6 +76,23 @@ impl ReportRefusal {
                 format!(
                     "retrying cannot help: the run binds one {kind} report and has one already ({}); the same report again is answered as bound, another is refused",
                     path.as_str().unwrap_or("see status")
+                ),
+            ),
+            Self::BoundFileChanged { path, bound, found } => (
+                json!({"report_path": path, "report_checksum": bound, "file_checksum": found}),
+                format!(
+                    "retrying cannot help: the receipt binds {path} at checksum {bound}, and the file {}; only the bound bytes, 0600, can stand there",
+                    if found.is_some() {
+                        "now holds other bytes"
+                    } else {
+                        "is missing or not 0600 and ours"
+                    }
+                ),
+            ),
+            Self::OrphanDiffers { path } => (
+                json!({"report_path": path}),
+                format!(
+                    "retrying cannot help: {path} exists with other bytes and no event binds it; move it out of the state root, then bind the report again"
                 ),
             ),
         };

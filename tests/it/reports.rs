@@ -195,17 +195,26 @@ fn a_handoff_binds_its_file_and_the_pre_event_head() {
     );
     // The bound file must stay what was bound.
     std::fs::write(&path, b"{}\n").unwrap();
-    bed.refused(
+    let e = bed.refused(
         || bed.report("handoff-create", &payload, &[]),
         5,
         "bound report file checksum differs",
     );
+    let changed = |found: Value| {
+        json!({"report_path": out["report_path"], "report_checksum": out["report_checksum"],
+               "file_checksum": found})
+    };
+    let empty_object = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"{}\n"));
+    common::assert_taught(&e, changed(json!(empty_object)), |hint| {
+        hint.contains("other bytes")
+    });
     std::fs::remove_file(&path).unwrap();
-    bed.refused(
+    let e = bed.refused(
         || bed.report("handoff-create", &payload, &[]),
         5,
         "bound report file is missing or unsafe",
     );
+    common::assert_taught(&e, changed(Value::Null), |hint| hint.contains("missing"));
 }
 
 #[test]
@@ -392,11 +401,15 @@ fn refusals_in_the_reference_order_change_nothing() {
     ));
     std::fs::write(&orphan, b"{\"other\":1}\n").unwrap();
     common::set_modes(&bed.root);
-    bed.refused(
+    let e = bed.refused(
         || bed.report("handoff-create", &payload, &[]),
         5,
         "orphan report content differs",
     );
+    let relative = orphan.strip_prefix(&bed.root).unwrap().to_str().unwrap();
+    common::assert_taught(&e, json!({"report_path": relative}), |hint| {
+        hint.contains("move it out of the state root")
+    });
     std::fs::write(&orphan, &bytes).unwrap();
     std::fs::set_permissions(&orphan, std::fs::Permissions::from_mode(0o644)).unwrap();
     bed.refused(
