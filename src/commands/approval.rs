@@ -441,10 +441,10 @@ pub fn approval_statement(
         ));
     }
     if state.run_state_enum() != crate::coordinator::RunState::Planned {
-        return Err(FlowError::Conflict(format!(
-            "the run is {}, not planned: there is no approval to sign",
-            state.run_state()
-        )));
+        return Err(FlowError::RunStateRefused {
+            state: state.run_state_enum(),
+            allowed: vec![crate::coordinator::RunState::Planned],
+        });
     }
     let bytes = crate::coordinator::signed::statement(run_id, &position.checksum, checksum);
     let path = absolute(&expand_tilde(out, env.home.as_ref()), &env.cwd);

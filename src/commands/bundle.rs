@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use crate::coordinator::approval::ApprovalLedger;
+use crate::coordinator::raced::Raced;
+use crate::coordinator::report_refusal::ReportRefusal;
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::bundle::{
     BundleError, BundleWriter, Class, INDEX, Index, MANIFEST, Member, POLICY, QUARANTINE,
@@ -217,9 +219,11 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
         }
         let bytes = read_member_file(&root.join(path), "report", Class::Report.limit())?;
         if sha256_hex(&bytes) != text("report_checksum") {
-            return Err(FlowError::Conflict(format!(
-                "bound report file {path} does not match its checksum"
-            )));
+            return Err(FlowError::Report(ReportRefusal::BoundFileChanged {
+                path: path.to_string(),
+                bound: text("report_checksum").to_string(),
+                found: Some(sha256_hex(&bytes)),
+            }));
         }
         add(name, bytes);
     }
@@ -241,9 +245,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
         offset += size;
     }
     if offset != replayed.position.byte_length {
-        return Err(FlowError::Conflict(
-            "the receipt changed while it was read; run it again".into(),
-        ));
+        return Err(FlowError::Raced(Raced::BundleRead));
     }
     if let Some((path, hash)) = &replayed.quarantine {
         if !path.starts_with("quarantine/") || path.contains("..") {
@@ -306,10 +308,9 @@ pub fn with_content<T>(
     use_it: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
 ) -> FlowResult<T> {
     let changed = || {
-        FlowError::Conflict(format!(
-            "{} changed while it was exported; run it again",
-            member.name
-        ))
+        FlowError::Raced(Raced::MemberChanged {
+            member: member.name.clone(),
+        })
     };
     let io = |e: std::io::Error| FlowError::Contract(format!("{}: {e}", member.name));
     let (value, hasher) = match content {

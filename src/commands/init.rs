@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
 use crate::coordinator::approval::ApprovalPolicy;
+use crate::coordinator::raced::Raced;
 use crate::receipt::event::EventDraft;
 use crate::receipt::manifest::{ManifestContract, bundled};
 use crate::receipt::primitives::{Instant, RunId, format_now, is_identifier};
@@ -361,9 +362,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     {
         let _guard = run.receipt_lock().acquire()?;
         if run.has_receipt() {
-            return Err(FlowError::Conflict(
-                "receipt head changed before mutation".into(),
-            ));
+            return Err(FlowError::Raced(Raced::ReceiptAppeared));
         }
         run.append_receipt(&sealed.line)?;
         run.write_head(&AckHead {

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::error::{FlowError, FlowResult};
+use crate::coordinator::raced::Raced;
 use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
 use crate::receipt::primitives::RunId;
@@ -134,16 +135,12 @@ impl OpenRun {
         if *bytes == *self.snapshot.bytes {
             return Ok(());
         }
-        let removed = if holding_lock {
+        if holding_lock {
             self.dir.discard_checkpoint()?;
-            "the checkpoint was removed and "
-        } else {
-            ""
-        };
-        Err(FlowError::Conflict(format!(
-            "checkpoint.json held a copy of the run manifest that is not manifest.json; {removed}nothing was written"
-        ))
-        .hinted("run the same command again: it reads manifest.json itself"))
+        }
+        Err(FlowError::Raced(Raced::CheckpointManifest {
+            removed: holding_lock,
+        }))
     }
 
     /// Coordinator commands need a Phase 2 (1.1) run.
@@ -384,10 +381,7 @@ pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -
         && damage.reason == INCOMPLETE
         && (run.dir.receipt_lock().status() == "locked_alive" || run.dir.receipt_ends_with_lf())
     {
-        return FlowError::Conflict(
-            "append in progress: the receipt's last line is being written".into(),
-        )
-        .hinted("another writer is appending: retry in a moment");
+        return FlowError::Raced(Raced::AppendInProgress);
     }
     FlowError::ReceiptDamaged(damage.clone())
 }

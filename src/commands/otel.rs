@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{FlowError, FlowResult};
 use crate::coordinator::otel::{Exporter, LaneFacts, RunFacts, SEMCONV_VERSION, Totals};
+use crate::coordinator::raced::Raced;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -407,9 +408,7 @@ fn stream(
     let exporter = match exporter {
         Some(exporter) if head_seen => exporter,
         _ => {
-            return Err(FlowError::Conflict(
-                "the receipt changed while it was exported; run otel-export again".into(),
-            ));
+            return Err(FlowError::Raced(Raced::OtelExport));
         }
     };
     let trace = exporter.trace_id_hex();

@@ -17,6 +17,7 @@ use super::bundle::{
     verify_members, with_content,
 };
 use super::error::{FlowError, FlowResult};
+use crate::coordinator::raced::PublishRefusal;
 use crate::receipt::bundle::{BundleError, Class, INDEX, Index, Member, SEGMENT_EVENTS, classify};
 use crate::store::git::{Git, Objects, TreeEntry};
 
@@ -132,10 +133,10 @@ pub fn publish(
         let published = read_published(&git, &mut objects, commit, false)?;
         let old = &published.index;
         if old.run_id != run_id {
-            return Err(FlowError::Conflict(format!(
-                "{reference} holds run {}, not {run_id}",
-                old.run_id
-            )));
+            return Err(FlowError::Publish(PublishRefusal::OtherRun {
+                reference,
+                run_id: old.run_id.clone(),
+            }));
         }
         let ours = &replayed.position;
         let extends = old.sequence <= ours.sequence
@@ -156,11 +157,11 @@ pub fn publish(
                 })
                 .is_some_and(|c| c == old.checksum);
         if !extends {
-            return Err(FlowError::Conflict(format!(
-                "the receipt does not extend the one published on {reference} \
-                 (event {} {}): a rewrite is never published over history",
-                old.sequence, old.checksum
-            )));
+            return Err(FlowError::Publish(PublishRefusal::NotExtending {
+                reference,
+                sequence: old.sequence,
+                checksum: old.checksum.clone(),
+            }));
         }
         // Full segments are the same bytes: keep them by id.
         for member in &old.members {
@@ -249,9 +250,7 @@ pub fn publish(
     let tree = git.mktree(&top)?;
     let commit = git.commit_tree(&tree, previous.as_deref(), &message)?;
     if !git.update_ref(&reference, &commit, previous.as_deref())? {
-        return Err(FlowError::Conflict(format!(
-            "{reference} moved while the run was published; run publish again"
-        )));
+        return Err(FlowError::Publish(PublishRefusal::RefMoved { reference }));
     }
     let mut map = Map::new();
     map.insert("commit".into(), json!(commit));

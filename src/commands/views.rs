@@ -18,6 +18,7 @@ use crate::coordinator::breach::{Breach, breaches_value};
 use crate::coordinator::completion::evaluate_completion;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::parse_instant;
+use crate::coordinator::raced::Raced;
 use crate::coordinator::views::{gap_count, lane_counts, run_detail};
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
@@ -557,9 +558,7 @@ pub fn report_data(root: &Path, run_id: &str, at: &str) -> FlowResult<ReportData
         Ok(())
     })?;
     if status.get("checksum").and_then(Value::as_str) != Some(end.position.checksum.as_str()) {
-        return Err(FlowError::Conflict(
-            "the receipt moved on while the report was read; run it again".into(),
-        ));
+        return Err(FlowError::Raced(Raced::ReportRead));
     }
     Ok(ReportData {
         status,

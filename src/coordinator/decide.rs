@@ -94,8 +94,6 @@ pub enum FlowError {
     ProofInvalid(String),
     /// A manifest this tool cannot speak (exit 4).
     IncompatibleManifest(String),
-    /// Another writer, a stale owner or a state conflict (exit 5).
-    Conflict(String),
     /// A lane step refused for the lane it names: a conflict (exit 5) with
     /// the reference's message, whose `fields` and hint are functions of
     /// the reason.
@@ -123,6 +121,11 @@ pub enum FlowError {
     /// or what its handle names: a conflict (exit 5) with the reference's
     /// message; `fields` and hint are functions of the reason.
     Recovery(super::recovery_refusal::RecoveryRefusal),
+    /// Another writer changed what the command read (exit 5, retryable):
+    /// run it again.
+    Raced(super::raced::Raced),
+    /// `publish` cannot move the git ref it names (exit 5).
+    Publish(super::raced::PublishRefusal),
     /// "receipt head changed before mutation" (exit 5, the reference's
     /// message): the receipt moved on from the head the command was held
     /// to (`--expected-head`, or what `complete` verified) before its
@@ -232,14 +235,15 @@ impl FlowError {
             }
             FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
             FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Conflict(_)
-            | FlowError::Lane(_)
+            FlowError::Lane(_)
             | FlowError::Replacement(_)
             | FlowError::Owner(_)
             | FlowError::Report(_)
             | FlowError::Component(_)
             | FlowError::Resolution(_)
             | FlowError::Recovery(_)
+            | FlowError::Raced(_)
+            | FlowError::Publish(_)
             | FlowError::HeadMoved { .. }
             | FlowError::RunStateRefused { .. }
             | FlowError::RunTransitionRefused { .. } => {
@@ -278,7 +282,6 @@ impl FlowError {
             | FlowError::ReceiptCorrupt(m)
             | FlowError::ProofInvalid(m)
             | FlowError::IncompatibleManifest(m)
-            | FlowError::Conflict(m)
             | FlowError::Unsupported(m) => m,
             FlowError::CompletionBlocked { message, .. }
             | FlowError::Breach { message, .. }
@@ -293,6 +296,8 @@ impl FlowError {
             FlowError::Component(refusal) => refusal.message(),
             FlowError::Resolution(refusal) => refusal.message(),
             FlowError::Recovery(refusal) => refusal.message(),
+            FlowError::Raced(raced) => raced.message(),
+            FlowError::Publish(refusal) => refusal.message(),
             FlowError::HeadMoved { .. } => "receipt head changed before mutation",
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
             FlowError::RunTransitionRefused { .. } => {
@@ -312,6 +317,8 @@ impl FlowError {
             FlowError::Component(refusal) => Some(refusal.teaching()),
             FlowError::Resolution(refusal) => Some(refusal.teaching()),
             FlowError::Recovery(refusal) => Some(refusal.teaching()),
+            FlowError::Raced(raced) => Some(raced.teaching()),
+            FlowError::Publish(refusal) => Some(refusal.teaching()),
             FlowError::HeadMoved {
                 expected,
                 head,
@@ -656,7 +663,6 @@ impl PartialEq for FlowError {
             | (ReceiptCorrupt(a), ReceiptCorrupt(b))
             | (ProofInvalid(a), ProofInvalid(b))
             | (IncompatibleManifest(a), IncompatibleManifest(b))
-            | (Conflict(a), Conflict(b))
             | (Unsupported(a), Unsupported(b)) => a == b,
             (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
             (
@@ -692,6 +698,8 @@ impl PartialEq for FlowError {
             (Component(a), Component(b)) => a == b,
             (Resolution(a), Resolution(b)) => a == b,
             (Recovery(a), Recovery(b)) => a == b,
+            (Raced(a), Raced(b)) => a == b,
+            (Publish(a), Publish(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,
@@ -1013,10 +1021,6 @@ pub fn run_state_refused<T>(state: RunState, allowed: &[RunState]) -> Result<T, 
         state,
         allowed: allowed.to_vec(),
     })
-}
-
-pub fn conflict<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Conflict(message.into()))
 }
 
 pub fn invalid<T>(message: &str) -> Result<T, FlowError> {

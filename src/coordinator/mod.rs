@@ -18,6 +18,7 @@ pub mod liveness;
 pub mod machine;
 pub mod otel;
 pub mod owner_refusal;
+pub mod raced;
 pub mod recovery;
 pub mod recovery_refusal;
 pub mod replacement;

@@ -662,6 +662,15 @@ fn a_publication_pushed_and_cloned_verifies_and_a_rewrite_does_not() {
         out.stdout,
         out.stderr
     );
+    if out.code == 5 {
+        let e = out.error();
+        assert_eq!(
+            e["message"],
+            "the receipt does not extend the one published: a rewrite is never published over history"
+        );
+        assert_eq!(e["fields"]["ref"], reference.as_str());
+        assert!(e["fields"]["published_sequence"].is_u64(), "{e}");
+    }
     assert_eq!(git(&repo, &["rev-parse", &reference]), older);
 }
 

@@ -15,6 +15,7 @@ use std::path::Path;
 fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption() {
     use bluetape_flow::commands::FlowError;
     use bluetape_flow::commands::ledger::{Verdict, damage_error, open_run, verify_receipt};
+    use bluetape_flow::coordinator::raced::Raced;
     let bed = TestBed::planned(&["runtime"]);
     let (root, run_id) = (&bed.root, &bed.run_id);
     let receipt = root.join("runs").join(run_id).join("receipt.jsonl");
@@ -31,18 +32,16 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
     ));
     // The writer completes the line and releases the lock.
     std::fs::write(&receipt, &whole).unwrap();
-    match damage_error(&run, &damage, false).untaught() {
-        (FlowError::Conflict(message), Some(teaching)) => {
-            assert!(message.contains("append in progress"));
-            assert!(
-                teaching
-                    .hint
-                    .as_deref()
-                    .is_some_and(|h| h.contains("appending"))
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let in_progress = damage_error(&run, &damage, false);
+    assert_eq!(in_progress, FlowError::Raced(Raced::AppendInProgress));
+    assert!(in_progress.message().contains("append in progress"));
+    let teaching = in_progress.own_teaching().unwrap();
+    assert!(
+        teaching
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("appending"))
+    );
     // A lock holder's own view is never softened.
     assert!(matches!(
         damage_error(&run, &damage, true),

@@ -940,6 +940,14 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
         table.stdout
     );
     run.start().assert_ok();
+    // Approved and started: there is nothing left to sign.
+    let late = run.base.join("late-statement");
+    let out = run.query("approval-statement", &["--out", late.to_str().unwrap()]);
+    let e = out.assert_error(5, "coordinator_conflict");
+    assert_eq!(e["message"], "run state does not allow this command");
+    assert_eq!(e["fields"]["run_state"], "running");
+    assert_eq!(e["fields"]["allowed_run_states"], json!(["planned"]));
+    assert!(!late.exists());
 
     // A replayed signature: the same stored signature appended by another
     // writer to the other run is a breach there.
