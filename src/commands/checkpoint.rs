@@ -332,7 +332,7 @@ pub fn restore_digest_lists(
     for (lane, own) in state
         .lanes()
         .iter()
-        .map(|(id, l)| (id.clone(), l.liveness_evidence_digests.len()))
+        .map(|(id, l)| (id.to_string(), l.liveness_evidence_digests.len()))
     {
         if let Some(list) = lists.get_mut(&lane) {
             let keep = list.len().saturating_sub(own);

@@ -5,6 +5,7 @@
 //! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
 //! against the freshly loaded state.
 
+use crate::receipt::primitives::LaneId;
 use crate::receipt::vocab::EventType;
 use crate::store::input::{InputShape, JsonArg, read_json_input};
 use serde_json::{Map, Value, json};
@@ -331,7 +332,7 @@ fn mutate_pipeline(
             .iter()
             .map(|(id, lane)| {
                 (
-                    id.clone(),
+                    id.to_string(),
                     super::proof::LaneBefore {
                         record: lane.to_json_with_digests(false),
                         source: state.lane_source(id),
@@ -423,9 +424,10 @@ fn mutate_pipeline(
         stage()?;
     }
     run.dir.prepare_cache_paths(
-        lanes_before
+        &lanes_before
             .keys()
-            .chain(state.lanes().keys())
+            .cloned()
+            .chain(state.lanes().keys().map(LaneId::to_string))
             .collect::<std::collections::BTreeSet<_>>(),
     )?;
     test_pause_before_append();
@@ -500,7 +502,7 @@ fn lane_fingerprints(state: &CoordinatorState) -> BTreeMap<String, (Value, usize
         .iter()
         .map(|(id, lane)| {
             (
-                id.clone(),
+                id.to_string(),
                 (
                     lane.to_json_with_digests(false),
                     lane.liveness_digest_count(),
@@ -605,8 +607,8 @@ pub(crate) fn seal_intents(
     let draft = match values.as_slice() {
         [single] => EventDraft {
             run_id: run_id.to_string(),
-            lane_id: text(single, "lane_id"),
-            agent_id: text(single, "agent_id"),
+            lane_id: intents[0].lane_id.clone(),
+            agent_id: intents[0].agent_id.clone(),
             sequence: state.last_sequence() + 1,
             event_type: intents[0].event_type,
             from_state: text(single, "from_state"),
@@ -718,7 +720,7 @@ fn write_caches(
         run.dir.ensure_lanes_dir()?;
     }
     for (lane_id, lane) in state.lanes() {
-        if before.is_none_or(|b| b.get(lane_id) != after.get(lane_id)) {
+        if before.is_none_or(|b| b.get(lane_id.as_str()) != after.get(lane_id.as_str())) {
             run.dir.write_cache(
                 &run.dir.lanes_dir().join(format!("{lane_id}.json")),
                 &lane.to_json(),
@@ -766,8 +768,8 @@ mod tests {
         // A lane event for a lane that does not exist: replay refuses it.
         let sealed = EventDraft {
             run_id: "r".into(),
-            lane_id: Some("ghost".into()),
-            agent_id: Some("agent".into()),
+            lane_id: LaneId::parse("ghost"),
+            agent_id: crate::receipt::primitives::AgentId::parse("agent"),
             sequence: 1,
             event_type: EventType::LaneStarted,
             from_state: Some("pending".into()),

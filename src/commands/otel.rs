@@ -331,9 +331,9 @@ fn replay(root: &Path, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunF
         .iter()
         .map(|(id, lane)| {
             (
-                id.clone(),
+                id.to_string(),
                 LaneFacts {
-                    agent_id: lane.agent_id.clone(),
+                    agent_id: lane.agent_id.to_string(),
                     write_scope: lane.write_scope.clone(),
                     state: lane.state,
                     parent_lane_id: lane.parent_lane_id.clone(),

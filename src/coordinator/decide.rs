@@ -9,7 +9,7 @@ use std::fmt;
 use super::approval::ApprovalRefusal;
 use super::breach::Breach;
 use super::state::{LaneRecord, LaneState, RunState};
-use crate::receipt::primitives::as_int;
+use crate::receipt::primitives::{AgentId, LaneId, as_int};
 use crate::receipt::rules::Limits;
 use crate::receipt::verify::ReceiptDamage;
 use crate::receipt::vocab::{EventType, StateName};
@@ -24,8 +24,8 @@ pub struct Intent {
     pub timestamp: Option<String>,
     pub from_state: Option<StateName>,
     pub to_state: Option<StateName>,
-    pub lane_id: Option<String>,
-    pub agent_id: Option<String>,
+    pub lane_id: Option<LaneId>,
+    pub agent_id: Option<AgentId>,
     pub reason: Option<String>,
     pub evidence_refs: Value,
     pub metadata: Map<String, Value>,
@@ -380,7 +380,7 @@ pub fn lane_state_refused(
     step: RefusedLaneStep,
 ) -> FlowError {
     FlowError::Lane(LaneRefusal::State {
-        lane_id: lane.id.clone(),
+        lane_id: lane.id.to_string(),
         state: lane.state,
         allowed: allowed.to_vec(),
         step,

@@ -20,7 +20,9 @@ use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::faults;
-use crate::receipt::primitives::{Instant, as_int, is_identifier, parse_timestamp};
+use crate::receipt::primitives::{
+    AgentId, Instant, LaneId, as_int, is_identifier, parse_timestamp,
+};
 use crate::receipt::rules::{Limits, check_evidence};
 use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
 
@@ -84,12 +86,22 @@ pub fn require_fields<'a>(
 
 /// An identifier-valued input, named `field` in the message.
 pub fn identifier(value: &Value, field: &str) -> Result<String, FlowError> {
-    match value.as_str() {
-        Some(text) if is_identifier(text) => Ok(text.to_string()),
-        _ => Err(FlowError::Contract(format!(
-            "{field} must match the identifier contract"
-        ))),
-    }
+    typed_identifier(value, field, |text| {
+        is_identifier(text).then(|| text.to_string())
+    })
+}
+
+/// An identifier-valued input as the id type `parse` makes (`LaneId`,
+/// `AgentId`), named `field` in the message.
+pub fn typed_identifier<T>(
+    value: &Value,
+    field: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, FlowError> {
+    value
+        .as_str()
+        .and_then(parse)
+        .ok_or_else(|| FlowError::Contract(format!("{field} must match the identifier contract")))
 }
 
 /// A caller-supplied instant (stored shape and a real calendar instant).
@@ -141,7 +153,7 @@ pub fn require_active_lane_owner<'s>(
         return Err(FlowError::Lane(LaneRefusal::NotOwner {
             lane_id: lane_id.to_string(),
             agent_id: agent_id.to_string(),
-            owner: lane.agent_id.clone(),
+            owner: lane.agent_id.to_string(),
         }));
     }
     Ok(lane)
@@ -151,7 +163,12 @@ pub fn require_active_lane_owner<'s>(
 pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
     FlowError::Lane(LaneRefusal::Missing {
         lane_id: lane_id.to_string(),
-        lanes: state.lanes().keys().take(32).cloned().collect(),
+        lanes: state
+            .lanes()
+            .keys()
+            .take(32)
+            .map(LaneId::to_string)
+            .collect(),
     })
 }
 
@@ -166,8 +183,8 @@ pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> FlowError {
 /// A validated `lane-create` request (write scope already canonical).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaneCreate {
-    pub lane_id: String,
-    pub agent_id: String,
+    pub lane_id: LaneId,
+    pub agent_id: AgentId,
     pub assignment: String,
     pub write_scope: Vec<String>,
     pub fallback: String,
@@ -189,9 +206,9 @@ pub fn precheck_lane_create(
 ) -> Result<LaneCreate, FlowError> {
     let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let lane_id =
-        identifier(field("lane_id"), "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
-    let agent_id = identifier(field("agent_id"), "agent id")
+    let lane_id = typed_identifier(field("lane_id"), "lane id", LaneId::parse)
+        .map_err(in_field("lane_id", IDENTIFIER, None))?;
+    let agent_id = typed_identifier(field("agent_id"), "agent id", AgentId::parse)
         .map_err(in_field("agent_id", IDENTIFIER, None))?;
     let parent_lane_id = match fields.get("parent_lane_id") {
         None | Some(Value::Null) => None,
@@ -452,8 +469,8 @@ pub fn decide_lane_transition(
         && lane.last_event_type == EventType::AgentInterrupted
     {
         return Err(FlowError::Lane(LaneRefusal::Fenced {
-            lane_id: lane.id.clone(),
-            agent_id: lane.agent_id.clone(),
+            lane_id: lane.id.to_string(),
+            agent_id: lane.agent_id.to_string(),
         }));
     }
     let mut metadata = Map::new();
@@ -466,8 +483,9 @@ pub fn decide_lane_transition(
         timestamp: Some(request.at.to_string()),
         from_state: Some(lane.state.into()),
         to_state: Some(target.into()),
-        lane_id: Some(request.lane_id.to_string()),
-        agent_id: Some(request.agent_id.to_string()),
+        // The lane found by the request's id, owned by its agent.
+        lane_id: Some(lane.id.clone()),
+        agent_id: Some(lane.agent_id.clone()),
         reason: request.reason.map(str::to_string),
         evidence_refs: request.evidence.clone(),
         metadata,
@@ -507,7 +525,7 @@ fn complete_paths(
         .collect();
     if !outside.is_empty() {
         return Err(FlowError::Lane(LaneRefusal::OutsideScope {
-            lane_id: lane.id.clone(),
+            lane_id: lane.id.to_string(),
             outside,
             write_scope: lane.write_scope.clone(),
         }));

@@ -361,7 +361,7 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     ledger.scoped_lane("a", json!([]));
     ledger.step("lane_cancelled", "a", "pending", "cancelled");
     let other = LaneCreate {
-        lane_id: "l2".into(),
+        lane_id: crate::receipt::primitives::LaneId::parse("l2").unwrap(),
         ..request.clone()
     };
     assert!(decide_lane_create(&ledger.state, &small, &request, &evidence()).is_ok());

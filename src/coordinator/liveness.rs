@@ -683,7 +683,7 @@ pub fn decide_stall_record(
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
         return Err(FlowError::Lane(LaneRefusal::StaleDecision {
-            lane_id: lane.id.clone(),
+            lane_id: lane.id.to_string(),
             at: request.at.to_string(),
             reason_only: current.to_json() == *request.decision,
             current,
@@ -843,7 +843,7 @@ pub fn decide_interrupt_result(
     if decision.action != LivenessAction::Interrupt {
         return Err(FlowError::Lane(
             super::decide::LaneRefusal::InterruptNotDue {
-                lane_id: lane.id.clone(),
+                lane_id: lane.id.to_string(),
                 at: step.at.to_string(),
                 decision,
             },

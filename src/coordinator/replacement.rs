@@ -22,7 +22,7 @@ pub use super::replacement_refusal::LineageCommand;
 use super::replacement_refusal::ReplacementRefusal as Refused;
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical::digest;
-use crate::receipt::primitives::{Instant, is_identifier, parse_timestamp};
+use crate::receipt::primitives::{AgentId, Instant, LaneId, is_identifier, parse_timestamp};
 use crate::receipt::scope::narrow_scope;
 
 /// The exact field contract of the `lane-reassign --input` object.
@@ -251,8 +251,9 @@ fn lane_intent(
         timestamp: Some(at.into()),
         from_state: from.map(StateName::from),
         to_state: Some(to.into()),
-        lane_id: Some(lane_id.into()),
-        agent_id: agent_id.map(str::to_string),
+        // Ids the request's checks or the verified receipt vouch for.
+        lane_id: Some(LaneId::from_checked(lane_id)),
+        agent_id: agent_id.map(AgentId::from_checked),
         reason: reason.map(str::to_string),
         evidence_refs: evidence.clone(),
         metadata,
@@ -275,13 +276,13 @@ pub fn decide_reassign(
     let original = require_active_lane_owner(state, &request.lane_id, agent)?;
     if original.state != LaneState::Recovering {
         return refused(Refused::NotRecovering {
-            lane_id: original.id.clone(),
+            lane_id: original.id.to_string(),
             state: original.state,
         });
     }
     if original.last_event_type != EventType::AgentInterrupted {
         return refused(Refused::NotInterrupted {
-            lane_id: original.id.clone(),
+            lane_id: original.id.to_string(),
             last_event: original.last_event_type,
         });
     }
@@ -306,7 +307,7 @@ pub fn decide_reassign(
         .filter(|c| *c <= policy.max_replacements);
     let Some(count) = count else {
         return refused(Refused::LimitReached {
-            lane_id: original.id.clone(),
+            lane_id: original.id.to_string(),
             max: policy.max_replacements,
         });
     };
@@ -420,7 +421,7 @@ fn require_reserved(
 fn require_no_replacement(state: &CoordinatorState, request: &Lineage) -> Result<(), FlowError> {
     match state.lane(&request.replacement_lane_id) {
         Some(lane) => refused(Refused::ReplacementExists {
-            replacement_lane_id: lane.id.clone(),
+            replacement_lane_id: lane.id.to_string(),
             state: lane.state,
         }),
         None => Ok(()),
@@ -504,7 +505,7 @@ pub fn decide_repair(
         return refused(Refused::Unfenced {
             lane_id: request.lane_id.clone(),
             replacement_lane_id: request.replacement_lane_id.clone(),
-            agent_id: original.agent_id.clone(),
+            agent_id: original.agent_id.to_string(),
         });
     }
     let checkpoint = reservation

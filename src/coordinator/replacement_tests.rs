@@ -559,7 +559,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
     // A late lane-complete of agent-1: neither lane accepts it.
     let fenced = |ledger: &Ledger, lane: &str, agent: &str| {
         crate::coordinator::lane_commands::require_active_lane_owner(&ledger.state, lane, agent)
-            .map(|l| l.id.clone())
+            .map(|l| l.id.to_string())
             .map_err(|r| r.message().to_string())
     };
     assert_eq!(

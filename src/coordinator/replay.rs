@@ -36,6 +36,7 @@ use super::state::{
     CheckRecord, Component, CoordinatorState, FailureResolution, LaneRecord, LaneState, RunState,
 };
 use crate::receipt::canonical;
+use crate::receipt::primitives::{AgentId, LaneId};
 use crate::receipt::vocab::EventType;
 
 /// Initial owner/run facts from `manifest.json` `_run` (+ the manifest contract).
@@ -232,10 +233,10 @@ enum Undo {
         epoch: u64,
         fingerprint: Option<String>,
     },
-    LaneInserted(String),
+    LaneInserted(LaneId),
     /// A lane this event changed, not saved: the state is dropped on error
     /// ([`CoordinatorState::apply_ref_or_spoil`]).
-    LaneTouched(String),
+    LaneTouched(LaneId),
     /// The lane as it was, without its liveness digest history (which only
     /// ever grows and is restored by truncation to `digests_len`).
     Lane {
@@ -509,7 +510,7 @@ impl CoordinatorState {
                 Undo::Lane { saved, .. } => &saved.id,
                 _ => continue,
             };
-            self.lane_sources.insert(id.clone(), self.last_sequence);
+            self.lane_sources.insert(id.to_string(), self.last_sequence);
         }
         result
     }
@@ -598,9 +599,9 @@ impl CoordinatorState {
                         && !lane
                             .replacement_lane_id
                             .as_ref()
-                            .is_some_and(|child| self.lanes.contains_key(child))
+                            .is_some_and(|child| self.lanes.contains_key(child.as_str()))
                 })
-                .map(|lane| lane.id.clone())
+                .map(|lane| lane.id.to_string())
                 .collect();
         }
         Ok(())
@@ -727,7 +728,7 @@ impl CoordinatorState {
             return Some(lane);
         }
         if !journal.rollback {
-            journal.push(Undo::LaneTouched(id.to_string()));
+            journal.push(Undo::LaneTouched(lane.id.clone()));
             return Some(lane);
         }
         let digests = std::mem::take(&mut lane.liveness_evidence_digests);
@@ -891,11 +892,16 @@ impl CoordinatorState {
         let Some(agent_id) = ev.opt_str("agent_id")? else {
             return Err(ev.corrupt("lane_created requires lane_id and agent_id"));
         };
+        // The verifier checked both against the identifier contract; a
+        // hand-fed event is held to it here too.
+        let (Some(id), Some(agent)) = (LaneId::parse(lane_id), AgentId::parse(agent_id)) else {
+            return Err(ev.corrupt("lane_id must match the identifier contract"));
+        };
         let created = ev.decoded(LaneCreated::decode(meta))?;
         let lane = LaneRecord {
-            id: lane_id.to_owned(),
+            id,
             state: LaneState::Pending,
-            agent_id: agent_id.to_owned(),
+            agent_id: agent,
             assignment: created.assignment,
             write_scope: created.write_scope,
             changed_paths: Vec::new(),
@@ -1176,7 +1182,7 @@ impl CoordinatorState {
                         _ => false,
                     }
             })
-            && !self.failure_resolutions.contains_key(&original.id);
+            && !self.failure_resolutions.contains_key(original.id.as_str());
         let Some(resolution) = resolution.filter(|_| lineage_ok) else {
             return Err(ev.corrupt("failure resolution lineage is invalid"));
         };
@@ -1201,11 +1207,11 @@ impl CoordinatorState {
             return Err(ev.corrupt("failure resolution evidence binding is invalid"));
         }
         let record = FailureResolution {
-            resolution_lane_id: resolution.id.clone(),
+            resolution_lane_id: resolution.id.to_string(),
             resolved_at: ev.timestamp()?,
             evidence_refs: ev.evidence_values()?,
         };
-        let original_id = original.id.clone();
+        let original_id = original.id.to_string();
         journal.push(Undo::ResolutionInserted(original_id.clone()));
         self.failure_resolutions.insert(original_id, record);
         Ok(())

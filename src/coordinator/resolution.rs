@@ -128,7 +128,10 @@ pub fn decide_resolve(
             resolution_lane_id,
         });
     }
-    if state.failure_resolutions().contains_key(&original.id) {
+    if state
+        .failure_resolutions()
+        .contains_key(original.id.as_str())
+    {
         let (lane_id, resolution_lane_id) = pair();
         return refused(Refused::AlreadyResolved {
             lane_id,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
+use crate::receipt::primitives::{AgentId, LaneId};
 use crate::receipt::vocab::EventType;
 pub use crate::receipt::vocab::{CoverageState, LaneState, RunState};
 
@@ -22,9 +23,9 @@ pub use crate::receipt::vocab::{CoverageState, LaneState, RunState};
 /// out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaneRecord {
-    pub id: String,
+    pub id: LaneId,
     pub state: LaneState,
-    pub agent_id: String,
+    pub agent_id: AgentId,
     #[serde(deserialize_with = "required")]
     pub assignment: Option<String>,
     pub write_scope: Vec<String>,
@@ -387,7 +388,7 @@ pub struct CoordinatorState {
     #[serde(deserialize_with = "required")]
     pub(crate) owner_fingerprint: Option<String>,
     #[serde(skip_serializing)]
-    pub(crate) lanes: BTreeMap<String, LaneRecord>,
+    pub(crate) lanes: BTreeMap<LaneId, LaneRecord>,
     pub(crate) topology: BTreeMap<String, Component>,
     pub(crate) removed_components: Vec<String>,
     pub(crate) removed_component_records: BTreeMap<String, Component>,
@@ -515,7 +516,7 @@ impl CoordinatorState {
             .ok_or_else(bad)?;
         if lane_sources.len() != self.lanes.len()
             || lane_sources.iter().any(|(id, seq)| {
-                !self.lanes.contains_key(id) || *seq == 0 || *seq > self.last_sequence
+                !self.lanes.contains_key(id.as_str()) || *seq == 0 || *seq > self.last_sequence
             })
         {
             return Err(bad());
@@ -568,7 +569,7 @@ impl CoordinatorState {
         self.owner_epoch
     }
 
-    pub fn lanes(&self) -> &BTreeMap<String, LaneRecord> {
+    pub fn lanes(&self) -> &BTreeMap<LaneId, LaneRecord> {
         &self.lanes
     }
 
@@ -668,7 +669,7 @@ impl CoordinatorState {
                 Value::Object(
                     self.lanes
                         .iter()
-                        .map(|(id, lane)| (id.clone(), lane.to_json_with_digests(digests)))
+                        .map(|(id, lane)| (id.to_string(), lane.to_json_with_digests(digests)))
                         .collect(),
                 ),
             );
@@ -696,14 +697,17 @@ impl CoordinatorState {
         source: Arc<dyn EarlierDigests>,
         counts: &BTreeMap<String, usize>,
     ) -> Result<(), String> {
-        if counts.keys().any(|id| !self.lanes.contains_key(id)) {
+        if counts
+            .keys()
+            .any(|id| !self.lanes.contains_key(id.as_str()))
+        {
             return Err("digest counts name an unknown lane".into());
         }
         for (id, lane) in &mut self.lanes {
             if !lane.liveness_evidence_digests.is_empty() {
                 return Err("lane already holds liveness digests".into());
             }
-            let count = counts.get(id).copied().unwrap_or(0);
+            let count = counts.get(id.as_str()).copied().unwrap_or(0);
             lane.earlier = EarlierLaneDigests::new(source.clone(), count);
         }
         Ok(())
@@ -741,7 +745,7 @@ impl CoordinatorState {
         mut lists: BTreeMap<String, Vec<String>>,
     ) -> Result<(), String> {
         for (id, lane) in &mut self.lanes {
-            let mut earlier = lists.remove(id).unwrap_or_default();
+            let mut earlier = lists.remove(id.as_str()).unwrap_or_default();
             if earlier.len() != lane.earlier.count {
                 return Err(format!("earlier digests of lane {id} do not match"));
             }
@@ -764,7 +768,7 @@ impl CoordinatorState {
             .flat_map(|(id, lane)| {
                 lane.liveness_evidence_digests
                     .iter()
-                    .map(move |d| (id.clone(), d.clone()))
+                    .map(move |d| (id.to_string(), d.clone()))
             })
             .collect()
     }
@@ -773,7 +777,7 @@ impl CoordinatorState {
     pub fn liveness_digest_counts(&self) -> BTreeMap<String, usize> {
         self.lanes
             .iter()
-            .map(|(id, lane)| (id.clone(), lane.liveness_digest_count()))
+            .map(|(id, lane)| (id.to_string(), lane.liveness_digest_count()))
             .filter(|(_, n)| *n > 0)
             .collect()
     }
@@ -783,7 +787,7 @@ impl CoordinatorState {
     pub fn lane_records(&self) -> BTreeMap<String, Value> {
         self.lanes
             .iter()
-            .map(|(id, lane)| (id.clone(), lane.to_json()))
+            .map(|(id, lane)| (id.to_string(), lane.to_json()))
             .collect()
     }
 }

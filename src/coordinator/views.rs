@@ -13,12 +13,13 @@ use super::completion::{CompletionReport, evaluate, evaluate_completion};
 use super::decide::{FlowError, Policy};
 use super::liveness::{CommandStatus, LivenessAction, check_lane};
 use super::state::{CoordinatorState, LaneRecord, LaneState};
+use crate::receipt::primitives::LaneId;
 
 /// The `resume-check` fields of a replayed state: lanes that need
 /// observation, replacements needing repair, approved components without a
 /// registration. `resume-check` itself prints exactly these.
 pub fn resume_fields(state: &CoordinatorState) -> Map<String, Value> {
-    let observe: Vec<&String> = state
+    let observe: Vec<&LaneId> = state
         .lanes()
         .iter()
         .filter(|(_, lane)| {
@@ -378,7 +379,7 @@ pub fn run_detail(
     for lane in state.lanes().values() {
         let (value, action) = lane_json(state, policy, run_id, lane, at);
         lanes.push(value);
-        actions.insert(lane.id.clone(), action);
+        actions.insert(lane.id.to_string(), action);
     }
     let report = evaluate_completion(state);
     let mut map = resume_fields(state);

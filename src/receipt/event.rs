@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::canonical;
+use super::primitives::{AgentId, LaneId};
 use super::verify::event_checksum;
 use super::vocab::EventType;
 
@@ -11,8 +12,8 @@ use super::vocab::EventType;
 #[derive(Debug, Clone)]
 pub struct EventDraft {
     pub run_id: String,
-    pub lane_id: Option<String>,
-    pub agent_id: Option<String>,
+    pub lane_id: Option<LaneId>,
+    pub agent_id: Option<AgentId>,
     pub sequence: u64,
     pub event_type: EventType,
     pub from_state: Option<String>,
@@ -35,10 +36,10 @@ pub struct SealedEvent {
     pub line: Vec<u8>,
 }
 
-fn opt(value: &Option<String>) -> Value {
+fn opt(value: &Option<impl AsRef<str>>) -> Value {
     value
         .as_ref()
-        .map_or(Value::Null, |s| Value::String(s.clone()))
+        .map_or(Value::Null, |s| Value::String(s.as_ref().to_string()))
 }
 
 impl EventDraft {

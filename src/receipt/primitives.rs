@@ -30,30 +30,120 @@ pub fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
-/// A run id that meets the identifier contract ([`is_identifier`]): what
-/// a run's directory `runs/<id>` is named by, so that no path of the store
-/// is ever built from an unchecked id (a `/` or `..` cannot be one).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(transparent)]
-pub struct RunId(String);
+/// A newtype for one kind of id that meets the identifier contract
+/// ([`is_identifier`]): built only by `parse`, so a value of the type is
+/// a checked id wherever it goes; compared with and read as text.
+macro_rules! identifier_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
 
-impl RunId {
-    /// `text` as a run id, if it meets the identifier contract.
-    pub fn parse(text: &str) -> Option<RunId> {
-        is_identifier(text).then(|| RunId(text.to_string()))
-    }
+        impl $name {
+            /// `text` as this kind of id, if it meets the identifier contract.
+            pub fn parse(text: &str) -> Option<$name> {
+                is_identifier(text).then(|| $name(text.to_string()))
+            }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+            /// `text`, which the caller has checked against the identifier
+            /// contract already (a validated input, a verified receipt's
+            /// field); checked again in debug builds.
+            #[allow(dead_code)] // run ids are always parsed
+            pub(crate) fn from_checked(text: &str) -> $name {
+                debug_assert!(is_identifier(text), "{text:?} is not an identifier");
+                $name(text.to_string())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let text = String::deserialize(d)?;
+                $name::parse(&text).ok_or_else(|| {
+                    serde::de::Error::custom("an id must match the identifier contract")
+                })
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.0
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+    };
 }
 
-impl std::ops::Deref for RunId {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
+identifier_type!(
+    /// A run id: what a run's directory `runs/<id>` is named by, so that
+    /// no path of the store is ever built from an unchecked id (a `/` or
+    /// `..` cannot be one).
+    RunId
+);
 
 impl AsRef<std::path::Path> for RunId {
     fn as_ref(&self) -> &std::path::Path {
@@ -61,47 +151,15 @@ impl AsRef<std::path::Path> for RunId {
     }
 }
 
-impl std::fmt::Display for RunId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+identifier_type!(
+    /// A lane id, as `lane-create` records it and every lane step names it.
+    LaneId
+);
 
-impl PartialEq<str> for RunId {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for RunId {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialEq<String> for RunId {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
-    }
-}
-
-impl PartialEq<RunId> for String {
-    fn eq(&self, other: &RunId) -> bool {
-        *self == other.0
-    }
-}
-
-impl PartialEq<RunId> for str {
-    fn eq(&self, other: &RunId) -> bool {
-        self == other.0
-    }
-}
-
-impl PartialEq<RunId> for &str {
-    fn eq(&self, other: &RunId) -> bool {
-        *self == other.0
-    }
-}
+identifier_type!(
+    /// An agent id: the sub-agent a lane is assigned to.
+    AgentId
+);
 
 /// 64 lowercase hex characters.
 pub fn is_sha256_hex(s: &str) -> bool {

@@ -5,7 +5,7 @@
 //! copies of the reference's state roots and on hand-built receipts.
 
 use crate::bed as common;
-use bluetape_flow::receipt::primitives::RunId;
+use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId};
 
 use bluetape_flow::receipt::canonical;
 use bluetape_flow::receipt::event::EventDraft;
@@ -1230,8 +1230,8 @@ impl Built {
         let dir = RunDir::new(&self.root, &RunId::parse(&self.run_id).unwrap());
         let sealed = EventDraft {
             run_id: self.run_id.clone(),
-            lane_id: Some("build".into()),
-            agent_id: Some("agent-1".into()),
+            lane_id: LaneId::parse("build"),
+            agent_id: AgentId::parse("agent-1"),
             sequence: self.sequence + 1,
             event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
                 .expect("a known event type"),

@@ -12,7 +12,7 @@ pub mod refusal;
 pub mod topo;
 
 use bluetape_flow::receipt::event::EventDraft;
-use bluetape_flow::receipt::primitives::RunId;
+use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId};
 use bluetape_flow::store::run::{AckHead, RunDir};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -1128,8 +1128,8 @@ pub fn draft_after(last: &Value, event_type: &str, fields: &Value, summary: &str
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     EventDraft {
         run_id: text(last, "run_id").unwrap(),
-        lane_id: text(fields, "lane_id"),
-        agent_id: text(fields, "agent_id"),
+        lane_id: text(fields, "lane_id").map(|t| LaneId::parse(&t).expect("a lane id")),
+        agent_id: text(fields, "agent_id").map(|t| AgentId::parse(&t).expect("an agent id")),
         sequence: last["sequence"].as_u64().unwrap() + 1,
         event_type: bluetape_flow::receipt::vocab::EventType::parse(event_type)
             .expect("a known event type"),
