@@ -500,7 +500,8 @@ mod tests {
     fn a_table_read_error_is_kept_for_the_mutation_to_report() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let files = crate::store::digests::DigestFiles::new(dir.path());
+        let root = crate::store::root::StateRoot::begin(dir.path());
+        let files = crate::store::digests::DigestFiles::new(&root, dir.path());
         let digest = format!("{:064x}", 7);
         files
             .rewrite(&[("lane-a".to_string(), digest.clone())])

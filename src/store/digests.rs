@@ -102,6 +102,7 @@ impl Header {
 /// Where the file lives (the run directory, held once validated).
 #[derive(Debug, Clone)]
 pub struct DigestFiles {
+    root: super::root::StateRoot,
     dir: PathBuf,
     run: Option<super::run::RunDir>,
 }
@@ -121,8 +122,9 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 impl DigestFiles {
-    pub fn new(run_dir: &Path) -> DigestFiles {
+    pub fn new(root: &super::root::StateRoot, run_dir: &Path) -> DigestFiles {
         DigestFiles {
+            root: root.clone(),
             dir: run_dir.to_path_buf(),
             run: None,
         }
@@ -131,6 +133,7 @@ impl DigestFiles {
     /// The file of `run`, reached through its held directory.
     pub fn of_run(run: &super::run::RunDir) -> DigestFiles {
         DigestFiles {
+            root: run.root.clone(),
             dir: run.dir.clone(),
             run: Some(run.clone()),
         }
@@ -140,7 +143,7 @@ impl DigestFiles {
         use super::held::Place;
         match &self.run {
             Some(run) => run.place(path),
-            None => path.place(),
+            None => self.root.at(path).place(),
         }
     }
 
@@ -183,7 +186,7 @@ impl DigestFiles {
     /// (`secure::open_derived`).
     pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
         let path = self.index_path();
-        let (file, size) = if write && !super::root::may_keep() {
+        let (file, size) = if write && !self.root.may_keep() {
             let (file, meta) = self.open_meta(&path, true).ok()?;
             (std::sync::Arc::new(file), meta.len())
         } else {
@@ -215,7 +218,7 @@ impl DigestFiles {
         {
             let _ = former.remove_file();
         }
-        sync_dir(&self.dir)?;
+        sync_dir(self.root.at(&self.dir))?;
         Ok(log.len() as u64)
     }
 
@@ -464,12 +467,13 @@ mod tests {
             .collect()
     }
 
+    use crate::store::root::StateRoot;
     use crate::store::test_dirs::private_dir;
 
     #[test]
     fn rewritten_table_answers_membership_per_lane() {
         let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let files = DigestFiles::new(&StateRoot::begin(dir.path()), dir.path());
         let all = pairs(3000);
         let log = files.rewrite(&all).unwrap();
         let table = files.open_table(3000, false).unwrap();
@@ -489,7 +493,7 @@ mod tests {
     #[test]
     fn extending_grows_the_table_and_keeps_every_pair() {
         let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let files = DigestFiles::new(&StateRoot::begin(dir.path()), dir.path());
         let all = pairs(2500);
         let mut log = files.rewrite(&all[..10]).unwrap();
         let mut entries = 10;
@@ -509,7 +513,7 @@ mod tests {
     #[test]
     fn a_read_error_of_the_table_is_an_io_error_not_present() {
         let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let files = DigestFiles::new(&StateRoot::begin(dir.path()), dir.path());
         let all = pairs(100);
         files.rewrite(&all).unwrap();
         let table = files.open_table(100, false).unwrap();
@@ -536,7 +540,7 @@ mod tests {
     #[test]
     fn the_log_lives_after_the_table_in_one_file() {
         let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let files = DigestFiles::new(&StateRoot::begin(dir.path()), dir.path());
         let all = pairs(600);
         let covered = files.rewrite(&all[..300]).unwrap();
         // A crash left lines the checkpoint does not cover.
@@ -579,7 +583,7 @@ mod tests {
     #[test]
     fn a_table_with_a_broken_header_or_size_is_not_used() {
         let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let files = DigestFiles::new(&StateRoot::begin(dir.path()), dir.path());
         files.rewrite(&pairs(5)).unwrap();
         let table = files.open_table(5, true).unwrap();
         table.file.write_all_at(b"NOTMAGIC", 0).unwrap();

@@ -20,6 +20,7 @@ use crate::receipt::merkle::{
 /// The tree file of one run.
 #[derive(Debug, Clone)]
 pub struct TreeFile {
+    root: super::root::StateRoot,
     path: PathBuf,
     run: Option<super::run::RunDir>,
 }
@@ -39,8 +40,9 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 impl TreeFile {
-    pub fn new(run_dir: &Path) -> TreeFile {
+    pub fn new(root: &super::root::StateRoot, run_dir: &Path) -> TreeFile {
         TreeFile {
+            root: root.clone(),
             path: run_dir.join("tree-hashes"),
             run: None,
         }
@@ -49,6 +51,7 @@ impl TreeFile {
     /// The tree file of `run`, reached through its held directory.
     pub fn of_run(run: &super::run::RunDir) -> TreeFile {
         TreeFile {
+            root: run.root.clone(),
             path: run.dir.join("tree-hashes"),
             run: Some(run.clone()),
         }
@@ -58,7 +61,7 @@ impl TreeFile {
         use super::held::Place;
         match &self.run {
             Some(run) => run.place(&self.path),
-            None => self.path.place(),
+            None => self.root.at(&self.path).place(),
         }
     }
 
@@ -171,7 +174,8 @@ mod tests {
     #[test]
     fn appended_hashes_equal_a_rebuild_and_mismatches_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let file = TreeFile::new(dir.path());
+        let root = crate::store::root::StateRoot::begin(dir.path());
+        let file = TreeFile::new(&root, dir.path());
         assert!(file.open(0, None, false).is_none());
         file.rewrite(&[]).unwrap();
         let mut memory = MemoryHashes::default();
