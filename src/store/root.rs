@@ -37,7 +37,7 @@ pub struct StateRoot {
 /// What a command holds of its state root, shared by the [`StateRoot`]
 /// and (weakly) by the directories reached from it.
 #[derive(Debug)]
-pub struct Shared {
+pub(super) struct Shared {
     path: PathBuf,
     current: Mutex<Current>,
 }
@@ -83,8 +83,8 @@ struct KeptFile {
 
 impl Shared {
     fn with<T>(&self, f: impl FnOnce(&mut Current) -> T) -> T {
-        // A panic elsewhere while the state was borrowed leaves nothing
-        // half-changed that matters more than the panic itself.
+        // Poisoned only by a panic inside one of these short closures,
+        // none of which leaves the state half-changed: used as it is.
         let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut cur)
     }
