@@ -739,6 +739,18 @@ mod tests {
     }
 
     #[test]
+    fn a_rootless_command_holds_nothing_and_places_every_path_by_path() {
+        // An empty root would be a prefix of every relative path: it holds
+        // nothing instead.
+        let root = StateRoot::rootless();
+        for path in ["", "/", "x", "runs/x", "/tmp/x"] {
+            let path = Path::new(path);
+            assert!(!root.is_root(path) && !root.is_inside(path), "{path:?}");
+            assert!(root.place_inside(path).unwrap().is_none(), "{path:?}");
+        }
+    }
+
+    #[test]
     fn paths_inside_the_root_are_reached_from_one_held_root() {
         let tmp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap().join("state");
