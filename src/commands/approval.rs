@@ -11,6 +11,7 @@
 //! values. Nothing but the seal, the append and its fsync follows.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -74,11 +75,13 @@ impl ApprovalEnv {
 /// Read and validate an `init --approval-policy` file (before anything is
 /// created).
 pub fn read_policy_input(
+    root: &StateRoot,
     path: &JsonArg,
     initiated_by: Option<&str>,
     env: &DiscoveryEnv,
 ) -> FlowResult<ApprovalPolicy> {
     let value = read_json_input(
+        root,
         path,
         InputShape::Object,
         env.home.as_ref(),
@@ -229,10 +232,10 @@ pub fn approve(
     let credential_path = approval_env.approver_file(&ctx.env);
     let signature = signature.map(|path| SignatureClaim {
         run_id: ctx.run_id.clone(),
-        file: crate::store::approval::read_signature_file(&absolute(
+        file: crate::store::approval::read_signature_file(ctx.root.at(&absolute(
             &expand_tilde(path, ctx.env.home.as_ref()),
             &ctx.env.cwd,
-        )),
+        ))),
     });
     // Read under the lock, before the decision: the gate against the head
     // the pipeline loaded, and the credential the policy pins.
@@ -240,7 +243,7 @@ pub fn approve(
         let (ledger, status) = read_gate_in_lock(&run, input.state)?;
         let credential = match (&credential_path, status.pins_credential()) {
             (_, false) | (None, true) => Credential::NotGiven,
-            (Some(path), true) => match read_credential(path) {
+            (Some(path), true) => match read_credential(ctx.root.at(path)) {
                 Ok(c) => Credential::Read {
                     approver: c.approver,
                     fingerprint: c.fingerprint,
@@ -327,7 +330,7 @@ pub fn cancel(
 /// `approvals`: the frozen policy, whether its file still matches, and
 /// every approve/deny decision. Read-only; a tampered policy file is
 /// reported, not refused.
-pub fn approvals(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
@@ -414,7 +417,7 @@ fn identity_proof(status: &PolicyStatus) -> &'static str {
 /// breach, and its frozen policy must pin an `approver_key`. FILE is
 /// created new (never replaced).
 pub fn approval_statement(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     run_id: &str,
     out: &Path,
@@ -453,7 +456,7 @@ pub fn approval_statement(
             "approval-statement --out must name a file outside the state root (the command is read-only there)",
         ));
     }
-    crate::store::approval::write_statement(&path, &bytes)?;
+    crate::store::approval::write_statement(root.at(&path), &bytes)?;
     let mut map = Map::new();
     map.insert("run_id".into(), json!(run_id));
     map.insert("head".into(), json!(position.checksum));

@@ -4,6 +4,7 @@
 //! Ed25519 key of the signed heads. Verifiers nobody here wrote
 //! (securesystemslib, in-toto-attestation) check it in the tests.
 
+use crate::store::root::StateRoot;
 use std::path::Path;
 
 use base64::Engine;
@@ -146,7 +147,7 @@ fn predicate(replayed: &Replayed, tree_root_b64: &str) -> Value {
 /// [`BREACHED_PREDICATE_TYPE`]); write the signed envelope outside the
 /// state root.
 pub fn attest(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     key: &SignerKey,
     out: &Path,

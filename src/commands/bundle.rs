@@ -6,6 +6,7 @@
 //! here, git objects in `publish.rs`.
 
 use crate::receipt::json_ref::{JsonRef, ObjectRef};
+use crate::store::root::StateRoot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -109,7 +110,7 @@ fn first_event_facts(event: &ObjectRef<'_>) -> (Option<(String, String)>, Option
 }
 
 /// Full verification and replay of a Phase 2 run (a gate's read).
-pub fn replay_full(root: &Path, run_id: &str) -> FlowResult<Replayed> {
+pub fn replay_full(root: &StateRoot, run_id: &str) -> FlowResult<Replayed> {
     let run = open_run(root, run_id)?;
     if run.manifest.contract.family != Family::V1_1 {
         return Err(FlowError::Unsupported(
@@ -197,7 +198,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
     add(MANIFEST.into(), manifest);
     if replayed.ledger.binding.is_some() || crate::store::approval::policy_file_exists(&run.dir) {
         let bytes = read_member_file(
-            &crate::store::approval::policy_path(&run.dir),
+            root.at(&crate::store::approval::policy_path(&run.dir)),
             "approval policy file",
             Class::Policy.limit(),
         )?;
@@ -205,7 +206,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
     }
     for head in run.dir.stored_heads()? {
         let name = head.path.file_name().unwrap_or_default().to_string_lossy();
-        let bytes = read_small(&head.path, None)?;
+        let bytes = read_small(&root.at(&head.path), None)?;
         add(format!("heads/{name}"), bytes);
     }
     for (kind, meta) in replayed.state.reports() {
@@ -217,7 +218,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
                 "bound report {path:?} of kind {kind:?} is not one a bundle holds"
             )));
         }
-        let bytes = read_member_file(&root.join(path), "report", Class::Report.limit())?;
+        let bytes = read_member_file(root.at(&root.join(path)), "report", Class::Report.limit())?;
         if sha256_hex(&bytes) != text("report_checksum") {
             return Err(FlowError::Report(ReportRefusal::BoundFileChanged {
                 path: path.to_string(),
@@ -254,7 +255,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
             )));
         }
         let file = root.join(path);
-        let (size, sha256) = file_digest(&file, "quarantined receipt")?;
+        let (size, sha256) = file_digest(root.at(&file), "quarantined receipt")?;
         if &sha256 != hash {
             return Err(FlowError::ReceiptCorrupt(format!(
                 "quarantined receipt {path} does not match its recorded hash"
@@ -332,7 +333,8 @@ pub fn with_content<T>(
             (use_it(&mut reader).map_err(io)?, reader.hasher)
         }
         Content::File(path) => {
-            let file = open_input(path, "quarantined receipt")?;
+            let root = &replayed.run.dir.root;
+            let file = open_input(root.at(path), "quarantined receipt")?;
             let mut reader = Checked {
                 inner: std::io::BufReader::with_capacity(1 << 16, file).take(member.size),
                 hasher: Sha256::new(),
@@ -367,7 +369,7 @@ impl<W: Write> Write for Hashing<W> {
 /// `out` (outside the state root, temp + rename, never through a symlink,
 /// never over a file without `force`).
 pub fn export(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     out: &Path,
     cwd: &Path,
@@ -1001,16 +1003,19 @@ pub fn verified_output(verified: &Verified, at: &str) -> Map<String, Value> {
 
 /// Open verifier keys and an external head for a verification.
 pub fn load_checks(
+    root: &StateRoot,
     keys: &[PathBuf],
     head: Option<&Path>,
 ) -> FlowResult<(Option<VerifierKeys>, Option<Vec<u8>>)> {
     let keys = if keys.is_empty() {
         None
     } else {
-        Some(super::transparency::load_verifier_keys(keys)?)
+        Some(super::transparency::load_verifier_keys(root, keys)?)
     };
     let head = head
-        .map(|path| read_small(path, None).map_err(|e| FlowError::from(e.refused("head file"))))
+        .map(|path| {
+            read_small(&root.at(path), None).map_err(|e| FlowError::from(e.refused("head file")))
+        })
         .transpose()?;
     Ok((keys, head))
 }
@@ -1018,14 +1023,15 @@ pub fn load_checks(
 /// `bundle-verify FILE`: stream the tar, check everything, print the
 /// run's summary. Reads nothing of any state root, writes nothing.
 pub fn verify_file(
+    root: &StateRoot,
     file: &Path,
     keys: &[PathBuf],
     head: Option<&Path>,
     at: &str,
 ) -> FlowResult<Map<String, Value>> {
     super::views::check_at(at)?;
-    let (keys, head) = load_checks(keys, head)?;
-    let input = open_input(file, "bundle").map_err(|e| {
+    let (keys, head) = load_checks(root, keys, head)?;
+    let input = open_input(root.at(file), "bundle").map_err(|e| {
         FlowError::Contract(format!(
             "bundle file refused: {}",
             FlowError::from(e).message()

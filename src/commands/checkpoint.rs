@@ -491,16 +491,14 @@ fn number_value(value: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     /// A read error of the digest table answers "present" to the rules
     /// (which only ask yes or no) and is kept: `lookup_error` hands it to
     /// the mutation, which reports it instead of its decision.
     #[test]
     fn a_table_read_error_is_kept_for_the_mutation_to_report() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let files = crate::store::digests::DigestFiles::new(dir.path());
+        let (_dir, run) = crate::store::test_dirs::run_dir();
+        let files = crate::store::digests::DigestFiles::of_run(&run);
         let digest = format!("{:064x}", 7);
         files
             .rewrite(&[("lane-a".to_string(), digest.clone())])
@@ -522,7 +520,7 @@ mod tests {
         assert_eq!(basis.lookup_error(), None);
         std::fs::OpenOptions::new()
             .write(true)
-            .open(dir.path().join("checkpoint-digests.idx"))
+            .open(run.dir.join("checkpoint-digests.idx"))
             .unwrap()
             .set_len(32)
             .unwrap();

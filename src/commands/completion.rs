@@ -2,8 +2,8 @@
 //! `completion-check`, `lane-resolve` and the `complete` gate.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 
 use super::error::FlowResult;
 use super::ledger::open_run;
@@ -19,7 +19,7 @@ use crate::store::paths::expand_tilde;
 /// verifies and replays the whole receipt, never a checkpoint
 /// (contracts/receipt.md "Checkpoint"); then evaluates completion. Works in
 /// every run state, terminal ones included.
-pub fn completion_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     let (state, _) = replay_run(&run, false)?;
@@ -55,7 +55,7 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<Str
     run.dir.validate()?;
     let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
-    read_handle(&owner_file, Some(&ctx.run_id))?;
+    read_handle(ctx.root.at(&owner_file), Some(&ctx.run_id))?;
     let (verified, _) = replay_run(&run, false)?;
     // In the lock too the gate decides, pre-applies and checks for a
     // breach on a full replay: never on the checkpoint or its digest table

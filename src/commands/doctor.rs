@@ -1,12 +1,12 @@
 //! `doctor` (read-only): the litter in a state root, each piece with the
 //! command that removes it (see `store::litter`).
 
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 use std::time::SystemTime;
 
 /// The litter report. `now` is the caller's clock.
-pub fn doctor(root: &Path, now: SystemTime) -> Map<String, Value> {
+pub fn doctor(root: &StateRoot, now: SystemTime) -> Map<String, Value> {
     let litter = crate::store::litter::scan(root, now);
     let items: Vec<Value> = litter
         .iter()

@@ -3,6 +3,7 @@
 //! Everything that can be checked is checked before anything is created;
 //! a failure after the run directory exists removes it again.
 
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
@@ -19,7 +20,7 @@ use crate::store::handle::{
     OwnerToken, check_new_handle_path, create_handle, discard_handle, publish_handle,
 };
 use crate::store::layout::{check_state_root, ensure_skeleton, resolve_repo_root};
-use crate::store::paths::{expand_tilde, is_symlink};
+use crate::store::paths::expand_tilde;
 use crate::store::run::{AckHead, RunDir};
 use crate::store::{StoreError, discovery::DiscoveryEnv};
 
@@ -121,7 +122,7 @@ pub struct PolicyRequest {
 
 /// Run `init`.
 pub fn init(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     request: &InitRequest,
     entropy: &InitEntropy,
@@ -132,7 +133,7 @@ pub fn init(
 /// Run `init`, freezing an approval policy when one is given (see
 /// [`init_run`]).
 pub fn init_with_policy(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     request: &InitRequest,
     entropy: &InitEntropy,
@@ -155,7 +156,7 @@ pub fn init_with_policy(
 /// written to `runs/<id>/approval-policy.json` and bound into `run_created`
 /// as an evidence item. Also returns the policy's chained checksum.
 pub fn init_run(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     request: &InitRequest,
     entropy: &InitEntropy,
@@ -203,7 +204,7 @@ pub fn init_run(
         .to_str()
         .ok_or_else(|| FlowError::contract("repo_root must be valid UTF-8"))?
         .to_string();
-    if is_symlink(root) {
+    if root.at(root).is_symlink() {
         return Err(StoreError::invalid("state root must not be a symlink").into());
     }
     let owner_file = expand_tilde(&request.owner_file, env.home.as_ref());
@@ -212,6 +213,7 @@ pub fn init_run(
     let policy = match policy_source {
         None => None,
         Some(PolicySource::Input(p)) => Some(super::approval::read_policy_input(
+            root,
             &p.file,
             p.initiated_by.as_deref(),
             env,
@@ -258,7 +260,7 @@ pub fn init_run(
         &mut published,
     );
     if result.is_err() && !published {
-        discard_handle(&staging);
+        discard_handle(root, &staging);
         run.discard();
     }
     let checksum = result?;
@@ -302,7 +304,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
         policy,
         first,
     } = *new;
-    let handle = create_handle(staging, &run.run_id, 1, &entropy.token)?;
+    let handle = create_handle(run.root.at(staging), &run.run_id, 1, &entropy.token)?;
     let mut snapshot = manifest.contract.as_object().cloned().unwrap_or_default();
     snapshot.insert(
         "_run".into(),
@@ -381,7 +383,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
 
     // Publish the handle under its requested name: a hard link never
     // follows a symlink and fails if anything is already there.
-    publish_handle(staging, owner_target)?;
+    publish_handle(&run.root, staging, owner_target)?;
     *published = true;
     Ok(sealed.checksum)
 }

@@ -2,8 +2,8 @@
 //! `resume-check` (Phase 2). Both validate the run directory, verify and
 //! replay the whole receipt, and never write anything.
 
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 
 use super::error::FlowResult;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
@@ -110,7 +110,7 @@ fn base_object(run: &OpenRun) -> Map<String, Value> {
 }
 
 /// `receipt-diagnose`: the diagnosis object plus its checksum.
-pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn receipt_diagnose(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let mut run = open_validated(root, run_id)?;
     // Diagnosis always answers: a head record that cannot be read is a
     // finding (an extra key), and the receipt is judged without it.
@@ -153,7 +153,7 @@ pub fn receipt_diagnose(root: &Path, run_id: &str) -> FlowResult<Map<String, Val
 }
 
 /// `resume-check`: what a new owner session must look at (Phase 2 only).
-pub fn resume_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn resume_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
@@ -192,7 +192,7 @@ pub fn resume_check(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>>
 }
 
 /// Open a run for diagnosis: the run directory rules apply (modes, symlinks).
-fn open_validated(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+fn open_validated(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
     let Some(id) = crate::receipt::primitives::RunId::parse(run_id) else {
         return Err(super::FlowError::contract(
             "run id must match the identifier contract",
@@ -210,12 +210,12 @@ fn open_validated(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
 /// exit 2 `contract_error` on the first path that does not exist (said as
 /// every OS error is, issue 15), with the real cause in `hint`
 /// (DEVIATIONS 90). There is nothing to diagnose, so no `next_command`.
-fn nothing_to_diagnose(root: &Path, run_id: &str) -> super::FlowError {
+fn nothing_to_diagnose(root: &StateRoot, run_id: &str) -> super::FlowError {
     let runs = root.join("runs");
     let run = runs.join(run_id);
-    let first_missing = [root, runs.as_path(), run.as_path()]
+    let first_missing = [root.path(), runs.as_path(), run.as_path()]
         .into_iter()
-        .find(|path| !crate::store::paths::exists_no_follow(path))
+        .find(|path| !root.at(path).exists_no_follow())
         .unwrap_or(run.as_path());
     let not_found = std::io::Error::from_raw_os_error(nix::libc::ENOENT);
     super::FlowError::from(crate::store::error::StoreError::io(

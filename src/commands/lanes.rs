@@ -94,6 +94,7 @@ pub fn lane_transition(
     let changed_paths = match &request.changed_paths {
         Some(path) => {
             let changed = read_json_input(
+                &ctx.root,
                 path,
                 InputShape::List,
                 ctx.env.home.as_ref(),

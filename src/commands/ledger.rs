@@ -1,7 +1,7 @@
 //! Opening a run and verifying its receipt: the shared read path of every
 //! command. Verification streams; the caller sees each verified event.
 
-use std::path::Path;
+use crate::store::root::StateRoot;
 use std::sync::Arc;
 
 use super::error::{FlowError, FlowResult};
@@ -71,7 +71,7 @@ pub struct ManifestSnapshot {
 }
 
 /// Check the run id, then load and validate the manifest snapshot.
-pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+pub fn open_run(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
     read_run(RunDir::new(root, &checked_run_id(run_id)?))
 }
 
@@ -79,7 +79,7 @@ pub fn open_run(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
 /// copy when the checkpoint holds one under the file's current stamp (the
 /// file is then not opened; contracts/receipt.md "Checkpoint"), else from
 /// the file. The checkpoint's descriptor is kept for the lock.
-pub fn open_run_for_mutation(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+pub fn open_run_for_mutation(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
     let dir = RunDir::new(root, &checked_run_id(run_id)?);
     if let Some((bytes, stamp)) = super::checkpoint::manifest_copy(&dir)
         && let Ok(manifest) = load_run_manifest(&bytes)

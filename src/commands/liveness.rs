@@ -6,6 +6,7 @@
 //! the pure in-lock decision.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -26,6 +27,7 @@ use crate::store::input::{InputShape, read_json_input};
 /// Read an object input file (`--input`, `--decision`).
 fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, Value>> {
     match read_json_input(
+        &ctx.root,
         path,
         InputShape::Object,
         ctx.env.home.as_ref(),
@@ -50,7 +52,7 @@ pub struct Explain<'a> {
 /// checkpoint the unchanged receipt proves, else verifies and replays the
 /// whole receipt; then evaluates one lane at `--at`.
 pub fn liveness_check(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     lane_id: &str,
     at: &str,

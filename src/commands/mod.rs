@@ -32,6 +32,7 @@ mod reliability_faults;
 #[cfg(test)]
 mod sequence_properties;
 
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -41,7 +42,7 @@ pub use error::{FlowError, FlowResult};
 use ledger::{Verdict, damage_error, open_run, verify_chain};
 
 /// `verify`: stream-verify the whole receipt (read-only, no lock).
-pub fn verify(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn verify(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     verify_signed(root, run_id, &[], None)
 }
 
@@ -49,7 +50,7 @@ pub fn verify(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
 /// signatures with `keys`, and a `head` file kept elsewhere. The output
 /// gains keys only when there is a head to speak of or keys were given.
 pub fn verify_signed(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     keys: &[std::path::PathBuf],
     head: Option<&Path>,
@@ -57,11 +58,11 @@ pub fn verify_signed(
     let keys = if keys.is_empty() {
         None
     } else {
-        Some(transparency::load_verifier_keys(keys)?)
+        Some(transparency::load_verifier_keys(root, keys)?)
     };
     let external = head
         .map(|path| {
-            store::heads::read_small(path, None)
+            store::heads::read_small(&root.at(path), None)
                 .map_err(|e| FlowError::from(e.refused("head file")))
         })
         .transpose()?;

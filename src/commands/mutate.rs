@@ -29,12 +29,13 @@ use crate::receipt::rules::{
 use crate::receipt::verify::ChainPosition;
 use crate::store::discovery::DiscoveryEnv;
 use crate::store::handle::{OwnerHandle, check_contained, read_handle};
+use crate::store::root::StateRoot;
 use crate::store::run::AckHead;
 
 /// Everything a mutation needs besides its decision.
 #[derive(Debug, Clone)]
 pub struct MutationContext {
-    pub root: PathBuf,
+    pub root: StateRoot,
     pub run_id: String,
     pub owner_file: PathBuf,
     pub expected_head: Option<String>,
@@ -58,6 +59,7 @@ impl MutationContext {
     /// value received as such.
     pub fn read_evidence(&self, evidence: &JsonArg) -> FlowResult<Value> {
         Ok(read_json_input(
+            &self.root,
             evidence,
             InputShape::List,
             self.env.home.as_ref(),
@@ -68,6 +70,7 @@ impl MutationContext {
     /// This command's `--input`, of the top-level type `shape`.
     pub fn read_input(&self, input: &JsonArg, shape: InputShape) -> FlowResult<Value> {
         Ok(read_json_input(
+            &self.root,
             input,
             shape,
             self.env.home.as_ref(),
@@ -285,7 +288,7 @@ fn mutate_pipeline(
     let owner_file = crate::store::paths::expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     // Read as `<root>/handles/<name>`: from the held state root.
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
-    let handle = read_handle(&owner_file, Some(&ctx.run_id))?;
+    let handle = read_handle(ctx.root.at(&owner_file), Some(&ctx.run_id))?;
     let _guard = run.dir.receipt_lock().acquire()?;
     let policy = Policy::from_contract(
         &run.manifest.contract.contract,

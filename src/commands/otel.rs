@@ -5,6 +5,7 @@
 //! the breaches and final states), then streamed again (pass 2, every
 //! line re-verified) into bounded batches that leave as they fill.
 
+use crate::store::root::StateRoot;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -286,7 +287,7 @@ const SPILL_EVERY: u64 = 256;
 /// Pass 1: the full streaming verification and replay of a Phase 2 run
 /// (the checks of `bundle-export`'s), and the facts the trace needs from
 /// it. The replayed state is dropped before pass 2.
-fn replay(root: &Path, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunFacts)> {
+fn replay(root: &StateRoot, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunFacts)> {
     use super::ledger::{Verdict, damage_error, open_run, verify_receipt};
     use crate::coordinator::{CoordinatorState, RunOrigin};
     let run = open_run(root, run_id)?;
@@ -489,7 +490,7 @@ fn post(
 
 /// `otel-export`: verify and replay the run, then export it.
 pub fn export(
-    root: &Path,
+    root: &StateRoot,
     args: &ExportArgs,
     env: &OtelEnv,
     cwd: &Path,

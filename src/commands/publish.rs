@@ -7,6 +7,7 @@
 //! same whatever the run's length; the receipt is verified and replayed in
 //! full first (O(n) reading, as every bundle).
 
+use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -84,7 +85,7 @@ pub const PUBLICATION_REFS: &str = "refs/bluetape/";
 
 /// `publish`: commit the run's bundle members onto `reference` of `repo`.
 pub fn publish(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     repo: Option<&Path>,
     reference: Option<&str>,
@@ -357,6 +358,7 @@ fn check_extends(
 /// `bundle-verify --git DIR --ref REF`: the newest publication in full,
 /// and every older one as a prefix of the next.
 pub fn verify_git(
+    root: &StateRoot,
     dir: &Path,
     reference: &str,
     keys: &[std::path::PathBuf],
@@ -364,7 +366,7 @@ pub fn verify_git(
     at: &str,
 ) -> FlowResult<Map<String, Value>> {
     super::views::check_at(at)?;
-    let (keys, head) = super::bundle::load_checks(keys, head)?;
+    let (keys, head) = super::bundle::load_checks(root, keys, head)?;
     let git = Git::open(dir)?;
     if git.resolve(reference)?.is_none() {
         // Most often a clone that has not fetched the publications.

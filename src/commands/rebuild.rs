@@ -2,8 +2,8 @@
 //! fully verified receipt, under the receipt lock so it never races a
 //! writer. The receipt stays the only truth; a damaged receipt writes nothing.
 
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
@@ -72,7 +72,7 @@ pub fn replay_run(
     }
 }
 
-pub fn rebuild(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let mut run = open_run(root, run_id)?;
     let _guard = run.dir.receipt_lock().acquire()?;
     // A head record that names no head (unparsable, sequence 0, another

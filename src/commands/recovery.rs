@@ -7,6 +7,7 @@
 //! (decisions.md 11); a missing receipt is recoverable (decisions.md 17).
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
@@ -52,7 +53,7 @@ pub struct RecoveryRequest<'a> {
 
 /// The diagnosis object as `receipt-diagnose` computes it now, without its
 /// checksum.
-fn current_diagnosis(root: &Path, run_id: &str) -> FlowResult<Map<String, Value>> {
+fn current_diagnosis(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
     let mut current = receipt_diagnose(root, run_id)?;
     current.remove("diagnosis_checksum");
     Ok(current)
@@ -69,19 +70,21 @@ fn path_text(path: &Path) -> String {
 
 /// Run `recovery-run-create`.
 pub fn recovery_run_create(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     request: &RecoveryRequest<'_>,
 ) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, request.run_id)?;
     run.require_phase2()?;
     let input = read_json_input(
+        root,
         request.input,
         InputShape::Object,
         env.home.as_ref(),
         "--input",
     )?;
     let approval = read_json_input(
+        root,
         request.evidence,
         InputShape::List,
         env.home.as_ref(),
@@ -89,6 +92,7 @@ pub fn recovery_run_create(
     )?;
     let fresh = match request.approval_policy {
         Some(p) => Some(super::approval::read_policy_input(
+            root,
             &p.file,
             p.initiated_by.as_deref(),
             env,
@@ -208,7 +212,7 @@ pub fn recovery_run_create(
 
 /// The recovery run: the existing one a retry names, or a new one.
 fn supersede(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     owner_path: &Path,
     first: &FirstEvent,
@@ -216,7 +220,7 @@ fn supersede(
     damaged_run: &Map<String, Value>,
     entropy: &InitEntropy,
 ) -> FlowResult<String> {
-    if crate::store::paths::exists_no_follow(owner_path) {
+    if root.at(owner_path).exists_no_follow() {
         // The first event a recovery run made here carries the carried
         // policy's binding ahead of the approval evidence.
         return existing_recovery(
@@ -255,15 +259,15 @@ fn supersede(
 
 /// A retry: the handle names a recovery run that must be this recovery.
 fn existing_recovery(
-    root: &Path,
+    root: &StateRoot,
     owner_path: &Path,
     provenance: &Map<String, Value>,
     approval: &Value,
     damaged_run: &Map<String, Value>,
 ) -> FlowResult<String> {
     let invalid_handle = || FlowError::Recovery(RecoveryRefusal::ExistingHandleInvalid);
-    let payload =
-        read_handle_json(owner_path, "recovery owner handle")?.ok_or_else(invalid_handle)?;
+    let payload = read_handle_json(root.at(owner_path), "recovery owner handle")?
+        .ok_or_else(invalid_handle)?;
     let run_id = match payload.get("run_id") {
         None => return Err(invalid_handle()),
         Some(Value::String(id)) if is_identifier(id) => id.clone(),
@@ -273,7 +277,7 @@ fn existing_recovery(
             ));
         }
     };
-    let handle = read_handle(owner_path, Some(&run_id))?;
+    let handle = read_handle(root.at(owner_path), Some(&run_id))?;
     let invalid_run = || {
         FlowError::Recovery(RecoveryRefusal::ExistingRunInvalid {
             run_id: run_id.clone(),

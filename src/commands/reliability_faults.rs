@@ -28,6 +28,7 @@ use crate::coordinator::lane_commands::LaneCommand;
 use crate::coordinator::run_commands::RunCommand;
 use crate::store::discovery::DiscoveryEnv;
 use crate::store::handle::OwnerToken;
+use crate::store::root::StateRoot;
 use crate::store::secure::FaultPoint;
 use crate::store::secure::faults::{self, Attempt};
 
@@ -48,8 +49,10 @@ impl Scratch {
         Scratch { _tmp: tmp, base }
     }
 
-    fn root(&self) -> PathBuf {
-        self.base.join("state")
+    /// The state root, begun as a command begins it (each call: the next
+    /// command).
+    fn root(&self) -> StateRoot {
+        StateRoot::begin(&self.base.join("state"))
     }
 
     fn env(&self) -> DiscoveryEnv {

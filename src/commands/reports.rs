@@ -37,7 +37,7 @@ pub fn create_report(
     // a checkpoint the unchanged receipt proves (reports are not gates).
     let (state, _, _) = super::checkpoint::load_state(&run, false)?;
     let owner_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
-    let owner = read_handle(&owner_path, None)?;
+    let owner = read_handle(ctx.root.at(&owner_path), None)?;
     require_current_owner(&state, &owner.fingerprint, owner.epoch)?;
     require_report_state(&state, kind)?;
     let policy = Policy::from_contract(

@@ -37,14 +37,14 @@ pub fn resume(
     let (state, _) = replay_run(&run, false)?;
     crate::coordinator::breach::require_no_breach(&state, "resume")?;
     let current_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
-    let current = read_handle(&current_path, None)?;
+    let current = read_handle(ctx.root.at(&current_path), None)?;
     require_current_owner(&state, &current.fingerprint, current.epoch)?;
     require_transferable(&state)?;
     let new_path = expand_tilde(new_owner_file, ctx.env.home.as_ref());
     // From here on the new handle is `<root>/handles/<name>`, reached from
     // the held state root.
     let new_path = check_new_owner_path(&ctx.root, &new_path, &ctx.env.cwd, false)?;
-    if same_file(&current_path, &new_path) {
+    if same_file(&ctx.root, &current_path, &new_path) {
         return Err(FlowError::contract(
             "new owner handle must differ from current owner handle",
         ));
@@ -53,7 +53,7 @@ pub fn resume(
         .owner_epoch()
         .checked_add(1)
         .ok_or_else(|| FlowError::contract("owner epoch must be a positive integer"))?;
-    let new_owner = create_handle(&new_path, &ctx.run_id, new_epoch, new_token)?;
+    let new_owner = create_handle(ctx.root.at(&new_path), &ctx.run_id, new_epoch, new_token)?;
     // In the lock too the gate decides on a full replay, never on the
     // checkpoint (contracts/receipt.md "What a mutation proves").
     let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
@@ -62,7 +62,7 @@ pub fn resume(
     let committed = match committed {
         Ok(committed) => committed,
         Err(error) => {
-            remove_handle_if(&new_path, &new_owner);
+            remove_handle_if(ctx.root.at(&new_path), &new_owner);
             return Err(error);
         }
     };
@@ -73,7 +73,7 @@ pub fn resume(
         epoch: state.owner_epoch(),
         fingerprint: state.owner_fingerprint().unwrap_or_default().to_string(),
     };
-    remove_handle_if(&current_path, &old_owner);
+    remove_handle_if(ctx.root.at(&current_path), &old_owner);
     let mut out = committed.envelope(&ctx.run_id);
     out.insert("owner_epoch".into(), json!(committed.owner_epoch));
     out.insert(

@@ -9,6 +9,7 @@
 //! never signs a receipt it has not verified: the proven checkpoint (the
 //! receipt exactly as our last append left it) or a full verification.
 
+use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -233,16 +234,16 @@ fn damaged_head(name: &str, why: &str) -> FlowError {
 }
 
 /// Load and check a signer key file (exit 2 before anything is signed).
-pub fn load_signer_key(path: &Path) -> FlowResult<SignerKey> {
-    let bytes = read_signer_key(path)?;
+pub fn load_signer_key(root: &StateRoot, path: &Path) -> FlowResult<SignerKey> {
+    let bytes = read_signer_key(root.at(path))?;
     SignerKey::parse(&bytes).map_err(head_error)
 }
 
 /// Load verifier key files (one key per line each).
-pub fn load_verifier_keys(paths: &[PathBuf]) -> FlowResult<VerifierKeys> {
+pub fn load_verifier_keys(root: &StateRoot, paths: &[PathBuf]) -> FlowResult<VerifierKeys> {
     let mut keys = VerifierKeys::default();
     for path in paths {
-        let bytes = read_small(path, None).map_err(|e| e.refused("verifier key file"))?;
+        let bytes = read_small(&root.at(path), None).map_err(|e| e.refused("verifier key file"))?;
         keys.extend(VerifierKeys::parse(&bytes).map_err(head_error)?);
     }
     Ok(keys)
@@ -251,7 +252,7 @@ pub fn load_verifier_keys(paths: &[PathBuf]) -> FlowResult<VerifierKeys> {
 /// `key-generate`: a new Ed25519 key pair; the signer key goes to `out`
 /// (0600, never over a file or through a symlink), the verifier key is
 /// printed.
-pub fn key_generate(name: &str, out: &Path) -> FlowResult<Map<String, Value>> {
+pub fn key_generate(root: &StateRoot, name: &str, out: &Path) -> FlowResult<Map<String, Value>> {
     use rand_core::RngCore;
     let mut seed = [0u8; 32];
     rand_core::OsRng
@@ -260,7 +261,7 @@ pub fn key_generate(name: &str, out: &Path) -> FlowResult<Map<String, Value>> {
     let (skey, vkey) = generate_key(seed, name).map_err(head_error)?;
     let mut bytes = skey.into_bytes();
     bytes.push(b'\n');
-    create_new_file(out, &bytes, "signer key file")?;
+    create_new_file(root.at(out), &bytes, "signer key file")?;
     let key_hash = vkey.split('+').nth(1).unwrap_or_default().to_string();
     let mut map = Map::new();
     map.insert("key_hash".into(), json!(key_hash));
@@ -272,7 +273,11 @@ pub fn key_generate(name: &str, out: &Path) -> FlowResult<Map<String, Value>> {
 
 /// `sign-head`: verify, check the stored heads, sign the head at the
 /// receipt's length and store it (under the run lock; no owner needed).
-pub fn sign_head(root: &Path, run_id: &str, key: &SignerKey) -> FlowResult<Map<String, Value>> {
+pub fn sign_head(
+    root: &StateRoot,
+    run_id: &str,
+    key: &SignerKey,
+) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     run.dir.validate()?;
     let _guard = run.dir.receipt_lock().acquire()?;
@@ -294,8 +299,8 @@ pub fn sign_head(root: &Path, run_id: &str, key: &SignerKey) -> FlowResult<Map<S
     // sign over it.
     for head in run.dir.stored_heads()? {
         let name = head.relative(&run.dir);
-        let bytes =
-            read_small(&head.path, None).map_err(|e| damaged_head(&name, &e.to_string()))?;
+        let bytes = read_small(&root.at(&head.path), None)
+            .map_err(|e| damaged_head(&name, &e.to_string()))?;
         let opened = parse_head(&bytes).map_err(|e| damaged_head(&name, e.message()))?;
         if let Some(why) = head_mismatch(
             &run,
@@ -335,6 +340,7 @@ pub fn verify_heads(
     keys: Option<&VerifierKeys>,
     external: Option<&[u8]>,
 ) -> FlowResult<Option<Map<String, Value>>> {
+    let root = &run.dir.root;
     let stored = run.dir.stored_heads()?;
     if stored.is_empty() && keys.is_none() && external.is_none() {
         return Ok(None);
@@ -346,8 +352,8 @@ pub fn verify_heads(
     let mut heads: Vec<(String, OpenedHead)> = Vec::new();
     for head in &stored {
         let name = head.relative(&run.dir);
-        let bytes =
-            read_small(&head.path, None).map_err(|e| damaged_head(&name, &e.to_string()))?;
+        let bytes = read_small(&root.at(&head.path), None)
+            .map_err(|e| damaged_head(&name, &e.to_string()))?;
         let opened = open(&bytes).map_err(|e| damaged_head(&name, e.message()))?;
         heads.push((name, opened));
     }
@@ -425,10 +431,11 @@ fn chosen_head(
     position: &ChainPosition,
     tree: &TreeView,
 ) -> FlowResult<(Vec<u8>, HeadBody)> {
+    let root = &run.dir.root;
     let (name, bytes) = match file {
         Some(path) => (
             path.to_string_lossy().into_owned(),
-            read_small(path, None).map_err(|e| e.refused("head file"))?,
+            read_small(&root.at(path), None).map_err(|e| e.refused("head file"))?,
         ),
         None => {
             let heads = run.dir.stored_heads()?;
@@ -439,8 +446,8 @@ fn chosen_head(
                 ));
             };
             let name = head.relative(&run.dir);
-            let bytes =
-                read_small(&head.path, None).map_err(|e| damaged_head(&name, &e.to_string()))?;
+            let bytes = read_small(&root.at(&head.path), None)
+                .map_err(|e| damaged_head(&name, &e.to_string()))?;
             (name, bytes)
         }
     };
@@ -475,7 +482,7 @@ fn proof_basis(run: &OpenRun) -> FlowResult<(ChainPosition, TreeView)> {
 
 /// `prove-event`: the inclusion proof of event `sequence` in a signed head.
 pub fn prove_event(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     sequence: u64,
     head: Option<&Path>,
@@ -509,7 +516,7 @@ pub fn prove_event(
     }
     .to_text();
     if let Some(out) = out {
-        create_new_file(out, &proof, "proof file")?;
+        create_new_file(root.at(out), &proof, "proof file")?;
     }
     let mut map = Map::new();
     map.insert("event".into(), json!(String::from_utf8_lossy(&line)));
@@ -523,7 +530,7 @@ pub fn prove_event(
 /// `prove-append`: the consistency proof that a newer head extends an
 /// older one; the proof carries both signed heads.
 pub fn prove_append(
-    root: &Path,
+    root: &StateRoot,
     run_id: &str,
     from: &Path,
     head: Option<&Path>,
@@ -551,7 +558,7 @@ pub fn prove_append(
     if let Some(out) = out {
         let mut bytes = crate::receipt::canonical::to_vec(&proof);
         bytes.push(b'\n');
-        create_new_file(out, &bytes, "proof file")?;
+        create_new_file(root.at(out), &bytes, "proof file")?;
     }
     let mut map = Map::new();
     map.insert("proof".into(), proof);
@@ -581,6 +588,7 @@ fn check_origin(body: &HeadBody, run_id: Option<&str>) -> FlowResult<()> {
 
 /// `check-proof`: verify a proof offline, with no state root.
 pub fn check_proof(
+    root: &StateRoot,
     input: ProofInput<'_>,
     keys: &VerifierKeys,
     run_id: Option<&str>,
@@ -589,7 +597,7 @@ pub fn check_proof(
         return Err(FlowError::contract("check-proof needs --key"));
     }
     let read = |path: &Path, what: &str| {
-        read_small(path, None).map_err(|e| FlowError::from(e.refused(what)))
+        read_small(&root.at(path), None).map_err(|e| FlowError::from(e.refused(what)))
     };
     let mut map = Map::new();
     match input {
@@ -689,7 +697,7 @@ pub fn check_proof(
 /// The head a gate leaves, signed after its success: the envelope's
 /// `signed_head`. The gate's event is durable, so a signing failure is
 /// reported beside the success, never as the command's failure.
-pub fn sign_after_gate(root: &Path, run_id: &str, key: &SignerKey) -> (String, Value) {
+pub fn sign_after_gate(root: &StateRoot, run_id: &str, key: &SignerKey) -> (String, Value) {
     match sign_head(root, run_id, key) {
         Ok(map) => ("signed_head".into(), Value::Object(map)),
         Err(e) => ("signed_head_error".into(), json!(e.message())),

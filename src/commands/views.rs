@@ -7,6 +7,7 @@
 
 use crate::receipt::json_ref::{JsonRef, ObjectRef};
 use crate::receipt::vocab::EventType;
+use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -139,7 +140,7 @@ fn recovered_by(runs: &[(String, Option<String>)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn recovery_links(root: &Path) -> FlowResult<Vec<(String, Option<String>)>> {
+fn recovery_links(root: &StateRoot) -> FlowResult<Vec<(String, Option<String>)>> {
     let mut out = Vec::new();
     for id in list_run_ids(root)? {
         let of = open_run(root, &id)
@@ -228,7 +229,7 @@ fn workflow_type(run: &OpenRun) -> Value {
 
 /// One entry of the `status` listing. A run that cannot be read is listed
 /// as damaged with what is known; it never stops the listing.
-fn listing_entry(root: &Path, run_id: &str) -> Map<String, Value> {
+fn listing_entry(root: &StateRoot, run_id: &str) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert("run_id".into(), json!(run_id));
     let run = match open_run(root, run_id) {
@@ -330,7 +331,7 @@ fn listing_entry(root: &Path, run_id: &str) -> Map<String, Value> {
 }
 
 /// `status` without `--run-id`: every run, oldest first.
-pub fn status_all(root: &Path, at: &str) -> FlowResult<Map<String, Value>> {
+pub fn status_all(root: &StateRoot, at: &str) -> FlowResult<Map<String, Value>> {
     check_at(at)?;
     let links = recovery_links(root)?;
     let recovered = recovered_by(&links);
@@ -400,7 +401,7 @@ pub fn summary_header(
 /// with their liveness verdicts at `at`, components, completion, the
 /// resume fields and the next actions. A damaged or missing run is the
 /// exit-3 error `resume-check` gives.
-pub fn status_run(root: &Path, run_id: &str, at: &str) -> FlowResult<Map<String, Value>> {
+pub fn status_run(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<Map<String, Value>> {
     let run = open_run(root, run_id)?;
     check_at(at)?;
     let mut map = summary_header(&run.manifest, run_id, at);
@@ -535,7 +536,7 @@ pub fn stream_events(
 }
 
 /// Open a run for `log`/`report` (any phase; no validation writes).
-pub fn open(root: &Path, run_id: &str) -> FlowResult<OpenRun> {
+pub fn open(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
     open_run(root, run_id)
 }
 
@@ -549,7 +550,7 @@ pub struct ReportData {
 }
 
 /// Gather a report's data (read-only; a damaged run is the exit-3 error).
-pub fn report_data(root: &Path, run_id: &str, at: &str) -> FlowResult<ReportData> {
+pub fn report_data(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<ReportData> {
     let status = status_run(root, run_id, at)?;
     let run = open_run(root, run_id)?;
     let mut timeline = crate::coordinator::timeline::Timeline::default();
@@ -571,7 +572,7 @@ pub fn report_data(root: &Path, run_id: &str, at: &str) -> FlowResult<ReportData
 /// and rename, never through a symlink, never over a file without
 /// `force`).
 pub fn write_report_page(
-    root: &Path,
+    root: &StateRoot,
     out: &Path,
     cwd: &Path,
     bytes: &[u8],

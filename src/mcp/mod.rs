@@ -19,6 +19,7 @@
 
 pub mod catalog;
 
+use crate::store::root::StateRoot;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -166,7 +167,8 @@ fn invoke(
         if spec.acts_on_the_handles_run {
             // The run is the handle's: read from it here, and held to it
             // again by the command, which reads the handle under its root.
-            match crate::store::handle::read_handle(owner, None) {
+            // Before the command holds its root: by the handle's path.
+            match crate::store::handle::read_handle(StateRoot::rootless().at(owner), None) {
                 Ok(handle) => {
                     arguments.insert("run_id".into(), Value::String(handle.run_id));
                 }
@@ -219,7 +221,12 @@ fn invoke(
         Ok(0) => {
             let new_owner = match (new_owner, owner) {
                 (Some(next), Some(stable))
-                    if crate::store::handle::rename_handle(&next, stable).is_ok() =>
+                    if crate::store::handle::rename_handle(
+                        &StateRoot::rootless(),
+                        &next,
+                        stable,
+                    )
+                    .is_ok() =>
                 {
                     Some(stable.to_path_buf())
                 }

@@ -6,9 +6,10 @@
 //! leaves this module.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::error::{StoreError, StoreResult};
+use super::root::InRoot;
 use super::run::RunDir;
 use super::secure::{FILE_MODE, create_exclusive, open_regular, read_limited};
 use crate::receipt::canonical;
@@ -60,11 +61,12 @@ pub struct ApproverCredential {
 
 /// Read an approver credential: a regular non-symlink file owned by the
 /// user with mode 0600, holding exactly `{"approver": str, "token": str}`.
-pub fn read_credential(path: &Path) -> StoreResult<ApproverCredential> {
+pub fn read_credential(at: InRoot<'_>) -> StoreResult<ApproverCredential> {
+    let path = at.path();
     if std::fs::symlink_metadata(path).is_err() {
         return Err(StoreError::invalid("approver credential file is missing"));
     }
-    let mut file = open_regular(path, "approver credential", Some(FILE_MODE))?;
+    let mut file = open_regular(&at, "approver credential", Some(FILE_MODE))?;
     let bytes = read_limited(&mut file, path, MAX_CREDENTIAL_BYTES)?
         .ok_or_else(|| StoreError::invalid("approver credential is too large"))?;
     let invalid = || StoreError::invalid("approver credential must be {\"approver\", \"token\"}");
@@ -92,26 +94,29 @@ const MAX_SIGNATURE_BYTES: u64 = 8 * 1024;
 
 /// Read `run-approve --signature FILE`: a regular, non-symlink file (not a
 /// secret, so any mode). `Err` says why, for people.
-pub fn read_signature_file(path: &Path) -> Result<Vec<u8>, String> {
+pub fn read_signature_file(at: InRoot<'_>) -> Result<Vec<u8>, String> {
+    let path = at.path();
     if std::fs::symlink_metadata(path).is_err() {
         return Err("signature file is missing".into());
     }
     let mut file =
-        open_regular(path, "signature file", None).map_err(|e| e.message().to_string())?;
+        open_regular(&at, "signature file", None).map_err(|e| e.message().to_string())?;
     read_limited(&mut file, path, MAX_SIGNATURE_BYTES)
         .map_err(|e| e.message().to_string())?
         .ok_or_else(|| "signature file is too large".to_string())
 }
 
 /// Write the approval statement to a new file (never replacing one).
-pub fn write_statement(path: &Path, bytes: &[u8]) -> StoreResult<()> {
-    create_exclusive(path, bytes)
+pub fn write_statement(at: InRoot<'_>, bytes: &[u8]) -> StoreResult<()> {
+    create_exclusive(&at, bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::root::StateRoot;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     fn write(path: &Path, text: &str, mode: u32) {
         std::fs::write(path, text).unwrap();
@@ -121,10 +126,12 @@ mod tests {
     #[test]
     fn credentials_are_strict_about_files_and_shape() {
         let dir = tempfile::tempdir().unwrap();
+        // The approver keeps the credential outside the state root.
+        let root = StateRoot::begin(&dir.path().join("state"));
         let good = dir.path().join("alice.cred");
         write(&good, r#"{"approver":"alice","token":"s3cret"}"#, 0o600);
         assert_eq!(
-            read_credential(&good),
+            read_credential(root.at(&good)),
             Ok(ApproverCredential {
                 approver: "alice".into(),
                 fingerprint: canonical::sha256_hex(b"s3cret"),
@@ -133,7 +140,7 @@ mod tests {
         let loose = dir.path().join("loose.cred");
         write(&loose, r#"{"approver":"alice","token":"s3cret"}"#, 0o644);
         assert_eq!(
-            read_credential(&loose),
+            read_credential(root.at(&loose)),
             Err(StoreError::Insecure(
                 "approver credential does not have the required secure mode".into()
             ))
@@ -141,13 +148,13 @@ mod tests {
         let link = dir.path().join("link.cred");
         std::os::unix::fs::symlink(&good, &link).unwrap();
         assert_eq!(
-            read_credential(&link),
+            read_credential(root.at(&link)),
             Err(StoreError::invalid(
                 "approver credential must not be a symlink"
             ))
         );
         assert_eq!(
-            read_credential(&dir.path().join("none")),
+            read_credential(root.at(&dir.path().join("none"))),
             Err(StoreError::invalid("approver credential file is missing"))
         );
         for bad in [
@@ -161,7 +168,7 @@ mod tests {
             let path = dir.path().join("bad.cred");
             let _ = std::fs::remove_file(&path);
             write(&path, bad, 0o600);
-            assert!(read_credential(&path).is_err(), "{bad}");
+            assert!(read_credential(root.at(&path)).is_err(), "{bad}");
         }
     }
 
@@ -169,7 +176,7 @@ mod tests {
     fn the_policy_file_is_read_securely() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::new(
-            dir.path(),
+            &StateRoot::begin(dir.path()),
             &crate::receipt::primitives::RunId::parse("r1").unwrap(),
         );
         std::fs::create_dir_all(&run.dir).unwrap();

@@ -2,18 +2,19 @@
 //! state root for `bundle-export`, and opening a bundle file to verify.
 
 use std::io::{BufRead, Read};
-use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use super::error::{StoreError, StoreResult};
+use super::root::InRoot;
 use super::run::RunDir;
 use super::secure::{open_regular, read_limited};
 
 /// A whole file of at most `max` bytes through a no-follow descriptor
 /// (a regular file, never a symlink).
-pub fn read_member_file(path: &Path, kind: &str, max: u64) -> StoreResult<Vec<u8>> {
-    let mut file = open_regular(path, kind, None)?;
+pub fn read_member_file(at: InRoot<'_>, kind: &str, max: u64) -> StoreResult<Vec<u8>> {
+    let path = at.path();
+    let mut file = open_regular(&at, kind, None)?;
     read_limited(&mut file, path, max)?.ok_or_else(|| {
         StoreError::invalid(format!(
             "{kind} {} is larger than {max} bytes",
@@ -23,13 +24,14 @@ pub fn read_member_file(path: &Path, kind: &str, max: u64) -> StoreResult<Vec<u8
 }
 
 /// Open a file to read it as a stream (a regular file, never a symlink).
-pub fn open_input(path: &Path, kind: &str) -> StoreResult<std::fs::File> {
-    open_regular(path, kind, None)
+pub fn open_input(at: InRoot<'_>, kind: &str) -> StoreResult<std::fs::File> {
+    open_regular(&at, kind, None)
 }
 
 /// Size and SHA-256 of a file, streamed.
-pub fn file_digest(path: &Path, kind: &str) -> StoreResult<(u64, String)> {
-    let mut file = open_regular(path, kind, None)?;
+pub fn file_digest(at: InRoot<'_>, kind: &str) -> StoreResult<(u64, String)> {
+    let path = at.path();
+    let mut file = open_regular(&at, kind, None)?;
     let mut hasher = Sha256::new();
     let size = std::io::copy(&mut file, &mut hasher).map_err(|e| StoreError::io(&e, path))?;
     Ok((size, hex::encode(hasher.finalize())))
@@ -46,7 +48,7 @@ impl RunDir {
     ) -> StoreResult<Vec<(u64, String)>> {
         use std::io::{Seek, SeekFrom};
         let path = self.receipt_path();
-        let mut file = open_regular(&path, "receipt", None)?;
+        let mut file = open_regular(&self.root.at(&path), "receipt", None)?;
         file.seek(SeekFrom::Start(start))
             .map_err(|e| StoreError::io(&e, &path))?;
         let mut reader = std::io::BufReader::with_capacity(
@@ -91,7 +93,7 @@ impl RunDir {
     /// SHA-256 of the receipt's first `byte_length` bytes.
     pub fn receipt_sha256(&self, byte_length: u64) -> StoreResult<String> {
         let path = self.receipt_path();
-        let file = open_regular(&path, "receipt", None)?;
+        let file = open_regular(&self.root.at(&path), "receipt", None)?;
         let mut hasher = Sha256::new();
         let copied = std::io::copy(&mut file.take(byte_length), &mut hasher)
             .map_err(|e| StoreError::io(&e, &path))?;
@@ -103,6 +105,6 @@ impl RunDir {
 
     /// The receipt from its start, to be read in pieces.
     pub fn receipt_reader(&self) -> StoreResult<std::fs::File> {
-        open_regular(&self.receipt_path(), "receipt", None)
+        open_regular(&self.root.at(&self.receipt_path()), "receipt", None)
     }
 }

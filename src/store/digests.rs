@@ -103,7 +103,7 @@ impl Header {
 #[derive(Debug, Clone)]
 pub struct DigestFiles {
     dir: PathBuf,
-    run: Option<super::run::RunDir>,
+    run: super::run::RunDir,
 }
 
 /// An opened, current digest table (read-only unless opened for update).
@@ -121,34 +121,23 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 impl DigestFiles {
-    pub fn new(run_dir: &Path) -> DigestFiles {
-        DigestFiles {
-            dir: run_dir.to_path_buf(),
-            run: None,
-        }
-    }
-
     /// The file of `run`, reached through its held directory.
     pub fn of_run(run: &super::run::RunDir) -> DigestFiles {
         DigestFiles {
             dir: run.dir.clone(),
-            run: Some(run.clone()),
+            run: run.clone(),
         }
     }
 
     fn at(&self, path: &Path) -> StoreResult<super::held::Loc> {
-        use super::held::Place;
-        match &self.run {
-            Some(run) => run.place(path),
-            None => path.place(),
-        }
+        self.run.place(path)
     }
 
     /// The stamp of the file (`None` when it is missing or not a regular
     /// file): bound into the checkpoint, so that any later write of it
     /// means the checkpoint is not used.
     pub fn stamps(&self) -> Option<serde_json::Value> {
-        let run = self.run.as_ref()?;
+        let run = &self.run;
         let index = run.file_stamp(&self.index_path())?;
         Some(serde_json::json!({"index": index.to_json()}))
     }
@@ -183,7 +172,7 @@ impl DigestFiles {
     /// (`secure::open_derived`).
     pub fn open_table(&self, entries: u64, write: bool) -> Option<DigestTable> {
         let path = self.index_path();
-        let (file, size) = if write && !super::root::may_keep() {
+        let (file, size) = if write && !self.run.root.may_keep() {
             let (file, meta) = self.open_meta(&path, true).ok()?;
             (std::sync::Arc::new(file), meta.len())
         } else {
@@ -215,7 +204,7 @@ impl DigestFiles {
         {
             let _ = former.remove_file();
         }
-        sync_dir(&self.dir)?;
+        sync_dir(self.run.root.at(&self.dir))?;
         Ok(log.len() as u64)
     }
 
@@ -464,12 +453,14 @@ mod tests {
             .collect()
     }
 
-    use crate::store::test_dirs::private_dir;
+    fn files_of_a_run() -> (tempfile::TempDir, DigestFiles) {
+        let (dir, run) = crate::store::test_dirs::run_dir();
+        (dir, DigestFiles::of_run(&run))
+    }
 
     #[test]
     fn rewritten_table_answers_membership_per_lane() {
-        let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let (_dir, files) = files_of_a_run();
         let all = pairs(3000);
         let log = files.rewrite(&all).unwrap();
         let table = files.open_table(3000, false).unwrap();
@@ -488,8 +479,7 @@ mod tests {
 
     #[test]
     fn extending_grows_the_table_and_keeps_every_pair() {
-        let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let (_dir, files) = files_of_a_run();
         let all = pairs(2500);
         let mut log = files.rewrite(&all[..10]).unwrap();
         let mut entries = 10;
@@ -508,8 +498,7 @@ mod tests {
     /// makes the pread fail (a real short read, no injection).
     #[test]
     fn a_read_error_of_the_table_is_an_io_error_not_present() {
-        let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let (_dir, files) = files_of_a_run();
         let all = pairs(100);
         files.rewrite(&all).unwrap();
         let table = files.open_table(100, false).unwrap();
@@ -535,8 +524,7 @@ mod tests {
     /// rewrite removes its separate log).
     #[test]
     fn the_log_lives_after_the_table_in_one_file() {
-        let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let (_dir, files) = files_of_a_run();
         let all = pairs(600);
         let covered = files.rewrite(&all[..300]).unwrap();
         // A crash left lines the checkpoint does not cover.
@@ -578,8 +566,7 @@ mod tests {
 
     #[test]
     fn a_table_with_a_broken_header_or_size_is_not_used() {
-        let dir = private_dir();
-        let files = DigestFiles::new(dir.path());
+        let (_dir, files) = files_of_a_run();
         files.rewrite(&pairs(5)).unwrap();
         let table = files.open_table(5, true).unwrap();
         table.file.write_all_at(b"NOTMAGIC", 0).unwrap();

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
-use super::paths::{expand_tilde, home_dir, is_symlink, resolve_nonstrict};
+use super::paths::{expand_tilde, home_dir, resolve_nonstrict, strip_trailing_slashes};
 
 /// The process facts discovery depends on, captured once so tests can pin them.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +31,11 @@ impl DiscoveryEnv {
 
 fn explicit(path: &Path, env: &DiscoveryEnv) -> StoreResult<PathBuf> {
     let expanded = expand_tilde(path, env.home.as_ref());
-    if is_symlink(&expanded) {
+    // Before any root is held: the path as given, by one `lstat` (of
+    // the link itself, not through a trailing slash).
+    if std::fs::symlink_metadata(strip_trailing_slashes(&expanded))
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
         return Err(StoreError::invalid("state root must not be a symlink"));
     }
     Ok(resolve_nonstrict(&expanded, &env.cwd))

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
 use super::held::Place;
-use super::paths::{exists_no_follow, is_symlink, resolve_nonstrict, stem};
-use super::root::remove_file;
+use super::paths::{resolve_nonstrict, stem};
+use super::root::{InRoot, StateRoot};
 use super::secure::{
     FILE_MODE, check_secure_dir, create_exclusive, open_regular, open_regular_meta,
     open_secure_dir, read_limited, read_sized,
@@ -63,27 +63,28 @@ fn handle_bytes(run_id: &str, epoch: u64, token: &OwnerToken) -> Vec<u8> {
 /// Create a new handle file exclusively (no-follow, 0600, fsynced).
 /// Where `init` stages a new run's owner handle before publishing it
 /// (`handles/init-<suffix>.owner`; `litter` knows the same name).
-pub fn staging_handle_path(root: &Path, suffix: &str) -> PathBuf {
+pub fn staging_handle_path(root: &StateRoot, suffix: &str) -> PathBuf {
     root.join("handles").join(format!("init-{suffix}.owner"))
 }
 
 pub fn create_handle(
-    path: &Path,
+    at: InRoot<'_>,
     run_id: &str,
     epoch: u64,
     token: &OwnerToken,
 ) -> StoreResult<OwnerHandle> {
+    let path = at.path();
     if !stem(path).is_some_and(|s| is_identifier(&s)) {
         return Err(StoreError::invalid(
             "owner handle name must match the identifier contract",
         ));
     }
     let parent = path.parent().unwrap_or(Path::new("."));
-    open_secure_dir(parent, "owner handle directory")?;
-    if exists_no_follow(path) {
+    open_secure_dir(at.root().at(parent), "owner handle directory")?;
+    if at.exists_no_follow() {
         return Err(StoreError::invalid("owner handle already exists"));
     }
-    create_exclusive(path, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
+    create_exclusive(&at, &handle_bytes(run_id, epoch, token)).map_err(|e| match e {
         e if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => {
             StoreError::invalid("owner handle already exists")
         }
@@ -97,8 +98,9 @@ pub fn create_handle(
 }
 
 /// Read and validate a handle file. With `run_id`, it must belong to that run.
-pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle> {
-    let (mut file, meta) = open_regular_meta(path, "owner handle", Some(FILE_MODE))?;
+pub fn read_handle(at: InRoot<'_>, run_id: Option<&str>) -> StoreResult<OwnerHandle> {
+    let path = at.path();
+    let (mut file, meta) = open_regular_meta(&at, "owner handle", Some(FILE_MODE))?;
     // A second name for the handle is a second place its secret lives,
     // outside the containment rule (a deviation: the reference accepts it).
     if meta.nlink() != 1 {
@@ -154,29 +156,22 @@ pub fn read_handle(path: &Path, run_id: Option<&str>) -> StoreResult<OwnerHandle
 /// `<root>/handles` and its stem is an identifier. Returns the handle's
 /// path inside the state root (`<root>/handles/<name>`), through which it
 /// is then reached from the held root, whatever path the user gave.
-pub fn check_contained(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
+pub fn check_contained(root: &StateRoot, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
     let handles = root.join("handles");
-    check_secure_dir(&handles, "state-root handles")?;
+    check_secure_dir(root.at(&handles), "state-root handles")?;
     let parent = path.parent().unwrap_or(Path::new("."));
-    // The running command's root is resolved and `handles` was just opened
-    // as a directory, not a symlink: `<root>/handles` is its real path, and
-    // a parent spelled exactly so (no `.`, `..`) resolves to it without a
+    // The command's root is resolved and `handles` was just opened as a
+    // directory, not a symlink: `<root>/handles` is its real path, and a
+    // parent spelled exactly so (no `.`, `..`) resolves to it without a
     // lookup per component.
-    let root_is_held = super::root::is_root(root);
-    let handles_real = if root_is_held {
-        handles.clone()
-    } else {
-        std::fs::canonicalize(&handles).map_err(|e| StoreError::io(&e, &handles))?
-    };
-    let spelled_exactly = root_is_held
-        && super::paths::absolute(parent, cwd) == handles_real
+    let spelled_exactly = super::paths::absolute(parent, cwd) == handles
         && parent.components().all(|c| {
             matches!(
                 c,
                 std::path::Component::RootDir | std::path::Component::Normal(_)
             )
         });
-    if !spelled_exactly && resolve_nonstrict(parent, cwd) != handles_real {
+    if !spelled_exactly && resolve_nonstrict(parent, cwd) != handles {
         return Err(StoreError::invalid(
             "owner handle must be a direct child of state-root handles",
         ));
@@ -199,7 +194,7 @@ fn in_root(root: &Path, path: &Path) -> PathBuf {
 /// The init rule for a handle that does not exist yet: contained under
 /// `<root>/handles` (which may not exist yet), a direct child, an
 /// identifier stem, and nothing (not even a dangling symlink) at the path.
-pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
+pub fn check_new_handle_path(root: &StateRoot, path: &Path, cwd: &Path) -> StoreResult<PathBuf> {
     let handles = resolve_nonstrict(&root.join("handles"), cwd);
     let absolute = resolve_nonstrict(path, cwd);
     if !absolute.starts_with(&handles) || absolute == handles {
@@ -218,7 +213,7 @@ pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResul
             "owner handle name must match the identifier contract",
         ));
     }
-    if is_symlink(path) || exists_no_follow(path) {
+    if root.at(path).is_symlink() || root.at(path).exists_no_follow() {
         return Err(StoreError::invalid("owner handle already exists"));
     }
     Ok(in_root(root, path))
@@ -227,8 +222,8 @@ pub fn check_new_handle_path(root: &Path, path: &Path, cwd: &Path) -> StoreResul
 /// Publish a staged handle under its requested name: a hard link never
 /// follows a symlink and fails if anything is already there; then the
 /// staging name goes and the directory is synced.
-pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
-    let linked = match (staging.place(), target.place()) {
+pub fn publish_handle(root: &StateRoot, staging: &Path, target: &Path) -> StoreResult<()> {
+    let linked = match (root.at(staging).place(), root.at(target).place()) {
         (Ok(from), Ok(to)) => from.hard_link_to(&to),
         (Err(e), _) | (_, Err(e)) => return Err(e),
     };
@@ -239,25 +234,25 @@ pub fn publish_handle(staging: &Path, target: &Path) -> StoreResult<()> {
         }
         Err(e) => return Err(StoreError::io(&e, target)),
     }
-    let _ = remove_file(staging);
-    let synced = super::secure::sync_dir(target.parent().unwrap_or(Path::new(".")));
+    let _ = root.remove_file(staging);
+    let synced = super::secure::sync_dir(root.at(target.parent().unwrap_or(Path::new("."))));
     if synced.is_err() {
         // A failed init must not leave a handle to a run it removes.
-        let _ = remove_file(target);
+        let _ = root.remove_file(target);
     }
     synced
 }
 
 /// Remove a staged handle that was never published (best effort).
-pub fn discard_handle(staging: &Path) {
-    let _ = remove_file(staging);
+pub fn discard_handle(root: &StateRoot, staging: &Path) {
+    let _ = root.remove_file(staging);
 }
 
 /// The JSON held by a secure (0600, owned, not a symlink) handle file, or
 /// `None` when it is not JSON at all; no field is checked.
-pub fn read_handle_json(path: &Path, kind: &str) -> StoreResult<Option<Value>> {
-    let mut file = open_regular(path, kind, Some(FILE_MODE))?;
-    let bytes = read_limited(&mut file, path, 4096)?;
+pub fn read_handle_json(at: InRoot<'_>, kind: &str) -> StoreResult<Option<Value>> {
+    let mut file = open_regular(&at, kind, Some(FILE_MODE))?;
+    let bytes = read_limited(&mut file, at.path(), 4096)?;
     Ok(bytes
         .as_deref()
         .and_then(|b| std::str::from_utf8(b).ok())
@@ -269,13 +264,14 @@ pub fn read_handle_json(path: &Path, kind: &str) -> StoreResult<Option<Value>> {
 /// `<root>/handles` with an identifier stem, never a symlink, and — unless
 /// `allow_existing` (a recovery retry) — not there yet.
 pub fn check_new_owner_path(
-    root: &Path,
+    root: &StateRoot,
     path: &Path,
     cwd: &Path,
     allow_existing: bool,
 ) -> StoreResult<PathBuf> {
     let contained = check_contained(root, path, cwd)?;
-    if is_symlink(&contained) || (!allow_existing && exists_no_follow(&contained)) {
+    let at = root.at(&contained);
+    if at.is_symlink() || (!allow_existing && at.exists_no_follow()) {
         return Err(StoreError::invalid("owner handle already exists"));
     }
     Ok(contained)
@@ -283,9 +279,9 @@ pub fn check_new_owner_path(
 
 /// True when both paths name the same existing file (the current handle
 /// given again as the new one).
-pub fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(root: &StateRoot, a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let meta = |p: &Path| match p.place() {
+    let meta = |p: &Path| match root.at(p).place() {
         Ok(at) => at
             .open(rustix::fs::OFlags::PATH, 0)
             .and_then(|f| f.metadata()),
@@ -300,15 +296,16 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// Remove a handle file if it still proves exactly `expected` (same run,
 /// epoch and fingerprint), then sync its directory. Anything else at the
 /// path is left alone. Returns whether it was removed.
-pub fn remove_handle_if(path: &Path, expected: &OwnerHandle) -> bool {
-    match read_handle(path, Some(&expected.run_id)) {
+pub fn remove_handle_if(at: InRoot<'_>, expected: &OwnerHandle) -> bool {
+    let (root, path) = (at.root(), at.path());
+    match read_handle(at, Some(&expected.run_id)) {
         Ok(found) if found == *expected => {}
         _ => return false,
     }
-    if remove_file(path).is_err() {
+    if root.remove_file(path).is_err() {
         return false;
     }
-    let _ = super::secure::sync_dir(path.parent().unwrap_or(Path::new(".")));
+    let _ = super::secure::sync_dir(root.at(path.parent().unwrap_or(Path::new("."))));
     true
 }
 
@@ -317,15 +314,15 @@ pub fn remove_handle_if(path: &Path, expected: &OwnerHandle) -> bool {
 /// link that never replaces a file at `to` (linkat does not follow a
 /// symlink at `from`), then `from` removed and the directory fsynced. A
 /// crash in between leaves both names on the one handle, never none.
-pub fn rename_handle(from: &Path, to: &Path) -> StoreResult<()> {
-    if from.parent() != to.parent() || is_symlink(from) {
+pub fn rename_handle(root: &StateRoot, from: &Path, to: &Path) -> StoreResult<()> {
+    if from.parent() != to.parent() || root.at(from).is_symlink() {
         return Err(StoreError::invalid(
             "owner handle must be renamed within its directory",
         ));
     }
     std::fs::hard_link(from, to).map_err(|e| StoreError::io(&e, to))?;
     std::fs::remove_file(from).map_err(|e| StoreError::io(&e, from))?;
-    super::secure::sync_dir(to.parent().unwrap_or(Path::new(".")))
+    super::secure::sync_dir(root.at(to.parent().unwrap_or(Path::new("."))))
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 //! proof files, and finding one receipt line by its sequence.
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::error::{StoreError, StoreResult};
 use super::held::Place;
+use super::root::InRoot;
 use super::run::RunDir;
 use super::secure::{FILE_MODE, atomic_write, create_exclusive, open_regular, read_limited};
 
@@ -117,21 +118,21 @@ pub fn read_small(at: &(impl Place + ?Sized), mode: Option<u32>) -> StoreResult<
 
 /// Read a signer key file: a regular file (never a symlink), owned by us,
 /// mode exactly 0600.
-pub fn read_signer_key(path: &Path) -> StoreResult<Vec<u8>> {
+pub fn read_signer_key(at: InRoot<'_>) -> StoreResult<Vec<u8>> {
     // A mode or owner, an OS error, keeps its kind (and so its hint).
-    read_small(path, Some(FILE_MODE)).map_err(|e| e.refused("signer key file"))
+    read_small(&at, Some(FILE_MODE)).map_err(|e| e.refused("signer key file"))
 }
 
 /// Write a new file at 0600: never over an existing file, never through a
 /// symlink (an exclusive create), synced with its directory.
-pub fn create_new_file(path: &Path, bytes: &[u8], what: &str) -> StoreResult<()> {
-    if super::paths::exists_no_follow(path) {
+pub fn create_new_file(at: InRoot<'_>, bytes: &[u8], what: &str) -> StoreResult<()> {
+    if at.exists_no_follow() {
         return Err(StoreError::invalid(format!(
             "{what} {} already exists; it is never replaced",
-            path.display()
+            at.path().display()
         )));
     }
-    create_exclusive(path, bytes)
+    create_exclusive(&at, bytes)
 }
 
 impl RunDir {
@@ -145,7 +146,7 @@ impl RunDir {
         sequence_of: impl Fn(&[u8]) -> Option<u64>,
     ) -> StoreResult<Option<Vec<u8>>> {
         let path = self.receipt_path();
-        let mut file = open_regular(&path, "receipt", None)?;
+        let mut file = open_regular(&self.root.at(&path), "receipt", None)?;
         let mut read_line_at = |offset: u64| -> StoreResult<Vec<u8>> {
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| StoreError::io(&e, &path))?;
@@ -227,7 +228,7 @@ mod tests {
     fn find_line_finds_every_line_by_binary_search() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::new(
-            dir.path(),
+            &crate::store::root::StateRoot::begin(dir.path()),
             &crate::receipt::primitives::RunId::parse("r").unwrap(),
         );
         std::fs::create_dir_all(&run.dir).unwrap();

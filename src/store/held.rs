@@ -5,10 +5,11 @@
 //! a write: the kernel resolves each name inside the directory we hold.
 //!
 //! [`Loc`] names one entry of a held directory; every primitive of
-//! [`super::secure`] takes a [`Place`], which a `Path` and a `Loc` both
-//! are. A `Path` inside the running command's state root is reached from
-//! the held root ([`super::root`]); only a path outside it (a file the
-//! user names) has its parent opened by path.
+//! [`super::secure`] takes a [`Place`], which a `Loc` is, and so is a path
+//! placed through the command's state root ([`super::root::InRoot`]): a
+//! path inside the root is reached from the held root ([`super::root`]);
+//! only a path outside it (a file the user names) has its parent opened by
+//! path. A bare `Path` is no `Place`: where it lies is the root's to say.
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::{OsStr, OsString};
@@ -16,9 +17,10 @@ use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::error::{StoreError, StoreResult};
+use super::root::Shared;
 use nix::libc;
 
 fn os(error: rustix::io::Errno) -> std::io::Error {
@@ -34,13 +36,53 @@ pub struct HeldDir {
     /// Its `fstat` when opened (identity, and the owner and mode a caller
     /// checks right after opening, without asking again).
     opened: std::fs::Metadata,
+    /// The state of the command whose root this directory was reached
+    /// from (or placed through), if any: a rename or removal through it
+    /// forgets what it may have changed there, and the files that command
+    /// keeps under a lock are found from its entries. Weak: the root's
+    /// state holds the directories it walked.
+    root: Option<Weak<Shared>>,
 }
 
 impl HeldDir {
     fn from_fd(fd: OwnedFd, path: PathBuf) -> std::io::Result<HeldDir> {
         let file = File::from(fd);
         let opened = file.metadata()?;
-        Ok(HeldDir { opened, file, path })
+        Ok(HeldDir {
+            opened,
+            file,
+            path,
+            root: None,
+        })
+    }
+
+    /// This directory, as reached from (or placed through) the state root
+    /// whose state is `root`.
+    pub(super) fn in_root(mut self, root: Weak<Shared>) -> HeldDir {
+        self.root = Some(root);
+        self
+    }
+
+    /// The state of the command whose root this directory was reached
+    /// from, while that command holds it.
+    pub(super) fn root_state(&self) -> Option<Arc<Shared>> {
+        self.root.as_ref()?.upgrade()
+    }
+
+    /// A directory opened beneath this one: reached from the same root.
+    fn beneath_this(&self, dir: HeldDir) -> HeldDir {
+        HeldDir {
+            root: self.root.clone(),
+            ..dir
+        }
+    }
+
+    /// Forget what this command walked and kept (see
+    /// [`super::root::forget_walked_in`]).
+    fn forget_walked(&self) {
+        if let Some(shared) = self.root_state() {
+            super::root::forget_walked_in(&shared);
+        }
     }
 
     /// Hold a directory already opened (and checked) as a `File`.
@@ -76,7 +118,7 @@ impl HeldDir {
             Mode::empty(),
         )
         .map_err(os)?;
-        HeldDir::from_fd(fd, self.path.join(name))
+        HeldDir::from_fd(fd, self.path.join(name)).map(|dir| self.beneath_this(dir))
     }
 
     /// Open the directory `relative` beneath this one in one `openat2`
@@ -88,7 +130,9 @@ impl HeldDir {
     /// component, whose refusals say why.
     pub fn descend(&self, relative: &Path) -> Option<HeldDir> {
         let fd = self.beneath(relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        HeldDir::from_fd(fd, self.path.join(relative)).ok()
+        HeldDir::from_fd(fd, self.path.join(relative))
+            .ok()
+            .map(|dir| self.beneath_this(dir))
     }
 
     /// [`Self::descend`] to a file: `relative` opened with `flags` in one
@@ -282,7 +326,7 @@ impl Loc {
     }
 
     pub fn rename_to(&self, to: &Loc) -> std::io::Result<()> {
-        super::root::forget_walked();
+        self.dir.forget_walked();
         self.renameat(to)
     }
 
@@ -292,7 +336,9 @@ impl Loc {
     /// a path resolves through the names on it only, and a file moved
     /// carries no directory or kept file of this command with it.
     pub fn rename_own_file_to(&self, to: &Loc) -> std::io::Result<()> {
-        super::root::forget_renamed([self.name.as_os_str(), to.name.as_os_str()]);
+        if let Some(shared) = self.dir.root_state() {
+            super::root::forget_renamed_in(&shared, [self.name.as_os_str(), to.name.as_os_str()]);
+        }
         self.renameat(to)
     }
 
@@ -307,7 +353,7 @@ impl Loc {
     }
 
     pub fn remove_file(&self) -> std::io::Result<()> {
-        super::root::forget_walked();
+        self.dir.forget_walked();
         rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::empty()).map_err(os)
     }
 
@@ -328,7 +374,7 @@ impl Loc {
     /// through descriptors only (a symlink inside is removed, never
     /// followed).
     pub fn remove_tree(&self) -> std::io::Result<()> {
-        super::root::forget_walked();
+        self.dir.forget_walked();
         let is_dir = self.lstat()?.is_some_and(|s| {
             rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
         });
@@ -355,12 +401,12 @@ impl Loc {
     /// descriptor: nothing outside it is reached.
     /// `rmdir`: fails unless the directory is empty.
     pub fn remove_empty_dir(&self) -> std::io::Result<()> {
-        super::root::forget_walked();
+        self.dir.forget_walked();
         rustix::fs::unlinkat(&self.dir.file, self.name.as_os_str(), AtFlags::REMOVEDIR).map_err(os)
     }
 
     pub fn remove_flat_dir(&self) -> std::io::Result<()> {
-        super::root::forget_walked();
+        self.dir.forget_walked();
         let dir = self.open_dir()?;
         for name in dir.entries()? {
             let _ = rustix::fs::unlinkat(&dir.file, name.as_os_str(), AtFlags::empty());
@@ -379,13 +425,14 @@ impl AsFd for HeldDir {
     }
 }
 
-/// Where a store primitive acts: a path (its parent is opened by path) or
-/// an entry of a held directory.
+/// Where a store primitive acts: an entry of a held directory, a path
+/// placed through the command's state root, or a path outside any root
+/// (its parent is opened by path).
 pub trait Place {
     fn place(&self) -> StoreResult<Loc>;
 
-    /// The path, when this is a path outside the running command's state
-    /// root (a file the user names): it may be opened by path in one call,
+    /// The path, when this is a path outside the command's state root (a
+    /// file the user names): it may be opened by path in one call,
     /// which follows its parent's symlinks exactly as opening the parent
     /// would.
     fn outside_path(&self) -> Option<&Path> {
@@ -393,9 +440,9 @@ pub trait Place {
     }
 
     /// The file opened with `flags` from the held root in one `openat2`,
-    /// when this is a path inside the running command's state root whose
+    /// when this is a path inside the command's state root whose
     /// directory the command has not opened (see
-    /// [`super::root::open_file_beneath`]); `None` otherwise, or when that
+    /// [`super::root::StateRoot::open_file_beneath`]); `None` otherwise, or when that
     /// open fails (the caller then opens it from its placed directory,
     /// whose refusal says why).
     fn open_beneath_root(&self, _flags: OFlags) -> Option<(File, PathBuf)> {
@@ -409,46 +456,41 @@ impl Place for Loc {
     }
 }
 
-impl Place for Path {
+impl Place for super::root::InRoot<'_> {
     fn outside_path(&self) -> Option<&Path> {
-        (!super::root::is_inside(self)).then_some(self)
+        (!self.root().is_inside(self.path())).then_some(self.path())
     }
 
     fn open_beneath_root(&self, flags: OFlags) -> Option<(File, PathBuf)> {
-        let file = super::root::open_file_beneath(self, flags)?;
-        Some((file, self.to_path_buf()))
+        let file = self.root().open_file_beneath(self.path(), flags)?;
+        Some((file, self.path().to_path_buf()))
     }
 
     fn place(&self) -> StoreResult<Loc> {
-        // Inside the running command's state root: from the held root.
-        if let Some(loc) = super::root::place_inside(self)? {
+        // Inside the state root: from the held root.
+        if let Some(loc) = self.root().place_inside(self.path())? {
             return Ok(loc);
         }
-        let parent = match self.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = self
-            .file_name()
-            .ok_or_else(|| StoreError::invalid(format!("'{}' names no file", self.display())))?;
-        let dir =
-            HeldDir::open_directory_following(parent).map_err(|e| StoreError::io(&e, self))?;
-        Ok(Loc::new(Arc::new(dir), name))
+        // Outside it, by path; what is renamed or removed there still
+        // makes the command forget what it walked, as anywhere.
+        outside(self.path(), Some(self.root().downgrade()))
     }
 }
 
-impl Place for PathBuf {
-    fn place(&self) -> StoreResult<Loc> {
-        self.as_path().place()
-    }
-
-    fn outside_path(&self) -> Option<&Path> {
-        self.as_path().outside_path()
-    }
-
-    fn open_beneath_root(&self, flags: OFlags) -> Option<(File, PathBuf)> {
-        self.as_path().open_beneath_root(flags)
-    }
+/// The entry `path` of a directory opened by its path (a file outside any
+/// state root: its parent's symlinks are followed as opening it would).
+fn outside(path: &Path, root: Option<Weak<Shared>>) -> StoreResult<Loc> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| StoreError::invalid(format!("'{}' names no file", path.display())))?;
+    let mut dir =
+        HeldDir::open_directory_following(parent).map_err(|e| StoreError::io(&e, path))?;
+    dir.root = root;
+    Ok(Loc::new(Arc::new(dir), name))
 }
 
 impl HeldDir {

@@ -16,6 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::paths::expand_tilde;
+use super::root::StateRoot;
 use super::secure::{open_regular_meta, read_sized};
 use crate::receipt::canonical::{MAX_INTEGER_DIGITS, contains_float, contains_oversized_integer};
 use crate::receipt::faults;
@@ -178,6 +179,7 @@ fn read_stdin() -> std::io::Result<Option<Vec<u8>>> {
 /// Read and parse the JSON input of `flag` (`--evidence`, `--input`, ...):
 /// inline, on standard input or in a file ([`InputSource`]).
 pub fn read_json_input(
+    root: &StateRoot,
     given: &JsonArg,
     shape: InputShape,
     home: Option<&OsString>,
@@ -224,12 +226,13 @@ pub fn read_json_input(
             let shown = shown_path.display().to_string();
             let path = expand_tilde(shown_path, home);
             let label = format!("{} file", flag.trim_start_matches('-'));
-            let (mut file, meta) = open_regular_meta(&path, "JSON input", None).map_err(|e| {
-                refuse(
-                    open_failure(&path, &label, &shown, e.message()),
-                    open_hint(flag, shape),
-                )
-            })?;
+            let (mut file, meta) =
+                open_regular_meta(&root.at(&path), "JSON input", None).map_err(|e| {
+                    refuse(
+                        open_failure(&path, &label, &shown, e.message()),
+                        open_hint(flag, shape),
+                    )
+                })?;
             read_sized(&mut file, &path, meta.len(), MAX_INPUT_BYTES)
                 .map_err(|e| {
                     refuse(
@@ -383,8 +386,9 @@ mod tests {
     /// floats, the top-level type; a fitting one is returned as it came.
     #[test]
     fn a_received_value_meets_the_inline_rules() {
+        let root = StateRoot::rootless();
         let read = |value: Value, shape| {
-            read_json_input(&JsonArg::Value(value), shape, None, "--evidence")
+            read_json_input(&root, &JsonArg::Value(value), shape, None, "--evidence")
         };
         let list = json!([{"kind": "k", "summary": "s", "exit_status": 3}]);
         assert_eq!(json_length(&list), list.to_string().len() as u64);

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
-use super::paths::is_symlink;
+use super::root::StateRoot;
 use super::run::RunDir;
 use super::secure::{atomic_write, create_dir_0700, ensure_secure_dir, open_secure_dir, sync_dir};
 
@@ -27,18 +27,18 @@ pub const GITIGNORE_TEXT: &str =
     "# Made by bluetape-flow init: the state root holds owner handles and its MAC key.\n*\n";
 
 /// Inside the state root, reached from the held root (see `store::root`).
-fn exists(path: &Path) -> bool {
-    super::paths::exists_no_follow(path)
+fn exists(root: &StateRoot, path: &Path) -> bool {
+    root.at(path).exists_no_follow()
 }
 
 /// A state root `init` may use: an existing secure directory, or a path
 /// whose parent exists (it will be created). Nothing is created here.
-pub fn check_state_root(root: &Path) -> StoreResult<()> {
-    if is_symlink(root) {
+pub fn check_state_root(root: &StateRoot) -> StoreResult<()> {
+    if root.at(root).is_symlink() {
         return Err(StoreError::invalid("state root must not be a symlink"));
     }
-    if exists(root) {
-        open_secure_dir(root, "state root")?;
+    if exists(root, root) {
+        open_secure_dir(root.at(root), "state root")?;
         return Ok(());
     }
     let parent = root.parent().unwrap_or(Path::new("/"));
@@ -54,29 +54,29 @@ pub fn check_state_root(root: &Path) -> StoreResult<()> {
 /// Create the state root and its directories, validating existing ones
 /// first so a refusal (say a 0755 `quarantine/`) leaves no half-built
 /// skeleton; write `config.json` once.
-pub fn ensure_skeleton(root: &Path) -> StoreResult<()> {
+pub fn ensure_skeleton(root: &StateRoot) -> StoreResult<()> {
     check_state_root(root)?;
     for name in SUBDIRS {
         let path = root.join(name);
-        if exists(&path) {
-            open_secure_dir(&path, &format!("state-root {name}"))?;
+        if exists(root, &path) {
+            open_secure_dir(root.at(&path), &format!("state-root {name}"))?;
         }
     }
-    ensure_secure_dir(root, "state root")?;
+    ensure_secure_dir(root.at(root), "state root")?;
     for name in SUBDIRS {
-        ensure_secure_dir(&root.join(name), &format!("state-root {name}"))?;
+        ensure_secure_dir(root.at(&root.join(name)), &format!("state-root {name}"))?;
     }
     let config = root.join("config.json");
-    if !exists(&config) {
+    if !exists(root, &config) {
         // A new state root (its first init): git ignores all of it, since
         // it holds the owner handles and `derived.key` (cli-conventions §5,
         // DEVIATIONS 92). Written before config.json, so a root that has
         // one was given its .gitignore; an existing root is left as it is.
         let ignore = root.join(GITIGNORE);
-        if !exists(&ignore) {
-            atomic_write(&ignore, GITIGNORE_TEXT.as_bytes())?;
+        if !exists(root, &ignore) {
+            atomic_write(&root.at(&ignore), GITIGNORE_TEXT.as_bytes())?;
         }
-        atomic_write(&config, format!("{CONFIG}\n").as_bytes())?;
+        atomic_write(&root.at(&config), format!("{CONFIG}\n").as_bytes())?;
     }
     Ok(())
 }
@@ -98,12 +98,13 @@ impl RunDir {
     /// Once the directory exists it is ours: any later failure removes it
     /// again, so a failed `init` never leaves a half-made run behind.
     pub fn create(&self) -> StoreResult<()> {
-        create_dir_0700(&self.dir)?;
+        let root = &self.root;
+        create_dir_0700(root.at(&self.dir))?;
         let result = (|| {
-            sync_dir(&self.root.join("runs"))?;
+            sync_dir(root.at(&root.join("runs")))?;
             self.validate()?;
             for name in ["lanes", "heartbeats", "locks"] {
-                ensure_secure_dir(&self.dir.join(name), "run directory")?;
+                ensure_secure_dir(root.at(&self.dir.join(name)), "run directory")?;
             }
             Ok(())
         })();
@@ -115,8 +116,8 @@ impl RunDir {
 
     /// Remove a run directory whose creation failed (best effort).
     pub fn discard(&self) {
-        let _ = super::root::remove_tree(&self.dir);
-        let _ = sync_dir(&self.root.join("runs"));
+        let _ = self.root.remove_tree(&self.dir);
+        let _ = sync_dir(self.root.at(&self.root.join("runs")));
     }
 
     /// Write the frozen manifest snapshot (once, at init).
@@ -126,6 +127,6 @@ impl RunDir {
 
     /// Whether any receipt file exists yet.
     pub fn has_receipt(&self) -> bool {
-        exists(&self.receipt_path())
+        exists(&self.root, &self.receipt_path())
     }
 }

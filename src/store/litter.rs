@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::lock::DirLock;
-use super::root::symlink_metadata as lstat;
+use super::root::StateRoot;
 
 /// The lock protocol's grace: anything younger may belong to a live writer.
 pub const GRACE: Duration = Duration::from_secs(30);
@@ -93,19 +93,22 @@ impl Litter {
     }
 }
 
-// Within a command every path below is reached from the held state root
+// Every path below is reached from the command's held state root
 // (`store::root`): a symlinked `runs/`, `handles/` or `locks/` is neither
 // listed through nor removed through.
-fn age(path: &Path, now: SystemTime) -> Option<Duration> {
-    let modified = lstat(path)?.modified().ok()?;
+fn age(root: &StateRoot, path: &Path, now: SystemTime) -> Option<Duration> {
+    let modified = root.symlink_metadata(path)?.modified().ok()?;
     Some(now.duration_since(modified).unwrap_or_default())
 }
 
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    if lstat(dir).is_some_and(|m| m.file_type().is_symlink()) {
+fn entries(root: &StateRoot, dir: &Path) -> Vec<PathBuf> {
+    if root
+        .symlink_metadata(dir)
+        .is_some_and(|m| m.file_type().is_symlink())
+    {
         return Vec::new();
     }
-    super::root::list(dir)
+    root.list(dir)
 }
 
 fn name_of(path: &Path) -> String {
@@ -120,8 +123,8 @@ fn is_temp_name(name: &str) -> bool {
 
 /// The temp files of atomic writes and the retired lock directories in
 /// `dir`: what a killed writer leaves beside the files it was replacing.
-fn leftovers(dir: &Path) -> impl Iterator<Item = (LitterKind, PathBuf)> {
-    entries(dir).into_iter().filter_map(|path| {
+fn leftovers(root: &StateRoot, dir: &Path) -> impl Iterator<Item = (LitterKind, PathBuf)> {
+    entries(root, dir).into_iter().filter_map(|path| {
         let name = name_of(&path);
         if is_temp_name(&name) {
             Some((LitterKind::TempFile, path))
@@ -137,8 +140,9 @@ fn is_retired_name(name: &str) -> bool {
     name.contains(".retired.") || name.contains(".stale.")
 }
 
-fn has_receipt(run_dir: &Path) -> bool {
-    lstat(&run_dir.join("receipt.jsonl")).is_some_and(|m| m.len() > 0)
+fn has_receipt(root: &StateRoot, run_dir: &Path) -> bool {
+    root.symlink_metadata(&run_dir.join("receipt.jsonl"))
+        .is_some_and(|m| m.len() > 0)
 }
 
 /// The receipt lock of a run without a receipt is free, or what a writer
@@ -148,26 +152,26 @@ fn has_receipt(run_dir: &Path) -> bool {
 /// (when it has a readable one) not alive and its flock not held, the
 /// same rule the lock protocol applies when it claims a stale initializer
 /// or an empty lock directory.
-fn half_made_lock_is_free(run_dir: &Path, now: SystemTime) -> bool {
-    let lock = DirLock::new(run_dir.join("locks").join("receipt"));
+fn half_made_lock_is_free(root: &StateRoot, run_dir: &Path, now: SystemTime) -> bool {
+    let lock = DirLock::new(root, run_dir.join("locks").join("receipt"));
     match lock.status() {
         "unlocked" | "locked_dead" => return true,
         "locked_initializing" => {}
         _ => return false,
     }
-    let old = |path: &Path| age(path, now).is_some_and(|a| a >= GRACE);
+    let old = |path: &Path| age(root, path, now).is_some_and(|a| a >= GRACE);
     let dir = run_dir.join("locks").join("receipt");
-    if lstat(&dir).is_some() && !old(&dir) {
+    if root.symlink_metadata(&dir).is_some() && !old(&dir) {
         return false;
     }
     let init = run_dir.join("locks").join(".receipt.initializing.json");
-    if lstat(&init).is_none() {
+    if root.symlink_metadata(&init).is_none() {
         return true;
     }
-    if !old(&init) || super::secure::flock_held(init.as_path()) {
+    if !old(&init) || super::secure::flock_held(&root.at(&init)) {
         return false;
     }
-    let record = super::heads::read_small(init.as_path(), None)
+    let record = super::heads::read_small(&root.at(&init), None)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
     !matches!(
@@ -177,23 +181,22 @@ fn half_made_lock_is_free(run_dir: &Path, now: SystemTime) -> bool {
 }
 
 /// A run's head record, when present and naming no head.
-fn head_record_is_damaged(run_dir: &Path) -> bool {
+fn head_record_is_damaged(root: &StateRoot, run_dir: &Path) -> bool {
     let path = run_dir.join("receipt-head.json");
-    if !lstat(&path).is_some_and(|m| m.is_file()) {
+    if !root.symlink_metadata(&path).is_some_and(|m| m.is_file()) {
         return false;
     }
-    super::heads::read_small(path.as_path(), None).is_ok_and(|bytes| {
-        let root = run_dir.parent().and_then(Path::parent);
-        let key = root.and_then(super::secret::read_key);
+    super::heads::read_small(&root.at(&path), None).is_ok_and(|bytes| {
+        let key = super::secret::read_key(root);
         super::run::parse_head(&bytes, &name_of(run_dir), key.as_deref()).is_none()
     })
 }
 
 /// Every piece of litter under `root`, oldest kinds first. Reads only.
-pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
+pub fn scan(root: &StateRoot, now: SystemTime) -> Vec<Litter> {
     let mut out = Vec::new();
     let mut push = |kind, path: PathBuf, dead_if_old: bool| {
-        let age = age(&path, now).unwrap_or_default();
+        let age = age(root, &path, now).unwrap_or_default();
         out.push(Litter {
             kind,
             dead: dead_if_old && age >= GRACE,
@@ -201,21 +204,21 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
             path,
         });
     };
-    for run_dir in entries(&root.join("runs")) {
-        let is_dir = lstat(&run_dir).is_some_and(|m| m.is_dir());
+    for run_dir in entries(root, &root.join("runs")) {
+        let is_dir = root.symlink_metadata(&run_dir).is_some_and(|m| m.is_dir());
         if !is_dir {
             continue;
         }
-        let lock = DirLock::new(run_dir.join("locks").join("receipt"));
-        if !has_receipt(&run_dir) {
+        let lock = DirLock::new(root, run_dir.join("locks").join("receipt"));
+        if !has_receipt(root, &run_dir) {
             push(
                 LitterKind::HalfMadeRun,
                 run_dir.clone(),
-                half_made_lock_is_free(&run_dir, now),
+                half_made_lock_is_free(root, &run_dir, now),
             );
             continue;
         }
-        if head_record_is_damaged(&run_dir) {
+        if head_record_is_damaged(root, &run_dir) {
             push(
                 LitterKind::DamagedHeadRecord,
                 run_dir.join("receipt-head.json"),
@@ -234,12 +237,12 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
             run_dir.join("lanes"),
             run_dir.join("locks"),
         ] {
-            for (kind, path) in leftovers(&dir) {
+            for (kind, path) in leftovers(root, &dir) {
                 push(kind, path, true);
             }
         }
     }
-    for path in entries(&root.join("handles")) {
+    for path in entries(root, &root.join("handles")) {
         let name = name_of(&path);
         if is_temp_name(&name) {
             push(LitterKind::TempFile, path, true);
@@ -248,13 +251,13 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
         if !(name.starts_with("init-") && name.ends_with(".owner")) {
             continue;
         }
-        let run_id = super::heads::read_small(path.as_path(), None)
+        let run_id = super::heads::read_small(&root.at(&path), None)
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .and_then(|v| v.get("run_id").and_then(|r| r.as_str()).map(str::to_string));
         let live_run = run_id
             .filter(|id| super::super::receipt::primitives::is_identifier(id))
-            .is_some_and(|id| has_receipt(&root.join("runs").join(id)));
+            .is_some_and(|id| has_receipt(root, &root.join("runs").join(id)));
         if live_run {
             push(LitterKind::UnpublishedHandle, path, false);
         } else {
@@ -262,7 +265,7 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
         }
     }
     for dir in [root.to_path_buf(), root.join("locks")] {
-        for (kind, path) in leftovers(&dir) {
+        for (kind, path) in leftovers(root, &dir) {
             push(kind, path, true);
         }
     }
@@ -277,17 +280,19 @@ pub fn scan(root: &Path, now: SystemTime) -> Vec<Litter> {
 /// writer of its run reclaims it), never a head record (`rebuild`). Best
 /// effort: a failure to remove is left for `doctor` to report. Returns how
 /// many were removed.
-pub fn remove_dead_init_litter(root: &Path, now: SystemTime) -> usize {
+pub fn remove_dead_init_litter(root: &StateRoot, now: SystemTime) -> usize {
     scan(root, now)
         .into_iter()
         .filter(|l| l.dead)
         .filter(|l| match l.kind {
-            LitterKind::HalfMadeRun => super::root::remove_tree(&l.path).is_ok(),
-            LitterKind::RetiredLock if lstat(&l.path).is_some_and(|m| m.is_dir()) => {
-                super::root::remove_tree(&l.path).is_ok()
+            LitterKind::HalfMadeRun => root.remove_tree(&l.path).is_ok(),
+            LitterKind::RetiredLock
+                if root.symlink_metadata(&l.path).is_some_and(|m| m.is_dir()) =>
+            {
+                root.remove_tree(&l.path).is_ok()
             }
             LitterKind::StagingHandle | LitterKind::TempFile | LitterKind::RetiredLock => {
-                super::root::remove_file(&l.path).is_ok()
+                root.remove_file(&l.path).is_ok()
             }
             _ => false,
         })
@@ -310,7 +315,7 @@ mod tests {
     #[test]
     fn only_dead_init_litter_is_removed_and_data_is_kept() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
+        let root = &crate::store::root::StateRoot::begin(tmp.path());
         dir(&root.join("runs/half"));
         dir(&root.join("runs/real"));
         std::fs::write(root.join("runs/real/receipt.jsonl"), b"{}\n").unwrap();

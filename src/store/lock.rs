@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use super::error::{StoreError, StoreResult};
 use super::held::{Loc, Place};
-use super::paths::exists_no_follow;
+use super::root::StateRoot;
 use super::secure::{
     DIR_MODE, FILE_MODE, check_metadata, create_dir_0700, create_exclusive,
     create_exclusive_locked, flock_held, open_regular, open_secure_dir_at, read_limited, sync_dir,
@@ -173,13 +173,14 @@ fn holder(record: &Value, dir: &Path) -> String {
 /// What the lock's directory is reached from.
 #[derive(Debug, Clone)]
 enum Anchor {
-    /// By path (a lock outside any command's state root: unit tests).
+    /// By its path, placed through the state root (a lock of a run not
+    /// validated yet).
     Path,
     /// A validated run's lock: `locks/` of the held run directory.
     Run(super::run::RunDir),
     /// A lock of the state root (`<root>/locks/...`), reached from the
     /// held root.
-    Root(PathBuf),
+    Root,
 }
 
 /// The reference's directory lock, taken through held descriptors.
@@ -202,6 +203,7 @@ enum Anchor {
 /// created inside the held directory.
 #[derive(Debug, Clone)]
 pub struct DirLock {
+    root: StateRoot,
     dir: PathBuf,
     anchor: Anchor,
 }
@@ -219,8 +221,9 @@ pub struct LockGuard {
 }
 
 impl DirLock {
-    pub fn new(dir: PathBuf) -> DirLock {
+    pub fn new(root: &StateRoot, dir: PathBuf) -> DirLock {
         DirLock {
+            root: root.clone(),
             dir,
             anchor: Anchor::Path,
         }
@@ -228,10 +231,11 @@ impl DirLock {
 
     /// The state root's lock of a recovery of run `run_id`, reached from
     /// the held state root.
-    pub fn recovery(root: &Path, run_id: &str) -> DirLock {
+    pub fn recovery(root: &StateRoot, run_id: &str) -> DirLock {
         DirLock {
+            root: root.clone(),
             dir: root.join("locks").join(format!("recovery-{run_id}")),
-            anchor: Anchor::Root(root.to_path_buf()),
+            anchor: Anchor::Root,
         }
     }
 
@@ -254,7 +258,7 @@ impl DirLock {
     fn loc(&self) -> StoreResult<Loc> {
         match &self.anchor {
             Anchor::Run(run) => run.place(&self.dir),
-            Anchor::Path | Anchor::Root(_) => self.dir.place(),
+            Anchor::Path | Anchor::Root => self.root.at(&self.dir).place(),
         }
     }
 
@@ -276,14 +280,15 @@ impl DirLock {
                     opened => return Self::lock_in(opened, self.name()),
                 }
             }
-            Anchor::Path | Anchor::Root(_) => {
-                if !exists_no_follow(parent) {
-                    create_dir_0700(parent)?;
+            Anchor::Path | Anchor::Root => {
+                let root = &self.root;
+                if !root.at(parent).exists_no_follow() {
+                    create_dir_0700(root.at(parent))?;
                     if let Some(grand) = parent.parent() {
-                        sync_dir(grand)?;
+                        sync_dir(root.at(grand))?;
                     }
                 }
-                parent.place()?
+                root.at(parent).place()?
             }
         };
         Self::lock_in(open_secure_dir_at(&at, kind), self.name())
@@ -307,8 +312,9 @@ impl DirLock {
         match &self.anchor {
             Anchor::Path => Ok(()),
             Anchor::Run(run) => run.recheck(),
-            Anchor::Root(root) => {
-                let held = super::root::held(root).map_err(|e| StoreError::io(&e, root))?;
+            Anchor::Root => {
+                let root = &self.root;
+                let held = root.held().map_err(|e| StoreError::io(&e, root))?;
                 if super::root::still_named(&held, root) {
                     Ok(())
                 } else {
@@ -429,7 +435,7 @@ fn publish(lock: &Loc, held: std::fs::File) -> StoreResult<LockGuard> {
     // From the rename on, owner.json carries our token: if a later step
     // fails, dropping the guard releases the lock instead of leaving it
     // held by a process that reported a failure.
-    super::root::lock_taken();
+    super::root::lock_taken(lock);
     let mut guard = LockGuard {
         lock: lock.clone(),
         _held: held,
@@ -642,7 +648,7 @@ impl Drop for LockGuard {
         use std::os::unix::fs::MetadataExt;
         // The derived files kept open for writing under it are closed
         // first: nothing is written through them once it is released.
-        super::root::lock_released();
+        super::root::lock_released(&self.lock);
         // Ours when `owner.json` in the lock directory that now has the
         // lock's name is the very file we flocked and renamed there (the
         // descriptor we hold): a reclaimer's record is another inode.
@@ -698,7 +704,8 @@ mod tests {
             .create(&locks)
             .unwrap();
         std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let lock = DirLock::new(locks.join("receipt"));
+        let root = StateRoot::begin(tmp.path());
+        let lock = DirLock::new(&root, locks.join("receipt"));
         (tmp, lock)
     }
 
@@ -708,7 +715,10 @@ mod tests {
             .create(&lock.dir)
             .unwrap();
         std::fs::set_permissions(&lock.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        create_exclusive(&lock.owner(), body.as_bytes()).unwrap();
+        // Another holder's record: written by another command, with its
+        // own hold on the root.
+        let other = StateRoot::begin(lock.root.path());
+        create_exclusive(&other.at(&lock.owner()), body.as_bytes()).unwrap();
     }
 
     #[test]
@@ -787,7 +797,7 @@ mod tests {
     fn our_guard_holds_the_flock_and_records_who_we_are() {
         let (_tmp, lock) = setup();
         let guard = lock.try_acquire().unwrap();
-        assert!(flock_held(&lock.owner()));
+        assert!(flock_held(&lock.root.at(&lock.owner())));
         let record: Value = serde_json::from_slice(&std::fs::read(lock.owner()).unwrap()).unwrap();
         // `pid` 0 keeps the reference waiting (DEVIATIONS 40); ours is
         // `holder_pid`, and the flock decides.
@@ -814,7 +824,8 @@ mod tests {
         // rule: only a live or unknown pid keeps a claim).
         let (_tmp, lock) = setup();
         write_owner(&lock, "{\"pid\":999999999,\"token\":\"x\"}\n");
-        create_exclusive(&lock.claim(), b"").unwrap();
+        let other = StateRoot::begin(lock.root.path());
+        create_exclusive(&other.at(&lock.claim()), b"").unwrap();
         assert!(
             matches!(lock.try_acquire(), Err(StoreError::LockHeld(m)) if m == "state lock recovery is already claimed")
         );

@@ -45,4 +45,17 @@ pub(crate) mod test_dirs {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         dir
     }
+
+    /// The directory of a run `r` in a new state root (as [`private_dir`]),
+    /// reached as a command reaches it.
+    pub fn run_dir() -> (tempfile::TempDir, super::run::RunDir) {
+        let dir = private_dir();
+        let root = super::root::StateRoot::begin(dir.path());
+        let run = super::run::RunDir::new(
+            &root,
+            &crate::receipt::primitives::RunId::parse("r").unwrap(),
+        );
+        std::fs::create_dir_all(&run.dir).unwrap();
+        (dir, run)
+    }
 }

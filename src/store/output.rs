@@ -8,6 +8,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
+use super::root::StateRoot;
 use super::secure::sync_dir;
 use nix::libc;
 
@@ -45,7 +46,7 @@ fn resolve_target(path: &Path, cwd: &Path) -> StoreResult<(PathBuf, PathBuf)> {
 pub fn write_view_file(
     path: &Path,
     cwd: &Path,
-    state_root: &Path,
+    state_root: &StateRoot,
     bytes: &[u8],
     force: bool,
 ) -> StoreResult<PathBuf> {
@@ -75,7 +76,7 @@ fn place_new(temp: &Path, target: &Path) -> StoreResult<()> {
 pub fn write_view_with(
     path: &Path,
     cwd: &Path,
-    state_root: &Path,
+    state_root: &StateRoot,
     force: bool,
     write: impl FnOnce(&mut std::fs::File, &Path) -> StoreResult<()>,
 ) -> StoreResult<PathBuf> {
@@ -133,7 +134,7 @@ pub fn write_view_with(
         let _ = std::fs::remove_file(&temp);
         return result.map(|_| target);
     }
-    sync_dir(&dir)?;
+    sync_dir(state_root.at(&dir))?;
     Ok(target)
 }
 

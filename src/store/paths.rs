@@ -112,37 +112,6 @@ pub fn strip_trailing_slashes(path: &Path) -> PathBuf {
     path.components().collect()
 }
 
-/// What is at `path`, in one `lstat`: `None` for nothing, else whether it
-/// is a symlink (inside the running command's state root, from the held
-/// root; by path where it cannot be reached so).
-pub fn entry_is_symlink(path: &Path) -> Option<bool> {
-    let path = strip_trailing_slashes(path);
-    if let Ok(Some(at)) = super::root::place_inside(&path) {
-        let stat = at.lstat().ok()??;
-        return Some(
-            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink,
-        );
-    }
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| m.file_type().is_symlink())
-}
-
-/// True when the final component of `path` is a symlink (lstat; inside
-/// the running command's state root, from the held root).
-pub fn is_symlink(path: &Path) -> bool {
-    entry_is_symlink(path) == Some(true)
-}
-
-/// True when anything (even a dangling symlink) is at `path` (lstat;
-/// inside the running command's state root, from the held root).
-pub fn exists_no_follow(path: &Path) -> bool {
-    if let Ok(Some(at)) = super::root::place_inside(path) {
-        return at.exists();
-    }
-    std::fs::symlink_metadata(path).is_ok()
-}
-
 /// The name without its last suffix, `pathlib` style (`.owner` has no suffix).
 pub fn stem(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;

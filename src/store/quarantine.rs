@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, StoreResult};
 use super::held::Place;
-use super::paths::exists_no_follow;
+use super::root::{InRoot, StateRoot};
 use super::secure::{FILE_MODE, ensure_secure_dir, open_regular, sync_dir};
 
 /// `<root>/quarantine`.
@@ -56,39 +56,40 @@ fn identity_of(file: &mut File, path: &Path) -> StoreResult<(String, u64)> {
 
 /// SHA-256 and size of a regular, non-symlink file; with `mode`, its owner
 /// and exact mode are checked too.
-pub fn file_identity(path: &Path, kind: &str, mode: Option<u32>) -> StoreResult<(String, u64)> {
-    let mut file = open_regular(path, kind, mode)?;
-    identity_of(&mut file, path)
+pub fn file_identity(at: InRoot<'_>, kind: &str, mode: Option<u32>) -> StoreResult<(String, u64)> {
+    let mut file = open_regular(&at, kind, mode)?;
+    identity_of(&mut file, at.path())
 }
 
 /// Copy `source` byte for byte to `<root>/quarantine/<name>` unless that
 /// copy exists. The directory is created 0700 when missing. A missing
 /// source is copied as the empty file it is diagnosed as (decisions.md 17).
 pub fn quarantine_copy(
-    root: &Path,
+    root: &StateRoot,
     name: &str,
     source: &Path,
     expected: (&str, u64),
 ) -> StoreResult<QuarantineCopy> {
     let dir = quarantine_dir(root);
-    ensure_secure_dir(&dir, "state-root quarantine")?;
+    ensure_secure_dir(root.at(&dir), "state-root quarantine")?;
     let target = dir.join(name);
-    if exists_no_follow(&target) {
-        let found = file_identity(&target, "quarantine receipt", Some(FILE_MODE))?;
+    if root.at(&target).exists_no_follow() {
+        let found = file_identity(root.at(&target), "quarantine receipt", Some(FILE_MODE))?;
         return Ok(if (found.0.as_str(), found.1) == expected {
             QuarantineCopy::AlreadyPresent
         } else {
             QuarantineCopy::Differs
         });
     }
-    let mut input = match open_regular(source, "receipt", None) {
+    let mut input = match open_regular(&root.at(source), "receipt", None) {
         Ok(file) => Some(file),
-        Err(StoreError::Io(_)) if !exists_no_follow(source) => None,
+        Err(StoreError::Io(_)) if !root.at(source).exists_no_follow() => None,
         Err(e) => return Err(e),
     };
     // Exclusive and no-follow, in the `quarantine/` reached from the held
     // state root.
-    let mut output = target
+    let mut output = root
+        .at(&target)
         .place()?
         .open(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, FILE_MODE)
         .map_err(|e| StoreError::io(&e, &target))?;
@@ -100,18 +101,18 @@ pub fn quarantine_copy(
             copy_all(input, source, &mut output, &target)?;
         }
         output.sync_all().map_err(|e| StoreError::io(&e, &target))?;
-        sync_dir(&dir)?;
+        sync_dir(root.at(&dir))?;
         // Verify what is on disk now, not what we meant to write.
-        file_identity(&target, "quarantine receipt", Some(FILE_MODE))
+        file_identity(root.at(&target), "quarantine receipt", Some(FILE_MODE))
     })();
     match written {
         Ok(found) if (found.0.as_str(), found.1) == expected => Ok(QuarantineCopy::Created),
         Ok(_) => {
-            remove_quarantine(&target);
+            remove_quarantine(root.at(&target));
             Ok(QuarantineCopy::CopyMismatch)
         }
         Err(e) => {
-            remove_quarantine(&target);
+            remove_quarantine(root.at(&target));
             Err(e)
         }
     }
@@ -144,15 +145,16 @@ pub fn relative_quarantine_path(name: &str) -> String {
 
 /// Remove the quarantine copy `name` of the state root `root` (best
 /// effort: a recovery that failed after copying).
-pub fn remove_quarantine_copy(root: &Path, name: &str) {
-    remove_quarantine(&quarantine_dir(root).join(name));
+pub fn remove_quarantine_copy(root: &StateRoot, name: &str) {
+    remove_quarantine(root.at(&quarantine_dir(root).join(name)));
 }
 
-pub fn remove_quarantine(target: &Path) {
-    if super::root::remove_file(target).is_ok()
-        && let Some(dir) = target.parent()
+pub fn remove_quarantine(target: InRoot<'_>) {
+    let root = target.root();
+    if root.remove_file(target.path()).is_ok()
+        && let Some(dir) = target.path().parent()
     {
-        let _ = sync_dir(dir);
+        let _ = sync_dir(root.at(dir));
     }
 }
 
@@ -173,10 +175,11 @@ mod tests {
     #[test]
     fn copies_once_then_recognises_the_copy() {
         let dir = root();
+        let state = StateRoot::begin(dir.path());
         let source = dir.path().join("receipt.jsonl");
         std::fs::write(&source, b"damaged\n").unwrap();
         let (hash, size) = identity(b"damaged\n");
-        let copy = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let copy = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
         assert_eq!(copy, QuarantineCopy::Created);
         let target = dir.path().join("quarantine/r.receipt.jsonl");
         assert_eq!(std::fs::read(&target).unwrap(), b"damaged\n");
@@ -188,17 +191,17 @@ mod tests {
                 & 0o7777,
             0o700
         );
-        let again = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let again = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
         assert_eq!(again, QuarantineCopy::AlreadyPresent);
         let other = identity(b"other\n");
         assert_eq!(
-            quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&other.0, other.1)).unwrap(),
+            quarantine_copy(&state, "r.receipt.jsonl", &source, (&other.0, other.1)).unwrap(),
             QuarantineCopy::Differs
         );
         // A copy with a loose mode is refused, not trusted.
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
-            quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)),
+            quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)),
             Err(StoreError::Insecure(_))
         ));
     }
@@ -206,10 +209,11 @@ mod tests {
     #[test]
     fn a_source_that_is_not_what_was_diagnosed_leaves_nothing() {
         let dir = root();
+        let state = StateRoot::begin(dir.path());
         let source = dir.path().join("receipt.jsonl");
         std::fs::write(&source, b"changed\n").unwrap();
         let (hash, size) = identity(b"damaged\n");
-        let copy = quarantine_copy(dir.path(), "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let copy = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
         assert_eq!(copy, QuarantineCopy::CopyMismatch);
         assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
     }
@@ -217,9 +221,10 @@ mod tests {
     #[test]
     fn a_missing_source_is_the_empty_receipt() {
         let dir = root();
+        let state = StateRoot::begin(dir.path());
         let (hash, size) = identity(b"");
         let copy = quarantine_copy(
-            dir.path(),
+            &state,
             "r.receipt.jsonl",
             &dir.path().join("gone"),
             (&hash, size),
@@ -235,12 +240,13 @@ mod tests {
     #[test]
     fn a_symlinked_source_is_refused() {
         let dir = root();
+        let state = StateRoot::begin(dir.path());
         let real = dir.path().join("real");
         std::fs::write(&real, b"x").unwrap();
         let link = dir.path().join("receipt.jsonl");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let (hash, size) = identity(b"x");
-        assert!(quarantine_copy(dir.path(), "r.receipt.jsonl", &link, (&hash, size)).is_err());
+        assert!(quarantine_copy(&state, "r.receipt.jsonl", &link, (&hash, size)).is_err());
         assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
     }
 }

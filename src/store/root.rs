@@ -1,33 +1,55 @@
-//! The state root, held once per command (issue 14, item 3). The CLI opens
-//! a [`CommandScope`] for the root it discovered; the first store call that
-//! needs the root opens it by its path (`O_NOFOLLOW | O_DIRECTORY`: the
-//! root's own path is the only one ever resolved) and every later call of
-//! the command reuses that descriptor. Every path inside the root —
-//! `handles/`, `reports/`, `quarantine/`, `locks/`, `config.json`,
-//! `derived.key`, `runs/...` — is then reached from it with `openat`, one
-//! component at a time, never following a symlink ([`place_inside`]): a
+//! The state root, held once per command (issue 14, item 3). The CLI
+//! begins a [`StateRoot`] on the root it discovered and passes it down to
+//! every store call of the command; the first call that needs the root
+//! opens it by its path (`O_NOFOLLOW | O_DIRECTORY`: the root's own path
+//! is the only one ever resolved) and every later call of the command
+//! reuses that descriptor. Every path inside the root — `handles/`,
+//! `reports/`, `quarantine/`, `locks/`, `config.json`, `derived.key`,
+//! `runs/...` — is then reached from it with `openat`, one component at a
+//! time, never following a symlink ([`StateRoot::place_inside`]): a
 //! directory of the root renamed away or replaced by a symlink cannot
 //! redirect a read or a write.
 //!
-//! Without a scope (unit tests of the store), paths are opened as before.
+//! A path is placed through the root it may lie in ([`StateRoot::at`]);
+//! only a path outside the root (a file the user names) is opened by path.
+//! The store's unit tests begin their roots the same way the CLI does.
+//! Directories reached from the held root carry a handle to the command's
+//! state, so that a rename or removal through them forgets what it may
+//! have changed, and the files kept under a lock are found from the entry.
 
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::error::{StoreError, StoreResult};
 use super::held::{HeldDir, Loc};
 use nix::libc;
 
+/// The state root of one command: its resolved path and what the command
+/// holds of it. Cloning is cheap (the state is shared); the root's
+/// descriptor is closed once the last clone and every file reached from
+/// it are dropped. One per command: the MCP server runs each tool call as
+/// a whole command with its own root.
+#[derive(Debug, Clone)]
+pub struct StateRoot {
+    shared: Arc<Shared>,
+}
+
+/// What a command holds of its state root, shared by the [`StateRoot`]
+/// and (weakly) by the directories reached from it.
 #[derive(Debug)]
-struct Current {
+pub(super) struct Shared {
     path: PathBuf,
+    current: Mutex<Current>,
+}
+
+#[derive(Debug, Default)]
+struct Current {
     held: Option<Arc<HeldDir>>,
     /// The directories of the root walked so far (by relative path): the
     /// command reaches `runs/<id>` or `handles` once, not at every file.
     /// Each is the directory we opened, whatever its name shows later;
     /// forgotten when this command renames or removes anything
-    /// ([`forget_walked`]), so a directory it replaces is walked anew.
+    /// ([`forget_walked_in`]), so a directory it replaces is walked anew.
     walked: std::collections::BTreeMap<PathBuf, Arc<HeldDir>>,
     /// The root's derived-file key once this command has read it: a key
     /// replaced during the command only makes the MACs it writes fail to
@@ -59,81 +81,141 @@ struct KeptFile {
     before_lock: bool,
 }
 
-// Per thread: the MCP server runs tool calls on several blocking threads
-// at once, each a whole command with its own root (a command's store calls
-// all run on the thread that began it).
-thread_local! {
-    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
-}
-
-fn with_current<T>(f: impl FnOnce(&mut Option<Current>) -> T) -> T {
-    CURRENT.with(|cell| f(&mut cell.borrow_mut()))
-}
-
-/// The state root of the running command; dropping it ends the command's
-/// hold on the root (the descriptor is closed once no file uses it).
-#[derive(Debug)]
-pub struct CommandScope {
-    previous: Option<Current>,
-}
-
-/// Begin a command on the state root `root` (an absolute, resolved path).
-pub fn begin(root: &Path) -> CommandScope {
-    let previous = with_current(|cur| {
-        cur.replace(Current {
-            path: root.to_path_buf(),
-            held: None,
-            walked: Default::default(),
-            key: None,
-            locks_held: 0,
-            kept: Vec::new(),
-        })
-    });
-    CommandScope { previous }
-}
-
-impl Drop for CommandScope {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        with_current(|cur| *cur = previous);
+impl Shared {
+    fn with<T>(&self, f: impl FnOnce(&mut Current) -> T) -> T {
+        // Poisoned only by a panic inside one of these short closures,
+        // none of which leaves the state half-changed: used as it is.
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut cur)
     }
 }
 
-/// The held state root `root`: within the command that began on it, the
-/// descriptor opened the first time (opened now if this is the first
-/// time); for any other root, a fresh open. Never follows a symlink at the
-/// root's last component.
-pub fn held(root: &Path) -> std::io::Result<Arc<HeldDir>> {
-    with_current(|cur| match cur.as_mut() {
-        Some(cur) if cur.path == root => {
-            if let Some(held) = &cur.held {
-                return Ok(Arc::clone(held));
+impl Shared {
+    /// A lock of the root taken by this command (see `Current::kept`).
+    fn lock_taken(&self) {
+        self.with(|cur| cur.locks_held += 1);
+    }
+
+    /// A lock of the root released; with the last one the kept files go.
+    fn lock_released(&self) {
+        self.with(|cur| {
+            cur.locks_held = cur.locks_held.saturating_sub(1);
+            if cur.locks_held == 0 {
+                cur.kept.clear();
             }
-            let held = Arc::new(HeldDir::open_path(root)?);
-            cur.held = Some(Arc::clone(&held));
-            Ok(held)
-        }
-        _ => Ok(Arc::new(HeldDir::open_path(root)?)),
-    })
+        });
+    }
 }
 
-/// The root of the running command and `path` relative to it, when `path`
-/// lies strictly inside that root (lexically: the root is absolute and
-/// resolved, and the store builds its paths by joining names to it).
-fn inside(path: &Path) -> Option<(PathBuf, PathBuf)> {
-    with_current(|cur| {
-        let cur = cur.as_ref()?;
-        let relative = path.strip_prefix(&cur.path).ok()?;
+impl std::ops::Deref for StateRoot {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.shared.path
+    }
+}
+
+impl AsRef<Path> for StateRoot {
+    fn as_ref(&self) -> &Path {
+        &self.shared.path
+    }
+}
+
+/// A path as this command reaches it: inside its state root (lexically)
+/// from the held root, never following a symlink; else, a file the user
+/// names outside the root, by its path.
+#[derive(Debug, Clone, Copy)]
+pub struct InRoot<'a> {
+    root: &'a StateRoot,
+    path: &'a Path,
+}
+
+impl<'a> InRoot<'a> {
+    pub fn root(&self) -> &'a StateRoot {
+        self.root
+    }
+
+    pub fn path(&self) -> &'a Path {
+        self.path
+    }
+}
+
+impl StateRoot {
+    /// Begin a command on the state root `root` (an absolute, resolved
+    /// path; empty for a command that reads no root, which then holds
+    /// nothing). Dropping it ends the command's hold on the root.
+    pub fn begin(root: &Path) -> StateRoot {
+        StateRoot {
+            shared: Arc::new(Shared {
+                path: root.to_path_buf(),
+                current: Mutex::new(Current::default()),
+            }),
+        }
+    }
+
+    /// The context of a command that reads no state root (offline
+    /// verification, a new key file): every path it names is outside.
+    pub fn rootless() -> StateRoot {
+        StateRoot::begin(Path::new(""))
+    }
+
+    /// The root's path.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// `path` as this command reaches it (see [`InRoot`]).
+    pub fn at<'a>(&'a self, path: &'a Path) -> InRoot<'a> {
+        InRoot { root: self, path }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Current) -> T) -> T {
+        self.shared.with(f)
+    }
+
+    /// A handle to this command's state for the directories placed
+    /// through it.
+    pub(super) fn downgrade(&self) -> Weak<Shared> {
+        Arc::downgrade(&self.shared)
+    }
+
+    /// The held state root: the descriptor opened the first time (opened
+    /// now if this is the first time). Never follows a symlink at the
+    /// root's last component.
+    pub fn held(&self) -> std::io::Result<Arc<HeldDir>> {
+        if let Some(held) = self.with(|cur| cur.held.clone()) {
+            return Ok(held);
+        }
+        let held =
+            Arc::new(HeldDir::open_path(&self.shared.path)?.in_root(Arc::downgrade(&self.shared)));
+        self.with(|cur| cur.held = Some(Arc::clone(&held)));
+        Ok(held)
+    }
+
+    /// `path` relative to the root, when it lies strictly inside it
+    /// (lexically: the root is absolute and resolved, and the store builds
+    /// its paths by joining names to it).
+    fn relative(&self, path: &Path) -> Option<PathBuf> {
+        let root = &self.shared.path;
+        if root.as_os_str().is_empty() {
+            return None;
+        }
+        let relative = path.strip_prefix(root).ok()?;
         if relative.as_os_str().is_empty() {
             return None;
         }
-        Some((cur.path.clone(), relative.to_path_buf()))
-    })
-}
+        Some(relative.to_path_buf())
+    }
 
-/// Whether `path` is inside the running command's state root.
-pub fn is_inside(path: &Path) -> bool {
-    inside(path).is_some()
+    /// Whether `path` is inside this state root.
+    pub fn is_inside(&self, path: &Path) -> bool {
+        self.relative(path).is_some()
+    }
+
+    /// Whether `path` is this state root itself.
+    pub fn is_root(&self, path: &Path) -> bool {
+        !self.shared.path.as_os_str().is_empty() && self.shared.path == path
+    }
 }
 
 /// Walk `relative` from the held `dir` (whose path is `base`), refusing a
@@ -185,166 +267,236 @@ fn kind_of(base: &Path, at: &Path) -> String {
     }
 }
 
-/// Where `path` is, when it lies inside the running command's state root:
-/// an entry of the directory reached from the held root, one component at
-/// a time, with no symlink followed. `None` for a path outside the root
-/// (a file the user names), which the caller opens as a path.
-pub fn place_inside(path: &Path) -> StoreResult<Option<Loc>> {
-    let Some((root, relative)) = inside(path) else {
-        return Ok(None);
-    };
-    let Some(name) = relative.file_name() else {
-        return Ok(None);
-    };
-    let dir = match relative.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => walked(&root, parent)?,
-        _ => held(&root).map_err(|e| StoreError::io(&e, &root))?,
-    };
-    Ok(Some(Loc::new(dir, name)))
-}
+impl StateRoot {
+    /// Where `path` is, when it lies inside this state root: an entry of
+    /// the directory reached from the held root, one component at a time,
+    /// with no symlink followed. `None` for a path outside the root (a
+    /// file the user names), which the caller opens as a path.
+    pub fn place_inside(&self, path: &Path) -> StoreResult<Option<Loc>> {
+        let Some(relative) = self.relative(path) else {
+            return Ok(None);
+        };
+        let Some(name) = relative.file_name() else {
+            return Ok(None);
+        };
+        let dir = match relative.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => self.walked(parent)?,
+            _ => self.held().map_err(|e| StoreError::io(&e, self.path()))?,
+        };
+        Ok(Some(Loc::new(dir, name)))
+    }
 
-/// The directory `relative` of the held root `root`: walked once per
-/// command (see `Current::walked`).
-fn walked(root: &Path, relative: &Path) -> StoreResult<Arc<HeldDir>> {
-    // From the deepest directory of the path walked before, else the root.
-    let known = with_current(|cur| {
-        let cur = cur.as_ref()?;
-        relative
-            .ancestors()
-            .find_map(|at| Some((at.to_path_buf(), cur.walked.get(at)?.clone())))
-    });
-    let from_root = || {
-        let held = held(root).map_err(|e| StoreError::io(&e, root))?;
-        // Deeper than one name, and names only (no `.` or `..`, which the
-        // walk refuses): one `openat2` as safe as the walk (no symlink at
-        // any component, nothing outside the root); the walk when it
-        // fails, to say why.
+    /// The directory `relative` of the held root: walked once per command
+    /// (see `Current::walked`).
+    fn walked(&self, relative: &Path) -> StoreResult<Arc<HeldDir>> {
+        let root = self.path();
+        // From the deepest directory of the path walked before, else the root.
+        let known = self.with(|cur| {
+            relative
+                .ancestors()
+                .find_map(|at| Some((at.to_path_buf(), cur.walked.get(at)?.clone())))
+        });
+        let from_root = || {
+            let held = self.held().map_err(|e| StoreError::io(&e, root))?;
+            // Deeper than one name, and names only (no `.` or `..`, which
+            // the walk refuses): one `openat2` as safe as the walk (no
+            // symlink at any component, nothing outside the root); the
+            // walk when it fails, to say why.
+            let names_only = relative
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if names_only
+                && relative.components().nth(1).is_some()
+                && let Some(dir) = held.descend(relative)
+            {
+                return Ok(Arc::new(dir));
+            }
+            walk(&held, root, relative)
+        };
+        let dir = match known {
+            Some((at, dir)) if at == relative => return Ok(dir),
+            // A refusal is said as a walk from the root says it (`run
+            // directory`, `state-root runs`), not from where this one began.
+            Some((at, dir)) => walk(
+                &dir,
+                &root.join(&at),
+                relative.strip_prefix(&at).unwrap_or(relative),
+            )
+            .or_else(|_| from_root())?,
+            None => from_root()?,
+        };
+        self.with(|cur| cur.walked.insert(relative.to_path_buf(), Arc::clone(&dir)));
+        Ok(dir)
+    }
+
+    /// The directory at `path` inside this root, walked once per command;
+    /// `None` outside the root or when it cannot be reached (the caller's
+    /// own open then says why, in its words).
+    pub fn walked_dir(&self, path: &Path) -> Option<Arc<HeldDir>> {
+        let relative = self.relative(path)?;
+        self.walked(&relative).ok()
+    }
+
+    /// Remember `dir`, opened and checked by the caller, as the directory
+    /// at `path` inside this root (as if walked to).
+    pub(super) fn remember_walked(&self, path: &Path, dir: &Arc<HeldDir>) {
+        let Some(relative) = self.relative(path) else {
+            return;
+        };
+        self.with(|cur| cur.walked.insert(relative, Arc::clone(dir)));
+    }
+
+    /// The file at `path`, inside this root and deeper than one name
+    /// (names only), whose directory this command has not opened yet:
+    /// opened with `flags` from the held root in one `openat2` (no symlink
+    /// at any component, nothing outside the root), its directory not
+    /// held. The directory's own rule (a 0700 directory of ours) is the
+    /// caller's, checked by an `lstat` (`secure::check_secure_dir`).
+    /// `None` otherwise, or when the call fails: the caller then walks,
+    /// whose refusals say why.
+    pub fn open_file_beneath(
+        &self,
+        path: &Path,
+        flags: rustix::fs::OFlags,
+    ) -> Option<std::fs::File> {
+        let relative = self.relative(path)?;
+        let parent = relative.parent()?;
         let names_only = relative
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_)));
-        if names_only
-            && relative.components().nth(1).is_some()
-            && let Some(dir) = held.descend(relative)
-        {
-            return Ok(Arc::new(dir));
+        if !names_only || parent.as_os_str().is_empty() {
+            return None;
         }
-        walk(&held, root, relative)
-    };
-    let dir = match known {
-        Some((at, dir)) if at == relative => return Ok(dir),
-        // A refusal is said as a walk from the root says it (`run
-        // directory`, `state-root runs`), not from where this one began.
-        Some((at, dir)) => walk(
-            &dir,
-            &root.join(&at),
-            relative.strip_prefix(&at).unwrap_or(relative),
-        )
-        .or_else(|_| from_root())?,
-        None => from_root()?,
-    };
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
-            cur.walked.insert(relative.to_path_buf(), Arc::clone(&dir));
+        // A directory already open costs nothing more: the usual way.
+        if self.with(|cur| cur.walked.contains_key(parent)) {
+            return None;
         }
-    });
-    Ok(dir)
-}
-
-/// The directory at `path` inside the running command's root, walked
-/// once per command; `None` outside the root or when it cannot be
-/// reached (the caller's own open then says why, in its words).
-pub fn walked_dir(path: &Path) -> Option<Arc<HeldDir>> {
-    let (root, relative) = inside(path)?;
-    walked(&root, &relative).ok()
-}
-
-/// Remember `dir`, opened and checked by the caller, as the directory at
-/// `path` inside the running command's root (as if walked to).
-pub(super) fn remember_walked(path: &Path, dir: &Arc<HeldDir>) {
-    let Some((root, relative)) = inside(path) else {
-        return;
-    };
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
-            cur.walked.insert(relative, Arc::clone(dir));
-        }
-    });
-}
-
-/// The file at `path`, inside the running command's root and deeper than
-/// one name (names only), whose directory this command has not opened yet:
-/// opened with `flags` from the held root in one `openat2` (no symlink at
-/// any component, nothing outside the root), its directory not held. The
-/// directory's own rule (a 0700 directory of ours) is the caller's, checked
-/// by an `lstat` (`secure::check_secure_dir`). `None` otherwise, or when
-/// the call fails: the caller then walks, whose refusals say why.
-pub fn open_file_beneath(path: &Path, flags: rustix::fs::OFlags) -> Option<std::fs::File> {
-    let (root, relative) = inside(path)?;
-    let parent = relative.parent()?;
-    let names_only = relative
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_)));
-    if !names_only || parent.as_os_str().is_empty() {
-        return None;
+        self.held().ok()?.open_file_beneath(&relative, flags)
     }
-    // A directory already open costs nothing more: the usual way.
-    if with_current(|cur| {
-        cur.as_ref()
-            .is_some_and(|cur| cur.walked.contains_key(parent))
-    }) {
-        return None;
-    }
-    held(&root).ok()?.open_file_beneath(&relative, flags)
-}
 
-/// The `lstat` of `path`, a directory directly in the running command's
-/// held root that this command has not opened: `None` for any other path,
-/// or when it cannot be looked at.
-pub fn lstat_unopened_top_dir(path: &Path) -> Option<rustix::fs::Stat> {
-    let (root, relative) = inside(path)?;
-    let mut names = relative.components();
-    let (Some(std::path::Component::Normal(name)), None) = (names.next(), names.next()) else {
-        return None;
-    };
-    if with_current(|cur| {
-        cur.as_ref()
-            .is_some_and(|cur| cur.walked.contains_key(&relative))
-    }) {
-        return None;
-    }
-    let stat = Loc::new(held(&root).ok()?, name).lstat().ok()??;
-    (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory)
-        .then_some(stat)
-}
-
-/// The directory at `path` if this command has walked to it already.
-pub fn known_dir(path: &Path) -> Option<Arc<HeldDir>> {
-    let (_, relative) = inside(path)?;
-    with_current(|cur| cur.as_ref()?.walked.get(&relative).cloned())
-}
-
-/// The key this command read from its root's `derived.key`, if it did.
-pub(super) fn remembered_key(root: &Path) -> Option<Vec<u8>> {
-    with_current(|cur| cur.as_ref().filter(|cur| cur.path == root)?.key.clone())
-}
-
-/// Remember the key read from the running command's root.
-pub(super) fn remember_key(root: &Path, key: &[u8]) {
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut().filter(|cur| cur.path == root) {
-            cur.key = Some(key.to_vec());
+    /// The `lstat` of `path`, a directory directly in the held root that
+    /// this command has not opened: `None` for any other path, or when it
+    /// cannot be looked at.
+    pub fn lstat_unopened_top_dir(&self, path: &Path) -> Option<rustix::fs::Stat> {
+        let relative = self.relative(path)?;
+        let mut names = relative.components();
+        let (Some(std::path::Component::Normal(name)), None) = (names.next(), names.next()) else {
+            return None;
+        };
+        if self.with(|cur| cur.walked.contains_key(&relative)) {
+            return None;
         }
-    });
+        let stat = Loc::new(self.held().ok()?, name).lstat().ok()??;
+        (rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory)
+            .then_some(stat)
+    }
+
+    /// The directory at `path` if this command has walked to it already.
+    pub fn known_dir(&self, path: &Path) -> Option<Arc<HeldDir>> {
+        let relative = self.relative(path)?;
+        self.with(|cur| cur.walked.get(&relative).cloned())
+    }
+
+    /// The key this command read from its root's `derived.key`, if it did.
+    pub(super) fn remembered_key(&self) -> Option<Vec<u8>> {
+        self.with(|cur| cur.key.clone())
+    }
+
+    /// Remember the key read from this root.
+    pub(super) fn remember_key(&self, key: &[u8]) {
+        self.with(|cur| cur.key = Some(key.to_vec()));
+    }
+
+    /// Forget the directories walked so far (see [`forget_walked_in`]).
+    pub fn forget_walked(&self) {
+        forget_walked_in(&self.shared);
+    }
+
+    /// Whether a derived file read now may be opened read-write and kept:
+    /// only while this command holds a lock, so that read-only commands
+    /// never open a file for writing.
+    pub(super) fn may_keep(&self) -> bool {
+        self.with(|cur| cur.locks_held > 0)
+    }
+
+    /// The directory at `path` inside this root, opened from the held
+    /// root (see [`Self::place_inside`]); `None` outside it.
+    pub fn dir_inside(&self, path: &Path) -> StoreResult<Option<HeldDir>> {
+        match self.place_inside(path)? {
+            Some(loc) => loc
+                .open_dir()
+                .map(Some)
+                .map_err(|e| component_error(&e, &loc, path, kind_of(self.path(), path))),
+            None => Ok(None),
+        }
+    }
+
+    /// The directory at `path` when it is this root (the held descriptor)
+    /// or inside it (reached from the held root); `None` for a path
+    /// outside the root.
+    pub fn dir_at(&self, path: &Path) -> StoreResult<Option<Arc<HeldDir>>> {
+        if self.is_root(path) {
+            return self.held().map(Some).map_err(|e| StoreError::io(&e, path));
+        }
+        Ok(self.dir_inside(path)?.map(Arc::new))
+    }
+
+    /// Remove `path` (and everything in it) inside this state root through
+    /// descriptors; outside it, by path.
+    pub fn remove_tree(&self, path: &Path) -> std::io::Result<()> {
+        match self.place_inside(path) {
+            Ok(Some(at)) => at.remove_tree(),
+            Ok(None) => match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+                _ => std::fs::remove_file(path),
+            },
+            Err(e) => Err(std::io::Error::other(e.message().to_string())),
+        }
+    }
+
+    /// Remove the file `path` (never following a symlink) inside this
+    /// state root through the held root; outside it, by path.
+    pub fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        match self.place_inside(path) {
+            Ok(Some(at)) => at.remove_file(),
+            Ok(None) => std::fs::remove_file(path),
+            Err(e) => Err(std::io::Error::other(e.message().to_string())),
+        }
+    }
+
+    /// `lstat` of `path` (inside this state root, from the held root):
+    /// `None` when nothing is there or it cannot be reached.
+    pub fn symlink_metadata(&self, path: &Path) -> Option<std::fs::Metadata> {
+        match self.place_inside(path) {
+            Ok(Some(at)) => at.symlink_metadata().ok().flatten(),
+            Ok(None) => std::fs::symlink_metadata(path).ok(),
+            Err(_) => None,
+        }
+    }
+
+    /// The entry names of the directory `path` (inside this state root,
+    /// listed through a descriptor reached from the held root), as paths,
+    /// sorted; empty when it cannot be listed.
+    pub fn list(&self, path: &Path) -> Vec<PathBuf> {
+        let names: Vec<std::ffi::OsString> = match self.dir_at(path) {
+            Ok(Some(dir)) => dir.entries().unwrap_or_default(),
+            Ok(None) => std::fs::read_dir(path)
+                .map(|it| it.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let mut out: Vec<PathBuf> = names.into_iter().map(|n| path.join(n)).collect();
+        out.sort();
+        out
+    }
 }
 
 /// Forget the directories walked so far: called by every rename and
 /// removal, after which a path may name another directory than before.
-pub(super) fn forget_walked() {
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut() {
-            cur.walked.clear();
-            cur.kept.clear();
-        }
+pub(super) fn forget_walked_in(shared: &Shared) {
+    shared.with(|cur| {
+        cur.walked.clear();
+        cur.kept.clear();
     });
 }
 
@@ -355,42 +507,36 @@ pub(super) fn forget_walked() {
 /// only, so whatever names neither stays what it was (a lock's initializer
 /// renamed into its lock directory leaves the run's directories and files
 /// as they were).
-pub(super) fn forget_renamed(names: [&std::ffi::OsStr; 2]) {
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut() {
-            cur.walked
-                .retain(|path, _| !path.iter().any(|component| names.contains(&component)));
-            cur.kept.retain(|k| !names.contains(&k.name.as_os_str()));
-        }
+pub(super) fn forget_renamed_in(shared: &Shared, names: [&std::ffi::OsStr; 2]) {
+    shared.with(|cur| {
+        cur.walked
+            .retain(|path, _| !path.iter().any(|component| names.contains(&component)));
+        cur.kept.retain(|k| !names.contains(&k.name.as_os_str()));
     });
 }
 
-/// A lock of the root taken by this command (see `Current::kept`).
-pub(super) fn lock_taken() {
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut() {
-            cur.locks_held += 1;
-        }
-    });
+/// A lock taken at `at`, a lock directory's entry reached from the state
+/// root: the command holds one more lock of its root.
+pub(super) fn lock_taken(at: &Loc) {
+    if let Some(shared) = at.dir().root_state() {
+        shared.lock_taken();
+    }
 }
 
-/// A lock of the root released; with the last one the kept files go.
-pub(super) fn lock_released() {
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut() {
-            cur.locks_held = cur.locks_held.saturating_sub(1);
-            if cur.locks_held == 0 {
-                cur.kept.clear();
-            }
-        }
-    });
+/// The lock at `at` released (see [`lock_taken`]).
+pub(super) fn lock_released(at: &Loc) {
+    if let Some(shared) = at.dir().root_state() {
+        shared.lock_released();
+    }
 }
 
-/// Whether a derived file read now may be opened read-write and kept:
-/// only while this command holds a lock, so that read-only commands never
-/// open a file for writing.
-pub(super) fn may_keep() -> bool {
-    with_current(|cur| cur.as_ref().is_some_and(|cur| cur.locks_held > 0))
+/// Whether a derived file read now at `at` may be opened read-write and
+/// kept (see [`StateRoot::may_keep`]); never for an entry reached from no
+/// state root.
+pub(super) fn may_keep(at: &Loc) -> bool {
+    at.dir()
+        .root_state()
+        .is_some_and(|shared| shared.with(|cur| cur.locks_held > 0))
 }
 
 /// The file kept for `at` to rewrite in place, with its length, if this
@@ -406,9 +552,9 @@ pub(super) fn kept_for_append(at: &Loc) -> Option<Arc<std::fs::File>> {
 }
 
 fn kept_as(at: &Loc, appends: bool) -> Option<(Arc<std::fs::File>, u64)> {
+    let shared = at.dir().root_state()?;
     let dir = at.dir().identity();
-    with_current(|cur| {
-        let cur = cur.as_mut()?;
+    shared.with(|cur| {
         let locked = cur.locks_held > 0;
         let i = cur
             .kept
@@ -463,9 +609,12 @@ fn keep_as(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool) {
 }
 
 fn keep_entry(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool, before_lock: bool) {
+    let Some(shared) = at.dir().root_state() else {
+        return;
+    };
     let dir = at.dir().identity();
-    with_current(|cur| {
-        if let Some(cur) = cur.as_mut().filter(|cur| before_lock || cur.locks_held > 0) {
+    shared.with(|cur| {
+        if before_lock || cur.locks_held > 0 {
             cur.kept.retain(|k| !(k.dir == dir && k.name == at.name()));
             cur.kept.push(KeptFile {
                 dir,
@@ -481,47 +630,19 @@ fn keep_entry(at: &Loc, file: &Arc<std::fs::File>, len: u64, appends: bool, befo
 
 /// The kept file at `at` is now `len` bytes long.
 pub(super) fn kept_len(at: &Loc, len: u64) {
+    let Some(shared) = at.dir().root_state() else {
+        return;
+    };
     let dir = at.dir().identity();
-    with_current(|cur| {
-        if let Some(kept) = cur.as_mut().and_then(|cur| {
-            cur.kept
-                .iter_mut()
-                .find(|k| k.dir == dir && k.name == at.name())
-        }) {
+    shared.with(|cur| {
+        if let Some(kept) = cur
+            .kept
+            .iter_mut()
+            .find(|k| k.dir == dir && k.name == at.name())
+        {
             kept.len = len;
         }
     });
-}
-
-/// The directory at `path` inside the running command's root, opened from
-/// the held root (see [`place_inside`]); `None` outside it.
-pub fn dir_inside(path: &Path) -> StoreResult<Option<HeldDir>> {
-    match place_inside(path)? {
-        Some(loc) => loc.open_dir().map(Some).map_err(|e| {
-            let kind = with_current(|cur| {
-                cur.as_ref()
-                    .map(|cur| kind_of(&cur.path, path))
-                    .unwrap_or_default()
-            });
-            component_error(&e, &loc, path, kind)
-        }),
-        None => Ok(None),
-    }
-}
-
-/// Whether `path` is the running command's state root itself.
-pub fn is_root(path: &Path) -> bool {
-    with_current(|cur| cur.as_ref().is_some_and(|cur| cur.path == path))
-}
-
-/// The directory at `path` when it is the running command's root (the
-/// held descriptor) or inside it (reached from the held root); `None`
-/// for a path outside the root.
-pub fn dir_at(path: &Path) -> StoreResult<Option<Arc<HeldDir>>> {
-    if is_root(path) {
-        return held(path).map(Some).map_err(|e| StoreError::io(&e, path));
-    }
-    Ok(dir_inside(path)?.map(Arc::new))
 }
 
 /// Whether the path `root` still names the state root we hold: a state
@@ -542,55 +663,38 @@ pub fn moved_root(root: &Path) -> StoreError {
     ))
 }
 
-/// Remove `path` (and everything in it) inside the running command's
-/// state root through descriptors; outside it, by path.
-pub fn remove_tree(path: &Path) -> std::io::Result<()> {
-    match place_inside(path) {
-        Ok(Some(at)) => at.remove_tree(),
-        Ok(None) => match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-            _ => std::fs::remove_file(path),
-        },
-        Err(e) => Err(std::io::Error::other(e.message().to_string())),
+impl<'a> InRoot<'a> {
+    /// What is at this path, in one `lstat`: `None` for nothing, else
+    /// whether it is a symlink (inside the state root, from the held root;
+    /// by path where it cannot be reached so).
+    pub fn entry_is_symlink(&self) -> Option<bool> {
+        let path = super::paths::strip_trailing_slashes(self.path);
+        if let Ok(Some(at)) = self.root.place_inside(&path) {
+            let stat = at.lstat().ok()??;
+            return Some(
+                rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Symlink,
+            );
+        }
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| m.file_type().is_symlink())
+    }
+
+    /// True when the final component is a symlink (`lstat`; inside the
+    /// state root, from the held root).
+    pub fn is_symlink(&self) -> bool {
+        self.entry_is_symlink() == Some(true)
+    }
+
+    /// True when anything (even a dangling symlink) is here (`lstat`;
+    /// inside the state root, from the held root).
+    pub fn exists_no_follow(&self) -> bool {
+        if let Ok(Some(at)) = self.root.place_inside(self.path) {
+            return at.exists();
+        }
+        std::fs::symlink_metadata(self.path).is_ok()
     }
 }
-
-/// Remove the file `path` (never following a symlink) inside the running
-/// command's state root through the held root; outside it, by path.
-pub fn remove_file(path: &Path) -> std::io::Result<()> {
-    match place_inside(path) {
-        Ok(Some(at)) => at.remove_file(),
-        Ok(None) => std::fs::remove_file(path),
-        Err(e) => Err(std::io::Error::other(e.message().to_string())),
-    }
-}
-
-/// `lstat` of `path` (inside the running command's state root, from the
-/// held root): `None` when nothing is there or it cannot be reached.
-pub fn symlink_metadata(path: &Path) -> Option<std::fs::Metadata> {
-    match place_inside(path) {
-        Ok(Some(at)) => at.symlink_metadata().ok().flatten(),
-        Ok(None) => std::fs::symlink_metadata(path).ok(),
-        Err(_) => None,
-    }
-}
-
-/// The entry names of the directory `path` (inside the running command's
-/// state root, listed through a descriptor reached from the held root),
-/// as paths, sorted; empty when it cannot be listed.
-pub fn list(path: &Path) -> Vec<PathBuf> {
-    let names: Vec<std::ffi::OsString> = match dir_at(path) {
-        Ok(Some(dir)) => dir.entries().unwrap_or_default(),
-        Ok(None) => std::fs::read_dir(path)
-            .map(|it| it.flatten().map(|e| e.file_name()).collect())
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
-    let mut out: Vec<PathBuf> = names.into_iter().map(|n| path.join(n)).collect();
-    out.sort();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,8 +705,9 @@ mod tests {
         let root = std::fs::canonicalize(tmp.path()).unwrap().join("state");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("checkpoint.json"), b"first").unwrap();
-        let _scope = begin(&root);
-        let at = place_inside(&root.join("checkpoint.json"))
+        let state = StateRoot::begin(&root);
+        let at = state
+            .place_inside(&root.join("checkpoint.json"))
             .unwrap()
             .unwrap();
         let open = || Arc::new(std::fs::File::open(root.join("checkpoint.json")).unwrap());
@@ -611,47 +716,64 @@ mod tests {
         // Rewritten in place meanwhile: under the lock, the same file at
         // the length it has now.
         std::fs::write(root.join("checkpoint.json"), b"second, longer").unwrap();
-        lock_taken();
+        lock_taken(&at);
         let (_, len) = kept(&at).expect("still the file at its name");
         assert_eq!(len, 14);
         // The lock's own rename of another name keeps it ...
-        forget_renamed([".receipt.initializing.json".as_ref(), "owner.json".as_ref()]);
+        forget_renamed_in(
+            &state.shared,
+            [".receipt.initializing.json".as_ref(), "owner.json".as_ref()],
+        );
         assert!(kept(&at).is_some());
         // ... a rename of its own name does not.
-        forget_renamed(["checkpoint.json".as_ref(), "x".as_ref()]);
+        forget_renamed_in(&state.shared, ["checkpoint.json".as_ref(), "x".as_ref()]);
         assert!(kept(&at).is_none());
-        lock_released();
+        lock_released(&at);
         // Replaced by another file before the lock: opened afresh.
         keep_before_lock(&at, &open(), 14);
         std::fs::write(root.join("other"), b"other").unwrap();
         std::fs::rename(root.join("other"), root.join("checkpoint.json")).unwrap();
-        lock_taken();
+        lock_taken(&at);
         assert!(kept(&at).is_none(), "another file has the name now");
-        lock_released();
+        lock_released(&at);
     }
 
     #[test]
-    fn within_a_scope_paths_inside_the_root_are_reached_from_one_held_root() {
+    fn a_rootless_command_holds_nothing_and_places_every_path_by_path() {
+        // An empty root would be a prefix of every relative path: it holds
+        // nothing instead.
+        let root = StateRoot::rootless();
+        for path in ["", "/", "x", "runs/x", "/tmp/x"] {
+            let path = Path::new(path);
+            assert!(!root.is_root(path) && !root.is_inside(path), "{path:?}");
+            assert!(root.place_inside(path).unwrap().is_none(), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn paths_inside_the_root_are_reached_from_one_held_root() {
         let tmp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap().join("state");
         std::fs::create_dir_all(root.join("handles")).unwrap();
         let outside = root.parent().unwrap().join("elsewhere");
         std::fs::create_dir(&outside).unwrap();
-        let scope = begin(&root);
-        assert!(is_root(&root) && is_inside(&root.join("handles")));
-        let first = held(&root).unwrap();
-        assert!(Arc::ptr_eq(&first, &held(&root).unwrap()), "opened once");
-        let at = place_inside(&root.join("handles/x.owner"))
+        let state = StateRoot::begin(&root);
+        assert!(state.is_root(&root) && state.is_inside(&root.join("handles")));
+        let first = state.held().unwrap();
+        assert!(Arc::ptr_eq(&first, &state.held().unwrap()), "opened once");
+        let at = state
+            .place_inside(&root.join("handles/x.owner"))
             .unwrap()
             .unwrap();
         assert_eq!(at.dir().path(), root.join("handles"));
-        assert!(place_inside(&outside.join("x")).unwrap().is_none());
+        assert!(state.place_inside(&outside.join("x")).unwrap().is_none());
         // Swapped for a symlink after this command walked it: the command
         // goes on in the directory it opened, never through the symlink.
         let handles = (at.dir().identity(), Arc::clone(at.dir()));
         std::fs::rename(root.join("handles"), root.join("moved")).unwrap();
         std::os::unix::fs::symlink(&outside, root.join("handles")).unwrap();
-        let again = place_inside(&root.join("handles/x.owner"))
+        let again = state
+            .place_inside(&root.join("handles/x.owner"))
             .unwrap()
             .unwrap();
         assert!(Arc::ptr_eq(again.dir(), &handles.1), "walked once");
@@ -659,9 +781,17 @@ mod tests {
         // Once the command renames or removes anything, or in the next
         // command, the path is walked again: a symlinked directory of the
         // root is refused, never walked.
-        forget_walked();
+        state.forget_walked();
         assert_eq!(
-            place_inside(&root.join("handles/x.owner")).unwrap_err(),
+            state
+                .place_inside(&root.join("handles/x.owner"))
+                .unwrap_err(),
+            StoreError::invalid("state-root handles must not be a symlink")
+        );
+        let next = StateRoot::begin(&root);
+        assert_eq!(
+            next.place_inside(&root.join("handles/x.owner"))
+                .unwrap_err(),
             StoreError::invalid("state-root handles must not be a symlink")
         );
         // The root renamed away: the held descriptor still reaches it, and
@@ -669,13 +799,15 @@ mod tests {
         let moved_root = root.with_file_name("state-moved");
         std::fs::rename(&root, &moved_root).unwrap();
         assert!(!still_named(&first, &root));
-        let at = place_inside(&root.join("moved/y")).unwrap().unwrap();
+        let at = state.place_inside(&root.join("moved/y")).unwrap().unwrap();
         assert_eq!(at.dir().identity(), {
             use std::os::unix::fs::MetadataExt;
             let m = std::fs::metadata(moved_root.join("moved")).unwrap();
             (m.dev(), m.ino())
         });
-        drop(scope);
-        assert!(!is_root(&root) && !is_inside(&root.join("handles")));
+        // The directories reached from the root carry its state only while
+        // the command holds it: dropped, they hold nothing of it.
+        drop((state, next, first, handles, again));
+        assert!(at.dir().root_state().is_none());
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use super::error::{StoreError, StoreResult};
 use super::held::{HeldDir, Loc, Place};
 use super::lock::DirLock;
-use super::paths::is_symlink;
+use super::root::StateRoot;
 use super::secure::{
     DIR_MODE, Durability, FILE_MODE, atomic_write_with, check_metadata, open_regular,
     open_secure_dir, open_secure_dir_at,
@@ -52,13 +52,13 @@ const RUNS_NAMED: usize = 8;
 impl MissingRun {
     /// Why `run_id` is not under `root`: no state root there, no `runs/`
     /// in it, or no such run (then the runs it has, newest last).
-    pub fn of(root: &Path, run_id: &str) -> MissingRun {
+    pub fn of(root: &StateRoot, run_id: &str) -> MissingRun {
         let message = format!(
             "run manifest snapshot is missing or invalid: run {run_id} does not exist under the state root {}",
             root.display()
         );
         let shown = root.display();
-        let hint = if !super::paths::exists_no_follow(root) {
+        let hint = if !root.at(root).exists_no_follow() {
             format!(
                 "there is no state root at {shown}: pass the --state-root that init created (bluetape-flow state-root prints the one found from this directory); this is not damage, nothing to recover"
             )
@@ -181,7 +181,7 @@ pub const HEAD_RECORD_BYTES: usize = 512;
 /// directory through which every file of the run is reached.
 #[derive(Debug, Clone)]
 pub struct RunDir {
-    pub root: PathBuf,
+    pub root: StateRoot,
     pub run_id: RunId,
     pub dir: PathBuf,
     held: Arc<OnceLock<HeldRun>>,
@@ -220,9 +220,9 @@ fn moved(run_id: &str) -> StoreError {
 }
 
 impl RunDir {
-    pub fn new(root: &Path, run_id: &RunId) -> RunDir {
+    pub fn new(root: &StateRoot, run_id: &RunId) -> RunDir {
         RunDir {
-            root: root.to_path_buf(),
+            root: root.clone(),
             run_id: run_id.clone(),
             dir: root.join("runs").join(run_id),
             held: Arc::new(OnceLock::new()),
@@ -236,22 +236,24 @@ impl RunDir {
     /// followed, once the run was validated; by path before that.
     pub fn place(&self, path: &Path) -> StoreResult<Loc> {
         let Some(held) = self.held.get() else {
-            return path.place();
+            return self.root.at(path).place();
         };
         let Ok(relative) = path.strip_prefix(&self.dir) else {
-            return path.place();
+            return self.root.at(path).place();
         };
         let (Some(name), parent) = (relative.file_name(), relative.parent()) else {
-            return path.place();
+            return self.root.at(path).place();
         };
         let dir = match parent {
             // Through the directories this command walked (`lanes` once,
             // not per lane file) when they lead from the run we hold.
             Some(parent) if !parent.as_os_str().is_empty() => {
-                let from_held_run = super::root::known_dir(&self.dir)
+                let from_held_run = self
+                    .root
+                    .known_dir(&self.dir)
                     .is_some_and(|run| run.identity() == held.run.identity());
                 match from_held_run
-                    .then(|| super::root::walked_dir(&self.dir.join(parent)))
+                    .then(|| self.root.walked_dir(&self.dir.join(parent)))
                     .flatten()
                 {
                     Some(dir) => dir,
@@ -273,8 +275,11 @@ impl RunDir {
     /// first call holds the descriptors; a later call that finds another
     /// directory is a refusal.
     fn open_held(&self) -> StoreResult<HeldRun> {
-        open_secure_dir(&self.root, "state root")?;
-        let root = super::root::held(&self.root).map_err(|e| StoreError::io(&e, &self.root))?;
+        open_secure_dir(self.root.at(&self.root), "state root")?;
+        let root = self
+            .root
+            .held()
+            .map_err(|e| StoreError::io(&e, &self.root))?;
         // Directories reached before, checked here and held.
         let reached = |runs: Arc<HeldDir>, run: Arc<HeldDir>| -> StoreResult<HeldRun> {
             check_metadata(runs.opened_metadata(), "state-root runs", DIR_MODE)?;
@@ -289,8 +294,8 @@ impl RunDir {
         // Those this command already walked to (reading the manifest, say);
         // else the run in one open; else each walked to, or opened here.
         if let (Some(runs), Some(run)) = (
-            super::root::known_dir(&runs_path),
-            super::root::known_dir(run_path),
+            self.root.known_dir(&runs_path),
+            self.root.known_dir(run_path),
         ) {
             return reached(runs, run);
         }
@@ -298,8 +303,8 @@ impl RunDir {
             return Ok(held);
         }
         if let (Some(runs), Some(run)) = (
-            super::root::walked_dir(&runs_path),
-            super::root::walked_dir(run_path),
+            self.root.walked_dir(&runs_path),
+            self.root.walked_dir(run_path),
         ) {
             return reached(runs, run);
         }
@@ -333,7 +338,7 @@ impl RunDir {
         if rustix::fs::FileType::from_raw_mode(runs.st_mode) != rustix::fs::FileType::Directory {
             return Ok(None);
         }
-        let run = match super::root::known_dir(&self.dir) {
+        let run = match self.root.known_dir(&self.dir) {
             Some(run) => run,
             None => match root.descend(&std::path::Path::new("runs").join(&self.run_id)) {
                 Some(run) => Arc::new(run),
@@ -351,7 +356,7 @@ impl RunDir {
             DIR_MODE,
         )?;
         check_metadata(run.opened_metadata(), "run directory", DIR_MODE)?;
-        super::root::remember_walked(&self.dir, &run);
+        self.root.remember_walked(&self.dir, &run);
         Ok(Some(HeldRun {
             root: Arc::clone(root),
             runs: runs_identity,
@@ -445,7 +450,7 @@ impl RunDir {
     }
 
     pub fn receipt_lock(&self) -> DirLock {
-        let lock = DirLock::new(self.dir.join("locks").join("receipt"));
+        let lock = DirLock::new(&self.root, self.dir.join("locks").join("receipt"));
         if self.held.get().is_some() {
             lock.anchored(self.clone())
         } else {
@@ -470,7 +475,7 @@ impl RunDir {
         }
         // A run directory this command walked to already was no symlink
         // when it was opened (no-follow), and is the one it holds.
-        if super::root::known_dir(&self.dir).is_none() && is_symlink(&self.dir) {
+        if self.root.known_dir(&self.dir).is_none() && self.root.at(&self.dir).is_symlink() {
             return Err(StoreError::invalid("run directory must not be a symlink"));
         }
         // Reached from the held root one component at a time, the run
@@ -488,7 +493,7 @@ impl RunDir {
 
     /// True when nothing at all exists at the run path.
     pub fn is_absent(&self) -> bool {
-        !super::paths::exists_no_follow(&self.dir)
+        !self.root.at(&self.dir).exists_no_follow()
     }
 
     /// The manifest snapshot bytes (§4.1 steps 1–3).
@@ -505,8 +510,8 @@ impl RunDir {
         // The run directory reached from the held root (one `openat2`, no
         // symlink at any component); when it cannot be, one `lstat` of
         // its entry says why: nothing there, or a symlink.
-        if super::root::walked_dir(&self.dir).is_none() {
-            match super::paths::entry_is_symlink(&self.dir) {
+        if self.root.walked_dir(&self.dir).is_none() {
+            match self.root.at(&self.dir).entry_is_symlink() {
                 None => {
                     return Err(RunReadError::Missing(MissingRun::of(
                         &self.root,
@@ -1042,10 +1047,10 @@ impl RunDir {
 /// The run ids under `<root>/runs` (entry names that are identifiers),
 /// sorted; run ids begin with their creation time, so this is oldest
 /// first. Nothing is opened but the directory listing.
-pub fn list_run_ids(root: &Path) -> StoreResult<Vec<String>> {
+pub fn list_run_ids(root: &StateRoot) -> StoreResult<Vec<String>> {
     let dir = root.join("runs");
-    // From the held state root within a command: never through a symlink.
-    let names = match super::root::dir_at(&dir) {
+    // From the held state root: never through a symlink.
+    let names = match root.dir_at(&dir) {
         Ok(Some(held)) => held.entries().map_err(|e| StoreError::io(&e, &dir))?,
         Ok(None) => match std::fs::read_dir(&dir) {
             Ok(entries) => entries.flatten().map(|e| e.file_name()).collect(),

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::StoreResult;
+use super::root::StateRoot;
 use super::secure::{FILE_MODE, create_exclusive, open_regular_meta, read_sized};
 
 pub const KEY_FILE: &str = "derived.key";
@@ -26,9 +27,9 @@ fn decode(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// The key, when a safe (regular, 0600, ours, no symlink) and well-formed
 /// key file exists. Read-only commands use this and never create one.
-pub fn read_key(root: &Path) -> Option<Vec<u8>> {
+pub fn read_key(root: &StateRoot) -> Option<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
-    if let Some(key) = super::root::remembered_key(root) {
+    if let Some(key) = root.remembered_key() {
         return Some(key);
     }
     let path = key_path(root);
@@ -39,20 +40,21 @@ pub fn read_key(root: &Path) -> Option<Vec<u8>> {
     // the key read before from the same file (device, inode, change time)
     // is not read again. A first read takes its stamp from the descriptor.
     if let Some((seen, key)) = known.get(&path) {
-        let meta = match super::root::place_inside(&path) {
+        let meta = match root.place_inside(&path) {
             Ok(Some(at)) => at.symlink_metadata().ok()??,
             _ => std::fs::symlink_metadata(&path).ok()?,
         };
         if *seen == stamp_of(&meta) {
-            super::root::remember_key(root, key);
+            root.remember_key(key);
             return Some(key.clone());
         }
     }
-    let (mut file, meta) = open_regular_meta(&path, "derived-file key", Some(FILE_MODE)).ok()?;
+    let (mut file, meta) =
+        open_regular_meta(&root.at(&path), "derived-file key", Some(FILE_MODE)).ok()?;
     let stamp = stamp_of(&meta);
     let bytes = read_sized(&mut file, &path, meta.len(), 256).ok()??;
     let key = decode(&bytes)?;
-    super::root::remember_key(root, &key);
+    root.remember_key(&key);
     known.insert(path, (stamp, key.clone()));
     Some(key)
 }
@@ -66,11 +68,11 @@ static KNOWN: std::sync::Mutex<std::collections::BTreeMap<PathBuf, (KeyStamp, Ve
 /// The key, created first when the state root has none (exclusive create,
 /// 0600, file and directory fsync). An unsafe or malformed key file is
 /// left alone: `None`, and the derived files are then never believed.
-pub fn ensure_key(root: &Path) -> StoreResult<Option<Vec<u8>>> {
+pub fn ensure_key(root: &StateRoot) -> StoreResult<Option<Vec<u8>>> {
     if let Some(key) = read_key(root) {
         return Ok(Some(key));
     }
-    if super::paths::exists_no_follow(&key_path(root)) {
+    if root.at(&key_path(root)).exists_no_follow() {
         return Ok(None);
     }
     let secret = format!(
@@ -78,10 +80,10 @@ pub fn ensure_key(root: &Path) -> StoreResult<Option<Vec<u8>>> {
         crate::store::random::uuid4().simple(),
         crate::store::random::uuid4().simple()
     );
-    match create_exclusive(&key_path(root), secret.as_bytes()) {
+    match create_exclusive(&root.at(&key_path(root)), secret.as_bytes()) {
         Ok(()) => Ok(read_key(root)),
         // A racing writer created it first: use theirs.
-        Err(_) if super::paths::exists_no_follow(&key_path(root)) => Ok(read_key(root)),
+        Err(_) if root.at(&key_path(root)).exists_no_follow() => Ok(read_key(root)),
         Err(e) => Err(e),
     }
 }

@@ -11,7 +11,7 @@ use nix::libc;
 
 use super::error::{StoreError, StoreResult};
 use super::held::{HeldDir, Loc, Place};
-use super::paths::is_symlink;
+use super::root::InRoot;
 use rustix::fs::{Mode, OFlags};
 
 pub const DIR_MODE: u32 = 0o700;
@@ -60,27 +60,29 @@ pub(super) fn symlink_or_io_path(
     }
 }
 
-/// Check that `path` is a 0700 directory owned by us, opened without
+/// Check that `at` is a 0700 directory owned by us, opened without
 /// following a final symlink: the held state root itself, a directory
 /// inside it reached from the held root, or (outside the root) by path.
-pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
-    if super::root::is_root(path) {
-        let dir = super::root::held(path)
-            .map_err(|e| symlink_or_io_path(e, path, || is_symlink(path), kind))?;
+pub fn open_secure_dir(at: InRoot<'_>, kind: &str) -> StoreResult<()> {
+    let (root, path) = (at.root(), at.path());
+    if root.is_root(path) {
+        let dir = root
+            .held()
+            .map_err(|e| symlink_or_io_path(e, path, || at.is_symlink(), kind))?;
         // As it was opened, like every directory this command walked.
         return check_metadata(dir.opened_metadata(), kind, DIR_MODE);
     }
-    if let Some(dir) = super::root::walked_dir(path) {
+    if let Some(dir) = root.walked_dir(path) {
         return check_metadata(dir.opened_metadata(), kind, DIR_MODE);
     }
-    if let Some(at) = super::root::place_inside(path)? {
+    if let Some(at) = root.place_inside(path)? {
         return open_secure_dir_at(&at, kind).map(drop);
     }
     let dir = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| symlink_or_io_path(e, path, || is_symlink(path), kind))?;
+        .map_err(|e| symlink_or_io_path(e, path, || at.is_symlink(), kind))?;
     let meta = dir.metadata().map_err(|e| StoreError::io(&e, path))?;
     if !meta.is_dir() {
         return Err(StoreError::invalid(format!("{kind} is not a directory")));
@@ -91,13 +93,13 @@ pub fn open_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
 /// [`open_secure_dir`] without opening it when it lies directly in the
 /// held root and this command has not opened it: an `lstat` from the root
 /// says it is a 0700 directory of ours, and its files are then opened
-/// beneath the root in one `openat2` each (`root::open_file_beneath`).
-/// Anything else (a symlink, a missing name) is judged by
-/// [`open_secure_dir`], in its words.
-pub fn check_secure_dir(path: &Path, kind: &str) -> StoreResult<()> {
-    match super::root::lstat_unopened_top_dir(path) {
+/// beneath the root in one `openat2` each
+/// (`StateRoot::open_file_beneath`). Anything else (a symlink, a missing
+/// name) is judged by [`open_secure_dir`], in its words.
+pub fn check_secure_dir(at: InRoot<'_>, kind: &str) -> StoreResult<()> {
+    match at.root().lstat_unopened_top_dir(at.path()) {
         Some(stat) => check_owner_and_mode(stat.st_uid, stat.st_mode, kind, DIR_MODE),
-        None => open_secure_dir(path, kind),
+        None => open_secure_dir(at, kind),
     }
 }
 
@@ -184,7 +186,7 @@ pub fn read_regular(
 /// second time ([`append_line_after`]); else read-only. Never through a
 /// symlink; a regular file only.
 pub fn open_receipt_reader(at: &Loc) -> StoreResult<std::sync::Arc<File>> {
-    if super::root::may_keep() {
+    if super::root::may_keep(at) {
         match at.open(OFlags::RDWR | OFlags::APPEND | OFlags::NONBLOCK, 0) {
             Ok(file) => {
                 let meta = file
@@ -235,7 +237,7 @@ fn open_derived_as<E>(
     if let Some(kept) = super::root::kept(at) {
         return Ok(Some(kept));
     }
-    let under_lock = super::root::may_keep();
+    let under_lock = super::root::may_keep(at);
     let keep = under_lock || before_lock;
     let read = OFlags::RDONLY | OFlags::NONBLOCK;
     let (opened, writable) = if keep {
@@ -340,9 +342,10 @@ pub fn read_sized(
 }
 
 /// fsync a directory so a new or renamed entry survives a power loss (the
-/// held state root, or a directory reached from it, when `path` is one).
-pub fn sync_dir(path: &Path) -> StoreResult<()> {
-    if let Some(dir) = super::root::dir_at(path)? {
+/// held state root, or a directory reached from it, when `at` is one).
+pub fn sync_dir(at: InRoot<'_>) -> StoreResult<()> {
+    let path = at.path();
+    if let Some(dir) = at.root().dir_at(path)? {
         if injected(FaultPoint::Fsync, path) {
             return Err(injected_error(path));
         }
@@ -405,9 +408,10 @@ fn parent_of(path: &Path) -> PathBuf {
 /// independent of the umask. Inside the state root, both go through the
 /// held root's descriptors (`mkdirat`, then `fchmod` of the directory
 /// opened without following a symlink).
-pub fn create_dir_0700(path: &Path) -> StoreResult<()> {
+pub fn create_dir_0700(at: InRoot<'_>) -> StoreResult<()> {
     use std::os::unix::fs::DirBuilderExt;
-    if let Some(at) = super::root::place_inside(path)? {
+    let path = at.path();
+    if let Some(at) = at.root().place_inside(path)? {
         at.mkdir(DIR_MODE)
             .and_then(|()| at.open_dir())
             .and_then(|dir| dir.set_mode(DIR_MODE))
@@ -423,16 +427,16 @@ pub fn create_dir_0700(path: &Path) -> StoreResult<()> {
 
 /// Create a 0700 directory (parent must exist) or validate an existing one.
 /// Returns true when it was created.
-pub fn ensure_secure_dir(path: &Path, kind: &str) -> StoreResult<bool> {
-    let created = match create_dir_0700(path) {
+pub fn ensure_secure_dir(at: InRoot<'_>, kind: &str) -> StoreResult<bool> {
+    let created = match create_dir_0700(at) {
         Ok(()) => {
-            sync_dir(&parent_of(path))?;
+            sync_dir(at.root().at(&parent_of(at.path())))?;
             true
         }
         Err(e) if e.io_kind() == Some(ErrorKind::AlreadyExists) => false,
         Err(e) => return Err(e),
     };
-    open_secure_dir(path, kind)?;
+    open_secure_dir(at, kind)?;
     Ok(created)
 }
 
@@ -876,12 +880,12 @@ mod kept_tests {
         let root_path = std::fs::canonicalize(tmp.path()).unwrap();
         let name = root_path.join("checkpoint.json");
         private(&name, b"old record");
-        let _scope = root::begin(&root_path);
-        let at = root::place_inside(&name).unwrap().unwrap();
+        let state = root::StateRoot::begin(&root_path);
+        let at = state.place_inside(&name).unwrap().unwrap();
         // Without a lock: read-only, nothing kept.
         assert_eq!(derived(&at).1, 10);
         assert!(root::kept(&at).is_none());
-        root::lock_taken();
+        root::lock_taken(&at);
         let (file, len) = derived(&at);
         assert_eq!(
             read_derived(&file, &name, len, 64).unwrap().unwrap(),
@@ -903,7 +907,7 @@ mod kept_tests {
         // Kept again when read again, and closed with the last lock.
         derived(&at);
         assert!(root::kept(&at).is_some());
-        root::lock_released();
+        root::lock_released(&at);
         assert!(root::kept(&at).is_none());
     }
 

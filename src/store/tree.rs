@@ -21,7 +21,7 @@ use crate::receipt::merkle::{
 #[derive(Debug, Clone)]
 pub struct TreeFile {
     path: PathBuf,
-    run: Option<super::run::RunDir>,
+    run: super::run::RunDir,
 }
 
 /// An open tree file known to hold exactly the hashes of `leaves` leaves.
@@ -39,27 +39,16 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 impl TreeFile {
-    pub fn new(run_dir: &Path) -> TreeFile {
-        TreeFile {
-            path: run_dir.join("tree-hashes"),
-            run: None,
-        }
-    }
-
     /// The tree file of `run`, reached through its held directory.
     pub fn of_run(run: &super::run::RunDir) -> TreeFile {
         TreeFile {
             path: run.dir.join("tree-hashes"),
-            run: Some(run.clone()),
+            run: run.clone(),
         }
     }
 
     fn at(&self) -> StoreResult<super::held::Loc> {
-        use super::held::Place;
-        match &self.run {
-            Some(run) => run.place(&self.path),
-            None => self.path.place(),
-        }
+        self.run.place(&self.path)
     }
 
     pub fn path(&self) -> &Path {
@@ -170,8 +159,8 @@ mod tests {
 
     #[test]
     fn appended_hashes_equal_a_rebuild_and_mismatches_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = TreeFile::new(dir.path());
+        let (_dir, run) = crate::store::test_dirs::run_dir();
+        let file = TreeFile::of_run(&run);
         assert!(file.open(0, None, false).is_none());
         file.rewrite(&[]).unwrap();
         let mut memory = MemoryHashes::default();
@@ -196,7 +185,7 @@ mod tests {
         assert!(file.open(39, last, false).is_none());
         assert!(file.open(40, Some(leaf_hash(b"other")), false).is_none());
         // A symlink is never followed for writing.
-        let link = dir.path().join("link");
+        let link = run.dir.join("link");
         std::os::unix::fs::symlink(file.path(), &link).unwrap();
         std::fs::rename(&link, file.path()).unwrap();
         assert!(file.open(40, last, true).is_none());

@@ -2,9 +2,9 @@
 //! its file still matches the chained checksum, and every approve/deny
 //! decision. Read-only; `--format table` renders the same data for people.
 
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
-use std::path::Path;
 
 // Every cell is inert (trust-model §2 promise 11): the policy and the
 // decisions are text other writers chose (an `approver_key` comment, a
@@ -57,7 +57,7 @@ pub struct ApprovalsArgs {
 
 pub fn dispatch(
     command: ApprovalCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let args = match command {

@@ -2,9 +2,10 @@
 //! contracts/bundle.md): bundle-export, bundle-verify, publish, attest;
 //! and otel-export (contracts/otel.md).
 
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::commands::FlowResult;
 use crate::commands::bundle;
@@ -126,7 +127,7 @@ pub struct BundleVerifyArgs {
 
 pub fn dispatch(
     command: BundleCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let now = || format_now(chrono::Utc::now());
@@ -136,7 +137,7 @@ pub fn dispatch(
             bundle::export(root, &args.run_id, &args.out, &env.cwd, args.force)?,
         ),
         BundleCommands::Attest(args) => {
-            let key = crate::commands::transparency::load_signer_key(&args.key)?;
+            let key = crate::commands::transparency::load_signer_key(root, &args.key)?;
             (
                 "attest",
                 crate::commands::attest::attest(
@@ -181,9 +182,10 @@ pub fn dispatch(
             let keys: Vec<PathBuf> = args.key.iter().map(|k| env.cwd.join(k)).collect();
             let data = match (&args.file, &args.git, &args.git_ref) {
                 (Some(file), None, None) => {
-                    bundle::verify_file(&env.cwd.join(file), &keys, head.as_deref(), &at)?
+                    bundle::verify_file(root, &env.cwd.join(file), &keys, head.as_deref(), &at)?
                 }
                 (None, Some(dir), Some(reference)) => crate::commands::publish::verify_git(
+                    root,
                     &env.cwd.join(dir),
                     reference,
                     &keys,

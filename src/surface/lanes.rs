@@ -2,9 +2,9 @@
 //! probe-ack, lane-complete, lane-fail, lane-block, lane-cancel.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::lanes::LaneTransitionRequest;
@@ -45,7 +45,7 @@ pub struct LaneCompleteArgs {
 
 pub fn dispatch(
     command: LaneCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, transition, reason, changed_paths) = match command {

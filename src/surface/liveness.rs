@@ -2,9 +2,10 @@
 //! interrupt-result and the read-only liveness-check.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::liveness::{self, LaneFlags};
@@ -95,7 +96,7 @@ pub struct LivenessCheckArgs {
 
 pub fn dispatch(
     command: LivenessCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {

@@ -28,6 +28,7 @@ pub mod transparency;
 pub mod views;
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use serde_json::{Map, Value};
 use std::io::Write;
@@ -210,7 +211,7 @@ fn rootless(command: &Command) -> bool {
 /// and what it printed.
 fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(Option<String>, Success), FlowError> {
     if rootless(&cli.command) {
-        let success = dispatch(cli.command, Path::new(""), env)?;
+        let success = dispatch(cli.command, &StateRoot::rootless(), env)?;
         return Ok((None, success));
     }
     let start = match &cli.command {
@@ -218,13 +219,14 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(Option<String>, Success), FlowEr
         _ => None,
     };
     let root = discover(cli.state_root.as_deref(), start.as_deref(), env)?;
-    // Every file inside the root is reached from one held descriptor.
-    let _scope = crate::store::root::begin(&root);
+    // Every file inside the root is reached from one held descriptor,
+    // held for this command by the value passed down to every store call.
+    let root = StateRoot::begin(&root);
     let success = dispatch(cli.command, &root, env)?;
     Ok((Some(path_text(&root)), success))
 }
 
-fn dispatch(command: Command, root: &Path, env: &DiscoveryEnv) -> FlowResult<Success> {
+fn dispatch(command: Command, root: &StateRoot, env: &DiscoveryEnv) -> FlowResult<Success> {
     test_panic_trigger();
     Ok(match command {
         Command::StateRoot(_) => Success {
@@ -360,7 +362,14 @@ fn utility(
 /// computes it, so no recipe canonicalises JSON by hand.
 fn evidence_digest(evidence: &JsonArg, env: &DiscoveryEnv) -> Result<String, FlowError> {
     use crate::store::input::{InputShape, read_json_input};
-    let value = read_json_input(evidence, InputShape::List, env.home.as_ref(), "--evidence")?;
+    // A utility reads no state root: the file is named by path.
+    let value = read_json_input(
+        &StateRoot::rootless(),
+        evidence,
+        InputShape::List,
+        env.home.as_ref(),
+        "--evidence",
+    )?;
     let mut data = Map::new();
     data.insert(
         "digest".into(),
@@ -510,10 +519,7 @@ pub fn answer_command(
     let _progress = progress::scope(&cli.command, term);
     if let Command::Views(command) = cli.command {
         return match discover(cli.state_root.as_deref(), None, env) {
-            Ok(root) => {
-                let _scope = crate::store::root::begin(&root);
-                views::run(command, &root, env, term, out, err)
-            }
+            Ok(root) => views::run(command, &StateRoot::begin(&root), env, term, out, err),
             Err(error) => {
                 let (code, text) = envelope::failure(&FlowError::from(error));
                 emit(err, &text);

@@ -1,8 +1,9 @@
 //! Flags and context shared by every Phase 2 mutation command.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::commands::mutate::MutationContext;
 use crate::commands::{FlowError, FlowResult};
@@ -86,13 +87,13 @@ pub struct LaneStepArgs {
 /// The pipeline context of one invocation: the clock is read once, here;
 /// `at` is the command's `--at` (the time its event records).
 pub fn context(
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     args: &MutationArgs,
     at: Option<&str>,
 ) -> MutationContext {
     MutationContext {
-        root: root.to_path_buf(),
+        root: root.clone(),
         run_id: args.run_id.clone(),
         owner_file: args.owner_file.clone(),
         expected_head: args.expected_head.clone(),

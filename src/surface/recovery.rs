@@ -2,9 +2,10 @@
 //! recovery-run-create, handoff-create, live-report-create.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::mutation::{MutationArgs, context};
 use super::transparency::{SignHeadKeyArg, sign_gate_head};
@@ -89,12 +90,12 @@ pub struct ReportArgs {
 
 pub fn dispatch(
     command: RecoveryCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
         RecoveryCommands::Resume(args) => {
-            let key = args.sign.load()?;
+            let key = args.sign.load(root)?;
             let ctx = context(root, env, &args.common, args.at.value()?);
             let data = resume(
                 &ctx,
@@ -120,7 +121,7 @@ pub fn dispatch(
                 approval_policy: policy.as_ref(),
                 entropy: &crate::commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
             };
-            let key = args.sign.load()?;
+            let key = args.sign.load(root)?;
             let data = recovery_run_create(root, env, &request)?;
             (
                 "recovery-run-create",
@@ -128,7 +129,7 @@ pub fn dispatch(
             )
         }
         RecoveryCommands::HandoffCreate(args) => {
-            let key = args.sign.load()?;
+            let key = args.sign.load(root)?;
             let ctx = context(root, env, &args.report.common, args.report.at.value()?);
             let data = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
             (

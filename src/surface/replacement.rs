@@ -2,9 +2,9 @@
 //! replacement-block, replacement-close.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
@@ -37,7 +37,7 @@ pub struct LineageArgs {
 
 pub fn dispatch(
     command: ReplacementCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, args) = match command {

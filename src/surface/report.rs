@@ -14,13 +14,13 @@
 //! or reorder the page.
 
 use crate::receipt::vocab::EventType;
+use crate::store::root::StateRoot;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
 
 use super::envelope;
 use super::views::ReportArgs;
@@ -34,7 +34,7 @@ use crate::store::discovery::DiscoveryEnv;
 /// `report`: gather, render, write; print the envelope.
 pub fn report(
     args: ReportArgs,
-    root: &Path,
+    root: &StateRoot,
     root_text: &str,
     env: &DiscoveryEnv,
     out: &mut dyn Write,

@@ -2,9 +2,10 @@
 //! run-recovery-finish, run-fail, run-block, run-cancel.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::mutation::{MutationArgs, context};
 use crate::commands::{self, FlowResult};
@@ -57,7 +58,7 @@ pub struct RunReasonArgs {
 
 pub fn dispatch(
     command: RunCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     let (name, kind, transition, reason) = match command {

@@ -3,9 +3,9 @@
 //! read-only completion-check.
 
 use crate::store::input::JsonArg;
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::Path;
 
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
@@ -78,7 +78,7 @@ pub struct CompleteArgs {
 
 pub fn dispatch(
     command: TopologyCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
@@ -128,7 +128,7 @@ pub fn dispatch(
             )
         }
         TopologyCommands::Complete(a) => {
-            let key = a.sign.load()?;
+            let key = a.sign.load(root)?;
             let ctx = context(
                 root,
                 env,

@@ -2,9 +2,10 @@
 //! key-generate, sign-head, prove-event, prove-append, check-proof, and the
 //! `--sign-head-key` the phase-closing gates accept.
 
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::commands::transparency::{
     self, ProofInput, load_signer_key, load_verifier_keys, sign_after_gate,
@@ -102,16 +103,16 @@ pub struct CheckProofArgs {
 
 pub fn dispatch(
     command: TransparencyCommands,
-    root: &Path,
+    root: &StateRoot,
     _env: &DiscoveryEnv,
 ) -> FlowResult<(&'static str, Map<String, Value>)> {
     Ok(match command {
         TransparencyCommands::KeyGenerate(args) => (
             "key-generate",
-            transparency::key_generate(&args.name, &args.out)?,
+            transparency::key_generate(root, &args.name, &args.out)?,
         ),
         TransparencyCommands::SignHead(args) => {
-            let key = load_signer_key(&args.key)?;
+            let key = load_signer_key(root, &args.key)?;
             (
                 "sign-head",
                 transparency::sign_head(root, &args.run_id, &key)?,
@@ -138,7 +139,7 @@ pub fn dispatch(
             )?,
         ),
         TransparencyCommands::CheckProof(args) => {
-            let keys = load_verifier_keys(&args.key)?;
+            let keys = load_verifier_keys(root, &args.key)?;
             let input = match (&args.proof, &args.event, &args.append) {
                 (Some(proof), Some(event), None) => ProofInput::Inclusion { proof, event },
                 (None, None, Some(append)) => ProofInput::Append(append),
@@ -150,7 +151,7 @@ pub fn dispatch(
             };
             (
                 "check-proof",
-                transparency::check_proof(input, &keys, args.run_id.as_deref())?,
+                transparency::check_proof(root, input, &keys, args.run_id.as_deref())?,
             )
         }
     })
@@ -166,10 +167,10 @@ pub struct SignHeadKeyArg {
 
 impl SignHeadKeyArg {
     /// Load the key before the gate runs (exit 2 on a bad key file).
-    pub fn load(&self) -> FlowResult<Option<SignerKey>> {
+    pub fn load(&self, root: &StateRoot) -> FlowResult<Option<SignerKey>> {
         self.sign_head_key
             .as_deref()
-            .map(load_signer_key)
+            .map(|path| load_signer_key(root, path))
             .transpose()
     }
 }
@@ -177,7 +178,7 @@ impl SignHeadKeyArg {
 /// Sign the head a gate left (under `run_key` in its output) and add it to
 /// the gate's output.
 pub fn sign_gate_head(
-    root: &Path,
+    root: &StateRoot,
     key: Option<&SignerKey>,
     run_key: &str,
     mut data: Map<String, Value>,

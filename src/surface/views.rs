@@ -3,11 +3,12 @@
 //! table when stdout is a terminal and JSON otherwise; `--format`
 //! overrides. `log` streams its rows as the receipt is verified.
 
+use crate::store::root::StateRoot;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
 use std::collections::VecDeque;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::envelope;
 use super::table::{self, cell, fit, pad, paint, row};
@@ -206,7 +207,7 @@ fn now_text() -> String {
 /// Run a view; returns the exit status.
 pub fn run(
     command: ViewCommands,
-    root: &Path,
+    root: &StateRoot,
     env: &DiscoveryEnv,
     term: Terminal,
     out: &mut dyn Write,
@@ -227,7 +228,7 @@ pub fn run(
 
 fn status(
     args: StatusArgs,
-    root: &Path,
+    root: &StateRoot,
     root_text: &str,
     term: Terminal,
     out: &mut dyn Write,
@@ -716,7 +717,7 @@ fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]
 
 fn log(
     args: LogArgs,
-    root: &Path,
+    root: &StateRoot,
     root_text: &str,
     term: Terminal,
     out: &mut dyn Write,

@@ -12,6 +12,7 @@
 use crate::bed as common;
 use crate::bed::refusal;
 use bluetape_flow::receipt::primitives::RunId;
+use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::store::run::{AckHead, RunDir};
 use refusal::{Chain, Work, append, assert_unchanged, chmod, expect_error, rewrite};
@@ -1121,14 +1122,17 @@ fn bit_flips_in_the_head_record_are_all_detected() {
 /// appends do (init writes it for line 1).
 fn acknowledge_all(work: &Work, run_id: &str, chain: &Chain) {
     let length = std::fs::metadata(work.receipt(run_id)).unwrap().len();
-    RunDir::new(&work.state, &RunId::parse(run_id).unwrap())
-        .write_head(&AckHead {
-            sequence: chain.sequence,
-            checksum: chain.checksum.clone(),
-            byte_length: length,
-            canonical_through: chain.sequence,
-        })
-        .unwrap();
+    RunDir::new(
+        &StateRoot::begin(&work.state),
+        &RunId::parse(run_id).unwrap(),
+    )
+    .write_head(&AckHead {
+        sequence: chain.sequence,
+        checksum: chain.checksum.clone(),
+        byte_length: length,
+        canonical_through: chain.sequence,
+    })
+    .unwrap();
 }
 
 #[test]

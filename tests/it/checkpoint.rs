@@ -3,6 +3,7 @@
 //! back to a full replay. The checkpoint is a cache, never believed.
 
 use crate::bed as common;
+use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::commands::checkpoint::{LoadPath, load_state};
 use bluetape_flow::commands::ledger::open_run;
@@ -22,13 +23,13 @@ impl Run {
     /// The loaded state (digest lists aside: a checkpoint keeps those in
     /// the digest table) with its digest counts, and where it came from.
     fn load(&self) -> (Value, LoadPath) {
-        let run = open_run(&self.root, &self.run_id).unwrap();
+        let run = open_run(&StateRoot::begin(&self.root), &self.run_id).unwrap();
         let (state, _, basis) = load_state(&run, false).unwrap();
         (comparable(&state), basis.path)
     }
 
     fn full(&self) -> Value {
-        let run = open_run(&self.root, &self.run_id).unwrap();
+        let run = open_run(&StateRoot::begin(&self.root), &self.run_id).unwrap();
         comparable(&replay_run(&run, false).unwrap().0)
     }
 }

@@ -698,7 +698,7 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
     std::fs::write(&receipt, &line).unwrap();
     let _ = std::fs::remove_file(fresh.dir.join("checkpoint.json"));
     bluetape_flow::store::run::RunDir::new(
-        &fresh.root,
+        &bluetape_flow::store::root::StateRoot::begin(&fresh.root),
         &bluetape_flow::receipt::primitives::RunId::parse(&fresh.run_id).unwrap(),
     )
     .write_head(&bluetape_flow::store::run::AckHead {

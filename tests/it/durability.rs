@@ -4,6 +4,7 @@
 
 use crate::bed as common;
 use crate::bed::TestBed;
+use bluetape_flow::store::root::StateRoot;
 
 use common::Flow;
 use std::path::Path;
@@ -22,7 +23,7 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
     let whole = std::fs::read(&receipt).unwrap();
     // What the reader saw: the line without its last bytes.
     std::fs::write(&receipt, &whole[..whole.len() - 5]).unwrap();
-    let run = open_run(root, run_id).unwrap();
+    let run = open_run(&StateRoot::begin(root), run_id).unwrap();
     let Verdict::Damaged(damage) = verify_receipt(&run, |_| Ok(())).unwrap() else {
         panic!("a torn line is damage")
     };

@@ -6,6 +6,7 @@
 
 use crate::bed as common;
 use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId};
+use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::receipt::canonical;
 use bluetape_flow::receipt::event::EventDraft;
@@ -1227,7 +1228,10 @@ impl Built {
         at: &str,
         metadata: Value,
     ) {
-        let dir = RunDir::new(&self.root, &RunId::parse(&self.run_id).unwrap());
+        let dir = RunDir::new(
+            &StateRoot::begin(&self.root),
+            &RunId::parse(&self.run_id).unwrap(),
+        );
         let sealed = EventDraft {
             run_id: self.run_id.clone(),
             lane_id: LaneId::parse("build"),

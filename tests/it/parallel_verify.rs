@@ -3,6 +3,7 @@
 //! gives: same first bad sequence, same trusted prefix, same reason.
 
 use crate::bed as common;
+use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::cli::run_with;
 use bluetape_flow::commands::ledger::{Verdict, open_run, verify_chain, verify_receipt};
@@ -91,7 +92,7 @@ pub(crate) fn long_run(base: &Path) -> (PathBuf, String) {
 }
 
 fn verdicts(root: &Path, run_id: &str) -> (String, String) {
-    let run = open_run(root, run_id).unwrap();
+    let run = open_run(&StateRoot::begin(root), run_id).unwrap();
     let parallel = verify_chain(&run).unwrap();
     let sequential = verify_receipt(&run, |_| Ok(())).unwrap();
     let show = |v: Verdict| format!("{v:?}");

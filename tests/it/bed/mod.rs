@@ -13,6 +13,7 @@ pub mod topo;
 
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId};
+use bluetape_flow::store::root::StateRoot;
 use bluetape_flow::store::run::{AckHead, RunDir};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -1235,7 +1236,14 @@ pub fn init_gated(
         file: bluetape_flow::store::input::JsonArg::Given(file),
         initiated_by: initiated_by.map(str::to_string),
     };
-    let (outcome, _) = init_with_policy(&root, &env, &request, &entropy, Some(&policy)).unwrap();
+    let (outcome, _) = init_with_policy(
+        &StateRoot::begin(&root),
+        &env,
+        &request,
+        &entropy,
+        Some(&policy),
+    )
+    .unwrap();
     GatedRun {
         tmp,
         base,
@@ -1678,14 +1686,17 @@ impl TestBed {
             last = Value::Object(sealed.event);
         }
         std::fs::write(&receipt, &bytes).unwrap();
-        RunDir::new(&self.root, &RunId::parse(&self.run_id).unwrap())
-            .write_head(&AckHead {
-                sequence: last["sequence"].as_u64().unwrap(),
-                checksum: last["checksum"].as_str().unwrap().into(),
-                byte_length: bytes.len() as u64,
-                canonical_through: last["sequence"].as_u64().unwrap(),
-            })
-            .unwrap();
+        RunDir::new(
+            &StateRoot::begin(&self.root),
+            &RunId::parse(&self.run_id).unwrap(),
+        )
+        .write_head(&AckHead {
+            sequence: last["sequence"].as_u64().unwrap(),
+            checksum: last["checksum"].as_str().unwrap().into(),
+            byte_length: bytes.len() as u64,
+            canonical_through: last["sequence"].as_u64().unwrap(),
+        })
+        .unwrap();
     }
 }
 

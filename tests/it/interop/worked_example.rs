@@ -4,6 +4,7 @@
 use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
 use bluetape_flow::store::discovery::DiscoveryEnv;
 use bluetape_flow::store::handle::OwnerToken;
+use bluetape_flow::store::root::StateRoot;
 use chrono::{TimeZone, Utc};
 
 const LINE_1: &str = r#"{"agent_id":null,"checksum":"311d69447b74af5e4654eb3856766afe6f0e8eb0e5263d17e84fa8628a6c4c48","event_type":"run_created","evidence_refs":[],"from_state":null,"lane_id":null,"manifest_hash":"63d9230c3ff7198644fe0d20580809737484322b921d513406875053c96576d6","metadata":{"owner_epoch":1},"owner_token":"1667382387d683aa7f84c7768d11afa5b4860bc339135eb2a88f6cfb7ffaf11e","previous_checksum":"","reason":null,"run_id":"20261130T020310Z-728df1d6","schema_version":1,"sequence":1,"timestamp":"2026-11-30T02:03:10.292358Z","to_state":"planned"}"#;
@@ -33,7 +34,7 @@ fn init_reproduces_the_reference_worked_example() {
         recorded: None,
         staging_suffix: "0".repeat(32),
     };
-    let outcome = init(&root, &env, &request, &entropy).unwrap();
+    let outcome = init(&StateRoot::begin(&root), &env, &request, &entropy).unwrap();
     assert_eq!(outcome.run_id, "20261130T020310Z-728df1d6");
     assert_eq!(
         outcome.checksum,

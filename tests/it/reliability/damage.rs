@@ -26,6 +26,7 @@ use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::RunId;
 use bluetape_flow::store::discovery::DiscoveryEnv;
 use bluetape_flow::store::handle::OwnerToken;
+use bluetape_flow::store::root::StateRoot;
 use bluetape_flow::store::run::{AckHead, RunDir};
 use serde_json::json;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -161,11 +162,11 @@ impl<'a> Family<'a> {
 
 /// The first bad sequence as `verify` and `receipt-diagnose` name it.
 fn library_verdicts(root: &Path, run_id: &str) -> (Option<u64>, Option<u64>) {
-    let verified = match verify(root, run_id) {
+    let verified = match verify(&StateRoot::begin(root), run_id) {
         Err(FlowError::ReceiptDamaged(damage)) => Some(damage.first_bad_sequence),
         _ => None,
     };
-    let diagnosed = match receipt_diagnose(root, run_id) {
+    let diagnosed = match receipt_diagnose(&StateRoot::begin(root), run_id) {
         Ok(map) if map["effective_state"] == "blocked" => map["first_bad_sequence"].as_u64(),
         _ => None,
     };
@@ -362,8 +363,11 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         owner_file: root.join("handles/main.owner"),
         components: vec!["runtime".into()],
     };
-    let outcome = init(&root, &env, &request, &entropy).unwrap();
-    let run = RunDir::new(&root, &RunId::parse(&outcome.run_id).unwrap());
+    let outcome = init(&StateRoot::begin(&root), &env, &request, &entropy).unwrap();
+    let run = RunDir::new(
+        &StateRoot::begin(&root),
+        &RunId::parse(&outcome.run_id).unwrap(),
+    );
     let mut bytes = std::fs::read(run.receipt_path()).unwrap();
     let mut previous = outcome.checksum.clone();
     let hash = "63d9230c3ff7198644fe0d20580809737484322b921d513406875053c96576d6".to_string();
@@ -407,7 +411,7 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         canonical_through: 3,
     })
     .unwrap();
-    verify(&root, &outcome.run_id).expect("the hand-built receipt verifies");
+    verify(&StateRoot::begin(&root), &outcome.run_id).expect("the hand-built receipt verifies");
     (tmp, root, outcome.run_id)
 }
 

@@ -16,6 +16,7 @@
 
 use crate::reliability;
 use bluetape_flow::store::input::JsonArg;
+use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::commands::inspect::receipt_diagnose;
 use bluetape_flow::commands::lanes::lane_create;
@@ -321,7 +322,7 @@ fn fixture() -> Fixture {
 impl Fixture {
     fn ctx(&self, owner: &Path) -> MutationContext {
         MutationContext {
-            root: self.run.root.clone(),
+            root: StateRoot::begin(&self.run.root),
             run_id: self.run.run_id.clone(),
             owner_file: owner.to_path_buf(),
             expected_head: None,
@@ -706,13 +707,13 @@ fn reliability_hostile_input_receipt_lines_never_panic_or_verify() {
         receipt.extend_from_slice(&bytes);
         std::fs::write(&receipt_path, &receipt).unwrap();
         let before = f.fingerprint();
-        let verified = verify(&f.run.root, &f.run.run_id);
+        let verified = verify(&StateRoot::begin(&f.run.root), &f.run.run_id);
         let damaged = matches!(
             &verified,
             Err(FlowError::ReceiptDamaged(d)) if d.first_bad_sequence == next_sequence
         );
         prop_assert!(damaged, "{:?}: verify said {:?}", h, verified);
-        let diagnosis = receipt_diagnose(&f.run.root, &f.run.run_id);
+        let diagnosis = receipt_diagnose(&StateRoot::begin(&f.run.root), &f.run.run_id);
         prop_assert!(
             matches!(&diagnosis, Ok(d) if d["first_bad_sequence"] == next_sequence),
             "{:?}: diagnose said {:?}",
