@@ -1,4 +1,4 @@
-//! Held directory descriptors (issue 14, item 3): a run's files are reached
+//! Held directory descriptors (DEVIATIONS 50): a run's files are reached
 //! from descriptors opened once, one component at a time with
 //! `O_NOFOLLOW | O_DIRECTORY`, never by re-resolving a path. A directory
 //! renamed away or replaced by a symlink after we opened it cannot redirect

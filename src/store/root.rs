@@ -1,4 +1,4 @@
-//! The state root, held once per command (issue 14, item 3). The CLI
+//! The state root, held once per command (DEVIATIONS 50). The CLI
 //! begins a [`StateRoot`] on the root it discovered and passes it down to
 //! every store call of the command; the first call that needs the root
 //! opens it by its path (`O_NOFOLLOW | O_DIRECTORY`: the root's own path
