@@ -181,7 +181,7 @@ fn grow_reused(receipt: &Path, target: u64, first_n: u64) -> Result<u64, String>
         .seal();
         out.write_all(&sealed.line)
             .map_err(|e| format!("cannot append: {e}"))?;
-        previous = sealed.checksum;
+        previous = sealed.checksum.into();
         n += 1;
     }
     let file = out

@@ -385,7 +385,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     // follows a symlink and fails if anything is already there.
     publish_handle(&run.root, staging, owner_target)?;
     *published = true;
-    Ok(sealed.checksum)
+    Ok(sealed.checksum.into())
 }
 
 /// Keys of the init output (beyond the envelope).

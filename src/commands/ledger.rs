@@ -236,7 +236,7 @@ fn verify_with(
     };
     // A head at or below the start was proven with the start itself.
     let mut head_seen: Option<(String, u64)> = match &head {
-        Some(h) if h.sequence < start.sequence => Some((h.checksum.clone(), h.byte_length)),
+        Some(h) if h.sequence < start.sequence => Some((h.checksum.to_string(), h.byte_length)),
         Some(h) if h.sequence == start.sequence => {
             Some((start.checksum.clone(), start.byte_length))
         }
@@ -321,7 +321,7 @@ fn verify_with(
                 ),
             )));
         }
-        if head_seen != Some((head.checksum.clone(), head.byte_length)) {
+        if head_seen != Some((head.checksum.to_string(), head.byte_length)) {
             // The line at the acknowledged sequence was replaced: trust only
             // what precedes it.
             let mut trusted = ChainPosition::genesis(&run.manifest);

@@ -446,7 +446,7 @@ fn mutate_pipeline(
     );
     let after = ChainPosition {
         sequence: state.last_sequence(),
-        checksum: sealed.checksum.clone(),
+        checksum: sealed.checksum.to_string(),
         byte_length: position.byte_length + sealed.line.len() as u64,
         owner_fingerprint: state.owner_fingerprint().map(str::to_string),
         owner_epoch: state.owner_epoch(),

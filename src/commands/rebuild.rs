@@ -131,13 +131,15 @@ pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>>
             position
         }
     };
-    if head_unreadable {
+    // A receipt that verified has a last event, so a head to name.
+    let verified_head = crate::receipt::primitives::Sha256Hex::parse(&position.checksum);
+    if head_unreadable && let Some(checksum) = verified_head {
         // A record that names no head is replaced by one naming the end of
         // the receipt just verified (pinning as canonical only the lines
         // before the first one another tool wrote in other bytes).
         run.dir.write_head(&crate::store::run::AckHead {
             sequence: position.sequence,
-            checksum: position.checksum.clone(),
+            checksum,
             byte_length: position.byte_length,
             canonical_through: super::ledger::canonical_through(&run, None, position.sequence),
         })?;

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::canonical;
-use super::primitives::{AgentId, LaneId};
+use super::primitives::{AgentId, LaneId, Sha256Hex};
 use super::verify::event_checksum;
 use super::vocab::EventType;
 
@@ -32,7 +32,7 @@ pub struct EventDraft {
 #[derive(Debug, Clone)]
 pub struct SealedEvent {
     pub event: Map<String, Value>,
-    pub checksum: String,
+    pub checksum: Sha256Hex,
     pub line: Vec<u8>,
 }
 
@@ -72,7 +72,7 @@ impl EventDraft {
         event.insert("timestamp".into(), Value::String(self.timestamp.clone()));
         event.insert("to_state".into(), opt(&self.to_state));
         let checksum = event_checksum(&event);
-        event.insert("checksum".into(), Value::String(checksum.clone()));
+        event.insert("checksum".into(), Value::String(checksum.to_string()));
         let mut line = canonical::to_vec(&Value::Object(event.clone()));
         line.push(b'\n');
         SealedEvent {

@@ -161,6 +161,72 @@ identifier_type!(
     AgentId
 );
 
+/// A SHA-256 as the receipt writes it, 64 lowercase hex digits: an
+/// event's checksum, a receipt head. Built by `parse` or from a digest
+/// computed here, so a value of the type is one wherever it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct Sha256Hex(String);
+
+impl Sha256Hex {
+    /// `text` as a SHA-256, if it is 64 lowercase hex digits.
+    pub fn parse(text: &str) -> Option<Sha256Hex> {
+        is_sha256_hex(text).then(|| Sha256Hex(text.to_string()))
+    }
+
+    /// The SHA-256 of `bytes`.
+    pub fn digest(bytes: &[u8]) -> Sha256Hex {
+        Sha256Hex(super::canonical::sha256_hex(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Sha256Hex {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Sha256Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Sha256Hex> for String {
+    fn from(hash: Sha256Hex) -> String {
+        hash.0
+    }
+}
+
+impl PartialEq<str> for Sha256Hex {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Sha256Hex {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Sha256Hex {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<Sha256Hex> for String {
+    fn eq(&self, other: &Sha256Hex) -> bool {
+        *self == other.0
+    }
+}
+
 /// 64 lowercase hex characters.
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
@@ -268,6 +334,27 @@ pub fn is_bounded_string(value: &Value, max: usize) -> bool {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn ids_and_hashes_exist_only_checked() {
+        assert_eq!(LaneId::parse("build-2").unwrap(), "build-2");
+        for bad in ["", "../x", "a/b", "-lead", "x y"] {
+            assert!(LaneId::parse(bad).is_none(), "{bad:?}");
+            assert!(AgentId::parse(bad).is_none(), "{bad:?}");
+        }
+        // A checkpoint (or any JSON) cannot smuggle one in either.
+        assert!(serde_json::from_str::<LaneId>("\"../x\"").is_err());
+        let lane: LaneId = serde_json::from_str("\"api\"").unwrap();
+        assert_eq!(serde_json::to_string(&lane).unwrap(), "\"api\"");
+        let head = Sha256Hex::digest(b"abc");
+        assert_eq!(
+            head,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Sha256Hex::parse(&head).as_ref(), Some(&head));
+        assert!(Sha256Hex::parse(&head.to_uppercase()).is_none());
+        assert!(Sha256Hex::parse(&head[1..]).is_none());
+    }
 
     #[test]
     fn a_run_id_names_one_directory_and_nothing_else() {

@@ -11,6 +11,7 @@ use super::canonical;
 use super::canonical_parse::{self, Scratch};
 use super::json_ref::{JsonRef, ObjectRef};
 use super::manifest::RunManifest;
+use super::primitives::Sha256Hex;
 use super::rules::{EventContract, Family, check_event_ref};
 
 /// Where a receipt stops being trustworthy. `first_bad` is the 1-based line
@@ -751,8 +752,8 @@ pub enum StreamStop {
 }
 
 /// SHA-256 of the canonical event without its `checksum` key.
-pub fn event_checksum(event: &Map<String, Value>) -> String {
-    canonical::sha256_hex(&canonical::to_vec_without(event, "checksum"))
+pub fn event_checksum(event: &Map<String, Value>) -> Sha256Hex {
+    Sha256Hex::digest(&canonical::to_vec_without(event, "checksum"))
 }
 
 #[cfg(test)]

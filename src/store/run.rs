@@ -17,7 +17,7 @@ use super::secure::{
     open_secure_dir, open_secure_dir_at,
 };
 use crate::receipt::canonical;
-use crate::receipt::primitives::{RunId, as_int, is_identifier, is_sha256_hex};
+use crate::receipt::primitives::{RunId, Sha256Hex, as_int, is_identifier};
 
 /// How much of the receipt's end the checkpoint fingerprints.
 const RECEIPT_TAIL_BYTES: u64 = 64 * 1024;
@@ -114,7 +114,7 @@ impl From<StoreError> for RunReadError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckHead {
     pub sequence: u64,
-    pub checksum: String,
+    pub checksum: Sha256Hex,
     pub byte_length: u64,
     /// Lines up to this sequence are byte-canonical (at most `sequence`):
     /// below a line another tool wrote in other bytes it stops, so our
@@ -155,7 +155,7 @@ pub fn parse_head(bytes: &[u8], run_id: &str, key: Option<&[u8]>) -> Option<AckH
     let checksum = value
         .get("checksum")
         .and_then(Value::as_str)
-        .filter(|c| is_sha256_hex(c))?;
+        .and_then(Sha256Hex::parse)?;
     if value.get("run_id").and_then(Value::as_str) != Some(run_id) {
         return None;
     }
@@ -166,7 +166,7 @@ pub fn parse_head(bytes: &[u8], run_id: &str, key: Option<&[u8]>) -> Option<AckH
     };
     Some(AckHead {
         sequence,
-        checksum: checksum.to_string(),
+        checksum,
         byte_length: field("byte_length")?,
         canonical_through,
     })

@@ -11,7 +11,7 @@
 
 use crate::bed as common;
 use crate::bed::refusal;
-use bluetape_flow::receipt::primitives::RunId;
+use bluetape_flow::receipt::primitives::{RunId, Sha256Hex};
 use bluetape_flow::store::root::StateRoot;
 
 use bluetape_flow::store::run::{AckHead, RunDir};
@@ -1128,7 +1128,7 @@ fn acknowledge_all(work: &Work, run_id: &str, chain: &Chain) {
     )
     .write_head(&AckHead {
         sequence: chain.sequence,
-        checksum: chain.checksum.clone(),
+        checksum: Sha256Hex::parse(&chain.checksum).unwrap(),
         byte_length: length,
         canonical_through: chain.sequence,
     })

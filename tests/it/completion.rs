@@ -703,7 +703,7 @@ fn a_pre_policy_snapshot_does_not_require_the_parent() {
     )
     .write_head(&bluetape_flow::store::run::AckHead {
         sequence: 1,
-        checksum,
+        checksum: bluetape_flow::receipt::primitives::Sha256Hex::parse(&checksum).unwrap(),
         byte_length: line.len() as u64,
         canonical_through: 1,
     })

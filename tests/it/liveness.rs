@@ -1262,7 +1262,7 @@ impl Built {
         })
         .unwrap();
         self.sequence += 1;
-        self.head = sealed.checksum;
+        self.head = sealed.checksum.into();
     }
 
     fn lane(&mut self, command_deadline: Value, at: &str) {

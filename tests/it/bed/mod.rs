@@ -12,7 +12,7 @@ pub mod refusal;
 pub mod topo;
 
 use bluetape_flow::receipt::event::EventDraft;
-use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId};
+use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId, Sha256Hex};
 use bluetape_flow::store::root::StateRoot;
 use bluetape_flow::store::run::{AckHead, RunDir};
 use serde::Deserialize;
@@ -1037,7 +1037,7 @@ pub fn write_phase1_run(
         }
         .seal();
         receipt.extend_from_slice(&sealed.line);
-        previous = sealed.checksum;
+        previous = sealed.checksum.into();
     }
     std::fs::write(dir.join("receipt.jsonl"), receipt).unwrap();
     set_modes(root);
@@ -1692,7 +1692,7 @@ impl TestBed {
         )
         .write_head(&AckHead {
             sequence: last["sequence"].as_u64().unwrap(),
-            checksum: last["checksum"].as_str().unwrap().into(),
+            checksum: Sha256Hex::parse(last["checksum"].as_str().unwrap()).unwrap(),
             byte_length: bytes.len() as u64,
             canonical_through: last["sequence"].as_u64().unwrap(),
         })

@@ -209,7 +209,7 @@ impl Chain {
     pub fn seal(&mut self, draft: &EventDraft) -> SealedEvent {
         let sealed = draft.seal();
         self.sequence = draft.sequence;
-        self.checksum = sealed.checksum.clone();
+        self.checksum = sealed.checksum.to_string();
         sealed
     }
 

@@ -401,12 +401,12 @@ fn acknowledged_receipt() -> (tempfile::TempDir, PathBuf, String) {
         }
         .seal();
         bytes.extend_from_slice(&sealed.line);
-        previous = sealed.checksum;
+        previous = sealed.checksum.into();
     }
     std::fs::write(run.receipt_path(), &bytes).unwrap();
     run.write_head(&AckHead {
         sequence: 3,
-        checksum: previous,
+        checksum: bluetape_flow::receipt::primitives::Sha256Hex::parse(&previous).unwrap(),
         byte_length: bytes.len() as u64,
         canonical_through: 3,
     })
