@@ -407,8 +407,10 @@ impl StateRoot {
         self.with(|cur| cur.key = Some(key.to_vec()));
     }
 
-    /// Forget the directories walked so far (see [`forget_walked_in`]).
-    pub fn forget_walked(&self) {
+    /// Forget the directories walked so far (see [`forget_walked_in`]),
+    /// as a rename or removal of this command does.
+    #[cfg(test)]
+    fn forget_walked(&self) {
         forget_walked_in(&self.shared);
     }
 
