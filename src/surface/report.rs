@@ -480,13 +480,8 @@ fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
 /// `breaches`).
 fn breach_rules(status: &Map<String, Value>) -> BTreeMap<u64, Vec<String>> {
     let mut out: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for b in get(status, "breaches").as_array().into_iter().flatten() {
-        if let (Some(sequence), Some(rule)) = (
-            b.get("sequence").and_then(Value::as_u64),
-            b.get("rule").and_then(Value::as_str),
-        ) {
-            out.entry(sequence).or_default().push(rule.to_string());
-        }
+    for b in super::table::breaches_of(status) {
+        out.entry(b.sequence).or_default().push(b.rule);
     }
     out
 }
@@ -494,9 +489,10 @@ fn breach_rules(status: &Map<String, Value>) -> BTreeMap<u64, Vec<String>> {
 /// The banner a page opens with while breaches stand (trust model §2
 /// promise 4): how many, which, and where to look.
 fn breach_banner(s: &mut String, status: &Map<String, Value>) {
-    let Some(breaches) = get(status, "breaches").as_array().filter(|b| !b.is_empty()) else {
+    let breaches = super::table::breaches_of(status);
+    if breaches.is_empty() {
         return;
-    };
+    }
     let _ = write!(
         s,
         "<div class=\"breach\" role=\"alert\"><b>This run breaks our rules in {} event(s).</b> Its receipt verifies, but events were appended that our binary refuses to write (by the Python tool or by hand); every gate refuses this run, and this page is not the record of a clean run.<ul>",
@@ -506,9 +502,9 @@ fn breach_banner(s: &mut String, status: &Map<String, Value>) {
         let _ = write!(
             s,
             "<li>sequence {} — <code>{}</code>: {}</li>",
-            value_text(b.get("sequence").unwrap_or(&Value::Null)),
-            value_text(b.get("rule").unwrap_or(&Value::Null)),
-            value_text(b.get("found").unwrap_or(&Value::Null))
+            b.sequence,
+            escape(&b.rule),
+            escape(&b.found)
         );
     }
     if breaches.len() > 16 {

@@ -107,6 +107,21 @@ pub fn row(cells: &[(String, usize)]) -> String {
     line.trim_end().to_string()
 }
 
+/// The `breaches` of a view's data, as the typed records the replay made
+/// them from (`coordinator::breach::Breach`): a renderer reads their
+/// fields, never a key it might miss. An item that is not one (which our
+/// own output never holds) is left out.
+pub fn breaches_of(
+    data: &serde_json::Map<String, Value>,
+) -> Vec<crate::coordinator::breach::Breach> {
+    data.get("breaches")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(crate::coordinator::breach::Breach::from_value)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -321,7 +321,7 @@ pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
             );
         }
         lines.push(line);
-        if let Some(summary) = breach_summary(get(run, "breaches")) {
+        if let Some(summary) = breach_summary(&table::breaches_of(run)) {
             lines.push(fit(&format!("  BREACHES {summary}"), table::WIDTH));
         }
     }
@@ -330,18 +330,14 @@ pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
 
 /// `N: rule at S, …` for a non-empty `breaches` list (events that break
 /// the rules of `contracts/rules.md`), else `None`.
-fn breach_summary(breaches: &Value) -> Option<String> {
-    let items = breaches.as_array().filter(|b| !b.is_empty())?;
+fn breach_summary(items: &[Breach]) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
     let named: Vec<String> = items
         .iter()
         .take(4)
-        .map(|b| {
-            format!(
-                "{} at {}",
-                cell(b.get("rule").unwrap_or(&Value::Null)),
-                cell(b.get("sequence").unwrap_or(&Value::Null))
-            )
-        })
+        .map(|b| format!("{} at {}", table::inert(&b.rule), b.sequence))
         .collect();
     let more = match items.len() {
         n if n > 4 => format!(", and {} more", n - 4),
@@ -405,19 +401,16 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
         table::WIDTH + if colour { 9 } else { 0 },
     ));
     // Breaches come first: nothing below is clean while one stands.
-    let breaches = get(data, "breaches")
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    if let Some(summary) = breach_summary(get(data, "breaches")) {
+    let breaches = table::breaches_of(data);
+    if let Some(summary) = breach_summary(&breaches) {
         lines.push(fit(&format!("BREACHES   {summary}"), table::WIDTH));
         for b in breaches.iter().take(8) {
             lines.push(fit(
                 &format!(
                     "  {} at {}: {}",
-                    cell(b.get("rule").unwrap_or(&Value::Null)),
-                    cell(b.get("sequence").unwrap_or(&Value::Null)),
-                    cell(b.get("found").unwrap_or(&Value::Null))
+                    table::inert(&b.rule),
+                    b.sequence,
+                    table::inert(&b.found)
                 ),
                 table::WIDTH,
             ));
