@@ -149,14 +149,13 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
             ));
         }
     }
-    let breaches = get("breaches").as_array().cloned().unwrap_or_default();
+    let breaches = super::table::breaches_of(data);
     for b in &breaches {
-        let field = |k: &str| cell(b.get(k).unwrap_or(&Value::Null));
         lines.push(format!(
             "BREACH at sequence {} ({}): {}",
-            field("sequence"),
-            field("rule"),
-            field("found")
+            b.sequence,
+            inert(&b.rule),
+            inert(&b.found)
         ));
     }
     if !breaches.is_empty() {

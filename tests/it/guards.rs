@@ -300,6 +300,14 @@ fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
         "{approvals}"
     );
     assert_eq!(breach_rules(&approvals), ["approval_gate"]);
+    let table = run.query("approvals", &["--format", "table"]);
+    assert!(
+        table
+            .stdout
+            .contains("BREACH at sequence 2 (approval_gate): plan_approved"),
+        "{}",
+        table.stdout
+    );
     // The chain is still good: rebuild and completion-check work and show it.
     run.query("rebuild", &[]).assert_ok();
     let check = run.query("completion-check", &[]).assert_ok();
