@@ -13,9 +13,6 @@ use super::table::{cell, inert};
 use crate::commands::{self, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
-/// The operation name of the table rendering; [`table`] recognises it.
-const TABLE_OPERATION: &str = "approvals (table)";
-
 #[derive(Debug, Subcommand, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalCommands {
@@ -68,19 +65,17 @@ pub fn dispatch(
         }
     };
     let data = commands::approval::approvals(root, &args.run_id)?;
-    let operation = match args.format {
-        Format::Json => "approvals",
-        Format::Table => TABLE_OPERATION,
-    };
-    Ok((operation, data))
+    Ok(("approvals", data))
 }
 
-/// The plain-text rendering of an `approvals --format table` result, or
-/// `None` for any other operation.
-pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
-    if operation != TABLE_OPERATION {
-        return None;
-    }
+/// Whether `approvals` prints its table (`--format table`; its default is
+/// the JSON envelope, on a terminal too).
+pub fn wants_table(args: &ApprovalsArgs) -> bool {
+    args.format == Format::Table
+}
+
+/// The plain-text rendering of an `approvals` result (`--format table`).
+pub fn table(data: &Map<String, Value>, _colour: bool) -> String {
     let get = |key: &str| data.get(key).unwrap_or(&Value::Null);
     let mut lines = vec![format!(
         "run                           {}",
@@ -161,7 +156,7 @@ pub fn table(operation: &str, data: &Map<String, Value>) -> Option<String> {
     if !breaches.is_empty() {
         lines.push(format!("hint: {}", crate::coordinator::breach::HINT));
     }
-    Some(lines.join("\n"))
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -170,10 +165,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_the_table_operation_renders_text() {
-        let data = Map::new();
-        assert!(table("approvals", &data).is_none());
-        assert!(table("verify", &data).is_none());
+    fn the_table_shows_the_policy_and_the_decisions_when_asked_for() {
+        let args = |format| ApprovalsArgs {
+            run_id: "r1".into(),
+            format,
+        };
+        assert!(!wants_table(&args(Format::Json)));
+        assert!(wants_table(&args(Format::Table)));
         let data = json!({
             "run_id": "r1",
             "policy": {"required_approver": "alice", "require_different_approver": true},
@@ -182,7 +180,7 @@ mod tests {
             "decisions": [{"decision": "approved", "by": "alice", "source": "env",
                            "at": "2026-07-14T01:00:00Z", "sequence": 2}],
         });
-        let text = table(TABLE_OPERATION, data.as_object().unwrap()).unwrap();
+        let text = table(data.as_object().unwrap(), false);
         assert!(
             text.contains("  required_approver           alice"),
             "{text}"
@@ -191,7 +189,7 @@ mod tests {
         assert!(text.contains("2        approved  alice"), "{text}");
         let none = json!({"run_id": "r1", "policy": null, "policy_checksum": null,
                           "policy_file_matches": null, "decisions": []});
-        let text = table(TABLE_OPERATION, none.as_object().unwrap()).unwrap();
+        let text = table(none.as_object().unwrap(), false);
         assert!(text.contains("none (the owner alone approves)"), "{text}");
     }
 }

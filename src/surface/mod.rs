@@ -541,10 +541,9 @@ pub fn answer_command(
     match run(cli, env) {
         Ok((root, success)) => {
             let colour = || term.stdout_is_tty() && !term.no_color;
-            let text = match (view, approvals::table(success.operation, &success.data)) {
-                (Some(render), _) => render(&success.data, colour()),
-                (None, Some(table)) => table,
-                (None, None) => {
+            let text = match view {
+                Some(render) => render(&success.data, colour()),
+                None => {
                     envelope::success_in(success.operation, root.as_deref(), success.data.clone())
                 }
             };

@@ -1,11 +1,14 @@
 //! Tables on a terminal for `doctor` and `bundle-verify` (cli-conventions
 //! §5 "Views everywhere a person looks"; DEVIATIONS 93): like `status`,
 //! a table when stdout is a terminal and the JSON envelope otherwise,
-//! `--format table|json` overriding. The data is the JSON envelope's, so
-//! the two never say different things.
+//! `--format table|json` overriding; and `approvals --format table`. The
+//! renderer is chosen by the parsed command, never by an operation name,
+//! and the data is the JSON envelope's, so the two never say different
+//! things.
 
 use serde_json::{Map, Value};
 
+use super::approvals::{self, ApprovalCommands};
 use super::table::{self, cell, fit, row};
 use super::views::{StatusFormat, Terminal, detail_table};
 use super::{Command, bundle::BundleCommands};
@@ -19,6 +22,10 @@ pub fn chosen(command: &Command, term: Terminal) -> Option<Render> {
     let (format, render): (Option<StatusFormat>, Render) = match command {
         Command::Doctor(args) => (args.format, doctor_table),
         Command::Bundle(BundleCommands::BundleVerify(args)) => (args.format, bundle_table),
+        // Its own --format, whose default is the envelope on a terminal too.
+        Command::Approvals(ApprovalCommands::Approvals(args)) => {
+            return approvals::wants_table(args).then_some(approvals::table);
+        }
         _ => return None,
     };
     let table = match format {
