@@ -116,7 +116,7 @@ impl PublishRefusal {
             } => (
                 json!({"ref": reference, "published_sequence": sequence, "published_checksum": checksum}),
                 format!(
-                    "retrying cannot help: {reference} published event {sequence} as {checksum}, and this receipt has another history there; see where it parts with bluetape-flow verify --run-id {{run_id}}"
+                    "retrying cannot help: {reference} published event {sequence} as {checksum}, and this receipt holds another event there; a rewritten history is never published over the old one (bluetape-flow bundle-verify --git REPO --ref {reference} checks what was published)"
                 ),
             ),
             Self::RefMoved { reference } => (
