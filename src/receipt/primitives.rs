@@ -30,28 +30,29 @@ pub fn is_identifier(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
-/// A newtype for one kind of id that meets the identifier contract
-/// ([`is_identifier`]): built only by `parse`, so a value of the type is
-/// a checked id wherever it goes; compared with and read as text.
-macro_rules! identifier_type {
-    ($(#[$doc:meta])* $name:ident) => {
+/// A newtype for text that meets one contract (`$check`: the identifier
+/// contract, [`is_identifier`], or SHA-256 hex): built only by `parse` (or
+/// from text the caller checked), so a value of the type is checked
+/// wherever it goes; compared with and read as text.
+macro_rules! checked_text_type {
+    ($(#[$doc:meta])* $name:ident, $check:path, $contract:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
 
         impl $name {
-            /// `text` as this kind of id, if it meets the identifier contract.
+            /// `text` as this type, if it meets its contract.
             pub fn parse(text: &str) -> Option<$name> {
-                is_identifier(text).then(|| $name(text.to_string()))
+                $check(text).then(|| $name(text.to_string()))
             }
 
-            /// `text`, which the caller has checked against the identifier
-            /// contract already (a validated input, a verified receipt's
-            /// field); checked again in debug builds.
-            #[allow(dead_code)] // run ids are always parsed
+            /// `text`, which the caller has checked against the contract
+            /// already (a validated input, a verified receipt's field);
+            /// checked again in debug builds.
+            #[allow(dead_code)] // run ids and hashes are always parsed
             pub(crate) fn from_checked(text: &str) -> $name {
-                debug_assert!(is_identifier(text), "{text:?} is not an identifier");
+                debug_assert!($check(text), "{text:?} does not meet its contract");
                 $name(text.to_string())
             }
 
@@ -89,7 +90,7 @@ macro_rules! identifier_type {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
                 let text = String::deserialize(d)?;
                 $name::parse(&text).ok_or_else(|| {
-                    serde::de::Error::custom("an id must match the identifier contract")
+                    serde::de::Error::custom($contract)
                 })
             }
         }
@@ -138,11 +139,13 @@ macro_rules! identifier_type {
     };
 }
 
-identifier_type!(
+checked_text_type!(
     /// A run id: what a run's directory `runs/<id>` is named by, so that
     /// no path of the store is ever built from an unchecked id (a `/` or
     /// `..` cannot be one).
-    RunId
+    RunId,
+    is_identifier,
+    "a run id must match the identifier contract"
 );
 
 impl AsRef<std::path::Path> for RunId {
@@ -151,79 +154,32 @@ impl AsRef<std::path::Path> for RunId {
     }
 }
 
-identifier_type!(
+checked_text_type!(
     /// A lane id, as `lane-create` records it and every lane step names it.
-    LaneId
+    LaneId,
+    is_identifier,
+    "a lane id must match the identifier contract"
 );
 
-identifier_type!(
+checked_text_type!(
     /// An agent id: the sub-agent a lane is assigned to.
-    AgentId
+    AgentId,
+    is_identifier,
+    "an agent id must match the identifier contract"
 );
 
-/// A SHA-256 as the receipt writes it, 64 lowercase hex digits: an
-/// event's checksum, a receipt head. Built by `parse` or from a digest
-/// computed here, so a value of the type is one wherever it goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(transparent)]
-pub struct Sha256Hex(String);
+checked_text_type!(
+    /// A SHA-256 as the receipt writes it, 64 lowercase hex digits: an
+    /// event's checksum, a receipt head.
+    Sha256Hex,
+    is_sha256_hex,
+    "a SHA-256 must be 64 lowercase hex digits"
+);
 
 impl Sha256Hex {
-    /// `text` as a SHA-256, if it is 64 lowercase hex digits.
-    pub fn parse(text: &str) -> Option<Sha256Hex> {
-        is_sha256_hex(text).then(|| Sha256Hex(text.to_string()))
-    }
-
     /// The SHA-256 of `bytes`.
     pub fn digest(bytes: &[u8]) -> Sha256Hex {
         Sha256Hex(super::canonical::sha256_hex(bytes))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::ops::Deref for Sha256Hex {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for Sha256Hex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<Sha256Hex> for String {
-    fn from(hash: Sha256Hex) -> String {
-        hash.0
-    }
-}
-
-impl PartialEq<str> for Sha256Hex {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for Sha256Hex {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialEq<String> for Sha256Hex {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
-    }
-}
-
-impl PartialEq<Sha256Hex> for String {
-    fn eq(&self, other: &Sha256Hex) -> bool {
-        *self == other.0
     }
 }
 
