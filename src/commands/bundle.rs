@@ -220,7 +220,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
         }
         let bytes = read_member_file(root.at(&root.join(path)), "report", Class::Report.limit())?;
         if sha256_hex(&bytes) != text("report_checksum") {
-            return Err(FlowError::Report(ReportRefusal::BoundFileChanged {
+            return Err(FlowError::from(ReportRefusal::BoundFileChanged {
                 path: path.to_string(),
                 bound: text("report_checksum").to_string(),
                 found: Some(sha256_hex(&bytes)),
@@ -246,7 +246,7 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
         offset += size;
     }
     if offset != replayed.position.byte_length {
-        return Err(FlowError::Raced(Raced::BundleRead));
+        return Err(FlowError::from(Raced::BundleRead));
     }
     if let Some((path, hash)) = &replayed.quarantine {
         if !path.starts_with("quarantine/") || path.contains("..") {
@@ -309,7 +309,7 @@ pub fn with_content<T>(
     use_it: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
 ) -> FlowResult<T> {
     let changed = || {
-        FlowError::Raced(Raced::MemberChanged {
+        FlowError::from(Raced::MemberChanged {
             member: member.name.clone(),
         })
     };

@@ -364,7 +364,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     {
         let _guard = run.receipt_lock().acquire()?;
         if run.has_receipt() {
-            return Err(FlowError::Raced(Raced::ReceiptAppeared));
+            return Err(FlowError::from(Raced::ReceiptAppeared));
         }
         run.append_receipt(&sealed.line)?;
         run.write_head(&AckHead {

@@ -138,7 +138,7 @@ impl OpenRun {
         if holding_lock {
             self.dir.discard_checkpoint()?;
         }
-        Err(FlowError::Raced(Raced::CheckpointManifest {
+        Err(FlowError::from(Raced::CheckpointManifest {
             removed: holding_lock,
         }))
     }
@@ -381,7 +381,7 @@ pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -
         && damage.reason == INCOMPLETE
         && (run.dir.receipt_lock().status() == "locked_alive" || run.dir.receipt_ends_with_lf())
     {
-        return FlowError::Raced(Raced::AppendInProgress);
+        return FlowError::from(Raced::AppendInProgress);
     }
     FlowError::ReceiptDamaged(damage.clone())
 }

@@ -148,7 +148,7 @@ pub fn authorize(state: &CoordinatorState, handle: &OwnerHandle) -> FlowResult<O
     if state.owner_fingerprint() != Some(handle.fingerprint.as_str())
         || state.owner_epoch() != handle.epoch
     {
-        return Err(FlowError::Owner(
+        return Err(FlowError::from(
             crate::coordinator::owner_refusal::OwnerRefusal {
                 before_lock: false,
                 handle_epoch: handle.epoch,

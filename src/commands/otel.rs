@@ -409,7 +409,7 @@ fn stream(
     let exporter = match exporter {
         Some(exporter) if head_seen => exporter,
         _ => {
-            return Err(FlowError::Raced(Raced::OtelExport));
+            return Err(FlowError::from(Raced::OtelExport));
         }
     };
     let trace = exporter.trace_id_hex();

@@ -134,7 +134,7 @@ pub fn publish(
         let published = read_published(&git, &mut objects, commit, false)?;
         let old = &published.index;
         if old.run_id != run_id {
-            return Err(FlowError::Publish(PublishRefusal::OtherRun {
+            return Err(FlowError::from(PublishRefusal::OtherRun {
                 reference,
                 run_id: old.run_id.clone(),
             }));
@@ -158,7 +158,7 @@ pub fn publish(
                 })
                 .is_some_and(|c| c == old.checksum);
         if !extends {
-            return Err(FlowError::Publish(PublishRefusal::NotExtending {
+            return Err(FlowError::from(PublishRefusal::NotExtending {
                 reference,
                 sequence: old.sequence,
                 checksum: old.checksum.clone(),
@@ -251,7 +251,7 @@ pub fn publish(
     let tree = git.mktree(&top)?;
     let commit = git.commit_tree(&tree, previous.as_deref(), &message)?;
     if !git.update_ref(&reference, &commit, previous.as_deref())? {
-        return Err(FlowError::Publish(PublishRefusal::RefMoved { reference }));
+        return Err(FlowError::from(PublishRefusal::RefMoved { reference }));
     }
     let mut map = Map::new();
     map.insert("commit".into(), json!(commit));

@@ -168,12 +168,10 @@ pub fn recovery_run_create(
     match copy {
         QuarantineCopy::Created | QuarantineCopy::AlreadyPresent => {}
         QuarantineCopy::Differs => {
-            return Err(FlowError::Recovery(RecoveryRefusal::QuarantineDiffers {
-                name,
-            }));
+            return Err(FlowError::from(RecoveryRefusal::QuarantineDiffers { name }));
         }
         QuarantineCopy::CopyMismatch => {
-            return Err(FlowError::Recovery(RecoveryRefusal::QuarantineUnverified {
+            return Err(FlowError::from(RecoveryRefusal::QuarantineUnverified {
                 name,
             }));
         }
@@ -265,7 +263,7 @@ fn existing_recovery(
     approval: &Value,
     damaged_run: &Map<String, Value>,
 ) -> FlowResult<String> {
-    let invalid_handle = || FlowError::Recovery(RecoveryRefusal::ExistingHandleInvalid);
+    let invalid_handle = || FlowError::from(RecoveryRefusal::ExistingHandleInvalid);
     let payload = read_handle_json(root.at(owner_path), "recovery owner handle")?
         .ok_or_else(invalid_handle)?;
     let run_id = match payload.get("run_id") {
@@ -279,7 +277,7 @@ fn existing_recovery(
     };
     let handle = read_handle(root.at(owner_path), Some(&run_id))?;
     let invalid_run = || {
-        FlowError::Recovery(RecoveryRefusal::ExistingRunInvalid {
+        FlowError::from(RecoveryRefusal::ExistingRunInvalid {
             run_id: run_id.clone(),
         })
     };
@@ -320,7 +318,7 @@ fn first_verified_event(run: &OpenRun) -> FlowResult<Option<Map<String, Value>>>
     })?;
     match verdict {
         Verdict::Intact(_) => Ok(first),
-        _ => Err(FlowError::Recovery(RecoveryRefusal::ExistingRunInvalid {
+        _ => Err(FlowError::from(RecoveryRefusal::ExistingRunInvalid {
             run_id: run.dir.run_id.to_string(),
         })),
     }

@@ -58,7 +58,7 @@ pub fn create_report(
         // still hold the bound bytes. Nothing is appended (no CAS either).
         let found = bound_report_checksum(&ctx.root, &report.relative_path());
         if found.as_ref() != Some(&report.checksum) {
-            return Err(FlowError::Report(ReportRefusal::BoundFileChanged {
+            return Err(FlowError::from(ReportRefusal::BoundFileChanged {
                 path: report.relative_path(),
                 bound: report.checksum.clone(),
                 found,
@@ -69,7 +69,7 @@ pub fn create_report(
         return Ok(out);
     }
     if check_report_file(&ctx.root, &report.file_name, &report.bytes)? == ReportFile::Differs {
-        return Err(FlowError::Report(ReportRefusal::OrphanDiffers {
+        return Err(FlowError::from(ReportRefusal::OrphanDiffers {
             path: report.relative_path(),
         }));
     }

@@ -559,7 +559,7 @@ pub fn report_data(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<Repor
         Ok(())
     })?;
     if status.get("checksum").and_then(Value::as_str) != Some(end.position.checksum.as_str()) {
-        return Err(FlowError::Raced(Raced::ReportRead));
+        return Err(FlowError::from(Raced::ReportRead));
     }
     Ok(ReportData {
         status,

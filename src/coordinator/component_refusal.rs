@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 use super::state::LaneState;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,10 +96,12 @@ impl ComponentRefusal {
             said,
         }
     }
+}
 
+impl ConflictReason for ComponentRefusal {
     /// The reference's message (it names the component or its dependents
     /// where the reference does).
-    pub fn message(&self) -> &str {
+    fn message(&self) -> &str {
         match self {
             Self::Missing { .. } => "topology component does not exist",
             Self::RequiredKept { said, .. } | Self::HasDependents { said, .. } => said,
@@ -121,7 +123,7 @@ impl ComponentRefusal {
     }
 
     /// Its `fields` and hint.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         const SEE: &str =
             "see what each component still needs: bluetape-flow completion-check --run-id {run_id}";
         let (fields, hint) = match self {

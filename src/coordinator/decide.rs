@@ -94,38 +94,10 @@ pub enum FlowError {
     ProofInvalid(String),
     /// A manifest this tool cannot speak (exit 4).
     IncompatibleManifest(String),
-    /// A lane step refused for the lane it names: a conflict (exit 5) with
-    /// the reference's message, whose `fields` and hint are functions of
-    /// the reason.
-    Lane(LaneRefusal),
-    /// A replacement step refused for the lanes it names: a conflict
-    /// (exit 5) with the reference's message; `fields` and hint are
-    /// functions of the reason.
-    Replacement(super::replacement_refusal::ReplacementRefusal),
-    /// The caller's owner handle is not the run's current owner's: a
-    /// conflict (exit 5) with the reference's message; its epochs are
-    /// `fields`.
-    Owner(super::owner_refusal::OwnerRefusal),
-    /// A report that cannot be bound as it is: a conflict (exit 5) with
-    /// the reference's message; what it named and what the run has now
-    /// are `fields`.
-    Report(super::report_refusal::ReportRefusal),
-    /// A topology step refused for the component it names: a conflict
-    /// (exit 5) with the reference's message; the component and what
-    /// refused it are `fields`.
-    Component(super::component_refusal::ComponentRefusal),
-    /// `lane-resolve` refused for the lanes it names: a conflict (exit 5)
-    /// with the reference's message; the lanes are `fields`.
-    Resolution(super::resolution_refusal::ResolutionRefusal),
-    /// `recovery-run-create` refused for what changed since the diagnosis
-    /// or what its handle names: a conflict (exit 5) with the reference's
-    /// message; `fields` and hint are functions of the reason.
-    Recovery(super::recovery_refusal::RecoveryRefusal),
-    /// Another writer changed what the command read (exit 5, retryable):
-    /// run it again.
-    Raced(super::raced::Raced),
-    /// `publish` cannot move the git ref it names (exit 5).
-    Publish(super::raced::PublishRefusal),
+    /// A conflict with the run as it stands (exit 5 `coordinator_conflict`,
+    /// retryable, `next_command` resume-check), of one of the families of
+    /// typed reasons: its message, `fields` and hint are the reason's.
+    Conflict(Conflict),
     /// "receipt head changed before mutation" (exit 5, the reference's
     /// message): the receipt moved on from the head the command was held
     /// to (`--expected-head`, or what `complete` verified) before its
@@ -223,6 +195,14 @@ impl FlowError {
         }
     }
 
+    /// The typed conflict reason this error carries, if it is one.
+    pub fn reason(&self) -> Option<&dyn ConflictReason> {
+        match self.untaught().0 {
+            FlowError::Conflict(conflict) => Some(conflict.reason()),
+            _ => None,
+        }
+    }
+
     /// The exit status, the reference's `error` name, whether a retry may
     /// help, and the `next_command` the envelope names: all functions of
     /// the variant.
@@ -235,15 +215,7 @@ impl FlowError {
             }
             FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
             FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Lane(_)
-            | FlowError::Replacement(_)
-            | FlowError::Owner(_)
-            | FlowError::Report(_)
-            | FlowError::Component(_)
-            | FlowError::Resolution(_)
-            | FlowError::Recovery(_)
-            | FlowError::Raced(_)
-            | FlowError::Publish(_)
+            FlowError::Conflict(_)
             | FlowError::HeadMoved { .. }
             | FlowError::RunStateRefused { .. }
             | FlowError::RunTransitionRefused { .. } => {
@@ -289,15 +261,7 @@ impl FlowError {
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
             FlowError::Store(e) => e.message(),
-            FlowError::Lane(refusal) => refusal.message(),
-            FlowError::Replacement(refusal) => refusal.message(),
-            FlowError::Owner(refusal) => refusal.message(),
-            FlowError::Report(refusal) => refusal.message(),
-            FlowError::Component(refusal) => refusal.message(),
-            FlowError::Resolution(refusal) => refusal.message(),
-            FlowError::Recovery(refusal) => refusal.message(),
-            FlowError::Raced(raced) => raced.message(),
-            FlowError::Publish(refusal) => refusal.message(),
+            FlowError::Conflict(conflict) => conflict.reason().message(),
             FlowError::HeadMoved { .. } => "receipt head changed before mutation",
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
             FlowError::RunTransitionRefused { .. } => {
@@ -309,16 +273,10 @@ impl FlowError {
     /// What the reason itself teaches (`fields`, a hint), before any
     /// teaching attached where the error was made.
     pub fn own_teaching(&self) -> Option<Teaching> {
+        if let Some(reason) = self.untaught().0.reason() {
+            return Some(reason.teaching());
+        }
         match self.untaught().0 {
-            FlowError::Lane(refusal) => Some(refusal.teaching()),
-            FlowError::Replacement(refusal) => Some(refusal.teaching()),
-            FlowError::Owner(refusal) => Some(refusal.teaching()),
-            FlowError::Report(refusal) => Some(refusal.teaching()),
-            FlowError::Component(refusal) => Some(refusal.teaching()),
-            FlowError::Resolution(refusal) => Some(refusal.teaching()),
-            FlowError::Recovery(refusal) => Some(refusal.teaching()),
-            FlowError::Raced(raced) => Some(raced.teaching()),
-            FlowError::Publish(refusal) => Some(refusal.teaching()),
             FlowError::HeadMoved {
                 expected,
                 head,
@@ -379,7 +337,7 @@ pub fn lane_state_refused(
     allowed: &[LaneState],
     step: RefusedLaneStep,
 ) -> FlowError {
-    FlowError::Lane(LaneRefusal::State {
+    FlowError::from(LaneRefusal::State {
         lane_id: lane.id.to_string(),
         state: lane.state,
         allowed: allowed.to_vec(),
@@ -460,21 +418,21 @@ pub mod lane_refused {
     use crate::coordinator::state::LaneState;
 
     pub fn missing(lane_id: &str, lanes: &[&str]) -> FlowError {
-        FlowError::Lane(LaneRefusal::Missing {
+        FlowError::from(LaneRefusal::Missing {
             lane_id: lane_id.into(),
             lanes: lanes.iter().map(|l| l.to_string()).collect(),
         })
     }
 
     pub fn inactive(lane_id: &str, state: LaneState) -> FlowError {
-        FlowError::Lane(LaneRefusal::Inactive {
+        FlowError::from(LaneRefusal::Inactive {
             lane_id: lane_id.into(),
             state,
         })
     }
 
     pub fn not_owner(lane_id: &str, agent_id: &str, owner: &str) -> FlowError {
-        FlowError::Lane(LaneRefusal::NotOwner {
+        FlowError::from(LaneRefusal::NotOwner {
             lane_id: lane_id.into(),
             agent_id: agent_id.into(),
             owner: owner.into(),
@@ -487,7 +445,7 @@ pub mod lane_refused {
         allowed: &[LaneState],
         step: super::RefusedLaneStep,
     ) -> FlowError {
-        FlowError::Lane(LaneRefusal::State {
+        FlowError::from(LaneRefusal::State {
             lane_id: lane_id.into(),
             state,
             allowed: allowed.to_vec(),
@@ -506,15 +464,15 @@ pub mod lane_refused {
     }
 
     pub fn exists(lane_id: &str, state: LaneState) -> FlowError {
-        FlowError::Lane(LaneRefusal::Exists {
+        FlowError::from(LaneRefusal::Exists {
             lane_id: lane_id.into(),
             state,
         })
     }
 }
 
-impl LaneRefusal {
-    pub fn message(&self) -> &'static str {
+impl ConflictReason for LaneRefusal {
+    fn message(&self) -> &str {
         match self {
             LaneRefusal::Missing { .. } => "lane does not exist",
             LaneRefusal::Inactive { .. } => "lane is not active",
@@ -535,7 +493,7 @@ impl LaneRefusal {
 
     /// Its `fields` (the lane, and what about it refused the step) and
     /// hint; `{run_id}`-style placeholders are filled by the envelope.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let (fields, hint) = match self {
             LaneRefusal::Missing { lane_id, lanes } => (
                 serde_json::json!({"lane_id": lane_id, "lanes": lanes}),
@@ -691,15 +649,7 @@ impl PartialEq for FlowError {
                 },
             ) => a == b && x == y && p == q,
             (Approval(a), Approval(b)) => a == b,
-            (Lane(a), Lane(b)) => a == b,
-            (Replacement(a), Replacement(b)) => a == b,
-            (Owner(a), Owner(b)) => a == b,
-            (Report(a), Report(b)) => a == b,
-            (Component(a), Component(b)) => a == b,
-            (Resolution(a), Resolution(b)) => a == b,
-            (Recovery(a), Recovery(b)) => a == b,
-            (Raced(a), Raced(b)) => a == b,
-            (Publish(a), Publish(b)) => a == b,
+            (Conflict(a), Conflict(b)) => a == b,
             (
                 RunStateRefused {
                     state: a,
@@ -758,6 +708,65 @@ impl fmt::Display for FlowError {
 impl std::error::Error for FlowError {}
 
 pub type FlowResult<T> = Result<T, FlowError>;
+
+/// The families of typed conflict reasons (contracts/refusals.md), each a
+/// variant of [`Conflict`] and convertible into a [`FlowError`]: a new
+/// family is one line here and its `impl ConflictReason`.
+macro_rules! conflict_families {
+    ($($(#[$doc:meta])* $family:ident($reason:ty),)*) => {
+        /// A conflict's typed reason, by family.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Conflict {
+            $($(#[$doc])* $family($reason),)*
+        }
+
+        impl Conflict {
+            /// The reason, whichever family it is of.
+            pub fn reason(&self) -> &dyn ConflictReason {
+                match self {
+                    $(Conflict::$family(reason) => reason,)*
+                }
+            }
+        }
+
+        $(impl From<$reason> for FlowError {
+            fn from(reason: $reason) -> Self {
+                FlowError::Conflict(Conflict::$family(reason))
+            }
+        })*
+    };
+}
+
+conflict_families! {
+    /// A lane step refused for the lane it names.
+    Lane(LaneRefusal),
+    /// A replacement step refused for the lanes it names.
+    Replacement(super::replacement_refusal::ReplacementRefusal),
+    /// The caller's owner handle is not the run's current owner's.
+    Owner(super::owner_refusal::OwnerRefusal),
+    /// A report that cannot be bound as it is.
+    Report(super::report_refusal::ReportRefusal),
+    /// A topology step refused for the component it names.
+    Component(super::component_refusal::ComponentRefusal),
+    /// `lane-resolve` refused for the lanes it names.
+    Resolution(super::resolution_refusal::ResolutionRefusal),
+    /// `recovery-run-create` refused for what changed since the diagnosis
+    /// or what its handle names.
+    Recovery(super::recovery_refusal::RecoveryRefusal),
+    /// Another writer changed what the command read: run it again.
+    Raced(super::raced::Raced),
+    /// `publish` cannot move the git ref it names.
+    Publish(super::raced::PublishRefusal),
+}
+
+/// A conflict family's reason (exit 5 `coordinator_conflict`, the
+/// reference's `error`, retryable, `next_command` resume-check): the
+/// reference's message, and the `fields` and hint that are functions of
+/// the reason (contracts/refusals.md).
+pub trait ConflictReason {
+    fn message(&self) -> &str;
+    fn teaching(&self) -> Teaching;
+}
 
 /// What a refusal adds to teach its fix (issue 15): a `hint` (the concrete
 /// fix or the command to run first) and `fields` (which input fields are

@@ -144,13 +144,13 @@ pub fn require_active_lane_owner<'s>(
         return Err(missing_lane(state, lane_id));
     };
     if lane.state.is_terminal() || lane.state == LaneState::Replaced {
-        return Err(FlowError::Lane(LaneRefusal::Inactive {
+        return Err(FlowError::from(LaneRefusal::Inactive {
             lane_id: lane_id.to_string(),
             state: lane.state,
         }));
     }
     if lane.agent_id != agent_id {
-        return Err(FlowError::Lane(LaneRefusal::NotOwner {
+        return Err(FlowError::from(LaneRefusal::NotOwner {
             lane_id: lane_id.to_string(),
             agent_id: agent_id.to_string(),
             owner: lane.agent_id.to_string(),
@@ -161,7 +161,7 @@ pub fn require_active_lane_owner<'s>(
 
 /// "lane does not exist", naming the run's lanes (issue 15).
 pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
-    FlowError::Lane(LaneRefusal::Missing {
+    FlowError::from(LaneRefusal::Missing {
         lane_id: lane_id.to_string(),
         lanes: state
             .lanes()
@@ -174,7 +174,7 @@ pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
 
 /// "identifier already exists" for a lane id in use (issue 15).
 pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> FlowError {
-    FlowError::Lane(LaneRefusal::Exists {
+    FlowError::from(LaneRefusal::Exists {
         lane_id: lane_id.to_string(),
         state: lane_state,
     })
@@ -294,7 +294,7 @@ pub fn decide_lane_create(
         return Err(existing_lane(&lane.id, lane.state));
     }
     if state.lanes().len() as u64 >= policy.limits.max_lanes {
-        return Err(FlowError::Lane(LaneRefusal::LimitReached {
+        return Err(FlowError::from(LaneRefusal::LimitReached {
             max_lanes: policy.limits.max_lanes,
         }));
     }
@@ -468,7 +468,7 @@ pub fn decide_lane_transition(
     if request.command == LaneCommand::ProbeAck
         && lane.last_event_type == EventType::AgentInterrupted
     {
-        return Err(FlowError::Lane(LaneRefusal::Fenced {
+        return Err(FlowError::from(LaneRefusal::Fenced {
             lane_id: lane.id.to_string(),
             agent_id: lane.agent_id.to_string(),
         }));
@@ -524,7 +524,7 @@ fn complete_paths(
         .cloned()
         .collect();
     if !outside.is_empty() {
-        return Err(FlowError::Lane(LaneRefusal::OutsideScope {
+        return Err(FlowError::from(LaneRefusal::OutsideScope {
             lane_id: lane.id.to_string(),
             outside,
             write_scope: lane.write_scope.clone(),

@@ -368,7 +368,7 @@ fn create_needs_an_active_run_a_new_id_and_room() {
     ledger.scoped_lane("l1", json!([]));
     assert_eq!(
         decide_lane_create(&ledger.state, &small, &other, &evidence()),
-        Err(FlowError::Lane(LaneRefusal::LimitReached {
+        Err(FlowError::from(LaneRefusal::LimitReached {
             max_lanes: small.limits.max_lanes
         }))
     );
@@ -608,7 +608,7 @@ fn probe_ack_after_an_interrupt_is_fenced() {
     ledger.step("agent_interrupted", "l1", "recovering", "recovering");
     assert_eq!(
         probe_ack(&ledger.state),
-        Err(FlowError::Lane(LaneRefusal::Fenced {
+        Err(FlowError::from(LaneRefusal::Fenced {
             lane_id: "l1".into(),
             agent_id: "agent-1".into()
         }))
@@ -808,7 +808,7 @@ fn changed_paths_must_stay_in_the_pinned_scope() {
 /// Lane l1's completion refused: `outside` lie outside `write_scope`.
 fn outside_scope(outside: &[&str], write_scope: &[&str]) -> Result<Vec<Intent>, FlowError> {
     let owned = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect();
-    Err(FlowError::Lane(LaneRefusal::OutsideScope {
+    Err(FlowError::from(LaneRefusal::OutsideScope {
         lane_id: "l1".into(),
         outside: owned(outside),
         write_scope: owned(write_scope),

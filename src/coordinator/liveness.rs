@@ -682,7 +682,7 @@ pub fn decide_stall_record(
     let lane = active_lane_owner(state, request.lane_id, request.agent_id)?;
     let current = evaluate(lane, policy, at, CommandStatus::Unknown)?;
     if current.to_json() != *request.decision || request.reason != current.reason {
-        return Err(FlowError::Lane(LaneRefusal::StaleDecision {
+        return Err(FlowError::from(LaneRefusal::StaleDecision {
             lane_id: lane.id.to_string(),
             at: request.at.to_string(),
             reason_only: current.to_json() == *request.decision,
@@ -841,7 +841,7 @@ pub fn decide_interrupt_result(
     }
     let decision = evaluate(lane, policy, at, CommandStatus::Alive)?;
     if decision.action != LivenessAction::Interrupt {
-        return Err(FlowError::Lane(
+        return Err(FlowError::from(
             super::decide::LaneRefusal::InterruptNotDue {
                 lane_id: lane.id.to_string(),
                 at: step.at.to_string(),

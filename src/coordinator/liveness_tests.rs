@@ -3,7 +3,7 @@
 //! Decided intents are fed back through the replay reducer, so what the
 //! decisions propose is what a receipt can hold.
 
-use crate::coordinator::decide::{LaneRefusal, lane_refused};
+use crate::coordinator::decide::{Conflict, LaneRefusal, lane_refused};
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
@@ -1027,12 +1027,12 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     // Refused as stale, naming the decision liveness gives at --at.
     let stale = |result, at: &str, current: (LivenessAction, &str), reason_only| {
         let (action, reason) = current;
-        let Err(FlowError::Lane(LaneRefusal::StaleDecision {
+        let Err(FlowError::Conflict(Conflict::Lane(LaneRefusal::StaleDecision {
             lane_id,
             at: said_at,
             current,
             reason_only: said,
-        })) = result
+        }))) = result
         else {
             panic!("not a stale decision: {result:?}");
         };
@@ -1430,7 +1430,7 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
     );
     let mut run = build_recovering();
     let not_due = |at: &str, action, reason| {
-        Err(FlowError::Lane(LaneRefusal::InterruptNotDue {
+        Err(FlowError::from(LaneRefusal::InterruptNotDue {
             lane_id: "build".into(),
             at: at.into(),
             decision: LivenessDecision { action, reason },

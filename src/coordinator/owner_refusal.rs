@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRefusal {
@@ -18,9 +18,9 @@ pub struct OwnerRefusal {
     pub owner_epoch: u64,
 }
 
-impl OwnerRefusal {
+impl ConflictReason for OwnerRefusal {
     /// The reference's message.
-    pub fn message(&self) -> &'static str {
+    fn message(&self) -> &str {
         if self.before_lock {
             "owner handle is stale"
         } else {
@@ -29,7 +29,7 @@ impl OwnerRefusal {
     }
 
     /// Its `fields` (the two epochs) and hint.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let (handle, owner) = (self.handle_epoch, self.owner_epoch);
         let hint = if handle < owner {
             format!(

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 
 /// Another writer changed what this command was reading.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +28,8 @@ pub enum Raced {
     MemberChanged { member: String },
 }
 
-impl Raced {
-    pub fn message(&self) -> &'static str {
+impl ConflictReason for Raced {
+    fn message(&self) -> &str {
         match self {
             Self::AppendInProgress => {
                 "append in progress: the receipt's last line is being written"
@@ -50,7 +50,7 @@ impl Raced {
         }
     }
 
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let (fields, hint) = match self {
             Self::AppendInProgress => (
                 json!({"changed": "receipt"}),
@@ -88,8 +88,8 @@ pub enum PublishRefusal {
     RefMoved { reference: String },
 }
 
-impl PublishRefusal {
-    pub fn message(&self) -> &'static str {
+impl ConflictReason for PublishRefusal {
+    fn message(&self) -> &str {
         match self {
             Self::OtherRun { .. } => "the git ref publishes another run",
             Self::NotExtending { .. } => {
@@ -101,7 +101,7 @@ impl PublishRefusal {
         }
     }
 
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let (fields, hint) = match self {
             Self::OtherRun { reference, run_id } => (
                 json!({"ref": reference, "published_run_id": run_id}),

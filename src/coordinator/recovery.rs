@@ -76,7 +76,7 @@ pub fn require_same_diagnosis(
             .collect();
         changed.sort();
         changed.dedup();
-        return Err(FlowError::Recovery(RecoveryRefusal::DiagnosisChanged {
+        return Err(FlowError::from(RecoveryRefusal::DiagnosisChanged {
             check,
             changed,
         }));
@@ -89,7 +89,7 @@ pub fn require_same_diagnosis(
 /// retryable) until it is gone; the reference copies anyway.
 pub fn require_no_live_writer(diagnosis: &Map<String, Value>) -> Result<(), FlowError> {
     if diagnosis.get("lock_owner_status") == Some(&json!("locked_alive")) {
-        return Err(FlowError::Recovery(RecoveryRefusal::LiveWriter));
+        return Err(FlowError::from(RecoveryRefusal::LiveWriter));
     }
     Ok(())
 }
@@ -110,7 +110,7 @@ pub fn require_receipt_identity(
                 .map(str::to_owned),
             diagnosis.get("receipt_size").and_then(Value::as_u64),
         );
-        return Err(FlowError::Recovery(RecoveryRefusal::ReceiptChanged {
+        return Err(FlowError::from(RecoveryRefusal::ReceiptChanged {
             diagnosed,
             now: (hash.to_owned(), size),
         }));
@@ -227,7 +227,7 @@ pub fn require_same_recovery(
         && existing.run.get("owner_fingerprint") == Some(&json!(existing.handle_fingerprint))
         && existing.run.get("owner_epoch") == Some(&json!(existing.handle_epoch));
     if !same {
-        return Err(FlowError::Recovery(RecoveryRefusal::OtherRecovery {
+        return Err(FlowError::from(RecoveryRefusal::OtherRecovery {
             run_id: existing.run_id.to_owned(),
         }));
     }

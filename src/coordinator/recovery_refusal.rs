@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 
 /// When the damaged run was found to differ from its diagnosis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,9 +43,9 @@ pub enum RecoveryRefusal {
     OtherRecovery { run_id: String },
 }
 
-impl RecoveryRefusal {
+impl ConflictReason for RecoveryRefusal {
     /// The reference's message.
-    pub fn message(&self) -> &'static str {
+    fn message(&self) -> &str {
         match self {
             Self::DiagnosisChanged { check, .. } => match check {
                 DiagnosisCheck::BeforeLock => "damaged run changed after receipt diagnosis",
@@ -63,7 +63,7 @@ impl RecoveryRefusal {
 
     /// Its `fields` and hint; `{run_id}`-style placeholders are filled by
     /// the envelope.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let diagnose_again = "diagnose the run again (bluetape-flow receipt-diagnose --run-id {run_id} > diagnosis.json) and pass that as --input";
         let (fields, hint) = match self {
             Self::DiagnosisChanged { changed, .. } => (

@@ -83,7 +83,7 @@ fn a_diagnosis_must_still_be_current() {
     let changed = require_same_diagnosis(&locked, &supplied, check).unwrap_err();
     assert_eq!(
         changed,
-        FlowError::Recovery(RecoveryRefusal::DiagnosisChanged {
+        FlowError::from(RecoveryRefusal::DiagnosisChanged {
             check,
             changed: vec!["diagnosed_by".into(), "lock_owner_status".into()],
         })
@@ -96,14 +96,14 @@ fn a_diagnosis_must_still_be_current() {
     alive.insert("lock_owner_status".into(), json!("locked_alive"));
     assert_eq!(
         require_no_live_writer(&alive),
-        Err(FlowError::Recovery(RecoveryRefusal::LiveWriter))
+        Err(FlowError::from(RecoveryRefusal::LiveWriter))
     );
     assert_eq!(require_no_live_writer(&supplied), Ok(()));
     let hash = supplied["receipt_hash"].as_str().unwrap().to_string();
     assert_eq!(require_receipt_identity(&supplied, &hash, 9231), Ok(()));
     assert_eq!(
         require_receipt_identity(&supplied, &hash, 9230),
-        Err(FlowError::Recovery(RecoveryRefusal::ReceiptChanged {
+        Err(FlowError::from(RecoveryRefusal::ReceiptChanged {
             diagnosed: (Some(hash.clone()), Some(9231)),
             now: (hash, 9230),
         }))
@@ -185,7 +185,7 @@ fn a_retry_returns_the_same_recovery_run_only() {
         require_same_recovery(&existing, &provenance, &approval(), &damaged_run),
         Ok(())
     );
-    let mismatch = Err(FlowError::Recovery(RecoveryRefusal::OtherRecovery {
+    let mismatch = Err(FlowError::from(RecoveryRefusal::OtherRecovery {
         run_id: "20261130T023052Z-0a0b0c0d".into(),
     }));
     // Another approval, another handle, another repo, another provenance.

@@ -380,7 +380,7 @@ pub fn decide_reassign(
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Replacement(reason))
+    Err(FlowError::from(reason))
 }
 
 /// The original lane of a lineage step: `replaced`, or the step is refused.

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 use super::state::LaneState;
 use crate::receipt::vocab::EventType;
 
@@ -86,9 +86,9 @@ fn block_command(lane_id: &str, replacement_lane_id: &str) -> String {
     )
 }
 
-impl ReplacementRefusal {
+impl ConflictReason for ReplacementRefusal {
     /// The reference's message.
-    pub fn message(&self) -> &'static str {
+    fn message(&self) -> &str {
         use LineageCommand::*;
         match self {
             Self::NotRecovering { .. } => "replacement requires a recovering lane",
@@ -120,7 +120,7 @@ impl ReplacementRefusal {
 
     /// Its `fields` and hint; `{run_id}`-style placeholders are filled by
     /// the envelope.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let state = |s: &Option<LaneState>| s.map(LaneState::as_str);
         let (fields, hint) = match self {
             Self::NotRecovering { lane_id, state } => (

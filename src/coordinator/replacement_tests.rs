@@ -70,7 +70,7 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Replacement(reason))
+    Err(FlowError::from(reason))
 }
 
 /// A lineage step refused because `lane_id` is not `replaced` (`state`).

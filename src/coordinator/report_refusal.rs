@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReportRefusal {
@@ -30,9 +30,9 @@ pub enum ReportRefusal {
     OrphanDiffers { path: String },
 }
 
-impl ReportRefusal {
+impl ConflictReason for ReportRefusal {
     /// The reference's message.
-    pub fn message(&self) -> &'static str {
+    fn message(&self) -> &str {
         match self {
             Self::StaleEpoch { .. } => "report owner epoch is stale",
             Self::StaleManifest { .. } => "report manifest hash is stale",
@@ -46,7 +46,7 @@ impl ReportRefusal {
     }
 
     /// Its `fields` and hint.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         const AGAIN: &str = "write the report again with the run's current values (bluetape-flow resume-check --run-id {run_id} shows the owner epoch and the head)";
         let (fields, hint) = match self {
             Self::StaleEpoch { given, current } => (

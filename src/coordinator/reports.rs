@@ -220,7 +220,7 @@ impl BoundReport {
 }
 
 fn refused<T>(reason: ReportRefusal) -> Result<T, FlowError> {
-    Err(FlowError::Report(reason))
+    Err(FlowError::from(reason))
 }
 
 /// Check the payload against the run (its id, current epoch and manifest)

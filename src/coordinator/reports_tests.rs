@@ -270,14 +270,14 @@ fn the_payload_must_name_this_run_epoch_and_manifest() {
     );
     assert_eq!(
         bind(with(handoff(&state), "owner_epoch", json!(2))),
-        Err(FlowError::Report(ReportRefusal::StaleEpoch {
+        Err(FlowError::from(ReportRefusal::StaleEpoch {
             given: json!(2),
             current: 1
         }))
     );
     assert_eq!(
         bind(with(handoff(&state), "manifest_hash", json!(hex('9')))),
-        Err(FlowError::Report(ReportRefusal::StaleManifest {
+        Err(FlowError::from(ReportRefusal::StaleManifest {
             given: json!(hex('9')),
             current: hex('0')
         }))
@@ -286,14 +286,14 @@ fn the_payload_must_name_this_run_epoch_and_manifest() {
     let heads = (hex('8'), state.last_checksum().to_string());
     assert_eq!(
         binding_status(&state, &stale),
-        Err(FlowError::Report(ReportRefusal::StaleHead {
+        Err(FlowError::from(ReportRefusal::StaleHead {
             given: heads.0.clone(),
             current: heads.1.clone()
         }))
     );
     assert_eq!(
         decide_report(&state, &stale),
-        Err(FlowError::Report(ReportRefusal::HeadMoved {
+        Err(FlowError::from(ReportRefusal::HeadMoved {
             given: heads.0,
             current: heads.1
         }))
@@ -320,7 +320,7 @@ fn one_binding_per_kind_and_repeats_are_idempotent() {
     let other = bind_report(&after, ReportKind::Handoff, RUN, &hex('0'), map).unwrap();
     assert_eq!(
         binding_status(&after, &other),
-        Err(FlowError::Report(ReportRefusal::AlreadyBound {
+        Err(FlowError::from(ReportRefusal::AlreadyBound {
             kind: "fresh_session_handoff".into(),
             path: report.metadata["report_path"].clone()
         }))

@@ -59,7 +59,7 @@ fn lane_evidence_digest(refs: &[Value]) -> String {
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Resolution(reason))
+    Err(FlowError::from(reason))
 }
 
 /// In-lock decision of `lane-resolve`, in the reference's order:

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::decide::Teaching;
+use super::decide::{ConflictReason, Teaching};
 use super::state::LaneState;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,9 +44,9 @@ pub enum ResolutionRefusal {
     },
 }
 
-impl ResolutionRefusal {
+impl ConflictReason for ResolutionRefusal {
     /// The reference's message.
-    pub fn message(&self) -> &'static str {
+    fn message(&self) -> &str {
         match self {
             Self::NotFailed { .. } => "lane is not a failed lane",
             Self::ResolverNotCompleted { .. } => "resolution lane is not completed",
@@ -61,7 +61,7 @@ impl ResolutionRefusal {
     }
 
     /// Its `fields` and hint.
-    pub fn teaching(&self) -> Teaching {
+    fn teaching(&self) -> Teaching {
         let shown = |state: &Option<LaneState>| state.map_or("no lane of this run", |s| s.as_str());
         let (fields, hint) = match self {
             Self::NotFailed { lane_id, state } => (

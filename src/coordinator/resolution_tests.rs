@@ -13,7 +13,7 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Resolution(reason))
+    Err(FlowError::from(reason))
 }
 
 fn not_failed<T>(lane_id: &str, state: Option<LaneState>) -> Result<T, FlowError> {

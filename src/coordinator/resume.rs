@@ -28,7 +28,7 @@ pub fn require_current_owner(
     epoch: u64,
 ) -> Result<(), FlowError> {
     if state.owner_fingerprint() != Some(fingerprint) || state.owner_epoch() != epoch {
-        return Err(FlowError::Owner(OwnerRefusal {
+        return Err(FlowError::from(OwnerRefusal {
             before_lock: true,
             handle_epoch: epoch,
             owner_epoch: state.owner_epoch(),
@@ -44,7 +44,7 @@ pub fn require_transferable(state: &CoordinatorState) -> Result<(), FlowError> {
         return super::decide::run_state_refused(state.run_state_enum(), &RESUMABLE);
     }
     if !state.incomplete_replacements().is_empty() {
-        return Err(FlowError::Replacement(ReplacementRefusal::BlocksTransfer {
+        return Err(FlowError::from(ReplacementRefusal::BlocksTransfer {
             lanes: state.incomplete_replacements().to_vec(),
         }));
     }
@@ -154,14 +154,14 @@ mod tests {
         assert_eq!(s.owner_fingerprint(), Some(fp('b').as_str()));
         assert_eq!(
             require_current_owner(&s, &fp('a'), 1),
-            Err(FlowError::Owner(OwnerRefusal {
+            Err(FlowError::from(OwnerRefusal {
                 before_lock: true,
                 handle_epoch: 1,
                 owner_epoch: 2
             }))
         );
         assert_eq!(
-            FlowError::Owner(OwnerRefusal {
+            FlowError::from(OwnerRefusal {
                 before_lock: true,
                 handle_epoch: 1,
                 owner_epoch: 2

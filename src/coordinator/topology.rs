@@ -210,7 +210,7 @@ pub fn decide_register(
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Component(reason))
+    Err(FlowError::from(reason))
 }
 
 /// The registered component `component_id`, or the refusal naming the

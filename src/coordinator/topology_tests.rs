@@ -13,7 +13,7 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::Component(reason))
+    Err(FlowError::from(reason))
 }
 
 /// "topology component does not exist", in a run whose topology is
@@ -326,7 +326,7 @@ fn remove_refusals() {
         );
     }
     assert_eq!(
-        FlowError::Component(Refused::has_dependents("core", vec!["api".into()])).message(),
+        FlowError::from(Refused::has_dependents("core", vec!["api".into()])).message(),
         "topology component still has dependents: api"
     );
     let mut stopped = four_components();

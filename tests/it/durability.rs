@@ -34,7 +34,7 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
     // The writer completes the line and releases the lock.
     std::fs::write(&receipt, &whole).unwrap();
     let in_progress = damage_error(&run, &damage, false);
-    assert_eq!(in_progress, FlowError::Raced(Raced::AppendInProgress));
+    assert_eq!(in_progress, FlowError::from(Raced::AppendInProgress));
     assert!(in_progress.message().contains("append in progress"));
     let teaching = in_progress.own_teaching().unwrap();
     assert!(
