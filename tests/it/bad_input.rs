@@ -375,24 +375,36 @@ fn edit_manifest(work: &Work, run_id: &str, edit: impl Fn(&str) -> String) {
 #[test]
 fn manifest_contents_that_break_the_contract_are_refused() {
     type Edit = Box<dyn Fn(&str) -> String>;
-    let cases: Vec<(&str, Edit, i32, &str, &str)> = vec![
+    // The first `from` written as `to`.
+    let replace = |from: &'static str, to: &'static str| -> Edit {
+        Box::new(move |t| t.replacen(from, to, 1))
+    };
+    // `probe_grace_seconds` written as `to` (`${1}` is its number).
+    let grace = |to: &'static str| -> Edit {
+        Box::new(move |t| {
+            let re = regex::Regex::new(r#""probe_grace_seconds":(\d+)"#).unwrap();
+            re.replace(t, format!(r#""probe_grace_seconds":{to}"#))
+                .into_owned()
+        })
+    };
+    const INCOMPATIBLE: (i32, &str) = (4, "incompatible_manifest");
+    const CORRUPT: (i32, &str) = (3, "receipt_corrupt");
+    const INVALID: &str = "run manifest contract is invalid";
+    const HASH: &str = "run manifest metadata hash mismatch";
+    let cases: Vec<(&str, Edit, (i32, &str), &str)> = vec![
         (
             "manifest_version 2.0.0",
-            Box::new(|t| {
-                t.replace(
-                    "\"manifest_version\":\"1.1.0\"",
-                    "\"manifest_version\":\"2.0.0\"",
-                )
-            }),
-            4,
-            "incompatible_manifest",
+            replace(
+                r#""manifest_version":"1.1.0""#,
+                r#""manifest_version":"2.0.0""#,
+            ),
+            INCOMPATIBLE,
             "unsupported manifest version",
         ),
         (
             "schema_version 2",
-            Box::new(|t| t.replacen("\"schema_version\":1,", "\"schema_version\":2,", 1)),
-            4,
-            "incompatible_manifest",
+            replace(r#""schema_version":1,"#, r#""schema_version":2,"#),
+            INCOMPATIBLE,
             "unsupported manifest schema version",
         ),
         (
@@ -404,63 +416,22 @@ fn manifest_contents_that_break_the_contract_are_refused() {
                 s.replace_range(at..at + 1, flipped);
                 s
             }),
-            3,
-            "receipt_corrupt",
-            "run manifest metadata hash mismatch",
+            CORRUPT,
+            HASH,
         ),
-        (
-            "a liveness number changed",
-            Box::new(|t| t.replace("\"probe_grace_seconds\":", "\"probe_grace_seconds\":1")),
-            3,
-            "receipt_corrupt",
-            "run manifest metadata hash mismatch",
-        ),
-        (
-            "a float liveness number",
-            Box::new(|t| {
-                let re = regex::Regex::new(r#""probe_grace_seconds":(\d+)"#).unwrap();
-                re.replace(t, r#""probe_grace_seconds":${1}.5"#)
-                    .into_owned()
-            }),
-            3,
-            "receipt_corrupt",
-            "run manifest contract is invalid",
-        ),
-        (
-            "an integral float liveness number",
-            Box::new(|t| {
-                let re = regex::Regex::new(r#""probe_grace_seconds":(\d+)"#).unwrap();
-                re.replace(t, r#""probe_grace_seconds":${1}.0"#)
-                    .into_owned()
-            }),
-            3,
-            "receipt_corrupt",
-            "run manifest contract is invalid",
-        ),
+        ("a liveness number changed", grace("1${1}"), CORRUPT, HASH),
+        ("a float liveness number", grace("${1}.5"), CORRUPT, INVALID),
+        ("an integral float", grace("${1}.0"), CORRUPT, INVALID),
+        // serde_json refuses NaN while parsing; the reference parses it and
+        // refuses it in validation ("run manifest contract is invalid").
+        // Same exit, same code.
         (
             "NaN liveness number",
-            Box::new(|t| {
-                let re = regex::Regex::new(r#""probe_grace_seconds":(\d+)"#).unwrap();
-                re.replace(t, r#""probe_grace_seconds":NaN"#).into_owned()
-            }),
-            3,
-            "receipt_corrupt",
-            // serde_json refuses NaN while parsing; the reference parses it
-            // and refuses it in validation ("run manifest contract is
-            // invalid"). Same exit, same code.
+            grace("NaN"),
+            CORRUPT,
             "run manifest snapshot is missing or invalid",
         ),
-        (
-            "a string liveness number",
-            Box::new(|t| {
-                let re = regex::Regex::new(r#""probe_grace_seconds":(\d+)"#).unwrap();
-                re.replace(t, r#""probe_grace_seconds":"${1}""#)
-                    .into_owned()
-            }),
-            3,
-            "receipt_corrupt",
-            "run manifest contract is invalid",
-        ),
+        ("a string number", grace(r#""${1}""#), CORRUPT, INVALID),
         (
             "_run not an object",
             Box::new(|t| {
@@ -468,19 +439,17 @@ fn manifest_contents_that_break_the_contract_are_refused() {
                 let end = start + t[start..].find('}').unwrap() + 1;
                 format!("{}[]{}", &t[..start], &t[end..])
             }),
-            3,
-            "receipt_corrupt",
+            CORRUPT,
             "run manifest metadata is invalid",
         ),
         (
             "a missing contract key",
-            Box::new(|t| t.replacen("\"token_audit\":", "\"token_audit_\":", 1)),
-            3,
-            "receipt_corrupt",
-            "run manifest contract is invalid",
+            replace(r#""token_audit":"#, r#""token_audit_":"#),
+            CORRUPT,
+            INVALID,
         ),
     ];
-    for (label, edit, code, error, needle) in cases {
+    for (label, edit, (code, error), needle) in cases {
         let (work, run_id) = Work::with_run();
         eprintln!("manifest case: {label}");
         edit_manifest(&work, &run_id, &edit);

@@ -389,188 +389,53 @@ fn heartbeat_refusals() {
         "ev.json",
         &json!([{"kind": "log", "summary": "benchmark iteration 41/60"}]),
     );
-    let hb = |name: &str, value: Value| f.put(name, &value);
-    let cases: Vec<(String, String, i32, &str)> = vec![
-        (
-            same_ev.clone(),
-            hb(
-                "a.json",
-                heartbeat_input(
-                    "2026-07-14T01:56:00Z",
-                    "2026-07-14T02:06:00Z",
-                    "long benchmark",
-                ),
-            ),
-            2,
-            "liveness evidence is unchanged",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "b.json",
-                heartbeat_input("2026-07-14T02:56:00Z", "2026-07-14T03:00:00.000001Z", "r"),
-            ),
-            2,
-            "heartbeat deadlines must satisfy observed_at < lease <= command_deadline",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "c.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T01:56:00Z", "r"),
-            ),
-            2,
-            "heartbeat deadlines must satisfy observed_at < lease <= command_deadline",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "d.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00.000001Z", "r"),
-            ),
-            2,
-            "silence lease exceeds manifest maximum",
-        ),
-        (
-            f.put("empty.json", &json!([])),
-            hb(
-                "e.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
-            ),
-            2,
-            "liveness evidence is required",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "f.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", " "),
-            ),
-            2,
-            "liveness reason is required",
-        ),
-        (
-            f.put("bad-ev.json", &json!([{"kind": "log"}])),
-            hb(
-                "g.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
-            ),
-            2,
-            "evidence summary must be at most 256 characters",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "h.json",
-                common::heartbeat_input(
-                    "stalled-start",
-                    "agent-s",
-                    "2026-07-14T01:56:00Z",
-                    "2026-07-14T02:06:00Z",
-                    "r",
-                ),
-            ),
-            5,
-            "heartbeat requires a running lane",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "i.json",
-                common::heartbeat_input(
-                    "leased",
-                    "agent-x",
-                    "2026-07-14T01:56:00Z",
-                    "2026-07-14T02:06:00Z",
-                    "r",
-                ),
-            ),
-            5,
-            "agent does not own the lane",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "j.json",
-                common::heartbeat_input(
-                    "done",
-                    "agent-d",
-                    "2026-07-14T01:56:00Z",
-                    "2026-07-14T02:06:00Z",
-                    "r",
-                ),
-            ),
-            5,
-            "lane is not active",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "k.json",
-                common::heartbeat_input(
-                    "ghost",
-                    "agent-l",
-                    "2026-07-14T01:56:00Z",
-                    "2026-07-14T02:06:00Z",
-                    "r",
-                ),
-            ),
-            5,
-            "lane does not exist",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "l.json",
-                json!({"lane_id": "leased", "agent_id": "agent-l",
-                "observed_at": "2026-07-14T01:56:00Z", "silence_lease_deadline": "2026-07-14T02:06:00Z"}),
-            ),
-            2,
-            "JSON input fields do not match the command contract",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "m.json",
-                heartbeat_input("2026-07-14T01:56:00", "2026-07-14T02:06:00Z", "r"),
-            ),
-            2,
-            "timestamp must be UTC ISO-8601 ending in Z",
-        ),
-        (
-            new_ev.clone(),
-            hb(
-                "n.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14Z", "r"),
-            ),
-            2,
-            "timestamp must be timezone-aware",
-        ),
+    // Each input its own file, named after its case.
+    let files = std::cell::Cell::new(0);
+    let put = |value: Value| {
+        files.set(files.get() + 1);
+        f.put(&format!("case-{}.json", files.get()), &value)
+    };
+    // A heartbeat of `lane` (owned by `agent`) observed at 01:56, with
+    // its lease to 02:06 and reason "r".
+    let of = |lane: &str, agent: &str| {
+        put(common::heartbeat_input(
+            lane,
+            agent,
+            "2026-07-14T01:56:00Z",
+            "2026-07-14T02:06:00Z",
+            "r",
+        ))
+    };
+    // A heartbeat of the leased lane observed at `at`, leased to `lease`.
+    let hb = |at: &str, lease: &str, reason: &str| put(heartbeat_input(at, lease, reason));
+    let (at, lease) = ("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z");
+    let deadlines = "heartbeat deadlines must satisfy observed_at < lease <= command_deadline";
+    let empty = f.put("empty.json", &json!([]));
+    let object = f.put("list.json", &json!({}));
+    let bad_ev = f.put("bad-ev.json", &json!([{"kind": "log"}]));
+    let few_keys = json!({"lane_id": "leased", "agent_id": "agent-l",
+        "observed_at": at, "silence_lease_deadline": lease});
+    let new_ev = &new_ev;
+    #[rustfmt::skip]
+    let cases: Vec<(&String, String, i32, &str)> = vec![
+        (&same_ev, hb(at, "2026-07-14T02:06:00Z", "long benchmark"), 2, "liveness evidence is unchanged"),
+        (new_ev, hb("2026-07-14T02:56:00Z", "2026-07-14T03:00:00.000001Z", "r"), 2, deadlines),
+        (new_ev, hb(at, at, "r"), 2, deadlines),
+        (new_ev, hb(at, "2026-07-14T02:06:00.000001Z", "r"), 2, "silence lease exceeds manifest maximum"),
+        (&empty, hb(at, lease, "r"), 2, "liveness evidence is required"),
+        (new_ev, hb(at, lease, " "), 2, "liveness reason is required"),
+        (&bad_ev, hb(at, lease, "r"), 2, "evidence summary must be at most 256 characters"),
+        (new_ev, of("stalled-start", "agent-s"), 5, "heartbeat requires a running lane"),
+        (new_ev, of("leased", "agent-x"), 5, "agent does not own the lane"),
+        (new_ev, of("done", "agent-d"), 5, "lane is not active"),
+        (new_ev, of("ghost", "agent-l"), 5, "lane does not exist"),
+        (new_ev, put(few_keys), 2, "JSON input fields do not match the command contract"),
+        (new_ev, hb("2026-07-14T01:56:00", lease, "r"), 2, "timestamp must be UTC ISO-8601 ending in Z"),
+        (new_ev, hb(at, "2026-07-14Z", "r"), 2, "timestamp must be timezone-aware"),
         // A lax timestamp passes every rule but cannot be stored.
-        (
-            new_ev.clone(),
-            hb(
-                "o.json",
-                heartbeat_input("2026-07-14T01:56Z", "2026-07-14T02:06:00Z", "r"),
-            ),
-            2,
-            "timestamp must be a UTC ISO-8601 timestamp ending in Z",
-        ),
-        (
-            f.put("list.json", &json!({})),
-            hb(
-                "p.json",
-                heartbeat_input("2026-07-14T01:56:00Z", "2026-07-14T02:06:00Z", "r"),
-            ),
-            2,
-            "JSON input has the wrong top-level type",
-        ),
-        (
-            new_ev.clone(),
-            f.put("q.json", &json!([])),
-            2,
-            "JSON input has the wrong top-level type",
-        ),
+        (new_ev, hb("2026-07-14T01:56Z", lease, "r"), 2, "timestamp must be a UTC ISO-8601 timestamp ending in Z"),
+        (&object, hb(at, lease, "r"), 2, "JSON input has the wrong top-level type"),
+        (new_ev, put(json!([])), 2, "JSON input has the wrong top-level type"),
     ];
     for (ev, input, code, message) in &cases {
         f.refused(
