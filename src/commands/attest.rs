@@ -8,12 +8,13 @@ use crate::store::root::StateRoot;
 use std::path::Path;
 
 use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::bundle::{Replayed, replay_full};
 use super::error::{FlowError, FlowResult};
-use crate::coordinator::breach::breaches_value;
+use crate::coordinator::breach::{Breach, breaches_value};
 use crate::coordinator::completion::evaluate_completion;
 use crate::receipt::canonical;
 use crate::receipt::merkle::{hash_to_base64, tree_root};
@@ -146,6 +147,22 @@ fn predicate(replayed: &Replayed, tree_root_b64: &str) -> Value {
 /// flag the breaches are signed into the predicate under
 /// [`BREACHED_PREDICATE_TYPE`]); write the signed envelope outside the
 /// state root.
+/// What `attest` answers: the signed statement written and what it binds.
+#[derive(Debug, Serialize)]
+pub struct Attested {
+    /// The envelope file written.
+    pub path: String,
+    pub predicate_type: &'static str,
+    /// The breaches signed into the predicate (present only with some).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<Breach>,
+    pub run_id: String,
+    /// The SHA-256 of the envelope file.
+    pub sha256: String,
+    /// The SHA-256 of the receipt the statement names.
+    pub subject_sha256: String,
+}
+
 pub fn attest(
     root: &StateRoot,
     run_id: &str,
@@ -154,7 +171,7 @@ pub fn attest(
     cwd: &Path,
     force: bool,
     allow_breaches: bool,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<Attested> {
     let replayed = replay_full(root, run_id)?;
     if replayed.state.run_state() != "completed" {
         let report = evaluate_completion(&replayed.state);
@@ -216,16 +233,14 @@ pub fn attest(
     let mut bytes = canonical::to_vec(&envelope(key, &body)?);
     bytes.push(b'\n');
     let path = crate::store::output::write_view_file(out, cwd, root, &bytes, force)?;
-    let mut map = Map::new();
-    map.insert("path".into(), json!(path.to_string_lossy()));
-    map.insert("predicate_type".into(), json!(predicate_type));
-    if !breaches.is_empty() {
-        map.insert("breaches".into(), breaches_value(breaches));
-    }
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("sha256".into(), json!(hex::encode(Sha256::digest(&bytes))));
-    map.insert("subject_sha256".into(), json!(receipt_sha));
-    Ok(map)
+    Ok(Attested {
+        path: path.to_string_lossy().into_owned(),
+        predicate_type,
+        breaches: breaches.to_vec(),
+        run_id: run_id.to_string(),
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        subject_sha256: receipt_sha,
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::error::{FlowError, FlowResult};
@@ -365,6 +366,20 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
+/// What `bundle-export` answers: the bundle written and the head it holds.
+#[derive(Debug, Serialize)]
+pub struct BundleWritten {
+    /// Its members, the index included.
+    pub members: usize,
+    /// The receipt's length and last checksum in the bundle.
+    pub sequence: u64,
+    pub checksum: String,
+    pub path: String,
+    pub run_id: String,
+    /// The SHA-256 of the bundle file.
+    pub sha256: String,
+}
+
 /// `bundle-export`: verify and replay the run, then write its bundle to
 /// `out` (outside the state root, temp + rename, never through a symlink,
 /// never over a file without `force`).
@@ -374,7 +389,7 @@ pub fn export(
     out: &Path,
     cwd: &Path,
     force: bool,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<BundleWritten> {
     let replayed = replay_full(root, run_id)?;
     let plan = plan(&replayed)?;
     let mut failure: Option<FlowError> = None;
@@ -408,11 +423,14 @@ pub fn export(
         (Err(e), None) => return Err(e.into()),
         (Ok(path), None) => path,
     };
-    let mut map = crate::receipt::bundle::index_json(&plan.index);
-    map.insert("path".into(), json!(path.to_string_lossy()));
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("sha256".into(), json!(digest));
-    Ok(map)
+    Ok(BundleWritten {
+        members: plan.index.members.len() + 1,
+        sequence: plan.index.sequence,
+        checksum: plan.index.checksum.clone(),
+        path: path.to_string_lossy().into_owned(),
+        run_id: run_id.to_string(),
+        sha256: digest,
+    })
 }
 
 // ------------------------------------------------------------------ verify
@@ -943,62 +961,117 @@ pub fn verify_members(
 /// events after it are judged apart in `unsigned_tail` (`signed: false`):
 /// a dropped head or unsigned events never make the verdict say more than
 /// the signatures do.
-pub fn verified_output(verified: &Verified, at: &str) -> Map<String, Value> {
+pub fn verified_output(verified: &Verified, at: &str) -> BundleVerified {
     let run_id = &verified.index.run_id;
-    let mut map = super::views::summary_header(&verified.manifest, run_id, at);
     let (state, ledger, position) = match &verified.signed {
         Some((state, ledger, position)) => (state, ledger, position),
         None => (&verified.state, &verified.ledger, &verified.position),
     };
-    map.extend(super::views::phase2_summary(
-        &verified.manifest,
-        state,
-        position,
-        ledger,
-        run_id,
-        at,
-    ));
-    if let Some((_, _, signed)) = &verified.signed {
+    let mut status =
+        super::views::replayed_status(&verified.manifest, state, position, ledger, run_id, at);
+    status.recovery_of = verified.recovery_of.clone();
+    let signed = verified.signed.as_ref().map(|(_, _, signed)| {
         let through = signed.sequence;
-        map.insert("signed_through".into(), json!(through));
-        map.insert("receipt_sequence".into(), json!(verified.position.sequence));
-        let tail = (verified.position.sequence > through).then(|| {
-            let full = super::views::phase2_summary(
+        let total = verified.position.sequence;
+        let unsigned_tail = (total > through).then(|| {
+            let full = super::views::phase2_status(
                 &verified.manifest,
                 &verified.state,
-                &verified.position,
                 &verified.ledger,
                 run_id,
                 at,
             );
-            let later: Vec<_> = verified
-                .state
-                .breaches()
-                .iter()
-                .filter(|b| b.sequence > through)
-                .cloned()
-                .collect();
-            json!({
-                "signed": false,
-                "from_sequence": through + 1,
-                "to_sequence": verified.position.sequence,
-                "events": verified.position.sequence - through,
-                "checksum": verified.position.checksum,
-                "run_state": full.get("run_state"),
-                "lanes": full.get("lanes"),
-                "completion": full.get("completion"),
-                "breaches": crate::coordinator::breach::breaches_value(&later),
-            })
+            UnsignedTail {
+                signed: false,
+                from_sequence: through + 1,
+                to_sequence: total,
+                events: total - through,
+                checksum: verified.position.checksum.clone(),
+                run_state: verified.state.run_state().to_string(),
+                lanes: full.detail.lanes,
+                completion: full.detail.completion,
+                breaches: verified
+                    .state
+                    .breaches()
+                    .iter()
+                    .filter(|b| b.sequence > through)
+                    .cloned()
+                    .collect(),
+            }
         });
-        map.insert("unsigned_tail".into(), tail.unwrap_or(Value::Null));
+        SignedReach {
+            signed_through: through,
+            receipt_sequence: total,
+            unsigned_tail,
+        }
+    });
+    BundleVerified {
+        status,
+        signed,
+        heads: verified.heads.len(),
+        root_hash: hash_to_base64(&verified.root),
+        verified: true,
+        publication: None,
     }
-    map.insert("recovery_of".into(), json!(verified.recovery_of));
-    // Which runs recovered this one is known only to a state root.
-    map.insert("recovered_by".into(), Value::Null);
-    map.insert("heads".into(), json!(verified.heads.len()));
-    map.insert("root_hash".into(), json!(hash_to_base64(&verified.root)));
-    map.insert("verified".into(), json!(true));
-    map
+}
+
+/// What `bundle-verify` answers: the run as `status --run-id` shows it
+/// (the signed prefix's, with keys) and what was verified.
+#[derive(Debug, Serialize)]
+pub struct BundleVerified {
+    #[serde(flatten)]
+    pub status: super::views::RunStatus,
+    #[serde(flatten)]
+    pub signed: Option<SignedReach>,
+    /// How many signed heads held.
+    pub heads: usize,
+    /// The Merkle root of the receipt (base64).
+    pub root_hash: String,
+    /// Always true: a bundle that does not verify is a refusal.
+    pub verified: bool,
+    /// For `--git`: the publications verified.
+    #[serde(flatten)]
+    pub publication: Option<Publications>,
+}
+
+/// With keys (trust-model §2 promise 6): how far the signatures reach.
+#[derive(Debug, Serialize)]
+pub struct SignedReach {
+    /// The largest size a signed head covers; the summary is its state.
+    pub signed_through: u64,
+    /// The receipt's whole length.
+    pub receipt_sequence: u64,
+    /// The events after `signed_through` (null when there are none).
+    pub unsigned_tail: Option<UnsignedTail>,
+}
+
+/// The events after the signed prefix, judged apart.
+#[derive(Debug, Serialize)]
+pub struct UnsignedTail {
+    /// Always false: nothing here is covered by a signature.
+    pub signed: bool,
+    pub from_sequence: u64,
+    pub to_sequence: u64,
+    pub events: u64,
+    /// The checksum of the receipt's last event.
+    pub checksum: String,
+    /// The whole receipt's state, lanes and completion.
+    pub run_state: String,
+    pub lanes: Vec<crate::coordinator::views::LaneView>,
+    pub completion: crate::coordinator::completion::CompletionReport,
+    /// The breaches among these events.
+    pub breaches: Vec<crate::coordinator::breach::Breach>,
+}
+
+/// What `bundle-verify --git` adds: the publication history verified.
+#[derive(Debug, Serialize)]
+pub struct Publications {
+    /// How many publications (commits) the ref holds.
+    pub publications: usize,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The newest publication's commit.
+    pub commit: String,
 }
 
 /// Open verifier keys and an external head for a verification.
@@ -1028,7 +1101,7 @@ pub fn verify_file(
     keys: &[PathBuf],
     head: Option<&Path>,
     at: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<BundleVerified> {
     super::views::check_at(at)?;
     let (keys, head) = load_checks(root, keys, head)?;
     let input = open_input(root.at(file), "bundle").map_err(|e| {

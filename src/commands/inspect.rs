@@ -3,7 +3,8 @@
 //! replay the whole receipt, and never write anything.
 
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use super::error::FlowResult;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
@@ -77,40 +78,120 @@ pub fn inspect_run(run: &OpenRun) -> FlowResult<Inspection> {
     })
 }
 
-fn damaged_object(
-    run: &OpenRun,
-    first_bad: u64,
-    trusted_sequence: u64,
-    trusted_checksum: String,
-) -> FlowResult<Map<String, Value>> {
-    let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
-    let mut map = base_object(run);
-    map.insert("effective_state".into(), json!("blocked"));
-    map.insert("first_bad_sequence".into(), json!(first_bad));
-    map.insert("last_trusted_sequence".into(), json!(trusted_sequence));
-    map.insert("last_trusted_checksum".into(), json!(trusted_checksum));
-    map.insert("receipt_hash".into(), json!(receipt_hash));
-    map.insert("receipt_size".into(), json!(receipt_size));
-    Ok(map)
+/// What every diagnosis names: the run, its manifest and its lock.
+#[derive(Debug, Serialize)]
+pub struct RunIdentity {
+    pub run_id: String,
+    pub manifest_version: String,
+    pub manifest_hash: String,
+    /// Whether the receipt lock is held, and by a live owner.
+    pub lock_owner_status: &'static str,
 }
 
-fn base_object(run: &OpenRun) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run.dir.run_id));
-    map.insert(
-        "manifest_version".into(),
-        json!(run.manifest.contract.version),
-    );
-    map.insert("manifest_hash".into(), json!(run.manifest.contract.hash));
-    map.insert(
-        "lock_owner_status".into(),
-        json!(run.dir.receipt_lock().status()),
-    );
-    map
+impl RunIdentity {
+    fn of(run: &OpenRun) -> RunIdentity {
+        RunIdentity {
+            run_id: run.dir.run_id.to_string(),
+            manifest_version: run.manifest.contract.version.clone(),
+            manifest_hash: run.manifest.contract.hash.clone(),
+            lock_owner_status: run.dir.receipt_lock().status(),
+        }
+    }
+}
+
+/// Where trust ends in a damaged receipt.
+#[derive(Debug, Serialize)]
+pub struct DamageFound {
+    /// Always `blocked`: nothing goes on in a damaged run.
+    pub effective_state: &'static str,
+    pub first_bad_sequence: u64,
+    pub last_trusted_sequence: u64,
+    pub last_trusted_checksum: String,
+    /// The receipt file's SHA-256 and size, as found.
+    pub receipt_hash: String,
+    pub receipt_size: u64,
+}
+
+impl DamageFound {
+    fn of(
+        run: &OpenRun,
+        first_bad: u64,
+        trusted_sequence: u64,
+        trusted_checksum: String,
+    ) -> FlowResult<DamageFound> {
+        let (receipt_hash, receipt_size) = run.dir.receipt_identity()?;
+        Ok(DamageFound {
+            effective_state: "blocked",
+            first_bad_sequence: first_bad,
+            last_trusted_sequence: trusted_sequence,
+            last_trusted_checksum: trusted_checksum,
+            receipt_hash,
+            receipt_size,
+        })
+    }
+}
+
+/// A diagnosis' verdict on the receipt.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum DiagnosedReceipt {
+    Intact {
+        /// The run state the verified receipt leaves.
+        effective_state: String,
+        last_trusted_sequence: u64,
+        last_trusted_checksum: String,
+    },
+    Damaged(DamageFound),
+}
+
+impl DiagnosedReceipt {
+    fn effective_state(&self) -> &str {
+        match self {
+            DiagnosedReceipt::Intact {
+                effective_state, ..
+            } => effective_state,
+            DiagnosedReceipt::Damaged(damage) => damage.effective_state,
+        }
+    }
+}
+
+/// The diagnosis object `diagnosis_checksum` is the digest of.
+#[derive(Debug, Serialize)]
+pub struct DiagnosisBody {
+    #[serde(flatten)]
+    pub run: RunIdentity,
+    #[serde(flatten)]
+    pub receipt: DiagnosedReceipt,
+    /// Why the head record was not used (it names no head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_record_finding: Option<String>,
+    /// `rebuild`, for an intact receipt under such a head record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_command: Option<&'static str>,
+}
+
+/// What `receipt-diagnose` answers: the diagnosis and its checksum.
+#[derive(Debug, Serialize)]
+pub struct Diagnosis {
+    #[serde(flatten)]
+    pub body: DiagnosisBody,
+    /// The canonical digest of `body`.
+    pub diagnosis_checksum: String,
+}
+
+/// `receipt-diagnose` as a JSON object, for `recovery-run-create`, which
+/// compares it with the diagnosis it was given (recorded JSON).
+pub fn receipt_diagnose(
+    root: &StateRoot,
+    run_id: &str,
+) -> FlowResult<serde_json::Map<String, serde_json::Value>> {
+    // A struct serialises to an object.
+    let diagnosis = json!(diagnose(root, run_id)?);
+    Ok(diagnosis.as_object().cloned().unwrap_or_default())
 }
 
 /// `receipt-diagnose`: the diagnosis object plus its checksum.
-pub fn receipt_diagnose(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn diagnose(root: &StateRoot, run_id: &str) -> FlowResult<Diagnosis> {
     let mut run = open_validated(root, run_id)?;
     // Diagnosis always answers: a head record that cannot be read is a
     // finding (an extra key), and the receipt is judged without it.
@@ -120,40 +201,70 @@ pub fn receipt_diagnose(root: &StateRoot, run_id: &str) -> FlowResult<Map<String
         .err()
         .map(|e| super::FlowError::from(e).message().to_string());
     run.trust_head = head_finding.is_none();
-    let mut map = match inspect_run(&run)? {
+    let receipt = match inspect_run(&run)? {
         Inspection::Healthy {
             run_state,
             sequence,
             checksum,
             ..
-        } => {
-            let mut map = base_object(&run);
-            map.insert("effective_state".into(), json!(run_state));
-            map.insert("last_trusted_sequence".into(), json!(sequence));
-            map.insert("last_trusted_checksum".into(), json!(checksum));
-            map
-        }
+        } => DiagnosedReceipt::Intact {
+            effective_state: run_state,
+            last_trusted_sequence: sequence,
+            last_trusted_checksum: checksum,
+        },
         Inspection::Damaged {
             first_bad,
             trusted_sequence,
             trusted_checksum,
-        } => damaged_object(&run, first_bad, trusted_sequence, trusted_checksum)?,
+        } => DiagnosedReceipt::Damaged(DamageFound::of(
+            &run,
+            first_bad,
+            trusted_sequence,
+            trusted_checksum,
+        )?),
     };
-    if let Some(finding) = head_finding {
-        map.insert("head_record_finding".into(), json!(finding));
-        // The way out (trust-model §2 promise 9): an intact receipt under a
-        // head record that names no head is rebuilt, not recovered.
-        if map.get("effective_state") != Some(&json!("blocked")) {
-            map.insert("next_command".into(), json!("rebuild"));
-        }
-    }
-    let checksum = canonical::digest(&Value::Object(map.clone()));
-    map.insert("diagnosis_checksum".into(), json!(checksum));
-    Ok(map)
+    // The way out (trust-model §2 promise 9): an intact receipt under a
+    // head record that names no head is rebuilt, not recovered.
+    let next_command =
+        (head_finding.is_some() && receipt.effective_state() != "blocked").then_some("rebuild");
+    let body = DiagnosisBody {
+        run: RunIdentity::of(&run),
+        receipt,
+        head_record_finding: head_finding,
+        next_command,
+    };
+    let diagnosis_checksum = canonical::digest(&json!(body));
+    Ok(Diagnosis {
+        body,
+        diagnosis_checksum,
+    })
+}
+
+/// What `resume-check` answers: where a new owner session stands, or
+/// where trust ends in a damaged receipt.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ResumeCheck {
+    Healthy {
+        #[serde(flatten)]
+        run: RunIdentity,
+        run_state: String,
+        last_sequence: u64,
+        last_checksum: String,
+        /// Present for every replayed (Phase 2) run.
+        #[serde(flatten)]
+        resume: Option<crate::coordinator::views::ResumeFields>,
+    },
+    Damaged {
+        #[serde(flatten)]
+        run: RunIdentity,
+        #[serde(flatten)]
+        damage: DamageFound,
+    },
 }
 
 /// `resume-check`: what a new owner session must look at (Phase 2 only).
-pub fn resume_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn resume_check(root: &StateRoot, run_id: &str) -> FlowResult<ResumeCheck> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
@@ -167,28 +278,28 @@ pub fn resume_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Va
         },
         None => inspect_run(&run)?,
     };
-    match inspection {
+    Ok(match inspection {
         Inspection::Damaged {
             first_bad,
             trusted_sequence,
             trusted_checksum,
-        } => damaged_object(&run, first_bad, trusted_sequence, trusted_checksum),
+        } => ResumeCheck::Damaged {
+            run: RunIdentity::of(&run),
+            damage: DamageFound::of(&run, first_bad, trusted_sequence, trusted_checksum)?,
+        },
         Inspection::Healthy {
             run_state,
             sequence,
             checksum,
             state,
-        } => {
-            let mut map = base_object(&run);
-            map.insert("run_state".into(), json!(run_state));
-            map.insert("last_sequence".into(), json!(sequence));
-            map.insert("last_checksum".into(), json!(checksum));
-            if let Some(state) = state {
-                map.extend(crate::coordinator::views::resume_fields(&state));
-            }
-            Ok(map)
-        }
-    }
+        } => ResumeCheck::Healthy {
+            run: RunIdentity::of(&run),
+            run_state,
+            last_sequence: sequence,
+            last_checksum: checksum,
+            resume: state.map(|state| crate::coordinator::views::resume_fields(&state)),
+        },
+    })
 }
 
 /// Open a run for diagnosis: the run directory rules apply (modes, symlinks).

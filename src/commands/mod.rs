@@ -32,8 +32,9 @@ mod reliability_faults;
 #[cfg(test)]
 mod sequence_properties;
 
+use crate::coordinator::breach::Breach;
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value};
+use serde::Serialize;
 use std::path::Path;
 
 use crate::store;
@@ -41,8 +42,54 @@ use crate::store;
 pub use error::{FlowError, FlowResult};
 use ledger::{Verdict, damage_error, open_run, verify_chain};
 
+/// What `verify` answers: the verified head and, for a Phase 2 run, the
+/// breaches its replay found.
+#[derive(Debug, Serialize)]
+pub struct Verification {
+    pub run_id: String,
+    /// The last verified sequence.
+    pub sequence: u64,
+    /// The number of verified events (the reference's key; = `sequence`).
+    pub event_count: u64,
+    /// The checksum of the last verified event.
+    pub checksum: String,
+    /// Present only when some stand (contracts/rules.md); with keys, only
+    /// the signed prefix's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<Breach>,
+    /// The signed-head checks, when there is a head to speak of or keys
+    /// were given.
+    #[serde(flatten)]
+    pub heads: Option<transparency::HeadsChecked>,
+    /// With keys: how far the signatures reach.
+    #[serde(flatten)]
+    pub signed: Option<SignedReach>,
+}
+
+/// With keys (trust-model §2 promise 6): how far the signatures reach, and
+/// the events after it judged apart.
+#[derive(Debug, Serialize)]
+pub struct SignedReach {
+    /// The largest size a verified signed head covers.
+    pub signed_through: u64,
+    /// The events after `signed_through` (null when there are none).
+    pub unsigned_tail: Option<UnsignedTail>,
+}
+
+/// The events after the signed prefix of `verify --key`.
+#[derive(Debug, Serialize)]
+pub struct UnsignedTail {
+    /// Always false: nothing here is covered by a signature.
+    pub signed: bool,
+    pub from_sequence: u64,
+    pub to_sequence: u64,
+    pub events: u64,
+    /// The breaches among these events (empty when none).
+    pub breaches: Vec<Breach>,
+}
+
 /// `verify`: stream-verify the whole receipt (read-only, no lock).
-pub fn verify(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn verify(root: &StateRoot, run_id: &str) -> FlowResult<Verification> {
     verify_signed(root, run_id, &[], None)
 }
 
@@ -54,7 +101,7 @@ pub fn verify_signed(
     run_id: &str,
     keys: &[std::path::PathBuf],
     head: Option<&Path>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<Verification> {
     let keys = if keys.is_empty() {
         None
     } else {
@@ -81,39 +128,40 @@ pub fn verify_signed(
     let signed_through = heads
         .as_ref()
         .filter(|_| keys.is_some())
-        .and_then(|h| h.get("heads_newest_size"))
-        .and_then(Value::as_u64);
-    let mut out = heads.unwrap_or_default();
+        .map(|h| h.heads_newest_size);
     let total = position.sequence;
-    out.extend(verify_output(run_id, position, state.as_ref()));
+    let breaches = state
+        .as_ref()
+        .map(|s| s.breaches().to_vec())
+        .unwrap_or_default();
+    let mut answer = Verification {
+        run_id: run_id.to_string(),
+        sequence: position.sequence,
+        event_count: position.sequence,
+        checksum: position.checksum,
+        breaches,
+        heads,
+        signed: None,
+    };
     // With keys (trust-model §2 promise 6): how far the signatures reach,
     // and the events after it judged apart (their breaches too).
     if let Some(through) = signed_through {
-        out.insert("signed_through".into(), Value::from(through));
-        let breaches = state.as_ref().map(|s| s.breaches()).unwrap_or_default();
-        let (signed, later): (Vec<_>, Vec<_>) = breaches
-            .iter()
-            .cloned()
+        let (signed, later): (Vec<_>, Vec<_>) = std::mem::take(&mut answer.breaches)
+            .into_iter()
             .partition(|b| b.sequence <= through);
-        out.remove("breaches");
-        if !signed.is_empty() {
-            out.insert(
-                "breaches".into(),
-                crate::coordinator::breach::breaches_value(&signed),
-            );
-        }
-        let tail = (total > through).then(|| {
-            serde_json::json!({
-                "signed": false,
-                "from_sequence": through + 1,
-                "to_sequence": total,
-                "events": total - through,
-                "breaches": crate::coordinator::breach::breaches_value(&later),
-            })
+        answer.breaches = signed;
+        answer.signed = Some(SignedReach {
+            signed_through: through,
+            unsigned_tail: (total > through).then(|| UnsignedTail {
+                signed: false,
+                from_sequence: through + 1,
+                to_sequence: total,
+                events: total - through,
+                breaches: later,
+            }),
         });
-        out.insert("unsigned_tail".into(), tail.unwrap_or(Value::Null));
     }
-    Ok(out)
+    Ok(answer)
 }
 
 /// The verified head and the replayed state of a Phase 2 run.
@@ -156,23 +204,4 @@ fn verify_replayed(
         Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
     };
     Ok((position, state))
-}
-
-fn verify_output(
-    run_id: &str,
-    position: crate::receipt::verify::ChainPosition,
-    state: Option<&crate::coordinator::CoordinatorState>,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    out.insert("checksum".into(), Value::String(position.checksum));
-    out.insert("event_count".into(), Value::from(position.sequence));
-    out.insert("run_id".into(), Value::String(run_id.to_string()));
-    out.insert("sequence".into(), Value::from(position.sequence));
-    if let Some(state) = state.filter(|s| !s.breaches().is_empty()) {
-        out.insert(
-            "breaches".into(),
-            crate::coordinator::breach::breaches_value(state.breaches()),
-        );
-    }
-    out
 }

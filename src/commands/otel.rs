@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use prost::Message;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::error::{FlowError, FlowResult};
 use crate::coordinator::otel::{Exporter, LaneFacts, RunFacts, SEMCONV_VERSION, Totals};
@@ -488,18 +489,59 @@ fn post(
     Ok(())
 }
 
+/// What `otel-export` answers: where the trace went and what it holds.
+#[derive(Debug, Serialize)]
+pub struct Exported {
+    #[serde(flatten)]
+    pub target: ExportedTo,
+    pub run_id: String,
+    pub trace_id: String,
+    pub spans: u64,
+    pub span_events: u64,
+    pub batches: u64,
+    /// The verified head the trace describes.
+    pub sequence: u64,
+    pub checksum: String,
+    /// The OpenTelemetry semantic conventions version the spans follow.
+    pub semconv: &'static str,
+}
+
+/// Where `otel-export` sent the trace.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ExportedTo {
+    /// An OTLP/JSON file (`--out`).
+    File {
+        path: String,
+        /// `otlp-json`.
+        format: &'static str,
+    },
+    /// An OTLP/HTTP receiver.
+    Endpoint {
+        /// The endpoint as shown (no user info, no query).
+        endpoint: String,
+        /// Which flag or variable named it.
+        endpoint_source: String,
+        /// `otlp-http-protobuf`.
+        format: &'static str,
+        /// The header names sent (lower case, sorted; never their values).
+        headers: Vec<String>,
+        /// Spans the receiver said it rejected.
+        rejected_spans: u64,
+    },
+}
+
 /// `otel-export`: verify and replay the run, then export it.
 pub fn export(
     root: &StateRoot,
     args: &ExportArgs,
     env: &OtelEnv,
     cwd: &Path,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<Exported> {
     let target = resolve_target(args, env)?;
     let (run, facts) = replay(root, &args.run_id)?;
     let (sequence, checksum) = (facts.head_sequence, facts.head_checksum.clone());
-    let mut data = Map::new();
-    let (trace, totals) = match &target {
+    let (exported_to, (trace, totals)) = match &target {
         Target::File { out, force } => {
             let mut failure: Option<FlowError> = None;
             let mut result = None;
@@ -528,9 +570,12 @@ pub fn export(
                 (Err(e), None) => return Err(e.into()),
                 (Ok(path), None) => path,
             };
-            data.insert("path".into(), json!(path.to_string_lossy()));
-            data.insert("format".into(), json!("otlp-json"));
-            result.ok_or_else(|| FlowError::contract("export wrote nothing"))?
+            let done = result.ok_or_else(|| FlowError::contract("export wrote nothing"))?;
+            let to = ExportedTo::File {
+                path: path.to_string_lossy().into_owned(),
+                format: "otlp-json",
+            };
+            (to, done)
         }
         Target::Endpoint {
             url,
@@ -551,21 +596,25 @@ pub fn export(
             })?;
             let mut names: Vec<String> = headers.iter().map(|(n, _)| n.to_lowercase()).collect();
             names.sort();
-            data.insert("endpoint".into(), json!(shown));
-            data.insert("endpoint_source".into(), json!(source));
-            data.insert("format".into(), json!("otlp-http-protobuf"));
-            data.insert("headers".into(), json!(names));
-            data.insert("rejected_spans".into(), json!(rejected));
-            done
+            let to = ExportedTo::Endpoint {
+                endpoint: shown.to_string(),
+                endpoint_source: source.to_string(),
+                format: "otlp-http-protobuf",
+                headers: names,
+                rejected_spans: rejected,
+            };
+            (to, done)
         }
     };
-    data.insert("run_id".into(), json!(args.run_id));
-    data.insert("trace_id".into(), json!(trace));
-    data.insert("spans".into(), json!(totals.spans));
-    data.insert("span_events".into(), json!(totals.span_events));
-    data.insert("batches".into(), json!(totals.batches));
-    data.insert("sequence".into(), json!(sequence));
-    data.insert("checksum".into(), json!(checksum));
-    data.insert("semconv".into(), json!(SEMCONV_VERSION));
-    Ok(data)
+    Ok(Exported {
+        target: exported_to,
+        run_id: args.run_id.clone(),
+        trace_id: trace,
+        spans: totals.spans,
+        span_events: totals.span_events,
+        batches: totals.batches,
+        sequence,
+        checksum,
+        semconv: SEMCONV_VERSION,
+    })
 }

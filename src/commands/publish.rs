@@ -11,7 +11,8 @@ use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::bundle::{
     Content, MemberSource, Replayed, bundle_error, plan_with, replay_full, verified_output,
@@ -83,6 +84,24 @@ fn read_published(
 /// 'refs/bluetape/*:refs/bluetape/*'` brings to an auditor).
 pub const PUBLICATION_REFS: &str = "refs/bluetape/";
 
+/// What `publish` answers: the publication's commit on its ref.
+#[derive(Debug, Serialize)]
+pub struct PublishAnswer {
+    /// The publication's commit (the previous one when `unchanged`).
+    pub commit: Option<String>,
+    /// The commit the ref named before (null for a first publication).
+    pub previous: Option<String>,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub repo: String,
+    pub run_id: String,
+    /// The receipt's length in the publication.
+    pub sequence: u64,
+    /// Present (true) when nothing was new: no commit was made.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
+}
+
 /// `publish`: commit the run's bundle members onto `reference` of `repo`.
 pub fn publish(
     root: &StateRoot,
@@ -90,7 +109,7 @@ pub fn publish(
     repo: Option<&Path>,
     reference: Option<&str>,
     cwd: &Path,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<PublishAnswer> {
     if let Some(reference) = reference.filter(|r| !r.starts_with(PUBLICATION_REFS)) {
         // A branch or a tag is never written: publish would commit the
         // bundle over its history (DEVIATIONS 90).
@@ -195,15 +214,15 @@ pub fn publish(
         message.clear();
     }
     if message.is_empty() {
-        let mut map = Map::new();
-        map.insert("commit".into(), json!(previous));
-        map.insert("previous".into(), json!(previous));
-        map.insert("ref".into(), json!(reference));
-        map.insert("repo".into(), json!(repo.to_string_lossy()));
-        map.insert("run_id".into(), json!(run_id));
-        map.insert("sequence".into(), json!(plan.index.sequence));
-        map.insert("unchanged".into(), json!(true));
-        return Ok(map);
+        return Ok(PublishAnswer {
+            commit: previous.clone(),
+            previous,
+            reference,
+            repo: repo.to_string_lossy().into_owned(),
+            run_id: run_id.to_string(),
+            sequence: plan.index.sequence,
+            unchanged: true,
+        });
     }
     // Blobs: the index and every member not already in the repository.
     let mut files: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -253,14 +272,15 @@ pub fn publish(
     if !git.update_ref(&reference, &commit, previous.as_deref())? {
         return Err(FlowError::from(PublishRefusal::RefMoved { reference }));
     }
-    let mut map = Map::new();
-    map.insert("commit".into(), json!(commit));
-    map.insert("previous".into(), json!(previous));
-    map.insert("ref".into(), json!(reference));
-    map.insert("repo".into(), json!(repo.to_string_lossy()));
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("sequence".into(), json!(plan.index.sequence));
-    Ok(map)
+    Ok(PublishAnswer {
+        commit: Some(commit),
+        previous,
+        reference,
+        repo: repo.to_string_lossy().into_owned(),
+        run_id: run_id.to_string(),
+        sequence: plan.index.sequence,
+        unchanged: false,
+    })
 }
 
 /// Members of one commit, read from git objects.
@@ -364,7 +384,7 @@ pub fn verify_git(
     keys: &[std::path::PathBuf],
     head: Option<&Path>,
     at: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<super::bundle::BundleVerified> {
     super::views::check_at(at)?;
     let (keys, head) = super::bundle::load_checks(root, keys, head)?;
     let git = Git::open(dir)?;
@@ -411,9 +431,11 @@ pub fn verify_git(
         check_extends(&mut objects, &older, &newer, commit)?;
         newer = older;
     }
-    let mut map = verified_output(&verified, at);
-    map.insert("publications".into(), json!(history.len()));
-    map.insert("ref".into(), json!(reference));
-    map.insert("commit".into(), json!(history[0].0));
-    Ok(map)
+    let mut answer = verified_output(&verified, at);
+    answer.publication = Some(super::bundle::Publications {
+        publications: history.len(),
+        reference: reference.to_string(),
+        commit: history[0].0.clone(),
+    });
+    Ok(answer)
 }

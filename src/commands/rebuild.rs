@@ -3,7 +3,8 @@
 //! writer. The receipt stays the only truth; a damaged receipt writes nothing.
 
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
@@ -72,7 +73,17 @@ pub fn replay_run(
     }
 }
 
-pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+/// What `rebuild` answers: the verified head the caches now describe.
+#[derive(Debug, Serialize)]
+pub struct Rebuilt {
+    pub checksum: String,
+    pub run_id: String,
+    pub sequence: u64,
+}
+
+/// `rebuild`: verify, then rewrite the run's caches (and a head record that
+/// names no head) from the receipt.
+pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Rebuilt> {
     let mut run = open_run(root, run_id)?;
     let _guard = run.dir.receipt_lock().acquire()?;
     // A head record that names no head (unparsable, sequence 0, another
@@ -144,9 +155,9 @@ pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>>
             canonical_through: super::ledger::canonical_through(&run, None, position.sequence),
         })?;
     }
-    let mut out = Map::new();
-    out.insert("checksum".into(), Value::String(position.checksum));
-    out.insert("run_id".into(), Value::String(run_id.to_string()));
-    out.insert("sequence".into(), Value::from(position.sequence));
-    Ok(out)
+    Ok(Rebuilt {
+        checksum: position.checksum,
+        run_id: run_id.to_string(),
+        sequence: position.sequence,
+    })
 }

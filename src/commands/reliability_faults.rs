@@ -285,8 +285,8 @@ fn check_mutation(
                 "{what}"
             );
             let v = verified.unwrap_or_else(|e| panic!("{what}: {e:?}"));
-            assert_eq!(v["sequence"], json!(old_sequence + 1), "{what}");
-            assert_eq!(out["checksum"], v["checksum"], "{what}");
+            assert_eq!(v.sequence, old_sequence + 1, "{what}");
+            assert_eq!(out["checksum"], json!(v.checksum), "{what}");
             true
         }
         Err(e) => {
@@ -297,7 +297,7 @@ fn check_mutation(
                 receipt.len()
             );
             let v = verified.unwrap_or_else(|e| panic!("{what}: {e:?}"));
-            assert_eq!(v["sequence"], json!(old_sequence), "{what}");
+            assert_eq!(v.sequence, old_sequence, "{what}");
             false
         }
     }
@@ -422,7 +422,7 @@ fn check_init(
                 "{what}: success without a fsynced receipt: {log:?}"
             );
             let v = verify(&root, RUN_ID).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-            assert_eq!(v["sequence"], json!(1));
+            assert_eq!(v.sequence, 1);
             assert!(root.join("handles/main.owner").is_file(), "{what}");
             true
         }

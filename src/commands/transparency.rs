@@ -13,7 +13,8 @@ use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_chain};
@@ -249,10 +250,23 @@ pub fn load_verifier_keys(root: &StateRoot, paths: &[PathBuf]) -> FlowResult<Ver
     Ok(keys)
 }
 
+/// What `key-generate` answers: the verifier key to hand out and where its
+/// signer key was written.
+#[derive(Debug, Serialize)]
+pub struct KeyGenerated {
+    /// The key's hash (the part after `+` in the verifier key).
+    pub key_hash: String,
+    pub key_name: String,
+    /// The signer key file written.
+    pub path: String,
+    /// `name+hash+key`, as `--key` files hold it.
+    pub verifier_key: String,
+}
+
 /// `key-generate`: a new Ed25519 key pair; the signer key goes to `out`
 /// (0600, never over a file or through a symlink), the verifier key is
 /// printed.
-pub fn key_generate(root: &StateRoot, name: &str, out: &Path) -> FlowResult<Map<String, Value>> {
+pub fn key_generate(root: &StateRoot, name: &str, out: &Path) -> FlowResult<KeyGenerated> {
     use rand_core::RngCore;
     let mut seed = [0u8; 32];
     rand_core::OsRng
@@ -263,21 +277,33 @@ pub fn key_generate(root: &StateRoot, name: &str, out: &Path) -> FlowResult<Map<
     bytes.push(b'\n');
     create_new_file(root.at(out), &bytes, "signer key file")?;
     let key_hash = vkey.split('+').nth(1).unwrap_or_default().to_string();
-    let mut map = Map::new();
-    map.insert("key_hash".into(), json!(key_hash));
-    map.insert("key_name".into(), json!(name));
-    map.insert("path".into(), json!(out.to_string_lossy()));
-    map.insert("verifier_key".into(), json!(vkey));
-    Ok(map)
+    Ok(KeyGenerated {
+        key_hash,
+        key_name: name.to_string(),
+        path: out.to_string_lossy().into_owned(),
+        verifier_key: vkey,
+    })
+}
+
+/// What `sign-head` answers (and a gate's `signed_head`): the head signed
+/// and where it is stored.
+#[derive(Debug, Serialize)]
+pub struct SignedHead {
+    /// The checksum of the event at `size`.
+    pub chain_checksum: String,
+    /// The signed note, as stored.
+    pub note: String,
+    /// The stored head, relative to the state root.
+    pub path: String,
+    /// The Merkle root of the first `size` events (base64).
+    pub root_hash: String,
+    pub run_id: String,
+    pub size: u64,
 }
 
 /// `sign-head`: verify, check the stored heads, sign the head at the
 /// receipt's length and store it (under the run lock; no owner needed).
-pub fn sign_head(
-    root: &StateRoot,
-    run_id: &str,
-    key: &SignerKey,
-) -> FlowResult<Map<String, Value>> {
+pub fn sign_head(root: &StateRoot, run_id: &str, key: &SignerKey) -> FlowResult<SignedHead> {
     let run = open_run(root, run_id)?;
     run.dir.validate()?;
     let _guard = run.dir.receipt_lock().acquire()?;
@@ -321,14 +347,37 @@ pub fn sign_head(
     };
     let note = key.sign(&body).map_err(head_error)?;
     let stored = run.dir.store_head(body.size, &key.key_hash(), &note)?;
-    let mut map = Map::new();
-    map.insert("chain_checksum".into(), json!(body.chain_checksum));
-    map.insert("note".into(), json!(String::from_utf8_lossy(&note)));
-    map.insert("path".into(), json!(stored.relative(&run.dir)));
-    map.insert("root_hash".into(), json!(hash_to_base64(&body.root)));
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("size".into(), json!(body.size));
-    Ok(map)
+    Ok(SignedHead {
+        chain_checksum: body.chain_checksum,
+        note: String::from_utf8_lossy(&note).into_owned(),
+        path: stored.relative(&run.dir),
+        root_hash: hash_to_base64(&body.root),
+        run_id: run_id.to_string(),
+        size: body.size,
+    })
+}
+
+/// What `verify` adds after checking the signed heads.
+#[derive(Debug, Serialize)]
+pub struct HeadsChecked {
+    /// How many stored heads were checked.
+    pub heads_checked: usize,
+    /// The largest size a checked head names (0 without heads).
+    pub heads_newest_size: u64,
+    /// Whether every head's signatures were verified with `--key`.
+    pub heads_signatures_verified: bool,
+    /// The `--head` file, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<ExternalHead>,
+}
+
+/// The head of a `--head` file, as checked against the receipt.
+#[derive(Debug, Serialize)]
+pub struct ExternalHead {
+    pub root_hash: String,
+    pub size: u64,
+    /// The key names whose signatures verified.
+    pub verified_by: Vec<String>,
 }
 
 /// What `verify` adds when the run has stored heads or `--head`/`--key`
@@ -339,7 +388,7 @@ pub fn verify_heads(
     position: &ChainPosition,
     keys: Option<&VerifierKeys>,
     external: Option<&[u8]>,
-) -> FlowResult<Option<Map<String, Value>>> {
+) -> FlowResult<Option<HeadsChecked>> {
     let root = &run.dir.root;
     let stored = run.dir.stored_heads()?;
     if stored.is_empty() && keys.is_none() && external.is_none() {
@@ -404,23 +453,17 @@ pub fn verify_heads(
         }
         newest = newest.max(head.body.size);
     }
-    let mut map = Map::new();
-    map.insert("heads_checked".into(), json!(stored.len()));
-    map.insert("heads_newest_size".into(), json!(newest));
-    map.insert("heads_signatures_verified".into(), json!(keys.is_some()));
-    if external.is_some()
-        && let Some((_, head)) = heads.last()
-    {
-        map.insert(
-            "head".into(),
-            json!({
-                "root_hash": hash_to_base64(&head.body.root),
-                "size": head.body.size,
-                "verified_by": head.verified_by,
-            }),
-        );
-    }
-    Ok(Some(map))
+    let head = external.and(heads.last()).map(|(_, head)| ExternalHead {
+        root_hash: hash_to_base64(&head.body.root),
+        size: head.body.size,
+        verified_by: head.verified_by.clone(),
+    });
+    Ok(Some(HeadsChecked {
+        heads_checked: stored.len(),
+        heads_newest_size: newest,
+        heads_signatures_verified: keys.is_some(),
+        head,
+    }))
 }
 
 /// The head a proof is made against: `--head FILE`, or the newest stored
@@ -480,6 +523,19 @@ fn proof_basis(run: &OpenRun) -> FlowResult<(ChainPosition, TreeView)> {
     Ok((position, tree))
 }
 
+/// What `prove-event` answers: the event line and its inclusion proof.
+#[derive(Debug, Serialize)]
+pub struct EventProof {
+    /// The event's receipt line.
+    pub event: String,
+    /// The proof's text (also written to `--out`).
+    pub proof: String,
+    pub run_id: String,
+    pub sequence: u64,
+    /// The size of the head the proof is made against.
+    pub size: u64,
+}
+
 /// `prove-event`: the inclusion proof of event `sequence` in a signed head.
 pub fn prove_event(
     root: &StateRoot,
@@ -487,7 +543,7 @@ pub fn prove_event(
     sequence: u64,
     head: Option<&Path>,
     out: Option<&Path>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<EventProof> {
     let run = open_run(root, run_id)?;
     let (position, tree) = proof_basis(&run)?;
     let (note, body) = chosen_head(&run, head, &position, &tree)?;
@@ -518,13 +574,32 @@ pub fn prove_event(
     if let Some(out) = out {
         create_new_file(root.at(out), &proof, "proof file")?;
     }
-    let mut map = Map::new();
-    map.insert("event".into(), json!(String::from_utf8_lossy(&line)));
-    map.insert("proof".into(), json!(String::from_utf8_lossy(&proof)));
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("sequence".into(), json!(sequence));
-    map.insert("size".into(), json!(body.size));
-    Ok(map)
+    Ok(EventProof {
+        event: String::from_utf8_lossy(&line).into_owned(),
+        proof: String::from_utf8_lossy(&proof).into_owned(),
+        run_id: run_id.to_string(),
+        sequence,
+        size: body.size,
+    })
+}
+
+/// A consistency proof, as `prove-append` prints and writes it (and
+/// `check-proof --append` reads it).
+#[derive(Debug, Serialize)]
+pub struct AppendProof {
+    /// The proof's hashes (base64).
+    pub hashes: Vec<String>,
+    pub new_note: String,
+    pub new_size: u64,
+    pub old_note: String,
+    pub old_size: u64,
+}
+
+/// What `prove-append` answers.
+#[derive(Debug, Serialize)]
+pub struct AppendProved {
+    pub proof: AppendProof,
+    pub run_id: String,
 }
 
 /// `prove-append`: the consistency proof that a newer head extends an
@@ -535,7 +610,7 @@ pub fn prove_append(
     from: &Path,
     head: Option<&Path>,
     out: Option<&Path>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<AppendProved> {
     let run = open_run(root, run_id)?;
     let (position, tree) = proof_basis(&run)?;
     let (old_note, old) = chosen_head(&run, Some(from), &position, &tree)?;
@@ -548,22 +623,22 @@ pub fn prove_append(
     }
     let hashes = consistency_proof(new.size, old.size, &tree)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
-    let proof = json!({
-        "hashes": hashes.iter().map(hash_to_base64).collect::<Vec<_>>(),
-        "new_note": String::from_utf8_lossy(&new_note),
-        "new_size": new.size,
-        "old_note": String::from_utf8_lossy(&old_note),
-        "old_size": old.size,
-    });
+    let proof = AppendProof {
+        hashes: hashes.iter().map(hash_to_base64).collect(),
+        new_note: String::from_utf8_lossy(&new_note).into_owned(),
+        new_size: new.size,
+        old_note: String::from_utf8_lossy(&old_note).into_owned(),
+        old_size: old.size,
+    };
     if let Some(out) = out {
-        let mut bytes = crate::receipt::canonical::to_vec(&proof);
+        let mut bytes = crate::receipt::canonical::to_vec(&json!(proof));
         bytes.push(b'\n');
         create_new_file(root.at(out), &bytes, "proof file")?;
     }
-    let mut map = Map::new();
-    map.insert("proof".into(), proof);
-    map.insert("run_id".into(), json!(run_id));
-    Ok(map)
+    Ok(AppendProved {
+        proof,
+        run_id: run_id.to_string(),
+    })
 }
 
 /// What `check-proof` is given.
@@ -586,21 +661,46 @@ fn check_origin(body: &HeadBody, run_id: Option<&str>) -> FlowResult<()> {
     }
 }
 
+/// What `check-proof` answers: the proof verified, and what it proves.
+#[derive(Debug, Serialize)]
+pub struct ProofChecked {
+    /// The run whose heads the proof carries.
+    pub run_id: String,
+    #[serde(flatten)]
+    pub proves: Proves,
+    /// Always true: a proof that does not verify is a refusal.
+    pub verified: bool,
+}
+
+/// What a verified proof proves.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Proves {
+    /// The event at `sequence` is in the head of `size` events, signed by
+    /// `verified_by`.
+    Inclusion {
+        sequence: u64,
+        size: u64,
+        verified_by: Vec<String>,
+    },
+    /// The head of `new_size` events extends the head of `old_size`.
+    Append { new_size: u64, old_size: u64 },
+}
+
 /// `check-proof`: verify a proof offline, with no state root.
 pub fn check_proof(
     root: &StateRoot,
     input: ProofInput<'_>,
     keys: &VerifierKeys,
     run_id: Option<&str>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<ProofChecked> {
     if keys.is_empty() {
         return Err(FlowError::contract("check-proof needs --key"));
     }
     let read = |path: &Path, what: &str| {
         read_small(&root.at(path), None).map_err(|e| FlowError::from(e.refused(what)))
     };
-    let mut map = Map::new();
-    match input {
+    let (run_id, proves) = match input {
         ProofInput::Inclusion { proof, event } => {
             let proof = InclusionProof::parse(&read(proof, "proof file")?)
                 .map_err(|e| proof_failed(e.message()))?;
@@ -633,10 +733,14 @@ pub fn check_proof(
             {
                 return Err(proof_failed("the head's chain line names another event"));
             }
-            map.insert("run_id".into(), json!(head.body.run_id));
-            map.insert("sequence".into(), json!(proof.index + 1));
-            map.insert("size".into(), json!(head.body.size));
-            map.insert("verified_by".into(), json!(head.verified_by));
+            (
+                head.body.run_id,
+                Proves::Inclusion {
+                    sequence: proof.index + 1,
+                    size: head.body.size,
+                    verified_by: head.verified_by,
+                },
+            )
         }
         ProofInput::Append(path) => {
             let bytes = read(path, "proof file")?;
@@ -685,13 +789,20 @@ pub fn check_proof(
             {
                 return Err(proof_failed("two heads of one size name different events"));
             }
-            map.insert("new_size".into(), json!(new.body.size));
-            map.insert("old_size".into(), json!(old.body.size));
-            map.insert("run_id".into(), json!(new.body.run_id));
+            (
+                new.body.run_id,
+                Proves::Append {
+                    new_size: new.body.size,
+                    old_size: old.body.size,
+                },
+            )
         }
-    }
-    map.insert("verified".into(), json!(true));
-    Ok(map)
+    };
+    Ok(ProofChecked {
+        run_id,
+        proves,
+        verified: true,
+    })
 }
 
 /// The head a gate leaves, signed after its success: the envelope's
@@ -699,7 +810,7 @@ pub fn check_proof(
 /// reported beside the success, never as the command's failure.
 pub fn sign_after_gate(root: &StateRoot, run_id: &str, key: &SignerKey) -> (String, Value) {
     match sign_head(root, run_id, key) {
-        Ok(map) => ("signed_head".into(), Value::Object(map)),
+        Ok(head) => ("signed_head".into(), json!(head)),
         Err(e) => ("signed_head_error".into(), json!(e.message())),
     }
 }

@@ -8,22 +8,25 @@
 use crate::receipt::json_ref::{JsonRef, ObjectRef};
 use crate::receipt::vocab::EventType;
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::inspect::{Inspection, inspect_run};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_from, verify_receipt};
 use crate::coordinator::approval::ApprovalLedger;
-use crate::coordinator::breach::{Breach, breaches_value};
+use crate::coordinator::breach::Breach;
 use crate::coordinator::completion::evaluate_completion;
 use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::parse_instant;
 use crate::coordinator::raced::Raced;
-use crate::coordinator::views::{gap_count, lane_counts, run_detail};
+use crate::coordinator::views::{RunDetail, gap_count, lane_counts, run_detail};
 use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
+use crate::receipt::vocab::LaneState;
 use crate::store::run::list_run_ids;
 
 /// Validate an `--at` value the way `liveness-check` reads it.
@@ -76,23 +79,39 @@ fn read_prefix(run: &OpenRun) -> RunPrefix {
 }
 
 /// The run's approval as the views show it: the last decision, and how
-/// it proves who made it (`proof`: `signed` with the key's fingerprint
-/// only when the replayed `state` verified its signature, else
-/// `asserted`; null without a decision).
-fn approval_json(ledger: &ApprovalLedger, state: Option<&CoordinatorState>) -> Value {
+/// it proves who made it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalView {
+    /// Whether the run froze an approver policy.
+    pub gated: bool,
+    /// `approved` or `denied` (null without a decision).
+    pub state: Option<&'static str>,
+    pub by: Option<String>,
+    pub at: Option<String>,
+    /// `signed` only when the replayed state verified its signature, else
+    /// `asserted` (null without a decision).
+    pub proof: Option<&'static str>,
+    /// The fingerprint of the key that signed it.
+    pub key: Option<String>,
+}
+
+fn approval_view(ledger: &ApprovalLedger, state: Option<&CoordinatorState>) -> ApprovalView {
     let last = ledger.decisions.last();
-    let proof = last.map(|d| match state {
+    let (proof, key) = match last.map(|d| match state {
         Some(state) => d.proof(state.gate(), state.breaches()),
         None => ("asserted", None),
-    });
-    json!({
-        "gated": ledger.has_policy(),
-        "state": last.map(|d| d.decision),
-        "by": last.and_then(|d| d.by.clone()),
-        "at": last.map(|d| d.at.clone()),
-        "proof": proof.as_ref().map(|p| p.0),
-        "key": proof.and_then(|p| p.1),
-    })
+    }) {
+        Some((proof, key)) => (Some(proof), key),
+        None => (None, None),
+    };
+    ApprovalView {
+        gated: ledger.has_policy(),
+        state: last.map(|d| d.decision),
+        by: last.and_then(|d| d.by.clone()),
+        at: last.map(|d| d.at.clone()),
+        proof,
+        key,
+    }
 }
 
 /// Says which events of a streamed receipt (`log`) break one of our rules
@@ -218,8 +237,10 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
     })
 }
 
-fn workflow_type(run: &OpenRun) -> Value {
-    run.manifest
+/// The workflow type the run's manifest snapshot names (free JSON: the
+/// snapshot is shown as it was recorded).
+fn workflow_type(manifest: &crate::receipt::manifest::RunManifest) -> Value {
+    manifest
         .run
         .as_ref()
         .and_then(|r| r.get("workflow_type"))
@@ -227,49 +248,139 @@ fn workflow_type(run: &OpenRun) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// What `status` answers without `--run-id`: every run, oldest first.
+#[derive(Debug, Serialize)]
+pub struct StatusListing {
+    /// The instant liveness is judged at.
+    pub at: String,
+    pub runs: Vec<ListingEntry>,
+}
+
+/// One run of the `status` listing. A run that cannot be read is listed
+/// as damaged with what is known.
+#[derive(Debug, Serialize)]
+pub struct ListingEntry {
+    pub run_id: String,
+    /// Absent when the run could not be opened.
+    #[serde(flatten)]
+    pub opened: Option<OpenedRun>,
+    /// The replayed state (of the trusted prefix when damaged); absent
+    /// when nothing could be replayed.
+    #[serde(flatten)]
+    pub replayed: Option<ListedState>,
+    /// `ok` or `damaged`.
+    pub receipt: &'static str,
+    /// The verified (or trusted) length; absent when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// Where trust ends in a damaged receipt.
+    #[serde(flatten)]
+    pub damage: Option<ListedDamage>,
+    /// Why the run is damaged or could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The recovery runs made from this one.
+    pub recovered_by: Vec<String>,
+}
+
+/// What the listing knows of a run it could open.
+#[derive(Debug, Serialize)]
+pub struct OpenedRun {
+    /// As the manifest snapshot records it.
+    pub workflow_type: Value,
+    pub manifest_version: String,
+    pub approval: ApprovalView,
+    /// The damaged run this one recovers.
+    pub recovery_of: Option<String>,
+}
+
+/// A listed run's state: Phase 2 fields are null for a Phase 1 run.
+#[derive(Debug, Serialize)]
+pub struct ListedState {
+    pub run_state: String,
+    pub last_event_at: Option<String>,
+    pub owner_epoch: Option<u64>,
+    /// Lanes by state.
+    pub lanes: Option<BTreeMap<LaneState, u64>>,
+    pub completion: Option<CompletionSummary>,
+    /// Present only when some stand, as in `verify`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<Breach>,
+}
+
+/// Completion in one line: complete, or how many gaps.
+#[derive(Debug, Serialize)]
+pub struct CompletionSummary {
+    pub complete: bool,
+    pub gaps: usize,
+}
+
+/// Where trust ends in a listed damaged run.
+#[derive(Debug, Serialize)]
+pub struct ListedDamage {
+    /// Null when the run could not even be opened.
+    pub first_bad_sequence: Option<u64>,
+    /// Always `blocked`.
+    pub effective_state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_trusted_checksum: Option<String>,
+}
+
+impl ListedDamage {
+    fn at(first_bad: Option<u64>, trusted_checksum: Option<String>) -> Option<ListedDamage> {
+        Some(ListedDamage {
+            first_bad_sequence: first_bad,
+            effective_state: "blocked",
+            last_trusted_checksum: trusted_checksum,
+        })
+    }
+}
+
+/// The listing's state of a replayed Phase 2 run.
+fn listed_phase2(state: &CoordinatorState) -> ListedState {
+    let report = evaluate_completion(state);
+    ListedState {
+        run_state: state.run_state().to_string(),
+        last_event_at: state.updated_at().map(str::to_string),
+        owner_epoch: Some(state.owner_epoch()),
+        lanes: Some(lane_counts(state)),
+        completion: Some(CompletionSummary {
+            complete: report.complete,
+            gaps: gap_count(&report),
+        }),
+        breaches: state.breaches().to_vec(),
+    }
+}
+
 /// One entry of the `status` listing. A run that cannot be read is listed
 /// as damaged with what is known; it never stops the listing.
-fn listing_entry(root: &StateRoot, run_id: &str) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run_id));
+fn listing_entry(root: &StateRoot, run_id: &str, recovered_by: Vec<String>) -> ListingEntry {
+    let mut entry = ListingEntry {
+        run_id: run_id.to_string(),
+        opened: None,
+        replayed: None,
+        receipt: "damaged",
+        sequence: None,
+        damage: None,
+        error: None,
+        recovered_by,
+    };
     let run = match open_run(root, run_id) {
         Ok(run) => run,
         Err(error) => {
-            map.insert("receipt".into(), json!("damaged"));
-            map.insert("first_bad_sequence".into(), Value::Null);
-            map.insert("effective_state".into(), json!("blocked"));
-            map.insert("error".into(), json!(error.message()));
-            return map;
+            entry.damage = ListedDamage::at(None, None);
+            entry.error = Some(error.message().to_string());
+            return entry;
         }
     };
-    map.insert("workflow_type".into(), workflow_type(&run));
-    map.insert(
-        "manifest_version".into(),
-        json!(run.manifest.contract.version),
-    );
     let prefix = read_prefix(&run);
-    map.insert("approval".into(), approval_json(&prefix.ledger, None));
-    map.insert("recovery_of".into(), json!(prefix.recovery_of));
-    let phase2 = |map: &mut Map<String, Value>, state: &CoordinatorState| {
-        map.insert(
-            "approval".into(),
-            approval_json(&prefix.ledger, Some(state)),
-        );
-        // Present only when some stand, as in `verify`.
-        if !state.breaches().is_empty() {
-            map.insert("breaches".into(), breaches_value(state.breaches()));
-        }
-        map.insert("run_state".into(), json!(state.run_state()));
-        map.insert("sequence".into(), json!(state.last_sequence()));
-        map.insert("last_event_at".into(), json!(state.updated_at()));
-        map.insert("owner_epoch".into(), json!(state.owner_epoch()));
-        map.insert("lanes".into(), Value::Object(lane_counts(state)));
-        let report = evaluate_completion(state);
-        map.insert(
-            "completion".into(),
-            json!({"complete": report.complete, "gaps": gap_count(&report)}),
-        );
+    let opened = |state: Option<&CoordinatorState>| OpenedRun {
+        workflow_type: workflow_type(&run.manifest),
+        manifest_version: run.manifest.contract.version.clone(),
+        approval: approval_view(&prefix.ledger, state),
+        recovery_of: prefix.recovery_of.clone(),
     };
+    entry.opened = Some(opened(None));
     match run.manifest.contract.family {
         Family::V1_0 => match inspect_run(&run) {
             Ok(Inspection::Healthy {
@@ -277,32 +388,33 @@ fn listing_entry(root: &StateRoot, run_id: &str) -> Map<String, Value> {
                 sequence,
                 ..
             }) => {
-                map.insert("receipt".into(), json!("ok"));
-                map.insert("run_state".into(), json!(run_state));
-                map.insert("sequence".into(), json!(sequence));
-                for key in ["last_event_at", "owner_epoch", "lanes", "completion"] {
-                    map.insert(key.into(), Value::Null);
-                }
+                entry.receipt = "ok";
+                entry.sequence = Some(sequence);
+                entry.replayed = Some(ListedState {
+                    run_state,
+                    last_event_at: None,
+                    owner_epoch: None,
+                    lanes: None,
+                    completion: None,
+                    breaches: Vec::new(),
+                });
             }
             Ok(Inspection::Damaged {
                 first_bad,
                 trusted_sequence,
                 ..
             }) => {
-                map.insert("receipt".into(), json!("damaged"));
-                map.insert("first_bad_sequence".into(), json!(first_bad));
-                map.insert("effective_state".into(), json!("blocked"));
-                map.insert("sequence".into(), json!(trusted_sequence));
+                entry.damage = ListedDamage::at(Some(first_bad), None);
+                entry.sequence = Some(trusted_sequence);
             }
-            Err(error) => {
-                map.insert("receipt".into(), json!("damaged"));
-                map.insert("error".into(), json!(error.message()));
-            }
+            Err(error) => entry.error = Some(error.message().to_string()),
         },
         Family::V1_1 => match load_phase2(&run) {
             Ok(Loaded::Healthy(state, _)) => {
-                map.insert("receipt".into(), json!("ok"));
-                phase2(&mut map, &state);
+                entry.receipt = "ok";
+                entry.opened = Some(opened(Some(&state)));
+                entry.sequence = Some(state.last_sequence());
+                entry.replayed = Some(listed_phase2(&state));
             }
             Ok(Loaded::Damaged {
                 prefix,
@@ -312,65 +424,161 @@ fn listing_entry(root: &StateRoot, run_id: &str) -> Map<String, Value> {
                 error,
             }) => {
                 if let Some(state) = prefix {
-                    phase2(&mut map, &state);
+                    entry.opened = Some(opened(Some(&state)));
+                    entry.replayed = Some(listed_phase2(&state));
                 }
-                map.insert("receipt".into(), json!("damaged"));
-                map.insert("first_bad_sequence".into(), json!(first_bad));
-                map.insert("effective_state".into(), json!("blocked"));
-                map.insert("sequence".into(), json!(trusted_sequence));
-                map.insert("last_trusted_checksum".into(), json!(trusted_checksum));
-                map.insert("error".into(), json!(error.message()));
+                entry.damage = ListedDamage::at(Some(first_bad), Some(trusted_checksum));
+                entry.sequence = Some(trusted_sequence);
+                entry.error = Some(error.message().to_string());
             }
-            Err(error) => {
-                map.insert("receipt".into(), json!("damaged"));
-                map.insert("error".into(), json!(error.message()));
-            }
+            Err(error) => entry.error = Some(error.message().to_string()),
         },
     }
-    map
+    entry
 }
 
 /// `status` without `--run-id`: every run, oldest first.
-pub fn status_all(root: &StateRoot, at: &str) -> FlowResult<Map<String, Value>> {
+pub fn status_all(root: &StateRoot, at: &str) -> FlowResult<StatusListing> {
     check_at(at)?;
     let links = recovery_links(root)?;
     let recovered = recovered_by(&links);
-    let mut runs = Vec::new();
-    for (id, _) in &links {
-        let mut entry = listing_entry(root, id);
-        let by: Vec<&String> = recovered
-            .iter()
-            .filter(|(of, _)| of == id)
-            .map(|(_, r)| r)
-            .collect();
-        entry.insert("recovered_by".into(), json!(by));
-        runs.push(Value::Object(entry));
+    let runs = links
+        .iter()
+        .map(|(id, _)| {
+            let by: Vec<String> = recovered
+                .iter()
+                .filter(|(of, _)| of == id)
+                .map(|(_, r)| r.clone())
+                .collect();
+            listing_entry(root, id, by)
+        })
+        .collect();
+    Ok(StatusListing {
+        at: at.to_string(),
+        runs,
+    })
+}
+
+/// What `status --run-id` answers (and `bundle-verify` summarises): the
+/// run header and where the run stands.
+#[derive(Debug, Serialize)]
+pub struct RunStatus {
+    #[serde(flatten)]
+    pub header: StatusHeader,
+    pub run_state: String,
+    /// The verified length.
+    pub sequence: u64,
+    /// The checksum of the last verified event.
+    pub checksum: String,
+    #[serde(flatten)]
+    pub phase: StatusPhase,
+    /// The damaged run this one recovers.
+    pub recovery_of: Option<String>,
+    /// The recovery runs made from this one (null where only a state root
+    /// could say: `bundle-verify`).
+    pub recovered_by: Option<Vec<String>>,
+}
+
+/// The header of `status --run-id`, from the manifest snapshot.
+#[derive(Debug, Serialize)]
+pub struct StatusHeader {
+    pub run_id: String,
+    /// The instant liveness is judged at.
+    pub at: String,
+    /// As the manifest snapshot records it.
+    pub workflow_type: Value,
+    pub manifest_version: String,
+    pub manifest_hash: String,
+    /// Always `ok`: a damaged run is an error.
+    pub receipt: &'static str,
+}
+
+/// What a run's phase gives `status --run-id`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum StatusPhase {
+    /// A Phase 1 run: its verified state, with the Phase 2 fields null
+    /// (views.md §1).
+    Phase1(Phase2FieldsNull),
+    Phase2(Box<Phase2Status>),
+}
+
+/// The Phase 2 fields of `status --run-id`, each null (`()` serialises
+/// as null).
+#[derive(Debug, Default, Serialize)]
+pub struct Phase2FieldsNull {
+    pub owner_epoch: (),
+    pub owner_fingerprint: (),
+    pub lanes: (),
+    pub components: (),
+    pub completion: (),
+    pub incomplete_replacements: (),
+    pub lanes_requiring_observation: (),
+    pub topology_gaps: (),
+    pub next: (),
+    pub approval: (),
+}
+
+/// The Phase 2 part of `status --run-id` for a verified, replayed run.
+#[derive(Debug, Serialize)]
+pub struct Phase2Status {
+    /// The time of the last event.
+    pub last_event_at: Option<String>,
+    #[serde(flatten)]
+    pub detail: RunDetail,
+    pub approval: ApprovalView,
+}
+
+impl RunStatus {
+    /// The Phase 2 part, if the run has one.
+    pub fn phase2(&self) -> Option<&Phase2Status> {
+        match &self.phase {
+            StatusPhase::Phase1(_) => None,
+            StatusPhase::Phase2(status) => Some(status),
+        }
     }
-    let mut out = Map::new();
-    out.insert("at".into(), json!(at));
-    out.insert("runs".into(), Value::Array(runs));
-    Ok(out)
+
+    /// The breaches of the run (none for a Phase 1 run).
+    pub fn breaches(&self) -> &[Breach] {
+        self.phase2().map_or(&[], |p| &p.detail.breaches)
+    }
 }
 
 /// The Phase 2 part of `status --run-id` for a verified, replayed run:
 /// shared with `bundle-verify`, which replays a run from a bundle.
-pub fn phase2_summary(
+pub fn phase2_status(
+    manifest: &crate::receipt::manifest::RunManifest,
+    state: &CoordinatorState,
+    ledger: &ApprovalLedger,
+    run_id: &str,
+    at: &str,
+) -> Phase2Status {
+    let policy = Policy::from_contract(&manifest.contract.contract, &manifest.contract.limits);
+    Phase2Status {
+        last_event_at: state.updated_at().map(str::to_string),
+        detail: run_detail(state, &policy, run_id, at),
+        approval: approval_view(ledger, Some(state)),
+    }
+}
+
+/// `status --run-id` of a verified, replayed Phase 2 run at `position`.
+pub fn replayed_status(
     manifest: &crate::receipt::manifest::RunManifest,
     state: &CoordinatorState,
     position: &ChainPosition,
     ledger: &ApprovalLedger,
     run_id: &str,
     at: &str,
-) -> Map<String, Value> {
-    let policy = Policy::from_contract(&manifest.contract.contract, &manifest.contract.limits);
-    let mut map = Map::new();
-    map.insert("run_state".into(), json!(state.run_state()));
-    map.insert("sequence".into(), json!(position.sequence));
-    map.insert("checksum".into(), json!(position.checksum));
-    map.insert("last_event_at".into(), json!(state.updated_at()));
-    map.extend(run_detail(state, &policy, run_id, at));
-    map.insert("approval".into(), approval_json(ledger, Some(state)));
-    map
+) -> RunStatus {
+    RunStatus {
+        header: summary_header(manifest, run_id, at),
+        run_state: state.run_state().to_string(),
+        sequence: position.sequence,
+        checksum: position.checksum.clone(),
+        phase: StatusPhase::Phase2(Box::new(phase2_status(manifest, state, ledger, run_id, at))),
+        recovery_of: None,
+        recovered_by: None,
+    }
 }
 
 /// The header of `status --run-id` from a manifest snapshot.
@@ -378,59 +586,40 @@ pub fn summary_header(
     manifest: &crate::receipt::manifest::RunManifest,
     run_id: &str,
     at: &str,
-) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("at".into(), json!(at));
-    map.insert(
-        "workflow_type".into(),
-        manifest
-            .run
-            .as_ref()
-            .and_then(|r| r.get("workflow_type"))
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
-    map.insert("manifest_version".into(), json!(manifest.contract.version));
-    map.insert("manifest_hash".into(), json!(manifest.contract.hash));
-    map.insert("receipt".into(), json!("ok"));
-    map
+) -> StatusHeader {
+    StatusHeader {
+        run_id: run_id.to_string(),
+        at: at.to_string(),
+        workflow_type: workflow_type(manifest),
+        manifest_version: manifest.contract.version.clone(),
+        manifest_hash: manifest.contract.hash.clone(),
+        receipt: "ok",
+    }
 }
 
 /// `status --run-id`: the run header and, for a Phase 2 run, its lanes
 /// with their liveness verdicts at `at`, components, completion, the
 /// resume fields and the next actions. A damaged or missing run is the
 /// exit-3 error `resume-check` gives.
-pub fn status_run(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<Map<String, Value>> {
+pub fn status_run(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<RunStatus> {
     let run = open_run(root, run_id)?;
     check_at(at)?;
-    let mut map = summary_header(&run.manifest, run_id, at);
-    match run.manifest.contract.family {
+    let mut status = match run.manifest.contract.family {
         Family::V1_0 => match inspect_run(&run)? {
             Inspection::Healthy {
                 run_state,
                 sequence,
                 checksum,
                 ..
-            } => {
-                map.insert("run_state".into(), json!(run_state));
-                map.insert("sequence".into(), json!(sequence));
-                map.insert("checksum".into(), json!(checksum));
-                for key in [
-                    "owner_epoch",
-                    "owner_fingerprint",
-                    "lanes",
-                    "components",
-                    "completion",
-                    "incomplete_replacements",
-                    "lanes_requiring_observation",
-                    "topology_gaps",
-                    "next",
-                    "approval",
-                ] {
-                    map.insert(key.into(), Value::Null);
-                }
-            }
+            } => RunStatus {
+                header: summary_header(&run.manifest, run_id, at),
+                run_state,
+                sequence,
+                checksum,
+                phase: StatusPhase::Phase1(Phase2FieldsNull::default()),
+                recovery_of: None,
+                recovered_by: None,
+            },
             Inspection::Damaged { .. } => {
                 // Verified again the way `verify` reports it.
                 super::verify(root, run_id)?;
@@ -443,29 +632,22 @@ pub fn status_run(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<Map<St
                 Loaded::Damaged { error, .. } => return Err(error),
             };
             let prefix = read_prefix(&run);
-            map.extend(phase2_summary(
-                &run.manifest,
-                &state,
-                &position,
-                &prefix.ledger,
-                run_id,
-                at,
-            ));
+            replayed_status(&run.manifest, &state, &position, &prefix.ledger, run_id, at)
         }
-    }
+    };
     let links = recovery_links(root)?;
-    let of = links
+    status.recovery_of = links
         .iter()
         .find(|(id, _)| id == run_id)
         .and_then(|(_, of)| of.clone());
-    let by: Vec<String> = recovered_by(&links)
-        .into_iter()
-        .filter(|(of, _)| of == run_id)
-        .map(|(_, r)| r)
-        .collect();
-    map.insert("recovery_of".into(), json!(of));
-    map.insert("recovered_by".into(), json!(by));
-    Ok(map)
+    status.recovered_by = Some(
+        recovered_by(&links)
+            .into_iter()
+            .filter(|(of, _)| of == run_id)
+            .map(|(_, r)| r)
+            .collect(),
+    );
+    Ok(status)
 }
 
 /// The end of a streamed `log`: where verification stopped.
@@ -544,7 +726,7 @@ pub fn open(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
 /// answers at `at`) and its timeline, folded from one streamed pass over
 /// the verified receipt.
 pub struct ReportData {
-    pub status: Map<String, Value>,
+    pub status: RunStatus,
     pub timeline: crate::coordinator::timeline::Timeline,
     pub head: ChainPosition,
 }
@@ -558,7 +740,7 @@ pub fn report_data(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<Repor
         timeline.observe(&event.to_map());
         Ok(())
     })?;
-    if status.get("checksum").and_then(Value::as_str) != Some(end.position.checksum.as_str()) {
+    if status.checksum != end.position.checksum {
         return Err(FlowError::from(Raced::ReportRead));
     }
     Ok(ReportData {

@@ -94,6 +94,13 @@ impl LivenessAction {
     }
 }
 
+/// As its name (the views' typed answers carry the action).
+impl serde::Serialize for LivenessAction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// The outcome of [`evaluate`]: exactly `{action, reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LivenessDecision {

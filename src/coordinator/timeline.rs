@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Map, Value};
 
-use super::views::{intents, log_row};
+use super::views::{LogRow, intents, log_row};
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::Instant;
 
@@ -84,8 +84,8 @@ pub struct Timeline {
     latest: Option<Instant>,
     pub events: u64,
     pub heartbeats: u64,
-    pub first_rows: Vec<Map<String, Value>>,
-    pub last_rows: VecDeque<Map<String, Value>>,
+    pub first_rows: Vec<LogRow>,
+    pub last_rows: VecDeque<LogRow>,
     /// `(epoch, sequence, time)` of every owner epoch (1 at creation).
     pub epochs: Vec<(u64, u64, String)>,
 }

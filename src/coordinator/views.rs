@@ -7,19 +7,35 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::completion::{CompletionReport, evaluate, evaluate_completion};
 use super::decide::{FlowError, Policy};
 use super::liveness::{CommandStatus, LivenessAction, check_lane};
-use super::state::{CoordinatorState, LaneRecord, LaneState};
+use super::state::{CoordinatorState, CoverageState, LaneRecord, LaneState};
 use crate::receipt::primitives::LaneId;
 
 /// The `resume-check` fields of a replayed state: lanes that need
 /// observation, replacements needing repair, approved components without a
 /// registration. `resume-check` itself prints exactly these.
-pub fn resume_fields(state: &CoordinatorState) -> Map<String, Value> {
-    let observe: Vec<&LaneId> = state
+#[derive(Debug, Clone, Serialize)]
+pub struct ResumeFields {
+    pub owner_epoch: u64,
+    /// The current owner's token fingerprint.
+    pub owner_fingerprint: Option<String>,
+    /// Lanes an owner must observe: starting, running, suspected stall,
+    /// recovering.
+    pub lanes_requiring_observation: Vec<LaneId>,
+    /// `replaced` lanes whose reserved child lane does not exist.
+    pub incomplete_replacements: Vec<String>,
+    /// Approved components without a registration.
+    pub topology_gaps: Vec<String>,
+}
+
+/// The [`ResumeFields`] of a replayed state.
+pub fn resume_fields(state: &CoordinatorState) -> ResumeFields {
+    let observe: Vec<LaneId> = state
         .lanes()
         .iter()
         .filter(|(_, lane)| {
@@ -31,23 +47,21 @@ pub fn resume_fields(state: &CoordinatorState) -> Map<String, Value> {
                     | LaneState::Recovering
             )
         })
-        .map(|(id, _)| id)
+        .map(|(id, _)| id.clone())
         .collect();
-    let gaps: Vec<&String> = state
+    let gaps: Vec<String> = state
         .approved_component_ids()
         .iter()
         .filter(|id| !state.topology().contains_key(*id))
+        .cloned()
         .collect();
-    let mut map = Map::new();
-    map.insert("owner_epoch".into(), json!(state.owner_epoch()));
-    map.insert("owner_fingerprint".into(), json!(state.owner_fingerprint()));
-    map.insert("lanes_requiring_observation".into(), json!(observe));
-    map.insert(
-        "incomplete_replacements".into(),
-        json!(state.incomplete_replacements()),
-    );
-    map.insert("topology_gaps".into(), json!(gaps));
-    map
+    ResumeFields {
+        owner_epoch: state.owner_epoch(),
+        owner_fingerprint: state.owner_fingerprint().map(str::to_string),
+        lanes_requiring_observation: observe,
+        incomplete_replacements: state.incomplete_replacements().to_vec(),
+        topology_gaps: gaps,
+    }
 }
 
 /// What `liveness-check --lane-id L --at T` (no `--command-status`)
@@ -61,21 +75,33 @@ pub fn lane_liveness(
     check_lane(state, policy, lane_id, at, CommandStatus::Unknown).map(|d| d.action)
 }
 
-/// The verdict object of a lane: `{action, reason}` exactly as
-/// `liveness-check` prints them, or `{error, message}` with the error code
-/// it would exit with.
-fn liveness_json(state: &CoordinatorState, policy: &Policy, lane_id: &str, at: &str) -> Value {
-    match check_lane(state, policy, lane_id, at, CommandStatus::Unknown) {
-        Ok(decision) => Value::Object(decision.to_json()),
-        Err(refusal) => {
-            let (error, message) = refusal_code(&refusal);
-            json!({"error": error, "message": message})
-        }
-    }
+/// The verdict of a lane: `{action, reason}` exactly as `liveness-check`
+/// prints them, or `{error, message}` with the error code it would exit
+/// with.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum LaneVerdict {
+    Decided {
+        action: LivenessAction,
+        reason: &'static str,
+    },
+    Refused {
+        error: &'static str,
+        message: String,
+    },
 }
 
-fn refusal_code(refusal: &FlowError) -> (&'static str, String) {
-    (refusal.classify().1, refusal.message().to_string())
+fn lane_verdict(state: &CoordinatorState, policy: &Policy, lane_id: &str, at: &str) -> LaneVerdict {
+    match check_lane(state, policy, lane_id, at, CommandStatus::Unknown) {
+        Ok(decision) => LaneVerdict::Decided {
+            action: decision.action,
+            reason: decision.reason,
+        },
+        Err(refusal) => LaneVerdict::Refused {
+            error: refusal.classify().1,
+            message: refusal.message().to_string(),
+        },
+    }
 }
 
 /// Shell-quote one argument (single quotes unless it is plainly safe:
@@ -171,63 +197,110 @@ pub fn next_lane_command(
 }
 
 /// One lane of `status --run-id`.
-fn lane_json(
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneView {
+    pub lane_id: String,
+    pub agent_id: String,
+    pub state: LaneState,
+    pub parent_lane_id: Option<String>,
+    /// The lane that replaced this one.
+    pub replaced_by: Option<String>,
+    pub write_scope: Vec<String>,
+    /// When the lane was last observed (its last event).
+    pub last_observed_at: String,
+    /// Its silence lease deadline.
+    pub lease_until: Option<String>,
+    /// What `liveness-check --lane-id L --at T` answers for it.
+    pub liveness: LaneVerdict,
+    /// The command line an agent runs next for this lane, if any.
+    pub next_command: Option<String>,
+}
+
+fn lane_view(
     state: &CoordinatorState,
     policy: &Policy,
     run_id: &str,
     lane: &LaneRecord,
     at: &str,
-) -> (Value, Option<LivenessAction>) {
+) -> (LaneView, Option<LivenessAction>) {
     let action = lane_liveness(state, policy, &lane.id, at).ok();
-    let value = json!({
-        "lane_id": lane.id,
-        "agent_id": lane.agent_id,
-        "state": lane.state.as_str(),
-        "parent_lane_id": lane.parent_lane_id,
-        "replaced_by": lane.replacement_lane_id,
-        "write_scope": lane.write_scope,
-        "last_observed_at": lane.updated_at,
-        "lease_until": lane.silence_lease_deadline,
-        "liveness": liveness_json(state, policy, &lane.id, at),
-        "next_command": next_lane_command(state, run_id, lane, action),
-    });
-    (value, action)
+    let view = LaneView {
+        lane_id: lane.id.to_string(),
+        agent_id: lane.agent_id.to_string(),
+        state: lane.state,
+        parent_lane_id: lane.parent_lane_id.clone(),
+        replaced_by: lane.replacement_lane_id.clone(),
+        write_scope: lane.write_scope.clone(),
+        last_observed_at: lane.updated_at.clone(),
+        lease_until: lane.silence_lease_deadline.clone(),
+        liveness: lane_verdict(state, policy, &lane.id, at),
+        next_command: next_lane_command(state, run_id, lane, action),
+    };
+    (view, action)
+}
+
+/// One component of `status --run-id`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComponentView {
+    pub component_id: String,
+    pub required: bool,
+    pub owner_lane: String,
+    pub required_checks: Vec<CheckView>,
+    pub evidence_present: bool,
+    pub coverage: CoverageState,
+    pub dependencies: Vec<String>,
+    /// Removed from the topology (listed after the registered ones).
+    pub removed: bool,
+}
+
+/// A required check and its latest recorded result (null: none yet).
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckView {
+    pub check: String,
+    pub passed: Option<bool>,
 }
 
 /// The components of the run: registered ones with their recorded check
 /// results, then removed ones.
-pub fn components_json(state: &CoordinatorState) -> Value {
-    let mut out = Vec::new();
+pub fn component_views(state: &CoordinatorState) -> Vec<ComponentView> {
     let one = |component: &super::state::Component, removed: bool| {
         let results = state.checks().get(&component.id);
-        let checks: Vec<Value> = component
-            .required_checks
-            .iter()
-            .map(|check| {
-                json!({
-                    "check": check,
-                    "passed": results.and_then(|r| r.get(check)).copied(),
+        ComponentView {
+            component_id: component.id.clone(),
+            required: component.required,
+            owner_lane: component.owner_lane.clone(),
+            required_checks: component
+                .required_checks
+                .iter()
+                .map(|check| CheckView {
+                    check: check.clone(),
+                    passed: results.and_then(|r| r.get(check)).copied(),
                 })
-            })
-            .collect();
-        json!({
-            "component_id": component.id,
-            "required": component.required,
-            "owner_lane": component.owner_lane,
-            "required_checks": checks,
-            "evidence_present": !component.evidence_refs.is_empty(),
-            "coverage": component.coverage_state.as_str(),
-            "dependencies": component.dependencies,
-            "removed": removed,
-        })
+                .collect(),
+            evidence_present: !component.evidence_refs.is_empty(),
+            coverage: component.coverage_state,
+            dependencies: component.dependencies.clone(),
+            removed,
+        }
     };
-    for component in state.topology().values() {
-        out.push(one(component, false));
-    }
-    for component in state.removed_component_records().values() {
-        out.push(one(component, true));
-    }
-    Value::Array(out)
+    let registered = state.topology().values().map(|c| one(c, false));
+    let removed = state
+        .removed_component_records()
+        .values()
+        .map(|c| one(c, true));
+    registered.chain(removed).collect()
+}
+
+/// One recommended action of `status --run-id`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NextAction {
+    /// What to do: a liveness action, or `repair_replacement`,
+    /// `approve_run`, `cover_component`, `complete`…
+    pub action: &'static str,
+    /// The lane, component or check it is about (null: the run).
+    pub subject: Option<String>,
+    /// The command line to run.
+    pub command: Option<String>,
 }
 
 /// The recommended actions, in order: stalled or recovering lanes first,
@@ -238,11 +311,15 @@ pub fn next_actions(
     run_id: &str,
     lane_actions: &BTreeMap<String, Option<LivenessAction>>,
     report: &CompletionReport,
-) -> Vec<Value> {
+) -> Vec<NextAction> {
     use LivenessAction as A;
     let mut out = Vec::new();
-    let mut push = |kind: &str, subject: Option<&str>, command: Option<String>| {
-        out.push(json!({"action": kind, "subject": subject, "command": command}));
+    let mut push = |action: &'static str, subject: Option<&str>, command: Option<String>| {
+        out.push(NextAction {
+            action,
+            subject: subject.map(str::to_string),
+            command,
+        });
     };
     let run_state = state.run_state_enum();
     if run_state.is_terminal() {
@@ -355,48 +432,48 @@ pub fn gap_count(report: &CompletionReport) -> usize {
 }
 
 /// Lanes by state (`{"running": 2, "completed": 1}`).
-pub fn lane_counts(state: &CoordinatorState) -> Map<String, Value> {
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+pub fn lane_counts(state: &CoordinatorState) -> BTreeMap<LaneState, u64> {
+    let mut counts: BTreeMap<LaneState, u64> = BTreeMap::new();
     for lane in state.lanes().values() {
-        *counts.entry(lane.state.as_str()).or_default() += 1;
+        *counts.entry(lane.state).or_default() += 1;
     }
     counts
-        .into_iter()
-        .map(|(k, n)| (k.into(), json!(n)))
-        .collect()
 }
 
 /// The Phase 2 part of `status --run-id`: lanes, components, completion,
-/// the resume fields and the next actions, at `at` (already validated).
-pub fn run_detail(
-    state: &CoordinatorState,
-    policy: &Policy,
-    run_id: &str,
-    at: &str,
-) -> Map<String, Value> {
+/// the resume fields and the next actions.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub resume: ResumeFields,
+    pub lanes: Vec<LaneView>,
+    pub components: Vec<ComponentView>,
+    /// Exactly what `completion-check` reports.
+    pub completion: CompletionReport,
+    /// Events that break one of our rules (contracts/rules.md), as
+    /// completion-check reports them; empty when none stands.
+    pub breaches: Vec<super::breach::Breach>,
+    pub next: Vec<NextAction>,
+}
+
+/// The [`RunDetail`] of a replayed state at `at` (already validated).
+pub fn run_detail(state: &CoordinatorState, policy: &Policy, run_id: &str, at: &str) -> RunDetail {
     let mut lanes = Vec::new();
     let mut actions = BTreeMap::new();
     for lane in state.lanes().values() {
-        let (value, action) = lane_json(state, policy, run_id, lane, at);
-        lanes.push(value);
+        let (view, action) = lane_view(state, policy, run_id, lane, at);
+        lanes.push(view);
         actions.insert(lane.id.to_string(), action);
     }
     let report = evaluate_completion(state);
-    let mut map = resume_fields(state);
-    map.insert("lanes".into(), Value::Array(lanes));
-    map.insert("components".into(), components_json(state));
-    map.insert("completion".into(), Value::Object(report.to_json()));
-    // Events that break one of our rules (issue 13), as completion-check
-    // reports them; empty when none stands.
-    map.insert(
-        "breaches".into(),
-        super::breach::breaches_value(state.breaches()),
-    );
-    map.insert(
-        "next".into(),
-        Value::Array(next_actions(state, run_id, &actions, &report)),
-    );
-    map
+    RunDetail {
+        resume: resume_fields(state),
+        lanes,
+        components: component_views(state),
+        next: next_actions(state, run_id, &actions, &report),
+        completion: report,
+        breaches: state.breaches().to_vec(),
+    }
 }
 
 /// The longest `summary` a log row carries (the event itself is in the
@@ -462,18 +539,44 @@ pub fn intents(event: &Map<String, Value>) -> Vec<&Map<String, Value>> {
         .collect()
 }
 
-/// One `log` row of a verified event: `sequence`, `created_at`,
-/// `observed_at`, `event_type` (and `intent_types` for a transaction),
-/// `lane_id`, `agent_id`, `owner_epoch`, `summary`, `checksum`.
-pub fn log_row(event: &Map<String, Value>) -> Map<String, Value> {
+/// One `log` row of a verified event (views.md §2). The fields copied
+/// from the event are shown as the receipt recorded them (JSON values,
+/// not re-typed, so a row never says more than the line did).
+#[derive(Debug, Clone, Serialize)]
+pub struct LogRow {
+    pub sequence: Value,
+    /// The event's `timestamp`.
+    pub created_at: Value,
+    /// Its (or its first intent's) `metadata.observed_at`, or null.
+    pub observed_at: Value,
+    pub event_type: Value,
+    /// For a `transaction_committed`: its intents' types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent_types: Option<Vec<Value>>,
+    /// The event's (or its first intent's) lane.
+    pub lane_id: Option<String>,
+    pub agent_id: Option<String>,
+    /// Its `metadata.owner_epoch`, or null.
+    pub owner_epoch: Value,
+    /// One line: reason, evidence kinds and summaries, check, component…
+    pub summary: String,
+    pub checksum: Value,
+}
+
+impl LogRow {
+    /// The event's sequence, when it is a number.
+    pub fn sequence(&self) -> Option<u64> {
+        self.sequence.as_u64()
+    }
+}
+
+/// The [`LogRow`] of a verified event.
+pub fn log_row(event: &Map<String, Value>) -> LogRow {
     let inner = intents(event);
-    let first = |key: &str| -> Value {
+    let first = |key: &str| -> Option<String> {
         match event.get(key) {
-            Some(Value::String(s)) => json!(s),
-            _ => inner
-                .iter()
-                .find_map(|i| text(i, key))
-                .map_or(Value::Null, |s| json!(s)),
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => inner.iter().find_map(|i| text(i, key)).map(str::to_string),
         }
     };
     let mut parts = Vec::new();
@@ -493,42 +596,27 @@ pub fn log_row(event: &Map<String, Value>) -> Map<String, Value> {
         })
         .cloned()
         .unwrap_or(Value::Null);
-    let mut row = Map::new();
-    row.insert(
-        "sequence".into(),
-        event.get("sequence").cloned().unwrap_or(Value::Null),
-    );
-    row.insert(
-        "created_at".into(),
-        event.get("timestamp").cloned().unwrap_or(Value::Null),
-    );
-    row.insert("observed_at".into(), observed);
-    row.insert(
-        "event_type".into(),
-        event.get("event_type").cloned().unwrap_or(Value::Null),
-    );
-    if !inner.is_empty() {
-        let types: Vec<Value> = inner
-            .iter()
-            .filter_map(|i| i.get("event_type").cloned())
-            .collect();
-        row.insert("intent_types".into(), Value::Array(types));
-    }
-    row.insert("lane_id".into(), first("lane_id"));
-    row.insert("agent_id".into(), first("agent_id"));
-    row.insert(
-        "owner_epoch".into(),
-        metadata
+    let recorded = |key: &str| event.get(key).cloned().unwrap_or(Value::Null);
+    LogRow {
+        sequence: recorded("sequence"),
+        created_at: recorded("timestamp"),
+        observed_at: observed,
+        event_type: recorded("event_type"),
+        intent_types: (!inner.is_empty()).then(|| {
+            inner
+                .iter()
+                .filter_map(|i| i.get("event_type").cloned())
+                .collect()
+        }),
+        lane_id: first("lane_id"),
+        agent_id: first("agent_id"),
+        owner_epoch: metadata
             .and_then(|m| m.get("owner_epoch"))
             .cloned()
             .unwrap_or(Value::Null),
-    );
-    row.insert("summary".into(), json!(summary));
-    row.insert(
-        "checksum".into(),
-        event.get("checksum").cloned().unwrap_or(Value::Null),
-    );
-    row
+        summary,
+        checksum: recorded("checksum"),
+    }
 }
 
 /// Whether a row's event (or one of its intents) is about `lane`.

@@ -14,7 +14,7 @@
 
 use std::io::{Read, Write};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::canonical;
 use super::primitives::is_identifier;
@@ -561,15 +561,6 @@ impl<R: Read> TarReader<R> {
 pub fn sorted(mut members: Vec<Member>) -> Vec<Member> {
     members.sort_by_key(|m| order_key(&m.name));
     members
-}
-
-/// A JSON summary of an index for outputs.
-pub fn index_json(index: &Index) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("members".into(), json!(index.members.len() + 1));
-    map.insert("sequence".into(), json!(index.sequence));
-    map.insert("checksum".into(), json!(index.checksum));
-    map
 }
 
 #[cfg(test)]

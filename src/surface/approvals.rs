@@ -9,9 +9,12 @@ use serde_json::{Map, Value};
 // Every cell is inert (trust-model §2 promise 11): the policy and the
 // decisions are text other writers chose (an `approver_key` comment, a
 // `by`), shown as `status` and `log` show receipt text.
-use super::table::{cell, inert};
+use super::Success;
+use super::table::{cell, inert, text_or_dash, yes_no};
 use crate::commands::{self, FlowResult};
+use crate::coordinator::breach::Breach;
 use crate::store::discovery::DiscoveryEnv;
+use serde::Deserialize;
 
 #[derive(Debug, Subcommand, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -56,16 +59,16 @@ pub fn dispatch(
     command: ApprovalCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     let args = match command {
         ApprovalCommands::Approvals(args) => args,
         ApprovalCommands::ApprovalStatement(args) => {
             let data = commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
-            return Ok(("approval-statement", data));
+            return Ok(Success::data("approval-statement", data));
         }
     };
     let data = commands::approval::approvals(root, &args.run_id)?;
-    Ok(("approvals", data))
+    Ok(Success::tabled("approvals", data, table))
 }
 
 /// Whether `approvals` prints its table (`--format table`; its default is
@@ -74,78 +77,116 @@ pub fn wants_table(args: &ApprovalsArgs) -> bool {
     args.format == Format::Table
 }
 
+/// What the `approvals` table reads of its answer: the answer's map is
+/// read once into this model, so a key the table needs is named once.
+#[derive(Debug, serde::Deserialize)]
+struct ApprovalsView {
+    run_id: String,
+    /// The frozen policy as its canonical JSON: shown key by key, as it
+    /// was recorded (free JSON to the table).
+    policy: Option<Map<String, Value>>,
+    policy_checksum: Option<String>,
+    policy_file_matches: Option<bool>,
+    #[serde(default)]
+    policy_problem: Option<String>,
+    #[serde(default)]
+    identity_proof: Option<String>,
+    decisions: Vec<DecisionView>,
+    #[serde(default)]
+    breaches: Vec<Breach>,
+}
+
+/// One decision row of the table.
+#[derive(Debug, serde::Deserialize)]
+struct DecisionView {
+    decision: String,
+    by: Option<String>,
+    source: Option<String>,
+    at: String,
+    sequence: u64,
+    #[serde(default)]
+    proof: Option<String>,
+    #[serde(default)]
+    key: Option<String>,
+    /// What the `approval_gate` breach at this decision found.
+    #[serde(default)]
+    breach: Option<String>,
+}
+
 /// The plain-text rendering of an `approvals` result (`--format table`).
-pub fn table(data: &Map<String, Value>, _colour: bool) -> String {
-    let get = |key: &str| data.get(key).unwrap_or(&Value::Null);
+pub fn table(data: &Map<String, Value>, colour: bool) -> String {
+    match ApprovalsView::deserialize(data) {
+        Ok(view) => view_table(&view, colour),
+        // Our own answer always reads; if it ever did not, the table says
+        // so rather than showing blanks.
+        Err(error) => format!(
+            "approvals: the table cannot be drawn ({error}); see --format json (a bug in bluetape-flow)"
+        ),
+    }
+}
+
+fn view_table(view: &ApprovalsView, _colour: bool) -> String {
     let mut lines = vec![format!(
         "run                           {}",
-        cell(get("run_id"))
+        inert(&view.run_id)
     )];
-    match get("policy") {
-        Value::Object(policy) => {
-            lines.push(format!(
-                "policy checksum               {}",
-                cell(get("policy_checksum"))
-            ));
+    let checksum = || text_or_dash(view.policy_checksum.as_deref());
+    match (&view.policy, &view.policy_checksum) {
+        (Some(policy), _) => {
+            lines.push(format!("policy checksum               {}", checksum()));
             lines.push(format!(
                 "policy file matches           {}",
-                cell(get("policy_file_matches"))
+                view.policy_file_matches.map_or_else(|| "-".into(), yes_no)
             ));
             for (key, value) in policy {
                 lines.push(format!("  {:<28}{}", inert(key), cell(value)));
             }
         }
-        _ if get("policy_checksum").is_null() => {
+        (None, None) => {
             lines.push("policy                        none (the owner alone approves)".into());
         }
-        _ => {
-            lines.push(format!(
-                "policy checksum               {}",
-                cell(get("policy_checksum"))
-            ));
+        (None, Some(_)) => {
+            lines.push(format!("policy checksum               {}", checksum()));
             lines.push("policy file matches           NO (approvals are refused)".into());
             lines.push(format!(
                 "  problem                     {}",
-                cell(get("policy_problem"))
+                text_or_dash(view.policy_problem.as_deref())
             ));
         }
     }
-    if let Value::String(proof) = get("identity_proof") {
+    if let Some(proof) = &view.identity_proof {
         lines.push(format!("identity                      {}", inert(proof)));
     }
-    let decisions = get("decisions").as_array().cloned().unwrap_or_default();
-    if decisions.is_empty() {
+    if view.decisions.is_empty() {
         lines.push("decisions                     none".into());
     } else {
         lines.push(format!(
             "{:<9}{:<10}{:<24}{:<12}{:<28}PROOF",
             "SEQUENCE", "DECISION", "BY", "SOURCE", "AT"
         ));
-        for d in &decisions {
-            let field = |k: &str| cell(d.get(k).unwrap_or(&Value::Null));
-            let decision = match d.get("breach") {
+        for d in &view.decisions {
+            let decision = match d.breach {
                 Some(_) => "BREACH".to_string(),
-                None => field("decision"),
+                None => inert(&d.decision),
             };
             // Who decided is what the writer asserts, unless a verified
             // signature proves it (trust model §2 promise 4).
-            let proof = match (field("proof").as_str(), d.get("key")) {
-                ("signed", Some(Value::String(key))) => format!("signed by key {key}"),
-                ("signed", _) => "signed".to_string(),
+            let proof = match (d.proof.as_deref(), &d.key) {
+                (Some("signed"), Some(key)) => format!("signed by key {key}"),
+                (Some("signed"), None) => "signed".to_string(),
                 _ => "asserted by its writer".to_string(),
             };
             lines.push(format!(
                 "{:<9}{:<10}{:<24}{:<12}{:<28}{proof}",
-                field("sequence"),
+                d.sequence,
                 decision,
-                field("by"),
-                field("source"),
-                field("at")
+                text_or_dash(d.by.as_deref()),
+                text_or_dash(d.source.as_deref()),
+                inert(&d.at)
             ));
         }
     }
-    let breaches = super::table::breaches_of(data);
-    for b in &breaches {
+    for b in &view.breaches {
         lines.push(format!(
             "BREACH at sequence {} ({}): {}",
             b.sequence,
@@ -153,7 +194,7 @@ pub fn table(data: &Map<String, Value>, _colour: bool) -> String {
             inert(&b.found)
         ));
     }
-    if !breaches.is_empty() {
+    if !view.breaches.is_empty() {
         lines.push(format!("hint: {}", crate::coordinator::breach::HINT));
     }
     lines.join("\n")

@@ -4,9 +4,9 @@
 
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+use super::Success;
 use crate::commands::FlowResult;
 use crate::commands::bundle;
 use crate::receipt::primitives::format_now;
@@ -129,18 +129,18 @@ pub fn dispatch(
     command: BundleCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     let now = || format_now(chrono::Utc::now());
     Ok(match command {
-        BundleCommands::BundleExport(args) => (
+        BundleCommands::BundleExport(args) => Success::of(
             "bundle-export",
-            bundle::export(root, &args.run_id, &args.out, &env.cwd, args.force)?,
+            &bundle::export(root, &args.run_id, &args.out, &env.cwd, args.force)?,
         ),
         BundleCommands::Attest(args) => {
             let key = crate::commands::transparency::load_signer_key(root, &args.key)?;
-            (
+            Success::of(
                 "attest",
-                crate::commands::attest::attest(
+                &crate::commands::attest::attest(
                     root,
                     &args.run_id,
                     &key,
@@ -151,9 +151,9 @@ pub fn dispatch(
                 )?,
             )
         }
-        BundleCommands::OtelExport(args) => (
+        BundleCommands::OtelExport(args) => Success::of(
             "otel-export",
-            crate::commands::otel::export(
+            &crate::commands::otel::export(
                 root,
                 &crate::commands::otel::ExportArgs {
                     run_id: args.run_id,
@@ -166,9 +166,9 @@ pub fn dispatch(
                 &env.cwd,
             )?,
         ),
-        BundleCommands::Publish(args) => (
+        BundleCommands::Publish(args) => Success::of(
             "publish",
-            crate::commands::publish::publish(
+            &crate::commands::publish::publish(
                 root,
                 &args.run_id,
                 args.repo.as_deref(),
@@ -180,7 +180,7 @@ pub fn dispatch(
             let at = args.at.unwrap_or_else(now);
             let head = args.head.map(|h| env.cwd.join(h));
             let keys: Vec<PathBuf> = args.key.iter().map(|k| env.cwd.join(k)).collect();
-            let data = match (&args.file, &args.git, &args.git_ref) {
+            let verified = match (&args.file, &args.git, &args.git_ref) {
                 (Some(file), None, None) => {
                     bundle::verify_file(root, &env.cwd.join(file), &keys, head.as_deref(), &at)?
                 }
@@ -198,7 +198,7 @@ pub fn dispatch(
                     ));
                 }
             };
-            ("bundle-verify", data)
+            Success::tabled("bundle-verify", verified, super::terminal::bundle_table)
         }
     })
 }

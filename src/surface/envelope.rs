@@ -42,6 +42,17 @@ fn write(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
+/// A command's typed answer as the data of its success envelope: every
+/// answer is a struct (or a map), so it serialises to an object; anything
+/// else is a bug in the answer's type, not a condition to report.
+pub fn data(answer: &impl serde::Serialize) -> Map<String, Value> {
+    match serde_json::to_value(answer) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    }
+    .expect("a command's answer is a struct, and a struct always serialises to an object")
+}
+
 /// The success envelope: `ok`, `operation`, `state_root` plus the data.
 pub fn success(operation: &str, state_root: &str, data: Map<String, Value>) -> String {
     success_in(operation, Some(state_root), data)

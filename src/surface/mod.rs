@@ -184,10 +184,46 @@ pub struct RunArgs {
     pub run_id: String,
 }
 
-/// What a command printed: the operation name and its data.
-struct Success {
+/// What a command printed: the operation name, its data (the success
+/// envelope's) and, for a command a person may see as a table, that table
+/// drawn from the typed answer the data was made from.
+pub struct Success {
     operation: &'static str,
     data: Map<String, Value>,
+    table: Option<Table>,
+}
+
+/// A command's table, drawn with or without colour.
+type Table = Box<dyn Fn(bool) -> String>;
+
+impl Success {
+    /// A typed answer as the envelope's data.
+    pub fn of(operation: &'static str, answer: &impl serde::Serialize) -> Success {
+        Success::data(operation, envelope::data(answer))
+    }
+
+    /// Data already in the envelope's shape.
+    pub fn data(operation: &'static str, data: Map<String, Value>) -> Success {
+        Success {
+            operation,
+            data,
+            table: None,
+        }
+    }
+
+    /// A typed answer, and the table `render` draws from it.
+    pub fn tabled<T: serde::Serialize + 'static>(
+        operation: &'static str,
+        answer: T,
+        render: fn(&T, bool) -> String,
+    ) -> Success {
+        let data = envelope::data(&answer);
+        Success {
+            operation,
+            data,
+            table: Some(Box::new(move |colour| render(&answer, colour))),
+        }
+    }
 }
 
 fn path_text(path: &Path) -> String {
@@ -229,10 +265,7 @@ fn run(cli: Cli, env: &DiscoveryEnv) -> Result<(Option<String>, Success), FlowEr
 fn dispatch(command: Command, root: &StateRoot, env: &DiscoveryEnv) -> FlowResult<Success> {
     test_panic_trigger();
     Ok(match command {
-        Command::StateRoot(_) => Success {
-            operation: "state-root",
-            data: Map::new(),
-        },
+        Command::StateRoot(_) => Success::data("state-root", Map::new()),
         Command::Init(args) => {
             let request = commands::init::InitRequest {
                 workflow_type: args.workflow_type,
@@ -257,70 +290,61 @@ fn dispatch(command: Command, root: &StateRoot, env: &DiscoveryEnv) -> FlowResul
             if let Some(checksum) = policy_checksum {
                 data.insert("approval_policy_checksum".into(), Value::String(checksum));
             }
-            Success {
-                operation: "init",
-                data,
-            }
+            Success::data("init", data)
         }
-        Command::Verify(args) => Success {
-            operation: "verify",
-            data: commands::verify_signed(root, &args.run_id, &args.key, args.head.as_deref())?,
-        },
+        Command::Verify(args) => Success::of(
+            "verify",
+            &commands::verify_signed(root, &args.run_id, &args.key, args.head.as_deref())?,
+        ),
         Command::Transparency(command) => {
             let (operation, data) = transparency::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
-        Command::Bundle(command) => {
-            let (operation, data) = bundle::dispatch(command, root, env)?;
-            Success { operation, data }
-        }
+        Command::Bundle(command) => bundle::dispatch(command, root, env)?,
         Command::Run(command) => {
             let (operation, data) = run::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
         Command::Lanes(command) => {
             let (operation, data) = lanes::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
         Command::Replacement(command) => {
             let (operation, data) = replacement::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
         Command::Liveness(command) => {
             let (operation, data) = liveness::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
-        Command::Approvals(command) => {
-            let (operation, data) = approvals::dispatch(command, root, env)?;
-            Success { operation, data }
-        }
+        Command::Approvals(command) => approvals::dispatch(command, root, env)?,
         Command::Topology(command) => {
             let (operation, data) = topology::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
         Command::Recovery(command) => {
             let (operation, data) = recovery::dispatch(command, root, env)?;
-            Success { operation, data }
+            Success::data(operation, data)
         }
         Command::Views(_) => {
             return Err(FlowError::contract("views are run by run_with_terminal"));
         }
-        Command::ReceiptDiagnose(args) => Success {
-            operation: "receipt-diagnose",
-            data: commands::inspect::receipt_diagnose(root, &args.run_id)?,
-        },
-        Command::ResumeCheck(args) => Success {
-            operation: "resume-check",
-            data: commands::inspect::resume_check(root, &args.run_id)?,
-        },
-        Command::Rebuild(args) => Success {
-            operation: "rebuild",
-            data: commands::rebuild::rebuild(root, &args.run_id)?,
-        },
-        Command::Doctor(_) => Success {
-            operation: "doctor",
-            data: commands::doctor::doctor(root, std::time::SystemTime::now()),
-        },
+        Command::ReceiptDiagnose(args) => Success::of(
+            "receipt-diagnose",
+            &commands::inspect::diagnose(root, &args.run_id)?,
+        ),
+        Command::ResumeCheck(args) => Success::of(
+            "resume-check",
+            &commands::inspect::resume_check(root, &args.run_id)?,
+        ),
+        Command::Rebuild(args) => {
+            Success::of("rebuild", &commands::rebuild::rebuild(root, &args.run_id)?)
+        }
+        Command::Doctor(_) => Success::tabled(
+            "doctor",
+            commands::doctor::doctor(root, std::time::SystemTime::now()),
+            terminal::doctor_table,
+        ),
         Command::Completions(_) | Command::Man(_) | Command::EvidenceDigest(_) => {
             unreachable!("utilities are answered before state-root discovery")
         }
@@ -537,12 +561,12 @@ pub fn answer_command(
             }
         };
     }
-    let view = terminal::chosen(&cli.command, term);
+    let wants_table = terminal::wants_table(&cli.command, term);
     match run(cli, env) {
         Ok((root, success)) => {
             let colour = || term.stdout_is_tty() && !term.no_color;
-            let text = match view {
-                Some(render) => render(&success.data, colour()),
+            let text = match success.table.as_ref().filter(|_| wants_table) {
+                Some(table) => table(colour()),
                 None => {
                     envelope::success_in(success.operation, root.as_deref(), success.data.clone())
                 }

@@ -16,7 +16,8 @@
 use crate::receipt::vocab::EventType;
 use crate::store::root::StateRoot;
 use chrono::TimeDelta;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,8 +26,10 @@ use std::io::Write;
 use super::envelope;
 use super::views::ReportArgs;
 use crate::commands::FlowResult;
-use crate::commands::views as view_commands;
+use crate::commands::views::{self as view_commands, RunStatus};
+use crate::coordinator::breach::Breach;
 use crate::coordinator::timeline::{Mark, Timeline};
+use crate::coordinator::views::{LaneVerdict, LogRow, RunDetail};
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::{Instant, format_now};
 use crate::store::discovery::DiscoveryEnv;
@@ -47,25 +50,37 @@ pub fn report(
     let page = render(&data.status, &data.timeline, &at);
     let path =
         view_commands::write_report_page(root, &args.out, &env.cwd, page.as_bytes(), args.force)?;
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(args.run_id));
-    map.insert("path".into(), json!(path.to_string_lossy()));
-    map.insert("bytes".into(), json!(page.len()));
-    map.insert("sequence".into(), json!(data.head.sequence));
-    map.insert("checksum".into(), json!(data.head.checksum));
-    map.insert("events".into(), json!(data.timeline.events));
-    map.insert("at".into(), json!(at));
-    // Present only when some stand, as in `verify`.
-    if let Some(breaches) = data
-        .status
-        .get("breaches")
-        .filter(|b| b.as_array().is_some_and(|b| !b.is_empty()))
-    {
-        map.insert("breaches".into(), breaches.clone());
-    }
-    let _ = out.write_all(envelope::success("report", root_text, map).as_bytes());
+    let written = ReportWritten {
+        run_id: &args.run_id,
+        path: path.to_string_lossy().into_owned(),
+        bytes: page.len(),
+        sequence: data.head.sequence,
+        checksum: &data.head.checksum,
+        events: data.timeline.events,
+        at: &at,
+        breaches: data.status.breaches(),
+    };
+    let envelope = envelope::success("report", root_text, envelope::data(&written));
+    let _ = out.write_all(envelope.as_bytes());
     let _ = out.write_all(b"\n");
     Ok(0)
+}
+
+/// What `report` answers: the page written and the head it describes.
+#[derive(Debug, Serialize)]
+struct ReportWritten<'a> {
+    run_id: &'a str,
+    path: String,
+    /// The page's size.
+    bytes: usize,
+    sequence: u64,
+    checksum: &'a str,
+    /// The events the page describes.
+    events: u64,
+    at: &'a str,
+    /// Present only when some stand, as in `verify`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    breaches: &'a [Breach],
 }
 
 /// Receipt text as inert HTML text (element content and attribute values).
@@ -110,13 +125,33 @@ fn value_text(value: &Value) -> String {
     }
 }
 
-fn list_text(value: &Value) -> String {
-    match value.as_array() {
-        Some(items) if !items.is_empty() => {
-            items.iter().map(value_text).collect::<Vec<_>>().join(", ")
-        }
-        _ => "none".into(),
+/// Optional text as the page shows it (`–` when absent, as null).
+fn optional_text(text: Option<&str>) -> String {
+    text.map_or_else(|| "–".into(), escape)
+}
+
+fn yes_no(flag: bool) -> &'static str {
+    if flag { "yes" } else { "no" }
+}
+
+/// A list as the page shows it: `none` when empty.
+fn list_text<T: AsRef<str>>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
     }
+    items
+        .iter()
+        .map(|item| escape(item.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Recorded JSON values as a list (`none` when empty).
+fn values_text(items: &[Value]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items.iter().map(value_text).collect::<Vec<_>>().join(", ")
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -472,24 +507,19 @@ fn lane_mark(mark: &Mark, x: f64, y: f64, outside: bool) -> String {
     }
 }
 
-fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
-    map.get(key).unwrap_or(&Value::Null)
-}
-
-/// The rules each breaching event breaks, by sequence (from the status's
-/// `breaches`).
-fn breach_rules(status: &Map<String, Value>) -> BTreeMap<u64, Vec<String>> {
+/// The rules each breaching event breaks, by sequence.
+fn breach_rules(status: &RunStatus) -> BTreeMap<u64, Vec<String>> {
     let mut out: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for b in super::table::breaches_of(status) {
-        out.entry(b.sequence).or_default().push(b.rule);
+    for b in status.breaches() {
+        out.entry(b.sequence).or_default().push(b.rule.clone());
     }
     out
 }
 
 /// The banner a page opens with while breaches stand (trust model §2
 /// promise 4): how many, which, and where to look.
-fn breach_banner(s: &mut String, status: &Map<String, Value>) {
-    let breaches = super::table::breaches_of(status);
+fn breach_banner(s: &mut String, status: &RunStatus) {
+    let breaches = status.breaches();
     if breaches.is_empty() {
         return;
     }
@@ -513,23 +543,18 @@ fn breach_banner(s: &mut String, status: &Map<String, Value>) {
     let _ = writeln!(
         s,
         "</ul>All of them: <code>bluetape-flow verify --run-id {}</code></div>",
-        value_text(get(status, "run_id"))
+        escape(&status.header.run_id)
     );
 }
 
-fn event_row(s: &mut String, row: &Map<String, Value>, breaches: &BTreeMap<u64, Vec<String>>) {
-    let rules = get(row, "sequence")
-        .as_u64()
-        .and_then(|sequence| breaches.get(&sequence));
-    let kind = match get(row, "intent_types").as_array() {
-        Some(types) => format!(
-            "{} ({})",
-            value_text(get(row, "event_type")),
-            list_text(&Value::Array(types.clone()))
-        ),
-        None => value_text(get(row, "event_type")),
+fn event_row(s: &mut String, row: &LogRow, breaches: &BTreeMap<u64, Vec<String>>) {
+    let rules = row.sequence().and_then(|sequence| breaches.get(&sequence));
+    let kind = match &row.intent_types {
+        Some(types) => format!("{} ({})", value_text(&row.event_type), values_text(types)),
+        None => value_text(&row.event_type),
     };
-    let checksum: String = get(row, "checksum")
+    let checksum: String = row
+        .checksum
         .as_str()
         .unwrap_or_default()
         .chars()
@@ -545,20 +570,130 @@ fn event_row(s: &mut String, row: &Map<String, Value>, breaches: &BTreeMap<u64, 
     let _ = write!(
         s,
         "<tr{class}><td>{}</td><td>{}</td><td>{kind}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"s\">{mark}{}</td><td><code>{}</code></td></tr>",
-        value_text(get(row, "sequence")),
-        value_text(get(row, "created_at")),
-        value_text(get(row, "lane_id")),
-        value_text(get(row, "agent_id")),
-        value_text(get(row, "owner_epoch")),
-        value_text(get(row, "summary")),
+        value_text(&row.sequence),
+        value_text(&row.created_at),
+        optional_text(row.lane_id.as_deref()),
+        optional_text(row.agent_id.as_deref()),
+        value_text(&row.owner_epoch),
+        escape(&row.summary),
         escape(&checksum)
     );
 }
 
+/// The Phase 2 sections: lanes, components, completion and next actions.
+fn detail_sections(s: &mut String, detail: &RunDetail) {
+    s.push_str("<section><h2>Lanes</h2><table><tr><th>lane</th><th>agent</th><th>state</th><th>parent</th><th>replaced by</th><th>last observed</th><th>lease until</th><th>liveness at --at</th><th>next command</th></tr>");
+    for lane in &detail.lanes {
+        let verdict = match &lane.liveness {
+            LaneVerdict::Decided { action, reason } => {
+                format!("{}: {}", escape(action.as_str()), escape(reason))
+            }
+            LaneVerdict::Refused { error, .. } => escape(error),
+        };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td><code>{}</code></td></tr>",
+            escape(&lane.lane_id),
+            escape(&lane.agent_id),
+            escape(lane.state.as_str()),
+            optional_text(lane.parent_lane_id.as_deref()),
+            optional_text(lane.replaced_by.as_deref()),
+            escape(&lane.last_observed_at),
+            optional_text(lane.lease_until.as_deref()),
+            optional_text(lane.next_command.as_deref())
+        );
+    }
+    s.push_str("</table></section>\n");
+    s.push_str("<section><h2>Components</h2>");
+    if detail.components.is_empty() {
+        s.push_str("<p>No registered components.</p>");
+    } else {
+        s.push_str("<table><tr><th>component</th><th>required</th><th>owner lane</th><th>checks</th><th>evidence</th><th>coverage</th><th>dependencies</th></tr>");
+        for c in &detail.components {
+            let checks: Vec<String> = c
+                .required_checks
+                .iter()
+                .map(|k| {
+                    let result = match k.passed {
+                        Some(true) => "passed",
+                        Some(false) => "failed",
+                        None => "not recorded",
+                    };
+                    format!("{}: {result}", escape(&k.check))
+                })
+                .collect();
+            let removed = if c.removed { " (removed)" } else { "" };
+            let _ = write!(
+                s,
+                "<tr><td>{}{removed}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&c.component_id),
+                yes_no(c.required),
+                escape(&c.owner_lane),
+                if checks.is_empty() {
+                    "none".into()
+                } else {
+                    checks.join(", ")
+                },
+                yes_no(c.evidence_present),
+                escape(c.coverage.as_str()),
+                list_text(&c.dependencies)
+            );
+        }
+        s.push_str("</table>");
+    }
+    s.push_str("</section>\n");
+    let completion = &detail.completion;
+    let complete = completion.complete;
+    let _ = write!(
+        s,
+        "<section><h2>Completion</h2><p class=\"{}\">{}</p><dl>",
+        if complete { "ok" } else { "bad" },
+        if complete { "complete" } else { "not complete" }
+    );
+    for (items, label) in [
+        (&completion.missing_lanes, "missing lanes"),
+        (&completion.missing_components, "missing components"),
+        (&completion.failed_checks, "failed checks"),
+        (
+            &completion.unresolved_failed_lanes,
+            "unresolved failed lanes",
+        ),
+        (&completion.resolved_failed_lanes, "resolved failed lanes"),
+        (
+            &completion.incomplete_replacements,
+            "replacements to repair",
+        ),
+    ] {
+        let _ = write!(s, "<dt>{label}</dt><dd>{}</dd>", list_text(items));
+    }
+    let _ = write!(
+        s,
+        "<dt>main verification missing</dt><dd>{}</dd>",
+        yes_no(completion.missing_main_verification)
+    );
+    s.push_str("</dl></section>\n");
+    if !detail.next.is_empty() {
+        s.push_str("<section><h2>Next</h2><ol>");
+        for action in &detail.next {
+            let _ = write!(
+                s,
+                "<li>{} {} — <code>{}</code></li>",
+                escape(action.action),
+                optional_text(action.subject.as_deref()),
+                optional_text(action.command.as_deref())
+            );
+        }
+        s.push_str("</ol></section>\n");
+    }
+}
+
 /// The whole page.
-pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> String {
+pub fn render(status: &RunStatus, timeline: &Timeline, at: &str) -> String {
     let hash = base64(&Sha256::digest(CSS.as_bytes()));
-    let run_id = value_text(get(status, "run_id"));
+    let header = &status.header;
+    let phase2 = status.phase2();
+    let detail = phase2.map(|p| &p.detail);
+    let run_id = escape(&header.run_id);
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
@@ -566,7 +701,7 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
     );
     breach_banner(&mut s, status);
     let breaches = breach_rules(status);
-    let receipt_ok = get(status, "receipt") == &json!("ok");
+    let receipt_ok = header.receipt == "ok";
     let _ = write!(
         s,
         "<header><h1>Run {run_id}</h1><p class=\"note\">Written by bluetape-flow report at --at {}. Self-contained: no script and no external resource (Content-Security-Policy default-src 'none'). Hover a mark for its details.</p><dl>",
@@ -575,8 +710,8 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
     let mut item = |k: &str, v: String| {
         let _ = write!(s, "<dt>{k}</dt><dd>{v}</dd>");
     };
-    item("workflow type", value_text(get(status, "workflow_type")));
-    item("run state", value_text(get(status, "run_state")));
+    item("workflow type", value_text(&header.workflow_type));
+    item("run state", escape(&status.run_state));
     item(
         "verification",
         format!(
@@ -587,24 +722,24 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
             } else {
                 "receipt damaged"
             },
-            value_text(get(status, "sequence")),
-            value_text(get(status, "checksum"))
+            status.sequence,
+            escape(&status.checksum)
         ),
     );
     item(
         "manifest",
         format!(
             "{} (<code>{}</code>)",
-            value_text(get(status, "manifest_version")),
-            value_text(get(status, "manifest_hash"))
+            escape(&header.manifest_version),
+            escape(&header.manifest_hash)
         ),
     );
     item(
         "owner",
         format!(
             "epoch {} (fingerprint <code>{}</code>)",
-            value_text(get(status, "owner_epoch")),
-            value_text(get(status, "owner_fingerprint"))
+            detail.map_or_else(|| "–".into(), |d| d.resume.owner_epoch.to_string()),
+            optional_text(detail.and_then(|d| d.resume.owner_fingerprint.as_deref()))
         ),
     );
     let epochs: Vec<String> = timeline
@@ -620,20 +755,23 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
             epochs.join("; ")
         },
     );
-    if let Value::Object(a) = get(status, "approval") {
-        let proof = match (get(a, "proof").as_str(), get(a, "key")) {
-            (Some("signed"), key) => format!("; signed by key <code>{}</code>", value_text(key)),
-            (Some(_), _) => "; asserted by its writer, not signed".into(),
-            (None, _) => String::new(),
+    if let Some(a) = phase2.map(|p| &p.approval) {
+        let proof = match a.proof {
+            Some("signed") => format!(
+                "; signed by key <code>{}</code>",
+                optional_text(a.key.as_deref())
+            ),
+            Some(_) => "; asserted by its writer, not signed".into(),
+            None => String::new(),
         };
         item(
             "approval",
             format!(
                 "{} by {} at {}{}{proof}",
-                value_text(get(a, "state")),
-                value_text(get(a, "by")),
-                value_text(get(a, "at")),
-                if get(a, "gated") == &json!(true) {
+                optional_text(a.state),
+                optional_text(a.by.as_deref()),
+                optional_text(a.at.as_deref()),
+                if a.gated {
                     " (frozen approver policy)"
                 } else {
                     " (no approver policy)"
@@ -641,8 +779,11 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
             ),
         );
     }
-    item("recovery of", value_text(get(status, "recovery_of")));
-    item("recovered by", list_text(get(status, "recovered_by")));
+    item("recovery of", optional_text(status.recovery_of.as_deref()));
+    item(
+        "recovered by",
+        list_text(status.recovered_by.as_deref().unwrap_or_default()),
+    );
     s.push_str("</dl></header>\n");
 
     s.push_str("<section><h2>Lane timeline</h2>");
@@ -710,118 +851,8 @@ pub fn render(status: &Map<String, Value>, timeline: &Timeline, at: &str) -> Str
     }
     s.push_str("</section>\n");
 
-    if let Some(lanes) = get(status, "lanes").as_array() {
-        s.push_str("<section><h2>Lanes</h2><table><tr><th>lane</th><th>agent</th><th>state</th><th>parent</th><th>replaced by</th><th>last observed</th><th>lease until</th><th>liveness at --at</th><th>next command</th></tr>");
-        for lane in lanes.iter().filter_map(Value::as_object) {
-            let liveness = get(lane, "liveness");
-            let verdict = match (liveness.get("action"), liveness.get("reason")) {
-                (Some(a), Some(r)) => format!("{}: {}", value_text(a), value_text(r)),
-                _ => value_text(liveness.get("error").unwrap_or(&Value::Null)),
-            };
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td><code>{}</code></td></tr>",
-                value_text(get(lane, "lane_id")),
-                value_text(get(lane, "agent_id")),
-                value_text(get(lane, "state")),
-                value_text(get(lane, "parent_lane_id")),
-                value_text(get(lane, "replaced_by")),
-                value_text(get(lane, "last_observed_at")),
-                value_text(get(lane, "lease_until")),
-                value_text(get(lane, "next_command"))
-            );
-        }
-        s.push_str("</table></section>\n");
-    }
-    if let Some(components) = get(status, "components").as_array() {
-        s.push_str("<section><h2>Components</h2>");
-        if components.is_empty() {
-            s.push_str("<p>No registered components.</p>");
-        } else {
-            s.push_str("<table><tr><th>component</th><th>required</th><th>owner lane</th><th>checks</th><th>evidence</th><th>coverage</th><th>dependencies</th></tr>");
-            for c in components.iter().filter_map(Value::as_object) {
-                let checks: Vec<String> = get(c, "required_checks")
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|k| {
-                        let result = match k.get("passed") {
-                            Some(Value::Bool(true)) => "passed",
-                            Some(Value::Bool(false)) => "failed",
-                            _ => "not recorded",
-                        };
-                        format!(
-                            "{}: {result}",
-                            value_text(k.get("check").unwrap_or(&Value::Null))
-                        )
-                    })
-                    .collect();
-                let removed = if get(c, "removed") == &json!(true) {
-                    " (removed)"
-                } else {
-                    ""
-                };
-                let _ = write!(
-                    s,
-                    "<tr><td>{}{removed}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    value_text(get(c, "component_id")),
-                    value_text(get(c, "required")),
-                    value_text(get(c, "owner_lane")),
-                    if checks.is_empty() {
-                        "none".into()
-                    } else {
-                        checks.join(", ")
-                    },
-                    value_text(get(c, "evidence_present")),
-                    value_text(get(c, "coverage")),
-                    list_text(get(c, "dependencies"))
-                );
-            }
-            s.push_str("</table>");
-        }
-        s.push_str("</section>\n");
-    }
-    if let Value::Object(completion) = get(status, "completion") {
-        let complete = get(completion, "complete") == &json!(true);
-        let _ = write!(
-            s,
-            "<section><h2>Completion</h2><p class=\"{}\">{}</p><dl>",
-            if complete { "ok" } else { "bad" },
-            if complete { "complete" } else { "not complete" }
-        );
-        for (key, label) in [
-            ("missing_lanes", "missing lanes"),
-            ("missing_components", "missing components"),
-            ("failed_checks", "failed checks"),
-            ("unresolved_failed_lanes", "unresolved failed lanes"),
-            ("resolved_failed_lanes", "resolved failed lanes"),
-            ("incomplete_replacements", "replacements to repair"),
-            ("missing_main_verification", "main verification missing"),
-        ] {
-            let v = get(completion, key);
-            let text = if v.is_array() {
-                list_text(v)
-            } else {
-                value_text(v)
-            };
-            let _ = write!(s, "<dt>{label}</dt><dd>{text}</dd>");
-        }
-        s.push_str("</dl></section>\n");
-    }
-    if let Some(next) = get(status, "next").as_array()
-        && !next.is_empty()
-    {
-        s.push_str("<section><h2>Next</h2><ol>");
-        for action in next.iter().filter_map(Value::as_object) {
-            let _ = write!(
-                s,
-                "<li>{} {} — <code>{}</code></li>",
-                value_text(get(action, "action")),
-                value_text(get(action, "subject")),
-                value_text(get(action, "command"))
-            );
-        }
-        s.push_str("</ol></section>\n");
+    if let Some(detail) = detail {
+        detail_sections(&mut s, detail);
     }
     let _ = write!(
         s,

@@ -31,10 +31,24 @@ pub fn cell(value: &Value) -> String {
     match value {
         Value::Null => "-".to_string(),
         Value::String(s) => inert(s),
-        Value::Bool(true) => "yes".to_string(),
-        Value::Bool(false) => "no".to_string(),
+        Value::Bool(flag) => yes_no(*flag),
         other => inert(&other.to_string()),
     }
+}
+
+/// A flag as cell text (as [`cell`] shows a JSON boolean).
+pub fn yes_no(flag: bool) -> String {
+    if flag { "yes" } else { "no" }.to_string()
+}
+
+/// Optional text as cell text: `-` when absent (as [`cell`] shows null).
+pub fn text_or_dash(text: Option<&str>) -> String {
+    text.map_or_else(|| "-".to_string(), inert)
+}
+
+/// An optional number as cell text: `-` when absent.
+pub fn number_or_dash(number: Option<u64>) -> String {
+    number.map_or_else(|| "-".to_string(), |n| n.to_string())
 }
 
 /// `text` cut to `width` characters, ending in `…` when cut.
@@ -105,21 +119,6 @@ pub fn row(cells: &[(String, usize)]) -> String {
         }
     }
     line.trim_end().to_string()
-}
-
-/// The `breaches` of a view's data, as the typed records the replay made
-/// them from (`coordinator::breach::Breach`): a renderer reads their
-/// fields, never a key it might miss. An item that is not one (which our
-/// own output never holds) is left out.
-pub fn breaches_of(
-    data: &serde_json::Map<String, Value>,
-) -> Vec<crate::coordinator::breach::Breach> {
-    data.get("breaches")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(crate::coordinator::breach::Breach::from_value)
-        .collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+use super::envelope::data;
 use crate::commands::transparency::{
     self, ProofInput, load_signer_key, load_verifier_keys, sign_after_gate,
 };
@@ -109,34 +110,34 @@ pub fn dispatch(
     Ok(match command {
         TransparencyCommands::KeyGenerate(args) => (
             "key-generate",
-            transparency::key_generate(root, &args.name, &args.out)?,
+            data(&transparency::key_generate(root, &args.name, &args.out)?),
         ),
         TransparencyCommands::SignHead(args) => {
             let key = load_signer_key(root, &args.key)?;
             (
                 "sign-head",
-                transparency::sign_head(root, &args.run_id, &key)?,
+                data(&transparency::sign_head(root, &args.run_id, &key)?),
             )
         }
         TransparencyCommands::ProveEvent(args) => (
             "prove-event",
-            transparency::prove_event(
+            data(&transparency::prove_event(
                 root,
                 &args.run_id,
                 args.sequence,
                 args.head.as_deref(),
                 args.out.as_deref(),
-            )?,
+            )?),
         ),
         TransparencyCommands::ProveAppend(args) => (
             "prove-append",
-            transparency::prove_append(
+            data(&transparency::prove_append(
                 root,
                 &args.run_id,
                 &args.from,
                 args.head.as_deref(),
                 args.out.as_deref(),
-            )?,
+            )?),
         ),
         TransparencyCommands::CheckProof(args) => {
             let keys = load_verifier_keys(root, &args.key)?;
@@ -151,7 +152,12 @@ pub fn dispatch(
             };
             (
                 "check-proof",
-                transparency::check_proof(root, input, &keys, args.run_id.as_deref())?,
+                data(&transparency::check_proof(
+                    root,
+                    input,
+                    &keys,
+                    args.run_id.as_deref(),
+                )?),
             )
         }
     })

@@ -5,20 +5,23 @@
 
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::envelope;
-use super::table::{self, cell, fit, pad, paint, row};
-use crate::commands::views as view_commands;
+use super::table::{self, cell, fit, inert, number_or_dash, pad, paint, row, text_or_dash, yes_no};
+use crate::commands::views::{self as view_commands, ApprovalView, RunStatus, StatusListing};
 use crate::commands::{FlowError, FlowResult};
 use crate::coordinator::breach::Breach;
-use crate::coordinator::views::{has_type, log_row, touches_lane};
+use crate::coordinator::views::LaneVerdict;
+use crate::coordinator::views::{LogRow, has_type, log_row, touches_lane};
 use crate::receipt::primitives::{format_now, is_identifier};
 use crate::receipt::verify::INCOMPLETE;
+use crate::receipt::vocab::LaneState;
 use crate::store::discovery::DiscoveryEnv;
+use serde::Serialize;
 
 /// What the process knows about its terminal (captured once in `main`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -226,6 +229,21 @@ pub fn run(
     }
 }
 
+/// What `status` answers: the listing, or one run.
+enum StatusAnswer {
+    Listing(StatusListing),
+    Run(Box<RunStatus>),
+}
+
+impl StatusAnswer {
+    fn envelope(&self) -> Map<String, Value> {
+        match self {
+            StatusAnswer::Listing(listing) => envelope::data(listing),
+            StatusAnswer::Run(status) => envelope::data(status),
+        }
+    }
+}
+
 fn status(
     args: StatusArgs,
     root: &StateRoot,
@@ -235,8 +253,8 @@ fn status(
 ) -> FlowResult<u8> {
     let at = args.at.unwrap_or_else(now_text);
     let data = match &args.run_id {
-        Some(run_id) => view_commands::status_run(root, run_id, &at)?,
-        None => view_commands::status_all(root, &at)?,
+        Some(run_id) => StatusAnswer::Run(Box::new(view_commands::status_run(root, run_id, &at)?)),
+        None => StatusAnswer::Listing(view_commands::status_all(root, &at)?),
     };
     let format = args.format.unwrap_or(if term.stdout_is_tty() {
         StatusFormat::Table
@@ -244,31 +262,27 @@ fn status(
         StatusFormat::Json
     });
     let colour = args.color.wanted(term);
-    let text = match (format, args.run_id.is_some()) {
-        (StatusFormat::Json, _) => envelope::success("status", root_text, data),
-        (StatusFormat::Table, false) => listing_table(&data, colour),
-        (StatusFormat::Table, true) => detail_table(&data, colour),
+    let text = match (format, data) {
+        (StatusFormat::Json, data) => envelope::success("status", root_text, data.envelope()),
+        (StatusFormat::Table, StatusAnswer::Listing(listing)) => listing_table(&listing, colour),
+        (StatusFormat::Table, StatusAnswer::Run(status)) => detail_table(&status, colour),
     };
     emit(out, &text);
     Ok(0)
 }
 
-fn get<'a>(map: &'a Map<String, Value>, key: &str) -> &'a Value {
-    map.get(key).unwrap_or(&Value::Null)
-}
-
-fn short_hash(value: &Value) -> String {
-    value
-        .as_str()
-        .map(|s| cell(&json!(s.chars().take(12).collect::<String>())))
-        .unwrap_or_else(|| "-".into())
+/// The first 12 characters of a hash, or `-`.
+fn short_hash(hash: Option<&str>) -> String {
+    hash.map_or_else(
+        || "-".into(),
+        |h| inert(&h.chars().take(12).collect::<String>()),
+    )
 }
 
 /// The table of `status` without `--run-id`.
-pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
-    let mut lines = vec![format!("at {}", cell(get(data, "at")))];
-    let runs = get(data, "runs").as_array().cloned().unwrap_or_default();
-    if runs.is_empty() {
+pub fn listing_table(listing: &StatusListing, colour: bool) -> String {
+    let mut lines = vec![format!("at {}", inert(&listing.at))];
+    if listing.runs.is_empty() {
         lines.push("no runs".into());
         return lines.join("\n");
     }
@@ -281,32 +295,34 @@ pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
         ("APPROVAL".into(), 8),
         ("LANES".into(), 0),
     ]));
-    for run in &runs {
-        let Some(run) = run.as_object() else { continue };
-        let receipt = cell(get(run, "receipt"));
-        let state = cell(get(run, "run_state"));
-        let done = match get(run, "completion") {
-            Value::Object(c) if c.get("complete") == Some(&json!(true)) => "yes".to_string(),
-            Value::Object(c) => format!("{} gaps", cell(c.get("gaps").unwrap_or(&Value::Null))),
-            _ => "-".into(),
+    for run in &listing.runs {
+        let receipt = run.receipt.to_string();
+        let replayed = run.replayed.as_ref();
+        let state = text_or_dash(replayed.map(|r| r.run_state.as_str()));
+        let done = match replayed.and_then(|r| r.completion.as_ref()) {
+            Some(c) if c.complete => "yes".to_string(),
+            Some(c) => format!("{} gaps", c.gaps),
+            None => "-".into(),
         };
-        let approval = get(run, "approval")
-            .get("state")
-            .map_or("-".to_string(), cell);
-        let lanes = match get(run, "lanes") {
-            Value::Object(counts) => {
-                let total: u64 = counts.values().filter_map(Value::as_u64).sum();
-                let completed = counts.get("completed").and_then(Value::as_u64).unwrap_or(0);
+        let approval = match &run.opened {
+            Some(opened) => text_or_dash(opened.approval.state),
+            None => "-".into(),
+        };
+        let lanes = match replayed.and_then(|r| r.lanes.as_ref()) {
+            Some(counts) => {
+                let total: u64 = counts.values().sum();
+                let completed = counts.get(&LaneState::Completed).copied().unwrap_or(0);
                 format!("{completed}/{total} done")
             }
-            _ => "-".into(),
+            None => "-".into(),
         };
-        let seq = match get(run, "first_bad_sequence") {
-            Value::Number(n) if receipt == "damaged" => format!("bad {n}"),
-            _ => cell(get(run, "sequence")),
+        let first_bad = run.damage.as_ref().and_then(|d| d.first_bad_sequence);
+        let seq = match first_bad {
+            Some(n) if run.receipt == "damaged" => format!("bad {n}"),
+            _ => number_or_dash(run.sequence),
         };
         let mut line = row(&[
-            (cell(get(run, "run_id")), 25),
+            (inert(&run.run_id), 25),
             (state.clone(), 10),
             (receipt.clone(), 7),
             (seq, 6),
@@ -321,7 +337,8 @@ pub fn listing_table(data: &Map<String, Value>, colour: bool) -> String {
             );
         }
         lines.push(line);
-        if let Some(summary) = breach_summary(&table::breaches_of(run)) {
+        let breaches = replayed.map_or(&[][..], |r| &r.breaches);
+        if let Some(summary) = breach_summary(breaches) {
             lines.push(fit(&format!("  BREACHES {summary}"), table::WIDTH));
         }
     }
@@ -347,10 +364,10 @@ fn breach_summary(items: &[Breach]) -> Option<String> {
 }
 
 /// The approval's proof as a table says it.
-fn proof_text(approval: &Map<String, Value>) -> String {
-    match (get(approval, "proof").as_str(), get(approval, "key")) {
-        (Some("signed"), Value::String(key)) => format!("signed by key {}", table::inert(key)),
-        (Some("signed"), _) => "signed".into(),
+fn proof_text(approval: &ApprovalView) -> String {
+    match (approval.proof, &approval.key) {
+        (Some("signed"), Some(key)) => format!("signed by key {}", table::inert(key)),
+        (Some("signed"), None) => "signed".into(),
         (Some(_), _) => "asserted by its writer".into(),
         (None, _) => "-".into(),
     }
@@ -369,40 +386,47 @@ fn colour_words(line: String, cells: &[(&str, &str)]) -> String {
     out
 }
 
-fn list(value: &Value) -> String {
-    match value.as_array() {
-        Some(items) if !items.is_empty() => items.iter().map(cell).collect::<Vec<_>>().join(", "),
-        _ => "-".into(),
+/// A list as cell text: its items joined, or `-` when empty.
+fn list(items: &[impl AsRef<str>]) -> String {
+    if items.is_empty() {
+        return "-".into();
     }
+    items
+        .iter()
+        .map(|item| inert(item.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The table of `status --run-id`.
-pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
+pub fn detail_table(status: &RunStatus, colour: bool) -> String {
     let mut lines = Vec::new();
-    let field = |key: &str| cell(get(data, key));
+    let header = &status.header;
+    let run_id = inert(&header.run_id);
+    let phase2 = status.phase2();
+    let detail = phase2.map(|p| &p.detail);
     lines.push(fit(
         &format!(
-            "run        {}  (workflow {}, manifest {})",
-            field("run_id"),
-            field("workflow_type"),
-            field("manifest_version")
+            "run        {run_id}  (workflow {}, manifest {})",
+            cell(&header.workflow_type),
+            inert(&header.manifest_version)
         ),
         table::WIDTH,
     ));
-    let state = field("run_state");
+    let state = inert(&status.run_state);
     lines.push(fit(
         &format!(
             "state      {}  receipt {} at sequence {} ({})",
             paint(state.clone(), &state, colour),
-            field("receipt"),
-            field("sequence"),
-            short_hash(get(data, "checksum"))
+            header.receipt,
+            status.sequence,
+            short_hash(Some(&status.checksum))
         ),
         table::WIDTH + if colour { 9 } else { 0 },
     ));
     // Breaches come first: nothing below is clean while one stands.
-    let breaches = table::breaches_of(data);
-    if let Some(summary) = breach_summary(&breaches) {
+    let breaches = status.breaches();
+    if let Some(summary) = breach_summary(breaches) {
         lines.push(fit(&format!("BREACHES   {summary}"), table::WIDTH));
         for b in breaches.iter().take(8) {
             lines.push(fit(
@@ -416,22 +440,19 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
             ));
         }
         lines.push(fit(
-            &format!(
-                "  gates refuse it; details: verify --run-id {}",
-                field("run_id")
-            ),
+            &format!("  gates refuse it; details: verify --run-id {run_id}"),
             table::WIDTH,
         ));
     }
     lines.push(fit(
         &format!(
             "owner      epoch {} ({})",
-            field("owner_epoch"),
-            short_hash(get(data, "owner_fingerprint"))
+            number_or_dash(detail.map(|d| d.resume.owner_epoch)),
+            short_hash(detail.and_then(|d| d.resume.owner_fingerprint.as_deref()))
         ),
         table::WIDTH,
     ));
-    if let Value::Object(approval) = get(data, "approval") {
+    if let Some(approval) = phase2.map(|p| &p.approval) {
         let proof = match proof_text(approval).as_str() {
             "-" => String::new(),
             proof => format!(", {proof}"),
@@ -439,31 +460,30 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
         lines.push(fit(
             &format!(
                 "approval   {} by {} at {}{}{proof}",
-                cell(get(approval, "state")),
-                cell(get(approval, "by")),
-                cell(get(approval, "at")),
-                if approval.get("gated") == Some(&json!(true)) {
-                    " (gated)"
-                } else {
-                    ""
-                }
+                text_or_dash(approval.state),
+                text_or_dash(approval.by.as_deref()),
+                text_or_dash(approval.at.as_deref()),
+                if approval.gated { " (gated)" } else { "" }
             ),
             table::WIDTH,
         ));
     }
-    if !get(data, "recovery_of").is_null() || !list(get(data, "recovered_by")).eq("-") {
+    let recovered_by = status.recovered_by.as_deref().unwrap_or_default();
+    if status.recovery_of.is_some() || !recovered_by.is_empty() {
         lines.push(fit(
             &format!(
                 "recovery   of {}; recovered by {}",
-                field("recovery_of"),
-                list(get(data, "recovered_by"))
+                text_or_dash(status.recovery_of.as_deref()),
+                list(recovered_by)
             ),
             table::WIDTH,
         ));
     }
-    lines.push(format!("at         {}", field("at")));
-    let lanes = get(data, "lanes").as_array().cloned().unwrap_or_default();
-    if !lanes.is_empty() {
+    lines.push(format!("at         {}", inert(&header.at)));
+    let Some(detail) = detail else {
+        return lines.join("\n");
+    };
+    if !detail.lanes.is_empty() {
         lines.push(String::new());
         lines.push(row(&[
             ("LANE".into(), 14),
@@ -472,29 +492,28 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
             ("LIVENESS".into(), 14),
             ("NEXT".into(), 0),
         ]));
-        for lane in &lanes {
-            let Some(lane) = lane.as_object() else {
-                continue;
-            };
-            let state = cell(get(lane, "state"));
-            let liveness = get(lane, "liveness");
-            let verdict = liveness
-                .get("action")
-                .or_else(|| liveness.get("error"))
-                .map_or("-".into(), cell);
-            let next = get(lane, "next_command")
-                .as_str()
+        for lane in &detail.lanes {
+            let state = lane.state.as_str().to_string();
+            let verdict = match &lane.liveness {
+                LaneVerdict::Decided { action, .. } => action.as_str(),
+                LaneVerdict::Refused { error, .. } => error,
+            }
+            .to_string();
+            let next = lane
+                .next_command
+                .as_deref()
                 .map(|c| {
-                    c.trim_start_matches("bluetape-flow ")
-                        .split(" --")
-                        .next()
-                        .unwrap_or_default()
-                        .to_string()
+                    inert(
+                        c.trim_start_matches("bluetape-flow ")
+                            .split(" --")
+                            .next()
+                            .unwrap_or_default(),
+                    )
                 })
                 .unwrap_or_else(|| "-".into());
             let mut line = row(&[
-                (cell(get(lane, "lane_id")), 14),
-                (cell(get(lane, "agent_id")), 12),
+                (inert(&lane.lane_id), 14),
+                (inert(&lane.agent_id), 12),
                 (state.clone(), 15),
                 (verdict, 14),
                 (next, 0),
@@ -509,11 +528,7 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
             lines.push(line);
         }
     }
-    let components = get(data, "components")
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    if !components.is_empty() {
+    if !detail.components.is_empty() {
         lines.push(String::new());
         lines.push(row(&[
             ("COMPONENT".into(), 16),
@@ -523,36 +538,29 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
             ("EVIDENCE".into(), 9),
             ("CHECKS".into(), 0),
         ]));
-        for component in &components {
-            let Some(c) = component.as_object() else {
-                continue;
-            };
-            let checks: Vec<String> = get(c, "required_checks")
-                .as_array()
-                .into_iter()
-                .flatten()
+        for c in &detail.components {
+            let checks: Vec<String> = c
+                .required_checks
+                .iter()
                 .map(|check| {
-                    let mark = match check.get("passed") {
-                        Some(Value::Bool(true)) => "ok",
-                        Some(Value::Bool(false)) => "FAIL",
-                        _ => "?",
+                    let mark = match check.passed {
+                        Some(true) => "ok",
+                        Some(false) => "FAIL",
+                        None => "?",
                     };
-                    format!(
-                        "{}:{mark}",
-                        cell(check.get("check").unwrap_or(&Value::Null))
-                    )
+                    format!("{}:{mark}", inert(&check.check))
                 })
                 .collect();
-            let mut name = cell(get(c, "component_id"));
-            if get(c, "removed") == &json!(true) {
+            let mut name = inert(&c.component_id);
+            if c.removed {
                 name.push_str(" (removed)");
             }
             lines.push(row(&[
                 (name, 16),
-                (cell(get(c, "required")), 4),
-                (cell(get(c, "owner_lane")), 14),
-                (cell(get(c, "coverage")), 9),
-                (cell(get(c, "evidence_present")), 9),
+                (yes_no(c.required), 4),
+                (inert(&c.owner_lane), 14),
+                (c.coverage.as_str().to_string(), 9),
+                (yes_no(c.evidence_present), 9),
                 (
                     if checks.is_empty() {
                         "-".into()
@@ -564,48 +572,43 @@ pub fn detail_table(data: &Map<String, Value>, colour: bool) -> String {
             ]));
         }
     }
-    if let Value::Object(completion) = get(data, "completion") {
-        lines.push(String::new());
-        lines.push(format!("complete   {}", cell(get(completion, "complete"))));
-        for (key, label) in [
-            ("missing_lanes", "missing lanes"),
-            ("missing_components", "missing components"),
-            ("failed_checks", "failed checks"),
-            ("unresolved_failed_lanes", "unresolved failed"),
-            ("incomplete_replacements", "replacements to repair"),
-        ] {
-            let items = list(get(completion, key));
-            if items != "-" {
-                lines.push(fit(&format!("  {label:<23}{items}"), table::WIDTH));
-            }
-        }
-        if get(completion, "missing_main_verification") == &json!(true) {
-            lines.push("  main verification      missing (recorded by complete)".into());
+    let completion = &detail.completion;
+    lines.push(String::new());
+    lines.push(format!("complete   {}", yes_no(completion.complete)));
+    for (items, label) in [
+        (&completion.missing_lanes, "missing lanes"),
+        (&completion.missing_components, "missing components"),
+        (&completion.failed_checks, "failed checks"),
+        (&completion.unresolved_failed_lanes, "unresolved failed"),
+        (
+            &completion.incomplete_replacements,
+            "replacements to repair",
+        ),
+    ] {
+        if !items.is_empty() {
+            lines.push(fit(&format!("  {label:<23}{}", list(items)), table::WIDTH));
         }
     }
-    let next = get(data, "next").as_array().cloned().unwrap_or_default();
-    if !next.is_empty() {
+    if completion.missing_main_verification {
+        lines.push("  main verification      missing (recorded by complete)".into());
+    }
+    if !detail.next.is_empty() {
         lines.push(String::new());
         lines.push("next".into());
-        for (i, action) in next.iter().enumerate() {
+        for (i, action) in detail.next.iter().enumerate() {
             let subject = action
-                .get("subject")
-                .filter(|s| !s.is_null())
-                .map(|s| format!(" {}", cell(s)))
+                .subject
+                .as_deref()
+                .map(|s| format!(" {}", inert(s)))
                 .unwrap_or_default();
             lines.push(fit(
-                &format!(
-                    "{:>3}. {}{}",
-                    i + 1,
-                    cell(action.get("action").unwrap_or(&Value::Null)),
-                    subject
-                ),
+                &format!("{:>3}. {}{}", i + 1, action.action, subject),
                 table::WIDTH,
             ));
             // The command it recommends is never cut (cli-conventions §5,
             // DEVIATIONS 93): a line of its own, whatever its length, so
             // it can be copied as it is.
-            if let Some(command) = action.get("command").and_then(Value::as_str) {
+            if let Some(command) = &action.command {
                 lines.push(format!("     {}", table::inert(command)));
             }
         }
@@ -649,49 +652,67 @@ pub fn log_header() -> String {
 fn table_time(value: &Value) -> String {
     match value.as_str() {
         Some(text) if text.len() >= 19 && text.is_char_boundary(5) && text.is_char_boundary(19) => {
-            cell(&json!(&text[5..19]))
+            inert(&text[5..19])
         }
         _ => cell(value),
     }
 }
 
 /// One `log` table line.
-pub fn log_line(row_data: &Map<String, Value>) -> String {
-    let kind = match get(row_data, "intent_types").as_array() {
+pub fn log_line(entry: &LogRow) -> String {
+    let kind = match &entry.intent_types {
         Some(types) => types.iter().map(cell).collect::<Vec<_>>().join("+"),
-        None => cell(get(row_data, "event_type")),
+        None => cell(&entry.event_type),
     };
     row(&[
-        (cell(get(row_data, "sequence")), 5),
-        (table_time(get(row_data, "created_at")), 14),
+        (cell(&entry.sequence), 5),
+        (table_time(&entry.created_at), 14),
         (kind, 16),
-        (cell(get(row_data, "lane_id")), 8),
-        (short_hash(get(row_data, "checksum")), 12),
-        (cell(get(row_data, "summary")), 0),
+        (text_or_dash(entry.lane_id.as_deref()), 8),
+        (short_hash(entry.checksum.as_str()), 12),
+        (inert(&entry.summary), 0),
     ])
 }
 
 /// One `log` row; an event that breaks one of our rules is marked: its
 /// JSON row carries `breaches` (`rule`, `found`), its table line is
 /// followed by one `BREACH` line per rule.
-fn marked_row(event: &Map<String, Value>, breaches: &[Breach]) -> Map<String, Value> {
-    let mut data = log_row(event);
-    if !breaches.is_empty() {
-        let marks: Vec<Value> = breaches
+#[derive(Debug, Serialize)]
+struct MarkedRow {
+    #[serde(flatten)]
+    row: LogRow,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    breaches: Vec<BreachMark>,
+}
+
+/// A rule an event breaks, as its `log` row names it.
+#[derive(Debug, Serialize)]
+struct BreachMark {
+    rule: String,
+    found: String,
+}
+
+fn marked_row(event: &Map<String, Value>, breaches: &[Breach]) -> MarkedRow {
+    MarkedRow {
+        row: log_row(event),
+        breaches: breaches
             .iter()
-            .map(|b| json!({"rule": b.rule, "found": b.found}))
-            .collect();
-        data.insert("breaches".into(), Value::Array(marks));
+            .map(|b| BreachMark {
+                rule: b.rule.clone(),
+                found: b.found.clone(),
+            })
+            .collect(),
     }
-    data
 }
 
 fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]) -> String {
-    let data = marked_row(event, breaches);
+    let marked = marked_row(event, breaches);
     match format {
-        LogFormat::Jsonl | LogFormat::Json => envelope::render(&Value::Object(data)),
+        LogFormat::Jsonl | LogFormat::Json => {
+            envelope::render(&Value::Object(envelope::data(&marked)))
+        }
         LogFormat::Table => {
-            let mut line = log_line(&data);
+            let mut line = log_line(&marked.row);
             for b in breaches {
                 line.push('\n');
                 line.push_str(&fit(
@@ -706,6 +727,34 @@ fn render_row(event: &Map<String, Value>, format: LogFormat, breaches: &[Breach]
             line
         }
     }
+}
+
+/// What `log --format json` answers: the rows, then where verification
+/// stopped.
+#[derive(Debug, Serialize)]
+struct LogDocument<'a> {
+    run_id: &'a str,
+    /// The rows as printed (free JSON: a `--tail` row is read back from
+    /// its printed line).
+    rows: Vec<Value>,
+    /// The verified length.
+    events: u64,
+    printed: u64,
+    checksum: &'a str,
+    /// Always true: only verified events are printed.
+    verified: bool,
+}
+
+/// The last line of `log --format jsonl`.
+#[derive(Debug, Serialize)]
+struct LogSummary<'a> {
+    /// Always `summary`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    events: u64,
+    printed: u64,
+    checksum: &'a str,
+    verified: bool,
 }
 
 fn log(
@@ -766,7 +815,7 @@ fn log(
         }
         if document && tail.is_none() {
             printed += 1;
-            rows.push(Value::Object(marked_row(event, &breaches)));
+            rows.push(Value::Object(envelope::data(&marked_row(event, &breaches))));
             return Ok(());
         }
         let line = render_row(event, format, &breaches);
@@ -802,24 +851,28 @@ fn log(
     }
     let mut end = result?;
     if document {
-        let mut data = Map::new();
-        data.insert("run_id".into(), json!(args.run_id));
-        data.insert("rows".into(), Value::Array(rows));
-        data.insert("events".into(), json!(end.position.sequence));
-        data.insert("printed".into(), json!(printed));
-        data.insert("checksum".into(), json!(end.position.checksum));
-        data.insert("verified".into(), json!(true));
-        emit(out, &envelope::success("log", root_text, data));
+        let document = LogDocument {
+            run_id: &args.run_id,
+            rows,
+            events: end.position.sequence,
+            printed,
+            checksum: &end.position.checksum,
+            verified: true,
+        };
+        emit(
+            out,
+            &envelope::success("log", root_text, envelope::data(&document)),
+        );
         return Ok(0);
     }
     let summary = |end: &view_commands::StreamEnd, printed: u64| {
-        json!({
-            "type": "summary",
-            "events": end.position.sequence,
-            "printed": printed,
-            "checksum": end.position.checksum,
-            "verified": true,
-        })
+        Value::Object(envelope::data(&LogSummary {
+            kind: "summary",
+            events: end.position.sequence,
+            printed,
+            checksum: &end.position.checksum,
+            verified: true,
+        }))
     };
     if !args.follow || end.terminal {
         if format == LogFormat::Jsonl {
