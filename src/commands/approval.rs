@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
-use super::mutate::{DecisionInput, MutationContext, mutate_gathered, open_for_mutation};
+use super::mutate::{
+    DecisionInput, MutationAnswer, MutationContext, mutate_gathered, open_for_mutation,
+};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, Claim, Credential, Gate, PolicyStatus, SignatureClaim,
@@ -223,7 +225,7 @@ pub fn approve(
     at: Option<&str>,
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
@@ -281,7 +283,7 @@ pub fn approve(
             )
         },
     )?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `run-cancel`: always allowed; under a policy a cancel from `planned` or
@@ -293,7 +295,7 @@ pub fn cancel(
     at: Option<&str>,
     reason: &str,
     approval_env: &ApprovalEnv,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     use crate::coordinator::RunState;
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
@@ -324,7 +326,7 @@ pub fn cancel(
             &input.policy.limits,
         )
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `approvals`: the frozen policy, whether its file still matches, and

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::FlowResult;
 use super::ledger::open_run;
-use super::mutate::{MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::completion::{decide_complete, evaluate_completion};
 use crate::coordinator::decide::FlowError;
@@ -49,7 +49,7 @@ pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String
 /// loads the state again; if the head moved in between, `complete` answers
 /// "receipt head changed before mutation" (exit 5, retry) rather than
 /// decide on a state it did not fully verify.
-pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<String, Value>> {
+pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     run.dir.validate()?;
@@ -71,7 +71,7 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<Str
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
@@ -81,7 +81,7 @@ pub fn lane_resolve(
     lane_id: &str,
     resolution_lane_id: &str,
     at: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
@@ -89,5 +89,5 @@ pub fn lane_resolve(
     let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

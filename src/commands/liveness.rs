@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
 use crate::coordinator::liveness::{
@@ -99,7 +99,7 @@ pub fn heartbeat(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "observed_at")?;
@@ -107,7 +107,7 @@ pub fn heartbeat(
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// The lane flags shared by the four lane-addressed liveness mutations.
@@ -125,7 +125,7 @@ pub fn stall_record(
     flags: LaneFlags<'_>,
     reason: &str,
     decision: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let decision = read_object(ctx, decision)?;
@@ -141,7 +141,7 @@ pub fn stall_record(
     let committed = mutate(ctx, &run, |d| {
         decide_stall_record(d.state, d.policy, &request, at)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `stall-clear --reason`.
@@ -149,7 +149,7 @@ pub fn stall_clear(
     ctx: &MutationContext,
     flags: LaneFlags<'_>,
     reason: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -157,7 +157,7 @@ pub fn stall_clear(
     let committed = mutate(ctx, &run, |d| {
         decide_stall_clear(d.state, d.policy, &step, reason)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `probe-sent --deadline`.
@@ -165,7 +165,7 @@ pub fn probe_sent(
     ctx: &MutationContext,
     flags: LaneFlags<'_>,
     deadline: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -173,14 +173,11 @@ pub fn probe_sent(
     let committed = mutate(ctx, &run, |d| {
         decide_probe_sent(d.state, d.policy, &step, deadline, instants)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `interrupt-result`.
-pub fn interrupt_result(
-    ctx: &MutationContext,
-    flags: LaneFlags<'_>,
-) -> FlowResult<Map<String, Value>> {
+pub fn interrupt_result(ctx: &MutationContext, flags: LaneFlags<'_>) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -188,7 +185,7 @@ pub fn interrupt_result(
     let committed = mutate(ctx, &run, |d| {
         decide_interrupt_result(d.state, d.policy, &step, at)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 fn lane_step<'a>(flags: LaneFlags<'a>, evidence: &'a Value) -> LaneStep<'a> {
