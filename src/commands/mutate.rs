@@ -9,7 +9,7 @@ use crate::receipt::primitives::LaneId;
 use crate::receipt::vocab::EventType;
 use crate::store::input::{InputShape, JsonArg, read_json_input};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::path::PathBuf;
 
 use std::collections::BTreeMap;
@@ -201,15 +201,6 @@ impl Committed {
             checksum: self.checksum.clone(),
             run_state: self.run_state.clone(),
         }
-    }
-
-    pub fn envelope(&self, run_id: &str) -> Map<String, Value> {
-        let mut map = Map::new();
-        map.insert("run_id".into(), json!(run_id));
-        map.insert("sequence".into(), json!(self.sequence));
-        map.insert("checksum".into(), json!(self.checksum));
-        map.insert("run_state".into(), json!(self.run_state));
-        map
     }
 }
 
