@@ -20,9 +20,11 @@ use crate::coordinator::liveness::{
     decide_probe_sent, decide_stall_clear, decide_stall_record, precheck_heartbeat,
     precheck_interrupt_result, precheck_probe_sent, precheck_stall_clear, precheck_stall_record,
 };
+use crate::coordinator::liveness::{LivenessDecision, LivenessExplanation};
 use crate::coordinator::liveness::{explain, parse_instant};
 use crate::receipt::canonical;
 use crate::store::input::{InputShape, read_json_input};
+use serde::Serialize;
 
 /// Read an object input file (`--input`, `--decision`).
 fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, Value>> {
@@ -48,6 +50,24 @@ pub struct Explain<'a> {
     pub cwd: &'a Path,
 }
 
+/// What `liveness-check` answers (contracts/commands.md "Liveness"): the
+/// decision, what `--explain` adds, and the head it was decided on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LivenessCheckAnswer {
+    /// `action` and `reason`.
+    #[serde(flatten)]
+    pub decision: LivenessDecision,
+    /// `--explain` (or `--decision-out`) only.
+    #[serde(flatten)]
+    pub explanation: Option<LivenessExplanation>,
+    /// `--decision-out` only: the file written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_out: Option<String>,
+    /// The run and the head the lane was judged at (nothing is committed).
+    #[serde(flatten)]
+    pub head: MutationAnswer,
+}
+
 /// `liveness-check`: read-only (no lock, no writes). Loads the state from a
 /// checkpoint the unchanged receipt proves, else verifies and replays the
 /// whole receipt; then evaluates one lane at `--at`.
@@ -58,7 +78,7 @@ pub fn liveness_check(
     at: &str,
     command: CommandStatus,
     extra: Option<Explain<'_>>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<LivenessCheckAnswer> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     let (state, _, _) = super::checkpoint::load_state(&run, false)?;
@@ -67,11 +87,16 @@ pub fn liveness_check(
         &run.manifest.contract.limits,
     );
     let decision = check_lane(&state, &policy, lane_id, at, command)?;
-    let mut out = decision.to_json();
+    let mut answer = LivenessCheckAnswer {
+        decision,
+        explanation: None,
+        decision_out: None,
+        head: MutationAnswer::at_head(run_id, &state),
+    };
     if let Some(extra) = extra {
         // check_lane found the lane and parsed --at.
         if let (Some(lane), Ok(now)) = (state.lane(lane_id), parse_instant(at)) {
-            out.extend(explain(lane, &policy, now, &decision));
+            answer.explanation = Some(explain(lane, &policy, now, &decision));
         }
         if let Some(path) = extra.decision_out {
             let mut bytes = canonical::to_vec(&Value::Object(decision.to_json()));
@@ -84,14 +109,10 @@ pub fn liveness_check(
                         fields: Some(json!({"input": "--decision-out", "file": path.display().to_string()})),
                     })
                 })?;
-            out.insert("decision_out".into(), json!(written.display().to_string()));
+            answer.decision_out = Some(written.display().to_string());
         }
     }
-    out.insert("run_id".into(), json!(run_id));
-    out.insert("sequence".into(), json!(state.last_sequence()));
-    out.insert("checksum".into(), json!(state.last_checksum()));
-    out.insert("run_state".into(), json!(state.run_state()));
-    Ok(out)
+    Ok(answer)
 }
 
 /// `heartbeat --input --evidence`.

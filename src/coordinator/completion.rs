@@ -22,7 +22,7 @@ use crate::receipt::rules::{Limits, check_evidence};
 pub const MAX_MISSING_IDS: usize = 64;
 
 /// What completion still lacks; the keys of `completion-check`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct CompletionReport {
     /// Every lane that is not `completed` and not a resolved failed lane
     /// (whether or not it owns a component), plus owner lanes of required

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 // Every cell is inert (trust-model §2 promise 11): the policy and the
 // decisions are text other writers chose (an `approver_key` comment, a
 // `by`), shown as `status` and `log` show receipt text.
+use super::envelope::data;
 use super::table::{cell, inert};
 use crate::commands::{self, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
@@ -60,12 +61,13 @@ pub fn dispatch(
     let args = match command {
         ApprovalCommands::Approvals(args) => args,
         ApprovalCommands::ApprovalStatement(args) => {
-            let data = commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
-            return Ok(("approval-statement", data));
+            let answer =
+                commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
+            return Ok(("approval-statement", data(&answer)));
         }
     };
-    let data = commands::approval::approvals(root, &args.run_id)?;
-    Ok(("approvals", data))
+    let answer = commands::approval::approvals(root, &args.run_id)?;
+    Ok(("approvals", data(&answer)))
 }
 
 /// Whether `approvals` prints its table (`--format table`; its default is

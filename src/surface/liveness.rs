@@ -150,7 +150,9 @@ pub fn dispatch(
             });
             (
                 "liveness-check",
-                liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status, extra)?,
+                data(&liveness::liveness_check(
+                    root, &a.run_id, &a.lane_id, &a.at, status, extra,
+                )?),
             )
         }
     })

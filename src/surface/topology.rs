@@ -85,7 +85,7 @@ pub fn dispatch(
     Ok(match command {
         TopologyCommands::CompletionCheck(a) => (
             "completion-check",
-            completion::completion_check(root, &a.run_id)?,
+            data(&completion::completion_check(root, &a.run_id)?),
         ),
         TopologyCommands::TopologyRegister(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
