@@ -12,20 +12,23 @@
 
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::json;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
-use super::mutate::{DecisionInput, MutationContext, mutate_gathered, open_for_mutation};
+use super::mutate::{
+    DecisionInput, MutationAnswer, MutationContext, mutate_gathered, open_for_mutation,
+};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
-    ApprovalLedger, ApprovalPolicy, Claim, Credential, Gate, PolicyStatus, SignatureClaim,
-    decide_approve, decide_deny,
+    ApprovalLedger, ApprovalPolicy, Claim, Credential, Decision, Gate, PolicyStatus,
+    SignatureClaim, decide_approve, decide_deny,
 };
-use crate::coordinator::breach::{APPROVAL_GATE, breaches_value};
+use crate::coordinator::breach::{APPROVAL_GATE, Breach};
 use crate::coordinator::run_commands::precheck_run_transition;
 use crate::store::approval::{read_credential, read_policy_file};
 use crate::store::discovery::DiscoveryEnv;
@@ -223,7 +226,7 @@ pub fn approve(
     at: Option<&str>,
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
@@ -281,7 +284,7 @@ pub fn approve(
             )
         },
     )?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `run-cancel`: always allowed; under a policy a cancel from `planned` or
@@ -293,7 +296,7 @@ pub fn cancel(
     at: Option<&str>,
     reason: &str,
     approval_env: &ApprovalEnv,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     use crate::coordinator::RunState;
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
@@ -324,13 +327,54 @@ pub fn cancel(
             &input.policy.limits,
         )
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
+}
+
+/// What `approvals` answers (contracts/approvals.md): the frozen policy,
+/// whether its file still matches the chained checksum, how identities are
+/// proven, and every decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApprovalsAnswer {
+    pub run_id: String,
+    /// The chained checksum; `null` for a run without a policy (or whose
+    /// binding cannot be read).
+    pub policy_checksum: Option<String>,
+    /// The frozen policy; `null` when there is none or its file does not
+    /// match.
+    pub policy: Option<ApprovalPolicy>,
+    /// `null` without a policy.
+    pub policy_file_matches: Option<bool>,
+    /// Why the policy file does not match (a tampered policy only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_problem: Option<String>,
+    /// How the policy proves who approved (runs with a policy only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity_proof: Option<&'static str>,
+    pub decisions: Vec<ShownDecision>,
+    /// The breaches of our rules that stand in the receipt, when any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<Breach>,
+}
+
+/// One approve/deny decision as `approvals` shows it: the record, how it
+/// proves who decided, and the breach replay found at it, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShownDecision {
+    #[serde(flatten)]
+    pub decision: Decision,
+    /// `signed` or `asserted` ([`Decision::proof`]).
+    pub proof: &'static str,
+    /// The signing key's fingerprint of a signed decision, else `null`.
+    pub key: Option<String>,
+    /// What replay found when the decision breaks the approval gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breach: Option<String>,
 }
 
 /// `approvals`: the frozen policy, whether its file still matches, and
 /// every approve/deny decision. Read-only; a tampered policy file is
 /// reported, not refused.
-pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<ApprovalsAnswer> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
@@ -356,46 +400,37 @@ pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value
     let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
     let status = PolicyStatus::resolve(&ledger, file);
     let breaches = state.map(|s| s.breaches().to_vec()).unwrap_or_default();
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("policy_checksum".into(), json!(status.checksum()));
-    match &status {
-        PolicyStatus::Absent => {
-            map.insert("policy".into(), Value::Null);
-            map.insert("policy_file_matches".into(), Value::Null);
-        }
-        PolicyStatus::Frozen { policy, .. } => {
-            map.insert("policy".into(), policy.to_value());
-            map.insert("policy_file_matches".into(), json!(true));
-        }
-        PolicyStatus::Tampered { problem, .. } => {
-            map.insert("policy".into(), Value::Null);
-            map.insert("policy_file_matches".into(), json!(false));
-            map.insert("policy_problem".into(), json!(problem));
-        }
-    }
-    if status != PolicyStatus::Absent {
-        map.insert("identity_proof".into(), json!(identity_proof(&status)));
-    }
-    let decisions: Vec<Value> = ledger
+    let (policy, policy_file_matches, policy_problem) = match &status {
+        PolicyStatus::Absent => (None, None, None),
+        PolicyStatus::Frozen { policy, .. } => (Some(policy.clone()), Some(true), None),
+        PolicyStatus::Tampered { problem, .. } => (None, Some(false), Some(problem.clone())),
+    };
+    let decisions = ledger
         .decisions
         .iter()
         .map(|d| {
-            let mut value = d.to_value_with_proof(&status, &breaches);
-            let breach = breaches
-                .iter()
-                .find(|b| b.sequence == d.sequence && b.rule == APPROVAL_GATE);
-            if let (Some(breach), Some(object)) = (breach, value.as_object_mut()) {
-                object.insert("breach".into(), json!(breach.found));
+            let (proof, key) = d.proof(&status, &breaches);
+            ShownDecision {
+                decision: d.clone(),
+                proof,
+                key,
+                breach: breaches
+                    .iter()
+                    .find(|b| b.sequence == d.sequence && b.rule == APPROVAL_GATE)
+                    .map(|b| b.found.clone()),
             }
-            value
         })
         .collect();
-    map.insert("decisions".into(), Value::Array(decisions));
-    if !breaches.is_empty() {
-        map.insert("breaches".into(), breaches_value(&breaches));
-    }
-    Ok(map)
+    Ok(ApprovalsAnswer {
+        run_id: run_id.to_string(),
+        policy_checksum: status.checksum().map(str::to_string),
+        policy,
+        policy_file_matches,
+        policy_problem,
+        identity_proof: (status != PolicyStatus::Absent).then(|| identity_proof(&status)),
+        decisions,
+        breaches,
+    })
 }
 
 /// How the policy proves who approved, in plain words.
@@ -411,6 +446,21 @@ fn identity_proof(status: &PolicyStatus) -> &'static str {
     }
 }
 
+/// What `approval-statement` answers (contracts/approvals.md): what the
+/// written statement binds, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatementAnswer {
+    pub run_id: String,
+    /// The receipt head the statement names.
+    pub head: String,
+    /// The frozen policy's chained checksum.
+    pub policy_checksum: String,
+    /// The SSH signature namespace `ssh-keygen -Y sign -n` must use.
+    pub namespace: &'static str,
+    /// The statement file written (absolute).
+    pub out: String,
+}
+
 /// `approval-statement --run-id ID --out FILE` (read-only for the state
 /// root): write the canonical statement the approver signs for the run's
 /// current head. The run must be `planned`, verify in full, carry no
@@ -421,7 +471,7 @@ pub fn approval_statement(
     env: &DiscoveryEnv,
     run_id: &str,
     out: &Path,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<StatementAnswer> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     run.dir.validate()?;
@@ -457,14 +507,11 @@ pub fn approval_statement(
         ));
     }
     crate::store::approval::write_statement(root.at(&path), &bytes)?;
-    let mut map = Map::new();
-    map.insert("run_id".into(), json!(run_id));
-    map.insert("head".into(), json!(position.checksum));
-    map.insert("policy_checksum".into(), json!(checksum));
-    map.insert(
-        "namespace".into(),
-        json!(crate::coordinator::signed::NAMESPACE),
-    );
-    map.insert("out".into(), json!(path.to_string_lossy()));
-    Ok(map)
+    Ok(StatementAnswer {
+        run_id: run_id.to_string(),
+        head: position.checksum,
+        policy_checksum: checksum.clone(),
+        namespace: crate::coordinator::signed::NAMESPACE,
+        out: path.to_string_lossy().into_owned(),
+    })
 }

@@ -3,39 +3,48 @@
 
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
 use super::error::FlowResult;
 use super::ledger::open_run;
-use super::mutate::{MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
-use crate::coordinator::completion::{decide_complete, evaluate_completion};
+use crate::coordinator::breach::Breach;
+use crate::coordinator::completion::{CompletionReport, decide_complete, evaluate_completion};
 use crate::coordinator::decide::FlowError;
 use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
 use crate::store::handle::{check_contained, read_handle};
 use crate::store::paths::expand_tilde;
 
+/// What `completion-check` answers (contracts/commands.md "Topology,
+/// checks, evidence and completion"): what completion still lacks, at the
+/// head it was judged on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompletionCheckAnswer {
+    #[serde(flatten)]
+    pub completion: CompletionReport,
+    /// The run and the head judged (nothing is committed).
+    #[serde(flatten)]
+    pub head: MutationAnswer,
+    /// Our extension (contracts/rules.md): the breaches that stand in the
+    /// receipt, while the run cannot complete; left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breaches: Vec<Breach>,
+}
+
 /// `completion-check`: read-only (no lock, no writes). An auditor verdict:
 /// verifies and replays the whole receipt, never a checkpoint
 /// (contracts/receipt.md "Checkpoint"); then evaluates completion. Works in
 /// every run state, terminal ones included.
-pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
+pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<CompletionCheckAnswer> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     let (state, _) = replay_run(&run, false)?;
-    let mut out = evaluate_completion(&state).to_json();
-    out.insert("run_id".into(), json!(run_id));
-    out.insert("sequence".into(), json!(state.last_sequence()));
-    out.insert("checksum".into(), json!(state.last_checksum()));
-    out.insert("run_state".into(), json!(state.run_state()));
-    if !state.breaches().is_empty() {
-        // Extra key (issue 13): the run cannot complete while these stand.
-        out.insert(
-            "breaches".into(),
-            crate::coordinator::breach::breaches_value(state.breaches()),
-        );
-    }
-    Ok(out)
+    Ok(CompletionCheckAnswer {
+        completion: evaluate_completion(&state),
+        head: MutationAnswer::at_head(run_id, &state),
+        breaches: state.breaches().to_vec(),
+    })
 }
 
 /// `complete --evidence [--at]` (`--at` is accepted and ignored, as in the
@@ -49,7 +58,7 @@ pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Map<String
 /// loads the state again; if the head moved in between, `complete` answers
 /// "receipt head changed before mutation" (exit 5, retry) rather than
 /// decide on a state it did not fully verify.
-pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<String, Value>> {
+pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     run.dir.validate()?;
@@ -71,7 +80,7 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Map<Str
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
@@ -81,7 +90,7 @@ pub fn lane_resolve(
     lane_id: &str,
     resolution_lane_id: &str,
     at: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
@@ -89,5 +98,5 @@ pub fn lane_resolve(
     let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

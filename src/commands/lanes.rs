@@ -4,11 +4,11 @@
 //! `lane-cancel`).
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::Path;
 
 use super::error::FlowResult;
-use super::mutate::{MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
 use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
@@ -50,7 +50,7 @@ pub fn lane_create(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "observed_at")?;
@@ -65,7 +65,7 @@ pub fn lane_create(
     let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
         decide_lane_create(input.state, input.policy, &request, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// The flags of one lane transition.
@@ -88,7 +88,7 @@ pub struct LaneTransitionRequest {
 pub fn lane_transition(
     ctx: &MutationContext,
     request: &LaneTransitionRequest,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(&request.evidence)?;
     let changed_paths = match &request.changed_paths {
@@ -137,5 +137,5 @@ pub fn lane_transition(
             })
         })
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

@@ -1,10 +1,9 @@
 //! The run lifecycle commands on top of the mutation pipeline.
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value};
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationContext, mutate_replayed, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate_replayed, open_for_mutation};
 use crate::coordinator::breach::require_no_breach;
 use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
@@ -31,7 +30,7 @@ pub fn run_transition(
     evidence: &JsonArg,
     at: Option<&str>,
     reason: Option<&str>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
@@ -42,5 +41,5 @@ pub fn run_transition(
         }
         decide_run_transition(input.state, command, &at, &evidence, reason)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
 use crate::coordinator::liveness::{
@@ -20,9 +20,11 @@ use crate::coordinator::liveness::{
     decide_probe_sent, decide_stall_clear, decide_stall_record, precheck_heartbeat,
     precheck_interrupt_result, precheck_probe_sent, precheck_stall_clear, precheck_stall_record,
 };
+use crate::coordinator::liveness::{LivenessDecision, LivenessExplanation};
 use crate::coordinator::liveness::{explain, parse_instant};
 use crate::receipt::canonical;
 use crate::store::input::{InputShape, read_json_input};
+use serde::Serialize;
 
 /// Read an object input file (`--input`, `--decision`).
 fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, Value>> {
@@ -48,6 +50,24 @@ pub struct Explain<'a> {
     pub cwd: &'a Path,
 }
 
+/// What `liveness-check` answers (contracts/commands.md "Liveness"): the
+/// decision, what `--explain` adds, and the head it was decided on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LivenessCheckAnswer {
+    /// `action` and `reason`.
+    #[serde(flatten)]
+    pub decision: LivenessDecision,
+    /// `--explain` (or `--decision-out`) only.
+    #[serde(flatten)]
+    pub explanation: Option<LivenessExplanation>,
+    /// `--decision-out` only: the file written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_out: Option<String>,
+    /// The run and the head the lane was judged at (nothing is committed).
+    #[serde(flatten)]
+    pub head: MutationAnswer,
+}
+
 /// `liveness-check`: read-only (no lock, no writes). Loads the state from a
 /// checkpoint the unchanged receipt proves, else verifies and replays the
 /// whole receipt; then evaluates one lane at `--at`.
@@ -58,7 +78,7 @@ pub fn liveness_check(
     at: &str,
     command: CommandStatus,
     extra: Option<Explain<'_>>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<LivenessCheckAnswer> {
     let run = open_run(root, run_id)?;
     run.require_phase2()?;
     let (state, _, _) = super::checkpoint::load_state(&run, false)?;
@@ -67,11 +87,16 @@ pub fn liveness_check(
         &run.manifest.contract.limits,
     );
     let decision = check_lane(&state, &policy, lane_id, at, command)?;
-    let mut out = decision.to_json();
+    let mut answer = LivenessCheckAnswer {
+        decision,
+        explanation: None,
+        decision_out: None,
+        head: MutationAnswer::at_head(run_id, &state),
+    };
     if let Some(extra) = extra {
         // check_lane found the lane and parsed --at.
         if let (Some(lane), Ok(now)) = (state.lane(lane_id), parse_instant(at)) {
-            out.extend(explain(lane, &policy, now, &decision));
+            answer.explanation = Some(explain(lane, &policy, now, &decision));
         }
         if let Some(path) = extra.decision_out {
             let mut bytes = canonical::to_vec(&Value::Object(decision.to_json()));
@@ -84,14 +109,10 @@ pub fn liveness_check(
                         fields: Some(json!({"input": "--decision-out", "file": path.display().to_string()})),
                     })
                 })?;
-            out.insert("decision_out".into(), json!(written.display().to_string()));
+            answer.decision_out = Some(written.display().to_string());
         }
     }
-    out.insert("run_id".into(), json!(run_id));
-    out.insert("sequence".into(), json!(state.last_sequence()));
-    out.insert("checksum".into(), json!(state.last_checksum()));
-    out.insert("run_state".into(), json!(state.run_state()));
-    Ok(out)
+    Ok(answer)
 }
 
 /// `heartbeat --input --evidence`.
@@ -99,7 +120,7 @@ pub fn heartbeat(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "observed_at")?;
@@ -107,7 +128,7 @@ pub fn heartbeat(
     let committed = mutate(ctx, &run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// The lane flags shared by the four lane-addressed liveness mutations.
@@ -125,7 +146,7 @@ pub fn stall_record(
     flags: LaneFlags<'_>,
     reason: &str,
     decision: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let decision = read_object(ctx, decision)?;
@@ -141,7 +162,7 @@ pub fn stall_record(
     let committed = mutate(ctx, &run, |d| {
         decide_stall_record(d.state, d.policy, &request, at)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `stall-clear --reason`.
@@ -149,7 +170,7 @@ pub fn stall_clear(
     ctx: &MutationContext,
     flags: LaneFlags<'_>,
     reason: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -157,7 +178,7 @@ pub fn stall_clear(
     let committed = mutate(ctx, &run, |d| {
         decide_stall_clear(d.state, d.policy, &step, reason)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `probe-sent --deadline`.
@@ -165,7 +186,7 @@ pub fn probe_sent(
     ctx: &MutationContext,
     flags: LaneFlags<'_>,
     deadline: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -173,14 +194,11 @@ pub fn probe_sent(
     let committed = mutate(ctx, &run, |d| {
         decide_probe_sent(d.state, d.policy, &step, deadline, instants)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `interrupt-result`.
-pub fn interrupt_result(
-    ctx: &MutationContext,
-    flags: LaneFlags<'_>,
-) -> FlowResult<Map<String, Value>> {
+pub fn interrupt_result(ctx: &MutationContext, flags: LaneFlags<'_>) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
@@ -188,7 +206,7 @@ pub fn interrupt_result(
     let committed = mutate(ctx, &run, |d| {
         decide_interrupt_result(d.state, d.policy, &step, at)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 fn lane_step<'a>(flags: LaneFlags<'a>, evidence: &'a Value) -> LaneStep<'a> {

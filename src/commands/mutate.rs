@@ -8,7 +8,8 @@
 use crate::receipt::primitives::LaneId;
 use crate::receipt::vocab::EventType;
 use crate::store::input::{InputShape, JsonArg, read_json_input};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 
 use std::collections::BTreeMap;
@@ -192,13 +193,41 @@ pub struct Committed {
 }
 
 impl Committed {
-    pub fn envelope(&self, run_id: &str) -> Map<String, Value> {
-        let mut map = Map::new();
-        map.insert("run_id".into(), json!(run_id));
-        map.insert("sequence".into(), json!(self.sequence));
-        map.insert("checksum".into(), json!(self.checksum));
-        map.insert("run_state".into(), json!(self.run_state));
-        map
+    /// What the command answers about the event it committed.
+    pub fn answer(&self, run_id: &str) -> MutationAnswer {
+        MutationAnswer {
+            run_id: run_id.to_string(),
+            sequence: self.sequence,
+            checksum: self.checksum.clone(),
+            run_state: self.run_state.clone(),
+        }
+    }
+}
+
+/// The answer of a Phase 2 mutation (the reference's "state envelope"):
+/// the run, and the head and run state its event left. A command that
+/// tells more flattens this into its own answer, so these keys are
+/// spelled once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MutationAnswer {
+    pub run_id: String,
+    /// The sequence of the run's last event.
+    pub sequence: u64,
+    /// The checksum of that event: the receipt head.
+    pub checksum: String,
+    pub run_state: String,
+}
+
+impl MutationAnswer {
+    /// The same keys for a head read without a commit: a read-only check,
+    /// or a report already bound (nothing appended).
+    pub fn at_head(run_id: &str, state: &CoordinatorState) -> MutationAnswer {
+        MutationAnswer {
+            run_id: run_id.to_string(),
+            sequence: state.last_sequence(),
+            checksum: state.last_checksum().to_string(),
+            run_state: state.run_state().to_string(),
+        }
     }
 }
 
@@ -756,6 +785,23 @@ mod tests {
     use super::*;
     use crate::coordinator::RunOrigin;
     use crate::receipt::event::EventDraft;
+
+    /// A mutation answers the four keys of the reference's state envelope,
+    /// typed as the envelope prints them.
+    #[test]
+    fn a_mutation_answers_the_state_envelope_keys() {
+        let committed = Committed {
+            sequence: 7,
+            checksum: "c".repeat(64),
+            run_state: "running".into(),
+            owner_epoch: 2,
+            owner_fingerprint: None,
+        };
+        assert_eq!(
+            serde_json::to_value(committed.answer("r1")).unwrap(),
+            json!({"run_id": "r1", "sequence": 7, "checksum": "c".repeat(64), "run_state": "running"})
+        );
+    }
 
     /// A decision our own replay refuses is a bug of ours, reported as one:
     /// not `receipt_corrupt` with `receipt-diagnose` (nothing was written).

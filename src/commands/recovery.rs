@@ -68,12 +68,31 @@ fn path_text(path: &Path) -> String {
         .into_owned()
 }
 
+/// What `recovery-run-create` answers: the recovery run (new, or the one
+/// a retry names), its owner handle, and where the damaged receipt's bytes
+/// are kept (contracts/commands.md "Owner transfer, recovery and bound
+/// reports"). No state envelope: nothing was appended to the damaged run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecoveryAnswer {
+    pub new_run_id: String,
+    /// The new owner handle as the caller named it (`str(Path(p))`).
+    pub owner_file: String,
+    /// A recovery run is a new run: its owner starts at epoch 1.
+    pub owner_epoch: u64,
+    /// The quarantined copy, relative to the state root.
+    pub quarantine_path: String,
+    /// SHA-256 of the damaged receipt's bytes.
+    pub quarantine_hash: String,
+    /// The checksum of the diagnosis the recovery was approved on.
+    pub diagnosis_checksum: String,
+}
+
 /// Run `recovery-run-create`.
 pub fn recovery_run_create(
     root: &StateRoot,
     env: &DiscoveryEnv,
     request: &RecoveryRequest<'_>,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<RecoveryAnswer> {
     let run = open_run(root, request.run_id)?;
     run.require_phase2()?;
     let input = read_json_input(
@@ -198,14 +217,14 @@ pub fn recovery_run_create(
             return Err(error);
         }
     };
-    let mut out = Map::new();
-    out.insert("new_run_id".into(), json!(new_run_id));
-    out.insert("owner_file".into(), json!(path_text(&owner_path)));
-    out.insert("owner_epoch".into(), json!(1));
-    out.insert("quarantine_path".into(), json!(quarantine_path));
-    out.insert("quarantine_hash".into(), json!(receipt_hash));
-    out.insert("diagnosis_checksum".into(), json!(checksum));
-    Ok(out)
+    Ok(RecoveryAnswer {
+        new_run_id,
+        owner_file: path_text(&owner_path),
+        owner_epoch: 1,
+        quarantine_path,
+        quarantine_hash: receipt_hash,
+        diagnosis_checksum: checksum,
+    })
 }
 
 /// The recovery run: the existing one a retry names, or a new one.

@@ -206,10 +206,10 @@ fn report(scenario: &str, case: &str, sweep: &Sweep) {
 /// Run `command` once per write and once per fsync it performs, failing
 /// exactly that one, on a fresh copy of `template`; `check` classifies the
 /// outcome. Returns the sweep counts.
-fn sweep(
+fn sweep<Answer: std::fmt::Debug>(
     template: &Scratch,
-    command: impl Fn(&Scratch) -> FlowResult<serde_json::Map<String, Value>>,
-    check: impl Fn(&Scratch, &FlowResult<serde_json::Map<String, Value>>, &[Attempt], &str) -> bool,
+    command: impl Fn(&Scratch) -> FlowResult<Answer>,
+    check: impl Fn(&Scratch, &FlowResult<Answer>, &[Attempt], &str) -> bool,
 ) -> Sweep {
     // A dry run counts the operations along the path.
     let dry = Scratch::new();
@@ -256,7 +256,7 @@ fn sweep(
 fn check_mutation(
     old_receipt: &[u8],
     scratch: &Scratch,
-    result: &FlowResult<serde_json::Map<String, Value>>,
+    result: &FlowResult<super::mutate::MutationAnswer>,
     log: &[Attempt],
     what: &str,
 ) -> bool {
@@ -286,7 +286,7 @@ fn check_mutation(
             );
             let v = verified.unwrap_or_else(|e| panic!("{what}: {e:?}"));
             assert_eq!(v.sequence, old_sequence + 1, "{what}");
-            assert_eq!(out["checksum"], json!(v.checksum), "{what}");
+            assert_eq!(json!(out.checksum), json!(v.checksum), "{what}");
             true
         }
         Err(e) => {

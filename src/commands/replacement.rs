@@ -3,10 +3,10 @@
 //! `replacement-block` (reference-coordinator §8).
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::error::FlowResult;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
 pub use crate::coordinator::replacement::LineageCommand;
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
@@ -18,7 +18,7 @@ pub fn lane_reassign(
     ctx: &MutationContext,
     input: &JsonArg,
     evidence: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "decided_at")?;
@@ -30,7 +30,7 @@ pub fn lane_reassign(
     let committed = mutate(ctx, &run, |decision| {
         decide_reassign(decision.state, decision.policy, &request, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `replacement-close`, `replacement-repair`, `replacement-block`.
@@ -41,7 +41,7 @@ pub fn lineage(
     replacement_lane_id: &str,
     at: &str,
     evidence: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
@@ -50,5 +50,5 @@ pub fn lineage(
         LineageCommand::Repair => decide_repair(decision.state, &request, &evidence),
         LineageCommand::Block => decide_block(decision.state, &request, &evidence),
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

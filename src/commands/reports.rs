@@ -5,15 +5,15 @@
 //! again if the append does not happen, so a refusal leaves nothing.
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value};
+use serde::Serialize;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationContext, mutate_staged, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate_staged, open_for_mutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::report_refusal::ReportRefusal;
 use crate::coordinator::reports::{
-    Binding, ReportKind, bind_report, binding_status, decide_report, require_report_state,
-    validate_report_payload,
+    Binding, ReportKind, ReportOutput, bind_report, binding_status, decide_report,
+    require_report_state, validate_report_payload,
 };
 use crate::coordinator::resume::require_current_owner;
 use crate::store::handle::read_handle;
@@ -24,12 +24,23 @@ use crate::store::reports::{
     write_report,
 };
 
+/// What `handoff-create` and `live-report-create` answer: the state
+/// envelope (of the event that bound the report, or of the head when it
+/// was already bound) and the report's binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportAnswer {
+    #[serde(flatten)]
+    pub head: MutationAnswer,
+    #[serde(flatten)]
+    pub report: ReportOutput,
+}
+
 /// Create (or confirm) the report of `kind` from the `--input` payload.
 pub fn create_report(
     ctx: &MutationContext,
     kind: ReportKind,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<ReportAnswer> {
     let run = open_for_mutation(ctx)?;
     let payload = ctx.read_input(input, InputShape::Object)?;
     run.dir.validate()?;
@@ -64,9 +75,10 @@ pub fn create_report(
                 found,
             }));
         }
-        let mut out = state_envelope(&ctx.run_id, &state);
-        out.extend(report.output());
-        return Ok(out);
+        return Ok(ReportAnswer {
+            head: MutationAnswer::at_head(&ctx.run_id, &state),
+            report: report.output(),
+        });
     }
     if check_report_file(&ctx.root, &report.file_name, &report.bytes)? == ReportFile::Differs {
         return Err(FlowError::from(ReportRefusal::OrphanDiffers {
@@ -92,19 +104,8 @@ pub fn create_report(
             return Err(error);
         }
     };
-    let mut out = committed.envelope(&ctx.run_id);
-    out.extend(report.output());
-    Ok(out)
-}
-
-fn state_envelope(
-    run_id: &str,
-    state: &crate::coordinator::CoordinatorState,
-) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("run_id".into(), Value::from(run_id));
-    map.insert("sequence".into(), Value::from(state.last_sequence()));
-    map.insert("checksum".into(), Value::from(state.last_checksum()));
-    map.insert("run_state".into(), Value::from(state.run_state()));
-    map
+    Ok(ReportAnswer {
+        head: committed.answer(&ctx.run_id),
+        report: report.output(),
+    })
 }

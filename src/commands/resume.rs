@@ -5,11 +5,11 @@
 //! old handle — and any copy of it — fails every mutation.
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
     decide_resume, precheck_resume, require_current_owner, require_transferable,
@@ -20,6 +20,19 @@ use crate::store::handle::{
 };
 use crate::store::paths::expand_tilde;
 
+/// What `resume` answers (contracts/commands.md "Owner transfer"): the
+/// state envelope plus the new owner's epoch and fingerprint, never the
+/// token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResumeAnswer {
+    #[serde(flatten)]
+    pub committed: MutationAnswer,
+    pub owner_epoch: u64,
+    /// The replayed owner after `run_resumed`; printed as it is, `null`
+    /// included, as the reference prints it.
+    pub owner_fingerprint: Option<String>,
+}
+
 /// `resume --new-owner-file`: returns the state envelope plus the new
 /// owner's epoch and fingerprint (never the token).
 /// `new_token` is the new owner's secret token, drawn by the CLI.
@@ -28,7 +41,7 @@ pub fn resume(
     evidence: &JsonArg,
     new_owner_file: &Path,
     new_token: &OwnerToken,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<ResumeAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     run.dir.validate()?;
@@ -74,11 +87,36 @@ pub fn resume(
         fingerprint: state.owner_fingerprint().unwrap_or_default().to_string(),
     };
     remove_handle_if(ctx.root.at(&current_path), &old_owner);
-    let mut out = committed.envelope(&ctx.run_id);
-    out.insert("owner_epoch".into(), json!(committed.owner_epoch));
-    out.insert(
-        "owner_fingerprint".into(),
-        json!(committed.owner_fingerprint),
-    );
-    Ok(out)
+    Ok(ResumeAnswer {
+        committed: committed.answer(&ctx.run_id),
+        owner_epoch: committed.owner_epoch,
+        owner_fingerprint: committed.owner_fingerprint,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The state envelope's keys and the new owner's, a missing
+    /// fingerprint printed as `null` rather than left out.
+    #[test]
+    fn resume_answers_the_state_envelope_and_the_new_owner() {
+        let answer = ResumeAnswer {
+            committed: MutationAnswer {
+                run_id: "r1".into(),
+                sequence: 9,
+                checksum: "c".repeat(64),
+                run_state: "running".into(),
+            },
+            owner_epoch: 2,
+            owner_fingerprint: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&answer).unwrap(),
+            json!({"run_id": "r1", "sequence": 9, "checksum": "c".repeat(64),
+                   "run_state": "running", "owner_epoch": 2, "owner_fingerprint": null})
+        );
+    }
 }

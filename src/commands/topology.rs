@@ -6,10 +6,9 @@
 //! in-lock decision.
 
 use crate::store::input::JsonArg;
-use serde_json::{Map, Value};
 
 use super::error::FlowResult;
-use super::mutate::{MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
 use crate::coordinator::topology::{
     decide_check_result, decide_component_evidence, decide_register, decide_remove,
     precheck_check_result, precheck_component_evidence, precheck_register, precheck_remove,
@@ -21,7 +20,7 @@ pub fn topology_register(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let components = ctx.read_input(input, InputShape::List)?;
@@ -29,7 +28,7 @@ pub fn topology_register(
     let committed = mutate(ctx, &run, |d| {
         decide_register(d.state, d.policy, &components, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `topology-remove --component-id --reason --evidence`.
@@ -38,14 +37,14 @@ pub fn topology_remove(
     evidence: &JsonArg,
     component_id: &str,
     reason: &str,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     precheck_remove(component_id, &evidence, reason)?;
     let committed = mutate(ctx, &run, |d| {
         decide_remove(d.state, component_id, reason, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `check-result --input {component_id, check_id, passed[, reason]} --evidence`.
@@ -53,7 +52,7 @@ pub fn check_result(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_input(input, InputShape::Object)?;
@@ -61,7 +60,7 @@ pub fn check_result(
     let committed = mutate(ctx, &run, |d| {
         decide_check_result(d.state, &request, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }
 
 /// `component-evidence --input {component_id} --evidence`.
@@ -69,7 +68,7 @@ pub fn component_evidence(
     ctx: &MutationContext,
     evidence: &JsonArg,
     input: &JsonArg,
-) -> FlowResult<Map<String, Value>> {
+) -> FlowResult<MutationAnswer> {
     let run = open_for_mutation(ctx)?;
     let evidence = ctx.read_evidence(evidence)?;
     let input = ctx.read_input(input, InputShape::Object)?;
@@ -77,5 +76,5 @@ pub fn component_evidence(
     let committed = mutate(ctx, &run, |d| {
         decide_component_evidence(d.state, &component_id, &evidence)
     })?;
-    Ok(committed.envelope(&ctx.run_id))
+    Ok(committed.answer(&ctx.run_id))
 }

@@ -27,7 +27,7 @@ use super::lane_commands::{
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
-use crate::receipt::primitives::{Instant, as_int, format_now};
+use crate::receipt::primitives::{AgentId, Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
 
 /// What the caller observed about the lane's command (`--command-status`).
@@ -94,15 +94,16 @@ impl LivenessAction {
     }
 }
 
-/// As its name (the views' typed answers carry the action).
+/// As its name (the views' typed answers and the decision table carry the
+/// action).
 impl serde::Serialize for LivenessAction {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
 /// The outcome of [`evaluate`]: exactly `{action, reason}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LivenessDecision {
     pub action: LivenessAction,
     pub reason: &'static str,
@@ -267,34 +268,61 @@ pub fn evaluate(
 /// answer, and for `suspect_stall` the exact `decision` object with its
 /// `decision_checksum`, so `stall-record` can take them as they are; for
 /// `send_probe` the latest `--deadline` that `probe-sent` accepts at `now`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LivenessExplanation {
+    pub lane_state: &'static str,
+    pub agent_id: AgentId,
+    /// When the lane last recorded evidence (its `updated_at`).
+    pub last_evidence_at: String,
+    /// The digest lane-resolve (and replacement-repair) binds for this
+    /// lane's current evidence (DEVIATIONS 88).
+    pub evidence_digest: String,
+    pub deadlines: ExplainedDeadlines,
+    /// Only for `suspect_stall`: the digest `stall-record` binds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_checksum: Option<String>,
+    /// Only for `suspect_stall`: the object `stall-record --decision` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<LivenessDecision>,
+    /// Only for `send_probe`: the latest `probe-sent --deadline` at `now`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_deadline_max: Option<String>,
+}
+
+/// The deadlines that decide a lane's answer in its state: a starting
+/// lane's ACK deadline, a running lane's freshness, lease and command
+/// deadline, a recovering lane's probe and command deadline. A deadline the
+/// lane does not have is left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExplainedDeadlines {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_ack_deadline: Option<String>,
+    /// The end of the suspected-stall window, or of the silence lease when
+    /// that is later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fresh_until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silence_lease_deadline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_deadline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_deadline: Option<String>,
+}
+
+/// [`LivenessExplanation`] of `lane` and its `decision` at `now`.
 pub fn explain(
     lane: &LaneRecord,
     policy: &Policy,
     now: Instant,
     decision: &LivenessDecision,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    out.insert("lane_state".into(), json!(lane.state.as_str()));
-    out.insert("agent_id".into(), json!(lane.agent_id));
-    out.insert("last_evidence_at".into(), json!(lane.updated_at));
-    // The digest lane-resolve (and replacement-repair) binds for this
-    // lane's current evidence (DEVIATIONS 88).
-    out.insert(
-        "evidence_digest".into(),
-        json!(crate::receipt::canonical::digest(&Value::Array(
-            lane.evidence_refs.clone()
-        ))),
-    );
-    let mut deadlines = Map::new();
-    let mut put = |key: &str, value: &Option<String>| {
-        if let Some(value) = value {
-            deadlines.insert(key.into(), json!(value));
-        }
-    };
-    match lane.state {
-        LaneState::Starting => put("startup_ack_deadline", &lane.startup_ack_deadline),
-        LaneState::Running => {
-            let fresh = stored_instant(Some(&lane.updated_at))
+) -> LivenessExplanation {
+    let deadlines = match lane.state {
+        LaneState::Starting => ExplainedDeadlines {
+            startup_ack_deadline: lane.startup_ack_deadline.clone(),
+            ..ExplainedDeadlines::default()
+        },
+        LaneState::Running => ExplainedDeadlines {
+            fresh_until: stored_instant(Some(&lane.updated_at))
                 .and_then(|u| add_window(u, policy.suspected_stall_seconds))
                 .ok()
                 .map(|window| {
@@ -303,32 +331,33 @@ pub fn explain(
                         .as_deref()
                         .and_then(|l| parse_instant(l).ok());
                     format_now(lease.map_or(window, |l| window.max(l)))
-                });
-            put("fresh_until", &fresh);
-            put("silence_lease_deadline", &lane.silence_lease_deadline);
-            put("command_deadline", &lane.command_deadline);
-        }
-        LaneState::Recovering => {
-            put("probe_deadline", &lane.probe_deadline);
-            put("command_deadline", &lane.command_deadline);
-        }
-        _ => {}
+                }),
+            silence_lease_deadline: lane.silence_lease_deadline.clone(),
+            command_deadline: lane.command_deadline.clone(),
+            ..ExplainedDeadlines::default()
+        },
+        LaneState::Recovering => ExplainedDeadlines {
+            probe_deadline: lane.probe_deadline.clone(),
+            command_deadline: lane.command_deadline.clone(),
+            ..ExplainedDeadlines::default()
+        },
+        _ => ExplainedDeadlines::default(),
+    };
+    let stall = decision.action == LivenessAction::SuspectStall;
+    LivenessExplanation {
+        lane_state: lane.state.as_str(),
+        agent_id: lane.agent_id.clone(),
+        last_evidence_at: lane.updated_at.clone(),
+        evidence_digest: canonical::digest(&Value::Array(lane.evidence_refs.clone())),
+        deadlines,
+        // The checksum of exactly the object stall-record compares with.
+        decision_checksum: stall.then(|| canonical::digest(&Value::Object(decision.to_json()))),
+        decision: stall.then_some(*decision),
+        probe_deadline_max: (decision.action == LivenessAction::SendProbe)
+            .then(|| add_window(now, policy.probe_grace_seconds).ok())
+            .flatten()
+            .map(format_now),
     }
-    out.insert("deadlines".into(), Value::Object(deadlines));
-    if decision.action == LivenessAction::SuspectStall {
-        let object = decision.to_json();
-        out.insert(
-            "decision_checksum".into(),
-            json!(canonical::digest(&Value::Object(object.clone()))),
-        );
-        out.insert("decision".into(), Value::Object(object));
-    }
-    if decision.action == LivenessAction::SendProbe
-        && let Ok(latest) = add_window(now, policy.probe_grace_seconds)
-    {
-        out.insert("probe_deadline_max".into(), json!(format_now(latest)));
-    }
-    out
 }
 
 /// `liveness-check` after the state is loaded: the lane must exist (exit 5)

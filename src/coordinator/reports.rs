@@ -210,13 +210,26 @@ impl BoundReport {
     }
 
     /// The keys a report command adds to its success output.
-    pub fn output(&self) -> Map<String, Value> {
-        let mut map = Map::new();
-        map.insert("report_path".into(), json!(self.relative_path()));
-        map.insert("report_checksum".into(), json!(self.checksum));
-        map.insert("report_receipt_head".into(), json!(self.receipt_head));
-        map
+    pub fn output(&self) -> ReportOutput {
+        ReportOutput {
+            report_path: self.relative_path(),
+            report_checksum: self.checksum.clone(),
+            report_receipt_head: self.receipt_head.clone(),
+        }
     }
+}
+
+/// What a report command tells about the report it bound
+/// (contracts/commands.md "Owner transfer, recovery and bound reports"):
+/// the same values the receipt binds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReportOutput {
+    /// The report file, relative to the state root (`reports/<name>`).
+    pub report_path: String,
+    /// SHA-256 of the file's bytes.
+    pub report_checksum: String,
+    /// The receipt head the report names (the head before its event).
+    pub report_receipt_head: String,
 }
 
 fn refused<T>(reason: ReportRefusal) -> Result<T, FlowError> {

@@ -4,17 +4,15 @@
 
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Map, Value};
 
 // Every cell is inert (trust-model §2 promise 11): the policy and the
 // decisions are text other writers chose (an `approver_key` comment, a
 // `by`), shown as `status` and `log` show receipt text.
 use super::Success;
 use super::table::{cell, inert, text_or_dash, yes_no};
+use crate::commands::approval::ApprovalsAnswer;
 use crate::commands::{self, FlowResult};
-use crate::coordinator::breach::Breach;
 use crate::store::discovery::DiscoveryEnv;
-use serde::Deserialize;
 
 #[derive(Debug, Subcommand, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -63,12 +61,13 @@ pub fn dispatch(
     let args = match command {
         ApprovalCommands::Approvals(args) => args,
         ApprovalCommands::ApprovalStatement(args) => {
-            let data = commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
-            return Ok(Success::data("approval-statement", data));
+            let answer =
+                commands::approval::approval_statement(root, env, &args.run_id, &args.out)?;
+            return Ok(Success::of("approval-statement", &answer));
         }
     };
-    let data = commands::approval::approvals(root, &args.run_id)?;
-    Ok(Success::tabled("approvals", data, table))
+    let answer = commands::approval::approvals(root, &args.run_id)?;
+    Ok(Success::tabled("approvals", answer, table))
 }
 
 /// Whether `approvals` prints its table (`--format table`; its default is
@@ -77,55 +76,8 @@ pub fn wants_table(args: &ApprovalsArgs) -> bool {
     args.format == Format::Table
 }
 
-/// What the `approvals` table reads of its answer: the answer's map is
-/// read once into this model, so a key the table needs is named once.
-#[derive(Debug, serde::Deserialize)]
-struct ApprovalsView {
-    run_id: String,
-    /// The frozen policy as its canonical JSON: shown key by key, as it
-    /// was recorded (free JSON to the table).
-    policy: Option<Map<String, Value>>,
-    policy_checksum: Option<String>,
-    policy_file_matches: Option<bool>,
-    #[serde(default)]
-    policy_problem: Option<String>,
-    #[serde(default)]
-    identity_proof: Option<String>,
-    decisions: Vec<DecisionView>,
-    #[serde(default)]
-    breaches: Vec<Breach>,
-}
-
-/// One decision row of the table.
-#[derive(Debug, serde::Deserialize)]
-struct DecisionView {
-    decision: String,
-    by: Option<String>,
-    source: Option<String>,
-    at: String,
-    sequence: u64,
-    #[serde(default)]
-    proof: Option<String>,
-    #[serde(default)]
-    key: Option<String>,
-    /// What the `approval_gate` breach at this decision found.
-    #[serde(default)]
-    breach: Option<String>,
-}
-
 /// The plain-text rendering of an `approvals` result (`--format table`).
-pub fn table(data: &Map<String, Value>, colour: bool) -> String {
-    match ApprovalsView::deserialize(data) {
-        Ok(view) => view_table(&view, colour),
-        // Our own answer always reads; if it ever did not, the table says
-        // so rather than showing blanks.
-        Err(error) => format!(
-            "approvals: the table cannot be drawn ({error}); see --format json (a bug in bluetape-flow)"
-        ),
-    }
-}
-
-fn view_table(view: &ApprovalsView, _colour: bool) -> String {
+pub fn table(view: &ApprovalsAnswer, _colour: bool) -> String {
     let mut lines = vec![format!(
         "run                           {}",
         inert(&view.run_id)
@@ -138,8 +90,9 @@ fn view_table(view: &ApprovalsView, _colour: bool) -> String {
                 "policy file matches           {}",
                 view.policy_file_matches.map_or_else(|| "-".into(), yes_no)
             ));
-            for (key, value) in policy {
-                lines.push(format!("  {:<28}{}", inert(key), cell(value)));
+            // Key by key, as the envelope shows the frozen policy.
+            for (key, value) in super::envelope::data(policy) {
+                lines.push(format!("  {:<28}{}", inert(&key), cell(&value)));
             }
         }
         (None, None) => {
@@ -154,7 +107,7 @@ fn view_table(view: &ApprovalsView, _colour: bool) -> String {
             ));
         }
     }
-    if let Some(proof) = &view.identity_proof {
+    if let Some(proof) = view.identity_proof {
         lines.push(format!("identity                      {}", inert(proof)));
     }
     if view.decisions.is_empty() {
@@ -167,22 +120,22 @@ fn view_table(view: &ApprovalsView, _colour: bool) -> String {
         for d in &view.decisions {
             let decision = match d.breach {
                 Some(_) => "BREACH".to_string(),
-                None => inert(&d.decision),
+                None => inert(d.decision.decision),
             };
             // Who decided is what the writer asserts, unless a verified
             // signature proves it (trust model §2 promise 4).
-            let proof = match (d.proof.as_deref(), &d.key) {
-                (Some("signed"), Some(key)) => format!("signed by key {key}"),
-                (Some("signed"), None) => "signed".to_string(),
+            let proof = match (d.proof, &d.key) {
+                ("signed", Some(key)) => format!("signed by key {key}"),
+                ("signed", None) => "signed".to_string(),
                 _ => "asserted by its writer".to_string(),
             };
             lines.push(format!(
                 "{:<9}{:<10}{:<24}{:<12}{:<28}{proof}",
-                d.sequence,
+                d.decision.sequence,
                 decision,
-                text_or_dash(d.by.as_deref()),
-                text_or_dash(d.source.as_deref()),
-                inert(&d.at)
+                text_or_dash(d.decision.by.as_deref()),
+                text_or_dash(d.decision.source.as_deref()),
+                inert(&d.decision.at)
             ));
         }
     }
@@ -203,7 +156,6 @@ fn view_table(view: &ApprovalsView, _colour: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_table_shows_the_policy_and_the_decisions_when_asked_for() {
@@ -213,24 +165,51 @@ mod tests {
         };
         assert!(!wants_table(&args(Format::Json)));
         assert!(wants_table(&args(Format::Table)));
-        let data = json!({
-            "run_id": "r1",
-            "policy": {"required_approver": "alice", "require_different_approver": true},
-            "policy_checksum": "ab",
-            "policy_file_matches": true,
-            "decisions": [{"decision": "approved", "by": "alice", "source": "env",
-                           "at": "2026-07-14T01:00:00Z", "sequence": 2}],
-        });
-        let text = table(data.as_object().unwrap(), false);
+        let policy = crate::coordinator::approval::ApprovalPolicy {
+            required_approver: Some("alice".into()),
+            require_different_approver: true,
+            initiated_by: None,
+            approver_fingerprint: None,
+            approver_key: None,
+            expires_after_s: None,
+        };
+        let decision = crate::coordinator::approval::Decision {
+            decision: "approved",
+            by: Some("alice".into()),
+            source: Some("env".into()),
+            at: "2026-07-14T01:00:00Z".into(),
+            sequence: 2,
+        };
+        let answer = ApprovalsAnswer {
+            run_id: "r1".into(),
+            policy_checksum: Some("ab".into()),
+            policy: Some(policy),
+            policy_file_matches: Some(true),
+            policy_problem: None,
+            identity_proof: None,
+            decisions: vec![commands::approval::ShownDecision {
+                decision,
+                proof: "asserted",
+                key: None,
+                breach: None,
+            }],
+            breaches: vec![],
+        };
+        let text = table(&answer, false);
         assert!(
             text.contains("  required_approver           alice"),
             "{text}"
         );
         assert!(text.contains("policy file matches           yes"), "{text}");
         assert!(text.contains("2        approved  alice"), "{text}");
-        let none = json!({"run_id": "r1", "policy": null, "policy_checksum": null,
-                          "policy_file_matches": null, "decisions": []});
-        let text = table(none.as_object().unwrap(), false);
+        let none = ApprovalsAnswer {
+            policy_checksum: None,
+            policy: None,
+            policy_file_matches: None,
+            decisions: vec![],
+            ..answer
+        };
+        let text = table(&none, false);
         assert!(text.contains("none (the owner alone approves)"), "{text}");
     }
 }

@@ -42,15 +42,17 @@ fn write(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// A command's typed answer as the data of its success envelope: every
-/// answer is a struct (or a map), so it serialises to an object; anything
-/// else is a bug in the answer's type, not a condition to report.
+/// A command's typed answer as the keys of its success envelope: the one
+/// place an answer struct becomes JSON (architecture §3a). serde_json's map
+/// is sorted, so the keys come out in the order `render` prints anyway.
 pub fn data(answer: &impl serde::Serialize) -> Map<String, Value> {
     match serde_json::to_value(answer) {
-        Ok(Value::Object(map)) => Some(map),
-        _ => None,
+        Ok(Value::Object(map)) => map,
+        // An answer is a struct of strings, numbers, lists and maps with
+        // string keys: serde_json writes such a value as an object and
+        // cannot fail on it, so anything else is a bug in the answer's type.
+        other => panic!("a command's answer must serialise to a JSON object, not {other:?}"),
     }
-    .expect("a command's answer is a struct, and a struct always serialises to an object")
 }
 
 /// The success envelope: `ok`, `operation`, `state_root` plus the data.
@@ -169,6 +171,35 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An answer becomes the envelope's keys as its fields are named,
+    /// flattened parts merged in, absent options left out.
+    #[test]
+    fn an_answer_becomes_the_envelopes_keys() {
+        #[derive(serde::Serialize)]
+        struct Part {
+            b: u64,
+        }
+        #[derive(serde::Serialize)]
+        struct Answer {
+            a: &'static str,
+            #[serde(flatten)]
+            part: Part,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            absent: Option<u64>,
+            null: Option<u64>,
+        }
+        let answer = Answer {
+            a: "x",
+            part: Part { b: 1 },
+            absent: None,
+            null: None,
+        };
+        assert_eq!(
+            success("op", "/r", data(&answer)),
+            r#"{"a": "x", "b": 1, "null": null, "ok": true, "operation": "op", "state_root": "/r"}"#
+        );
+    }
 
     #[test]
     fn python_default_separators() {

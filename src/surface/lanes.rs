@@ -6,6 +6,7 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 
+use super::envelope::data;
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::lanes::LaneTransitionRequest;
 use crate::commands::{self, FlowResult};
@@ -51,8 +52,8 @@ pub fn dispatch(
     let (name, kind, transition, reason, changed_paths) = match command {
         LaneCommands::LaneCreate(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            let data = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
-            return Ok(("lane-create", data));
+            let answer = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
+            return Ok(("lane-create", data(&answer)));
         }
         LaneCommands::LaneStart(a) => ("lane-start", LaneCommand::Start, a, None, None),
         LaneCommands::StartupAck(a) => ("startup-ack", LaneCommand::StartupAck, a, None, None),
@@ -96,6 +97,6 @@ pub fn dispatch(
         reason,
         changed_paths,
     };
-    let data = commands::lanes::lane_transition(&ctx, &request)?;
-    Ok((name, data))
+    let answer = commands::lanes::lane_transition(&ctx, &request)?;
+    Ok((name, data(&answer)))
 }

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+use super::envelope::data;
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::liveness::{self, LaneFlags};
 use crate::commands::{FlowError, FlowResult};
@@ -104,35 +105,40 @@ pub fn dispatch(
             let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "heartbeat",
-                liveness::heartbeat(&ctx, &a.evidence, &a.input)?,
+                data(&liveness::heartbeat(&ctx, &a.evidence, &a.input)?),
             )
         }
         LivenessCommands::StallRecord(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "stall-record",
-                liveness::stall_record(&ctx, a.lane.flags(), &a.reason, &a.decision)?,
+                data(&liveness::stall_record(
+                    &ctx,
+                    a.lane.flags(),
+                    &a.reason,
+                    &a.decision,
+                )?),
             )
         }
         LivenessCommands::StallClear(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "stall-clear",
-                liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?,
+                data(&liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?),
             )
         }
         LivenessCommands::ProbeSent(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             (
                 "probe-sent",
-                liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?,
+                data(&liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?),
             )
         }
         LivenessCommands::InterruptResult(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             (
                 "interrupt-result",
-                liveness::interrupt_result(&ctx, a.flags())?,
+                data(&liveness::interrupt_result(&ctx, a.flags())?),
             )
         }
         LivenessCommands::LivenessCheck(a) => {
@@ -144,7 +150,9 @@ pub fn dispatch(
             });
             (
                 "liveness-check",
-                liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status, extra)?,
+                data(&liveness::liveness_check(
+                    root, &a.run_id, &a.lane_id, &a.at, status, extra,
+                )?),
             )
         }
     })

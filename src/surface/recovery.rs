@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+use super::envelope::data;
 use super::mutation::{MutationArgs, context};
 use super::transparency::{SignHeadKeyArg, sign_gate_head};
 use crate::commands::FlowResult;
@@ -97,13 +98,16 @@ pub fn dispatch(
         RecoveryCommands::Resume(args) => {
             let key = args.sign.load(root)?;
             let ctx = context(root, env, &args.common, args.at.value()?);
-            let data = resume(
+            let answer = resume(
                 &ctx,
                 &args.evidence,
                 &args.new_owner_file,
                 &crate::store::handle::OwnerToken::generate(),
             )?;
-            ("resume", sign_gate_head(root, key.as_ref(), "run_id", data))
+            (
+                "resume",
+                sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
+            )
         }
         RecoveryCommands::RecoveryRunCreate(args) => {
             let policy = args
@@ -122,26 +126,26 @@ pub fn dispatch(
                 entropy: &crate::commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
             };
             let key = args.sign.load(root)?;
-            let data = recovery_run_create(root, env, &request)?;
+            let answer = recovery_run_create(root, env, &request)?;
             (
                 "recovery-run-create",
-                sign_gate_head(root, key.as_ref(), "new_run_id", data),
+                sign_gate_head(root, key.as_ref(), "new_run_id", data(&answer)),
             )
         }
         RecoveryCommands::HandoffCreate(args) => {
             let key = args.sign.load(root)?;
             let ctx = context(root, env, &args.report.common, args.report.at.value()?);
-            let data = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
+            let answer = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
             (
                 "handoff-create",
-                sign_gate_head(root, key.as_ref(), "run_id", data),
+                sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
             )
         }
         RecoveryCommands::LiveReportCreate(args) => {
             let ctx = context(root, env, &args.common, args.at.value()?);
             (
                 "live-report-create",
-                create_report(&ctx, ReportKind::Live, &args.input)?,
+                data(&create_report(&ctx, ReportKind::Live, &args.input)?),
             )
         }
     })

@@ -6,6 +6,7 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 
+use super::envelope::data;
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
 use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
@@ -43,8 +44,8 @@ pub fn dispatch(
     let (name, kind, args) = match command {
         ReplacementCommands::LaneReassign(args) => {
             let ctx = context(root, env, &args.common, args.at.value()?);
-            let data = lane_reassign(&ctx, &args.input, &args.evidence)?;
-            return Ok(("lane-reassign", data));
+            let answer = lane_reassign(&ctx, &args.input, &args.evidence)?;
+            return Ok(("lane-reassign", data(&answer)));
         }
         ReplacementCommands::ReplacementRepair(a) => {
             ("replacement-repair", LineageCommand::Repair, a)
@@ -53,7 +54,7 @@ pub fn dispatch(
         ReplacementCommands::ReplacementClose(a) => ("replacement-close", LineageCommand::Close, a),
     };
     let ctx = context(root, env, &args.common, Some(args.at.as_str()));
-    let data = lineage(
+    let answer = lineage(
         &ctx,
         kind,
         &args.lane_id,
@@ -61,5 +62,5 @@ pub fn dispatch(
         &args.at,
         &args.evidence,
     )?;
-    Ok((name, data))
+    Ok((name, data(&answer)))
 }

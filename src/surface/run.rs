@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+use super::envelope::data;
 use super::mutation::{MutationArgs, context};
 use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
@@ -66,14 +67,14 @@ pub fn dispatch(
             // The approval gate (our extension): identity comes from the
             // environment, never from argv; a signature from a file.
             let ctx = context(root, env, &a.transition.common, a.transition.at.as_deref());
-            let data = commands::approval::approve(
+            let answer = commands::approval::approve(
                 &ctx,
                 &a.transition.evidence,
                 a.transition.at.as_deref(),
                 &commands::approval::ApprovalEnv::from_process(),
                 a.signature.as_deref(),
             )?;
-            return Ok(("run-approve", data));
+            return Ok(("run-approve", data(&answer)));
         }
         RunCommands::RunStart(a) => ("run-start", RunCommand::Start, a, None),
         RunCommands::RunRecoveryFinish(a) => {
@@ -98,7 +99,7 @@ pub fn dispatch(
     // The approval gate (our extension) owns approve and cancel: identity
     // comes from the environment, never from argv.
     let gate = commands::approval::ApprovalEnv::from_process;
-    let data = match (kind, reason.as_deref()) {
+    let answer = match (kind, reason.as_deref()) {
         (RunCommand::Cancel, Some(reason)) => commands::approval::cancel(
             &ctx,
             &transition.evidence,
@@ -114,5 +115,5 @@ pub fn dispatch(
             reason.as_deref(),
         )?,
     };
-    Ok((name, data))
+    Ok((name, data(&answer)))
 }

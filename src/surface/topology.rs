@@ -7,6 +7,7 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 
+use super::envelope::data;
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
 use crate::commands::{completion, topology};
@@ -84,47 +85,52 @@ pub fn dispatch(
     Ok(match command {
         TopologyCommands::CompletionCheck(a) => (
             "completion-check",
-            completion::completion_check(root, &a.run_id)?,
+            data(&completion::completion_check(root, &a.run_id)?),
         ),
         TopologyCommands::TopologyRegister(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-register",
-                topology::topology_register(&ctx, &a.evidence, &a.input)?,
+                data(&topology::topology_register(&ctx, &a.evidence, &a.input)?),
             )
         }
         TopologyCommands::CheckResult(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "check-result",
-                topology::check_result(&ctx, &a.evidence, &a.input)?,
+                data(&topology::check_result(&ctx, &a.evidence, &a.input)?),
             )
         }
         TopologyCommands::ComponentEvidence(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "component-evidence",
-                topology::component_evidence(&ctx, &a.evidence, &a.input)?,
+                data(&topology::component_evidence(&ctx, &a.evidence, &a.input)?),
             )
         }
         TopologyCommands::LaneResolve(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             (
                 "lane-resolve",
-                completion::lane_resolve(
+                data(&completion::lane_resolve(
                     &ctx,
                     &a.evidence,
                     &a.lane_id,
                     &a.resolution_lane_id,
                     &a.at,
-                )?,
+                )?),
             )
         }
         TopologyCommands::TopologyRemove(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
             (
                 "topology-remove",
-                topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
+                data(&topology::topology_remove(
+                    &ctx,
+                    &a.evidence,
+                    &a.component_id,
+                    &a.reason,
+                )?),
             )
         }
         TopologyCommands::Complete(a) => {
@@ -135,10 +141,10 @@ pub fn dispatch(
                 &a.common,
                 super::mutation::strict_at(a.at.as_deref())?,
             );
-            let data = completion::complete(&ctx, &a.evidence)?;
+            let answer = completion::complete(&ctx, &a.evidence)?;
             (
                 "complete",
-                super::transparency::sign_gate_head(root, key.as_ref(), "run_id", data),
+                super::transparency::sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
             )
         }
     })

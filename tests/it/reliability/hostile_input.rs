@@ -390,10 +390,10 @@ struct Kind {
     file: fn(&Fixture) -> PathBuf,
 }
 
-fn typed(result: Result<Map<String, Value>, FlowError>) -> Result<(), String> {
+fn typed(result: Result<impl serde::Serialize, FlowError>) -> Result<(), String> {
     match result {
         Err(_) => Ok(()),
-        Ok(out) => Err(format!("accepted: {}", Value::Object(out))),
+        Ok(out) => Err(format!("accepted: {}", json!(out))),
     }
 }
 
