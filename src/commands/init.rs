@@ -388,17 +388,33 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     Ok(sealed.checksum.into())
 }
 
-/// Keys of the init output (beyond the envelope).
-pub fn outcome_json(outcome: &InitOutcome) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("checksum".into(), Value::String(outcome.checksum.clone()));
-    map.insert("component_ids".into(), json!(outcome.component_ids));
-    map.insert("owner_epoch".into(), Value::from(1));
-    map.insert("run_id".into(), Value::String(outcome.run_id.clone()));
-    map.insert("sequence".into(), Value::from(1));
-    map.insert(
-        "workflow_type".into(),
-        Value::String(outcome.workflow_type.clone()),
-    );
-    map
+/// What `init` answers (beyond the envelope): the new run at its first
+/// event, its owner at epoch 1.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InitAnswer {
+    pub run_id: String,
+    pub sequence: u64,
+    pub checksum: String,
+    pub owner_epoch: u64,
+    pub component_ids: Vec<String>,
+    pub workflow_type: String,
+    /// The frozen approval policy's checksum (our extension), when `init`
+    /// was given one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_policy_checksum: Option<String>,
+}
+
+impl InitOutcome {
+    /// Its answer, with the approval policy's checksum when there is one.
+    pub fn answer(self, approval_policy_checksum: Option<String>) -> InitAnswer {
+        InitAnswer {
+            run_id: self.run_id,
+            sequence: 1,
+            checksum: self.checksum,
+            owner_epoch: 1,
+            component_ids: self.component_ids,
+            workflow_type: self.workflow_type,
+            approval_policy_checksum,
+        }
+    }
 }

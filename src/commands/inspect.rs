@@ -179,17 +179,6 @@ pub struct Diagnosis {
     pub diagnosis_checksum: String,
 }
 
-/// `receipt-diagnose` as a JSON object, for `recovery-run-create`, which
-/// compares it with the diagnosis it was given (recorded JSON).
-pub fn receipt_diagnose(
-    root: &StateRoot,
-    run_id: &str,
-) -> FlowResult<serde_json::Map<String, serde_json::Value>> {
-    // A struct serialises to an object.
-    let diagnosis = json!(diagnose(root, run_id)?);
-    Ok(diagnosis.as_object().cloned().unwrap_or_default())
-}
-
 /// `receipt-diagnose`: the diagnosis object plus its checksum.
 pub fn diagnose(root: &StateRoot, run_id: &str) -> FlowResult<Diagnosis> {
     let mut run = open_validated(root, run_id)?;

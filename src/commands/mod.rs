@@ -1,5 +1,8 @@
 //! Commands: the guarded paths between the CLI and the store. Each returns
-//! the command's own output keys; the CLI adds the envelope.
+//! its typed answer (`#[derive(Serialize)]`, architecture.md §3a); the
+//! surface turns it into the envelope's keys in one place
+//! (`surface::envelope::data`), and its tables and HTML render the same
+//! answer.
 
 pub mod approval;
 pub mod attest;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{FlowError, FlowResult};
 use super::init::{FirstEvent, InitEntropy, InitRequest, PolicySource, init_run};
-use super::inspect::receipt_diagnose;
+use super::inspect::diagnose;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
 use crate::coordinator::approval::ApprovalPolicy;
 use crate::coordinator::recovery::{
@@ -52,9 +52,12 @@ pub struct RecoveryRequest<'a> {
 }
 
 /// The diagnosis object as `receipt-diagnose` computes it now, without its
-/// checksum.
+/// checksum, as JSON: it is compared key by key with the diagnosis the
+/// caller recorded.
 fn current_diagnosis(root: &StateRoot, run_id: &str) -> FlowResult<Map<String, Value>> {
-    let mut current = receipt_diagnose(root, run_id)?;
+    let Value::Object(mut current) = json!(diagnose(root, run_id)?) else {
+        unreachable!("a diagnosis is a struct, which serialises to an object");
+    };
     current.remove("diagnosis_checksum");
     Ok(current)
 }

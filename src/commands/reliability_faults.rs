@@ -399,7 +399,7 @@ fn check_init(
     before_runs: &[String],
     before_handles: &[String],
     scratch: &Scratch,
-    result: &FlowResult<serde_json::Map<String, Value>>,
+    result: &FlowResult<super::init::InitAnswer>,
     log: &[Attempt],
     what: &str,
 ) -> bool {
@@ -437,14 +437,14 @@ fn check_init(
     }
 }
 
-fn run_init(s: &Scratch) -> FlowResult<serde_json::Map<String, Value>> {
+fn run_init(s: &Scratch) -> FlowResult<super::init::InitAnswer> {
     init(
         &s.root(),
         &s.env(),
         &s.init_request("main.owner"),
         &entropy("0badc0de"),
     )
-    .map(|outcome| super::init::outcome_json(&outcome))
+    .map(|outcome| outcome.answer(None))
 }
 
 #[test]

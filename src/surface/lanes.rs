@@ -1,12 +1,11 @@
 //! Lane lifecycle commands: lane-create, lane-start, startup-ack,
 //! probe-ack, lane-complete, lane-fail, lane-block, lane-cancel.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 
-use super::envelope::data;
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::lanes::LaneTransitionRequest;
 use crate::commands::{self, FlowResult};
@@ -48,12 +47,12 @@ pub fn dispatch(
     command: LaneCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     let (name, kind, transition, reason, changed_paths) = match command {
         LaneCommands::LaneCreate(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
             let answer = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
-            return Ok(("lane-create", data(&answer)));
+            return Ok(Success::of("lane-create", &answer));
         }
         LaneCommands::LaneStart(a) => ("lane-start", LaneCommand::Start, a, None, None),
         LaneCommands::StartupAck(a) => ("startup-ack", LaneCommand::StartupAck, a, None, None),
@@ -98,5 +97,5 @@ pub fn dispatch(
         changed_paths,
     };
     let answer = commands::lanes::lane_transition(&ctx, &request)?;
-    Ok((name, data(&answer)))
+    Ok(Success::of(name, &answer))
 }

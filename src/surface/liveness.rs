@@ -1,13 +1,12 @@
 //! Liveness commands: heartbeat, stall-record, stall-clear, probe-sent,
 //! interrupt-result and the read-only liveness-check.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-use super::envelope::data;
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::liveness::{self, LaneFlags};
 use crate::commands::{FlowError, FlowResult};
@@ -99,46 +98,41 @@ pub fn dispatch(
     command: LivenessCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     Ok(match command {
         LivenessCommands::Heartbeat(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            (
+            Success::of(
                 "heartbeat",
-                data(&liveness::heartbeat(&ctx, &a.evidence, &a.input)?),
+                &liveness::heartbeat(&ctx, &a.evidence, &a.input)?,
             )
         }
         LivenessCommands::StallRecord(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            (
+            Success::of(
                 "stall-record",
-                data(&liveness::stall_record(
-                    &ctx,
-                    a.lane.flags(),
-                    &a.reason,
-                    &a.decision,
-                )?),
+                &liveness::stall_record(&ctx, a.lane.flags(), &a.reason, &a.decision)?,
             )
         }
         LivenessCommands::StallClear(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            (
+            Success::of(
                 "stall-clear",
-                data(&liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?),
+                &liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?,
             )
         }
         LivenessCommands::ProbeSent(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            (
+            Success::of(
                 "probe-sent",
-                data(&liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?),
+                &liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?,
             )
         }
         LivenessCommands::InterruptResult(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
-            (
+            Success::of(
                 "interrupt-result",
-                data(&liveness::interrupt_result(&ctx, a.flags())?),
+                &liveness::interrupt_result(&ctx, a.flags())?,
             )
         }
         LivenessCommands::LivenessCheck(a) => {
@@ -148,11 +142,9 @@ pub fn dispatch(
                 decision_out: a.decision_out.as_deref(),
                 cwd: &env.cwd,
             });
-            (
+            Success::of(
                 "liveness-check",
-                data(&liveness::liveness_check(
-                    root, &a.run_id, &a.lane_id, &a.at, status, extra,
-                )?),
+                &liveness::liveness_check(root, &a.run_id, &a.lane_id, &a.at, status, extra)?,
             )
         }
     })

@@ -286,46 +286,21 @@ fn dispatch(command: Command, root: &StateRoot, env: &DiscoveryEnv) -> FlowResul
                 &commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
                 policy.as_ref(),
             )?;
-            let mut data = commands::init::outcome_json(&outcome);
-            if let Some(checksum) = policy_checksum {
-                data.insert("approval_policy_checksum".into(), Value::String(checksum));
-            }
-            Success::data("init", data)
+            Success::of("init", &outcome.answer(policy_checksum))
         }
         Command::Verify(args) => Success::of(
             "verify",
             &commands::verify_signed(root, &args.run_id, &args.key, args.head.as_deref())?,
         ),
-        Command::Transparency(command) => {
-            let (operation, data) = transparency::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
+        Command::Transparency(command) => transparency::dispatch(command, root, env)?,
         Command::Bundle(command) => bundle::dispatch(command, root, env)?,
-        Command::Run(command) => {
-            let (operation, data) = run::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
-        Command::Lanes(command) => {
-            let (operation, data) = lanes::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
-        Command::Replacement(command) => {
-            let (operation, data) = replacement::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
-        Command::Liveness(command) => {
-            let (operation, data) = liveness::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
+        Command::Run(command) => run::dispatch(command, root, env)?,
+        Command::Lanes(command) => lanes::dispatch(command, root, env)?,
+        Command::Replacement(command) => replacement::dispatch(command, root, env)?,
+        Command::Liveness(command) => liveness::dispatch(command, root, env)?,
         Command::Approvals(command) => approvals::dispatch(command, root, env)?,
-        Command::Topology(command) => {
-            let (operation, data) = topology::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
-        Command::Recovery(command) => {
-            let (operation, data) = recovery::dispatch(command, root, env)?;
-            Success::data(operation, data)
-        }
+        Command::Topology(command) => topology::dispatch(command, root, env)?,
+        Command::Recovery(command) => recovery::dispatch(command, root, env)?,
         Command::Views(_) => {
             return Err(FlowError::contract("views are run by run_with_terminal"));
         }

@@ -1,13 +1,12 @@
 //! Owner transfer, recovery and bound reports: resume,
 //! recovery-run-create, handoff-create, live-report-create.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-use super::envelope::data;
 use super::mutation::{MutationArgs, context};
 use super::transparency::{SignHeadKeyArg, sign_gate_head};
 use crate::commands::FlowResult;
@@ -93,7 +92,7 @@ pub fn dispatch(
     command: RecoveryCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     Ok(match command {
         RecoveryCommands::Resume(args) => {
             let key = args.sign.load(root)?;
@@ -104,10 +103,8 @@ pub fn dispatch(
                 &args.new_owner_file,
                 &crate::store::handle::OwnerToken::generate(),
             )?;
-            (
-                "resume",
-                sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
-            )
+            let run_id = answer.committed.run_id.clone();
+            sign_gate_head(root, key.as_ref(), &run_id, Success::of("resume", &answer))
         }
         RecoveryCommands::RecoveryRunCreate(args) => {
             let policy = args
@@ -127,25 +124,31 @@ pub fn dispatch(
             };
             let key = args.sign.load(root)?;
             let answer = recovery_run_create(root, env, &request)?;
-            (
-                "recovery-run-create",
-                sign_gate_head(root, key.as_ref(), "new_run_id", data(&answer)),
+            let run_id = answer.new_run_id.clone();
+            sign_gate_head(
+                root,
+                key.as_ref(),
+                &run_id,
+                Success::of("recovery-run-create", &answer),
             )
         }
         RecoveryCommands::HandoffCreate(args) => {
             let key = args.sign.load(root)?;
             let ctx = context(root, env, &args.report.common, args.report.at.value()?);
             let answer = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
-            (
-                "handoff-create",
-                sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
+            let run_id = answer.head.run_id.clone();
+            sign_gate_head(
+                root,
+                key.as_ref(),
+                &run_id,
+                Success::of("handoff-create", &answer),
             )
         }
         RecoveryCommands::LiveReportCreate(args) => {
             let ctx = context(root, env, &args.common, args.at.value()?);
-            (
+            Success::of(
                 "live-report-create",
-                data(&create_report(&ctx, ReportKind::Live, &args.input)?),
+                &create_report(&ctx, ReportKind::Live, &args.input)?,
             )
         }
     })

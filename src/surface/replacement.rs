@@ -1,12 +1,11 @@
 //! Stalled-lane replacement commands: lane-reassign, replacement-repair,
 //! replacement-block, replacement-close.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 
-use super::envelope::data;
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
 use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
@@ -40,12 +39,12 @@ pub fn dispatch(
     command: ReplacementCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     let (name, kind, args) = match command {
         ReplacementCommands::LaneReassign(args) => {
             let ctx = context(root, env, &args.common, args.at.value()?);
             let answer = lane_reassign(&ctx, &args.input, &args.evidence)?;
-            return Ok(("lane-reassign", data(&answer)));
+            return Ok(Success::of("lane-reassign", &answer));
         }
         ReplacementCommands::ReplacementRepair(a) => {
             ("replacement-repair", LineageCommand::Repair, a)
@@ -62,5 +61,5 @@ pub fn dispatch(
         &args.at,
         &args.evidence,
     )?;
-    Ok((name, data(&answer)))
+    Ok(Success::of(name, &answer))
 }

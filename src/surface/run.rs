@@ -1,13 +1,12 @@
 //! Run lifecycle commands: run-approve, run-start, run-recovery-start,
 //! run-recovery-finish, run-fail, run-block, run-cancel.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-use super::envelope::data;
 use super::mutation::{MutationArgs, context};
 use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
@@ -57,11 +56,7 @@ pub struct RunReasonArgs {
     pub reason: String,
 }
 
-pub fn dispatch(
-    command: RunCommands,
-    root: &StateRoot,
-    env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> FlowResult<Success> {
     let (name, kind, transition, reason) = match command {
         RunCommands::RunApprove(a) => {
             // The approval gate (our extension): identity comes from the
@@ -74,7 +69,7 @@ pub fn dispatch(
                 &commands::approval::ApprovalEnv::from_process(),
                 a.signature.as_deref(),
             )?;
-            return Ok(("run-approve", data(&answer)));
+            return Ok(Success::of("run-approve", &answer));
         }
         RunCommands::RunStart(a) => ("run-start", RunCommand::Start, a, None),
         RunCommands::RunRecoveryFinish(a) => {
@@ -115,5 +110,5 @@ pub fn dispatch(
             reason.as_deref(),
         )?,
     };
-    Ok((name, data(&answer)))
+    Ok(Success::of(name, &answer))
 }

@@ -2,12 +2,11 @@
 //! check-result, component-evidence, lane-resolve, complete and the
 //! read-only completion-check.
 
+use super::Success;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 
-use super::envelope::data;
 use super::mutation::{InputMutationArgs, MutationArgs, context};
 use crate::commands::FlowResult;
 use crate::commands::{completion, topology};
@@ -81,56 +80,51 @@ pub fn dispatch(
     command: TopologyCommands,
     root: &StateRoot,
     env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     Ok(match command {
-        TopologyCommands::CompletionCheck(a) => (
+        TopologyCommands::CompletionCheck(a) => Success::of(
             "completion-check",
-            data(&completion::completion_check(root, &a.run_id)?),
+            &completion::completion_check(root, &a.run_id)?,
         ),
         TopologyCommands::TopologyRegister(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            (
+            Success::of(
                 "topology-register",
-                data(&topology::topology_register(&ctx, &a.evidence, &a.input)?),
+                &topology::topology_register(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::CheckResult(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            (
+            Success::of(
                 "check-result",
-                data(&topology::check_result(&ctx, &a.evidence, &a.input)?),
+                &topology::check_result(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::ComponentEvidence(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            (
+            Success::of(
                 "component-evidence",
-                data(&topology::component_evidence(&ctx, &a.evidence, &a.input)?),
+                &topology::component_evidence(&ctx, &a.evidence, &a.input)?,
             )
         }
         TopologyCommands::LaneResolve(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
-            (
+            Success::of(
                 "lane-resolve",
-                data(&completion::lane_resolve(
+                &completion::lane_resolve(
                     &ctx,
                     &a.evidence,
                     &a.lane_id,
                     &a.resolution_lane_id,
                     &a.at,
-                )?),
+                )?,
             )
         }
         TopologyCommands::TopologyRemove(a) => {
             let ctx = context(root, env, &a.common, a.at.value()?);
-            (
+            Success::of(
                 "topology-remove",
-                data(&topology::topology_remove(
-                    &ctx,
-                    &a.evidence,
-                    &a.component_id,
-                    &a.reason,
-                )?),
+                &topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
             )
         }
         TopologyCommands::Complete(a) => {
@@ -142,9 +136,12 @@ pub fn dispatch(
                 super::mutation::strict_at(a.at.as_deref())?,
             );
             let answer = completion::complete(&ctx, &a.evidence)?;
-            (
-                "complete",
-                super::transparency::sign_gate_head(root, key.as_ref(), "run_id", data(&answer)),
+            let run_id = answer.run_id.clone();
+            super::transparency::sign_gate_head(
+                root,
+                key.as_ref(),
+                &run_id,
+                Success::of("complete", &answer),
             )
         }
     })

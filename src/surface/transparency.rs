@@ -2,12 +2,11 @@
 //! key-generate, sign-head, prove-event, prove-append, check-proof, and the
 //! `--sign-head-key` the phase-closing gates accept.
 
+use super::Success;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-use super::envelope::data;
 use crate::commands::transparency::{
     self, ProofInput, load_signer_key, load_verifier_keys, sign_after_gate,
 };
@@ -106,38 +105,38 @@ pub fn dispatch(
     command: TransparencyCommands,
     root: &StateRoot,
     _env: &DiscoveryEnv,
-) -> FlowResult<(&'static str, Map<String, Value>)> {
+) -> FlowResult<Success> {
     Ok(match command {
-        TransparencyCommands::KeyGenerate(args) => (
+        TransparencyCommands::KeyGenerate(args) => Success::of(
             "key-generate",
-            data(&transparency::key_generate(root, &args.name, &args.out)?),
+            &transparency::key_generate(root, &args.name, &args.out)?,
         ),
         TransparencyCommands::SignHead(args) => {
             let key = load_signer_key(root, &args.key)?;
-            (
+            Success::of(
                 "sign-head",
-                data(&transparency::sign_head(root, &args.run_id, &key)?),
+                &transparency::sign_head(root, &args.run_id, &key)?,
             )
         }
-        TransparencyCommands::ProveEvent(args) => (
+        TransparencyCommands::ProveEvent(args) => Success::of(
             "prove-event",
-            data(&transparency::prove_event(
+            &transparency::prove_event(
                 root,
                 &args.run_id,
                 args.sequence,
                 args.head.as_deref(),
                 args.out.as_deref(),
-            )?),
+            )?,
         ),
-        TransparencyCommands::ProveAppend(args) => (
+        TransparencyCommands::ProveAppend(args) => Success::of(
             "prove-append",
-            data(&transparency::prove_append(
+            &transparency::prove_append(
                 root,
                 &args.run_id,
                 &args.from,
                 args.head.as_deref(),
                 args.out.as_deref(),
-            )?),
+            )?,
         ),
         TransparencyCommands::CheckProof(args) => {
             let keys = load_verifier_keys(root, &args.key)?;
@@ -150,14 +149,9 @@ pub fn dispatch(
                     ));
                 }
             };
-            (
+            Success::of(
                 "check-proof",
-                data(&transparency::check_proof(
-                    root,
-                    input,
-                    &keys,
-                    args.run_id.as_deref(),
-                )?),
+                &transparency::check_proof(root, input, &keys, args.run_id.as_deref())?,
             )
         }
     })
@@ -181,22 +175,16 @@ impl SignHeadKeyArg {
     }
 }
 
-/// Sign the head a gate left (under `run_key` in its output) and add it to
-/// the gate's output.
+/// Sign the head a gate left on `run_id` and add it to the gate's answer.
 pub fn sign_gate_head(
     root: &StateRoot,
     key: Option<&SignerKey>,
-    run_key: &str,
-    mut data: Map<String, Value>,
-) -> Map<String, Value> {
-    if let Some(key) = key
-        && let Some(run_id) = data
-            .get(run_key)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    {
-        let (name, value) = sign_after_gate(root, &run_id, key);
-        data.insert(name, value);
+    run_id: &str,
+    mut answer: Success,
+) -> Success {
+    if let Some(key) = key {
+        let (name, value) = sign_after_gate(root, run_id, key);
+        answer.data.insert(name, value);
     }
-    data
+    answer
 }

@@ -20,7 +20,7 @@ use crate::bed::refusal::{Chain, Work, append};
 use crate::bed::{Flow, Output, snapshot};
 use crate::reliability::{LaneRun, Rng, figure, full, lines, seed, size};
 use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
-use bluetape_flow::commands::inspect::receipt_diagnose;
+use bluetape_flow::commands::inspect::diagnose;
 use bluetape_flow::commands::{FlowError, verify};
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::RunId;
@@ -166,7 +166,7 @@ fn library_verdicts(root: &Path, run_id: &str) -> (Option<u64>, Option<u64>) {
         Err(FlowError::ReceiptDamaged(damage)) => Some(damage.first_bad_sequence),
         _ => None,
     };
-    let diagnosed = match receipt_diagnose(&StateRoot::begin(root), run_id) {
+    let diagnosed = match diagnose(&StateRoot::begin(root), run_id).map(|d| json!(d)) {
         Ok(map) if map["effective_state"] == "blocked" => map["first_bad_sequence"].as_u64(),
         _ => None,
     };

@@ -18,7 +18,7 @@ use crate::reliability;
 use bluetape_flow::store::input::JsonArg;
 use bluetape_flow::store::root::StateRoot;
 
-use bluetape_flow::commands::inspect::receipt_diagnose;
+use bluetape_flow::commands::inspect::diagnose;
 use bluetape_flow::commands::lanes::lane_create;
 use bluetape_flow::commands::lifecycle::run_transition;
 use bluetape_flow::commands::liveness::heartbeat;
@@ -713,7 +713,7 @@ fn reliability_hostile_input_receipt_lines_never_panic_or_verify() {
             Err(FlowError::ReceiptDamaged(d)) if d.first_bad_sequence == next_sequence
         );
         prop_assert!(damaged, "{:?}: verify said {:?}", h, verified);
-        let diagnosis = receipt_diagnose(&StateRoot::begin(&f.run.root), &f.run.run_id);
+        let diagnosis = diagnose(&StateRoot::begin(&f.run.root), &f.run.run_id).map(|d| json!(d));
         prop_assert!(
             matches!(&diagnosis, Ok(d) if d["first_bad_sequence"] == next_sequence),
             "{:?}: diagnose said {:?}",
