@@ -982,10 +982,7 @@ pub fn verified_output(verified: &Verified, at: &str) -> BundleVerified {
                 at,
             );
             UnsignedTail {
-                signed: false,
-                from_sequence: through + 1,
-                to_sequence: total,
-                events: total - through,
+                span: super::UnsignedSpan::after(through, total),
                 checksum: verified.position.checksum.clone(),
                 run_state: verified.state.run_state().to_string(),
                 lanes: full.detail.lanes,
@@ -1048,11 +1045,8 @@ pub struct SignedReach {
 /// The events after the signed prefix, judged apart.
 #[derive(Debug, Serialize)]
 pub struct UnsignedTail {
-    /// Always false: nothing here is covered by a signature.
-    pub signed: bool,
-    pub from_sequence: u64,
-    pub to_sequence: u64,
-    pub events: u64,
+    #[serde(flatten)]
+    pub span: super::UnsignedSpan,
     /// The checksum of the receipt's last event.
     pub checksum: String,
     /// The whole receipt's state, lanes and completion.

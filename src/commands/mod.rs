@@ -79,14 +79,34 @@ pub struct SignedReach {
     pub unsigned_tail: Option<UnsignedTail>,
 }
 
-/// The events after the signed prefix of `verify --key`.
+/// The events after a signed prefix (`verify --key`, `bundle-verify
+/// --key`): nothing in them is covered by a signature.
 #[derive(Debug, Serialize)]
-pub struct UnsignedTail {
-    /// Always false: nothing here is covered by a signature.
+pub struct UnsignedSpan {
+    /// Always false.
     pub signed: bool,
     pub from_sequence: u64,
     pub to_sequence: u64,
     pub events: u64,
+}
+
+impl UnsignedSpan {
+    /// The events after `through` of a receipt of `total` events.
+    pub fn after(through: u64, total: u64) -> UnsignedSpan {
+        UnsignedSpan {
+            signed: false,
+            from_sequence: through + 1,
+            to_sequence: total,
+            events: total - through,
+        }
+    }
+}
+
+/// The events after the signed prefix of `verify --key`.
+#[derive(Debug, Serialize)]
+pub struct UnsignedTail {
+    #[serde(flatten)]
+    pub span: UnsignedSpan,
     /// The breaches among these events (empty when none).
     pub breaches: Vec<Breach>,
 }
@@ -156,10 +176,7 @@ pub fn verify_signed(
         answer.signed = Some(SignedReach {
             signed_through: through,
             unsigned_tail: (total > through).then(|| UnsignedTail {
-                signed: false,
-                from_sequence: through + 1,
-                to_sequence: total,
-                events: total - through,
+                span: UnsignedSpan::after(through, total),
                 breaches: later,
             }),
         });
