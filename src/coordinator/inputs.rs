@@ -25,11 +25,7 @@ use super::topology::{
 use crate::receipt::faults::EVIDENCE_KEYS;
 use crate::receipt::rules::{COMPONENT_KEYS, Limits};
 
-/// `receipt::primitives::is_identifier`.
-pub const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$";
-
-/// `receipt::primitives::is_sha256_hex`.
-pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
+pub use crate::receipt::schema::{IDENTIFIER_PATTERN, SHA256_PATTERN};
 
 /// `receipt::primitives::parse_timestamp`, with [`timestamp`]'s
 /// `"format": "date-time"` (RFC 3339, which makes it a real calendar
@@ -241,6 +237,255 @@ pub fn report(live: bool, limits: &Limits) -> Value {
     })
 }
 
+// ---------------------------------------------------------------------------
+// The inputs as types. Each limit is the manifest default's
+// (`Limits::DEFAULT`), spelled once there: the catalog and the help show
+// the defaults, while the decisions check the run's own manifest limits
+// (a run may raise them), so no leaf checks a limit when it is read.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::receipt::faults::EvidenceItem;
+use crate::receipt::primitives::{AgentId, Identifier, LaneId, RunId, Sha256Hex};
+use crate::receipt::rules::Component;
+use crate::receipt::schema::{Integer, leaf_schema};
+
+/// The default limits the schemas show.
+const DEFAULT: Limits = Limits::DEFAULT;
+
+/// A caller's UTC timestamp, as written. The decisions read it as the
+/// reference does at each place (strictly, or laxly for a heartbeat and a
+/// report), so reading it here checks only that it is text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct UtcTimestamp(pub String);
+
+/// Text with a character that is not white space, of at most `MAX`
+/// characters (the default limit; the decisions check the run's).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct NonBlank<const MAX: u64>(pub String);
+
+/// The non-blank text of an assignment, a fallback or a reason.
+pub type Assignment = NonBlank<{ DEFAULT.max_assignment_chars }>;
+
+/// A `write_scope` entry as given, before it is canonicalised.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct ScopeEntry(pub String);
+
+/// A canonical repository path (`lane-complete --changed-paths`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct CanonicalPath(pub String);
+
+leaf_schema! {
+    UtcTimestamp => {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN};
+    ScopeEntry => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
+        "pattern": scope_entry_pattern()};
+    CanonicalPath => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
+        "pattern": canonical_path_pattern()};
+}
+
+impl<const MAX: u64> JsonSchema for NonBlank<MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("NonBlank{MAX}").into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // The pattern wants a character, so no `minLength`.
+        schemars::json_schema!({"type": "string", "maxLength": MAX, "pattern": NON_BLANK_PATTERN})
+    }
+}
+
+/// `--evidence`: 1 to `max_evidence_refs` items (a step always needs some).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Evidence(
+    #[schemars(length(min = 1, max = DEFAULT.max_evidence_refs))] pub Vec<EvidenceItem>,
+);
+
+/// `lane-complete --changed-paths`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ChangedPaths(
+    #[schemars(length(max = DEFAULT.max_write_scopes), extend("uniqueItems" = true))]
+    pub  Vec<CanonicalPath>,
+);
+
+/// `lane-create --input` (reference-coordinator §5).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaneCreateInput {
+    pub lane_id: LaneId,
+    pub agent_id: AgentId,
+    pub assignment: Assignment,
+    #[schemars(length(max = DEFAULT.max_write_scopes))]
+    pub write_scope: Vec<ScopeEntry>,
+    pub fallback: Assignment,
+    pub observed_at: UtcTimestamp,
+    pub startup_ack_deadline: UtcTimestamp,
+    pub command_deadline: UtcTimestamp,
+    /// Null or absent: a lane of the run's own.
+    #[serde(default)]
+    #[schemars(schema_with = "null_or_identifier")]
+    pub parent_lane_id: Option<LaneId>,
+    /// Absent: 0.
+    #[serde(default)]
+    #[schemars(with = "Integer", range(min = 0))]
+    pub replacement_count: Option<Integer>,
+}
+
+/// `{"anyOf": [an identifier, null]}`.
+fn null_or_identifier(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [generator.subschema_for::<LaneId>(), {"type": "null"}]})
+}
+
+/// `heartbeat --input` (reference-coordinator §6.4).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatInput {
+    pub lane_id: LaneId,
+    pub agent_id: AgentId,
+    pub observed_at: UtcTimestamp,
+    pub silence_lease_deadline: UtcTimestamp,
+    /// As given: the decision refuses one that is not non-blank text in
+    /// the reference's place, after the lane's checks.
+    #[schemars(with = "Assignment")]
+    pub reason: Value,
+}
+
+/// What a replacement assignment must name (any case).
+const CHECKPOINT_PATTERN: &str = "[Cc][Hh][Ee][Cc][Kk][Pp][Oo][Ii][Nn][Tt]";
+
+/// `lane-reassign --input` (reference-coordinator §8).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReassignInput {
+    pub lane_id: LaneId,
+    pub replacement_lane_id: LaneId,
+    pub replacement_agent_id: AgentId,
+    pub decided_at: UtcTimestamp,
+    /// Names the recovered checkpoint (so at least its 10 characters).
+    #[schemars(length(min = 10, max = DEFAULT.max_assignment_chars), pattern(CHECKPOINT_PATTERN))]
+    pub replacement_assignment: String,
+    #[schemars(length(max = DEFAULT.max_write_scopes))]
+    pub replacement_write_scope: Vec<ScopeEntry>,
+    pub replacement_startup_ack_deadline: UtcTimestamp,
+    pub replacement_command_deadline: UtcTimestamp,
+}
+
+/// `stall-record --decision`: the decision `liveness-check` printed. The
+/// decision binds the object as given (its checksum), so this type is its
+/// schema and keys only.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StallDecision {
+    #[schemars(schema_with = "suspect_stall")]
+    pub action: String,
+    #[schemars(schema_with = "stall_reason")]
+    pub reason: String,
+}
+
+fn suspect_stall(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"const": "suspect_stall"})
+}
+
+fn stall_reason(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"enum": ["no fresh evidence", "startup ACK deadline elapsed"]})
+}
+
+/// `check-result --input` (reference-coordinator §10.3).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckResultInput {
+    pub component_id: Identifier,
+    pub check_id: Identifier,
+    pub passed: bool,
+    /// As given, absent = null: the decision refuses a reason that is not
+    /// text or null where the reference does.
+    #[serde(default)]
+    #[schemars(with = "Option<String>", length(max = DEFAULT.max_assignment_chars))]
+    pub reason: Value,
+}
+
+/// `component-evidence --input` (reference-coordinator §10.4).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentEvidenceInput {
+    pub component_id: Identifier,
+}
+
+/// `topology-register --input`: the approved components.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Topology(#[schemars(length(min = 1, max = DEFAULT.max_components))] pub Vec<Component>);
+
+/// Most `target_hashes` entries, `command_ids` and `timestamps` a report
+/// may list, and the longest target path and command id.
+pub const MAX_REPORT_TARGETS: usize = 64;
+pub const MAX_REPORT_COMMANDS: usize = 64;
+pub const MAX_TARGET_PATH_CHARS: usize = 256;
+pub const MAX_COMMAND_ID_CHARS: usize = 128;
+
+/// `{target path: SHA-256}`.
+fn target_hashes(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "maxProperties": MAX_REPORT_TARGETS,
+        "propertyNames": {"minLength": 1, "maxLength": MAX_TARGET_PATH_CHARS, "pattern": target_path_pattern()},
+        "additionalProperties": generator.subschema_for::<Sha256Hex>()})
+}
+
+/// A report type: the handoff's keys, then `$extra` ones. A report is
+/// stored as the canonical bytes of the object given, so these types are
+/// its schema and keys (`coordinator::reports::validate_report_payload`
+/// checks it).
+macro_rules! report {
+    ($(#[$doc:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub agents_hash: Sha256Hex,
+            pub canonical_sha: Sha256Hex,
+            pub manifest_hash: Sha256Hex,
+            #[schemars(range(min = 1))]
+            pub owner_epoch: Integer,
+            pub receipt_head: Sha256Hex,
+            /// Bound to the run later; any text here.
+            #[schemars(with = "RunId")]
+            pub run_id: String,
+            pub skill_hash: Sha256Hex,
+            #[schemars(schema_with = "target_hashes")]
+            pub target_hashes: std::collections::BTreeMap<String, Sha256Hex>,
+            $($extra)*
+        }
+    };
+}
+
+report!(
+    /// `handoff-create --input`.
+    HandoffReport {}
+);
+
+report!(
+    /// `live-report-create --input`.
+    LiveReport {
+        #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS), inner(length(min = 1, max = MAX_COMMAND_ID_CHARS)))]
+        pub command_ids: Vec<String>,
+        #[schemars(length(max = DEFAULT.max_evidence_refs))]
+        pub evidence_refs: Vec<EvidenceItem>,
+        pub exit_status: Integer,
+        pub live_hash: Sha256Hex,
+        pub rendered_hash: Sha256Hex,
+        pub source_hash: Sha256Hex,
+        #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS))]
+        pub timestamps: Vec<UtcTimestamp>,
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,6 +625,143 @@ mod tests {
             checked,
             (1..=5).map(|n| alphabet.len().pow(n)).sum::<usize>()
         );
+    }
+
+    /// The schemas derived from the types are the hand-built ones.
+    #[test]
+    fn the_derived_schemas_are_the_hand_built_ones() {
+        use crate::receipt::schema::schema_of;
+        let limits = Limits::DEFAULT;
+        let cases = [
+            ("evidence", schema_of::<Evidence>(), evidence(&limits)),
+            (
+                "changed paths",
+                schema_of::<ChangedPaths>(),
+                changed_paths(&limits),
+            ),
+            (
+                "lane-create",
+                schema_of::<LaneCreateInput>(),
+                lane_create(&limits),
+            ),
+            (
+                "heartbeat",
+                schema_of::<HeartbeatInput>(),
+                heartbeat(&limits),
+            ),
+            (
+                "lane-reassign",
+                schema_of::<ReassignInput>(),
+                lane_reassign(&limits),
+            ),
+            (
+                "stall decision",
+                schema_of::<StallDecision>(),
+                stall_decision(),
+            ),
+            (
+                "check-result",
+                schema_of::<CheckResultInput>(),
+                check_result(&limits),
+            ),
+            (
+                "component-evidence",
+                schema_of::<ComponentEvidenceInput>(),
+                component_evidence(),
+            ),
+            ("topology", schema_of::<Topology>(), topology(&limits)),
+            (
+                "handoff",
+                schema_of::<HandoffReport>(),
+                report(false, &limits),
+            ),
+            (
+                "live report",
+                schema_of::<LiveReport>(),
+                report(true, &limits),
+            ),
+        ];
+        for (name, derived, hand_built) in cases {
+            assert_eq!(
+                serde_json::to_string_pretty(&derived).unwrap(),
+                serde_json::to_string_pretty(&hand_built).unwrap(),
+                "{name}"
+            );
+        }
+    }
+
+    /// The keys the decisions check are the types' fields, in their
+    /// order.
+    #[test]
+    fn the_keys_are_the_types_fields() {
+        use crate::receipt::schema::InputKeys;
+        let keys = |required: &[&'static str], optional: &[&'static str]| InputKeys {
+            required: required.to_vec(),
+            optional: optional.to_vec(),
+        };
+        assert_eq!(
+            InputKeys::of::<LaneCreateInput>(),
+            keys(&LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)
+        );
+        assert_eq!(
+            InputKeys::of::<HeartbeatInput>(),
+            keys(&HEARTBEAT_FIELDS, &[])
+        );
+        assert_eq!(
+            InputKeys::of::<ReassignInput>(),
+            keys(&REASSIGN_FIELDS, &[])
+        );
+        assert_eq!(
+            InputKeys::of::<CheckResultInput>(),
+            keys(&CHECK_RESULT_FIELDS, &CHECK_RESULT_OPTIONAL_FIELDS)
+        );
+        assert_eq!(
+            InputKeys::of::<ComponentEvidenceInput>(),
+            keys(&COMPONENT_EVIDENCE_FIELDS, &[])
+        );
+        assert_eq!(InputKeys::of::<Component>(), keys(&COMPONENT_KEYS, &[]));
+        assert_eq!(
+            InputKeys::of::<EvidenceItem>().all(),
+            EVIDENCE_KEYS.to_vec()
+        );
+        assert_eq!(InputKeys::of::<HandoffReport>(), keys(&HANDOFF_FIELDS, &[]));
+        let live: Vec<&str> = HANDOFF_FIELDS
+            .iter()
+            .chain(&LIVE_EXTRA_FIELDS)
+            .copied()
+            .collect();
+        assert_eq!(InputKeys::of::<LiveReport>(), keys(&live, &[]));
+    }
+
+    /// What the decisions' checks pass, the types read: the laxest
+    /// values each check lets through (lax timestamps, a reason of any
+    /// type where the decision refuses it later, integers of any size).
+    #[test]
+    fn the_types_read_what_the_checks_pass() {
+        let huge = serde_json::from_str::<Value>("100000000000000000000000000000").unwrap();
+        let evidence = json!([{"kind": "log", "summary": "", "path": "a", "checksum": "a".repeat(64), "exit_status": huge}]);
+        let read = serde_json::from_value::<Evidence>(evidence.clone()).unwrap();
+        let status = read.0[0].exit_status.as_ref().unwrap();
+        assert_eq!(status.0.to_string(), "100000000000000000000000000000");
+        serde_json::from_value::<HeartbeatInput>(json!({"lane_id": "a", "agent_id": "b",
+            "observed_at": "2026-07-14T01:00Z", "silence_lease_deadline": "2026-07-14", "reason": 7}))
+        .unwrap();
+        serde_json::from_value::<CheckResultInput>(json!({"component_id": "a", "check_id": "b",
+            "passed": true, "reason": [1]}))
+        .unwrap();
+        serde_json::from_value::<LaneCreateInput>(json!({"lane_id": "a", "agent_id": "b",
+            "assignment": "x", "write_scope": ["./src//a/"], "fallback": "y",
+            "observed_at": "2026-07-14T01:00:00Z", "startup_ack_deadline": "2026-07-14T01:00:01Z",
+            "command_deadline": "2026-07-14T01:00:01Z", "parent_lane_id": null, "replacement_count": huge}))
+        .unwrap();
+        let hash = "0".repeat(64);
+        serde_json::from_value::<LiveReport>(json!({"agents_hash": hash, "canonical_sha": hash,
+            "manifest_hash": hash, "owner_epoch": huge, "receipt_head": hash, "run_id": "r",
+            "skill_hash": hash, "target_hashes": {"a/b": hash}, "command_ids": ["c"],
+            "evidence_refs": evidence, "exit_status": -1, "live_hash": hash, "rendered_hash": hash,
+            "source_hash": hash, "timestamps": ["2026-07-14"]}))
+        .unwrap();
+        assert!(serde_json::from_value::<HeartbeatInput>(json!({"lane_id": "a"})).is_err());
     }
 
     #[test]

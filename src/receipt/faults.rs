@@ -7,8 +7,33 @@
 
 use serde_json::{Map, Value, json};
 
-use super::primitives::{as_int, char_len, is_sha256_hex};
+use super::primitives::{Sha256Hex, as_int, char_len, is_sha256_hex};
 use super::rules::Limits;
+use super::schema::Integer;
+
+/// One evidence reference (rules E1–E9): what `--evidence` and a live
+/// report's `evidence_refs` list. Its limits in the schema are the
+/// manifest defaults ([`Limits::DEFAULT`]); [`evidence_fault`] checks the
+/// run's. A reference is echoed into the receipt as given, so this type is
+/// its schema and keys.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceItem {
+    #[schemars(length(min = 1, max = Limits::DEFAULT.max_evidence_kind_chars))]
+    pub kind: String,
+    #[schemars(length(max = Limits::DEFAULT.max_evidence_summary_chars))]
+    pub summary: String,
+    #[serde(default)]
+    #[schemars(with = "String", length(max = Limits::DEFAULT.max_evidence_path_chars))]
+    pub path: Option<String>,
+    #[serde(default)]
+    #[schemars(with = "Sha256Hex")]
+    pub checksum: Option<Sha256Hex>,
+    /// An integer of any size, as written.
+    #[serde(default)]
+    #[schemars(with = "Integer")]
+    pub exit_status: Option<Integer>,
+}
 
 /// The keys an evidence reference may hold.
 pub const EVIDENCE_KEYS: [&str; 5] = ["kind", "summary", "path", "checksum", "exit_status"];

@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use super::json_ref::{JsonRef, ObjectRef};
 
-use super::primitives::{as_int, char_len, is_identifier, is_sha256_hex, is_timestamp_shape};
+use super::primitives::{
+    Identifier, LaneId, as_int, char_len, is_identifier, is_sha256_hex, is_timestamp_shape,
+};
 use super::vocab::EventType;
 
 /// Manifest family: the first two components of `manifest_version`.
@@ -348,6 +350,45 @@ pub fn check_recovery_provenance_ref(metadata: &ObjectRef<'_>) -> Rule {
         return fail("recovery_trusted_sequence is invalid");
     }
     Ok(())
+}
+
+/// One component of `topology-register --input` (TC1–TC9, checked by
+/// [`check_component_ref`]); its limits in the schema are the manifest
+/// defaults, the check reads the run's. A component is recorded as given,
+/// so this type is its schema and keys.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    /// `missing` when registered; a receipt may also hold `partial` or
+    /// `covered`.
+    #[schemars(schema_with = "registered_coverage")]
+    pub coverage_state: String,
+    #[schemars(
+        length(max = Limits::DEFAULT.max_component_dependencies),
+        extend("uniqueItems" = true)
+    )]
+    pub dependencies: Vec<Identifier>,
+    #[schemars(length(min = 1, max = Limits::DEFAULT.max_description_chars))]
+    pub description: String,
+    /// Always empty: evidence is attached later (`component-evidence`).
+    #[schemars(schema_with = "no_items")]
+    pub evidence_refs: Vec<Value>,
+    pub id: Identifier,
+    pub owner_lane: LaneId,
+    pub required: bool,
+    #[schemars(
+        length(max = Limits::DEFAULT.max_component_checks),
+        extend("uniqueItems" = true)
+    )]
+    pub required_checks: Vec<Identifier>,
+}
+
+fn registered_coverage(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"const": "missing"})
+}
+
+fn no_items(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "maxItems": 0})
 }
 
 /// TC1–TC9: one topology component.
