@@ -312,16 +312,7 @@ report!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::lane_commands::{LANE_CREATE_FIELDS, LANE_CREATE_OPTIONAL_FIELDS};
-    use crate::coordinator::liveness::HEARTBEAT_FIELDS;
-    use crate::coordinator::replacement::REASSIGN_FIELDS;
-    use crate::coordinator::reports::{HANDOFF_FIELDS, LIVE_EXTRA_FIELDS};
-    use crate::coordinator::topology::{
-        CHECK_RESULT_FIELDS, CHECK_RESULT_OPTIONAL_FIELDS, COMPONENT_EVIDENCE_FIELDS,
-    };
-    use crate::receipt::faults::EVIDENCE_KEYS;
     use crate::receipt::primitives::{is_identifier, is_sha256_hex, parse_timestamp};
-    use crate::receipt::rules::COMPONENT_KEYS;
     use serde_json::json;
 
     /// Every typed input's schema, named.
@@ -490,8 +481,8 @@ mod tests {
         insta::assert_snapshot!("input_schemas", text.join("\n"));
     }
 
-    /// The keys the decisions check are the types' fields, in their
-    /// order.
+    /// The keys the decisions check are the types' fields, in the order
+    /// the reference lists them (its refusals name them so).
     #[test]
     fn the_keys_are_the_types_fields() {
         use crate::receipt::schema::InputKeys;
@@ -499,38 +490,88 @@ mod tests {
             required: required.to_vec(),
             optional: optional.to_vec(),
         };
-        assert_eq!(
-            InputKeys::of::<LaneCreateInput>(),
-            keys(&LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)
-        );
-        assert_eq!(
-            InputKeys::of::<HeartbeatInput>(),
-            keys(&HEARTBEAT_FIELDS, &[])
-        );
-        assert_eq!(
-            InputKeys::of::<ReassignInput>(),
-            keys(&REASSIGN_FIELDS, &[])
-        );
+        let lane = [
+            "lane_id",
+            "agent_id",
+            "assignment",
+            "write_scope",
+            "fallback",
+            "observed_at",
+            "startup_ack_deadline",
+            "command_deadline",
+        ];
+        let optional = ["parent_lane_id", "replacement_count"];
+        assert_eq!(InputKeys::of::<LaneCreateInput>(), keys(&lane, &optional));
+        let heartbeat = [
+            "lane_id",
+            "agent_id",
+            "observed_at",
+            "silence_lease_deadline",
+            "reason",
+        ];
+        assert_eq!(InputKeys::of::<HeartbeatInput>(), keys(&heartbeat, &[]));
+        let reassign = [
+            "lane_id",
+            "replacement_lane_id",
+            "replacement_agent_id",
+            "decided_at",
+            "replacement_assignment",
+            "replacement_write_scope",
+            "replacement_startup_ack_deadline",
+            "replacement_command_deadline",
+        ];
+        assert_eq!(InputKeys::of::<ReassignInput>(), keys(&reassign, &[]));
         assert_eq!(
             InputKeys::of::<CheckResultInput>(),
-            keys(&CHECK_RESULT_FIELDS, &CHECK_RESULT_OPTIONAL_FIELDS)
+            keys(&["component_id", "check_id", "passed"], &["reason"])
         );
         assert_eq!(
             InputKeys::of::<ComponentEvidenceInput>(),
-            keys(&COMPONENT_EVIDENCE_FIELDS, &[])
+            keys(&["component_id"], &[])
         );
-        assert_eq!(InputKeys::of::<Component>(), keys(&COMPONENT_KEYS, &[]));
+        let mut component = [
+            "coverage_state",
+            "dependencies",
+            "description",
+            "evidence_refs",
+            "id",
+            "owner_lane",
+            "required",
+            "required_checks",
+        ];
+        assert_eq!(InputKeys::of::<Component>(), keys(&component, &[]));
+        component.sort_unstable();
+        assert_eq!(InputKeys::of::<Component>().required, component, "sorted");
         assert_eq!(
-            InputKeys::of::<EvidenceItem>().all(),
-            EVIDENCE_KEYS.to_vec()
+            InputKeys::of::<EvidenceItem>(),
+            keys(&["kind", "summary"], &["path", "checksum", "exit_status"])
         );
-        assert_eq!(InputKeys::of::<HandoffReport>(), keys(&HANDOFF_FIELDS, &[]));
-        let live: Vec<&str> = HANDOFF_FIELDS
-            .iter()
-            .chain(&LIVE_EXTRA_FIELDS)
-            .copied()
-            .collect();
+        let handoff = [
+            "agents_hash",
+            "canonical_sha",
+            "manifest_hash",
+            "owner_epoch",
+            "receipt_head",
+            "run_id",
+            "skill_hash",
+            "target_hashes",
+        ];
+        assert_eq!(InputKeys::of::<HandoffReport>(), keys(&handoff, &[]));
+        let live_extra = [
+            "command_ids",
+            "evidence_refs",
+            "exit_status",
+            "live_hash",
+            "rendered_hash",
+            "source_hash",
+            "timestamps",
+        ];
+        let live: Vec<&str> = handoff.iter().chain(&live_extra).copied().collect();
         assert_eq!(InputKeys::of::<LiveReport>(), keys(&live, &[]));
+        assert!(
+            InputKeys::of::<Evidence>().all().is_empty(),
+            "a list has no keys"
+        );
     }
 
     /// What the decisions' checks pass, the types read: the laxest

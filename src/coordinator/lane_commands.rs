@@ -16,6 +16,7 @@ use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, Teaching, evidence_refusal, in_field, invalid,
     require_evidence, run_state_refused,
 };
+use super::inputs::LaneCreateInput;
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
@@ -24,19 +25,8 @@ use crate::receipt::primitives::{
     AgentId, Instant, LaneId, as_int, is_identifier, parse_timestamp,
 };
 use crate::receipt::rules::{Limits, check_evidence};
+use crate::receipt::schema::keys_of;
 use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
-
-/// The required keys of the `lane-create --input` object.
-pub const LANE_CREATE_FIELDS: [&str; 8] = [
-    "lane_id",
-    "agent_id",
-    "assignment",
-    "write_scope",
-    "fallback",
-    "observed_at",
-    "startup_ack_deadline",
-    "command_deadline",
-];
 
 /// What an identifier input must be (issue 15's `fields.invalid`).
 pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters";
@@ -53,9 +43,6 @@ impl InField for FlowError {
         in_field(key, expected, None)(self)
     }
 }
-
-/// The optional keys of the `lane-create --input` object.
-pub const LANE_CREATE_OPTIONAL_FIELDS: [&str; 2] = ["parent_lane_id", "replacement_count"];
 
 /// An input object must hold every required key and nothing beyond the
 /// optional ones (reference-coordinator §1.4).
@@ -204,7 +191,8 @@ pub fn precheck_lane_create(
     evidence: &Value,
     canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
 ) -> Result<LaneCreate, FlowError> {
-    let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
+    let keys = keys_of!(LaneCreateInput);
+    let fields = require_fields(input, &keys.required, &keys.optional)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
     let lane_id = typed_identifier(field("lane_id"), "lane id", LaneId::parse)
         .map_err(in_field("lane_id", IDENTIFIER, None))?;

@@ -21,6 +21,7 @@ use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint,
     invalid_word, require_evidence,
 };
+use super::inputs::HeartbeatInput;
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
@@ -29,6 +30,7 @@ use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::{Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
+use crate::receipt::schema::keys_of;
 
 /// What the caller observed about the lane's command (`--command-status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,15 +444,6 @@ fn lane_intent(
 // ---------------------------------------------------------------------------
 // heartbeat (§6.4)
 
-/// The exact fields of a heartbeat `--input`.
-pub const HEARTBEAT_FIELDS: [&str; 5] = [
-    "lane_id",
-    "agent_id",
-    "observed_at",
-    "silence_lease_deadline",
-    "reason",
-];
-
 /// A heartbeat input that passed the pre-lock checks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Heartbeat {
@@ -466,7 +459,7 @@ pub struct Heartbeat {
 
 /// Pre-lock: exactly the five fields, identifiers, both timestamps parse.
 pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, FlowError> {
-    let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
+    let input = require_fields(input, &keys_of!(HeartbeatInput).required, &[])?;
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
     use super::decide::in_field;
     use super::lane_commands::{IDENTIFIER, TIMESTAMP};

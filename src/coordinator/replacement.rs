@@ -17,25 +17,15 @@ use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, Policy, invalid, invalid_word, require_evidence};
+use super::inputs::ReassignInput;
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 pub use super::replacement_refusal::LineageCommand;
 use super::replacement_refusal::ReplacementRefusal as Refused;
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical::digest;
 use crate::receipt::primitives::{AgentId, Instant, LaneId, is_identifier, parse_timestamp};
+use crate::receipt::schema::keys_of;
 use crate::receipt::scope::narrow_scope;
-
-/// The exact field contract of the `lane-reassign --input` object.
-pub const REASSIGN_FIELDS: [&str; 8] = [
-    "lane_id",
-    "replacement_lane_id",
-    "replacement_agent_id",
-    "decided_at",
-    "replacement_assignment",
-    "replacement_write_scope",
-    "replacement_startup_ack_deadline",
-    "replacement_command_deadline",
-];
 
 /// A `lane-reassign` request that passed its pre-lock checks; the write
 /// scope is already canonical.
@@ -127,9 +117,8 @@ pub fn precheck_reassign(
     let Some(fields) = input.as_object() else {
         return invalid("JSON input has the wrong top-level type");
     };
-    if fields.len() != REASSIGN_FIELDS.len()
-        || !REASSIGN_FIELDS.iter().all(|k| fields.contains_key(*k))
-    {
+    let keys = &keys_of!(ReassignInput).required;
+    if fields.len() != keys.len() || !keys.iter().all(|k| fields.contains_key(*k)) {
         return invalid("JSON input fields do not match the command contract");
     }
     let lane_id = require_identifier(fields.get("lane_id"), "lane id")?;

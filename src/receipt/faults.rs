@@ -35,8 +35,11 @@ pub struct EvidenceItem {
     pub exit_status: Option<Integer>,
 }
 
-/// The keys an evidence reference may hold.
-pub const EVIDENCE_KEYS: [&str; 5] = ["kind", "summary", "path", "checksum", "exit_status"];
+/// The keys an evidence reference may hold, the required ones first.
+fn evidence_keys() -> &'static [&'static str] {
+    static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| super::schema::keys_of!(EvidenceItem).all())
+}
 
 /// One field-level finding set: `detail` for the message, `fields` for the
 /// envelope's extra key.
@@ -175,12 +178,12 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
             continue;
         };
         for key in map.keys() {
-            if !EVIDENCE_KEYS.contains(&key.as_str()) {
+            if !evidence_keys().contains(&key.as_str()) {
                 unknown.push(format!("[{i}].{key}"));
             }
         }
-        for key in ["kind", "summary"] {
-            if !map.contains_key(key) {
+        for key in &super::schema::keys_of!(EvidenceItem).required {
+            if !map.contains_key(*key) {
                 missing.push(format!("[{i}].{key}"));
             }
         }
@@ -228,7 +231,7 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
     if unknown.is_empty() && missing.is_empty() && invalid.is_empty() {
         return None;
     }
-    let mut detail = describe(&missing, &unknown, &EVIDENCE_KEYS);
+    let mut detail = describe(&missing, &unknown, evidence_keys());
     for item in &invalid {
         if !detail.is_empty() {
             detail.push_str("; ");
@@ -241,7 +244,7 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
     }
     Some(Fault {
         detail,
-        fields: fields_value(input, &missing, &unknown, &EVIDENCE_KEYS, invalid),
+        fields: fields_value(input, &missing, &unknown, evidence_keys(), invalid),
     })
 }
 

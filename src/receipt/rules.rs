@@ -392,24 +392,12 @@ fn no_items(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 /// TC1–TC9: one topology component.
-/// The exact keys of one `topology-register --input` component.
-pub const COMPONENT_KEYS: [&str; 8] = [
-    "coverage_state",
-    "dependencies",
-    "description",
-    "evidence_refs",
-    "id",
-    "owner_lane",
-    "required",
-    "required_checks",
-];
-
 pub fn check_component_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
-    const KEYS: [&str; 8] = COMPONENT_KEYS;
+    let keys = &super::schema::keys_of!(Component).required;
     let JsonRef::Object(map) = value else {
         return fail("component metadata fields do not match contract");
     };
-    if map.len() != KEYS.len() || KEYS.iter().any(|k| !map.contains_key(k)) {
+    if map.len() != keys.len() || keys.iter().any(|k| !map.contains_key(k)) {
         return fail("component metadata fields do not match contract");
     }
     for key in ["id", "owner_lane"] {

@@ -92,6 +92,17 @@ impl InputKeys {
     }
 }
 
+/// `InputKeys::of::<$type>()`, worked out once per process (the verifier
+/// asks for a component's keys per registered component).
+macro_rules! keys_of {
+    ($type:ty) => {{
+        static KEYS: std::sync::OnceLock<$crate::receipt::schema::InputKeys> =
+            std::sync::OnceLock::new();
+        KEYS.get_or_init($crate::receipt::schema::InputKeys::of::<$type>)
+    }};
+}
+pub(crate) use keys_of;
+
 /// The field names serde's derive gives the struct `T` (its `FIELDS`, in
 /// declaration order): what `T::deserialize` hands `deserialize_struct`.
 /// Empty when `T` is not a struct.
