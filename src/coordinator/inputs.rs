@@ -68,6 +68,20 @@ pub fn canonical_path_pattern() -> String {
     format!("^(?!([^/]*/)*\\.{{0,2}}(?![^/])){PATH_CHARS}")
 }
 
+/// `input` as its type, once the reference-ordered checks passed it. The
+/// types accept whatever those checks pass, so a failure here is a bug in
+/// bluetape-flow and says so (as a caught panic does, `surface`), never a
+/// refusal of the input.
+pub fn checked_input<T: serde::de::DeserializeOwned>(
+    input: &Value,
+) -> Result<T, super::decide::FlowError> {
+    T::deserialize(input).map_err(|e| {
+        super::decide::FlowError::Contract(format!(
+            "internal error (a bug in bluetape-flow): a checked input does not read as its type: {e}"
+        ))
+    })
+}
+
 // ---------------------------------------------------------------------------
 // The inputs as types. Each limit is the manifest default's
 // (`Limits::DEFAULT`), spelled once there: the catalog and the help show

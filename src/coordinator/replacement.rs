@@ -17,7 +17,7 @@ use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, Policy, invalid, invalid_word, require_evidence};
-use super::inputs::ReassignInput;
+use super::inputs::{ReassignInput, checked_input};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 pub use super::replacement_refusal::LineageCommand;
 use super::replacement_refusal::ReplacementRefusal as Refused;
@@ -124,8 +124,7 @@ pub fn precheck_reassign(
     let lane_id = require_identifier(fields.get("lane_id"), "lane id")?;
     let replacement_lane_id =
         require_identifier(fields.get("replacement_lane_id"), "replacement lane id")?;
-    let replacement_agent_id =
-        require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
+    require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
     if lane_id == replacement_lane_id {
         return invalid("replacement lane id must differ from original");
     }
@@ -161,17 +160,16 @@ pub fn precheck_reassign(
     let startup = fields.get("replacement_startup_ack_deadline");
     let command = fields.get("replacement_command_deadline");
     require_deadline_order(decided_at, startup, command)?;
-    // The deadline order parsed all three, so they are strings.
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let typed: ReassignInput = checked_input(input)?;
     Ok(Reassign {
-        lane_id: lane_id.to_string(),
-        replacement_lane_id: replacement_lane_id.to_string(),
-        replacement_agent_id: replacement_agent_id.to_string(),
-        decided_at: text(decided_at),
-        replacement_assignment: assignment.clone(),
+        lane_id: typed.lane_id.into(),
+        replacement_lane_id: typed.replacement_lane_id.into(),
+        replacement_agent_id: typed.replacement_agent_id.into(),
+        decided_at: typed.decided_at.0,
+        replacement_assignment: typed.replacement_assignment,
         replacement_write_scope: scope,
-        replacement_startup_ack_deadline: text(startup),
-        replacement_command_deadline: text(command),
+        replacement_startup_ack_deadline: typed.replacement_startup_ack_deadline.0,
+        replacement_command_deadline: typed.replacement_command_deadline.0,
     })
 }
 

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
 use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
-use super::inputs::{CheckResultInput, ComponentEvidenceInput};
+use super::inputs::{CheckResultInput, ComponentEvidenceInput, checked_input};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
 use super::state::{Component, CoordinatorState, CoverageState, LaneState};
 use crate::receipt::canonical;
@@ -296,17 +296,18 @@ pub fn precheck_check_result(input: &Value, evidence: &Value) -> Result<CheckRes
     let keys = keys_of!(CheckResultInput);
     let fields = require_fields(input, &keys.required, &keys.optional)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let component_id = identifier(field("component_id"), "component id")?;
-    let check_id = identifier(field("check_id"), "check id")?;
-    let Some(passed) = field("passed").as_bool() else {
+    identifier(field("component_id"), "component id")?;
+    identifier(field("check_id"), "check id")?;
+    if !field("passed").is_boolean() {
         return invalid("check result passed must be a boolean");
-    };
+    }
     require_evidence(evidence)?;
+    let typed: CheckResultInput = checked_input(input)?;
     Ok(CheckResult {
-        component_id,
-        check_id,
-        passed,
-        reason: field("reason").clone(),
+        component_id: typed.component_id.into(),
+        check_id: typed.check_id.into(),
+        passed: typed.passed,
+        reason: typed.reason,
     })
 }
 
@@ -424,7 +425,9 @@ pub fn precheck_component_evidence(input: &Value) -> Result<String, FlowError> {
     identifier(
         fields.get("component_id").unwrap_or(&Value::Null),
         "component id",
-    )
+    )?;
+    let typed: ComponentEvidenceInput = checked_input(input)?;
+    Ok(typed.component_id.into())
 }
 
 /// In-lock decision of `component-evidence`, in the reference's order:
