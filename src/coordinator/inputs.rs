@@ -1,37 +1,31 @@
-//! PURE: the JSON inputs of the commands as JSON Schema, typed to their
-//! leaves (agent-tools.md §4, architecture.md §3a). The key sets are the
-//! constants the decisions check (`LANE_CREATE_FIELDS`, `HEARTBEAT_FIELDS`,
-//! `COMPONENT_KEYS`, …) and the limits the run manifest's defaults
-//! ([`Limits`]), so a key or a limit is spelled once; the patterns are the
-//! rules of `receipt::primitives` and `receipt::scope` written as regular
-//! expressions (the unit tests below hold each pattern to its rule). Every
-//! object is closed (`additionalProperties: false`), as every decision
-//! refuses a key it does not know.
+//! PURE: the JSON inputs of the commands as types, typed to their leaves
+//! (agent-tools.md §4, architecture.md §3a). Each input is one serde type
+//! (`#[serde(deny_unknown_fields)]`); its JSON Schema, shown by the MCP
+//! catalog and the registry, and the keys the decisions check are derived
+//! from it (`receipt::schema`), so a key or a limit is spelled once. The
+//! leaves' patterns are the rules of `receipt::primitives` and
+//! `receipt::scope` written as regular expressions (the unit tests below
+//! hold each pattern to its rule). Every object is closed
+//! (`additionalProperties: false`), as every decision refuses a key it
+//! does not know.
 //!
 //! What a schema cannot say (deadlines in order, paths inside the lane's
 //! scope, a report binding the current head, a decision bound by an
 //! evidence checksum) the command checks against the run; those refusals
 //! are about the run, never about the shape.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::lane_commands::{LANE_CREATE_FIELDS, LANE_CREATE_OPTIONAL_FIELDS};
-use super::liveness::HEARTBEAT_FIELDS;
-use super::replacement::REASSIGN_FIELDS;
-use super::reports::{HANDOFF_FIELDS, LIVE_EXTRA_FIELDS};
-use super::topology::{
-    CHECK_RESULT_FIELDS, CHECK_RESULT_OPTIONAL_FIELDS, COMPONENT_EVIDENCE_FIELDS,
-};
-use crate::receipt::faults::EVIDENCE_KEYS;
-use crate::receipt::rules::{COMPONENT_KEYS, Limits};
+use crate::receipt::faults::EvidenceItem;
+use crate::receipt::primitives::{AgentId, Identifier, LaneId, RunId, Sha256Hex};
+use crate::receipt::rules::{Component, Limits};
+use crate::receipt::schema::{Integer, leaf_schema};
 
-/// `receipt::primitives::is_identifier`.
-pub const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$";
+pub use crate::receipt::schema::{IDENTIFIER_PATTERN, SHA256_PATTERN};
 
-/// `receipt::primitives::is_sha256_hex`.
-pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
-
-/// `receipt::primitives::parse_timestamp`, with [`timestamp`]'s
+/// `receipt::primitives::parse_timestamp`, with [`UtcTimestamp`]'s
 /// `"format": "date-time"` (RFC 3339, which makes it a real calendar
 /// instant): the stored shape, UTC ending in `Z`, no year 0, no leap
 /// second.
@@ -74,177 +68,284 @@ pub fn canonical_path_pattern() -> String {
     format!("^(?!([^/]*/)*\\.{{0,2}}(?![^/])){PATH_CHARS}")
 }
 
-pub fn identifier() -> Value {
-    json!({"type": "string", "pattern": IDENTIFIER_PATTERN})
-}
-
-pub fn sha256() -> Value {
-    json!({"type": "string", "pattern": SHA256_PATTERN})
-}
-
-pub fn timestamp() -> Value {
-    json!({"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN})
-}
-
-/// A non-blank string of at most `max` characters (the pattern wants a
-/// character, so no `minLength`).
-pub fn non_blank(max: u64) -> Value {
-    json!({"type": "string", "maxLength": max, "pattern": NON_BLANK_PATTERN})
-}
-
-/// A closed object of `required` and `optional` keys, typed by `property`.
-fn object(required: &[&str], optional: &[&str], property: impl Fn(&str) -> Value) -> Value {
-    let properties: serde_json::Map<String, Value> = required
-        .iter()
-        .chain(optional)
-        .map(|key| (key.to_string(), property(key)))
-        .collect();
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
+/// `input` as its type, once the reference-ordered checks passed it. The
+/// types accept whatever those checks pass, so a failure here is a bug in
+/// bluetape-flow and says so (as a caught panic does, `surface`), never a
+/// refusal of the input.
+pub fn checked_input<T: serde::de::DeserializeOwned>(
+    input: &Value,
+) -> Result<T, super::decide::FlowError> {
+    T::deserialize(input).map_err(|e| {
+        super::decide::FlowError::Contract(format!(
+            "internal error (a bug in bluetape-flow): a checked input does not read as its type: {e}"
+        ))
     })
 }
 
-/// An evidence item (`receipt::rules::check_evidence`).
-pub fn evidence_item(limits: &Limits) -> Value {
-    object(&EVIDENCE_KEYS[..2], &EVIDENCE_KEYS[2..], |key| match key {
-        "kind" => {
-            json!({"type": "string", "minLength": 1, "maxLength": limits.max_evidence_kind_chars})
-        }
-        "summary" => json!({"type": "string", "maxLength": limits.max_evidence_summary_chars}),
-        "path" => json!({"type": "string", "maxLength": limits.max_evidence_path_chars}),
-        "checksum" => sha256(),
-        _ => json!({"type": "integer"}),
-    })
+// ---------------------------------------------------------------------------
+// The inputs as types. Each limit is the manifest default's
+// (`Limits::DEFAULT`), spelled once there: the catalog and the help show
+// the defaults, while the decisions check the run's own manifest limits
+// (a run may raise them), so no leaf checks a limit when it is read.
+
+/// The default limits the schemas show.
+const DEFAULT: Limits = Limits::DEFAULT;
+
+/// A caller's UTC timestamp, as written. The decisions read it as the
+/// reference does at each place (strictly, or laxly for a heartbeat and a
+/// report), so reading it here checks only that it is text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct UtcTimestamp(pub String);
+
+/// Text with a character that is not white space, of at most `MAX`
+/// characters (the default limit; the decisions check the run's).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct NonBlank<const MAX: u64>(pub String);
+
+/// The non-blank text of an assignment, a fallback or a reason.
+pub type Assignment = NonBlank<{ DEFAULT.max_assignment_chars }>;
+
+/// A `write_scope` entry as given, before it is canonicalised.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct ScopeEntry(pub String);
+
+/// A canonical repository path (`lane-complete --changed-paths`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct CanonicalPath(pub String);
+
+leaf_schema! {
+    UtcTimestamp => {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN};
+    ScopeEntry => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
+        "pattern": scope_entry_pattern()};
+    CanonicalPath => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
+        "pattern": canonical_path_pattern()};
+}
+
+impl<const MAX: u64> JsonSchema for NonBlank<MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("NonBlank{MAX}").into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // The pattern wants a character, so no `minLength`.
+        schemars::json_schema!({"type": "string", "maxLength": MAX, "pattern": NON_BLANK_PATTERN})
+    }
 }
 
 /// `--evidence`: 1 to `max_evidence_refs` items (a step always needs some).
-pub fn evidence(limits: &Limits) -> Value {
-    json!({"type": "array", "minItems": 1, "maxItems": limits.max_evidence_refs, "items": evidence_item(limits)})
-}
-
-fn write_scope(limits: &Limits) -> Value {
-    json!({"type": "array", "maxItems": limits.max_write_scopes, "items": {
-        "type": "string", "maxLength": limits.max_evidence_path_chars,
-        "pattern": scope_entry_pattern()}})
-}
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Evidence(
+    #[schemars(length(min = 1, max = DEFAULT.max_evidence_refs))] pub Vec<EvidenceItem>,
+);
 
 /// `lane-complete --changed-paths`.
-pub fn changed_paths(limits: &Limits) -> Value {
-    json!({"type": "array", "maxItems": limits.max_write_scopes, "uniqueItems": true, "items": {
-        "type": "string", "maxLength": limits.max_evidence_path_chars,
-        "pattern": canonical_path_pattern()}})
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ChangedPaths(
+    #[schemars(length(max = DEFAULT.max_write_scopes), extend("uniqueItems" = true))]
+    pub  Vec<CanonicalPath>,
+);
+
+/// `lane-create --input` (reference-coordinator §5).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaneCreateInput {
+    pub lane_id: LaneId,
+    pub agent_id: AgentId,
+    pub assignment: Assignment,
+    #[schemars(length(max = DEFAULT.max_write_scopes))]
+    pub write_scope: Vec<ScopeEntry>,
+    pub fallback: Assignment,
+    pub observed_at: UtcTimestamp,
+    pub startup_ack_deadline: UtcTimestamp,
+    pub command_deadline: UtcTimestamp,
+    /// Null or absent: a lane of the run's own.
+    #[serde(default)]
+    #[schemars(schema_with = "null_or_identifier")]
+    pub parent_lane_id: Option<LaneId>,
+    /// Absent: 0.
+    #[serde(default)]
+    #[schemars(with = "Integer", range(min = 0))]
+    pub replacement_count: Option<Integer>,
 }
 
-pub fn lane_create(limits: &Limits) -> Value {
-    object(
-        &LANE_CREATE_FIELDS,
-        &LANE_CREATE_OPTIONAL_FIELDS,
-        |key| match key {
-            "lane_id" | "agent_id" => identifier(),
-            "assignment" | "fallback" => non_blank(limits.max_assignment_chars),
-            "write_scope" => write_scope(limits),
-            "parent_lane_id" => json!({"anyOf": [identifier(), {"type": "null"}]}),
-            "replacement_count" => json!({"type": "integer", "minimum": 0}),
-            _ => timestamp(),
-        },
-    )
+/// `{"anyOf": [an identifier, null]}`.
+fn null_or_identifier(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [generator.subschema_for::<LaneId>(), {"type": "null"}]})
 }
 
-pub fn heartbeat(limits: &Limits) -> Value {
-    object(&HEARTBEAT_FIELDS, &[], |key| match key {
-        "lane_id" | "agent_id" => identifier(),
-        "reason" => non_blank(limits.max_assignment_chars),
-        _ => timestamp(),
-    })
+/// `heartbeat --input` (reference-coordinator §6.4).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatInput {
+    pub lane_id: LaneId,
+    pub agent_id: AgentId,
+    pub observed_at: UtcTimestamp,
+    pub silence_lease_deadline: UtcTimestamp,
+    /// As given: the decision refuses one that is not non-blank text in
+    /// the reference's place, after the lane's checks.
+    #[schemars(with = "Assignment")]
+    pub reason: Value,
 }
 
-pub fn lane_reassign(limits: &Limits) -> Value {
-    object(&REASSIGN_FIELDS, &[], |key| match key {
-        "lane_id" | "replacement_lane_id" | "replacement_agent_id" => identifier(),
-        // The decision also wants the word "checkpoint" (any case).
-        "replacement_assignment" => json!({"type": "string", "minLength": 10,
-            "maxLength": limits.max_assignment_chars, "pattern": "[Cc][Hh][Ee][Cc][Kk][Pp][Oo][Ii][Nn][Tt]"}),
-        "replacement_write_scope" => write_scope(limits),
-        _ => timestamp(),
-    })
+/// What a replacement assignment must name (any case).
+const CHECKPOINT_PATTERN: &str = "[Cc][Hh][Ee][Cc][Kk][Pp][Oo][Ii][Nn][Tt]";
+
+/// `lane-reassign --input` (reference-coordinator §8).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReassignInput {
+    pub lane_id: LaneId,
+    pub replacement_lane_id: LaneId,
+    pub replacement_agent_id: AgentId,
+    pub decided_at: UtcTimestamp,
+    /// Names the recovered checkpoint (so at least its 10 characters).
+    #[schemars(length(min = 10, max = DEFAULT.max_assignment_chars), pattern(CHECKPOINT_PATTERN))]
+    pub replacement_assignment: String,
+    #[schemars(length(max = DEFAULT.max_write_scopes))]
+    pub replacement_write_scope: Vec<ScopeEntry>,
+    pub replacement_startup_ack_deadline: UtcTimestamp,
+    pub replacement_command_deadline: UtcTimestamp,
 }
 
-/// `stall-record --decision`: the decision liveness-check printed.
-pub fn stall_decision() -> Value {
-    object(&["action", "reason"], &[], |key| match key {
-        "action" => json!({"const": "suspect_stall"}),
-        _ => json!({"enum": ["no fresh evidence", "startup ACK deadline elapsed"]}),
-    })
+/// `stall-record --decision`: the decision `liveness-check` printed. The
+/// decision binds the object as given (its checksum), so this type is its
+/// schema and keys only.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StallDecision {
+    #[schemars(schema_with = "suspect_stall")]
+    pub action: String,
+    #[schemars(schema_with = "stall_reason")]
+    pub reason: String,
 }
 
-pub fn check_result(limits: &Limits) -> Value {
-    object(
-        &CHECK_RESULT_FIELDS,
-        &CHECK_RESULT_OPTIONAL_FIELDS,
-        |key| match key {
-            "passed" => json!({"type": "boolean"}),
-            "reason" => {
-                json!({"type": ["string", "null"], "maxLength": limits.max_assignment_chars})
-            }
-            _ => identifier(),
-        },
-    )
+fn suspect_stall(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"const": "suspect_stall"})
 }
 
-pub fn component_evidence() -> Value {
-    object(&COMPONENT_EVIDENCE_FIELDS, &[], |_| identifier())
+fn stall_reason(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"enum": ["no fresh evidence", "startup ACK deadline elapsed"]})
+}
+
+/// `check-result --input` (reference-coordinator §10.3).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckResultInput {
+    pub component_id: Identifier,
+    pub check_id: Identifier,
+    pub passed: bool,
+    /// As given, absent = null: the decision refuses a reason that is not
+    /// text or null where the reference does.
+    #[serde(default)]
+    #[schemars(with = "Option<String>", length(max = DEFAULT.max_assignment_chars))]
+    pub reason: Value,
+}
+
+/// `component-evidence --input` (reference-coordinator §10.4).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentEvidenceInput {
+    pub component_id: Identifier,
 }
 
 /// `topology-register --input`: the approved components.
-pub fn topology(limits: &Limits) -> Value {
-    let ids = |max: u64| json!({"type": "array", "maxItems": max, "uniqueItems": true, "items": identifier()});
-    let component = object(&COMPONENT_KEYS, &[], |key| match key {
-        "id" | "owner_lane" => identifier(),
-        "required" => json!({"type": "boolean"}),
-        "description" => {
-            json!({"type": "string", "minLength": 1, "maxLength": limits.max_description_chars})
-        }
-        "required_checks" => ids(limits.max_component_checks),
-        "dependencies" => ids(limits.max_component_dependencies),
-        "evidence_refs" => json!({"type": "array", "maxItems": 0}),
-        _ => json!({"const": "missing"}),
-    });
-    json!({"type": "array", "minItems": 1, "maxItems": limits.max_components, "items": component})
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Topology(#[schemars(length(min = 1, max = DEFAULT.max_components))] pub Vec<Component>);
+
+/// Most `target_hashes` entries, `command_ids` and `timestamps` a report
+/// may list, and the longest target path and command id.
+pub const MAX_REPORT_TARGETS: usize = 64;
+pub const MAX_REPORT_COMMANDS: usize = 64;
+pub const MAX_TARGET_PATH_CHARS: usize = 256;
+pub const MAX_COMMAND_ID_CHARS: usize = 128;
+
+/// `{target path: SHA-256}`.
+fn target_hashes(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "maxProperties": MAX_REPORT_TARGETS,
+        "propertyNames": {"minLength": 1, "maxLength": MAX_TARGET_PATH_CHARS, "pattern": target_path_pattern()},
+        "additionalProperties": generator.subschema_for::<Sha256Hex>()})
 }
 
-/// `handoff-create` and `live-report-create --input`
-/// (`coordinator::reports::validate_report_payload`).
-pub fn report(live: bool, limits: &Limits) -> Value {
-    let mut keys: Vec<&str> = HANDOFF_FIELDS.to_vec();
-    if live {
-        keys.extend(LIVE_EXTRA_FIELDS);
-    }
-    object(&keys, &[], |key| match key {
-        "run_id" => identifier(),
-        "owner_epoch" => json!({"type": "integer", "minimum": 1}),
-        "target_hashes" => json!({"type": "object", "maxProperties": 64,
-            "propertyNames": {"minLength": 1, "maxLength": 256, "pattern": target_path_pattern()},
-            "additionalProperties": sha256()}),
-        "command_ids" => json!({"type": "array", "minItems": 1, "maxItems": 64,
-            "items": {"type": "string", "minLength": 1, "maxLength": 128}}),
-        "timestamps" => {
-            json!({"type": "array", "minItems": 1, "maxItems": 64, "items": timestamp()})
+/// A report type: the handoff's keys, then `$extra` ones. A report is
+/// stored as the canonical bytes of the object given, so these types are
+/// its schema and keys (`coordinator::reports::validate_report_payload`
+/// checks it).
+macro_rules! report {
+    ($(#[$doc:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub agents_hash: Sha256Hex,
+            pub canonical_sha: Sha256Hex,
+            pub manifest_hash: Sha256Hex,
+            #[schemars(range(min = 1))]
+            pub owner_epoch: Integer,
+            pub receipt_head: Sha256Hex,
+            /// Bound to the run later; any text here.
+            #[schemars(with = "RunId")]
+            pub run_id: String,
+            pub skill_hash: Sha256Hex,
+            #[schemars(schema_with = "target_hashes")]
+            pub target_hashes: std::collections::BTreeMap<String, Sha256Hex>,
+            $($extra)*
         }
-        "exit_status" => json!({"type": "integer"}),
-        "evidence_refs" => {
-            json!({"type": "array", "maxItems": limits.max_evidence_refs, "items": evidence_item(limits)})
-        }
-        _ => sha256(),
-    })
+    };
 }
+
+report!(
+    /// `handoff-create --input`.
+    HandoffReport {}
+);
+
+report!(
+    /// `live-report-create --input`.
+    LiveReport {
+        #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS), inner(length(min = 1, max = MAX_COMMAND_ID_CHARS)))]
+        pub command_ids: Vec<String>,
+        #[schemars(length(max = DEFAULT.max_evidence_refs))]
+        pub evidence_refs: Vec<EvidenceItem>,
+        pub exit_status: Integer,
+        pub live_hash: Sha256Hex,
+        pub rendered_hash: Sha256Hex,
+        pub source_hash: Sha256Hex,
+        #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS))]
+        pub timestamps: Vec<UtcTimestamp>,
+    }
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::receipt::primitives::{is_identifier, is_sha256_hex, parse_timestamp};
+    use serde_json::json;
+
+    /// Every typed input's schema, named.
+    fn input_schemas() -> Vec<(&'static str, Value)> {
+        use crate::receipt::schema::schema_of;
+        vec![
+            ("evidence", schema_of::<Evidence>()),
+            ("changed paths", schema_of::<ChangedPaths>()),
+            ("lane-create", schema_of::<LaneCreateInput>()),
+            ("heartbeat", schema_of::<HeartbeatInput>()),
+            ("lane-reassign", schema_of::<ReassignInput>()),
+            ("stall decision", schema_of::<StallDecision>()),
+            ("check-result", schema_of::<CheckResultInput>()),
+            ("component-evidence", schema_of::<ComponentEvidenceInput>()),
+            ("topology", schema_of::<Topology>()),
+            ("handoff", schema_of::<HandoffReport>()),
+            ("live report", schema_of::<LiveReport>()),
+        ]
+    }
 
     /// A search, as JSON Schema's `pattern` is; fancy-regex has the
     /// lookahead the regex crate lacks.
@@ -382,21 +483,168 @@ mod tests {
         );
     }
 
+    /// Every input's schema, as the catalog shows it, byte for byte: a
+    /// change to a type that changes its schema shows here (the catalog's
+    /// size is held in tests/it/mcp.rs).
     #[test]
-    fn every_object_is_closed_and_names_the_decisions_keys() {
-        let limits = Limits::default();
-        let schema = lane_create(&limits);
-        assert_eq!(schema["additionalProperties"], false);
-        assert_eq!(schema["required"], json!(LANE_CREATE_FIELDS));
+    fn the_schemas_are_pinned() {
+        let text: Vec<String> = input_schemas()
+            .into_iter()
+            .map(|(name, schema)| format!("{name}: {schema}"))
+            .collect();
+        insta::assert_snapshot!("input_schemas", text.join("\n"));
+    }
+
+    /// The keys the decisions check are the types' fields, in the order
+    /// the reference lists them (its refusals name them so).
+    #[test]
+    fn the_keys_are_the_types_fields() {
+        use crate::receipt::schema::InputKeys;
+        let keys = |required: &[&'static str], optional: &[&'static str]| InputKeys {
+            required: required.to_vec(),
+            optional: optional.to_vec(),
+        };
+        let lane = [
+            "lane_id",
+            "agent_id",
+            "assignment",
+            "write_scope",
+            "fallback",
+            "observed_at",
+            "startup_ack_deadline",
+            "command_deadline",
+        ];
+        let optional = ["parent_lane_id", "replacement_count"];
+        assert_eq!(InputKeys::of::<LaneCreateInput>(), keys(&lane, &optional));
+        let heartbeat = [
+            "lane_id",
+            "agent_id",
+            "observed_at",
+            "silence_lease_deadline",
+            "reason",
+        ];
+        assert_eq!(InputKeys::of::<HeartbeatInput>(), keys(&heartbeat, &[]));
+        let reassign = [
+            "lane_id",
+            "replacement_lane_id",
+            "replacement_agent_id",
+            "decided_at",
+            "replacement_assignment",
+            "replacement_write_scope",
+            "replacement_startup_ack_deadline",
+            "replacement_command_deadline",
+        ];
+        assert_eq!(InputKeys::of::<ReassignInput>(), keys(&reassign, &[]));
         assert_eq!(
-            schema["properties"].as_object().unwrap().len(),
-            LANE_CREATE_FIELDS.len() + LANE_CREATE_OPTIONAL_FIELDS.len()
+            InputKeys::of::<CheckResultInput>(),
+            keys(&["component_id", "check_id", "passed"], &["reason"])
         );
-        let item = &topology(&limits)["items"];
-        assert_eq!(item["required"], json!(COMPONENT_KEYS));
         assert_eq!(
-            report(true, &limits)["required"].as_array().unwrap().len(),
-            15
+            InputKeys::of::<ComponentEvidenceInput>(),
+            keys(&["component_id"], &[])
         );
+        let mut component = [
+            "coverage_state",
+            "dependencies",
+            "description",
+            "evidence_refs",
+            "id",
+            "owner_lane",
+            "required",
+            "required_checks",
+        ];
+        assert_eq!(InputKeys::of::<Component>(), keys(&component, &[]));
+        component.sort_unstable();
+        assert_eq!(InputKeys::of::<Component>().required, component, "sorted");
+        assert_eq!(
+            InputKeys::of::<EvidenceItem>(),
+            keys(&["kind", "summary"], &["path", "checksum", "exit_status"])
+        );
+        let handoff = [
+            "agents_hash",
+            "canonical_sha",
+            "manifest_hash",
+            "owner_epoch",
+            "receipt_head",
+            "run_id",
+            "skill_hash",
+            "target_hashes",
+        ];
+        assert_eq!(InputKeys::of::<HandoffReport>(), keys(&handoff, &[]));
+        let live_extra = [
+            "command_ids",
+            "evidence_refs",
+            "exit_status",
+            "live_hash",
+            "rendered_hash",
+            "source_hash",
+            "timestamps",
+        ];
+        let live: Vec<&str> = handoff.iter().chain(&live_extra).copied().collect();
+        assert_eq!(InputKeys::of::<LiveReport>(), keys(&live, &[]));
+        assert!(
+            InputKeys::of::<Evidence>().all().is_empty(),
+            "a list has no keys"
+        );
+    }
+
+    /// What the decisions' checks pass, the types read: the laxest
+    /// values each check lets through (lax timestamps, a reason of any
+    /// type where the decision refuses it later, integers of any size).
+    #[test]
+    fn the_types_read_what_the_checks_pass() {
+        let huge = serde_json::from_str::<Value>("100000000000000000000000000000").unwrap();
+        let evidence = json!([{"kind": "log", "summary": "", "path": "a", "checksum": "a".repeat(64), "exit_status": huge}]);
+        let read = serde_json::from_value::<Evidence>(evidence.clone()).unwrap();
+        let status = read.0[0].exit_status.as_ref().unwrap();
+        assert_eq!(status.0.to_string(), "100000000000000000000000000000");
+        serde_json::from_value::<HeartbeatInput>(json!({"lane_id": "a", "agent_id": "b",
+            "observed_at": "2026-07-14T01:00Z", "silence_lease_deadline": "2026-07-14", "reason": 7}))
+        .unwrap();
+        serde_json::from_value::<CheckResultInput>(json!({"component_id": "a", "check_id": "b",
+            "passed": true, "reason": [1]}))
+        .unwrap();
+        serde_json::from_value::<LaneCreateInput>(json!({"lane_id": "a", "agent_id": "b",
+            "assignment": "x", "write_scope": ["./src//a/"], "fallback": "y",
+            "observed_at": "2026-07-14T01:00:00Z", "startup_ack_deadline": "2026-07-14T01:00:01Z",
+            "command_deadline": "2026-07-14T01:00:01Z", "parent_lane_id": null, "replacement_count": huge}))
+        .unwrap();
+        let hash = "0".repeat(64);
+        serde_json::from_value::<LiveReport>(json!({"agents_hash": hash, "canonical_sha": hash,
+            "manifest_hash": hash, "owner_epoch": huge, "receipt_head": hash, "run_id": "r",
+            "skill_hash": hash, "target_hashes": {"a/b": hash}, "command_ids": ["c"],
+            "evidence_refs": evidence, "exit_status": -1, "live_hash": hash, "rendered_hash": hash,
+            "source_hash": hash, "timestamps": ["2026-07-14"]}))
+        .unwrap();
+        assert!(serde_json::from_value::<HeartbeatInput>(json!({"lane_id": "a"})).is_err());
+    }
+
+    /// Every object of every input is closed (as every decision refuses
+    /// a key it does not know) and lists every key it requires.
+    #[test]
+    fn every_object_is_closed() {
+        fn objects(schema: &Value, found: &mut usize) {
+            match schema {
+                Value::Object(map) if map.get("type") == Some(&json!("object")) => {
+                    *found += 1;
+                    let properties = map.get("properties").and_then(Value::as_object);
+                    if let Some(properties) = properties {
+                        assert_eq!(map["additionalProperties"], false, "{schema}");
+                        for key in map["required"].as_array().unwrap() {
+                            assert!(properties.contains_key(key.as_str().unwrap()), "{key}");
+                        }
+                    }
+                    map.values().for_each(|v| objects(v, found));
+                }
+                Value::Object(map) => map.values().for_each(|v| objects(v, found)),
+                Value::Array(items) => items.iter().for_each(|v| objects(v, found)),
+                _ => {}
+            }
+        }
+        let mut found = 0;
+        for (_, schema) in input_schemas() {
+            objects(&schema, &mut found);
+        }
+        assert!(found >= 11, "{found}");
     }
 }

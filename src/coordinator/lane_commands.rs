@@ -16,6 +16,7 @@ use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, Teaching, evidence_refusal, in_field, invalid,
     require_evidence, run_state_refused,
 };
+use super::inputs::{LaneCreateInput, checked_input};
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
 use crate::receipt::canonical;
@@ -24,19 +25,8 @@ use crate::receipt::primitives::{
     AgentId, Instant, LaneId, as_int, is_identifier, parse_timestamp,
 };
 use crate::receipt::rules::{Limits, check_evidence};
+use crate::receipt::schema::keys_of;
 use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
-
-/// The required keys of the `lane-create --input` object.
-pub const LANE_CREATE_FIELDS: [&str; 8] = [
-    "lane_id",
-    "agent_id",
-    "assignment",
-    "write_scope",
-    "fallback",
-    "observed_at",
-    "startup_ack_deadline",
-    "command_deadline",
-];
 
 /// What an identifier input must be (issue 15's `fields.invalid`).
 pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters";
@@ -53,9 +43,6 @@ impl InField for FlowError {
         in_field(key, expected, None)(self)
     }
 }
-
-/// The optional keys of the `lane-create --input` object.
-pub const LANE_CREATE_OPTIONAL_FIELDS: [&str; 2] = ["parent_lane_id", "replacement_count"];
 
 /// An input object must hold every required key and nothing beyond the
 /// optional ones (reference-coordinator §1.4).
@@ -204,37 +191,38 @@ pub fn precheck_lane_create(
     evidence: &Value,
     canonicalize: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
 ) -> Result<LaneCreate, FlowError> {
-    let fields = require_fields(input, &LANE_CREATE_FIELDS, &LANE_CREATE_OPTIONAL_FIELDS)?;
+    let keys = keys_of!(LaneCreateInput);
+    let fields = require_fields(input, &keys.required, &keys.optional)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let lane_id = typed_identifier(field("lane_id"), "lane id", LaneId::parse)
+    typed_identifier(field("lane_id"), "lane id", LaneId::parse)
         .map_err(in_field("lane_id", IDENTIFIER, None))?;
-    let agent_id = typed_identifier(field("agent_id"), "agent id", AgentId::parse)
+    typed_identifier(field("agent_id"), "agent id", AgentId::parse)
         .map_err(in_field("agent_id", IDENTIFIER, None))?;
-    let parent_lane_id = match fields.get("parent_lane_id") {
-        None | Some(Value::Null) => None,
-        Some(parent) => Some(identifier(parent, "parent lane id").map_err(in_field(
+    if let Some(parent) = fields.get("parent_lane_id").filter(|p| !p.is_null()) {
+        identifier(parent, "parent lane id").map_err(in_field(
             "parent_lane_id",
             "null or an existing lane's id",
             None,
-        ))?),
-    };
-    let assignment = non_blank(field("assignment"), "assignment must be non-empty")
-        .map_err(in_field("assignment", "a non-blank string", None))?;
-    let fallback = non_blank(field("fallback"), "fallback must be non-empty").map_err(in_field(
+        ))?;
+    }
+    non_blank(field("assignment"), "assignment must be non-empty").map_err(in_field(
+        "assignment",
+        "a non-blank string",
+        None,
+    ))?;
+    non_blank(field("fallback"), "fallback must be non-empty").map_err(in_field(
         "fallback",
         "a non-blank string",
         None,
     ))?;
-    let replacement_count = match fields.get("replacement_count") {
-        None => json!(0),
-        Some(count) if as_int(count).is_some_and(|n| n >= 0) => count.clone(),
-        Some(_) => {
-            return Err(FlowError::Contract(
-                "replacement_count must be a non-negative integer".into(),
-            )
-            .map_in_field("replacement_count", "a non-negative integer"));
-        }
-    };
+    if let Some(count) = fields.get("replacement_count")
+        && as_int(count).is_none_or(|n| n < 0)
+    {
+        return Err(
+            FlowError::Contract("replacement_count must be a non-negative integer".into())
+                .map_in_field("replacement_count", "a non-negative integer"),
+        );
+    }
     let write_scope = canonicalize(field("write_scope")).map_err(in_field(
         "write_scope",
         "a list of repository paths (e.g. [\"src/api\"])",
@@ -264,18 +252,21 @@ pub fn precheck_lane_create(
         )));
     }
     require_evidence(evidence)?;
-    let text = |key: &str| field(key).as_str().unwrap_or_default().to_string();
+    let typed: LaneCreateInput = checked_input(input)?;
     Ok(LaneCreate {
-        lane_id,
-        agent_id,
-        assignment,
+        lane_id: typed.lane_id,
+        agent_id: typed.agent_id,
+        assignment: typed.assignment.0,
         write_scope,
-        fallback,
-        observed_at: text("observed_at"),
-        startup_ack_deadline: text("startup_ack_deadline"),
-        command_deadline: text("command_deadline"),
-        parent_lane_id,
-        replacement_count,
+        fallback: typed.fallback.0,
+        observed_at: typed.observed_at.0,
+        startup_ack_deadline: typed.startup_ack_deadline.0,
+        command_deadline: typed.command_deadline.0,
+        parent_lane_id: typed.parent_lane_id.map(String::from),
+        // Absent is 0; a count is kept as written (any size).
+        replacement_count: typed
+            .replacement_count
+            .map_or(json!(0), |count| Value::Number(count.0)),
     })
 }
 

@@ -21,6 +21,7 @@ use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint,
     invalid_word, require_evidence,
 };
+use super::inputs::{HeartbeatInput, checked_input};
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
@@ -29,6 +30,7 @@ use crate::receipt::canonical;
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::{AgentId, Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
+use crate::receipt::schema::keys_of;
 
 /// What the caller observed about the lane's command (`--command-status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -478,15 +480,6 @@ fn lane_intent(
 // ---------------------------------------------------------------------------
 // heartbeat (§6.4)
 
-/// The exact fields of a heartbeat `--input`.
-pub const HEARTBEAT_FIELDS: [&str; 5] = [
-    "lane_id",
-    "agent_id",
-    "observed_at",
-    "silence_lease_deadline",
-    "reason",
-];
-
 /// A heartbeat input that passed the pre-lock checks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Heartbeat {
@@ -500,16 +493,15 @@ pub struct Heartbeat {
     pub reason: Option<String>,
 }
 
-/// Pre-lock: exactly the five fields, identifiers, both timestamps parse.
-pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, FlowError> {
-    let input = require_fields(input, &HEARTBEAT_FIELDS, &[])?;
-    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+/// Pre-lock: exactly the five fields, identifiers, both timestamps parse
+/// (laxly, as the reference reads them); then the values are the typed
+/// input's.
+pub fn precheck_heartbeat(value: &Value) -> Result<Heartbeat, FlowError> {
+    let input = require_fields(value, &keys_of!(HeartbeatInput).required, &[])?;
     use super::decide::in_field;
     use super::lane_commands::{IDENTIFIER, TIMESTAMP};
-    let lane_id =
-        identifier(&input["lane_id"], "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
-    let agent_id = identifier(&input["agent_id"], "agent id")
-        .map_err(in_field("agent_id", IDENTIFIER, None))?;
+    identifier(&input["lane_id"], "lane id").map_err(in_field("lane_id", IDENTIFIER, None))?;
+    identifier(&input["agent_id"], "agent id").map_err(in_field("agent_id", IDENTIFIER, None))?;
     let observed = parse_instant_value(&input["observed_at"]).map_err(in_field(
         "observed_at",
         TIMESTAMP,
@@ -520,14 +512,15 @@ pub fn precheck_heartbeat(input: &Value) -> Result<Heartbeat, FlowError> {
         TIMESTAMP,
         None,
     ))?;
+    let typed: HeartbeatInput = checked_input(value)?;
     Ok(Heartbeat {
-        lane_id,
-        agent_id,
-        observed_at: text("observed_at").to_string(),
+        lane_id: typed.lane_id.into(),
+        agent_id: typed.agent_id.into(),
+        observed_at: typed.observed_at.0,
         observed,
-        silence_lease_deadline: text("silence_lease_deadline").to_string(),
+        silence_lease_deadline: typed.silence_lease_deadline.0,
         lease,
-        reason: input["reason"].as_str().map(str::to_string),
+        reason: typed.reason.as_str().map(str::to_string),
     })
 }
 

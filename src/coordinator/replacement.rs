@@ -17,25 +17,15 @@ use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, Policy, invalid, invalid_word, require_evidence};
+use super::inputs::{ReassignInput, checked_input};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 pub use super::replacement_refusal::LineageCommand;
 use super::replacement_refusal::ReplacementRefusal as Refused;
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical::digest;
 use crate::receipt::primitives::{AgentId, Instant, LaneId, is_identifier, parse_timestamp};
+use crate::receipt::schema::keys_of;
 use crate::receipt::scope::narrow_scope;
-
-/// The exact field contract of the `lane-reassign --input` object.
-pub const REASSIGN_FIELDS: [&str; 8] = [
-    "lane_id",
-    "replacement_lane_id",
-    "replacement_agent_id",
-    "decided_at",
-    "replacement_assignment",
-    "replacement_write_scope",
-    "replacement_startup_ack_deadline",
-    "replacement_command_deadline",
-];
 
 /// A `lane-reassign` request that passed its pre-lock checks; the write
 /// scope is already canonical.
@@ -127,16 +117,14 @@ pub fn precheck_reassign(
     let Some(fields) = input.as_object() else {
         return invalid("JSON input has the wrong top-level type");
     };
-    if fields.len() != REASSIGN_FIELDS.len()
-        || !REASSIGN_FIELDS.iter().all(|k| fields.contains_key(*k))
-    {
+    let keys = &keys_of!(ReassignInput).required;
+    if fields.len() != keys.len() || !keys.iter().all(|k| fields.contains_key(*k)) {
         return invalid("JSON input fields do not match the command contract");
     }
     let lane_id = require_identifier(fields.get("lane_id"), "lane id")?;
     let replacement_lane_id =
         require_identifier(fields.get("replacement_lane_id"), "replacement lane id")?;
-    let replacement_agent_id =
-        require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
+    require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
     if lane_id == replacement_lane_id {
         return invalid("replacement lane id must differ from original");
     }
@@ -172,17 +160,16 @@ pub fn precheck_reassign(
     let startup = fields.get("replacement_startup_ack_deadline");
     let command = fields.get("replacement_command_deadline");
     require_deadline_order(decided_at, startup, command)?;
-    // The deadline order parsed all three, so they are strings.
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let typed: ReassignInput = checked_input(input)?;
     Ok(Reassign {
-        lane_id: lane_id.to_string(),
-        replacement_lane_id: replacement_lane_id.to_string(),
-        replacement_agent_id: replacement_agent_id.to_string(),
-        decided_at: text(decided_at),
-        replacement_assignment: assignment.clone(),
+        lane_id: typed.lane_id.into(),
+        replacement_lane_id: typed.replacement_lane_id.into(),
+        replacement_agent_id: typed.replacement_agent_id.into(),
+        decided_at: typed.decided_at.0,
+        replacement_assignment: typed.replacement_assignment,
         replacement_write_scope: scope,
-        replacement_startup_ack_deadline: text(startup),
-        replacement_command_deadline: text(command),
+        replacement_startup_ack_deadline: typed.replacement_startup_ack_deadline.0,
+        replacement_command_deadline: typed.replacement_command_deadline.0,
     })
 }
 

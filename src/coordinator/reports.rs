@@ -8,37 +8,16 @@
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, invalid};
+use super::inputs::{HandoffReport, LiveReport};
 use super::report_refusal::ReportRefusal;
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::lax_time::{LaxTimeError, parse_lax_timestamp};
 use crate::receipt::primitives::{as_int, char_len, is_sha256_hex};
 use crate::receipt::rules::{Limits, check_evidence};
+use crate::receipt::schema::keys_of;
 
 pub use crate::receipt::vocab::ReportKind;
-
-/// The keys of a handoff report.
-pub const HANDOFF_FIELDS: [&str; 8] = [
-    "agents_hash",
-    "canonical_sha",
-    "manifest_hash",
-    "owner_epoch",
-    "receipt_head",
-    "run_id",
-    "skill_hash",
-    "target_hashes",
-];
-
-/// The keys a live report has beyond the handoff ones.
-pub const LIVE_EXTRA_FIELDS: [&str; 7] = [
-    "command_ids",
-    "evidence_refs",
-    "exit_status",
-    "live_hash",
-    "rendered_hash",
-    "source_hash",
-    "timestamps",
-];
 
 /// Substrings no report may contain anywhere (keys or values), compared
 /// with the lower-cased canonical JSON: a report binds hashes, it never
@@ -65,16 +44,20 @@ impl ReportKind {
         }
     }
 
+    /// The report's keys (all required).
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            ReportKind::Handoff => &keys_of!(HandoffReport).required,
+            ReportKind::Live => &keys_of!(LiveReport).required,
+        }
+    }
+
     fn has_field(self, key: &str) -> bool {
-        HANDOFF_FIELDS.contains(&key)
-            || (self == ReportKind::Live && LIVE_EXTRA_FIELDS.contains(&key))
+        self.keys().contains(&key)
     }
 
     fn field_count(self) -> usize {
-        match self {
-            ReportKind::Handoff => HANDOFF_FIELDS.len(),
-            ReportKind::Live => HANDOFF_FIELDS.len() + LIVE_EXTRA_FIELDS.len(),
-        }
+        self.keys().len()
     }
 }
 

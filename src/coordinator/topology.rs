@@ -20,17 +20,12 @@ use serde_json::{Map, Value, json};
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
 use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::inputs::{CheckResultInput, ComponentEvidenceInput, checked_input};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
 use super::state::{Component, CoordinatorState, CoverageState, LaneState};
 use crate::receipt::canonical;
 use crate::receipt::rules::{Limits, check_component, check_evidence};
-
-/// The required keys of the `check-result --input` object.
-pub const CHECK_RESULT_FIELDS: [&str; 3] = ["component_id", "check_id", "passed"];
-/// The optional key of the `check-result --input` object.
-pub const CHECK_RESULT_OPTIONAL_FIELDS: [&str; 1] = ["reason"];
-/// The exact keys of the `component-evidence --input` object.
-pub const COMPONENT_EVIDENCE_FIELDS: [&str; 1] = ["component_id"];
+use crate::receipt::schema::keys_of;
 
 /// A topology-level intent (no lane, no agent, no states) at "now".
 fn topology_intent(
@@ -298,19 +293,21 @@ pub struct CheckResult {
 /// Pre-lock checks of `check-result` (exit 2): the field contract, the
 /// component and check ids, a boolean `passed`, evidence present.
 pub fn precheck_check_result(input: &Value, evidence: &Value) -> Result<CheckResult, FlowError> {
-    let fields = require_fields(input, &CHECK_RESULT_FIELDS, &CHECK_RESULT_OPTIONAL_FIELDS)?;
+    let keys = keys_of!(CheckResultInput);
+    let fields = require_fields(input, &keys.required, &keys.optional)?;
     let field = |key: &str| fields.get(key).unwrap_or(&Value::Null);
-    let component_id = identifier(field("component_id"), "component id")?;
-    let check_id = identifier(field("check_id"), "check id")?;
-    let Some(passed) = field("passed").as_bool() else {
+    identifier(field("component_id"), "component id")?;
+    identifier(field("check_id"), "check id")?;
+    if !field("passed").is_boolean() {
         return invalid("check result passed must be a boolean");
-    };
+    }
     require_evidence(evidence)?;
+    let typed: CheckResultInput = checked_input(input)?;
     Ok(CheckResult {
-        component_id,
-        check_id,
-        passed,
-        reason: field("reason").clone(),
+        component_id: typed.component_id.into(),
+        check_id: typed.check_id.into(),
+        passed: typed.passed,
+        reason: typed.reason,
     })
 }
 
@@ -424,11 +421,13 @@ pub fn decide_check_result(
 /// Pre-lock checks of `component-evidence` (exit 2): exactly
 /// `{component_id}`, an identifier. Returns the id.
 pub fn precheck_component_evidence(input: &Value) -> Result<String, FlowError> {
-    let fields = require_fields(input, &COMPONENT_EVIDENCE_FIELDS, &[])?;
+    let fields = require_fields(input, &keys_of!(ComponentEvidenceInput).required, &[])?;
     identifier(
         fields.get("component_id").unwrap_or(&Value::Null),
         "component id",
-    )
+    )?;
+    let typed: ComponentEvidenceInput = checked_input(input)?;
+    Ok(typed.component_id.into())
 }
 
 /// In-lock decision of `component-evidence`, in the reference's order:

@@ -6,7 +6,7 @@
 use clap::{ArgAction, Command};
 use serde_json::{Map, Value, json};
 
-use crate::receipt::rules::Limits;
+use crate::receipt::schema::schema_of;
 pub use crate::surface::registry::Mode;
 use crate::surface::registry::{COMMANDS, CommandDef, Offer};
 
@@ -101,7 +101,7 @@ fn json_kind(def: &CommandDef, flag: &str) -> Option<Kind> {
     let input = def.input(flag)?;
     let list = input
         .schema
-        .is_some_and(|schema| schema(&Limits::DEFAULT)["type"] == "array");
+        .is_some_and(|schema| schema()["type"] == "array");
     Some(if list {
         Kind::JsonList
     } else {
@@ -263,8 +263,9 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
 
 /// The schema of a text flag, typed by what its value must be (the same
 /// rules the JSON inputs' keys follow, coordinator::inputs).
-fn text_schema(param: &Param, limits: &Limits) -> Value {
-    use crate::coordinator::inputs;
+fn text_schema(param: &Param) -> Value {
+    use crate::coordinator::inputs::{Assignment, UtcTimestamp};
+    use crate::receipt::primitives::{Identifier, Sha256Hex};
     match param.flag.as_str() {
         // An enum of strings says the type.
         _ if !param.choices.is_empty() => json!({"enum": param.choices}),
@@ -274,26 +275,26 @@ fn text_schema(param: &Param, limits: &Limits) -> Value {
         | "replacement-lane-id"
         | "resolution-lane-id"
         | "component-id"
-        | "lane" => inputs::identifier(),
+        | "lane" => schema_of::<Identifier>(),
         // The bundled manifest's, as init checks them.
         "workflow-type" => json!({"enum": crate::receipt::manifest::bundled()
             .map(|m| m.contract["workflow_types"].clone())
             .unwrap_or_default()}),
-        "at" | "deadline" => inputs::timestamp(),
-        "expected-head" => inputs::sha256(),
-        "reason" => inputs::non_blank(limits.max_assignment_chars),
+        "at" | "deadline" => schema_of::<UtcTimestamp>(),
+        "expected-head" => schema_of::<Sha256Hex>(),
+        "reason" => schema_of::<Assignment>(),
         _ => json!({"type": "string", "minLength": 1}),
     }
 }
 
-fn param_schema(tool: &str, param: &Param, limits: &Limits) -> Value {
-    let json_input = crate::surface::registry::input_schema(tool, &param.flag, limits);
+fn param_schema(tool: &str, param: &Param) -> Value {
+    let json_input = crate::surface::registry::input_schema(tool, &param.flag);
     let mut schema = match param.kind {
-        Kind::Text => text_schema(param, limits),
+        Kind::Text => text_schema(param),
         Kind::Integer => json!({"type": "integer", "minimum": 0}),
         Kind::Flag => json!({"type": "boolean"}),
         Kind::TextList if param.flag == "component" => {
-            json!({"type": "array", "items": crate::coordinator::inputs::identifier(), "minItems": 1})
+            json!({"type": "array", "items": schema_of::<crate::receipt::primitives::Identifier>(), "minItems": 1})
         }
         Kind::TextList => json!({"type": "array", "items": {"type": "string"}, "minItems": 1}),
         Kind::JsonList | Kind::JsonObject => json_input.unwrap_or_else(|| {
@@ -420,8 +421,8 @@ fn as_arguments(help: &str) -> String {
 /// The tool's input schema: its flags in snake case, nothing else
 /// (`additionalProperties: false`, checked again by [`checked`]), with the
 /// leaves it repeats named once in `$defs` ([`factor`]).
-pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
-    let mut schema = spelled_out_schema(tool, limits);
+pub fn input_schema(tool: &ToolSpec) -> Map<String, Value> {
+    let mut schema = spelled_out_schema(tool);
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
         let defs = factor(properties);
         if !defs.is_empty() {
@@ -432,11 +433,11 @@ pub fn input_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
 }
 
 /// [`input_schema`] with every leaf spelled out where it applies.
-fn spelled_out_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
+fn spelled_out_schema(tool: &ToolSpec) -> Map<String, Value> {
     let properties: Map<String, Value> = tool
         .params
         .iter()
-        .map(|p| (p.name.clone(), param_schema(&tool.name, p, limits)))
+        .map(|p| (p.name.clone(), param_schema(&tool.name, p)))
         .collect();
     let required: Vec<Value> = tool
         .params
@@ -457,11 +458,12 @@ fn spelled_out_schema(tool: &ToolSpec, limits: &Limits) -> Map<String, Value> {
 /// The leaf schemas many arguments share (coordinator::inputs): ids,
 /// timestamps, SHA-256 hex.
 fn shared_leaves() -> [(&'static str, Value); 3] {
-    use crate::coordinator::inputs;
+    use crate::coordinator::inputs::UtcTimestamp;
+    use crate::receipt::primitives::{Identifier, Sha256Hex};
     [
-        ("id", inputs::identifier()),
-        ("time", inputs::timestamp()),
-        ("sha256", inputs::sha256()),
+        ("id", schema_of::<Identifier>()),
+        ("time", schema_of::<UtcTimestamp>()),
+        ("sha256", schema_of::<Sha256Hex>()),
     ]
 }
 
@@ -630,12 +632,8 @@ mod tests {
                     Kind::JsonObject => "object",
                     _ => continue,
                 };
-                let schema = crate::surface::registry::input_schema(
-                    &tool.name,
-                    &param.flag,
-                    &Limits::DEFAULT,
-                )
-                .unwrap_or_else(|| panic!("{} --{} has no schema", tool.name, param.flag));
+                let schema = crate::surface::registry::input_schema(&tool.name, &param.flag)
+                    .unwrap_or_else(|| panic!("{} --{} has no schema", tool.name, param.flag));
                 assert_eq!(schema["type"], kind, "{} --{}", tool.name, param.flag);
             }
         }
@@ -760,11 +758,10 @@ mod tests {
     /// shorter than that one.
     #[test]
     fn defs_only_name_what_they_replace() {
-        let limits = Limits::default();
         let mut referred = 0;
         for t in tools(&tree(), Mode::Owner) {
-            let schema = input_schema(&t, &limits);
-            let spelled_out = spelled_out_schema(&t, &limits);
+            let schema = input_schema(&t);
+            let spelled_out = spelled_out_schema(&t);
             assert_eq!(inlined(&schema), spelled_out, "{}", t.name);
             let text = Value::Object(schema.clone()).to_string();
             assert!(
@@ -789,7 +786,7 @@ mod tests {
     #[test]
     fn schemas_are_typed_and_closed() {
         let lane = tool(Mode::Owner, "lane-complete");
-        let schema = inlined(&input_schema(&lane, &Limits::default()));
+        let schema = inlined(&input_schema(&lane));
         assert_eq!(schema["additionalProperties"], false);
         assert_eq!(schema["properties"]["evidence"]["type"], "array");
         assert_eq!(schema["properties"]["evidence"]["maxItems"], 8);
@@ -807,10 +804,10 @@ mod tests {
             assert!(required.contains(&name), "{name}");
         }
         let topology = tool(Mode::Owner, "topology-register");
-        let schema = inlined(&input_schema(&topology, &Limits::default()));
+        let schema = inlined(&input_schema(&topology));
         assert_eq!(schema["properties"]["input"]["type"], "array");
         let check = tool(Mode::ReadOnly, "liveness-check");
-        let schema = inlined(&input_schema(&check, &Limits::default()));
+        let schema = inlined(&input_schema(&check));
         assert!(schema["properties"]["command_status"]["enum"].is_array());
     }
 
@@ -905,10 +902,9 @@ mod tests {
                 );
             }
         }
-        let limits = Limits::default();
         for t in tools(&tree(), Mode::Owner) {
             check(&t.name, &t.description, true);
-            let schema = input_schema(&t, &limits);
+            let schema = input_schema(&t);
             let described = schema["properties"]
                 .as_object()
                 .unwrap()

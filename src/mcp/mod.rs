@@ -35,7 +35,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::commands::FlowError;
-use crate::receipt::rules::Limits;
 use crate::store::discovery::DiscoveryEnv;
 use crate::surface::envelope;
 use catalog::{Mode, ToolSpec};
@@ -91,7 +90,6 @@ impl Server {
     fn new(config: Config) -> Server {
         let tree = crate::surface::command();
         let tools = catalog::tools(&tree, config.mode);
-        let limits = Limits::default();
         let listed = tools
             .iter()
             .map(|spec| {
@@ -107,7 +105,7 @@ impl Server {
                 Tool::new(
                     spec.name.clone(),
                     spec.description.clone(),
-                    catalog::input_schema(spec, &limits),
+                    catalog::input_schema(spec),
                 )
                 .with_annotations(annotations)
             })

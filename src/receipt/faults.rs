@@ -7,11 +7,39 @@
 
 use serde_json::{Map, Value, json};
 
-use super::primitives::{as_int, char_len, is_sha256_hex};
+use super::primitives::{Sha256Hex, as_int, char_len, is_sha256_hex};
 use super::rules::Limits;
+use super::schema::Integer;
 
-/// The keys an evidence reference may hold.
-pub const EVIDENCE_KEYS: [&str; 5] = ["kind", "summary", "path", "checksum", "exit_status"];
+/// One evidence reference (rules E1–E9): what `--evidence` and a live
+/// report's `evidence_refs` list. Its limits in the schema are the
+/// manifest defaults ([`Limits::DEFAULT`]); [`evidence_fault`] checks the
+/// run's. A reference is echoed into the receipt as given, so this type is
+/// its schema and keys.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceItem {
+    #[schemars(length(min = 1, max = Limits::DEFAULT.max_evidence_kind_chars))]
+    pub kind: String,
+    #[schemars(length(max = Limits::DEFAULT.max_evidence_summary_chars))]
+    pub summary: String,
+    #[serde(default)]
+    #[schemars(with = "String", length(max = Limits::DEFAULT.max_evidence_path_chars))]
+    pub path: Option<String>,
+    #[serde(default)]
+    #[schemars(with = "Sha256Hex")]
+    pub checksum: Option<Sha256Hex>,
+    /// An integer of any size, as written.
+    #[serde(default)]
+    #[schemars(with = "Integer")]
+    pub exit_status: Option<Integer>,
+}
+
+/// The keys an evidence reference may hold, the required ones first.
+fn evidence_keys() -> &'static [&'static str] {
+    static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| super::schema::keys_of!(EvidenceItem).all())
+}
 
 /// One field-level finding set: `detail` for the message, `fields` for the
 /// envelope's extra key.
@@ -150,12 +178,12 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
             continue;
         };
         for key in map.keys() {
-            if !EVIDENCE_KEYS.contains(&key.as_str()) {
+            if !evidence_keys().contains(&key.as_str()) {
                 unknown.push(format!("[{i}].{key}"));
             }
         }
-        for key in ["kind", "summary"] {
-            if !map.contains_key(key) {
+        for key in &super::schema::keys_of!(EvidenceItem).required {
+            if !map.contains_key(*key) {
                 missing.push(format!("[{i}].{key}"));
             }
         }
@@ -203,7 +231,7 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
     if unknown.is_empty() && missing.is_empty() && invalid.is_empty() {
         return None;
     }
-    let mut detail = describe(&missing, &unknown, &EVIDENCE_KEYS);
+    let mut detail = describe(&missing, &unknown, evidence_keys());
     for item in &invalid {
         if !detail.is_empty() {
             detail.push_str("; ");
@@ -216,7 +244,7 @@ pub fn evidence_fault(input: &str, value: &Value, limits: &Limits) -> Option<Fau
     }
     Some(Fault {
         detail,
-        fields: fields_value(input, &missing, &unknown, &EVIDENCE_KEYS, invalid),
+        fields: fields_value(input, &missing, &unknown, evidence_keys(), invalid),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod merkle;
 pub mod primitives;
 pub mod rules;
+pub mod schema;
 pub mod scope;
 pub mod signed_head;
 pub mod verify;

@@ -169,6 +169,14 @@ checked_text_type!(
 );
 
 checked_text_type!(
+    /// An identifier that names neither a run, a lane nor an agent: a
+    /// topology component, a required check.
+    Identifier,
+    is_identifier,
+    "an identifier must match the identifier contract"
+);
+
+checked_text_type!(
     /// A SHA-256 as the receipt writes it, 64 lowercase hex digits: an
     /// event's checksum, a receipt head.
     Sha256Hex,

@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use super::json_ref::{JsonRef, ObjectRef};
 
-use super::primitives::{as_int, char_len, is_identifier, is_sha256_hex, is_timestamp_shape};
+use super::primitives::{
+    Identifier, LaneId, as_int, char_len, is_identifier, is_sha256_hex, is_timestamp_shape,
+};
 use super::vocab::EventType;
 
 /// Manifest family: the first two components of `manifest_version`.
@@ -350,25 +352,52 @@ pub fn check_recovery_provenance_ref(metadata: &ObjectRef<'_>) -> Rule {
     Ok(())
 }
 
-/// TC1–TC9: one topology component.
-/// The exact keys of one `topology-register --input` component.
-pub const COMPONENT_KEYS: [&str; 8] = [
-    "coverage_state",
-    "dependencies",
-    "description",
-    "evidence_refs",
-    "id",
-    "owner_lane",
-    "required",
-    "required_checks",
-];
+/// One component of `topology-register --input` (TC1–TC9, checked by
+/// [`check_component_ref`]); its limits in the schema are the manifest
+/// defaults, the check reads the run's. A component is recorded as given,
+/// so this type is its schema and keys.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    /// `missing` when registered; a receipt may also hold `partial` or
+    /// `covered`.
+    #[schemars(schema_with = "registered_coverage")]
+    pub coverage_state: String,
+    #[schemars(
+        length(max = Limits::DEFAULT.max_component_dependencies),
+        extend("uniqueItems" = true)
+    )]
+    pub dependencies: Vec<Identifier>,
+    #[schemars(length(min = 1, max = Limits::DEFAULT.max_description_chars))]
+    pub description: String,
+    /// Always empty: evidence is attached later (`component-evidence`).
+    #[schemars(schema_with = "no_items")]
+    pub evidence_refs: Vec<Value>,
+    pub id: Identifier,
+    pub owner_lane: LaneId,
+    pub required: bool,
+    #[schemars(
+        length(max = Limits::DEFAULT.max_component_checks),
+        extend("uniqueItems" = true)
+    )]
+    pub required_checks: Vec<Identifier>,
+}
 
+fn registered_coverage(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"const": "missing"})
+}
+
+fn no_items(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "maxItems": 0})
+}
+
+/// TC1–TC9: one topology component.
 pub fn check_component_ref(value: &JsonRef<'_>, limits: &Limits) -> Rule {
-    const KEYS: [&str; 8] = COMPONENT_KEYS;
+    let keys = &super::schema::keys_of!(Component).required;
     let JsonRef::Object(map) = value else {
         return fail("component metadata fields do not match contract");
     };
-    if map.len() != KEYS.len() || KEYS.iter().any(|k| !map.contains_key(k)) {
+    if map.len() != keys.len() || keys.iter().any(|k| !map.contains_key(k)) {
         return fail("component metadata fields do not match contract");
     }
     for key in ["id", "owner_lane"] {

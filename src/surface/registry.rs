@@ -10,8 +10,11 @@
 
 use serde_json::Value;
 
-use crate::coordinator::inputs;
-use crate::receipt::rules::Limits;
+use crate::coordinator::inputs::{
+    ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence, HandoffReport,
+    HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, Topology,
+};
+use crate::receipt::schema::schema_of;
 
 /// What a command does to the state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,9 +69,9 @@ impl Mode {
     }
 }
 
-/// The JSON Schema of a JSON input, typed to its leaves under the run's
-/// limits (`coordinator::inputs`).
-pub type InputSchema = fn(&Limits) -> Value;
+/// The JSON Schema of a JSON input, typed to its leaves, derived from its
+/// type (`coordinator::inputs`) with the manifest's default limits.
+pub type InputSchema = fn() -> Value;
 
 /// A flag that takes JSON (inline, `-` or a file; cli-conventions §5).
 pub struct JsonInput {
@@ -93,7 +96,7 @@ const fn untyped(flag: &'static str) -> JsonInput {
 }
 
 /// This step's evidence list, the same for every command that takes it.
-const EVIDENCE: JsonInput = json("evidence", inputs::evidence);
+const EVIDENCE: JsonInput = json("evidence", schema_of::<Evidence>);
 
 /// One command's definition.
 pub struct CommandDef {
@@ -151,20 +154,20 @@ pub const COMMANDS: &[CommandDef] = commands![
     "run-fail": OneEvent, Never [EVIDENCE];
     "run-block": OneEvent, Never [EVIDENCE];
     "run-cancel": OneEvent, Never [EVIDENCE];
-    "lane-create": OneEvent, Owner [EVIDENCE, json("input", inputs::lane_create)];
+    "lane-create": OneEvent, Owner [EVIDENCE, json("input", schema_of::<LaneCreateInput>)];
     "lane-start": OneEvent, Owner [EVIDENCE];
     "startup-ack": OneEvent, Owner [EVIDENCE];
     "probe-ack": OneEvent, Owner [EVIDENCE];
-    "lane-complete": OneEvent, Owner [EVIDENCE, json("changed-paths", inputs::changed_paths)];
+    "lane-complete": OneEvent, Owner [EVIDENCE, json("changed-paths", schema_of::<ChangedPaths>)];
     "lane-fail": OneEvent, Owner [EVIDENCE];
     "lane-block": OneEvent, Owner [EVIDENCE];
     "lane-cancel": OneEvent, Owner [EVIDENCE];
-    "lane-reassign": OneEvent, Owner [EVIDENCE, json("input", inputs::lane_reassign)];
+    "lane-reassign": OneEvent, Owner [EVIDENCE, json("input", schema_of::<ReassignInput>)];
     "replacement-repair": OneEvent, Owner [EVIDENCE];
     "replacement-block": OneEvent, Owner [EVIDENCE];
     "replacement-close": OneEvent, Owner [EVIDENCE];
-    "heartbeat": OneEvent, Owner [EVIDENCE, json("input", inputs::heartbeat)];
-    "stall-record": OneEvent, Owner [EVIDENCE, json("decision", |_| inputs::stall_decision())];
+    "heartbeat": OneEvent, Owner [EVIDENCE, json("input", schema_of::<HeartbeatInput>)];
+    "stall-record": OneEvent, Owner [EVIDENCE, json("decision", schema_of::<StallDecision>)];
     "stall-clear": OneEvent, Owner [EVIDENCE];
     "probe-sent": OneEvent, Owner [EVIDENCE];
     "interrupt-result": OneEvent, Owner [EVIDENCE];
@@ -172,16 +175,16 @@ pub const COMMANDS: &[CommandDef] = commands![
     "approvals": ReadOnly, EveryMode;
     "approval-statement": ReadOnly, Never;
     "completion-check": ReadOnly, EveryMode;
-    "topology-register": OneEvent, Owner [EVIDENCE, json("input", inputs::topology)];
-    "check-result": OneEvent, Owner [EVIDENCE, json("input", inputs::check_result)];
-    "component-evidence": OneEvent, Owner [EVIDENCE, json("input", |_| inputs::component_evidence())];
+    "topology-register": OneEvent, Owner [EVIDENCE, json("input", schema_of::<Topology>)];
+    "check-result": OneEvent, Owner [EVIDENCE, json("input", schema_of::<CheckResultInput>)];
+    "component-evidence": OneEvent, Owner [EVIDENCE, json("input", schema_of::<ComponentEvidenceInput>)];
     "lane-resolve": OneEvent, Owner [EVIDENCE];
     "topology-remove": OneEvent, Owner [EVIDENCE];
     "complete": OneEvent, Owner [EVIDENCE];
     "resume": OneEvent, Owner [EVIDENCE];
     "recovery-run-create": Other, Never [EVIDENCE, untyped("approval-policy"), untyped("input")];
-    "handoff-create": OneEvent, Owner [json("input", |limits| inputs::report(false, limits))];
-    "live-report-create": OneEvent, Owner [json("input", |limits| inputs::report(true, limits))];
+    "handoff-create": OneEvent, Owner [json("input", schema_of::<HandoffReport>)];
+    "live-report-create": OneEvent, Owner [json("input", schema_of::<LiveReport>)];
     "key-generate": Other, Never;
     "sign-head": Other, Never;
     "prove-event": ReadOnly, EveryMode;
@@ -208,10 +211,9 @@ pub fn named(name: &str) -> Option<&'static CommandDef> {
     COMMANDS.iter().find(|c| c.name == name)
 }
 
-/// The schema of `command`'s JSON input `flag` under `limits`, when it has
-/// one.
-pub fn input_schema(command: &str, flag: &str, limits: &Limits) -> Option<Value> {
-    Some((named(command)?.input(flag)?.schema?)(limits))
+/// The schema of `command`'s JSON input `flag`, when it has one.
+pub fn input_schema(command: &str, flag: &str) -> Option<Value> {
+    Some((named(command)?.input(flag)?.schema?)())
 }
 
 /// Whether the command `name` changes state.
@@ -312,7 +314,7 @@ mod tests {
                 let offered = def.offer != Offer::Never && input.flag != "approval-policy";
                 assert!(typed || !offered, "{} --{}", def.name, input.flag);
                 if let Some(schema) = input.schema {
-                    let schema = schema(&Limits::DEFAULT);
+                    let schema = schema();
                     assert!(
                         matches!(schema["type"].as_str(), Some("array" | "object")),
                         "{} --{}: {schema}",
