@@ -20,9 +20,7 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
-use super::mutate::{
-    DecisionInput, MutationAnswer, MutationContext, mutate_gathered, open_for_mutation,
-};
+use super::mutate::{DecisionInput, MutationAnswer, MutationContext, mutate_gathered};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, Claim, Credential, Decision, Gate, PolicyStatus,
@@ -227,8 +225,7 @@ pub fn approve(
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
@@ -298,8 +295,7 @@ pub fn cancel(
     approval_env: &ApprovalEnv,
 ) -> FlowResult<MutationAnswer> {
     use crate::coordinator::RunState;
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::error::FlowResult;
 use super::ledger::open_run;
-use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use super::rebuild::replay_run;
 use crate::coordinator::breach::Breach;
 use crate::coordinator::completion::{CompletionReport, decide_complete, evaluate_completion};
@@ -59,8 +59,7 @@ pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Completion
 /// "receipt head changed before mutation" (exit 5, retry) rather than
 /// decide on a state it did not fully verify.
 pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     run.dir.validate()?;
     let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
@@ -69,7 +68,7 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Mutatio
     // In the lock too the gate decides, pre-applies and checks for a
     // breach on a full replay: never on the checkpoint or its digest table
     // (contracts/receipt.md "What a mutation proves").
-    let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
+    ctx.commit_replayed(&run, |d| {
         if d.state.last_checksum() != verified.last_checksum() {
             return Err(FlowError::HeadMoved {
                 expected: verified.last_checksum().to_string(),
@@ -79,8 +78,7 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Mutatio
         }
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
@@ -91,12 +89,10 @@ pub fn lane_resolve(
     resolution_lane_id: &str,
     at: &str,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
     // Liveness history decides the binding: a full replay (issue 13).
-    let committed = super::mutate::mutate_replayed(ctx, &run, |d| {
+    ctx.commit_replayed(&run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::error::FlowResult;
-use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
@@ -51,8 +51,7 @@ pub fn lane_create(
     evidence: &JsonArg,
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "observed_at")?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
@@ -62,10 +61,9 @@ pub fn lane_create(
     // A new lane rests on absences (no lane of that id, the lane limit):
     // no line proves them, so the decision is taken on a full replay
     // (contracts/receipt.md "What a mutation proves").
-    let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
+    ctx.commit_replayed(&run, |input| {
         decide_lane_create(input.state, input.policy, &request, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// The flags of one lane transition.
@@ -89,8 +87,7 @@ pub fn lane_transition(
     ctx: &MutationContext,
     request: &LaneTransitionRequest,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(&request.evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(&request.evidence)?;
     let changed_paths = match &request.changed_paths {
         Some(path) => {
             let changed = read_json_input(

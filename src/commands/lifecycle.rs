@@ -3,7 +3,7 @@
 use crate::store::input::JsonArg;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationAnswer, MutationContext, mutate_replayed, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::breach::require_no_breach;
 use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
@@ -31,15 +31,13 @@ pub fn run_transition(
     at: Option<&str>,
     reason: Option<&str>,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let at = decided_at(ctx, at)?;
     precheck_run_transition(&evidence)?;
-    let committed = mutate_replayed(ctx, &run, |input| {
+    ctx.commit_replayed(&run, |input| {
         if command == RunCommand::Start {
             require_no_breach(input.state, "run-start")?;
         }
         decide_run_transition(input.state, command, &at, &evidence, reason)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }

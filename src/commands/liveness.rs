@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::open_run;
-use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
 use crate::coordinator::liveness::{
@@ -121,14 +121,12 @@ pub fn heartbeat(
     evidence: &JsonArg,
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "observed_at")?;
     let heartbeat = precheck_heartbeat(&input)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// The lane flags shared by the four lane-addressed liveness mutations.
@@ -147,8 +145,7 @@ pub fn stall_record(
     reason: &str,
     decision: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(flags.evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
     let decision = read_object(ctx, decision)?;
     let request = StallRecord {
         lane_id: flags.lane_id,
@@ -159,10 +156,9 @@ pub fn stall_record(
         evidence: &evidence,
     };
     let at = precheck_stall_record(&request)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_stall_record(d.state, d.policy, &request, at)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `stall-clear --reason`.
@@ -171,14 +167,12 @@ pub fn stall_clear(
     flags: LaneFlags<'_>,
     reason: &str,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(flags.evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     precheck_stall_clear(&step)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_stall_clear(d.state, d.policy, &step, reason)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `probe-sent --deadline`.
@@ -187,26 +181,22 @@ pub fn probe_sent(
     flags: LaneFlags<'_>,
     deadline: &str,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(flags.evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     let instants = precheck_probe_sent(&step, deadline)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_probe_sent(d.state, d.policy, &step, deadline, instants)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `interrupt-result`.
 pub fn interrupt_result(ctx: &MutationContext, flags: LaneFlags<'_>) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(flags.evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
     let step = lane_step(flags, &evidence);
     let at = precheck_interrupt_result(&step)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_interrupt_result(d.state, d.policy, &step, at)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 fn lane_step<'a>(flags: LaneFlags<'a>, evidence: &'a Value) -> LaneStep<'a> {

@@ -56,6 +56,34 @@ impl MutationContext {
         self.at.clone().unwrap_or_else(|| format_now(self.now))
     }
 
+    /// The run this mutation writes and its `--evidence`: the first two
+    /// steps of every evidenced mutation, in the reference's order (the
+    /// command's own inputs and checks come after them).
+    pub fn open_with_evidence(&self, evidence: &JsonArg) -> FlowResult<(OpenRun, Value)> {
+        let run = open_for_mutation(self)?;
+        let evidence = self.read_evidence(evidence)?;
+        Ok((run, evidence))
+    }
+
+    /// Commit what `decide` decides ([`mutate`]) and answer with the head
+    /// it left.
+    pub fn commit(
+        &self,
+        run: &OpenRun,
+        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    ) -> FlowResult<MutationAnswer> {
+        Ok(mutate(self, run, decide)?.answer(&self.run_id))
+    }
+
+    /// [`Self::commit`] deciding on a full replay ([`mutate_replayed`]).
+    pub fn commit_replayed(
+        &self,
+        run: &OpenRun,
+        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    ) -> FlowResult<MutationAnswer> {
+        Ok(mutate_replayed(self, run, decide)?.answer(&self.run_id))
+    }
+
     /// This command's `--evidence`: a JSON list, inline, `-`, a file or a
     /// value received as such.
     pub fn read_evidence(&self, evidence: &JsonArg) -> FlowResult<Value> {

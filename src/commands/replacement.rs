@@ -6,7 +6,7 @@ use crate::store::input::JsonArg;
 use serde_json::Value;
 
 use super::error::FlowResult;
-use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 pub use crate::coordinator::replacement::LineageCommand;
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
@@ -19,18 +19,16 @@ pub fn lane_reassign(
     input: &JsonArg,
     evidence: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_timed_input(input, "decided_at")?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
     let canonicalize =
         |scope: &Value| super::lanes::canonicalize(repo_root.as_deref(), scope, limits);
     let request = precheck_reassign(&input, &evidence, canonicalize)?;
-    let committed = mutate(ctx, &run, |decision| {
+    ctx.commit(&run, |decision| {
         decide_reassign(decision.state, decision.policy, &request, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `replacement-close`, `replacement-repair`, `replacement-block`.
@@ -42,13 +40,11 @@ pub fn lineage(
     at: &str,
     evidence: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
-    let committed = mutate(ctx, &run, |decision| match command {
+    ctx.commit(&run, |decision| match command {
         LineageCommand::Close => decide_close(decision.state, &request, &evidence),
         LineageCommand::Repair => decide_repair(decision.state, &request, &evidence),
         LineageCommand::Block => decide_block(decision.state, &request, &evidence),
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationAnswer, MutationContext, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
     decide_resume, precheck_resume, require_current_owner, require_transferable,
@@ -42,8 +42,7 @@ pub fn resume(
     new_owner_file: &Path,
     new_token: &OwnerToken,
 ) -> FlowResult<ResumeAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     run.dir.validate()?;
     precheck_resume(&evidence)?;
     // Owner transfer is a gate: the whole receipt is verified, not a tail.

@@ -8,7 +8,7 @@
 use crate::store::input::JsonArg;
 
 use super::error::FlowResult;
-use super::mutate::{MutationAnswer, MutationContext, mutate, open_for_mutation};
+use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::topology::{
     decide_check_result, decide_component_evidence, decide_register, decide_remove,
     precheck_check_result, precheck_component_evidence, precheck_register, precheck_remove,
@@ -21,14 +21,12 @@ pub fn topology_register(
     evidence: &JsonArg,
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let components = ctx.read_input(input, InputShape::List)?;
     precheck_register(&evidence)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_register(d.state, d.policy, &components, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `topology-remove --component-id --reason --evidence`.
@@ -38,13 +36,11 @@ pub fn topology_remove(
     component_id: &str,
     reason: &str,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     precheck_remove(component_id, &evidence, reason)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_remove(d.state, component_id, reason, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
 
 /// `check-result --input {component_id, check_id, passed[, reason]} --evidence`.
@@ -53,14 +49,10 @@ pub fn check_result(
     evidence: &JsonArg,
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_input(input, InputShape::Object)?;
     let request = precheck_check_result(&input, &evidence)?;
-    let committed = mutate(ctx, &run, |d| {
-        decide_check_result(d.state, &request, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    ctx.commit(&run, |d| decide_check_result(d.state, &request, &evidence))
 }
 
 /// `component-evidence --input {component_id} --evidence`.
@@ -69,12 +61,10 @@ pub fn component_evidence(
     evidence: &JsonArg,
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let run = open_for_mutation(ctx)?;
-    let evidence = ctx.read_evidence(evidence)?;
+    let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_input(input, InputShape::Object)?;
     let component_id = precheck_component_evidence(&input)?;
-    let committed = mutate(ctx, &run, |d| {
+    ctx.commit(&run, |d| {
         decide_component_evidence(d.state, &component_id, &evidence)
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    })
 }
