@@ -72,10 +72,12 @@ pub fn table(input: &JsonInput) -> Option<Table> {
                 (format!("a JSON list of {count}objects"), items)
             } else {
                 let (kind, rules) = describe(items, &mut seen);
-                let mut shape = format!("a JSON list of {count}{kind}s");
-                if schema["uniqueItems"] == true {
-                    shape.push_str(", no duplicates");
-                }
+                let distinct = if schema["uniqueItems"] == true {
+                    "distinct "
+                } else {
+                    ""
+                };
+                let shape = format!("a JSON list of {count}{distinct}{kind}s");
                 let row = Row {
                     key: "(each entry)".to_string(),
                     presence: Presence::Entry,
@@ -456,6 +458,12 @@ mod tests {
             }
             if let Some(key) = input.at_key {
                 assert!(expected.required.contains(&key), "{command}: {key}");
+                // The page's --at says the same of the key it fills.
+                let def = crate::surface::registry::named(command).unwrap();
+                let page = super::super::parse_page(def.text);
+                let at = page.options.iter().find(|(name, _)| name == "at");
+                let said = at.is_some_and(|(_, text)| text.contains(&format!("input's {key}")));
+                assert!(said, "{command}: --at does not say it fills {key}");
             }
         }
     }
