@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::receipt::faults::EvidenceItem;
 use crate::receipt::primitives::{AgentId, Identifier, LaneId, RunId, Sha256Hex};
 use crate::receipt::rules::{Component, Limits};
-use crate::receipt::schema::{Integer, leaf_schema};
+use crate::receipt::schema::{Integer, Rule, leaf_schema, with_rule};
 
 pub use crate::receipt::schema::{IDENTIFIER_PATTERN, SHA256_PATTERN};
 
@@ -117,12 +117,31 @@ pub struct ScopeEntry(pub String);
 #[serde(transparent)]
 pub struct CanonicalPath(pub String);
 
+/// [`TIMESTAMP_PATTERN`] with `date-time`, in words.
+const TIMESTAMP_RULE: Rule = (
+    "UTC timestamp ending in Z",
+    "UTC timestamp ending in Z (e.g. 2026-07-14T01:00:02Z), a real calendar instant",
+);
+
+/// [`scope_entry_pattern`] in words.
+const SCOPE_ENTRY_RULE: Rule = (
+    "relative path",
+    "relative path (not starting with /, no .. component, no \\ * ? [ or control characters)",
+);
+
+/// [`canonical_path_pattern`] in words.
+const CANONICAL_PATH_RULE: Rule = (
+    "canonical path",
+    "canonical relative path (no leading / or ./, no trailing /, no //, no . or .. component, no \\ * ? [ or control characters)",
+);
+
 leaf_schema! {
-    UtcTimestamp => {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN};
+    UtcTimestamp => {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN},
+        TIMESTAMP_RULE;
     ScopeEntry => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
-        "pattern": scope_entry_pattern()};
+        "pattern": scope_entry_pattern()}, SCOPE_ENTRY_RULE;
     CanonicalPath => {"type": "string", "maxLength": DEFAULT.max_evidence_path_chars,
-        "pattern": canonical_path_pattern()};
+        "pattern": canonical_path_pattern()}, CANONICAL_PATH_RULE;
 }
 
 impl<const MAX: u64> JsonSchema for NonBlank<MAX> {
@@ -134,7 +153,8 @@ impl<const MAX: u64> JsonSchema for NonBlank<MAX> {
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // The pattern wants a character, so no `minLength`.
-        schemars::json_schema!({"type": "string", "maxLength": MAX, "pattern": NON_BLANK_PATTERN})
+        let schema = schemars::json_schema!({"type": "string", "maxLength": MAX, "pattern": NON_BLANK_PATTERN});
+        with_rule(schema, ("non-blank", "non-blank"))
     }
 }
 
@@ -156,23 +176,43 @@ pub struct ChangedPaths(
 /// `lane-create --input` (reference-coordinator §5).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// A field's doc comment is its prose in the help's field table (after the
+// type and rules the schema gives; `surface::help`), so it speaks to the
+// caller; notes for the reader of this code are plain comments.
 pub struct LaneCreateInput {
+    /// The new lane's id; must not exist yet in this run.
     pub lane_id: LaneId,
+    /// The agent that owns the lane.
     pub agent_id: AgentId,
+    /// What the lane must do.
     pub assignment: Assignment,
+    /// Paths under the run's repo root, with no symlinked component;
+    /// canonicalised ("./docs", "src/" and "src" become "docs", "src";
+    /// duplicates dropped). An empty list means the lane may change
+    /// nothing.
     #[schemars(length(max = DEFAULT.max_write_scopes))]
     pub write_scope: Vec<ScopeEntry>,
+    /// Who takes over if the lane fails (e.g. "main session").
     pub fallback: Assignment,
+    /// When the lane was created.
     pub observed_at: UtcTimestamp,
+    /// After observed_at. By when startup-ack is expected (liveness-check
+    /// suspects a stall after it).
     pub startup_ack_deadline: UtcTimestamp,
+    /// Not before startup_ack_deadline. The lane's overall deadline;
+    /// heartbeat leases may not go past it.
     pub command_deadline: UtcTimestamp,
-    /// Null or absent: a lane of the run's own.
+    /// The lane this one continues or corrects (required by lane-resolve
+    /// for the resolver); null for a lane of the run's own.
     #[serde(default)]
     #[schemars(schema_with = "null_or_identifier")]
     pub parent_lane_id: Option<LaneId>,
-    /// Absent: 0.
+    /// How many replacements led to this lane; at 1 (the manifest's
+    /// max_replacements) a stalled lane goes to main_takeover instead of
+    /// interrupt.
+    // Absent: 0, which the help shows as its default.
     #[serde(default)]
-    #[schemars(with = "Integer", range(min = 0))]
+    #[schemars(with = "Integer", range(min = 0), extend("default" = 0))]
     pub replacement_count: Option<Integer>,
 }
 
@@ -185,12 +225,19 @@ fn null_or_identifier(generator: &mut schemars::SchemaGenerator) -> schemars::Sc
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatInput {
+    /// The running lane.
     pub lane_id: LaneId,
+    /// Must be the lane's agent.
     pub agent_id: AgentId,
+    /// When the progress was observed.
     pub observed_at: UtcTimestamp,
+    /// After observed_at, at most 600 seconds after it (the manifest's
+    /// max_silence_lease_seconds) and not after the lane's
+    /// command_deadline. Until when silence is expected.
     pub silence_lease_deadline: UtcTimestamp,
-    /// As given: the decision refuses one that is not non-blank text in
-    /// the reference's place, after the lane's checks.
+    /// What the progress is.
+    // As given: the decision refuses one that is not non-blank text in
+    // the reference's place, after the lane's checks.
     #[schemars(with = "Assignment")]
     pub reason: Value,
 }
@@ -202,16 +249,31 @@ const CHECKPOINT_PATTERN: &str = "[Cc][Hh][Ee][Cc][Kk][Pp][Oo][Ii][Nn][Tt]";
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReassignInput {
+    /// The original lane: recovering, with interrupt-result as its last
+    /// event.
     pub lane_id: LaneId,
+    /// Different from lane_id and not yet used in the run. The new lane.
     pub replacement_lane_id: LaneId,
+    /// Different from the original lane's agent. The new agent.
     pub replacement_agent_id: AgentId,
+    /// When the replacement was decided.
     pub decided_at: UtcTimestamp,
-    /// Names the recovered checkpoint (so at least its 10 characters).
-    #[schemars(length(min = 10, max = DEFAULT.max_assignment_chars), pattern(CHECKPOINT_PATTERN))]
+    /// Non-blank and different from the original assignment.
+    // Names the recovered checkpoint (so at least its 10 characters).
+    #[schemars(
+        length(min = 10, max = DEFAULT.max_assignment_chars),
+        pattern(CHECKPOINT_PATTERN),
+        extend("x-rule" = "containing \"checkpoint\" (any case)")
+    )]
     pub replacement_assignment: String,
+    /// Each equal to or below an entry of the original's scope (the rules
+    /// of lane-create's write_scope, canonicalised); an empty list is
+    /// always allowed.
     #[schemars(length(max = DEFAULT.max_write_scopes))]
     pub replacement_write_scope: Vec<ScopeEntry>,
+    /// After decided_at.
     pub replacement_startup_ack_deadline: UtcTimestamp,
+    /// Not before replacement_startup_ack_deadline.
     pub replacement_command_deadline: UtcTimestamp,
 }
 
@@ -223,6 +285,8 @@ pub struct ReassignInput {
 pub struct StallDecision {
     #[schemars(schema_with = "suspect_stall")]
     pub action: String,
+    /// The reason liveness-check gave at --at with command status unknown:
+    /// the first for a running lane, the second for a starting one.
     #[schemars(schema_with = "stall_reason")]
     pub reason: String,
 }
@@ -239,11 +303,15 @@ fn stall_reason(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckResultInput {
+    /// A registered component.
     pub component_id: Identifier,
+    /// One of the component's required_checks.
     pub check_id: Identifier,
+    /// Whether the check passed.
     pub passed: bool,
-    /// As given, absent = null: the decision refuses a reason that is not
-    /// text or null where the reference does.
+    /// Required (non-blank) when a failed check now passes.
+    // As given, absent = null: the decision refuses a reason that is not
+    // text or null where the reference does.
     #[serde(default)]
     #[schemars(with = "Option<String>", length(max = DEFAULT.max_assignment_chars))]
     pub reason: Value,
@@ -253,6 +321,7 @@ pub struct CheckResultInput {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentEvidenceInput {
+    /// A registered component.
     pub component_id: Identifier,
 }
 
@@ -270,9 +339,13 @@ pub const MAX_COMMAND_ID_CHARS: usize = 128;
 
 /// `{target path: SHA-256}`.
 fn target_hashes(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "maxProperties": MAX_REPORT_TARGETS,
+    let schema = schemars::json_schema!({"type": "object", "maxProperties": MAX_REPORT_TARGETS,
         "propertyNames": {"minLength": 1, "maxLength": MAX_TARGET_PATH_CHARS, "pattern": target_path_pattern()},
-        "additionalProperties": generator.subschema_for::<Sha256Hex>()})
+        "additionalProperties": generator.subschema_for::<Sha256Hex>()});
+    let rule = format!(
+        "each key a relative path (1 to {MAX_TARGET_PATH_CHARS} characters, not starting with /, no .. component) mapped to 64 lowercase hex"
+    );
+    with_rule(schema, (&rule, &rule))
 }
 
 /// A report type: the handoff's keys, then `$extra` ones. A report is
@@ -287,14 +360,20 @@ macro_rules! report {
         pub struct $name {
             pub agents_hash: Sha256Hex,
             pub canonical_sha: Sha256Hex,
+            /// The run's manifest hash (resume-check prints it).
             pub manifest_hash: Sha256Hex,
+            /// The current owner epoch.
             #[schemars(range(min = 1))]
             pub owner_epoch: Integer,
+            /// The current receipt head (the checksum verify prints); the
+            /// report binds it.
             pub receipt_head: Sha256Hex,
-            /// Bound to the run later; any text here.
+            /// This run's id.
+            // Bound to the run later; any text here.
             #[schemars(with = "RunId")]
             pub run_id: String,
             pub skill_hash: Sha256Hex,
+            /// An empty object is allowed.
             #[schemars(schema_with = "target_hashes")]
             pub target_hashes: std::collections::BTreeMap<String, Sha256Hex>,
             $($extra)*
@@ -310,14 +389,19 @@ report!(
 report!(
     /// `live-report-create --input`.
     LiveReport {
+        /// The live commands that ran.
         #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS), inner(length(min = 1, max = MAX_COMMAND_ID_CHARS)))]
         pub command_ids: Vec<String>,
+        /// Evidence items, each with the rules of an --evidence item; an
+        /// empty list is allowed.
         #[schemars(length(max = DEFAULT.max_evidence_refs))]
         pub evidence_refs: Vec<EvidenceItem>,
+        /// The live apply's exit status.
         pub exit_status: Integer,
         pub live_hash: Sha256Hex,
         pub rendered_hash: Sha256Hex,
         pub source_hash: Sha256Hex,
+        /// As many as command_ids (read leniently). When each command ran.
         #[schemars(length(min = 1, max = MAX_REPORT_COMMANDS))]
         pub timestamps: Vec<UtcTimestamp>,
     }

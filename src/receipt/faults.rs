@@ -18,18 +18,28 @@ use super::schema::Integer;
 /// its schema and keys.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+// A field's doc comment is its prose in the help's field table
+// (`surface::help`); notes for the reader of this code are plain comments.
 pub struct EvidenceItem {
+    /// What kind of evidence (e.g. lifecycle, test, review, tool,
+    /// user_approval).
     #[schemars(length(min = 1, max = Limits::DEFAULT.max_evidence_kind_chars))]
     pub kind: String,
+    /// May be empty. What it shows, in words. Never raw output, prompts or
+    /// secrets.
     #[schemars(length(max = Limits::DEFAULT.max_evidence_summary_chars))]
     pub summary: String,
+    /// Where it lives.
     #[serde(default)]
     #[schemars(with = "String", length(max = Limits::DEFAULT.max_evidence_path_chars))]
     pub path: Option<String>,
+    /// Binds a file, a decision or an earlier evidence list
+    /// (evidence-digest prints a list's digest).
     #[serde(default)]
     #[schemars(with = "Sha256Hex")]
     pub checksum: Option<Sha256Hex>,
-    /// An integer of any size, as written.
+    /// The exit status of the command it records.
+    // An integer of any size, as written.
     #[serde(default)]
     #[schemars(with = "Integer")]
     pub exit_status: Option<Integer>,

@@ -358,24 +358,33 @@ pub fn check_recovery_provenance_ref(metadata: &ObjectRef<'_>) -> Rule {
 /// so this type is its schema and keys.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+// A field's doc comment is its prose in the help's field table
+// (`surface::help`); notes for the reader of this code are plain comments.
 pub struct Component {
-    /// `missing` when registered; a receipt may also hold `partial` or
-    /// `covered`.
+    // `missing` when registered; a receipt may also hold `partial` or
+    // `covered`.
     #[schemars(schema_with = "registered_coverage")]
     pub coverage_state: String,
+    /// Ids of components in this list, no cycles (a component may not
+    /// depend on itself).
     #[schemars(
         length(max = Limits::DEFAULT.max_component_dependencies),
         extend("uniqueItems" = true)
     )]
     pub dependencies: Vec<Identifier>,
+    /// What the component is.
     #[schemars(length(min = 1, max = Limits::DEFAULT.max_description_chars))]
     pub description: String,
-    /// Always empty: evidence is attached later (`component-evidence`).
+    /// Coverage evidence comes later (component-evidence).
     #[schemars(schema_with = "no_items")]
     pub evidence_refs: Vec<Value>,
+    /// An approved component id; unique in the list.
     pub id: Identifier,
+    /// An existing lane (any state) whose completion covers the component.
     pub owner_lane: LaneId,
+    /// Whether completion needs this component covered.
     pub required: bool,
+    /// The checks check-result must record as passed.
     #[schemars(
         length(max = Limits::DEFAULT.max_component_checks),
         extend("uniqueItems" = true)

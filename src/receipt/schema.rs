@@ -40,21 +40,61 @@ pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
 /// catalog's descriptions are the help's, and every byte is read by a
 /// model on every session (agent-tools.md §4).
 pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = root_schema::<T>();
+    RecursiveTransform(strip_annotations).transform(&mut schema);
+    schema.to_value()
+}
+
+/// The schema of `T` as the help reads it ([`schema_of`]'s, with the
+/// annotations kept): each field's doc comment as its `description`, its
+/// `default`, and each leaf's rule in words under [`RULE`].
+pub fn annotated_schema_of<T: JsonSchema>() -> Value {
+    root_schema::<T>().to_value()
+}
+
+fn root_schema<T: JsonSchema>() -> Schema {
     let generator = SchemaSettings::draft2020_12()
         .with(|settings| {
             settings.inline_subschemas = true;
             settings.meta_schema = None;
         })
         .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>();
-    RecursiveTransform(strip_annotations).transform(&mut schema);
-    schema.to_value()
+    generator.into_root_schema_for::<T>()
 }
 
 fn strip_annotations(schema: &mut Schema) {
-    for annotation in ["title", "description", "default"] {
+    for annotation in ["title", "description", "default", RULE] {
         schema.remove(annotation);
     }
+}
+
+/// The keyword under which a leaf's schema carries its rule in words, for
+/// the help's field tables (`surface::help`): `[short, long]`, the long
+/// form for a section's first mention and the short one after, or one
+/// string for both. [`schema_of`] strips it, as it strips descriptions.
+pub const RULE: &str = "x-rule";
+
+/// `(short, long)`: a rule in words, as [`RULE`] holds it.
+pub type Rule = (&'static str, &'static str);
+
+/// [`IDENTIFIER_PATTERN`] in words.
+pub const IDENTIFIER_RULE: Rule = (
+    "identifier",
+    "identifier (1-128 characters of [A-Za-z0-9._-], starting with a letter or digit)",
+);
+
+/// [`SHA256_PATTERN`] in words.
+pub const SHA256_RULE: Rule = ("64 lowercase hex", "64 lowercase hex (a SHA-256)");
+
+/// `schema` with `rule` under [`RULE`].
+pub fn with_rule(mut schema: Schema, (short, long): (&str, &str)) -> Schema {
+    let rule = if short == long {
+        Value::from(short)
+    } else {
+        Value::from(vec![short, long])
+    };
+    schema.insert(RULE.to_string(), rule);
+    schema
 }
 
 /// The keys of an input object type, each list in the type's declaration
@@ -109,12 +149,32 @@ pub(crate) use keys_of;
 fn declared_fields<T: DeserializeOwned>() -> &'static [&'static str] {
     let mut fields = None;
     // The capture always ends in an error, once it has the names.
-    let _ = T::deserialize(FieldNames(&mut fields));
+    let _ = T::deserialize(FieldNames {
+        fields: &mut fields,
+        into_items: false,
+    });
     fields.unwrap_or(&[])
 }
 
-/// A deserializer that only records the field names a struct asks for.
-struct FieldNames<'a>(&'a mut Option<&'static [&'static str]>);
+/// The field names of the struct `T`, or of its items when `T` is a list
+/// of structs (`Evidence`, `Topology`), in declaration order: the order
+/// the help lists them in (a schema's `properties` are sorted).
+pub fn object_fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields = None;
+    let _ = T::deserialize(FieldNames {
+        fields: &mut fields,
+        into_items: true,
+    });
+    fields.unwrap_or(&[])
+}
+
+/// A deserializer that only records the field names a struct asks for
+/// (with `into_items`, also those its first item asks for when it is a
+/// list).
+struct FieldNames<'a> {
+    fields: &'a mut Option<&'static [&'static str]>,
+    into_items: bool,
+}
 
 impl<'de> Deserializer<'de> for FieldNames<'_> {
     type Error = de::value::Error;
@@ -123,20 +183,46 @@ impl<'de> Deserializer<'de> for FieldNames<'_> {
         Err(de::Error::custom("not a struct"))
     }
 
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        if self.into_items {
+            visitor.visit_seq(FirstItem(self.fields))
+        } else {
+            Err(de::Error::custom("not a struct"))
+        }
+    }
+
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
         fields: &'static [&'static str],
         _: V,
     ) -> Result<V::Value, Self::Error> {
-        *self.0 = Some(fields);
+        *self.fields = Some(fields);
         Err(de::Error::custom("field names recorded"))
     }
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        bytes byte_buf option unit unit_struct newtype_struct tuple
         tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// A list whose first item records the field names its type asks for.
+struct FirstItem<'a>(&'a mut Option<&'static [&'static str]>);
+
+impl<'de> de::SeqAccess<'de> for FirstItem<'_> {
+    type Error = de::value::Error;
+
+    fn next_element_seed<S: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Self::Error> {
+        seed.deserialize(FieldNames {
+            fields: self.0,
+            into_items: false,
+        })
+        .map(Some)
     }
 }
 
@@ -156,9 +242,11 @@ impl<'de> Deserialize<'de> for Integer {
     }
 }
 
-/// The leaf `$type`'s schema is `$schema` (inlined wherever it is used).
+/// The leaf `$type`'s schema is `$schema` (inlined wherever it is used),
+/// with its `$rule` in words ([`RULE`]) when the schema's keywords do not
+/// say it plainly (a pattern).
 macro_rules! leaf_schema {
-    ($($type:ty => $schema:tt;)*) => {$(
+    ($($type:ty => $schema:tt $(, $rule:expr)?;)*) => {$(
         impl schemars::JsonSchema for $type {
             fn inline_schema() -> bool {
                 true
@@ -167,7 +255,9 @@ macro_rules! leaf_schema {
                 stringify!($type).into()
             }
             fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                schemars::json_schema!($schema)
+                let schema = schemars::json_schema!($schema);
+                $(let schema = $crate::receipt::schema::with_rule(schema, $rule);)?
+                schema
             }
         }
     )*};
@@ -175,10 +265,10 @@ macro_rules! leaf_schema {
 pub(crate) use leaf_schema;
 
 leaf_schema! {
-    RunId => {"type": "string", "pattern": IDENTIFIER_PATTERN};
-    LaneId => {"type": "string", "pattern": IDENTIFIER_PATTERN};
-    AgentId => {"type": "string", "pattern": IDENTIFIER_PATTERN};
-    Identifier => {"type": "string", "pattern": IDENTIFIER_PATTERN};
-    Sha256Hex => {"type": "string", "pattern": SHA256_PATTERN};
+    RunId => {"type": "string", "pattern": IDENTIFIER_PATTERN}, IDENTIFIER_RULE;
+    LaneId => {"type": "string", "pattern": IDENTIFIER_PATTERN}, IDENTIFIER_RULE;
+    AgentId => {"type": "string", "pattern": IDENTIFIER_PATTERN}, IDENTIFIER_RULE;
+    Identifier => {"type": "string", "pattern": IDENTIFIER_PATTERN}, IDENTIFIER_RULE;
+    Sha256Hex => {"type": "string", "pattern": SHA256_PATTERN}, SHA256_RULE;
     Integer => {"type": "integer"};
 }

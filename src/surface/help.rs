@@ -10,6 +10,8 @@ use clap::{Arg, Command};
 
 use super::registry::{COMMANDS, CommandDef};
 
+pub mod fields;
+
 /// Options whose meaning is the same wherever they appear; a page's
 /// `Options:` block overrides one for its command.
 const SHARED_OPTIONS: &[(&str, &str)] = &[
@@ -44,19 +46,10 @@ const SHARED_OPTIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The evidence list every `--evidence` takes, documented once.
-const EVIDENCE_FILE: &str = "\
-Evidence file --evidence <FILE>: a JSON list of 1 to 8 objects
-  kind         string, required; 1 to 32 characters. What kind of evidence
-               (e.g. lifecycle, test, review, tool, user_approval).
-  summary      string, required; at most 256 characters (may be empty). What
-               it shows, in words. Never raw output, prompts or secrets.
-  path         string, optional; at most 256 characters. Where it lives.
-  checksum     string, optional; 64 lowercase hex (a SHA-256). Binds a file,
-               a decision or an earlier evidence list (evidence-digest
-               prints a list's digest).
-  exit_status  integer, optional. The exit status of the command it records.
-  Any other key is refused. At most 1 MiB, inline, - or a file (see \"JSON
+/// What follows the generated table of the evidence list every
+/// `--evidence` takes ([`fields`]), documented once.
+const EVIDENCE_CLOSING: &str =
+    "  Any other key is refused. At most 1 MiB, inline, - or a file (see \"JSON
   values\" above). Evidence is bounded proof, not a log: record what a
   reviewer needs, and a fresh list for every step (a list already recorded
   on the lane, or a heartbeat's, does not complete anything).
@@ -216,19 +209,14 @@ fn teach_command(command: Command, page: &CommandDef) -> Command {
     for (id, help) in helps {
         command = command.mut_arg(id, |arg| arg.help(help));
     }
-    let takes_evidence = command
-        .get_arguments()
-        .any(|arg| arg.get_long() == Some("evidence"));
     let takes_json = !page.inputs.is_empty();
     let mut after = Vec::new();
     if takes_json {
         after.push(JSON_VALUES.to_string());
     }
-    if !parts.inputs.is_empty() {
-        after.push(parts.inputs.clone());
-    }
-    if takes_evidence {
-        after.push(EVIDENCE_FILE.to_string());
+    after.extend(input_sections(page, &parts.inputs));
+    if let Some(evidence) = page.input("evidence") {
+        after.extend(fields::section("Evidence file", evidence, EVIDENCE_CLOSING));
     }
     after.push(format!("Examples:\n{}", render_example(page.example)));
     if !parts.exits.is_empty() {
@@ -237,6 +225,41 @@ fn teach_command(command: Command, page: &CommandDef) -> Command {
     command
         .after_help("Input files, examples and exit statuses: --help")
         .after_long_help(after.join("\n\n"))
+}
+
+/// The page's input-file sections, each of a typed input with its field
+/// table generated ([`fields`]): the page gives such a section as its
+/// heading alone, `Input file --<flag> <FILE>`, followed by what the table
+/// does not say (what is refused, a minimal valid example). A section of
+/// an input without a type (an approval policy, a diagnosis) is the
+/// page's as written.
+fn input_sections(page: &CommandDef, inputs: &str) -> Vec<String> {
+    let mut sections: Vec<Vec<&str>> = Vec::new();
+    for line in inputs.lines() {
+        match sections.last_mut() {
+            Some(section) if !line.starts_with("Input file") => section.push(line),
+            _ => sections.push(vec![line]),
+        }
+    }
+    sections
+        .into_iter()
+        .map(|lines| {
+            let heading = lines[0].trim_end();
+            let closing = lines[1..].join("\n");
+            let generated = page
+                .inputs
+                .iter()
+                .find(|input| heading == stub_heading(input.flag))
+                .and_then(|input| fields::section("Input file", input, &closing));
+            generated.unwrap_or_else(|| lines.join("\n").trim_end().to_string())
+        })
+        .collect()
+}
+
+/// The heading a page gives a typed input's section, whose table is
+/// generated.
+fn stub_heading(flag: &str) -> String {
+    format!("Input file --{flag} <FILE>")
 }
 
 /// The whole command tree with its help pages applied. `epilog` is the

@@ -8,13 +8,15 @@
 //! command of the parser and the reverse, in the order of the top-level
 //! help, and whether it writes agrees with the reference's first line.
 
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::coordinator::inputs::{
     ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence, HandoffReport,
     HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, Topology,
 };
-use crate::receipt::schema::schema_of;
+use crate::receipt::schema::{annotated_schema_of, object_fields, schema_of};
 
 /// What a command does to the state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +75,23 @@ impl Mode {
 /// type (`coordinator::inputs`) with the manifest's default limits.
 pub type InputSchema = fn() -> Value;
 
+/// What the help's field table of an input is made from
+/// (`surface::help`): its type's schema with the annotations the catalog
+/// strips (each field's doc comment, default and leaf rule in words), and
+/// its keys (or its items' keys) in declaration order.
+pub struct InputDoc {
+    pub schema: Value,
+    pub fields: &'static [&'static str],
+}
+
+/// `T`'s [`InputDoc`].
+pub fn doc_of<T: JsonSchema + DeserializeOwned>() -> InputDoc {
+    InputDoc {
+        schema: annotated_schema_of::<T>(),
+        fields: object_fields::<T>(),
+    }
+}
+
 /// A flag that takes JSON (inline, `-` or a file; cli-conventions §5).
 pub struct JsonInput {
     pub flag: &'static str,
@@ -80,23 +99,49 @@ pub struct JsonInput {
     /// mode offers, or the approval policy, a person's file): the catalog
     /// is where a schema is read. Unit tests hold both.
     pub schema: Option<InputSchema>,
+    /// Its type's documentation, from which its help section's field table
+    /// is generated; `None` exactly where `schema` is (those sections are
+    /// hand-written on the page).
+    pub doc: Option<fn() -> InputDoc>,
+    /// The key that `--at` fills when the input leaves it out (the event's
+    /// time; `commands::mutate`'s timed inputs), so the help says it is
+    /// required "unless --at gives it".
+    pub at_key: Option<&'static str>,
 }
 
-/// `flag` takes JSON of `schema`.
-const fn json(flag: &'static str, schema: InputSchema) -> JsonInput {
+/// `flag` takes JSON of type `T`.
+const fn json<T: JsonSchema + DeserializeOwned>(flag: &'static str) -> JsonInput {
     JsonInput {
         flag,
-        schema: Some(schema),
+        schema: Some(schema_of::<T>),
+        doc: Some(doc_of::<T>),
+        at_key: None,
+    }
+}
+
+/// `flag` takes JSON of type `T`, whose `at_key` `--at` may fill.
+const fn timed<T: JsonSchema + DeserializeOwned>(
+    flag: &'static str,
+    at_key: &'static str,
+) -> JsonInput {
+    JsonInput {
+        at_key: Some(at_key),
+        ..json::<T>(flag)
     }
 }
 
 /// `flag` takes JSON that no catalog describes (see [`JsonInput::schema`]).
 const fn untyped(flag: &'static str) -> JsonInput {
-    JsonInput { flag, schema: None }
+    JsonInput {
+        flag,
+        schema: None,
+        doc: None,
+        at_key: None,
+    }
 }
 
 /// This step's evidence list, the same for every command that takes it.
-const EVIDENCE: JsonInput = json("evidence", schema_of::<Evidence>);
+const EVIDENCE: JsonInput = json::<Evidence>("evidence");
 
 /// One command's definition.
 pub struct CommandDef {
@@ -154,20 +199,20 @@ pub const COMMANDS: &[CommandDef] = commands![
     "run-fail": OneEvent, Never [EVIDENCE];
     "run-block": OneEvent, Never [EVIDENCE];
     "run-cancel": OneEvent, Never [EVIDENCE];
-    "lane-create": OneEvent, Owner [EVIDENCE, json("input", schema_of::<LaneCreateInput>)];
+    "lane-create": OneEvent, Owner [EVIDENCE, timed::<LaneCreateInput>("input", "observed_at")];
     "lane-start": OneEvent, Owner [EVIDENCE];
     "startup-ack": OneEvent, Owner [EVIDENCE];
     "probe-ack": OneEvent, Owner [EVIDENCE];
-    "lane-complete": OneEvent, Owner [EVIDENCE, json("changed-paths", schema_of::<ChangedPaths>)];
+    "lane-complete": OneEvent, Owner [EVIDENCE, json::<ChangedPaths>("changed-paths")];
     "lane-fail": OneEvent, Owner [EVIDENCE];
     "lane-block": OneEvent, Owner [EVIDENCE];
     "lane-cancel": OneEvent, Owner [EVIDENCE];
-    "lane-reassign": OneEvent, Owner [EVIDENCE, json("input", schema_of::<ReassignInput>)];
+    "lane-reassign": OneEvent, Owner [EVIDENCE, timed::<ReassignInput>("input", "decided_at")];
     "replacement-repair": OneEvent, Owner [EVIDENCE];
     "replacement-block": OneEvent, Owner [EVIDENCE];
     "replacement-close": OneEvent, Owner [EVIDENCE];
-    "heartbeat": OneEvent, Owner [EVIDENCE, json("input", schema_of::<HeartbeatInput>)];
-    "stall-record": OneEvent, Owner [EVIDENCE, json("decision", schema_of::<StallDecision>)];
+    "heartbeat": OneEvent, Owner [EVIDENCE, timed::<HeartbeatInput>("input", "observed_at")];
+    "stall-record": OneEvent, Owner [EVIDENCE, json::<StallDecision>("decision")];
     "stall-clear": OneEvent, Owner [EVIDENCE];
     "probe-sent": OneEvent, Owner [EVIDENCE];
     "interrupt-result": OneEvent, Owner [EVIDENCE];
@@ -175,16 +220,16 @@ pub const COMMANDS: &[CommandDef] = commands![
     "approvals": ReadOnly, EveryMode;
     "approval-statement": ReadOnly, Never;
     "completion-check": ReadOnly, EveryMode;
-    "topology-register": OneEvent, Owner [EVIDENCE, json("input", schema_of::<Topology>)];
-    "check-result": OneEvent, Owner [EVIDENCE, json("input", schema_of::<CheckResultInput>)];
-    "component-evidence": OneEvent, Owner [EVIDENCE, json("input", schema_of::<ComponentEvidenceInput>)];
+    "topology-register": OneEvent, Owner [EVIDENCE, json::<Topology>("input")];
+    "check-result": OneEvent, Owner [EVIDENCE, json::<CheckResultInput>("input")];
+    "component-evidence": OneEvent, Owner [EVIDENCE, json::<ComponentEvidenceInput>("input")];
     "lane-resolve": OneEvent, Owner [EVIDENCE];
     "topology-remove": OneEvent, Owner [EVIDENCE];
     "complete": OneEvent, Owner [EVIDENCE];
     "resume": OneEvent, Owner [EVIDENCE];
     "recovery-run-create": Other, Never [EVIDENCE, untyped("approval-policy"), untyped("input")];
-    "handoff-create": OneEvent, Owner [json("input", schema_of::<HandoffReport>)];
-    "live-report-create": OneEvent, Owner [json("input", schema_of::<LiveReport>)];
+    "handoff-create": OneEvent, Owner [json::<HandoffReport>("input")];
+    "live-report-create": OneEvent, Owner [json::<LiveReport>("input")];
     "key-generate": Other, Never;
     "sign-head": Other, Never;
     "prove-event": ReadOnly, EveryMode;

@@ -208,6 +208,87 @@ fn short_help_points_to_the_long_one() {
     );
 }
 
+/// Every JSON flag of every command in the registry shows its field
+/// table through the binary (and in its man page), generated from its
+/// type: the table names exactly the keys of the schema the catalog
+/// gives, each said required exactly where that schema requires it.
+#[test]
+fn every_json_flag_shows_its_types_fields() {
+    use bluetape_flow::surface::registry::{COMMANDS, input_schema};
+    let (tmp, flow) = common::flow_elsewhere();
+    let dir = tmp.path().join("man");
+    man_pages(&flow, &dir);
+    let mut tables = 0;
+    for def in COMMANDS.iter().filter(|c| built(c.name)) {
+        let text = help(&flow, def.name).stdout;
+        let man =
+            std::fs::read_to_string(dir.join(format!("bluetape-flow-{}.1", def.name))).unwrap();
+        for input in def.inputs {
+            let Some(schema) = input_schema(def.name, input.flag) else {
+                continue;
+            };
+            let label = if input.flag == "evidence" {
+                "Evidence file"
+            } else {
+                "Input file"
+            };
+            let lines = section(&text, &format!("{label} --{} <FILE>: ", input.flag));
+            assert!(!lines.is_empty(), "{} --{}:\n{text}", def.name, input.flag);
+            // A row is `  key  type, required...`; the page's closing lines
+            // are prose, one space between words.
+            let rows: Vec<(&str, &str)> = lines[1..]
+                .iter()
+                .filter_map(|l| l.strip_prefix("  "))
+                .filter(|l| !l.starts_with(' '))
+                .filter_map(|l| match l.strip_prefix("(each entry)") {
+                    Some(rest) => Some(("(each entry)", rest.trim_start())),
+                    None => {
+                        let (key, rest) = l.split_once("  ")?;
+                        (!key.contains(' ')).then_some((key, rest.trim_start()))
+                    }
+                })
+                .collect();
+            let object = if schema["type"] == "array" {
+                &schema["items"]
+            } else {
+                &schema
+            };
+            let Some(properties) = object["properties"].as_object() else {
+                let keys: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+                assert_eq!(keys, ["(each entry)"], "{}", def.name);
+                continue;
+            };
+            let mut keys: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+            keys.sort_unstable();
+            let expected: Vec<&str> = properties.keys().map(String::as_str).collect();
+            assert_eq!(keys, expected, "{} --{}", def.name, input.flag);
+            let required: Vec<&str> = object["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap())
+                .collect();
+            for (key, rest) in rows {
+                let said = rest.split([';', '.']).next().unwrap();
+                let words = if required.contains(&key) {
+                    ", required"
+                } else {
+                    ", optional"
+                };
+                assert!(said.contains(words), "{} {key}: {rest}", def.name);
+                let row = format!("  {key}");
+                assert!(
+                    man.contains(&row.replace('-', "\\-")),
+                    "{}: {key}",
+                    def.name
+                );
+            }
+            tables += 1;
+        }
+    }
+    assert!(tables >= 35, "every --evidence and --input: {tables}");
+}
+
 /// The whole help tree, as a newcomer reads it: a change to any help text
 /// is a visible diff of this snapshot.
 /// The snapshot is of the default build; a build without the `mcp` feature
