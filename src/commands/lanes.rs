@@ -10,6 +10,7 @@ use std::path::Path;
 use super::error::FlowResult;
 use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::decide::{FlowError, Teaching};
+use crate::coordinator::inputs::LaneCreateInput;
 use crate::coordinator::lane_commands::{
     LaneCommand, LaneTransition, check_changed_paths_input, decide_lane_create,
     decide_lane_transition, precheck_lane_create, precheck_lane_transition,
@@ -52,7 +53,7 @@ pub fn lane_create(
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let input = ctx.read_timed_input(input, "observed_at")?;
+    let input = ctx.read_timed_input::<LaneCreateInput>(input)?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
     let request = precheck_lane_create(&input, &evidence, |scopes| {

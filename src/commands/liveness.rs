@@ -15,6 +15,7 @@ use super::ledger::open_run;
 use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
+use crate::coordinator::inputs::HeartbeatInput;
 use crate::coordinator::liveness::{
     CommandStatus, LaneStep, StallRecord, check_lane, decide_heartbeat, decide_interrupt_result,
     decide_probe_sent, decide_stall_clear, decide_stall_record, precheck_heartbeat,
@@ -122,7 +123,7 @@ pub fn heartbeat(
     input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let input = ctx.read_timed_input(input, "observed_at")?;
+    let input = ctx.read_timed_input::<HeartbeatInput>(input)?;
     let heartbeat = precheck_heartbeat(&input)?;
     ctx.commit(&run, |d| {
         decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)

@@ -5,6 +5,7 @@
 //! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
 //! against the freshly loaded state.
 
+use crate::coordinator::inputs::TimedInput;
 use crate::receipt::primitives::LaneId;
 use crate::receipt::vocab::EventType;
 use crate::store::input::{InputShape, JsonArg, read_json_input};
@@ -107,10 +108,10 @@ impl MutationContext {
         )?)
     }
 
-    /// This command's `--input` object, its event time `key` bound to
-    /// `--at` ([`Self::bind_at`]).
-    pub fn read_timed_input(&self, input: &JsonArg, key: &str) -> FlowResult<Value> {
-        self.bind_at(self.read_input(input, InputShape::Object)?, key)
+    /// This command's `--input` object of type `T`, its event time
+    /// (`T::AT_KEY`) bound to `--at` ([`Self::bind_at`]).
+    pub fn read_timed_input<T: TimedInput>(&self, input: &JsonArg) -> FlowResult<Value> {
+        self.bind_at(self.read_input(input, InputShape::Object)?, T::AT_KEY)
     }
 
     /// An input whose event time is its `key` (`observed_at` of lane-create

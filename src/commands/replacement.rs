@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::error::FlowResult;
 use super::mutate::{MutationAnswer, MutationContext};
+use crate::coordinator::inputs::ReassignInput;
 pub use crate::coordinator::replacement::LineageCommand;
 use crate::coordinator::replacement::{
     decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
@@ -20,7 +21,7 @@ pub fn lane_reassign(
     evidence: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let input = ctx.read_timed_input(input, "decided_at")?;
+    let input = ctx.read_timed_input::<ReassignInput>(input)?;
     let limits = &run.manifest.contract.limits;
     let repo_root = run.repo_root()?;
     let canonicalize =

@@ -216,6 +216,27 @@ pub struct LaneCreateInput {
     pub replacement_count: Option<Integer>,
 }
 
+/// An input whose event time is one of its keys: `--at` fills it when the
+/// input leaves it out, and must otherwise equal it (cli-conventions §5
+/// "One clock"). The command binds that key and the help says it is
+/// required "unless --at gives it", both from here.
+pub trait TimedInput {
+    /// The key holding the event's time.
+    const AT_KEY: &'static str;
+}
+
+impl TimedInput for LaneCreateInput {
+    const AT_KEY: &'static str = "observed_at";
+}
+
+impl TimedInput for HeartbeatInput {
+    const AT_KEY: &'static str = "observed_at";
+}
+
+impl TimedInput for ReassignInput {
+    const AT_KEY: &'static str = "decided_at";
+}
+
 /// `{"anyOf": [an identifier, null]}`.
 fn null_or_identifier(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"anyOf": [generator.subschema_for::<LaneId>(), {"type": "null"}]})

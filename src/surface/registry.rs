@@ -14,7 +14,8 @@ use serde_json::Value;
 
 use crate::coordinator::inputs::{
     ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence, HandoffReport,
-    HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, Topology,
+    HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, TimedInput,
+    Topology,
 };
 use crate::receipt::schema::{annotated_schema_of, object_fields, schema_of};
 
@@ -119,13 +120,10 @@ const fn json<T: JsonSchema + DeserializeOwned>(flag: &'static str) -> JsonInput
     }
 }
 
-/// `flag` takes JSON of type `T`, whose `at_key` `--at` may fill.
-const fn timed<T: JsonSchema + DeserializeOwned>(
-    flag: &'static str,
-    at_key: &'static str,
-) -> JsonInput {
+/// `flag` takes JSON of type `T`, whose time key `--at` may fill.
+const fn timed<T: JsonSchema + DeserializeOwned + TimedInput>(flag: &'static str) -> JsonInput {
     JsonInput {
-        at_key: Some(at_key),
+        at_key: Some(T::AT_KEY),
         ..json::<T>(flag)
     }
 }
@@ -199,7 +197,7 @@ pub const COMMANDS: &[CommandDef] = commands![
     "run-fail": OneEvent, Never [EVIDENCE];
     "run-block": OneEvent, Never [EVIDENCE];
     "run-cancel": OneEvent, Never [EVIDENCE];
-    "lane-create": OneEvent, Owner [EVIDENCE, timed::<LaneCreateInput>("input", "observed_at")];
+    "lane-create": OneEvent, Owner [EVIDENCE, timed::<LaneCreateInput>("input")];
     "lane-start": OneEvent, Owner [EVIDENCE];
     "startup-ack": OneEvent, Owner [EVIDENCE];
     "probe-ack": OneEvent, Owner [EVIDENCE];
@@ -207,11 +205,11 @@ pub const COMMANDS: &[CommandDef] = commands![
     "lane-fail": OneEvent, Owner [EVIDENCE];
     "lane-block": OneEvent, Owner [EVIDENCE];
     "lane-cancel": OneEvent, Owner [EVIDENCE];
-    "lane-reassign": OneEvent, Owner [EVIDENCE, timed::<ReassignInput>("input", "decided_at")];
+    "lane-reassign": OneEvent, Owner [EVIDENCE, timed::<ReassignInput>("input")];
     "replacement-repair": OneEvent, Owner [EVIDENCE];
     "replacement-block": OneEvent, Owner [EVIDENCE];
     "replacement-close": OneEvent, Owner [EVIDENCE];
-    "heartbeat": OneEvent, Owner [EVIDENCE, timed::<HeartbeatInput>("input", "observed_at")];
+    "heartbeat": OneEvent, Owner [EVIDENCE, timed::<HeartbeatInput>("input")];
     "stall-record": OneEvent, Owner [EVIDENCE, json::<StallDecision>("decision")];
     "stall-clear": OneEvent, Owner [EVIDENCE];
     "probe-sent": OneEvent, Owner [EVIDENCE];
