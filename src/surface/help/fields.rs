@@ -357,6 +357,7 @@ mod tests {
     use crate::receipt::rules::Component;
     use crate::receipt::schema::{InputKeys, schema_of};
     use crate::surface::registry::COMMANDS;
+    use schemars::JsonSchema;
     use serde::de::DeserializeOwned;
     use serde_json::json;
 
@@ -372,44 +373,26 @@ mod tests {
         T::deserialize(value).is_ok()
     }
 
+    /// An object input of type `T`: its keys, and whether a value reads as it.
+    fn object<T: JsonSchema + DeserializeOwned>() -> (Option<InputKeys>, fn(&Value) -> bool) {
+        (Some(InputKeys::of::<T>()), reads::<T>)
+    }
+
     fn expected(command: &str, flag: &str) -> Expected {
         let (keys, reads): (Option<InputKeys>, fn(&Value) -> bool) = match (command, flag) {
             (_, "evidence") => (Some(InputKeys::of::<EvidenceItem>()), reads::<Evidence>),
             ("lane-complete", "changed-paths") => (None, reads::<ChangedPaths>),
-            ("lane-create", "input") => (
-                Some(InputKeys::of::<LaneCreateInput>()),
-                reads::<LaneCreateInput>,
-            ),
-            ("heartbeat", "input") => (
-                Some(InputKeys::of::<HeartbeatInput>()),
-                reads::<HeartbeatInput>,
-            ),
-            ("lane-reassign", "input") => (
-                Some(InputKeys::of::<ReassignInput>()),
-                reads::<ReassignInput>,
-            ),
-            ("stall-record", "decision") => (
-                Some(InputKeys::of::<StallDecision>()),
-                reads::<StallDecision>,
-            ),
+            ("lane-create", "input") => object::<LaneCreateInput>(),
+            ("heartbeat", "input") => object::<HeartbeatInput>(),
+            ("lane-reassign", "input") => object::<ReassignInput>(),
+            ("stall-record", "decision") => object::<StallDecision>(),
             ("topology-register", "input") => {
                 (Some(InputKeys::of::<Component>()), reads::<Topology>)
             }
-            ("check-result", "input") => (
-                Some(InputKeys::of::<CheckResultInput>()),
-                reads::<CheckResultInput>,
-            ),
-            ("component-evidence", "input") => (
-                Some(InputKeys::of::<ComponentEvidenceInput>()),
-                reads::<ComponentEvidenceInput>,
-            ),
-            ("handoff-create", "input") => (
-                Some(InputKeys::of::<HandoffReport>()),
-                reads::<HandoffReport>,
-            ),
-            ("live-report-create", "input") => {
-                (Some(InputKeys::of::<LiveReport>()), reads::<LiveReport>)
-            }
+            ("check-result", "input") => object::<CheckResultInput>(),
+            ("component-evidence", "input") => object::<ComponentEvidenceInput>(),
+            ("handoff-create", "input") => object::<HandoffReport>(),
+            ("live-report-create", "input") => object::<LiveReport>(),
             other => panic!("{other:?}: a typed input this test does not know"),
         };
         Expected { keys, reads }
