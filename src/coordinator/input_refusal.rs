@@ -118,10 +118,20 @@ input_rules! {
     RepoRootNotUtf8 => "repo_root must be valid UTF-8",
     NoRepoRoot => "run manifest has no repo_root",
     SameOwnerHandle => "new owner handle must differ from current owner handle",
+    /// The next owner epoch would not fit (an epoch is a positive integer).
+    OwnerEpochOverflow => "owner epoch must be a positive integer",
     DamagedRunComponents => "damaged run component_ids are invalid",
     NoApprovalPolicy => "the run has no approval policy: there is nothing to sign",
     UnsignedApprovalPolicy => "the run's approval policy pins no approver_key: approvals are not signed",
     StatementInStateRoot => "approval-statement --out must name a file outside the state root (the command is read-only there)",
+    // the command line's own flags
+    CommandStatusChoice => "invalid choice for --command-status",
+    /// Its hint: the formats that follow.
+    FollowJson => "--format json prints one document when the receipt is read; it cannot follow",
+    LaneFilter => "--lane must be a lane identifier",
+    TypeFilter => "--type must be an event type of the run's manifest",
+    CheckProofArgs => "check-proof needs --proof FILE --event FILE, or --append FILE",
+    BundleVerifyArgs => "bundle-verify needs FILE, or --git DIR --ref REF",
 }
 
 impl InputRule {
@@ -162,6 +172,9 @@ impl InputRule {
             ),
             InputRule::LivenessEvidenceRecorded => Teaching::hint(
                 "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",
+            ),
+            InputRule::FollowJson => Teaching::hint(
+                "follow with --format jsonl (a line per event as it is appended) or --format table",
             ),
             _ => return None,
         })
