@@ -824,14 +824,6 @@ impl Teaching {
         }
     }
 
-    /// `message` followed by the detail, as the envelope shows it.
-    pub fn message(&self, message: &str) -> String {
-        match &self.detail {
-            Some(detail) => format!("{message}: {detail}"),
-            None => message.to_string(),
-        }
-    }
-
     /// Merge `other` over `self` (its keys win where both have one).
     pub fn merged(self, other: Teaching) -> Teaching {
         Teaching {

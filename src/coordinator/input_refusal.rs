@@ -132,6 +132,11 @@ input_rules! {
     TypeFilter => "--type must be an event type of the run's manifest",
     CheckProofArgs => "check-proof needs --proof FILE --event FILE, or --append FILE",
     BundleVerifyArgs => "bundle-verify needs FILE, or --git DIR --ref REF",
+    // `mcp`: modes only narrow
+    McpOwnerNeedsHandle => "mcp --mode owner needs --owner-file: the handle its tools act with",
+    McpReadOnlyHandle => "mcp --mode read-only acts with no owner handle; drop --owner-file or use --mode owner",
+    /// Its hint: rename the handle.
+    McpHandleNotUtf8 => "mcp --owner-file must be a path that is valid UTF-8 text",
 }
 
 impl InputRule {
@@ -172,6 +177,9 @@ impl InputRule {
             ),
             InputRule::LivenessEvidenceRecorded => Teaching::hint(
                 "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",
+            ),
+            InputRule::McpHandleNotUtf8 => Teaching::hint(
+                "rename the handle (or a directory on its path) to a UTF-8 name, then start the server again; the CLI takes any path",
             ),
             InputRule::FollowJson => Teaching::hint(
                 "follow with --format jsonl (a line per event as it is appended) or --format table",
@@ -224,6 +232,9 @@ pub enum InputRefusal {
     /// gate's record: at most `max` entries (one record, or two when
     /// `signed`).
     EvidenceRoom { max: u64, signed: bool },
+    /// Standard input can feed one JSON option per call; `flags` (two or
+    /// more) asked for it.
+    SharedStdin { flags: Vec<String> },
     /// "BLUETAPE_APPROVED_BY must be `{rule}`".
     ApproverIdentity { rule: &'static str },
     /// The diagnosis lacks `key` (the reference's `KeyError`, printed as
@@ -282,6 +293,11 @@ impl InputRefusal {
             InputRefusal::ApproverIdentity { rule } => {
                 format!("BLUETAPE_APPROVED_BY must be {rule}").into()
             }
+            InputRefusal::SharedStdin { flags } => format!(
+                "standard input can feed one JSON option per call, not {}",
+                flags.join(" and ")
+            )
+            .into(),
             InputRefusal::DiagnosisKey { key } => format!("'{key}'").into(),
             InputRefusal::DamagedRunField { key } => format!("damaged run {key} is invalid").into(),
             InputRefusal::PolicyLoosened { loosened } => format!(
@@ -317,6 +333,14 @@ impl InputRefusal {
                     "input": "--input",
                     "invalid": [{"field": key, "expected": format!("the --at instant {at}")}],
                 })),
+            }),
+            InputRefusal::SharedStdin { flags } => Some(Teaching {
+                detail: None,
+                hint: Some(
+                    "give all but one of them inline (the JSON itself, starting with [ or {) or as a file path"
+                        .into(),
+                ),
+                fields: Some(json!({"stdin_flags": flags})),
             }),
             InputRefusal::LeaseTooLong { max, latest } => Some(Teaching {
                 detail: Some(format!("at most {max} s after observed_at")),
@@ -505,6 +529,12 @@ mod tests {
                     signed: true,
                 },
                 "under a signed approval policy the evidence may hold at most 6 entries: two more record the decision",
+            ),
+            (
+                InputRefusal::SharedStdin {
+                    flags: vec!["--input".into(), "--evidence".into()],
+                },
+                "standard input can feed one JSON option per call, not --input and --evidence",
             ),
             (
                 InputRefusal::ApproverIdentity { rule: "an id" },
