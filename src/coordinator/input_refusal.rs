@@ -137,6 +137,17 @@ input_rules! {
     McpReadOnlyHandle => "mcp --mode read-only acts with no owner handle; drop --owner-file or use --mode owner",
     /// Its hint: rename the handle.
     McpHandleNotUtf8 => "mcp --owner-file must be a path that is valid UTF-8 text",
+    // otel-export's target (contracts/otel.md)
+    OtelHeaderWithOut => "--header is for --endpoint; --out writes a file",
+    OtelForceWithoutOut => "--force is for --out",
+    OtelNoTarget => "otel-export needs --endpoint URL or --out FILE (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT)",
+    OtelHeaderShape => "--header must be KEY=VALUE (the value is not shown)",
+    // signed heads, proofs, bundles and publications
+    NoSignedHead => "the run has no signed head; run sign-head first",
+    CheckProofNeedsKey => "check-proof needs --key",
+    /// Its `fields` and hint: `--key` checks signed heads, and where to get one.
+    BundleNoSignedHead => "bundle refused: the bundle holds no signed head to check with the given keys",
+    NoRepoToPublish => "the run names no repo_root; pass --repo",
 }
 
 impl InputRule {
@@ -181,6 +192,11 @@ impl InputRule {
             InputRule::McpHandleNotUtf8 => Teaching::hint(
                 "rename the handle (or a directory on its path) to a UTF-8 name, then start the server again; the CLI takes any path",
             ),
+            InputRule::BundleNoSignedHead => Teaching {
+                detail: None,
+                hint: Some("--key checks signed heads, and this bundle has none: sign the run first where it lives (bluetape-flow sign-head --run-id {run_id} --key SIGNER) and export it again, pass the head kept elsewhere with --head FILE, or drop --key to verify the unsigned bundle".into()),
+                fields: Some(json!({"input": "--key", "heads": 0})),
+            },
             InputRule::FollowJson => Teaching::hint(
                 "follow with --format jsonl (a line per event as it is appended) or --format table",
             ),
@@ -235,6 +251,43 @@ pub enum InputRefusal {
     /// Standard input can feed one JSON option per call; `flags` (two or
     /// more) asked for it.
     SharedStdin { flags: Vec<String> },
+    /// An `otel-export` header whose name (given by `origin`: `--header`
+    /// or the variable) is no HTTP token.
+    OtelHeaderName { origin: String },
+    /// A header value that cannot be sent: never shown, only its `name`.
+    OtelHeaderValue {
+        origin: String,
+        name: String,
+        max_bytes: usize,
+    },
+    /// More than `max` headers.
+    OtelTooManyHeaders { max: usize },
+    /// A headers `variable` that is not `key=value,…`.
+    OtelHeaderList { variable: String },
+    /// A header value of `variable` that is not percent-encoding.
+    OtelHeaderEncoding { variable: String, name: String },
+    /// A timeout `variable` out of 1..=600000 ms.
+    OtelTimeout { variable: String },
+    /// An endpoint (from `source`) that is no absolute http(s) URL.
+    OtelEndpoint { source: String },
+    /// A protocol `variable` asking for `protocol` (cut short for the
+    /// message), not http/protobuf.
+    OtelProtocol { variable: String, protocol: String },
+    /// `prove-event --sequence` outside 1..=`size` of the head.
+    ProofSequence { size: u64 },
+    /// `prove-append --from` a head of `old` events, newer than the head
+    /// of `new`.
+    ProofFromNewer { old: u64, new: u64 },
+    /// `publish --ref` outside the publication refs `under`: a branch or a
+    /// tag is never written (DEVIATIONS 90); its hint names the run's own
+    /// ref.
+    NotPublicationRef {
+        reference: String,
+        under: &'static str,
+        run_id: String,
+    },
+    /// `publish --ref` that git does not take as a ref under refs/.
+    InvalidRef { reference: String },
     /// "BLUETAPE_APPROVED_BY must be `{rule}`".
     ApproverIdentity { rule: &'static str },
     /// The diagnosis lacks `key` (the reference's `KeyError`, printed as
@@ -298,6 +351,52 @@ impl InputRefusal {
                 flags.join(" and ")
             )
             .into(),
+            InputRefusal::OtelHeaderName { origin } => {
+                format!("{origin}: a header name must be an HTTP token (KEY=VALUE)").into()
+            }
+            InputRefusal::OtelHeaderValue {
+                origin,
+                name,
+                max_bytes,
+            } => format!(
+                "{origin}: the value of header {name} must be printable ASCII without line breaks, at most {max_bytes} bytes (the value is not shown)"
+            )
+            .into(),
+            InputRefusal::OtelTooManyHeaders { max } => {
+                format!("at most {max} headers may be sent").into()
+            }
+            InputRefusal::OtelHeaderList { variable } => {
+                format!("{variable} must be a list of key=value pairs separated by commas").into()
+            }
+            InputRefusal::OtelHeaderEncoding { variable, name } => format!(
+                "{variable}: the value of header {name} is not valid percent-encoding (the value is not shown)"
+            )
+            .into(),
+            InputRefusal::OtelTimeout { variable } => {
+                format!("{variable} must be a number of milliseconds from 1 to 600000").into()
+            }
+            InputRefusal::OtelEndpoint { source } => {
+                format!("{source} must be an absolute http:// or https:// URL").into()
+            }
+            InputRefusal::OtelProtocol { variable, protocol } => {
+                format!("{variable} asks for {protocol}: otel-export sends only http/protobuf")
+                    .into()
+            }
+            InputRefusal::ProofSequence { size } => {
+                format!("sequence must be between 1 and the head's size {size}").into()
+            }
+            InputRefusal::ProofFromNewer { old, new } => {
+                format!("--from is a head of {old} events, newer than the head of {new}").into()
+            }
+            InputRefusal::NotPublicationRef {
+                reference, under, ..
+            } => format!(
+                "{reference} is not a publication ref: publish writes only refs under {under}"
+            )
+            .into(),
+            InputRefusal::InvalidRef { reference } => {
+                format!("{reference} is not a valid ref under refs/").into()
+            }
             InputRefusal::DiagnosisKey { key } => format!("'{key}'").into(),
             InputRefusal::DamagedRunField { key } => format!("damaged run {key} is invalid").into(),
             InputRefusal::PolicyLoosened { loosened } => format!(
@@ -333,6 +432,13 @@ impl InputRefusal {
                     "input": "--input",
                     "invalid": [{"field": key, "expected": format!("the --at instant {at}")}],
                 })),
+            }),
+            InputRefusal::NotPublicationRef { under, run_id, .. } => Some(Teaching {
+                detail: None,
+                hint: Some(format!(
+                    "drop --ref to publish onto {under}runs/{run_id}, or name a ref under {under} (e.g. --ref {under}runs/{run_id}); a branch or a tag is never written"
+                )),
+                fields: Some(json!({"input": "--ref", "expected": format!("a ref under {under}")})),
             }),
             InputRefusal::SharedStdin { flags } => Some(Teaching {
                 detail: None,
@@ -535,6 +641,21 @@ mod tests {
                     flags: vec!["--input".into(), "--evidence".into()],
                 },
                 "standard input can feed one JSON option per call, not --input and --evidence",
+            ),
+            (
+                InputRefusal::OtelHeaderValue {
+                    origin: "--header".into(),
+                    name: "Authorization".into(),
+                    max_bytes: 4096,
+                },
+                "--header: the value of header Authorization must be printable ASCII without line breaks, at most 4096 bytes (the value is not shown)",
+            ),
+            (
+                InputRefusal::OtelProtocol {
+                    variable: "OTEL_EXPORTER_OTLP_PROTOCOL".into(),
+                    protocol: "grpc".into(),
+                },
+                "OTEL_EXPORTER_OTLP_PROTOCOL asks for grpc: otel-export sends only http/protobuf",
             ),
             (
                 InputRefusal::ApproverIdentity { rule: "an id" },
