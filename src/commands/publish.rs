@@ -383,13 +383,11 @@ pub fn verify_git(
     let git = Git::open(dir)?;
     if git.resolve(reference)?.is_none() {
         // Most often a clone that has not fetched the publications.
-        return Err(FlowError::Contract(format!(
-            "{reference} does not name a commit in {}",
-            dir.display()
-        ))
-        .hinted(format!(
-            "a clone does not bring the publications: run git fetch origin '{PUBLICATION_REFS}*:{PUBLICATION_REFS}*' in it first (a run is published on {PUBLICATION_REFS}runs/<run_id>; git for-each-ref {PUBLICATION_REFS} lists them)"
-        )));
+        return Err(FlowError::from(InputRefusal::RefNotCommit {
+            reference: reference.into(),
+            dir: dir.display().to_string(),
+            under: PUBLICATION_REFS,
+        }));
     }
     let history = git.history(reference)?;
     for (i, (commit, parents)) in history.iter().enumerate() {

@@ -288,6 +288,14 @@ pub enum InputRefusal {
     },
     /// `publish --ref` that git does not take as a ref under refs/.
     InvalidRef { reference: String },
+    /// `bundle-verify --git DIR --ref REF` with a ref that names no commit
+    /// in the clone `dir`: most often the publications `under` were not
+    /// fetched, which its hint says.
+    RefNotCommit {
+        reference: String,
+        dir: String,
+        under: &'static str,
+    },
     /// "BLUETAPE_APPROVED_BY must be `{rule}`".
     ApproverIdentity { rule: &'static str },
     /// The diagnosis lacks `key` (the reference's `KeyError`, printed as
@@ -397,6 +405,9 @@ impl InputRefusal {
             InputRefusal::InvalidRef { reference } => {
                 format!("{reference} is not a valid ref under refs/").into()
             }
+            InputRefusal::RefNotCommit { reference, dir, .. } => {
+                format!("{reference} does not name a commit in {dir}").into()
+            }
             InputRefusal::DiagnosisKey { key } => format!("'{key}'").into(),
             InputRefusal::DamagedRunField { key } => format!("damaged run {key} is invalid").into(),
             InputRefusal::PolicyLoosened { loosened } => format!(
@@ -440,6 +451,9 @@ impl InputRefusal {
                 )),
                 fields: Some(json!({"input": "--ref", "expected": format!("a ref under {under}")})),
             }),
+            InputRefusal::RefNotCommit { under, .. } => Some(Teaching::hint(format!(
+                "a clone does not bring the publications: run git fetch origin '{under}*:{under}*' in it first (a run is published on {under}runs/<run_id>; git for-each-ref {under} lists them)"
+            ))),
             InputRefusal::SharedStdin { flags } => Some(Teaching {
                 detail: None,
                 hint: Some(
