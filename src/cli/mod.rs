@@ -61,17 +61,8 @@ pub fn run_with_terminal(
         }
     };
     if piped.len() > 1 {
-        let error = FlowError::contract(format!(
-            "standard input can feed one JSON option per call, not {}",
-            piped.join(" and ")
-        ))
-        .taught(crate::coordinator::decide::Teaching {
-            detail: None,
-            hint: Some(
-                "give all but one of them inline (the JSON itself, starting with [ or {) or as a file path"
-                    .into(),
-            ),
-            fields: Some(serde_json::json!({"stdin_flags": piped})),
+        let error = FlowError::from(crate::coordinator::decide::InputRefusal::SharedStdin {
+            flags: piped.iter().map(|flag| flag.to_string()).collect(),
         });
         let (code, text) = envelope::failure_with(&error, Given::Argv(&argv));
         emit(err, &text);

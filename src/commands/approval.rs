@@ -10,6 +10,7 @@
 //! then the pure rules of [`crate::coordinator::approval`] decide on those
 //! values. Nothing but the seal, the append and its fsync follows.
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use serde::Serialize;
@@ -171,9 +172,9 @@ pub fn recovery_gate(
         }
         Some(policy) => match policy.adds_to(&carried) {
             Ok(()) => Ok(Some(policy)),
-            Err(loosened) => Err(FlowError::contract(format!(
-                "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only add constraints to it: {loosened}"
-            ))),
+            Err(loosened) => Err(FlowError::from(InputRefusal::PolicyLoosened {
+                loosened: loosened.to_string(),
+            })),
         },
     }
 }
@@ -476,18 +477,14 @@ pub fn approval_statement(
     let (policy, checksum) = match state.gate() {
         PolicyStatus::Frozen { policy, checksum } => (policy, checksum),
         PolicyStatus::Absent => {
-            return Err(FlowError::contract(
-                "the run has no approval policy: there is nothing to sign",
-            ));
+            return Err(FlowError::from(InputRule::NoApprovalPolicy));
         }
         PolicyStatus::Tampered { problem, .. } => {
             return Err(FlowError::ReceiptCorrupt(problem.clone()));
         }
     };
     if policy.approver_key.is_none() {
-        return Err(FlowError::contract(
-            "the run's approval policy pins no approver_key: approvals are not signed",
-        ));
+        return Err(FlowError::from(InputRule::UnsignedApprovalPolicy));
     }
     if state.run_state_enum() != crate::coordinator::RunState::Planned {
         return Err(FlowError::RunStateRefused {
@@ -498,9 +495,7 @@ pub fn approval_statement(
     let bytes = crate::coordinator::signed::statement(run_id, &position.checksum, checksum);
     let path = absolute(&expand_tilde(out, env.home.as_ref()), &env.cwd);
     if path.starts_with(root) || path.starts_with(absolute(root, &env.cwd)) {
-        return Err(FlowError::contract(
-            "approval-statement --out must name a file outside the state root (the command is read-only there)",
-        ));
+        return Err(FlowError::from(InputRule::StatementInStateRoot));
     }
     crate::store::approval::write_statement(root.at(&path), &bytes)?;
     Ok(StatementAnswer {

@@ -12,7 +12,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::error::{FlowError, FlowResult};
@@ -721,14 +721,7 @@ pub fn verify_members(
     if keys.is_some() && heads.is_empty() && external_body.is_none() {
         // Nothing to check the keys against: a usage error, not damage
         // (a bundle whose heads were removed still fails, exit 2).
-        return Err(FlowError::Contract(
-            "bundle refused: the bundle holds no signed head to check with the given keys".into(),
-        )
-        .taught(crate::coordinator::decide::Teaching {
-            detail: None,
-            hint: Some("--key checks signed heads, and this bundle has none: sign the run first where it lives (bluetape-flow sign-head --run-id {run_id} --key SIGNER) and export it again, pass the head kept elsewhere with --head FILE, or drop --key to verify the unsigned bundle".into()),
-            fields: Some(json!({"input": "--key", "heads": 0})),
-        }));
+        return Err(crate::coordinator::decide::InputRule::BundleNoSignedHead.into());
     }
     let segment_end = members[at..]
         .iter()

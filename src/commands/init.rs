@@ -3,6 +3,7 @@
 //! Everything that can be checked is checked before anything is created;
 //! a failure after the run directory exists removes it again.
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
@@ -62,9 +63,9 @@ fn dedupe(components: &[String]) -> FlowResult<Vec<String>> {
     let mut ids: Vec<String> = Vec::new();
     for id in components {
         if !is_identifier(id) {
-            return Err(FlowError::contract(
-                "component_id must match the identifier contract",
-            ));
+            return Err(FlowError::from(InputRefusal::Identifier {
+                field: "component_id".into(),
+            }));
         }
         if !ids.contains(id) {
             ids.push(id.clone());
@@ -173,7 +174,7 @@ pub fn init_run(
         .any(|t| t.as_str() == Some(request.workflow_type.as_str()))
     {
         let known: Vec<&str> = workflow_types.iter().filter_map(Value::as_str).collect();
-        return Err(FlowError::contract("unknown workflow type").taught(
+        return Err(FlowError::from(InputRule::UnknownWorkflowType).taught(
             crate::coordinator::decide::Teaching {
             detail: Some(format!(
                 "'{}' (known: {})",
@@ -192,7 +193,7 @@ pub fn init_run(
         }));
     }
     if request.components.is_empty() {
-        return Err(FlowError::contract("component list must not be empty"));
+        return Err(FlowError::from(InputRule::NoComponents));
     }
     let component_ids = dedupe(&request.components)?;
     let repo = crate::store::paths::absolute(
@@ -202,7 +203,7 @@ pub fn init_run(
     let repo = resolve_repo_root(&repo)?;
     let repo_text = repo
         .to_str()
-        .ok_or_else(|| FlowError::contract("repo_root must be valid UTF-8"))?
+        .ok_or_else(|| FlowError::from(InputRule::RepoRootNotUtf8))?
         .to_string();
     if root.at(root).is_symlink() {
         return Err(StoreError::invalid("state root must not be a symlink").into());
@@ -229,9 +230,9 @@ pub fn init_run(
         entropy.run_suffix
     );
     let Some(id) = RunId::parse(&run_id) else {
-        return Err(FlowError::contract(
-            "run_id must match the identifier contract",
-        ));
+        return Err(FlowError::from(InputRefusal::Identifier {
+            field: "run_id".into(),
+        }));
     };
 
     ensure_skeleton(root)?;
@@ -357,9 +358,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
     };
     check_event(&sealed.event, &contract).map_err(FlowError::Contract)?;
     if (sealed.line.len() as u64 - 1) > opened.manifest.contract.limits.max_receipt_line_bytes {
-        return Err(FlowError::contract(
-            "receipt event exceeds max_receipt_line_bytes",
-        ));
+        return Err(FlowError::from(InputRule::ReceiptLineTooLong));
     }
     {
         let _guard = run.receipt_lock().acquire()?;

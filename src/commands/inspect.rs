@@ -2,6 +2,7 @@
 //! `resume-check` (Phase 2). Both validate the run directory, verify and
 //! replay the whole receipt, and never write anything.
 
+use crate::coordinator::decide::InputRefusal;
 use crate::store::root::StateRoot;
 use serde::Serialize;
 use serde_json::json;
@@ -294,9 +295,9 @@ pub fn resume_check(root: &StateRoot, run_id: &str) -> FlowResult<ResumeCheck> {
 /// Open a run for diagnosis: the run directory rules apply (modes, symlinks).
 fn open_validated(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
     let Some(id) = crate::receipt::primitives::RunId::parse(run_id) else {
-        return Err(super::FlowError::contract(
-            "run id must match the identifier contract",
-        ));
+        return Err(super::FlowError::from(InputRefusal::Identifier {
+            field: "run id".into(),
+        }));
     };
     let dir = crate::store::run::RunDir::new(root, &id);
     if dir.is_absent() {

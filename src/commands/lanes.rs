@@ -3,6 +3,7 @@
 //! `startup-ack`, `probe-ack`, `lane-complete`, `lane-fail`, `lane-block`,
 //! `lane-cancel`).
 
+use crate::coordinator::decide::InputRule;
 use crate::store::input::JsonArg;
 use serde_json::Value;
 use std::path::Path;
@@ -27,7 +28,7 @@ pub(crate) fn canonicalize(
     limits: &Limits,
 ) -> Result<Vec<String>, FlowError> {
     let Some(root) = repo_root else {
-        return Err(FlowError::Contract("run manifest has no repo_root".into()));
+        return Err(FlowError::from(InputRule::NoRepoRoot));
     };
     canonicalize_write_scope(Path::new(root), scopes, limits).map_err(|e| {
         match e {
@@ -128,11 +129,9 @@ pub fn lane_transition(
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
     let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {
-            canonical_changed.clone().unwrap_or_else(|| {
-                Err(FlowError::Contract(
-                    "lane completion requires verified changed paths".into(),
-                ))
-            })
+            canonical_changed
+                .clone()
+                .unwrap_or_else(|| Err(FlowError::from(InputRule::CompletionNeedsChangedPaths)))
         })
     })?;
     Ok(committed.answer(&ctx.run_id))

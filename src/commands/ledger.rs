@@ -1,6 +1,7 @@
 //! Opening a run and verifying its receipt: the shared read path of every
 //! command. Verification streams; the caller sees each verified event.
 
+use crate::coordinator::decide::InputRefusal;
 use crate::store::root::StateRoot;
 use std::sync::Arc;
 
@@ -100,8 +101,11 @@ pub fn open_run_for_mutation(root: &StateRoot, run_id: &str) -> FlowResult<OpenR
 }
 
 fn checked_run_id(run_id: &str) -> FlowResult<RunId> {
-    RunId::parse(run_id)
-        .ok_or_else(|| FlowError::contract("run id must match the identifier contract"))
+    RunId::parse(run_id).ok_or_else(|| {
+        FlowError::from(InputRefusal::Identifier {
+            field: "run id".into(),
+        })
+    })
 }
 
 fn read_run(dir: RunDir) -> FlowResult<OpenRun> {

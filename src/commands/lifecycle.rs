@@ -1,5 +1,6 @@
 //! The run lifecycle commands on top of the mutation pipeline.
 
+use crate::coordinator::decide::InputRefusal;
 use crate::store::input::JsonArg;
 
 use super::error::{FlowError, FlowResult};
@@ -16,8 +17,10 @@ pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String>
         .map(str::to_string)
         .unwrap_or_else(|| format_now(ctx.now));
     parse_timestamp(&at).ok_or_else(|| {
-        FlowError::contract("decided_at must be a UTC timestamp")
-            .taught(crate::coordinator::decide::at_teaching(&at))
+        FlowError::from(InputRefusal::Timestamp {
+            field: "decided_at".into(),
+        })
+        .taught(crate::coordinator::decide::at_teaching(&at))
     })?;
     Ok(at)
 }

@@ -5,6 +5,7 @@
 //! read the JSON inputs (evidence first) → pure prechecks → `mutate` with
 //! the pure in-lock decision.
 
+use crate::coordinator::decide::InputRule;
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
@@ -37,9 +38,7 @@ fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, 
         "--decision",
     )? {
         Value::Object(map) => Ok(map),
-        _ => Err(FlowError::contract(
-            "JSON input has the wrong top-level type",
-        )),
+        _ => Err(FlowError::from(InputRule::WrongTopLevelType)),
     }
 }
 

@@ -5,6 +5,7 @@
 //! an [`OwnerProof`], which only [`authorize`] produces, under the lock,
 //! against the freshly loaded state.
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::coordinator::inputs::TimedInput;
 use crate::receipt::primitives::LaneId;
 use crate::receipt::vocab::EventType;
@@ -132,18 +133,10 @@ impl MutationContext {
                 let shown = given
                     .as_str()
                     .map_or_else(|| given.to_string(), str::to_string);
-                return Err(FlowError::contract(format!(
-                    "--at and the input's {key} disagree: --at '{at}', {key} '{shown}'"
-                ))
-                .taught(crate::coordinator::decide::Teaching {
-                    detail: None,
-                    hint: Some(format!(
-                        "the event records one time: leave {key} out of the input (--at fills it) or give it the same instant as --at"
-                    )),
-                    fields: Some(json!({
-                        "input": "--input",
-                        "invalid": [{"field": key, "expected": format!("the --at instant {at}")}],
-                    })),
+                return Err(FlowError::from(InputRefusal::AtDisagrees {
+                    key: key.into(),
+                    at: at.clone(),
+                    shown,
                 }));
             }
         }
@@ -195,9 +188,7 @@ pub fn authorize(state: &CoordinatorState, handle: &OwnerHandle) -> FlowResult<O
 /// The `--expected-head` syntax check, done before any input file is read.
 pub fn check_expected_head_syntax(head: Option<&str>) -> FlowResult<()> {
     match head {
-        Some(h) if !is_sha256_hex(h) => Err(FlowError::contract(
-            "expected receipt head must be lowercase SHA-256",
-        )),
+        Some(h) if !is_sha256_hex(h) => Err(FlowError::from(InputRule::ExpectedHeadSyntax)),
         _ => Ok(()),
     }
 }
@@ -645,7 +636,7 @@ pub(crate) fn seal_intents(
         .collect();
     for (intent, value) in intents.iter().zip(&values) {
         if !contract.event_types.contains(&intent.event_type) {
-            return Err(FlowError::contract("run manifest does not allow event"));
+            return Err(FlowError::from(InputRule::EventNotAllowed));
         }
         check_evidence(&value["evidence_refs"], &contract.limits).map_err(|m| {
             crate::coordinator::decide::evidence_refusal(
@@ -713,9 +704,7 @@ pub(crate) fn seal_intents(
     };
     check_event(&sealed.event, &rules).map_err(FlowError::Contract)?;
     if sealed.line.len() as u64 - 1 > contract.limits.max_receipt_line_bytes {
-        return Err(FlowError::contract(
-            "receipt event exceeds max_receipt_line_bytes",
-        ));
+        return Err(FlowError::from(InputRule::ReceiptLineTooLong));
     }
     Ok(sealed)
 }

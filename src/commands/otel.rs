@@ -5,6 +5,7 @@
 //! the breaches and final states), then streamed again (pass 2, every
 //! line re-verified) into bounded batches that leave as they fill.
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -155,21 +156,23 @@ fn put_header(
 ) -> FlowResult<()> {
     let name = name.trim();
     if !is_header_name(name) {
-        return Err(FlowError::contract(format!(
-            "{origin}: a header name must be an HTTP token (KEY=VALUE)"
-        )));
+        return Err(FlowError::from(InputRefusal::OtelHeaderName {
+            origin: origin.into(),
+        }));
     }
     if !is_header_value(value) {
-        return Err(FlowError::contract(format!(
-            "{origin}: the value of header {name} must be printable ASCII without line breaks, at most {MAX_HEADER_VALUE} bytes (the value is not shown)"
-        )));
+        return Err(FlowError::from(InputRefusal::OtelHeaderValue {
+            origin: origin.into(),
+            name: name.into(),
+            max_bytes: MAX_HEADER_VALUE,
+        }));
     }
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
     headers.push((name.to_string(), value.to_string()));
     if headers.len() > MAX_HEADERS {
-        return Err(FlowError::contract(format!(
-            "at most {MAX_HEADERS} headers may be sent"
-        )));
+        return Err(FlowError::from(InputRefusal::OtelTooManyHeaders {
+            max: MAX_HEADERS,
+        }));
     }
     Ok(())
 }
@@ -179,15 +182,15 @@ fn put_header(
 fn env_headers(headers: &mut Vec<(String, String)>, list: &str, variable: &str) -> FlowResult<()> {
     for item in list.split(',').filter(|i| !i.trim().is_empty()) {
         let Some((name, value)) = item.split_once('=') else {
-            return Err(FlowError::contract(format!(
-                "{variable} must be a list of key=value pairs separated by commas"
-            )));
+            return Err(FlowError::from(InputRefusal::OtelHeaderList {
+                variable: variable.into(),
+            }));
         };
         let value = percent_decode(value.trim()).ok_or_else(|| {
-            FlowError::contract(format!(
-                "{variable}: the value of header {} is not valid percent-encoding (the value is not shown)",
-                name.trim()
-            ))
+            FlowError::from(InputRefusal::OtelHeaderEncoding {
+                variable: variable.into(),
+                name: name.trim().into(),
+            })
         })?;
         put_header(headers, name, &value, variable)?;
     }
@@ -202,9 +205,9 @@ fn timeout_of(env: &OtelEnv) -> FlowResult<Duration> {
     };
     match value.trim().parse::<u64>() {
         Ok(ms) if ms > 0 && ms <= 600_000 => Ok(Duration::from_millis(ms)),
-        _ => Err(FlowError::contract(format!(
-            "{name} must be a number of milliseconds from 1 to 600000"
-        ))),
+        _ => Err(FlowError::from(InputRefusal::OtelTimeout {
+            variable: name.into(),
+        })),
     }
 }
 
@@ -216,9 +219,7 @@ fn timeout_of(env: &OtelEnv) -> FlowResult<Duration> {
 pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     if let Some(out) = &args.out {
         if !args.headers.is_empty() {
-            return Err(FlowError::contract(
-                "--header is for --endpoint; --out writes a file",
-            ));
+            return Err(InputRule::OtelHeaderWithOut.into());
         }
         return Ok(Target::File {
             out: out.clone(),
@@ -226,23 +227,21 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
         });
     }
     if args.force {
-        return Err(FlowError::contract("--force is for --out"));
+        return Err(InputRule::OtelForceWithoutOut.into());
     }
     let (url, source) = match (&args.endpoint, &env.traces_endpoint, &env.endpoint) {
         (Some(url), _, _) => (url.clone(), "--endpoint"),
         (None, Some(url), _) => (url.clone(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
         (None, None, Some(base)) => (with_traces_path(base), "OTEL_EXPORTER_OTLP_ENDPOINT"),
         (None, None, None) => {
-            return Err(FlowError::contract(
-                "otel-export needs --endpoint URL or --out FILE (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT)",
-            ));
+            return Err(InputRule::OtelNoTarget.into());
         }
     };
     let url = url.trim().to_string();
     let shown = shown_endpoint(&url).ok_or_else(|| {
-        FlowError::contract(format!(
-            "{source} must be an absolute http:// or https:// URL"
-        ))
+        FlowError::from(InputRefusal::OtelEndpoint {
+            source: source.into(),
+        })
     })?;
     let protocol = match (&env.traces_protocol, &env.protocol) {
         (Some(p), _) => Some(("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", p)),
@@ -252,10 +251,10 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     if let Some((name, protocol)) = protocol
         && protocol.trim() != "http/protobuf"
     {
-        return Err(FlowError::contract(format!(
-            "{name} asks for {}: otel-export sends only http/protobuf",
-            crate::coordinator::otel::bounded(protocol.trim())
-        )));
+        return Err(FlowError::from(InputRefusal::OtelProtocol {
+            variable: name.into(),
+            protocol: crate::coordinator::otel::bounded(protocol.trim()),
+        }));
     }
     let mut headers = Vec::new();
     if let Some(list) = &env.headers {
@@ -266,9 +265,7 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     }
     for header in &args.headers {
         let Some((name, value)) = header.split_once('=') else {
-            return Err(FlowError::contract(
-                "--header must be KEY=VALUE (the value is not shown)",
-            ));
+            return Err(InputRule::OtelHeaderShape.into());
         };
         put_header(&mut headers, name, value, "--header")?;
     }

@@ -7,12 +7,13 @@
 //! same whatever the run's length; the receipt is verified and replayed in
 //! full first (O(n) reading, as every bundle).
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::bundle::{
     Content, MemberSource, Replayed, bundle_error, plan_with, replay_full, verified_output,
@@ -113,15 +114,10 @@ pub fn publish(
     if let Some(reference) = reference.filter(|r| !r.starts_with(PUBLICATION_REFS)) {
         // A branch or a tag is never written: publish would commit the
         // bundle over its history (DEVIATIONS 90).
-        return Err(FlowError::Contract(format!(
-            "{reference} is not a publication ref: publish writes only refs under {PUBLICATION_REFS}"
-        ))
-        .taught(crate::coordinator::decide::Teaching {
-            detail: None,
-            hint: Some(format!(
-                "drop --ref to publish onto {PUBLICATION_REFS}runs/{run_id}, or name a ref under {PUBLICATION_REFS} (e.g. --ref {PUBLICATION_REFS}runs/{run_id}); a branch or a tag is never written"
-            )),
-            fields: Some(json!({"input": "--ref", "expected": format!("a ref under {PUBLICATION_REFS}")})),
+        return Err(FlowError::from(InputRefusal::NotPublicationRef {
+            reference: reference.into(),
+            under: PUBLICATION_REFS,
+            run_id: run_id.into(),
         }));
     }
     // What is published is a bundle, a verdict an auditor reads
@@ -131,17 +127,14 @@ pub fn publish(
     let replayed = replay_full(root, run_id)?;
     let repo = match repo {
         Some(dir) => cwd.join(dir),
-        None => repo_root(&replayed)
-            .ok_or_else(|| FlowError::Contract("the run names no repo_root; pass --repo".into()))?,
+        None => repo_root(&replayed).ok_or_else(|| FlowError::from(InputRule::NoRepoToPublish))?,
     };
     let git = Git::open(&repo)?;
     let reference = reference
         .map(str::to_string)
         .unwrap_or_else(|| format!("refs/bluetape/runs/{run_id}"));
     if !git.check_ref(&reference) {
-        return Err(FlowError::Contract(format!(
-            "{reference} is not a valid ref under refs/"
-        )));
+        return Err(FlowError::from(InputRefusal::InvalidRef { reference }));
     }
     let previous = git.resolve(&reference)?;
     let mut objects = git.objects()?;
@@ -390,13 +383,11 @@ pub fn verify_git(
     let git = Git::open(dir)?;
     if git.resolve(reference)?.is_none() {
         // Most often a clone that has not fetched the publications.
-        return Err(FlowError::Contract(format!(
-            "{reference} does not name a commit in {}",
-            dir.display()
-        ))
-        .hinted(format!(
-            "a clone does not bring the publications: run git fetch origin '{PUBLICATION_REFS}*:{PUBLICATION_REFS}*' in it first (a run is published on {PUBLICATION_REFS}runs/<run_id>; git for-each-ref {PUBLICATION_REFS} lists them)"
-        )));
+        return Err(FlowError::from(InputRefusal::RefNotCommit {
+            reference: reference.into(),
+            dir: dir.display().to_string(),
+            under: PUBLICATION_REFS,
+        }));
     }
     let history = git.history(reference)?;
     for (i, (commit, parents)) in history.iter().enumerate() {

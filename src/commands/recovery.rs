@@ -6,6 +6,7 @@
 //! the same recovery run. A refusal leaves no quarantine copy behind
 //! (decisions.md 11); a missing receipt is recoverable (decisions.md 17).
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
@@ -256,7 +257,7 @@ fn supersede(
             .get(key)
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| FlowError::contract(format!("damaged run {key} is invalid")))
+            .ok_or_else(|| FlowError::from(InputRefusal::DamagedRunField { key: key.into() }))
     };
     let components = match damaged_run.get("component_ids") {
         Some(Value::Array(ids)) => ids
@@ -265,7 +266,7 @@ fn supersede(
             .collect::<Option<Vec<_>>>(),
         _ => None,
     }
-    .ok_or_else(|| FlowError::contract("damaged run component_ids are invalid"))?;
+    .ok_or_else(|| FlowError::from(InputRule::DamagedRunComponents))?;
     let request = InitRequest {
         workflow_type: text("workflow_type")?,
         repo_root: PathBuf::from(text("repo_root")?),
@@ -292,9 +293,9 @@ fn existing_recovery(
         None => return Err(invalid_handle()),
         Some(Value::String(id)) if is_identifier(id) => id.clone(),
         Some(_) => {
-            return Err(FlowError::contract(
-                "recovery run id must match the identifier contract",
-            ));
+            return Err(FlowError::from(InputRefusal::Identifier {
+                field: "recovery run id".into(),
+            }));
         }
     };
     let handle = read_handle(root.at(owner_path), Some(&run_id))?;

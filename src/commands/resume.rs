@@ -4,6 +4,7 @@
 //! handle file is removed if it still holds the old owner. From then on the
 //! old handle — and any copy of it — fails every mutation.
 
+use crate::coordinator::decide::InputRule;
 use crate::store::input::JsonArg;
 use serde::Serialize;
 use std::path::Path;
@@ -57,14 +58,12 @@ pub fn resume(
     // the held state root.
     let new_path = check_new_owner_path(&ctx.root, &new_path, &ctx.env.cwd, false)?;
     if same_file(&ctx.root, &current_path, &new_path) {
-        return Err(FlowError::contract(
-            "new owner handle must differ from current owner handle",
-        ));
+        return Err(FlowError::from(InputRule::SameOwnerHandle));
     }
     let new_epoch = state
         .owner_epoch()
         .checked_add(1)
-        .ok_or_else(|| FlowError::contract("owner epoch must be a positive integer"))?;
+        .ok_or_else(|| FlowError::from(InputRule::OwnerEpochOverflow))?;
     let new_owner = create_handle(ctx.root.at(&new_path), &ctx.run_id, new_epoch, new_token)?;
     // In the lock too the gate decides on a full replay, never on the
     // checkpoint (contracts/receipt.md "What a mutation proves").

@@ -9,6 +9,7 @@
 //! never signs a receipt it has not verified: the proven checkpoint (the
 //! receipt exactly as our last append left it) or a full verification.
 
+use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -484,9 +485,7 @@ fn chosen_head(
             let heads = run.dir.stored_heads()?;
             let newest: Option<&StoredHead> = heads.last();
             let Some(head) = newest else {
-                return Err(FlowError::Contract(
-                    "the run has no signed head; run sign-head first".into(),
-                ));
+                return Err(InputRule::NoSignedHead.into());
             };
             let name = head.relative(&run.dir);
             let bytes = read_small(&root.at(&head.path), None)
@@ -548,10 +547,9 @@ pub fn prove_event(
     let (position, tree) = proof_basis(&run)?;
     let (note, body) = chosen_head(&run, head, &position, &tree)?;
     if sequence == 0 || sequence > body.size {
-        return Err(FlowError::Contract(format!(
-            "sequence must be between 1 and the head's size {}",
-            body.size
-        )));
+        return Err(FlowError::from(InputRefusal::ProofSequence {
+            size: body.size,
+        }));
     }
     let line = run
         .dir
@@ -616,10 +614,10 @@ pub fn prove_append(
     let (old_note, old) = chosen_head(&run, Some(from), &position, &tree)?;
     let (new_note, new) = chosen_head(&run, head, &position, &tree)?;
     if old.size > new.size {
-        return Err(FlowError::Contract(format!(
-            "--from is a head of {} events, newer than the head of {}",
-            old.size, new.size
-        )));
+        return Err(FlowError::from(InputRefusal::ProofFromNewer {
+            old: old.size,
+            new: new.size,
+        }));
     }
     let hashes = consistency_proof(new.size, old.size, &tree)
         .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
@@ -695,7 +693,7 @@ pub fn check_proof(
     run_id: Option<&str>,
 ) -> FlowResult<ProofChecked> {
     if keys.is_empty() {
-        return Err(FlowError::contract("check-proof needs --key"));
+        return Err(InputRule::CheckProofNeedsKey.into());
     }
     let read = |path: &Path, what: &str| {
         read_small(&root.at(path), None).map_err(|e| FlowError::from(e.refused(what)))

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::breach::Breach;
 use super::decide::{FlowError, Intent, invalid, require_evidence};
+use super::decide::{InputRefusal, InputRule};
 use super::run_commands::{RunCommand, decide_run_transition};
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
@@ -903,9 +904,7 @@ fn reject_reserved_kinds(evidence: &Value) -> Result<(), FlowError> {
         )
     });
     if reserved {
-        return invalid(
-            "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate",
-        );
+        return invalid(InputRule::ReservedEvidenceKinds);
     }
     Ok(())
 }
@@ -914,10 +913,10 @@ fn reject_reserved_kinds(evidence: &Value) -> Result<(), FlowError> {
 fn require_room(evidence: &Value, limits: &Limits) -> Result<(), FlowError> {
     let len = evidence.as_array().map_or(0, Vec::len) as u64;
     if len >= limits.max_evidence_refs {
-        return invalid(&format!(
-            "under an approval policy the evidence may hold at most {} entries: one more records the decision",
-            limits.max_evidence_refs.saturating_sub(1)
-        ));
+        return invalid(InputRefusal::EvidenceRoom {
+            max: limits.max_evidence_refs.saturating_sub(1),
+            signed: false,
+        });
     }
     Ok(())
 }
@@ -1011,10 +1010,10 @@ pub fn decide_approve(
         // The signature is one more item.
         let len = evidence.as_array().map_or(0, Vec::len) as u64;
         if len + 2 > limits.max_evidence_refs {
-            return invalid(&format!(
-                "under a signed approval policy the evidence may hold at most {} entries: two more record the decision",
-                limits.max_evidence_refs.saturating_sub(2)
-            ));
+            return invalid(InputRefusal::EvidenceRoom {
+                max: limits.max_evidence_refs.saturating_sub(2),
+                signed: true,
+            });
         }
     }
     let Some(identity) = identity else {
@@ -1158,7 +1157,9 @@ pub fn decide_deny(
         return decide_run_transition(state, RunCommand::Cancel, at, evidence, reason);
     };
     if !is_approver_identity(identity) {
-        return invalid(&format!("BLUETAPE_APPROVED_BY must be {IDENTITY_RULE}"));
+        return invalid(InputRefusal::ApproverIdentity {
+            rule: IDENTITY_RULE,
+        });
     }
     require_room(evidence, limits)?;
     let evidence = with_record(

@@ -516,9 +516,7 @@ fn caller_evidence_cannot_forge_the_gate_records() {
         let forged = json!([{"kind": kind, "summary": "approved_by=mallory source=env"}]);
         assert_eq!(
             alice_with(&forged),
-            Err(FlowError::Contract(
-                "evidence kinds approval_policy, approver_identity and approver_signature are reserved for the approval gate".into()
-            ))
+            invalid(InputRule::ReservedEvidenceKinds)
         );
     }
     let full: Vec<Value> = (0..8)
@@ -526,9 +524,10 @@ fn caller_evidence_cannot_forge_the_gate_records() {
         .collect();
     assert_eq!(
         alice_with(&json!(full)),
-        Err(FlowError::Contract(
-            "under an approval policy the evidence may hold at most 7 entries: one more records the decision".into()
-        ))
+        invalid(InputRefusal::EvidenceRoom {
+            max: 7,
+            signed: false,
+        })
     );
 }
 
@@ -560,10 +559,9 @@ fn a_denial_needs_no_identity_and_records_one_when_given() {
     );
     assert_eq!(
         deny(&ledger, Some("b b")),
-        Err(FlowError::Contract(
-            "BLUETAPE_APPROVED_BY must be an approver identity ([A-Za-z0-9._@-], 1-128 characters)"
-                .into()
-        ))
+        invalid(InputRefusal::ApproverIdentity {
+            rule: IDENTITY_RULE
+        })
     );
     // Without a policy, the identity is not recorded (reference behaviour).
     let none = deny(&ApprovalLedger::default(), Some("bob")).unwrap();

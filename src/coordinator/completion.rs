@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use super::decide::InputRule;
 use super::decide::{FlowError, Intent, invalid, require_evidence};
 use super::state::{CoordinatorState, CoverageState, LaneState, RunState};
 use crate::receipt::canonical;
@@ -208,7 +209,7 @@ pub fn require_completion_evidence(
         .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
     let digest = canonical::digest(evidence);
     if state.rests_on_liveness(&digest) {
-        return invalid("liveness evidence cannot satisfy completion evidence");
+        return invalid(InputRule::LivenessCannotSatisfyCompletion);
     }
     Ok(digest)
 }

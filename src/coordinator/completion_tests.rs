@@ -385,16 +385,16 @@ fn complete_refuses_missing_and_liveness_evidence_before_evaluating() {
     // Not complete at all, yet the evidence rules answer first.
     assert_eq!(
         decide_complete(&ledger.state, &json!([])),
-        Err(FlowError::Contract(
-            "lifecycle transition requires evidence".into()
+        Err(crate::coordinator::input_refusal::refused_as(
+            "lifecycle transition requires evidence"
         ))
     );
     let beat = ev("agent-1 still alive");
     ledger.heartbeat("build", beat.clone());
     assert_eq!(
         decide_complete(&ledger.state, &beat),
-        Err(FlowError::Contract(
-            "liveness evidence cannot satisfy completion evidence".into()
+        Err(crate::coordinator::input_refusal::refused_as(
+            "liveness evidence cannot satisfy completion evidence"
         ))
     );
 }
@@ -414,8 +414,8 @@ fn completion_evidence_rules() {
     for evidence in [&old, &latest] {
         assert_eq!(
             require_completion_evidence(&ledger.state, evidence),
-            Err(FlowError::Contract(
-                "liveness evidence cannot satisfy completion evidence".into()
+            Err(crate::coordinator::input_refusal::refused_as(
+                "liveness evidence cannot satisfy completion evidence"
             ))
         );
     }

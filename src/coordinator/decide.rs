@@ -4,10 +4,12 @@
 //! value where a command needs it).
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fmt;
 
 use super::approval::ApprovalRefusal;
 use super::breach::Breach;
+pub use super::input_refusal::{InputRefusal, InputRule};
 use super::state::{LaneRecord, LaneState, RunState};
 use crate::receipt::primitives::{AgentId, LaneId, as_int};
 use crate::receipt::rules::Limits;
@@ -81,7 +83,12 @@ impl Intent {
 /// what is refused.
 #[derive(Debug, Clone)]
 pub enum FlowError {
-    /// Bad input or a broken state-root rule (exit 2).
+    /// Bad input, of a typed reason (exit 2 `contract_error`): its message
+    /// and what it teaches are the reason's (contracts/refusals.md "Bad
+    /// input").
+    Input(InputRefusal),
+    /// Bad input in a lower layer's words (the receipt contract's rules,
+    /// the input reader), or a failure inside bluetape-flow (exit 2).
     Contract(String),
     /// The receipt or its snapshot is damaged (exit 3).
     ReceiptCorrupt(String),
@@ -187,11 +194,16 @@ impl FlowError {
     }
 
     /// The message as the envelope shows it: the inner message and the
-    /// teaching's detail after it.
+    /// detail after it (the one attached where the error was made, else
+    /// the reason's own).
     pub fn full_message(&self) -> String {
-        match self {
-            FlowError::Taught(inner, teach) => teach.message(inner.message()),
-            other => other.message().to_string(),
+        let (inner, teach) = self.untaught();
+        let detail = teach
+            .and_then(|t| t.detail.clone())
+            .or_else(|| inner.own_teaching().and_then(|t| t.detail));
+        match detail {
+            Some(detail) => format!("{}: {detail}", inner.message()),
+            None => inner.message().into_owned(),
         }
     }
 
@@ -209,7 +221,7 @@ impl FlowError {
     pub fn classify(&self) -> (u8, &'static str, bool, Option<&'static str>) {
         match self {
             FlowError::Taught(inner, _) => inner.classify(),
-            FlowError::Contract(_) => (2, "contract_error", false, None),
+            FlowError::Contract(_) | FlowError::Input(_) => (2, "contract_error", false, None),
             FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
                 (3, "receipt_corrupt", false, Some("receipt-diagnose"))
             }
@@ -247,9 +259,12 @@ impl FlowError {
         }
     }
 
-    pub fn message(&self) -> &str {
-        match self {
-            FlowError::Taught(inner, _) => inner.message(),
+    /// The message, without the teaching's detail. An input reason makes
+    /// its message from its fields, so this may be owned.
+    pub fn message(&self) -> Cow<'_, str> {
+        Cow::Borrowed(match self {
+            FlowError::Taught(inner, _) => return inner.message(),
+            FlowError::Input(refusal) => return refusal.message(),
             FlowError::Contract(m)
             | FlowError::ReceiptCorrupt(m)
             | FlowError::ProofInvalid(m)
@@ -267,7 +282,7 @@ impl FlowError {
             FlowError::RunTransitionRefused { .. } => {
                 "current state does not allow lifecycle intent"
             }
-        }
+        })
     }
 
     /// What the reason itself teaches (`fields`, a hint), before any
@@ -277,6 +292,7 @@ impl FlowError {
             return Some(reason.teaching());
         }
         match self.untaught().0 {
+            FlowError::Input(refusal) => refusal.teaching(),
             FlowError::HeadMoved {
                 expected,
                 head,
@@ -617,6 +633,7 @@ impl PartialEq for FlowError {
     fn eq(&self, other: &FlowError) -> bool {
         use FlowError::*;
         match (self.untaught().0, other.untaught().0) {
+            (Input(a), Input(b)) => a == b,
             (Contract(a), Contract(b))
             | (ReceiptCorrupt(a), ReceiptCorrupt(b))
             | (ProofInvalid(a), ProofInvalid(b))
@@ -701,7 +718,7 @@ impl Eq for FlowError {}
 
 impl fmt::Display for FlowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
+        f.write_str(&self.message())
     }
 }
 
@@ -807,14 +824,6 @@ impl Teaching {
         }
     }
 
-    /// `message` followed by the detail, as the envelope shows it.
-    pub fn message(&self, message: &str) -> String {
-        match &self.detail {
-            Some(detail) => format!("{message}: {detail}"),
-            None => message.to_string(),
-        }
-    }
-
     /// Merge `other` over `self` (its keys win where both have one).
     pub fn merged(self, other: Teaching) -> Teaching {
         Teaching {
@@ -859,26 +868,17 @@ pub fn check_at(
     let parsed = crate::receipt::primitives::parse_timestamp(at)
         .or_else(|| crate::receipt::lax_time::parse_lax_timestamp(at).ok());
     let Some(instant) = parsed else {
-        return Err(
-            FlowError::Contract("--at must be a UTC timestamp".into()).taught(at_teaching(at))
-        );
+        return Err(FlowError::from(InputRefusal::Timestamp {
+            field: "--at".into(),
+        })
+        .taught(at_teaching(at)));
     };
     if instant > now + chrono::Duration::seconds(MAX_AT_SKEW_SECONDS) {
-        let clock = now.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        return Err(FlowError::Contract(format!(
-            "--at must not be in the future: '{at}' is more than {MAX_AT_SKEW_SECONDS} seconds after this machine's clock ({clock})"
-        ))
-        .taught(Teaching {
-            detail: None,
-            hint: Some(format!(
-                "give --at as the time the step happened, e.g. --at {clock} (or leave it out for now)"
-            )),
-            fields: Some(serde_json::json!({
-                "input": "--at",
-                "invalid": [{"field": "--at", "expected": "a UTC timestamp at most 300 seconds after the clock", "limit": MAX_AT_SKEW_SECONDS}],
-                "clock": clock,
-            })),
-        }));
+        return Err(InputRefusal::AtInFuture {
+            at: at.to_string(),
+            clock: now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        }
+        .into());
     }
     Ok(instant)
 }
@@ -903,7 +903,10 @@ pub fn in_field(
     move |refusal| {
         // A refusal that already says what is wrong (the repo root it was
         // resolved against is missing, say) is not about the key's shape.
-        if refusal.untaught().1.is_some_and(|t| t.detail.is_some()) {
+        let (inner, teach) = refusal.untaught();
+        if teach.is_some_and(|t| t.detail.is_some())
+            || inner.own_teaching().is_some_and(|t| t.detail.is_some())
+        {
             return refusal;
         }
         let mut item = serde_json::Map::new();
@@ -997,32 +1000,6 @@ pub fn lane_state_hint(lane_id: &str, current: LaneState, allowed: &[LaneState])
     }
 }
 
-/// An invalid-input refusal with a hint.
-pub fn invalid_hint<T>(message: &str, hint: impl Into<String>) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()).hinted(hint))
-}
-
-/// A rule that wants a literal word (cli-conventions §5 "Rules by name"):
-/// the reference's `message`, a `hint` that says the word and gives a value
-/// that passes, and `fields` naming the flag and the field (`{field,
-/// expected}`) the word must be in.
-pub fn invalid_word<T>(
-    message: &str,
-    input: &'static str,
-    field: &'static str,
-    expected: &'static str,
-    hint: impl Into<String>,
-) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()).taught(Teaching {
-        detail: None,
-        hint: Some(hint.into()),
-        fields: Some(serde_json::json!({
-            "input": input,
-            "invalid": [{"field": field, "expected": expected}],
-        })),
-    }))
-}
-
 /// "run state does not allow this command": the run is `state`, the
 /// command needs one of `allowed`.
 pub fn run_state_refused<T>(state: RunState, allowed: &[RunState]) -> Result<T, FlowError> {
@@ -1032,8 +1009,9 @@ pub fn run_state_refused<T>(state: RunState, allowed: &[RunState]) -> Result<T, 
     })
 }
 
-pub fn invalid<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()))
+/// An input refused by `reason` (a rule, or a reason with its fields).
+pub fn invalid<T>(reason: impl Into<InputRefusal>) -> Result<T, FlowError> {
+    Err(FlowError::Input(reason.into()))
 }
 
 /// The manifest values decisions use, always from the run's own snapshot.
@@ -1091,6 +1069,6 @@ impl Default for Policy {
 pub fn require_evidence(evidence: &Value) -> Result<(), FlowError> {
     match evidence.as_array() {
         Some(items) if !items.is_empty() => Ok(()),
-        _ => invalid("lifecycle transition requires evidence"),
+        _ => invalid(InputRule::LifecycleNeedsEvidence),
     }
 }

@@ -16,6 +16,7 @@ use super::decide::{
     FlowError, Intent, LaneRefusal, Policy, Teaching, evidence_refusal, in_field, invalid,
     require_evidence, run_state_refused,
 };
+use super::decide::{InputRefusal, InputRule};
 use super::inputs::{LaneCreateInput, checked_input};
 use super::machine::{Edge, LaneEdge, lane_edge};
 use super::state::{CoordinatorState, LaneRecord, LaneState, RunState};
@@ -51,10 +52,9 @@ pub fn require_fields<'a>(
     required: &[&str],
     optional: &[&str],
 ) -> Result<&'a Map<String, Value>, FlowError> {
-    const MISMATCH: &str = "JSON input fields do not match the command contract";
     let Some(object) = input.as_object() else {
         let fault = faults::wrong_type("--input", "object", input);
-        return Err(FlowError::Contract(MISMATCH.into()).taught(Teaching::fault(fault, None)));
+        return Err(FlowError::from(InputRule::FieldsMismatch).taught(Teaching::fault(fault, None)));
     };
     if let Some(fault) = faults::object_fault("--input", object, required, optional) {
         let hint = format!(
@@ -66,7 +66,9 @@ pub fn require_fields<'a>(
                 format!(" (optional: {})", optional.join(", "))
             }
         );
-        return Err(FlowError::Contract(MISMATCH.into()).taught(Teaching::fault(fault, Some(hint))));
+        return Err(
+            FlowError::from(InputRule::FieldsMismatch).taught(Teaching::fault(fault, Some(hint)))
+        );
     }
     Ok(object)
 }
@@ -85,18 +87,20 @@ pub fn typed_identifier<T>(
     field: &str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> Result<T, FlowError> {
-    value
-        .as_str()
-        .and_then(parse)
-        .ok_or_else(|| FlowError::Contract(format!("{field} must match the identifier contract")))
+    value.as_str().and_then(parse).ok_or_else(|| {
+        FlowError::from(InputRefusal::Identifier {
+            field: field.into(),
+        })
+    })
 }
 
 /// A caller-supplied instant (stored shape and a real calendar instant).
 pub fn instant(value: &Value, field: &str) -> Result<Instant, FlowError> {
-    value
-        .as_str()
-        .and_then(parse_timestamp)
-        .ok_or_else(|| FlowError::Contract(format!("{field} must be a UTC timestamp")))
+    value.as_str().and_then(parse_timestamp).ok_or_else(|| {
+        FlowError::from(InputRefusal::Timestamp {
+            field: field.into(),
+        })
+    })
 }
 
 /// Python's `str.isspace` for one character (Unicode White_Space plus the
@@ -106,10 +110,10 @@ pub(crate) fn is_python_space(c: char) -> bool {
 }
 
 /// A string with at least one non-whitespace character.
-fn non_blank(value: &Value, message: &str) -> Result<String, FlowError> {
+fn non_blank(value: &Value, rule: InputRule) -> Result<String, FlowError> {
     match value.as_str() {
         Some(text) if !text.chars().all(is_python_space) => Ok(text.to_string()),
-        _ => invalid(message),
+        _ => invalid(rule),
     }
 }
 
@@ -205,12 +209,12 @@ pub fn precheck_lane_create(
             None,
         ))?;
     }
-    non_blank(field("assignment"), "assignment must be non-empty").map_err(in_field(
+    non_blank(field("assignment"), InputRule::AssignmentBlank).map_err(in_field(
         "assignment",
         "a non-blank string",
         None,
     ))?;
-    non_blank(field("fallback"), "fallback must be non-empty").map_err(in_field(
+    non_blank(field("fallback"), InputRule::FallbackBlank).map_err(in_field(
         "fallback",
         "a non-blank string",
         None,
@@ -218,10 +222,8 @@ pub fn precheck_lane_create(
     if let Some(count) = fields.get("replacement_count")
         && as_int(count).is_none_or(|n| n < 0)
     {
-        return Err(
-            FlowError::Contract("replacement_count must be a non-negative integer".into())
-                .map_in_field("replacement_count", "a non-negative integer"),
-        );
+        return Err(FlowError::from(InputRule::ReplacementCountNegative)
+            .map_in_field("replacement_count", "a non-negative integer"));
     }
     let write_scope = canonicalize(field("write_scope")).map_err(in_field(
         "write_scope",
@@ -241,9 +243,7 @@ pub fn precheck_lane_create(
         None,
     ))?;
     if !(observed < startup && startup <= command) {
-        return Err(FlowError::Contract(
-            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline".into(),
-        )
+        return Err(FlowError::from(InputRule::DeadlineOrder)
         .hinted(format!(
             "give instants in that order: observed_at {} must be before startup_ack_deadline {}, which must not be after command_deadline {}",
             field("observed_at"),
@@ -296,12 +296,8 @@ pub fn decide_lane_create(
         .as_deref()
         .and_then(|p| state.lane(p))
     {
-        narrow_scope(&parent.write_scope, &request.write_scope, &policy.limits).map_err(|n| {
-            narrowing_refusal(
-                n,
-                "child lane write scope must be equal to or narrower than its parent's",
-            )
-        })?;
+        narrow_scope(&parent.write_scope, &request.write_scope, &policy.limits)
+            .map_err(|n| narrowing_refusal(n, InputRule::ChildScopeWider))?;
     }
     let mut metadata = Map::new();
     metadata.insert("assignment".into(), json!(request.assignment));
@@ -396,7 +392,7 @@ pub fn check_changed_paths_input(changed: &Value) -> Result<(), FlowError> {
         {
             Ok(())
         }
-        _ => invalid("changed paths must be non-empty strings"),
+        _ => invalid(InputRule::ChangedPathsNotStrings),
     }
 }
 
@@ -416,14 +412,17 @@ pub fn within_scope(path: &str, scope: &[String]) -> bool {
 }
 
 /// The refusal for a scope that cannot be combined with its parent's
-/// ([`narrow_scope`]): `wider` is the command's own phrase.
-pub fn narrowing_refusal(narrowing: Narrowing, wider: &str) -> FlowError {
-    FlowError::Contract(match narrowing {
-        Narrowing::Wider { .. } => wider.to_string(),
+/// ([`narrow_scope`]): `wider` is the command's own rule.
+pub fn narrowing_refusal(narrowing: Narrowing, wider: InputRule) -> FlowError {
+    FlowError::from(match narrowing {
+        Narrowing::Wider { .. } => InputRefusal::Rule(wider),
         Narrowing::MalformedParent { rule, .. } => {
-            format!("parent lane write scope is malformed: {rule}")
+            InputRefusal::MalformedScope { parent: true, rule }
         }
-        Narrowing::MalformedChild { rule, .. } => format!("write scope is malformed: {rule}"),
+        Narrowing::MalformedChild { rule, .. } => InputRefusal::MalformedScope {
+            parent: false,
+            rule,
+        },
     })
 }
 
@@ -500,14 +499,14 @@ fn complete_paths(
         .map_err(|m| evidence_refusal(m, request.evidence, &Limits::default()))?;
     let digest = canonical::digest(request.evidence);
     if state.rests_on_liveness(&digest) {
-        return invalid("liveness evidence cannot complete a lane");
+        return invalid(InputRule::LivenessCannotComplete);
     }
     let Some(supplied) = request.changed_paths else {
-        return invalid("lane completion requires verified changed paths");
+        return invalid(InputRule::CompletionNeedsChangedPaths);
     };
     let changed = canonicalize(supplied)?;
     if json!(changed) != *supplied {
-        return invalid("changed paths must already be canonical");
+        return invalid(InputRule::ChangedPathsNotCanonical);
     }
     let outside: Vec<String> = changed
         .iter()

@@ -63,7 +63,7 @@ fn with(mut input: Value, key: &str, value: Value) -> Value {
 }
 
 fn invalid_msg(message: &str) -> FlowError {
-    FlowError::Contract(message.into())
+    crate::coordinator::input_refusal::refused_as(message)
 }
 
 // ---------------------------------------------------------------- lane-create
@@ -409,9 +409,10 @@ fn a_child_lane_stays_within_its_parents_scope() {
     );
     assert_eq!(
         create_child(&ledger.state, "odd", json!(["src"])),
-        Err(invalid_msg(
-            "parent lane write scope is malformed: write scope must be canonical and relative"
-        ))
+        Err(FlowError::from(InputRefusal::MalformedScope {
+            parent: true,
+            rule: "write scope must be canonical and relative"
+        }))
     );
     // As in the reference, the parent need not exist; then nothing narrows.
     assert!(create_child(&ledger.state, "elsewhere", json!(["lib"])).is_ok());

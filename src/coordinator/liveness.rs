@@ -18,15 +18,16 @@ use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
 use super::decide::{
-    FlowError, Intent, LaneRefusal, Policy, RefusedLaneStep, Teaching, invalid, invalid_hint,
-    invalid_word, require_evidence,
+    FlowError, Intent, LaneRefusal, Policy, RefusedLaneStep, Teaching, invalid, require_evidence,
 };
+use super::decide::{InputRefusal, InputRule};
 use super::inputs::{HeartbeatInput, checked_input};
 use super::lane_commands::{
     identifier, require_active_lane_owner, require_fields, require_lane_run_state,
 };
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical;
+use crate::receipt::lax_time::LaxTimeError;
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::{AgentId, Instant, as_int, format_now};
 use crate::receipt::rules::check_evidence;
@@ -125,12 +126,10 @@ impl LivenessDecision {
     }
 }
 
-const TIMESTAMP_INVALID: &str = "timestamp must be UTC ISO-8601 ending in Z";
-
 /// A caller timestamp, read the reference's lax way.
 pub fn parse_instant(value: &str) -> Result<Instant, FlowError> {
-    parse_lax_timestamp(value).map_err(|e| {
-        FlowError::Contract(e.message().into()).hinted(format!(
+    parse_lax_timestamp(value).map_err(|error| {
+        FlowError::from(InputRefusal::LaxTimestamp(error)).hinted(format!(
             "'{value}' is not a UTC instant: give it like 2026-07-14T01:00:00Z"
         ))
     })
@@ -140,7 +139,7 @@ pub fn parse_instant(value: &str) -> Result<Instant, FlowError> {
 fn parse_instant_value(value: &Value) -> Result<Instant, FlowError> {
     match value {
         Value::String(text) => parse_instant(text),
-        _ => invalid(TIMESTAMP_INVALID),
+        _ => invalid(InputRefusal::LaxTimestamp(LaxTimeError::Invalid)),
     }
 }
 
@@ -150,7 +149,7 @@ fn parse_instant_value(value: &Value) -> Result<Instant, FlowError> {
 fn stored_instant(value: Option<&str>) -> Result<Instant, FlowError> {
     match value {
         Some(text) => parse_instant(text),
-        None => invalid(TIMESTAMP_INVALID),
+        None => invalid(InputRefusal::LaxTimestamp(LaxTimeError::Invalid)),
     }
 }
 
@@ -162,16 +161,15 @@ const MAX_WINDOW_SECONDS: i64 = 999_999_999 * 86_400 + 86_399;
 /// (decisions.md 1).
 fn window(seconds: i64) -> Result<TimeDelta, FlowError> {
     if seconds > MAX_WINDOW_SECONDS {
-        return invalid("liveness window exceeds the timestamp range");
+        return invalid(InputRule::LivenessWindow);
     }
-    TimeDelta::try_seconds(seconds)
-        .ok_or_else(|| FlowError::Contract("liveness window exceeds the timestamp range".into()))
+    TimeDelta::try_seconds(seconds).ok_or_else(|| FlowError::from(InputRule::LivenessWindow))
 }
 
 /// `start + seconds`, refused past Python's `datetime.max`
 /// (9999-12-31T23:59:59.999999), where the reference crashes.
 fn add_window(start: Instant, seconds: i64) -> Result<Instant, FlowError> {
-    let out_of_range = || FlowError::Contract("liveness window exceeds the timestamp range".into());
+    let out_of_range = || FlowError::from(InputRule::LivenessWindow);
     let end = start
         .checked_add_signed(window(seconds)?)
         .ok_or_else(out_of_range)?;
@@ -422,11 +420,11 @@ pub fn require_fresh_evidence(
     policy: &Policy,
 ) -> Result<String, FlowError> {
     if evidence.as_array().is_none_or(Vec::is_empty) {
-        return invalid("liveness evidence is required");
+        return invalid(InputRule::LivenessEvidenceRequired);
     }
     let reason = match reason {
         Some(reason) if !is_blank(reason) => reason,
-        _ => return invalid("liveness reason is required"),
+        _ => return invalid(InputRule::LivenessReasonRequired),
     };
     // The digest is only taken over a valid evidence list.
     check_evidence(evidence, &policy.limits)
@@ -435,10 +433,7 @@ pub fn require_fresh_evidence(
     if lane.last_evidence_digest.as_deref() == Some(digest.as_str())
         && lane.last_reason.as_deref() == Some(reason)
     {
-        return invalid_hint(
-            "liveness evidence is unchanged",
-            "heartbeat and stall-clear need new evidence: an observation this lane has not recorded before (a new reason with the same evidence is refused too), e.g. [{\"kind\": \"log\", \"summary\": \"tests 41/60 passing at 01:05\"}]",
-        );
+        return invalid(InputRule::LivenessEvidenceUnchanged);
     }
     // The lane's last liveness evidence is proven with its record (its
     // line is re-read before an append); the earlier ones are asked of the
@@ -446,10 +441,7 @@ pub fn require_fresh_evidence(
     let last_was_liveness = lane.last_event_type.is_liveness()
         && lane.last_evidence_digest.as_deref() == Some(digest.as_str());
     if last_was_liveness || lane.has_liveness_digest(&digest) {
-        return invalid_hint(
-            "liveness evidence was already recorded for this lane",
-            "record what is new since the last heartbeat: evidence this lane already recorded cannot renew its lease again",
-        );
+        return invalid(InputRule::LivenessEvidenceRecorded);
     }
     Ok(digest)
 }
@@ -543,9 +535,7 @@ pub fn decide_heartbeat(
     }
     let command_deadline = stored_instant(lane.command_deadline.as_deref())?;
     if !(heartbeat.observed < heartbeat.lease && heartbeat.lease <= command_deadline) {
-        return Err(FlowError::Contract(
-            "heartbeat deadlines must satisfy observed_at < lease <= command_deadline".into(),
-        )
+        return Err(FlowError::from(InputRule::HeartbeatDeadlineOrder)
         .hinted(format!(
             "silence_lease_deadline must be after observed_at {} and not after the lane's command_deadline {}",
             heartbeat.observed_at,
@@ -558,17 +548,7 @@ pub fn decide_heartbeat(
     if lease_micros > i128::from(policy.max_silence_lease_seconds) * 1_000_000 {
         let max = policy.max_silence_lease_seconds;
         let latest = add_window(heartbeat.observed, max).ok().map(format_now);
-        return Err(
-            FlowError::Contract("silence lease exceeds manifest maximum".into()).taught(Teaching {
-                detail: Some(format!("at most {max} s after observed_at")),
-                hint: latest.map(|l| format!("give silence_lease_deadline at most {l}")),
-                fields: Some(json!({"input": "--input", "invalid": [{
-                    "field": "silence_lease_deadline",
-                    "expected": format!("at most {max} seconds after observed_at"),
-                    "limit": max,
-                }]})),
-            }),
-        );
+        return invalid(InputRefusal::LeaseTooLong { max, latest });
     }
     let digest = require_fresh_evidence(lane, evidence, heartbeat.reason.as_deref(), policy)?;
     let mut observed_meta = Map::new();
@@ -613,7 +593,7 @@ pub fn decision_checksum(decision: &Map<String, Value>) -> Result<String, FlowEr
         .and_then(LivenessAction::parse)
         .is_some();
     if !known || !decision.get("reason").is_some_and(Value::is_string) {
-        return invalid("liveness decision is invalid");
+        return invalid(InputRule::LivenessDecisionInvalid);
     }
     Ok(canonical::digest(&Value::Object(decision.clone())))
 }
@@ -635,7 +615,7 @@ pub struct StallRecord<'a> {
 pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, FlowError> {
     require_evidence(request.evidence)?;
     if is_blank(request.reason) {
-        return invalid("stall reason is required");
+        return invalid(InputRule::StallReasonRequired);
     }
     let unknown: Vec<&String> = request
         .decision
@@ -653,14 +633,13 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, FlowE
         Value::Object(fields)
     };
     if request.decision.get("action").and_then(Value::as_str) != Some("suspect_stall") {
-        return Err(FlowError::Contract(
-            "stall recording requires a suspect_stall decision".into(),
-        )
-        .taught(Teaching {
-            detail: None,
-            hint: Some(DECISION_HINT.into()),
-            fields: Some(decision_fields(Map::new())),
-        }));
+        return Err(
+            FlowError::from(InputRule::StallNeedsSuspectStall).taught(Teaching {
+                detail: None,
+                hint: Some(DECISION_HINT.into()),
+                fields: Some(decision_fields(Map::new())),
+            }),
+        );
     }
     let checksum = decision_checksum(request.decision).map_err(|r| {
         r.taught(Teaching {
@@ -683,18 +662,17 @@ pub fn precheck_stall_record(request: &StallRecord<'_>) -> Result<Instant, FlowE
         };
         let mut extra = Map::new();
         extra.insert("decision_checksum".into(), json!(checksum));
-        return Err(FlowError::Contract(
-            "stall evidence must bind the liveness decision checksum".into(),
-        )
-        .taught(Teaching {
-            detail: Some(if unknown.is_empty() {
-                "no evidence item has its checksum".to_string()
-            } else {
-                "the decision file must hold only action and reason".to_string()
+        return Err(
+            FlowError::from(InputRule::StallEvidenceUnbound).taught(Teaching {
+                detail: Some(if unknown.is_empty() {
+                    "no evidence item has its checksum".to_string()
+                } else {
+                    "the decision file must hold only action and reason".to_string()
+                }),
+                hint: Some(hint),
+                fields: Some(decision_fields(extra)),
             }),
-            hint: Some(hint),
-            fields: Some(decision_fields(extra)),
-        }));
+        );
     }
     parse_instant(request.at).map_err(|r| super::decide::at_refusal(r, request.at))
 }
@@ -807,7 +785,7 @@ pub fn decide_probe_sent(
     }
     let grace = window(policy.probe_grace_seconds)?;
     if at >= probe || probe - at > grace {
-        return invalid("probe deadline must be within the manifest probe grace");
+        return invalid(InputRule::ProbeDeadlineGrace);
     }
     let mut metadata = Map::new();
     metadata.insert("probe_deadline".into(), json!(deadline));
@@ -840,13 +818,7 @@ pub fn precheck_interrupt_result(step: &LaneStep<'_>) -> Result<Instant, FlowErr
     let at = precheck_step(step)?;
     require_evidence(step.evidence)?;
     if !has_interrupt_tool_evidence(step.evidence) {
-        return invalid_word(
-            "native interrupt tool evidence is required",
-            "--evidence",
-            "summary",
-            "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)",
-            "--evidence needs the native interrupt tool's result: an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case), e.g. [{\"kind\": \"tool\", \"summary\": \"interrupt sent to the agent: it stopped\"}]",
-        );
+        return invalid(InputRule::InterruptToolEvidence);
     }
     Ok(at)
 }

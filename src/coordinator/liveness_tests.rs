@@ -25,7 +25,7 @@ fn evidence(summary: &str) -> Value {
 }
 
 fn invalid_msg(message: &str) -> FlowError {
-    FlowError::Contract(message.into())
+    crate::coordinator::input_refusal::refused_as(message)
 }
 
 /// A stall-clear or probe (which need a suspected stall) refused in `state`.
@@ -796,7 +796,10 @@ fn heartbeat_lease_bounds() {
         ("2026-07-14T01:15:00Z", Ok(())),
         (
             "2026-07-14T01:15:00.000001Z",
-            Err(invalid_msg("silence lease exceeds manifest maximum")),
+            Err(FlowError::from(InputRefusal::LeaseTooLong {
+                max: 600,
+                latest: Some("2026-07-14T01:15:00Z".into()),
+            })),
         ),
     ];
     for (lease, want) in cases {
@@ -822,7 +825,10 @@ fn heartbeat_lease_bounds() {
     let hb = heartbeat(json!({"silence_lease_deadline": "2026-07-14T01:06:00.000001Z"}));
     assert_eq!(
         decide_heartbeat(&run.state, &short, &hb, &ev),
-        Err(invalid_msg("silence lease exceeds manifest maximum"))
+        Err(FlowError::from(InputRefusal::LeaseTooLong {
+            max: 60,
+            latest: Some("2026-07-14T01:06:00Z".into()),
+        }))
     );
 }
 

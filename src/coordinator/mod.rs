@@ -12,6 +12,7 @@ pub mod completion;
 pub mod component_refusal;
 pub mod decide;
 mod event_meta;
+pub mod input_refusal;
 pub mod inputs;
 pub mod lane_commands;
 pub mod liveness;

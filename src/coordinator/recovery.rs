@@ -9,6 +9,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, invalid, require_evidence};
+use super::decide::{InputRefusal, InputRule};
 use super::recovery_refusal::{DiagnosisCheck, RecoveryRefusal};
 use crate::receipt::canonical;
 use crate::receipt::rules::check_recovery_provenance;
@@ -52,11 +53,11 @@ pub fn supplied_diagnosis(mut input: Map<String, Value>) -> SuppliedDiagnosis {
 pub fn check_request(supplied: &SuppliedDiagnosis, approval: &Value) -> Result<String, FlowError> {
     require_evidence(approval)?;
     if supplied.diagnosis.get("effective_state") != Some(&json!("blocked")) {
-        return invalid("recovery run requires a blocked receipt diagnosis");
+        return invalid(InputRule::RecoveryNeedsBlockedDiagnosis);
     }
     let computed = diagnosis_checksum(&supplied.diagnosis);
     if supplied.checksum != json!(computed) {
-        return invalid("receipt diagnosis checksum does not match");
+        return invalid(InputRule::DiagnosisChecksum);
     }
     Ok(computed)
 }
@@ -147,7 +148,7 @@ pub fn provenance(
         diagnosis
             .get(key)
             .cloned()
-            .ok_or_else(|| FlowError::Contract(format!("'{key}'")))
+            .ok_or_else(|| FlowError::from(InputRefusal::DiagnosisKey { key: key.into() }))
     };
     let mut map = Map::new();
     map.insert(

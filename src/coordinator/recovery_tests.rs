@@ -50,25 +50,27 @@ fn requests_are_refused_in_order() {
     };
     assert_eq!(
         refuse(printed(), &json!([])),
-        FlowError::Contract("lifecycle transition requires evidence".into())
+        crate::coordinator::input_refusal::refused_as("lifecycle transition requires evidence")
     );
     let mut healthy = printed();
     healthy.insert("effective_state".into(), json!("running"));
     assert_eq!(
         refuse(healthy, &approval()),
-        FlowError::Contract("recovery run requires a blocked receipt diagnosis".into())
+        crate::coordinator::input_refusal::refused_as(
+            "recovery run requires a blocked receipt diagnosis"
+        )
     );
     let mut tampered = printed();
     tampered.insert("first_bad_sequence".into(), json!(7));
     assert_eq!(
         refuse(tampered, &approval()),
-        FlowError::Contract("receipt diagnosis checksum does not match".into())
+        crate::coordinator::input_refusal::refused_as("receipt diagnosis checksum does not match")
     );
     let mut odd = printed();
     odd.insert("diagnosis_checksum".into(), json!(5));
     assert_eq!(
         refuse(odd, &approval()),
-        FlowError::Contract("receipt diagnosis checksum does not match".into())
+        crate::coordinator::input_refusal::refused_as("receipt diagnosis checksum does not match")
     );
 }
 
@@ -152,8 +154,8 @@ fn a_first_line_damage_is_recoverable() {
     diagnosis.insert("last_trusted_sequence".into(), json!(3));
     assert_eq!(
         super::provenance(&input("quarantine/x.receipt.jsonl"), &diagnosis),
-        Err(FlowError::Contract(
-            "recovery_trusted_checksum must be lowercase SHA-256".into()
+        Err(crate::coordinator::input_refusal::refused_as(
+            "recovery_trusted_checksum must be lowercase SHA-256"
         ))
     );
 }

@@ -16,13 +16,15 @@
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, Policy, invalid, invalid_word, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{InputRefusal, InputRule};
 use super::inputs::{ReassignInput, checked_input};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
 pub use super::replacement_refusal::LineageCommand;
 use super::replacement_refusal::ReplacementRefusal as Refused;
 use super::state::{CoordinatorState, LaneRecord, LaneState};
 use crate::receipt::canonical::digest;
+use crate::receipt::lax_time::LaxTimeError;
 use crate::receipt::primitives::{AgentId, Instant, LaneId, is_identifier, parse_timestamp};
 use crate::receipt::schema::keys_of;
 use crate::receipt::scope::narrow_scope;
@@ -53,7 +55,9 @@ pub struct Lineage {
 fn require_identifier<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a str, FlowError> {
     match value.and_then(Value::as_str) {
         Some(text) if is_identifier(text) => Ok(text),
-        _ => invalid(&format!("{field} must match the identifier contract")),
+        _ => invalid(InputRefusal::Identifier {
+            field: field.into(),
+        }),
     }
 }
 
@@ -71,7 +75,11 @@ fn parse_field(value: Option<&Value>, field: &str) -> Result<Instant, FlowError>
     value
         .and_then(Value::as_str)
         .and_then(parse_caller_timestamp)
-        .ok_or_else(|| FlowError::Contract(format!("{field} must be a UTC timestamp")))
+        .ok_or_else(|| {
+            FlowError::from(InputRefusal::Timestamp {
+                field: field.into(),
+            })
+        })
 }
 
 /// `observed_at < startup_ack_deadline <= command_deadline`.
@@ -84,9 +92,7 @@ fn require_deadline_order(
     let startup = parse_field(startup, "startup_ack_deadline")?;
     let command = parse_field(command, "command_deadline")?;
     if !(observed < startup && startup <= command) {
-        return invalid(
-            "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
-        );
+        return invalid(InputRule::DeadlineOrder);
     }
     Ok(())
 }
@@ -115,41 +121,29 @@ pub fn precheck_reassign(
     canonicalize_scope: impl FnOnce(&Value) -> Result<Vec<String>, FlowError>,
 ) -> Result<Reassign, FlowError> {
     let Some(fields) = input.as_object() else {
-        return invalid("JSON input has the wrong top-level type");
+        return invalid(InputRule::WrongTopLevelType);
     };
     let keys = &keys_of!(ReassignInput).required;
     if fields.len() != keys.len() || !keys.iter().all(|k| fields.contains_key(*k)) {
-        return invalid("JSON input fields do not match the command contract");
+        return invalid(InputRule::FieldsMismatch);
     }
     let lane_id = require_identifier(fields.get("lane_id"), "lane id")?;
     let replacement_lane_id =
         require_identifier(fields.get("replacement_lane_id"), "replacement lane id")?;
     require_identifier(fields.get("replacement_agent_id"), "replacement agent id")?;
     if lane_id == replacement_lane_id {
-        return invalid("replacement lane id must differ from original");
+        return invalid(InputRule::ReplacementLaneSame);
     }
     let assignment = match fields.get("replacement_assignment") {
         Some(Value::String(text)) if !text.trim().is_empty() => text,
-        _ => return invalid("replacement assignment must be non-empty"),
+        _ => return invalid(InputRule::ReplacementAssignmentBlank),
     };
     if !assignment.to_lowercase().contains("checkpoint") {
-        return invalid_word(
-            "replacement assignment must identify recovered checkpoint context",
-            "--input",
-            "replacement_assignment",
-            "a text containing the word \"checkpoint\" (any case)",
-            "the replacement_assignment must contain the word \"checkpoint\" (any case) and say which checkpoint the replacement resumes from, e.g. \"replacement_assignment\": \"Resume the API from the recovered checkpoint: handlers done, tests pending\"",
-        );
+        return invalid(InputRule::ReplacementCheckpointContext);
     }
     require_evidence(evidence)?;
     if !has_checkpoint_recovery(evidence) {
-        return invalid_word(
-            "checkpoint recovery evidence is required",
-            "--evidence",
-            "summary",
-            "an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case)",
-            "--evidence needs an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case), e.g. [{\"kind\": \"recovery\", \"summary\": \"recovered checkpoint: handlers done, tests pending\"}]",
-        );
+        return invalid(InputRule::CheckpointRecoveryEvidence);
     }
     let scope = canonicalize_scope(
         fields
@@ -186,11 +180,13 @@ pub fn precheck_lineage(
         (replacement_lane_id, "replacement lane id"),
     ] {
         if !is_identifier(value) {
-            return invalid(&format!("{field} must match the identifier contract"));
+            return invalid(InputRefusal::Identifier {
+                field: field.into(),
+            });
         }
     }
     if parse_caller_timestamp(at).is_none() {
-        return invalid("timestamp must be UTC ISO-8601 ending in Z")
+        return invalid(InputRefusal::LaxTimestamp(LaxTimeError::Invalid))
             .map_err(|r| super::decide::at_refusal(r, at));
     }
     require_evidence(evidence)?;
@@ -274,17 +270,17 @@ pub fn decide_reassign(
         });
     }
     if request.replacement_agent_id == original.agent_id {
-        return invalid("replacement agent must differ from original");
+        return invalid(InputRule::ReplacementAgentSame);
     }
     if original.assignment.as_deref() == Some(request.replacement_assignment.as_str()) {
-        return invalid("replacement assignment must describe resumed work");
+        return invalid(InputRule::ReplacementAssignmentSame);
     }
     narrow_scope(
         &original.write_scope,
         &request.replacement_write_scope,
         &policy.limits,
     )
-    .map_err(|n| narrowing_refusal(n, "replacement write scope must be equal or narrower"))?;
+    .map_err(|n| narrowing_refusal(n, InputRule::ReplacementScopeWider))?;
     if let Some(lane) = state.lane(&request.replacement_lane_id) {
         return Err(super::lane_commands::existing_lane(&lane.id, lane.state));
     }
@@ -506,7 +502,7 @@ pub fn decide_repair(
             .any(|r| r.get("checksum").unwrap_or(&Value::Null) == &checkpoint)
     });
     if !bound {
-        return invalid("checkpoint verification evidence is missing");
+        return invalid(InputRule::CheckpointVerificationMissing);
     }
     let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
     let repaired = lane_intent(

@@ -57,7 +57,9 @@ fn identity_scope(value: &Value) -> Result<Vec<String>, FlowError> {
             .iter()
             .map(|i| i.as_str().unwrap().to_string())
             .collect()),
-        _ => invalid("write_scope must be a bounded list"),
+        _ => Err(crate::coordinator::input_refusal::refused_as(
+            "write_scope must be a bounded list",
+        )),
     }
 }
 
@@ -66,7 +68,7 @@ fn precheck(input: &Value, evidence: &Value) -> Result<Reassign, FlowError> {
 }
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()))
+    Err(crate::coordinator::input_refusal::refused_as(message))
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
@@ -233,7 +235,9 @@ fn reassign_needs_checkpoint_recovery_evidence() {
 fn reassign_scope_comes_after_evidence_and_before_deadlines() {
     let broken_deadline = reassign_with("decided_at", json!("yesterday"));
     let refuse_scope = |_: &Value| -> Result<Vec<String>, FlowError> {
-        invalid("contained path includes a symlink")
+        Err(crate::coordinator::input_refusal::refused_as(
+            "contained path includes a symlink",
+        ))
     };
     assert_eq!(
         precheck_reassign(&broken_deadline, &checkpoint_evidence(), refuse_scope),

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::decide::{FlowError, Intent, invalid};
+use super::decide::{InputRefusal, InputRule};
 use super::inputs::{HandoffReport, LiveReport};
 use super::report_refusal::ReportRefusal;
 use super::state::{CoordinatorState, RunState};
@@ -72,9 +73,9 @@ pub fn require_report_state(state: &CoordinatorState, kind: ReportKind) -> Resul
 fn checksum_field(payload: &Map<String, Value>, field: &str) -> Result<(), FlowError> {
     match payload.get(field).and_then(Value::as_str) {
         Some(text) if is_sha256_hex(text) => Ok(()),
-        _ => Err(FlowError::Contract(format!(
-            "{field} must be lowercase SHA-256"
-        ))),
+        _ => invalid(InputRefusal::Sha256 {
+            field: field.into(),
+        }),
     }
 }
 
@@ -93,17 +94,17 @@ pub fn validate_report_payload(
     limits: &Limits,
 ) -> Result<Map<String, Value>, FlowError> {
     let Some(map) = payload.as_object() else {
-        return invalid("report fields do not match the fixed contract");
+        return invalid(InputRule::ReportFields);
     };
     if map.len() != kind.field_count() || !map.keys().all(|k| kind.has_field(k)) {
-        return invalid("report fields do not match the fixed contract");
+        return invalid(InputRule::ReportFields);
     }
     let lowered = canonical::to_string(payload).to_lowercase();
     if FORBIDDEN_REPORT_TERMS
         .iter()
         .any(|term| lowered.contains(term))
     {
-        return invalid("report contains forbidden secret or raw-output fields");
+        return invalid(InputRule::ReportForbiddenTerms);
     }
     for field in [
         "canonical_sha",
@@ -115,7 +116,7 @@ pub fn validate_report_payload(
         checksum_field(map, field)?;
     }
     if as_int(&map["owner_epoch"]).is_none_or(|epoch| epoch < 1) {
-        return invalid("owner_epoch must be a positive integer");
+        return invalid(InputRule::OwnerEpochNotPositive);
     }
     let targets_ok = match &map["target_hashes"] {
         Value::Object(targets) => {
@@ -127,7 +128,7 @@ pub fn validate_report_payload(
         _ => false,
     };
     if !targets_ok {
-        return invalid("target_hashes must contain bounded SHA-256 entries");
+        return invalid(InputRule::TargetHashes);
     }
     if kind == ReportKind::Live {
         for field in ["source_hash", "rendered_hash", "live_hash"] {
@@ -143,13 +144,13 @@ pub fn validate_report_payload(
             {
                 ids.len()
             }
-            _ => return invalid("command_ids must be a bounded non-empty list"),
+            _ => return invalid(InputRule::CommandIds),
         };
         let Value::Array(timestamps) = &map["timestamps"] else {
-            return invalid("timestamps must align with command_ids");
+            return invalid(InputRule::TimestampsAlign);
         };
         if timestamps.len() != commands {
-            return invalid("timestamps must align with command_ids");
+            return invalid(InputRule::TimestampsAlign);
         }
         for timestamp in timestamps {
             // The reference parses report timestamps laxly and does not
@@ -159,11 +160,11 @@ pub fn validate_report_payload(
                 .map(parse_lax_timestamp)
                 .unwrap_or(Err(LaxTimeError::Invalid));
             if matches!(parsed, Err(LaxTimeError::Invalid)) {
-                return invalid("report timestamp must be a UTC timestamp");
+                return invalid(InputRule::ReportTimestamp);
             }
         }
         if as_int(&map["exit_status"]).is_none() {
-            return invalid("exit_status must be an integer");
+            return invalid(InputRule::ExitStatusNotInteger);
         }
         check_evidence(&map["evidence_refs"], limits).map_err(FlowError::Contract)?;
     }
@@ -229,7 +230,7 @@ pub fn bind_report(
     payload: Map<String, Value>,
 ) -> Result<BoundReport, FlowError> {
     if payload.get("run_id").and_then(Value::as_str) != Some(run_id) {
-        return invalid("report run_id does not match");
+        return invalid(InputRule::ReportRunId);
     }
     if as_int(&payload["owner_epoch"]) != Some(i128::from(state.owner_epoch())) {
         return refused(ReportRefusal::StaleEpoch {

@@ -72,7 +72,8 @@ fn with(mut payload: Value, key: &str, value: Value) -> Value {
 
 fn refused(kind: ReportKind, payload: &Value) -> String {
     match validate_report_payload(kind, payload, &Limits::default()) {
-        Err(FlowError::Contract(message)) => message,
+        // Exit 2, a typed input reason or a rule of the receipt contract.
+        Err(error @ (FlowError::Input(_) | FlowError::Contract(_))) => error.message().into_owned(),
         other => panic!("{payload}: {other:?}"),
     }
 }
@@ -266,7 +267,9 @@ fn the_payload_must_name_this_run_epoch_and_manifest() {
     };
     assert_eq!(
         bind(with(handoff(&state), "run_id", json!("other-run"))),
-        Err(FlowError::Contract("report run_id does not match".into()))
+        Err(crate::coordinator::input_refusal::refused_as(
+            "report run_id does not match"
+        ))
     );
     assert_eq!(
         bind(with(handoff(&state), "owner_epoch", json!(2))),

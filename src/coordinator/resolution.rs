@@ -14,10 +14,12 @@ use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
 use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{InputRefusal, InputRule};
 use super::lane_commands::{identifier, require_lane_run_state};
 use super::resolution_refusal::ResolutionRefusal as Refused;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
+use crate::receipt::lax_time::LaxTimeError;
 use crate::receipt::primitives::parse_timestamp;
 
 /// A `lane-resolve` request that passed its pre-lock checks.
@@ -42,7 +44,7 @@ pub fn precheck_resolve(
     identifier(&json!(lane_id), "lane id")?;
     identifier(&json!(resolution_lane_id), "resolution lane id")?;
     if parse_timestamp(at).is_none() {
-        return invalid("timestamp must be UTC ISO-8601 ending in Z")
+        return invalid(InputRefusal::LaxTimestamp(LaxTimeError::Invalid))
             .map_err(|r| crate::coordinator::decide::at_refusal(r, at));
     }
     require_evidence(evidence)?;
@@ -96,7 +98,7 @@ pub fn decide_resolve(
         });
     };
     if request.lane_id == request.resolution_lane_id {
-        return invalid("failed lane cannot resolve itself");
+        return invalid(InputRule::ResolveItself);
     }
     let Some(resolver) = state
         .lane(&request.resolution_lane_id)
@@ -154,7 +156,7 @@ pub fn decide_resolve(
             .into_iter()
             .filter(|digest| !supplied.contains(digest))
             .collect();
-        return invalid("resolution evidence must bind failed and completed lane evidence").map_err(
+        return invalid(InputRule::ResolutionEvidenceUnbound).map_err(
             |r| {
                 r.taught(super::decide::Teaching {
                     detail: None,

@@ -9,7 +9,7 @@ use crate::coordinator::state::RunState;
 use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()))
+    Err(crate::coordinator::input_refusal::refused_as(message))
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {

@@ -205,8 +205,8 @@ mod tests {
     fn evidence_is_required() {
         assert_eq!(
             precheck_resume(&json!([])),
-            Err(FlowError::Contract(
-                "lifecycle transition requires evidence".into()
+            Err(crate::coordinator::input_refusal::refused_as(
+                "lifecycle transition requires evidence"
             ))
         );
         assert!(precheck_resume(&ev()).is_ok());

@@ -153,8 +153,8 @@ mod tests {
                 &json!([]),
                 None
             ),
-            Err(FlowError::Contract(
-                "lifecycle transition requires evidence".into()
+            Err(crate::coordinator::input_refusal::refused_as(
+                "lifecycle transition requires evidence"
             ))
         );
     }

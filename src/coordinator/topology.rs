@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
 use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{InputRefusal, InputRule};
 use super::inputs::{CheckResultInput, ComponentEvidenceInput, checked_input};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
 use super::state::{Component, CoordinatorState, CoverageState, LaneState};
@@ -60,7 +61,7 @@ pub fn validate_topology(
 ) -> Result<Vec<Value>, FlowError> {
     let items = match components.as_array() {
         Some(items) if !items.is_empty() && items.len() as u64 <= limits.max_components => items,
-        _ => return invalid("topology component count is outside the limit"),
+        _ => return invalid(InputRule::TopologyCount),
     };
     let mut by_id: BTreeMap<&str, &Value> = BTreeMap::new();
     for component in items {
@@ -69,13 +70,13 @@ pub fn validate_topology(
         let text = |key: &str| component.get(key).and_then(Value::as_str).unwrap_or("");
         let id = text("id");
         if by_id.contains_key(id) {
-            return Err(FlowError::Contract(format!("duplicate component id: {id}")));
+            return invalid(InputRefusal::DuplicateComponent { id: id.into() });
         }
         let owner = text("owner_lane");
         if state.lane(owner).is_none() {
-            return Err(FlowError::Contract(format!(
-                "unknown topology owner lane: {owner}"
-            )));
+            return invalid(InputRefusal::UnknownOwnerLane {
+                owner: owner.into(),
+            });
         }
         if text("coverage_state") != CoverageState::Missing.as_str()
             || component
@@ -83,7 +84,7 @@ pub fn validate_topology(
                 .and_then(Value::as_array)
                 .is_none_or(|refs| !refs.is_empty())
         {
-            return invalid("registered topology must begin without coverage evidence");
+            return invalid(InputRule::TopologyCoverage);
         }
         by_id.insert(id, component);
     }
@@ -99,7 +100,7 @@ pub fn validate_topology(
         .filter(|id| !removed.contains(id))
         .collect();
     if by_id.keys().copied().collect::<BTreeSet<_>>() != expected {
-        return invalid("topology must match the approved component snapshot");
+        return invalid(InputRule::TopologySnapshot);
     }
     let dependencies = |component: &Value| -> Vec<String> {
         component
@@ -120,14 +121,11 @@ pub fn validate_topology(
             .collect();
         if !unknown.is_empty() {
             let names: Vec<String> = unknown.into_iter().collect();
-            return Err(FlowError::Contract(format!(
-                "unknown component dependencies: {}",
-                names.join(", ")
-            )));
+            return invalid(InputRefusal::UnknownDependencies { names });
         }
     }
     if has_cycle(&by_id, dependencies) {
-        return invalid("topology dependency cycle");
+        return invalid(InputRule::TopologyCycle);
     }
     Ok(by_id.into_values().cloned().collect())
 }
@@ -235,7 +233,7 @@ pub fn precheck_remove(
     identifier(&json!(component_id), "component id")?;
     require_evidence(evidence)?;
     if !non_blank(reason) {
-        return invalid("topology component removal requires a reason");
+        return invalid(InputRule::RemovalNeedsReason);
     }
     Ok(())
 }
@@ -299,7 +297,7 @@ pub fn precheck_check_result(input: &Value, evidence: &Value) -> Result<CheckRes
     identifier(field("component_id"), "component id")?;
     identifier(field("check_id"), "check id")?;
     if !field("passed").is_boolean() {
-        return invalid("check result passed must be a boolean");
+        return invalid(InputRule::CheckPassedNotBool);
     }
     require_evidence(evidence)?;
     let typed: CheckResultInput = checked_input(input)?;
@@ -386,7 +384,7 @@ pub fn decide_check_result(
     let reason = match &request.reason {
         Value::Null => None,
         Value::String(reason) => Some(reason.as_str()),
-        _ => return invalid("receipt reason must be at most 500 characters"),
+        _ => return invalid(InputRule::ReceiptReasonTooLong),
     };
     // Our rule (DEVIATIONS 99), checked after every refusal the reference
     // gives: a heartbeat proves that an agent was alive, never that a
@@ -395,7 +393,7 @@ pub fn decide_check_result(
         check_evidence(evidence, &Limits::default())
             .map_err(|m| super::decide::evidence_refusal(m, evidence, &Limits::default()))?;
         if state.rests_on_liveness(&canonical::digest(evidence)) {
-            return Err(FlowError::Contract("liveness evidence cannot pass a check".into()).hinted(
+            return Err(FlowError::from(InputRule::LivenessCannotPassCheck).hinted(
                 format!(
                     "retrying cannot help: this evidence list was recorded as liveness evidence (a heartbeat, stall-clear or probe of a lane), which proves only that an agent was alive; report check {} of component {} with the check's own output as --evidence",
                     request.check_id, request.component_id

@@ -9,7 +9,7 @@ use crate::coordinator::state::RunState;
 use crate::coordinator::test_ledger::{LaneEvents, Ledger, component, ev, needs_active_run};
 
 fn bad<T>(message: &str) -> Result<T, FlowError> {
-    Err(FlowError::Contract(message.into()))
+    Err(crate::coordinator::input_refusal::refused_as(message))
 }
 
 fn refused<T>(reason: Refused) -> Result<T, FlowError> {
@@ -169,8 +169,15 @@ fn register_validates_in_the_reference_order() {
             "topology dependency cycle",
         ),
     ];
+    // The order of the rules is the table's: each row is refused with its
+    // message (a typed reason, or a component rule of the receipt contract).
     for (input, message) in cases {
-        assert_eq!(register(&ledger, &input), bad(message), "{input}");
+        let refused = register(&ledger, &input).unwrap_err();
+        assert_eq!(
+            (refused.classify().0, refused.message().as_ref()),
+            (2, message),
+            "{input}"
+        );
     }
     assert!(register(&ledger, &good).is_ok());
 }
@@ -227,7 +234,9 @@ fn reregistration_cannot_demote_a_required_component() {
     let demoted_and_bad = with(api_core(false), 0, "owner_lane", json!("ghost"));
     assert_eq!(
         register(&ledger, &demoted_and_bad),
-        bad("unknown topology owner lane: ghost")
+        crate::coordinator::decide::invalid(InputRefusal::UnknownOwnerLane {
+            owner: "ghost".into()
+        })
     );
 }
 
@@ -511,7 +520,7 @@ fn a_passing_check_never_rests_on_liveness_evidence() {
     let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
     assert_eq!(
         refused.untaught().0,
-        &FlowError::Contract("liveness evidence cannot pass a check".into())
+        &crate::coordinator::input_refusal::refused_as("liveness evidence cannot pass a check")
     );
     let hint = refused.untaught().1.and_then(|t| t.hint.clone()).unwrap();
     assert!(hint.contains("check lint of component core"), "{hint}");

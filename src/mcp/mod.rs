@@ -35,6 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::commands::FlowError;
+use crate::coordinator::decide::InputRule;
 use crate::store::discovery::DiscoveryEnv;
 use crate::surface::envelope;
 use catalog::{Mode, ToolSpec};
@@ -57,20 +58,13 @@ impl Config {
     /// `read-only` takes none.
     pub fn check(&self) -> Result<(), FlowError> {
         match (self.mode, &self.owner_file) {
-            (Mode::Owner, None) => Err(FlowError::contract(
-                "mcp --mode owner needs --owner-file: the handle its tools act with",
-            )),
-            (Mode::ReadOnly, Some(_)) => Err(FlowError::contract(
-                "mcp --mode read-only acts with no owner handle; drop --owner-file or use --mode owner",
-            )),
+            (Mode::Owner, None) => Err(InputRule::McpOwnerNeedsHandle.into()),
+            (Mode::ReadOnly, Some(_)) => Err(InputRule::McpReadOnlyHandle.into()),
             // Each call hands the handle's path on as a JSON string, which
             // holds text only: a path that is not text would be changed.
-            (Mode::Owner, Some(owner)) if owner.to_str().is_none() => Err(FlowError::contract(
-                "mcp --owner-file must be a path that is valid UTF-8 text",
-            )
-            .hinted(
-                "rename the handle (or a directory on its path) to a UTF-8 name, then start the server again; the CLI takes any path",
-            )),
+            (Mode::Owner, Some(owner)) if owner.to_str().is_none() => {
+                Err(InputRule::McpHandleNotUtf8.into())
+            }
             _ => Ok(()),
         }
     }

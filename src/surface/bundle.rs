@@ -193,9 +193,7 @@ pub fn dispatch(
                     &at,
                 )?,
                 _ => {
-                    return Err(crate::commands::FlowError::contract(
-                        "bundle-verify needs FILE, or --git DIR --ref REF",
-                    ));
+                    return Err(crate::coordinator::decide::InputRule::BundleVerifyArgs.into());
                 }
             };
             Success::tabled("bundle-verify", verified, super::terminal::bundle_table)

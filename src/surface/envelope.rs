@@ -261,4 +261,36 @@ mod tests {
         let (code, busy) = envelope(StoreError::Busy("another writer".into()));
         assert_eq!((code, &busy["retryable"]), (5, &Value::Bool(true)));
     }
+
+    /// What a reason teaches reaches the envelope: the detail after the
+    /// message, its `fields` and hint; teaching attached where it was made
+    /// wins over it.
+    #[test]
+    fn the_reason_teaches_in_the_envelope() {
+        use crate::coordinator::decide::{InputRefusal, InputRule};
+        let lease = FlowError::from(InputRefusal::LeaseTooLong {
+            max: 60,
+            latest: Some("2026-07-14T01:06:00Z".into()),
+        });
+        let (code, text) = failure(&lease);
+        assert_eq!(code, 2);
+        assert_eq!(
+            text,
+            r#"{"error": "contract_error", "fields": {"input": "--input", "invalid": [{"expected": "at most 60 seconds after observed_at", "field": "silence_lease_deadline", "limit": 60}]}, "hint": "give silence_lease_deadline at most 2026-07-14T01:06:00Z", "message": "silence lease exceeds manifest maximum: at most 60 s after observed_at", "ok": false, "retryable": false}"#
+        );
+        let word = FlowError::from(InputRule::InterruptToolEvidence);
+        let (_, text) = failure(&word);
+        assert!(
+            text.contains(r#""fields": {"input": "--evidence", "invalid": [{"expected": "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)", "field": "summary"}]}"#),
+            "{text}"
+        );
+        let overridden = word.hinted("another hint");
+        let (_, text) = failure(&overridden);
+        assert!(text.contains(r#""hint": "another hint""#), "{text}");
+        let (_, plain) = failure(&FlowError::from(InputRule::TopologyCycle));
+        assert_eq!(
+            plain,
+            r#"{"error": "contract_error", "message": "topology dependency cycle", "ok": false, "retryable": false}"#
+        );
+    }
 }

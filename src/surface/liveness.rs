@@ -136,8 +136,9 @@ pub fn dispatch(
             )
         }
         LivenessCommands::LivenessCheck(a) => {
-            let status = CommandStatus::parse(&a.command_status)
-                .ok_or_else(|| FlowError::contract("invalid choice for --command-status"))?;
+            let status = CommandStatus::parse(&a.command_status).ok_or_else(|| {
+                FlowError::from(crate::coordinator::decide::InputRule::CommandStatusChoice)
+            })?;
             let extra = (a.explain || a.decision_out.is_some()).then_some(liveness::Explain {
                 decision_out: a.decision_out.as_deref(),
                 cwd: &env.cwd,

@@ -42,10 +42,12 @@ impl AtArg {
 /// refused naming the flag otherwise (contracts/commands.md "One clock").
 pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
     match at {
-        Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => {
-            Err(FlowError::contract("--at must be a UTC timestamp")
-                .taught(crate::coordinator::decide::at_teaching(text)))
-        }
+        Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => Err(
+            FlowError::from(crate::coordinator::decide::InputRefusal::Timestamp {
+                field: "--at".into(),
+            })
+            .taught(crate::coordinator::decide::at_teaching(text)),
+        ),
         other => Ok(other),
     }
 }

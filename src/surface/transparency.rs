@@ -7,10 +7,10 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
+use crate::commands::FlowResult;
 use crate::commands::transparency::{
     self, ProofInput, load_signer_key, load_verifier_keys, sign_after_gate,
 };
-use crate::commands::{FlowError, FlowResult};
 use crate::receipt::signed_head::SignerKey;
 use crate::store::discovery::DiscoveryEnv;
 
@@ -144,9 +144,7 @@ pub fn dispatch(
                 (Some(proof), Some(event), None) => ProofInput::Inclusion { proof, event },
                 (None, None, Some(append)) => ProofInput::Append(append),
                 _ => {
-                    return Err(FlowError::contract(
-                        "check-proof needs --proof FILE --event FILE, or --append FILE",
-                    ));
+                    return Err(crate::coordinator::decide::InputRule::CheckProofArgs.into());
                 }
             };
             Success::of(

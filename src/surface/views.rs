@@ -3,6 +3,7 @@
 //! table when stdout is a terminal and JSON otherwise; `--format`
 //! overrides. `log` streams its rows as the receipt is verified.
 
+use crate::coordinator::decide::InputRule;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -765,26 +766,19 @@ fn log(
     out: &mut dyn Write,
 ) -> FlowResult<u8> {
     if args.follow && args.format == Some(LogFormat::Json) {
-        return Err(FlowError::contract(
-            "--format json prints one document when the receipt is read; it cannot follow",
-        )
-        .hinted(
-            "follow with --format jsonl (a line per event as it is appended) or --format table",
-        ));
+        return Err(InputRule::FollowJson.into());
     }
     let run = view_commands::open(root, &args.run_id)?;
     if let Some(lane) = &args.lane
         && !is_identifier(lane)
     {
-        return Err(FlowError::contract("--lane must be a lane identifier"));
+        return Err(InputRule::LaneFilter.into());
     }
     if let Some(kind) = &args.event_type
         && !crate::receipt::vocab::EventType::parse(kind)
             .is_some_and(|t| run.manifest.contract.event_types.contains(&t))
     {
-        return Err(FlowError::contract(
-            "--type must be an event type of the run's manifest",
-        ));
+        return Err(InputRule::TypeFilter.into());
     }
     let filter = Filter {
         lane: args.lane.clone(),
