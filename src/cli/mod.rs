@@ -8,8 +8,11 @@ use std::io::Write;
 
 use crate::commands::FlowError;
 use crate::store::discovery::DiscoveryEnv;
+use crate::surface::help::Pages;
 use crate::surface::teach::Given;
-use crate::surface::{Cli, answer_command, command, emit, envelope, panic_error, progress, views};
+use crate::surface::{
+    Cli, answer_command, command, command_with, emit, envelope, panic_error, progress, views,
+};
 
 /// Run the CLI on `args` with `env`, writing to the given streams (which
 /// are not a terminal).
@@ -38,7 +41,7 @@ pub fn run_with_terminal(
         let _ = write!(err, "{}", command().render_help());
         return 2;
     }
-    let matches = command().try_get_matches_from(args);
+    let matches = command_with(Pages::for_args(&args)).try_get_matches_from(args);
     let mut piped: Vec<&'static str> = Vec::new();
     let cli = match matches.and_then(|m| {
         piped = stdin_flags(&m);

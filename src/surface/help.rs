@@ -194,7 +194,7 @@ fn option_help(page: &PageParts, arg: &Arg) -> Option<String> {
         .map(|(_, text)| text.to_string())
 }
 
-fn teach_command(command: Command, page: &CommandDef) -> Command {
+fn teach_command(command: Command, page: &CommandDef, pages: Pages) -> Command {
     let parts = parse_page(page.text);
     // Repeating an option takes the last value, as the reference's
     // argparse does.
@@ -209,6 +209,10 @@ fn teach_command(command: Command, page: &CommandDef) -> Command {
     for (id, help) in helps {
         command = command.mut_arg(id, |arg| arg.help(help));
     }
+    let command = command.after_help("Input files, examples and exit statuses: --help");
+    if pages == Pages::ForParsing {
+        return command;
+    }
     let takes_json = !page.inputs.is_empty();
     let mut after = Vec::new();
     if takes_json {
@@ -222,9 +226,7 @@ fn teach_command(command: Command, page: &CommandDef) -> Command {
     if !parts.exits.is_empty() {
         after.push(parts.exits.clone());
     }
-    command
-        .after_help("Input files, examples and exit statuses: --help")
-        .after_long_help(after.join("\n\n"))
+    command.after_long_help(after.join("\n\n"))
 }
 
 /// The page's input-file sections, each of a typed input with its field
@@ -262,11 +264,40 @@ fn stub_heading(flag: &str) -> String {
     format!("Input file --{flag} <FILE>")
 }
 
-/// The whole command tree with its help pages applied. `epilog` is the
-/// reference's top-level epilog, kept as the first paragraph.
-pub fn teach(mut command: Command, epilog: &str) -> Command {
+/// How much of the pages a command tree carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// Everything `--help` and the man pages show.
+    Full,
+    /// All but the long help's closing sections (input tables, examples,
+    /// exit statuses): a call that shows no `--help` parses with this tree,
+    /// so a heartbeat does not generate every command's field tables.
+    ForParsing,
+}
+
+impl Pages {
+    /// What a call with `args` needs: the full pages when any argument may
+    /// ask for the long help (`-h`, `--help` or, as long flags may be
+    /// abbreviated, a prefix of it), the parsing tree otherwise.
+    pub fn for_args<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Pages {
+        let asks_help = args.iter().any(|arg| {
+            let arg = arg.as_ref().to_string_lossy();
+            arg == "-h" || (arg.starts_with("--h") && "--help".starts_with(arg.as_ref()))
+        });
+        if asks_help {
+            Pages::Full
+        } else {
+            Pages::ForParsing
+        }
+    }
+}
+
+/// The whole command tree with its help pages applied, as much as `pages`
+/// asks. `epilog` is the reference's top-level epilog, kept as the first
+/// paragraph.
+pub fn teach(mut command: Command, epilog: &str, pages: Pages) -> Command {
     for page in COMMANDS {
-        command = command.mut_subcommand(page.name, |sub| teach_command(sub, page));
+        command = command.mut_subcommand(page.name, |sub| teach_command(sub, page, pages));
     }
     command.after_long_help(format!("{epilog}\n\n{GETTING_STARTED}"))
 }
@@ -274,6 +305,48 @@ pub fn teach(mut command: Command, epilog: &str) -> Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_call_that_may_ask_for_the_long_help_builds_the_full_pages() {
+        for args in [
+            &["bluetape-flow", "heartbeat", "--help"][..],
+            &["bluetape-flow", "heartbeat", "-h"],
+            &["bluetape-flow", "heartbeat", "--hel"],
+            &["bluetape-flow", "--h"],
+        ] {
+            assert_eq!(Pages::for_args(args), Pages::Full, "{args:?}");
+        }
+        for args in [
+            &["bluetape-flow", "heartbeat", "--input", "{}"][..],
+            &["bluetape-flow", "log", "--head"],
+            &["bluetape-flow", "--helps"],
+        ] {
+            assert_eq!(Pages::for_args(args), Pages::ForParsing, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_parsing_tree_takes_the_same_arguments_as_the_full_one() {
+        let shape = |pages| {
+            let tree = teach(
+                <crate::surface::Cli as clap::CommandFactory>::command(),
+                "",
+                pages,
+            );
+            tree.get_subcommands()
+                .map(|c| {
+                    let args: Vec<String> =
+                        c.get_arguments().map(|a| a.get_id().to_string()).collect();
+                    (
+                        c.get_name().to_string(),
+                        args,
+                        c.get_about().map(|a| a.to_string()),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shape(Pages::ForParsing), shape(Pages::Full));
+    }
 
     #[test]
     fn a_page_splits_into_description_options_inputs_and_exits() {

@@ -330,7 +330,13 @@ fn dispatch(command: Command, root: &StateRoot, env: &DiscoveryEnv) -> FlowResul
 
 /// The whole command tree, with the help pages applied.
 pub fn command() -> clap::Command {
-    help::teach(Cli::command(), EPILOG)
+    command_with(help::Pages::Full)
+}
+
+/// The command tree with as much of the help pages as `pages` asks
+/// ([`help::Pages::for_args`]).
+pub fn command_with(pages: help::Pages) -> clap::Command {
+    help::teach(Cli::command(), EPILOG, pages)
 }
 
 /// The utilities never discover a state root: `completions` prints a
