@@ -16,29 +16,19 @@ use serde_json::{Map, Value, json};
 use super::breach::Breach;
 use super::decide::{FlowError, Intent, invalid, require_evidence};
 use super::decide::{InputRefusal, InputRule};
+use super::inputs::ApprovalPolicyInput;
 use super::run_commands::{RunCommand, decide_run_transition};
 use super::state::{CoordinatorState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::primitives::{Instant, as_int, is_sha256_hex, parse_timestamp};
 use crate::receipt::rules::Limits;
+use crate::receipt::schema::keys_of;
 
 pub use crate::receipt::vocab::POLICY_FILE;
 /// Evidence kind of the policy binding on `run_created`.
 pub const POLICY_KIND: &str = "approval_policy";
 /// Evidence kind of the decision record on `plan_approved` / `run_cancelled`.
 pub const IDENTITY_KIND: &str = "approver_identity";
-
-/// The policy keys; anything else is a contract error. `approver_key`
-/// (issue 13) appears in the canonical policy only when set, so the
-/// checksums of policies frozen before it are unchanged.
-pub const POLICY_KEYS: [&str; 6] = [
-    "approver_fingerprint",
-    "approver_key",
-    "expires_after_s",
-    "initiated_by",
-    "require_different_approver",
-    "required_approver",
-];
 
 /// The longest approval window a policy may ask for (ten years).
 pub const MAX_EXPIRES_AFTER_S: u64 = 315_360_000;
@@ -117,7 +107,8 @@ pub struct ApprovalPolicy {
     pub initiated_by: Option<String>,
     pub approver_fingerprint: Option<String>,
     /// An OpenSSH `ssh-ed25519` public key line (canonical form): approvals
-    /// must be signed with it (see [`super::signed`]).
+    /// must be signed with it (see [`super::signed`]). Serialised only when
+    /// set, so the checksums of policies frozen before it existed stay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approver_key: Option<String>,
     pub expires_after_s: Option<u64>,
@@ -187,10 +178,13 @@ impl ApprovalPolicy {
         let Value::Object(map) = value else {
             return Err("approval policy must be a JSON object".into());
         };
+        // The policy's keys are its type's (`ApprovalPolicyInput`, the
+        // help's table); anything else is a contract error.
+        let known = keys_of!(ApprovalPolicyInput).all();
         let mut unknown: Vec<&str> = map
             .keys()
             .map(String::as_str)
-            .filter(|k| !POLICY_KEYS.contains(k))
+            .filter(|k| !known.contains(k))
             .collect();
         if !unknown.is_empty() {
             unknown.sort_unstable();

@@ -717,3 +717,40 @@ fn a_fresh_policy_adds_to_a_carried_one_only_by_keeping_every_constraint() {
     assert_eq!(carried.adds_to(&open), Ok(()));
     assert!(open.adds_to(&carried).is_err());
 }
+
+/// The policy's type (`ApprovalPolicyInput`: its help table and schema)
+/// is the reader's shape: every key it names is read, every key optional,
+/// and a value its schema refuses the reader refuses too.
+#[test]
+fn the_policy_type_is_the_readers_shape() {
+    use crate::receipt::schema::{InputKeys, schema_of};
+    let keys = InputKeys::of::<ApprovalPolicyInput>();
+    assert!(keys.required.is_empty(), "{keys:?}");
+    let base = json!({"required_approver": "alice", "expires_after_s": 60});
+    let with = |key: &str, value: Value| {
+        let mut policy = base.clone();
+        policy[key] = value;
+        ApprovalPolicy::from_input(&policy, None)
+    };
+    for key in keys.all() {
+        assert!(with(key, Value::Null).is_ok(), "{key}: null is read");
+    }
+    assert!(with("surprise", Value::Null).is_err());
+    let schema = schema_of::<ApprovalPolicyInput>();
+    let props = &schema["properties"];
+    assert_eq!(props["expires_after_s"]["minimum"], 1);
+    assert_eq!(props["expires_after_s"]["maximum"], MAX_EXPIRES_AFTER_S);
+    for (n, read) in [(1, true), (MAX_EXPIRES_AFTER_S, true), (0, false)] {
+        assert_eq!(with("expires_after_s", json!(n)).is_ok(), read, "{n}");
+    }
+    assert!(with("expires_after_s", json!(MAX_EXPIRES_AFTER_S + 1)).is_err());
+    assert!(with("approver_fingerprint", json!("a".repeat(64))).is_ok());
+    assert!(with("approver_fingerprint", json!("A".repeat(64))).is_err());
+    assert!(with("require_different_approver", json!(false)).is_ok());
+    assert!(with("require_different_approver", json!("yes")).is_err());
+    assert!(with("approver_key", json!(7)).is_err());
+    for key in ["required_approver", "initiated_by"] {
+        assert!(with(key, json!("bob@example.org")).is_ok(), "{key}");
+        assert!(with(key, json!("bob smith")).is_err(), "{key}");
+    }
+}

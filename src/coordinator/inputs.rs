@@ -346,6 +346,105 @@ pub struct ComponentEvidenceInput {
     pub component_id: Identifier,
 }
 
+/// `init --approval-policy` and `recovery-run-create --approval-policy`:
+/// the approver policy a person freezes into a new run
+/// (contracts/approvals.md). The policy is read by
+/// `coordinator::approval::ApprovalPolicy::from_input`, whose refusals name
+/// the rule an input breaks (and the rules across keys: not vacuous, four
+/// eyes need an initiator); this type is its schema and keys, held to that
+/// reader by the unit tests.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalPolicyInput {
+    /// Only this identity may run-approve.
+    pub required_approver: Option<ApproverIdentity>,
+    /// Four eyes: the initiator may not approve. Needs an initiator, and
+    /// must not make the required approver the initiator.
+    pub require_different_approver: Option<bool>,
+    /// Who asked for the approval; may instead come from the environment
+    /// variable BLUETAPE_INITIATED_BY (trimmed, blank = unset); if both are
+    /// given they must agree.
+    pub initiated_by: Option<ApproverIdentity>,
+    /// The approver must also present a credential file whose token hashes
+    /// (SHA-256) to this. Not together with approver_key.
+    pub approver_fingerprint: Option<Sha256Hex>,
+    /// Approvals must then be SSH signatures by this key of the statement
+    /// approval-statement writes (run-approve --signature).
+    pub approver_key: Option<ApproverKey>,
+    /// The approval window in seconds, counted from run_created.
+    #[schemars(range(min = 1, max = crate::coordinator::approval::MAX_EXPIRES_AFTER_S))]
+    pub expires_after_s: Option<u64>,
+}
+
+/// Who approves or initiates: `coordinator::approval::is_approver_identity`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApproverIdentity(pub String);
+
+/// An OpenSSH `ssh-ed25519` public key line
+/// (`coordinator::signed::canonical_key`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApproverKey(pub String);
+
+/// [`ApproverIdentity`]'s rule as a pattern.
+pub const APPROVER_IDENTITY_PATTERN: &str = "^[A-Za-z0-9._@-]{1,128}$";
+
+leaf_schema! {
+    ApproverIdentity => {"type": "string", "pattern": APPROVER_IDENTITY_PATTERN},
+        ("approver identity", "approver identity (1-128 characters of [A-Za-z0-9._@-])");
+    ApproverKey => {"type": "string"},
+        ("OpenSSH ssh-ed25519 public key line", "OpenSSH ssh-ed25519 public key line");
+}
+
+/// `recovery-run-create --input`: the `receipt-diagnose` output of the
+/// damaged run, passed back as printed. It is compared with a fresh
+/// diagnosis (`coordinator::recovery`), so this type is its schema and
+/// keys only (the help's table); a test holds it to what receipt-diagnose
+/// prints for a damaged run.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryDiagnosisInput {
+    /// A damaged receipt.
+    #[schemars(schema_with = "blocked")]
+    pub effective_state: String,
+    /// Where the damage begins.
+    #[schemars(range(min = 1))]
+    pub first_bad_sequence: u64,
+    pub last_trusted_sequence: u64,
+    /// Or "" when last_trusted_sequence is 0.
+    #[schemars(schema_with = "trusted_checksum")]
+    pub last_trusted_checksum: String,
+    /// The damaged run's id.
+    pub run_id: RunId,
+    pub manifest_version: String,
+    pub manifest_hash: Sha256Hex,
+    /// E.g. "unlocked"; a live writer ("locked_alive") is waited for.
+    pub lock_owner_status: String,
+    /// The damaged file's SHA-256.
+    pub receipt_hash: Sha256Hex,
+    /// The damaged file's size in bytes.
+    pub receipt_size: u64,
+    /// Why the head record was not used, when it could not be read.
+    pub head_record_finding: Option<String>,
+    /// The SHA-256 of the canonical JSON of the other fields; computed when
+    /// absent.
+    pub diagnosis_checksum: Option<Sha256Hex>,
+    /// Ignored, like operation and state_root (so the stdout of
+    /// receipt-diagnose can be passed as it is).
+    pub ok: Option<bool>,
+    /// Ignored.
+    pub operation: Option<String>,
+    /// Ignored.
+    pub state_root: Option<String>,
+}
+
+fn blocked(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"const": "blocked"})
+}
+
+fn trusted_checksum(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [generator.subschema_for::<Sha256Hex>(), {"const": ""}]})
+}
+
 /// `topology-register --input`: the approved components.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -474,6 +573,21 @@ mod tests {
             "é",
         ] {
             assert_eq!(matches(IDENTIFIER_PATTERN, id), is_identifier(id), "{id}");
+        }
+        for identity in [
+            "a",
+            "-a",
+            "alice@example.org",
+            "a b",
+            "",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert_eq!(
+                matches(APPROVER_IDENTITY_PATTERN, identity),
+                crate::coordinator::approval::is_approver_identity(identity),
+                "{identity}"
+            );
         }
         for hex in [
             &"a".repeat(64),

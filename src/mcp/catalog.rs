@@ -99,9 +99,7 @@ pub struct ToolSpec {
 /// that flag takes JSON: read off its schema.
 fn json_kind(def: &CommandDef, flag: &str) -> Option<Kind> {
     let input = def.input(flag)?;
-    let list = input
-        .schema
-        .is_some_and(|schema| schema()["type"] == "array");
+    let list = (input.schema)()["type"] == "array";
     Some(if list {
         Kind::JsonList
     } else {

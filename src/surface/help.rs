@@ -220,7 +220,7 @@ fn teach_command(command: Command, page: &CommandDef, pages: Pages) -> Command {
     }
     after.extend(input_sections(page, &parts.inputs));
     if let Some(evidence) = page.input("evidence") {
-        after.extend(fields::section("Evidence file", evidence, EVIDENCE_CLOSING));
+        after.push(fields::section("Evidence file", evidence, EVIDENCE_CLOSING));
     }
     after.push(format!("Examples:\n{}", render_example(page.example)));
     if !parts.exits.is_empty() {
@@ -232,9 +232,8 @@ fn teach_command(command: Command, page: &CommandDef, pages: Pages) -> Command {
 /// The page's input-file sections, each of a typed input with its field
 /// table generated ([`fields`]): the page gives such a section as its
 /// heading alone, `Input file --<flag> <FILE>`, followed by what the table
-/// does not say (what is refused, a minimal valid example). A section of
-/// an input without a type (an approval policy, a diagnosis) is the
-/// page's as written.
+/// does not say (what is refused, a minimal valid example). A section
+/// whose heading names no input of the command is the page's as written.
 fn input_sections(page: &CommandDef, inputs: &str) -> Vec<String> {
     let mut sections: Vec<Vec<&str>> = Vec::new();
     for line in inputs.lines() {
@@ -252,7 +251,7 @@ fn input_sections(page: &CommandDef, inputs: &str) -> Vec<String> {
                 .inputs
                 .iter()
                 .find(|input| heading == stub_heading(input.flag))
-                .and_then(|input| fields::section("Input file", input, &closing));
+                .map(|input| fields::section("Input file", input, &closing));
             generated.unwrap_or_else(|| lines.join("\n").trim_end().to_string())
         })
         .collect()

@@ -13,9 +13,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::coordinator::inputs::{
-    ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence, HandoffReport,
-    HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, TimedInput,
-    Topology,
+    ApprovalPolicyInput, ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence,
+    HandoffReport, HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput,
+    RecoveryDiagnosisInput, StallDecision, TimedInput, Topology,
 };
 use crate::receipt::schema::{annotated_schema_of, object_fields, schema_of};
 
@@ -96,14 +96,11 @@ pub fn doc_of<T: JsonSchema + DeserializeOwned>() -> InputDoc {
 /// A flag that takes JSON (inline, `-` or a file; cli-conventions §5).
 pub struct JsonInput {
     pub flag: &'static str,
-    /// Its schema; `None` only where no MCP tool takes it (a command no
-    /// mode offers, or the approval policy, a person's file): the catalog
-    /// is where a schema is read. Unit tests hold both.
-    pub schema: Option<InputSchema>,
+    /// Its schema, as the MCP catalog shows it.
+    pub schema: InputSchema,
     /// Its type's documentation, from which its help section's field table
-    /// is generated; `None` exactly where `schema` is (those sections are
-    /// hand-written on the page).
-    pub doc: Option<fn() -> InputDoc>,
+    /// is generated.
+    pub doc: fn() -> InputDoc,
     /// The key that `--at` fills when the input leaves it out (the event's
     /// time; `commands::mutate`'s timed inputs), so the help says it is
     /// required "unless --at gives it".
@@ -114,8 +111,8 @@ pub struct JsonInput {
 const fn json<T: JsonSchema + DeserializeOwned>(flag: &'static str) -> JsonInput {
     JsonInput {
         flag,
-        schema: Some(schema_of::<T>),
-        doc: Some(doc_of::<T>),
+        schema: schema_of::<T>,
+        doc: doc_of::<T>,
         at_key: None,
     }
 }
@@ -128,18 +125,11 @@ const fn timed<T: JsonSchema + DeserializeOwned + TimedInput>(flag: &'static str
     }
 }
 
-/// `flag` takes JSON that no catalog describes (see [`JsonInput::schema`]).
-const fn untyped(flag: &'static str) -> JsonInput {
-    JsonInput {
-        flag,
-        schema: None,
-        doc: None,
-        at_key: None,
-    }
-}
-
 /// This step's evidence list, the same for every command that takes it.
 const EVIDENCE: JsonInput = json::<Evidence>("evidence");
+
+/// A new run's approval gate (a person's file: no tool takes it).
+const POLICY: JsonInput = json::<ApprovalPolicyInput>("approval-policy");
 
 /// One command's definition.
 pub struct CommandDef {
@@ -185,7 +175,7 @@ macro_rules! commands {
 /// and the MCP catalog keep it.
 pub const COMMANDS: &[CommandDef] = commands![
     "state-root": ReadOnly, EveryMode;
-    "init": OneEvent, Owner [untyped("approval-policy")];
+    "init": OneEvent, Owner [POLICY];
     "verify": ReadOnly, EveryMode;
     "rebuild": Other, Never;
     "receipt-diagnose": ReadOnly, EveryMode;
@@ -225,7 +215,7 @@ pub const COMMANDS: &[CommandDef] = commands![
     "topology-remove": OneEvent, Owner [EVIDENCE];
     "complete": OneEvent, Owner [EVIDENCE];
     "resume": OneEvent, Owner [EVIDENCE];
-    "recovery-run-create": Other, Never [EVIDENCE, untyped("approval-policy"), untyped("input")];
+    "recovery-run-create": Other, Never [EVIDENCE, POLICY, json::<RecoveryDiagnosisInput>("input")];
     "handoff-create": OneEvent, Owner [json::<HandoffReport>("input")];
     "live-report-create": OneEvent, Owner [json::<LiveReport>("input")];
     "key-generate": Other, Never;
@@ -256,7 +246,7 @@ pub fn named(name: &str) -> Option<&'static CommandDef> {
 
 /// The schema of `command`'s JSON input `flag`, when it has one.
 pub fn input_schema(command: &str, flag: &str) -> Option<Value> {
-    Some((named(command)?.input(flag)?.schema?)())
+    Some((named(command)?.input(flag)?.schema)())
 }
 
 /// Whether the command `name` changes state.
@@ -351,20 +341,13 @@ mod tests {
             defined.sort_unstable();
             assert_eq!(defined, parsed, "{}", def.name);
             for input in def.inputs {
-                // The approval policy is a person's file that no tool
-                // takes (`mcp::catalog`'s withheld flags).
-                let typed = input.schema.is_some();
-                let offered = def.offer != Offer::Never && input.flag != "approval-policy";
-                assert!(typed || !offered, "{} --{}", def.name, input.flag);
-                if let Some(schema) = input.schema {
-                    let schema = schema();
-                    assert!(
-                        matches!(schema["type"].as_str(), Some("array" | "object")),
-                        "{} --{}: {schema}",
-                        def.name,
-                        input.flag
-                    );
-                }
+                let schema = (input.schema)();
+                assert!(
+                    matches!(schema["type"].as_str(), Some("array" | "object")),
+                    "{} --{}: {schema}",
+                    def.name,
+                    input.flag
+                );
             }
         }
     }

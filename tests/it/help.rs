@@ -262,14 +262,16 @@ fn every_json_flag_shows_its_types_fields() {
             keys.sort_unstable();
             let expected: Vec<&str> = properties.keys().map(String::as_str).collect();
             assert_eq!(keys, expected, "{} --{}", def.name, input.flag);
+            // An object whose keys are all optional has no `required`.
             let required: Vec<&str> = object["required"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .map(|k| k.as_str().unwrap())
-                .collect();
+                .map(|keys| keys.iter().map(|k| k.as_str().unwrap()).collect())
+                .unwrap_or_default();
             for (key, rest) in rows {
-                let said = rest.split([';', '.']).next().unwrap();
+                // The type and presence end at the first `;` or sentence
+                // end (a range such as `1..8` is no sentence end).
+                let said = rest.split("; ").next().unwrap();
+                let said = said.split(". ").next().unwrap();
                 let words = if required.contains(&key) {
                     ", required"
                 } else {

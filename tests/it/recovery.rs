@@ -822,3 +822,39 @@ fn a_head_record_naming_sequence_zero_is_rebuilt_not_a_dead_end() {
             .is_none()
     );
 }
+
+/// The `--input` type of recovery-run-create (its help table and schema)
+/// is what receipt-diagnose prints for a damaged run: every key printed is
+/// one of its keys, every key it requires is printed, and the printed
+/// values satisfy its leaf rules — a damaged head record's finding too.
+#[test]
+fn the_diagnosis_input_type_is_what_receipt_diagnose_prints() {
+    use bluetape_flow::surface::registry::input_schema;
+    let schema = input_schema("recovery-run-create", "input").unwrap();
+    let properties = schema["properties"].as_object().unwrap();
+    let mut diagnoses: Vec<Map<String, Value>> = DAMAGED
+        .iter()
+        .map(|scenario| parse(&Bed::fixture(scenario).diagnose().stdout))
+        .filter(|d| d["effective_state"] == "blocked")
+        .collect();
+    assert!(diagnoses.len() >= 8, "{}", diagnoses.len());
+    // A damaged receipt under a head record that cannot be read.
+    let bed = Bed::fixture(DAMAGED[0]);
+    std::fs::write(bed.run_dir().join("receipt-head.json"), b"{").unwrap();
+    let finding = parse(&bed.diagnose().stdout);
+    assert!(finding["head_record_finding"].is_string(), "{finding:?}");
+    diagnoses.push(finding);
+    for diagnosis in diagnoses {
+        for (key, value) in &diagnosis {
+            let property = properties.get(key).unwrap_or_else(|| panic!("{key}"));
+            let rule = &property["pattern"];
+            if let (Some(pattern), Some(text)) = (rule.as_str(), value.as_str()) {
+                let matches = fancy_regex::Regex::new(pattern).unwrap().is_match(text);
+                assert!(matches.unwrap(), "{key}: {text}");
+            }
+        }
+        for key in schema["required"].as_array().unwrap() {
+            assert!(diagnosis.contains_key(key.as_str().unwrap()), "{key}");
+        }
+    }
+}

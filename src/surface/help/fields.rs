@@ -54,9 +54,9 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
-/// The table of `input`, when its type is known (`JsonInput::doc`).
-pub fn table(input: &JsonInput) -> Option<Table> {
-    let doc = (input.doc?)();
+/// The table of `input`, from its type (`JsonInput::doc`).
+pub fn table(input: &JsonInput) -> Table {
+    let doc = (input.doc)();
     let schema = &doc.schema;
     let mut seen = HashSet::new();
     let (shape, object) = match schema["type"].as_str() {
@@ -83,10 +83,10 @@ pub fn table(input: &JsonInput) -> Option<Table> {
                     presence: Presence::Entry,
                     text: sentence(&kind, &rules, items),
                 };
-                return Some(Table {
+                return Table {
                     shape,
                     rows: vec![row],
-                });
+                };
             }
         }
         _ => ("a JSON object".to_string(), schema),
@@ -116,7 +116,7 @@ pub fn table(input: &JsonInput) -> Option<Table> {
             }
         })
         .collect();
-    Some(Table { shape, rows })
+    Table { shape, rows }
 }
 
 /// `head; rule, rule. Prose.`
@@ -331,8 +331,8 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// The section of `input` headed `label` (`Input file`, `Evidence file`),
 /// with the page's own closing lines (already indented) after the table.
-pub fn section(label: &str, input: &JsonInput, closing: &str) -> Option<String> {
-    let table = table(input)?;
+pub fn section(label: &str, input: &JsonInput, closing: &str) -> String {
+    let table = table(input);
     let mut text = format!(
         "{label} --{} <FILE>: {}\n{}",
         input.flag,
@@ -343,15 +343,16 @@ pub fn section(label: &str, input: &JsonInput, closing: &str) -> Option<String> 
         text.push('\n');
         text.push_str(closing.trim_end());
     }
-    Some(text)
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::coordinator::inputs::{
-        ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence, HandoffReport,
-        HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput, StallDecision, Topology,
+        ApprovalPolicyInput, ChangedPaths, CheckResultInput, ComponentEvidenceInput, Evidence,
+        HandoffReport, HeartbeatInput, LaneCreateInput, LiveReport, ReassignInput,
+        RecoveryDiagnosisInput, StallDecision, Topology,
     };
     use crate::receipt::faults::EvidenceItem;
     use crate::receipt::rules::Component;
@@ -393,6 +394,8 @@ mod tests {
             ("component-evidence", "input") => object::<ComponentEvidenceInput>(),
             ("handoff-create", "input") => object::<HandoffReport>(),
             ("live-report-create", "input") => object::<LiveReport>(),
+            (_, "approval-policy") => object::<ApprovalPolicyInput>(),
+            ("recovery-run-create", "input") => object::<RecoveryDiagnosisInput>(),
             other => panic!("{other:?}: a typed input this test does not know"),
         };
         Expected { keys, reads }
@@ -403,7 +406,6 @@ mod tests {
         COMMANDS
             .iter()
             .flat_map(|c| c.inputs.iter().map(move |i| (c.name, i)))
-            .filter(|(_, i)| i.schema.is_some())
             .collect()
     }
 
@@ -415,8 +417,7 @@ mod tests {
         let inputs = typed_inputs();
         assert!(inputs.len() >= 20, "{}", inputs.len());
         for (command, input) in inputs {
-            assert!(input.doc.is_some(), "{command} --{}", input.flag);
-            let table = table(input).unwrap();
+            let table = table(input);
             let keys: Vec<&str> = table.rows.iter().map(|r| r.key.as_str()).collect();
             let Some(expected) = expected(command, input.flag).keys else {
                 assert_eq!(keys, ["(each entry)"], "{command} --{}", input.flag);
@@ -451,9 +452,8 @@ mod tests {
         }
     }
 
-    /// Every typed flag's section in the taught help is the generated one,
-    /// the page giving only its heading and closing lines; an untyped
-    /// flag's section is the page's own.
+    /// Every JSON flag's section in the taught help is the generated one,
+    /// the page giving only its heading and closing lines.
     #[test]
     fn every_json_flag_has_its_generated_section() {
         let tree = crate::surface::command();
@@ -480,13 +480,9 @@ mod tests {
                     input.flag
                 );
                 let hand_written = def.text.contains(&heading);
-                if input.doc.is_some() {
-                    assert!(!hand_written, "{}: the page writes a table", def.name);
-                    let generated = render(&table(input).unwrap());
-                    assert!(help.contains(&generated), "{}:\n{help}", def.name);
-                } else {
-                    assert!(hand_written, "{} --{}", def.name, input.flag);
-                }
+                assert!(!hand_written, "{}: the page writes a table", def.name);
+                let generated = render(&table(input));
+                assert!(help.contains(&generated), "{}:\n{help}", def.name);
             }
         }
     }
@@ -495,7 +491,7 @@ mod tests {
     #[test]
     fn no_table_shows_a_bare_pattern() {
         for (command, input) in typed_inputs() {
-            let text = render(&table(input).unwrap());
+            let text = render(&table(input));
             assert!(!text.contains("matching "), "{command}:\n{text}");
             assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
         }
@@ -507,7 +503,7 @@ mod tests {
         let lane = crate::surface::registry::named("lane-create")
             .and_then(|c| c.input("input"))
             .unwrap();
-        let rows = table(lane).unwrap().rows;
+        let rows = table(lane).rows;
         let text = |key: &str| rows.iter().find(|r| r.key == key).unwrap().text.clone();
         assert!(text("lane_id").starts_with("string, required; identifier (1-128"));
         assert!(text("agent_id").starts_with("string, required; identifier. "));
@@ -582,7 +578,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{command} --{}: {e}: {example}", input.flag));
             let expected = expected(command, input.flag);
             assert!((expected.reads)(&value), "{command}: {value}");
-            let schema = (input.schema.unwrap())();
+            let schema = (input.schema)();
             assert_eq!(valid(&schema, &value), Ok(()), "{command} --{}", input.flag);
         }
         // The validator refuses what it should.
