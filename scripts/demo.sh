@@ -67,7 +67,7 @@ say "Liveness: a heartbeat renews a silence lease (it is never completion eviden
 step heartbeat "${R[@]}" --evidence "$(json hb-ev '[{"kind":"log","summary":"parser tests compiling","exit_status":0}]')" \
   --input "$(json hb '{"lane_id":"parser","agent_id":"agent-1","observed_at":"2026-07-14T01:00:05Z","silence_lease_deadline":"2026-07-14T01:05:00Z","reason":"still compiling"}')"
 
-# --- hand-over to a new owner (issue 5) -------------------------------------
+# --- hand-over to a new owner (reference-coordinator §11) ---------------------
 say "The session hands over: it binds a handoff report to the receipt head"
 field() { sed -E "s/.*\"$1\": \"?([^\",}]*)\"?[,}].*/\1/"; }
 head=$("$flow" --state-root "$state" verify --run-id "$run" | field checksum)
@@ -187,7 +187,7 @@ say "An auditor replays the receipt read-only"
 step verify --run-id "$run"
 step resume-check --run-id "$run"
 step receipt-diagnose --run-id "$run"
-# --- a damaged receipt superseded by a recovery run (issue 5) ---------------
+# --- a damaged receipt superseded by a recovery run (reference-coordinator §12) ---
 say "A second, small run; then a byte of its receipt is changed on disk"
 out=$("$flow" --state-root "$state" init --workflow-type A --repo-root "$repo" \
   --owner-file "$state/handles/notes.owner" --component notes --at 2026-07-14T01:59:00Z)
@@ -214,7 +214,7 @@ step resume-check --run-id "$recovered"
 cmp "$state/runs/$notes/receipt.jsonl" "$state/$(printf '%s' "$out" | field quarantine_path)" \
   && echo "(the quarantined copy is byte-identical; the damaged receipt was not touched)"
 # --- end of recovery ---------------------------------------------------------
-# --- views (issue 18) ---------------------------------------------------------
+# --- views (views.md) ---------------------------------------------------------
 say "Where every run stands (status), and the main run in full"
 step status --at 2026-07-14T02:00:00Z --format table --color never
 step status --run-id "$run" --at 2026-07-14T02:00:00Z --format table --color never
