@@ -229,28 +229,25 @@ fn help_names_capability_and_safe_next() {
         top.stdout
             .contains("Phase 1 supports only verify, rebuild, and receipt-diagnose.")
     );
-    for (command, text) in [
-        (
-            "state-root",
-            "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command.",
-        ),
-        (
-            "init",
-            "Mutation. Capability: workspace bootstrap. Safe next: run-approve.",
-        ),
-        (
-            "verify",
-            "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild",
-        ),
-        (
-            "rebuild",
-            "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
-        ),
-    ] {
-        let help = common::assert_help_says(&flow, command, text);
-        assert!(
-            help.contains("In-place migration is unavailable."),
-            "{command}"
-        );
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "state-root",
+                "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command.",
+            ),
+            (
+                "init",
+                "Mutation. Capability: workspace bootstrap. Safe next: run-approve.",
+            ),
+            (
+                "verify",
+                "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild",
+            ),
+            (
+                "rebuild",
+                "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
+            ),
+        ],
+    );
 }

@@ -1290,29 +1290,29 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
 #[test]
 fn help_texts_name_the_safe_next_step() {
     let (_tmp, flow) = crate::bed::flow_elsewhere();
-    for (command, about) in [
-        (
-            "heartbeat",
-            "Mutation. Capability: Phase 2 only. Safe next: liveness-check.",
-        ),
-        (
-            "stall-record",
-            "Mutation. Capability: Phase 2 only. Safe next: probe-sent.",
-        ),
-        ("stall-clear", "Safe next: heartbeat or liveness-check."),
-        (
-            "probe-sent",
-            "Safe next: perform the native probe, then probe-ack or interrupt-result.",
-        ),
-        ("interrupt-result", "Safe next: lane-reassign."),
-        (
-            "liveness-check",
-            "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
-        ),
-    ] {
-        let help = common::assert_help_says(&flow, command, about);
-        assert!(help.contains("In-place migration is unavailable."));
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "heartbeat",
+                "Mutation. Capability: Phase 2 only. Safe next: liveness-check.",
+            ),
+            (
+                "stall-record",
+                "Mutation. Capability: Phase 2 only. Safe next: probe-sent.",
+            ),
+            ("stall-clear", "Safe next: heartbeat or liveness-check."),
+            (
+                "probe-sent",
+                "Safe next: perform the native probe, then probe-ack or interrupt-result.",
+            ),
+            ("interrupt-result", "Safe next: lane-reassign."),
+            (
+                "liveness-check",
+                "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
+            ),
+        ],
+    );
 }
 
 // ------------------------------------------- liveness is never completion

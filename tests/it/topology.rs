@@ -727,38 +727,39 @@ fn component_evidence_refusals() {
 #[test]
 fn help_texts_are_the_reference_ones() {
     let (_tmp, flow) = crate::bed::flow_elsewhere();
-    for (command, text) in [
-        (
-            "completion-check",
-            "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable.",
-        ),
-        (
-            "topology-register",
-            "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable.",
-        ),
-        (
-            "topology-remove",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "check-result",
-            "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable.",
-        ),
-        (
-            "component-evidence",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "lane-resolve",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "complete",
-            "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
-        ),
-    ] {
-        common::assert_help_says(&flow, command, text);
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "completion-check",
+                "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable.",
+            ),
+            (
+                "topology-register",
+                "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable.",
+            ),
+            (
+                "topology-remove",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "check-result",
+                "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable.",
+            ),
+            (
+                "component-evidence",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "lane-resolve",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "complete",
+                "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
+            ),
+        ],
+    );
 }
 
 #[test]

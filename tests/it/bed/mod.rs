@@ -880,6 +880,19 @@ pub fn assert_help_says(flow: &Flow, command: &str, text: &str) -> String {
     out.stdout
 }
 
+/// Each `<command> --help` says its text and that in-place migration is
+/// unavailable.
+#[track_caller]
+pub fn assert_helps_say(flow: &Flow, helps: &[(&str, &str)]) {
+    for (command, text) in helps {
+        let help = assert_help_says(flow, command, text);
+        assert!(
+            help.contains("In-place migration is unavailable."),
+            "{command}"
+        );
+    }
+}
+
 /// Run `f` and assert that it wrote nothing under `root`; `what` names it
 /// in the failure.
 #[track_caller]
