@@ -105,15 +105,15 @@ fn init_verify_rebuild_verify() {
         std::fs::read_to_string(fixture.join("state/config.json")).unwrap()
     );
 
-    let verify = flow
-        .run(&common::read_argv(&root, "verify", run_id, &[]))
-        .assert_ok();
+    let read = |command: &str| {
+        flow.run(&common::read_argv(&root, command, run_id, &[]))
+            .assert_ok()
+    };
+    let verify = read("verify");
     assert_eq!(verify["checksum"], init["checksum"]);
     assert_eq!(verify["event_count"], 1);
     let before = common::snapshot(&root);
-    let rebuild = flow
-        .run(&common::read_argv(&root, "rebuild", run_id, &[]))
-        .assert_ok();
+    let rebuild = read("rebuild");
     assert_eq!(rebuild["checksum"], init["checksum"]);
     assert_eq!(rebuild["sequence"], 1);
     // Only derived caches may have been written: run.json and our checkpoint

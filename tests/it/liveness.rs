@@ -884,42 +884,42 @@ fn probe_sent_deadline_within_the_grace() {
         argv.iter().map(|s| s.to_string()).collect()
     };
     let grace = "probe deadline must be within the manifest probe grace";
-    for deadline in [
-        "2026-07-14T01:20:00Z",
-        "2026-07-14T01:19:00Z",
-        "2026-07-14T01:21:00.000001Z",
+    let not_now = "current state does not allow lifecycle intent";
+    let at = "2026-07-14T01:21:00Z";
+    for (lane, agent, deadline, code, message) in [
+        ("stalled-start", "agent-s", "2026-07-14T01:20:00Z", 2, grace),
+        ("stalled-start", "agent-s", "2026-07-14T01:19:00Z", 2, grace),
+        (
+            "stalled-start",
+            "agent-s",
+            "2026-07-14T01:21:00.000001Z",
+            2,
+            grace,
+        ),
+        (
+            "stalled-start",
+            "agent-s",
+            "2026-07-14T01:21Z",
+            2,
+            "probe_deadline must be a UTC ISO-8601 timestamp ending in Z",
+        ),
+        (
+            "stalled-start",
+            "agent-s",
+            "tomorrow",
+            2,
+            "timestamp must be UTC ISO-8601 ending in Z",
+        ),
+        ("overdue", "agent-o", at, 5, not_now),
+        ("pending", "agent-p", at, 5, not_now),
     ] {
         f.refused(
             "probe-sent",
-            &strs(&args("stalled-start", "agent-s", deadline)),
-            2,
-            grace,
+            &strs(&args(lane, agent, deadline)),
+            code,
+            message,
         );
     }
-    f.refused(
-        "probe-sent",
-        &strs(&args("stalled-start", "agent-s", "2026-07-14T01:21Z")),
-        2,
-        "probe_deadline must be a UTC ISO-8601 timestamp ending in Z",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("stalled-start", "agent-s", "tomorrow")),
-        2,
-        "timestamp must be UTC ISO-8601 ending in Z",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("overdue", "agent-o", "2026-07-14T01:21:00Z")),
-        5,
-        "current state does not allow lifecycle intent",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("pending", "agent-p", "2026-07-14T01:21:00Z")),
-        5,
-        "current state does not allow lifecycle intent",
-    );
     // Exactly the grace is allowed.
     f.ok(
         "probe-sent",
