@@ -843,6 +843,24 @@ pub struct RefusalCase {
 }
 
 impl RefusalCase {
+    /// The keys of a refusal of exit status `exit` as the exit-status
+    /// table types it: [`error_of`], [`next_command`], retryable only at 5.
+    /// A case sets the rest with struct update syntax (`..typed(5)`); the
+    /// base has an empty name and message, no hint and no fields.
+    pub fn typed(exit: i32) -> RefusalCase {
+        RefusalCase {
+            name: "",
+            exit,
+            error: error_of(exit),
+            retryable: exit == 5,
+            next_command: next_command(exit),
+            message: "",
+            hint: &[],
+            not_in_hint: &[],
+            fields: None,
+        }
+    }
+
     /// `e`'s `retryable` and `next_command` as this case says.
     #[track_caller]
     pub fn assert_retry_keys(&self, e: &Value) {
