@@ -895,13 +895,10 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
     let out = run.approve_signed("alice", &good).assert_ok();
     assert_eq!(out["run_state"], "approved");
     let event = run.events().pop().unwrap();
-    let kinds: Vec<&str> = event["evidence_refs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["test", "approver_identity", "approver_signature"]);
+    assert_eq!(
+        crate::bed::string_column(&event["evidence_refs"], "kind"),
+        ["test", "approver_identity", "approver_signature"]
+    );
     let out = run.approve_signed("alice", &good);
     assert_eq!(out.code, 5, "{out:?}");
     assert!(

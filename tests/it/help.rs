@@ -262,12 +262,7 @@ fn every_json_flag_shows_its_types_fields() {
             keys.sort_unstable();
             let expected: Vec<&str> = properties.keys().map(String::as_str).collect();
             assert_eq!(keys, expected, "{} --{}", def.name, input.flag);
-            let required: Vec<&str> = object["required"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|k| k.as_str().unwrap())
-                .collect();
+            let required = crate::bed::strings(&object["required"]);
             for (key, rest) in rows {
                 let said = rest.split([';', '.']).next().unwrap();
                 let words = if required.contains(&key) {

@@ -812,6 +812,43 @@ pub fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no string {key} in {value}"))
 }
 
+/// The items of the JSON array `list`; a failure names it when it is not one.
+#[track_caller]
+pub fn items(list: &Value) -> &Vec<Value> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+}
+
+/// The strings of the JSON array `list`.
+#[track_caller]
+pub fn strings(list: &Value) -> Vec<&str> {
+    items(list)
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .unwrap_or_else(|| panic!("not a string: {item}"))
+        })
+        .collect()
+}
+
+/// The string `key` of each item of the JSON array `list`.
+#[track_caller]
+pub fn string_column<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    items(list)
+        .iter()
+        .map(|item| str_field(item, key))
+        .collect()
+}
+
+/// Each key of the object `want` holds the same value in `value` (its
+/// other keys are free); `what` names it in the failure.
+#[track_caller]
+pub fn assert_holds(value: &Value, want: Value, what: &str) {
+    for (key, expected) in want.as_object().unwrap() {
+        assert_eq!(&value[key], expected, "{what}: {key} in {value}");
+    }
+}
+
 /// Assert `value` is an object with exactly the space-separated `keys`,
 /// in that (sorted) order; `what` names it in the failure.
 #[track_caller]
