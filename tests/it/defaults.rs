@@ -102,8 +102,7 @@ fn issue28_bare_invocation_prints_usage_and_the_command_list() {
 
 #[test]
 fn issue28_init_makes_a_new_state_root_ignored_by_git() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let flow = Flow::new(&base);
     let repo = base.join("repo");
     std::fs::create_dir_all(repo.join("src")).unwrap();

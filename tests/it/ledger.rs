@@ -169,8 +169,7 @@ fn receipt_lines_are_canonical_and_chained() {
 
 #[test]
 fn state_root_discovery_through_the_binary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let mut flow = Flow::new(&base);
     let show = |flow: &Flow, extra: &[&str]| -> String {
         let mut argv: Vec<&str> = extra.to_vec();

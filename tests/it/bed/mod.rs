@@ -243,6 +243,14 @@ pub fn copy_tree(from: &Path, to: &Path) {
     );
 }
 
+/// A fresh temp dir and its canonical path (no symlink in it, as the
+/// binary resolves the paths it is given).
+pub fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    (tmp, base)
+}
+
 /// The first run id under `root/runs` (a fixture copy holds one).
 pub fn first_run_id(root: &Path) -> String {
     run_ids(root)
@@ -1233,8 +1241,7 @@ pub struct InitRun {
 /// [`InitRun`] of workflow `A` with one component, whose source directory
 /// `src/<component>` the repository has.
 pub fn init_run(component: &str) -> InitRun {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (tmp, base) = canonical_tempdir();
     let flow = Flow::new(&base);
     let repo = base.join("repo");
     std::fs::create_dir_all(repo.join("src").join(component)).unwrap();
@@ -1275,8 +1282,7 @@ pub fn init_gated(
     use bluetape_flow::commands::init::{
         InitEntropy, InitRequest, PolicyRequest, init_with_policy,
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (tmp, base) = canonical_tempdir();
     let flow = Flow::new(&base);
     let root = base.join("state");
     let repo = base.join("repo");

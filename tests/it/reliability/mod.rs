@@ -263,8 +263,7 @@ impl LaneRun {
     /// A run of [`LaneRun::new`] in a fresh temp dir (its canonical path
     /// the base): the temp dir, which must outlive the run, and the base.
     pub fn in_temp(lanes: &[&str]) -> (tempfile::TempDir, PathBuf, LaneRun) {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (tmp, base) = crate::bed::canonical_tempdir();
         let run = LaneRun::new(&base, lanes);
         (tmp, base, run)
     }
