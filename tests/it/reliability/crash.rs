@@ -337,18 +337,13 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
             tally.acked, tally.before_commit, tally.reply_lost, tally.torn, tally.recovered
         ),
     );
-    let residue: Vec<String> = tally
-        .residue
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
     figure(
         SCENARIO,
         "locks left by the killed writers, taken over by the next writer",
         tally.kills,
         &format!(
             "{}; the reference's 30 s grace was met {} time(s) (mtimes backdated instead of waiting); never a lock that stayed refused; litter left at the end: {temp_files} temp file(s) of interrupted atomic writes and {retired_locks} retired lock director(y/ies), read by nothing",
-            residue.join(", "),
+            reliability::counts(&tally.residue, ": "),
             tally.grace_fast_forwards
         ),
     );

@@ -692,12 +692,11 @@ fn reliability_hostile_fs_every_hostile_object_is_refused_before_any_write() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
     figure(
         SCENARIO,
         &format!(
             "hostile objects in place of the state root's own ({}), then a heartbeat or init through the binary",
-            kinds.join(", ")
+            reliability::counts(&by_kind, " ")
         ),
         all.len() as u64,
         &format!(

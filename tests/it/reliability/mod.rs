@@ -70,6 +70,15 @@ impl Rng {
     }
 }
 
+/// Counts by name for a figure: `name<sep>count`, comma-separated.
+pub fn counts(by_name: &std::collections::BTreeMap<&str, u64>, sep: &str) -> String {
+    let listed: Vec<String> = by_name
+        .iter()
+        .map(|(k, v)| format!("{k}{sep}{v}"))
+        .collect();
+    listed.join(", ")
+}
+
 /// Report one measured figure.
 pub fn figure(scenario: &str, case: &str, count: u64, result: &str) {
     eprintln!("[figure] {scenario} | {case} | {count} | {result}");
