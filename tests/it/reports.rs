@@ -49,10 +49,7 @@ impl Bed {
     }
 
     fn with(bed: TestBed) -> Bed {
-        bed.put(
-            "ev.json",
-            &json!([{"kind": "user_approval", "summary": "ok"}]),
-        );
+        bed.put("ev.json", &crate::bed::user_approval("ok"));
         Bed(bed)
     }
 

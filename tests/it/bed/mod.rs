@@ -1332,6 +1332,11 @@ pub fn ev(summary: &str) -> Value {
     json!([{"kind": "test", "summary": summary}])
 }
 
+/// `[{"kind": "user_approval", "summary": summary}]`.
+pub fn user_approval(summary: &str) -> Value {
+    json!([{"kind": "user_approval", "summary": summary}])
+}
+
 /// A component as `topology-register` takes it (no coverage).
 pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
     json!({
