@@ -34,6 +34,26 @@ impl Fixture {
         Fixture(TestBed::from_fixture(name))
     }
 
+    /// A heartbeat of lane `leased` (agent-l) through the binary: its
+    /// evidence (a log of `summary`, exit 0) put at `hb-ev.json`, its
+    /// input ([`heartbeat_input`]) at `hb.json`. The evidence path and the
+    /// answer.
+    fn leased_heartbeat(
+        &self,
+        summary: &str,
+        observed: &str,
+        lease: &str,
+        reason: &str,
+    ) -> (String, Value) {
+        let ev = self.put(
+            "hb-ev.json",
+            &json!([{"kind": "log", "summary": summary, "exit_status": 0}]),
+        );
+        let input = self.put("hb.json", &heartbeat_input(observed, lease, reason));
+        let out = self.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
+        (ev, out)
+    }
+
     fn owner(&self) -> String {
         self.handle("main.owner").to_string_lossy().into_owned()
     }
@@ -328,19 +348,12 @@ fn heartbeat_input(observed: &str, lease: &str, reason: &str) -> Value {
 #[test]
 fn heartbeat_extends_the_silence_window() {
     let f = Fixture::new("13-liveness-paths");
-    let ev = f.put(
-        "hb-ev.json",
-        &json!([{"kind": "log", "summary": "benchmark iteration 55/60", "exit_status": 0}]),
+    let (_, out) = f.leased_heartbeat(
+        "benchmark iteration 55/60",
+        "2026-07-14T02:04:00Z",
+        "2026-07-14T02:14:00Z",
+        "long benchmark",
     );
-    let input = f.put(
-        "hb.json",
-        &heartbeat_input(
-            "2026-07-14T02:04:00Z",
-            "2026-07-14T02:14:00Z",
-            "long benchmark",
-        ),
-    );
-    let out = f.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
     assert_eq!(out["sequence"], 44);
     assert_eq!(out["run_state"], "running");
     assert_eq!(out.as_object().unwrap().len(), 7);
@@ -597,10 +610,8 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         2,
         "expected receipt head must be lowercase SHA-256",
     );
-    let other = "0".repeat(64);
-    f.refused(
-        "probe-sent",
-        &[
+    let probe_expecting = |head: &str| {
+        [
             "--evidence",
             &ev,
             "--lane-id",
@@ -612,28 +623,17 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
             "--deadline",
             "2026-07-14T02:01:00Z",
             "--expected-head",
-            &other,
-        ],
+            head,
+        ]
+        .map(str::to_string)
+    };
+    f.refused(
+        "probe-sent",
+        &strs(&probe_expecting(&"0".repeat(64))),
         5,
         "receipt head changed before mutation",
     );
-    f.ok(
-        "probe-sent",
-        &[
-            "--evidence",
-            &ev,
-            "--lane-id",
-            "stalled-start",
-            "--agent-id",
-            "agent-s",
-            "--at",
-            "2026-07-14T02:00:00Z",
-            "--deadline",
-            "2026-07-14T02:01:00Z",
-            "--expected-head",
-            &head,
-        ],
-    );
+    f.ok("probe-sent", &strs(&probe_expecting(&head)));
 }
 
 // ------------------------------------------------------------- stall-record
@@ -1349,19 +1349,12 @@ fn liveness_evidence_cannot_complete_its_lane() {
         refusal,
     );
     // One written by us.
-    let ev = f.put(
-        "hb-ev.json",
-        &json!([{"kind": "log", "summary": "benchmark finished 60/60", "exit_status": 0}]),
+    let (ev, _) = f.leased_heartbeat(
+        "benchmark finished 60/60",
+        "2026-07-14T02:01:00Z",
+        "2026-07-14T02:11:00Z",
+        "benchmark done",
     );
-    let input = f.put(
-        "hb.json",
-        &heartbeat_input(
-            "2026-07-14T02:01:00Z",
-            "2026-07-14T02:11:00Z",
-            "benchmark done",
-        ),
-    );
-    f.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
     f.refused(
         "lane-complete",
         &strs(&complete("leased", "agent-l", &ev)),
