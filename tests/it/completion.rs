@@ -35,15 +35,12 @@ fn assert_report(run: &TestBed, patch: Value) {
 
 /// The report with everything empty except what `patch` says.
 fn expect(patch: Value) -> Value {
-    let mut base = json!({
+    let base = json!({
         "missing_lanes": [], "unresolved_failed_lanes": [], "resolved_failed_lanes": [],
         "missing_components": [], "failed_checks": [], "missing_main_verification": true,
         "incomplete_replacements": [], "complete": false,
     });
-    for (k, v) in patch.as_object().unwrap() {
-        base[k] = v.clone();
-    }
-    base
+    common::patched(base, &patch)
 }
 
 /// A running run with `runtime` (required, owner `build`, check `unit`)

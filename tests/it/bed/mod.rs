@@ -871,6 +871,15 @@ pub fn assert_keys(value: &Value, keys: &str, what: &str) {
     assert_eq!(got, want, "{what}: {value}");
 }
 
+/// `base` with each key of the object `patch` set to its value (one level
+/// deep: a nested object in `patch` replaces the one in `base`).
+pub fn patched(mut base: Value, patch: &Value) -> Value {
+    for (key, value) in patch.as_object().unwrap() {
+        base[key] = value.clone();
+    }
+    base
+}
+
 /// Assert `answer` has exactly the space-separated `keys` (see
 /// [`assert_keys`]) and holds `values` (see [`assert_holds`]); `what`
 /// names it in the failure.
