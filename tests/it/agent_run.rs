@@ -36,8 +36,7 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, (char, u32, String)> {
 
 impl Agent {
     fn new() -> Agent {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (tmp, base) = crate::bed::canonical_tempdir();
         let work = base.join("work");
         let outside = base.join("outside");
         for dir in [work.join("src/api"), work.join("src/web"), outside.clone()] {

@@ -194,6 +194,22 @@ impl Gate {
         self.refused(out, before, code, error, message);
     }
 
+    /// `run-approve` by each of `approvers` is refused for `cause`, the
+    /// message naming the caller: `<cause>; run-approve by '<who>' refused`.
+    fn refused_naming_the_caller(
+        &self,
+        approvers: &[&str],
+        before: &Snapshot,
+        code: i32,
+        error: &str,
+        cause: &str,
+    ) {
+        for who in approvers {
+            let message = format!("{cause}; run-approve by '{who}' refused");
+            self.refused_approval_by(who, before, code, error, &message);
+        }
+    }
+
     fn refused(&self, out: Output, before: &Snapshot, code: i32, error: &str, message: &str) {
         assert_refusal(&out, code, error, message);
         assert_eq!(
@@ -333,17 +349,13 @@ fn an_approval_is_single_use() {
     let g = gate();
     g.approve(&[("BLUETAPE_APPROVED_BY", "alice")]).assert_ok();
     let before = g.snapshot();
-    for who in ["alice", "bob"] {
-        g.refused_approval_by(
-            who,
-            &before,
-            5,
-            "coordinator_conflict",
-            &format!(
-                "approval was already consumed: the plan was approved at sequence 2 by 'alice'; run-approve by '{who}' refused"
-            ),
-        );
-    }
+    g.refused_naming_the_caller(
+        &["alice", "bob"],
+        &before,
+        5,
+        "coordinator_conflict",
+        "approval was already consumed: the plan was approved at sequence 2 by 'alice'",
+    );
     g.refused(
         g.approve(&[]),
         &before,
@@ -517,17 +529,13 @@ fn an_edited_policy_file_makes_approvals_refuse() {
         .replace("\"alice\"", "\"bob\"");
     std::fs::write(&file, edited).unwrap();
     let before = g.snapshot();
-    for who in ["bob", "alice"] {
-        g.refused_approval_by(
-            who,
-            &before,
-            3,
-            "receipt_corrupt",
-            &format!(
-                "approval policy file does not match its chained checksum; run-approve by '{who}' refused"
-            ),
-        );
-    }
+    g.refused_naming_the_caller(
+        &["bob", "alice"],
+        &before,
+        3,
+        "receipt_corrupt",
+        "approval policy file does not match its chained checksum",
+    );
     // The view reports the tampering and exits 0.
     let view = g.approvals();
     assert_eq!(view["policy_file_matches"], false);
@@ -540,12 +548,12 @@ fn an_edited_policy_file_makes_approvals_refuse() {
     // A deleted file is no way around the policy.
     std::fs::remove_file(&file).unwrap();
     let before = g.snapshot();
-    g.refused_approval_by(
-        "alice",
+    g.refused_naming_the_caller(
+        &["alice"],
         &before,
         3,
         "receipt_corrupt",
-        "approval policy file is missing; run-approve by 'alice' refused",
+        "approval policy file is missing",
     );
     assert_eq!(g.approvals()["policy_file_matches"], false);
     // Restoring the exact bytes restores the gate.
@@ -581,12 +589,12 @@ fn a_denial_needs_no_identity() {
     );
     // A denied request cannot be approved afterwards.
     let before = g.snapshot();
-    g.refused_approval_by(
-        "alice",
+    g.refused_naming_the_caller(
+        &["alice"],
         &before,
         5,
         "coordinator_conflict",
-        "approval was already consumed: the plan was denied at sequence 2; run-approve by 'alice' refused",
+        "approval was already consumed: the plan was denied at sequence 2",
     );
     reference_verifies(&g.root, &g.run_id);
 }

@@ -37,15 +37,14 @@ fn three_line_run() -> (Work, String, Chain) {
 }
 
 /// Both commands refuse the same way and write nothing.
-fn both_refuse(
-    work: &Work,
-    run_id: impl AsRef<std::ffi::OsStr>,
-    code: i32,
-    error: &str,
-    needle: &str,
-) {
+fn both_refuse(work: &Work, run_id: impl AsRef<std::ffi::OsStr>, code: i32, needle: &str) {
     for command in ["verify", "rebuild"] {
-        work.refused(&work.run_args(command, &run_id), code, error, needle);
+        work.refused(
+            &work.run_args(command, &run_id),
+            code,
+            common::error_of(code),
+            needle,
+        );
     }
 }
 
@@ -80,20 +79,13 @@ fn run_ids_that_are_not_identifiers_are_contract_errors() {
         "é",
         &long,
     ] {
-        both_refuse(
-            &work,
-            bad,
-            2,
-            "contract_error",
-            "run id must match the identifier contract",
-        );
+        both_refuse(&work, bad, 2, "run id must match the identifier contract");
     }
     // Not UTF-8: refused at argument parsing, same typed error.
     both_refuse(
         &work,
         OsString::from_vec(b"run-\xff".to_vec()),
         2,
-        "contract_error",
         "invalid UTF-8",
     );
 }
@@ -123,7 +115,6 @@ fn an_unknown_run_id_says_the_run_does_not_exist() {
         &fresh,
         "20260101T000000Z-00000000",
         3,
-        "receipt_corrupt",
         "does not exist under the state root",
     );
     assert!(!fresh.state.exists());
@@ -137,13 +128,7 @@ fn a_symlinked_run_dir_is_refused() {
     let moved = work.base.join("moved-run");
     std::fs::rename(work.run_dir(&run_id), &moved).unwrap();
     symlink(&moved, work.run_dir(&run_id)).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "run directory snapshot is unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "run directory snapshot is unsafe");
     // A run dir that is a plain file.
     let (work, run_id) = Work::with_run();
     std::fs::remove_dir_all(work.run_dir(&run_id)).unwrap();
@@ -152,7 +137,6 @@ fn a_symlinked_run_dir_is_refused() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         "run manifest snapshot is missing or invalid",
     );
 }
@@ -216,7 +200,7 @@ fn a_foreign_owned_head_record_is_refused_chown_when_root() {
     } else {
         "acknowledged receipt head record does not have the required secure mode"
     };
-    both_refuse(&work, &run_id, 2, "contract_error", needle);
+    both_refuse(&work, &run_id, 2, needle);
     let (work, run_id) = Work::with_run();
     let head = work.run_dir(&run_id).join("receipt-head.json");
     chmod(&head, 0o644);
@@ -224,7 +208,6 @@ fn a_foreign_owned_head_record_is_refused_chown_when_root() {
         &work,
         &run_id,
         2,
-        "contract_error",
         "acknowledged receipt head record does not have the required secure mode",
     );
     // The refusal's kind (a mode or owner, not a malformed file) brings
@@ -287,7 +270,7 @@ fn a_missing_malformed_or_unsafe_manifest_is_refused() {
         // Shown with the failure: `refused` reports the argv only.
         eprintln!("manifest case: {label}");
         rewrite(&manifest, &bytes);
-        both_refuse(&work, &run_id, 3, "receipt_corrupt", needle);
+        both_refuse(&work, &run_id, 3, needle);
     }
     rewrite(&manifest, &original);
     work.ok(&work.run_args("verify", &run_id));
@@ -298,7 +281,6 @@ fn a_missing_malformed_or_unsafe_manifest_is_refused() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         "run manifest snapshot is missing or invalid",
     );
     std::fs::create_dir(&manifest).unwrap();
@@ -306,20 +288,13 @@ fn a_missing_malformed_or_unsafe_manifest_is_refused() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         "run manifest snapshot is missing or invalid",
     );
     std::fs::remove_dir(&manifest).unwrap();
     let genuine = work.base.join("genuine-manifest.json");
     std::fs::write(&genuine, &original).unwrap();
     symlink(&genuine, &manifest).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "run manifest snapshot is unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "run manifest snapshot is unsafe");
 }
 
 #[test]
@@ -339,7 +314,6 @@ fn a_non_utf8_manifest_is_damage_not_a_contract_error() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         "run manifest snapshot is missing or invalid",
     );
 }
@@ -353,13 +327,7 @@ fn an_oversized_manifest_is_refused_with_its_size() {
     let mut bytes = std::fs::read(&manifest).unwrap();
     bytes.extend(std::iter::repeat_n(b' ', 1 << 20));
     rewrite(&manifest, &bytes);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "larger than 1048576 bytes",
-    );
+    both_refuse(&work, &run_id, 3, "larger than 1048576 bytes");
 }
 
 /// Edit the manifest as JSON text; `_run` is kept, so its hash no longer
@@ -387,11 +355,11 @@ fn manifest_contents_that_break_the_contract_are_refused() {
                 .into_owned()
         })
     };
-    const INCOMPATIBLE: (i32, &str) = (4, "incompatible_manifest");
-    const CORRUPT: (i32, &str) = (3, "receipt_corrupt");
+    const INCOMPATIBLE: i32 = 4;
+    const CORRUPT: i32 = 3;
     const INVALID: &str = "run manifest contract is invalid";
     const HASH: &str = "run manifest metadata hash mismatch";
-    let cases: Vec<(&str, Edit, (i32, &str), &str)> = vec![
+    let cases: Vec<(&str, Edit, i32, &str)> = vec![
         (
             "manifest_version 2.0.0",
             replace(
@@ -449,11 +417,11 @@ fn manifest_contents_that_break_the_contract_are_refused() {
             INVALID,
         ),
     ];
-    for (label, edit, (code, error), needle) in cases {
+    for (label, edit, code, needle) in cases {
         let (work, run_id) = Work::with_run();
         eprintln!("manifest case: {label}");
         edit_manifest(&work, &run_id, &edit);
-        both_refuse(&work, &run_id, code, error, needle);
+        both_refuse(&work, &run_id, code, needle);
     }
 }
 
@@ -465,41 +433,17 @@ fn a_missing_symlinked_or_empty_receipt_is_damaged() {
     let receipt = work.receipt(&run_id);
     let original = std::fs::read(&receipt).unwrap();
     std::fs::remove_file(&receipt).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt is missing or unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "receipt is missing or unsafe");
     let genuine = work.base.join("genuine.jsonl");
     std::fs::write(&genuine, &original).unwrap();
     symlink(&genuine, &receipt).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt is missing or unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "receipt is missing or unsafe");
     std::fs::remove_file(&receipt).unwrap();
     symlink(work.base.join("nowhere"), &receipt).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt is missing or unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "receipt is missing or unsafe");
     std::fs::remove_file(&receipt).unwrap();
     std::fs::create_dir(&receipt).unwrap();
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt is missing or unsafe",
-    );
+    both_refuse(&work, &run_id, 3, "receipt is missing or unsafe");
     std::fs::remove_dir(&receipt).unwrap();
     std::fs::write(&receipt, b"").unwrap();
     chmod(&receipt, 0o600);
@@ -515,13 +459,7 @@ fn a_missing_symlinked_or_empty_receipt_is_damaged() {
     // The same on a reference run without our head record.
     let (work, run_id) = Work::from_fixture("01-init-only");
     rewrite(&work.receipt(&run_id), b"");
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt contains no events",
-    );
+    both_refuse(&work, &run_id, 3, "receipt contains no events");
 }
 
 #[test]
@@ -531,36 +469,18 @@ fn unterminated_and_blank_lines_are_damaged() {
     let original = std::fs::read(&receipt).unwrap();
     // The last line without its LF (a torn append).
     rewrite(&receipt, &original[..original.len() - 1]);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(3, "incomplete final event"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(3, "incomplete final event"));
     // Half of the last line.
     let lines = receipt_lines(&work, &run_id);
     let keep = original.len() - lines[2].len() / 2;
     rewrite(&receipt, &original[..keep]);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(3, "incomplete final event"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(3, "incomplete final event"));
     // A partial fourth line after three good ones.
     rewrite(
         &receipt,
         &[original.as_slice(), b"{\"agent_id\":null,"].concat(),
     );
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(4, "incomplete final event"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(4, "incomplete final event"));
     // A blank line, a CR-only line, garbage.
     for tail in [b"\n".as_slice(), b"\r\n", b"garbage\n", b"[]\n", b"null\n"] {
         rewrite(&receipt, &[original.as_slice(), tail].concat());
@@ -569,7 +489,7 @@ fn unterminated_and_blank_lines_are_damaged() {
         } else {
             "invalid JSON"
         };
-        both_refuse(&work, &run_id, 3, "receipt_corrupt", &corrupt_at(4, reason));
+        both_refuse(&work, &run_id, 3, &corrupt_at(4, reason));
     }
 }
 
@@ -604,48 +524,24 @@ fn oversized_lines_are_damaged_and_the_limit_itself_is_fine() {
     // One byte over, and far over: too large.
     for size in [LIMIT + 1, LIMIT + 2, 4 * LIMIT] {
         rewrite(&receipt, &with_line2(&padded_line(&lines[1], size), true));
-        both_refuse(
-            &work,
-            &run_id,
-            3,
-            "receipt_corrupt",
-            &corrupt_at(2, "event too large"),
-        );
+        both_refuse(&work, &run_id, 3, &corrupt_at(2, "event too large"));
     }
     // Unterminated at EOF: limit+1 bytes is "incomplete", more is too large.
     rewrite(
         &receipt,
         &with_line2(&padded_line(&lines[1], LIMIT + 1), false),
     );
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(2, "incomplete final event"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(2, "incomplete final event"));
     rewrite(
         &receipt,
         &with_line2(&padded_line(&lines[1], LIMIT + 2), false),
     );
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(2, "event too large"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(2, "event too large"));
     // A huge line without any LF at all.
     let mut bytes = lines[0].clone();
     bytes.extend(std::iter::repeat_n(b'x', 3 * LIMIT));
     rewrite(&receipt, &bytes);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(2, "event too large"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(2, "event too large"));
 }
 
 /// Line 2 re-sealed after replacing `from` with the raw JSON text `to` in
@@ -712,13 +608,7 @@ fn floats_where_integers_belong_are_contract_mismatches() {
     ];
     for (from, to) in cases {
         let (work, run_id) = run_with_line2(|chain| resealed_line2(chain, from, to));
-        both_refuse(
-            &work,
-            &run_id,
-            3,
-            "receipt_corrupt",
-            &corrupt_at(2, "event contract mismatch"),
-        );
+        both_refuse(&work, &run_id, 3, &corrupt_at(2, "event contract mismatch"));
     }
 }
 
@@ -772,26 +662,14 @@ fn invalid_utf8_in_a_line_is_damaged() {
         let mut bytes = original.clone();
         mutate(&mut bytes);
         rewrite(&receipt, &bytes);
-        both_refuse(
-            &work,
-            &run_id,
-            3,
-            "receipt_corrupt",
-            &corrupt_at(2, "invalid JSON"),
-        );
+        both_refuse(&work, &run_id, 3, &corrupt_at(2, "invalid JSON"));
     }
     // A lone surrogate as a JSON escape: the reference cannot hash it and
     // exits 2 (contract_error); we refuse it while parsing (exit 3).
     let mut bytes = original.clone();
     bytes.splice(check..check + 3, *b"\\ud800").for_each(drop);
     rewrite(&receipt, &bytes);
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        &corrupt_at(2, "invalid JSON"),
-    );
+    both_refuse(&work, &run_id, 3, &corrupt_at(2, "invalid JSON"));
 }
 
 /// A head record that names no head (DEVIATIONS 104): `verify` refuses
@@ -839,7 +717,6 @@ fn a_malformed_head_record_is_refused() {
         &work,
         &run_id,
         2,
-        "contract_error",
         "acknowledged receipt head record must be a regular file",
     );
 }
@@ -870,7 +747,6 @@ fn non_canonical_bytes_pass_only_where_nothing_was_acknowledged() {
             &work,
             &run_id,
             3,
-            "receipt_corrupt",
             &corrupt_at(
                 1,
                 "event bytes differ from their acknowledged canonical form",
@@ -1109,13 +985,7 @@ fn deleting_acknowledged_lines_is_detected() {
     // Only line written by our init: deleting it leaves no events.
     let (work, run_id) = Work::with_run();
     rewrite(&work.receipt(&run_id), b"");
-    both_refuse(
-        &work,
-        &run_id,
-        3,
-        "receipt_corrupt",
-        "receipt contains no events",
-    );
+    both_refuse(&work, &run_id, 3, "receipt contains no events");
 
     // Three acknowledged lines: cutting the last one, or the last two, is
     // damage at the first missing sequence.
@@ -1128,7 +998,6 @@ fn deleting_acknowledged_lines_is_detected() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         &corrupt_at(3, "receipt ends before its acknowledged head (sequence 3)"),
     );
     rewrite(&work.receipt(&run_id), &lines[..1].concat());
@@ -1136,7 +1005,6 @@ fn deleting_acknowledged_lines_is_detected() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         &corrupt_at(2, "receipt ends before its acknowledged head (sequence 3)"),
     );
 
@@ -1159,7 +1027,6 @@ fn deleting_acknowledged_lines_is_detected() {
         &work,
         &run_id,
         3,
-        "receipt_corrupt",
         &corrupt_at(3, "receipt disagrees with its acknowledged head"),
     );
 }

@@ -27,17 +27,20 @@ fn report(out: &Value) -> Value {
     Value::Object(map)
 }
 
+/// `completion-check` of `run` reports [`expect`] of `patch`.
+#[track_caller]
+fn assert_report(run: &TestBed, patch: Value) {
+    assert_eq!(report(&run.completion()), expect(patch));
+}
+
 /// The report with everything empty except what `patch` says.
 fn expect(patch: Value) -> Value {
-    let mut base = json!({
+    let base = json!({
         "missing_lanes": [], "unresolved_failed_lanes": [], "resolved_failed_lanes": [],
         "missing_components": [], "failed_checks": [], "missing_main_verification": true,
         "incomplete_replacements": [], "complete": false,
     });
-    for (k, v) in patch.as_object().unwrap() {
-        base[k] = v.clone();
-    }
-    base
+    common::patched(base, &patch)
 }
 
 /// A running run with `runtime` (required, owner `build`, check `unit`)
@@ -64,7 +67,6 @@ fn blocked(run: &TestBed, missing: Value) {
     let e = run.refused(
         || run.complete(&ev("main verification")),
         6,
-        "completion_blocked",
         "required workflow completion evidence is missing",
     );
     assert_eq!(e["missing_ids"], missing, "{e}");
@@ -89,7 +91,7 @@ fn completion_check_is_read_only_and_works_in_any_state() {
 #[test]
 fn only_main_verification_missing_then_complete() {
     let run = covered();
-    assert_eq!(report(&run.completion()), expect(json!({})));
+    assert_report(&run, json!({}));
     // The reference accepts and ignores `--at`; ours is the events' time
     // (DEVIATIONS 87), so a malformed one is refused, naming the flag.
     let before = run.events().len();
@@ -141,13 +143,11 @@ fn only_main_verification_missing_then_complete() {
     run.refused(
         || run.complete(&ev("again")),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
     run.refused(
         || run.check("runtime", "unit", false, None, &ev("late failure")),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
 }
@@ -159,10 +159,7 @@ fn a_missing_lane_alone() {
     // A lane that owns no component still holds completion back.
     let run = covered();
     run.running_lane("docs", None);
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_lanes": ["docs"]}))
-    );
+    assert_report(&run, json!({"missing_lanes": ["docs"]}));
     blocked(&run, json!(["docs"]));
     run.complete_lane("docs", &ev("docs done")).assert_ok();
     run.complete(&ev("main verification")).assert_ok();
@@ -174,10 +171,7 @@ fn a_failed_check_alone() {
     let run = covered();
     run.check("runtime", "unit", false, None, &ev("unit regressed"))
         .assert_ok();
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"failed_checks": ["runtime:unit"]}))
-    );
+    assert_report(&run, json!({"failed_checks": ["runtime:unit"]}));
     blocked(&run, json!(["runtime:unit"]));
     run.check(
         "runtime",
@@ -193,10 +187,7 @@ fn a_failed_check_alone() {
 #[test]
 fn a_missing_component_alone() {
     let run = checked();
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_components": ["runtime"]}))
-    );
+    assert_report(&run, json!({"missing_components": ["runtime"]}));
     blocked(&run, json!(["runtime"]));
 }
 
@@ -204,10 +195,7 @@ fn a_missing_component_alone() {
 fn an_unregistered_topology_alone() {
     let run = TestBed::running(&["runtime"]);
     run.completed_lane("build", None, &ev("build done"));
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_components": ["runtime"]}))
-    );
+    assert_report(&run, json!({"missing_components": ["runtime"]}));
     blocked(&run, json!(["runtime"]));
 }
 
@@ -216,9 +204,9 @@ fn an_unresolved_failed_lane() {
     let run = covered();
     run.running_lane("review", None);
     run.fail_lane("review", &ev("review found a wrong head"));
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_lanes": ["review"], "unresolved_failed_lanes": ["review"]}))
+    assert_report(
+        &run,
+        json!({"missing_lanes": ["review"], "unresolved_failed_lanes": ["review"]}),
     );
     blocked(&run, json!(["review"]));
 }
@@ -258,7 +246,6 @@ fn a_removed_required_component_blocks_forever() {
     run.refused(
         || run.register(&json!([component("runtime", "build", true, &[], &[])])),
         2,
-        "contract_error",
         "topology must match the approved component snapshot",
     );
 }
@@ -316,14 +303,14 @@ fn everything_missing_at_once() {
     run.fail_lane("a-lane", &ev("alpha failed"));
     run.check("zeta", "unit", true, None, &ev("unit ok"))
         .assert_ok();
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({
+    assert_report(
+        &run,
+        json!({
             "missing_lanes": ["a-lane", "z-lane"],
             "unresolved_failed_lanes": ["a-lane"],
             "missing_components": ["alpha", "zeta"],
             "failed_checks": ["alpha:lint", "zeta:e2e"],
-        }))
+        }),
     );
     // Lanes, then components, then checks (incomplete replacements last).
     blocked(
@@ -352,25 +339,21 @@ fn complete_refusals() {
     run.refused(
         || run.complete(&beat),
         2,
-        "contract_error",
         "liveness evidence cannot satisfy completion evidence",
     );
     run.refused(
         || run.complete(&json!([])),
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
     run.refused(
         || run.cmd("complete", &ev("v"), &["--expected-head", "abc"]),
         2,
-        "contract_error",
         "expected receipt head must be lowercase SHA-256",
     );
     run.refused(
         || run.cmd("complete", &ev("v"), &["--expected-head", &"0".repeat(64)]),
         5,
-        "coordinator_conflict",
         "receipt head changed before mutation",
     );
     // Recovering is not running.
@@ -383,7 +366,6 @@ fn complete_refusals() {
     run.refused(
         || run.complete(&ev("v")),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
     run.cmd("run-recovery-finish", &ev("r2"), &[]).assert_ok();
@@ -407,7 +389,7 @@ fn complete_fails_closed_on_a_damaged_receipt() {
     let verdict = run.read("verify", &[]).error();
     let message = verdict["message"].as_str().unwrap();
     assert!(message.contains("sequence 2"), "{verdict}");
-    run.refused(|| run.complete(&ev("v")), 3, "receipt_corrupt", message);
+    run.refused(|| run.complete(&ev("v")), 3, message);
 }
 
 // ------------------------------------------------------- lane-resolve
@@ -440,40 +422,34 @@ fn reviewed() -> TestBed {
 #[test]
 fn a_failed_lane_resolved_by_a_later_correction() {
     let run = reviewed();
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"missing_lanes": ["review"], "unresolved_failed_lanes": ["review"]}))
+    assert_report(
+        &run,
+        json!({"missing_lanes": ["review"], "unresolved_failed_lanes": ["review"]}),
     );
     let evidence = binding(&failure(), &correction());
     let out = run.resolve("review", "rereview", &evidence).assert_ok();
     assert_eq!(out["operation"], "lane-resolve");
-    let event = run.events().pop().unwrap();
-    assert_eq!(event["event_type"], "candidate_validated");
-    assert_eq!(event["lane_id"], "review");
-    assert_eq!(event["agent_id"], "agent-review");
-    assert_eq!(event["from_state"], "failed");
-    assert_eq!(event["to_state"], "failed");
-    assert_eq!(event["timestamp"], "2026-07-14T01:30:00Z");
-    assert_eq!(event["evidence_refs"], evidence);
-    assert_eq!(
-        event["metadata"],
+    common::assert_holds(
+        &run.events().pop().unwrap(),
         json!({
-            "owner_epoch": 1, "candidate_kind": "failed_lane_resolution",
-            "original_lane_id": "review", "resolution_lane_id": "rereview",
-            "original_evidence_digest": digest(&failure()),
-            "resolution_evidence_digest": digest(&correction()),
-        })
+            "event_type": "candidate_validated", "lane_id": "review",
+            "agent_id": "agent-review", "from_state": "failed", "to_state": "failed",
+            "timestamp": "2026-07-14T01:30:00Z", "evidence_refs": evidence,
+            "metadata": {
+                "owner_epoch": 1, "candidate_kind": "failed_lane_resolution",
+                "original_lane_id": "review", "resolution_lane_id": "rereview",
+                "original_evidence_digest": digest(&failure()),
+                "resolution_evidence_digest": digest(&correction()),
+            },
+        }),
+        "the resolution event",
     );
     // The failed lane stays failed history; it no longer blocks.
     assert_eq!(run.cached_state()["lanes"]["review"]["state"], "failed");
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({"resolved_failed_lanes": ["review"]}))
-    );
+    assert_report(&run, json!({"resolved_failed_lanes": ["review"]}));
     let e = run.refused(
         || run.resolve("review", "rereview", &evidence),
         5,
-        "coordinator_conflict",
         "failed lane is already resolved",
     );
     // The lanes are fields; retrying cannot help.
@@ -493,12 +469,12 @@ fn one_failed_lane_resolved_and_one_left_unresolved() {
     run.fail_lane("audit", &ev("audit failed"));
     run.resolve("review", "rereview", &binding(&failure(), &correction()))
         .assert_ok();
-    assert_eq!(
-        report(&run.completion()),
-        expect(json!({
+    assert_report(
+        &run,
+        json!({
             "missing_lanes": ["audit"], "unresolved_failed_lanes": ["audit"],
             "resolved_failed_lanes": ["review"],
-        }))
+        }),
     );
     blocked(&run, json!(["audit"]));
 }
@@ -513,7 +489,6 @@ fn liveness_only_claims_never_resolve() {
     run.refused(
         || run.resolve("review", "rereview", &claim),
         2,
-        "contract_error",
         "liveness evidence cannot satisfy completion evidence",
     );
     // A lane whose only evidence is its heartbeat never completes, so it
@@ -524,13 +499,11 @@ fn liveness_only_claims_never_resolve() {
     run.refused(
         || run.complete_lane("idle", &beat),
         2,
-        "contract_error",
         "liveness evidence cannot complete a lane",
     );
     run.refused(
         || run.resolve("review", "idle", &binding(&failure(), &beat)),
         5,
-        "coordinator_conflict",
         "resolution lane is not completed",
     );
 }
@@ -542,7 +515,6 @@ fn self_referential_claims_are_refused() {
     run.refused(
         || run.resolve("review", "review", &binding(&failure(), &failure())),
         2,
-        "contract_error",
         "failed lane cannot resolve itself",
     );
     // Evidence that binds only the failure (or only the correction).
@@ -555,7 +527,6 @@ fn self_referential_claims_are_refused() {
         run.refused(
             || run.resolve("review", "rereview", &evidence),
             2,
-            "contract_error",
             "resolution evidence must bind failed and completed lane evidence",
         );
     }
@@ -574,7 +545,6 @@ fn identical_evidence_on_both_lanes_is_a_conflict() {
     run.refused(
         || run.resolve("review", "rereview", &binding(&same, &same)),
         5,
-        "coordinator_conflict",
         "resolution lane evidence is identical to the failed lane evidence; \
          a resolution needs independent evidence",
     );
@@ -587,19 +557,16 @@ fn resolution_lineage_refusals() {
     run.refused(
         || run.resolve("rereview", "review", &evidence),
         5,
-        "coordinator_conflict",
         "lane is not a failed lane",
     );
     run.refused(
         || run.resolve("ghost", "rereview", &evidence),
         5,
-        "coordinator_conflict",
         "lane is not a failed lane",
     );
     run.refused(
         || run.resolve("review", "ghost", &evidence),
         5,
-        "coordinator_conflict",
         "resolution lane is not completed",
     );
     // The run's own snapshot requires the resolver to name the failed
@@ -614,13 +581,11 @@ fn resolution_lineage_refusals() {
             )
         },
         5,
-        "coordinator_conflict",
         "resolution lane does not declare failed parent",
     );
     run.refused(
         || run.resolve("review", "rereview", &json!([])),
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
     run.refused(
@@ -639,7 +604,6 @@ fn resolution_lineage_refusals() {
             )
         },
         2,
-        "contract_error",
         "timestamp must be UTC ISO-8601 ending in Z",
     );
 }
@@ -654,7 +618,6 @@ fn a_resolver_must_complete_after_the_failure() {
     run.refused(
         || run.resolve("review", "early", &binding(&failure(), &correction())),
         5,
-        "coordinator_conflict",
         "resolution lane did not complete after failure",
     );
 }

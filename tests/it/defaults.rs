@@ -102,8 +102,7 @@ fn issue28_bare_invocation_prints_usage_and_the_command_list() {
 
 #[test]
 fn issue28_init_makes_a_new_state_root_ignored_by_git() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let flow = Flow::new(&base);
     let repo = base.join("repo");
     std::fs::create_dir_all(repo.join("src")).unwrap();
@@ -175,25 +174,23 @@ fn issue28_progress_is_drawn_only_on_a_terminal_stderr() {
         "--out",
         tar,
     ];
+    let read = |command| vec!["--state-root", root, command, "--run-id", run];
     let calls: Vec<(&str, Vec<&str>)> = vec![
-        (
-            "verify",
-            vec!["--state-root", root, "verify", "--run-id", run],
-        ),
-        (
-            "receipt-diagnose",
-            vec!["--state-root", root, "receipt-diagnose", "--run-id", run],
-        ),
-        (
-            "rebuild",
-            vec!["--state-root", root, "rebuild", "--run-id", run],
-        ),
-        ("log", vec!["--state-root", root, "log", "--run-id", run]),
+        ("verify", read("verify")),
+        ("receipt-diagnose", read("receipt-diagnose")),
+        ("rebuild", read("rebuild")),
+        ("log", read("log")),
         ("bundle-export", export.to_vec()),
         ("bundle-verify", vec!["bundle-verify", tar]),
     ];
     let now = [("BLUETAPE_PROGRESS_AFTER_MS", "0")];
     let later = [("BLUETAPE_PROGRESS_AFTER_MS", "600000")];
+    // On a terminal stderr, `args` succeeds and draws nothing.
+    let draws_nothing = |args: &[&str], envs: &[(&str, &str)]| {
+        let (code, _, term) = on_pty(&bed.flow, args, false, true, envs);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(term.is_empty(), "{args:?}: {term:?}");
+    };
     for (name, args) in &calls {
         if *name == "bundle-export" {
             let _ = std::fs::remove_file(tar);
@@ -222,28 +219,12 @@ fn issue28_progress_is_drawn_only_on_a_terminal_stderr() {
         if *name == "bundle-export" {
             std::fs::remove_file(tar).unwrap();
         }
-        let (code, _, term) = on_pty(&bed.flow, args, false, true, &later);
-        assert_eq!(code, 0);
-        assert!(term.is_empty(), "{name}: {term:?}");
+        draws_nothing(args, &later);
     }
     // A command that is not a long read never draws one.
-    let (code, _, term) = on_pty(
-        &bed.flow,
-        &["--state-root", root, "resume-check", "--run-id", run],
-        false,
-        true,
-        &now,
-    );
-    assert_eq!(code, 0);
-    assert!(term.is_empty(), "{term:?}");
+    draws_nothing(&read("resume-check"), &now);
     // `log` with its rows on the same terminal draws no bar between them.
-    let (_, screen, _) = on_pty(
-        &bed.flow,
-        &["--state-root", root, "log", "--run-id", run],
-        true,
-        true,
-        &now,
-    );
+    let (_, screen, _) = on_pty(&bed.flow, &read("log"), true, true, &now);
     assert!(!screen.contains('█'), "{screen:?}");
     assert!(screen.contains("SEQ"), "{screen:?}");
 }

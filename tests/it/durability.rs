@@ -105,8 +105,7 @@ fn fsynced_paths(trace: &str) -> Vec<String> {
 
 #[test]
 fn init_fsyncs_files_and_the_directories_it_changes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let root = base.join("state");
     std::fs::create_dir(base.join("repo")).unwrap();
     let trace = base.join("trace.txt");

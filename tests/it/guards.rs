@@ -89,6 +89,11 @@ impl Run {
         self.cmd_env(command, extra, &[])
     }
 
+    /// `<command> --input <input> --evidence <evidence>`.
+    fn with_input(&self, command: &str, input: &str, evidence: &str) -> Output {
+        self.cmd(command, &["--input", input, "--evidence", evidence])
+    }
+
     /// `lane-complete` of lane `a` (agent-1) at `at` with `evidence`, no
     /// changed paths.
     fn complete_lane_a(&self, at: &str, evidence: &str) -> Output {
@@ -171,11 +176,8 @@ impl Run {
                      "evidence_refs": [], "coverage_state": "missing"}]),
         );
         let evidence = self.evidence("topology");
-        self.cmd(
-            "topology-register",
-            &["--input", &components, "--evidence", &evidence],
-        )
-        .assert_ok();
+        self.with_input("topology-register", &components, &evidence)
+            .assert_ok();
     }
 
     /// `complete` is refused for the breach of `rule`.
@@ -205,8 +207,7 @@ impl Run {
                     "command_deadline": "2026-07-14T01:10:00Z"}),
         );
         let ev = self.evidence(&format!("assign {id}"));
-        self.cmd("lane-create", &["--input", &lane, "--evidence", &ev])
-            .assert_ok();
+        self.with_input("lane-create", &lane, &ev).assert_ok();
         for (command, at) in [
             ("lane-start", "2026-07-14T01:00:03Z"),
             ("startup-ack", "2026-07-14T01:00:04Z"),
@@ -227,8 +228,7 @@ impl Run {
                     "silence_lease_deadline": "2026-07-14T01:05:00Z",
                     "reason": format!("alive {n}")}),
         );
-        self.cmd("heartbeat", &["--input", &hb, "--evidence", &ev])
-            .assert_ok();
+        self.with_input("heartbeat", &hb, &ev).assert_ok();
         evidence
     }
 }
@@ -895,13 +895,10 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
     let out = run.approve_signed("alice", &good).assert_ok();
     assert_eq!(out["run_state"], "approved");
     let event = run.events().pop().unwrap();
-    let kinds: Vec<&str> = event["evidence_refs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["test", "approver_identity", "approver_signature"]);
+    assert_eq!(
+        crate::bed::string_column(&event["evidence_refs"], "kind"),
+        ["test", "approver_identity", "approver_signature"]
+    );
     let out = run.approve_signed("alice", &good);
     assert_eq!(out.code, 5, "{out:?}");
     assert!(
@@ -1185,7 +1182,7 @@ impl Run {
             &json!({"component_id": "runtime", "check_id": "unit", "passed": passed}),
         );
         let ev = self.input(&format!("check-ev-{passed}"), evidence);
-        self.cmd("check-result", &["--input", &input, "--evidence", &ev])
+        self.with_input("check-result", &input, &ev)
     }
 
     /// `out` is refused with `code` and `error` and the receipt is the
@@ -1203,6 +1200,13 @@ impl Run {
         e
     }
 
+    /// A contract error with exactly `message` that appended nothing.
+    fn refused_contract(&self, out: impl FnOnce() -> Output, message: &str) -> Value {
+        let e = self.refused_appending_nothing(out, 2, "contract_error");
+        assert_eq!(e["message"], message, "{e}");
+        e
+    }
+
     fn receipt_bytes(&self) -> Vec<u8> {
         std::fs::read(self.dir().join("receipt.jsonl")).unwrap()
     }
@@ -1212,9 +1216,10 @@ impl Run {
 fn a_check_passed_on_a_heartbeat_is_refused_and_a_breach_when_another_writer_records_it() {
     let (run, heartbeat) = Run::with_checked_component();
     // Our check-result refuses it (the reference records it), writing nothing.
-    let e =
-        run.refused_appending_nothing(|| run.check_result(true, &heartbeat), 2, "contract_error");
-    assert_eq!(e["message"], "liveness evidence cannot pass a check", "{e}");
+    let e = run.refused_contract(
+        || run.check_result(true, &heartbeat),
+        "liveness evidence cannot pass a check",
+    );
     assert!(
         crate::bed::str_field(&e, "hint").contains("check unit of component runtime"),
         "{e}"
@@ -1253,14 +1258,9 @@ fn a_component_covered_by_a_heartbeat_by_hand_is_a_breach() {
     // Both tools refuse component-evidence on a heartbeat...
     let ce = run.input("ce", &json!({"component_id": "runtime"}));
     let hb = run.input("hb-again", &heartbeat);
-    let e = run.refused_appending_nothing(
-        || run.cmd("component-evidence", &["--input", &ce, "--evidence", &hb]),
-        2,
-        "contract_error",
-    );
-    assert_eq!(
-        e["message"],
-        "liveness evidence cannot satisfy completion evidence"
+    run.refused_contract(
+        || run.with_input("component-evidence", &ce, &hb),
+        "liveness evidence cannot satisfy completion evidence",
     );
     // ...neither replay said a word about a hand writing it.
     run.append(
@@ -1291,7 +1291,7 @@ fn a_child_lane_wider_than_its_parent_is_refused_and_a_breach_by_hand() {
     let e = run.refused_appending_nothing(
         || {
             let evidence = run.evidence("assign b");
-            run.cmd("lane-create", &["--input", &input, "--evidence", &evidence])
+            run.with_input("lane-create", &input, &evidence)
         },
         2,
         "contract_error",
@@ -1668,14 +1668,9 @@ fn a_heartbeat_reusing_evidence_by_another_writer_is_a_breach() {
                 "silence_lease_deadline": "2026-07-14T01:06:00Z",
                 "reason": "alive again"}),
     );
-    let e = run.refused_appending_nothing(
-        || run.cmd("heartbeat", &["--input", &hb, "--evidence", &ev]),
-        2,
-        "contract_error",
-    );
-    assert_eq!(
-        e["message"],
-        "liveness evidence was already recorded for this lane"
+    run.refused_contract(
+        || run.with_input("heartbeat", &hb, &ev),
+        "liveness evidence was already recorded for this lane",
     );
     // ...the reference writes it: its heartbeat transaction.
     let digest = bluetape_flow::receipt::canonical::digest(&evidence);
@@ -1725,10 +1720,7 @@ fn a_required_component_demoted_by_another_writer_is_a_breach() {
     run.refused_appending_nothing(
         || {
             let evidence = run.evidence("demote");
-            run.cmd(
-                "topology-register",
-                &["--input", &demoted, "--evidence", &evidence],
-            )
+            run.with_input("topology-register", &demoted, &evidence)
         },
         5,
         "coordinator_conflict",

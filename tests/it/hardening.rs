@@ -170,8 +170,7 @@ fn integers_are_bounded_to_what_the_reference_can_read() {
 /// receipt stays one that `rebuild` accepts whenever it accepted it before.
 #[test]
 fn forged_numbers_in_derived_files_never_fail_after_the_commit() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let template = LaneRun::new(&base, &["a", "b"]);
     let run_dir = |root: &std::path::Path| root.join("runs").join(&template.run_id);
     // 0, -1, 2^63, 2^64-1, and the two values of the reproduction
@@ -536,8 +535,7 @@ fn doctor_items(flow: &common::Flow, root: &std::path::Path) -> Vec<serde_json::
 /// has a receipt verifies.
 #[test]
 fn every_litter_a_killed_init_leaves_has_a_way_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let flow = common::Flow::new(&base);
     let root = base.join("state");
     let repo = base.join("repo");

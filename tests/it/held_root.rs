@@ -156,10 +156,7 @@ fn command_argv(run: &LaneRun, command: &str) -> Vec<OsString> {
             run.mutation_args("handoff-create", &["--input".into(), input.into()])
         }
         "resume" => {
-            let evidence = run.input(
-                "resume-ev.json",
-                &json!([{"kind": "user_approval", "summary": "hand over"}]),
-            );
+            let evidence = run.input("resume-ev.json", &crate::bed::user_approval("hand over"));
             run.mutation_args(
                 "resume",
                 &[
@@ -241,7 +238,7 @@ fn recovery_argv(run: &LaneRun) -> Vec<OsString> {
     let input = run.input("diagnosis.json", &diagnosis);
     let evidence = run.input(
         "recovery-ev.json",
-        &json!([{"kind": "user_approval", "summary": "recovery approved"}]),
+        &crate::bed::user_approval("recovery approved"),
     );
     vec![
         "--state-root".into(),

@@ -263,10 +263,10 @@ fn every_json_flag_shows_its_types_fields() {
             let expected: Vec<&str> = properties.keys().map(String::as_str).collect();
             assert_eq!(keys, expected, "{} --{}", def.name, input.flag);
             // An object whose keys are all optional has no `required`.
-            let required: Vec<&str> = object["required"]
-                .as_array()
-                .map(|keys| keys.iter().map(|k| k.as_str().unwrap()).collect())
-                .unwrap_or_default();
+            let required = match &object["required"] {
+                serde_json::Value::Null => Vec::new(),
+                keys => crate::bed::strings(keys),
+            };
             for (key, rest) in rows {
                 // The type and presence end at the first `;` or sentence
                 // end (a range such as `1..8` is no sentence end).

@@ -132,8 +132,7 @@ fn a_file_the_os_refuses_is_named_with_its_errno() {
 /// receipt holds every acknowledged line exactly once, and verifies.
 #[test]
 fn a_full_disk_is_a_retryable_io_error_with_the_path() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     // Only the state root is on the small disk (inputs and repo are not).
     let fs = Tmpfs::mount(&base.join("state"), "4m");
     let run = LaneRun::new(&base, &["a"]);

@@ -63,9 +63,14 @@ impl Run {
         )
     }
 
+    /// lane-create: a pending lane.
+    fn pending_lane(&self, lane: &str, agent: &str, scope: Value) {
+        self.create(&lane_input(lane, agent, scope)).assert_ok();
+    }
+
     /// create -> lane-start -> startup-ack.
     fn running_lane(&self, lane: &str, agent: &str, scope: Value) {
-        self.create(&lane_input(lane, agent, scope)).assert_ok();
+        self.pending_lane(lane, agent, scope);
         self.lane("lane-start", lane, agent, "2026-07-14T01:00:05Z", &[])
             .assert_ok();
         self.lane("startup-ack", lane, agent, "2026-07-14T01:00:06Z", &[])
@@ -148,14 +153,14 @@ fn a_lane_lives_its_whole_life() {
             ("lane_completed", "running", "completed"),
         ]
     );
-    let completed = &events[6];
-    assert_eq!(completed["lane_id"], "parser");
-    assert_eq!(completed["agent_id"], "agent-1");
-    assert_eq!(completed["timestamp"], "2026-07-14T01:05:00Z");
-    assert_eq!(completed["evidence_refs"], done);
-    assert_eq!(
-        completed["metadata"],
-        json!({"owner_epoch": 1, "changed_paths": ["src/lexer.rs", "docs"]})
+    common::assert_holds(
+        &events[6],
+        json!({
+            "lane_id": "parser", "agent_id": "agent-1",
+            "timestamp": "2026-07-14T01:05:00Z", "evidence_refs": done,
+            "metadata": {"owner_epoch": 1, "changed_paths": ["src/lexer.rs", "docs"]},
+        }),
+        "lane_completed",
     );
     let cache = run.lane_cache("parser");
     assert_eq!(cache["state"], "completed");
@@ -182,7 +187,6 @@ fn a_lane_lives_its_whole_life() {
             )
         },
         5,
-        "coordinator_conflict",
         "lane is not active",
     );
 }
@@ -190,8 +194,7 @@ fn a_lane_lives_its_whole_life() {
 #[test]
 fn fail_block_and_cancel_record_their_reason() {
     let run = setup();
-    run.create(&lane_input("a", "agent-a", json!(["src"])))
-        .assert_ok();
+    run.pending_lane("a", "agent-a", json!(["src"]));
     // Cancel straight from pending.
     run.lane(
         "lane-cancel",
@@ -204,8 +207,7 @@ fn fail_block_and_cancel_record_their_reason() {
     run.running_lane("b", "agent-b", json!(["src"]));
     run.lane("lane-fail", "b", "agent-b", T0, &["--reason", "tests fail"])
         .assert_ok();
-    run.create(&lane_input("c", "agent-c", json!(["src"])))
-        .assert_ok();
+    run.pending_lane("c", "agent-c", json!(["src"]));
     run.lane("lane-start", "c", "agent-c", T0, &[]).assert_ok();
     run.lane(
         "lane-block",
@@ -360,32 +362,25 @@ fn lane_create_refusals() {
         ),
     ];
     for (input, message) in cases {
-        run.refused(|| run.create(&input), 2, "contract_error", message);
+        run.refused(|| run.create(&input), 2, message);
     }
     // The input must be an object; evidence must be non-empty.
     let list = run.file(&json!([]));
     run.refused(
         || run.step("lane-create", &["--input", &list]),
         2,
-        "contract_error",
         "JSON input has the wrong top-level type",
     );
     std::fs::write(&run.evidence, "[]").unwrap();
     run.refused(
         || run.create(&base()),
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
     std::fs::write(&run.evidence, r#"[{"kind":"k","summary":"s"}]"#).unwrap();
     // In the lock: a duplicate id.
     run.create(&base()).assert_ok();
-    run.refused(
-        || run.create(&base()),
-        5,
-        "coordinator_conflict",
-        "identifier already exists",
-    );
+    run.refused(|| run.create(&base()), 5, "identifier already exists");
     // A stale owner with valid input is 5; with invalid pre-lock input, 2.
     let handle = std::fs::read(run.owner()).unwrap();
     let mut stale: Value = serde_json::from_slice(&handle).unwrap();
@@ -394,13 +389,11 @@ fn lane_create_refusals() {
     run.refused(
         || run.create(&lane_input("l2", "agent-2", json!(["src"]))),
         5,
-        "coordinator_conflict",
         "owner handle does not match the current run owner",
     );
     run.refused(
         || run.create(&with("lane_id", json!(""))),
         2,
-        "contract_error",
         "lane id must match the identifier contract",
     );
     std::fs::write(run.owner(), &handle).unwrap();
@@ -436,7 +429,6 @@ fn lanes_need_a_running_or_recovering_run() {
     let e = run.refused(
         || run.create(&lane_input("l1", "agent-1", json!([]))),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
     // The reason is typed: the run's state and the states the command
@@ -460,20 +452,17 @@ fn lanes_need_a_running_or_recovering_run() {
     run.step("run-recovery-start", &["--reason", "drift"])
         .assert_ok();
     // Recovering: lanes are still created and moved.
-    run.create(&lane_input("l1", "agent-1", json!([])))
-        .assert_ok();
+    run.pending_lane("l1", "agent-1", json!([]));
     run.lane("lane-start", "l1", "agent-1", T0, &[]).assert_ok();
     run.step("run-block", &["--reason", "stop"]).assert_ok();
     run.refused(
         || run.lane("startup-ack", "l1", "agent-1", T0, &[]),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
     run.refused(
         || run.create(&lane_input("l2", "agent-2", json!([]))),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
 }
@@ -481,15 +470,9 @@ fn lanes_need_a_running_or_recovering_run() {
 #[test]
 fn lane_transition_refusals() {
     let run = setup();
-    run.create(&lane_input("l1", "agent-1", json!(["src"])))
-        .assert_ok();
+    run.pending_lane("l1", "agent-1", json!(["src"]));
     let conflict = |command: &str, lane: &str, agent: &str, message: &str| {
-        run.refused(
-            || run.lane(command, lane, agent, T0, &[]),
-            5,
-            "coordinator_conflict",
-            message,
-        );
+        run.refused(|| run.lane(command, lane, agent, T0, &[]), 5, message);
     };
     conflict("lane-start", "ghost", "agent-1", "lane does not exist");
     conflict("lane-start", "l1", "agent-2", "agent does not own the lane");
@@ -513,23 +496,16 @@ fn lane_transition_refusals() {
             )
         },
         5,
-        "coordinator_conflict",
         "current state does not allow lifecycle intent",
     );
     run.refused(
         || run.lane("lane-fail", "l1", "agent-1", T0, &["--reason", "x"]),
         5,
-        "coordinator_conflict",
         "current state does not allow lifecycle intent",
     );
     // Pre-lock input checks.
     let invalid = |lane: &str, agent: &str, at: &str, message: &str| {
-        run.refused(
-            || run.lane("lane-start", lane, agent, at, &[]),
-            2,
-            "contract_error",
-            message,
-        );
+        run.refused(|| run.lane("lane-start", lane, agent, at, &[]), 2, message);
     };
     invalid(
         "../l1",
@@ -596,7 +572,6 @@ fn lane_transition_refusals() {
             )
         },
         5,
-        "coordinator_conflict",
         "receipt head changed before mutation",
     );
     let head = run.verify()["checksum"].as_str().unwrap().to_string();
@@ -616,17 +591,7 @@ fn lane_complete_rules() {
     std::os::unix::fs::symlink(run.tmp.path(), run.repo.join("src/escape")).unwrap();
     run.running_lane("l1", "agent-1", json!(["src", "docs/api"]));
     let refused = |paths: Value, code: i32, message: &str| {
-        let error = if code == 5 {
-            "coordinator_conflict"
-        } else {
-            "contract_error"
-        };
-        run.refused(
-            || run.complete("l1", "agent-1", &paths),
-            code,
-            error,
-            message,
-        );
+        run.refused(|| run.complete("l1", "agent-1", &paths), code, message);
     };
     let outside = "changed paths exceed the pinned lane scope";
     refused(json!(["lib/x.rs"]), 5, outside);
@@ -696,7 +661,6 @@ fn lane_complete_rules() {
     run.refused(
         || run.complete("l2", "agent-2", &json!(["src"])),
         5,
-        "coordinator_conflict",
         outside,
     );
     run.complete("l2", "agent-2", &json!([])).assert_ok();
@@ -732,19 +696,27 @@ fn a_heartbeat_cannot_complete_a_lane() {
     run.refused(
         || run.complete("l1", "agent-1", &json!(["src/a"])),
         2,
-        "contract_error",
         "liveness evidence cannot complete a lane",
     );
     // Even with out-of-scope paths the liveness rule answers first.
     run.refused(
         || run.complete("l1", "agent-1", &json!(["lib"])),
         2,
-        "contract_error",
         "liveness evidence cannot complete a lane",
     );
     // Real completion evidence works.
     std::fs::write(&run.evidence, r#"[{"kind":"test","summary":"done"}]"#).unwrap();
     run.complete("l1", "agent-1", &json!(["src/a"])).assert_ok();
+}
+
+/// A started run whose running lane `l1` (agent-1) went through
+/// [`to_recovering`]; the receipt verifies.
+fn recovering_l1(interrupt: bool) -> Run {
+    let run = setup();
+    run.running_lane("l1", "agent-1", json!(["src"]));
+    to_recovering(&run, "l1", "agent-1", interrupt);
+    run.verify();
+    run
 }
 
 /// Seal stall -> probe -> (optionally) interrupt on a running lane, as the
@@ -798,10 +770,7 @@ fn to_recovering(run: &Run, lane: &str, agent: &str, interrupt: bool) {
 
 #[test]
 fn probe_ack_revives_a_recovering_lane() {
-    let run = setup();
-    run.running_lane("l1", "agent-1", json!(["src"]));
-    to_recovering(&run, "l1", "agent-1", false);
-    run.verify();
+    let run = recovering_l1(false);
     let out = run
         .lane("probe-ack", "l1", "agent-1", "2026-07-14T01:09:45Z", &[])
         .assert_ok();
@@ -816,14 +785,10 @@ fn probe_ack_revives_a_recovering_lane() {
 #[test]
 fn probe_ack_after_an_interrupt_is_refused() {
     // decisions.md 9 (a deviation: the reference accepts it).
-    let run = setup();
-    run.running_lane("l1", "agent-1", json!(["src"]));
-    to_recovering(&run, "l1", "agent-1", true);
-    run.verify();
+    let run = recovering_l1(true);
     run.refused(
         || run.lane("probe-ack", "l1", "agent-1", "2026-07-14T01:12:00Z", &[]),
         5,
-        "coordinator_conflict",
         "an interrupted agent cannot acknowledge the probe",
     );
     // The reference writes it; replay records it as a breach of our rule
@@ -857,13 +822,11 @@ fn probe_ack_after_an_interrupt_is_refused() {
 fn the_run_manifest_caps_the_lane_count() {
     let run = setup();
     for i in 0..64 {
-        run.create(&lane_input(&format!("lane-{i}"), "agent", json!([])))
-            .assert_ok();
+        run.pending_lane(&format!("lane-{i}"), "agent", json!([]));
     }
     let e = run.refused(
         || run.create(&lane_input("lane-64", "agent", json!([]))),
         5,
-        "coordinator_conflict",
         "lane limit reached",
     );
     // The manifest's limit is a field; the hint says finished lanes count.
@@ -876,7 +839,6 @@ fn the_run_manifest_caps_the_lane_count() {
     run.refused(
         || run.create(&lane_input("lane-64", "agent", json!([]))),
         5,
-        "coordinator_conflict",
         "lane limit reached",
     );
     assert_eq!(run.verify()["sequence"], 3 + 64 + 1);

@@ -105,15 +105,15 @@ fn init_verify_rebuild_verify() {
         std::fs::read_to_string(fixture.join("state/config.json")).unwrap()
     );
 
-    let verify = flow
-        .run(&common::read_argv(&root, "verify", run_id, &[]))
-        .assert_ok();
+    let read = |command: &str| {
+        flow.run(&common::read_argv(&root, command, run_id, &[]))
+            .assert_ok()
+    };
+    let verify = read("verify");
     assert_eq!(verify["checksum"], init["checksum"]);
     assert_eq!(verify["event_count"], 1);
     let before = common::snapshot(&root);
-    let rebuild = flow
-        .run(&common::read_argv(&root, "rebuild", run_id, &[]))
-        .assert_ok();
+    let rebuild = read("rebuild");
     assert_eq!(rebuild["checksum"], init["checksum"]);
     assert_eq!(rebuild["sequence"], 1);
     // Only derived caches may have been written: run.json and our checkpoint
@@ -169,8 +169,7 @@ fn receipt_lines_are_canonical_and_chained() {
 
 #[test]
 fn state_root_discovery_through_the_binary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let mut flow = Flow::new(&base);
     let show = |flow: &Flow, extra: &[&str]| -> String {
         let mut argv: Vec<&str> = extra.to_vec();
@@ -229,28 +228,25 @@ fn help_names_capability_and_safe_next() {
         top.stdout
             .contains("Phase 1 supports only verify, rebuild, and receipt-diagnose.")
     );
-    for (command, text) in [
-        (
-            "state-root",
-            "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command.",
-        ),
-        (
-            "init",
-            "Mutation. Capability: workspace bootstrap. Safe next: run-approve.",
-        ),
-        (
-            "verify",
-            "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild",
-        ),
-        (
-            "rebuild",
-            "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
-        ),
-    ] {
-        let help = common::assert_help_says(&flow, command, text);
-        assert!(
-            help.contains("In-place migration is unavailable."),
-            "{command}"
-        );
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "state-root",
+                "Read-only. Capability: workspace bootstrap. Safe next: init or an explicit run command.",
+            ),
+            (
+                "init",
+                "Mutation. Capability: workspace bootstrap. Safe next: run-approve.",
+            ),
+            (
+                "verify",
+                "Read-only. Capability: Phase 1 and Phase 2. Safe next: rebuild",
+            ),
+            (
+                "rebuild",
+                "Mutation. Capability: Phase 1 and Phase 2. Safe next: verify.",
+            ),
+        ],
+    );
 }

@@ -34,6 +34,26 @@ impl Fixture {
         Fixture(TestBed::from_fixture(name))
     }
 
+    /// A heartbeat of lane `leased` (agent-l) through the binary: its
+    /// evidence (a log of `summary`, exit 0) put at `hb-ev.json`, its
+    /// input ([`heartbeat_input`]) at `hb.json`. The evidence path and the
+    /// answer.
+    fn leased_heartbeat(
+        &self,
+        summary: &str,
+        observed: &str,
+        lease: &str,
+        reason: &str,
+    ) -> (String, Value) {
+        let ev = self.put(
+            "hb-ev.json",
+            &json!([{"kind": "log", "summary": summary, "exit_status": 0}]),
+        );
+        let input = self.put("hb.json", &heartbeat_input(observed, lease, reason));
+        let out = self.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
+        (ev, out)
+    }
+
     fn owner(&self) -> String {
         self.handle("main.owner").to_string_lossy().into_owned()
     }
@@ -232,13 +252,12 @@ fn liveness_check_reads_at_laxly_and_refuses_in_order() {
         "liveness-check",
         &["--lane-id", "leased", "--at", "2026-07-14T02:05:00Z"],
     );
-    crate::bed::assert_keys(
+    crate::bed::assert_answer(
         &out,
         "action checksum ok operation reason run_id run_state sequence state_root",
+        json!({"action": "suspect_stall", "sequence": 43}),
         "liveness-check",
     );
-    assert_eq!(out["action"], "suspect_stall");
-    assert_eq!(out["sequence"], 43);
     // Refusals, in the reference's order: the lane exists before --at parses.
     f.refused(
         "liveness-check",
@@ -329,19 +348,12 @@ fn heartbeat_input(observed: &str, lease: &str, reason: &str) -> Value {
 #[test]
 fn heartbeat_extends_the_silence_window() {
     let f = Fixture::new("13-liveness-paths");
-    let ev = f.put(
-        "hb-ev.json",
-        &json!([{"kind": "log", "summary": "benchmark iteration 55/60", "exit_status": 0}]),
+    let (_, out) = f.leased_heartbeat(
+        "benchmark iteration 55/60",
+        "2026-07-14T02:04:00Z",
+        "2026-07-14T02:14:00Z",
+        "long benchmark",
     );
-    let input = f.put(
-        "hb.json",
-        &heartbeat_input(
-            "2026-07-14T02:04:00Z",
-            "2026-07-14T02:14:00Z",
-            "long benchmark",
-        ),
-    );
-    let out = f.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
     assert_eq!(out["sequence"], 44);
     assert_eq!(out["run_state"], "running");
     assert_eq!(out.as_object().unwrap().len(), 7);
@@ -598,10 +610,8 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         2,
         "expected receipt head must be lowercase SHA-256",
     );
-    let other = "0".repeat(64);
-    f.refused(
-        "probe-sent",
-        &[
+    let probe_expecting = |head: &str| {
+        [
             "--evidence",
             &ev,
             "--lane-id",
@@ -613,28 +623,17 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
             "--deadline",
             "2026-07-14T02:01:00Z",
             "--expected-head",
-            &other,
-        ],
+            head,
+        ]
+        .map(str::to_string)
+    };
+    f.refused(
+        "probe-sent",
+        &strs(&probe_expecting(&"0".repeat(64))),
         5,
         "receipt head changed before mutation",
     );
-    f.ok(
-        "probe-sent",
-        &[
-            "--evidence",
-            &ev,
-            "--lane-id",
-            "stalled-start",
-            "--agent-id",
-            "agent-s",
-            "--at",
-            "2026-07-14T02:00:00Z",
-            "--deadline",
-            "2026-07-14T02:01:00Z",
-            "--expected-head",
-            &head,
-        ],
-    );
+    f.ok("probe-sent", &strs(&probe_expecting(&head)));
 }
 
 // ------------------------------------------------------------- stall-record
@@ -884,42 +883,42 @@ fn probe_sent_deadline_within_the_grace() {
         argv.iter().map(|s| s.to_string()).collect()
     };
     let grace = "probe deadline must be within the manifest probe grace";
-    for deadline in [
-        "2026-07-14T01:20:00Z",
-        "2026-07-14T01:19:00Z",
-        "2026-07-14T01:21:00.000001Z",
+    let not_now = "current state does not allow lifecycle intent";
+    let at = "2026-07-14T01:21:00Z";
+    for (lane, agent, deadline, code, message) in [
+        ("stalled-start", "agent-s", "2026-07-14T01:20:00Z", 2, grace),
+        ("stalled-start", "agent-s", "2026-07-14T01:19:00Z", 2, grace),
+        (
+            "stalled-start",
+            "agent-s",
+            "2026-07-14T01:21:00.000001Z",
+            2,
+            grace,
+        ),
+        (
+            "stalled-start",
+            "agent-s",
+            "2026-07-14T01:21Z",
+            2,
+            "probe_deadline must be a UTC ISO-8601 timestamp ending in Z",
+        ),
+        (
+            "stalled-start",
+            "agent-s",
+            "tomorrow",
+            2,
+            "timestamp must be UTC ISO-8601 ending in Z",
+        ),
+        ("overdue", "agent-o", at, 5, not_now),
+        ("pending", "agent-p", at, 5, not_now),
     ] {
         f.refused(
             "probe-sent",
-            &strs(&args("stalled-start", "agent-s", deadline)),
-            2,
-            grace,
+            &strs(&args(lane, agent, deadline)),
+            code,
+            message,
         );
     }
-    f.refused(
-        "probe-sent",
-        &strs(&args("stalled-start", "agent-s", "2026-07-14T01:21Z")),
-        2,
-        "probe_deadline must be a UTC ISO-8601 timestamp ending in Z",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("stalled-start", "agent-s", "tomorrow")),
-        2,
-        "timestamp must be UTC ISO-8601 ending in Z",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("overdue", "agent-o", "2026-07-14T01:21:00Z")),
-        5,
-        "current state does not allow lifecycle intent",
-    );
-    f.refused(
-        "probe-sent",
-        &strs(&args("pending", "agent-p", "2026-07-14T01:21:00Z")),
-        5,
-        "current state does not allow lifecycle intent",
-    );
     // Exactly the grace is allowed.
     f.ok(
         "probe-sent",
@@ -1290,29 +1289,29 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
 #[test]
 fn help_texts_name_the_safe_next_step() {
     let (_tmp, flow) = crate::bed::flow_elsewhere();
-    for (command, about) in [
-        (
-            "heartbeat",
-            "Mutation. Capability: Phase 2 only. Safe next: liveness-check.",
-        ),
-        (
-            "stall-record",
-            "Mutation. Capability: Phase 2 only. Safe next: probe-sent.",
-        ),
-        ("stall-clear", "Safe next: heartbeat or liveness-check."),
-        (
-            "probe-sent",
-            "Safe next: perform the native probe, then probe-ack or interrupt-result.",
-        ),
-        ("interrupt-result", "Safe next: lane-reassign."),
-        (
-            "liveness-check",
-            "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
-        ),
-    ] {
-        let help = common::assert_help_says(&flow, command, about);
-        assert!(help.contains("In-place migration is unavailable."));
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "heartbeat",
+                "Mutation. Capability: Phase 2 only. Safe next: liveness-check.",
+            ),
+            (
+                "stall-record",
+                "Mutation. Capability: Phase 2 only. Safe next: probe-sent.",
+            ),
+            ("stall-clear", "Safe next: heartbeat or liveness-check."),
+            (
+                "probe-sent",
+                "Safe next: perform the native probe, then probe-ack or interrupt-result.",
+            ),
+            ("interrupt-result", "Safe next: lane-reassign."),
+            (
+                "liveness-check",
+                "Read-only. Capability: Phase 2 only. Safe next: the recommended bounded lifecycle command.",
+            ),
+        ],
+    );
 }
 
 // ------------------------------------------- liveness is never completion
@@ -1350,19 +1349,12 @@ fn liveness_evidence_cannot_complete_its_lane() {
         refusal,
     );
     // One written by us.
-    let ev = f.put(
-        "hb-ev.json",
-        &json!([{"kind": "log", "summary": "benchmark finished 60/60", "exit_status": 0}]),
+    let (ev, _) = f.leased_heartbeat(
+        "benchmark finished 60/60",
+        "2026-07-14T02:01:00Z",
+        "2026-07-14T02:11:00Z",
+        "benchmark done",
     );
-    let input = f.put(
-        "hb.json",
-        &heartbeat_input(
-            "2026-07-14T02:01:00Z",
-            "2026-07-14T02:11:00Z",
-            "benchmark done",
-        ),
-    );
-    f.ok("heartbeat", &["--evidence", &ev, "--input", &input]);
     f.refused(
         "lane-complete",
         &strs(&complete("leased", "agent-l", &ev)),

@@ -292,11 +292,8 @@ fn phoenix_reads_back_one_trace_of_the_run_and_a_second_export_adds_no_span() {
         );
     }
     // The stall, probe and interrupt are events on the stalled lane's span.
-    let names: BTreeSet<&str> = build["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
+    let names: BTreeSet<&str> = crate::bed::string_column(&build["events"], "name")
+        .into_iter()
         .collect();
     for name in ["stall_suspected", "probe_sent", "agent_interrupted"] {
         assert!(names.contains(name), "{name} on build: {names:?}");

@@ -363,10 +363,7 @@ impl Bed {
     }
 
     fn write_inputs(&self) {
-        self.put(
-            "ev.json",
-            &json!([{"kind": "user_approval", "summary": "ok"}]),
-        );
+        self.put("ev.json", &crate::bed::user_approval("ok"));
         let lane = |id: &str| {
             json!({"lane_id": id, "agent_id": "agent-1", "assignment": "build it",
                    "write_scope": ["src"], "fallback": "stop",

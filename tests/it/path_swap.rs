@@ -80,6 +80,17 @@ fn waiting_heartbeat(run: &LaneRun, tag: &str) -> Child {
     waiting(run, &run.heartbeat_args("a", tag))
 }
 
+/// A one-lane run in a fresh temp dir (the temp dir, its base, the run),
+/// a [`Holder`] of its receipt lock, and a heartbeat `tag` waiting for it.
+fn held_with_a_waiting_heartbeat(
+    tag: &str,
+) -> (tempfile::TempDir, PathBuf, LaneRun, Holder, Child) {
+    let (tmp, base, run) = LaneRun::in_temp(&["a"]);
+    let holder = Holder::hold(&run);
+    let child = waiting_heartbeat(&run, tag);
+    (tmp, base, run, holder, child)
+}
+
 /// Start the binary with `argv` and return once it holds the run
 /// directory open and waits for the lock (see [`waiting_heartbeat`]).
 pub fn waiting(run: &LaneRun, argv: &[std::ffi::OsString]) -> Child {
@@ -151,10 +162,8 @@ fn a_run_directory_swapped_for_a_symlink_during_the_lock_wait_is_refused() {
 }
 
 fn swap_round() {
-    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
+    let (_tmp, base, run, holder, child) = held_with_a_waiting_heartbeat("swap");
     let before = run.receipt();
-    let holder = Holder::hold(&run);
-    let child = waiting_heartbeat(&run, "swap");
 
     let moved = base.join("moved");
     swap_for_a_copy_is_refused(&run, child, &run.run_dir(), &moved, &base.join("copy"));
@@ -182,10 +191,8 @@ fn swap_for_a_copy_is_refused(run: &LaneRun, child: Child, dir: &Path, moved: &P
 /// nothing, neither inside the moved run nor a ghost `runs/<id>/locks`.
 #[test]
 fn a_run_moved_away_during_the_lock_wait_is_not_recreated() {
-    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
+    let (_tmp, base, run, holder, child) = held_with_a_waiting_heartbeat("away");
     let before = run.receipt();
-    let holder = Holder::hold(&run);
-    let child = waiting_heartbeat(&run, "away");
 
     let moved = base.join("moved");
     std::fs::rename(run.run_dir(), &moved).unwrap();
@@ -229,9 +236,7 @@ fn a_run_moved_away_during_the_lock_wait_is_not_recreated() {
 /// without following the symlink, so the writer refuses; nothing changes.
 #[test]
 fn a_runs_directory_swapped_for_a_symlink_during_the_wait_is_refused() {
-    let (_tmp, base, run) = LaneRun::in_temp(&["a"]);
-    let holder = Holder::hold(&run);
-    let child = waiting_heartbeat(&run, "runs-swap");
+    let (_tmp, base, run, holder, child) = held_with_a_waiting_heartbeat("runs-swap");
 
     swap_for_a_copy_is_refused(
         &run,

@@ -169,16 +169,13 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
     let e = check(
         &Case {
             name: "a replacement assignment without the word",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "replacement assignment must identify recovered checkpoint context",
             hint: &["the word \"checkpoint\"", "replacement_assignment"],
             not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--input",
                 "invalid": [{"field": "replacement_assignment",
                     "expected": "a text containing the word \"checkpoint\" (any case)"}]})),
+            ..Case::typed(2)
         },
         &out,
     );
@@ -201,16 +198,13 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
     let e = check(
         &Case {
             name: "recovery evidence without the word",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "checkpoint recovery evidence is required",
             hint: &["kind \"recovery\"", "the word \"checkpoint\""],
             not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--evidence",
                 "invalid": [{"field": "summary",
                     "expected": "an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case)"}]})),
+            ..Case::typed(2)
         },
         &out,
     );
@@ -226,16 +220,13 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
     let e = check(
         &Case {
             name: "interrupt evidence without the word",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "native interrupt tool evidence is required",
             hint: &["kind \"tool\"", "the word \"interrupt\""],
             not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--evidence",
                 "invalid": [{"field": "summary",
                     "expected": "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)"}]})),
+            ..Case::typed(2)
         },
         &out,
     );
@@ -258,10 +249,6 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
     let e = check(
         &Case {
             name: "a heartbeat with nothing new",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "liveness evidence is unchanged",
             hint: &[
                 "need new evidence",
@@ -269,6 +256,7 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
             ],
             not_in_hint: &["or a new reason"],
             fields: None,
+            ..Case::typed(2)
         },
         &out,
     );
@@ -295,10 +283,6 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     check(
         &Case {
             name: "a wrong --state-root",
-            exit: 3,
-            error: "receipt_corrupt",
-            retryable: false,
-            next_command: Some("receipt-diagnose"),
             message: "run manifest snapshot is missing or invalid",
             hint: &[
                 "there is no state root at",
@@ -309,6 +293,7 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
             ],
             not_in_hint: NO_RECOVERY,
             fields: None,
+            ..Case::typed(3)
         },
         &out,
     );
@@ -317,14 +302,11 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     check(
         &Case {
             name: "a --state-root that is no state root",
-            exit: 3,
-            error: "receipt_corrupt",
-            retryable: false,
-            next_command: Some("receipt-diagnose"),
             message: "run manifest snapshot is missing or invalid",
             hint: &["holds no runs/ directory", "--state-root"],
             not_in_hint: NO_RECOVERY,
             fields: None,
+            ..Case::typed(3)
         },
         &out,
     );
@@ -378,15 +360,12 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
         let e = check(
             &Case {
                 name,
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "No such file or directory: '",
                 hint,
                 not_in_hint: NO_RECOVERY,
                 // The OS error's kind reaches the envelope (DEVIATIONS 49).
                 fields: Some(json!({"errno": "ENOENT", "path": path.to_string_lossy()})),
+                ..Case::typed(2)
             },
             &out,
         );
@@ -415,14 +394,11 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
         let e = check(
             &Case {
                 name: "a mistyped run id",
-                exit: 3,
-                error: "receipt_corrupt",
-                retryable: false,
-                next_command: Some("receipt-diagnose"),
                 message: "run manifest snapshot is missing or invalid",
                 hint: &["no run ", "check --run-id", "status lists every run"],
                 not_in_hint: NO_RECOVERY,
                 fields: None,
+                ..Case::typed(3)
             },
             &out,
         );
@@ -520,14 +496,11 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
     check(
         &Case {
             name: "a bundle with no heads checked with --key",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "bundle refused: the bundle holds no signed head",
             hint: &["has none", "sign-head", "drop --key"],
             not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--key", "heads": 0})),
+            ..Case::typed(2)
         },
         &bed.flow
             .run(&["bundle-verify", &w("b.tar"), "--key", &vkeys[0]]),
@@ -551,14 +524,11 @@ fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
         let e = check(
             &Case {
                 name: "publish onto a non-publication ref",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "refs/",
                 hint: &["drop --ref", "refs/bluetape/runs/", "never written"],
                 not_in_hint: NO_RECOVERY,
                 fields: Some(json!({"input": "--ref"})),
+                ..Case::typed(2)
             },
             &out,
         );

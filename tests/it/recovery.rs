@@ -81,7 +81,7 @@ impl Bed {
     fn with(bed: TestBed) -> Bed {
         bed.put(
             "approval.json",
-            &json!([{"kind": "user_approval", "summary": "user approved a recovery run"}]),
+            &crate::bed::user_approval("user approved a recovery run"),
         );
         Bed(bed)
     }
@@ -665,7 +665,7 @@ fn quarantine_files_are_never_replaced_and_never_orphaned() {
     let out = bed.recover(&input).assert_ok();
     let other = bed.put(
         "other-approval.json",
-        &json!([{"kind": "user_approval", "summary": "someone else"}]),
+        &crate::bed::user_approval("someone else"),
     );
     bed.refused(
         || bed.recover_with(&input, "recovery.owner", &other),

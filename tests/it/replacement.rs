@@ -165,17 +165,24 @@ impl Scenario {
         ))
     }
 
-    fn reassign(&self, input: &Value, evidence: &Value, extra: &[&str]) -> Output {
-        let input = self.file("reassign.json", input);
-        let evidence = self.file("reassign-evidence.json", evidence);
-        let mut args = vec![
+    /// `lane-reassign` as the owner of the handle `owner` with the files
+    /// `input` and `evidence`, then `extra`.
+    fn reassign_from(&self, owner: &Path, input: &Path, evidence: &Path, extra: &[&str]) -> Output {
+        let files = [
             "--input",
             input.to_str().unwrap(),
             "--evidence",
             evidence.to_str().unwrap(),
         ];
-        args.extend_from_slice(extra);
-        self.cmd("lane-reassign", &self.owner(), &args)
+        self.cmd("lane-reassign", owner, &[&files[..], extra].concat())
+    }
+
+    /// `lane-reassign` as the run's owner with `input` and `evidence`
+    /// written to files, then `extra`.
+    fn reassign(&self, input: &Value, evidence: &Value, extra: &[&str]) -> Output {
+        let input = self.file("reassign.json", input);
+        let evidence = self.file("reassign-evidence.json", evidence);
+        self.reassign_from(&self.owner(), &input, &evidence, extra)
     }
 
     fn lineage(&self, command: &str, lane: &str, replacement: &str, evidence: &Value) -> Output {
@@ -203,6 +210,37 @@ impl Scenario {
         let e = common::assert_conflict_or_contract(&run(), code, message);
         assert_eq!(before, common::snapshot(&self.root), "a refusal wrote");
         e
+    }
+
+    /// Replay the reference's first `operation`; the receipt is then the
+    /// first `lines` lines of the reference's (the `inputs_of` scenario).
+    fn replay_to(&self, operation: &str, lines: usize) -> Output {
+        let out = self.replay(operation, 0);
+        assert_eq!(self.lines(), fixture_lines(self.inputs_of)[..lines]);
+        out
+    }
+
+    /// [`Scenario::replay_to`] of an `operation` that ends the lineage:
+    /// the original lane `build` ended `state` at the last of the `lines`
+    /// lines, and the receipt verifies.
+    fn replay_lineage_end(&self, operation: &str, lines: usize, state: &str) {
+        self.replay_to(operation, lines);
+        common::assert_holds(
+            &self.lane_cache("build"),
+            json!({"state": state, "terminal_sequence": lines}),
+            "the original lane",
+        );
+        self.verify();
+    }
+
+    /// `command` on the lineage `build` -> `build-2` with `evidence` is
+    /// refused as a conflict (exit 5) with `message`.
+    fn lineage_conflict(&self, command: &str, evidence: &Value, message: &str) -> Value {
+        self.refused(
+            || self.lineage(command, "build", "build-2", evidence),
+            5,
+            message,
+        )
     }
 
     fn verify(&self) -> Value {
@@ -235,13 +273,11 @@ impl Scenario {
             "evidence_refs": [{"kind": "test", "summary": format!("hand-built {event_type}")}],
             "reason": null, "metadata": {"owner_epoch": last["metadata"]["owner_epoch"]},
         });
+        // The metadata given joins the head's owner epoch.
         for (key, value) in fields.as_object().unwrap() {
-            if key == "metadata" {
-                for (k, v) in value.as_object().unwrap() {
-                    event["metadata"][k] = v.clone();
-                }
-            } else {
-                event[key] = value.clone();
+            match key.as_str() {
+                "metadata" => event["metadata"] = common::patched(event["metadata"].take(), value),
+                _ => event[key] = value.clone(),
             }
         }
         let checksum = sha256_hex(canonical::to_string(&event).as_bytes());
@@ -305,9 +341,8 @@ fn interrupted() -> Scenario {
 #[test]
 fn reassign_writes_the_reference_line() {
     let s = interrupted();
-    let out = s.replay("lane-reassign", 0);
+    let out = s.replay_to("lane-reassign", 12);
     assert_eq!(out.json()["sequence"], 12);
-    assert_eq!(s.lines(), fixture_lines("04-stall-replace")[..12]);
     s.verify();
     let original = s.lane_cache("build");
     assert_eq!(original["state"], "replaced");
@@ -339,39 +374,19 @@ fn reassign_writes_the_reference_line() {
     let ev = json!([{"kind": "checkpoint", "summary": "verified",
                      "checksum": "60c1beda1781b4065b38fc62378ba2fc42de44a0ec821b7d00029d38ee87036c"}]);
     for command in ["replacement-repair", "replacement-block"] {
-        s.refused(
-            || s.lineage(command, "build", "build-2", &ev),
-            5,
-            "replacement lane already exists",
-        );
+        s.lineage_conflict(command, &ev, "replacement lane already exists");
     }
-    s.refused(
-        || s.lineage("replacement-close", "build", "build-2", &ev),
-        5,
-        "replacement lane is not terminal",
-    );
+    s.lineage_conflict("replacement-close", &ev, "replacement lane is not terminal");
 }
 
 #[test]
 fn close_writes_the_reference_line() {
     // Cut after build-2's lane-complete (line 15).
     let s = Scenario::new("04-stall-replace", "04-stall-replace", Some(15));
-    s.replay("replacement-close", 0);
-    assert_eq!(s.lines(), fixture_lines("04-stall-replace")[..16]);
-    let original = s.lane_cache("build");
-    assert_eq!(original["state"], "completed");
-    assert_eq!(original["terminal_sequence"], 16);
-    s.verify();
-    s.refused(
-        || {
-            s.lineage(
-                "replacement-close",
-                "build",
-                "build-2",
-                &json!([{"kind": "k", "summary": "again"}]),
-            )
-        },
-        5,
+    s.replay_lineage_end("replacement-close", 16, "completed");
+    s.lineage_conflict(
+        "replacement-close",
+        &json!([{"kind": "k", "summary": "again"}]),
         "original lane is not awaiting lineage close",
     );
 }
@@ -382,8 +397,7 @@ fn repair_writes_the_reference_line() {
     // lane_reassigned with a full reservation, and no child lane.
     let s = Scenario::new("10-replacement-incomplete", "11-replacement-repaired", None);
     assert_eq!(s.lines().len(), 11);
-    s.replay("replacement-repair", 0);
-    assert_eq!(s.lines(), fixture_lines("11-replacement-repaired")[..12]);
+    s.replay_to("replacement-repair", 12);
     assert_eq!(s.lane_cache("build")["state"], "replaced");
     assert_eq!(
         s.lane_cache("build")["last_event_type"],
@@ -392,16 +406,9 @@ fn repair_writes_the_reference_line() {
     assert_eq!(s.lane_cache("build-2")["state"], "pending");
     s.verify();
     // Repaired: the child exists now.
-    s.refused(
-        || {
-            s.lineage(
-                "replacement-repair",
-                "build",
-                "build-2",
-                &json!([{"kind": "k", "summary": "again"}]),
-            )
-        },
-        5,
+    s.lineage_conflict(
+        "replacement-repair",
+        &json!([{"kind": "k", "summary": "again"}]),
         "replacement lane already exists",
     );
 }
@@ -413,8 +420,7 @@ fn a_repaired_lineage_closes_like_the_reference() {
         "11-replacement-repaired",
         Some(15),
     );
-    s.replay("replacement-close", 0);
-    assert_eq!(s.lines(), fixture_lines("11-replacement-repaired")[..16]);
+    s.replay_to("replacement-close", 16);
     s.verify();
 }
 
@@ -439,34 +445,15 @@ fn a_legacy_reservation_is_refused_then_blocked_like_the_reference() {
         )),
         "{hint}"
     );
-    s.replay("replacement-block", 0);
-    assert_eq!(s.lines(), fixture_lines("12-replacement-blocked")[..12]);
-    let original = s.lane_cache("build");
-    assert_eq!(original["state"], "blocked");
-    assert_eq!(original["terminal_sequence"], 12);
-    s.verify();
-    s.refused(
-        || {
-            s.lineage(
-                "replacement-block",
-                "build",
-                "build-2",
-                &json!([{"kind": "k", "summary": "s"}]),
-            )
-        },
-        5,
+    s.replay_lineage_end("replacement-block", 12, "blocked");
+    s.lineage_conflict(
+        "replacement-block",
+        &json!([{"kind": "k", "summary": "s"}]),
         "lane has no incomplete replacement",
     );
-    let e = s.refused(
-        || {
-            s.lineage(
-                "replacement-close",
-                "build",
-                "build-2",
-                &json!([{"kind": "k", "summary": "s"}]),
-            )
-        },
-        5,
+    let e = s.lineage_conflict(
+        "replacement-close",
+        &json!([{"kind": "k", "summary": "s"}]),
         "original lane is not awaiting lineage close",
     );
     common::assert_taught(
@@ -482,128 +469,111 @@ fn a_legacy_reservation_is_refused_then_blocked_like_the_reference() {
 fn reassign_input_refusals_are_contract_errors() {
     let s = interrupted();
     std::os::unix::fs::symlink(s.repo.join("src"), s.repo.join("linked")).unwrap();
-    let ev = checkpoint_evidence();
     let mut missing = reassign_input();
     missing
         .as_object_mut()
         .unwrap()
         .remove("replacement_write_scope");
-    let cases: Vec<(Value, Value, &str)> = vec![
+    s.refused(
+        || s.reassign(&missing, &checkpoint_evidence(), &[]),
+        2,
+        "JSON input fields do not match the command contract",
+    );
+    // One field of the input set to `value`, with the checkpoint evidence.
+    for (field, value, message) in [
         (
-            missing,
-            ev.clone(),
+            "extra",
+            json!(1),
             "JSON input fields do not match the command contract",
         ),
         (
-            with(reassign_input(), "extra", json!(1)),
-            ev.clone(),
-            "JSON input fields do not match the command contract",
-        ),
-        (
-            with(reassign_input(), "lane_id", json!("../build")),
-            ev.clone(),
+            "lane_id",
+            json!("../build"),
             "lane id must match the identifier contract",
         ),
         (
-            with(reassign_input(), "replacement_agent_id", json!(null)),
-            ev.clone(),
+            "replacement_agent_id",
+            json!(null),
             "replacement agent id must match the identifier contract",
         ),
         (
-            with(reassign_input(), "replacement_lane_id", json!("build")),
-            ev.clone(),
+            "replacement_lane_id",
+            json!("build"),
             "replacement lane id must differ from original",
         ),
         (
-            with(reassign_input(), "replacement_assignment", json!(" ")),
-            ev.clone(),
+            "replacement_assignment",
+            json!(" "),
             "replacement assignment must be non-empty",
         ),
         (
-            with(
-                reassign_input(),
-                "replacement_assignment",
-                json!("Resume build"),
-            ),
-            ev.clone(),
+            "replacement_assignment",
+            json!("Resume build"),
             "replacement assignment must identify recovered checkpoint context",
         ),
         (
-            reassign_input(),
-            json!([]),
-            "lifecycle transition requires evidence",
-        ),
-        (
-            reassign_input(),
-            json!([{"kind": "tool", "summary": "checkpoint 3"}]),
-            "checkpoint recovery evidence is required",
-        ),
-        (
-            with(
-                reassign_input(),
-                "replacement_write_scope",
-                json!(["src/../lib"]),
-            ),
-            ev.clone(),
+            "replacement_write_scope",
+            json!(["src/../lib"]),
             "write scope must not contain traversal",
         ),
         (
-            with(reassign_input(), "replacement_write_scope", json!(["/src"])),
-            ev.clone(),
+            "replacement_write_scope",
+            json!(["/src"]),
             "write scope must be canonical and relative",
         ),
         (
-            with(
-                reassign_input(),
-                "replacement_write_scope",
-                json!(["linked/x"]),
-            ),
-            ev.clone(),
+            "replacement_write_scope",
+            json!(["linked/x"]),
             "contained path includes a symlink",
         ),
         (
-            with(reassign_input(), "replacement_write_scope", json!("src")),
-            ev.clone(),
+            "replacement_write_scope",
+            json!("src"),
             "write_scope must be a bounded list",
         ),
         (
-            with(
-                reassign_input(),
-                "replacement_startup_ack_deadline",
-                json!("2026-07-14T01:11:00Z"),
-            ),
-            ev.clone(),
+            "replacement_startup_ack_deadline",
+            json!("2026-07-14T01:11:00Z"),
             "deadlines must satisfy observed_at < startup_ack_deadline <= command_deadline",
         ),
         (
-            with(reassign_input(), "decided_at", json!("2026-07-14T01:11:00")),
-            ev.clone(),
+            "decided_at",
+            json!("2026-07-14T01:11:00"),
             "observed_at must be a UTC timestamp",
         ),
         // In-lock input rules (after the owner check), still exit 2.
         (
-            with(reassign_input(), "replacement_agent_id", json!("agent-1")),
-            ev.clone(),
+            "replacement_agent_id",
+            json!("agent-1"),
             "replacement agent must differ from original",
         ),
         (
-            with(
-                reassign_input(),
-                "replacement_write_scope",
-                json!(["src", "docs"]),
-            ),
-            ev.clone(),
+            "replacement_write_scope",
+            json!(["src", "docs"]),
             "replacement write scope must be equal or narrower",
+        ),
+    ] {
+        let input = with(reassign_input(), field, value);
+        s.refused(
+            || s.reassign(&input, &checkpoint_evidence(), &[]),
+            2,
+            message,
+        );
+    }
+    // The valid input with other evidence.
+    for (evidence, message) in [
+        (json!([]), "lifecycle transition requires evidence"),
+        (
+            json!([{"kind": "tool", "summary": "checkpoint 3"}]),
+            "checkpoint recovery evidence is required",
         ),
         // Evidence contents are checked when the event is sealed.
         (
-            reassign_input(),
             json!([{"kind": "recovery", "summary": "checkpoint", "token": "x"}]),
             "evidence reference contains unsupported fields",
         ),
-    ];
-    for (input, evidence, message) in cases {
-        s.refused(|| s.reassign(&input, &evidence, &[]), 2, message);
+    ] {
+        s.refused(|| s.reassign(&reassign_input(), &evidence, &[]), 2, message);
     }
     // The canonical scope is what gets recorded.
     let input = with(
@@ -657,16 +627,8 @@ fn reassign_precedence_of_owner_head_and_input() {
         "bad.json",
         &with(reassign_input(), "lane_id", json!("../x")),
     );
-    let run = |owner: &Path, input: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "--input",
-            input.to_str().unwrap(),
-            "--evidence",
-            ev.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        s.cmd("lane-reassign", owner, &args)
-    };
+    let run =
+        |owner: &Path, input: &Path, extra: &[&str]| s.reassign_from(owner, input, &ev, extra);
     // Valid input, stale owner: 5. Invalid pre-lock input, stale owner: 2.
     s.refused(
         || run(&stale, &input, &[]),
@@ -707,33 +669,23 @@ fn reassign_precedence_of_owner_head_and_input() {
 
 #[test]
 fn reassign_needs_a_recorded_interrupt() {
-    let no_lane = Scenario::new("04-stall-replace", "04-stall-replace", Some(3));
-    no_lane.refused(
-        || no_lane.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
-        5,
-        "lane does not exist",
-    );
-    // After stall-record: suspected_stall.
-    let stalled = Scenario::new("04-stall-replace", "04-stall-replace", Some(9));
-    stalled.refused(
-        || stalled.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
-        5,
-        "replacement requires a recovering lane",
-    );
-    // After probe-sent: recovering, but no interrupt yet.
-    let probed = Scenario::new("04-stall-replace", "04-stall-replace", Some(10));
-    probed.refused(
-        || probed.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
-        5,
-        "replacement requires interrupt evidence",
-    );
-    // Before run-start there is no active run.
-    let planned = Scenario::new("04-stall-replace", "04-stall-replace", Some(2));
-    planned.refused(
-        || planned.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
-        5,
-        "run state does not allow this command",
-    );
+    // The scenario cut after `lines` lines, and the refusal it gives.
+    for (lines, message) in [
+        (3, "lane does not exist"),
+        // After stall-record: suspected_stall.
+        (9, "replacement requires a recovering lane"),
+        // After probe-sent: recovering, but no interrupt yet.
+        (10, "replacement requires interrupt evidence"),
+        // Before run-start there is no active run.
+        (2, "run state does not allow this command"),
+    ] {
+        let s = Scenario::new("04-stall-replace", "04-stall-replace", Some(lines));
+        s.refused(
+            || s.reassign(&reassign_input(), &checkpoint_evidence(), &[]),
+            5,
+            message,
+        );
+    }
 }
 
 #[test]

@@ -49,10 +49,7 @@ impl Bed {
     }
 
     fn with(bed: TestBed) -> Bed {
-        bed.put(
-            "ev.json",
-            &json!([{"kind": "user_approval", "summary": "ok"}]),
-        );
+        bed.put("ev.json", &crate::bed::user_approval("ok"));
         Bed(bed)
     }
 
@@ -133,13 +130,12 @@ fn a_handoff_binds_its_file_and_the_pre_event_head() {
     let head = bed.head();
     let payload = bed.handoff();
     let out = bed.report("handoff-create", &payload, &[]).assert_ok();
-    crate::bed::assert_keys(
+    crate::bed::assert_answer(
         &out,
         "checksum ok operation report_checksum report_path report_receipt_head run_id run_state sequence state_root",
+        json!({"report_receipt_head": head, "sequence": 4}),
         "handoff-create",
     );
-    assert_eq!(out["report_receipt_head"], head.as_str());
-    assert_eq!(out["sequence"], 4);
     // The file: canonical payload + LF, 0600, named by its checksum.
     let mut bytes = canonical::to_vec(&payload);
     bytes.push(b'\n');

@@ -89,15 +89,12 @@ fn resume_hands_the_run_to_a_fresh_handle() {
 
     let out = run.resume("main.owner", "second.owner", &[]);
     let v = out.assert_ok();
-    crate::bed::assert_keys(
+    crate::bed::assert_answer(
         &v,
         "checksum ok operation owner_epoch owner_fingerprint run_id run_state sequence state_root",
+        json!({"operation": "resume", "owner_epoch": 2, "sequence": 3, "run_state": "approved"}),
         "resume",
     );
-    assert_eq!(v["operation"], "resume");
-    assert_eq!(v["owner_epoch"], 2);
-    assert_eq!(v["sequence"], 3);
-    assert_eq!(v["run_state"], "approved");
 
     // The new handle: 0600, epoch 2, a fresh token whose fingerprint is
     // the new owner; the token itself is printed nowhere.

@@ -312,10 +312,6 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "lane-create with only lane_id",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "JSON input fields do not match the command contract: missing: agent_id, assignment",
                 hint: &[
                     "exactly the keys lane_id, agent_id",
@@ -324,7 +320,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"input": "--input", "file": lane_only,
                     "missing": ["agent_id", "assignment", "write_scope", "fallback", "observed_at",
                         "startup_ack_deadline", "command_deadline"]})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate(
                 "lane-create",
@@ -334,85 +330,61 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "an assignment over the manifest's limit",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "assignment must be at most 500 characters: the limit of this run's manifest is 500",
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": long,
                     "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
         ),
         (
             Case {
                 name: "a lane id that is no identifier",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "lane id must match the identifier contract: --input field lane_id must be an identifier",
                 hint: &[],
                 fields: Some(json!({"input": "--input", "file": bad_id,
                     "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
         ),
         (
             Case {
                 name: "evidence given as text",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "evidence file '",
                 hint: &["takes one JSON list: inline"],
                 fields: Some(json!({"input": "--evidence", "file": missing_file})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate("run-approve", &["--evidence", missing_file]),
         ),
         (
             Case {
                 name: "evidence object instead of a list",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "holds a JSON object, a JSON list is expected",
                 hint: &["wrap the evidence in a list"],
                 fields: Some(json!({"input": "--evidence", "file": object_ev,
                     "expected_type": "list", "found_type": "object"})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &object_ev]),
         ),
         (
             Case {
                 name: "evidence with an extra key",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "evidence reference contains unsupported fields: unknown: [0].note",
                 hint: &["\"kind\"", "\"summary\"", "\"checksum\""],
                 fields: Some(json!({"input": "--evidence", "file": extra_ev,
                     "unknown": ["[0].note"],
                     "allowed": ["kind", "summary", "path", "checksum", "exit_status"]})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate("lane-start", &lane_args("2026-07-14T01:00:05Z", &extra_ev)),
         ),
         (
             Case {
                 name: "check-result before topology-register",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "component check is not registered",
                 hint: &[
                     "retrying cannot help",
@@ -420,7 +392,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 ],
                 fields: Some(json!({"component_id": "api", "check_id": "unit",
                                     "components": [], "required_checks": null})),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate(
                 "check-result",
@@ -430,30 +402,22 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "lane id in use",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "identifier already exists",
                 hint: &["retrying cannot help", "lane api exists already (pending)"],
                 fields: Some(json!({"lane_id": "api", "lane_state": "pending"})),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
         ),
         (
             Case {
                 name: "another agent",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "agent does not own the lane",
                 hint: &["owned by agent-1, not agent-9", "--agent-id agent-1"],
                 fields: Some(
                     json!({"lane_id": "api", "agent_id": "agent-9", "lane_agent_id": "agent-1"}),
                 ),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate(
                 "lane-start",
@@ -463,14 +427,10 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "unknown lane",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "lane does not exist",
                 hint: &["no lane ghost", "the run's lanes are api"],
                 fields: Some(json!({"lane_id": "ghost", "lanes": ["api"]})),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate(
                 "lane-start",
@@ -480,10 +440,6 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "a lane step its state does not allow",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "current state does not allow lifecycle intent",
                 hint: &[
                     "lane api is pending, this command needs starting",
@@ -492,38 +448,30 @@ fn issue15_every_listed_refusal_names_its_fix() {
                 fields: Some(
                     json!({"lane_id": "api", "lane_state": "pending", "allowed_lane_states": ["starting"]}),
                 ),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate("startup-ack", &lane_args("2026-07-14T01:00:10Z", &spawn)),
         ),
         (
             Case {
                 name: "a run step its state does not allow",
-                exit: 5,
-                error: "coordinator_conflict",
-                retryable: true,
-                next_command: Some("resume-check"),
                 message: "current state does not allow lifecycle intent",
                 hint: &[
                     "the run is running, this command needs planned",
                     "running already",
                 ],
                 fields: Some(json!({"run_state": "running", "allowed_run_states": ["planned"]})),
-                not_in_hint: &[],
+                ..Case::typed(5)
             },
             life.mutate("run-approve", &["--evidence", &assign]),
         ),
         (
             Case {
                 name: "a bad --at",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "decided_at must be a UTC timestamp: --at 'yesterday' is not one",
                 hint: &["--at 2026-07-14T01:00:00Z"],
                 fields: Some(json!({"input": "--at"})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.mutate(
                 "run-block",
@@ -533,15 +481,11 @@ fn issue15_every_listed_refusal_names_its_fix() {
         (
             Case {
                 name: "an unknown workflow type",
-                exit: 2,
-                error: "contract_error",
-                retryable: false,
-                next_command: None,
                 message: "unknown workflow type: 'Z' (known: A, B, C, D, E, P, F)",
                 hint: &["--workflow-type A | B"],
                 fields: Some(json!({"input": "--workflow-type",
                     "allowed": ["A", "B", "C", "D", "E", "P", "F"]})),
-                not_in_hint: &[],
+                ..Case::typed(2)
             },
             life.flow.run(&init_argv(
                 &life.root,
@@ -607,10 +551,6 @@ fn stall_record_refusals(_run: &str) {
     run_case(
         &Case {
             name: "the liveness-check envelope as the decision",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "stall evidence must bind the liveness decision checksum: the decision file must hold only action and reason",
             hint: &[
                 "--decision-out decision.json",
@@ -621,7 +561,7 @@ fn stall_record_refusals(_run: &str) {
                 json!({"input": "--decision", "file": envelope, "unknown": unknown,
                 "allowed": ["action", "reason"]}),
             ),
-            not_in_hint: &[],
+            ..Case::typed(2)
         },
         &out,
         &life.run,
@@ -653,15 +593,11 @@ fn stall_record_refusals(_run: &str) {
     run_case(
         &Case {
             name: "a free-text --reason",
-            exit: 5,
-            error: "coordinator_conflict",
-            retryable: true,
-            next_command: Some("resume-check"),
             message: "liveness decision is stale or mismatched",
             hint: &["--reason must be the decision's reason: --reason 'no fresh evidence'"],
             fields: Some(json!({"input": "--decision",
                 "current_decision": {"action": "suspect_stall", "reason": "no fresh evidence"}})),
-            not_in_hint: &[],
+            ..Case::typed(5)
         },
         &out,
         &life.run,
@@ -677,16 +613,12 @@ fn stall_record_refusals(_run: &str) {
     run_case(
         &Case {
             name: "a silence lease over the manifest's maximum",
-            exit: 2,
-            error: "contract_error",
-            retryable: false,
-            next_command: None,
             message: "silence lease exceeds manifest maximum: at most 600 s after observed_at",
             hint: &["silence_lease_deadline at most 2026-07-14T01:11:00Z"],
             fields: Some(json!({"input": "--input", "file": beat, "invalid": [{
                 "field": "silence_lease_deadline", "expected": "at most 600 seconds after observed_at",
                 "limit": 600}]})),
-            not_in_hint: &[],
+            ..Case::typed(2)
         },
         &out,
         &life.run,

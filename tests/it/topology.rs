@@ -158,7 +158,6 @@ fn register_refusals() {
         v[index][key] = value;
         v
     };
-    let contract = "contract_error";
     let cases: Vec<(Value, &str)> = vec![
         (json!([]), "topology component count is outside the limit"),
         (
@@ -204,19 +203,17 @@ fn register_refusals() {
         ),
     ];
     for (input, message) in cases {
-        run.refused(|| run.register(&input), 2, contract, message);
+        run.refused(|| run.register(&input), 2, message);
     }
     // The input must be a JSON list; evidence must be present.
     run.refused(
         || run.register(&json!({"components": good})),
         2,
-        contract,
         "JSON input has the wrong top-level type",
     );
     run.refused(
         || run.input("topology-register", &json!([]), &good),
         2,
-        contract,
         "lifecycle transition requires evidence",
     );
     run.register(&good).assert_ok();
@@ -229,7 +226,6 @@ fn register_needs_a_running_run_and_the_owner() {
     run.refused(
         || run.register(&input),
         5,
-        "coordinator_conflict",
         "run state does not allow this command",
     );
     // A stale owner handle: valid input is refused by the owner check
@@ -266,15 +262,9 @@ fn register_needs_a_running_run_and_the_owner() {
     run.refused(
         || call(&evidence),
         5,
-        "coordinator_conflict",
         "owner handle does not match the current run owner",
     );
-    run.refused(
-        || call(&empty),
-        2,
-        "contract_error",
-        "lifecycle transition requires evidence",
-    );
+    run.refused(|| call(&empty), 2, "lifecycle transition requires evidence");
 }
 
 #[test]
@@ -331,7 +321,6 @@ fn reregistration_cannot_demote_a_required_component() {
     run.refused(
         || run.register(&api_core(false)),
         5,
-        "coordinator_conflict",
         "topology re-registration cannot demote required component api; \
          a required component leaves only through topology-remove",
     );
@@ -361,7 +350,6 @@ fn reregistration_cannot_drop_a_required_component_even_with_a_shrunk_snapshot()
     run.refused(
         || run.register(&json!([component("core", "b", true, &["lint"], &[])])),
         5,
-        "coordinator_conflict",
         "topology re-registration cannot drop required component api; \
          a required component leaves only through topology-remove",
     );
@@ -420,7 +408,6 @@ fn remove_an_optional_leaf_with_a_reason() {
             ]))
         },
         2,
-        "contract_error",
         "topology must match the approved component snapshot",
     );
     run.verify();
@@ -432,7 +419,6 @@ fn remove_refusals() {
     let e = run.refused(
         || remove(&run, "guide", "x"),
         5,
-        "coordinator_conflict",
         "topology component still has dependents: docs",
     );
     // The component and what refused it are fields; the hint says what
@@ -442,42 +428,45 @@ fn remove_refusals() {
         json!({"component_id": "guide", "dependents": ["docs"]}),
         |hint| hint.contains("remove docs first"),
     );
-    run.refused(
-        || remove(&run, "core", "x"),
-        5,
-        "coordinator_conflict",
-        "topology component still has dependents: api",
-    );
-    // A required leaf: the reference records it and the run can never
-    // complete; we refuse it.
-    run.refused(
-        || remove(&run, "api", "scope cut"),
-        5,
-        "coordinator_conflict",
-        "required topology component cannot be removed; it blocks completion until covered",
-    );
     let e = run.refused(
         || remove(&run, "ghost", "x"),
         5,
-        "coordinator_conflict",
         "topology component does not exist",
     );
     assert_eq!(
         e["fields"],
         json!({"component_id": "ghost", "components": ["api", "core", "docs", "guide"]})
     );
-    run.refused(
-        || remove(&run, "docs", " \t "),
-        2,
-        "contract_error",
-        "topology component removal requires a reason",
-    );
-    run.refused(
-        || remove(&run, "bad id", "x"),
-        2,
-        "contract_error",
-        "component id must match the identifier contract",
-    );
+    for (id, reason, code, message) in [
+        (
+            "core",
+            "x",
+            5,
+            "topology component still has dependents: api",
+        ),
+        // A required leaf: the reference records it and the run can never
+        // complete; we refuse it.
+        (
+            "api",
+            "scope cut",
+            5,
+            "required topology component cannot be removed; it blocks completion until covered",
+        ),
+        (
+            "docs",
+            " \t ",
+            2,
+            "topology component removal requires a reason",
+        ),
+        (
+            "bad id",
+            "x",
+            2,
+            "component id must match the identifier contract",
+        ),
+    ] {
+        run.refused(|| remove(&run, id, reason), code, message);
+    }
     run.refused(
         || {
             run.cmd(
@@ -487,7 +476,6 @@ fn remove_refusals() {
             )
         },
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
     let e = run
@@ -517,26 +505,22 @@ fn a_failed_check_then_a_passed_one() {
     run.refused(
         || run.check("core", "lint", false, Some("warnings"), &red),
         5,
-        "coordinator_conflict",
         "duplicate check result",
     );
     let green = ev("lint clean");
     run.refused(
         || run.check("core", "lint", true, None, &green),
         5,
-        "coordinator_conflict",
         "a recovered check requires a fresh result and reason",
     );
     run.refused(
         || run.check("core", "lint", true, Some("  "), &green),
         5,
-        "coordinator_conflict",
         "a recovered check requires a fresh result and reason",
     );
     run.refused(
         || run.check("core", "lint", true, Some("fixed"), &red),
         5,
-        "coordinator_conflict",
         "a recovered check requires fresh evidence",
     );
     run.check("core", "lint", true, Some("fixed the warnings"), &green)
@@ -574,43 +558,36 @@ fn check_result_refusals() {
     run.refused(
         || call(json!({"component_id": "core", "check_id": "unit", "passed": true})),
         5,
-        "coordinator_conflict",
         "component check is not registered",
     );
     run.refused(
         || call(json!({"component_id": "ghost", "check_id": "lint", "passed": true})),
         5,
-        "coordinator_conflict",
         "component check is not registered",
     );
     run.refused(
         || call(json!({"component_id": "core", "check_id": "lint", "passed": "yes"})),
         2,
-        "contract_error",
         "check result passed must be a boolean",
     );
     run.refused(
         || call(json!({"component_id": "core", "check_id": "lint"})),
         2,
-        "contract_error",
         "JSON input fields do not match the command contract",
     );
     run.refused(
         || call(json!({"component_id": "core", "check_id": "lint", "passed": true, "note": "x"})),
         2,
-        "contract_error",
         "JSON input fields do not match the command contract",
     );
     run.refused(
         || call(json!({"component_id": "core", "check_id": "l int", "passed": true})),
         2,
-        "contract_error",
         "check id must match the identifier contract",
     );
     run.refused(
         || run.check("core", "lint", true, None, &json!([])),
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
 }
@@ -624,14 +601,12 @@ fn component_evidence_covers_once_the_owner_completed_and_checks_pass() {
     run.refused(
         || run.cover("core", &proof),
         5,
-        "coordinator_conflict",
         "component owner lane is not completed",
     );
     run.complete_lane("b", &ev("core done")).assert_ok();
     let e = run.refused(
         || run.cover("core", &proof),
         5,
-        "coordinator_conflict",
         "component required checks are incomplete",
     );
     common::assert_taught(
@@ -652,7 +627,6 @@ fn component_evidence_covers_once_the_owner_completed_and_checks_pass() {
     run.refused(
         || run.cover("core", &ev("again")),
         5,
-        "coordinator_conflict",
         "component evidence is already attached",
     );
     assert_eq!(run.completion()["missing_components"], json!([]));
@@ -669,14 +643,12 @@ fn heartbeat_evidence_never_covers_a_component() {
     run.refused(
         || run.cover("core", &beat),
         2,
-        "contract_error",
         "liveness evidence cannot satisfy completion evidence",
     );
     // The evidence rule answers before the component rules.
     run.refused(
         || run.cover("ghost", &beat),
         2,
-        "contract_error",
         "liveness evidence cannot satisfy completion evidence",
     );
 }
@@ -687,13 +659,11 @@ fn component_evidence_refusals() {
     run.refused(
         || run.cover("ghost", &ev("x")),
         5,
-        "coordinator_conflict",
         "topology component does not exist",
     );
     run.refused(
         || run.cover("core", &json!([])),
         2,
-        "contract_error",
         "lifecycle transition requires evidence",
     );
     run.refused(
@@ -705,7 +675,6 @@ fn component_evidence_refusals() {
             )
         },
         2,
-        "contract_error",
         "JSON input fields do not match the command contract",
     );
     run.refused(
@@ -717,7 +686,6 @@ fn component_evidence_refusals() {
             )
         },
         2,
-        "contract_error",
         "component id must match the identifier contract",
     );
 }
@@ -727,38 +695,39 @@ fn component_evidence_refusals() {
 #[test]
 fn help_texts_are_the_reference_ones() {
     let (_tmp, flow) = crate::bed::flow_elsewhere();
-    for (command, text) in [
-        (
-            "completion-check",
-            "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable.",
-        ),
-        (
-            "topology-register",
-            "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable.",
-        ),
-        (
-            "topology-remove",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "check-result",
-            "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable.",
-        ),
-        (
-            "component-evidence",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "lane-resolve",
-            "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
-        ),
-        (
-            "complete",
-            "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
-        ),
-    ] {
-        common::assert_help_says(&flow, command, text);
-    }
+    common::assert_helps_say(
+        &flow,
+        &[
+            (
+                "completion-check",
+                "Read-only. Capability: Phase 2 only. Safe next: complete or repair the reported evidence gap. In-place migration is unavailable.",
+            ),
+            (
+                "topology-register",
+                "Mutation. Capability: Phase 2 only. Safe next: check-result. In-place migration is unavailable.",
+            ),
+            (
+                "topology-remove",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "check-result",
+                "Mutation. Capability: Phase 2 only. Safe next: component-evidence. In-place migration is unavailable.",
+            ),
+            (
+                "component-evidence",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "lane-resolve",
+                "Mutation. Capability: Phase 2 only. Safe next: completion-check. In-place migration is unavailable.",
+            ),
+            (
+                "complete",
+                "Mutation. Capability: Phase 2 only. Safe next: live-report-create after separately approved live apply. In-place migration is unavailable.",
+            ),
+        ],
+    );
 }
 
 #[test]

@@ -181,6 +181,14 @@ fn lane_run() -> Run {
     run
 }
 
+/// A [`lane_run`] grown to `events` lines, with a key pair named `name`.
+fn grown_with_keys(name: &str, events: usize) -> (Run, Keys) {
+    let run = lane_run();
+    let keys = keygen(&run, name);
+    grow(&run, events, |_| {});
+    (run, keys)
+}
+
 /// `check-proof` of an inclusion proof text and an event line.
 fn check_inclusion(
     run: &Run,
@@ -740,9 +748,7 @@ fn reference_runs_get_their_tree_on_first_use_and_go_agrees() {
 /// of the same length too.
 #[test]
 fn a_cut_tail_is_caught_by_a_kept_head_even_without_receipt_head_json() {
-    let run = lane_run();
-    let keys = keygen(&run, "auditor");
-    grow(&run, 12, |_| {});
+    let (run, keys) = grown_with_keys("auditor", 12);
     let kept = write(
         &run,
         "kept.note",
@@ -898,9 +904,7 @@ fn signer_keys_are_guarded() {
 /// written), whether the checkpoint holds or not.
 #[test]
 fn sign_head_never_signs_a_receipt_that_does_not_verify() {
-    let run = lane_run();
-    let keys = keygen(&run, "log");
-    grow(&run, 10, |_| {});
+    let (run, keys) = grown_with_keys("log", 10);
     let receipt = run.dir.join("receipt.jsonl");
     let mut bytes = std::fs::read(&receipt).unwrap();
     let at = bytes.len() / 2;
@@ -1101,9 +1105,7 @@ fn gates_sign_the_head_they_leave() {
 /// panic or an exit status outside the table.
 #[test]
 fn hostile_notes_and_proofs_get_typed_errors() {
-    let run = lane_run();
-    let keys = keygen(&run, "log");
-    grow(&run, 9, |_| {});
+    let (run, keys) = grown_with_keys("log", 9);
     let note = sign(&run, &keys)["note"].as_str().unwrap().to_string();
     let proof = prove_event(&run, 2, None)["proof"]
         .as_str()
@@ -1227,9 +1229,7 @@ fn verify_output_is_unchanged_without_heads() {
 #[test]
 fn sign_head_never_signs_a_root_the_stored_tree_made_up() {
     use base64::Engine as _;
-    let run = lane_run();
-    let keys = keygen(&run, "auditor");
-    grow(&run, 7, |_| {});
+    let (run, keys) = grown_with_keys("auditor", 7);
     let tree = run.dir.join("tree-hashes");
     let honest = std::fs::read(&tree).unwrap();
     assert_eq!(honest, expected_tree(&lines(&run)));

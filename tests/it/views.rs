@@ -45,8 +45,7 @@ fn read(flow: &Flow, root: &Path, args: &[&str]) -> Output {
 /// A temp dir (its canonical path, the base) and a reader's flow working
 /// in `<base>/reader`; the dir must outlive the flow's calls.
 fn reader() -> (tempfile::TempDir, PathBuf, Flow) {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (tmp, base) = crate::bed::canonical_tempdir();
     let flow = Flow::new(&base.join("reader"));
     (tmp, base, flow)
 }
@@ -578,8 +577,7 @@ fn jsonl(out: &Output) -> Vec<Value> {
 
 #[test]
 fn log_prints_every_verified_event_and_filters() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let run = stalled_run(&base);
     let receipt: Vec<Value> = String::from_utf8(run.receipt())
         .unwrap()
@@ -745,8 +743,7 @@ pub fn hostile_run(base: &Path) -> LaneRun {
 /// control character or bidirectional override reaches the terminal.
 #[test]
 fn hostile_strings_are_inert_in_tables() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let run = hostile_run(&base);
     for args in [
         vec!["log", "--format", "table"],
@@ -850,8 +847,7 @@ fn report(flow: &Flow, root: &Path, run: &str, out: &Path, extra: &[&str]) -> Ou
 /// `--force`, a missing directory, an unknown run and a bad `--at`.
 #[test]
 fn report_writes_only_its_out_file_and_refuses_unsafe_paths() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let run = stalled_run(&base.join("built"));
     let out_dir = base.join("out");
     std::fs::create_dir(&out_dir).unwrap();
@@ -963,8 +959,7 @@ fn report_writes_only_its_out_file_and_refuses_unsafe_paths() {
 /// A report of a damaged run is the exit-3 envelope, and writes nothing.
 #[test]
 fn report_of_a_damaged_run_writes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let (root, damaged, _) = recovered_root(&base);
     let flow = Flow::new(&base.join("reader"));
     let out = base.join("damaged.html");
@@ -1152,8 +1147,7 @@ fn write_phase1_run(root: &Path) -> String {
 /// Phase 2 fields null; log and report read it too.
 #[test]
 fn views_read_a_phase1_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let root = base.join("state");
     let head = write_phase1_run(&root);
     let flow = Flow::new(&base);

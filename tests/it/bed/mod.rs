@@ -243,6 +243,14 @@ pub fn copy_tree(from: &Path, to: &Path) {
     );
 }
 
+/// A fresh temp dir and its canonical path (no symlink in it, as the
+/// binary resolves the paths it is given).
+pub fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    (tmp, base)
+}
+
 /// The first run id under `root/runs` (a fixture copy holds one).
 pub fn first_run_id(root: &Path) -> String {
     run_ids(root)
@@ -812,6 +820,43 @@ pub fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no string {key} in {value}"))
 }
 
+/// The items of the JSON array `list`; a failure names it when it is not one.
+#[track_caller]
+pub fn items(list: &Value) -> &Vec<Value> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+}
+
+/// The strings of the JSON array `list`.
+#[track_caller]
+pub fn strings(list: &Value) -> Vec<&str> {
+    items(list)
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .unwrap_or_else(|| panic!("not a string: {item}"))
+        })
+        .collect()
+}
+
+/// The string `key` of each item of the JSON array `list`.
+#[track_caller]
+pub fn string_column<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    items(list)
+        .iter()
+        .map(|item| str_field(item, key))
+        .collect()
+}
+
+/// Each key of the object `want` holds the same value in `value` (its
+/// other keys are free); `what` names it in the failure.
+#[track_caller]
+pub fn assert_holds(value: &Value, want: Value, what: &str) {
+    for (key, expected) in want.as_object().unwrap() {
+        assert_eq!(&value[key], expected, "{what}: {key} in {value}");
+    }
+}
+
 /// Assert `value` is an object with exactly the space-separated `keys`,
 /// in that (sorted) order; `what` names it in the failure.
 #[track_caller]
@@ -824,6 +869,24 @@ pub fn assert_keys(value: &Value, keys: &str, what: &str) {
         .collect();
     let want: Vec<&str> = keys.split_whitespace().collect();
     assert_eq!(got, want, "{what}: {value}");
+}
+
+/// `base` with each key of the object `patch` set to its value (one level
+/// deep: a nested object in `patch` replaces the one in `base`).
+pub fn patched(mut base: Value, patch: &Value) -> Value {
+    for (key, value) in patch.as_object().unwrap() {
+        base[key] = value.clone();
+    }
+    base
+}
+
+/// Assert `answer` has exactly the space-separated `keys` (see
+/// [`assert_keys`]) and holds `values` (see [`assert_holds`]); `what`
+/// names it in the failure.
+#[track_caller]
+pub fn assert_answer(answer: &Value, keys: &str, values: Value, what: &str) {
+    assert_keys(answer, keys, what);
+    assert_holds(answer, values, what);
 }
 
 /// One refusal a table-driven test expects: the reference's keys it keeps
@@ -843,6 +906,24 @@ pub struct RefusalCase {
 }
 
 impl RefusalCase {
+    /// The keys of a refusal of exit status `exit` as the exit-status
+    /// table types it: [`error_of`], [`next_command`], retryable only at 5.
+    /// A case sets the rest with struct update syntax (`..typed(5)`); the
+    /// base has an empty name and message, no hint and no fields.
+    pub fn typed(exit: i32) -> RefusalCase {
+        RefusalCase {
+            name: "",
+            exit,
+            error: error_of(exit),
+            retryable: exit == 5,
+            next_command: next_command(exit),
+            message: "",
+            hint: &[],
+            not_in_hint: &[],
+            fields: None,
+        }
+    }
+
     /// `e`'s `retryable` and `next_command` as this case says.
     #[track_caller]
     pub fn assert_retry_keys(&self, e: &Value) {
@@ -878,6 +959,19 @@ pub fn assert_help_says(flow: &Flow, command: &str, text: &str) -> String {
     assert_eq!(out.code, 0, "{command}: {out:?}");
     assert!(out.stdout.contains(text), "{command}: {}", out.stdout);
     out.stdout
+}
+
+/// Each `<command> --help` says its text and that in-place migration is
+/// unavailable.
+#[track_caller]
+pub fn assert_helps_say(flow: &Flow, helps: &[(&str, &str)]) {
+    for (command, text) in helps {
+        let help = assert_help_says(flow, command, text);
+        assert!(
+            help.contains("In-place migration is unavailable."),
+            "{command}"
+        );
+    }
 }
 
 /// Run `f` and assert that it wrote nothing under `root`; `what` names it
@@ -1165,8 +1259,7 @@ pub struct InitRun {
 /// [`InitRun`] of workflow `A` with one component, whose source directory
 /// `src/<component>` the repository has.
 pub fn init_run(component: &str) -> InitRun {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (tmp, base) = canonical_tempdir();
     let flow = Flow::new(&base);
     let repo = base.join("repo");
     std::fs::create_dir_all(repo.join("src").join(component)).unwrap();
@@ -1207,8 +1300,7 @@ pub fn init_gated(
     use bluetape_flow::commands::init::{
         InitEntropy, InitRequest, PolicyRequest, init_with_policy,
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (tmp, base) = canonical_tempdir();
     let flow = Flow::new(&base);
     let root = base.join("state");
     let repo = base.join("repo");
@@ -1256,6 +1348,11 @@ pub fn init_gated(
 /// `[{"kind": "test", "summary": summary}]`.
 pub fn ev(summary: &str) -> Value {
     json!([{"kind": "test", "summary": summary}])
+}
+
+/// `[{"kind": "user_approval", "summary": summary}]`.
+pub fn user_approval(summary: &str) -> Value {
+    json!([{"kind": "user_approval", "summary": summary}])
 }
 
 /// A component as `topology-register` takes it (no coverage).
@@ -1651,21 +1748,14 @@ impl TestBed {
         cache["coordinator"]["state"].clone()
     }
 
-    /// Run `out`, assert the typed refusal (exit status, error code,
-    /// exact message, `next_command`, `retryable`), and that nothing under
-    /// the state root changed.
+    /// Run `out`, assert the typed refusal of exit status `code` (its error
+    /// code and `next_command` as the exit-status table says, `retryable`,
+    /// the exact message), and that nothing under the state root changed.
     #[track_caller]
-    pub fn refused(
-        &self,
-        out: impl FnOnce() -> Output,
-        code: i32,
-        error: &str,
-        message: &str,
-    ) -> Value {
+    pub fn refused(&self, out: impl FnOnce() -> Output, code: i32, message: &str) -> Value {
         let before = snapshot(&self.root);
-        let e = out().assert_error(code, error);
+        let e = assert_refusal(&out(), code);
         assert_message(&e, message);
-        assert_next_command(&e, code);
         assert_eq!(
             before,
             snapshot(&self.root),

@@ -23,8 +23,7 @@ pub struct Work {
 impl Work {
     /// A workspace whose state root does not exist yet.
     pub fn new() -> Work {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (tmp, base) = crate::bed::canonical_tempdir();
         let flow = Flow::new(&base);
         let repo = base.join("repo");
         std::fs::create_dir(&repo).unwrap();

@@ -32,23 +32,37 @@ impl Phase1Run {
         }
     }
 
+    /// A run created (planned), then `events`, none with metadata.
+    fn created_then(events: &[(&str, Option<&str>, Option<&str>)]) -> Phase1Run {
+        let mut all = vec![("run_created", None, Some("planned"))];
+        all.extend_from_slice(events);
+        Phase1Run::new(&all, None)
+    }
+
     /// `<command> --run-id <the run>` (a command that takes no owner).
     fn read(&self, command: &str) -> common::Output {
         self.flow
             .run(&common::read_argv(&self.root, command, RUN_ID, &[]))
     }
+
+    /// `verify` refuses the receipt: its event at `sequence` breaks the
+    /// Phase 1 event contract.
+    #[track_caller]
+    fn assert_contract_mismatch_at(&self, sequence: u64) {
+        let e = self.read("verify").assert_error(3, "receipt_corrupt");
+        assert_eq!(
+            e["message"],
+            format!("receipt corruption at sequence {sequence}: event contract mismatch")
+        );
+    }
 }
 
 #[test]
 fn verify_and_rebuild_read_phase1_runs() {
-    let run = Phase1Run::new(
-        &[
-            ("run_created", None, Some("planned")),
-            ("plan_approved", Some("planned"), Some("approved")),
-            ("run_started", None, None),
-        ],
-        None,
-    );
+    let run = Phase1Run::created_then(&[
+        ("plan_approved", Some("planned"), Some("approved")),
+        ("run_started", None, None),
+    ]);
     let v = run.read("verify").assert_ok();
     assert_eq!(v["checksum"], run.head);
     assert_eq!(v["event_count"], 3);
@@ -70,38 +84,18 @@ fn phase1_events_may_not_carry_metadata() {
         &[("run_created", None, Some("planned"))],
         Some(json!({"owner_epoch": 1})),
     );
-    let e = run.read("verify").assert_error(3, "receipt_corrupt");
-    assert_eq!(
-        e["message"],
-        "receipt corruption at sequence 1: event contract mismatch"
-    );
+    run.assert_contract_mismatch_at(1);
 }
 
 #[test]
 fn phase2_only_event_types_are_refused_in_phase1() {
-    let run = Phase1Run::new(
-        &[
-            ("run_created", None, Some("planned")),
-            ("run_cancelled", Some("planned"), Some("cancelled")),
-        ],
-        None,
-    );
-    let e = run.read("verify").assert_error(3, "receipt_corrupt");
-    assert_eq!(
-        e["message"],
-        "receipt corruption at sequence 2: event contract mismatch"
-    );
+    let run = Phase1Run::created_then(&[("run_cancelled", Some("planned"), Some("cancelled"))]);
+    run.assert_contract_mismatch_at(2);
 }
 
 #[test]
 fn phase1_runs_are_diagnosable_and_refused_by_phase2_commands() {
-    let run = Phase1Run::new(
-        &[
-            ("run_created", None, Some("planned")),
-            ("plan_approved", Some("planned"), Some("approved")),
-        ],
-        None,
-    );
+    let run = Phase1Run::created_then(&[("plan_approved", Some("planned"), Some("approved"))]);
     let d = run.read("receipt-diagnose").assert_ok();
     assert_eq!(d["effective_state"], "approved");
     assert_eq!(d["last_trusted_checksum"], run.head);

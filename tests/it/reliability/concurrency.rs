@@ -36,8 +36,7 @@ struct Readers {
 #[test]
 fn reliability_concurrency_four_writers_and_readers_on_one_run() {
     let per_writer = size(25, 200);
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let lanes: Vec<String> = (0..WRITERS).map(|i| format!("w{i}")).collect();
     let lane_refs: Vec<&str> = lanes.iter().map(String::as_str).collect();
     let run = LaneRun::new(&base, &lane_refs);

@@ -141,8 +141,7 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
     let target = size(25, 1000);
     let seed = seed();
     let mut rng = Rng::new(seed);
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let mut tally = Tally::default();
     let mut run = LaneRun::new(&base.join("run-0"), &["w0"]);
     tally.runs = 1;
@@ -338,18 +337,13 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
             tally.acked, tally.before_commit, tally.reply_lost, tally.torn, tally.recovered
         ),
     );
-    let residue: Vec<String> = tally
-        .residue
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}"))
-        .collect();
     figure(
         SCENARIO,
         "locks left by the killed writers, taken over by the next writer",
         tally.kills,
         &format!(
             "{}; the reference's 30 s grace was met {} time(s) (mtimes backdated instead of waiting); never a lock that stayed refused; litter left at the end: {temp_files} temp file(s) of interrupted atomic writes and {retired_locks} retired lock director(y/ies), read by nothing",
-            residue.join(", "),
+            reliability::counts(&tally.residue, ": "),
             tally.grace_fast_forwards
         ),
     );
@@ -361,8 +355,7 @@ fn reliability_crash_sigkill_during_appends_never_loses_or_invents_history() {
 /// run that verifies. (The random kills above rarely hit this window.)
 #[test]
 fn reliability_crash_a_torn_append_is_diagnosed_and_recoverable() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let mut recovered = 0;
     let template = LaneRun::new(&base.join("template"), &["w0"]);
     template
@@ -451,8 +444,7 @@ fn reliability_crash_an_append_is_one_write_call() {
 
 #[test]
 fn reliability_crash_every_directory_is_created_with_mode_0700() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     std::fs::create_dir(base.join("repo")).unwrap();
     let root = base.join("state");
     let init: Vec<std::ffi::OsString> = vec![

@@ -37,24 +37,6 @@ fn template() -> Template {
     Template { _tmp: tmp, run }
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    let meta = std::fs::symlink_metadata(from).unwrap();
-    if meta.is_dir() {
-        std::fs::create_dir(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            copy_tree(&entry.path(), &to.join(entry.file_name()));
-        }
-    } else {
-        std::fs::copy(from, to).unwrap();
-    }
-    std::fs::set_permissions(
-        to,
-        std::fs::Permissions::from_mode(meta.permissions().mode()),
-    )
-    .unwrap();
-}
-
 /// A fresh copy of the template under `<tmp>/case`, plus `<tmp>/case/elsewhere`
 /// for symlink targets and hard links.
 struct Case {
@@ -68,7 +50,7 @@ impl Case {
     fn new(template: &Template) -> Case {
         let tmp = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(tmp.path()).unwrap().join("case");
-        copy_tree(&template.run.base, &base);
+        common::copy_tree(&template.run.base, &base);
         let elsewhere = base.join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();
         let t = &template.run;
@@ -710,12 +692,11 @@ fn reliability_hostile_fs_every_hostile_object_is_refused_before_any_write() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect();
     figure(
         SCENARIO,
         &format!(
             "hostile objects in place of the state root's own ({}), then a heartbeat or init through the binary",
-            kinds.join(", ")
+            reliability::counts(&by_kind, " ")
         ),
         all.len() as u64,
         &format!(

@@ -736,16 +736,11 @@ fn reliability_hostile_input_receipt_lines_never_panic_or_verify() {
     std::fs::write(&receipt_path, &f.receipt).unwrap();
     result.unwrap();
     let c = count.into_inner();
-    let mix: Vec<String> = c
-        .by_hostility
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
     figure(
         SCENARIO,
         &format!(
             "receipt lines appended after a valid chain, re-sealed with a valid checksum when parseable ({})",
-            mix.join(", ")
+            reliability::counts(&c.by_hostility, " ")
         ),
         c.cases,
         &format!(

@@ -70,6 +70,15 @@ impl Rng {
     }
 }
 
+/// Counts by name for a figure: `name<sep>count`, comma-separated.
+pub fn counts(by_name: &std::collections::BTreeMap<&str, u64>, sep: &str) -> String {
+    let listed: Vec<String> = by_name
+        .iter()
+        .map(|(k, v)| format!("{k}{sep}{v}"))
+        .collect();
+    listed.join(", ")
+}
+
 /// Report one measured figure.
 pub fn figure(scenario: &str, case: &str, count: u64, result: &str) {
     eprintln!("[figure] {scenario} | {case} | {count} | {result}");
@@ -263,8 +272,7 @@ impl LaneRun {
     /// A run of [`LaneRun::new`] in a fresh temp dir (its canonical path
     /// the base): the temp dir, which must outlive the run, and the base.
     pub fn in_temp(lanes: &[&str]) -> (tempfile::TempDir, PathBuf, LaneRun) {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (tmp, base) = crate::bed::canonical_tempdir();
         let run = LaneRun::new(&base, lanes);
         (tmp, base, run)
     }

@@ -361,8 +361,7 @@ fn pass(flow: &common::Flow, roots: &[Root], commands: &[String]) -> Pass {
 
 #[test]
 fn reliability_readonly_commands_change_nothing_even_on_a_write_protected_tree() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (_tmp, base) = crate::bed::canonical_tempdir();
     let commands = read_only_commands();
     let roots = roots(&base);
     let flow = common::Flow::new(&base.join("reader"));
