@@ -7,12 +7,13 @@
 #                                  also the other implementation, same run
 #   BENCH_SIZES="100 1000" BENCH_SAMPLES=11 scripts/bench.sh  a quick look
 #   BENCH_ONLY=bundles BENCH_SIZES="100 100000" scripts/bench.sh
-#                              issue 20's group alone (bundle-verify, publish):
+#                              the bundle group alone (contracts/bundle.md:
+#                              bundle-verify, publish):
 #                              prints its section and targets, writes nothing
 #   scripts/bench.sh mcp       the MCP server's cost (scripts/bench_mcp.py;
 #                              prints a section, writes nothing)
 #
-# The series of the performance issue "Mutations at the floor" are in every
+# The series of "Mutations at the floor" (docs/performance.md) are in every
 # full run, and each alone (or several, comma-separated) with BENCH_ONLY;
 # like bundles, a BENCH_ONLY run prints its sections and targets and writes
 # nothing:
@@ -32,8 +33,8 @@
 #   BENCH_REFERENCE="python3 path/to/bluetape-flow.py" (or BENCH_OTHER)
 #                         also checks that the reference verifies the grown
 #                         breach-heavy run at the smallest size
-# Every full run ends with "Targets (mutations at the floor)": each of the
-# issue's targets met or not from that run's figures.
+# Every full run ends with "Targets (mutations at the floor)": each of
+# those targets met or not from that run's figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet --bin bluetape-flow --example bench_grow \

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The cost of `bluetape-flow mcp` (issue 21), driven by `scripts/bench.sh mcp`.
+"""The cost of `bluetape-flow mcp` (agent-tools.md), driven by
+`scripts/bench.sh mcp`.
 
 Grows runs as scripts/bench.py does (its workload), then in one session
 times, per size: the server's start (spawn to the `initialize` answer), and

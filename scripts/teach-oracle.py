@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Issue 15: run the refusals of tests/it/teach.rs with the Python reference
-(REF=path/to/bluetape-flow.py) and with ours (FLOW=binary); print SAME when
-exit status, ok, error, retryable and next_command agree."""
+"""Run the refusals of tests/it/teach.rs (contracts/refusals.md) with the
+Python reference (REF=path/to/bluetape-flow.py) and with ours (FLOW=binary);
+print SAME when exit status, ok, error, retryable and next_command agree."""
 import json, os, subprocess, sys, tempfile, shutil
 REF=["python3", os.environ.get("REF", "/work/ref/skills/bluetape-workflow/scripts/bluetape-flow.py")]
 OURS=[os.path.abspath(os.environ.get("FLOW", "target/debug/bluetape-flow"))]

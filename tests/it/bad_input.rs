@@ -1,12 +1,12 @@
-//! Issue 2, "Bad input", for the run commands `verify` and `rebuild`:
-//! path-traversal or over-long run ids, symlinked run dirs and receipts,
-//! malformed, non-UTF-8 or oversized manifest snapshots, floats and NaN
-//! where integers belong, unterminated or oversized receipt lines, invalid
-//! UTF-8, a bit flip at every byte, tail truncation, argument errors, and
-//! the secrecy of the owner token. Every case drives the real binary, gets
-//! its typed error (exit status, `error`, `next_command`) with a clear
-//! message and an empty stdout, and leaves every byte on disk as it was
-//! (`common::snapshot` before and after) — `rebuild` included: a damaged
+//! Bad input for the run commands `verify` and `rebuild` (reference-runtime
+//! §4.1, §6): path-traversal or over-long run ids, symlinked run dirs and
+//! receipts, malformed, non-UTF-8 or oversized manifest snapshots, floats
+//! and NaN where integers belong, unterminated or oversized receipt lines,
+//! invalid UTF-8, a bit flip at every byte, tail truncation, argument
+//! errors, and the secrecy of the owner token. Every case drives the real
+//! binary, gets its typed error (exit status, `error`, `next_command`) with
+//! a clear message and an empty stdout, and leaves every byte on disk as it
+//! was (`common::snapshot` before and after) — `rebuild` included: a damaged
 //! receipt never gets caches written.
 
 use crate::bed as common;

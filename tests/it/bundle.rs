@@ -1,11 +1,11 @@
-//! Issue 20: the run leaves the machine. Bundles of the demo's runs (the
-//! main run, the recovery run) and of a gated run verify in a directory
-//! with no state root; every hostile form of a bundle is refused; a
-//! publication pushed and cloned with the real `git` verifies there, and a
-//! forced rewrite of its history does not; `attest`'s envelopes are
-//! verified by PyPI's securesystemslib and parsed by in-toto-attestation
-//! (tests/python/attest_check.py). A missing Python venv is a failure
-//! under CI=true, never a silent skip.
+//! The run leaves the machine (contracts/bundle.md). Bundles of the demo's
+//! runs (the main run, the recovery run) and of a gated run verify in a
+//! directory with no state root; every hostile form of a bundle is refused;
+//! a publication pushed and cloned with the real `git` verifies there, and a
+//! forced rewrite of its history does not; `attest`'s envelopes are verified
+//! by PyPI's securesystemslib and parsed by in-toto-attestation
+//! (tests/python/attest_check.py). A missing Python venv is a failure under
+//! CI=true, never a silent skip.
 
 use crate::bed as common;
 

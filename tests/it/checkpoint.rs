@@ -1,6 +1,7 @@
-//! Issue 3, item 7: mutations load state from a checkpoint proven against
-//! the receipt and replay only the tail; anything that does not match falls
-//! back to a full replay. The checkpoint is a cache, never believed.
+//! Mutations load state from a checkpoint proven against the receipt and
+//! replay only the tail (contracts/receipt.md "Checkpoint"); anything that
+//! does not match falls back to a full replay. The checkpoint is a cache,
+//! never believed.
 
 use crate::bed as common;
 use bluetape_flow::store::root::StateRoot;

@@ -1,10 +1,10 @@
-//! Issue 7, item 3: the checkpoint never hides the receipt's truth. Each
-//! scenario changes the receipt behind the checkpoint's back — an edit of
-//! the same size (in place, with the old mtime put back, or through a
-//! rename), a cut-off tail, a torn line, lines appended by another writer —
-//! and then every read-only command and a mutation must answer exactly as
-//! they do on a copy of the state with no checkpoint at all, where the
-//! answer can only come from the receipt.
+//! The checkpoint never hides the receipt's truth (contracts/receipt.md
+//! "Checkpoint"). Each scenario changes the receipt behind the checkpoint's
+//! back — an edit of the same size (in place, with the old mtime put back,
+//! or through a rename), a cut-off tail, a torn line, lines appended by
+//! another writer — and then every read-only command and a mutation must
+//! answer exactly as they do on a copy of the state with no checkpoint at
+//! all, where the answer can only come from the receipt.
 
 use crate::bed as common;
 

@@ -1,8 +1,9 @@
-//! Completion through the binary (issue 4): `completion-check` for every
-//! missing-item kind, alone and combined; the `complete` gate (blocked
-//! with exit 6 and nothing written, then recorded in one transaction);
-//! failed-lane resolution with `lane-resolve`. Every refusal asserts exit
-//! status, error code, message, `next_command` and an unchanged state root.
+//! Completion through the binary (reference-coordinator §9, §10):
+//! `completion-check` for every missing-item kind, alone and combined; the
+//! `complete` gate (blocked with exit 6 and nothing written, then recorded
+//! in one transaction); failed-lane resolution with `lane-resolve`. Every
+//! refusal asserts exit status, error code, message, `next_command` and an
+//! unchanged state root.
 
 use crate::bed as common;
 
@@ -214,9 +215,10 @@ fn an_unresolved_failed_lane() {
 #[test]
 fn a_removed_required_component_blocks_forever() {
     // Our topology-remove refuses a required component; a receipt another
-    // writer produced (the reference allows it) still blocks completion,
-    // and replay records the removal as a breach of our rule (issue 13),
-    // which `complete` names before any missing evidence.
+    // writer produced (the reference allows it) still blocks completion, and
+    // replay records the removal as a breach of our rule (contracts/rules.md
+    // `required_component_removed`), which `complete` names before any
+    // missing evidence.
     let run = covered();
     run.append_sealed(&[(
         "topology_component_removed",

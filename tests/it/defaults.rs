@@ -78,7 +78,7 @@ print(json.dumps({"code": p.returncode,
 }
 
 #[test]
-fn issue28_bare_invocation_prints_usage_and_the_command_list() {
+fn bare_invocation_prints_usage_and_the_command_list() {
     let tmp = tempfile::tempdir().unwrap();
     let flow = Flow::new(tmp.path());
     let out = flow.run::<&str>(&[]);
@@ -101,7 +101,7 @@ fn issue28_bare_invocation_prints_usage_and_the_command_list() {
 }
 
 #[test]
-fn issue28_init_makes_a_new_state_root_ignored_by_git() {
+fn init_makes_a_new_state_root_ignored_by_git() {
     let (_tmp, base) = crate::bed::canonical_tempdir();
     let flow = Flow::new(&base);
     let repo = base.join("repo");
@@ -159,7 +159,7 @@ fn issue28_init_makes_a_new_state_root_ignored_by_git() {
 /// delay, here 0), nothing when it is piped, nothing before the delay; the
 /// answer on stdout is the same JSON.
 #[test]
-fn issue28_progress_is_drawn_only_on_a_terminal_stderr() {
+fn progress_is_drawn_only_on_a_terminal_stderr() {
     let bed = Bed::new();
     let root = bed.root.to_str().unwrap();
     let tar = bed.base.join("run.tar");
@@ -233,7 +233,7 @@ fn issue28_progress_is_drawn_only_on_a_terminal_stderr() {
 /// when piped), `--format` overriding either way; the tables' text is
 /// snapshotted.
 #[test]
-fn issue28_doctor_and_bundle_verify_print_tables_on_a_terminal() {
+fn doctor_and_bundle_verify_print_tables_on_a_terminal() {
     let bed = Bed::new();
     let root = bed.root.to_str().unwrap();
     // A temp file a killed writer left an hour ago.
@@ -303,7 +303,7 @@ fn issue28_doctor_and_bundle_verify_print_tables_on_a_terminal() {
 /// `status --run-id` in a table shows every recommended command in full,
 /// on a line of its own, exactly as the JSON carries it.
 #[test]
-fn issue28_status_shows_the_full_next_command() {
+fn status_shows_the_full_next_command() {
     let bed = Bed::new();
     let root = bed.root.to_str().unwrap();
     let args = ["--state-root", root, "status", "--run-id", &bed.run];
@@ -330,7 +330,7 @@ fn issue28_status_shows_the_full_next_command() {
 /// `log --format json` (the README lists it): one envelope whose rows are
 /// the jsonl rows and whose counts are the summary's; not with --follow.
 #[test]
-fn issue28_log_format_json_is_one_envelope() {
+fn log_format_json_is_one_envelope() {
     let bed = Bed::new().running();
     let root = bed.root.to_str().unwrap();
     let args = ["--state-root", root, "log", "--run-id", &bed.run];
@@ -374,7 +374,7 @@ fn issue28_log_format_json_is_one_envelope() {
 /// clone, the README's fetch of `refs/bluetape/*`, then `bundle-verify
 /// --git` (which the clone alone cannot do).
 #[test]
-fn issue28_the_readme_auditor_flow_fetches_the_publication_refs() {
+fn the_readme_auditor_flow_fetches_the_publication_refs() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let line = |start: &str| {

@@ -1,9 +1,10 @@
-//! Issue 13: our rules hold whoever writes. Each reproduction of the issue
-//! through the binary: lines another writer (the Python reference, or a
-//! hand with the owner handle) appends with a valid chain are judged by our
-//! rules on replay, recovery fails closed, and edited derived files are
-//! never believed. The other writer is played by hand-appended, correctly
-//! chained receipt lines (tests never run the reference).
+//! Our rules hold whoever writes (contracts/rules.md,
+//! contracts/approvals.md, trust-model §2), through the binary: lines
+//! another writer (the Python reference, or a hand with the owner handle)
+//! appends with a valid chain are judged by our rules on replay, recovery
+//! fails closed, and edited derived files are never believed. The other
+//! writer is played by hand-appended, correctly chained receipt lines (tests
+//! never run the reference).
 
 use crate::bed as common;
 
@@ -263,10 +264,10 @@ fn assert_breach_refusal(out: &Output, gate: &str, rule: &str) {
     assert_eq!(breach_rules(&e), [rule]);
 }
 
-// ------------------------------------------------------------ deliverable 1
+// ------------- replay applies the gate and our rules (contracts/rules.md)
 
 #[test]
-fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
+fn an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
     let run = Run::new(Some(FOUR_EYES));
     // Our run-approve refuses the initiator.
     run.approve_as("agent-1")
@@ -319,7 +320,7 @@ fn issue13_an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
 }
 
 #[test]
-fn issue13_a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
+fn a_forged_approver_record_is_shown_as_a_breach_not_as_alice() {
     let run = Run::new(Some(FOUR_EYES));
     let checksum = run.policy_checksum();
     run.append(
@@ -403,7 +404,7 @@ fn an_approval_recorded_after_the_window_is_a_breach() {
 }
 
 #[test]
-fn issue13_our_own_approval_verifies_exactly_as_before() {
+fn our_own_approval_verifies_exactly_as_before() {
     let run = Run::new(Some(FOUR_EYES));
     run.approve_as("alice").assert_ok();
     let verify = run.query("verify", &[]).assert_ok();
@@ -436,7 +437,7 @@ fn issue13_our_own_approval_verifies_exactly_as_before() {
 }
 
 #[test]
-fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() {
+fn an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() {
     let run = Run::running_with_lane_a();
     let older = run.heartbeat("a", "agent-1", 1);
     run.heartbeat("a", "agent-1", 2);
@@ -476,7 +477,7 @@ fn issue13_an_older_heartbeat_completing_a_lane_by_another_writer_is_a_breach() 
 }
 
 #[test]
-fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
+fn a_required_component_removed_by_another_writer_is_a_breach() {
     let run = Run::running_with_lane_a();
     run.register_runtime(&[]);
     run.append(
@@ -487,7 +488,7 @@ fn issue13_a_required_component_removed_by_another_writer_is_a_breach() {
     assert_eq!(breach_rules(&verify), ["required_component_removed"]);
 }
 
-// ------------------------------------------------------------ deliverable 3
+// -------------------- recovery keeps the gate (contracts/approvals.md)
 
 impl Run {
     /// Change one byte inside line `n` (1-based) of the receipt.
@@ -575,7 +576,7 @@ fn assert_gate_unreadable(run: &Run, out: &Output, contains: &str) -> Value {
 const UNTRUSTED_LINE_1: &str = "first line cannot be trusted, so whether it had an approval gate can be neither read nor proven absent";
 
 #[test]
-fn issue13_recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
+fn recovery_does_not_shed_a_gate_whose_first_line_and_file_are_gone() {
     let run = Run::new(Some(FOUR_EYES));
     // One byte inside approver=alice on line 1, and the policy file gone.
     run.damage_line(1, "approver=alice", "approver=alicf");
@@ -627,7 +628,7 @@ fn trust_recovery_never_loses_a_gate_to_renamed_keys_or_one_byte_of_line_1() {
 }
 
 #[test]
-fn issue13_a_first_line_that_cannot_be_trusted_is_refused_even_with_a_gate_named() {
+fn a_first_line_that_cannot_be_trusted_is_refused_even_with_a_gate_named() {
     // Ungated or gated: line 1 damaged, the gate can be neither read nor
     // proven absent, and a fresh gate cannot add to an unknown one.
     for policy in [None, Some(FOUR_EYES)] {
@@ -649,7 +650,7 @@ fn issue13_a_first_line_that_cannot_be_trusted_is_refused_even_with_a_gate_named
 /// `--approval-policy` may only add constraints to it
 /// (contracts/approvals.md "Recovery"), breach or no breach.
 #[test]
-fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
+fn a_carried_gate_is_kept_unless_a_breach_stands() {
     let run = Run::new(Some(FOUR_EYES));
     run.approve_as("alice").assert_ok();
     run.damage_line(2, "plan reviewed", "plan reviewee");
@@ -737,7 +738,7 @@ fn issue13_a_carried_gate_is_kept_unless_a_breach_stands() {
         .assert_ok();
 }
 
-// ------------------------------------------------------------ deliverable 2
+// ------------- signed approvals (contracts/approvals.md `approver_key`)
 
 /// A real ssh-keygen; missing is a test failure (`.ci/run` installs it).
 fn ssh_keygen(args: &[&str]) -> std::process::Output {
@@ -821,7 +822,7 @@ fn assert_signature_refused(out: &Output, run: &Run, contains: &str) {
 }
 
 #[test]
-fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
+fn signed_approvals_pass_once_with_the_right_key_only() {
     let keys = tempfile::tempdir().unwrap();
     let (alice, alice_public) = keypair(keys.path(), "alice");
     let (agent, _) = keypair(keys.path(), "agent-1");
@@ -967,7 +968,7 @@ fn issue13_signed_approvals_pass_once_with_the_right_key_only() {
 }
 
 #[test]
-fn issue13_a_signature_without_a_pinned_key_is_refused() {
+fn a_signature_without_a_pinned_key_is_refused() {
     let keys = tempfile::tempdir().unwrap();
     let (alice, alice_public) = keypair(keys.path(), "alice");
     let run = Run::new(Some(FOUR_EYES));
@@ -1013,7 +1014,7 @@ fn issue13_a_signature_without_a_pinned_key_is_refused() {
     out.assert_error(2, "contract_error");
 }
 
-// ------------------------------------------------------------ deliverable 4
+// ------- forged derived files are never believed (trust-model §2.1, §2.3)
 
 impl Run {
     fn checkpoint(&self) -> Value {
@@ -1045,7 +1046,7 @@ impl Run {
 }
 
 #[test]
-fn issue13_a_forged_checkpoint_cannot_steer_a_run_transition() {
+fn a_forged_checkpoint_cannot_steer_a_run_transition() {
     let run = Run::new(None);
     run.cmd("run-approve", &["--evidence", &run.evidence("ok")])
         .assert_ok();
@@ -1077,7 +1078,7 @@ fn issue13_a_forged_checkpoint_cannot_steer_a_run_transition() {
 }
 
 #[test]
-fn issue13_forged_derived_files_are_never_believed() {
+fn forged_derived_files_are_never_believed() {
     // Each forgery, then each command; every command that exits 0 must
     // leave a receipt that a full replay accepts without a breach.
     type Forgery = fn(&Run);
@@ -1133,7 +1134,7 @@ fn issue13_forged_derived_files_are_never_believed() {
 }
 
 #[test]
-fn issue13_a_forged_checkpoint_cannot_hide_a_breach() {
+fn a_forged_checkpoint_cannot_hide_a_breach() {
     let run = Run::new(Some(FOUR_EYES));
     run.append(
         "plan_approved",
@@ -1160,7 +1161,7 @@ fn issue13_a_forged_checkpoint_cannot_hide_a_breach() {
 }
 
 // ----------------------------------- every write rule is a replay rule
-// (`contracts/receipt.md`, "Our rules, whoever writes"; trust model §2
+// (`contracts/rules.md`, "Our rules, whoever writes"; trust model §2
 // promise 2). Each test: our binary refuses the step, the line the
 // reference writes for it (its shape checked against the real reference by
 // hand: same keys, `null` where it writes `null`) is recorded as a breach.

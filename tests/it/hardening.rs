@@ -1,7 +1,7 @@
-//! Crash and path safety through the binary (issue 14): a panic ends in the
-//! envelope; a broken `receipt-head.json` is refused before any append and
-//! diagnosed rather than failed on; integers the reference could not read
-//! back are refused.
+//! Crash and path safety through the binary (DEVIATIONS 13, 41, 42): a panic
+//! ends in the envelope; a broken `receipt-head.json` is refused before any
+//! append and diagnosed rather than failed on; integers the reference could
+//! not read back are refused.
 
 use crate::bed as common;
 use crate::reliability;
@@ -41,11 +41,11 @@ fn a_panic_ends_in_the_envelope_with_an_exit_status_of_the_table() {
     assert_eq!(run.receipt(), before);
 }
 
-/// The broken head records of the issue: a directory, then a file with a
+/// The broken head records of DEVIATIONS 41: a directory, then a file with a
 /// wider mode. Each is refused before the append (exit 2, nothing written),
-/// `verify` names it as a state-root rule (exit 2), `receipt-diagnose`
-/// still answers with it as a finding, and once it is repaired the run goes
-/// on with a fresh head.
+/// `verify` names it as a state-root rule (exit 2), `receipt-diagnose` still
+/// answers with it as a finding, and once it is repaired the run goes on
+/// with a fresh head.
 #[test]
 fn a_broken_head_record_is_refused_before_the_append_and_diagnosed() {
     let (_tmp, run) = lane_run();
@@ -173,8 +173,8 @@ fn forged_numbers_in_derived_files_never_fail_after_the_commit() {
     let (_tmp, base) = crate::bed::canonical_tempdir();
     let template = LaneRun::new(&base, &["a", "b"]);
     let run_dir = |root: &std::path::Path| root.join("runs").join(&template.run_id);
-    // 0, -1, 2^63, 2^64-1, and the two values of the issue's reproduction
-    // (2^62 made an allocation abort, 9.3e18 a capacity-overflow panic).
+    // 0, -1, 2^63, 2^64-1, and the two values that once broke it (2^62 made
+    // an allocation abort, 9.3e18 a capacity-overflow panic).
     let values: Vec<serde_json::Value> = [
         "0",
         "-1",

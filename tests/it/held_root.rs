@@ -1,9 +1,9 @@
-//! The state root held once per command (issue 14, item 3): every file
-//! inside the root — `handles/`, `reports/`, `quarantine/`, `locks/`, the
-//! lock's own files — is reached from the descriptor the command opened,
-//! never by resolving the root's path again. The races wait on what the
-//! writer is seen doing (`/proc/<pid>/fd` holding the run open, a live
-//! holder's lock), never on a fixed delay alone.
+//! The state root held once per command (DEVIATIONS 78): every file inside
+//! the root — `handles/`, `reports/`, `quarantine/`, `locks/`, the lock's
+//! own files — is reached from the descriptor the command opened, never by
+//! resolving the root's path again. The races wait on what the writer is
+//! seen doing (`/proc/<pid>/fd` holding the run open, a live holder's lock),
+//! never on a fixed delay alone.
 
 use crate::bed::copy_tree;
 use crate::bed::{Entry, files};

@@ -1,9 +1,9 @@
-//! Help that teaches, and the usual companions (issue 12): every command's
-//! `--help` describes every option, documents its input files, shows an
-//! example and its exit statuses; the examples run, in order, against the
-//! real binary; the whole help tree is a snapshot; `--version`,
-//! `completions` and `man` work and refuse bad arguments with the usual
-//! envelope.
+//! Help that teaches, and the usual companions (cli-conventions §2, §3):
+//! every command's `--help` describes every option, documents its input
+//! files, shows an example and its exit statuses; the examples run, in
+//! order, against the real binary; the whole help tree is a snapshot;
+//! `--version`, `completions` and `man` work and refuse bad arguments with
+//! the usual envelope.
 
 use crate::bed as common;
 

@@ -1,9 +1,9 @@
-//! I/O failures are reported as I/O failures (issue 14 item 6, issue 17):
-//! a real full disk — a tiny tmpfs mounted for the test (this project's
-//! machines and CI run the tests as root; without the privilege the test
-//! fails, it does not skip) — gives exit 5 `coordinator_conflict`,
-//! retryable, with the OS's errno text and the path, and nothing
-//! acknowledged is lost; once space is freed the same command succeeds.
+//! I/O failures are reported as I/O failures (DEVIATIONS 49, 113): a real
+//! full disk — a tiny tmpfs mounted for the test (this project's machines
+//! and CI run the tests as root; without the privilege the test fails, it
+//! does not skip) — gives exit 5 `coordinator_conflict`, retryable, with the
+//! OS's errno text and the path, and nothing acknowledged is lost; once
+//! space is freed the same command succeeds.
 
 use crate::reliability::{LaneRun, lines};
 use std::io::Write;

@@ -1,6 +1,6 @@
-//! Issue 2 through the binary: state-root discovery, init → verify →
-//! rebuild → verify, the layout and modes the reference expects, and a
-//! receipt the reference's rules accept.
+//! The runtime through the binary (reference-runtime §1–§4): state-root
+//! discovery, init → verify → rebuild → verify, the layout and modes the
+//! reference expects, and a receipt the reference's rules accept.
 
 use crate::bed as common;
 use crate::bed::TestBed;
@@ -93,7 +93,7 @@ fn init_verify_rebuild_verify() {
         "file".into(),
         0o600,
     ));
-    // Ours (issue 13): the secret that authenticates derived files.
+    // Ours (DEVIATIONS 48): the secret that authenticates derived files.
     want.push(("derived.key".into(), "file".into(), 0o600));
     // Ours (DEVIATIONS 92): a new state root is ignored by git.
     want.push((".gitignore".into(), "file".into(), 0o600));

@@ -1,9 +1,9 @@
-//! The one integration test binary of bluetape-flow (issue 16). Every area
-//! is a module below; all of them share the test bed in `bed/` (a temp
-//! state root and repo, the real binary in a cleared, pinned environment,
-//! typed decoding of the JSON envelope, builders for the common inputs,
-//! tree snapshots and fixture copies). Snapshots of human-facing output
-//! live in `tests/it/snapshots/` (insta); reference fixtures are data in
+//! The one integration test binary of bluetape-flow. Every area is a module
+//! below; all of them share the test bed in `bed/` (a temp state root and
+//! repo, the real binary in a cleared, pinned environment, typed decoding of
+//! the JSON envelope, builders for the common inputs, tree snapshots and
+//! fixture copies). Snapshots of human-facing output live in
+//! `tests/it/snapshots/` (insta); reference fixtures are data in
 //! `tests/fixtures/`.
 //!
 //! Run one area: `cargo test --test it approvals::`.

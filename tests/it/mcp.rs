@@ -1,9 +1,9 @@
-//! `bluetape-flow mcp` (issue 21), driven by a client nobody here wrote:
-//! the official MCP Python SDK (PyPI `mcp`, pinned and installed into a
-//! venv by `.ci/run`, which exports its interpreter as BLUETAPE_CI_PYTHON).
-//! Without it these tests fail under CI=true, and say loudly that they did
-//! not run otherwise. The framing test speaks raw JSON-RPC lines, as a
-//! broken client would.
+//! `bluetape-flow mcp` (contracts/commands.md "mcp"), driven by a client
+//! nobody here wrote (agent-tools.md §3): the official MCP Python SDK (PyPI
+//! `mcp`, pinned and installed into a venv by `.ci/run`, which exports its
+//! interpreter as BLUETAPE_CI_PYTHON). Without it these tests fail under
+//! CI=true, and say loudly that they did not run otherwise. The framing test
+//! speaks raw JSON-RPC lines, as a broken client would.
 
 use crate::bed::{self as common, Flow, T0};
 use serde_json::{Map, Value, json};

@@ -1,11 +1,11 @@
-//! The lock across PID namespaces (issue 14, item 2): a writer in another
-//! PID namespace (a container sharing the state root through a bind mount)
-//! has a pid that means nothing on the host, where it may look dead. The
-//! holder's flock on `owner.json` is what proves it alive, so the host
-//! never reclaims a lock that is still held, and writers on both sides never
-//! fork the chain. Needs `unshare` (util-linux) and the privilege to create
-//! a PID namespace (root, as on this project's machines and CI); without
-//! them these tests fail, they do not skip.
+//! The lock across PID namespaces (DEVIATIONS 40): a writer in another PID
+//! namespace (a container sharing the state root through a bind mount) has a
+//! pid that means nothing on the host, where it may look dead. The holder's
+//! flock on `owner.json` is what proves it alive, so the host never reclaims
+//! a lock that is still held, and writers on both sides never fork the
+//! chain. Needs `unshare` (util-linux) and the privilege to create a PID
+//! namespace (root, as on this project's machines and CI); without them
+//! these tests fail, they do not skip.
 
 use crate::reliability;
 

@@ -1,11 +1,11 @@
-//! No path swapped under us (issue 14, item 3). A mutation opens the state
-//! root once and reaches `runs/<id>` and every file in it from held
-//! descriptors, never following a symlink; after waiting for the lock it
-//! checks that `runs/<id>`, reached again from the held root, is still the
-//! directory it holds. The races are made deterministic: a separate
-//! process holds the receipt lock (a live pid with the flock, as our binary
-//! holds it), the waiting writer is seen holding the run directory open
-//! (`/proc/<pid>/fd`), and only then is the directory swapped.
+//! No path swapped under us (DEVIATIONS 50). A mutation opens the state root
+//! once and reaches `runs/<id>` and every file in it from held descriptors,
+//! never following a symlink; after waiting for the lock it checks that
+//! `runs/<id>`, reached again from the held root, is still the directory it
+//! holds. The races are made deterministic: a separate process holds the
+//! receipt lock (a live pid with the flock, as our binary holds it), the
+//! waiting writer is seen holding the run directory open (`/proc/<pid>/fd`),
+//! and only then is the directory swapped.
 
 use crate::reliability::{self, LaneRun, tree, tree_diff};
 use std::path::{Path, PathBuf};
@@ -143,10 +143,10 @@ fn assert_moved_refusal(out: &crate::bed::Output, run_id: &str) {
     );
 }
 
-/// The reproduction of issue 14 item 3: while a live process holds the
-/// lock, `runs/<id>` is renamed away and a symlink to a copy takes its
-/// place. The waiting heartbeat refuses (exit 2) instead of appending to
-/// the copy; the copy and the moved original are unchanged.
+/// The race of DEVIATIONS 50: while a live process holds the lock,
+/// `runs/<id>` is renamed away and a symlink to a copy takes its place. The
+/// waiting heartbeat refuses (exit 2) instead of appending to the copy; the
+/// copy and the moved original are unchanged.
 #[test]
 fn a_run_directory_swapped_for_a_symlink_during_the_lock_wait_is_refused() {
     let rounds = reliability::size(2, 20);

@@ -1,6 +1,7 @@
-//! Property tests of issue 2: canonical JSON is a fixed point (and equals
-//! Python's json.dumps). That any single-byte change to a receipt is
-//! detected is proved once, in `reliability::damage`.
+//! Property tests of canonical JSON (contracts/receipt.md "Canonical JSON"):
+//! it is a fixed point (and equals Python's json.dumps). That any
+//! single-byte change to a receipt is detected is proved once, in
+//! `reliability::damage`.
 
 use bluetape_flow::receipt::canonical;
 use proptest::prelude::*;

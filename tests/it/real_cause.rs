@@ -160,7 +160,7 @@ fn example(e: &Value) -> Value {
 /// the heartbeat's "new evidence" rule: the word is named, the example the
 /// hint gives passes the rule, and nothing is written by the refusal.
 #[test]
-fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
+fn literal_word_rules_name_the_word_and_a_value_that_passes() {
     let bed = Bed::new();
     let recovery = json!([{"kind": "recovery", "summary": "recovered checkpoint: handlers done"}]);
     let out = unchanged(&bed.root, || {
@@ -272,7 +272,7 @@ fn issue28_literal_word_rules_name_the_word_and_a_value_that_passes() {
 /// `receipt_corrupt` stays, the hint names the real cause and how to find
 /// the right value, never recovery.
 #[test]
-fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
+fn a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
     let bed = Bed::new();
     let verify = |root: &Path, run: &str| {
         bed.flow
@@ -416,7 +416,7 @@ fn issue28_a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
 /// answer with their own error codes and causes, and the offline ones
 /// print no `state_root` they never used.
 #[test]
-fn issue28_proofs_bundles_and_publish_answer_their_own_causes() {
+fn proofs_bundles_and_publish_answer_their_own_causes() {
     let bed = Bed::new();
     let w = |name: &str| bed.base.join(name).to_string_lossy().into_owned();
     // Two signers; the run is signed by the first only.

@@ -1,11 +1,11 @@
-//! Issue 2, "Bad input", for the state root and `init`: symlinked roots and
-//! subdirectories, wrong modes, a foreign uid, owner files outside
-//! `handles/`, existing or dangling handles, bad identifiers, unknown
-//! workflow types, bad repo roots. Every case drives the real binary, gets
-//! its typed error with a clear message, prints nothing on stdout, and
-//! leaves every byte under the temp directory as it was — in particular no
-//! run directory, no staging handle `handles/init-*.owner`, and no state
-//! root or skeleton when the root did not exist before.
+//! Bad input for the state root and `init` (reference-runtime §1, §2):
+//! symlinked roots and subdirectories, wrong modes, a foreign uid, owner
+//! files outside `handles/`, existing or dangling handles, bad identifiers,
+//! unknown workflow types, bad repo roots. Every case drives the real
+//! binary, gets its typed error with a clear message, prints nothing on
+//! stdout, and leaves every byte under the temp directory as it was — in
+//! particular no run directory, no staging handle `handles/init-*.owner`,
+//! and no state root or skeleton when the root did not exist before.
 
 use crate::bed as common;
 use crate::bed::refusal;

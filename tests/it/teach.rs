@@ -1,7 +1,7 @@
-//! Issue 15: errors and flows that teach. A lane's life driven from what
-//! the tool printed before (never a hand-computed checksum), and every
-//! refusal the issue lists, each with its `hint`, its `fields` and the
-//! reference's keys unchanged.
+//! Errors and flows that teach (contracts/refusals.md, DEVIATIONS 61–66). A
+//! lane's life driven from what the tool printed before (never a
+//! hand-computed checksum), and every refusal those rows list, each with its
+//! `hint`, its `fields` and the reference's keys unchanged.
 
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -127,7 +127,7 @@ fn lane_args<'a>(at: &'a str, evidence: &'a str) -> Vec<&'a str> {
 /// --decision-out`, the receipt head from its `checksum`, the probe
 /// deadline from its `probe_deadline_max`.
 #[test]
-fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
+fn a_lane_life_is_driven_by_what_the_tool_printed() {
     let life = Life::running();
     // Quiet for five minutes: liveness-check says what to record, and
     // writes the decision file for stall-record.
@@ -231,7 +231,7 @@ fn issue15_a_lane_life_is_driven_by_what_the_tool_printed() {
 /// file, never inside the state root, never through a symlink; a refusal
 /// leaves everything as it was.
 #[test]
-fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
+fn decision_out_never_replaces_and_stays_outside_the_state_root() {
     let life = Life::running();
     let existing = life.base.join("taken.json");
     std::fs::write(&existing, "keep").unwrap();
@@ -252,8 +252,8 @@ fn issue15_decision_out_never_replaces_and_stays_outside_the_state_root() {
     assert!(!inside.exists());
 }
 
-/// One refusal of the issue: the reference's keys it keeps, and what must
-/// be in its `hint`, `message` and `fields`.
+/// One refusal of the table: the reference's keys it keeps, and what must be
+/// in its `hint`, `message` and `fields`.
 type Case = crate::bed::RefusalCase;
 
 fn run_case(case: &Case, out: &Output, run: &str) {
@@ -278,11 +278,12 @@ fn run_case(case: &Case, out: &Output, run: &str) {
     case.assert_fields(&e);
 }
 
-/// Every refusal the issue lists, table-driven: its `hint`, its `fields`,
-/// and `ok`, `error`, `retryable`, `next_command` as the reference prints
-/// them (checked against the Python reference for these very calls).
+/// Every refusal DEVIATIONS 61–65 and contracts/refusals.md list,
+/// table-driven: its `hint`, its `fields`, and `ok`, `error`, `retryable`,
+/// `next_command` as the reference prints them (checked against the Python
+/// reference for these very calls).
 #[test]
-fn issue15_every_listed_refusal_names_its_fix() {
+fn every_listed_refusal_names_its_fix() {
     let life = Life::with_lane();
     let run = life.run.clone();
     let lane_only = life.put("lane-only.json", &json!({"lane_id": "api"}));
@@ -524,7 +525,7 @@ fn issue15_every_listed_refusal_names_its_fix() {
     );
 }
 
-/// The stall-record refusals of the issue: the liveness-check envelope as
+/// The stall-record refusals (DEVIATIONS 62): the liveness-check envelope as
 /// the decision file, and a free-text reason.
 fn stall_record_refusals(_run: &str) {
     let life = Life::running();
@@ -842,9 +843,9 @@ fn reach(row: &ExitRow) -> Output {
 }
 
 /// Each row of the README's exit-code table is what the binary does: its
-/// exit status, `error`, `retryable` and `next_command` (issue 15).
+/// exit status, `error`, `retryable` and `next_command` (DEVIATIONS 66).
 #[test]
-fn issue15_the_readme_exit_table_is_what_the_binary_does() {
+fn the_readme_exit_table_is_what_the_binary_does() {
     for row in readme_exit_rows() {
         let out = reach(&row);
         assert_eq!(out.code, row.exit, "{row:?}: {out:?}");
@@ -869,7 +870,7 @@ fn issue15_the_readme_exit_table_is_what_the_binary_does() {
 /// mutation families of its commands table takes it; `init` and the
 /// read-only commands do not.
 #[test]
-fn issue15_the_readme_names_the_commands_that_take_expected_head() {
+fn the_readme_names_the_commands_that_take_expected_head() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let families = [

@@ -1,5 +1,5 @@
-//! Topology through the binary (issue 4): topology-register,
-//! topology-remove, check-result, component-evidence.
+//! Topology through the binary (reference-coordinator §10):
+//! topology-register, topology-remove, check-result, component-evidence.
 //!
 //! First every recorded topology, check, evidence, resolution and
 //! completion command of the reference's scenarios is replayed on a copy

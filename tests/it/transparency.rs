@@ -1,9 +1,9 @@
-//! Issue 19: the run's receipt as a transparency log. Signed heads (C2SP
-//! checkpoints), the stored tree, inclusion and consistency proofs, through
-//! the real binary, and checked by verifiers nobody here wrote: a Go
-//! program (tests/go/tlogcheck) built against Debian's
-//! golang.org/x/mod/sumdb/note and sumdb/tlog. Missing `go` is a failure,
-//! never a skip.
+//! The run's receipt as a transparency log (contracts/transparency.md).
+//! Signed heads (C2SP checkpoints), the stored tree, inclusion and
+//! consistency proofs, through the real binary, and checked by verifiers
+//! nobody here wrote: a Go program (tests/go/tlogcheck) built against
+//! Debian's golang.org/x/mod/sumdb/note and sumdb/tlog. Missing `go` is a
+//! failure, never a skip.
 
 use crate::bed as common;
 

@@ -112,7 +112,7 @@ fn run_with_a_foreign_breach() -> Run {
 }
 
 #[test]
-fn issue26_a_remaced_checkpoint_cannot_hide_a_breach_from_any_auditor() {
+fn a_remaced_checkpoint_cannot_hide_a_breach_from_any_auditor() {
     let run = run_with_a_foreign_breach();
     let untouched = run.untouched_copy();
     let expected = run.answers(&untouched);
@@ -135,7 +135,7 @@ fn issue26_a_remaced_checkpoint_cannot_hide_a_breach_from_any_auditor() {
 /// receipt says otherwise: `startup-ack` must answer what a full replay
 /// answers, and append nothing the full replay rejects.
 #[test]
-fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event() {
+fn a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event() {
     // (1) a state that no line of the lane produced: the lane is pending.
     let run = Run::with_lane_a_created();
     let untouched = run.untouched_copy();
@@ -194,7 +194,7 @@ fn issue26_a_forged_lane_state_cannot_make_startup_ack_append_a_rejected_event()
 /// becomes component evidence, no heartbeat repeats evidence, and `verify`
 /// answers the same with the checkpoint as without it.
 #[test]
-fn issue26_a_zeroed_digest_table_is_never_believed() {
+fn a_zeroed_digest_table_is_never_believed() {
     let run = Run(TestBed::running(&["runtime"]));
     run.running_lane("a", None);
     run.register(&json!([component("runtime", "a", true, &[], &[])]))

@@ -1,9 +1,10 @@
-//! Issue 18: the views `status`, `log` and `report`. `status` must never
-//! disagree with `liveness-check`, `completion-check` and `resume-check`
-//! (checked on every reference fixture and on runs built here, at several
-//! instants); every view is read-only (byte, mode and mtime identical, and
-//! it works on a write-protected copy); `log` prints only verified events;
-//! bad input is the usual one-line envelope.
+//! The views `status`, `log` and `report` (views.md; contracts/commands.md
+//! "Views"). `status` must never disagree with `liveness-check`,
+//! `completion-check` and `resume-check` (checked on every reference fixture
+//! and on runs built here, at several instants); every view is read-only
+//! (byte, mode and mtime identical, and it works on a write-protected copy);
+//! `log` prints only verified events; bad input is the usual one-line
+//! envelope.
 
 use crate::bed as common;
 use crate::reliability::LaneRun;

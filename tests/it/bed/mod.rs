@@ -36,7 +36,7 @@ pub fn fixtures_dir() -> PathBuf {
 }
 
 /// Whether `message` is the reference's text `expected`, alone or with the
-/// detail issue 15 adds after it (`expected: detail`, `expected (in
+/// detail DEVIATIONS 61 adds after it (`expected: detail`, `expected (in
 /// --flag 'file')`): the reference's words stay the message's first part.
 pub fn is_reference_message(message: &str, expected: &str) -> bool {
     message == expected

@@ -1,6 +1,6 @@
-//! Helpers for the bad-input tests (issue 2): a throw-away workspace, a
-//! refused call that must leave every byte on disk alone, and receipt lines
-//! sealed by hand with valid checksums.
+//! Helpers for the bad-input tests: a throw-away workspace, a refused call
+//! that must leave every byte on disk alone, and receipt lines sealed by
+//! hand with valid checksums.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};

@@ -1,6 +1,6 @@
-//! The replay of the reference's recorded commands (topology and
-//! completion suites, issue 4) on a copy of its own state cut back to the
-//! line before each command.
+//! The replay of the reference's recorded commands (topology and completion
+//! suites) on a copy of its own state cut back to the line before each
+//! command.
 #![allow(dead_code)]
 
 use serde_json::Value;

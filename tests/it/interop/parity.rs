@@ -1,8 +1,9 @@
 //! Our read-only commands give the reference's verdict on every state root
 //! the reference wrote, healthy and damaged: same exit status, same error
-//! code, same first bad sequence, byte-identical success JSON. Issue 2 needs
-//! `verify`; `receipt-diagnose` and `resume-check` share its read path;
-//! issue 4 adds `completion-check`.
+//! code, same first bad sequence, byte-identical success JSON: `verify`
+//! (reference-runtime §4.3), `receipt-diagnose` and `resume-check`, which
+//! share its read path, and `completion-check` (reference-coordinator
+//! §10.6).
 
 use crate::bed as common;
 

@@ -1,6 +1,6 @@
-//! Issue 2, item 7: family 1.0 (Phase 1) runs are readable by verify and
-//! rebuild: 15-key events without metadata, the raw owner token in the
-//! receipt, default limits.
+//! Family 1.0 (Phase 1) runs are readable by verify and rebuild
+//! (reference-runtime §6.4, §6.5): 15-key events without metadata, the raw
+//! owner token in the receipt, default limits.
 
 use crate::bed as common;
 

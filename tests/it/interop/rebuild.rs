@@ -1,7 +1,7 @@
-//! Issue 2: `rebuild` regenerates the reference's own caches byte for byte
-//! from the receipt alone (run.json in the coordinator shape and every
-//! lanes/<id>.json), deletes caches of lanes that do not exist, and writes
-//! nothing when the receipt is damaged.
+//! `rebuild` regenerates the reference's own caches (reference-runtime §4.4,
+//! §4.5) byte for byte from the receipt alone (run.json in the coordinator
+//! shape and every lanes/<id>.json), deletes caches of lanes that do not
+//! exist, and writes nothing when the receipt is damaged.
 
 use crate::bed as common;
 

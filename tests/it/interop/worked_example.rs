@@ -1,5 +1,5 @@
-//! Issue 2: the worked example of reference-runtime §3.8 reproduces byte for
-//! byte when init is given the same clock, run-id suffix and owner token.
+//! The worked example of reference-runtime §3.8 reproduces byte for byte
+//! when init is given the same clock, run-id suffix and owner token.
 
 use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
 use bluetape_flow::store::discovery::DiscoveryEnv;

@@ -1,7 +1,7 @@
-//! Reliability scenario 3 (issue 8): concurrency. Four writer processes
-//! append heartbeats to one run at once (each on its own lane, retrying on
-//! the retryable exit 5) while readers run `verify` in a loop. Every
-//! heartbeat is present exactly once, sequences are dense, the chain
+//! Reliability scenario 3 (docs/reliability.md): concurrency. Four writer
+//! processes append heartbeats to one run at once (each on its own lane,
+//! retrying on the retryable exit 5) while readers run `verify` in a loop.
+//! Every heartbeat is present exactly once, sequences are dense, the chain
 //! verifies, every acknowledged (sequence, checksum) is the receipt's, and
 //! no reader ever reports a false corruption: a reader may get the typed
 //! "append in progress" (exit 5, decisions.md 13), never exit 3, and every

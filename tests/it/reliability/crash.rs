@@ -1,7 +1,7 @@
-//! Reliability scenario 1 (issue 8): crash during append. The real binary
-//! appends heartbeats in a loop and is killed with SIGKILL at seeded random
-//! moments. After every attempt the receipt is compared with everything
-//! acknowledged so far:
+//! Reliability scenario 1 (docs/reliability.md): crash during append. The
+//! real binary appends heartbeats in a loop and is killed with SIGKILL at
+//! seeded random moments. After every attempt the receipt is compared with
+//! everything acknowledged so far:
 //!
 //! - every append that printed success is present, in order, byte for byte
 //!   (the receipt always starts with the acknowledged bytes, and the new

@@ -1,20 +1,20 @@
-//! Reliability scenario 2 (issue 8): damage. Receipts written by the real
-//! binary (with their acknowledged head `receipt-head.json`) are damaged in
-//! every way of one family — the last line truncated at every byte offset,
-//! every single bit flipped, every line deleted, duplicated, every pair of
-//! lines swapped, the tail cut off after every line, every line grown past
-//! the size limit — and each variant must be detected (100 %), without a
-//! panic, with the first bad sequence named exactly, by `verify` and by
-//! `receipt-diagnose`. The library functions carry the exhaustive counts;
-//! a sample of every family also goes through the binary (exit 3 for
-//! verify, a diagnosis naming the line, never exit 1 or 101, nothing
-//! written).
+//! Reliability scenario 2 (docs/reliability.md): damage. Receipts written by
+//! the real binary (with their acknowledged head `receipt-head.json`) are
+//! damaged in every way of one family — the last line truncated at every
+//! byte offset, every single bit flipped, every line deleted, duplicated,
+//! every pair of lines swapped, the tail cut off after every line, every
+//! line grown past the size limit — and each variant must be detected
+//! (100 %), without a panic, with the first bad sequence named exactly, by
+//! `verify` and by `receipt-diagnose`. The library functions carry the
+//! exhaustive counts; a sample of every family also goes through the binary
+//! (exit 3 for verify, a diagnosis naming the line, never exit 1 or 101,
+//! nothing written).
 //!
-//! The single-byte-change property lives here only (issue 16 merged the
-//! copies of bad_input, properties and this file): every byte of four
-//! receipts — ours with its head, ours with lines another writer appended
-//! beyond the head, the reference's own, and a hand-acknowledged one full
-//! of escapes and a 30-digit integer — changed several ways.
+//! The single-byte-change property lives here only (bad_input and properties
+//! carry no copy of it): every byte of four receipts — ours with its head,
+//! ours with lines another writer appended beyond the head, the reference's
+//! own, and a hand-acknowledged one full of escapes and a 30-digit integer —
+//! changed several ways.
 
 use crate::bed::refusal::{Chain, Work, append};
 use crate::bed::{Flow, Output, snapshot};

@@ -1,11 +1,11 @@
-//! Reliability scenario 4 (issue 8): a hostile filesystem. Each case puts
-//! one hostile object where the state root expects its own — a symlink (to
-//! a real, valid target elsewhere), a directory or file with a wider mode,
-//! a FIFO, a hard-linked handle — and runs a mutation (`heartbeat`) or
-//! `init` through the binary. Every case is refused with a typed error
-//! before anything is written: the whole tree, the symlink targets
-//! included, keeps every byte, mode, link, mtime and ctime. No command
-//! hangs on a FIFO (each call has a deadline).
+//! Reliability scenario 4 (docs/reliability.md): a hostile filesystem. Each
+//! case puts one hostile object where the state root expects its own — a
+//! symlink (to a real, valid target elsewhere), a directory or file with a
+//! wider mode, a FIFO, a hard-linked handle — and runs a mutation
+//! (`heartbeat`) or `init` through the binary. Every case is refused with a
+//! typed error before anything is written: the whole tree, the symlink
+//! targets included, keeps every byte, mode, link, mtime and ctime. No
+//! command hangs on a FIFO (each call has a deadline).
 
 use crate::bed as common;
 use crate::reliability;

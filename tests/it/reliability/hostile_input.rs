@@ -1,13 +1,13 @@
-//! Reliability scenario 5 (issue 8): hostile input. proptest generates
-//! hostile versions of every JSON input a caller hands us and of receipt
-//! lines: malformed text, invalid UTF-8, a BOM, trailing garbage, deep
-//! nesting, huge values, unknown and missing fields, wrong types, floats,
-//! and identifiers with `..`, `/`, NUL or over-long. Each case goes through
-//! the real command function in-process (the state root lives on tmpfs, so
-//! volume is cheap): never a panic, always a typed error, never a write
-//! (the run directory's files keep their size and mtime). A sample of the
-//! cases also goes through the binary (exit 2, 3 or 5, a JSON error, never
-//! 1 or 101, nothing changed).
+//! Reliability scenario 5 (docs/reliability.md): hostile input. proptest
+//! generates hostile versions of every JSON input a caller hands us and of
+//! receipt lines: malformed text, invalid UTF-8, a BOM, trailing garbage,
+//! deep nesting, huge values, unknown and missing fields, wrong types,
+//! floats, and identifiers with `..`, `/`, NUL or over-long. Each case goes
+//! through the real command function in-process (the state root lives on
+//! tmpfs, so volume is cheap): never a panic, always a typed error, never a
+//! write (the run directory's files keep their size and mtime). A sample of
+//! the cases also goes through the binary (exit 2, 3 or 5, a JSON error,
+//! never 1 or 101, nothing changed).
 //!
 //! Kinds: a heartbeat `--input`, a lane-create `--input`, an `--evidence`
 //! list (run-recovery-start), an owner handle file, and a receipt line

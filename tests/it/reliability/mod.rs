@@ -1,7 +1,7 @@
-//! Shared pieces of the reliability suite (issue 8): the size of a run
-//! (quick for CI, full for `scripts/torture.sh`), a seeded random source,
-//! the figures each scenario reports, and a run with running lanes built
-//! through the real binary (tree snapshots are the bed's).
+//! Shared pieces of the reliability suite (docs/reliability.md): the size of
+//! a run (quick for CI, full for `scripts/torture.sh`), a seeded random
+//! source, the figures each scenario reports, and a run with running lanes
+//! built through the real binary (tree snapshots are the bed's).
 //!
 //! Sizes: `BLUETAPE_TORTURE=full` selects the full counts. Figures: every
 //! scenario prints `[figure] scenario | case | count | result` on stderr

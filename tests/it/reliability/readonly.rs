@@ -1,12 +1,12 @@
-//! Reliability scenario 7 (issue 8): read-only means read-only. Every
-//! command the binary's `--help` calls "Read-only." (found at run time, so
-//! commands added later — completion-check, the approvals view — are
-//! covered without editing this file) runs on every run of many state
+//! Reliability scenario 7 (docs/reliability.md): read-only means read-only.
+//! Every command the binary's `--help` calls "Read-only." (found at run
+//! time, so commands added later — completion-check, the approvals view —
+//! are covered without editing this file) runs on every run of many state
 //! roots: ours healthy (head, checkpoint, caches), ours with a torn tail,
 //! ours with a dead writer's lock left behind, and every state root the
 //! Python reference wrote (no head, no checkpoint — a read must not add
-//! them). Each call must change no byte, mode, link count, mtime or ctime
-//! of anything in the tree (compared before and after, which works even as
+//! them). Each call must change no byte, mode, link count, mtime or ctime of
+//! anything in the tree (compared before and after, which works even as
 //! root). Then again with write permission removed from every directory
 //! (`chmod a-w`); root ignores that, so there the comparison is the proof.
 
@@ -120,8 +120,9 @@ fn roots(base: &Path) -> Vec<Root> {
     out
 }
 
-/// Issue 19: a signed head on the healthy run (so the proof commands read
-/// clean there) and, beside its state root, the files `check-proof` reads.
+/// A signed head (contracts/transparency.md §3) on the healthy run (so the
+/// proof commands read clean there) and, beside its state root, the files
+/// `check-proof` reads.
 fn signed_head(run: &LaneRun) {
     let files = run.root.parent().unwrap().join("transparency");
     std::fs::create_dir_all(&files).unwrap();
@@ -187,8 +188,8 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         std::fs::create_dir_all(&dir).unwrap();
         argv.extend(["--out".into(), dir.join(format!("{n}.html")).into()]);
     }
-    // The proof commands of issue 19 (files of `signed_head`, present
-    // beside the healthy root only).
+    // The proof commands (contracts/transparency.md §4; files of
+    // `signed_head`, present beside the healthy root only).
     let files = root.state.parent().unwrap().join("transparency");
     match command {
         "prove-event" => argv.extend(["--sequence".into(), "1".into()]),
@@ -201,9 +202,10 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         ]),
         _ => {}
     }
-    // Issue 20: a bundle or an envelope goes outside the state root, one
-    // new file per call; bundle-verify reads a bundle of the healthy run.
-    // contracts/otel.md: otel-export writes its trace the same way.
+    // contracts/bundle.md: a bundle or an envelope goes outside the state
+    // root, one new file per call; bundle-verify reads a bundle of the
+    // healthy run. contracts/otel.md: otel-export writes its trace the same
+    // way.
     if command == "bundle-export" || command == "attest" || command == "otel-export" {
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -225,7 +227,8 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
         argv.push(bundle.into());
     }
     if command == "approval-statement" {
-        // Its one write is a new file outside the state root (issue 13).
+        // Its one write is a new file outside the state root
+        // (contracts/approvals.md, "Signed approvals").
         argv.extend(["--out".into(), fresh_outside("statement").into()]);
     }
     if command == "liveness-check" {
@@ -248,7 +251,7 @@ fn argv(command: &str, root: &Root, run: &str) -> Vec<OsString> {
             "--at".into(),
             "2026-07-14T02:00:00Z".into(),
         ]);
-        // Its one write (issue 15) is a new decision file outside the
+        // Its one write (DEVIATIONS 64) is a new decision file outside the
         // state root.
         let out = fresh_outside("decision");
         argv.extend(["--decision-out".into(), out.into()]);
