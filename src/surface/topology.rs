@@ -127,22 +127,14 @@ pub fn dispatch(
                 &topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
             )
         }
-        TopologyCommands::Complete(a) => {
-            let key = a.sign.load(root)?;
-            let ctx = context(
-                root,
-                env,
-                &a.common,
-                super::mutation::strict_at(a.at.as_deref())?,
-            );
-            let answer = completion::complete(&ctx, &a.evidence)?;
-            let run_id = answer.run_id.clone();
-            super::transparency::sign_gate_head(
-                root,
-                key.as_ref(),
-                &run_id,
-                Success::of("complete", &answer),
-            )
-        }
+        TopologyCommands::Complete(a) => a.sign.gate(
+            root,
+            "complete",
+            || {
+                let at = super::mutation::strict_at(a.at.as_deref())?;
+                completion::complete(&context(root, env, &a.common, at), &a.evidence)
+            },
+            |answer| &answer.run_id,
+        )?,
     })
 }
