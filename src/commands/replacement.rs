@@ -17,8 +17,8 @@ use crate::coordinator::replacement::{
 /// agent resuming from a recovered checkpoint.
 pub fn lane_reassign(
     ctx: &MutationContext,
-    input: &JsonArg,
     evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_timed_input::<ReassignInput>(input)?;

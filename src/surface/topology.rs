@@ -87,26 +87,17 @@ pub fn dispatch(
             &completion::completion_check(root, &a.run_id)?,
         ),
         TopologyCommands::TopologyRegister(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "topology-register",
-                &topology::topology_register(&ctx, &a.evidence, &a.input)?,
-            )
+            a.run(root, env, "topology-register", topology::topology_register)?
         }
         TopologyCommands::CheckResult(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "check-result",
-                &topology::check_result(&ctx, &a.evidence, &a.input)?,
-            )
+            a.run(root, env, "check-result", topology::check_result)?
         }
-        TopologyCommands::ComponentEvidence(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "component-evidence",
-                &topology::component_evidence(&ctx, &a.evidence, &a.input)?,
-            )
-        }
+        TopologyCommands::ComponentEvidence(a) => a.run(
+            root,
+            env,
+            "component-evidence",
+            topology::component_evidence,
+        )?,
         TopologyCommands::LaneResolve(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             Success::of(
