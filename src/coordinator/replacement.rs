@@ -372,14 +372,15 @@ fn replaced_original<'s>(
     request: &Lineage,
     command: LineageCommand,
 ) -> Result<&'s LaneRecord, FlowError> {
-    match state.lane(&request.lane_id) {
-        Some(lane) if lane.state == LaneState::Replaced => Ok(lane),
-        other => refused(Refused::NotReplaced {
-            command,
-            lane_id: request.lane_id.clone(),
-            state: other.map(|lane| lane.state),
-        }),
-    }
+    state
+        .lane_in(&request.lane_id, LaneState::Replaced)
+        .or_else(|state| {
+            refused(Refused::NotReplaced {
+                command,
+                lane_id: request.lane_id.clone(),
+                state,
+            })
+        })
 }
 
 /// The replacement lane named is the one the original reserved.
