@@ -419,16 +419,20 @@ def measure_views(state, run_id, work, samples):
     return row
 
 
+def figures_table(title, columns, lines):
+    """A markdown table of figures under `title`: `columns` the headings (all
+    right-aligned), `lines` the cell texts of each line."""
+    return [f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns),
+            *("| " + " | ".join(cells) + " |" for cells in lines)]
+
+
 def views_table(rows, ours):
-    lines = ["### Views (issue 18)", "",
-             "| events | status --run-id | log (all events, jsonl) | log peak RSS "
-             "| report | report size |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for size, v in rows.items():
-        lines.append(f"| {ours[size]['events']:,} | {ms(v['status'])} | {ms(v['log'])} "
-                     f"| {rss_text(v['log_rss'])} | {ms(v['report'])} "
-                     f"| {v['report_bytes'] / 1e3:,.0f} kB |")
-    return lines
+    return figures_table(
+        "Views (issue 18)",
+        ["events", "status --run-id", "log (all events, jsonl)", "log peak RSS", "report",
+         "report size"],
+        [[f"{ours[size]['events']:,}", ms(v["status"]), ms(v["log"]), rss_text(v["log_rss"]),
+          ms(v["report"]), f"{v['report_bytes'] / 1e3:,.0f} kB"] for size, v in rows.items()])
 
 
 def views_targets(rows, ours):
@@ -514,17 +518,14 @@ def publish_rounds(load, state, runs, rows, samples):
 
 
 def bundles_table(rows):
-    lines = ["### Audit bundles and publications (issue 20)", "",
-             "| events | bundle-export | bundle-verify | receipt MB/s | bundle-verify peak RSS "
-             f"| first publish | publish of one new event (median of {PUBLISH_SAMPLES}, range) |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows.values():
-        if "bundle-verify" in r:
-            lines.append(f"| {r['events']:,} | {ms(r['bundle-export'])} | {ms(r['bundle-verify'])} "
-                         f"| {r['bundle-mbps']:.0f} | {rss_text(r['bundle-verify-rss'])} "
-                         f"| {ms(r['publish-first'])} | {ms(r['publish'])} "
-                         f"({ms(r['publish-range'][0])} to {ms(r['publish-range'][1])}) |")
-    return lines
+    return figures_table(
+        "Audit bundles and publications (issue 20)",
+        ["events", "bundle-export", "bundle-verify", "receipt MB/s", "bundle-verify peak RSS",
+         "first publish", f"publish of one new event (median of {PUBLISH_SAMPLES}, range)"],
+        [[f"{r['events']:,}", ms(r["bundle-export"]), ms(r["bundle-verify"]),
+          f"{r['bundle-mbps']:.0f}", rss_text(r["bundle-verify-rss"]), ms(r["publish-first"]),
+          f"{ms(r['publish'])} ({ms(r['publish-range'][0])} to {ms(r['publish-range'][1])})"]
+         for r in rows.values() if "bundle-verify" in r])
 
 
 def bundles_targets(rows):
@@ -584,14 +585,11 @@ BUNDLE_COSTS = [
 
 
 def transparency_table(rows):
-    lines = ["### Signed heads and proofs (issue 19)", "",
-             "| events | sign-head | prove-event | first sign-head on a run without our files |",
-             "|---:|---:|---:|---:|"]
-    for r in rows.values():
-        if "sign-head" in r:
-            lines.append(f"| {r['events']:,} | {ms(r['sign-head'])} | {ms(r['prove-event'])} "
-                         f"| {ms(r['first-sign-head'])} |")
-    return lines
+    return figures_table(
+        "Signed heads and proofs (issue 19)",
+        ["events", "sign-head", "prove-event", "first sign-head on a run without our files"],
+        [[f"{r['events']:,}", ms(r["sign-head"]), ms(r["prove-event"]), ms(r["first-sign-head"])]
+         for r in rows.values() if "sign-head" in r])
 
 
 # What each command of issue 19 costs (contracts/transparency.md), stated
@@ -993,17 +991,14 @@ def measure_otel(state, run_id, work, samples):
 
 
 def otel_table(rows):
-    lines = ["### otel-export --out (contracts/otel.md)", "",
-             "| events | receipt | otel-export --out (median of) | receipt MB/s "
-             "| OTLP/JSON written | peak RSS |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for r in rows.values():
-        if "otel" in r:
-            lines.append(f"| {r['events']:,} | {r['bytes'] / 1e6:.1f} MB "
-                         f"| {ms(r['otel'])} ({r['otel_samples']}) "
-                         f"| {r['bytes'] / 1e6 / (r['otel'] / 1e3):.0f} "
-                         f"| {r['otel_bytes'] / 1e6:.1f} MB | {rss_text(r['otel_rss'])} |")
-    return lines
+    return figures_table(
+        "otel-export --out (contracts/otel.md)",
+        ["events", "receipt", "otel-export --out (median of)", "receipt MB/s",
+         "OTLP/JSON written", "peak RSS"],
+        [[f"{r['events']:,}", f"{r['bytes'] / 1e6:.1f} MB",
+          f"{ms(r['otel'])} ({r['otel_samples']})", f"{r['bytes'] / 1e6 / (r['otel'] / 1e3):.0f}",
+          f"{r['otel_bytes'] / 1e6:.1f} MB", rss_text(r["otel_rss"])]
+         for r in rows.values() if "otel" in r])
 
 
 def floor_targets(fresh, breach, floor, counts, views):

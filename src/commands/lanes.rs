@@ -17,7 +17,7 @@ use crate::coordinator::lane_commands::{
     decide_lane_transition, precheck_lane_create, precheck_lane_transition,
 };
 use crate::receipt::rules::Limits;
-use crate::store::input::{InputShape, read_json_input};
+use crate::store::input::InputShape;
 use crate::store::scope::canonicalize_write_scope;
 
 /// Canonicalise a scope list against the run's pinned repo root, as a
@@ -92,13 +92,7 @@ pub fn lane_transition(
     let (run, evidence) = ctx.open_with_evidence(&request.evidence)?;
     let changed_paths = match &request.changed_paths {
         Some(path) => {
-            let changed = read_json_input(
-                &ctx.root,
-                path,
-                InputShape::List,
-                ctx.env.home.as_ref(),
-                "--changed-paths",
-            )?;
+            let changed = ctx.read_json(path, InputShape::List, "--changed-paths")?;
             check_changed_paths_input(&changed)?;
             Some(changed)
         }
@@ -127,7 +121,7 @@ pub fn lane_transition(
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table (issue 13).
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
-    let committed = super::mutate::mutate_maybe_replayed(ctx, &run, full, |input| {
+    let committed = super::mutate::mutate_with(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed
                 .clone()

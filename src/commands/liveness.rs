@@ -25,18 +25,12 @@ use crate::coordinator::liveness::{
 use crate::coordinator::liveness::{LivenessDecision, LivenessExplanation};
 use crate::coordinator::liveness::{explain, parse_instant};
 use crate::receipt::canonical;
-use crate::store::input::{InputShape, read_json_input};
+use crate::store::input::InputShape;
 use serde::Serialize;
 
 /// Read an object input file (`--input`, `--decision`).
 fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, Value>> {
-    match read_json_input(
-        &ctx.root,
-        path,
-        InputShape::Object,
-        ctx.env.home.as_ref(),
-        "--decision",
-    )? {
+    match ctx.read_json(path, InputShape::Object, "--decision")? {
         Value::Object(map) => Ok(map),
         _ => Err(FlowError::from(InputRule::WrongTopLevelType)),
     }

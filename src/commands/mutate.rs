@@ -89,24 +89,18 @@ impl MutationContext {
     /// This command's `--evidence`: a JSON list, inline, `-`, a file or a
     /// value received as such.
     pub fn read_evidence(&self, evidence: &JsonArg) -> FlowResult<Value> {
-        Ok(read_json_input(
-            &self.root,
-            evidence,
-            InputShape::List,
-            self.env.home.as_ref(),
-            "--evidence",
-        )?)
+        self.read_json(evidence, InputShape::List, "--evidence")
     }
 
     /// This command's `--input`, of the top-level type `shape`.
     pub fn read_input(&self, input: &JsonArg, shape: InputShape) -> FlowResult<Value> {
-        Ok(read_json_input(
-            &self.root,
-            input,
-            shape,
-            self.env.home.as_ref(),
-            "--input",
-        )?)
+        self.read_json(input, shape, "--input")
+    }
+
+    /// The JSON value given to `flag`, of the top-level type `shape`.
+    pub fn read_json(&self, given: &JsonArg, shape: InputShape, flag: &str) -> FlowResult<Value> {
+        let home = self.env.home.as_ref();
+        Ok(read_json_input(&self.root, given, shape, home, flag)?)
     }
 
     /// This command's `--input` object of type `T`, its event time
@@ -271,16 +265,6 @@ pub fn mutate_replayed(
     mutate_with(ctx, run, true, decide)
 }
 
-/// [`mutate`] or [`mutate_replayed`], as `full_replay` says.
-pub fn mutate_maybe_replayed(
-    ctx: &MutationContext,
-    run: &OpenRun,
-    full_replay: bool,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
-) -> FlowResult<Committed> {
-    mutate_with(ctx, run, full_replay, decide)
-}
-
 /// The pipeline with the decision split in two: `gather` reads, under the
 /// lock and against the loaded state, the facts the decision needs that are
 /// not in the state (files, the verified receipt); `decide` then gets them
@@ -311,7 +295,8 @@ pub fn mutate_staged(
     mutate_pipeline(ctx, run, false, &mut decide, Some(Box::new(stage)))
 }
 
-fn mutate_with(
+/// [`mutate`] or [`mutate_replayed`], as `full_replay` says.
+pub fn mutate_with(
     ctx: &MutationContext,
     run: &OpenRun,
     full_replay: bool,

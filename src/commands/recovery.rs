@@ -99,20 +99,9 @@ pub fn recovery_run_create(
 ) -> FlowResult<RecoveryAnswer> {
     let run = open_run(root, request.run_id)?;
     run.require_phase2()?;
-    let input = read_json_input(
-        root,
-        request.input,
-        InputShape::Object,
-        env.home.as_ref(),
-        "--input",
-    )?;
-    let approval = read_json_input(
-        root,
-        request.evidence,
-        InputShape::List,
-        env.home.as_ref(),
-        "--evidence",
-    )?;
+    let read = |given, shape, flag| read_json_input(root, given, shape, env.home.as_ref(), flag);
+    let input = read(request.input, InputShape::Object, "--input")?;
+    let approval = read(request.evidence, InputShape::List, "--evidence")?;
     let fresh = match request.approval_policy {
         Some(p) => Some(super::approval::read_policy_input(
             root,

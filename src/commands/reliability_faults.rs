@@ -84,6 +84,16 @@ impl Scratch {
         }
     }
 
+    /// `init` of a run whose owner handle is `owner`, drawn from `seed`.
+    fn init(&self, owner: &str, seed: &str) -> FlowResult<super::init::InitOutcome> {
+        init(
+            &self.root(),
+            &self.env(),
+            &self.init_request(owner),
+            &entropy(seed),
+        )
+    }
+
     fn ctx(&self) -> MutationContext {
         MutationContext {
             root: self.root(),
@@ -306,13 +316,7 @@ fn check_mutation(
 /// The template of the mutation sweeps: a run with a running lane.
 fn running_run() -> Scratch {
     let scratch = Scratch::new();
-    init(
-        &scratch.root(),
-        &scratch.env(),
-        &scratch.init_request("main.owner"),
-        &entropy("0badc0de"),
-    )
-    .unwrap();
+    scratch.init("main.owner", "0badc0de").unwrap();
     let ctx = scratch.ctx();
     let evidence = scratch.input("ev.json", &json!([{"kind": "plan", "summary": "go"}]));
     run_transition(&ctx, RunCommand::Approve, &evidence, None, None).unwrap();
@@ -438,13 +442,8 @@ fn check_init(
 }
 
 fn run_init(s: &Scratch) -> FlowResult<super::init::InitAnswer> {
-    init(
-        &s.root(),
-        &s.env(),
-        &s.init_request("main.owner"),
-        &entropy("0badc0de"),
-    )
-    .map(|outcome| outcome.answer(None))
+    s.init("main.owner", "0badc0de")
+        .map(|outcome| outcome.answer(None))
 }
 
 #[test]
@@ -463,13 +462,7 @@ fn reliability_faults_every_failed_write_or_fsync_of_init_keeps_old_or_new_state
 
     // An existing state root that already holds another run and handle.
     let template = Scratch::new();
-    init(
-        &template.root(),
-        &template.env(),
-        &template.init_request("other.owner"),
-        &entropy("00000001"),
-    )
-    .unwrap();
+    template.init("other.owner", "00000001").unwrap();
     let runs = listing(&template.root().join("runs"));
     let handles = listing(&template.root().join("handles"));
     let sweep_existing = sweep(&template, run_init, |s, r, log, what| {

@@ -10,15 +10,15 @@ use super::mutate::{MutationAnswer, MutationContext};
 use crate::coordinator::inputs::ReassignInput;
 pub use crate::coordinator::replacement::LineageCommand;
 use crate::coordinator::replacement::{
-    decide_block, decide_close, decide_reassign, decide_repair, precheck_lineage, precheck_reassign,
+    decide_lineage, decide_reassign, precheck_lineage, precheck_reassign,
 };
 
 /// `lane-reassign`: replace an interrupted lane's agent by a new lane and
 /// agent resuming from a recovered checkpoint.
 pub fn lane_reassign(
     ctx: &MutationContext,
-    input: &JsonArg,
     evidence: &JsonArg,
+    input: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let input = ctx.read_timed_input::<ReassignInput>(input)?;
@@ -43,9 +43,7 @@ pub fn lineage(
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let request = precheck_lineage(lane_id, replacement_lane_id, at, &evidence)?;
-    ctx.commit(&run, |decision| match command {
-        LineageCommand::Close => decide_close(decision.state, &request, &evidence),
-        LineageCommand::Repair => decide_repair(decision.state, &request, &evidence),
-        LineageCommand::Block => decide_block(decision.state, &request, &evidence),
+    ctx.commit(&run, |decision| {
+        decide_lineage(decision.state, command, &request, &evidence)
     })
 }

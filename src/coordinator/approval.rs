@@ -562,26 +562,12 @@ impl ApprovalLedger {
                 }
             }
             Some(EventType::PlanApproved) => {
-                let record = self.record(event, Verdict::Approved);
-                self.decisions.push(Decision {
-                    decision: "approved",
-                    by: record.as_ref().map(|r| r.0.clone()),
-                    source: record.map(|r| r.1),
-                    at: text("timestamp").unwrap_or_default().to_string(),
-                    sequence,
-                });
+                self.decide(event, Verdict::Approved, sequence);
             }
             Some(EventType::RunCancelled)
                 if matches!(text("from_state"), Some("planned" | "approved")) =>
             {
-                let record = self.record(event, Verdict::Denied);
-                self.decisions.push(Decision {
-                    decision: "denied",
-                    by: record.as_ref().map(|r| r.0.clone()),
-                    source: record.map(|r| r.1),
-                    at: text("timestamp").unwrap_or_default().to_string(),
-                    sequence,
-                });
+                self.decide(event, Verdict::Denied, sequence);
             }
             _ => {}
         }
@@ -589,6 +575,22 @@ impl ApprovalLedger {
 
     /// The gate's own decision record: the last `approver_identity` item
     /// bound to this run's policy checksum.
+    /// Add the decision `event` records, with the identity that made it.
+    fn decide(&mut self, event: &ObjectRef<'_>, verdict: Verdict, sequence: u64) {
+        let record = self.record(event, verdict);
+        let at = event.get("timestamp").and_then(JsonRef::as_str);
+        self.decisions.push(Decision {
+            decision: match verdict {
+                Verdict::Approved => "approved",
+                Verdict::Denied => "denied",
+            },
+            by: record.as_ref().map(|r| r.0.clone()),
+            source: record.map(|r| r.1),
+            at: at.unwrap_or_default().to_string(),
+            sequence,
+        });
+    }
+
     fn record(&self, event: &ObjectRef<'_>, verdict: Verdict) -> Option<(String, String)> {
         let checksum = self.binding.as_deref()?;
         evidence_items(event)

@@ -11,7 +11,7 @@
 use crate::receipt::vocab::EventType;
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::decide::InputRule;
 use super::decide::{FlowError, Intent, invalid, require_evidence};
@@ -47,30 +47,12 @@ pub struct CompletionReport {
 }
 
 impl CompletionReport {
-    /// The `completion-check` keys.
+    /// The `completion-check` keys: the fields, as they are named.
     pub fn to_json(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("missing_lanes".into(), json!(self.missing_lanes));
-        m.insert(
-            "unresolved_failed_lanes".into(),
-            json!(self.unresolved_failed_lanes),
-        );
-        m.insert(
-            "resolved_failed_lanes".into(),
-            json!(self.resolved_failed_lanes),
-        );
-        m.insert("missing_components".into(), json!(self.missing_components));
-        m.insert("failed_checks".into(), json!(self.failed_checks));
-        m.insert(
-            "missing_main_verification".into(),
-            json!(self.missing_main_verification),
-        );
-        m.insert(
-            "incomplete_replacements".into(),
-            json!(self.incomplete_replacements),
-        );
-        m.insert("complete".into(), json!(self.complete));
-        m
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => unreachable!("a completion report is a JSON object"),
+        }
     }
 
     /// The `missing_ids` of a blocked `complete`: missing lanes, missing

@@ -150,40 +150,23 @@ pub fn provenance(
             .cloned()
             .ok_or_else(|| FlowError::from(InputRefusal::DiagnosisKey { key: key.into() }))
     };
-    let mut map = Map::new();
-    map.insert(
-        "recovery_original_run_id".into(),
-        json!(input.original_run_id),
-    );
-    map.insert(
-        "recovery_diagnose_checksum".into(),
-        json!(input.diagnosis_checksum),
-    );
-    map.insert(
-        "recovery_manifest_version".into(),
-        json!(input.manifest_version),
-    );
-    map.insert("recovery_manifest_hash".into(), json!(input.manifest_hash));
-    map.insert(
-        "recovery_quarantine_path".into(),
-        json!(input.quarantine_path),
-    );
-    map.insert(
-        "recovery_quarantine_hash".into(),
-        json!(input.quarantine_hash),
-    );
-    map.insert(
-        "recovery_first_bad_sequence".into(),
-        field("first_bad_sequence")?,
-    );
-    map.insert(
-        "recovery_trusted_sequence".into(),
-        field("last_trusted_sequence")?,
-    );
-    map.insert(
-        "recovery_trusted_checksum".into(),
-        field("last_trusted_checksum")?,
-    );
+    let map: Map<String, Value> = [
+        ("recovery_original_run_id", json!(input.original_run_id)),
+        (
+            "recovery_diagnose_checksum",
+            json!(input.diagnosis_checksum),
+        ),
+        ("recovery_manifest_version", json!(input.manifest_version)),
+        ("recovery_manifest_hash", json!(input.manifest_hash)),
+        ("recovery_quarantine_path", json!(input.quarantine_path)),
+        ("recovery_quarantine_hash", json!(input.quarantine_hash)),
+        ("recovery_first_bad_sequence", field("first_bad_sequence")?),
+        ("recovery_trusted_sequence", field("last_trusted_sequence")?),
+        ("recovery_trusted_checksum", field("last_trusted_checksum")?),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect();
     check_recovery_provenance(&map).map_err(FlowError::Contract)?;
     Ok(map)
 }

@@ -11,7 +11,7 @@
 //! can no longer move either lane ([`require_active_lane_owner`]: "lane is not
 //! active" on the original, "agent does not own the lane" on the child).
 //! A recorded reservation that would hand the child back to the interrupted
-//! agent is not repaired (see [`decide_repair`]).
+//! agent is not repaired (see [`repair`]).
 
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
@@ -372,14 +372,15 @@ fn replaced_original<'s>(
     request: &Lineage,
     command: LineageCommand,
 ) -> Result<&'s LaneRecord, FlowError> {
-    match state.lane(&request.lane_id) {
-        Some(lane) if lane.state == LaneState::Replaced => Ok(lane),
-        other => refused(Refused::NotReplaced {
-            command,
-            lane_id: request.lane_id.clone(),
-            state: other.map(|lane| lane.state),
-        }),
-    }
+    state
+        .lane_in(&request.lane_id, LaneState::Replaced)
+        .or_else(|state| {
+            refused(Refused::NotReplaced {
+                command,
+                lane_id: request.lane_id.clone(),
+                state,
+            })
+        })
 }
 
 /// The replacement lane named is the one the original reserved.
@@ -411,16 +412,73 @@ fn require_no_replacement(state: &CoordinatorState, request: &Lineage) -> Result
     }
 }
 
-/// In-lock decision of `replacement-close`: the original takes its
-/// terminal replacement's state.
-pub fn decide_close(
+/// In-lock decision of `replacement-close`, `replacement-repair` or
+/// `replacement-block`: each moves a `replaced` original lane of a run that
+/// admits lane steps.
+pub fn decide_lineage(
     state: &CoordinatorState,
+    command: LineageCommand,
     request: &Lineage,
     evidence: &Value,
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
-    let original = replaced_original(state, request, LineageCommand::Close)?;
-    require_reserved(original, request, LineageCommand::Close)?;
+    let step = LineageStep {
+        original: replaced_original(state, request, command)?,
+        request,
+        evidence,
+    };
+    match command {
+        LineageCommand::Close => close(state, step),
+        LineageCommand::Repair => repair(state, step),
+        LineageCommand::Block => block(state, step),
+    }
+}
+
+/// What every lineage decision reads: the `replaced` original and the
+/// request with its evidence.
+#[derive(Clone, Copy)]
+struct LineageStep<'a> {
+    original: &'a LaneRecord,
+    request: &'a Lineage,
+    evidence: &'a Value,
+}
+
+impl LineageStep<'_> {
+    /// The original's lineage event: it leaves `replaced` for `to`, its
+    /// metadata names both lanes and one fact of the step.
+    fn intent(
+        &self,
+        event_type: EventType,
+        to: LaneState,
+        reason: Option<&str>,
+        (key, value): (&str, Value),
+    ) -> Intent {
+        let request = self.request;
+        lane_intent(
+            LaneStep {
+                event_type,
+                lane_id: &request.lane_id,
+                agent_id: Some(&self.original.agent_id),
+                from: Some(LaneState::Replaced),
+                to,
+            },
+            &request.at,
+            self.evidence,
+            reason,
+            metadata(vec![
+                ("original_lane_id", json!(request.lane_id)),
+                ("replacement_lane_id", json!(request.replacement_lane_id)),
+                (key, value),
+            ]),
+        )
+    }
+}
+
+/// `replacement-close`: the original takes its terminal replacement's
+/// state.
+fn close(state: &CoordinatorState, step: LineageStep<'_>) -> Result<Vec<Intent>, FlowError> {
+    let request = step.request;
+    require_reserved(step.original, request, LineageCommand::Close)?;
     let terminal = match state.lane(&request.replacement_lane_id) {
         Some(lane) if lane.state.is_terminal() => lane.state,
         other => {
@@ -430,39 +488,27 @@ pub fn decide_close(
             });
         }
     };
-    Ok(vec![lane_intent(
-        LaneStep {
-            event_type: EventType::ReplacementLineageClosed,
-            lane_id: &request.lane_id,
-            agent_id: Some(&original.agent_id),
-            from: Some(LaneState::Replaced),
-            to: terminal,
-        },
-        &request.at,
-        evidence,
+    Ok(vec![step.intent(
+        EventType::ReplacementLineageClosed,
+        terminal,
         None,
-        metadata(vec![
-            ("original_lane_id", json!(request.lane_id)),
-            ("replacement_lane_id", json!(request.replacement_lane_id)),
-            ("replacement_terminal_state", json!(terminal)),
-        ]),
+        ("replacement_terminal_state", json!(terminal)),
     )])
 }
 
-/// In-lock decision of `replacement-repair`: recreate the reserved child of
-/// an incomplete reservation from the stored exact child proof (the
-/// transaction `replacement_repaired`, `lane_created`).
+/// `replacement-repair`: recreate the reserved child of an incomplete
+/// reservation from the stored exact child proof (the transaction
+/// `replacement_repaired`, `lane_created`).
 ///
 /// Beyond the reference: a reservation whose child agent is the interrupted
 /// agent itself is not repaired (it would hand the lane back to the agent
 /// the replacement fenced off); it has to be blocked instead.
-pub fn decide_repair(
-    state: &CoordinatorState,
-    request: &Lineage,
-    evidence: &Value,
-) -> Result<Vec<Intent>, FlowError> {
-    require_lane_run_state(state)?;
-    let original = replaced_original(state, request, LineageCommand::Repair)?;
+fn repair(state: &CoordinatorState, step: LineageStep<'_>) -> Result<Vec<Intent>, FlowError> {
+    let LineageStep {
+        original,
+        request,
+        evidence,
+    } = step;
     require_no_replacement(state, request)?;
     let Some(reservation) = &original.replacement_reservation else {
         return refused(Refused::NoChildProof {
@@ -505,22 +551,11 @@ pub fn decide_repair(
         return invalid(InputRule::CheckpointVerificationMissing);
     }
     let field = |key: &str| reservation.get(key).cloned().unwrap_or(Value::Null);
-    let repaired = lane_intent(
-        LaneStep {
-            event_type: EventType::ReplacementRepaired,
-            lane_id: &request.lane_id,
-            agent_id: Some(&original.agent_id),
-            from: Some(LaneState::Replaced),
-            to: LaneState::Replaced,
-        },
-        &request.at,
-        evidence,
+    let repaired = step.intent(
+        EventType::ReplacementRepaired,
+        LaneState::Replaced,
         None,
-        metadata(vec![
-            ("original_lane_id", json!(request.lane_id)),
-            ("replacement_lane_id", json!(request.replacement_lane_id)),
-            ("checkpoint_digest", checkpoint),
-        ]),
+        ("checkpoint_digest", checkpoint),
     );
     let created = lane_intent(
         LaneStep {
@@ -549,15 +584,12 @@ pub fn decide_repair(
     Ok(vec![repaired, created])
 }
 
-/// In-lock decision of `replacement-block`: an incomplete reservation that
-/// cannot be safely recreated ends the original `blocked`.
-pub fn decide_block(
-    state: &CoordinatorState,
-    request: &Lineage,
-    evidence: &Value,
-) -> Result<Vec<Intent>, FlowError> {
-    require_lane_run_state(state)?;
-    let original = replaced_original(state, request, LineageCommand::Block)?;
+/// `replacement-block`: an incomplete reservation that cannot be safely
+/// recreated ends the original `blocked`.
+fn block(state: &CoordinatorState, step: LineageStep<'_>) -> Result<Vec<Intent>, FlowError> {
+    let LineageStep {
+        original, request, ..
+    } = step;
     require_reserved(original, request, LineageCommand::Block)?;
     require_no_replacement(state, request)?;
     if !state.incomplete_replacements().contains(&request.lane_id) {
@@ -567,22 +599,11 @@ pub fn decide_block(
         });
     }
     let checkpoint = digest(&Value::Array(original.evidence_refs.clone()));
-    Ok(vec![lane_intent(
-        LaneStep {
-            event_type: EventType::ReplacementBlocked,
-            lane_id: &request.lane_id,
-            agent_id: Some(&original.agent_id),
-            from: Some(LaneState::Replaced),
-            to: LaneState::Blocked,
-        },
-        &request.at,
-        evidence,
+    Ok(vec![step.intent(
+        EventType::ReplacementBlocked,
+        LaneState::Blocked,
         Some("incomplete replacement cannot be safely recreated"),
-        metadata(vec![
-            ("original_lane_id", json!(request.lane_id)),
-            ("replacement_lane_id", json!(request.replacement_lane_id)),
-            ("checkpoint_digest", json!(checkpoint)),
-        ]),
+        ("checkpoint_digest", json!(checkpoint)),
     )])
 }
 

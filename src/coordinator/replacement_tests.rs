@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::coordinator::state::RunState;
 use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, intents_json, needs_active_run};
+use LineageCommand::{Block, Close, Repair};
 
 fn checkpoint_evidence() -> Value {
     json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
@@ -130,6 +131,13 @@ fn child_metadata() -> Value {
         "command_deadline": "2026-07-14T01:30:00Z", "parent_lane_id": "build",
         "replacement_count": 1,
     })
+}
+
+/// One lineage decision, called as the command it stands for.
+fn decide(
+    command: LineageCommand,
+) -> impl Fn(&CoordinatorState, &Lineage, &Value) -> Result<Vec<Intent>, FlowError> {
+    move |state, request, evidence| decide_lineage(state, command, request, evidence)
 }
 
 fn lineage(lane: &str, replacement: &str) -> Lineage {
@@ -597,7 +605,7 @@ fn the_replaced_agent_is_fenced_off_both_lanes() {
         json!({"lane_id": "build-2", "agent_id": "agent-2", "from_state": "running",
                "to_state": "completed", "metadata": {"changed_paths": []}}),
     );
-    let close = decide_close(&ledger.state, &lineage("build", "build-2"), &ev).unwrap();
+    let close = decide(Close)(&ledger.state, &lineage("build", "build-2"), &ev).unwrap();
     ledger.commit(close);
     assert_eq!(
         fenced(&ledger, "build", "agent-1"),
@@ -610,7 +618,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
     let mut ledger = reserved(json!({"replacement_agent_id": "agent-1"}));
     let digest = reservation_digest(&ledger);
     assert_eq!(
-        decide_repair(
+        decide(Repair)(
             &ledger.state,
             &lineage("build", "build-2"),
             &json!([{"kind": "checkpoint", "summary": "s", "checksum": digest}])
@@ -622,7 +630,7 @@ fn repair_does_not_hand_the_lane_back_to_the_interrupted_agent() {
         })
     );
     // Blocking stays possible.
-    let block = decide_block(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
+    let block = decide(Block)(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
     ledger.commit(block);
     assert_eq!(ledger.lane_json("build")["state"], "blocked");
 }
@@ -653,7 +661,8 @@ fn close_follows_the_replacement_terminal_state() {
         }
         ledger.raw(event, fields);
         let evidence = ev("closing");
-        let intents = decide_close(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
+        let intents =
+            decide(Close)(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
         assert_eq!(
             intents_json(&intents),
             json!([{"event_type": "replacement_lineage_closed", "lane_id": "build",
@@ -674,10 +683,9 @@ fn close_follows_the_replacement_terminal_state() {
 fn close_refusals() {
     let evidence = ev("closing");
     let close = |ledger: &Ledger, lane: &str, replacement: &str| {
-        decide_close(&ledger.state, &lineage(lane, replacement), &evidence)
+        decide(Close)(&ledger.state, &lineage(lane, replacement), &evidence)
     };
     let mut ledger = replaced();
-    use LineageCommand::Close;
     for (lane, replacement, refusal) in [
         ("nope", "build-2", not_replaced(Close, "nope", None)),
         (
@@ -778,7 +786,7 @@ fn repair_recreates_the_reserved_child() {
                            "checksum": reservation_digest(&ledger)}]);
     let mut request = lineage("build", "build-2");
     request.at = "2026-07-14T01:12:00Z".into();
-    let intents = decide_repair(&ledger.state, &request, &evidence).unwrap();
+    let intents = decide(Repair)(&ledger.state, &request, &evidence).unwrap();
     assert_eq!(
         intents_json(&intents),
         json!([{"event_type": "replacement_repaired", "lane_id": "build", "agent_id": "agent-1",
@@ -798,7 +806,7 @@ fn repair_recreates_the_reserved_child() {
     assert_eq!(ledger.lane_json("build-2")["agent_id"], "agent-2");
     // Repaired once: the child exists now.
     assert_eq!(
-        decide_repair(&ledger.state, &request, &evidence),
+        decide(Repair)(&ledger.state, &request, &evidence),
         exists("build-2")
     );
 }
@@ -806,12 +814,12 @@ fn repair_recreates_the_reserved_child() {
 #[test]
 fn repair_refusals_in_order() {
     let repair = |ledger: &Ledger, replacement: &str, evidence: &Value| {
-        decide_repair(&ledger.state, &lineage("build", replacement), evidence)
+        decide(Repair)(&ledger.state, &lineage("build", replacement), evidence)
     };
     let ledger = reserved(json!({}));
     let good = repair_evidence(&reservation_digest(&ledger));
     assert_eq!(
-        decide_repair(&ledger.state, &lineage("nope", "build-2"), &good),
+        decide(Repair)(&ledger.state, &lineage("nope", "build-2"), &good),
         not_replaced(LineageCommand::Repair, "nope", None)
     );
     // The child check comes before the reservation match.
@@ -851,7 +859,7 @@ fn repair_with_a_null_checkpoint_digest_matches_refs_without_checksum() {
     // The reference compares `ref.get("checksum")` with the stored digest,
     // so a null digest is matched by any ref that carries no checksum.
     let ledger = reserved(json!({"checkpoint_digest": null}));
-    let intents = decide_repair(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
+    let intents = decide(Repair)(&ledger.state, &lineage("build", "build-2"), &ev("x")).unwrap();
     assert_eq!(intents[0].metadata["checkpoint_digest"], Value::Null);
 }
 
@@ -864,7 +872,8 @@ fn block_ends_an_incomplete_reservation() {
             reserved(json!({}))
         };
         let evidence = ev("cannot recreate");
-        let intents = decide_block(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
+        let intents =
+            decide(Block)(&ledger.state, &lineage("build", "build-2"), &evidence).unwrap();
         assert_eq!(
             intents_json(&intents),
             json!([{"event_type": "replacement_blocked", "lane_id": "build", "agent_id": "agent-1",
@@ -881,7 +890,7 @@ fn block_ends_an_incomplete_reservation() {
         assert_eq!(ledger.lane_json("build")["state"], "blocked");
         assert!(ledger.state.incomplete_replacements().is_empty());
         assert_eq!(
-            decide_block(&ledger.state, &lineage("build", "build-2"), &evidence),
+            decide(Block)(&ledger.state, &lineage("build", "build-2"), &evidence),
             not_replaced(LineageCommand::Block, "build", Some(LaneState::Blocked))
         );
     }
@@ -891,7 +900,7 @@ fn block_ends_an_incomplete_reservation() {
 fn block_refusals_in_order() {
     let evidence = ev("x");
     let block = |ledger: &Ledger, lane: &str, replacement: &str| {
-        decide_block(&ledger.state, &lineage(lane, replacement), &evidence)
+        decide(Block)(&ledger.state, &lineage(lane, replacement), &evidence)
     };
     let ledger = reserved(json!({}));
     for (lane, replacement, refusal) in [
@@ -929,7 +938,7 @@ fn block_refusals_in_order() {
     let cancelled = Err(needs_active_run(RunState::Cancelled));
     assert_eq!(block(&stopped, "build", "build-2"), cancelled);
     assert_eq!(
-        decide_repair(&stopped.state, &lineage("build", "build-2"), &evidence),
+        decide(Repair)(&stopped.state, &lineage("build", "build-2"), &evidence),
         cancelled
     );
 }

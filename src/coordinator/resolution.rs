@@ -88,29 +88,25 @@ pub fn decide_resolve(
 ) -> Result<Vec<Intent>, FlowError> {
     require_lane_run_state(state)?;
     let pair = || (request.lane_id.clone(), request.resolution_lane_id.clone());
-    let Some(original) = state
-        .lane(&request.lane_id)
-        .filter(|lane| lane.state == LaneState::Failed)
-    else {
-        return refused(Refused::NotFailed {
-            lane_id: request.lane_id.clone(),
-            state: state.lane(&request.lane_id).map(|lane| lane.state),
-        });
-    };
+    let original = state
+        .lane_in(&request.lane_id, LaneState::Failed)
+        .or_else(|state| {
+            refused(Refused::NotFailed {
+                lane_id: request.lane_id.clone(),
+                state,
+            })
+        })?;
     if request.lane_id == request.resolution_lane_id {
         return invalid(InputRule::ResolveItself);
     }
-    let Some(resolver) = state
-        .lane(&request.resolution_lane_id)
-        .filter(|lane| lane.state == LaneState::Completed)
-    else {
-        return refused(Refused::ResolverNotCompleted {
-            resolution_lane_id: request.resolution_lane_id.clone(),
-            state: state
-                .lane(&request.resolution_lane_id)
-                .map(|lane| lane.state),
-        });
-    };
+    let resolver = state
+        .lane_in(&request.resolution_lane_id, LaneState::Completed)
+        .or_else(|state| {
+            refused(Refused::ResolverNotCompleted {
+                resolution_lane_id: request.resolution_lane_id.clone(),
+                state,
+            })
+        })?;
     if policy.requires_parent && resolver.parent_lane_id.as_deref() != Some(original.id.as_str()) {
         let (lane_id, resolution_lane_id) = pair();
         return refused(Refused::NotItsParent {

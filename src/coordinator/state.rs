@@ -577,6 +577,19 @@ impl CoordinatorState {
         self.lanes.get(lane_id)
     }
 
+    /// The lane when it is `wanted`; else the state it is in (`None`: the
+    /// run has no such lane), for the refusal to name.
+    pub fn lane_in(
+        &self,
+        lane_id: &str,
+        wanted: LaneState,
+    ) -> Result<&LaneRecord, Option<LaneState>> {
+        match self.lane(lane_id) {
+            Some(lane) if lane.state == wanted => Ok(lane),
+            other => Err(other.map(|lane| lane.state)),
+        }
+    }
+
     pub fn topology(&self) -> &BTreeMap<String, Component> {
         &self.topology
     }

@@ -225,17 +225,14 @@ impl Timeline {
                 .map_or(0, |old| old.saturating_add(1));
             self.epochs.push((epoch, sequence, time.to_string()));
         }
+        let mark = || Mark {
+            at,
+            sequence,
+            kind,
+            detail: detail(sequence, time, item),
+        };
         let Some(lane_id) = text(item, "lane_id").map(str::to_string) else {
-            if self.run_marks.len() < MAX_MARKS {
-                self.run_marks.push(Mark {
-                    at,
-                    sequence,
-                    kind,
-                    detail: detail(sequence, time, item),
-                });
-            } else {
-                self.folded_run_marks += 1;
-            }
+            keep_mark(&mut self.run_marks, &mut self.folded_run_marks, mark);
             return;
         };
         let mut lane_times = vec![at];
@@ -285,16 +282,7 @@ impl Timeline {
             {
                 track.replaced_by = Some((child.to_string(), at));
             }
-            if track.marks.len() < MAX_MARKS {
-                track.marks.push(Mark {
-                    at,
-                    sequence,
-                    kind,
-                    detail: detail(sequence, time, item),
-                });
-            } else {
-                track.folded_marks += 1;
-            }
+            keep_mark(&mut track.marks, &mut track.folded_marks, mark);
         }
         for t in lane_times {
             widen(&mut self.lane_span, t);
@@ -305,6 +293,15 @@ impl Timeline {
     pub fn hidden_rows(&self) -> u64 {
         self.events
             .saturating_sub((self.first_rows.len() + self.last_rows.len()) as u64)
+    }
+}
+
+/// Keeps the first [`MAX_MARKS`] marks of a row and only counts the rest.
+fn keep_mark(marks: &mut Vec<Mark>, folded: &mut u64, mark: impl FnOnce() -> Mark) {
+    if marks.len() < MAX_MARKS {
+        marks.push(mark());
+    } else {
+        *folded += 1;
     }
 }
 
@@ -328,16 +325,22 @@ mod tests {
         .clone()
     }
 
-    #[test]
-    fn heartbeats_fold_into_bands_and_backwards_time_is_flagged() {
+    /// A timeline that has seen its run created at `at` (owner epoch 1).
+    fn created_at(at: &str) -> Timeline {
         let mut t = Timeline::default();
         t.observe(&event(
             1,
             "run_created",
             None,
-            "2026-07-14T02:00:00Z",
+            at,
             json!({"owner_epoch": 1}),
         ));
+        t
+    }
+
+    #[test]
+    fn heartbeats_fold_into_bands_and_backwards_time_is_flagged() {
+        let mut t = created_at("2026-07-14T02:00:00Z");
         for i in 0..1000u64 {
             let at = format!("2026-07-14T01:{:02}:{:02}Z", 1 + i / 60 % 50, i % 60);
             let lease = format!(
@@ -367,14 +370,7 @@ mod tests {
 
     #[test]
     fn a_resume_starts_the_next_owner_epoch() {
-        let mut t = Timeline::default();
-        t.observe(&event(
-            1,
-            "run_created",
-            None,
-            "2026-07-14T01:00:00Z",
-            json!({"owner_epoch": 1}),
-        ));
+        let mut t = created_at("2026-07-14T01:00:00Z");
         t.observe(&event(
             2,
             "run_resumed",

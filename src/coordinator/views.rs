@@ -355,24 +355,15 @@ pub fn next_actions(
             );
         }
     }
-    match run_state {
-        super::state::RunState::Planned => {
-            push(
-                "approve_run",
-                None,
-                Some(run_command("run-approve", run_id, "")),
-            );
-            return out;
-        }
-        super::state::RunState::Approved => {
-            push(
-                "start_run",
-                None,
-                Some(run_command("run-start", run_id, "")),
-            );
-            return out;
-        }
-        _ => {}
+    // A run not yet started has one next action: the step that starts it.
+    let opening = match run_state {
+        super::state::RunState::Planned => Some(("approve_run", "run-approve")),
+        super::state::RunState::Approved => Some(("start_run", "run-start")),
+        _ => None,
+    };
+    if let Some((action, command)) = opening {
+        push(action, None, Some(run_command(command, run_id, "")));
+        return out;
     }
     for component in &report.missing_components {
         let command = if state.topology().contains_key(component) {

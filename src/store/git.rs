@@ -314,9 +314,15 @@ impl Objects {
             return Ok(0);
         }
         let want = buf.len().min((self.remaining - 1).min(1 << 20) as usize);
+        self.read_some(&mut buf[..want])
+    }
+
+    /// Read what the object has next into `buf` (which it must fill at
+    /// least in part: an object that ends early is an error).
+    fn read_some(&mut self, buf: &mut [u8]) -> StoreResult<usize> {
         let n = self
             .stdout
-            .read(&mut buf[..want])
+            .read(buf)
             .map_err(|e| git_error("cat-file", e))?;
         if n == 0 {
             return Err(git_error("cat-file", "object ends early"));
@@ -345,14 +351,7 @@ impl Objects {
         let mut sink = [0u8; 8192];
         while self.remaining > 0 {
             let want = sink.len().min(self.remaining as usize);
-            let n = self
-                .stdout
-                .read(&mut sink[..want])
-                .map_err(|e| git_error("cat-file", e))?;
-            if n == 0 {
-                return Err(git_error("cat-file", "object ends early"));
-            }
-            self.remaining -= n as u64;
+            self.read_some(&mut sink[..want])?;
         }
         Ok(())
     }

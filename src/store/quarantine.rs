@@ -38,6 +38,21 @@ pub enum QuarantineCopy {
 fn identity_of(file: &mut File, path: &Path) -> StoreResult<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut size = 0u64;
+    for_each_chunk(file, path, |chunk| {
+        hasher.update(chunk);
+        size += chunk.len() as u64;
+        Ok(())
+    })?;
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+/// Stream `file` to its end in 64 KiB chunks (a read a signal interrupted
+/// is retried).
+fn for_each_chunk(
+    file: &mut File,
+    path: &Path,
+    mut each: impl FnMut(&[u8]) -> StoreResult<()>,
+) -> StoreResult<()> {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         let n = match file.read(&mut buffer) {
@@ -46,12 +61,10 @@ fn identity_of(file: &mut File, path: &Path) -> StoreResult<(String, u64)> {
             Err(e) => return Err(StoreError::io(&e, path)),
         };
         if n == 0 {
-            break;
+            return Ok(());
         }
-        hasher.update(&buffer[..n]);
-        size += n as u64;
+        each(&buffer[..n])?;
     }
-    Ok((hex::encode(hasher.finalize()), size))
 }
 
 /// SHA-256 and size of a regular, non-symlink file; with `mode`, its owner
@@ -119,20 +132,11 @@ pub fn quarantine_copy(
 }
 
 fn copy_all(input: &mut File, source: &Path, output: &mut File, target: &Path) -> StoreResult<()> {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let n = match input.read(&mut buffer) {
-            Ok(n) => n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(StoreError::io(&e, source)),
-        };
-        if n == 0 {
-            return Ok(());
-        }
+    for_each_chunk(input, source, |chunk| {
         output
-            .write_all(&buffer[..n])
-            .map_err(|e| StoreError::io(&e, target))?;
-    }
+            .write_all(chunk)
+            .map_err(|e| StoreError::io(&e, target))
+    })
 }
 
 /// Remove a quarantine copy this invocation created (best effort), so a
@@ -165,21 +169,31 @@ mod tests {
 
     use crate::store::test_dirs::private_dir as root;
 
-    fn identity(bytes: &[u8]) -> (String, u64) {
-        (
-            crate::receipt::canonical::sha256_hex(bytes),
-            bytes.len() as u64,
+    /// Quarantine `source` as `r.receipt.jsonl`, diagnosed as holding
+    /// `diagnosed`.
+    fn copy_as(state: &StateRoot, source: &Path, diagnosed: &[u8]) -> StoreResult<QuarantineCopy> {
+        let hash = crate::receipt::canonical::sha256_hex(diagnosed);
+        quarantine_copy(
+            state,
+            "r.receipt.jsonl",
+            source,
+            (&hash, diagnosed.len() as u64),
         )
+    }
+
+    /// A private state root with, beside it, a receipt holding `bytes`.
+    fn receipt_of(bytes: &[u8]) -> (tempfile::TempDir, StateRoot, PathBuf) {
+        let dir = root();
+        let state = StateRoot::begin(dir.path());
+        let source = dir.path().join("receipt.jsonl");
+        std::fs::write(&source, bytes).unwrap();
+        (dir, state, source)
     }
 
     #[test]
     fn copies_once_then_recognises_the_copy() {
-        let dir = root();
-        let state = StateRoot::begin(dir.path());
-        let source = dir.path().join("receipt.jsonl");
-        std::fs::write(&source, b"damaged\n").unwrap();
-        let (hash, size) = identity(b"damaged\n");
-        let copy = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let (dir, state, source) = receipt_of(b"damaged\n");
+        let copy = copy_as(&state, &source, b"damaged\n").unwrap();
         assert_eq!(copy, QuarantineCopy::Created);
         let target = dir.path().join("quarantine/r.receipt.jsonl");
         assert_eq!(std::fs::read(&target).unwrap(), b"damaged\n");
@@ -191,29 +205,24 @@ mod tests {
                 & 0o7777,
             0o700
         );
-        let again = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let again = copy_as(&state, &source, b"damaged\n").unwrap();
         assert_eq!(again, QuarantineCopy::AlreadyPresent);
-        let other = identity(b"other\n");
         assert_eq!(
-            quarantine_copy(&state, "r.receipt.jsonl", &source, (&other.0, other.1)).unwrap(),
+            copy_as(&state, &source, b"other\n").unwrap(),
             QuarantineCopy::Differs
         );
         // A copy with a loose mode is refused, not trusted.
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
-            quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)),
+            copy_as(&state, &source, b"damaged\n"),
             Err(StoreError::Insecure(_))
         ));
     }
 
     #[test]
     fn a_source_that_is_not_what_was_diagnosed_leaves_nothing() {
-        let dir = root();
-        let state = StateRoot::begin(dir.path());
-        let source = dir.path().join("receipt.jsonl");
-        std::fs::write(&source, b"changed\n").unwrap();
-        let (hash, size) = identity(b"damaged\n");
-        let copy = quarantine_copy(&state, "r.receipt.jsonl", &source, (&hash, size)).unwrap();
+        let (dir, state, source) = receipt_of(b"changed\n");
+        let copy = copy_as(&state, &source, b"damaged\n").unwrap();
         assert_eq!(copy, QuarantineCopy::CopyMismatch);
         assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
     }
@@ -222,14 +231,7 @@ mod tests {
     fn a_missing_source_is_the_empty_receipt() {
         let dir = root();
         let state = StateRoot::begin(dir.path());
-        let (hash, size) = identity(b"");
-        let copy = quarantine_copy(
-            &state,
-            "r.receipt.jsonl",
-            &dir.path().join("gone"),
-            (&hash, size),
-        )
-        .unwrap();
+        let copy = copy_as(&state, &dir.path().join("gone"), b"").unwrap();
         assert_eq!(copy, QuarantineCopy::Created);
         assert_eq!(
             std::fs::read(dir.path().join("quarantine/r.receipt.jsonl")).unwrap(),
@@ -245,8 +247,7 @@ mod tests {
         std::fs::write(&real, b"x").unwrap();
         let link = dir.path().join("receipt.jsonl");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let (hash, size) = identity(b"x");
-        assert!(quarantine_copy(&state, "r.receipt.jsonl", &link, (&hash, size)).is_err());
+        assert!(copy_as(&state, &link, b"x").is_err());
         assert!(!dir.path().join("quarantine/r.receipt.jsonl").exists());
     }
 }

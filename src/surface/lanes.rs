@@ -50,9 +50,7 @@ pub fn dispatch(
 ) -> FlowResult<Success> {
     let (name, kind, transition, reason, changed_paths) = match command {
         LaneCommands::LaneCreate(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            let answer = commands::lanes::lane_create(&ctx, &a.evidence, &a.input)?;
-            return Ok(Success::of("lane-create", &answer));
+            return a.run(root, env, "lane-create", commands::lanes::lane_create);
         }
         LaneCommands::LaneStart(a) => ("lane-start", LaneCommand::Start, a, None, None),
         LaneCommands::StartupAck(a) => ("startup-ack", LaneCommand::StartupAck, a, None, None),

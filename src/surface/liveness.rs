@@ -100,13 +100,7 @@ pub fn dispatch(
     env: &DiscoveryEnv,
 ) -> FlowResult<Success> {
     Ok(match command {
-        LivenessCommands::Heartbeat(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "heartbeat",
-                &liveness::heartbeat(&ctx, &a.evidence, &a.input)?,
-            )
-        }
+        LivenessCommands::Heartbeat(a) => a.run(root, env, "heartbeat", liveness::heartbeat)?,
         LivenessCommands::StallRecord(a) => {
             let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
             Success::of(

@@ -69,6 +69,22 @@ pub struct InputMutationArgs {
     pub at: AtArg,
 }
 
+impl InputMutationArgs {
+    /// Run `command` with this invocation's context, evidence and input;
+    /// its answer is the envelope of `operation`.
+    pub fn run<A: serde::Serialize>(
+        &self,
+        root: &StateRoot,
+        env: &DiscoveryEnv,
+        operation: &'static str,
+        command: impl FnOnce(&MutationContext, &JsonArg, &JsonArg) -> FlowResult<A>,
+    ) -> FlowResult<super::Success> {
+        let ctx = context(root, env, &self.common, self.at.value()?);
+        let answer = command(&ctx, &self.evidence, &self.input)?;
+        Ok(super::Success::of(operation, &answer))
+    }
+}
+
 /// `--evidence --lane-id --agent-id --at` after the shared mutation flags
 /// (every lane transition and liveness step).
 #[derive(Debug, Args, serde::Deserialize)]

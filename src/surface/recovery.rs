@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::mutation::{MutationArgs, context};
-use super::transparency::{SignHeadKeyArg, sign_gate_head};
+use super::transparency::SignHeadKeyArg;
 use crate::commands::FlowResult;
 use crate::commands::recovery::{RecoveryRequest, recovery_run_create};
 use crate::commands::reports::create_report;
@@ -94,18 +94,20 @@ pub fn dispatch(
     env: &DiscoveryEnv,
 ) -> FlowResult<Success> {
     Ok(match command {
-        RecoveryCommands::Resume(args) => {
-            let key = args.sign.load(root)?;
-            let ctx = context(root, env, &args.common, args.at.value()?);
-            let answer = resume(
-                &ctx,
-                &args.evidence,
-                &args.new_owner_file,
-                &crate::store::handle::OwnerToken::generate(),
-            )?;
-            let run_id = answer.committed.run_id.clone();
-            sign_gate_head(root, key.as_ref(), &run_id, Success::of("resume", &answer))
-        }
+        RecoveryCommands::Resume(args) => args.sign.gate(
+            root,
+            "resume",
+            || {
+                let ctx = context(root, env, &args.common, args.at.value()?);
+                resume(
+                    &ctx,
+                    &args.evidence,
+                    &args.new_owner_file,
+                    &crate::store::handle::OwnerToken::generate(),
+                )
+            },
+            |answer| &answer.committed.run_id,
+        )?,
         RecoveryCommands::RecoveryRunCreate(args) => {
             let policy = args
                 .approval_policy
@@ -122,28 +124,23 @@ pub fn dispatch(
                 approval_policy: policy.as_ref(),
                 entropy: &crate::commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
             };
-            let key = args.sign.load(root)?;
-            let answer = recovery_run_create(root, env, &request)?;
-            let run_id = answer.new_run_id.clone();
-            sign_gate_head(
+            args.sign.gate(
                 root,
-                key.as_ref(),
-                &run_id,
-                Success::of("recovery-run-create", &answer),
-            )
+                "recovery-run-create",
+                || recovery_run_create(root, env, &request),
+                |answer| &answer.new_run_id,
+            )?
         }
-        RecoveryCommands::HandoffCreate(args) => {
-            let key = args.sign.load(root)?;
-            let ctx = context(root, env, &args.report.common, args.report.at.value()?);
-            let answer = create_report(&ctx, ReportKind::Handoff, &args.report.input)?;
-            let run_id = answer.head.run_id.clone();
-            sign_gate_head(
-                root,
-                key.as_ref(),
-                &run_id,
-                Success::of("handoff-create", &answer),
-            )
-        }
+        RecoveryCommands::HandoffCreate(args) => args.sign.gate(
+            root,
+            "handoff-create",
+            || {
+                let report = &args.report;
+                let ctx = context(root, env, &report.common, report.at.value()?);
+                create_report(&ctx, ReportKind::Handoff, &report.input)
+            },
+            |answer| &answer.head.run_id,
+        )?,
         RecoveryCommands::LiveReportCreate(args) => {
             let ctx = context(root, env, &args.common, args.at.value()?);
             Success::of(

@@ -42,9 +42,7 @@ pub fn dispatch(
 ) -> FlowResult<Success> {
     let (name, kind, args) = match command {
         ReplacementCommands::LaneReassign(args) => {
-            let ctx = context(root, env, &args.common, args.at.value()?);
-            let answer = lane_reassign(&ctx, &args.input, &args.evidence)?;
-            return Ok(Success::of("lane-reassign", &answer));
+            return args.run(root, env, "lane-reassign", lane_reassign);
         }
         ReplacementCommands::ReplacementRepair(a) => {
             ("replacement-repair", LineageCommand::Repair, a)

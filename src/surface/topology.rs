@@ -87,26 +87,17 @@ pub fn dispatch(
             &completion::completion_check(root, &a.run_id)?,
         ),
         TopologyCommands::TopologyRegister(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "topology-register",
-                &topology::topology_register(&ctx, &a.evidence, &a.input)?,
-            )
+            a.run(root, env, "topology-register", topology::topology_register)?
         }
         TopologyCommands::CheckResult(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "check-result",
-                &topology::check_result(&ctx, &a.evidence, &a.input)?,
-            )
+            a.run(root, env, "check-result", topology::check_result)?
         }
-        TopologyCommands::ComponentEvidence(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
-            Success::of(
-                "component-evidence",
-                &topology::component_evidence(&ctx, &a.evidence, &a.input)?,
-            )
-        }
+        TopologyCommands::ComponentEvidence(a) => a.run(
+            root,
+            env,
+            "component-evidence",
+            topology::component_evidence,
+        )?,
         TopologyCommands::LaneResolve(a) => {
             let ctx = context(root, env, &a.common, Some(a.at.as_str()));
             Success::of(
@@ -127,22 +118,14 @@ pub fn dispatch(
                 &topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
             )
         }
-        TopologyCommands::Complete(a) => {
-            let key = a.sign.load(root)?;
-            let ctx = context(
-                root,
-                env,
-                &a.common,
-                super::mutation::strict_at(a.at.as_deref())?,
-            );
-            let answer = completion::complete(&ctx, &a.evidence)?;
-            let run_id = answer.run_id.clone();
-            super::transparency::sign_gate_head(
-                root,
-                key.as_ref(),
-                &run_id,
-                Success::of("complete", &answer),
-            )
-        }
+        TopologyCommands::Complete(a) => a.sign.gate(
+            root,
+            "complete",
+            || {
+                let at = super::mutation::strict_at(a.at.as_deref())?;
+                completion::complete(&context(root, env, &a.common, at), &a.evidence)
+            },
+            |answer| &answer.run_id,
+        )?,
     })
 }

@@ -171,18 +171,24 @@ impl SignHeadKeyArg {
             .map(|path| load_signer_key(root, path))
             .transpose()
     }
-}
 
-/// Sign the head a gate left on `run_id` and add it to the gate's answer.
-pub fn sign_gate_head(
-    root: &StateRoot,
-    key: Option<&SignerKey>,
-    run_id: &str,
-    mut answer: Success,
-) -> Success {
-    if let Some(key) = key {
-        let (name, value) = sign_after_gate(root, run_id, key);
-        answer.data.insert(name, value);
+    /// Run a gate and sign the head it left on `run_id(answer)` into its
+    /// answer; the key is loaded first, so a bad key file refuses the gate
+    /// before it writes anything.
+    pub fn gate<A: serde::Serialize>(
+        &self,
+        root: &StateRoot,
+        operation: &'static str,
+        gate: impl FnOnce() -> FlowResult<A>,
+        run_id: impl FnOnce(&A) -> &str,
+    ) -> FlowResult<Success> {
+        let key = self.load(root)?;
+        let answer = gate()?;
+        let mut success = Success::of(operation, &answer);
+        if let Some(key) = &key {
+            let (name, value) = sign_after_gate(root, run_id(&answer), key);
+            success.data.insert(name, value);
+        }
+        Ok(success)
     }
-    answer
 }
