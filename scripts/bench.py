@@ -6,7 +6,7 @@ like real agents) with the real pipeline, then times, at each size:
 heartbeat and check-result (median and p95 of BENCH_SAMPLES calls), verify
 (and its peak RSS), resume-check, completion-check and liveness-check, and
 the views (status --run-id, log with its peak RSS, report with its size), and
-(ours only, issue 19) sign-head and prove-event once the stored tree exists
+(ours only, contracts/transparency.md) sign-head and prove-event once the stored tree exists
 and sign-head's first use on a run without our derived files. With
 BENCH_OTHER naming a second implementation of the same CLI (for example
 "python3 .../bluetape-flow.py"), the same calls run on copies of the same
@@ -79,7 +79,7 @@ OTHER_SAMPLES = int(os.environ.get("BENCH_OTHER_SAMPLES", "5"))
 PUBLISH_SAMPLES = int(os.environ.get("BENCH_PUBLISH_SAMPLES", "11"))
 # BENCH_ONLY=GROUP[,GROUP...]: grow only the runs those groups need,
 # measure only them, print their sections and targets, write nothing.
-# bundles: issue 20 (bundle-verify, publish); breaches: the breach-heavy
+# bundles: contracts/bundle.md (bundle-verify, publish); breaches: the breach-heavy
 # series; floor: the floor and the heartbeats of both series beside it;
 # syscalls: the system-call counts per command; otel: otel-export --out.
 GROUPS = {"bundles", "breaches", "floor", "syscalls", "otel"}
@@ -152,7 +152,7 @@ class Workload:
         self.inputs = os.path.join(work, "in")
         os.makedirs(self.inputs, exist_ok=True)
         self.counter = 0
-        # The signer key of the transparency figures (issue 19).
+        # The signer key of the transparency figures.
         self.key = os.path.join(work, "bench.key")
         run(OURS, os.path.join(work, "state"), ["key-generate", "--name", "bench.example",
                                                 "--out", self.key])
@@ -309,7 +309,7 @@ def measure(load, tool, state, run_id, samples, query_samples, timeout=None, scr
 
 STRACE = shutil.which("strace")
 # The system calls that reach a file or directory by name or descriptor:
-# what the held descriptors of issue 14 change.
+# what the held descriptors change.
 OPENS = ("open", "openat", "openat2")
 STATS = ("stat", "lstat", "fstat", "newfstatat", "statx", "fstatat64")
 
@@ -358,7 +358,7 @@ def measure_syscalls(load, tool, state, run_id, row):
 
 
 def syscalls_table(rows, title):
-    out = [f"### System calls per command: {title} (issue 14: held descriptors)", "",
+    out = [f"### System calls per command: {title} (held descriptors)", "",
            "One call each, counted by `strace -f -c` (counts do not depend on the machine's "
            "load): opens are `open`/`openat`, stats the `stat` family.", ""]
     if not STRACE:
@@ -375,7 +375,7 @@ def syscalls_table(rows, title):
 
 
 def syscalls_targets(rows):
-    """Issue 14's held descriptors cost a constant number of opens."""
+    """The held descriptors cost a constant number of opens."""
     sizes = list(rows)
     if any(rows[s].get("heartbeat_syscalls") is None for s in sizes):
         return []
@@ -391,7 +391,7 @@ def syscalls_targets(rows):
 
 
 def measure_views(state, run_id, work, samples):
-    """The views of issue 18 at one size (ours only): `status --run-id`
+    """The views (views.md) at one size (ours only): `status --run-id`
     (median ms), `log` streaming every event as JSON lines (median ms and
     peak RSS), `report` (median ms and the page's size)."""
     row = {}
@@ -428,7 +428,7 @@ def figures_table(title, columns, lines):
 
 def views_table(rows, ours):
     return figures_table(
-        "Views (issue 18)",
+        "Views (views.md)",
         ["events", "status --run-id", "log (all events, jsonl)", "log peak RSS", "report",
          "report size"],
         [[f"{ours[size]['events']:,}", ms(v["status"]), ms(v["log"]), rss_text(v["log_rss"]),
@@ -455,7 +455,7 @@ def scratch_of(state):
 
 
 def transparency(load, state, run_id, row, samples, scratch):
-    """Issue 19: sign-head and prove-event once the stored hashes exist (a
+    """Signed heads (contracts/transparency.md): sign-head and prove-event once the stored hashes exist (a
     run our tool grew keeps them at every append), and the first use on a
     run without our files (as the reference writes it: no tree-hashes,
     checkpoint or receipt-head.json), where sign-head verifies the whole
@@ -482,7 +482,7 @@ def transparency(load, state, run_id, row, samples, scratch):
 
 
 def bundles(load, state, run_id, row, samples, work):
-    """Issue 20: bundle-export, bundle-verify (time, MB/s of receipt, peak
+    """Bundles (contracts/bundle.md): bundle-export, bundle-verify (time, MB/s of receipt, peak
     RSS) and publish of one new event onto an existing publication."""
     receipt = os.path.join(state, "runs", run_id, "receipt.jsonl")
     bundle = os.path.join(work, f"bundle-{row['events']}.tar")
@@ -519,7 +519,7 @@ def publish_rounds(load, state, runs, rows, samples):
 
 def bundles_table(rows):
     return figures_table(
-        "Audit bundles and publications (issue 20)",
+        "Audit bundles and publications (contracts/bundle.md)",
         ["events", "bundle-export", "bundle-verify", "receipt MB/s", "bundle-verify peak RSS",
          "first publish", f"publish of one new event (median of {PUBLISH_SAMPLES}, range)"],
         [[f"{r['events']:,}", ms(r["bundle-export"]), ms(r["bundle-verify"]),
@@ -544,7 +544,7 @@ def bundles_targets(rows):
 
 
 BUNDLE_COSTS = [
-    "### Cost of the bundle commands (issue 20)",
+    "### Cost of the bundle commands (contracts/bundle.md)",
     "",
     "n is the number of receipt lines, k the number of stored heads, r the bound reports.",
     "",
@@ -586,16 +586,16 @@ BUNDLE_COSTS = [
 
 def transparency_table(rows):
     return figures_table(
-        "Signed heads and proofs (issue 19)",
+        "Signed heads and proofs (contracts/transparency.md)",
         ["events", "sign-head", "prove-event", "first sign-head on a run without our files"],
         [[f"{r['events']:,}", ms(r["sign-head"]), ms(r["prove-event"]), ms(r["first-sign-head"])]
          for r in rows.values() if "sign-head" in r])
 
 
-# What each command of issue 19 costs (contracts/transparency.md), stated
+# What each transparency command costs (contracts/transparency.md), stated
 # here so every regenerated report keeps it beside the figures.
 COSTS = [
-    "### Cost of the transparency commands (issue 19)",
+    "### Cost of the transparency commands (contracts/transparency.md)",
     "",
     "n is the number of receipt lines, k the number of stored heads.",
     "",
@@ -1223,14 +1223,14 @@ def main():
         if OTHER:
             report += syscalls_table(other, f"`{' '.join(OTHER)}`") + [""]
         if len(SIZES) > 1:
-            report += ["### Targets (issue 14, held descriptors)", ""]
+            report += ["### Targets (held descriptors)", ""]
             for text, ok in syscalls_targets(ours):
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
         report += bundles_table(ours) + [""]
         report += BUNDLE_COSTS + [""]
         if len(SIZES) > 1:
-            report += ["### Targets (issue 20, bundles)", ""]
+            report += ["### Targets (bundles, contracts/bundle.md)", ""]
             for text, ok in bundles_targets(ours):
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
@@ -1252,12 +1252,12 @@ def main():
             report.append("")
         report += views_table(views, ours) + [""]
         if len(SIZES) > 1:
-            report += ["### Targets (issue 18, views)", ""]
+            report += ["### Targets (views, views.md)", ""]
             for text, ok in views_targets(views, ours):
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
         if len(SIZES) > 1:
-            report += ["### Targets (issues 7 and 19)", ""]
+            report += ["### Targets (mutations, verify and signed heads)", ""]
             for text, ok in targets(ours):
                 report.append(f"- {'met' if ok else 'NOT met'}: {text}")
             report.append("")
@@ -1271,7 +1271,7 @@ def main():
         print("\n" + text)
         os.makedirs(os.path.dirname(OUT), exist_ok=True)
         # The generated part is everything before the first "## " section;
-        # the sections after it (each issue's figures and costs) are kept.
+        # the sections after it (each feature's figures and costs) are kept.
         kept = ""
         if os.path.exists(OUT):
             with open(OUT) as f:

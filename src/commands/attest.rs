@@ -1,4 +1,4 @@
-//! `attest` (issue 20; contracts/bundle.md §attest): a DSSE envelope
+//! `attest` (contracts/bundle.md §attest): a DSSE envelope
 //! (payloadType `application/vnd.in-toto+json`) carrying an in-toto
 //! Statement v1 that a run completed, signed over DSSE's PAE with the
 //! Ed25519 key of the signed heads. Verifiers nobody here wrote

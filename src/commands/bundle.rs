@@ -1,4 +1,4 @@
-//! The audit bundle (issue 20; contracts/bundle.md): `bundle-export`
+//! The audit bundle (contracts/bundle.md): `bundle-export`
 //! writes one deterministic tar of a run's members; `bundle-verify`
 //! streams one back without a state root, extracting nothing, and checks
 //! everything a state root's `verify` would, plus the members' binding.

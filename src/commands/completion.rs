@@ -91,7 +91,7 @@ pub fn lane_resolve(
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
     let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
-    // Liveness history decides the binding: a full replay (issue 13).
+    // Liveness history decides the binding: a full replay (contracts/rules.md).
     ctx.commit_replayed(&run, |d| {
         decide_resolve(d.state, d.policy, &request, &evidence)
     })

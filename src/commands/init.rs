@@ -236,7 +236,7 @@ pub fn init_run(
     };
 
     ensure_skeleton(root)?;
-    // The secret that authenticates our derived files (issue 13).
+    // The secret that authenticates our derived files (trust-model §2).
     crate::store::secret::ensure_key(root)?;
     // A killed init leaves a run directory without a receipt and a staging
     // handle; remove those that are provably dead before making another.

@@ -309,7 +309,7 @@ fn open_validated(root: &StateRoot, run_id: &str) -> FlowResult<OpenRun> {
 
 /// `receipt-diagnose` of a run that is not there at all: the reference's
 /// exit 2 `contract_error` on the first path that does not exist (said as
-/// every OS error is, issue 15), with the real cause in `hint`
+/// every OS error is, DEVIATIONS 63), with the real cause in `hint`
 /// (DEVIATIONS 90). There is nothing to diagnose, so no `next_command`.
 fn nothing_to_diagnose(root: &StateRoot, run_id: &str) -> super::FlowError {
     let runs = root.join("runs");

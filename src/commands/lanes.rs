@@ -119,7 +119,8 @@ pub fn lane_transition(
         .as_ref()
         .map(|paths| canonicalize(repo_root.as_deref(), paths, &run.manifest.contract.limits));
     // lane-complete asks whether its evidence was ever liveness evidence:
-    // it decides on a full replay, never on the digest table (issue 13).
+    // it decides on a full replay, never on the digest table
+    // (contracts/rules.md).
     let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
     let committed = super::mutate::mutate_with(ctx, &run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {

@@ -36,8 +36,8 @@ fn read_object(ctx: &MutationContext, path: &JsonArg) -> FlowResult<Map<String, 
     }
 }
 
-/// `liveness-check --explain` / `--decision-out FILE` (issue 15): the extra
-/// keys, and where to write the decision file (relative to `cwd`).
+/// `liveness-check --explain` / `--decision-out FILE` (cli-conventions §5): the
+/// extra keys, and where to write the decision file (relative to `cwd`).
 #[derive(Debug, Clone, Copy)]
 pub struct Explain<'a> {
     pub decision_out: Option<&'a Path>,

@@ -116,9 +116,9 @@ pub fn verify(root: &StateRoot, run_id: &str) -> FlowResult<Verification> {
     verify_signed(root, run_id, &[], None)
 }
 
-/// `verify` with its signed-head checks (issue 19): every stored head,
-/// signatures with `keys`, and a `head` file kept elsewhere. The output
-/// gains keys only when there is a head to speak of or keys were given.
+/// `verify` with its signed-head checks (contracts/transparency.md): every
+/// stored head, signatures with `keys`, and a `head` file kept elsewhere. The
+/// output gains keys only when there is a head to speak of or keys were given.
 pub fn verify_signed(
     root: &StateRoot,
     run_id: &str,
@@ -137,7 +137,7 @@ pub fn verify_signed(
         })
         .transpose()?;
     let run = open_run(root, run_id)?;
-    // Phase 2 runs also report the breaches replay finds (issue 13).
+    // Phase 2 runs also report the breaches replay finds (contracts/rules.md).
     let (position, state) = if run.manifest.contract.family == crate::receipt::rules::Family::V1_1 {
         verify_replayed(&run)?
     } else {

@@ -1,4 +1,4 @@
-//! `publish` and `bundle-verify --git` (issue 20; contracts/bundle.md
+//! `publish` and `bundle-verify --git` (contracts/bundle.md
 //! §publish): a run's bundle members as a git tree, one commit per
 //! publish onto `refs/bluetape/runs/<run_id>`, the ref moved only by
 //! compare-and-swap and only forward. A publication writes only the

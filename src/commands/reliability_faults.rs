@@ -1,7 +1,7 @@
-//! Reliability scenario 6 (issue 8): failed writes and fsyncs. The store's
-//! test-only fault injection (`store::secure::faults`) fails the n-th write
-//! or the n-th fsync of this thread; for every n along an `init` and along
-//! mutations, driven through the real command functions, the outcome is
+//! Reliability scenario 6 (docs/reliability.md): failed writes and fsyncs. The
+//! store's test-only fault injection (`store::secure::faults`) fails the n-th
+//! write or the n-th fsync of this thread; for every n along an `init` and
+//! along mutations, driven through the real command functions, the outcome is
 //! the old state or the new one:
 //!
 //! - a command that returned success had its receipt line written and

@@ -1,7 +1,6 @@
-//! The run's receipt as a transparency log (issue 19;
-//! contracts/transparency.md): the stored Merkle tree kept beside every
-//! append, signed heads (C2SP checkpoints), inclusion and consistency
-//! proofs, and their offline check.
+//! The run's receipt as a transparency log (contracts/transparency.md): the
+//! stored Merkle tree kept beside every append, signed heads (C2SP
+//! checkpoints), inclusion and consistency proofs, and their offline check.
 //!
 //! The tree is derived data: it is used only while its length and last
 //! leaf match the verified receipt, else it is rebuilt from the receipt

@@ -1,4 +1,4 @@
-//! The read-only views of issue 18: `status`, `log` and the data of
+//! The read-only views (views.md): `status`, `log` and the data of
 //! `report`. They never lock, create, modify or chmod anything in the
 //! state root. `status` loads each run exactly as `resume-check`,
 //! `completion-check` do (a full verify and replay, never a checkpoint:

@@ -735,8 +735,9 @@ impl ApprovalWindow<'_> {
     }
 }
 
-/// Replay's approval gate (issue 13): whether a `plan_approved` — written
-/// by us, by the reference or by hand — satisfies the run's frozen policy.
+/// Replay's approval gate (contracts/approvals.md): whether a `plan_approved` —
+/// written by us, by the reference or by hand — satisfies the run's frozen
+/// policy.
 /// `None` when it does; otherwise what was found. Without a policy there is
 /// no gate (the reference's rule). A record is the gate's own
 /// `approver_identity` item: exactly one, bound to the policy checksum,

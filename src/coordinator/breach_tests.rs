@@ -1,6 +1,6 @@
-//! Our rules applied by replay to events any writer appended (issue 13):
-//! each breaking event is recorded, never refused, and never changes what
-//! the reference's rules make of the state.
+//! Our rules applied by replay to events any writer appended
+//! (contracts/rules.md): each breaking event is recorded, never refused, and
+//! never changes what the reference's rules make of the state.
 
 use serde_json::{Value, json};
 

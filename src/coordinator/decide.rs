@@ -162,8 +162,8 @@ pub enum FlowError {
         message: String,
         retryable: bool,
     },
-    /// Any of the above with what teaches its fix (issue 15): the envelope
-    /// adds `hint` and `fields`; everything else is the inner error's.
+    /// Any of the above with what teaches its fix (contracts/refusals.md): the
+    /// envelope adds `hint` and `fields`; everything else is the inner error's.
     Taught(Box<FlowError>, Box<Teaching>),
 }
 
@@ -785,9 +785,9 @@ pub trait ConflictReason {
     fn teaching(&self) -> Teaching;
 }
 
-/// What a refusal adds to teach its fix (issue 15): a `hint` (the concrete
-/// fix or the command to run first) and `fields` (which input fields are
-/// missing, unknown, of the wrong type or out of limit). Hints may hold
+/// What a refusal adds to teach its fix (contracts/refusals.md): a `hint` (the
+/// concrete fix or the command to run first) and `fields` (which input fields
+/// are missing, unknown, of the wrong type or out of limit). Hints may hold
 /// `{run_id}` and `{owner_file}`, filled in by the CLI from its own argv.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Teaching {
@@ -894,7 +894,8 @@ pub fn at_refusal(refusal: FlowError, at: &str) -> FlowError {
 }
 
 /// A refusal about one `--input` key: the detail names the key and what it
-/// must be, `fields.invalid` holds `{field, expected, limit}` (issue 15).
+/// must be, `fields.invalid` holds `{field, expected, limit}`
+/// (contracts/refusals.md).
 pub fn in_field(
     key: &'static str,
     expected: &'static str,
@@ -955,7 +956,8 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
 }
 
 /// An evidence refusal of `check_evidence` (its reference `message` first),
-/// with every field at fault and the limits of `limits` (issue 15).
+/// with every field at fault and the limits of `limits`
+/// (contracts/refusals.md).
 pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> FlowError {
     let hint = "each evidence item is an object {\"kind\": \"...\", \"summary\": \"...\"} with optional \"path\", \"checksum\" (SHA-256 hex) and \"exit_status\"; the file holds a list of them: [{\"kind\": \"plan\", \"summary\": \"plan approved\"}]";
     match crate::receipt::faults::evidence_fault("--evidence", evidence, limits) {

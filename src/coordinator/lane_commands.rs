@@ -29,7 +29,7 @@ use crate::receipt::rules::{Limits, check_evidence};
 use crate::receipt::schema::keys_of;
 use crate::receipt::scope::{Narrowing, entry_covers, narrow_scope};
 
-/// What an identifier input must be (issue 15's `fields.invalid`).
+/// What an identifier input must be (`fields.invalid`, contracts/refusals.md).
 pub const IDENTIFIER: &str = "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters";
 
 /// What a timestamp input must be.
@@ -150,7 +150,7 @@ pub fn require_active_lane_owner<'s>(
     Ok(lane)
 }
 
-/// "lane does not exist", naming the run's lanes (issue 15).
+/// "lane does not exist", naming the run's lanes (contracts/refusals.md).
 pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
     FlowError::from(LaneRefusal::Missing {
         lane_id: lane_id.to_string(),
@@ -163,7 +163,7 @@ pub fn missing_lane(state: &CoordinatorState, lane_id: &str) -> FlowError {
     })
 }
 
-/// "identifier already exists" for a lane id in use (issue 15).
+/// "identifier already exists" for a lane id in use (contracts/refusals.md).
 pub fn existing_lane(lane_id: &str, lane_state: LaneState) -> FlowError {
     FlowError::from(LaneRefusal::Exists {
         lane_id: lane_id.to_string(),

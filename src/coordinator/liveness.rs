@@ -263,7 +263,7 @@ pub fn evaluate(
     }
 }
 
-/// What `liveness-check --explain` adds to its answer (issue 15): the
+/// What `liveness-check --explain` adds to its answer (cli-conventions §5): the
 /// lane's state, its last evidence time, the deadlines that decide the
 /// answer, and for `suspect_stall` the exact `decision` object with its
 /// `decision_checksum`, so `stall-record` can take them as they are; for

@@ -1352,7 +1352,7 @@ fn big_replacement_count_round_trips() {
     );
 }
 
-/// Issue 13 (DEVIATIONS 20): a repair that recreates the reserved child
+/// DEVIATIONS 20: a repair that recreates the reserved child
 /// for the interrupted agent itself is replayed as the reference does, and
 /// recorded as a breach of our fencing rule; a fencing repair is not.
 #[test]

@@ -1,4 +1,4 @@
-//! Approvals that are signatures (issue 13): a policy may pin
+//! Approvals that are signatures (contracts/approvals.md): a policy may pin
 //! `approver_key`, an OpenSSH Ed25519 public key line. The approver signs
 //! the canonical approval statement — the run id, the receipt head being
 //! approved and the policy checksum — with `ssh-keygen -Y sign -n

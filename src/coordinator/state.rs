@@ -414,7 +414,8 @@ pub struct CoordinatorState {
     /// counted from on replay (ours, kept with the gate).
     #[serde(skip)]
     pub(crate) created_at: Option<String>,
-    /// Events that broke one of our rules (issue 13), in receipt order.
+    /// Events that broke one of our rules (contracts/rules.md), in receipt
+    /// order.
     #[serde(skip)]
     pub(crate) breaches: Vec<super::breach::Breach>,
     /// How many earlier breaches a state restored from a checkpoint does

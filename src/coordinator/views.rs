@@ -1,4 +1,4 @@
-//! The pure view models of `status` (issue 18): where a run stands and the
+//! The pure view models of `status` (views.md): where a run stands and the
 //! safe next step, built only from the replayed state and the very
 //! functions the single-purpose queries call — [`check_lane`] for each
 //! lane's liveness verdict (`liveness-check`), [`evaluate_completion`]

@@ -1,5 +1,5 @@
 //! `bluetape-flow mcp`: the commands as Model Context Protocol tools over
-//! stdio (issue 21), on the official Rust SDK (`rmcp`).
+//! stdio (agent-tools.md), on the official Rust SDK (`rmcp`).
 //!
 //! A tool call's arguments, held to the tool's parameters
 //! ([`catalog::checked`]), are the values the command is built from

@@ -1,4 +1,4 @@
-//! The audit bundle's format (issue 20; contracts/bundle.md): member
+//! The audit bundle's format (contracts/bundle.md): member
 //! names, their order and size limits, the canonical `index.json`, the
 //! exact tar header of every member, and a strict streaming reader of the
 //! tar. Pure: it reads and writes through `Read`/`Write` values only.

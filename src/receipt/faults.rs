@@ -1,9 +1,9 @@
-//! What is wrong with a JSON input, field by field (issue 15): the missing
-//! keys, the unknown ones (with the allowed ones), and each wrong-typed or
-//! out-of-limit field with its limit. Pure: the limits come in as the run's
-//! own manifest snapshot values. The refusal's reference text stays the
-//! first part of the message; [`Fault::detail`] is what follows it
-//! (`message: detail`, rendered by the envelope).
+//! What is wrong with a JSON input, field by field (contracts/refusals.md): the
+//! missing keys, the unknown ones (with the allowed ones), and each wrong-typed
+//! or out-of-limit field with its limit. Pure: the limits come in as the run's
+//! own manifest snapshot values. The refusal's reference text stays the first
+//! part of the message; [`Fault::detail`] is what follows it (`message:
+//! detail`, rendered by the envelope).
 
 use serde_json::{Map, Value, json};
 

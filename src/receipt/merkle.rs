@@ -1,6 +1,6 @@
-//! The RFC 6962 Merkle tree over a run's receipt lines (issue 19). Pure:
-//! the stored hashes come in through a [`HashReader`], so every rule here is
-//! tested without files.
+//! The RFC 6962 Merkle tree over a run's receipt lines
+//! (contracts/transparency.md). Pure: the stored hashes come in through a
+//! [`HashReader`], so every rule here is tested without files.
 //!
 //! Leaf *i* (0-based) is receipt line *i+1* without its LF; leaf hash =
 //! SHA-256(0x00 ‖ line), node hash = SHA-256(0x01 ‖ left ‖ right). Stored

@@ -1,4 +1,4 @@
-//! Signed heads and proofs as text (issue 19; contracts/transparency.md).
+//! Signed heads and proofs as text (contracts/transparency.md).
 //! Pure: keys, notes and proofs are bytes in, values out.
 //!
 //! A signed head is a C2SP checkpoint (c2sp.org/tlog-checkpoint) in a

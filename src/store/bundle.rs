@@ -1,5 +1,6 @@
-//! Files of the audit bundle (issue 20): reading a run's members from the
-//! state root for `bundle-export`, and opening a bundle file to verify.
+//! Files of the audit bundle (contracts/bundle.md): reading a run's members
+//! from the state root for `bundle-export`, and opening a bundle file to
+//! verify.
 
 use std::io::{BufRead, Read};
 

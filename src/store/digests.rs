@@ -493,9 +493,9 @@ mod tests {
         assert_eq!(files.read_lists(log).unwrap()["lane-2"].len(), 833);
     }
 
-    /// Issue 17: a read error is an error, never "digest present". The
-    /// table was proven sound when opened; a file cut short afterwards
-    /// makes the pread fail (a real short read, no injection).
+    /// Caches never vouch (trust-model §2): a read error is an error, never
+    /// "digest present". The table was proven sound when opened; a file cut
+    /// short afterwards makes the pread fail (a real short read, no injection).
     #[test]
     fn a_read_error_of_the_table_is_an_io_error_not_present() {
         let (_dir, files) = files_of_a_run();

@@ -83,7 +83,7 @@ impl StoreError {
         let text = error.to_string();
         let text = text.split(" (os error").next().unwrap_or(&text).to_string();
         // The OS's own words, the path, then the errno's name (ENOSPC), not
-        // Python's `[Errno 28]` prefix (issue 15).
+        // Python's `[Errno 28]` prefix (DEVIATIONS 49).
         let mut failure = IoFailure {
             kind: error.kind(),
             errno,

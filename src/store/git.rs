@@ -1,7 +1,7 @@
-//! The real `git` CLI, for `publish` and `bundle-verify --git` (issue 20):
-//! plumbing only (hash-object, mktree, commit-tree, update-ref, ls-tree,
-//! cat-file, rev-list). Git is the distributed engine; nothing here
-//! re-implements it.
+//! The real `git` CLI, for `publish` and `bundle-verify --git`
+//! (contracts/bundle.md): plumbing only (hash-object, mktree, commit-tree,
+//! update-ref, ls-tree, cat-file, rev-list). Git is the distributed engine;
+//! nothing here re-implements it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

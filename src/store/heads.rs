@@ -1,4 +1,4 @@
-//! Files of the transparency commands (issue 19; contracts/transparency.md):
+//! Files of the transparency commands (contracts/transparency.md):
 //! stored signed heads `runs/<id>/heads/<N>.<key hash>.note`, key files,
 //! proof files, and finding one receipt line by its sequence.
 

@@ -8,7 +8,7 @@
 //! 4,300 digits). Every refusal names the flag and the file (or says the
 //! value was inline or on standard input), and reads an OS error as one
 //! ("evidence file 'x' does not exist"), never as Python's `[Errno N]`
-//! text (issue 15).
+//! text (DEVIATIONS 63).
 
 use serde_json::{Value, json};
 use std::ffi::OsString;

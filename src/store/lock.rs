@@ -153,7 +153,8 @@ pub fn pid_of(record: &Value) -> Option<PidState> {
     }
 }
 
-/// Who holds a lock, for a person reading a busy refusal (issue 15).
+/// Who holds a lock, for a person reading a busy refusal
+/// (contracts/refusals.md).
 fn holder(record: &Value, dir: &Path) -> String {
     let field = |key: &str| match record.get(key) {
         Some(Value::String(text)) => Some(text.chars().take(64).collect::<String>()),

@@ -897,7 +897,7 @@ impl RunDir {
         super::digests::DigestFiles::of_run(self)
     }
 
-    /// The run's stored Merkle tree hashes (issue 19).
+    /// The run's stored Merkle tree hashes (contracts/transparency.md).
     pub fn tree_file(&self) -> super::tree::TreeFile {
         super::tree::TreeFile::of_run(self)
     }

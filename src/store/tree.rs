@@ -1,5 +1,5 @@
 //! `runs/<id>/tree-hashes`: the stored hashes of the run's Merkle tree
-//! (issue 19; contracts/transparency.md). 32-byte hashes, nothing else, in
+//! (contracts/transparency.md). 32-byte hashes, nothing else, in
 //! Go tlog's stored-hash order, so a tree of `n` leaves is exactly
 //! `stored_hash_count(n) * 32` bytes. Derived data, like the digest table:
 //! appended under the receipt lock after each append, read by `pread`,

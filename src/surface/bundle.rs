@@ -1,6 +1,6 @@
-//! The commands that take a run off the machine (issue 20;
-//! contracts/bundle.md): bundle-export, bundle-verify, publish, attest;
-//! and otel-export (contracts/otel.md).
+//! The commands that take a run off the machine (contracts/bundle.md):
+//! bundle-export, bundle-verify, publish, attest; and otel-export
+//! (contracts/otel.md).
 
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};

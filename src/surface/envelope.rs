@@ -158,7 +158,8 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
             );
         }
     }
-    // Extra keys of issue 15: the fix, and the input fields at fault.
+    // Extra keys (contracts/refusals.md): the fix, and the input fields at
+    // fault.
     if let Some(hint) = hint {
         map.insert("hint".into(), Value::String(hint));
     }

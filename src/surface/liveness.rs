@@ -84,12 +84,12 @@ pub struct LivenessCheckArgs {
     )]
     #[serde(default = "unknown")]
     pub command_status: String,
-    /// Our extension (issue 15): add the keys the next command needs.
+    /// Our extension (cli-conventions §5): add the keys the next command needs.
     #[arg(long)]
     #[serde(default)]
     pub explain: bool,
-    /// Our extension (issue 15): write the decision file for stall-record
-    /// (implies --explain).
+    /// Our extension (cli-conventions §5): write the decision file for
+    /// stall-record (implies --explain).
     #[arg(long = "decision-out", value_name = "FILE")]
     pub decision_out: Option<PathBuf>,
 }

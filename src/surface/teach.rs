@@ -1,6 +1,6 @@
-//! Hints of the failure envelope (issue 15): the fix a refusal teaches, with
-//! the caller's own flag values filled in, and the default hint of each
-//! error class that has one.
+//! Hints of the failure envelope (contracts/refusals.md): the fix a refusal
+//! teaches, with the caller's own flag values filled in, and the default hint
+//! of each error class that has one.
 
 use serde_json::Value;
 use std::ffi::OsString;

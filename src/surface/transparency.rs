@@ -1,4 +1,4 @@
-//! The transparency commands (issue 19; contracts/transparency.md):
+//! The transparency commands (contracts/transparency.md):
 //! key-generate, sign-head, prove-event, prove-append, check-proof, and the
 //! `--sign-head-key` the phase-closing gates accept.
 

@@ -1,4 +1,4 @@
-//! The views of issue 18: `status`, `log` and `report`. Read-only: they
+//! The views (views.md): `status`, `log` and `report`. Read-only: they
 //! never lock or write in the state root. Like `gh`/`kubectl`, they print a
 //! table when stdout is a terminal and JSON otherwise; `--format`
 //! overrides. `log` streams its rows as the receipt is verified.
