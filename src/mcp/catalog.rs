@@ -44,6 +44,19 @@ const WITHHELD_FLAGS: &[&str] = &[
     "decision-out",
 ];
 
+/// Flags whose values are the host's, not the model's (agent-tools.md §2:
+/// authority comes from the host): when a step happens and the receipt
+/// head a write must follow. No tool lists them, so the catalog a model
+/// reads carries neither (agent-tools.md §4 "Small"); a host names them in
+/// the call's `_meta` as `bluetape-flow/at` and `bluetape-flow/expected_head`
+/// ([`HOST_META_PREFIX`]). Left out, a step happens at the server's clock
+/// (cli-conventions §5 "One clock") and no head is fenced.
+pub const HOST_FLAGS: &[&str] = &["at", "expected-head"];
+
+/// The namespace of the host's values in a call's `_meta` (MCP's `_meta`
+/// key prefix: labels, then a slash).
+pub const HOST_META_PREFIX: &str = "bluetape-flow/";
+
 /// Flags whose values are integers.
 const INTEGER_FLAGS: &[&str] = &["sequence", "since", "tail"];
 
@@ -71,6 +84,8 @@ pub struct Param {
     pub flag: String,
     pub kind: Kind,
     pub required: bool,
+    /// One of [`HOST_FLAGS`]: read from the call's `_meta`, never listed.
+    pub hosted: bool,
     pub help: String,
     pub choices: Vec<String>,
 }
@@ -86,8 +101,10 @@ pub struct ToolSpec {
     /// The command takes `--new-owner-file` (`resume`): the server names
     /// the new handle and acts with it afterwards.
     pub makes_owner: bool,
-    /// The command takes `--run-id` and `--owner-file`: the server names
-    /// the run its handle belongs to, and no argument does.
+    /// The server names the run its handle belongs to, and no argument
+    /// does: the command takes `--owner-file` and `--run-id`, or (in
+    /// `owner` mode, where the server is bound to one run) it is a read
+    /// that requires `--run-id`.
     pub acts_on_the_handles_run: bool,
     /// The command requires `--at`: left out, the server gives its own
     /// clock (cli-conventions §5 "One clock"), so the argument is optional.
@@ -111,17 +128,20 @@ fn json_kind(def: &CommandDef, flag: &str) -> Option<Kind> {
 /// help pages applied).
 pub fn tools(tree: &Command, mode: Mode) -> Vec<ToolSpec> {
     offered(mode)
-        .filter_map(|def| tree.find_subcommand(def.name).map(|c| spec(c, def)))
+        .filter_map(|def| tree.find_subcommand(def.name).map(|c| spec(c, def, mode)))
         .collect()
 }
 
 /// A tool's description (agent-tools.md §4): what it does (the first
 /// sentence of its help page, to its first colon or semicolon, without
-/// asides in parentheses), when to call it (the page's "Call it …"
-/// sentence, to its first semicolon) and what comes next (the reference's "Safe
-/// next"). Not the reference's first line itself: its kind is the
-/// read-only annotation, and the rest is the same on every command.
-fn describe(about: &str, long_about: &str) -> String {
+/// asides in parentheses), when to call it and what comes next (the
+/// reference's "Safe next"). When to call a read-only tool is the page's
+/// "Call it …" sentence, to its first semicolon; a mutation's first
+/// sentence, what it records, says when already (right after that
+/// happened), so its page's "Call it" stays in `--help`. Not the
+/// reference's first line itself: its kind is the read-only annotation,
+/// and the rest is the same on every command.
+fn describe(about: &str, long_about: &str, read_only: bool) -> String {
     let page = long_about
         .strip_prefix(about)
         .unwrap_or(long_about)
@@ -133,7 +153,11 @@ fn describe(about: &str, long_about: &str) -> String {
     if let Some(what) = said.first() {
         out.push(format!("{}.", without_asides(clause(what, &[": ", "; "]))));
     }
-    if let Some(when) = said.iter().skip(1).find(|s| s.starts_with("Call it")) {
+    if let Some(when) = said
+        .iter()
+        .skip(1)
+        .find(|s| read_only && s.starts_with("Call it"))
+    {
         // Its colon introduces what to do after it (liveness-check's
         // actions): kept.
         out.push(format!("{}.", clause(when, &["; "])));
@@ -197,18 +221,23 @@ fn without_asides(text: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
+fn spec(command: &Command, def: &CommandDef, mode: Mode) -> ToolSpec {
     let name = def.name;
     let mut params = Vec::new();
     let flags = || command.get_arguments().filter_map(|a| a.get_long());
     let takes_owner = flags().any(|flag| flag == "owner-file");
     let makes_owner = flags().any(|flag| flag == "new-owner-file");
-    let acts_on_the_handles_run = takes_owner && flags().any(|flag| flag == "run-id");
+    let run_id = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some("run-id"));
+    let acts_on_the_handles_run =
+        run_id.is_some_and(|arg| takes_owner || (mode == Mode::Owner && arg.is_required_set()));
     for arg in command.get_arguments() {
         let Some(flag) = arg.get_long() else { continue };
         // A tool acting with the server's handle acts on the handle's run:
         // the server names it (agent-tools.md §2).
-        let servers = WITHHELD_FLAGS.contains(&flag) || (takes_owner && flag == "run-id");
+        let servers =
+            WITHHELD_FLAGS.contains(&flag) || (acts_on_the_handles_run && flag == "run-id");
         if flag == "help" || servers {
             continue;
         }
@@ -226,6 +255,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
             flag: flag.to_string(),
             kind,
             required: arg.is_required_set() && flag != "at",
+            hosted: HOST_FLAGS.contains(&flag),
             help: arg.get_help().map(|h| h.to_string()).unwrap_or_default(),
             choices: arg
                 .get_possible_values()
@@ -244,6 +274,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
             .get_long_about()
             .map(|t| t.to_string())
             .unwrap_or_default(),
+        !def.writes(),
     );
     ToolSpec {
         name: name.to_string(),
@@ -263,7 +294,7 @@ fn spec(command: &Command, def: &CommandDef) -> ToolSpec {
 /// rules the JSON inputs' keys follow, coordinator::inputs).
 fn text_schema(param: &Param) -> Value {
     use crate::coordinator::inputs::{Assignment, UtcTimestamp};
-    use crate::receipt::primitives::{Identifier, Sha256Hex};
+    use crate::receipt::primitives::Identifier;
     match param.flag.as_str() {
         // An enum of strings says the type.
         _ if !param.choices.is_empty() => json!({"enum": param.choices}),
@@ -278,8 +309,7 @@ fn text_schema(param: &Param) -> Value {
         "workflow-type" => json!({"enum": crate::receipt::manifest::bundled()
             .map(|m| m.contract["workflow_types"].clone())
             .unwrap_or_default()}),
-        "at" | "deadline" => schema_of::<UtcTimestamp>(),
-        "expected-head" => schema_of::<Sha256Hex>(),
+        "deadline" => schema_of::<UtcTimestamp>(),
         "reason" => schema_of::<Assignment>(),
         _ => json!({"type": "string", "minLength": 1}),
     }
@@ -323,18 +353,11 @@ fn param_schema(tool: &str, param: &Param) -> Value {
 
 /// The arguments most tools take: their schema says what they must be, and
 /// [`SHARED_ARGUMENTS`] what they mean, once.
-const SHARED_FLAGS: &[&str] = &[
-    "run-id",
-    "lane-id",
-    "agent-id",
-    "at",
-    "expected-head",
-    "evidence",
-];
+const SHARED_FLAGS: &[&str] = &["run-id", "lane-id", "agent-id", "evidence"];
 
 /// What [`SHARED_FLAGS`] leave out, said once for every tool (the
 /// server's instructions).
-pub const SHARED_ARGUMENTS: &str = "run_id names the run a read-only tool reads (a mutation acts on the run of the server's handle and takes none); at is when the step happened (UTC, at most 300 s after the server's clock; the server's clock when left out); expected_head refuses the write unless the receipt's last checksum is that one; evidence is this step's bounded proof (a fresh list for every step).";
+pub const SHARED_ARGUMENTS: &str = "run_id names the run a read-only server's tool reads (an owner server acts on, and reads, the run of its handle, and only status may name another); evidence is this step's bounded proof (a fresh list for every step). A step happens at the server's clock (status answers it as at): the time and the head a write must follow are the host's, in the call's _meta (bluetape-flow/at: UTC, at most 300 s after the server's clock; bluetape-flow/expected_head: the receipt's last checksum), never arguments.";
 
 /// A flag's help as a tool argument's description: its first clause,
 /// without what only a command line needs (files, `-`, "see below") or what
@@ -432,14 +455,11 @@ pub fn input_schema(tool: &ToolSpec) -> Map<String, Value> {
 
 /// [`input_schema`] with every leaf spelled out where it applies.
 fn spelled_out_schema(tool: &ToolSpec) -> Map<String, Value> {
-    let properties: Map<String, Value> = tool
-        .params
-        .iter()
+    let listed = || tool.params.iter().filter(|p| !p.hosted);
+    let properties: Map<String, Value> = listed()
         .map(|p| (p.name.clone(), param_schema(&tool.name, p)))
         .collect();
-    let required: Vec<Value> = tool
-        .params
-        .iter()
+    let required: Vec<Value> = listed()
         .filter(|p| p.required)
         .map(|p| Value::String(p.name.clone()))
         .collect();
@@ -514,16 +534,53 @@ fn leaves(schema: &mut Value, leaf: &Value, reference: Option<&Value>) -> usize 
 
 /// Check a call's arguments against the tool, server-side (a client need
 /// not have checked the schema): every key must be a parameter, of its
-/// type, and every required parameter present. Returns the arguments the
-/// command is built from (`null` and `false` left out, as not given), or
-/// the refusal's message.
-pub fn checked(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Map<String, Value>, String> {
-    let names: Vec<&str> = tool.params.iter().map(|p| p.name.as_str()).collect();
+/// type, and every required parameter present. The host's values
+/// ([`HOST_FLAGS`]) come from the call's `_meta` (`host`), and only from
+/// there; a host may stamp every call alike, so one the tool does not take
+/// is passed over, but a name under [`HOST_META_PREFIX`] that is none of
+/// them is refused. Returns the arguments the command is built from
+/// (`null` and `false` left out, as not given), or the refusal's message.
+pub fn checked(
+    tool: &ToolSpec,
+    args: &Map<String, Value>,
+    host: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    let hosted_name = |flag: &str| flag.replace('-', "_");
+    if let Some(key) = host.keys().find(|k| {
+        k.strip_prefix(HOST_META_PREFIX)
+            .is_some_and(|name| !HOST_FLAGS.iter().any(|f| hosted_name(f) == name))
+    }) {
+        return Err(format!(
+            "_meta names `{key}`: a host names only {}",
+            HOST_FLAGS
+                .iter()
+                .map(|f| format!("{HOST_META_PREFIX}{}", hosted_name(f)))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ));
+    }
+    let names: Vec<&str> = tool
+        .params
+        .iter()
+        .filter(|p| !p.hosted)
+        .map(|p| p.name.as_str())
+        .collect();
     if let Some(unknown) = args.keys().find(|k| !names.contains(&k.as_str())) {
         if unknown == "run_id" && tool.acts_on_the_handles_run {
             return Err(format!(
                 "{} takes no argument `run_id`: it acts on the run of the server's owner handle; drop run_id",
                 tool.name
+            ));
+        }
+        if tool.params.iter().any(|p| p.hosted && &p.name == unknown) {
+            return Err(format!(
+                "{} takes no argument `{unknown}`: {} is the host's, in the call's _meta as {HOST_META_PREFIX}{unknown}; drop {unknown}",
+                tool.name,
+                if unknown == "at" {
+                    "a step happens at the server's clock, and another time"
+                } else {
+                    "the head a write must follow"
+                }
             ));
         }
         return Err(format!(
@@ -538,15 +595,21 @@ pub fn checked(tool: &ToolSpec, args: &Map<String, Value>) -> Result<Map<String,
     }
     let mut out = Map::new();
     for param in &tool.params {
+        let (given, label) = if param.hosted {
+            let key = format!("{HOST_META_PREFIX}{}", param.name);
+            (host.get(&key), format!("_meta `{key}`"))
+        } else {
+            (args.get(&param.name), format!("argument `{}`", param.name))
+        };
         // `null` is taken as "not given" (clients send it for optional
         // arguments); for a required one it is missing.
-        let Some(value) = args.get(&param.name).filter(|v| !v.is_null()) else {
+        let Some(value) = given.filter(|v| !v.is_null()) else {
             if param.required {
                 return Err(format!("{} needs the argument `{}`", tool.name, param.name));
             }
             continue;
         };
-        let wrong = |what: &str| format!("argument `{}` must be {what}", param.name);
+        let wrong = |what: &str| format!("{label} must be {what}");
         match param.kind {
             Kind::Text => {
                 let Value::String(text) = value else {
@@ -637,9 +700,9 @@ mod tests {
         }
     }
 
-    /// The instructions say what `at` is once for all tools: no tool
-    /// requires it, the server's clock stands in where the command needs
-    /// one, and the shared text says so.
+    /// The instructions say what `at` is once for all tools: it is the
+    /// host's, never required, the server's clock stands in where the
+    /// command needs one, and the shared text says so.
     #[test]
     fn the_shared_text_of_at_holds_for_every_tool() {
         let tree = tree();
@@ -648,7 +711,7 @@ mod tests {
             let Some(at) = t.params.iter().find(|p| p.flag == "at") else {
                 continue;
             };
-            assert!(!at.required, "{}", t.name);
+            assert!(!at.required && at.hosted, "{}", t.name);
             let command = tree.find_subcommand(&t.name).unwrap();
             let required = command
                 .get_arguments()
@@ -658,7 +721,7 @@ mod tests {
         }
         assert!(stamped > 0);
         assert!(
-            SHARED_ARGUMENTS.contains("the server's clock when left out"),
+            SHARED_ARGUMENTS.contains("A step happens at the server's clock"),
             "{SHARED_ARGUMENTS}"
         );
     }
@@ -812,50 +875,156 @@ mod tests {
     #[test]
     fn calls_are_checked_server_side() {
         let lane = tool(Mode::Owner, "lane-start");
-        let good = json!({"lane_id": "l", "agent_id": "a", "at": "2026-07-14T01:00:00Z", "evidence": [{"kind": "k", "summary": ""}]});
-        let mut with_null = good.as_object().unwrap().clone();
-        with_null.insert("expected_head".into(), Value::Null);
+        let none = Map::new();
+        let good =
+            json!({"lane_id": "l", "agent_id": "a", "evidence": [{"kind": "k", "summary": ""}]});
+        let good = good.as_object().unwrap();
+        let with = |key: &str, value: Value| {
+            let mut args = good.clone();
+            args.insert(key.into(), value);
+            args
+        };
         assert_eq!(
-            &checked(&lane, &with_null).unwrap(),
-            good.as_object().unwrap(),
-            "null is not given"
+            &checked(&lane, &with("reason", Value::Null), &none).unwrap_err(),
+            "lane-start takes no argument `reason` (it takes: evidence, lane_id, agent_id); the owner handle, tokens and identities are never arguments"
         );
+        assert_eq!(&checked(&lane, good, &none).unwrap(), good);
         for (extra, value) in [
             ("owner_file", json!("/tmp/x")),
             ("approved_by", json!("me")),
             ("token", json!("t")),
             ("run_id", json!("r")),
         ] {
-            let mut bad = good.as_object().unwrap().clone();
-            bad.insert(extra.into(), value);
-            let e = super::checked(&lane, &bad).unwrap_err();
+            let e = checked(&lane, &with(extra, value), &none).unwrap_err();
             assert!(e.contains(extra), "{e}");
         }
-        let mut named = good.as_object().unwrap().clone();
-        named.insert("run_id".into(), json!("r"));
         assert_eq!(
-            super::checked(&lane, &named).unwrap_err(),
+            checked(&lane, &with("run_id", json!("r")), &none).unwrap_err(),
             "lane-start takes no argument `run_id`: it acts on the run of the server's owner handle; drop run_id"
         );
-        let mut bad = good.as_object().unwrap().clone();
-        bad.insert("agent_id".into(), json!(5));
         assert_eq!(
-            super::checked(&lane, &bad).unwrap_err(),
+            checked(&lane, &with("agent_id", json!(5)), &none).unwrap_err(),
             "argument `agent_id` must be a string"
         );
-        let mut bad = good.as_object().unwrap().clone();
-        bad.insert("evidence".into(), json!("[]"));
         assert!(
-            super::checked(&lane, &bad)
+            checked(&lane, &with("evidence", json!("[]")), &none)
                 .unwrap_err()
                 .contains("JSON list")
         );
-        let mut missing = good.as_object().unwrap().clone();
+        let mut missing = good.clone();
         missing.remove("lane_id");
         assert!(
-            super::checked(&lane, &missing)
+            checked(&lane, &missing, &none)
                 .unwrap_err()
                 .contains("lane_id")
+        );
+    }
+
+    /// The clock and the head fence are the host's (agent-tools.md §2):
+    /// no schema lists them, a model naming one as an argument is told
+    /// where it goes, and a host's `_meta` values reach the command (a
+    /// tool that takes neither passes them over; `null` is not given).
+    #[test]
+    fn the_clock_and_the_head_fence_come_only_from_the_host() {
+        for mode in [Mode::ReadOnly, Mode::Owner] {
+            for t in tools(&tree(), mode) {
+                let schema = Value::Object(input_schema(&t));
+                for flag in HOST_FLAGS {
+                    let name = flag.replace('-', "_");
+                    assert!(schema["properties"].get(&name).is_none(), "{}", t.name);
+                }
+            }
+        }
+        let lane = tool(Mode::Owner, "lane-start");
+        let args =
+            json!({"lane_id": "l", "agent_id": "a", "evidence": [{"kind": "k", "summary": ""}]});
+        let args = args.as_object().unwrap();
+        let head = "0".repeat(64);
+        let host = json!({"bluetape-flow/at": "2026-07-14T01:00:00Z",
+                          "bluetape-flow/expected_head": head, "progressToken": 7});
+        let built = checked(&lane, args, host.as_object().unwrap()).unwrap();
+        assert_eq!(built["at"], "2026-07-14T01:00:00Z");
+        assert_eq!(built["expected_head"], head.as_str());
+        assert!(built.get("progressToken").is_none());
+        let nulls = json!({"bluetape-flow/at": null});
+        let built = checked(&lane, args, nulls.as_object().unwrap()).unwrap();
+        assert!(built.get("at").is_none());
+        for (name, said) in [
+            (
+                "at",
+                "a step happens at the server's clock, and another time",
+            ),
+            ("expected_head", "the head a write must follow"),
+        ] {
+            let mut sent = args.clone();
+            sent.insert(name.into(), json!("x"));
+            let e = checked(&lane, &sent, &Map::new()).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "lane-start takes no argument `{name}`: {said} is the host's, in the call's _meta as bluetape-flow/{name}; drop {name}"
+                )
+            );
+        }
+        let e = checked(
+            &lane,
+            args,
+            json!({"bluetape-flow/at": 5}).as_object().unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "_meta `bluetape-flow/at` must be a string");
+        let e = checked(
+            &lane,
+            args,
+            json!({"bluetape-flow/owner_file": "/x"})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "_meta names `bluetape-flow/owner_file`: a host names only bluetape-flow/at and bluetape-flow/expected_head"
+        );
+        // A host stamping every call alike: a tool that takes no clock
+        // passes it over.
+        let verify = tool(Mode::ReadOnly, "verify");
+        let built = checked(
+            &verify,
+            json!({"run_id": "r"}).as_object().unwrap(),
+            host.as_object().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(Value::Object(built), json!({"run_id": "r"}));
+    }
+
+    /// In owner mode the server is bound to its handle's run: a read that
+    /// requires a run takes none there (the server names it), and names
+    /// it in read-only mode; `status`, whose run is optional, keeps it.
+    #[test]
+    fn owner_mode_reads_the_handles_run() {
+        for name in ["verify", "liveness-check", "completion-check", "log"] {
+            let owner = tool(Mode::Owner, name);
+            assert!(
+                owner.acts_on_the_handles_run && !owner.takes_owner,
+                "{name}"
+            );
+            assert!(!owner.params.iter().any(|p| p.name == "run_id"), "{name}");
+            let read_only = tool(Mode::ReadOnly, name);
+            assert!(!read_only.acts_on_the_handles_run, "{name}");
+            assert!(
+                read_only
+                    .params
+                    .iter()
+                    .any(|p| p.name == "run_id" && p.required)
+            );
+        }
+        let status = tool(Mode::Owner, "status");
+        assert!(!status.acts_on_the_handles_run);
+        assert!(
+            status
+                .params
+                .iter()
+                .any(|p| p.name == "run_id" && !p.required)
         );
     }
 

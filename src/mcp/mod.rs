@@ -87,21 +87,21 @@ impl Server {
         let listed = tools
             .iter()
             .map(|spec| {
-                // The kind (agent-tools.md §4), and that a mutation only
-                // appends: the one hint beside it that changes what a
-                // client asks before a call (MCP's default is
-                // destructive). The others are left at their defaults.
-                let annotations = if spec.read_only {
-                    ToolAnnotations::new().read_only(true)
-                } else {
-                    ToolAnnotations::new().destructive(false)
-                };
-                Tool::new(
+                // The kind (agent-tools.md §4): a read-only tool says so; a
+                // mutation is MCP's default kind and carries no annotation
+                // (the instructions say once that mutations only append).
+                let annotations = spec
+                    .read_only
+                    .then(|| ToolAnnotations::new().read_only(true));
+                let tool = Tool::new(
                     spec.name.clone(),
                     spec.description.clone(),
                     catalog::input_schema(spec),
-                )
-                .with_annotations(annotations)
+                );
+                match annotations {
+                    Some(annotations) => tool.with_annotations(annotations),
+                    None => tool,
+                }
             })
             .collect();
         Server {
@@ -152,14 +152,15 @@ fn invoke(
 ) -> (String, bool, Option<PathBuf>) {
     let refused = |error: FlowError| (envelope::failure(&error).1, false, None);
     let text = |path: &std::path::Path| Value::String(path.to_string_lossy().into_owned());
-    if spec.takes_owner
-        && let Some(owner) = owner
-    {
-        arguments.insert("owner_file".into(), text(owner));
+    if let Some(owner) = owner {
+        if spec.takes_owner {
+            arguments.insert("owner_file".into(), text(owner));
+        }
         if spec.acts_on_the_handles_run {
-            // The run is the handle's: read from it here, and held to it
-            // again by the command, which reads the handle under its root.
-            // Before the command holds its root: by the handle's path.
+            // The run is the handle's: read from it here (and, for a
+            // mutation, held to it again by the command, which reads the
+            // handle under its root). Before the command holds its root:
+            // by the handle's path.
             match crate::store::handle::read_handle(StateRoot::rootless().at(owner), None) {
                 Ok(handle) => {
                     arguments.insert("run_id".into(), Value::String(handle.run_id));
@@ -240,7 +241,7 @@ impl ServerHandler for Server {
             self.config.mode.name(),
             catalog::SHARED_ARGUMENTS,
             if self.config.mode == Mode::Owner {
-                " Mutations act with the owner handle this server was started with, on its run; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
+                " Mutations only append to the run's receipt (none destroys anything) and act with the owner handle this server was started with, on its run; no tool takes a handle, token or identity. run-approve is a person's act through the CLI."
             } else {
                 " No tool writes."
             }
@@ -265,7 +266,7 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(spec) = self.tools.iter().find(|t| t.name == request.name).cloned() else {
             use crate::surface::registry::{Offer, named};
@@ -285,7 +286,9 @@ impl ServerHandler for Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let arguments = match catalog::checked(&spec, &arguments) {
+        // The host's values (the clock, the head fence) ride in `_meta`,
+        // which the SDK moves from the request into the context.
+        let arguments = match catalog::checked(&spec, &arguments, &context.meta.0) {
             Ok(arguments) => arguments,
             Err(message) => return Ok(refusal(&FlowError::Contract(message)).into()),
         };

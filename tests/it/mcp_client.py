@@ -4,8 +4,8 @@
 argv[1] is a JSON object {"command", "args", "env", "cwd"}: the server to
 start over stdio. Then, on stdin, one JSON object per line:
   {"op": "list"}                              -> {"tools": [...]}
-  {"op": "call", "name": N, "arguments": {}}  -> {"is_error", "text",
-                                                  "structured"} or
+  {"op": "call", "name": N, "arguments": {},  -> {"is_error", "text",
+   "meta": {} or null}                           "structured"} or
                                                  {"rpc_error": {"code", "message"}}
   {"op": "quit"}
 and one JSON answer per line on stdout.
@@ -45,8 +45,12 @@ async def main() -> None:
                     }
                 else:
                     try:
+                        # "meta" is what a host puts in the call's
+                        # `_meta` (the clock, the head fence).
                         result = await session.call_tool(
-                            request["name"], request.get("arguments")
+                            request["name"],
+                            request.get("arguments"),
+                            meta=request.get("meta"),
                         )
                         answer = {
                             "is_error": bool(result.is_error),
