@@ -24,13 +24,18 @@ use bluetape_flow::commands::lifecycle::run_transition;
 use bluetape_flow::commands::liveness::heartbeat;
 use bluetape_flow::commands::mutate::MutationContext;
 use bluetape_flow::commands::{FlowError, verify};
+use bluetape_flow::coordinator::inputs::{HeartbeatInput, LaneCreateInput};
 use bluetape_flow::coordinator::run_commands::RunCommand;
 use bluetape_flow::receipt::canonical;
+use bluetape_flow::receipt::rules::EVENT_KEYS;
+use bluetape_flow::receipt::schema::InputKeys;
 use bluetape_flow::receipt::verify::event_checksum;
 use bluetape_flow::store::discovery::DiscoveryEnv;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use reliability::{LaneRun, figure, lines, seed, size};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use std::cell::RefCell;
 use std::ffi::OsString;
@@ -365,6 +370,21 @@ impl Fixture {
         )
     }
 
+    /// `command` run in-process as `owner` with valid evidence and `input`:
+    /// Ok when it is refused with a typed error.
+    fn with_evidence<T: serde::Serialize>(
+        &self,
+        owner: &Path,
+        input: &Path,
+        command: fn(&MutationContext, &JsonArg, &JsonArg) -> Result<T, FlowError>,
+    ) -> Result<(), String> {
+        typed(command(
+            &self.ctx(owner),
+            &given(&self.valid_evidence()),
+            &given(input),
+        ))
+    }
+
     fn valid_evidence(&self) -> PathBuf {
         self.run.input(
             "valid-ev.json",
@@ -397,6 +417,26 @@ fn typed(result: Result<impl serde::Serialize, FlowError>) -> Result<(), String>
     }
 }
 
+/// The shape of a `--input` object whose every field is required, its key
+/// lists taken from the input type so they follow the schema the command
+/// reads.
+fn every_field_required<T: JsonSchema + DeserializeOwned>(
+    base: Value,
+    ids: &[&'static str],
+    wrong: &[Value],
+) -> Shape {
+    let fields = InputKeys::of::<T>().required;
+    Shape {
+        base,
+        object_at: vec![],
+        required: fields.clone(),
+        fields,
+        ids: ids.to_vec(),
+        wrong: wrong.to_vec(),
+        bom_is_valid: false,
+    }
+}
+
 fn kinds(f: &Fixture) -> Vec<Kind> {
     let wrong = vec![
         json!(true),
@@ -405,70 +445,31 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
         json!({"x": 1}),
         Value::Null,
     ];
-    let heartbeat_fields = vec![
-        "lane_id",
-        "agent_id",
-        "observed_at",
-        "silence_lease_deadline",
-        "reason",
-    ];
-    let lane_fields = vec![
-        "lane_id",
-        "agent_id",
-        "assignment",
-        "write_scope",
-        "fallback",
-        "observed_at",
-        "startup_ack_deadline",
-        "command_deadline",
-    ];
     let run_id = f.run.run_id.clone();
     vec![
         Kind {
             name: "heartbeat --input",
-            shape: Shape {
-                base: json!({"lane_id": "w0", "agent_id": "agent-w0", "observed_at": "2026-07-14T01:02:00Z",
-                             "silence_lease_deadline": "2026-07-14T01:06:00Z", "reason": "alive"}),
-                object_at: vec![],
-                // Every field is required.
-                fields: heartbeat_fields.clone(),
-                required: heartbeat_fields,
-                ids: vec!["lane_id", "agent_id"],
-                wrong: wrong.clone(),
-                bom_is_valid: false,
-            },
-            library: |f, file| {
-                typed(heartbeat(
-                    &f.ctx(&f.run.owner),
-                    &given(&f.valid_evidence()),
-                    &given(file),
-                ))
-            },
+            shape: every_field_required::<HeartbeatInput>(
+                json!({"lane_id": "w0", "agent_id": "agent-w0", "observed_at": "2026-07-14T01:02:00Z",
+                       "silence_lease_deadline": "2026-07-14T01:06:00Z", "reason": "alive"}),
+                &["lane_id", "agent_id"],
+                &wrong,
+            ),
+            library: |f, file| f.with_evidence(&f.run.owner, file, heartbeat),
             binary: |f, file| f.evidence_and_input("heartbeat", file),
             file: |f| f.run.inputs.join("hostile-input.json"),
         },
         Kind {
             name: "lane-create --input",
-            shape: Shape {
-                base: json!({"lane_id": "n1", "agent_id": "agent-n1", "assignment": "work",
-                             "write_scope": ["src"], "fallback": "main", "observed_at": "2026-07-14T01:00:00Z",
-                             "startup_ack_deadline": "2026-07-14T01:00:30Z",
-                             "command_deadline": "2099-01-01T00:00:00Z"}),
-                object_at: vec![],
-                // Every field is required.
-                fields: lane_fields.clone(),
-                required: lane_fields,
-                ids: vec!["lane_id", "agent_id", "parent_lane_id"],
-                wrong: wrong.clone(),
-                bom_is_valid: false,
-            },
-            library: |f, file| {
-                typed(lane_create(
-                    &f.ctx(&f.run.owner),
-                    &given(&f.valid_evidence()),
-                    &given(file),
-                ))
-            },
+            shape: every_field_required::<LaneCreateInput>(
+                json!({"lane_id": "n1", "agent_id": "agent-n1", "assignment": "work",
+                       "write_scope": ["src"], "fallback": "main", "observed_at": "2026-07-14T01:00:00Z",
+                       "startup_ack_deadline": "2026-07-14T01:00:30Z",
+                       "command_deadline": "2099-01-01T00:00:00Z"}),
+                &["lane_id", "agent_id", "parent_lane_id"],
+                &wrong,
+            ),
+            library: |f, file| f.with_evidence(&f.run.owner, file, lane_create),
             binary: |f, file| f.evidence_and_input("lane-create", file),
             file: |f| f.run.inputs.join("hostile-lane.json"),
         },
@@ -520,13 +521,7 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 wrong: wrong.clone(),
                 bom_is_valid: false,
             },
-            library: |f, file| {
-                typed(heartbeat(
-                    &f.ctx(file),
-                    &given(&f.valid_evidence()),
-                    &given(&f.run.inputs.join("beat-w0.json")),
-                ))
-            },
+            library: |f, file| f.with_evidence(file, &f.run.inputs.join("beat-w0.json"), heartbeat),
             binary: |f, file| {
                 let mut argv = f.evidence_and_input("heartbeat", f.run.inputs.join("beat-w0.json"));
                 let owner = argv.iter().position(|a| a == "--owner-file").unwrap() + 1;
@@ -548,44 +543,20 @@ fn next_line_shape(f: &Fixture) -> Shape {
     next.insert("previous_checksum".into(), last["checksum"].clone());
     let checksum = event_checksum(&next);
     next.insert("checksum".into(), json!(checksum));
+    // Every key an event has, metadata included.
+    let mut required: Vec<&'static str> = EVENT_KEYS.into_iter().chain(["metadata"]).collect();
+    required.sort_unstable();
     Shape {
         base: Value::Object(next),
         object_at: vec![],
-        fields: vec![
-            "agent_id",
-            "event_type",
-            "evidence_refs",
-            "from_state",
-            "lane_id",
-            "manifest_hash",
-            "metadata",
-            "owner_token",
-            "previous_checksum",
-            "reason",
-            "run_id",
-            "schema_version",
-            "sequence",
-            "timestamp",
-            "to_state",
-        ],
-        required: vec![
-            "agent_id",
-            "checksum",
-            "event_type",
-            "evidence_refs",
-            "from_state",
-            "lane_id",
-            "manifest_hash",
-            "metadata",
-            "owner_token",
-            "previous_checksum",
-            "reason",
-            "run_id",
-            "schema_version",
-            "sequence",
-            "timestamp",
-            "to_state",
-        ],
+        // Values change in every key but the checksum; the checksum is
+        // only dropped.
+        fields: required
+            .iter()
+            .copied()
+            .filter(|k| *k != "checksum")
+            .collect(),
+        required,
         ids: vec!["run_id", "lane_id", "agent_id"],
         wrong: vec![json!(true), json!(12345), json!([1]), json!({"x": 1})],
         bom_is_valid: true,
