@@ -190,21 +190,9 @@ fn apply(shape: &Shape, hostility: &Hostility) -> (Vec<u8>, Option<Value>) {
         }
         Hostility::DeepNesting(i, depth) => {
             let field = shape.fields[i.index(shape.fields.len())];
-            let mut t = Vec::new();
-            let inner = canonical::to_vec(&value);
-            // Replace the field's value with `depth` nested lists.
-            let key = format!("\"{field}\":");
-            let Some(at) = find(&inner, key.as_bytes()) else {
-                return (inner, None);
-            };
-            let start = at + key.len();
-            let end = value_end(&inner, start);
-            t.extend_from_slice(&inner[..start]);
-            t.extend(std::iter::repeat_n(b'[', *depth));
-            t.extend(std::iter::repeat_n(b']', *depth));
-            t.extend_from_slice(&inner[end..]);
-            let reparsed = serde_json::from_slice(&t).ok();
-            return (t, reparsed);
+            // The field's value becomes `depth` nested lists.
+            let lists = [vec![b'['; *depth], vec![b']'; *depth]].concat();
+            return replace_value(&value, field, &lists);
         }
         Hostility::Huge(i, n) => {
             let field = shape.fields[i.index(shape.fields.len())];
@@ -244,21 +232,26 @@ fn apply(shape: &Shape, hostility: &Hostility) -> (Vec<u8>, Option<Value>) {
         Hostility::Float(i, f) => {
             let field = shape.fields[i.index(shape.fields.len())];
             let text = ["1.5", "-0.0", "1e400", "NaN", "Infinity", "7.0"][f.index(6)];
-            let inner = canonical::to_vec(&value);
-            let key = format!("\"{field}\":");
-            let Some(at) = find(&inner, key.as_bytes()) else {
-                return (inner, None);
-            };
-            let start = at + key.len();
-            let end = value_end(&inner, start);
-            let mut t = inner[..start].to_vec();
-            t.extend_from_slice(text.as_bytes());
-            t.extend_from_slice(&inner[end..]);
-            let reparsed = serde_json::from_slice(&t).ok();
-            return (t, reparsed);
+            return replace_value(&value, field, text.as_bytes());
         }
     }
     (canonical::to_vec(&value), Some(value))
+}
+
+/// `value`'s canonical bytes with the value of `field` swapped for the raw
+/// bytes `with` (which serde_json could not write), and whether that is
+/// still JSON; the bytes unchanged when the field is not there.
+fn replace_value(value: &Value, field: &str, with: &[u8]) -> (Vec<u8>, Option<Value>) {
+    let inner = canonical::to_vec(value);
+    let key = format!("\"{field}\":");
+    let Some(at) = find(&inner, key.as_bytes()) else {
+        return (inner, None);
+    };
+    let start = at + key.len();
+    let end = value_end(&inner, start);
+    let t = [&inner[..start], with, &inner[end..]].concat();
+    let reparsed = serde_json::from_slice(&t).ok();
+    (t, reparsed)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
