@@ -149,6 +149,26 @@ fn check(case: &Case, out: &Output) -> Value {
     e
 }
 
+/// An input refusal (exit 2) whose `fields` name one invalid field of one
+/// input, its hint free of recovery advice.
+fn one_invalid_field(
+    name: &'static str,
+    message: &'static str,
+    hint: &'static [&'static str],
+    (input, field): (&str, &str),
+    expected: &str,
+) -> Case {
+    Case {
+        name,
+        message,
+        hint,
+        not_in_hint: NO_RECOVERY,
+        fields: Some(json!({"input": input,
+            "invalid": [{"field": field, "expected": expected}]})),
+        ..Case::typed(2)
+    }
+}
+
 /// The JSON value a hint gives after "e.g. " (to its end).
 fn example(e: &Value) -> Value {
     let hint = e["hint"].as_str().unwrap();
@@ -167,16 +187,13 @@ fn literal_word_rules_name_the_word_and_a_value_that_passes() {
         bed.reassign("Continue the API work", &recovery)
     });
     let e = check(
-        &Case {
-            name: "a replacement assignment without the word",
-            message: "replacement assignment must identify recovered checkpoint context",
-            hint: &["the word \"checkpoint\"", "replacement_assignment"],
-            not_in_hint: NO_RECOVERY,
-            fields: Some(json!({"input": "--input",
-                "invalid": [{"field": "replacement_assignment",
-                    "expected": "a text containing the word \"checkpoint\" (any case)"}]})),
-            ..Case::typed(2)
-        },
+        &one_invalid_field(
+            "a replacement assignment without the word",
+            "replacement assignment must identify recovered checkpoint context",
+            &["the word \"checkpoint\"", "replacement_assignment"],
+            ("--input", "replacement_assignment"),
+            "a text containing the word \"checkpoint\" (any case)",
+        ),
         &out,
     );
     // The hint's example assignment passes this rule: the next refusal is
@@ -196,16 +213,13 @@ fn literal_word_rules_name_the_word_and_a_value_that_passes() {
         )
     });
     let e = check(
-        &Case {
-            name: "recovery evidence without the word",
-            message: "checkpoint recovery evidence is required",
-            hint: &["kind \"recovery\"", "the word \"checkpoint\""],
-            not_in_hint: NO_RECOVERY,
-            fields: Some(json!({"input": "--evidence",
-                "invalid": [{"field": "summary",
-                    "expected": "an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case)"}]})),
-            ..Case::typed(2)
-        },
+        &one_invalid_field(
+            "recovery evidence without the word",
+            "checkpoint recovery evidence is required",
+            &["kind \"recovery\"", "the word \"checkpoint\""],
+            ("--evidence", "summary"),
+            "an item of kind \"recovery\" whose summary contains the word \"checkpoint\" (any case)",
+        ),
         &out,
     );
     let out = bed.reassign(assignment, &example(&e));
@@ -218,16 +232,13 @@ fn literal_word_rules_name_the_word_and_a_value_that_passes() {
         bed.lane_step("interrupt-result", "2026-07-14T01:40:00Z", &tool)
     });
     let e = check(
-        &Case {
-            name: "interrupt evidence without the word",
-            message: "native interrupt tool evidence is required",
-            hint: &["kind \"tool\"", "the word \"interrupt\""],
-            not_in_hint: NO_RECOVERY,
-            fields: Some(json!({"input": "--evidence",
-                "invalid": [{"field": "summary",
-                    "expected": "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)"}]})),
-            ..Case::typed(2)
-        },
+        &one_invalid_field(
+            "interrupt evidence without the word",
+            "native interrupt tool evidence is required",
+            &["kind \"tool\"", "the word \"interrupt\""],
+            ("--evidence", "summary"),
+            "an item of kind \"tool\" whose summary contains the word \"interrupt\" (any case)",
+        ),
         &out,
     );
     let out = bed.lane_step(
