@@ -60,6 +60,11 @@ impl Life {
         self.mutate(command, rest).assert_ok()
     }
 
+    /// The mutation `command` with `--input input --evidence evidence`.
+    fn given(&self, command: &str, input: &str, evidence: &str) -> Output {
+        self.mutate(command, &["--input", input, "--evidence", evidence])
+    }
+
     /// `liveness-check --explain` of lane `api` at `at`, which must answer.
     fn explain(&self, at: &str) -> Value {
         self.read(
@@ -93,7 +98,7 @@ impl Life {
         life.ok("run-start", &["--evidence", &ev]);
         let lane = life.put("lane.json", &lane_input());
         let ev = life.evidence("assign.json", "plan", "assign api");
-        life.ok("lane-create", &["--input", &lane, "--evidence", &ev]);
+        life.given("lane-create", &lane, &ev).assert_ok();
         life
     }
 
@@ -202,10 +207,7 @@ fn a_lane_life_is_driven_by_what_the_tool_printed() {
             "evidence_refs": [], "coverage_state": "missing"}]),
     );
     let ev = life.evidence("topology-ev.json", "plan", "topology approved");
-    life.ok(
-        "topology-register",
-        &["--input", &topology, "--evidence", &ev],
-    );
+    life.given("topology-register", &topology, &ev).assert_ok();
     let check = life.put(
         "check.json",
         &json!({"component_id": "api", "check_id": "unit", "passed": true}),
@@ -214,13 +216,10 @@ fn a_lane_life_is_driven_by_what_the_tool_printed() {
         "check-ev.json",
         &json!([{"kind": "test", "summary": "unit: all passed", "exit_status": 0}]),
     );
-    life.ok("check-result", &["--input", &check, "--evidence", &ev]);
+    life.given("check-result", &check, &ev).assert_ok();
     let cover = life.put("cover.json", &json!({"component_id": "api"}));
     let ev = life.evidence("cover-ev.json", "verification", "api verified");
-    life.ok(
-        "component-evidence",
-        &["--input", &cover, "--evidence", &ev],
-    );
+    life.given("component-evidence", &cover, &ev).assert_ok();
     let ev = life.evidence("verify.json", "verification", "main session verified");
     let done = life.ok("complete", &["--evidence", &ev]);
     assert_eq!(done["run_state"], "completed", "{done}");
@@ -323,10 +322,7 @@ fn every_listed_refusal_names_its_fix() {
                         "startup_ack_deadline", "command_deadline"]})),
                 ..Case::typed(2)
             },
-            life.mutate(
-                "lane-create",
-                &["--input", &lane_only, "--evidence", &assign],
-            ),
+            life.given("lane-create", &lane_only, &assign),
         ),
         (
             Case {
@@ -337,7 +333,7 @@ fn every_listed_refusal_names_its_fix() {
                     "invalid": [{"field": "assignment", "expected": "a string of at most 500 characters", "limit": 500}]})),
                 ..Case::typed(2)
             },
-            life.mutate("lane-create", &["--input", &long, "--evidence", &assign]),
+            life.given("lane-create", &long, &assign),
         ),
         (
             Case {
@@ -348,7 +344,7 @@ fn every_listed_refusal_names_its_fix() {
                     "invalid": [{"field": "lane_id", "expected": "an identifier: a letter or digit, then letters, digits, '.', '_' or '-', at most 128 characters"}]})),
                 ..Case::typed(2)
             },
-            life.mutate("lane-create", &["--input", &bad_id, "--evidence", &assign]),
+            life.given("lane-create", &bad_id, &assign),
         ),
         (
             Case {
@@ -369,7 +365,7 @@ fn every_listed_refusal_names_its_fix() {
                     "expected_type": "list", "found_type": "object"})),
                 ..Case::typed(2)
             },
-            life.mutate("lane-create", &["--input", &lane, "--evidence", &object_ev]),
+            life.given("lane-create", &lane, &object_ev),
         ),
         (
             Case {
@@ -395,10 +391,7 @@ fn every_listed_refusal_names_its_fix() {
                                     "components": [], "required_checks": null})),
                 ..Case::typed(5)
             },
-            life.mutate(
-                "check-result",
-                &["--input", &check, "--evidence", &check_ev],
-            ),
+            life.given("check-result", &check, &check_ev),
         ),
         (
             Case {
@@ -408,7 +401,7 @@ fn every_listed_refusal_names_its_fix() {
                 fields: Some(json!({"lane_id": "api", "lane_state": "pending"})),
                 ..Case::typed(5)
             },
-            life.mutate("lane-create", &["--input", &lane, "--evidence", &assign]),
+            life.given("lane-create", &lane, &assign),
         ),
         (
             Case {
@@ -610,7 +603,7 @@ fn stall_record_refusals(_run: &str) {
             "silence_lease_deadline": "2026-07-14T01:11:01Z", "reason": "compiling"}),
     );
     let beat_ev = life.evidence("beat-ev.json", "log", "cargo build running");
-    let out = life.mutate("heartbeat", &["--input", &beat, "--evidence", &beat_ev]);
+    let out = life.given("heartbeat", &beat, &beat_ev);
     run_case(
         &Case {
             name: "a silence lease over the manifest's maximum",
