@@ -790,61 +790,26 @@ fn stall_clear_writes_lane_recovered() {
         argv.extend(["--reason", reason]);
         argv.iter().map(|s| s.to_string()).collect()
     };
-    // The stall record's own evidence and reason are not fresh.
-    let a = args(
-        &stall_ev,
-        "stalled-start",
-        "agent-s",
-        "startup ACK deadline elapsed",
-    );
-    f.refused(
-        "stall-clear",
-        &strs(&a),
-        2,
-        "liveness evidence is unchanged",
-    );
-    let a = args(&empty, "stalled-start", "agent-s", "replied");
-    f.refused("stall-clear", &strs(&a), 2, "liveness evidence is required");
-    let a = args(&new_ev, "stalled-start", "agent-s", "\t");
-    f.refused("stall-clear", &strs(&a), 2, "liveness reason is required");
-    let a = args(&new_ev, "leased", "agent-l", "replied");
-    f.refused(
-        "stall-clear",
-        &strs(&a),
-        5,
-        "current state does not allow lifecycle intent",
-    );
-    let a = args(&new_ev, "awaiting", "agent-w", "replied");
-    f.refused(
-        "stall-clear",
-        &strs(&a),
-        5,
-        "current state does not allow lifecycle intent",
-    );
-    let a = args(&new_ev, "stalled-start", "an agent", "replied");
-    f.refused(
-        "stall-clear",
-        &strs(&a),
-        2,
-        "agent id must match the identifier contract",
-    );
-    // ... a valid but wrong agent is a conflict.
-    let a = args(&new_ev, "stalled-start", "agent-t", "replied");
-    f.refused("stall-clear", &strs(&a), 5, "agent does not own the lane");
-    // The stall record's evidence with another reason is still used
-    // evidence (stricter than the reference); new evidence clears.
-    let a = args(
-        &stall_ev,
-        "stalled-start",
-        "agent-s",
-        "agent replied to status query",
-    );
-    f.refused(
-        "stall-clear",
-        &strs(&a),
-        2,
-        "liveness evidence was already recorded for this lane",
-    );
+    let lifecycle = "current state does not allow lifecycle intent";
+    #[rustfmt::skip]
+    let cases: Vec<(&String, &str, &str, &str, i32, &str)> = vec![
+        // The stall record's own evidence and reason are not fresh.
+        (&stall_ev, "stalled-start", "agent-s", "startup ACK deadline elapsed", 2, "liveness evidence is unchanged"),
+        (&empty, "stalled-start", "agent-s", "replied", 2, "liveness evidence is required"),
+        (&new_ev, "stalled-start", "agent-s", "\t", 2, "liveness reason is required"),
+        (&new_ev, "leased", "agent-l", "replied", 5, lifecycle),
+        (&new_ev, "awaiting", "agent-w", "replied", 5, lifecycle),
+        (&new_ev, "stalled-start", "an agent", "replied", 2, "agent id must match the identifier contract"),
+        // ... a valid but wrong agent is a conflict.
+        (&new_ev, "stalled-start", "agent-t", "replied", 5, "agent does not own the lane"),
+        // The stall record's evidence with another reason is still used
+        // evidence (stricter than the reference); new evidence clears.
+        (&stall_ev, "stalled-start", "agent-s", "agent replied to status query", 2, "liveness evidence was already recorded for this lane"),
+    ];
+    for (ev, lane, agent, reason, code, message) in cases {
+        let a = args(ev, lane, agent, reason);
+        f.refused("stall-clear", &strs(&a), code, message);
+    }
     let a = args(
         &new_ev,
         "stalled-start",
