@@ -150,462 +150,135 @@ fn run_bounded(run: &LaneRun, argv: &[OsString]) -> (Option<i32>, String, String
     )
 }
 
-type Prepare = fn(&Case) -> Vec<OsString>;
+/// What a case puts at its target.
+#[derive(Clone, Copy)]
+enum Hostile {
+    /// The object moved elsewhere, a symlink to it in its place.
+    Symlink,
+    /// A symlink to a missing sibling `nowhere.owner`.
+    Dangling,
+    /// The object's mode widened to this.
+    Mode(u32),
+    /// A FIFO in place of the file.
+    Fifo,
+    /// A second hard link to the object, at this path under the case.
+    HardLink(&'static str),
+}
 
-/// (name, prepare, expected exit, message fragment)
-fn cases() -> Vec<(&'static str, Prepare, i32, &'static str)> {
-    vec![
+/// The object a case makes hostile (targets under a dead writer's lock
+/// create that lock first).
+type Target = fn(&Case) -> PathBuf;
+
+/// The command run on the hostile copy.
+#[derive(Clone, Copy)]
+enum Command {
+    Heartbeat,
+    Init,
+    /// A heartbeat whose input files are made hostile after its command
+    /// line wrote them.
+    HeartbeatInputs,
+}
+
+impl Case {
+    fn put(&self, hostile: Hostile, target: &Path) {
+        match hostile {
+            Hostile::Symlink => self.symlink_away(target),
+            Hostile::Dangling => symlink(target.with_file_name("nowhere.owner"), target).unwrap(),
+            Hostile::Mode(mode) => self.chmod(target, mode),
+            Hostile::Fifo => self.fifo(target),
+            Hostile::HardLink(link) => std::fs::hard_link(target, self.base.join(link)).unwrap(),
+        }
+    }
+
+    /// Make `target` hostile and give the argv of `command`, each in the
+    /// order the command needs.
+    fn prepare(&self, hostile: Hostile, target: Target, command: Command) -> Vec<OsString> {
+        match command {
+            Command::Heartbeat => {
+                self.put(hostile, &target(self));
+                self.heartbeat()
+            }
+            Command::Init => {
+                self.put(hostile, &target(self));
+                self.init()
+            }
+            Command::HeartbeatInputs => {
+                let argv = self.heartbeat();
+                self.put(hostile, &target(self));
+                argv
+            }
+        }
+    }
+
+    /// An empty regular file at `path`.
+    fn empty_file(&self, path: PathBuf) -> PathBuf {
+        std::fs::write(&path, "").unwrap();
+        path
+    }
+}
+
+/// (name, what, where, command, expected exit, message fragment)
+type Row = (&'static str, Hostile, Target, Command, i32, &'static str);
+
+fn cases() -> Vec<Row> {
+    use Command::{Heartbeat, HeartbeatInputs, Init};
+    use Hostile::{Dangling, Fifo, HardLink, Mode, Symlink};
+    #[rustfmt::skip]
+    let cases: Vec<Row> = vec![
         // ------------------------------------------------------- symlinks
-        (
-            "symlink: state root (heartbeat)",
-            |c| {
-                c.symlink_away(&c.run.root);
-                c.heartbeat()
-            },
-            2,
-            "state root must not be a symlink",
-        ),
-        (
-            "symlink: state root (init)",
-            |c| {
-                c.symlink_away(&c.run.root);
-                c.init()
-            },
-            2,
-            "state root must not be a symlink",
-        ),
-        (
-            "symlink: runs/",
-            |c| {
-                c.symlink_away(&c.run.root.join("runs"));
-                c.heartbeat()
-            },
-            2,
-            "state-root runs must not be a symlink",
-        ),
-        (
-            "symlink: run directory",
-            |c| {
-                c.symlink_away(&c.run_dir());
-                c.heartbeat()
-            },
-            3,
-            "run directory snapshot is unsafe",
-        ),
-        (
-            "symlink: receipt.jsonl",
-            |c| {
-                c.symlink_away(&c.run_dir().join("receipt.jsonl"));
-                c.heartbeat()
-            },
-            3,
-            "receipt is missing or unsafe",
-        ),
-        (
-            "symlink: manifest.json",
-            |c| {
-                c.symlink_away(&c.run_dir().join("manifest.json"));
-                c.heartbeat()
-            },
-            3,
-            "run manifest snapshot is unsafe",
-        ),
-        (
-            "symlink: receipt-head.json",
-            |c| {
-                c.symlink_away(&c.run_dir().join("receipt-head.json"));
-                c.heartbeat()
-            },
-            2,
-            "acknowledged receipt head record must be a regular file",
-        ),
-        (
-            "symlink: owner handle",
-            |c| {
-                c.symlink_away(&c.run.owner);
-                c.heartbeat()
-            },
-            2,
-            "owner handle must not be a symlink",
-        ),
-        (
-            "symlink: handles/ (heartbeat)",
-            |c| {
-                c.symlink_away(&c.run.root.join("handles"));
-                c.heartbeat()
-            },
-            2,
-            "must not be a symlink",
-        ),
-        (
-            "symlink: handles/ (init)",
-            |c| {
-                c.symlink_away(&c.run.root.join("handles"));
-                c.init()
-            },
-            2,
-            "must not be a symlink",
-        ),
-        (
-            "symlink: dangling at the new handle's path (init)",
-            |c| {
-                symlink(
-                    c.run.root.join("handles/nowhere.owner"),
-                    c.run.root.join("handles/second.owner"),
-                )
-                .unwrap();
-                c.init()
-            },
-            2,
-            "owner handle already exists",
-        ),
-        (
-            "symlink: run locks/ directory",
-            |c| {
-                c.symlink_away(&c.run_dir().join("locks"));
-                c.heartbeat()
-            },
-            2,
-            "lock parent directory",
-        ),
-        (
-            "symlink: lock directory locks/receipt",
-            |c| {
-                let lock = c.dead_lock();
-                c.symlink_away(&lock);
-                c.heartbeat()
-            },
-            5,
-            "state lock path is unsafe",
-        ),
-        (
-            "symlink: lock owner.json",
-            |c| {
-                let lock = c.dead_lock();
-                c.symlink_away(&lock.join("owner.json"));
-                c.heartbeat()
-            },
-            5,
-            "state lock path is unsafe",
-        ),
-        (
-            "symlink: run.json",
-            |c| {
-                c.symlink_away(&c.run_dir().join("run.json"));
-                c.heartbeat()
-            },
-            2,
-            "run cache must not be a symlink",
-        ),
-        (
-            "symlink: checkpoint.json",
-            |c| {
-                c.symlink_away(&c.run_dir().join("checkpoint.json"));
-                c.heartbeat()
-            },
-            2,
-            "run checkpoint must not be a symlink",
-        ),
-        (
-            "symlink: lanes/",
-            |c| {
-                c.symlink_away(&c.run_dir().join("lanes"));
-                c.heartbeat()
-            },
-            2,
-            "state path contains a symlink",
-        ),
-        (
-            "symlink: lane cache lanes/w0.json",
-            |c| {
-                c.symlink_away(&c.run_dir().join("lanes/w0.json"));
-                c.heartbeat()
-            },
-            2,
-            "lane cache must not be a symlink",
-        ),
-        (
-            "symlink: --evidence input file",
-            |c| {
-                let argv = c.heartbeat();
-                c.symlink_away(&c.run.inputs.join("ev-w0-hostile.json"));
-                argv
-            },
-            2,
-            "JSON input must be a regular non-symlink file",
-        ),
+        ("symlink: state root (heartbeat)", Symlink, |c| c.run.root.clone(), Heartbeat, 2, "state root must not be a symlink"),
+        ("symlink: state root (init)", Symlink, |c| c.run.root.clone(), Init, 2, "state root must not be a symlink"),
+        ("symlink: runs/", Symlink, |c| c.run.root.join("runs"), Heartbeat, 2, "state-root runs must not be a symlink"),
+        ("symlink: run directory", Symlink, |c| c.run_dir(), Heartbeat, 3, "run directory snapshot is unsafe"),
+        ("symlink: receipt.jsonl", Symlink, |c| c.run_dir().join("receipt.jsonl"), Heartbeat, 3, "receipt is missing or unsafe"),
+        ("symlink: manifest.json", Symlink, |c| c.run_dir().join("manifest.json"), Heartbeat, 3, "run manifest snapshot is unsafe"),
+        ("symlink: receipt-head.json", Symlink, |c| c.run_dir().join("receipt-head.json"), Heartbeat, 2, "acknowledged receipt head record must be a regular file"),
+        ("symlink: owner handle", Symlink, |c| c.run.owner.clone(), Heartbeat, 2, "owner handle must not be a symlink"),
+        ("symlink: handles/ (heartbeat)", Symlink, |c| c.run.root.join("handles"), Heartbeat, 2, "must not be a symlink"),
+        ("symlink: handles/ (init)", Symlink, |c| c.run.root.join("handles"), Init, 2, "must not be a symlink"),
+        ("symlink: dangling at the new handle's path (init)", Dangling, |c| c.run.root.join("handles/second.owner"), Init, 2, "owner handle already exists"),
+        ("symlink: run locks/ directory", Symlink, |c| c.run_dir().join("locks"), Heartbeat, 2, "lock parent directory"),
+        ("symlink: lock directory locks/receipt", Symlink, |c| c.dead_lock(), Heartbeat, 5, "state lock path is unsafe"),
+        ("symlink: lock owner.json", Symlink, |c| c.dead_lock().join("owner.json"), Heartbeat, 5, "state lock path is unsafe"),
+        ("symlink: run.json", Symlink, |c| c.run_dir().join("run.json"), Heartbeat, 2, "run cache must not be a symlink"),
+        ("symlink: checkpoint.json", Symlink, |c| c.run_dir().join("checkpoint.json"), Heartbeat, 2, "run checkpoint must not be a symlink"),
+        ("symlink: lanes/", Symlink, |c| c.run_dir().join("lanes"), Heartbeat, 2, "state path contains a symlink"),
+        ("symlink: lane cache lanes/w0.json", Symlink, |c| c.run_dir().join("lanes/w0.json"), Heartbeat, 2, "lane cache must not be a symlink"),
+        ("symlink: --evidence input file", Symlink, |c| c.run.inputs.join("ev-w0-hostile.json"), HeartbeatInputs, 2, "JSON input must be a regular non-symlink file"),
         // ---------------------------------------------------------- modes
-        (
-            "mode 0755: state root",
-            |c| {
-                c.chmod(&c.run.root, 0o755);
-                c.heartbeat()
-            },
-            2,
-            "state root does not have the required secure mode",
-        ),
-        (
-            "mode 0755: state root (init)",
-            |c| {
-                c.chmod(&c.run.root, 0o755);
-                c.init()
-            },
-            2,
-            "state root does not have the required secure mode",
-        ),
-        (
-            "mode 0755: runs/",
-            |c| {
-                c.chmod(&c.run.root.join("runs"), 0o755);
-                c.heartbeat()
-            },
-            2,
-            "does not have the required secure mode",
-        ),
-        (
-            "mode 0755: run directory",
-            |c| {
-                c.chmod(&c.run_dir(), 0o755);
-                c.heartbeat()
-            },
-            2,
-            "run directory does not have the required secure mode",
-        ),
-        (
-            "mode 0755: handles/",
-            |c| {
-                c.chmod(&c.run.root.join("handles"), 0o755);
-                c.heartbeat()
-            },
-            2,
-            "does not have the required secure mode",
-        ),
-        (
-            "mode 0755: handles/ (init)",
-            |c| {
-                c.chmod(&c.run.root.join("handles"), 0o755);
-                c.init()
-            },
-            2,
-            "does not have the required secure mode",
-        ),
-        (
-            "mode 0755: quarantine/ (init)",
-            |c| {
-                c.chmod(&c.run.root.join("quarantine"), 0o755);
-                c.init()
-            },
-            2,
-            "does not have the required secure mode",
-        ),
-        (
-            "mode 0644: owner handle",
-            |c| {
-                c.chmod(&c.run.owner, 0o644);
-                c.heartbeat()
-            },
-            2,
-            "owner handle does not have the required secure mode",
-        ),
-        (
-            "mode 0755: run locks/ directory",
-            |c| {
-                c.chmod(&c.run_dir().join("locks"), 0o755);
-                c.heartbeat()
-            },
-            2,
-            "lock parent directory does not have the required secure mode",
-        ),
-        (
-            "mode 0755: lock directory of a dead writer",
-            |c| {
-                let lock = c.dead_lock();
-                c.chmod(&lock, 0o755);
-                c.heartbeat()
-            },
-            5,
-            "state lock path is insecure",
-        ),
-        (
-            "mode 0644: lock owner.json of a dead writer",
-            |c| {
-                let lock = c.dead_lock();
-                c.chmod(&lock.join("owner.json"), 0o644);
-                c.heartbeat()
-            },
-            5,
-            "state lock path is insecure",
-        ),
-        (
-            "mode 0644: run.json",
-            |c| {
-                c.chmod(&c.run_dir().join("run.json"), 0o644);
-                c.heartbeat()
-            },
-            2,
-            "run cache does not have the required secure mode",
-        ),
-        (
-            "mode 0644: checkpoint.json",
-            |c| {
-                c.chmod(&c.run_dir().join("checkpoint.json"), 0o644);
-                c.heartbeat()
-            },
-            2,
-            "run checkpoint does not have the required secure mode",
-        ),
-        (
-            "mode 0755: lanes/",
-            |c| {
-                c.chmod(&c.run_dir().join("lanes"), 0o755);
-                c.heartbeat()
-            },
-            2,
-            "directory does not have the required secure mode",
-        ),
-        (
-            "mode 0644: lane cache lanes/w0.json",
-            |c| {
-                c.chmod(&c.run_dir().join("lanes/w0.json"), 0o644);
-                c.heartbeat()
-            },
-            2,
-            "lane cache does not have the required secure mode",
-        ),
-        (
-            "mode 0644: receipt-head.json",
-            |c| {
-                c.chmod(&c.run_dir().join("receipt-head.json"), 0o644);
-                c.heartbeat()
-            },
-            2,
-            "acknowledged receipt head record does not have the required secure mode",
-        ),
+        ("mode 0755: state root", Mode(0o755), |c| c.run.root.clone(), Heartbeat, 2, "state root does not have the required secure mode"),
+        ("mode 0755: state root (init)", Mode(0o755), |c| c.run.root.clone(), Init, 2, "state root does not have the required secure mode"),
+        ("mode 0755: runs/", Mode(0o755), |c| c.run.root.join("runs"), Heartbeat, 2, "does not have the required secure mode"),
+        ("mode 0755: run directory", Mode(0o755), |c| c.run_dir(), Heartbeat, 2, "run directory does not have the required secure mode"),
+        ("mode 0755: handles/", Mode(0o755), |c| c.run.root.join("handles"), Heartbeat, 2, "does not have the required secure mode"),
+        ("mode 0755: handles/ (init)", Mode(0o755), |c| c.run.root.join("handles"), Init, 2, "does not have the required secure mode"),
+        ("mode 0755: quarantine/ (init)", Mode(0o755), |c| c.run.root.join("quarantine"), Init, 2, "does not have the required secure mode"),
+        ("mode 0644: owner handle", Mode(0o644), |c| c.run.owner.clone(), Heartbeat, 2, "owner handle does not have the required secure mode"),
+        ("mode 0755: run locks/ directory", Mode(0o755), |c| c.run_dir().join("locks"), Heartbeat, 2, "lock parent directory does not have the required secure mode"),
+        ("mode 0755: lock directory of a dead writer", Mode(0o755), |c| c.dead_lock(), Heartbeat, 5, "state lock path is insecure"),
+        ("mode 0644: lock owner.json of a dead writer", Mode(0o644), |c| c.dead_lock().join("owner.json"), Heartbeat, 5, "state lock path is insecure"),
+        ("mode 0644: run.json", Mode(0o644), |c| c.run_dir().join("run.json"), Heartbeat, 2, "run cache does not have the required secure mode"),
+        ("mode 0644: checkpoint.json", Mode(0o644), |c| c.run_dir().join("checkpoint.json"), Heartbeat, 2, "run checkpoint does not have the required secure mode"),
+        ("mode 0755: lanes/", Mode(0o755), |c| c.run_dir().join("lanes"), Heartbeat, 2, "directory does not have the required secure mode"),
+        ("mode 0644: lane cache lanes/w0.json", Mode(0o644), |c| c.run_dir().join("lanes/w0.json"), Heartbeat, 2, "lane cache does not have the required secure mode"),
+        ("mode 0644: receipt-head.json", Mode(0o644), |c| c.run_dir().join("receipt-head.json"), Heartbeat, 2, "acknowledged receipt head record does not have the required secure mode"),
         // ---------------------------------------------------------- FIFOs
-        (
-            "FIFO: receipt.jsonl",
-            |c| {
-                c.fifo(&c.run_dir().join("receipt.jsonl"));
-                c.heartbeat()
-            },
-            3,
-            "receipt is missing or unsafe",
-        ),
-        (
-            "FIFO: manifest.json",
-            |c| {
-                c.fifo(&c.run_dir().join("manifest.json"));
-                c.heartbeat()
-            },
-            3,
-            "run manifest snapshot is missing or invalid",
-        ),
-        (
-            "FIFO: receipt-head.json",
-            |c| {
-                c.fifo(&c.run_dir().join("receipt-head.json"));
-                c.heartbeat()
-            },
-            2,
-            "acknowledged receipt head record must be a regular file",
-        ),
-        (
-            "FIFO: owner handle",
-            |c| {
-                c.fifo(&c.run.owner);
-                c.heartbeat()
-            },
-            2,
-            "owner handle must be a regular file",
-        ),
-        (
-            "FIFO: --evidence input file",
-            |c| {
-                let argv = c.heartbeat();
-                c.fifo(&c.run.inputs.join("ev-w0-hostile.json"));
-                argv
-            },
-            2,
-            "JSON input must be a regular non-symlink file",
-        ),
-        (
-            "FIFO: --input file",
-            |c| {
-                let argv = c.heartbeat();
-                c.fifo(&c.run.inputs.join("beat-w0.json"));
-                argv
-            },
-            2,
-            "JSON input must be a regular non-symlink file",
-        ),
-        (
-            "FIFO: run.json",
-            |c| {
-                c.fifo(&c.run_dir().join("run.json"));
-                c.heartbeat()
-            },
-            2,
-            "run cache does not have the required secure mode",
-        ),
-        (
-            "FIFO: checkpoint.json",
-            |c| {
-                c.fifo(&c.run_dir().join("checkpoint.json"));
-                c.heartbeat()
-            },
-            2,
-            "run checkpoint does not have the required secure mode",
-        ),
-        (
-            "FIFO: lane cache lanes/w0.json",
-            |c| {
-                c.fifo(&c.run_dir().join("lanes/w0.json"));
-                c.heartbeat()
-            },
-            2,
-            "lane cache does not have the required secure mode",
-        ),
-        (
-            "FIFO: lock owner.json",
-            |c| {
-                let lock = c.dead_lock();
-                c.fifo(&lock.join("owner.json"));
-                c.heartbeat()
-            },
-            5,
-            "state lock",
-        ),
-        (
-            "FIFO: lock initializer",
-            |c| {
-                let init = c.run_dir().join("locks/.receipt.initializing.json");
-                std::fs::write(&init, "").unwrap();
-                c.fifo(&init);
-                c.heartbeat()
-            },
-            5,
-            "state lock initializer is unsafe",
-        ),
+        ("FIFO: receipt.jsonl", Fifo, |c| c.run_dir().join("receipt.jsonl"), Heartbeat, 3, "receipt is missing or unsafe"),
+        ("FIFO: manifest.json", Fifo, |c| c.run_dir().join("manifest.json"), Heartbeat, 3, "run manifest snapshot is missing or invalid"),
+        ("FIFO: receipt-head.json", Fifo, |c| c.run_dir().join("receipt-head.json"), Heartbeat, 2, "acknowledged receipt head record must be a regular file"),
+        ("FIFO: owner handle", Fifo, |c| c.run.owner.clone(), Heartbeat, 2, "owner handle must be a regular file"),
+        ("FIFO: --evidence input file", Fifo, |c| c.run.inputs.join("ev-w0-hostile.json"), HeartbeatInputs, 2, "JSON input must be a regular non-symlink file"),
+        ("FIFO: --input file", Fifo, |c| c.run.inputs.join("beat-w0.json"), HeartbeatInputs, 2, "JSON input must be a regular non-symlink file"),
+        ("FIFO: run.json", Fifo, |c| c.run_dir().join("run.json"), Heartbeat, 2, "run cache does not have the required secure mode"),
+        ("FIFO: checkpoint.json", Fifo, |c| c.run_dir().join("checkpoint.json"), Heartbeat, 2, "run checkpoint does not have the required secure mode"),
+        ("FIFO: lane cache lanes/w0.json", Fifo, |c| c.run_dir().join("lanes/w0.json"), Heartbeat, 2, "lane cache does not have the required secure mode"),
+        ("FIFO: lock owner.json", Fifo, |c| c.dead_lock().join("owner.json"), Heartbeat, 5, "state lock"),
+        ("FIFO: lock initializer", Fifo, |c| c.empty_file(c.run_dir().join("locks/.receipt.initializing.json")), Heartbeat, 5, "state lock initializer is unsafe"),
         // ----------------------------------------------------- hard links
-        (
-            "hard link: owner handle linked from outside the state root",
-            |c| {
-                std::fs::hard_link(&c.run.owner, c.elsewhere.join("copy.owner")).unwrap();
-                c.heartbeat()
-            },
-            2,
-            "owner handle must not have other hard links",
-        ),
-        (
-            "hard link: owner handle linked under a second name in handles/",
-            |c| {
-                std::fs::hard_link(&c.run.owner, c.run.root.join("handles/twin.owner")).unwrap();
-                c.heartbeat()
-            },
-            2,
-            "owner handle must not have other hard links",
-        ),
-    ]
+        ("hard link: owner handle linked from outside the state root", HardLink("elsewhere/copy.owner"), |c| c.run.owner.clone(), Heartbeat, 2, "owner handle must not have other hard links"),
+        ("hard link: owner handle linked under a second name in handles/", HardLink("state/handles/twin.owner"), |c| c.run.owner.clone(), Heartbeat, 2, "owner handle must not have other hard links"),
+    ];
+    cases
 }
 
 /// Refusals found under the receipt lock (a damaged receipt, an unsafe
@@ -626,13 +299,10 @@ fn unlocked(
 /// One case: prepare it on a fresh copy, run it, compare the trees.
 fn run_case(
     template: &Template,
-    name: &'static str,
-    prepare: Prepare,
-    code: i32,
-    fragment: &str,
+    &(name, hostile, target, command, code, fragment): &Row,
 ) -> Result<&'static str, String> {
     let case = Case::new(template);
-    let argv = prepare(&case);
+    let argv = case.prepare(hostile, target, command);
     let before = unlocked(tree(&case.base), &case);
     let (status, stdout, stderr) = run_bounded(&case.run, &argv);
     let after = unlocked(tree(&case.base), &case);
@@ -670,9 +340,7 @@ fn reliability_hostile_fs_every_hostile_object_is_refused_before_any_write() {
                 scope.spawn(move || {
                     chunk
                         .iter()
-                        .map(|(name, prepare, code, fragment)| {
-                            run_case(template, name, *prepare, *code, fragment)
-                        })
+                        .map(|row| run_case(template, row))
                         .collect::<Vec<_>>()
                 })
             })
