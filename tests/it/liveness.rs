@@ -397,10 +397,7 @@ fn heartbeat_refusals() {
     let f = Fixture::new("13-liveness-paths");
     // The reference's own last heartbeat of this lane.
     let same_ev = f.scenario_input("heartbeat-leased-evidence.json");
-    let new_ev = f.put(
-        "ev.json",
-        &json!([{"kind": "log", "summary": "benchmark iteration 41/60"}]),
-    );
+    let new_ev = f.put_evidence("ev.json", "log", "benchmark iteration 41/60");
     // Each input its own file, named after its case.
     let files = std::cell::Cell::new(0);
     let put = |value: Value| {
@@ -474,10 +471,7 @@ fn heartbeat_refusals() {
         "liveness evidence was already recorded for this lane",
     );
     // New evidence renews it.
-    let fresh = f.put(
-        "fresh.json",
-        &json!([{"kind": "log", "summary": "benchmark 7 of 9 done"}]),
-    );
+    let fresh = f.put_evidence("fresh.json", "log", "benchmark 7 of 9 done");
     f.ok("heartbeat", &["--evidence", &fresh, "--input", &renewed]);
 }
 
@@ -496,7 +490,7 @@ fn on_cleared<'a>(evidence: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
     let f = Fixture::new("13-liveness-paths");
     let stale = f.stale_owner();
-    let ev = f.put("ev.json", &json!([{"kind": "log", "summary": "new"}]));
+    let ev = f.put_evidence("ev.json", "log", "new");
     let empty = f.put("empty.json", &json!([]));
     // Valid pre-lock input, stale owner: exit 5 for each command.
     let hb = f.put(
@@ -512,10 +506,7 @@ fn liveness_mutations_fence_the_owner_before_their_in_lock_rules() {
         &json!([{"kind": "liveness", "summary": "decision",
                  "checksum": canonical::sha256_hex(br#"{"action":"suspect_stall","reason":"no fresh evidence"}"#)}]),
     );
-    let tool = f.put(
-        "tool.json",
-        &json!([{"kind": "tool", "summary": "interrupt sent"}]),
-    );
+    let tool = f.put_evidence("tool.json", "tool", "interrupt sent");
     let stale_cases: Vec<(&str, Vec<&str>)> = vec![
         ("heartbeat", vec!["--evidence", &empty, "--input", &hb]),
         (
@@ -735,10 +726,7 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
     );
     f.refused("stall-record", &strs(&a), 2, "liveness decision is invalid");
     let mut a = args("2026-07-14T01:05:30Z", "no fresh evidence", &decision_file);
-    a[1] = f.put(
-        "unbound.json",
-        &json!([{"kind": "liveness", "summary": "no checksum"}]),
-    );
+    a[1] = f.put_evidence("unbound.json", "liveness", "no checksum");
     f.refused(
         "stall-record",
         &strs(&a),
@@ -780,10 +768,7 @@ fn a_stall_is_recorded_from_the_liveness_check_it_binds() {
 fn stall_clear_writes_lane_recovered() {
     let f = Fixture::new("13-liveness-paths");
     let stall_ev = f.scenario_input("stall-stalled-start-2026-07-14T010100Z-evidence.json");
-    let new_ev = f.put(
-        "ev.json",
-        &json!([{"kind": "message", "summary": "agent replied"}]),
-    );
+    let new_ev = f.put_evidence("ev.json", "message", "agent replied");
     let empty = f.put("empty.json", &json!([]));
     let args = |ev: &str, lane: &str, agent: &str, reason: &str| -> Vec<String> {
         let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", ev);
@@ -838,10 +823,7 @@ fn stall_clear_writes_lane_recovered() {
 #[test]
 fn probe_sent_deadline_within_the_grace() {
     let f = Fixture::new("13-liveness-paths");
-    let ev = f.put(
-        "ev.json",
-        &json!([{"kind": "tool", "summary": "send_message probe"}]),
-    );
+    let ev = f.put_evidence("ev.json", "tool", "send_message probe");
     let args = |lane: &str, agent: &str, deadline: &str| -> Vec<String> {
         let mut argv = common::lane_argv(lane, agent, "2026-07-14T01:20:00Z", &ev);
         argv.extend(["--deadline", deadline]);
@@ -912,10 +894,7 @@ fn probe_sent_deadline_within_the_grace() {
 #[test]
 fn interrupt_result_only_when_liveness_authorizes_it() {
     let f = Fixture::new("13-liveness-paths");
-    let tool = f.put(
-        "tool.json",
-        &json!([{"kind": "tool", "summary": "Native INTERRUPT delivered"}]),
-    );
+    let tool = f.put_evidence("tool.json", "tool", "Native INTERRUPT delivered");
     let args = |ev: &str, lane: &str, agent: &str, at: &str| -> Vec<String> {
         common::lane_argv(lane, agent, at, ev)
             .iter()
@@ -976,10 +955,7 @@ fn interrupt_result_only_when_liveness_authorizes_it() {
         5,
         "interrupt requires a recovering lane",
     );
-    let probe = f.put(
-        "p.json",
-        &json!([{"kind": "tool", "summary": "send_message probe"}]),
-    );
+    let probe = f.put_evidence("p.json", "tool", "send_message probe");
     f.refused(
         "interrupt-result",
         &strs(&args(&probe, "overdue", "agent-o", "2026-07-14T01:30:00Z")),
@@ -1327,10 +1303,7 @@ fn liveness_evidence_cannot_complete_its_lane() {
         refusal,
     );
     // The evidence that cleared a stall.
-    let cleared = f.put(
-        "cleared.json",
-        &json!([{"kind": "message", "summary": "all done"}]),
-    );
+    let cleared = f.put_evidence("cleared.json", "message", "all done");
     f.ok(
         "stall-clear",
         &[

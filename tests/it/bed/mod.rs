@@ -1470,6 +1470,12 @@ impl TestBed {
         self.work_file(name)
     }
 
+    /// The one-item evidence list of `kind` and `summary` at `work/<name>`;
+    /// its path.
+    pub fn put_evidence(&self, name: &str, kind: &str, summary: &str) -> String {
+        self.put(name, &json!([{"kind": kind, "summary": summary}]))
+    }
+
     /// The path of `work/<name>`.
     pub fn work_file(&self, name: &str) -> String {
         self.work.join(name).to_string_lossy().into_owned()
