@@ -1146,6 +1146,14 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
     std::fs::write(&file, "[]").unwrap();
     let file = file.to_str().unwrap();
     let lane = common::PHASE1_LANE_ARGS;
+    // The mutations as an owner with evidence; the lane commands with
+    // the lane's arguments after their own.
+    let owned = |command, rest: &[_]| {
+        let mut argv = vec![command, "--owner-file", owner, "--evidence", file];
+        argv.extend_from_slice(rest);
+        argv
+    };
+    let of_lane = |command, rest| [owned(command, rest), lane.to_vec()].concat();
     let cases: Vec<Vec<&str>> = vec![
         vec![
             "liveness-check",
@@ -1154,67 +1162,11 @@ fn phase1_runs_are_refused_by_every_liveness_command() {
             "--at",
             "2026-07-14T01:00:00Z",
         ],
-        vec![
-            "heartbeat",
-            "--owner-file",
-            owner,
-            "--evidence",
-            file,
-            "--input",
-            file,
-        ],
-        [
-            &[
-                "stall-record",
-                "--owner-file",
-                owner,
-                "--evidence",
-                file,
-                "--reason",
-                "r",
-                "--decision",
-                file,
-            ][..],
-            &lane,
-        ]
-        .concat(),
-        [
-            &[
-                "stall-clear",
-                "--owner-file",
-                owner,
-                "--evidence",
-                file,
-                "--reason",
-                "r",
-            ][..],
-            &lane,
-        ]
-        .concat(),
-        [
-            &[
-                "probe-sent",
-                "--owner-file",
-                owner,
-                "--evidence",
-                file,
-                "--deadline",
-                "x",
-            ][..],
-            &lane,
-        ]
-        .concat(),
-        [
-            &[
-                "interrupt-result",
-                "--owner-file",
-                owner,
-                "--evidence",
-                file,
-            ][..],
-            &lane,
-        ]
-        .concat(),
+        owned("heartbeat", &["--input", file]),
+        of_lane("stall-record", &["--reason", "r", "--decision", file]),
+        of_lane("stall-clear", &["--reason", "r"]),
+        of_lane("probe-sent", &["--deadline", "x"]),
+        of_lane("interrupt-result", &[]),
     ];
     let before = common::snapshot(&root);
     // No handle file exists: the manifest is refused before any owner is read.
