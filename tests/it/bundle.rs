@@ -730,13 +730,6 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
             signer.to_str().unwrap(),
         ])
         .assert_ok();
-    let vkey = key["verifier_key"].as_str().unwrap();
-    let keyid = key["key_hash"].as_str().unwrap();
-    use base64::Engine;
-    let public = base64::engine::general_purpose::STANDARD
-        .decode(vkey.splitn(3, '+').nth(2).unwrap())
-        .unwrap();
-    let public_hex = hex::encode(&public[1..]);
     let main = demo.main_run();
     let envelope = keys.join("main.intoto.json");
     let _ = std::fs::remove_file(&envelope);
@@ -775,18 +768,7 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
     );
     assert!(!refused.exists());
     let Some(python) = python() else { return };
-    let check = |file: &Path| {
-        Command::new(&python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/python/attest_check.py"
-            ))
-            .arg(file)
-            .arg(&public_hex)
-            .arg(keyid)
-            .output()
-            .unwrap()
-    };
+    let check = |file: &Path| attest_check(&python, file, &key);
     let verified = check(&envelope);
     assert!(
         verified.status.success(),
@@ -829,6 +811,7 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
             .all(|c| c["checks"].is_array())
     );
     // A flipped bit anywhere in the signature or the payload fails there.
+    use base64::Engine;
     let text = std::fs::read_to_string(&envelope).unwrap();
     let mut value: Value = serde_json::from_str(&text).unwrap();
     for field in ["payload", "sig"] {
