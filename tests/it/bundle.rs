@@ -733,17 +733,18 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
     let main = demo.main_run();
     let envelope = keys.join("main.intoto.json");
     let _ = std::fs::remove_file(&envelope);
-    let out = demo
-        .run(&[
+    let attest = |run: &str, out: &Path| {
+        demo.run(&[
             "attest",
             "--run-id",
-            &main,
+            run,
             "--key",
             signer.to_str().unwrap(),
             "--out",
-            envelope.to_str().unwrap(),
+            out.to_str().unwrap(),
         ])
-        .assert_ok();
+    };
+    let out = attest(&main, &envelope).assert_ok();
     assert_eq!(
         out["predicate_type"],
         "https://github.com/bluetape4k/bluetape-skills/bluetape-flow/run-completion/v1"
@@ -751,17 +752,7 @@ fn attest_envelopes_verify_with_securesystemslib_and_parse_with_in_toto() {
     // A run that is not completed is refused with its gaps, nothing written.
     let planned = demo.recovery_run();
     let refused = keys.join("planned.json");
-    let e = demo
-        .run(&[
-            "attest",
-            "--run-id",
-            &planned,
-            "--key",
-            signer.to_str().unwrap(),
-            "--out",
-            refused.to_str().unwrap(),
-        ])
-        .assert_error(6, "completion_blocked");
+    let e = attest(&planned, &refused).assert_error(6, "completion_blocked");
     assert!(
         e["missing_ids"].as_array().is_some_and(|m| !m.is_empty()),
         "{e}"
