@@ -758,18 +758,13 @@ fn a_run_without_a_policy_behaves_like_the_reference() {
     assert!(!bed.dir.join("approval-policy.json").exists());
     let evidence = tmp.path().join("ev.json");
     std::fs::write(&evidence, r#"[{"kind":"user_approval","summary":"ok"}]"#).unwrap();
-    let owner = root.join("handles/main.owner");
-    let argv = [
-        "--state-root",
-        root.to_str().unwrap(),
+    let argv = common::mutation_argv(
+        root,
         "run-approve",
-        "--run-id",
         run_id,
-        "--owner-file",
-        owner.to_str().unwrap(),
-        "--evidence",
-        evidence.to_str().unwrap(),
-    ];
+        &root.join("handles/main.owner"),
+        &["--evidence", evidence.to_str().unwrap()],
+    );
     // No identity needed, and an identity given is not recorded.
     flow.run_env(&argv, &[("BLUETAPE_APPROVED_BY", "bob")])
         .assert_ok();
@@ -889,33 +884,29 @@ fn damage_line(gate: &Gate, n: usize) {
 
 /// Diagnose the gate's run and ask for a recovery run owned by `owner`.
 fn recover(gate: &Gate, owner: &str) -> Output {
-    let root = gate.root.to_str().unwrap();
     let diagnosis = gate
         .flow
-        .run(&[
-            "--state-root",
-            root,
+        .run(&common::read_argv(
+            &gate.root,
             "receipt-diagnose",
-            "--run-id",
             &gate.run_id,
-        ])
+            &[],
+        ))
         .assert_ok();
     let input = gate.base.join("diagnosis.json");
     std::fs::write(&input, diagnosis.to_string()).unwrap();
-    let owner = gate.root.join("handles").join(owner);
-    gate.flow.run(&[
-        "--state-root",
-        root,
+    gate.flow.run(&common::mutation_argv(
+        &gate.root,
         "recovery-run-create",
-        "--run-id",
         &gate.run_id,
-        "--owner-file",
-        owner.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--evidence",
-        gate.evidence.to_str().unwrap(),
-    ])
+        &gate.root.join("handles").join(owner),
+        &[
+            "--input",
+            input.to_str().unwrap(),
+            "--evidence",
+            gate.evidence.to_str().unwrap(),
+        ],
+    ))
 }
 
 #[test]
