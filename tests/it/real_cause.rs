@@ -149,6 +149,15 @@ fn check(case: &Case, out: &Output) -> Value {
     e
 }
 
+/// A refusal of input that was only wrong: exit `exit`, its hint free of
+/// recovery advice.
+fn only_wrong(exit: i32) -> Case {
+    Case {
+        not_in_hint: NO_RECOVERY,
+        ..Case::typed(exit)
+    }
+}
+
 /// An input refusal (exit 2) whose `fields` name one invalid field of one
 /// input, its hint free of recovery advice.
 fn one_invalid_field(
@@ -162,10 +171,9 @@ fn one_invalid_field(
         name,
         message,
         hint,
-        not_in_hint: NO_RECOVERY,
         fields: Some(json!({"input": input,
             "invalid": [{"field": field, "expected": expected}]})),
-        ..Case::typed(2)
+        ..only_wrong(2)
     }
 }
 
@@ -302,9 +310,7 @@ fn a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
                 "bluetape-flow state-root",
                 "not damage",
             ],
-            not_in_hint: NO_RECOVERY,
-            fields: None,
-            ..Case::typed(3)
+            ..only_wrong(3)
         },
         &out,
     );
@@ -315,9 +321,7 @@ fn a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
             name: "a --state-root that is no state root",
             message: "run manifest snapshot is missing or invalid",
             hint: &["holds no runs/ directory", "--state-root"],
-            not_in_hint: NO_RECOVERY,
-            fields: None,
-            ..Case::typed(3)
+            ..only_wrong(3)
         },
         &out,
     );
@@ -373,10 +377,9 @@ fn a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
                 name,
                 message: "No such file or directory: '",
                 hint,
-                not_in_hint: NO_RECOVERY,
                 // The OS error's kind reaches the envelope (DEVIATIONS 49).
                 fields: Some(json!({"errno": "ENOENT", "path": path.to_string_lossy()})),
-                ..Case::typed(2)
+                ..only_wrong(2)
             },
             &out,
         );
@@ -407,9 +410,7 @@ fn a_missing_state_root_or_run_is_named_not_sent_to_recovery() {
                 name: "a mistyped run id",
                 message: "run manifest snapshot is missing or invalid",
                 hint: &["no run ", "check --run-id", "status lists every run"],
-                not_in_hint: NO_RECOVERY,
-                fields: None,
-                ..Case::typed(3)
+                ..only_wrong(3)
             },
             &out,
         );
@@ -509,9 +510,8 @@ fn proofs_bundles_and_publish_answer_their_own_causes() {
             name: "a bundle with no heads checked with --key",
             message: "bundle refused: the bundle holds no signed head",
             hint: &["has none", "sign-head", "drop --key"],
-            not_in_hint: NO_RECOVERY,
             fields: Some(json!({"input": "--key", "heads": 0})),
-            ..Case::typed(2)
+            ..only_wrong(2)
         },
         &bed.flow
             .run(&["bundle-verify", &w("b.tar"), "--key", &vkeys[0]]),
@@ -537,9 +537,8 @@ fn proofs_bundles_and_publish_answer_their_own_causes() {
                 name: "publish onto a non-publication ref",
                 message: "refs/",
                 hint: &["drop --ref", "refs/bluetape/runs/", "never written"],
-                not_in_hint: NO_RECOVERY,
                 fields: Some(json!({"input": "--ref"})),
-                ..Case::typed(2)
+                ..only_wrong(2)
             },
             &out,
         );
