@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Map, Value};
 
-use super::views::{LogRow, intents, log_row};
+use super::views::{LogRow, evidence_refs, intents, log_row, text};
 use crate::receipt::lax_time::parse_lax_timestamp;
 use crate::receipt::primitives::Instant;
 
@@ -90,10 +90,6 @@ pub struct Timeline {
     pub epochs: Vec<(u64, u64, String)>,
 }
 
-fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key).and_then(Value::as_str)
-}
-
 fn widen(span: &mut Option<(Instant, Instant)>, at: Instant) {
     *span = Some(match *span {
         None => (at, at),
@@ -113,13 +109,7 @@ fn detail(sequence: u64, time: &str, item: &Map<String, Value>) -> String {
     if let Some(reason) = text(item, "reason") {
         parts.push(format!("reason: {reason}"));
     }
-    for evidence in item
-        .get("evidence_refs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
-    {
+    for evidence in evidence_refs(item) {
         parts.push(format!(
             "{}: {}",
             text(evidence, "kind").unwrap_or("?"),

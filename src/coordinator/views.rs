@@ -471,8 +471,24 @@ pub fn run_detail(state: &CoordinatorState, policy: &Policy, run_id: &str, at: &
 /// receipt; a row is for reading).
 pub const MAX_SUMMARY_CHARS: usize = 240;
 
-fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+/// The string at `key` of an event or intent (absent or not a string: none).
+pub(super) fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)
+}
+
+/// The objects of the list `list`, when it is one (anything else: none).
+fn objects(list: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
+    list.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+}
+
+/// The evidence items of an event or intent that are objects.
+pub(super) fn evidence_refs(
+    item: &Map<String, Value>,
+) -> impl Iterator<Item = &Map<String, Value>> {
+    objects(item.get("evidence_refs"))
 }
 
 /// The one-line summary parts of one event or intent.
@@ -503,13 +519,7 @@ fn summary_parts(event: &Map<String, Value>, parts: &mut Vec<String>) {
             parts.push(format!("components {}", ids.join(",")));
         }
     }
-    for item in event
-        .get("evidence_refs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
-    {
+    for item in evidence_refs(event) {
         let kind = text(item, "kind").unwrap_or("?");
         match text(item, "summary") {
             Some(summary) => parts.push(format!("{kind}: {summary}")),
@@ -520,14 +530,7 @@ fn summary_parts(event: &Map<String, Value>, parts: &mut Vec<String>) {
 
 /// The intents of a `transaction_committed` (empty for any other event).
 pub fn intents(event: &Map<String, Value>) -> Vec<&Map<String, Value>> {
-    event
-        .get("metadata")
-        .and_then(|m| m.get("intents"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object)
-        .collect()
+    objects(event.get("metadata").and_then(|m| m.get("intents"))).collect()
 }
 
 /// One `log` row of a verified event (views.md §2). The fields copied

@@ -519,10 +519,20 @@ pub fn create_exclusive_with(
     durability: Durability,
 ) -> StoreResult<()> {
     let at = at.place()?;
-    let path = &at.path();
-    let mut file = create_new_file(&at)?;
-    let result =
-        fill_new(&mut file, path, bytes, durability).and_then(|()| durability.sync_name(&at));
+    create_filled(&at, bytes, durability, || durability.sync_name(&at))
+}
+
+/// Create `at` new, fill it ([`fill_new`]) and `finish`; when filling or
+/// `finish` fails, remove the file again (a failed create is never
+/// removed: it may be another's).
+fn create_filled(
+    at: &Loc,
+    bytes: &[u8],
+    durability: Durability,
+    finish: impl FnOnce() -> StoreResult<()>,
+) -> StoreResult<()> {
+    let mut file = create_new_file(at)?;
+    let result = fill_new(&mut file, &at.path(), bytes, durability).and_then(|()| finish());
     if result.is_err() {
         let _ = at.remove_file();
     }
@@ -530,8 +540,7 @@ pub fn create_exclusive_with(
 }
 
 /// The content of a file we just created: 0600, `bytes`, and an fsync of
-/// the file unless nothing need survive. (On failure the caller removes
-/// the file; a failed create is never removed: it may be another's.)
+/// the file unless nothing need survive.
 fn fill_new(
     file: &mut std::fs::File,
     path: &Path,
@@ -600,14 +609,9 @@ pub fn atomic_write_with(
     }
     let name = at.name().to_string_lossy().into_owned();
     let temp_at = at.sibling(crate::store::random::temp_name(&name));
-    let temp = temp_at.path();
-    let mut file = create_new_file(&temp_at)?;
-    let result = fill_new(&mut file, &temp, bytes, durability)
-        .and_then(|()| temp_at.rename_to(&at).map_err(|e| StoreError::io(&e, path)));
-    if result.is_err() {
-        let _ = temp_at.remove_file();
-        return result;
-    }
+    create_filled(&temp_at, bytes, durability, || {
+        temp_at.rename_to(&at).map_err(|e| StoreError::io(&e, path))
+    })?;
     durability.sync_name(&at)
 }
 

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::mutation::{InputMutationArgs, LaneStepArgs, context};
 use crate::commands::liveness::{self, LaneFlags};
+use crate::commands::mutate::MutationContext;
 use crate::commands::{FlowError, FlowResult};
 use crate::coordinator::liveness::CommandStatus;
 use crate::store::discovery::DiscoveryEnv;
@@ -32,6 +33,19 @@ impl LaneStepArgs {
             at: &self.at,
             evidence: &self.evidence,
         }
+    }
+
+    /// Run `command` with this invocation's context (its clock at `--at`)
+    /// and lane flags; its answer is the envelope of `operation`.
+    fn run<A: serde::Serialize>(
+        &self,
+        root: &StateRoot,
+        env: &DiscoveryEnv,
+        operation: &'static str,
+        command: impl FnOnce(&MutationContext, LaneFlags<'_>) -> FlowResult<A>,
+    ) -> FlowResult<Success> {
+        let ctx = context(root, env, &self.common, Some(self.at.as_str()));
+        Ok(Success::of(operation, &command(&ctx, self.flags())?))
     }
 }
 
@@ -102,32 +116,18 @@ pub fn dispatch(
     Ok(match command {
         LivenessCommands::Heartbeat(a) => a.run(root, env, "heartbeat", liveness::heartbeat)?,
         LivenessCommands::StallRecord(a) => {
-            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            Success::of(
-                "stall-record",
-                &liveness::stall_record(&ctx, a.lane.flags(), &a.reason, &a.decision)?,
-            )
+            a.lane.run(root, env, "stall-record", |ctx, flags| {
+                liveness::stall_record(ctx, flags, &a.reason, &a.decision)
+            })?
         }
-        LivenessCommands::StallClear(a) => {
-            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            Success::of(
-                "stall-clear",
-                &liveness::stall_clear(&ctx, a.lane.flags(), &a.reason)?,
-            )
-        }
-        LivenessCommands::ProbeSent(a) => {
-            let ctx = context(root, env, &a.lane.common, Some(a.lane.at.as_str()));
-            Success::of(
-                "probe-sent",
-                &liveness::probe_sent(&ctx, a.lane.flags(), &a.deadline)?,
-            )
-        }
+        LivenessCommands::StallClear(a) => a.lane.run(root, env, "stall-clear", |ctx, flags| {
+            liveness::stall_clear(ctx, flags, &a.reason)
+        })?,
+        LivenessCommands::ProbeSent(a) => a.lane.run(root, env, "probe-sent", |ctx, flags| {
+            liveness::probe_sent(ctx, flags, &a.deadline)
+        })?,
         LivenessCommands::InterruptResult(a) => {
-            let ctx = context(root, env, &a.common, Some(a.at.as_str()));
-            Success::of(
-                "interrupt-result",
-                &liveness::interrupt_result(&ctx, a.flags())?,
-            )
+            a.run(root, env, "interrupt-result", liveness::interrupt_result)?
         }
         LivenessCommands::LivenessCheck(a) => {
             let status = CommandStatus::parse(&a.command_status).ok_or_else(|| {
