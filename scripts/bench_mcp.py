@@ -56,9 +56,13 @@ class Server:
             if answer.get("id") == self.next_id:
                 return answer
 
-    def call(self, name, arguments):
+    def call(self, name, arguments, meta=None):
         started = time.perf_counter()
-        answer = self.ask("tools/call", {"name": name, "arguments": arguments})
+        params = {"name": name, "arguments": arguments}
+        if meta:
+            # The host's values (the clock), never the model's arguments.
+            params["_meta"] = meta
+        answer = self.ask("tools/call", params)
         elapsed = time.perf_counter() - started
         result = answer["result"]
         if result.get("isError"):
@@ -116,10 +120,14 @@ def main():
                 load.heartbeat(bench.OURS, state, run_id, 60000 + i) for i in range(SAMPLES))
             row["mcp heartbeat"] = statistics.median(
                 server.call("heartbeat", hb_args()) for _ in range(SAMPLES))
-            for name, extra in (("verify", {}), ("completion-check", {}),
-                                ("status", {"at": "2099-01-01T00:00:00Z"})):
+            # An owner server reads its handle's run; status, whose run is
+            # optional, names it, at the host's clock.
+            for name, args, meta in (
+                    ("verify", {}, None), ("completion-check", {}, None),
+                    ("status", {"run_id": run_id},
+                     {"bluetape-flow/at": "2099-01-01T00:00:00Z"})):
                 row[f"mcp {name}"] = statistics.median(
-                    server.call(name, {"run_id": run_id, **extra}) for _ in range(SAMPLES))
+                    server.call(name, args, meta) for _ in range(SAMPLES))
                 argv = [name, "--run-id", run_id]
                 if name == "status":
                     argv += ["--at", "2099-01-01T00:00:00Z", "--format", "json"]
