@@ -889,6 +889,18 @@ fn the_host_sets_the_clock_and_the_head_fence_in_meta() {
     assert_eq!(last["event_type"], "lane_started", "{last}");
     assert_eq!(last["timestamp"], "2026-07-14T01:01:00Z", "{last}");
     assert_eq!(last["previous_checksum"], head.as_str(), "{last}");
+    // status answers the clock a step would happen at: the host's, else
+    // the server's.
+    let status = json!({"run_id": run.run_id});
+    let answer = client
+        .at("2026-07-14T01:02:00Z")
+        .ok("status", status.clone());
+    assert_eq!(answer["at"], "2026-07-14T01:02:00Z", "{answer}");
+    client.host = Value::Null;
+    let before = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let answer = client.ok("status", status);
+    let now: chrono::DateTime<chrono::Utc> = answer["at"].as_str().unwrap().parse().unwrap();
+    assert!(now >= before && now <= chrono::Utc::now(), "{answer}");
 }
 
 /// agent-tools.md §4 "Values, not files": a tool's JSON arguments reach
