@@ -143,20 +143,12 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// Every path under `dir` (sorted), for "nothing was left behind".
 fn listing(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path.clone());
-            }
-            out.push(path.strip_prefix(dir).unwrap().display().to_string());
-        }
-    }
+    let mut out: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+        .map(|e| e.path().strip_prefix(dir).unwrap().display().to_string())
+        .collect();
     out.sort();
     out
 }

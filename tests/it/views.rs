@@ -491,19 +491,8 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
         }
     }
     // Write-protected: the same answers.
-    let chmod = |root: &Path, mode: u32| {
-        fn walk(dir: &Path, mode: u32) {
-            for e in std::fs::read_dir(dir).unwrap().flatten() {
-                if e.file_type().unwrap().is_dir() {
-                    walk(&e.path(), mode);
-                }
-            }
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
-        }
-        walk(root, mode);
-    };
     for (_, root) in &roots {
-        chmod(root, 0o500);
+        common::chmod_dirs(root, 0o500);
     }
     for (argv, code, stdout) in &results {
         let out = flow.run(argv);
@@ -514,7 +503,7 @@ fn views_are_read_only_even_on_a_write_protected_copy() {
         }
     }
     for (_, root) in &roots {
-        chmod(root, 0o700);
+        common::chmod_dirs(root, 0o700);
     }
 }
 

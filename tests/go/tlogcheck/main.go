@@ -64,6 +64,18 @@ type job struct {
 	KeySweepNote      string        `json:"key_sweep_note"`
 }
 
+// trust is what a refusal case is checked against: its own keys and
+// origin where it names them, the job's otherwise.
+func (j job) trust(keys []string, origin string) ([]string, string) {
+	if keys == nil {
+		keys = j.Vkeys
+	}
+	if origin == "" {
+		origin = j.Origin
+	}
+	return keys, origin
+}
+
 type result struct {
 	Leaves          int      `json:"leaves"`
 	TreeHashesEqual bool     `json:"tree_hashes_equal"`
@@ -415,13 +427,7 @@ func main() {
 	}
 
 	for i, c := range j.RefuseInclusion {
-		keys, origin := j.Vkeys, j.Origin
-		if c.Vkeys != nil {
-			keys = c.Vkeys
-		}
-		if c.Origin != "" {
-			origin = c.Origin
-		}
+		keys, origin := j.trust(c.Vkeys, c.Origin)
 		if checkInclusion([]byte(c.Proof), []byte(c.Event), keys, origin) == nil {
 			fail("refuse_inclusion %d (%s): verifies", i, c.Why)
 		} else {
@@ -429,13 +435,7 @@ func main() {
 		}
 	}
 	for i, c := range j.RefuseConsistency {
-		keys, origin := j.Vkeys, j.Origin
-		if c.Vkeys != nil {
-			keys = c.Vkeys
-		}
-		if c.Origin != "" {
-			origin = c.Origin
-		}
+		keys, origin := j.trust(c.Vkeys, c.Origin)
 		if checkConsistency(c, keys, origin) == nil {
 			fail("refuse_consistency %d (%s): verifies", i, c.Why)
 		} else {

@@ -321,22 +321,22 @@ pub struct Entry {
 /// Every path under `root` (not `root` itself), sorted, never following a
 /// symlink.
 pub fn walk(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                stack.push(path.clone());
-            }
-            out.push(path);
-        }
-    }
+    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+        .map(walkdir::DirEntry::into_path)
+        .collect();
     out.sort();
     out
+}
+
+/// chmod every directory under (and including) `root`.
+pub fn chmod_dirs(root: &Path, mode: u32) {
+    let dirs = std::iter::once(root.to_path_buf()).chain(walk(root));
+    for dir in dirs.filter(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir())) {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
 }
 
 /// Every path under (and including) `root`, never following a symlink and

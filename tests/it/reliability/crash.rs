@@ -114,11 +114,8 @@ fn lock_residue(run: &LaneRun) -> &'static str {
 /// entry of `locks/` gets an mtime one minute in the past.
 fn fast_forward_grace(run: &LaneRun) {
     let past = SystemTime::now() - Duration::from_secs(60);
-    let mut stack = vec![run.run_dir().join("locks")];
-    while let Some(path) = stack.pop() {
-        if let Ok(entries) = std::fs::read_dir(&path) {
-            stack.extend(entries.flatten().map(|e| e.path()));
-        }
+    let locks = run.run_dir().join("locks");
+    for path in std::iter::once(locks.clone()).chain(crate::bed::walk(&locks)) {
         if let Ok(file) = std::fs::File::open(&path) {
             let _ = file.set_modified(past);
         }

@@ -16,7 +16,6 @@ use crate::reliability;
 use reliability::{LaneRun, figure, tree, tree_diff};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const SCENARIO: &str = "7. Read-only means read-only";
@@ -273,16 +272,6 @@ fn fresh_outside(kind: &str) -> PathBuf {
     out
 }
 
-/// chmod every directory under (and including) `dir`.
-fn chmod_dirs(dir: &Path, mode: u32) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        if entry.file_type().unwrap().is_dir() {
-            chmod_dirs(&entry.path(), mode);
-        }
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
 #[derive(Default)]
 struct Pass {
     calls: u64,
@@ -403,12 +392,12 @@ fn reliability_readonly_commands_change_nothing_even_on_a_write_protected_tree()
     );
 
     for root in &roots {
-        chmod_dirs(&root.state, 0o500);
+        common::chmod_dirs(&root.state, 0o500);
     }
     let root_user = nix::unistd::geteuid().is_root();
     let protected = pass(&flow, &roots, &commands);
     for root in &roots {
-        chmod_dirs(&root.state, 0o700);
+        common::chmod_dirs(&root.state, 0o700);
     }
     figure(
         SCENARIO,
