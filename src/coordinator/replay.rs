@@ -338,6 +338,15 @@ impl<'a> Ev<'a> {
         Ok(())
     }
 
+    /// Whether the event names `lane` (its id and agent) and the move
+    /// `from` -> `to`.
+    fn moves(&self, lane: &LaneRecord, from: &str, to: Option<&str>) -> Result<bool, ReplayError> {
+        Ok(self.opt_str("lane_id")? == Some(lane.id.as_str())
+            && self.opt_str("agent_id")? == Some(lane.agent_id.as_str())
+            && self.opt_str("from_state")? == Some(from)
+            && self.opt_str("to_state")? == to)
+    }
+
     /// The event's metadata, to be decoded by what needs it.
     fn metadata(&self) -> Result<Meta<'a>, ReplayError> {
         Meta::of(self.map).ok_or_else(|| self.corrupt("event field metadata is malformed"))
@@ -563,12 +572,22 @@ impl CoordinatorState {
                 };
                 touches_lineage |= logical.event_type().is_some_and(EventType::touches_lineage);
                 found.extend(self.our_rules(intent, timestamp, &memo));
-                self.apply_logical(&logical, policy, journal, &memo)?;
+                Applier {
+                    state: self,
+                    ev: &logical,
+                    journal: &mut *journal,
+                }
+                .apply(policy, &memo)?;
             }
         } else {
             touches_lineage = event_type.is_some_and(EventType::touches_lineage);
             found.extend(self.our_rules(map, timestamp, &memo));
-            self.apply_logical(&envelope, policy, journal, &memo)?;
+            Applier {
+                state: self,
+                ev: &envelope,
+                journal,
+            }
+            .apply(policy, &memo)?;
         }
         // Nothing below can fail: the event is applied.
         if event_type == Some(EventType::RunCreated) && next == 1 {
@@ -712,13 +731,28 @@ impl CoordinatorState {
             }
         }
     }
+}
 
+/// What one logical event (a plain receipt event or one transaction
+/// intent) is applied with: the state it changes, the event, and the
+/// journal of the receipt event it belongs to.
+struct Applier<'s, 'a> {
+    state: &'s mut CoordinatorState,
+    ev: &'s Ev<'a>,
+    journal: &'s mut Journal,
+}
+
+/// What applying an event answers.
+type Applied = Result<(), ReplayError>;
+
+impl<'a> Applier<'_, 'a> {
     /// Records the lane's current record in the journal and returns it for
     /// modification.
     /// One record per lane and event is enough: the rollback, newest
     /// first, ends at the oldest, which is the lane before the event.
-    fn lane_for_update(&mut self, id: &str, journal: &mut Journal) -> Option<&mut LaneRecord> {
-        let lane = self.lanes.get_mut(id)?;
+    fn lane_for_update(&mut self, id: &str) -> Option<&mut LaneRecord> {
+        let journal = &mut *self.journal;
+        let lane = self.state.lanes.get_mut(id)?;
         let saved_already = journal.undo.iter().any(|undo| match undo {
             Undo::Lane { saved, .. } => saved.id == id,
             Undo::LaneTouched(touched) => touched == id,
@@ -741,97 +775,108 @@ impl CoordinatorState {
         Some(lane)
     }
 
-    fn save_topology(&self, journal: &mut Journal) {
-        journal.push(Undo::Topology {
-            topology: self.topology.clone(),
-            removed_components: self.removed_components.clone(),
-            removed_component_records: self.removed_component_records.clone(),
+    fn save_topology(&mut self) {
+        self.journal.push(Undo::Topology {
+            topology: self.state.topology.clone(),
+            removed_components: self.state.removed_components.clone(),
+            removed_component_records: self.state.removed_component_records.clone(),
         });
     }
 
-    /// One logical event: a plain receipt event or one transaction intent.
-    fn apply_logical<'a>(
+    /// The original lane of a lineage step (found in its state already)
+    /// for update, with this event recorded as its last: type, time and
+    /// evidence.
+    fn original_takes(
         &mut self,
-        ev: &Ev<'a>,
-        policy: &ReplayPolicy,
-        journal: &mut Journal,
-        memo: &DigestMemo<'a>,
-    ) -> Result<(), ReplayError> {
+        original_id: &str,
+        what: &str,
+        event_type: EventType,
+    ) -> Result<&mut LaneRecord, ReplayError> {
+        let ev = self.ev;
+        let timestamp = ev.timestamp()?;
+        let evidence = ev.evidence_values()?;
+        let Some(original) = self.lane_for_update(original_id) else {
+            return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
+        };
+        original.last_event_type = event_type;
+        original.updated_at = timestamp;
+        original.evidence_refs = evidence;
+        Ok(original)
+    }
+
+    fn apply(&mut self, policy: &ReplayPolicy, memo: &DigestMemo<'a>) -> Applied {
+        let ev = self.ev;
         let Some(event_type) = ev.event_type() else {
             return Err(ev.corrupt("event type has no coordinator reducer"));
         };
         let meta = ev.metadata()?;
         if let Some(edge) = run_edge(event_type) {
             ev.require_evidence()?;
-            return self.apply_run_event(ev, event_type, edge, journal);
+            return self.run_event(event_type, edge);
         }
         use EventType::*;
         match event_type {
-            RunResumed => self.apply_run_resumed(ev, Resumed::decode(meta), journal),
+            RunResumed => self.run_resumed(Resumed::decode(meta)),
             LaneCreated => {
                 ev.require_evidence()?;
-                if self.lanes.len() >= policy.max_lanes {
+                if self.state.lanes.len() >= policy.max_lanes {
                     return Err(ev.corrupt("lane limit exceeded"));
                 }
-                self.apply_lane_created(ev, meta, journal)
+                self.lane_created(meta)
             }
             _ if lane_edge(event_type).is_some() => {
                 ev.require_evidence()?;
-                self.apply_lane_event(ev, event_type, meta, journal, memo)
+                self.lane_event(event_type, meta, memo)
             }
             ReplacementRepaired | ReplacementBlocked => {
                 let lineage = ev.decoded(Lineage::decode(meta, event_type))?;
-                self.apply_replacement_reservation(ev, event_type, lineage, journal)
+                self.replacement_reservation(event_type, lineage)
             }
             ReplacementLineageClosed => {
                 let lineage = ev.decoded(Lineage::decode(meta, event_type))?;
-                self.apply_lineage_closed(ev, lineage, journal)
+                self.lineage_closed(lineage)
             }
             CandidateValidated if meta.resolves_failed_lane() => {
-                self.apply_failure_resolution(ev, meta, policy, journal)
+                self.failure_resolution(meta, policy)
             }
             MainVerification => {
                 ev.require_evidence()?;
-                journal.push(Undo::MainVerified(self.main_verified));
-                self.main_verified = true;
+                self.journal
+                    .push(Undo::MainVerified(self.state.main_verified));
+                self.state.main_verified = true;
                 Ok(())
             }
             TopologyRegistered => {
                 ev.require_evidence()?;
                 let topology = ev.decoded(Topology::decode(meta))?;
-                self.apply_topology_registered(topology, journal);
+                self.topology_registered(topology);
                 Ok(())
             }
             TopologyComponentRemoved | CheckPassed | CheckFailed | EvidenceAttached => {
                 ev.require_evidence()?;
                 let fact = ev.decoded(ComponentFact::decode(meta, event_type))?;
                 match event_type {
-                    TopologyComponentRemoved => self.apply_component_removed(ev, fact, journal),
-                    EvidenceAttached => self.apply_evidence_attached(ev, fact, journal),
-                    _ => self.apply_check_result(ev, event_type == CheckPassed, fact, journal),
+                    TopologyComponentRemoved => self.component_removed(fact),
+                    EvidenceAttached => self.evidence_attached(fact),
+                    _ => self.check_result(event_type == CheckPassed, fact),
                 }
             }
             HandoffRecorded | LiveReportRecorded => {
                 let report = ev.decoded(Report::decode(meta))?;
-                self.apply_report(ev, report, journal)
+                self.report(report)
             }
             CandidateProposed | CandidateValidated | CandidateRejected => Ok(()),
             _ => Err(ev.corrupt("event type has no coordinator reducer")),
         }
     }
 
-    fn apply_run_event(
-        &mut self,
-        ev: &Ev<'_>,
-        event_type: EventType,
-        edge: RunEdge,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn run_event(&mut self, event_type: EventType, edge: RunEdge) -> Applied {
+        let (ev, state) = (self.ev, &mut *self.state);
         let (sources, target) = (edge.from, edge.to);
-        let source = if event_type == EventType::RunCreated && self.last_sequence == 0 {
+        let source = if event_type == EventType::RunCreated && state.last_sequence == 0 {
             None
         } else {
-            Some(self.run_state)
+            Some(state.run_state)
         };
         if !sources.contains(&source) {
             return Err(ev.corrupt("run transition source is invalid"));
@@ -844,18 +889,14 @@ impl CoordinatorState {
         if from_state.is_some() && from_state != source.map(RunState::as_str) {
             return Err(ev.corrupt("run transition from_state is invalid"));
         }
-        journal.push(Undo::RunState(self.run_state));
-        self.run_state = target;
+        self.journal.push(Undo::RunState(state.run_state));
+        state.run_state = target;
         Ok(())
     }
 
-    fn apply_run_resumed(
-        &mut self,
-        ev: &Ev<'_>,
-        resumed: Resumed<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
-        let old_epoch = self.owner_epoch;
+    fn run_resumed(&mut self, resumed: Resumed<'_>) -> Applied {
+        let (ev, state) = (self.ev, &mut *self.state);
+        let old_epoch = state.owner_epoch;
         if resumed.owner_epoch != Some(old_epoch) {
             return Err(ev.corrupt("resume old owner epoch is invalid"));
         }
@@ -865,28 +906,24 @@ impl CoordinatorState {
         let new_epoch = old_epoch
             .checked_add(1)
             .ok_or_else(|| ev.corrupt("resume old owner epoch is invalid"))?;
-        journal.push(Undo::Owner {
+        self.journal.push(Undo::Owner {
             epoch: old_epoch,
-            fingerprint: self.owner_fingerprint.clone(),
+            fingerprint: state.owner_fingerprint.clone(),
         });
-        self.owner_epoch = new_epoch;
-        self.owner_fingerprint = Some(fingerprint.to_string());
+        state.owner_epoch = new_epoch;
+        state.owner_fingerprint = Some(fingerprint.to_string());
         Ok(())
     }
 
-    fn apply_lane_created(
-        &mut self,
-        ev: &Ev<'_>,
-        meta: Meta<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn lane_created(&mut self, meta: Meta<'_>) -> Applied {
+        let (ev, state) = (self.ev, &mut *self.state);
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt("lane_created requires lane_id"));
         };
-        if !matches!(self.run_state, RunState::Running | RunState::Recovering) {
+        if !matches!(state.run_state, RunState::Running | RunState::Recovering) {
             return Err(ev.corrupt("lane cannot be created in current run state"));
         }
-        if self.lanes.contains_key(lane_id) {
+        if state.lanes.contains_key(lane_id) {
             return Err(ev.corrupt("duplicate lane_created"));
         }
         let Some(agent_id) = ev.opt_str("agent_id")? else {
@@ -926,19 +963,18 @@ impl CoordinatorState {
             digest_index: Default::default(),
             earlier: Default::default(),
         };
-        journal.push(Undo::LaneInserted(lane.id.clone()));
-        self.lanes.insert(lane.id.clone(), lane);
+        self.journal.push(Undo::LaneInserted(lane.id.clone()));
+        state.lanes.insert(lane.id.clone(), lane);
         Ok(())
     }
 
-    fn apply_lane_event<'a>(
+    fn lane_event(
         &mut self,
-        ev: &Ev<'a>,
         event_type: EventType,
         meta: Meta<'_>,
-        journal: &mut Journal,
         memo: &DigestMemo<'a>,
-    ) -> Result<(), ReplayError> {
+    ) -> Applied {
+        let ev = self.ev;
         let Some(lane_id) = ev.opt_str("lane_id")? else {
             return Err(ev.corrupt(format!("{event_type} requires lane_id")));
         };
@@ -949,7 +985,7 @@ impl CoordinatorState {
         else {
             return Err(ev.corrupt("event type has no coordinator reducer"));
         };
-        let Some(lane) = self.lanes.get(lane_id) else {
+        let Some(lane) = self.state.lanes.get(lane_id) else {
             return Err(ev.corrupt("lane event references an unknown lane"));
         };
         if ev
@@ -990,7 +1026,7 @@ impl CoordinatorState {
         } = ev.decoded(LaneStep::decode(meta, event_type))?;
         let sequence = ev.sequence;
 
-        let Some(lane) = self.lane_for_update(lane_id, journal) else {
+        let Some(lane) = self.lane_for_update(lane_id) else {
             return Err(ev.corrupt("lane event references an unknown lane"));
         };
         lane.state = target;
@@ -1054,72 +1090,49 @@ impl CoordinatorState {
 
     /// `replacement_repaired` (replaced -> replaced) and `replacement_blocked`
     /// (replaced -> blocked): the reserved child must still be absent.
-    fn apply_replacement_reservation(
-        &mut self,
-        ev: &Ev<'_>,
-        event_type: EventType,
-        lineage: Lineage<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn replacement_reservation(&mut self, event_type: EventType, lineage: Lineage<'_>) -> Applied {
+        let (ev, state) = (self.ev, &*self.state);
         let (what, target) = if event_type == EventType::ReplacementRepaired {
             ("repair", LaneState::Replaced)
         } else {
             ("block", LaneState::Blocked)
         };
         let (original_id, replacement_id) = (lineage.original_lane_id, lineage.replacement_lane_id);
-        let original = original_id.and_then(|id| self.lanes.get(id));
-        let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
+        let original = original_id.and_then(|id| state.lane_in(id, LaneState::Replaced).ok());
+        let Some(original) = original else {
             return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
         };
-        if ev.opt_str("lane_id")? != original_id
-            || ev.opt_str("agent_id")? != Some(original.agent_id.as_str())
-            || ev.opt_str("from_state")? != Some("replaced")
-            || ev.opt_str("to_state")? != Some(target.as_str())
+        if !ev.moves(original, "replaced", Some(target.as_str()))?
             || original.replacement_lane_id.as_deref() != replacement_id
-            || replacement_id.is_some_and(|id| self.lanes.contains_key(id))
+            || replacement_id.is_some_and(|id| state.lanes.contains_key(id))
         {
             return Err(ev.corrupt(format!("replacement {what} identity is invalid")));
         }
-        let timestamp = ev.timestamp()?;
-        let evidence = ev.evidence_values()?;
-        let sequence = ev.sequence;
         let original_id = original.id.clone();
-        let Some(original) = self.lane_for_update(&original_id, journal) else {
-            return Err(ev.corrupt(format!("replacement {what} original lane is invalid")));
-        };
+        let original = self.original_takes(&original_id, what, event_type)?;
         original.replacement_lane_id = replacement_id.map(str::to_owned);
         if target == LaneState::Blocked {
             original.state = LaneState::Blocked;
-            original.terminal_sequence = Some(sequence);
+            original.terminal_sequence = Some(ev.sequence);
         }
-        original.last_event_type = event_type;
-        original.updated_at = timestamp;
-        original.evidence_refs = evidence;
         Ok(())
     }
 
     /// `replacement_lineage_closed`: the original takes its (existing)
     /// replacement's terminal state.
-    fn apply_lineage_closed(
-        &mut self,
-        ev: &Ev<'_>,
-        lineage: Lineage<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn lineage_closed(&mut self, lineage: Lineage<'_>) -> Applied {
+        let (ev, state) = (self.ev, &*self.state);
         let Lineage {
             original_lane_id: original_id,
             replacement_lane_id: replacement_id,
             replacement_terminal_state: terminal_state,
         } = lineage;
-        let original = original_id.and_then(|id| self.lanes.get(id));
-        let Some(original) = original.filter(|lane| lane.state == LaneState::Replaced) else {
+        let original = original_id.and_then(|id| state.lane_in(id, LaneState::Replaced).ok());
+        let Some(original) = original else {
             return Err(ev.corrupt("replacement close original lane is invalid"));
         };
-        let replacement = replacement_id.and_then(|id| self.lanes.get(id));
-        let identity_ok = ev.opt_str("lane_id")? == original_id
-            && ev.opt_str("agent_id")? == Some(original.agent_id.as_str())
-            && ev.opt_str("from_state")? == Some("replaced")
-            && ev.opt_str("to_state")? == terminal_state
+        let replacement = replacement_id.and_then(|id| state.lanes.get(id));
+        let identity_ok = ev.moves(original, "replaced", terminal_state)?
             && original.replacement_lane_id.as_deref() == replacement_id
             && replacement.is_some_and(|lane| Some(lane.state.as_str()) == terminal_state);
         // The replacement's state equals `terminal_state`, so it parses.
@@ -1129,33 +1142,21 @@ impl CoordinatorState {
         else {
             return Err(ev.corrupt("replacement close lineage is invalid"));
         };
-        let timestamp = ev.timestamp()?;
-        let evidence = ev.evidence_values()?;
-        let sequence = ev.sequence;
         let original_id = original.id.clone();
-        let Some(original) = self.lane_for_update(&original_id, journal) else {
-            return Err(ev.corrupt("replacement close original lane is invalid"));
-        };
+        let original =
+            self.original_takes(&original_id, "close", EventType::ReplacementLineageClosed)?;
         original.state = target;
-        original.terminal_sequence = Some(sequence);
-        original.last_event_type = EventType::ReplacementLineageClosed;
-        original.updated_at = timestamp;
-        original.evidence_refs = evidence;
+        original.terminal_sequence = Some(ev.sequence);
         Ok(())
     }
 
     /// `candidate_validated` with `candidate_kind = failed_lane_resolution`
     /// (reference-coordinator.md §9).
-    fn apply_failure_resolution(
-        &mut self,
-        ev: &Ev<'_>,
-        meta: Meta<'_>,
-        policy: &ReplayPolicy,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn failure_resolution(&mut self, meta: Meta<'_>, policy: &ReplayPolicy) -> Applied {
+        let (ev, state) = (self.ev, &mut *self.state);
         ev.require_evidence()?;
         let evidence = ev.evidence()?;
-        if self.is_liveness_digest(&evidence_digest(ev.evidence_list()?)) {
+        if state.is_liveness_digest(&evidence_digest(ev.evidence_list()?)) {
             return Err(ev.corrupt("liveness evidence cannot resolve a failed lane"));
         }
         let Resolution {
@@ -1163,15 +1164,12 @@ impl CoordinatorState {
             resolution_lane_id: resolution_id,
             binding,
         } = ev.decoded(Resolution::decode(meta))?;
-        let original = original_id.and_then(|id| self.lanes.get(id));
-        let Some(original) = original.filter(|lane| lane.state == LaneState::Failed) else {
+        let original = original_id.and_then(|id| state.lane_in(id, LaneState::Failed).ok());
+        let Some(original) = original else {
             return Err(ev.corrupt("failure resolution original lane is invalid"));
         };
-        let resolution = resolution_id.and_then(|id| self.lanes.get(id));
-        let lineage_ok = ev.opt_str("lane_id")? == original_id
-            && ev.opt_str("agent_id")? == Some(original.agent_id.as_str())
-            && ev.opt_str("from_state")? == Some("failed")
-            && ev.opt_str("to_state")? == Some("failed")
+        let resolution = resolution_id.and_then(|id| state.lanes.get(id));
+        let lineage_ok = ev.moves(original, "failed", Some("failed"))?
             && resolution_id != original_id
             && resolution.is_some_and(|resolution| {
                 resolution.state == LaneState::Completed
@@ -1182,7 +1180,7 @@ impl CoordinatorState {
                         _ => false,
                     }
             })
-            && !self.failure_resolutions.contains_key(original.id.as_str());
+            && !state.failure_resolutions.contains_key(original.id.as_str());
         let Some(resolution) = resolution.filter(|_| lineage_ok) else {
             return Err(ev.corrupt("failure resolution lineage is invalid"));
         };
@@ -1212,58 +1210,54 @@ impl CoordinatorState {
             evidence_refs: ev.evidence_values()?,
         };
         let original_id = original.id.to_string();
-        journal.push(Undo::ResolutionInserted(original_id.clone()));
-        self.failure_resolutions.insert(original_id, record);
+        self.journal
+            .push(Undo::ResolutionInserted(original_id.clone()));
+        state.failure_resolutions.insert(original_id, record);
         Ok(())
     }
 
     /// `topology_registered`: replaces the topology; surviving ids keep
     /// their coverage and evidence. Checks are untouched.
-    fn apply_topology_registered(&mut self, topology: Topology, journal: &mut Journal) {
+    fn topology_registered(&mut self, topology: Topology) {
         let mut registered = BTreeMap::new();
         for mut component in topology.components {
-            if let Some(previous) = self.topology.get(&component.id) {
+            if let Some(previous) = self.state.topology.get(&component.id) {
                 component.coverage_state = previous.coverage_state;
                 component.evidence_refs = previous.evidence_refs.clone();
             }
             registered.insert(component.id.clone(), component);
         }
-        self.save_topology(journal);
-        self.topology = registered;
+        self.save_topology();
+        self.state.topology = registered;
     }
 
-    fn apply_component_removed(
-        &mut self,
-        ev: &Ev<'_>,
-        fact: ComponentFact<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn component_removed(&mut self, fact: ComponentFact<'_>) -> Applied {
         let component_id = fact.component_id;
-        let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
-            return Err(ev.corrupt("topology removal references an unknown component"));
+        let Some(component_id) = component_id.filter(|id| self.state.topology.contains_key(*id))
+        else {
+            return Err(self
+                .ev
+                .corrupt("topology removal references an unknown component"));
         };
-        self.save_topology(journal);
-        if let Some(record) = self.topology.remove(component_id) {
-            self.removed_component_records
+        self.save_topology();
+        let state = &mut *self.state;
+        if let Some(record) = state.topology.remove(component_id) {
+            state
+                .removed_component_records
                 .insert(component_id.to_owned(), record);
         }
-        if !self.removed_components.iter().any(|id| id == component_id) {
-            self.removed_components.push(component_id.to_owned());
-            self.removed_components.sort();
+        if !state.removed_components.iter().any(|id| id == component_id) {
+            state.removed_components.push(component_id.to_owned());
+            state.removed_components.sort();
         }
         Ok(())
     }
 
-    fn apply_check_result(
-        &mut self,
-        ev: &Ev<'_>,
-        passed: bool,
-        fact: ComponentFact<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn check_result(&mut self, passed: bool, fact: ComponentFact<'_>) -> Applied {
+        let (ev, state) = (self.ev, &mut *self.state);
         let (component_id, check_id) = (fact.component_id, fact.check_id);
         let registered = component_id
-            .and_then(|id| self.topology.get(id))
+            .and_then(|id| state.topology.get(id))
             .zip(check_id)
             .is_some_and(|(component, check)| component.required_checks.iter().any(|c| c == check));
         let (Some(component_id), Some(check_id), true) = (component_id, check_id, registered)
@@ -1275,7 +1269,7 @@ impl CoordinatorState {
             evidence_refs: ev.evidence_values()?,
             reason: ev.opt_str("reason")?.map(str::to_owned),
         };
-        let last = self
+        let last = state
             .check_history
             .get(component_id)
             .and_then(|checks| checks.get(check_id))
@@ -1283,43 +1277,42 @@ impl CoordinatorState {
         if last.is_some_and(|last| same_json(&last.to_json(), &record.to_json())) {
             return Err(ev.corrupt("duplicate check result"));
         }
-        let previous = self
+        let previous = state
             .checks
             .get(component_id)
             .and_then(|checks| checks.get(check_id))
             .copied();
-        journal.push(Undo::CheckAppended {
+        self.journal.push(Undo::CheckAppended {
             component: component_id.to_owned(),
             check: check_id.to_owned(),
             previous,
         });
-        self.check_history
+        state
+            .check_history
             .entry(component_id.to_owned())
             .or_default()
             .entry(check_id.to_owned())
             .or_default()
             .push(record);
-        self.checks
+        state
+            .checks
             .entry(component_id.to_owned())
             .or_default()
             .insert(check_id.to_owned(), passed);
         Ok(())
     }
 
-    fn apply_evidence_attached(
-        &mut self,
-        ev: &Ev<'_>,
-        fact: ComponentFact<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn evidence_attached(&mut self, fact: ComponentFact<'_>) -> Applied {
+        let ev = self.ev;
         let component_id = fact.component_id;
-        let Some(component_id) = component_id.filter(|id| self.topology.contains_key(*id)) else {
+        let Some(component_id) = component_id.filter(|id| self.state.topology.contains_key(*id))
+        else {
             return Err(ev.corrupt("component evidence references an unknown component"));
         };
         let coverage = ev.decoded(fact.coverage_state)?;
         let evidence = ev.evidence_values()?;
-        self.save_topology(journal);
-        if let Some(component) = self.topology.get_mut(component_id) {
+        self.save_topology();
+        if let Some(component) = self.state.topology.get_mut(component_id) {
             component.coverage_state = coverage;
             component.evidence_refs = evidence;
         }
@@ -1328,27 +1321,25 @@ impl CoordinatorState {
 
     /// `handoff_recorded` / `live_report_recorded`: one binding per kind;
     /// rebinding the same metadata is accepted, different metadata is not.
-    fn apply_report(
-        &mut self,
-        ev: &Ev<'_>,
-        Report { kind, binding }: Report<'_>,
-        journal: &mut Journal,
-    ) -> Result<(), ReplayError> {
+    fn report(&mut self, Report { kind, binding }: Report<'_>) -> Applied {
+        let state = &mut *self.state;
         let metadata = binding;
-        let previous = self.reports.get(kind);
+        let previous = state.reports.get(kind);
         if previous.is_some_and(|previous| {
             !same_json(
                 &Value::Object(previous.clone()),
                 &Value::Object(metadata.clone()),
             )
         }) {
-            return Err(ev.corrupt("report kind is already bound to different evidence"));
+            return Err(self
+                .ev
+                .corrupt("report kind is already bound to different evidence"));
         }
-        journal.push(Undo::Report {
+        self.journal.push(Undo::Report {
             kind: kind.to_owned(),
             previous: previous.cloned(),
         });
-        self.reports.insert(kind.to_owned(), metadata);
+        state.reports.insert(kind.to_owned(), metadata);
         Ok(())
     }
 }
