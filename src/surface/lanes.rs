@@ -84,9 +84,7 @@ pub fn dispatch(
             None,
         ),
     };
-    let ctx = transition
-        .mutation
-        .context(root, env, Some(transition.at.as_str()));
+    let ctx = transition.context(root, env);
     let request = LaneTransitionRequest {
         command: kind,
         evidence: transition.mutation.evidence,

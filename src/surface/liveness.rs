@@ -44,7 +44,7 @@ impl LaneStepArgs {
         operation: &'static str,
         command: impl FnOnce(&MutationContext, LaneFlags<'_>) -> FlowResult<A>,
     ) -> FlowResult<Success> {
-        let ctx = self.mutation.context(root, env, Some(self.at.as_str()));
+        let ctx = self.context(root, env);
         Ok(Success::of(operation, &command(&ctx, self.flags())?))
     }
 }

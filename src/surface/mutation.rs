@@ -136,3 +136,10 @@ pub struct LaneStepArgs {
     #[arg(long, required = true)]
     pub at: String,
 }
+
+impl LaneStepArgs {
+    /// This invocation's pipeline context, its event time the step's `--at`.
+    pub fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
+        self.mutation.context(root, env, Some(self.at.as_str()))
+    }
+}

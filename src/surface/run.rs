@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::mutation::EvidencedArgs;
+use crate::commands::mutate::MutationContext;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
 use crate::store::discovery::DiscoveryEnv;
@@ -30,6 +31,14 @@ pub struct RunTransitionArgs {
     pub mutation: EvidencedArgs,
     #[arg(long)]
     pub at: Option<String>,
+}
+
+impl RunTransitionArgs {
+    /// This invocation's pipeline context, its event time `--at` (checked
+    /// as the decision's time, [`commands::lifecycle::decided_at`]).
+    fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
+        self.mutation.context(root, env, self.at.as_deref())
+    }
 }
 
 #[derive(Debug, Args, serde::Deserialize)]
@@ -58,13 +67,9 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
         RunCommands::RunApprove(a) => {
             // The approval gate (our extension): identity comes from the
             // environment, never from argv; a signature from a file.
-            let transition = &a.transition;
-            let ctx = transition
-                .mutation
-                .context(root, env, transition.at.as_deref());
             let answer = commands::approval::approve(
-                &ctx,
-                &transition.mutation.evidence,
+                &a.transition.context(root, env),
+                &a.transition.mutation.evidence,
                 &commands::approval::ApprovalEnv::from_process(),
                 a.signature.as_deref(),
             )?;
@@ -89,9 +94,7 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
             Some(a.reason),
         ),
     };
-    let ctx = transition
-        .mutation
-        .context(root, env, transition.at.as_deref());
+    let ctx = transition.context(root, env);
     let evidence = &transition.mutation.evidence;
     // The approval gate (our extension) owns approve and cancel: identity
     // comes from the environment, never from argv.
