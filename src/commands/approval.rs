@@ -222,12 +222,11 @@ fn read_gate_in_lock(
 pub fn approve(
     ctx: &MutationContext,
     evidence: &JsonArg,
-    at: Option<&str>,
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let at = decided_at(ctx, at)?;
+    let at = decided_at(ctx)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
     let credential_path = approval_env.approver_file(&ctx.env);
@@ -291,13 +290,12 @@ pub fn approve(
 pub fn cancel(
     ctx: &MutationContext,
     evidence: &JsonArg,
-    at: Option<&str>,
     reason: &str,
     approval_env: &ApprovalEnv,
 ) -> FlowResult<MutationAnswer> {
     use crate::coordinator::RunState;
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let at = decided_at(ctx, at)?;
+    let at = decided_at(ctx)?;
     precheck_run_transition(&evidence)?;
     let identity = approval_env.approved_by();
     // A denial is recorded against the gate: read it under the lock first.

@@ -9,13 +9,12 @@ use crate::coordinator::breach::require_no_breach;
 use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
 };
-use crate::receipt::primitives::{format_now, parse_timestamp};
+use crate::receipt::primitives::parse_timestamp;
 
-/// `--at` (or now) as a stored timestamp; it must be a real UTC instant.
-pub fn decided_at(ctx: &MutationContext, at: Option<&str>) -> FlowResult<String> {
-    let at = at
-        .map(str::to_string)
-        .unwrap_or_else(|| format_now(ctx.now));
+/// The context's `--at` (or now, [`MutationContext::stamp`]) as a stored
+/// timestamp; it must be a real UTC instant.
+pub fn decided_at(ctx: &MutationContext) -> FlowResult<String> {
+    let at = ctx.stamp();
     parse_timestamp(&at).ok_or_else(|| {
         FlowError::from(InputRefusal::Timestamp {
             field: "decided_at".into(),
@@ -31,11 +30,10 @@ pub fn run_transition(
     ctx: &MutationContext,
     command: RunCommand,
     evidence: &JsonArg,
-    at: Option<&str>,
     reason: Option<&str>,
 ) -> FlowResult<MutationAnswer> {
     let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let at = decided_at(ctx, at)?;
+    let at = decided_at(ctx)?;
     precheck_run_transition(&evidence)?;
     ctx.commit_replayed(&run, |input| {
         if command == RunCommand::Start {

@@ -311,8 +311,8 @@ fn running_run() -> Scratch {
     scratch.init("main.owner", "0badc0de").unwrap();
     let ctx = scratch.ctx();
     let evidence = scratch.input("ev.json", &json!([{"kind": "plan", "summary": "go"}]));
-    run_transition(&ctx, RunCommand::Approve, &evidence, None, None).unwrap();
-    run_transition(&ctx, RunCommand::Start, &evidence, None, None).unwrap();
+    run_transition(&ctx, RunCommand::Approve, &evidence, None).unwrap();
+    run_transition(&ctx, RunCommand::Start, &evidence, None).unwrap();
     let lane = scratch.input(
         "lane.json",
         &json!({"lane_id": "l1", "agent_id": "a1", "assignment": "work",
@@ -373,7 +373,6 @@ fn reliability_faults_every_failed_write_or_fsync_of_a_run_transition_keeps_old_
             &s.ctx(),
             RunCommand::RecoveryStart,
             &s.given("ev.json"),
-            None,
             Some("fault sweep"),
         )
     };

@@ -6,7 +6,7 @@ use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 
-use super::mutation::{InputMutationArgs, LaneStepArgs, context};
+use super::mutation::{InputMutationArgs, LaneStepArgs};
 use crate::commands::lanes::LaneTransitionRequest;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::lane_commands::LaneCommand;
@@ -84,10 +84,10 @@ pub fn dispatch(
             None,
         ),
     };
-    let ctx = context(root, env, &transition.common, Some(transition.at.as_str()));
+    let ctx = transition.context(root, env);
     let request = LaneTransitionRequest {
         command: kind,
-        evidence: transition.evidence,
+        evidence: transition.mutation.evidence,
         lane_id: transition.lane_id,
         agent_id: transition.agent_id,
         at: transition.at,

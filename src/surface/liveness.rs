@@ -7,7 +7,7 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::mutation::{InputMutationArgs, LaneStepArgs, context};
+use super::mutation::{InputMutationArgs, LaneStepArgs};
 use crate::commands::liveness::{self, LaneFlags};
 use crate::commands::mutate::MutationContext;
 use crate::commands::{FlowError, FlowResult};
@@ -31,7 +31,7 @@ impl LaneStepArgs {
             lane_id: &self.lane_id,
             agent_id: &self.agent_id,
             at: &self.at,
-            evidence: &self.evidence,
+            evidence: &self.mutation.evidence,
         }
     }
 
@@ -44,7 +44,7 @@ impl LaneStepArgs {
         operation: &'static str,
         command: impl FnOnce(&MutationContext, LaneFlags<'_>) -> FlowResult<A>,
     ) -> FlowResult<Success> {
-        let ctx = context(root, env, &self.common, Some(self.at.as_str()));
+        let ctx = self.context(root, env);
         Ok(Success::of(operation, &command(&ctx, self.flags())?))
     }
 }

@@ -20,6 +20,50 @@ pub struct MutationArgs {
     pub expected_head: Option<String>,
 }
 
+impl MutationArgs {
+    /// The pipeline context of one invocation: the clock is read once,
+    /// here; `at` is the command's `--at` (the time its event records).
+    pub fn context(
+        &self,
+        root: &StateRoot,
+        env: &DiscoveryEnv,
+        at: Option<&str>,
+    ) -> MutationContext {
+        MutationContext {
+            root: root.clone(),
+            run_id: self.run_id.clone(),
+            owner_file: self.owner_file.clone(),
+            expected_head: self.expected_head.clone(),
+            now: chrono::Utc::now(),
+            at: at.map(str::to_string),
+            env: env.clone(),
+        }
+    }
+}
+
+/// The shared mutation flags, then `--evidence`: how every evidenced
+/// mutation's flags begin.
+#[derive(Debug, Args, serde::Deserialize)]
+pub struct EvidencedArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: MutationArgs,
+    #[arg(long, required = true)]
+    pub evidence: JsonArg,
+}
+
+impl EvidencedArgs {
+    /// This invocation's pipeline context ([`MutationArgs::context`]).
+    pub fn context(
+        &self,
+        root: &StateRoot,
+        env: &DiscoveryEnv,
+        at: Option<&str>,
+    ) -> MutationContext {
+        self.common.context(root, env, at)
+    }
+}
+
 /// `--at` of a mutation the reference stamps with its own clock (our
 /// extension, DEVIATIONS 87): the time the event records.
 #[derive(Debug, Args, serde::Deserialize)]
@@ -30,25 +74,20 @@ pub struct AtArg {
 }
 
 impl AtArg {
-    /// `--at`, which must be a UTC timestamp in the stored shape (the
-    /// event records it as given): refused before anything else, since
-    /// the reference has no such flag here.
+    /// `--at`, which must be a UTC timestamp in the stored shape
+    /// (`YYYY-MM-DDTHH:MM:SS[.ffffff]Z`; the event records it as given):
+    /// refused naming the flag before anything else, since the reference
+    /// has no such flag, or ignores it (contracts/commands.md "One clock").
     pub fn value(&self) -> FlowResult<Option<&str>> {
-        strict_at(self.at.as_deref())
-    }
-}
-
-/// A recorded `--at` in the stored shape (`YYYY-MM-DDTHH:MM:SS[.ffffff]Z`),
-/// refused naming the flag otherwise (contracts/commands.md "One clock").
-pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
-    match at {
-        Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => Err(
-            FlowError::from(crate::coordinator::decide::InputRefusal::Timestamp {
-                field: "--at".into(),
-            })
-            .taught(crate::coordinator::decide::at_teaching(text)),
-        ),
-        other => Ok(other),
+        match self.at.as_deref() {
+            Some(text) if crate::receipt::primitives::parse_timestamp(text).is_none() => Err(
+                FlowError::from(crate::coordinator::decide::InputRefusal::Timestamp {
+                    field: "--at".into(),
+                })
+                .taught(crate::coordinator::decide::at_teaching(text)),
+            ),
+            other => Ok(other),
+        }
     }
 }
 
@@ -59,9 +98,7 @@ pub fn strict_at(at: Option<&str>) -> FlowResult<Option<&str>> {
 pub struct InputMutationArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long, required = true)]
     pub input: JsonArg,
     #[command(flatten)]
@@ -79,8 +116,8 @@ impl InputMutationArgs {
         operation: &'static str,
         command: impl FnOnce(&MutationContext, &JsonArg, &JsonArg) -> FlowResult<A>,
     ) -> FlowResult<super::Success> {
-        let ctx = context(root, env, &self.common, self.at.value()?);
-        let answer = command(&ctx, &self.evidence, &self.input)?;
+        let ctx = self.mutation.context(root, env, self.at.value()?);
+        let answer = command(&ctx, &self.mutation.evidence, &self.input)?;
         Ok(super::Success::of(operation, &answer))
     }
 }
@@ -91,9 +128,7 @@ impl InputMutationArgs {
 pub struct LaneStepArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "agent-id", required = true)]
@@ -102,21 +137,9 @@ pub struct LaneStepArgs {
     pub at: String,
 }
 
-/// The pipeline context of one invocation: the clock is read once, here;
-/// `at` is the command's `--at` (the time its event records).
-pub fn context(
-    root: &StateRoot,
-    env: &DiscoveryEnv,
-    args: &MutationArgs,
-    at: Option<&str>,
-) -> MutationContext {
-    MutationContext {
-        root: root.clone(),
-        run_id: args.run_id.clone(),
-        owner_file: args.owner_file.clone(),
-        expected_head: args.expected_head.clone(),
-        now: chrono::Utc::now(),
-        at: at.map(str::to_string),
-        env: env.clone(),
+impl LaneStepArgs {
+    /// This invocation's pipeline context, its event time the step's `--at`.
+    pub fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
+        self.mutation.context(root, env, Some(self.at.as_str()))
     }
 }

@@ -7,7 +7,7 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::mutation::{MutationArgs, context};
+use super::mutation::{AtArg, EvidencedArgs, MutationArgs};
 use super::transparency::SignHeadKeyArg;
 use crate::commands::FlowResult;
 use crate::commands::recovery::{RecoveryRequest, recovery_run_create};
@@ -29,9 +29,7 @@ pub enum RecoveryCommands {
 pub struct ResumeArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long = "new-owner-file", required = true)]
     pub new_owner_file: PathBuf,
     #[command(flatten)]
@@ -39,7 +37,7 @@ pub struct ResumeArgs {
     pub sign: SignHeadKeyArg,
     #[command(flatten)]
     #[serde(flatten)]
-    pub at: super::mutation::AtArg,
+    pub at: AtArg,
 }
 
 /// No `--expected-head`: the damaged run is not appended to.
@@ -63,7 +61,7 @@ pub struct RecoveryRunCreateArgs {
     pub sign: SignHeadKeyArg,
     #[command(flatten)]
     #[serde(flatten)]
-    pub at: super::mutation::AtArg,
+    pub at: AtArg,
 }
 
 #[derive(Debug, Args, serde::Deserialize)]
@@ -85,7 +83,7 @@ pub struct ReportArgs {
     pub input: JsonArg,
     #[command(flatten)]
     #[serde(flatten)]
-    pub at: super::mutation::AtArg,
+    pub at: AtArg,
 }
 
 pub fn dispatch(
@@ -98,10 +96,10 @@ pub fn dispatch(
             root,
             "resume",
             || {
-                let ctx = context(root, env, &args.common, args.at.value()?);
+                let ctx = args.mutation.context(root, env, args.at.value()?);
                 resume(
                     &ctx,
-                    &args.evidence,
+                    &args.mutation.evidence,
                     &args.new_owner_file,
                     &crate::store::handle::OwnerToken::generate(),
                 )
@@ -136,13 +134,13 @@ pub fn dispatch(
             "handoff-create",
             || {
                 let report = &args.report;
-                let ctx = context(root, env, &report.common, report.at.value()?);
+                let ctx = report.common.context(root, env, report.at.value()?);
                 create_report(&ctx, ReportKind::Handoff, &report.input)
             },
             |answer| &answer.head.run_id,
         )?,
         RecoveryCommands::LiveReportCreate(args) => {
-            let ctx = context(root, env, &args.common, args.at.value()?);
+            let ctx = args.common.context(root, env, args.at.value()?);
             Success::of(
                 "live-report-create",
                 &create_report(&ctx, ReportKind::Live, &args.input)?,

@@ -2,11 +2,10 @@
 //! replacement-block, replacement-close.
 
 use super::Success;
-use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 
-use super::mutation::{InputMutationArgs, MutationArgs, context};
+use super::mutation::{EvidencedArgs, InputMutationArgs};
 use crate::commands::FlowResult;
 use crate::commands::replacement::{LineageCommand, lane_reassign, lineage};
 use crate::store::discovery::DiscoveryEnv;
@@ -24,9 +23,7 @@ pub enum ReplacementCommands {
 pub struct LineageArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "replacement-lane-id", required = true)]
@@ -50,14 +47,14 @@ pub fn dispatch(
         ReplacementCommands::ReplacementBlock(a) => ("replacement-block", LineageCommand::Block, a),
         ReplacementCommands::ReplacementClose(a) => ("replacement-close", LineageCommand::Close, a),
     };
-    let ctx = context(root, env, &args.common, Some(args.at.as_str()));
+    let ctx = args.mutation.context(root, env, Some(args.at.as_str()));
     let answer = lineage(
         &ctx,
         kind,
         &args.lane_id,
         &args.replacement_lane_id,
         &args.at,
-        &args.evidence,
+        &args.mutation.evidence,
     )?;
     Ok(Success::of(name, &answer))
 }

@@ -2,12 +2,12 @@
 //! run-recovery-finish, run-fail, run-block, run-cancel.
 
 use super::Success;
-use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
-use super::mutation::{MutationArgs, context};
+use super::mutation::EvidencedArgs;
+use crate::commands::mutate::MutationContext;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
 use crate::store::discovery::DiscoveryEnv;
@@ -28,11 +28,17 @@ pub enum RunCommands {
 pub struct RunTransitionArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long)]
     pub at: Option<String>,
+}
+
+impl RunTransitionArgs {
+    /// This invocation's pipeline context, its event time `--at` (checked
+    /// as the decision's time, [`commands::lifecycle::decided_at`]).
+    fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
+        self.mutation.context(root, env, self.at.as_deref())
+    }
 }
 
 #[derive(Debug, Args, serde::Deserialize)]
@@ -61,11 +67,9 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
         RunCommands::RunApprove(a) => {
             // The approval gate (our extension): identity comes from the
             // environment, never from argv; a signature from a file.
-            let ctx = context(root, env, &a.transition.common, a.transition.at.as_deref());
             let answer = commands::approval::approve(
-                &ctx,
-                &a.transition.evidence,
-                a.transition.at.as_deref(),
+                &a.transition.context(root, env),
+                &a.transition.mutation.evidence,
                 &commands::approval::ApprovalEnv::from_process(),
                 a.signature.as_deref(),
             )?;
@@ -90,25 +94,16 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
             Some(a.reason),
         ),
     };
-    let ctx = context(root, env, &transition.common, transition.at.as_deref());
+    let ctx = transition.context(root, env);
+    let evidence = &transition.mutation.evidence;
     // The approval gate (our extension) owns approve and cancel: identity
     // comes from the environment, never from argv.
     let gate = commands::approval::ApprovalEnv::from_process;
     let answer = match (kind, reason.as_deref()) {
-        (RunCommand::Cancel, Some(reason)) => commands::approval::cancel(
-            &ctx,
-            &transition.evidence,
-            transition.at.as_deref(),
-            reason,
-            &gate(),
-        )?,
-        _ => commands::lifecycle::run_transition(
-            &ctx,
-            kind,
-            &transition.evidence,
-            transition.at.as_deref(),
-            reason.as_deref(),
-        )?,
+        (RunCommand::Cancel, Some(reason)) => {
+            commands::approval::cancel(&ctx, evidence, reason, &gate())?
+        }
+        _ => commands::lifecycle::run_transition(&ctx, kind, evidence, reason.as_deref())?,
     };
     Ok(Success::of(name, &answer))
 }

@@ -3,11 +3,10 @@
 //! read-only completion-check.
 
 use super::Success;
-use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 
-use super::mutation::{InputMutationArgs, MutationArgs, context};
+use super::mutation::{AtArg, EvidencedArgs, InputMutationArgs};
 use crate::commands::FlowResult;
 use crate::commands::{completion, topology};
 use crate::store::discovery::DiscoveryEnv;
@@ -34,9 +33,7 @@ pub struct CompletionCheckArgs {
 pub struct LaneResolveArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long = "lane-id", required = true)]
     pub lane_id: String,
     #[arg(long = "resolution-lane-id", required = true)]
@@ -49,28 +46,25 @@ pub struct LaneResolveArgs {
 pub struct TopologyRemoveArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
+    pub mutation: EvidencedArgs,
     #[arg(long = "component-id", required = true)]
     pub component_id: String,
     #[arg(long, required = true)]
     pub reason: String,
     #[command(flatten)]
     #[serde(flatten)]
-    pub at: super::mutation::AtArg,
+    pub at: AtArg,
 }
 
 #[derive(Debug, Args, serde::Deserialize)]
 pub struct CompleteArgs {
     #[command(flatten)]
     #[serde(flatten)]
-    pub common: MutationArgs,
-    #[arg(long, required = true)]
-    pub evidence: JsonArg,
-    /// When it happened: a UTC timestamp ending in Z, recorded as the event's time (the reference accepts and ignores it; at most 300 seconds after this machine's clock; default: now).
-    #[arg(long)]
-    pub at: Option<String>,
+    pub mutation: EvidencedArgs,
+    // Its help is complete.txt's: the reference accepts and ignores it.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub at: AtArg,
     #[command(flatten)]
     #[serde(flatten)]
     pub sign: super::transparency::SignHeadKeyArg,
@@ -99,12 +93,12 @@ pub fn dispatch(
             topology::component_evidence,
         )?,
         TopologyCommands::LaneResolve(a) => {
-            let ctx = context(root, env, &a.common, Some(a.at.as_str()));
+            let ctx = a.mutation.context(root, env, Some(a.at.as_str()));
             Success::of(
                 "lane-resolve",
                 &completion::lane_resolve(
                     &ctx,
-                    &a.evidence,
+                    &a.mutation.evidence,
                     &a.lane_id,
                     &a.resolution_lane_id,
                     &a.at,
@@ -112,18 +106,18 @@ pub fn dispatch(
             )
         }
         TopologyCommands::TopologyRemove(a) => {
-            let ctx = context(root, env, &a.common, a.at.value()?);
+            let ctx = a.mutation.context(root, env, a.at.value()?);
             Success::of(
                 "topology-remove",
-                &topology::topology_remove(&ctx, &a.evidence, &a.component_id, &a.reason)?,
+                &topology::topology_remove(&ctx, &a.mutation.evidence, &a.component_id, &a.reason)?,
             )
         }
         TopologyCommands::Complete(a) => a.sign.gate(
             root,
             "complete",
             || {
-                let at = super::mutation::strict_at(a.at.as_deref())?;
-                completion::complete(&context(root, env, &a.common, at), &a.evidence)
+                let ctx = a.mutation.context(root, env, a.at.value()?);
+                completion::complete(&ctx, &a.mutation.evidence)
             },
             |answer| &answer.run_id,
         )?,

@@ -486,7 +486,6 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                     &f.ctx(&f.run.owner),
                     RunCommand::RecoveryStart,
                     &given(file),
-                    None,
                     Some("hostile evidence"),
                 ))
             },
