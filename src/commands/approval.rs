@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
-use super::mutate::{DecisionInput, MutationAnswer, MutationContext, mutate_gathered};
+use super::mutate::{DecisionInput, MutationAnswer, OpenMutation, mutate_gathered};
 use crate::coordinator::CoordinatorState;
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, Claim, Credential, Decision, Gate, PolicyStatus,
@@ -220,14 +220,13 @@ fn read_gate_in_lock(
 
 /// `run-approve`: the reference's transition, gated by the frozen policy.
 pub fn approve(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
+    mutation: &OpenMutation,
     approval_env: &ApprovalEnv,
     signature: Option<&Path>,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
+    let ctx = &mutation.ctx;
     let at = decided_at(ctx)?;
-    precheck_run_transition(&evidence)?;
+    precheck_run_transition(&mutation.evidence)?;
     let identity = approval_env.approved_by();
     let credential_path = approval_env.approver_file(&ctx.env);
     let signature = signature.map(|path| SignatureClaim {
@@ -240,7 +239,7 @@ pub fn approve(
     // Read under the lock, before the decision: the gate against the head
     // the pipeline loaded, and the credential the policy pins.
     let gather = |input: &DecisionInput<'_>| {
-        let (ledger, status) = read_gate_in_lock(&run, input.state)?;
+        let (ledger, status) = read_gate_in_lock(&mutation.run, input.state)?;
         let credential = match (&credential_path, status.pins_credential()) {
             (_, false) | (None, true) => Credential::NotGiven,
             (Some(path), true) => match read_credential(ctx.root.at(path)) {
@@ -255,7 +254,7 @@ pub fn approve(
     };
     let committed = mutate_gathered(
         ctx,
-        &run,
+        &mutation.run,
         true,
         gather,
         |input, (ledger, status, credential)| {
@@ -276,7 +275,7 @@ pub fn approve(
                 &claim,
                 input.now,
                 &at,
-                &evidence,
+                &mutation.evidence,
                 &input.policy.limits,
             )
         },
@@ -288,15 +287,13 @@ pub fn approve(
 /// `approved` is a denial and records `BLUETAPE_APPROVED_BY` when set. The
 /// chain is only read for such a denial (the receipt is short then).
 pub fn cancel(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
+    mutation: &OpenMutation,
     reason: &str,
     approval_env: &ApprovalEnv,
 ) -> FlowResult<MutationAnswer> {
     use crate::coordinator::RunState;
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let at = decided_at(ctx)?;
-    precheck_run_transition(&evidence)?;
+    let at = decided_at(&mutation.ctx)?;
+    precheck_run_transition(&mutation.evidence)?;
     let identity = approval_env.approved_by();
     // A denial is recorded against the gate: read it under the lock first.
     let gather = |input: &DecisionInput<'_>| {
@@ -305,24 +302,30 @@ pub fn cancel(
                 input.state.run_state_enum(),
                 RunState::Planned | RunState::Approved
             ) {
-                read_gate_in_lock(&run, input.state)?.0
+                read_gate_in_lock(&mutation.run, input.state)?.0
             } else {
                 ApprovalLedger::default()
             },
         )
     };
-    let committed = mutate_gathered(ctx, &run, true, gather, |input, ledger| {
-        decide_deny(
-            input.state,
-            &ledger,
-            identity.as_deref(),
-            &at,
-            &evidence,
-            Some(reason),
-            &input.policy.limits,
-        )
-    })?;
-    Ok(committed.answer(&ctx.run_id))
+    let committed = mutate_gathered(
+        &mutation.ctx,
+        &mutation.run,
+        true,
+        gather,
+        |input, ledger| {
+            decide_deny(
+                input.state,
+                &ledger,
+                identity.as_deref(),
+                &at,
+                &mutation.evidence,
+                Some(reason),
+                &input.policy.limits,
+            )
+        },
+    )?;
+    Ok(committed.answer(&mutation.ctx.run_id))
 }
 
 /// What `approvals` answers (contracts/approvals.md): the frozen policy,

@@ -1,13 +1,12 @@
 //! Completion (reference-coordinator §9, §10.5–§10.7): the read-only
 //! `completion-check`, `lane-resolve` and the `complete` gate.
 
-use crate::store::input::JsonArg;
 use crate::store::root::StateRoot;
 use serde::Serialize;
 
 use super::error::FlowResult;
 use super::ledger::open_run;
-use super::mutate::{MutationAnswer, MutationContext};
+use super::mutate::{MutationAnswer, OpenMutation};
 use super::rebuild::replay_run;
 use crate::coordinator::breach::Breach;
 use crate::coordinator::completion::{CompletionReport, decide_complete, evaluate_completion};
@@ -58,17 +57,17 @@ pub fn completion_check(root: &StateRoot, run_id: &str) -> FlowResult<Completion
 /// loads the state again; if the head moved in between, `complete` answers
 /// "receipt head changed before mutation" (exit 5, retry) rather than
 /// decide on a state it did not fully verify.
-pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    run.dir.validate()?;
+pub fn complete(mutation: &OpenMutation) -> FlowResult<MutationAnswer> {
+    let ctx = &mutation.ctx;
+    mutation.run.dir.validate()?;
     let owner_file = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let owner_file = check_contained(&ctx.root, &owner_file, &ctx.env.cwd)?;
     read_handle(ctx.root.at(&owner_file), Some(&ctx.run_id))?;
-    let (verified, _) = replay_run(&run, false)?;
+    let (verified, _) = replay_run(&mutation.run, false)?;
     // In the lock too the gate decides, pre-applies and checks for a
     // breach on a full replay: never on the checkpoint or its digest table
     // (contracts/receipt.md "What a mutation proves").
-    ctx.commit_replayed(&run, |d| {
+    mutation.commit_replayed(|d| {
         if d.state.last_checksum() != verified.last_checksum() {
             return Err(FlowError::HeadMoved {
                 expected: verified.last_checksum().to_string(),
@@ -77,22 +76,18 @@ pub fn complete(ctx: &MutationContext, evidence: &JsonArg) -> FlowResult<Mutatio
             });
         }
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
-        decide_complete(&verified, &evidence)
+        decide_complete(&verified, &mutation.evidence)
     })
 }
 
 /// `lane-resolve --lane-id --resolution-lane-id --at --evidence`.
 pub fn lane_resolve(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
+    mutation: &OpenMutation,
     lane_id: &str,
     resolution_lane_id: &str,
     at: &str,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let request = precheck_resolve(lane_id, resolution_lane_id, at, &evidence)?;
+    let request = precheck_resolve(lane_id, resolution_lane_id, at, &mutation.evidence)?;
     // Liveness history decides the binding: a full replay (contracts/rules.md).
-    ctx.commit_replayed(&run, |d| {
-        decide_resolve(d.state, d.policy, &request, &evidence)
-    })
+    mutation.commit_replayed(|d| decide_resolve(d.state, d.policy, &request, &mutation.evidence))
 }

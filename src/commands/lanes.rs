@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::error::FlowResult;
-use super::mutate::{MutationAnswer, MutationContext};
+use super::mutate::{MutationAnswer, OpenMutation};
 use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::inputs::LaneCreateInput;
 use crate::coordinator::lane_commands::{
@@ -46,65 +46,61 @@ pub(crate) fn canonicalize(
     })
 }
 
-/// `lane-create`: evidence, then the input object, then the pre-lock
+/// `lane-create`: (evidence read) the input object, then the pre-lock
 /// checks (the write scope is canonicalised here, before the lock).
-pub fn lane_create(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
-    input: &JsonArg,
-) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let input = ctx.read_timed_input::<LaneCreateInput>(input)?;
-    let limits = &run.manifest.contract.limits;
-    let repo_root = run.repo_root()?;
-    let request = precheck_lane_create(&input, &evidence, |scopes| {
+pub fn lane_create(mutation: &OpenMutation, input: &JsonArg) -> FlowResult<MutationAnswer> {
+    let input = mutation.ctx.read_timed_input::<LaneCreateInput>(input)?;
+    let limits = &mutation.run.manifest.contract.limits;
+    let repo_root = mutation.run.repo_root()?;
+    let request = precheck_lane_create(&input, &mutation.evidence, |scopes| {
         canonicalize(repo_root.as_deref(), scopes, limits)
     })?;
     // A new lane rests on absences (no lane of that id, the lane limit):
     // no line proves them, so the decision is taken on a full replay
     // (contracts/receipt.md "What a mutation proves").
-    ctx.commit_replayed(&run, |input| {
-        decide_lane_create(input.state, input.policy, &request, &evidence)
+    mutation.commit_replayed(|input| {
+        decide_lane_create(input.state, input.policy, &request, &mutation.evidence)
     })
 }
 
-/// The flags of one lane transition.
-#[derive(Debug, Clone)]
-pub struct LaneTransitionRequest {
-    pub command: LaneCommand,
-    pub evidence: JsonArg,
-    pub lane_id: String,
-    pub agent_id: String,
-    pub at: String,
-    pub reason: Option<String>,
-    /// `--changed-paths` (lane-complete only).
-    pub changed_paths: Option<JsonArg>,
+/// The flags that address a lane step: every lane transition and liveness
+/// step names its lane, its agent and its time.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneFlags<'a> {
+    pub lane_id: &'a str,
+    pub agent_id: &'a str,
+    pub at: &'a str,
 }
 
-/// The shared lane-transition path: evidence, then `--changed-paths` (its
+/// The shared lane-transition path: (evidence read) `--changed-paths` (its
 /// items must be non-empty strings), then ids, `--at`, evidence present;
 /// in the lock the shared decision (changed paths are canonicalised there,
 /// against the repo root, after the lane checks).
+/// `changed_paths` is lane-complete's `--changed-paths`.
 pub fn lane_transition(
-    ctx: &MutationContext,
-    request: &LaneTransitionRequest,
+    mutation: &OpenMutation,
+    command: LaneCommand,
+    flags: LaneFlags<'_>,
+    reason: Option<&str>,
+    changed_paths: Option<&JsonArg>,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(&request.evidence)?;
-    let changed_paths = match &request.changed_paths {
+    let changed_paths = match changed_paths {
         Some(path) => {
-            let changed = ctx.read_json(path, InputShape::List, "--changed-paths")?;
+            let changed = mutation
+                .ctx
+                .read_json(path, InputShape::List, "--changed-paths")?;
             check_changed_paths_input(&changed)?;
             Some(changed)
         }
         None => None,
     };
     let transition = LaneTransition {
-        command: request.command,
-        lane_id: &request.lane_id,
-        agent_id: &request.agent_id,
-        at: &request.at,
-        evidence: &evidence,
-        reason: request.reason.as_deref(),
+        command,
+        lane_id: flags.lane_id,
+        agent_id: flags.agent_id,
+        at: flags.at,
+        evidence: &mutation.evidence,
+        reason,
         changed_paths: changed_paths.as_ref(),
     };
     precheck_lane_transition(&transition)?;
@@ -112,22 +108,26 @@ pub fn lane_transition(
     // here, so the decision gets the outcome as a value and reads no file;
     // it still reports a failure only after the lane checks.
     let repo_root = match &changed_paths {
-        Some(_) => run.repo_root()?,
+        Some(_) => mutation.run.repo_root()?,
         None => None,
     };
-    let canonical_changed = changed_paths
-        .as_ref()
-        .map(|paths| canonicalize(repo_root.as_deref(), paths, &run.manifest.contract.limits));
+    let canonical_changed = changed_paths.as_ref().map(|paths| {
+        canonicalize(
+            repo_root.as_deref(),
+            paths,
+            &mutation.run.manifest.contract.limits,
+        )
+    });
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table
     // (contracts/rules.md).
-    let full = request.command == crate::coordinator::lane_commands::LaneCommand::Complete;
-    let committed = super::mutate::mutate_with(ctx, &run, full, |input| {
+    let full = command == LaneCommand::Complete;
+    let committed = super::mutate::mutate_with(&mutation.ctx, &mutation.run, full, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed
                 .clone()
                 .unwrap_or_else(|| Err(FlowError::from(InputRule::CompletionNeedsChangedPaths)))
         })
     })?;
-    Ok(committed.answer(&ctx.run_id))
+    Ok(committed.answer(&mutation.ctx.run_id))
 }

@@ -1,10 +1,9 @@
 //! The run lifecycle commands on top of the mutation pipeline.
 
 use crate::coordinator::decide::InputRefusal;
-use crate::store::input::JsonArg;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationAnswer, MutationContext};
+use super::mutate::{MutationAnswer, MutationContext, OpenMutation};
 use crate::coordinator::breach::require_no_breach;
 use crate::coordinator::run_commands::{
     RunCommand, decide_run_transition, precheck_run_transition,
@@ -27,18 +26,16 @@ pub fn decided_at(ctx: &MutationContext) -> FlowResult<String> {
 /// `run-approve`, `run-start`, `run-recovery-start`, `run-recovery-finish`,
 /// `run-fail`, `run-block`, `run-cancel`.
 pub fn run_transition(
-    ctx: &MutationContext,
+    mutation: &OpenMutation,
     command: RunCommand,
-    evidence: &JsonArg,
     reason: Option<&str>,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let at = decided_at(ctx)?;
-    precheck_run_transition(&evidence)?;
-    ctx.commit_replayed(&run, |input| {
+    let at = decided_at(&mutation.ctx)?;
+    precheck_run_transition(&mutation.evidence)?;
+    mutation.commit_replayed(|input| {
         if command == RunCommand::Start {
             require_no_breach(input.state, "run-start")?;
         }
-        decide_run_transition(input.state, command, &at, &evidence, reason)
+        decide_run_transition(input.state, command, &at, &mutation.evidence, reason)
     })
 }

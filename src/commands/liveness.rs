@@ -1,9 +1,9 @@
 //! The liveness commands (reference-coordinator §6): the read-only
 //! `liveness-check`, and `heartbeat`, `stall-record`, `stall-clear`,
 //! `probe-sent`, `interrupt-result` on top of the mutation pipeline. Each
-//! mutation: open (run id, snapshot, phase gate, `--expected-head` syntax) →
-//! read the JSON inputs (evidence first) → pure prechecks → `mutate` with
-//! the pure in-lock decision.
+//! mutation takes its [`OpenMutation`] (run opened, evidence read) → reads
+//! its other JSON inputs → pure prechecks → one commit with the pure in-lock
+//! decision.
 
 use crate::coordinator::decide::InputRule;
 use crate::store::input::JsonArg;
@@ -12,8 +12,9 @@ use serde_json::{Map, Value, json};
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
+use super::lanes::LaneFlags;
 use super::ledger::open_run;
-use super::mutate::{MutationAnswer, MutationContext};
+use super::mutate::{MutationAnswer, MutationContext, OpenMutation};
 use crate::coordinator::decide::Policy;
 use crate::coordinator::decide::Teaching;
 use crate::coordinator::inputs::HeartbeatInput;
@@ -110,87 +111,62 @@ pub fn liveness_check(
 }
 
 /// `heartbeat --input --evidence`.
-pub fn heartbeat(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
-    input: &JsonArg,
-) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    let input = ctx.read_timed_input::<HeartbeatInput>(input)?;
+pub fn heartbeat(mutation: &OpenMutation, input: &JsonArg) -> FlowResult<MutationAnswer> {
+    let input = mutation.ctx.read_timed_input::<HeartbeatInput>(input)?;
     let heartbeat = precheck_heartbeat(&input)?;
-    ctx.commit(&run, |d| {
-        decide_heartbeat(d.state, d.policy, &heartbeat, &evidence)
-    })
-}
-
-/// The lane flags shared by the four lane-addressed liveness mutations.
-#[derive(Debug, Clone, Copy)]
-pub struct LaneFlags<'a> {
-    pub lane_id: &'a str,
-    pub agent_id: &'a str,
-    pub at: &'a str,
-    pub evidence: &'a JsonArg,
+    mutation.commit(|d| decide_heartbeat(d.state, d.policy, &heartbeat, &mutation.evidence))
 }
 
 /// `stall-record --decision --reason`.
 pub fn stall_record(
-    ctx: &MutationContext,
+    mutation: &OpenMutation,
     flags: LaneFlags<'_>,
     reason: &str,
     decision: &JsonArg,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
-    let decision = read_object(ctx, decision)?;
+    let decision = read_object(&mutation.ctx, decision)?;
     let request = StallRecord {
         lane_id: flags.lane_id,
         agent_id: flags.agent_id,
         at: flags.at,
         reason,
         decision: &decision,
-        evidence: &evidence,
+        evidence: &mutation.evidence,
     };
     let at = precheck_stall_record(&request)?;
-    ctx.commit(&run, |d| {
-        decide_stall_record(d.state, d.policy, &request, at)
-    })
+    mutation.commit(|d| decide_stall_record(d.state, d.policy, &request, at))
 }
 
 /// `stall-clear --reason`.
 pub fn stall_clear(
-    ctx: &MutationContext,
+    mutation: &OpenMutation,
     flags: LaneFlags<'_>,
     reason: &str,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
-    let step = lane_step(flags, &evidence);
+    let step = lane_step(flags, &mutation.evidence);
     precheck_stall_clear(&step)?;
-    ctx.commit(&run, |d| {
-        decide_stall_clear(d.state, d.policy, &step, reason)
-    })
+    mutation.commit(|d| decide_stall_clear(d.state, d.policy, &step, reason))
 }
 
 /// `probe-sent --deadline`.
 pub fn probe_sent(
-    ctx: &MutationContext,
+    mutation: &OpenMutation,
     flags: LaneFlags<'_>,
     deadline: &str,
 ) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
-    let step = lane_step(flags, &evidence);
+    let step = lane_step(flags, &mutation.evidence);
     let instants = precheck_probe_sent(&step, deadline)?;
-    ctx.commit(&run, |d| {
-        decide_probe_sent(d.state, d.policy, &step, deadline, instants)
-    })
+    mutation.commit(|d| decide_probe_sent(d.state, d.policy, &step, deadline, instants))
 }
 
 /// `interrupt-result`.
-pub fn interrupt_result(ctx: &MutationContext, flags: LaneFlags<'_>) -> FlowResult<MutationAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(flags.evidence)?;
-    let step = lane_step(flags, &evidence);
+pub fn interrupt_result(
+    mutation: &OpenMutation,
+    flags: LaneFlags<'_>,
+) -> FlowResult<MutationAnswer> {
+    let step = lane_step(flags, &mutation.evidence);
     let at = precheck_interrupt_result(&step)?;
-    ctx.commit(&run, |d| {
-        decide_interrupt_result(d.state, d.policy, &step, at)
-    })
+    mutation.commit(|d| decide_interrupt_result(d.state, d.policy, &step, at))
 }
 
 fn lane_step<'a>(flags: LaneFlags<'a>, evidence: &'a Value) -> LaneStep<'a> {

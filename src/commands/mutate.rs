@@ -51,6 +51,35 @@ pub struct MutationContext {
     pub env: DiscoveryEnv,
 }
 
+/// An evidenced mutation after its first two steps: its run is open and
+/// its `--evidence` read. The command reads its own inputs, checks them,
+/// then commits once.
+#[derive(Debug)]
+pub struct OpenMutation {
+    pub ctx: MutationContext,
+    pub run: OpenRun,
+    pub evidence: Value,
+}
+
+impl OpenMutation {
+    /// Commit what `decide` decides ([`mutate`]) and answer with the head
+    /// it left.
+    pub fn commit(
+        &self,
+        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    ) -> FlowResult<MutationAnswer> {
+        Ok(mutate(&self.ctx, &self.run, decide)?.answer(&self.ctx.run_id))
+    }
+
+    /// [`Self::commit`] deciding on a full replay ([`mutate_replayed`]).
+    pub fn commit_replayed(
+        &self,
+        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    ) -> FlowResult<MutationAnswer> {
+        Ok(mutate_replayed(&self.ctx, &self.run, decide)?.answer(&self.ctx.run_id))
+    }
+}
+
 impl MutationContext {
     /// The time an event without a caller timestamp records: `--at`, else
     /// the wall clock.
@@ -58,32 +87,17 @@ impl MutationContext {
         self.at.clone().unwrap_or_else(|| format_now(self.now))
     }
 
-    /// The run this mutation writes and its `--evidence`: the first two
-    /// steps of every evidenced mutation, in the reference's order (the
-    /// command's own inputs and checks come after them).
-    pub fn open_with_evidence(&self, evidence: &JsonArg) -> FlowResult<(OpenRun, Value)> {
-        let run = open_for_mutation(self)?;
+    /// The first two steps of every evidenced mutation, in the reference's
+    /// order: open the run this mutation writes, then read its
+    /// `--evidence` (the command's own inputs and checks come after them).
+    pub fn open_with_evidence(self, evidence: &JsonArg) -> FlowResult<OpenMutation> {
+        let run = open_for_mutation(&self)?;
         let evidence = self.read_evidence(evidence)?;
-        Ok((run, evidence))
-    }
-
-    /// Commit what `decide` decides ([`mutate`]) and answer with the head
-    /// it left.
-    pub fn commit(
-        &self,
-        run: &OpenRun,
-        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
-    ) -> FlowResult<MutationAnswer> {
-        Ok(mutate(self, run, decide)?.answer(&self.run_id))
-    }
-
-    /// [`Self::commit`] deciding on a full replay ([`mutate_replayed`]).
-    pub fn commit_replayed(
-        &self,
-        run: &OpenRun,
-        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
-    ) -> FlowResult<MutationAnswer> {
-        Ok(mutate_replayed(self, run, decide)?.answer(&self.run_id))
+        Ok(OpenMutation {
+            ctx: self,
+            run,
+            evidence,
+        })
     }
 
     /// This command's `--evidence`: a JSON list, inline, `-`, a file or a

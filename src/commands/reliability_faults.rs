@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 use super::init::{InitEntropy, InitRequest, init};
-use super::lanes::{LaneTransitionRequest, lane_create, lane_transition};
+use super::lanes::{LaneFlags, lane_create, lane_transition};
 use super::lifecycle::run_transition;
 use super::liveness::heartbeat;
-use super::mutate::MutationContext;
+use super::mutate::{MutationAnswer, MutationContext, OpenMutation};
 use super::{FlowResult, verify};
 use crate::coordinator::lane_commands::LaneCommand;
 use crate::coordinator::run_commands::RunCommand;
@@ -258,7 +258,7 @@ fn sweep<Answer: std::fmt::Debug>(
 fn check_mutation(
     old_receipt: &[u8],
     scratch: &Scratch,
-    result: &FlowResult<super::mutate::MutationAnswer>,
+    result: &FlowResult<MutationAnswer>,
     log: &[Attempt],
     what: &str,
 ) -> bool {
@@ -309,10 +309,10 @@ fn check_mutation(
 fn running_run() -> Scratch {
     let scratch = Scratch::new();
     scratch.init("main.owner", "0badc0de").unwrap();
-    let ctx = scratch.ctx();
     let evidence = scratch.input("ev.json", &json!([{"kind": "plan", "summary": "go"}]));
-    run_transition(&ctx, RunCommand::Approve, &evidence, None).unwrap();
-    run_transition(&ctx, RunCommand::Start, &evidence, None).unwrap();
+    let open = || scratch.ctx().open_with_evidence(&evidence).unwrap();
+    run_transition(&open(), RunCommand::Approve, None).unwrap();
+    run_transition(&open(), RunCommand::Start, None).unwrap();
     let lane = scratch.input(
         "lane.json",
         &json!({"lane_id": "l1", "agent_id": "a1", "assignment": "work",
@@ -320,21 +320,17 @@ fn running_run() -> Scratch {
                 "startup_ack_deadline": "2026-07-14T01:00:30Z",
                 "command_deadline": "2099-01-01T00:00:00Z"}),
     );
-    lane_create(&ctx, &evidence, &lane).unwrap();
+    lane_create(&open(), &lane).unwrap();
     for (command, at) in [
         (LaneCommand::Start, "2026-07-14T01:00:05Z"),
         (LaneCommand::StartupAck, "2026-07-14T01:00:06Z"),
     ] {
-        let request = LaneTransitionRequest {
-            command,
-            evidence: evidence.clone(),
-            lane_id: "l1".into(),
-            agent_id: "a1".into(),
-            at: at.into(),
-            reason: None,
-            changed_paths: None,
+        let flags = LaneFlags {
+            lane_id: "l1",
+            agent_id: "a1",
+            at,
         };
-        lane_transition(&ctx, &request).unwrap();
+        lane_transition(&open(), command, flags, None, None).unwrap();
     }
     scratch.input("beat-ev.json", &json!([{"kind": "log", "summary": "beat"}]));
     scratch.input(
@@ -345,14 +341,25 @@ fn running_run() -> Scratch {
     scratch
 }
 
-#[test]
-fn reliability_faults_every_failed_write_or_fsync_of_a_heartbeat_keeps_old_or_new_state() {
+/// Every failed write or fsync of one mutation of the running run (opened
+/// with the evidence file `evidence`), each outcome held to
+/// [`check_mutation`].
+fn sweep_running_run(
+    evidence: &str,
+    command: impl Fn(&Scratch, &OpenMutation) -> FlowResult<MutationAnswer>,
+) -> Sweep {
     let template = running_run();
     let old = std::fs::read(template.receipt()).unwrap();
-    let command =
-        |s: &Scratch| heartbeat(&s.ctx(), &s.given("beat-ev.json"), &s.given("beat.json"));
-    let sweep = sweep(&template, command, |s, r, log, what| {
+    let open_and_run = |s: &Scratch| command(s, &s.ctx().open_with_evidence(&s.given(evidence))?);
+    sweep(&template, open_and_run, |s, r, log, what| {
         check_mutation(&old, s, r, log, what)
+    })
+}
+
+#[test]
+fn reliability_faults_every_failed_write_or_fsync_of_a_heartbeat_keeps_old_or_new_state() {
+    let sweep = sweep_running_run("beat-ev.json", |s, mutation| {
+        heartbeat(mutation, &s.given("beat.json"))
     });
     assert_eq!(sweep.cases, sweep.old_state + sweep.new_state);
     assert!(sweep.old_state > 0 && sweep.new_state > 0, "{sweep:?}");
@@ -366,18 +373,8 @@ fn reliability_faults_every_failed_write_or_fsync_of_a_heartbeat_keeps_old_or_ne
 #[test]
 fn reliability_faults_every_failed_write_or_fsync_of_a_run_transition_keeps_old_or_new_state() {
     // run-recovery-start on the running run: a plain (single-intent) event.
-    let template = running_run();
-    let old = std::fs::read(template.receipt()).unwrap();
-    let command = |s: &Scratch| {
-        run_transition(
-            &s.ctx(),
-            RunCommand::RecoveryStart,
-            &s.given("ev.json"),
-            Some("fault sweep"),
-        )
-    };
-    let sweep = sweep(&template, command, |s, r, log, what| {
-        check_mutation(&old, s, r, log, what)
+    let sweep = sweep_running_run("ev.json", |_, mutation| {
+        run_transition(mutation, RunCommand::RecoveryStart, Some("fault sweep"))
     });
     assert_eq!(sweep.cases, sweep.old_state + sweep.new_state);
     report(

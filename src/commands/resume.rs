@@ -5,12 +5,11 @@
 //! old handle — and any copy of it — fails every mutation.
 
 use crate::coordinator::decide::InputRule;
-use crate::store::input::JsonArg;
 use serde::Serialize;
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationAnswer, MutationContext};
+use super::mutate::{MutationAnswer, OpenMutation};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
     decide_resume, precheck_resume, require_current_owner, require_transferable,
@@ -38,16 +37,15 @@ pub struct ResumeAnswer {
 /// owner's epoch and fingerprint (never the token).
 /// `new_token` is the new owner's secret token, drawn by the CLI.
 pub fn resume(
-    ctx: &MutationContext,
-    evidence: &JsonArg,
+    mutation: &OpenMutation,
     new_owner_file: &Path,
     new_token: &OwnerToken,
 ) -> FlowResult<ResumeAnswer> {
-    let (run, evidence) = ctx.open_with_evidence(evidence)?;
-    run.dir.validate()?;
-    precheck_resume(&evidence)?;
+    let ctx = &mutation.ctx;
+    mutation.run.dir.validate()?;
+    precheck_resume(&mutation.evidence)?;
     // Owner transfer is a gate: the whole receipt is verified, not a tail.
-    let (state, _) = replay_run(&run, false)?;
+    let (state, _) = replay_run(&mutation.run, false)?;
     crate::coordinator::breach::require_no_breach(&state, "resume")?;
     let current_path = expand_tilde(&ctx.owner_file, ctx.env.home.as_ref());
     let current = read_handle(ctx.root.at(&current_path), None)?;
@@ -67,8 +65,8 @@ pub fn resume(
     let new_owner = create_handle(ctx.root.at(&new_path), &ctx.run_id, new_epoch, new_token)?;
     // In the lock too the gate decides on a full replay, never on the
     // checkpoint (contracts/receipt.md "What a mutation proves").
-    let committed = super::mutate::mutate_replayed(ctx, &run, |input| {
-        decide_resume(input.state, &new_owner.fingerprint, &evidence)
+    let committed = super::mutate::mutate_replayed(ctx, &mutation.run, |input| {
+        decide_resume(input.state, &new_owner.fingerprint, &mutation.evidence)
     });
     let committed = match committed {
         Ok(committed) => committed,

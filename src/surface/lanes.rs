@@ -7,7 +7,6 @@ use crate::store::root::StateRoot;
 use clap::{Args, Subcommand};
 
 use super::mutation::{InputMutationArgs, LaneStepArgs};
-use crate::commands::lanes::LaneTransitionRequest;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::lane_commands::LaneCommand;
 use crate::store::discovery::DiscoveryEnv;
@@ -84,16 +83,8 @@ pub fn dispatch(
             None,
         ),
     };
-    let ctx = transition.context(root, env);
-    let request = LaneTransitionRequest {
-        command: kind,
-        evidence: transition.mutation.evidence,
-        lane_id: transition.lane_id,
-        agent_id: transition.agent_id,
-        at: transition.at,
-        reason,
-        changed_paths,
-    };
-    let answer = commands::lanes::lane_transition(&ctx, &request)?;
-    Ok(Success::of(name, &answer))
+    transition.run(root, env, name, |mutation, flags| {
+        let changed_paths = changed_paths.as_ref();
+        commands::lanes::lane_transition(mutation, kind, flags, reason.as_deref(), changed_paths)
+    })
 }

@@ -8,8 +8,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::mutation::{InputMutationArgs, LaneStepArgs};
-use crate::commands::liveness::{self, LaneFlags};
-use crate::commands::mutate::MutationContext;
+use crate::commands::liveness;
 use crate::commands::{FlowError, FlowResult};
 use crate::coordinator::liveness::CommandStatus;
 use crate::store::discovery::DiscoveryEnv;
@@ -23,30 +22,6 @@ pub enum LivenessCommands {
     ProbeSent(ProbeSentArgs),
     InterruptResult(LaneStepArgs),
     LivenessCheck(LivenessCheckArgs),
-}
-
-impl LaneStepArgs {
-    fn flags(&self) -> LaneFlags<'_> {
-        LaneFlags {
-            lane_id: &self.lane_id,
-            agent_id: &self.agent_id,
-            at: &self.at,
-            evidence: &self.mutation.evidence,
-        }
-    }
-
-    /// Run `command` with this invocation's context (its clock at `--at`)
-    /// and lane flags; its answer is the envelope of `operation`.
-    fn run<A: serde::Serialize>(
-        &self,
-        root: &StateRoot,
-        env: &DiscoveryEnv,
-        operation: &'static str,
-        command: impl FnOnce(&MutationContext, LaneFlags<'_>) -> FlowResult<A>,
-    ) -> FlowResult<Success> {
-        let ctx = self.context(root, env);
-        Ok(Success::of(operation, &command(&ctx, self.flags())?))
-    }
 }
 
 #[derive(Debug, Args, serde::Deserialize)]
@@ -116,16 +91,20 @@ pub fn dispatch(
     Ok(match command {
         LivenessCommands::Heartbeat(a) => a.run(root, env, "heartbeat", liveness::heartbeat)?,
         LivenessCommands::StallRecord(a) => {
-            a.lane.run(root, env, "stall-record", |ctx, flags| {
-                liveness::stall_record(ctx, flags, &a.reason, &a.decision)
+            a.lane.run(root, env, "stall-record", |mutation, flags| {
+                liveness::stall_record(mutation, flags, &a.reason, &a.decision)
             })?
         }
-        LivenessCommands::StallClear(a) => a.lane.run(root, env, "stall-clear", |ctx, flags| {
-            liveness::stall_clear(ctx, flags, &a.reason)
-        })?,
-        LivenessCommands::ProbeSent(a) => a.lane.run(root, env, "probe-sent", |ctx, flags| {
-            liveness::probe_sent(ctx, flags, &a.deadline)
-        })?,
+        LivenessCommands::StallClear(a) => {
+            a.lane.run(root, env, "stall-clear", |mutation, flags| {
+                liveness::stall_clear(mutation, flags, &a.reason)
+            })?
+        }
+        LivenessCommands::ProbeSent(a) => {
+            a.lane.run(root, env, "probe-sent", |mutation, flags| {
+                liveness::probe_sent(mutation, flags, &a.deadline)
+            })?
+        }
         LivenessCommands::InterruptResult(a) => {
             a.run(root, env, "interrupt-result", liveness::interrupt_result)?
         }

@@ -5,7 +5,8 @@ use crate::store::root::StateRoot;
 use clap::Args;
 use std::path::PathBuf;
 
-use crate::commands::mutate::MutationContext;
+use crate::commands::lanes::LaneFlags;
+use crate::commands::mutate::{MutationContext, OpenMutation};
 use crate::commands::{FlowError, FlowResult};
 use crate::store::discovery::DiscoveryEnv;
 
@@ -53,14 +54,17 @@ pub struct EvidencedArgs {
 }
 
 impl EvidencedArgs {
-    /// This invocation's pipeline context ([`MutationArgs::context`]).
-    pub fn context(
+    /// This invocation's first two steps ([`MutationContext::open_with_evidence`])
+    /// in its context ([`MutationArgs::context`]).
+    pub fn open(
         &self,
         root: &StateRoot,
         env: &DiscoveryEnv,
         at: Option<&str>,
-    ) -> MutationContext {
-        self.common.context(root, env, at)
+    ) -> FlowResult<OpenMutation> {
+        self.common
+            .context(root, env, at)
+            .open_with_evidence(&self.evidence)
     }
 }
 
@@ -114,10 +118,10 @@ impl InputMutationArgs {
         root: &StateRoot,
         env: &DiscoveryEnv,
         operation: &'static str,
-        command: impl FnOnce(&MutationContext, &JsonArg, &JsonArg) -> FlowResult<A>,
+        command: impl FnOnce(&OpenMutation, &JsonArg) -> FlowResult<A>,
     ) -> FlowResult<super::Success> {
-        let ctx = self.mutation.context(root, env, self.at.value()?);
-        let answer = command(&ctx, &self.mutation.evidence, &self.input)?;
+        let mutation = self.mutation.open(root, env, self.at.value()?)?;
+        let answer = command(&mutation, &self.input)?;
         Ok(super::Success::of(operation, &answer))
     }
 }
@@ -138,8 +142,22 @@ pub struct LaneStepArgs {
 }
 
 impl LaneStepArgs {
-    /// This invocation's pipeline context, its event time the step's `--at`.
-    pub fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
-        self.mutation.context(root, env, Some(self.at.as_str()))
+    /// Run `command` with this invocation's first two steps (its event time
+    /// the step's `--at`) and lane flags; its answer is the envelope of
+    /// `operation`.
+    pub fn run<A: serde::Serialize>(
+        &self,
+        root: &StateRoot,
+        env: &DiscoveryEnv,
+        operation: &'static str,
+        command: impl FnOnce(&OpenMutation, LaneFlags<'_>) -> FlowResult<A>,
+    ) -> FlowResult<super::Success> {
+        let mutation = self.mutation.open(root, env, Some(self.at.as_str()))?;
+        let flags = LaneFlags {
+            lane_id: &self.lane_id,
+            agent_id: &self.agent_id,
+            at: &self.at,
+        };
+        Ok(super::Success::of(operation, &command(&mutation, flags)?))
     }
 }

@@ -96,10 +96,8 @@ pub fn dispatch(
             root,
             "resume",
             || {
-                let ctx = args.mutation.context(root, env, args.at.value()?);
                 resume(
-                    &ctx,
-                    &args.mutation.evidence,
+                    &args.mutation.open(root, env, args.at.value()?)?,
                     &args.new_owner_file,
                     &crate::store::handle::OwnerToken::generate(),
                 )

@@ -47,14 +47,12 @@ pub fn dispatch(
         ReplacementCommands::ReplacementBlock(a) => ("replacement-block", LineageCommand::Block, a),
         ReplacementCommands::ReplacementClose(a) => ("replacement-close", LineageCommand::Close, a),
     };
-    let ctx = args.mutation.context(root, env, Some(args.at.as_str()));
     let answer = lineage(
-        &ctx,
+        &args.mutation.open(root, env, Some(args.at.as_str()))?,
         kind,
         &args.lane_id,
         &args.replacement_lane_id,
         &args.at,
-        &args.mutation.evidence,
     )?;
     Ok(Success::of(name, &answer))
 }

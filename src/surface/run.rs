@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::mutation::EvidencedArgs;
-use crate::commands::mutate::MutationContext;
+use crate::commands::mutate::OpenMutation;
 use crate::commands::{self, FlowResult};
 use crate::coordinator::run_commands::RunCommand;
 use crate::store::discovery::DiscoveryEnv;
@@ -34,10 +34,10 @@ pub struct RunTransitionArgs {
 }
 
 impl RunTransitionArgs {
-    /// This invocation's pipeline context, its event time `--at` (checked
+    /// This invocation's first two steps, its event time `--at` (checked
     /// as the decision's time, [`commands::lifecycle::decided_at`]).
-    fn context(&self, root: &StateRoot, env: &DiscoveryEnv) -> MutationContext {
-        self.mutation.context(root, env, self.at.as_deref())
+    fn open(&self, root: &StateRoot, env: &DiscoveryEnv) -> FlowResult<OpenMutation> {
+        self.mutation.open(root, env, self.at.as_deref())
     }
 }
 
@@ -68,8 +68,7 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
             // The approval gate (our extension): identity comes from the
             // environment, never from argv; a signature from a file.
             let answer = commands::approval::approve(
-                &a.transition.context(root, env),
-                &a.transition.mutation.evidence,
+                &a.transition.open(root, env)?,
                 &commands::approval::ApprovalEnv::from_process(),
                 a.signature.as_deref(),
             )?;
@@ -94,16 +93,15 @@ pub fn dispatch(command: RunCommands, root: &StateRoot, env: &DiscoveryEnv) -> F
             Some(a.reason),
         ),
     };
-    let ctx = transition.context(root, env);
-    let evidence = &transition.mutation.evidence;
+    let mutation = transition.open(root, env)?;
     // The approval gate (our extension) owns approve and cancel: identity
     // comes from the environment, never from argv.
     let gate = commands::approval::ApprovalEnv::from_process;
     let answer = match (kind, reason.as_deref()) {
         (RunCommand::Cancel, Some(reason)) => {
-            commands::approval::cancel(&ctx, evidence, reason, &gate())?
+            commands::approval::cancel(&mutation, reason, &gate())?
         }
-        _ => commands::lifecycle::run_transition(&ctx, kind, evidence, reason.as_deref())?,
+        _ => commands::lifecycle::run_transition(&mutation, kind, reason.as_deref())?,
     };
     Ok(Success::of(name, &answer))
 }

@@ -93,32 +93,23 @@ pub fn dispatch(
             topology::component_evidence,
         )?,
         TopologyCommands::LaneResolve(a) => {
-            let ctx = a.mutation.context(root, env, Some(a.at.as_str()));
+            let mutation = a.mutation.open(root, env, Some(a.at.as_str()))?;
             Success::of(
                 "lane-resolve",
-                &completion::lane_resolve(
-                    &ctx,
-                    &a.mutation.evidence,
-                    &a.lane_id,
-                    &a.resolution_lane_id,
-                    &a.at,
-                )?,
+                &completion::lane_resolve(&mutation, &a.lane_id, &a.resolution_lane_id, &a.at)?,
             )
         }
         TopologyCommands::TopologyRemove(a) => {
-            let ctx = a.mutation.context(root, env, a.at.value()?);
+            let mutation = a.mutation.open(root, env, a.at.value()?)?;
             Success::of(
                 "topology-remove",
-                &topology::topology_remove(&ctx, &a.mutation.evidence, &a.component_id, &a.reason)?,
+                &topology::topology_remove(&mutation, &a.component_id, &a.reason)?,
             )
         }
         TopologyCommands::Complete(a) => a.sign.gate(
             root,
             "complete",
-            || {
-                let ctx = a.mutation.context(root, env, a.at.value()?);
-                completion::complete(&ctx, &a.mutation.evidence)
-            },
+            || completion::complete(&a.mutation.open(root, env, a.at.value()?)?),
             |answer| &answer.run_id,
         )?,
     })

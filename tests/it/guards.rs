@@ -289,6 +289,8 @@ fn an_approval_the_reference_wrote_without_the_gate_is_a_breach() {
     );
     let before = std::fs::read(run.dir().join("receipt.jsonl")).unwrap();
     assert_breach_refusal(&run.start(), "run-start", "approval_gate");
+    // Under a policy, run-approve names itself when a breach stands.
+    assert_breach_refusal(&run.approve_as("alice"), "run-approve", "approval_gate");
     assert_eq!(
         std::fs::read(run.dir().join("receipt.jsonl")).unwrap(),
         before,

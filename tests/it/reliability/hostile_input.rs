@@ -22,7 +22,7 @@ use bluetape_flow::commands::inspect::diagnose;
 use bluetape_flow::commands::lanes::lane_create;
 use bluetape_flow::commands::lifecycle::run_transition;
 use bluetape_flow::commands::liveness::heartbeat;
-use bluetape_flow::commands::mutate::MutationContext;
+use bluetape_flow::commands::mutate::{MutationContext, OpenMutation};
 use bluetape_flow::commands::{FlowError, verify};
 use bluetape_flow::coordinator::run_commands::RunCommand;
 use bluetape_flow::receipt::canonical;
@@ -364,13 +364,14 @@ impl Fixture {
         &self,
         owner: &Path,
         input: &Path,
-        command: fn(&MutationContext, &JsonArg, &JsonArg) -> Result<T, FlowError>,
+        command: fn(&OpenMutation, &JsonArg) -> Result<T, FlowError>,
     ) -> Result<(), String> {
-        typed(command(
-            &self.ctx(owner),
-            &given(&self.valid_evidence()),
-            &given(input),
-        ))
+        let evidence = given(&self.valid_evidence());
+        typed(
+            self.ctx(owner)
+                .open_with_evidence(&evidence)
+                .and_then(|mutation| command(&mutation, &given(input))),
+        )
     }
 
     fn valid_evidence(&self) -> PathBuf {
@@ -482,12 +483,13 @@ fn kinds(f: &Fixture) -> Vec<Kind> {
                 bom_is_valid: false,
             },
             library: |f, file| {
-                typed(run_transition(
-                    &f.ctx(&f.run.owner),
-                    RunCommand::RecoveryStart,
-                    &given(file),
-                    Some("hostile evidence"),
-                ))
+                typed(
+                    f.ctx(&f.run.owner)
+                        .open_with_evidence(&given(file))
+                        .and_then(|m| {
+                            run_transition(&m, RunCommand::RecoveryStart, Some("hostile evidence"))
+                        }),
+                )
             },
             binary: |f, file| {
                 f.run.mutation_args(
