@@ -967,6 +967,13 @@ fn signed_approvals_pass_once_with_the_right_key_only() {
     let verify = other.query("verify", &[]).assert_ok();
     assert_eq!(breach_rules(&verify), ["approval_gate"]);
     assert_breach_refusal(&other.start(), "run-start", "approval_gate");
+    let breached = other.base.join("breached-statement");
+    assert_breach_refusal(
+        &other.query("approval-statement", &["--out", breached.to_str().unwrap()]),
+        "approval-statement",
+        "approval_gate",
+    );
+    assert!(!breached.exists());
 }
 
 #[test]
