@@ -21,14 +21,14 @@ use std::path::{Path, PathBuf};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
-use super::mutate::{DecisionInput, MutationAnswer, OpenMutation, mutate_gathered};
-use crate::coordinator::CoordinatorState;
+use super::mutate::{DecideOn, DecisionInput, MutationAnswer, OpenMutation, mutate_gathered};
 use crate::coordinator::approval::{
     ApprovalLedger, ApprovalPolicy, Claim, Credential, Decision, Gate, PolicyStatus,
     SignatureClaim, decide_approve, decide_deny,
 };
 use crate::coordinator::breach::{APPROVAL_GATE, Breach};
 use crate::coordinator::run_commands::precheck_run_transition;
+use crate::coordinator::{CoordinatorState, OnRefusal};
 use crate::store::approval::{read_credential, read_policy_file};
 use crate::store::discovery::DiscoveryEnv;
 use crate::store::input::{InputShape, read_json_input};
@@ -255,7 +255,7 @@ pub fn approve(
     let committed = mutate_gathered(
         ctx,
         &mutation.run,
-        true,
+        DecideOn::FullReplay,
         gather,
         |input, (ledger, status, credential)| {
             if status != PolicyStatus::Absent {
@@ -311,7 +311,7 @@ pub fn cancel(
     let committed = mutate_gathered(
         &mutation.ctx,
         &mutation.run,
-        true,
+        DecideOn::FullReplay,
         gather,
         |input, ledger| {
             decide_deny(
@@ -385,7 +385,9 @@ pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<ApprovalsAnswer> 
     match verify_receipt(&run, |event| {
         ledger.observe_ref(event);
         if let Some(replaying) = state.as_mut()
-            && replaying.apply_ref_or_spoil(event, &replay_policy).is_err()
+            && replaying
+                .apply_ref(event, &replay_policy, OnRefusal::Spoil)
+                .is_err()
         {
             state = None;
         }

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use crate::coordinator::OnRefusal;
 use crate::coordinator::approval::ApprovalLedger;
 use crate::coordinator::raced::Raced;
 use crate::coordinator::report_refusal::ReportRefusal;
@@ -135,7 +136,7 @@ pub fn replay_full(root: &StateRoot, run_id: &str) -> FlowResult<Replayed> {
         }
         ledger.observe_ref(event);
         state
-            .apply_ref_or_spoil(event, &policy)
+            .apply_ref(event, &policy, OnRefusal::Spoil)
             .map_err(|e| e.to_string())
     })?;
     let position = match verdict {
@@ -785,7 +786,7 @@ pub fn verify_members(
         }
         ledger.observe_ref(event);
         state
-            .apply_ref_or_spoil(event, &policy)
+            .apply_ref(event, &policy, OnRefusal::Spoil)
             .map_err(|e| e.to_string())?;
         if signed_size == Some(position.sequence) {
             signed = Some((state.clone(), ledger.clone(), position.clone()));

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::error::FlowResult;
-use super::mutate::{MutationAnswer, OpenMutation};
+use super::mutate::{DecideOn, MutationAnswer, OpenMutation};
 use crate::coordinator::decide::{FlowError, Teaching};
 use crate::coordinator::inputs::LaneCreateInput;
 use crate::coordinator::lane_commands::{
@@ -121,8 +121,12 @@ pub fn lane_transition(
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table
     // (contracts/rules.md).
-    let full = command == LaneCommand::Complete;
-    let committed = super::mutate::mutate_with(&mutation.ctx, &mutation.run, full, |input| {
+    let basis = if command == LaneCommand::Complete {
+        DecideOn::FullReplay
+    } else {
+        DecideOn::Checkpoint
+    };
+    let committed = super::mutate::mutate(&mutation.ctx, &mutation.run, basis, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed
                 .clone()

@@ -35,6 +35,7 @@ mod reliability_faults;
 #[cfg(test)]
 mod sequence_properties;
 
+use crate::coordinator::OnRefusal;
 use crate::coordinator::breach::Breach;
 use crate::store::root::StateRoot;
 use serde::Serialize;
@@ -205,7 +206,10 @@ fn verify_replayed(
     let mut applied = 0u64;
     let verdict = ledger::verify_receipt(run, |event| {
         if let Some(replaying) = state.as_mut() {
-            if replaying.apply_ref_or_spoil(event, &policy).is_err() {
+            if replaying
+                .apply_ref(event, &policy, OnRefusal::Spoil)
+                .is_err()
+            {
                 state = None;
             } else {
                 applied += 1;

@@ -68,15 +68,15 @@ impl OpenMutation {
         &self,
         decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
     ) -> FlowResult<MutationAnswer> {
-        Ok(mutate(&self.ctx, &self.run, decide)?.answer(&self.ctx.run_id))
+        Ok(mutate(&self.ctx, &self.run, DecideOn::Checkpoint, decide)?.answer(&self.ctx.run_id))
     }
 
-    /// [`Self::commit`] deciding on a full replay ([`mutate_replayed`]).
+    /// [`Self::commit`] deciding on a full replay.
     pub fn commit_replayed(
         &self,
         decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
     ) -> FlowResult<MutationAnswer> {
-        Ok(mutate_replayed(&self.ctx, &self.run, decide)?.answer(&self.ctx.run_id))
+        Ok(mutate(&self.ctx, &self.run, DecideOn::FullReplay, decide)?.answer(&self.ctx.run_id))
     }
 }
 
@@ -259,38 +259,30 @@ impl MutationAnswer {
     }
 }
 
-/// Run the pipeline with `decide` as the command's in-lock decision.
-pub fn mutate(
-    ctx: &MutationContext,
-    run: &OpenRun,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
-) -> FlowResult<Committed> {
-    mutate_with(ctx, run, false, decide)
-}
-
-/// [`mutate`] deciding on a full verify and replay under the lock, never
-/// on the checkpoint: run-level transitions (`run-*`) are decided this way,
-/// as `complete` is, so an edited derived file cannot steer them.
-pub fn mutate_replayed(
-    ctx: &MutationContext,
-    run: &OpenRun,
-    decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
-) -> FlowResult<Committed> {
-    mutate_with(ctx, run, true, decide)
+/// The state a mutation decides on, under the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecideOn {
+    /// The checkpoint, where the receipt proves the facts a decision rests
+    /// on (super::proof); a full replay otherwise.
+    Checkpoint,
+    /// A full verify and replay, never the checkpoint: run-level
+    /// transitions (`run-*`) are decided this way, as `complete` is, so an
+    /// edited derived file cannot steer them.
+    FullReplay,
 }
 
 /// The pipeline with the decision split in two: `gather` reads, under the
 /// lock and against the loaded state, the facts the decision needs that are
 /// not in the state (files, the verified receipt); `decide` then gets them
-/// as a value and only decides. Full replay as `full_replay` says.
+/// as a value and only decides.
 pub fn mutate_gathered<F>(
     ctx: &MutationContext,
     run: &OpenRun,
-    full_replay: bool,
+    basis: DecideOn,
     mut gather: impl FnMut(&DecisionInput<'_>) -> Result<F, FlowError>,
     mut decide: impl FnMut(&DecisionInput<'_>, F) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
-    mutate_with(ctx, run, full_replay, |input| {
+    mutate(ctx, run, basis, |input| {
         let facts = gather(input)?;
         decide(input, facts)
     })
@@ -306,17 +298,24 @@ pub fn mutate_staged(
     mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
     stage: impl FnOnce() -> Result<(), FlowError>,
 ) -> FlowResult<Committed> {
-    mutate_pipeline(ctx, run, false, &mut decide, Some(Box::new(stage)))
+    mutate_pipeline(
+        ctx,
+        run,
+        DecideOn::Checkpoint,
+        &mut decide,
+        Some(Box::new(stage)),
+    )
 }
 
-/// [`mutate`] or [`mutate_replayed`], as `full_replay` says.
-pub fn mutate_with(
+/// Run the pipeline with `decide` as the command's in-lock decision, taken
+/// on `basis`.
+pub fn mutate(
     ctx: &MutationContext,
     run: &OpenRun,
-    full_replay: bool,
+    basis: DecideOn,
     mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
-    mutate_pipeline(ctx, run, full_replay, &mut decide, None)
+    mutate_pipeline(ctx, run, basis, &mut decide, None)
 }
 
 type Decide<'d> = dyn FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError> + 'd;
@@ -325,7 +324,7 @@ type Stage<'s> = Box<dyn FnOnce() -> Result<(), FlowError> + 's>;
 fn mutate_pipeline(
     ctx: &MutationContext,
     run: &OpenRun,
-    full_replay: bool,
+    basis: DecideOn,
     decide: &mut Decide<'_>,
     stage: Option<Stage<'_>>,
 ) -> FlowResult<Committed> {
@@ -346,7 +345,7 @@ fn mutate_pipeline(
     // A decision taken on the checkpoint stands only once the receipt
     // proves the facts it rests on (super::proof); otherwise it is taken
     // again on a full replay.
-    let mut from_checkpoint = !full_replay;
+    let mut from_checkpoint = basis == DecideOn::Checkpoint;
     let (state, sealed, proof, position, basis, lanes_before) = loop {
         let (mut state, position, basis) = if from_checkpoint {
             load_state(run, true)?

@@ -5,6 +5,7 @@
 //! the breaches and final states), then streamed again (pass 2, every
 //! line re-verified) into bounded batches that leave as they fill.
 
+use crate::coordinator::OnRefusal;
 use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use std::io::Write;
@@ -304,7 +305,7 @@ fn replay(root: &StateRoot, run_id: &str) -> FlowResult<(super::ledger::OpenRun,
     let mut seen = 0u64;
     let verdict = verify_receipt(&run, |event| {
         state
-            .apply_ref_or_spoil(event, &policy)
+            .apply_ref(event, &policy, OnRefusal::Spoil)
             .map_err(|e| e.to_string())?;
         seen += 1;
         if seen.is_multiple_of(SPILL_EVERY) {

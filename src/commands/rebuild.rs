@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::error::{FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use crate::coordinator::simple::{CoordinatorCache, RunCacheRecord, SimpleRunCache};
-use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
+use crate::coordinator::{CoordinatorState, OnRefusal, ReplayPolicy, RunOrigin};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
 
@@ -39,12 +39,25 @@ pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorS
     let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
         return Ok(None);
     };
-    let policy = replay_policy(run);
-    let mut state = CoordinatorState::new(&origin);
+    replay_from(run, &origin, &replay_policy(run), OnRefusal::Restore).map(Some)
+}
+
+/// Stream-verify the receipt from genesis, applying each event to the
+/// state `origin` starts; the first refused event rejects it and leaves
+/// the state as `on_refusal` says.
+pub fn replay_from(
+    run: &OpenRun,
+    origin: &RunOrigin,
+    policy: &ReplayPolicy,
+    on_refusal: OnRefusal,
+) -> FlowResult<(Verdict, CoordinatorState)> {
+    let mut state = CoordinatorState::new(origin);
     let verdict = verify_receipt(run, |event| {
-        state.apply_ref(event, &policy).map_err(|e| e.to_string())
+        state
+            .apply_ref(event, policy, on_refusal)
+            .map_err(|e| e.to_string())
     })?;
-    Ok(Some((verdict, state)))
+    Ok((verdict, state))
 }
 
 /// The replay rules of a run: its manifest's, and its approval policy file

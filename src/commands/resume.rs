@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::path::Path;
 
 use super::error::{FlowError, FlowResult};
-use super::mutate::{MutationAnswer, OpenMutation};
+use super::mutate::{DecideOn, MutationAnswer, OpenMutation};
 use super::rebuild::replay_run;
 use crate::coordinator::resume::{
     decide_resume, precheck_resume, require_current_owner, require_transferable,
@@ -65,7 +65,7 @@ pub fn resume(
     let new_owner = create_handle(ctx.root.at(&new_path), &ctx.run_id, new_epoch, new_token)?;
     // In the lock too the gate decides on a full replay, never on the
     // checkpoint (contracts/receipt.md "What a mutation proves").
-    let committed = super::mutate::mutate_replayed(ctx, &mutation.run, |input| {
+    let committed = super::mutate::mutate(ctx, &mutation.run, DecideOn::FullReplay, |input| {
         decide_resume(input.state, &new_owner.fingerprint, &mutation.evidence)
     });
     let committed = match committed {

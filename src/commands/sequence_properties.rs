@@ -31,7 +31,7 @@ use crate::coordinator::state::EarlierDigests;
 use crate::coordinator::topology::{
     decide_check_result, decide_component_evidence, decide_register, precheck_check_result,
 };
-use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
+use crate::coordinator::{CoordinatorState, OnRefusal, ReplayPolicy, RunOrigin};
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
 use crate::receipt::verify::{ChainPosition, ChainVerifier};
 
@@ -451,9 +451,10 @@ fn run_sequence(bed: &Bed, ops: &[Op]) -> Vec<&'static str> {
             replayed.breaches()
         );
         unjournaled
-            .apply_ref_or_spoil(
+            .apply_ref(
                 &ObjectRef::from_map(&verified, &bumpalo::Bump::new()),
                 &replay_policy,
+                OnRefusal::Spoil,
             )
             .unwrap_or_else(|e| panic!("step {step} {op:?}: replay refuses our event: {e}"));
         assert_eq!(

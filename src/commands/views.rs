@@ -16,6 +16,7 @@ use std::path::Path;
 use super::error::{FlowError, FlowResult};
 use super::inspect::{Inspection, inspect_run};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_from, verify_receipt};
+use crate::coordinator::OnRefusal;
 use crate::coordinator::approval::ApprovalLedger;
 use crate::coordinator::breach::Breach;
 use crate::coordinator::completion::evaluate_completion;
@@ -143,7 +144,10 @@ impl BreachMarker {
         };
         let before = state.breaches().len();
         // A refused event ends the marking: nothing to undo.
-        if state.apply_ref_or_spoil(event, &self.policy).is_err() {
+        if state
+            .apply_ref(event, &self.policy, OnRefusal::Spoil)
+            .is_err()
+        {
             self.state = None;
             return Vec::new();
         }
@@ -197,12 +201,8 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
     };
     // The gate's policy file too: the replay `verify` does.
     let policy = super::rebuild::replay_policy(run);
-    let mut state = CoordinatorState::new(&origin);
-    let verdict = verify_receipt(run, |event| {
-        state
-            .apply_ref_or_spoil(event, &policy)
-            .map_err(|e| e.to_string())
-    })?;
+    let (verdict, mut state) =
+        super::rebuild::replay_from(run, &origin, &policy, OnRefusal::Spoil)?;
     if let Verdict::Rejected { sequence, .. } = &verdict {
         // The refused event spoilt the state: the prefix before it again.
         state = CoordinatorState::new(&origin);
@@ -211,7 +211,9 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
             if event.get("sequence").and_then(JsonRef::as_u64) > Some(last) {
                 return Err(String::new());
             }
-            state.apply_ref(event, &policy).map_err(|e| e.to_string())
+            state
+                .apply_ref(event, &policy, OnRefusal::Restore)
+                .map_err(|e| e.to_string())
         })?;
     }
     Ok(match verdict {

@@ -55,6 +55,30 @@ impl Intent {
         }
     }
 
+    /// An intent about an existing lane, as its agent holds it, moving it
+    /// from its state to `to`.
+    pub fn on_lane(
+        event_type: EventType,
+        lane: &LaneRecord,
+        to: Option<StateName>,
+        timestamp: &str,
+        evidence: &Value,
+        reason: Option<&str>,
+        metadata: Map<String, Value>,
+    ) -> Intent {
+        Intent {
+            event_type,
+            timestamp: Some(timestamp.into()),
+            from_state: Some(lane.state.into()),
+            to_state: to,
+            lane_id: Some(lane.id.clone()),
+            agent_id: Some(lane.agent_id.clone()),
+            reason: reason.map(str::to_string),
+            evidence_refs: evidence.clone(),
+            metadata,
+        }
+    }
+
     /// An intent about the run that changes no state (a verification, a
     /// resume, a report, the topology) at "now".
     pub fn about_run(

@@ -468,18 +468,16 @@ pub fn decide_lane_transition(
         let changed = complete_paths(state, lane, request, canonicalize)?;
         metadata.insert("changed_paths".into(), json!(changed));
     }
-    Ok(vec![Intent {
+    // The lane found by the request's id, owned by its agent.
+    Ok(vec![Intent::on_lane(
         event_type,
-        timestamp: Some(request.at.to_string()),
-        from_state: Some(lane.state.into()),
-        to_state: Some(target.into()),
-        // The lane found by the request's id, owned by its agent.
-        lane_id: Some(lane.id.clone()),
-        agent_id: Some(lane.agent_id.clone()),
-        reason: request.reason.map(str::to_string),
-        evidence_refs: request.evidence.clone(),
+        lane,
+        Some(target.into()),
+        request.at,
+        request.evidence,
+        request.reason,
         metadata,
-    }])
+    )])
 }
 
 /// The lane-complete rules: the evidence is no liveness evidence of any

@@ -456,17 +456,8 @@ fn lane_intent(
     reason: Option<&str>,
     metadata: Map<String, Value>,
 ) -> Intent {
-    Intent {
-        event_type,
-        timestamp: Some(timestamp.into()),
-        from_state: Some(lane.state.into()),
-        to_state: super::machine::lane_edge(event_type).map(|edge| edge.to.into()),
-        lane_id: Some(lane.id.clone()),
-        agent_id: Some(lane.agent_id.clone()),
-        reason: reason.map(str::to_string),
-        evidence_refs: evidence.clone(),
-        metadata,
-    }
+    let to = super::machine::lane_edge(event_type).map(|edge| edge.to.into());
+    Intent::on_lane(event_type, lane, to, timestamp, evidence, reason, metadata)
 }
 
 // ---------------------------------------------------------------------------

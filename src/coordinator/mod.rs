@@ -39,7 +39,7 @@ pub mod timeline;
 pub mod topology;
 pub mod views;
 
-pub use replay::{ReplayError, ReplayPolicy, RunOrigin, replay};
+pub use replay::{OnRefusal, ReplayError, ReplayPolicy, RunOrigin, replay};
 pub use state::{
     CheckRecord, Component, CoordinatorState, CoverageState, EarlierDigests, FailureResolution,
     LaneRecord, LaneState, RunState,

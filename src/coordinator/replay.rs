@@ -226,6 +226,17 @@ pub fn replay<'a>(
     Ok(state)
 }
 
+/// What a refused event leaves of the state it was applied to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRefusal {
+    /// The state as it was before the event: what the event changed is
+    /// saved to be undone.
+    Restore,
+    /// Nothing is saved: the state is spoilt and must not be used (for a
+    /// caller that drops it anyway, a verdict or a view).
+    Spoil,
+}
+
 /// One undoable change (see [`CoordinatorState::rollback`]).
 enum Undo {
     RunState(RunState),
@@ -235,7 +246,7 @@ enum Undo {
     },
     LaneInserted(LaneId),
     /// A lane this event changed, not saved: the state is dropped on error
-    /// ([`CoordinatorState::apply_ref_or_spoil`]).
+    /// ([`OnRefusal::Spoil`]).
     LaneTouched(LaneId),
     /// The lane as it was, without its liveness digest history (which only
     /// ever grows and is restored by truncation to `digests_len`).
@@ -468,36 +479,23 @@ impl CoordinatorState {
         event: &Map<String, Value>,
         policy: &ReplayPolicy,
     ) -> Result<(), ReplayError> {
-        self.apply_ref(&ObjectRef::from_map(event, &bumpalo::Bump::new()), policy)
+        self.apply_ref(
+            &ObjectRef::from_map(event, &bumpalo::Bump::new()),
+            policy,
+            OnRefusal::Restore,
+        )
     }
 
     /// [`Self::apply`] for an event as the verifier read it (borrowing the
-    /// receipt line), without copying it.
+    /// receipt line), without copying it; a refused event leaves the state
+    /// as `on_refusal` says.
     pub fn apply_ref(
         &mut self,
         event: &ObjectRef<'_>,
         policy: &ReplayPolicy,
+        on_refusal: OnRefusal,
     ) -> Result<(), ReplayError> {
-        self.apply_journaled_ref(event, policy, true)
-    }
-
-    /// [`Self::apply_ref`] for a caller that drops the state when an event
-    /// is refused (a verdict, a view): nothing is saved to undo it, so on
-    /// error the state is spoilt and must not be used.
-    pub fn apply_ref_or_spoil(
-        &mut self,
-        event: &ObjectRef<'_>,
-        policy: &ReplayPolicy,
-    ) -> Result<(), ReplayError> {
-        self.apply_journaled_ref(event, policy, false)
-    }
-
-    fn apply_journaled_ref(
-        &mut self,
-        event: &ObjectRef<'_>,
-        policy: &ReplayPolicy,
-        rollback: bool,
-    ) -> Result<(), ReplayError> {
+        let rollback = on_refusal == OnRefusal::Restore;
         let mut journal = Journal {
             undo: Vec::new(),
             rollback,

@@ -188,17 +188,16 @@ pub fn decide_resolve(
         "resolution_evidence_digest".into(),
         json!(resolution_digest),
     );
-    Ok(vec![Intent {
-        event_type: EventType::CandidateValidated,
-        timestamp: Some(request.at.clone()),
-        from_state: Some(LaneState::Failed.into()),
-        to_state: Some(LaneState::Failed.into()),
-        lane_id: Some(original.id.clone()),
-        agent_id: Some(original.agent_id.clone()),
-        reason: None,
-        evidence_refs: evidence.clone(),
+    // The original is failed (checked above) and stays failed.
+    Ok(vec![Intent::on_lane(
+        EventType::CandidateValidated,
+        original,
+        Some(LaneState::Failed.into()),
+        &request.at,
+        evidence,
+        None,
         metadata,
-    }])
+    )])
 }
 
 #[cfg(test)]

@@ -169,10 +169,8 @@ impl<'a> Reader<'a, '_> {
                 }
             }
             self.members.push((key, value));
-            match self.next()? {
-                b',' => continue,
-                b'}' => break,
-                _ => return None,
+            if !self.another(b'}')? {
+                break;
             }
         }
         self.depth -= 1;
@@ -181,6 +179,16 @@ impl<'a> Reader<'a, '_> {
         let members = self.arena.alloc_slice_copy(&self.members[base..]);
         self.members.truncate(base);
         Some(ObjectRef::sorted(members))
+    }
+
+    /// After a member or an item: `,` means another follows, `close` ends
+    /// the container; anything else is not canonical JSON.
+    fn another(&mut self, close: u8) -> Option<bool> {
+        match self.next()? {
+            b',' => Some(true),
+            c if c == close => Some(false),
+            _ => None,
+        }
     }
 
     fn enter(&mut self) -> Option<()> {
@@ -201,10 +209,8 @@ impl<'a> Reader<'a, '_> {
                     loop {
                         let item = self.value()?;
                         self.items.push(item);
-                        match self.next()? {
-                            b',' => continue,
-                            b']' => break,
-                            _ => return None,
+                        if !self.another(b']')? {
+                            break;
                         }
                     }
                 }

@@ -34,10 +34,7 @@ pub struct ResumeArgs {
     pub new_owner_file: PathBuf,
     #[command(flatten)]
     #[serde(flatten)]
-    pub sign: SignHeadKeyArg,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub at: AtArg,
+    pub gate: GateArgs,
 }
 
 /// No `--expected-head`: the damaged run is not appended to.
@@ -56,6 +53,15 @@ pub struct RecoveryRunCreateArgs {
     /// ungated run, or constraints added to the carried gate.
     #[arg(long = "approval-policy")]
     pub approval_policy: Option<JsonArg>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub gate: GateArgs,
+}
+
+/// The last flags of a gate that hands a run on (resume,
+/// recovery-run-create): sign the head it leaves, and when it happens.
+#[derive(Debug, Args, serde::Deserialize)]
+pub struct GateArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub sign: SignHeadKeyArg,
@@ -92,12 +98,12 @@ pub fn dispatch(
     env: &DiscoveryEnv,
 ) -> FlowResult<Success> {
     Ok(match command {
-        RecoveryCommands::Resume(args) => args.sign.gate(
+        RecoveryCommands::Resume(args) => args.gate.sign.gate(
             root,
             "resume",
             || {
                 resume(
-                    &args.mutation.open(root, env, args.at.value()?)?,
+                    &args.mutation.open(root, env, args.gate.at.value()?)?,
                     &args.new_owner_file,
                     &crate::store::handle::OwnerToken::generate(),
                 )
@@ -118,9 +124,9 @@ pub fn dispatch(
                 owner_file: &args.owner_file,
                 evidence: &args.evidence,
                 approval_policy: policy.as_ref(),
-                entropy: &crate::commands::init::InitEntropy::fresh_at(args.at.at.as_deref())?,
+                entropy: &crate::commands::init::InitEntropy::fresh_at(args.gate.at.at.as_deref())?,
             };
-            args.sign.gate(
+            args.gate.sign.gate(
                 root,
                 "recovery-run-create",
                 || recovery_run_create(root, env, &request),
