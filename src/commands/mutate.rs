@@ -22,7 +22,7 @@ use super::checkpoint::{
 use super::error::{FlowError, FlowResult};
 use super::ledger::OpenRun;
 use super::rebuild::coordinator_run_cache;
-use crate::coordinator::decide::{Intent, Policy};
+use crate::coordinator::decide::{Bug, Intent, Policy};
 use crate::coordinator::{CoordinatorState, ReplayPolicy};
 use crate::receipt::event::{EventDraft, SealedEvent};
 use crate::receipt::primitives::{Instant, format_now, is_sha256_hex};
@@ -573,11 +573,10 @@ fn pre_apply(
     policy: &ReplayPolicy,
 ) -> FlowResult<()> {
     state.apply_event(&sealed.event, policy).map_err(|e| {
-        FlowError::Contract(format!(
-            "internal error: the event decided for sequence {} does not apply to the run's state ({}); nothing was written and the receipt is unchanged",
-            state.last_sequence() + 1,
-            e.message
-        ))
+        FlowError::Internal(Bug::EventDoesNotApply {
+            sequence: state.last_sequence() + 1,
+            why: e.message,
+        })
     })
 }
 
@@ -849,7 +848,13 @@ mod tests {
         }
         .seal();
         let error = pre_apply(&mut state, &sealed, &ReplayPolicy::default()).unwrap_err();
-        assert!(matches!(error, FlowError::Contract(_)), "{error:?}");
+        assert!(
+            matches!(
+                error,
+                FlowError::Internal(Bug::EventDoesNotApply { sequence: 1, .. })
+            ),
+            "{error:?}"
+        );
         assert!(
             error.message().starts_with("internal error:")
                 && error.message().contains("nothing was written"),

@@ -112,8 +112,12 @@ pub enum FlowError {
     /// input").
     Input(InputRefusal),
     /// Bad input in a lower layer's words (the receipt contract's rules,
-    /// the input reader), or a failure inside bluetape-flow (exit 2).
+    /// the input reader) (exit 2).
     Contract(String),
+    /// A bug in bluetape-flow, never a refusal of the input (exit 2
+    /// `contract_error`, as the reference's own failures are): its message
+    /// says so and what is safe next.
+    Internal(Bug),
     /// The receipt or its snapshot is damaged (exit 3).
     ReceiptCorrupt(String),
     /// The receipt is damaged at a known line (exit 3), with its trusted
@@ -191,6 +195,44 @@ pub enum FlowError {
     Taught(Box<FlowError>, Box<Teaching>),
 }
 
+/// What went wrong inside bluetape-flow (a [`FlowError::Internal`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bug {
+    /// The event a decision proposed for `sequence` is refused by the
+    /// reducer before it is appended.
+    EventDoesNotApply { sequence: u64, why: String },
+    /// An input that passed its checks does not read as its type.
+    CheckedInputUnreadable(String),
+    /// Tool arguments held to the tool's parameters do not make its
+    /// command: a bug of the catalog.
+    ArgumentsMakeNoCommand(String),
+    /// A tool call's task did not finish.
+    CallUnfinished,
+    /// A panic, caught where the command ran.
+    Panic(String),
+}
+
+impl Bug {
+    pub fn message(&self) -> String {
+        const BUG: &str = "internal error (a bug in bluetape-flow)";
+        const MAY_BE_RECORDED: &str =
+            "run verify before retrying, the event may have been recorded";
+        match self {
+            Bug::EventDoesNotApply { sequence, why } => format!(
+                "internal error: the event decided for sequence {sequence} does not apply to the run's state ({why}); nothing was written and the receipt is unchanged"
+            ),
+            Bug::CheckedInputUnreadable(why) => {
+                format!("{BUG}: a checked input does not read as its type: {why}")
+            }
+            Bug::ArgumentsMakeNoCommand(why) => {
+                format!("{BUG}: the arguments do not make the command ({why}); nothing was written")
+            }
+            Bug::CallUnfinished => format!("{BUG}: the call did not finish; {MAY_BE_RECORDED}"),
+            Bug::Panic(what) => format!("{BUG}: {what}; {MAY_BE_RECORDED}"),
+        }
+    }
+}
+
 impl FlowError {
     pub fn contract(m: impl Into<String>) -> Self {
         FlowError::Contract(m.into())
@@ -245,7 +287,9 @@ impl FlowError {
     pub fn classify(&self) -> (u8, &'static str, bool, Option<&'static str>) {
         match self {
             FlowError::Taught(inner, _) => inner.classify(),
-            FlowError::Contract(_) | FlowError::Input(_) => (2, "contract_error", false, None),
+            FlowError::Contract(_) | FlowError::Input(_) | FlowError::Internal(_) => {
+                (2, "contract_error", false, None)
+            }
             FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
                 (3, "receipt_corrupt", false, Some("receipt-diagnose"))
             }
@@ -289,6 +333,7 @@ impl FlowError {
         Cow::Borrowed(match self {
             FlowError::Taught(inner, _) => return inner.message(),
             FlowError::Input(refusal) => return refusal.message(),
+            FlowError::Internal(bug) => return Cow::Owned(bug.message()),
             FlowError::Contract(m)
             | FlowError::ReceiptCorrupt(m)
             | FlowError::ProofInvalid(m)
@@ -658,6 +703,7 @@ impl PartialEq for FlowError {
         use FlowError::*;
         match (self.untaught().0, other.untaught().0) {
             (Input(a), Input(b)) => a == b,
+            (Internal(a), Internal(b)) => a == b,
             (Contract(a), Contract(b))
             | (ReceiptCorrupt(a), ReceiptCorrupt(b))
             | (ProofInvalid(a), ProofInvalid(b))

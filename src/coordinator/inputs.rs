@@ -76,8 +76,8 @@ pub fn checked_input<T: serde::de::DeserializeOwned>(
     input: &Value,
 ) -> Result<T, super::decide::FlowError> {
     T::deserialize(input).map_err(|e| {
-        super::decide::FlowError::Contract(format!(
-            "internal error (a bug in bluetape-flow): a checked input does not read as its type: {e}"
+        super::decide::FlowError::Internal(super::decide::Bug::CheckedInputUnreadable(
+            e.to_string(),
         ))
     })
 }

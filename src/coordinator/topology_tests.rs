@@ -477,32 +477,28 @@ fn a_failed_check_then_a_passed_one_with_history() {
 fn check_result_refusals() {
     let ledger = checked();
     let e = ev("c");
-    let mut request = CheckResult {
-        component_id: "core".into(),
-        check_id: "unit".into(),
-        passed: true,
-        reason: Value::Null,
-    };
-    assert_eq!(
-        decide_check_result(&ledger.state, &request, &e),
-        refused(Refused::CheckNotRegistered {
-            component_id: "core".into(),
-            check_id: "unit".into(),
-            components: vec!["core".into()],
-            required_checks: Some(vec!["lint".into()])
-        })
-    );
-    request.component_id = "ghost".into();
-    request.check_id = "lint".into();
-    assert_eq!(
-        decide_check_result(&ledger.state, &request, &e),
-        refused(Refused::CheckNotRegistered {
-            component_id: "ghost".into(),
-            check_id: "lint".into(),
-            components: vec!["core".into()],
-            required_checks: None
-        })
-    );
+    // A check the component does not register; a component that does not
+    // exist (no checks to list).
+    for (component, check, required_checks) in [
+        ("core", "unit", Some(vec!["lint".to_string()])),
+        ("ghost", "lint", None),
+    ] {
+        let request = CheckResult {
+            component_id: component.into(),
+            check_id: check.into(),
+            passed: true,
+            reason: Value::Null,
+        };
+        assert_eq!(
+            decide_check_result(&ledger.state, &request, &e),
+            refused(Refused::CheckNotRegistered {
+                component_id: component.into(),
+                check_id: check.into(),
+                components: vec!["core".into()],
+                required_checks,
+            })
+        );
+    }
     // A first result with a non-string reason fails the receipt contract.
     assert_eq!(
         result(&ledger, true, json!(["why"]), &e),

@@ -35,7 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::commands::FlowError;
-use crate::coordinator::decide::InputRule;
+use crate::coordinator::decide::{Bug, InputRule};
 use crate::store::discovery::DiscoveryEnv;
 use crate::surface::envelope;
 use catalog::{Mode, ToolSpec};
@@ -188,8 +188,8 @@ fn invoke(
     let command = match crate::surface::command_from(&spec.name, arguments.clone()) {
         Ok(command) => command,
         Err(why) => {
-            return refused(FlowError::contract(format!(
-                "internal error (a bug in bluetape-flow): the arguments do not make the command ({why}); nothing was written"
+            return refused(FlowError::Internal(Bug::ArgumentsMakeNoCommand(
+                why.to_string(),
             )));
         }
     };
@@ -305,9 +305,7 @@ impl ServerHandler for Server {
         .await;
         Ok(match joined {
             Ok((line, ok)) => result(&line, ok),
-            Err(_) => refusal(&FlowError::contract(
-                "internal error (a bug in bluetape-flow): the call did not finish; run verify before retrying, the event may have been recorded",
-            )),
+            Err(_) => refusal(&FlowError::Internal(Bug::CallUnfinished)),
         }
         .into())
     }

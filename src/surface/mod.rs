@@ -573,9 +573,7 @@ pub fn panic_error(payload: &(dyn std::any::Any + Send)) -> FlowError {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string());
-    FlowError::Contract(format!(
-        "internal error (a bug in bluetape-flow): {what}; run verify before retrying, the event may have been recorded"
-    ))
+    FlowError::Internal(crate::coordinator::decide::Bug::Panic(what))
 }
 
 /// Test-only (debug builds): `BLUETAPE_TEST_PANIC=1` panics inside command
