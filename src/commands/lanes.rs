@@ -121,12 +121,12 @@ pub fn lane_transition(
     // lane-complete asks whether its evidence was ever liveness evidence:
     // it decides on a full replay, never on the digest table
     // (contracts/rules.md).
-    let basis = if command == LaneCommand::Complete {
+    let decide_on = if command == LaneCommand::Complete {
         DecideOn::FullReplay
     } else {
         DecideOn::Checkpoint
     };
-    let committed = super::mutate::mutate(&mutation.ctx, &mutation.run, basis, |input| {
+    let committed = super::mutate::mutate(&mutation.ctx, &mutation.run, decide_on, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed
                 .clone()

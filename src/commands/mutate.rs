@@ -278,11 +278,11 @@ pub enum DecideOn {
 pub fn mutate_gathered<F>(
     ctx: &MutationContext,
     run: &OpenRun,
-    basis: DecideOn,
+    decide_on: DecideOn,
     mut gather: impl FnMut(&DecisionInput<'_>) -> Result<F, FlowError>,
     mut decide: impl FnMut(&DecisionInput<'_>, F) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
-    mutate(ctx, run, basis, |input| {
+    mutate(ctx, run, decide_on, |input| {
         let facts = gather(input)?;
         decide(input, facts)
     })
@@ -308,14 +308,14 @@ pub fn mutate_staged(
 }
 
 /// Run the pipeline with `decide` as the command's in-lock decision, taken
-/// on `basis`.
+/// on what `decide_on` says.
 pub fn mutate(
     ctx: &MutationContext,
     run: &OpenRun,
-    basis: DecideOn,
+    decide_on: DecideOn,
     mut decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
 ) -> FlowResult<Committed> {
-    mutate_pipeline(ctx, run, basis, &mut decide, None)
+    mutate_pipeline(ctx, run, decide_on, &mut decide, None)
 }
 
 type Decide<'d> = dyn FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError> + 'd;
@@ -324,7 +324,7 @@ type Stage<'s> = Box<dyn FnOnce() -> Result<(), FlowError> + 's>;
 fn mutate_pipeline(
     ctx: &MutationContext,
     run: &OpenRun,
-    basis: DecideOn,
+    decide_on: DecideOn,
     decide: &mut Decide<'_>,
     stage: Option<Stage<'_>>,
 ) -> FlowResult<Committed> {
@@ -345,7 +345,7 @@ fn mutate_pipeline(
     // A decision taken on the checkpoint stands only once the receipt
     // proves the facts it rests on (super::proof); otherwise it is taken
     // again on a full replay.
-    let mut from_checkpoint = basis == DecideOn::Checkpoint;
+    let mut from_checkpoint = decide_on == DecideOn::Checkpoint;
     let (state, sealed, proof, position, basis, lanes_before) = loop {
         let (mut state, position, basis) = if from_checkpoint {
             load_state(run, true)?

@@ -213,6 +213,8 @@ pub enum Bug {
 }
 
 impl Bug {
+    /// What the envelope says: that it is our bug, what failed, and what
+    /// is safe next.
     pub fn message(&self) -> String {
         const BUG: &str = "internal error (a bug in bluetape-flow)";
         const MAY_BE_RECORDED: &str =
