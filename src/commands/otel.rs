@@ -32,33 +32,84 @@ const MAX_HEADERS: usize = 32;
 /// Longest header value accepted.
 const MAX_HEADER_VALUE: usize = 8192;
 
+/// An exporter setting as the SDKs read it: a traces-only variable, which
+/// wins, and a general one.
+#[derive(Debug, Clone, Copy)]
+enum OtelSetting {
+    Endpoint,
+    Headers,
+    Protocol,
+    Timeout,
+}
+
+impl OtelSetting {
+    const ALL: [OtelSetting; 4] = [Self::Endpoint, Self::Headers, Self::Protocol, Self::Timeout];
+
+    /// The traces-only variable, then the general one.
+    fn names(self) -> [&'static str; 2] {
+        match self {
+            Self::Endpoint => [
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+            ],
+            Self::Headers => [
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "OTEL_EXPORTER_OTLP_HEADERS",
+            ],
+            Self::Protocol => [
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ],
+            Self::Timeout => [
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ],
+        }
+    }
+}
+
+/// One exporter variable that is set: its name and value, and whether it
+/// is the traces-only one.
+#[derive(Debug, Clone, Copy)]
+struct OtelVar<'e> {
+    name: &'static str,
+    value: &'e str,
+    traces_only: bool,
+}
+
 /// The OpenTelemetry exporter variables, read once from the process (the
 /// names the SDKs read; an empty value counts as unset, as in the SDKs).
 #[derive(Debug, Clone, Default)]
 pub struct OtelEnv {
-    pub traces_endpoint: Option<String>,
-    pub endpoint: Option<String>,
-    pub traces_headers: Option<String>,
-    pub headers: Option<String>,
-    pub traces_protocol: Option<String>,
-    pub protocol: Option<String>,
-    pub traces_timeout: Option<String>,
-    pub timeout: Option<String>,
+    set: std::collections::BTreeMap<&'static str, String>,
 }
 
 impl OtelEnv {
     pub fn from_process() -> OtelEnv {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let names = OtelSetting::ALL.into_iter().flat_map(OtelSetting::names);
         OtelEnv {
-            traces_endpoint: var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-            endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
-            traces_headers: var("OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
-            headers: var("OTEL_EXPORTER_OTLP_HEADERS"),
-            traces_protocol: var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
-            protocol: var("OTEL_EXPORTER_OTLP_PROTOCOL"),
-            traces_timeout: var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"),
-            timeout: var("OTEL_EXPORTER_OTLP_TIMEOUT"),
+            set: names
+                .filter_map(|name| {
+                    let value = std::env::var(name).ok()?;
+                    (!value.trim().is_empty()).then_some((name, value))
+                })
+                .collect(),
         }
+    }
+
+    /// The variable of `setting` that decides: the traces-only one if set,
+    /// else the general one.
+    fn deciding(&self, setting: OtelSetting) -> Option<OtelVar<'_>> {
+        let [traces, general] = setting.names();
+        [(traces, true), (general, false)]
+            .into_iter()
+            .find_map(|(name, traces_only)| {
+                Some(OtelVar {
+                    name,
+                    value: self.set.get(name)?,
+                    traces_only,
+                })
+            })
     }
 }
 
@@ -199,15 +250,13 @@ fn env_headers(headers: &mut Vec<(String, String)>, list: &str, variable: &str) 
 }
 
 fn timeout_of(env: &OtelEnv) -> FlowResult<Duration> {
-    let (name, value) = match (&env.traces_timeout, &env.timeout) {
-        (Some(v), _) => ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", v),
-        (None, Some(v)) => ("OTEL_EXPORTER_OTLP_TIMEOUT", v),
-        (None, None) => return Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS)),
+    let Some(var) = env.deciding(OtelSetting::Timeout) else {
+        return Ok(Duration::from_millis(DEFAULT_TIMEOUT_MS));
     };
-    match value.trim().parse::<u64>() {
+    match var.value.trim().parse::<u64>() {
         Ok(ms) if ms > 0 && ms <= 600_000 => Ok(Duration::from_millis(ms)),
         _ => Err(FlowError::from(InputRefusal::OtelTimeout {
-            variable: name.into(),
+            variable: var.name.into(),
         })),
     }
 }
@@ -230,11 +279,11 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     if args.force {
         return Err(InputRule::OtelForceWithoutOut.into());
     }
-    let (url, source) = match (&args.endpoint, &env.traces_endpoint, &env.endpoint) {
-        (Some(url), _, _) => (url.clone(), "--endpoint"),
-        (None, Some(url), _) => (url.clone(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-        (None, None, Some(base)) => (with_traces_path(base), "OTEL_EXPORTER_OTLP_ENDPOINT"),
-        (None, None, None) => {
+    let (url, source) = match (&args.endpoint, env.deciding(OtelSetting::Endpoint)) {
+        (Some(url), _) => (url.clone(), "--endpoint"),
+        (None, Some(var)) if var.traces_only => (var.value.to_string(), var.name),
+        (None, Some(base)) => (with_traces_path(base.value), base.name),
+        (None, None) => {
             return Err(InputRule::OtelNoTarget.into());
         }
     };
@@ -244,25 +293,22 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
             source: source.into(),
         })
     })?;
-    let protocol = match (&env.traces_protocol, &env.protocol) {
-        (Some(p), _) => Some(("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", p)),
-        (None, Some(p)) => Some(("OTEL_EXPORTER_OTLP_PROTOCOL", p)),
-        (None, None) => None,
-    };
-    if let Some((name, protocol)) = protocol
-        && protocol.trim() != "http/protobuf"
+    if let Some(var) = env.deciding(OtelSetting::Protocol)
+        && var.value.trim() != "http/protobuf"
     {
         return Err(FlowError::from(InputRefusal::OtelProtocol {
-            variable: name.into(),
-            protocol: crate::coordinator::otel::bounded(protocol.trim()),
+            variable: var.name.into(),
+            protocol: crate::coordinator::otel::bounded(var.value.trim()),
         }));
     }
+    // Both header lists apply, the general one first: a later header
+    // replaces an earlier one of the same name.
     let mut headers = Vec::new();
-    if let Some(list) = &env.headers {
-        env_headers(&mut headers, list, "OTEL_EXPORTER_OTLP_HEADERS")?;
-    }
-    if let Some(list) = &env.traces_headers {
-        env_headers(&mut headers, list, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")?;
+    let [traces, general] = OtelSetting::Headers.names();
+    for name in [general, traces] {
+        if let Some(list) = env.set.get(name) {
+            env_headers(&mut headers, list, name)?;
+        }
     }
     for header in &args.headers {
         let Some((name, value)) = header.split_once('=') else {
@@ -615,4 +661,128 @@ pub fn export(
         checksum,
         semconv: SEMCONV_VERSION,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&'static str, &str)]) -> OtelEnv {
+        OtelEnv {
+            set: vars.iter().map(|(n, v)| (*n, v.to_string())).collect(),
+        }
+    }
+
+    fn args(headers: &[&str]) -> ExportArgs {
+        ExportArgs {
+            run_id: "r".into(),
+            endpoint: None,
+            out: None,
+            force: false,
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+        }
+    }
+
+    fn endpoint(target: Target) -> (String, &'static str, Vec<(String, String)>, Duration) {
+        match target {
+            Target::Endpoint {
+                url,
+                source,
+                headers,
+                timeout,
+                ..
+            } => (url, source, headers, timeout),
+            Target::File { .. } => panic!("a file target"),
+        }
+    }
+
+    #[test]
+    fn the_traces_only_variable_wins_and_both_header_lists_apply_general_first() {
+        let both = env(&[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://traces:4318/custom",
+            ),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "900"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "a=general,b=general"),
+            ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "b=traces"),
+        ]);
+        let (url, source, headers, timeout) =
+            endpoint(resolve_target(&args(&["a=flag"]), &both).unwrap());
+        assert_eq!(
+            (url.as_str(), source),
+            (
+                "http://traces:4318/custom",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+            )
+        );
+        assert_eq!(timeout, Duration::from_millis(2500));
+        // A later list replaces a header of the same name; --header is last.
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(headers, [("b", "traces"), ("a", "flag")]);
+
+        let general = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "900"),
+        ]);
+        let (url, source, headers, timeout) =
+            endpoint(resolve_target(&args(&[]), &general).unwrap());
+        assert_eq!(
+            (url.as_str(), source),
+            (
+                "http://general:4318/v1/traces",
+                "OTEL_EXPORTER_OTLP_ENDPOINT"
+            )
+        );
+        assert_eq!(timeout, Duration::from_millis(900));
+        assert!(headers.is_empty());
+
+        let unset = env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318")]);
+        let (.., timeout) = endpoint(resolve_target(&args(&[]), &unset).unwrap());
+        assert_eq!(timeout, Duration::from_millis(DEFAULT_TIMEOUT_MS));
+    }
+
+    #[test]
+    fn a_bad_setting_is_refused_naming_the_variable_that_decides() {
+        for (vars, named) in [
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0"),
+                    ("OTEL_EXPORTER_OTLP_TIMEOUT", "900"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+        ] {
+            let mut vars = vars;
+            vars.push(("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318"));
+            let error = resolve_target(&args(&[]), &env(&vars)).unwrap_err();
+            assert_eq!(
+                error,
+                FlowError::from(InputRefusal::OtelTimeout {
+                    variable: named.into()
+                })
+            );
+        }
+        let grpc = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ]);
+        assert_eq!(
+            resolve_target(&args(&[]), &grpc).unwrap_err(),
+            FlowError::from(InputRefusal::OtelProtocol {
+                variable: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL".into(),
+                protocol: "grpc".into(),
+            })
+        );
+    }
 }
