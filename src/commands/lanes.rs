@@ -126,12 +126,11 @@ pub fn lane_transition(
     } else {
         DecideOn::Checkpoint
     };
-    let committed = super::mutate::mutate(&mutation.ctx, &mutation.run, decide_on, |input| {
+    mutation.commit_on(decide_on, |input| {
         decide_lane_transition(input.state, &transition, |_| {
             canonical_changed
                 .clone()
                 .unwrap_or_else(|| Err(FlowError::from(InputRule::CompletionNeedsChangedPaths)))
         })
-    })?;
-    Ok(committed.answer(&mutation.ctx.run_id))
+    })
 }

@@ -62,13 +62,12 @@ pub struct OpenMutation {
 }
 
 impl OpenMutation {
-    /// Commit what `decide` decides ([`mutate`]) and answer with the head
-    /// it left.
+    /// Commit what `decide` decides on the checkpoint ([`DecideOn`]).
     pub fn commit(
         &self,
         decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
     ) -> FlowResult<MutationAnswer> {
-        Ok(mutate(&self.ctx, &self.run, DecideOn::Checkpoint, decide)?.answer(&self.ctx.run_id))
+        self.commit_on(DecideOn::Checkpoint, decide)
     }
 
     /// [`Self::commit`] deciding on a full replay.
@@ -76,7 +75,17 @@ impl OpenMutation {
         &self,
         decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
     ) -> FlowResult<MutationAnswer> {
-        Ok(mutate(&self.ctx, &self.run, DecideOn::FullReplay, decide)?.answer(&self.ctx.run_id))
+        self.commit_on(DecideOn::FullReplay, decide)
+    }
+
+    /// Commit what `decide` decides, on what `decide_on` says ([`mutate`]),
+    /// and answer with the head it left.
+    pub fn commit_on(
+        &self,
+        decide_on: DecideOn,
+        decide: impl FnMut(&DecisionInput<'_>) -> Result<Vec<Intent>, FlowError>,
+    ) -> FlowResult<MutationAnswer> {
+        Ok(mutate(&self.ctx, &self.run, decide_on, decide)?.answer(&self.ctx.run_id))
     }
 }
 
