@@ -290,7 +290,7 @@ pub fn resolve_target(args: &ExportArgs, env: &OtelEnv) -> FlowResult<Target> {
     let url = url.trim().to_string();
     let shown = shown_endpoint(&url).ok_or_else(|| {
         FlowError::from(InputRefusal::OtelEndpoint {
-            source: source.into(),
+            origin: source.into(),
         })
     })?;
     if let Some(var) = env.deciding(OtelSetting::Protocol)

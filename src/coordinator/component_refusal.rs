@@ -9,9 +9,10 @@ use serde_json::json;
 use super::decide::{ConflictReason, Teaching};
 use super::state::LaneState;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ComponentRefusal {
     /// Not in the run's topology (never registered, or removed).
+    #[error("topology component does not exist")]
     Missing {
         component_id: String,
         components: Vec<String>,
@@ -19,6 +20,7 @@ pub enum ComponentRefusal {
     /// A re-registration leaves a required component out (`dropped`) or
     /// makes it optional. (`said`: the message, which names it; see
     /// [`ComponentRefusal::required_kept`].)
+    #[error("{said}")]
     RequiredKept {
         component_id: String,
         dropped: bool,
@@ -26,22 +28,27 @@ pub enum ComponentRefusal {
     },
     /// Registered components depend on it (`said`: the message, which
     /// names them; see [`ComponentRefusal::has_dependents`]).
+    #[error("{said}")]
     HasDependents {
         component_id: String,
         dependents: Vec<String>,
         said: String,
     },
     /// A required component cannot be removed.
+    #[error("required topology component cannot be removed; it blocks completion until covered")]
     Required { component_id: String },
     /// Its evidence is attached already.
+    #[error("component evidence is already attached")]
     Covered { component_id: String },
     /// Its owner lane has not completed (`None`: no such lane).
+    #[error("component owner lane is not completed")]
     OwnerNotCompleted {
         component_id: String,
         owner_lane: String,
         lane_state: Option<LaneState>,
     },
     /// Some required checks have not passed (last result).
+    #[error("component required checks are incomplete")]
     ChecksNotPassed {
         component_id: String,
         checks: Vec<String>,
@@ -49,6 +56,7 @@ pub enum ComponentRefusal {
     /// `check-result` for a check the topology does not require of the
     /// component (`required_checks`: `None` when the component is not in
     /// the topology, whose components are `components`).
+    #[error("component check is not registered")]
     CheckNotRegistered {
         component_id: String,
         check_id: String,
@@ -56,12 +64,17 @@ pub enum ComponentRefusal {
         required_checks: Option<Vec<String>>,
     },
     /// The check's last record has this very result, evidence and reason.
+    #[error("duplicate check result")]
     DuplicateCheck {
         component_id: String,
         check_id: String,
     },
     /// A pass after a failure without a non-blank reason (`evidence:
     /// false`) or with the failure's own evidence (`evidence: true`).
+    #[error(
+        "a recovered check requires {}",
+        if *.evidence { "fresh evidence" } else { "a fresh result and reason" }
+    )]
     RecoveryUnexplained {
         component_id: String,
         check_id: String,
@@ -99,29 +112,6 @@ impl ComponentRefusal {
 }
 
 impl ConflictReason for ComponentRefusal {
-    /// The reference's message (it names the component or its dependents
-    /// where the reference does).
-    fn message(&self) -> &str {
-        match self {
-            Self::Missing { .. } => "topology component does not exist",
-            Self::RequiredKept { said, .. } | Self::HasDependents { said, .. } => said,
-            Self::Required { .. } => {
-                "required topology component cannot be removed; it blocks completion until covered"
-            }
-            Self::Covered { .. } => "component evidence is already attached",
-            Self::OwnerNotCompleted { .. } => "component owner lane is not completed",
-            Self::ChecksNotPassed { .. } => "component required checks are incomplete",
-            Self::CheckNotRegistered { .. } => "component check is not registered",
-            Self::DuplicateCheck { .. } => "duplicate check result",
-            Self::RecoveryUnexplained {
-                evidence: false, ..
-            } => "a recovered check requires a fresh result and reason",
-            Self::RecoveryUnexplained { evidence: true, .. } => {
-                "a recovered check requires fresh evidence"
-            }
-        }
-    }
-
     /// Its `fields` and hint.
     fn teaching(&self) -> Teaching {
         const SEE: &str =

@@ -329,13 +329,14 @@ impl FlowError {
         }
     }
 
-    /// The message, without the teaching's detail. An input reason makes
-    /// its message from its fields, so this may be owned.
+    /// The message, without the teaching's detail. A typed reason's is its
+    /// `Display` (made from its fields), so this may be owned.
     pub fn message(&self) -> Cow<'_, str> {
         Cow::Borrowed(match self {
             FlowError::Taught(inner, _) => return inner.message(),
-            FlowError::Input(refusal) => return refusal.message(),
+            FlowError::Input(refusal) => return Cow::Owned(refusal.to_string()),
             FlowError::Internal(bug) => return Cow::Owned(bug.message()),
+            FlowError::Conflict(conflict) => return Cow::Owned(conflict.reason().to_string()),
             FlowError::Contract(m)
             | FlowError::ReceiptCorrupt(m)
             | FlowError::ProofInvalid(m)
@@ -347,7 +348,6 @@ impl FlowError {
             FlowError::ReceiptDamaged(damage) => damage.message(),
             FlowError::Approval(refusal) => refusal.message(),
             FlowError::Store(e) => e.message(),
-            FlowError::Conflict(conflict) => conflict.reason().message(),
             FlowError::HeadMoved { .. } => "receipt head changed before mutation",
             FlowError::RunStateRefused { .. } => "run state does not allow this command",
             FlowError::RunTransitionRefused { .. } => {
@@ -433,52 +433,59 @@ pub fn lane_state_refused(
 }
 
 /// Why a lane step is refused for its lane (the reference's messages).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaneRefusal {
-    /// "lane does not exist": the run's lanes (at most 32) are named.
+    /// The run's lanes (at most 32) are named.
+    #[error("lane does not exist")]
     Missing { lane_id: String, lanes: Vec<String> },
-    /// "lane is not active": terminal or replaced.
+    /// Terminal or replaced.
+    #[error("lane is not active")]
     Inactive { lane_id: String, state: LaneState },
-    /// "agent does not own the lane".
+    #[error("agent does not own the lane")]
     NotOwner {
         lane_id: String,
         agent_id: String,
         owner: String,
     },
-    /// "identifier already exists": the lane id is in use.
+    /// The lane id is in use.
+    #[error("identifier already exists")]
     Exists { lane_id: String, state: LaneState },
     /// The lane's state does not allow the step: the states it would are
     /// `allowed`, and `step` says which of the reference's messages.
+    #[error("{}", .step.message())]
     State {
         lane_id: String,
         state: LaneState,
         allowed: Vec<LaneState>,
         step: RefusedLaneStep,
     },
-    /// "lane limit reached": the run has as many lanes as its manifest
-    /// allows (terminal lanes count).
+    /// The run has as many lanes as its manifest allows (terminal lanes
+    /// count).
+    #[error("lane limit reached")]
     LimitReached { max_lanes: u64 },
-    /// "an interrupted agent cannot acknowledge the probe": the agent was
-    /// fenced by interrupt-result (decisions.md 9).
+    /// The agent was fenced by interrupt-result (decisions.md 9).
+    #[error("an interrupted agent cannot acknowledge the probe")]
     Fenced { lane_id: String, agent_id: String },
-    /// "liveness policy does not authorize interrupt": liveness at `at`
-    /// (the command alive) answers `decision`, not interrupt.
+    /// Liveness at `at` (the command alive) answers `decision`, not
+    /// interrupt.
+    #[error("liveness policy does not authorize interrupt")]
     InterruptNotDue {
         lane_id: String,
         at: String,
         decision: super::liveness::LivenessDecision,
     },
-    /// "liveness decision is stale or mismatched": `stall-record`'s
-    /// `--decision` (or only its `--reason`, when `reason_only`) is not
-    /// what liveness answers for the lane at `at`, which is `current`.
+    /// `stall-record`'s `--decision` (or only its `--reason`, when
+    /// `reason_only`) is not what liveness answers for the lane at `at`,
+    /// which is `current`.
+    #[error("liveness decision is stale or mismatched")]
     StaleDecision {
         lane_id: String,
         at: String,
         current: super::liveness::LivenessDecision,
         reason_only: bool,
     },
-    /// "changed paths exceed the pinned lane scope": `outside` are not
-    /// within the lane's `write_scope`.
+    /// `outside` are not within the lane's `write_scope`.
+    #[error("changed paths exceed the pinned lane scope")]
     OutsideScope {
         lane_id: String,
         outside: Vec<String>,
@@ -489,13 +496,21 @@ pub enum LaneRefusal {
 /// Which step a lane's state refused, for the reference's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefusedLaneStep {
-    /// A lane transition or liveness step: "current state does not allow
-    /// lifecycle intent".
+    /// A lane transition or liveness step.
     Lifecycle,
-    /// "heartbeat requires a running lane".
     Heartbeat,
-    /// "interrupt requires a recovering lane".
     Interrupt,
+}
+
+impl RefusedLaneStep {
+    /// The reference's message for a lane whose state refused this step.
+    fn message(self) -> &'static str {
+        match self {
+            RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
+            RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
+            RefusedLaneStep::Interrupt => "interrupt requires a recovering lane",
+        }
+    }
 }
 
 /// The lane refusals as tests expect them.
@@ -559,25 +574,6 @@ pub mod lane_refused {
 }
 
 impl ConflictReason for LaneRefusal {
-    fn message(&self) -> &str {
-        match self {
-            LaneRefusal::Missing { .. } => "lane does not exist",
-            LaneRefusal::Inactive { .. } => "lane is not active",
-            LaneRefusal::NotOwner { .. } => "agent does not own the lane",
-            LaneRefusal::Exists { .. } => "identifier already exists",
-            LaneRefusal::LimitReached { .. } => "lane limit reached",
-            LaneRefusal::Fenced { .. } => "an interrupted agent cannot acknowledge the probe",
-            LaneRefusal::InterruptNotDue { .. } => "liveness policy does not authorize interrupt",
-            LaneRefusal::StaleDecision { .. } => "liveness decision is stale or mismatched",
-            LaneRefusal::OutsideScope { .. } => "changed paths exceed the pinned lane scope",
-            LaneRefusal::State { step, .. } => match step {
-                RefusedLaneStep::Lifecycle => "current state does not allow lifecycle intent",
-                RefusedLaneStep::Heartbeat => "heartbeat requires a running lane",
-                RefusedLaneStep::Interrupt => "interrupt requires a recovering lane",
-            },
-        }
-    }
-
     /// Its `fields` (the lane, and what about it refused the step) and
     /// hint; `{run_id}`-style placeholders are filled by the envelope.
     fn teaching(&self) -> Teaching {
@@ -850,10 +846,9 @@ conflict_families! {
 
 /// A conflict family's reason (exit 5 `coordinator_conflict`, the
 /// reference's `error`, retryable, `next_command` resume-check): the
-/// reference's message, and the `fields` and hint that are functions of
-/// the reason (contracts/refusals.md).
-pub trait ConflictReason {
-    fn message(&self) -> &str;
+/// reference's message is its `Display` (each variant's `#[error]`), and
+/// the `fields` and hint are functions of the reason (contracts/refusals.md).
+pub trait ConflictReason: fmt::Display {
     fn teaching(&self) -> Teaching;
 }
 
@@ -1144,5 +1139,106 @@ pub fn require_evidence(evidence: &Value) -> Result<(), FlowError> {
     match evidence.as_array() {
         Some(items) if !items.is_empty() => Ok(()),
         _ => invalid(InputRule::LifecycleNeedsEvidence),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::component_refusal::ComponentRefusal;
+    use crate::coordinator::owner_refusal::OwnerRefusal;
+    use crate::coordinator::raced::Raced;
+    use crate::coordinator::recovery_refusal::{DiagnosisCheck, RecoveryRefusal};
+    use crate::coordinator::replacement_refusal::{LineageCommand, ReplacementRefusal};
+    use crate::coordinator::report_refusal::ReportRefusal;
+
+    /// The reasons the reference words by one of their fields say its
+    /// words for each value of that field, as the envelope's message.
+    #[test]
+    fn a_conflicts_message_follows_the_field_the_reference_words_it_by() {
+        let state = |step| LaneRefusal::State {
+            lane_id: "api".into(),
+            state: LaneState::Pending,
+            allowed: vec![],
+            step,
+        };
+        let not_replaced = |command| ReplacementRefusal::NotReplaced {
+            command,
+            lane_id: "api".into(),
+            state: None,
+        };
+        let not_reserved = |command| ReplacementRefusal::NotReserved {
+            command,
+            lane_id: "api".into(),
+            given: "api-3".into(),
+            reserved: None,
+        };
+        let changed = |check| RecoveryRefusal::DiagnosisChanged {
+            check,
+            changed: vec![],
+        };
+        let unexplained = |evidence| ComponentRefusal::RecoveryUnexplained {
+            component_id: "cli".into(),
+            check_id: "unit".into(),
+            evidence,
+        };
+        let bound = |found: Option<&str>| ReportRefusal::BoundFileChanged {
+            path: "reports/handoff.json".into(),
+            bound: "a".repeat(64),
+            found: found.map(String::from),
+        };
+        let owner = |before_lock| OwnerRefusal {
+            before_lock,
+            handle_epoch: 1,
+            owner_epoch: 2,
+        };
+        let reasons: Vec<FlowError> = vec![
+            state(RefusedLaneStep::Lifecycle).into(),
+            state(RefusedLaneStep::Heartbeat).into(),
+            state(RefusedLaneStep::Interrupt).into(),
+            not_replaced(LineageCommand::Close).into(),
+            not_replaced(LineageCommand::Repair).into(),
+            not_replaced(LineageCommand::Block).into(),
+            not_reserved(LineageCommand::Close).into(),
+            not_reserved(LineageCommand::Repair).into(),
+            not_reserved(LineageCommand::Block).into(),
+            changed(DiagnosisCheck::BeforeLock).into(),
+            changed(DiagnosisCheck::BeforeQuarantine).into(),
+            unexplained(false).into(),
+            unexplained(true).into(),
+            bound(None).into(),
+            bound(Some("b")).into(),
+            owner(true).into(),
+            owner(false).into(),
+            Raced::CheckpointManifest { removed: true }.into(),
+            Raced::CheckpointManifest { removed: false }.into(),
+        ];
+        let messages = [
+            "current state does not allow lifecycle intent",
+            "heartbeat requires a running lane",
+            "interrupt requires a recovering lane",
+            "original lane is not awaiting lineage close",
+            "lane has no repairable replacement",
+            "lane has no incomplete replacement",
+            "replacement lane does not match reservation",
+            "replacement reservation does not match",
+            "replacement reservation does not match",
+            "damaged run changed after receipt diagnosis",
+            "damaged run changed before quarantine",
+            "a recovered check requires a fresh result and reason",
+            "a recovered check requires fresh evidence",
+            "bound report file is missing or unsafe",
+            "bound report file checksum differs",
+            "owner handle is stale",
+            "owner handle does not match the current run owner",
+            "checkpoint.json held a copy of the run manifest that is not manifest.json; the checkpoint was removed and nothing was written",
+            "checkpoint.json held a copy of the run manifest that is not manifest.json; nothing was written",
+        ];
+        assert_eq!(reasons.len(), messages.len());
+        for (error, message) in reasons.iter().zip(messages) {
+            assert_eq!(error.message(), message, "{error:?}");
+            assert_eq!(error.full_message(), message, "{error:?}");
+            assert_eq!(error.classify().1, "coordinator_conflict", "{error:?}");
+        }
     }
 }

@@ -6,8 +6,6 @@
 //! at fault, the value the caller gave) is still attached there as
 //! [`Teaching`].
 
-use std::borrow::Cow;
-
 use serde_json::json;
 
 use super::decide::{FlowError, MAX_AT_SKEW_SECONDS, Teaching};
@@ -206,217 +204,146 @@ impl InputRule {
 }
 
 /// Why an input is refused: a rule of fixed text, or a rule about a named
-/// field or value, with what its message and teaching are made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// field or value, with what its message and teaching are made of. The
+/// message (exactly the reference's bytes where the reference refuses so)
+/// is its `Display`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputRefusal {
     /// A rule whose message names no value.
+    #[error("{}", .0.message())]
     Rule(InputRule),
-    /// "`{field}` must match the identifier contract".
+    #[error("{field} must match the identifier contract")]
     Identifier { field: String },
-    /// "`{field}` must be a UTC timestamp".
+    #[error("{field} must be a UTC timestamp")]
     Timestamp { field: String },
     /// A caller timestamp the reference's lax reading refuses (or one that
-    /// is no string): the lax reader's message, "timestamp must be UTC
-    /// ISO-8601 ending in Z" or "timestamp must be timezone-aware".
+    /// is no string): the lax reader's message.
+    #[error("{}", .0.message())]
     LaxTimestamp(LaxTimeError),
-    /// "`{field}` must be lowercase SHA-256" (a report's checksum field).
+    /// A report's checksum field.
+    #[error("{field} must be lowercase SHA-256")]
     Sha256 { field: String },
-    /// "duplicate component id: `{id}`".
+    #[error("duplicate component id: {id}")]
     DuplicateComponent { id: String },
-    /// "unknown topology owner lane: `{owner}`".
+    #[error("unknown topology owner lane: {owner}")]
     UnknownOwnerLane { owner: String },
-    /// "unknown component dependencies: `{names}`" (comma-separated).
+    #[error("unknown component dependencies: {}", .names.join(", "))]
     UnknownDependencies { names: Vec<String> },
-    /// A write scope that cannot be combined with its parent's: "parent
-    /// lane write scope is malformed: `{rule}`" (`parent`) or "write scope
-    /// is malformed: `{rule}`"; `rule` is the receipt contract's words.
+    /// A write scope (or its `parent`'s) that cannot be combined with the
+    /// other; `rule` is the receipt contract's words.
+    #[error("{}write scope is malformed: {rule}", if *.parent { "parent lane " } else { "" })]
     MalformedScope { parent: bool, rule: &'static str },
-    /// "--at must not be in the future: …" (contracts/commands.md "One
-    /// clock"): `at` is more than [`MAX_AT_SKEW_SECONDS`] after `clock`.
+    /// `at` is more than [`MAX_AT_SKEW_SECONDS`] after `clock`
+    /// (contracts/commands.md "One clock").
+    #[error(
+        "--at must not be in the future: '{at}' is more than {} seconds after this machine's clock ({clock})",
+        MAX_AT_SKEW_SECONDS
+    )]
     AtInFuture { at: String, clock: String },
-    /// "--at and the input's `{key}` disagree: …": the event records one
-    /// time. `shown` is the input's value as the message quotes it.
+    /// The event records one time. `shown` is the input's value as the
+    /// message quotes it.
+    #[error("--at and the input's {key} disagree: --at '{at}', {key} '{shown}'")]
     AtDisagrees {
         key: String,
         at: String,
         shown: String,
     },
-    /// "silence lease exceeds manifest maximum": at most `max` seconds
-    /// after observed_at, `latest` that instant (when it exists).
+    /// At most `max` seconds after observed_at, `latest` that instant
+    /// (when it exists).
+    #[error("silence lease exceeds manifest maximum")]
     LeaseTooLong { max: i64, latest: Option<String> },
     /// Under an approval policy the evidence list must leave room for the
     /// gate's record: at most `max` entries (one record, or two when
     /// `signed`).
+    #[error(
+        "under {} approval policy the evidence may hold at most {max} entries: {} the decision",
+        if *.signed { "a signed" } else { "an" },
+        if *.signed { "two more record" } else { "one more records" }
+    )]
     EvidenceRoom { max: u64, signed: bool },
     /// Standard input can feed one JSON option per call; `flags` (two or
     /// more) asked for it.
+    #[error("standard input can feed one JSON option per call, not {}", .flags.join(" and "))]
     SharedStdin { flags: Vec<String> },
     /// An `otel-export` header whose name (given by `origin`: `--header`
     /// or the variable) is no HTTP token.
+    #[error("{origin}: a header name must be an HTTP token (KEY=VALUE)")]
     OtelHeaderName { origin: String },
     /// A header value that cannot be sent: never shown, only its `name`.
+    #[error(
+        "{origin}: the value of header {name} must be printable ASCII without line breaks, at most {max_bytes} bytes (the value is not shown)"
+    )]
     OtelHeaderValue {
         origin: String,
         name: String,
         max_bytes: usize,
     },
-    /// More than `max` headers.
+    #[error("at most {max} headers may be sent")]
     OtelTooManyHeaders { max: usize },
     /// A headers `variable` that is not `key=value,…`.
+    #[error("{variable} must be a list of key=value pairs separated by commas")]
     OtelHeaderList { variable: String },
     /// A header value of `variable` that is not percent-encoding.
+    #[error(
+        "{variable}: the value of header {name} is not valid percent-encoding (the value is not shown)"
+    )]
     OtelHeaderEncoding { variable: String, name: String },
-    /// A timeout `variable` out of 1..=600000 ms.
+    #[error("{variable} must be a number of milliseconds from 1 to 600000")]
     OtelTimeout { variable: String },
-    /// An endpoint (from `source`) that is no absolute http(s) URL.
-    OtelEndpoint { source: String },
+    /// An endpoint (from `origin`: `--endpoint` or the variable) that is
+    /// no absolute http(s) URL.
+    #[error("{origin} must be an absolute http:// or https:// URL")]
+    OtelEndpoint { origin: String },
     /// A protocol `variable` asking for `protocol` (cut short for the
     /// message), not http/protobuf.
+    #[error("{variable} asks for {protocol}: otel-export sends only http/protobuf")]
     OtelProtocol { variable: String, protocol: String },
     /// `prove-event --sequence` outside 1..=`size` of the head.
+    #[error("sequence must be between 1 and the head's size {size}")]
     ProofSequence { size: u64 },
     /// `prove-append --from` a head of `old` events, newer than the head
     /// of `new`.
+    #[error("--from is a head of {old} events, newer than the head of {new}")]
     ProofFromNewer { old: u64, new: u64 },
     /// `publish --ref` outside the publication refs `under`: a branch or a
     /// tag is never written (DEVIATIONS 90); its hint names the run's own
     /// ref.
+    #[error("{reference} is not a publication ref: publish writes only refs under {under}")]
     NotPublicationRef {
         reference: String,
         under: &'static str,
         run_id: String,
     },
     /// `publish --ref` that git does not take as a ref under refs/.
+    #[error("{reference} is not a valid ref under refs/")]
     InvalidRef { reference: String },
     /// `bundle-verify --git DIR --ref REF` with a ref that names no commit
     /// in the clone `dir`: most often the publications `under` were not
     /// fetched, which its hint says.
+    #[error("{reference} does not name a commit in {dir}")]
     RefNotCommit {
         reference: String,
         dir: String,
         under: &'static str,
     },
-    /// "BLUETAPE_APPROVED_BY must be `{rule}`".
+    #[error("BLUETAPE_APPROVED_BY must be {rule}")]
     ApproverIdentity { rule: &'static str },
     /// The diagnosis lacks `key` (the reference's `KeyError`, printed as
     /// `'key'`).
+    #[error("'{key}'")]
     DiagnosisKey { key: String },
-    /// "damaged run `{key}` is invalid" (`recovery-run-create`).
+    /// A damaged run's field that `recovery-run-create` cannot take.
+    #[error("damaged run {key} is invalid")]
     DamagedRunField { key: String },
     /// `recovery-run-create --approval-policy` would loosen the damaged
     /// run's frozen policy: `loosened` says how.
+    #[error(
+        "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only add constraints to it: {loosened}"
+    )]
     PolicyLoosened { loosened: String },
 }
 
 impl InputRefusal {
-    /// The message as the envelope starts it (exactly the reference's
-    /// bytes where the reference refuses so).
-    pub fn message(&self) -> Cow<'_, str> {
-        match self {
-            InputRefusal::Rule(rule) => Cow::Borrowed(rule.message()),
-            InputRefusal::Identifier { field } => {
-                format!("{field} must match the identifier contract").into()
-            }
-            InputRefusal::Timestamp { field } => format!("{field} must be a UTC timestamp").into(),
-            InputRefusal::LaxTimestamp(error) => Cow::Borrowed(error.message()),
-            InputRefusal::Sha256 { field } => format!("{field} must be lowercase SHA-256").into(),
-            InputRefusal::DuplicateComponent { id } => format!("duplicate component id: {id}").into(),
-            InputRefusal::UnknownOwnerLane { owner } => {
-                format!("unknown topology owner lane: {owner}").into()
-            }
-            InputRefusal::UnknownDependencies { names } => {
-                format!("unknown component dependencies: {}", names.join(", ")).into()
-            }
-            InputRefusal::MalformedScope { parent: true, rule } => {
-                format!("parent lane write scope is malformed: {rule}").into()
-            }
-            InputRefusal::MalformedScope { parent: false, rule } => {
-                format!("write scope is malformed: {rule}").into()
-            }
-            InputRefusal::AtInFuture { at, clock } => format!(
-                "--at must not be in the future: '{at}' is more than {MAX_AT_SKEW_SECONDS} seconds after this machine's clock ({clock})"
-            )
-            .into(),
-            InputRefusal::AtDisagrees { key, at, shown } => {
-                format!("--at and the input's {key} disagree: --at '{at}', {key} '{shown}'").into()
-            }
-            InputRefusal::LeaseTooLong { .. } => {
-                Cow::Borrowed("silence lease exceeds manifest maximum")
-            }
-            InputRefusal::EvidenceRoom { max, signed: false } => format!(
-                "under an approval policy the evidence may hold at most {max} entries: one more records the decision"
-            )
-            .into(),
-            InputRefusal::EvidenceRoom { max, signed: true } => format!(
-                "under a signed approval policy the evidence may hold at most {max} entries: two more record the decision"
-            )
-            .into(),
-            InputRefusal::ApproverIdentity { rule } => {
-                format!("BLUETAPE_APPROVED_BY must be {rule}").into()
-            }
-            InputRefusal::SharedStdin { flags } => format!(
-                "standard input can feed one JSON option per call, not {}",
-                flags.join(" and ")
-            )
-            .into(),
-            InputRefusal::OtelHeaderName { origin } => {
-                format!("{origin}: a header name must be an HTTP token (KEY=VALUE)").into()
-            }
-            InputRefusal::OtelHeaderValue {
-                origin,
-                name,
-                max_bytes,
-            } => format!(
-                "{origin}: the value of header {name} must be printable ASCII without line breaks, at most {max_bytes} bytes (the value is not shown)"
-            )
-            .into(),
-            InputRefusal::OtelTooManyHeaders { max } => {
-                format!("at most {max} headers may be sent").into()
-            }
-            InputRefusal::OtelHeaderList { variable } => {
-                format!("{variable} must be a list of key=value pairs separated by commas").into()
-            }
-            InputRefusal::OtelHeaderEncoding { variable, name } => format!(
-                "{variable}: the value of header {name} is not valid percent-encoding (the value is not shown)"
-            )
-            .into(),
-            InputRefusal::OtelTimeout { variable } => {
-                format!("{variable} must be a number of milliseconds from 1 to 600000").into()
-            }
-            InputRefusal::OtelEndpoint { source } => {
-                format!("{source} must be an absolute http:// or https:// URL").into()
-            }
-            InputRefusal::OtelProtocol { variable, protocol } => {
-                format!("{variable} asks for {protocol}: otel-export sends only http/protobuf")
-                    .into()
-            }
-            InputRefusal::ProofSequence { size } => {
-                format!("sequence must be between 1 and the head's size {size}").into()
-            }
-            InputRefusal::ProofFromNewer { old, new } => {
-                format!("--from is a head of {old} events, newer than the head of {new}").into()
-            }
-            InputRefusal::NotPublicationRef {
-                reference, under, ..
-            } => format!(
-                "{reference} is not a publication ref: publish writes only refs under {under}"
-            )
-            .into(),
-            InputRefusal::InvalidRef { reference } => {
-                format!("{reference} is not a valid ref under refs/").into()
-            }
-            InputRefusal::RefNotCommit { reference, dir, .. } => {
-                format!("{reference} does not name a commit in {dir}").into()
-            }
-            InputRefusal::DiagnosisKey { key } => format!("'{key}'").into(),
-            InputRefusal::DamagedRunField { key } => format!("damaged run {key} is invalid").into(),
-            InputRefusal::PolicyLoosened { loosened } => format!(
-                "the damaged run's frozen approval policy is carried into its recovery run; --approval-policy may only add constraints to it: {loosened}"
-            )
-            .into(),
-        }
-    }
-
     /// What the reason itself teaches (a detail after the message, the
     /// `fields` at fault, the hint), before what the place that refused it
     /// attached.

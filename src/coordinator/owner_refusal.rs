@@ -6,11 +6,18 @@ use serde_json::json;
 
 use super::decide::{ConflictReason, Teaching};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{}",
+    if *.before_lock {
+        "owner handle is stale"
+    } else {
+        "owner handle does not match the current run owner"
+    }
+)]
 pub struct OwnerRefusal {
-    /// Read before the lock (`resume`, the reports: "owner handle is
-    /// stale") or under it (every other mutation: "owner handle does not
-    /// match the current run owner").
+    /// Read before the lock (`resume`, the reports) or under it (every
+    /// other mutation): the reference words the two differently.
     pub before_lock: bool,
     /// The epoch the handle carries.
     pub handle_epoch: u64,
@@ -19,15 +26,6 @@ pub struct OwnerRefusal {
 }
 
 impl ConflictReason for OwnerRefusal {
-    /// The reference's message.
-    fn message(&self) -> &str {
-        if self.before_lock {
-            "owner handle is stale"
-        } else {
-            "owner handle does not match the current run owner"
-        }
-    }
-
     /// Its `fields` (the two epochs) and hint.
     fn teaching(&self) -> Teaching {
         let (handle, owner) = (self.handle_epoch, self.owner_epoch);

@@ -8,48 +8,34 @@ use serde_json::json;
 use super::decide::{ConflictReason, Teaching};
 
 /// Another writer changed what this command was reading.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Raced {
     /// A reader met the receipt's last line half-written by a live writer
     /// (decisions.md 13).
+    #[error("append in progress: the receipt's last line is being written")]
     AppendInProgress,
     /// `checkpoint.json` held a copy of the run manifest that is not
     /// `manifest.json` (`removed`: under the lock, the checkpoint is gone).
+    #[error("checkpoint.json held a copy of the run manifest that is not manifest.json; {}nothing was written", if *.removed { "the checkpoint was removed and " } else { "" })]
     CheckpointManifest { removed: bool },
     /// A receipt appeared for the run `init` was creating.
+    #[error("receipt head changed before mutation")]
     ReceiptAppeared,
     /// The receipt moved on while `otel-export` streamed it.
+    #[error("the receipt changed while it was exported; run otel-export again")]
     OtelExport,
     /// The receipt moved on while `report` read it.
+    #[error("the receipt moved on while the report was read; run it again")]
     ReportRead,
     /// The receipt moved on while `bundle-export` or `publish` read it.
+    #[error("the receipt changed while it was read; run it again")]
     BundleRead,
     /// A bundle member changed while it was exported.
+    #[error("a bundle member changed while it was exported; run it again")]
     MemberChanged { member: String },
 }
 
 impl ConflictReason for Raced {
-    fn message(&self) -> &str {
-        match self {
-            Self::AppendInProgress => {
-                "append in progress: the receipt's last line is being written"
-            }
-            Self::CheckpointManifest { removed: true } => {
-                "checkpoint.json held a copy of the run manifest that is not manifest.json; the checkpoint was removed and nothing was written"
-            }
-            Self::CheckpointManifest { removed: false } => {
-                "checkpoint.json held a copy of the run manifest that is not manifest.json; nothing was written"
-            }
-            Self::ReceiptAppeared => "receipt head changed before mutation",
-            Self::OtelExport => "the receipt changed while it was exported; run otel-export again",
-            Self::ReportRead => "the receipt moved on while the report was read; run it again",
-            Self::BundleRead => "the receipt changed while it was read; run it again",
-            Self::MemberChanged { .. } => {
-                "a bundle member changed while it was exported; run it again"
-            }
-        }
-    }
-
     fn teaching(&self) -> Teaching {
         let (fields, hint) = match self {
             Self::AppendInProgress => (
@@ -74,33 +60,26 @@ impl ConflictReason for Raced {
 }
 
 /// `publish` refuses the git ref it would move.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PublishRefusal {
     /// The ref publishes another run.
+    #[error("the git ref publishes another run")]
     OtherRun { reference: String, run_id: String },
     /// The run's receipt does not extend the published one.
+    #[error(
+        "the receipt does not extend the one published: a rewrite is never published over history"
+    )]
     NotExtending {
         reference: String,
         sequence: u64,
         checksum: String,
     },
     /// The ref moved between its read and its update.
+    #[error("the git ref moved while the run was published; run publish again")]
     RefMoved { reference: String },
 }
 
 impl ConflictReason for PublishRefusal {
-    fn message(&self) -> &str {
-        match self {
-            Self::OtherRun { .. } => "the git ref publishes another run",
-            Self::NotExtending { .. } => {
-                "the receipt does not extend the one published: a rewrite is never published over history"
-            }
-            Self::RefMoved { .. } => {
-                "the git ref moved while the run was published; run publish again"
-            }
-        }
-    }
-
     fn teaching(&self) -> Teaching {
         let (fields, hint) = match self {
             Self::OtherRun { reference, run_id } => (

@@ -16,51 +16,52 @@ pub enum DiagnosisCheck {
     BeforeQuarantine,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl DiagnosisCheck {
+    /// When the change was found, as the reference's message says it.
+    fn since(self) -> &'static str {
+        match self {
+            DiagnosisCheck::BeforeLock => "after receipt diagnosis",
+            DiagnosisCheck::BeforeQuarantine => "before quarantine",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecoveryRefusal {
     /// `receipt-diagnose` now says otherwise than the diagnosis supplied:
     /// `changed` are the keys whose values differ.
+    #[error("damaged run changed {}", .check.since())]
     DiagnosisChanged {
         check: DiagnosisCheck,
         changed: Vec<String>,
     },
     /// A live process holds the damaged run's receipt lock.
+    #[error("damaged run receipt lock is held by a live process")]
     LiveWriter,
     /// The damaged receipt's bytes are not the diagnosed ones.
+    #[error("damaged receipt bytes changed after diagnosis")]
     ReceiptChanged {
         diagnosed: (Option<String>, Option<u64>),
         now: (String, u64),
     },
     /// A quarantine copy of that name holds other bytes.
+    #[error("existing quarantine receipt does not match")]
     QuarantineDiffers { name: String },
     /// The copy just written does not hold the damaged receipt's bytes.
+    #[error("quarantine receipt verification failed")]
     QuarantineUnverified { name: String },
     /// `--owner-file` exists but is not a recovery run's handle.
+    #[error("existing recovery owner handle is invalid")]
     ExistingHandleInvalid,
     /// The handle names a run that is missing or does not verify.
+    #[error("existing recovery run is invalid")]
     ExistingRunInvalid { run_id: String },
     /// The handle's run is a recovery of something else.
+    #[error("existing recovery run provenance does not match")]
     OtherRecovery { run_id: String },
 }
 
 impl ConflictReason for RecoveryRefusal {
-    /// The reference's message.
-    fn message(&self) -> &str {
-        match self {
-            Self::DiagnosisChanged { check, .. } => match check {
-                DiagnosisCheck::BeforeLock => "damaged run changed after receipt diagnosis",
-                DiagnosisCheck::BeforeQuarantine => "damaged run changed before quarantine",
-            },
-            Self::LiveWriter => "damaged run receipt lock is held by a live process",
-            Self::ReceiptChanged { .. } => "damaged receipt bytes changed after diagnosis",
-            Self::QuarantineDiffers { .. } => "existing quarantine receipt does not match",
-            Self::QuarantineUnverified { .. } => "quarantine receipt verification failed",
-            Self::ExistingHandleInvalid => "existing recovery owner handle is invalid",
-            Self::ExistingRunInvalid { .. } => "existing recovery run is invalid",
-            Self::OtherRecovery { .. } => "existing recovery run provenance does not match",
-        }
-    }
-
     /// Its `fields` and hint; `{run_id}`-style placeholders are filled by
     /// the envelope.
     fn teaching(&self) -> Teaching {

@@ -21,25 +21,52 @@ pub enum LineageCommand {
     Block,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl LineageCommand {
+    /// The reference's message when the lane is not `replaced` as this
+    /// command needs.
+    fn not_replaced(self) -> &'static str {
+        match self {
+            LineageCommand::Close => "original lane is not awaiting lineage close",
+            LineageCommand::Repair => "lane has no repairable replacement",
+            LineageCommand::Block => "lane has no incomplete replacement",
+        }
+    }
+
+    /// The reference's message when the lane named is not the reserved one.
+    fn not_reserved(self) -> &'static str {
+        match self {
+            LineageCommand::Close => "replacement lane does not match reservation",
+            LineageCommand::Repair | LineageCommand::Block => {
+                "replacement reservation does not match"
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReplacementRefusal {
     /// `lane-reassign` of a lane that is not `recovering`.
+    #[error("replacement requires a recovering lane")]
     NotRecovering { lane_id: String, state: LaneState },
     /// `lane-reassign` of a recovering lane whose last event is not the
     /// interrupt.
+    #[error("replacement requires interrupt evidence")]
     NotInterrupted {
         lane_id: String,
         last_event: EventType,
     },
     /// The lane was replaced as often as the run's manifest allows.
+    #[error("replacement limit reached")]
     LimitReached { lane_id: String, max: u64 },
     /// A lineage step on a lane that is not `replaced` (`None`: no such lane).
+    #[error("{}", .command.not_replaced())]
     NotReplaced {
         command: LineageCommand,
         lane_id: String,
         state: Option<LaneState>,
     },
     /// The replacement lane named is not the one the original reserved.
+    #[error("{}", .command.not_reserved())]
     NotReserved {
         command: LineageCommand,
         lane_id: String,
@@ -48,34 +75,40 @@ pub enum ReplacementRefusal {
     },
     /// `replacement-close` before the replacement finished (`None`: the
     /// replacement lane was never made).
+    #[error("replacement lane is not terminal")]
     NotTerminal {
         replacement_lane_id: String,
         state: Option<LaneState>,
     },
     /// `replacement-repair` or `-block` of a replacement that exists.
+    #[error("replacement lane already exists")]
     ReplacementExists {
         replacement_lane_id: String,
         state: LaneState,
     },
     /// `replacement-repair` of a reservation recorded without the exact
     /// child proof.
+    #[error("legacy reservation lacks exact child proof; block it explicitly")]
     NoChildProof {
         lane_id: String,
         replacement_lane_id: String,
     },
     /// `replacement-repair` of a reservation whose child agent is the
     /// interrupted agent itself.
+    #[error("reservation does not fence the interrupted agent; block it explicitly")]
     Unfenced {
         lane_id: String,
         replacement_lane_id: String,
         agent_id: String,
     },
     /// `replacement-block` of a reservation that is not incomplete.
+    #[error("replacement reservation is complete")]
     Complete {
         lane_id: String,
         replacement_lane_id: String,
     },
     /// `resume` while `lanes` were replaced by a replacement never made.
+    #[error("incomplete replacement must be repaired or blocked before owner transfer")]
     BlocksTransfer { lanes: Vec<String> },
 }
 
@@ -87,37 +120,6 @@ fn block_command(lane_id: &str, replacement_lane_id: &str) -> String {
 }
 
 impl ConflictReason for ReplacementRefusal {
-    /// The reference's message.
-    fn message(&self) -> &str {
-        use LineageCommand::*;
-        match self {
-            Self::NotRecovering { .. } => "replacement requires a recovering lane",
-            Self::NotInterrupted { .. } => "replacement requires interrupt evidence",
-            Self::LimitReached { .. } => "replacement limit reached",
-            Self::NotReplaced { command, .. } => match command {
-                Close => "original lane is not awaiting lineage close",
-                Repair => "lane has no repairable replacement",
-                Block => "lane has no incomplete replacement",
-            },
-            Self::NotReserved { command, .. } => match command {
-                Close => "replacement lane does not match reservation",
-                Repair | Block => "replacement reservation does not match",
-            },
-            Self::NotTerminal { .. } => "replacement lane is not terminal",
-            Self::ReplacementExists { .. } => "replacement lane already exists",
-            Self::NoChildProof { .. } => {
-                "legacy reservation lacks exact child proof; block it explicitly"
-            }
-            Self::Unfenced { .. } => {
-                "reservation does not fence the interrupted agent; block it explicitly"
-            }
-            Self::Complete { .. } => "replacement reservation is complete",
-            Self::BlocksTransfer { .. } => {
-                "incomplete replacement must be repaired or blocked before owner transfer"
-            }
-        }
-    }
-
     /// Its `fields` and hint; `{run_id}`-style placeholders are filled by
     /// the envelope.
     fn teaching(&self) -> Teaching {

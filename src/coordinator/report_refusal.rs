@@ -7,44 +7,40 @@ use serde_json::{Value, json};
 
 use super::decide::{ConflictReason, Teaching};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReportRefusal {
     /// The payload's `owner_epoch` is not the run's current one.
+    #[error("report owner epoch is stale")]
     StaleEpoch { given: Value, current: u64 },
     /// The payload's `manifest_hash` is not the run's manifest's.
+    #[error("report manifest hash is stale")]
     StaleManifest { given: Value, current: String },
     /// The payload's `receipt_head` is not the receipt's head.
+    #[error("report receipt head is stale")]
     StaleHead { given: String, current: String },
     /// Another writer appended between the check and the commit.
+    #[error("report receipt head changed before commit")]
     HeadMoved { given: String, current: String },
     /// The receipt binds another report of this kind already.
+    #[error("report kind is already bound")]
     AlreadyBound { kind: String, path: Value },
     /// The report is bound already, but its file under `reports/` is
     /// missing or unsafe (`found` `None`), or holds other bytes.
+    #[error(
+        "bound report file {}",
+        if .found.is_some() { "checksum differs" } else { "is missing or unsafe" }
+    )]
     BoundFileChanged {
         path: String,
         bound: String,
         found: Option<String>,
     },
     /// No binding yet, and a file of the report's name holds other bytes.
+    #[error("orphan report content differs")]
     OrphanDiffers { path: String },
 }
 
 impl ConflictReason for ReportRefusal {
-    /// The reference's message.
-    fn message(&self) -> &str {
-        match self {
-            Self::StaleEpoch { .. } => "report owner epoch is stale",
-            Self::StaleManifest { .. } => "report manifest hash is stale",
-            Self::StaleHead { .. } => "report receipt head is stale",
-            Self::HeadMoved { .. } => "report receipt head changed before commit",
-            Self::AlreadyBound { .. } => "report kind is already bound",
-            Self::BoundFileChanged { found: None, .. } => "bound report file is missing or unsafe",
-            Self::BoundFileChanged { .. } => "bound report file checksum differs",
-            Self::OrphanDiffers { .. } => "orphan report content differs",
-        }
-    }
-
     /// Its `fields` and hint.
     fn teaching(&self) -> Teaching {
         const AGAIN: &str = "write the report again with the run's current values (bluetape-flow resume-check --run-id {run_id} shows the owner epoch and the head)";

@@ -8,36 +8,44 @@ use serde_json::json;
 use super::decide::{ConflictReason, Teaching};
 use super::state::LaneState;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolutionRefusal {
     /// The lane to resolve is not `failed` (`None`: no such lane).
+    #[error("lane is not a failed lane")]
     NotFailed {
         lane_id: String,
         state: Option<LaneState>,
     },
     /// The resolution lane is not `completed` (`None`: no such lane).
+    #[error("resolution lane is not completed")]
     ResolverNotCompleted {
         resolution_lane_id: String,
         state: Option<LaneState>,
     },
     /// The run's manifest asks the resolution lane to name the failed
     /// lane as its parent, and it names another (or none).
+    #[error("resolution lane does not declare failed parent")]
     NotItsParent {
         lane_id: String,
         resolution_lane_id: String,
         parent: Option<String>,
     },
     /// The resolution lane completed before the lane failed.
+    #[error("resolution lane did not complete after failure")]
     CompletedBefore {
         lane_id: String,
         resolution_lane_id: String,
     },
     /// The failed lane is resolved already.
+    #[error("failed lane is already resolved")]
     AlreadyResolved {
         lane_id: String,
         resolution_lane_id: String,
     },
     /// Both lanes recorded the same evidence.
+    #[error(
+        "resolution lane evidence is identical to the failed lane evidence; a resolution needs independent evidence"
+    )]
     SameEvidence {
         lane_id: String,
         resolution_lane_id: String,
@@ -45,21 +53,6 @@ pub enum ResolutionRefusal {
 }
 
 impl ConflictReason for ResolutionRefusal {
-    /// The reference's message.
-    fn message(&self) -> &str {
-        match self {
-            Self::NotFailed { .. } => "lane is not a failed lane",
-            Self::ResolverNotCompleted { .. } => "resolution lane is not completed",
-            Self::NotItsParent { .. } => "resolution lane does not declare failed parent",
-            Self::CompletedBefore { .. } => "resolution lane did not complete after failure",
-            Self::AlreadyResolved { .. } => "failed lane is already resolved",
-            Self::SameEvidence { .. } => {
-                "resolution lane evidence is identical to the failed lane evidence; \
-                 a resolution needs independent evidence"
-            }
-        }
-    }
-
     /// Its `fields` and hint.
     fn teaching(&self) -> Teaching {
         let shown = |state: &Option<LaneState>| state.map_or("no lane of this run", |s| s.as_str());
