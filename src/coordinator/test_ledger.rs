@@ -13,19 +13,10 @@ use super::{ReplayError, ReplayPolicy, RunOrigin};
 
 pub const FP: &str = "1111111111111111111111111111111111111111111111111111111111111111";
 
-/// `[{"kind": "test", "summary": summary}]`.
-pub fn ev(summary: &str) -> Value {
-    json!([{"kind": "test", "summary": summary}])
-}
-
-/// A component as `topology-register` takes it (no coverage).
-pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
-    json!({
-        "id": id, "required": required, "description": format!("Component {id}"),
-        "owner_lane": owner, "required_checks": checks, "dependencies": deps,
-        "evidence_refs": [], "coverage_state": "missing",
-    })
-}
+/// The inputs the integration bed builds too, from the same file.
+#[path = "../../tests/it/bed/inputs.rs"]
+mod bed_inputs;
+pub use bed_inputs::{component, ev};
 
 pub struct Ledger {
     pub state: CoordinatorState,

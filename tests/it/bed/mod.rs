@@ -8,8 +8,11 @@
 #![allow(dead_code)]
 
 pub mod forge;
+pub mod inputs;
 pub mod refusal;
 pub mod topo;
+
+pub use inputs::{component, ev};
 
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId, Sha256Hex};
@@ -1345,23 +1348,9 @@ pub fn init_gated(
     }
 }
 
-/// `[{"kind": "test", "summary": summary}]`.
-pub fn ev(summary: &str) -> Value {
-    json!([{"kind": "test", "summary": summary}])
-}
-
 /// `[{"kind": "user_approval", "summary": summary}]`.
 pub fn user_approval(summary: &str) -> Value {
     json!([{"kind": "user_approval", "summary": summary}])
-}
-
-/// A component as `topology-register` takes it (no coverage).
-pub fn component(id: &str, owner: &str, required: bool, checks: &[&str], deps: &[&str]) -> Value {
-    json!({
-        "id": id, "required": required, "description": format!("Component {id}"),
-        "owner_lane": owner, "required_checks": checks, "dependencies": deps,
-        "evidence_refs": [], "coverage_state": "missing",
-    })
 }
 
 /// A temp dir with a state root, a repo and (from `planned`/`running`) a
