@@ -58,7 +58,7 @@ pub fn run_with_terminal(
                 }
                 return 0;
             }
-            let (code, text) = envelope::failure(&FlowError::Contract(parse_error_message(&e)));
+            let (code, text) = envelope::failure(&FlowError::contract(parse_error_message(&e)));
             emit(err, &text);
             return code;
         }

@@ -18,7 +18,7 @@ use serde_json::json;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use super::lifecycle::decided_at;
 use super::mutate::{DecideOn, DecisionInput, MutationAnswer, OpenMutation, mutate_gathered};
@@ -89,7 +89,7 @@ pub fn read_policy_input(
         env.home.as_ref(),
         "--approval-policy",
     )?;
-    ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::Contract)
+    ApprovalPolicy::from_input(&value, initiated_by).map_err(FlowError::contract)
 }
 
 /// The approval gate of a recovery run (trust-model §2 promise 5,
@@ -124,12 +124,12 @@ pub fn recovery_gate(
         Err(String::new())
     })?;
     let cannot = |problem: &str| {
-        FlowError::ReceiptCorrupt(format!(
+        ErrorKind::ReceiptCorrupt(format!(
             "the damaged run's approval policy cannot be carried into a recovery run: {problem}"
         ))
     };
     if !first_verified {
-        return Err(FlowError::ReceiptCorrupt(
+        return Err(ErrorKind::ReceiptCorrupt(
             "the damaged run's first line cannot be trusted, so whether it had an approval gate can be neither read nor proven absent: a recovery run could lose it".into(),
         )
         .taught(crate::coordinator::decide::Teaching {
@@ -142,16 +142,16 @@ pub fn recovery_gate(
         if crate::store::approval::policy_file_exists(&run.dir) {
             return Err(cannot(
                 "a policy file is present but the first event binds none, so the run cannot be proven ungated",
-            ));
+            ).into());
         }
         None
     } else {
         match PolicyStatus::resolve(&ledger, Some(read_policy_file(&run.dir))) {
             PolicyStatus::Frozen { policy, .. } => Some(policy),
             PolicyStatus::Absent => {
-                return Err(cannot("its first event binds no readable policy"));
+                return Err(cannot("its first event binds no readable policy").into());
             }
-            PolicyStatus::Tampered { problem, .. } => return Err(cannot(&problem)),
+            PolicyStatus::Tampered { problem, .. } => return Err(cannot(&problem).into()),
         }
     };
     let Some(carried) = carried else {
@@ -188,7 +188,7 @@ fn read_ledger(run: &OpenRun, holding_lock: bool) -> FlowResult<(ApprovalLedger,
     })? {
         Verdict::Intact(position) => Ok((ledger, position.checksum)),
         Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
     }
 }
 
@@ -208,12 +208,10 @@ fn read_gate_in_lock(
     run: &OpenRun,
     state: &CoordinatorState,
 ) -> Result<(ApprovalLedger, PolicyStatus), FlowError> {
-    let corrupt = FlowError::ReceiptCorrupt;
+    let corrupt = ErrorKind::ReceiptCorrupt;
     let (ledger, status, head) = read_gate(run, true).map_err(|e| corrupt(e.message().into()))?;
     if head != state.last_checksum() {
-        return Err(corrupt(
-            "receipt head does not match the loaded state".into(),
-        ));
+        return Err(corrupt("receipt head does not match the loaded state".into()).into());
     }
     Ok((ledger, status))
 }
@@ -395,7 +393,7 @@ pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<ApprovalsAnswer> 
     })? {
         Verdict::Intact(_) => {}
         Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
     }
     let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
     let status = PolicyStatus::resolve(&ledger, file);
@@ -483,17 +481,18 @@ pub fn approval_statement(
             return Err(FlowError::from(InputRule::NoApprovalPolicy));
         }
         PolicyStatus::Tampered { problem, .. } => {
-            return Err(FlowError::ReceiptCorrupt(problem.clone()));
+            return Err(ErrorKind::ReceiptCorrupt(problem.clone()).into());
         }
     };
     if policy.approver_key.is_none() {
         return Err(FlowError::from(InputRule::UnsignedApprovalPolicy));
     }
     if state.run_state_enum() != crate::coordinator::RunState::Planned {
-        return Err(FlowError::RunStateRefused {
+        return Err(ErrorKind::RunStateRefused {
             state: state.run_state_enum(),
             allowed: vec![crate::coordinator::RunState::Planned],
-        });
+        }
+        .into());
     }
     let bytes = crate::coordinator::signed::statement(run_id, &position.checksum, checksum);
     let path = absolute(&expand_tilde(out, env.home.as_ref()), &env.cwd);

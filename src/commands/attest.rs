@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::bundle::{Replayed, replay_full};
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowResult};
 use crate::coordinator::breach::{Breach, breaches_value};
 use crate::coordinator::completion::evaluate_completion;
 use crate::receipt::canonical;
@@ -49,7 +49,7 @@ pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
 pub fn envelope(key: &SignerKey, body: &[u8]) -> FlowResult<Value> {
     let signature = key
         .sign_message(&pae(PAYLOAD_TYPE, body))
-        .map_err(|e| FlowError::Contract(e.message().to_string()))?;
+        .map_err(|e| ErrorKind::Contract(e.message().to_string()))?;
     let b64 = base64::engine::general_purpose::STANDARD;
     Ok(json!({
         "payload": b64.encode(body),
@@ -176,7 +176,7 @@ pub fn attest(
     if replayed.state.run_state() != "completed" {
         let report = evaluate_completion(&replayed.state);
         let gaps = report.missing_ids();
-        return Err(FlowError::CompletionBlocked {
+        return Err(ErrorKind::CompletionBlocked {
             message: format!(
                 "run is {}, not completed: nothing to attest (completion gaps: {})",
                 replayed.state.run_state(),
@@ -188,11 +188,12 @@ pub fn attest(
             ),
             missing_ids: gaps,
             breaches: Vec::new(),
-        });
+        }
+        .into());
     }
     let breaches = replayed.state.breaches();
     if !breaches.is_empty() && !allow_breaches {
-        return Err(FlowError::CompletionBlocked {
+        return Err(ErrorKind::CompletionBlocked {
             message: format!(
                 "run is completed, but its receipt breaks our rules: {}{}; a clean completion cannot be attested",
                 breaches[0].describe(),
@@ -215,7 +216,7 @@ pub fn attest(
     };
     let tree = super::transparency::receipt_tree(&replayed.run, &replayed.position)?;
     let root_hash = tree_root(replayed.position.sequence, &tree)
-        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+        .map_err(|e| ErrorKind::ReceiptCorrupt(e.to_string()))?;
     let receipt_sha = replayed
         .run
         .dir

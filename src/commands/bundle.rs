@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use crate::coordinator::OnRefusal;
 use crate::coordinator::approval::ApprovalLedger;
@@ -44,10 +44,10 @@ pub fn tool() -> String {
 
 pub fn bundle_error(e: BundleError) -> FlowError {
     match e {
-        BundleError::Malformed(m) => FlowError::Contract(format!("bundle is malformed: {m}")),
+        BundleError::Malformed(m) => ErrorKind::Contract(format!("bundle is malformed: {m}")).into(),
         // The bundle (a file or a publication) does not hold: a copy to
         // fetch again, not a state root to diagnose (DEVIATIONS 90).
-        BundleError::Refused(m) => FlowError::ReceiptCorrupt(format!("bundle refused: {m}"))
+        BundleError::Refused(m) => ErrorKind::ReceiptCorrupt(format!("bundle refused: {m}"))
             .hinted("this bundle does not hold as bundle-export or publish wrote it (the message says where): fetch a fresh copy from where the run lives (bundle-export --run-id {run_id} --out FILE, or git fetch origin 'refs/bluetape/*:refs/bluetape/*') and verify that; only the state root's own verify --run-id {run_id} tells whether the run itself is damaged"),
     }
 }
@@ -115,13 +115,14 @@ fn first_event_facts(event: &ObjectRef<'_>) -> (Option<(String, String)>, Option
 pub fn replay_full(root: &StateRoot, run_id: &str) -> FlowResult<Replayed> {
     let run = open_run(root, run_id)?;
     if run.manifest.contract.family != Family::V1_1 {
-        return Err(FlowError::Unsupported(
+        return Err(ErrorKind::Unsupported(
             "bundles, publications and attestations need a Phase 2 (manifest 1.1) run".into(),
-        ));
+        )
+        .into());
     }
     run.dir.validate()?;
     let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
-        .map_err(|_| FlowError::ReceiptCorrupt("run owner metadata is invalid".into()))?;
+        .map_err(|_| ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()))?;
     let policy = super::rebuild::replay_policy(&run);
     let mut state = CoordinatorState::new(&origin);
     let mut ledger = ApprovalLedger::default();
@@ -142,7 +143,7 @@ pub fn replay_full(root: &StateRoot, run_id: &str) -> FlowResult<Replayed> {
     let position = match verdict {
         Verdict::Intact(position) => position,
         Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
     };
     let (quarantine, recovery_of) = first.unwrap_or((None, None));
     Ok(Replayed {
@@ -216,9 +217,10 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
         let path = text("report_path");
         let name = format!("reports/{kind}.json");
         if classify(&name) != Some(Class::Report) || !path.starts_with("reports/") {
-            return Err(FlowError::ReceiptCorrupt(format!(
+            return Err(ErrorKind::ReceiptCorrupt(format!(
                 "bound report {path:?} of kind {kind:?} is not one a bundle holds"
-            )));
+            ))
+            .into());
         }
         let bytes = read_member_file(root.at(&root.join(path)), "report", Class::Report.limit())?;
         if sha256_hex(&bytes) != text("report_checksum") {
@@ -252,16 +254,18 @@ pub fn plan_with(replayed: &Replayed, kept: &[Member]) -> FlowResult<Plan> {
     }
     if let Some((path, hash)) = &replayed.quarantine {
         if !path.starts_with("quarantine/") || path.contains("..") {
-            return Err(FlowError::ReceiptCorrupt(format!(
+            return Err(ErrorKind::ReceiptCorrupt(format!(
                 "quarantine path {path:?} is not one a bundle holds"
-            )));
+            ))
+            .into());
         }
         let file = root.join(path);
         let (size, sha256) = file_digest(root.at(&file), "quarantined receipt")?;
         if &sha256 != hash {
-            return Err(FlowError::ReceiptCorrupt(format!(
+            return Err(ErrorKind::ReceiptCorrupt(format!(
                 "quarantined receipt {path} does not match its recorded hash"
-            )));
+            ))
+            .into());
         }
         members.push((
             Member {
@@ -315,7 +319,7 @@ pub fn with_content<T>(
             member: member.name.clone(),
         })
     };
-    let io = |e: std::io::Error| FlowError::Contract(format!("{}: {e}", member.name));
+    let io = |e: std::io::Error| ErrorKind::Contract(format!("{}: {e}", member.name));
     let (value, hasher) = match content {
         Content::Bytes(bytes) => {
             let mut reader = Checked {
@@ -669,19 +673,21 @@ pub fn verify_members(
     }
     let manifest_bytes = read_whole(source, manifest_member).map_err(e)?;
     at += 1;
-    let manifest =
-        load_run_manifest(&manifest_bytes).map_err(|err| match FlowError::from(err) {
+    let manifest = load_run_manifest(&manifest_bytes).map_err(|err| {
+        let error = FlowError::from(err);
+        match error.kind() {
             // A snapshot of a manifest this tool does not speak: exit 4.
-            incompatible @ FlowError::IncompatibleManifest(_) => incompatible,
-            other => refused(format!(
+            ErrorKind::IncompatibleManifest(_) => error,
+            _ => refused(format!(
                 "manifest.json is not a run manifest snapshot: {}",
-                other.message()
+                error.message()
             )),
-        })?;
+        }
+    })?;
     if manifest.contract.family != Family::V1_1 {
-        return Err(FlowError::Unsupported(
-            "bundles need a Phase 2 (manifest 1.1) run".into(),
-        ));
+        return Err(
+            ErrorKind::Unsupported("bundles need a Phase 2 (manifest 1.1) run".into()).into(),
+        );
     }
     let open = |bytes: &[u8]| match keys {
         Some(keys) => open_head(bytes, keys),
@@ -1093,7 +1099,7 @@ pub fn verify_file(
     super::views::check_at(at)?;
     let (keys, head) = load_checks(root, keys, head)?;
     let input = open_input(root.at(file), "bundle").map_err(|e| {
-        FlowError::Contract(format!(
+        ErrorKind::Contract(format!(
             "bundle file refused: {}",
             FlowError::from(e).message()
         ))

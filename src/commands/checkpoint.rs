@@ -193,7 +193,7 @@ pub fn save_checkpoint(
         Some((entries, log_bytes)) if own.is_empty() => (entries, log_bytes),
         Some((entries, log_bytes)) => {
             let table = files.open_table(entries, true).ok_or_else(|| {
-                super::error::FlowError::Contract("checkpoint digest table changed".into())
+                super::error::ErrorKind::Contract("checkpoint digest table changed".into())
             })?;
             let log_bytes = files.extend(table, log_bytes, &own)?;
             (entries + own.len() as u64, log_bytes)
@@ -249,7 +249,7 @@ pub fn save_checkpoint(
         boot_id: crate::store::lock::boot_id().to_string(),
     };
     let mut value = serde_json::to_value(&checkpoint)
-        .map_err(|e| super::error::FlowError::Contract(e.to_string()))?;
+        .map_err(|e| super::error::ErrorKind::Contract(e.to_string()))?;
     value["mac"] = json!(crate::store::secret::mac_hex(&key, &value));
     run.dir.write_checkpoint(&value)?;
     Ok(log_bytes)
@@ -342,7 +342,7 @@ pub fn restore_digest_lists(
     lists.retain(|_, list| !list.is_empty());
     state
         .prepend_earlier_digests(lists)
-        .map_err(super::error::FlowError::Contract)
+        .map_err(super::error::FlowError::contract)
 }
 
 /// The manifest snapshot's copy in the checkpoint, read by a mutation

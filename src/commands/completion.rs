@@ -10,7 +10,7 @@ use super::mutate::{MutationAnswer, OpenMutation};
 use super::rebuild::replay_run;
 use crate::coordinator::breach::Breach;
 use crate::coordinator::completion::{CompletionReport, decide_complete, evaluate_completion};
-use crate::coordinator::decide::FlowError;
+use crate::coordinator::decide::ErrorKind;
 use crate::coordinator::resolution::{decide_resolve, precheck_resolve};
 use crate::store::handle::{check_contained, read_handle};
 use crate::store::paths::expand_tilde;
@@ -69,11 +69,12 @@ pub fn complete(mutation: &OpenMutation) -> FlowResult<MutationAnswer> {
     // (contracts/receipt.md "What a mutation proves").
     mutation.commit_replayed(|d| {
         if d.state.last_checksum() != verified.last_checksum() {
-            return Err(FlowError::HeadMoved {
+            return Err(ErrorKind::HeadMoved {
                 expected: verified.last_checksum().to_string(),
                 head: d.state.last_checksum().to_string(),
                 sequence: d.state.last_sequence(),
-            });
+            }
+            .into());
         }
         crate::coordinator::breach::require_no_breach(&verified, "complete")?;
         decide_complete(&verified, &mutation.evidence)

@@ -1,6 +1,6 @@
 use crate::coordinator::approval::ApprovalRefusal;
 use crate::coordinator::decide::Teaching;
-pub use crate::coordinator::decide::{FlowError, FlowResult};
+pub use crate::coordinator::decide::{ErrorKind, FlowError, FlowResult};
 use crate::receipt::manifest::ManifestError;
 use crate::store::StoreError;
 use crate::store::run::RunReadError;
@@ -16,13 +16,13 @@ pub const LOCK_HELD_HINT: &str = "another writer holds the lock (named above): r
 impl From<StoreError> for FlowError {
     /// The store's refusal keeps its kind up to the envelope.
     fn from(e: StoreError) -> Self {
-        FlowError::Store(e)
+        ErrorKind::Store(e).into()
     }
 }
 
 impl From<crate::store::input::InputError> for FlowError {
     fn from(e: crate::store::input::InputError) -> Self {
-        FlowError::Contract(e.message).taught(Teaching {
+        ErrorKind::Contract(e.message).taught(Teaching {
             detail: None,
             hint: e.hint,
             fields: Some(e.fields),
@@ -33,8 +33,8 @@ impl From<crate::store::input::InputError> for FlowError {
 impl From<ManifestError> for FlowError {
     fn from(e: ManifestError) -> Self {
         match e {
-            ManifestError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
-            ManifestError::Incompatible(m) => FlowError::IncompatibleManifest(m),
+            ManifestError::Corrupt(m) => ErrorKind::ReceiptCorrupt(m).into(),
+            ManifestError::Incompatible(m) => ErrorKind::IncompatibleManifest(m).into(),
         }
     }
 }
@@ -42,10 +42,10 @@ impl From<ManifestError> for FlowError {
 impl From<RunReadError> for FlowError {
     fn from(e: RunReadError) -> Self {
         match e {
-            RunReadError::Corrupt(m) => FlowError::ReceiptCorrupt(m),
+            RunReadError::Corrupt(m) => ErrorKind::ReceiptCorrupt(m).into(),
             RunReadError::Store(s) => s.into(),
             RunReadError::Missing(missing) => {
-                FlowError::ReceiptCorrupt(missing.message).hinted(missing.hint)
+                ErrorKind::ReceiptCorrupt(missing.message).hinted(missing.hint)
             }
         }
     }
@@ -54,8 +54,8 @@ impl From<RunReadError> for FlowError {
 impl From<ApprovalRefusal> for FlowError {
     fn from(refusal: ApprovalRefusal) -> Self {
         match refusal {
-            ApprovalRefusal::Corrupt(m) => FlowError::ReceiptCorrupt(m),
-            other => FlowError::Approval(other),
+            ApprovalRefusal::Corrupt(m) => ErrorKind::ReceiptCorrupt(m).into(),
+            other => ErrorKind::Approval(other).into(),
         }
     }
 }

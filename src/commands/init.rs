@@ -8,7 +8,7 @@ use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::ledger::open_run;
 use crate::coordinator::approval::ApprovalPolicy;
 use crate::coordinator::raced::Raced;
@@ -356,7 +356,7 @@ fn create_run(new: &NewRun<'_>, published: &mut bool) -> FlowResult<String> {
         limits: &opened.manifest.contract.limits,
         epoch: 1,
     };
-    check_event(&sealed.event, &contract).map_err(FlowError::Contract)?;
+    check_event(&sealed.event, &contract).map_err(ErrorKind::Contract)?;
     if (sealed.line.len() as u64 - 1) > opened.manifest.contract.limits.max_receipt_line_bytes {
         return Err(FlowError::from(InputRule::ReceiptLineTooLong));
     }

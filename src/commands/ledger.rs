@@ -5,7 +5,7 @@ use crate::coordinator::decide::InputRefusal;
 use crate::store::root::StateRoot;
 use std::sync::Arc;
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use crate::coordinator::raced::Raced;
 use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
@@ -151,9 +151,10 @@ impl OpenRun {
     pub fn require_phase2(&self) -> FlowResult<()> {
         match self.manifest.contract.family {
             Family::V1_1 => Ok(()),
-            Family::V1_0 => Err(FlowError::Unsupported(
+            Family::V1_0 => Err(ErrorKind::Unsupported(
                 "the selected run manifest does not support coordinator commands".into(),
-            )),
+            )
+            .into()),
         }
     }
 }
@@ -213,7 +214,7 @@ fn verify_with(
     let head = if run.trust_head {
         run.dir.read_head().map_err(|e| match e {
             crate::store::run::RunReadError::Corrupt(m) => {
-                FlowError::ReceiptCorrupt(m).hinted(HEAD_RECORD_HINT)
+                ErrorKind::ReceiptCorrupt(m).hinted(HEAD_RECORD_HINT)
             }
             other => other.into(),
         })?
@@ -295,7 +296,7 @@ fn verify_with(
             }
         }
     }
-    .map_err(|e| FlowError::Contract(format!("receipt could not be read: {e}")))?;
+    .map_err(|e| ErrorKind::Contract(format!("receipt could not be read: {e}")))?;
     let position = verifier.position().clone();
     match outcome {
         Err(StreamStop::Damage(damage)) => return Ok(Verdict::Damaged(damage)),
@@ -387,5 +388,5 @@ pub fn damage_error(run: &OpenRun, damage: &ReceiptDamage, holding_lock: bool) -
     {
         return FlowError::from(Raced::AppendInProgress);
     }
-    FlowError::ReceiptDamaged(damage.clone())
+    ErrorKind::ReceiptDamaged(damage.clone()).into()
 }

@@ -43,7 +43,7 @@ use std::path::Path;
 
 use crate::store;
 
-pub use error::{FlowError, FlowResult};
+pub use error::{ErrorKind, FlowError, FlowResult};
 use ledger::{Verdict, damage_error, open_run, verify_chain};
 
 /// What `verify` answers: the verified head and, for a Phase 2 run, the
@@ -145,7 +145,9 @@ pub fn verify_signed(
         match verify_chain(&run)? {
             Verdict::Intact(position) => (position, None),
             Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-            Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+            Verdict::Rejected { message, .. } => {
+                return Err(ErrorKind::ReceiptCorrupt(message).into());
+            }
         }
     };
     let heads = transparency::verify_heads(&run, &position, keys.as_ref(), external.as_deref())?;
@@ -225,7 +227,7 @@ fn verify_replayed(
     let position = match verdict {
         Verdict::Intact(position) => position,
         Verdict::Damaged(damage) => return Err(damage_error(run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
     };
     Ok((position, state))
 }

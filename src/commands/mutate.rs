@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use super::checkpoint::{
     CacheRefresh, LoadBasis, LoadPath, load_state, restore_digest_lists, save_checkpoint,
 };
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::ledger::OpenRun;
 use super::rebuild::coordinator_run_cache;
 use crate::coordinator::decide::{Bug, Intent, Policy};
@@ -374,11 +374,12 @@ fn mutate_pipeline(
         if let Some(expected) = &ctx.expected_head
             && *expected != position.checksum
         {
-            return Err(FlowError::HeadMoved {
+            return Err(ErrorKind::HeadMoved {
                 expected: expected.clone(),
                 head: position.checksum.clone(),
                 sequence: position.sequence,
-            });
+            }
+            .into());
         }
         let input = DecisionInput {
             state: &state,
@@ -472,10 +473,11 @@ fn mutate_pipeline(
             .get(state.breaches().len().saturating_sub(new))
             .filter(|_| new > 0)
         {
-            return Err(FlowError::Contract(format!(
+            return Err(ErrorKind::Contract(format!(
                 "refusing to append an event that breaks our rules: {}",
                 breach.describe()
-            )));
+            ))
+            .into());
         }
         break (state, sealed, proof, position, basis, lanes_before);
     };
@@ -582,10 +584,11 @@ fn pre_apply(
     policy: &ReplayPolicy,
 ) -> FlowResult<()> {
     state.apply_event(&sealed.event, policy).map_err(|e| {
-        FlowError::Internal(Bug::EventDoesNotApply {
+        ErrorKind::Internal(Bug::EventDoesNotApply {
             sequence: state.last_sequence() + 1,
             why: e.message,
         })
+        .into()
     })
 }
 
@@ -708,7 +711,7 @@ pub(crate) fn seal_intents(
         limits: &contract.limits,
         epoch,
     };
-    check_event(&sealed.event, &rules).map_err(FlowError::Contract)?;
+    check_event(&sealed.event, &rules).map_err(ErrorKind::Contract)?;
     if sealed.line.len() as u64 - 1 > contract.limits.max_receipt_line_bytes {
         return Err(FlowError::from(InputRule::ReceiptLineTooLong));
     }
@@ -859,8 +862,8 @@ mod tests {
         let error = pre_apply(&mut state, &sealed, &ReplayPolicy::default()).unwrap_err();
         assert!(
             matches!(
-                error,
-                FlowError::Internal(Bug::EventDoesNotApply { sequence: 1, .. })
+                error.kind(),
+                ErrorKind::Internal(Bug::EventDoesNotApply { sequence: 1, .. })
             ),
             "{error:?}"
         );

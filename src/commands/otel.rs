@@ -16,7 +16,7 @@ use prost::Message;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use crate::coordinator::otel::{Exporter, LaneFacts, RunFacts, SEMCONV_VERSION, Totals};
 use crate::coordinator::raced::Raced;
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -337,14 +337,15 @@ fn replay(root: &StateRoot, run_id: &str) -> FlowResult<(super::ledger::OpenRun,
     use crate::coordinator::{CoordinatorState, RunOrigin};
     let run = open_run(root, run_id)?;
     if run.manifest.contract.family != crate::receipt::rules::Family::V1_1 {
-        return Err(FlowError::Unsupported(
+        return Err(ErrorKind::Unsupported(
             "otel-export needs a Phase 2 (manifest 1.1) run: a Phase 1 run has no lanes to trace"
                 .into(),
-        ));
+        )
+        .into());
     }
     run.dir.validate()?;
     let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
-        .map_err(|_| FlowError::ReceiptCorrupt("run owner metadata is invalid".into()))?;
+        .map_err(|_| ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()))?;
     let policy = super::rebuild::replay_policy(&run);
     let mut state = CoordinatorState::new(&origin);
     let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
@@ -362,7 +363,7 @@ fn replay(root: &StateRoot, run_id: &str) -> FlowResult<(super::ledger::OpenRun,
     let position = match verdict {
         Verdict::Intact(position) => position,
         Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
     };
     let meta = run.manifest.run.as_ref();
     let text = |key: &str| {
@@ -485,7 +486,7 @@ fn post(
     for (name, value) in headers {
         request = request.header(name.as_str(), value.as_str());
     }
-    let failed = |message: String, retryable: bool| FlowError::Export {
+    let failed = |message: String, retryable: bool| ErrorKind::Export {
         endpoint: shown.to_string(),
         message,
         retryable,

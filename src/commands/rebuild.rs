@@ -6,7 +6,7 @@ use crate::store::root::StateRoot;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
 use crate::coordinator::simple::{CoordinatorCache, RunCacheRecord, SimpleRunCache};
 use crate::coordinator::{CoordinatorState, OnRefusal, ReplayPolicy, RunOrigin};
@@ -75,14 +75,12 @@ pub fn replay_run(
 ) -> FlowResult<(CoordinatorState, ChainPosition)> {
     run.confirm_manifest(holding_lock)?;
     let Some((verdict, state)) = replay_verdict(run)? else {
-        return Err(FlowError::ReceiptCorrupt(
-            "run owner metadata is invalid".into(),
-        ));
+        return Err(ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()).into());
     };
     match verdict {
         Verdict::Intact(position) => Ok((state, position)),
         Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
     }
 }
 
@@ -147,7 +145,7 @@ pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Rebuilt> {
                 Verdict::Intact(position) => position,
                 Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, true)),
                 Verdict::Rejected { message, .. } => {
-                    return Err(FlowError::ReceiptCorrupt(message));
+                    return Err(ErrorKind::ReceiptCorrupt(message).into());
                 }
             };
             run.dir

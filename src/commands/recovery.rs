@@ -12,7 +12,7 @@ use crate::store::root::StateRoot;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::init::{FirstEvent, InitEntropy, InitRequest, PolicySource, init_run};
 use super::inspect::diagnose;
 use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
@@ -295,7 +295,7 @@ fn existing_recovery(
     };
     let recovery = match open_run(root, &run_id) {
         Ok(run) => run,
-        Err(FlowError::IncompatibleManifest(m)) => return Err(FlowError::IncompatibleManifest(m)),
+        Err(e) if matches!(e.kind(), ErrorKind::IncompatibleManifest(_)) => return Err(e),
         Err(_) => return Err(invalid_run()),
     };
     recovery.dir.validate().map_err(|_| invalid_run())?;

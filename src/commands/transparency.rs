@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_chain};
 use crate::receipt::merkle::{
     Hash, HashReader, MemoryHashes, RootAccumulator, check_consistency, check_inclusion,
@@ -56,18 +56,18 @@ impl TreeView {
         self.read_hashes(&[stored_hash_index(0, index)])
             .ok()
             .and_then(|h| h.first().copied())
-            .ok_or_else(|| FlowError::ReceiptCorrupt(format!("tree has no leaf {index}")))
+            .ok_or_else(|| ErrorKind::ReceiptCorrupt(format!("tree has no leaf {index}")).into())
     }
 
     fn root(&self, size: u64) -> FlowResult<Hash> {
-        tree_root(size, self).map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))
+        tree_root(size, self).map_err(|e| ErrorKind::ReceiptCorrupt(e.to_string()).into())
     }
 }
 
 fn head_error(e: HeadError) -> FlowError {
     match e {
-        HeadError::Key(m) => FlowError::Contract(m),
-        HeadError::Invalid(m) => FlowError::ReceiptCorrupt(m),
+        HeadError::Key(m) => ErrorKind::Contract(m).into(),
+        HeadError::Invalid(m) => ErrorKind::ReceiptCorrupt(m).into(),
     }
 }
 
@@ -93,7 +93,7 @@ fn build_tree(dir: &RunDir, byte_length: u64) -> FlowResult<MemoryHashes> {
         }
     })?;
     match failed {
-        Some(e) => Err(FlowError::ReceiptCorrupt(e.to_string())),
+        Some(e) => Err(ErrorKind::ReceiptCorrupt(e.to_string()).into()),
         None => Ok(tree),
     }
 }
@@ -134,9 +134,10 @@ fn keep_stored_tree(run: &OpenRun, position: &ChainPosition, built: &MemoryHashe
 pub fn receipt_tree(run: &OpenRun, position: &ChainPosition) -> FlowResult<TreeView> {
     let built = build_tree(&run.dir, position.byte_length)?;
     if built.leaves != position.sequence {
-        return Err(FlowError::ReceiptCorrupt(
+        return Err(ErrorKind::ReceiptCorrupt(
             "receipt lines do not match its verified length".into(),
-        ));
+        )
+        .into());
     }
     Ok(TreeView::Memory(built))
 }
@@ -175,7 +176,7 @@ fn verified_position(run: &OpenRun, holding_lock: bool) -> FlowResult<ChainPosit
     match verify_chain(run)? {
         Verdict::Intact(position) => Ok(position),
         Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(FlowError::ReceiptCorrupt(message)),
+        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
     }
 }
 
@@ -231,7 +232,7 @@ fn head_mismatch(
 }
 
 fn damaged_head(name: &str, why: &str) -> FlowError {
-    FlowError::ReceiptCorrupt(format!("signed head {name} does not hold: {why}"))
+    ErrorKind::ReceiptCorrupt(format!("signed head {name} does not hold: {why}")).into()
 }
 
 /// Load and check a signer key file (exit 2 before anything is signed).
@@ -271,7 +272,7 @@ pub fn key_generate(root: &StateRoot, name: &str, out: &Path) -> FlowResult<KeyG
     let mut seed = [0u8; 32];
     rand_core::OsRng
         .try_fill_bytes(&mut seed)
-        .map_err(|e| FlowError::Contract(format!("no random source: {e}")))?;
+        .map_err(|e| ErrorKind::Contract(format!("no random source: {e}")))?;
     let (skey, vkey) = generate_key(seed, name).map_err(head_error)?;
     let mut bytes = skey.into_bytes();
     bytes.push(b'\n');
@@ -309,9 +310,7 @@ pub fn sign_head(root: &StateRoot, run_id: &str, key: &SignerKey) -> FlowResult<
     let _guard = run.dir.receipt_lock().acquire()?;
     let position = verified_position(&run, true)?;
     if position.sequence == 0 {
-        return Err(FlowError::ReceiptCorrupt(
-            "receipt has no events to sign".into(),
-        ));
+        return Err(ErrorKind::ReceiptCorrupt("receipt has no events to sign".into()).into());
     }
     // A signature is a verdict an auditor reads (trust-model promise 1):
     // the root signed is that of the receipt's own lines, never the stored
@@ -443,9 +442,9 @@ pub fn verify_heads(
             &head.body,
             position.sequence,
             &mut |size| {
-                answer(size)
-                    .map(|a| a.0)
-                    .ok_or_else(|| FlowError::ReceiptCorrupt("receipt changed while read".into()))
+                answer(size).map(|a| a.0).ok_or_else(|| {
+                    ErrorKind::ReceiptCorrupt("receipt changed while read".into()).into()
+                })
             },
             &mut |size| Ok(answer(size).map(|a| a.1)),
         )? {
@@ -553,15 +552,16 @@ pub fn prove_event(
     let line = run
         .dir
         .find_line(sequence, position.byte_length, sequence_of)?
-        .ok_or_else(|| FlowError::ReceiptCorrupt(format!("receipt has no event {sequence}")))?;
+        .ok_or_else(|| ErrorKind::ReceiptCorrupt(format!("receipt has no event {sequence}")))?;
     if leaf_hash(&line) != tree.leaf(sequence - 1)? {
-        return Err(FlowError::ReceiptCorrupt(format!(
+        return Err(ErrorKind::ReceiptCorrupt(format!(
             "event {sequence} is not the tree's leaf {}",
             sequence - 1
-        )));
+        ))
+        .into());
     }
     let hashes = inclusion_proof(body.size, sequence - 1, &tree)
-        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+        .map_err(|e| ErrorKind::ReceiptCorrupt(e.to_string()))?;
     let proof = InclusionProof {
         index: sequence - 1,
         hashes,
@@ -619,7 +619,7 @@ pub fn prove_append(
         }));
     }
     let hashes = consistency_proof(new.size, old.size, &tree)
-        .map_err(|e| FlowError::ReceiptCorrupt(e.to_string()))?;
+        .map_err(|e| ErrorKind::ReceiptCorrupt(e.to_string()))?;
     let proof = AppendProof {
         hashes: hashes.iter().map(hash_to_base64).collect(),
         new_note: String::from_utf8_lossy(&new_note).into_owned(),
@@ -645,7 +645,7 @@ pub enum ProofInput<'a> {
 }
 
 fn proof_failed(m: impl Into<String>) -> FlowError {
-    FlowError::ProofInvalid(format!("proof does not verify: {}", m.into()))
+    ErrorKind::ProofInvalid(format!("proof does not verify: {}", m.into())).into()
 }
 
 fn check_origin(body: &HeadBody, run_id: Option<&str>) -> FlowResult<()> {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::error::{FlowError, FlowResult};
+use super::error::{ErrorKind, FlowError, FlowResult};
 use super::inspect::{Inspection, inspect_run};
 use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_from, verify_receipt};
 use crate::coordinator::OnRefusal;
@@ -196,7 +196,7 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
             first_bad: 1,
             trusted_sequence: 0,
             trusted_checksum: String::new(),
-            error: FlowError::ReceiptCorrupt("run owner metadata is invalid".into()),
+            error: ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()).into(),
         });
     };
     // The gate's policy file too: the replay `verify` does.
@@ -233,7 +233,7 @@ fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
             first_bad: sequence,
             trusted_sequence: sequence.saturating_sub(1),
             trusted_checksum,
-            error: FlowError::ReceiptCorrupt(message),
+            error: ErrorKind::ReceiptCorrupt(message).into(),
             prefix: Some(Box::new(state)),
         },
     })
@@ -625,7 +625,7 @@ pub fn status_run(root: &StateRoot, run_id: &str, at: &str) -> FlowResult<RunSta
             Inspection::Damaged { .. } => {
                 // Verified again the way `verify` reports it.
                 super::verify(root, run_id)?;
-                return Err(FlowError::ReceiptCorrupt("receipt is damaged".into()));
+                return Err(ErrorKind::ReceiptCorrupt("receipt is damaged".into()).into());
             }
         },
         Family::V1_1 => {
@@ -715,7 +715,7 @@ pub fn stream_events(
     match verdict {
         Verdict::Intact(position) => Ok(StreamEnd { position, terminal }),
         Verdict::Damaged(damage) => Err(damage_error(run, &damage, false)),
-        Verdict::Rejected { message, .. } => Err(FlowError::Contract(message)),
+        Verdict::Rejected { message, .. } => Err(ErrorKind::Contract(message).into()),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::breach::Breach;
-use super::decide::{FlowError, Intent, invalid, require_evidence};
+use super::decide::{ErrorKind, FlowError, Intent, invalid, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::ApprovalPolicyInput;
 use super::run_commands::{RunCommand, decide_run_transition};
@@ -93,7 +93,7 @@ impl ApprovalRefusal {
 }
 
 fn refused<T>(message: String) -> Result<T, FlowError> {
-    Err(FlowError::Approval(ApprovalRefusal::Refused(message)))
+    Err(ErrorKind::Approval(ApprovalRefusal::Refused(message)).into())
 }
 
 /// A validated approver policy. Serialised, it is the canonical policy:
@@ -948,13 +948,14 @@ fn closed(state: RunState, ledger: &ApprovalLedger, identity: Option<&str>) -> F
         // Nothing decided, and not planned (cancelled first): the
         // transition refusal the run would give without a policy.
         (None, None) => {
-            return FlowError::RunTransitionRefused {
+            return ErrorKind::RunTransitionRefused {
                 state,
                 allowed: vec![RunState::Planned],
-            };
+            }
+            .into();
         }
     };
-    FlowError::Approval(ApprovalRefusal::Consumed(message))
+    ErrorKind::Approval(ApprovalRefusal::Consumed(message)).into()
 }
 
 /// The approval gate as the pipeline read it under the lock, against the
@@ -996,10 +997,11 @@ pub fn decide_approve(
             PolicyStatus::Tampered { problem, .. } => problem.as_str(),
             _ => "approval policy cannot be read",
         };
-        return Err(FlowError::ReceiptCorrupt(format!(
+        return Err(ErrorKind::ReceiptCorrupt(format!(
             "{problem}; run-approve by {} refused",
             who(identity)
-        )));
+        ))
+        .into());
     };
     reject_reserved_kinds(evidence)?;
     require_room(evidence, limits)?;
@@ -1102,7 +1104,7 @@ pub fn decide_approve(
             .as_deref()
             .and_then(parse_timestamp)
             .ok_or_else(|| {
-                FlowError::ReceiptCorrupt(
+                ErrorKind::ReceiptCorrupt(
                     "run_created has no readable timestamp for the approval window".into(),
                 )
             })?;
@@ -1111,9 +1113,9 @@ pub fn decide_approve(
         let latest = parse_timestamp(at).map_or(now, |at| at.max(now));
         let elapsed = (latest - created).num_seconds();
         if elapsed > window as i64 {
-            return Err(FlowError::Approval(ApprovalRefusal::Expired(format!(
+            return Err(ErrorKind::Approval(ApprovalRefusal::Expired(format!(
                 "approval request expired: {elapsed} s since run_created exceed expires_after_s {window}; approval by '{identity}' refused"
-            ))));
+            ))).into());
         }
     }
     let mut evidence = with_record(

@@ -80,9 +80,7 @@ fn approve_with(
 }
 
 fn refused_with(message: &str) -> Result<Vec<Intent>, FlowError> {
-    Err(FlowError::Approval(ApprovalRefusal::Refused(
-        message.into(),
-    )))
+    Err(ErrorKind::Approval(ApprovalRefusal::Refused(message.into())).into())
 }
 
 // ------------------------------------------------------------ the policy
@@ -325,9 +323,9 @@ fn the_window_is_measured_on_the_wall_clock() {
     assert!(alice_after(3600).is_ok());
     assert_eq!(
         alice_after(3601),
-        Err(FlowError::Approval(ApprovalRefusal::Expired(
+        Err(ErrorKind::Approval(ApprovalRefusal::Expired(
             "approval request expired: 3601 s since run_created exceed expires_after_s 3600; approval by 'alice' refused".into()
-        )))
+        )).into())
     );
     // Identity is checked before the window.
     assert_eq!(
@@ -429,8 +427,8 @@ fn a_tampered_policy_refuses_before_identity() {
             "{status:?}"
         );
         assert!(matches!(
-            approve(&status, &ledger, &claim(Some("alice")), at(1)),
-            Err(FlowError::ReceiptCorrupt(m)) if m.ends_with("; run-approve by 'alice' refused")
+            approve(&status, &ledger, &claim(Some("alice")), at(1)).map_err(FlowError::into_kind),
+            Err(ErrorKind::ReceiptCorrupt(m)) if m.ends_with("; run-approve by 'alice' refused")
         ));
     }
     let malformed = ApprovalLedger {
@@ -464,9 +462,9 @@ fn an_approval_is_used_once() {
     let second = approve_with(&state, gate, &claim(Some("alice")), at(1), &ev());
     assert_eq!(
         second,
-        Err(FlowError::Approval(ApprovalRefusal::Consumed(
+        Err(ErrorKind::Approval(ApprovalRefusal::Consumed(
             "approval was already consumed: the plan was approved at sequence 2 by 'alice'; run-approve by 'alice' refused".into()
-        )))
+        )).into())
     );
 }
 
@@ -484,10 +482,11 @@ fn a_run_past_planned_with_no_decision_is_a_run_transition_refusal() {
     let refused = approve_with(&state, gate, &claim(Some("alice")), at(1), &ev()).unwrap_err();
     assert_eq!(
         refused,
-        FlowError::RunTransitionRefused {
+        ErrorKind::RunTransitionRefused {
             state: RunState::Cancelled,
             allowed: vec![RunState::Planned],
         }
+        .into()
     );
     assert_eq!(
         refused.message(),

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::receipt::json_ref::{JsonRef, ObjectRef};
 
-use super::decide::FlowError;
+use super::decide::{ErrorKind, FlowError};
 use super::replay::DigestMemo;
 use super::state::{CoordinatorState, LaneState};
 use crate::receipt::canonical;
@@ -315,13 +315,14 @@ pub fn refuse_breaches(breaches: &[Breach], gate: &str) -> Result<(), FlowError>
         1 => String::new(),
         n => format!(" (and {} more)", n - 1),
     };
-    Err(FlowError::Breach {
+    Err(ErrorKind::Breach {
         message: format!(
             "{gate} refused: the receipt breaks our rules: {}{more}",
             first.describe()
         ),
         breaches: breaches.to_vec(),
-    })
+    }
+    .into())
 }
 
 #[cfg(test)]

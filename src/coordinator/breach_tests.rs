@@ -258,8 +258,8 @@ fn a_gate_refuses_while_a_breach_stands() {
     let mut ledger = gated(&frozen, Ok(frozen.file_bytes()));
     assert!(require_no_breach(&ledger.state, "run-start").is_ok());
     approve(&mut ledger, ev("plain"));
-    match require_no_breach(&ledger.state, "run-start") {
-        Err(FlowError::Breach { message, breaches }) => {
+    match require_no_breach(&ledger.state, "run-start").map_err(FlowError::into_kind) {
+        Err(ErrorKind::Breach { message, breaches }) => {
             assert!(message.starts_with("run-start refused"), "{message}");
             assert!(message.contains("approval_gate"), "{message}");
             assert_eq!(breaches.len(), 1);

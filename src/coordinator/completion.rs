@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::decide::InputRule;
-use super::decide::{FlowError, Intent, invalid, require_evidence};
+use super::decide::{ErrorKind, FlowError, Intent, invalid, require_evidence};
 use super::state::{CoordinatorState, CoverageState, LaneState, RunState};
 use crate::receipt::canonical;
 use crate::receipt::rules::{Limits, check_evidence};
@@ -212,11 +212,12 @@ pub fn decide_complete(
     require_completion_evidence(state, evidence)?;
     let report = evaluate(state, true);
     if !report.complete {
-        return Err(FlowError::CompletionBlocked {
+        return Err(ErrorKind::CompletionBlocked {
             message: "required workflow completion evidence is missing".into(),
             missing_ids: report.missing_ids(),
             breaches: Vec::new(),
-        });
+        }
+        .into());
     }
     let verification = Intent::about_run(
         EventType::MainVerification,

@@ -356,11 +356,12 @@ fn complete_is_blocked_with_the_missing_ids() {
     ledger.running_lane("docs", Value::Null);
     assert_eq!(
         decide_complete(&ledger.state, &ev("verified")),
-        Err(FlowError::CompletionBlocked {
+        Err(ErrorKind::CompletionBlocked {
             message: "required workflow completion evidence is missing".into(),
             missing_ids: strings(&["docs"]),
             breaches: Vec::new(),
-        })
+        }
+        .into())
     );
 }
 
@@ -421,8 +422,8 @@ fn completion_evidence_rules() {
     }
     // Invalid evidence is refused by its own rule first.
     assert!(matches!(
-        require_completion_evidence(&ledger.state, &json!([{"kind": "test"}])).map_err(|r| r.untaught().0.clone()),
-        Err(FlowError::Contract(m)) if m != "liveness evidence cannot satisfy completion evidence"
+        require_completion_evidence(&ledger.state, &json!([{"kind": "test"}])).map_err(FlowError::into_kind),
+        Err(ErrorKind::Contract(m)) if m != "liveness evidence cannot satisfy completion evidence"
     ));
     let fresh = ev("integration tests passed");
     assert_eq!(

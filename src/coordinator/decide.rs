@@ -102,11 +102,20 @@ impl Intent {
 }
 
 /// Every way a decision or a command refuses: one type from the pure core
-/// to the envelope. Each variant maps to one exit status ([`FlowError::classify`]).
-/// Equality ignores the teaching (hint, fields): it is advice, not part of
-/// what is refused.
+/// to the envelope, with what teaches its fix (contracts/refusals.md): the
+/// envelope adds its `hint` and `fields`; everything else is the kind's.
+/// Equality is of the kind and ignores the teaching: it is advice, not part
+/// of what is refused.
 #[derive(Debug, Clone)]
-pub enum FlowError {
+pub struct FlowError {
+    kind: ErrorKind,
+    teaching: Option<Box<Teaching>>,
+}
+
+/// What was refused or failed, of a kind that maps to one exit status
+/// ([`ErrorKind::classify`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ErrorKind {
     /// Bad input, of a typed reason (exit 2 `contract_error`): its message
     /// and what it teaches are the reason's (contracts/refusals.md "Bad
     /// input").
@@ -190,12 +199,9 @@ pub enum FlowError {
         message: String,
         retryable: bool,
     },
-    /// Any of the above with what teaches its fix (contracts/refusals.md): the
-    /// envelope adds `hint` and `fields`; everything else is the inner error's.
-    Taught(Box<FlowError>, Box<Teaching>),
 }
 
-/// What went wrong inside bluetape-flow (a [`FlowError::Internal`]).
+/// What went wrong inside bluetape-flow (a [`ErrorKind::Internal`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Bug {
     /// The event a decision proposed for `sequence` is refused by the
@@ -235,17 +241,37 @@ impl Bug {
     }
 }
 
+impl From<ErrorKind> for FlowError {
+    fn from(kind: ErrorKind) -> Self {
+        FlowError {
+            kind,
+            teaching: None,
+        }
+    }
+}
+
 impl FlowError {
     pub fn contract(m: impl Into<String>) -> Self {
-        FlowError::Contract(m.into())
+        ErrorKind::Contract(m.into()).into()
+    }
+
+    /// What was refused or failed.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// What was refused or failed, without the teaching.
+    pub fn into_kind(self) -> ErrorKind {
+        self.kind
     }
 
     /// This error with `teach` attached (merged over any earlier one).
-    pub fn taught(self, teach: Teaching) -> Self {
-        match self {
-            FlowError::Taught(inner, old) => FlowError::Taught(inner, Box::new(old.merged(teach))),
-            other => FlowError::Taught(Box::new(other), Box::new(teach)),
-        }
+    pub fn taught(mut self, teach: Teaching) -> Self {
+        self.teaching = Some(Box::new(match self.teaching.take() {
+            Some(old) => old.merged(teach),
+            None => teach,
+        }));
+        self
     }
 
     /// This error with a `hint`.
@@ -253,32 +279,61 @@ impl FlowError {
         self.taught(Teaching::hint(hint))
     }
 
-    /// The error without its teaching, and the teaching.
-    pub fn untaught(&self) -> (&FlowError, Option<&Teaching>) {
-        match self {
-            FlowError::Taught(inner, teach) => (inner, Some(teach)),
-            other => (other, None),
-        }
+    /// The teaching attached where the error was made.
+    pub fn teaching(&self) -> Option<&Teaching> {
+        self.teaching.as_deref()
     }
 
     /// The message as the envelope shows it: the inner message and the
     /// detail after it (the one attached where the error was made, else
     /// the reason's own).
     pub fn full_message(&self) -> String {
-        let (inner, teach) = self.untaught();
-        let detail = teach
+        let detail = self
+            .teaching()
             .and_then(|t| t.detail.clone())
-            .or_else(|| inner.own_teaching().and_then(|t| t.detail));
+            .or_else(|| self.own_teaching().and_then(|t| t.detail));
         match detail {
-            Some(detail) => format!("{}: {detail}", inner.message()),
-            None => inner.message().into_owned(),
+            Some(detail) => format!("{}: {detail}", self.message()),
+            None => self.message().into_owned(),
         }
     }
 
     /// The typed conflict reason this error carries, if it is one.
     pub fn reason(&self) -> Option<&dyn ConflictReason> {
-        match self.untaught().0 {
-            FlowError::Conflict(conflict) => Some(conflict.reason()),
+        self.kind.reason()
+    }
+
+    /// See [`ErrorKind::classify`].
+    pub fn classify(&self) -> (u8, &'static str, bool, Option<&'static str>) {
+        self.kind.classify()
+    }
+
+    /// See [`ErrorKind::message`].
+    pub fn message(&self) -> Cow<'_, str> {
+        self.kind.message()
+    }
+
+    /// See [`ErrorKind::own_teaching`].
+    pub fn own_teaching(&self) -> Option<Teaching> {
+        self.kind.own_teaching()
+    }
+}
+
+impl ErrorKind {
+    /// This kind of error, with `teach` attached.
+    pub fn taught(self, teach: Teaching) -> FlowError {
+        FlowError::from(self).taught(teach)
+    }
+
+    /// This kind of error, with a `hint`.
+    pub fn hinted(self, hint: impl Into<String>) -> FlowError {
+        FlowError::from(self).hinted(hint)
+    }
+
+    /// The typed conflict reason this error carries, if it is one.
+    pub fn reason(&self) -> Option<&dyn ConflictReason> {
+        match self {
+            ErrorKind::Conflict(conflict) => Some(conflict.reason()),
             _ => None,
         }
     }
@@ -288,35 +343,34 @@ impl FlowError {
     /// the variant.
     pub fn classify(&self) -> (u8, &'static str, bool, Option<&'static str>) {
         match self {
-            FlowError::Taught(inner, _) => inner.classify(),
-            FlowError::Contract(_) | FlowError::Input(_) | FlowError::Internal(_) => {
+            ErrorKind::Contract(_) | ErrorKind::Input(_) | ErrorKind::Internal(_) => {
                 (2, "contract_error", false, None)
             }
-            FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
+            ErrorKind::ReceiptCorrupt(_) | ErrorKind::ReceiptDamaged(_) => {
                 (3, "receipt_corrupt", false, Some("receipt-diagnose"))
             }
-            FlowError::ProofInvalid(_) => (3, "proof_invalid", false, None),
-            FlowError::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
-            FlowError::Conflict(_)
-            | FlowError::HeadMoved { .. }
-            | FlowError::RunStateRefused { .. }
-            | FlowError::RunTransitionRefused { .. } => {
+            ErrorKind::ProofInvalid(_) => (3, "proof_invalid", false, None),
+            ErrorKind::IncompatibleManifest(_) => (4, "incompatible_manifest", false, None),
+            ErrorKind::Conflict(_)
+            | ErrorKind::HeadMoved { .. }
+            | ErrorKind::RunStateRefused { .. }
+            | ErrorKind::RunTransitionRefused { .. } => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
-            FlowError::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
+            ErrorKind::CompletionBlocked { breaches, .. } if !breaches.is_empty() => {
                 (6, "completion_blocked", false, Some("verify"))
             }
-            FlowError::CompletionBlocked { .. } => {
+            ErrorKind::CompletionBlocked { .. } => {
                 (6, "completion_blocked", true, Some("completion-check"))
             }
-            FlowError::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
-            FlowError::Store(e) if e.is_retryable() => {
+            ErrorKind::Unsupported(_) => (7, "unsupported_by_run_manifest", false, Some("init")),
+            ErrorKind::Store(e) if e.is_retryable() => {
                 (5, "coordinator_conflict", true, Some("resume-check"))
             }
-            FlowError::Store(_) => (2, "contract_error", false, None),
-            FlowError::Breach { .. } => (5, "rule_breach", false, Some("verify")),
-            FlowError::Export { retryable, .. } => (5, "export_failed", *retryable, None),
-            FlowError::Approval(refusal) => match refusal {
+            ErrorKind::Store(_) => (2, "contract_error", false, None),
+            ErrorKind::Breach { .. } => (5, "rule_breach", false, Some("verify")),
+            ErrorKind::Export { retryable, .. } => (5, "export_failed", *retryable, None),
+            ErrorKind::Approval(refusal) => match refusal {
                 ApprovalRefusal::Refused(_) => (2, "approval_refused", false, Some("approvals")),
                 ApprovalRefusal::Expired(_) => (5, "approval_expired", false, Some("run-cancel")),
                 ApprovalRefusal::Consumed(_) => {
@@ -333,24 +387,23 @@ impl FlowError {
     /// `Display` (made from its fields), so this may be owned.
     pub fn message(&self) -> Cow<'_, str> {
         Cow::Borrowed(match self {
-            FlowError::Taught(inner, _) => return inner.message(),
-            FlowError::Input(refusal) => return Cow::Owned(refusal.to_string()),
-            FlowError::Internal(bug) => return Cow::Owned(bug.message()),
-            FlowError::Conflict(conflict) => return Cow::Owned(conflict.reason().to_string()),
-            FlowError::Contract(m)
-            | FlowError::ReceiptCorrupt(m)
-            | FlowError::ProofInvalid(m)
-            | FlowError::IncompatibleManifest(m)
-            | FlowError::Unsupported(m) => m,
-            FlowError::CompletionBlocked { message, .. }
-            | FlowError::Breach { message, .. }
-            | FlowError::Export { message, .. } => message,
-            FlowError::ReceiptDamaged(damage) => damage.message(),
-            FlowError::Approval(refusal) => refusal.message(),
-            FlowError::Store(e) => e.message(),
-            FlowError::HeadMoved { .. } => "receipt head changed before mutation",
-            FlowError::RunStateRefused { .. } => "run state does not allow this command",
-            FlowError::RunTransitionRefused { .. } => {
+            ErrorKind::Input(refusal) => return Cow::Owned(refusal.to_string()),
+            ErrorKind::Internal(bug) => return Cow::Owned(bug.message()),
+            ErrorKind::Conflict(conflict) => return Cow::Owned(conflict.reason().to_string()),
+            ErrorKind::Contract(m)
+            | ErrorKind::ReceiptCorrupt(m)
+            | ErrorKind::ProofInvalid(m)
+            | ErrorKind::IncompatibleManifest(m)
+            | ErrorKind::Unsupported(m) => m,
+            ErrorKind::CompletionBlocked { message, .. }
+            | ErrorKind::Breach { message, .. }
+            | ErrorKind::Export { message, .. } => message,
+            ErrorKind::ReceiptDamaged(damage) => damage.message(),
+            ErrorKind::Approval(refusal) => refusal.message(),
+            ErrorKind::Store(e) => e.message(),
+            ErrorKind::HeadMoved { .. } => "receipt head changed before mutation",
+            ErrorKind::RunStateRefused { .. } => "run state does not allow this command",
+            ErrorKind::RunTransitionRefused { .. } => {
                 "current state does not allow lifecycle intent"
             }
         })
@@ -359,12 +412,12 @@ impl FlowError {
     /// What the reason itself teaches (`fields`, a hint), before any
     /// teaching attached where the error was made.
     pub fn own_teaching(&self) -> Option<Teaching> {
-        if let Some(reason) = self.untaught().0.reason() {
+        if let Some(reason) = self.reason() {
             return Some(reason.teaching());
         }
-        match self.untaught().0 {
-            FlowError::Input(refusal) => refusal.teaching(),
-            FlowError::HeadMoved {
+        match self {
+            ErrorKind::Input(refusal) => refusal.teaching(),
+            ErrorKind::HeadMoved {
                 expected,
                 head,
                 sequence,
@@ -374,14 +427,14 @@ impl FlowError {
                     "another write moved the run to sequence {sequence} after this command read it: see where it stands with bluetape-flow resume-check --run-id {{run_id}}, and if the step still applies, retry it with --expected-head {head}"
                 ),
             )),
-            FlowError::RunStateRefused { state, allowed } => {
+            ErrorKind::RunStateRefused { state, allowed } => {
                 Some(run_state_teaching(*state, allowed, |state, needs| {
                     format!(
                         "the run is {state}; this command needs it {needs}: see where it stands with bluetape-flow status --run-id {{run_id}}"
                     )
                 }))
             }
-            FlowError::RunTransitionRefused { state, allowed } => {
+            ErrorKind::RunTransitionRefused { state, allowed } => {
                 Some(run_state_teaching(*state, allowed, |shown, needs| {
                     format!(
                         "the run is {shown}, this command needs {needs}: {}",
@@ -391,7 +444,7 @@ impl FlowError {
             }
             // An OS error names the path and the errno (DEVIATIONS 49), as
             // fields a caller can act on without reading the message.
-            FlowError::Store(StoreError::Io(failure)) => Some(Teaching {
+            ErrorKind::Store(StoreError::Io(failure)) => Some(Teaching {
                 detail: None,
                 hint: None,
                 fields: Some(serde_json::json!({
@@ -516,7 +569,7 @@ impl RefusedLaneStep {
 /// The lane refusals as tests expect them.
 #[cfg(test)]
 pub mod lane_refused {
-    use super::{FlowError, LaneRefusal};
+    use super::{ErrorKind, FlowError, LaneRefusal};
     use crate::coordinator::state::LaneState;
 
     pub fn missing(lane_id: &str, lanes: &[&str]) -> FlowError {
@@ -559,10 +612,11 @@ pub mod lane_refused {
         state: crate::coordinator::state::RunState,
         allowed: &[crate::coordinator::state::RunState],
     ) -> FlowError {
-        FlowError::RunStateRefused {
+        ErrorKind::RunStateRefused {
             state,
             allowed: allowed.to_vec(),
         }
+        .into()
     }
 
     pub fn exists(lane_id: &str, state: LaneState) -> FlowError {
@@ -698,87 +752,7 @@ impl ConflictReason for LaneRefusal {
 
 impl PartialEq for FlowError {
     fn eq(&self, other: &FlowError) -> bool {
-        use FlowError::*;
-        match (self.untaught().0, other.untaught().0) {
-            (Input(a), Input(b)) => a == b,
-            (Internal(a), Internal(b)) => a == b,
-            (Contract(a), Contract(b))
-            | (ReceiptCorrupt(a), ReceiptCorrupt(b))
-            | (ProofInvalid(a), ProofInvalid(b))
-            | (IncompatibleManifest(a), IncompatibleManifest(b))
-            | (Unsupported(a), Unsupported(b)) => a == b,
-            (ReceiptDamaged(a), ReceiptDamaged(b)) => a == b,
-            (
-                HeadMoved {
-                    expected: a,
-                    head: x,
-                    sequence: p,
-                },
-                HeadMoved {
-                    expected: b,
-                    head: y,
-                    sequence: q,
-                },
-            ) => a == b && x == y && p == q,
-            (Store(a), Store(b)) => a == b,
-            (
-                CompletionBlocked {
-                    message: a,
-                    missing_ids: x,
-                    breaches: p,
-                },
-                CompletionBlocked {
-                    message: b,
-                    missing_ids: y,
-                    breaches: q,
-                },
-            ) => a == b && x == y && p == q,
-            (Approval(a), Approval(b)) => a == b,
-            (Conflict(a), Conflict(b)) => a == b,
-            (
-                RunStateRefused {
-                    state: a,
-                    allowed: x,
-                },
-                RunStateRefused {
-                    state: b,
-                    allowed: y,
-                },
-            )
-            | (
-                RunTransitionRefused {
-                    state: a,
-                    allowed: x,
-                },
-                RunTransitionRefused {
-                    state: b,
-                    allowed: y,
-                },
-            ) => a == b && x == y,
-            (
-                Export {
-                    endpoint: a,
-                    message: x,
-                    ..
-                },
-                Export {
-                    endpoint: b,
-                    message: y,
-                    ..
-                },
-            ) => a == b && x == y,
-            (
-                Breach {
-                    message: a,
-                    breaches: x,
-                },
-                Breach {
-                    message: b,
-                    breaches: y,
-                },
-            ) => a == b && x == y,
-            _ => false,
-        }
+        self.kind == other.kind
     }
 }
 
@@ -816,7 +790,7 @@ macro_rules! conflict_families {
 
         $(impl From<$reason> for FlowError {
             fn from(reason: $reason) -> Self {
-                FlowError::Conflict(Conflict::$family(reason))
+                ErrorKind::Conflict(Conflict::$family(reason)).into()
             }
         })*
     };
@@ -953,11 +927,7 @@ pub fn check_at(
 /// `refusal` (a bad `--at`) taught by [`at_teaching`], replacing any hint
 /// that named an internal field.
 pub fn at_refusal(refusal: FlowError, at: &str) -> FlowError {
-    let inner = match refusal {
-        FlowError::Taught(inner, _) => *inner,
-        other => other,
-    };
-    inner.taught(at_teaching(at))
+    refusal.into_kind().taught(at_teaching(at))
 }
 
 /// A refusal about one `--input` key: the detail names the key and what it
@@ -971,9 +941,8 @@ pub fn in_field(
     move |refusal| {
         // A refusal that already says what is wrong (the repo root it was
         // resolved against is missing, say) is not about the key's shape.
-        let (inner, teach) = refusal.untaught();
-        if teach.is_some_and(|t| t.detail.is_some())
-            || inner.own_teaching().is_some_and(|t| t.detail.is_some())
+        if refusal.teaching().is_some_and(|t| t.detail.is_some())
+            || refusal.own_teaching().is_some_and(|t| t.detail.is_some())
         {
             return refusal;
         }
@@ -1006,7 +975,7 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
         _ => None,
     };
     let Some(limit) = limit else {
-        return FlowError::Contract(message);
+        return ErrorKind::Contract(message).into();
     };
     let expected = match key.as_str() {
         "write_scope" | "replacement_write_scope" => {
@@ -1015,7 +984,7 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
         _ => format!("a string of at most {limit} characters"),
     };
     let fields = serde_json::json!({"input": "--input", "invalid": [{"field": key, "expected": expected, "limit": limit}]});
-    FlowError::Contract(message).taught(Teaching {
+    ErrorKind::Contract(message).taught(Teaching {
         detail: Some(format!("the limit of this run's manifest is {limit}")),
         hint: None,
         fields: Some(fields),
@@ -1029,9 +998,9 @@ pub fn evidence_refusal(message: String, evidence: &Value, limits: &Limits) -> F
     let hint = "each evidence item is an object {\"kind\": \"...\", \"summary\": \"...\"} with optional \"path\", \"checksum\" (SHA-256 hex) and \"exit_status\"; the file holds a list of them: [{\"kind\": \"plan\", \"summary\": \"plan approved\"}]";
     match crate::receipt::faults::evidence_fault("--evidence", evidence, limits) {
         Some(fault) => {
-            FlowError::Contract(message).taught(Teaching::fault(fault, Some(hint.into())))
+            ErrorKind::Contract(message).taught(Teaching::fault(fault, Some(hint.into())))
         }
-        None => FlowError::Contract(message).hinted(hint),
+        None => ErrorKind::Contract(message).hinted(hint),
     }
 }
 
@@ -1072,15 +1041,16 @@ pub fn lane_state_hint(lane_id: &str, current: LaneState, allowed: &[LaneState])
 /// "run state does not allow this command": the run is `state`, the
 /// command needs one of `allowed`.
 pub fn run_state_refused<T>(state: RunState, allowed: &[RunState]) -> Result<T, FlowError> {
-    Err(FlowError::RunStateRefused {
+    Err(ErrorKind::RunStateRefused {
         state,
         allowed: allowed.to_vec(),
-    })
+    }
+    .into())
 }
 
 /// An input refused by `reason` (a rule, or a reason with its fields).
 pub fn invalid<T>(reason: impl Into<InputRefusal>) -> Result<T, FlowError> {
-    Err(FlowError::Input(reason.into()))
+    Err(ErrorKind::Input(reason.into()).into())
 }
 
 /// The manifest values decisions use, always from the run's own snapshot.

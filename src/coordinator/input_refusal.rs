@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::decide::{FlowError, MAX_AT_SKEW_SECONDS, Teaching};
+use super::decide::{ErrorKind, FlowError, MAX_AT_SKEW_SECONDS, Teaching};
 use crate::receipt::lax_time::LaxTimeError;
 
 /// The rules whose message names no value: one variant each, with the
@@ -413,13 +413,13 @@ impl From<InputRule> for InputRefusal {
 
 impl From<InputRefusal> for FlowError {
     fn from(refusal: InputRefusal) -> Self {
-        FlowError::Input(refusal)
+        ErrorKind::Input(refusal).into()
     }
 }
 
 impl From<InputRule> for FlowError {
     fn from(rule: InputRule) -> Self {
-        FlowError::Input(InputRefusal::Rule(rule))
+        ErrorKind::Input(InputRefusal::Rule(rule)).into()
     }
 }
 
@@ -449,7 +449,7 @@ pub fn refused_as(message: &str) -> FlowError {
         }
         .into();
     }
-    FlowError::Contract(message.into())
+    ErrorKind::Contract(message.into()).into()
 }
 
 #[cfg(test)]
@@ -642,7 +642,7 @@ mod tests {
         // Same words in a lower layer's untyped error are another refusal.
         assert_ne!(
             lane("lane id"),
-            FlowError::Contract("lane id must match the identifier contract".into())
+            FlowError::contract("lane id must match the identifier contract")
         );
     }
 }

@@ -76,9 +76,10 @@ pub fn checked_input<T: serde::de::DeserializeOwned>(
     input: &Value,
 ) -> Result<T, super::decide::FlowError> {
     T::deserialize(input).map_err(|e| {
-        super::decide::FlowError::Internal(super::decide::Bug::CheckedInputUnreadable(
+        super::decide::ErrorKind::Internal(super::decide::Bug::CheckedInputUnreadable(
             e.to_string(),
         ))
+        .into()
     })
 }
 

@@ -44,7 +44,7 @@ fn evidence() -> Value {
 }
 
 fn lexical(value: &Value) -> Result<Vec<String>, FlowError> {
-    canonicalize_lexical(value, &Limits::default()).map_err(|m| FlowError::Contract(m.into()))
+    canonicalize_lexical(value, &Limits::default()).map_err(FlowError::contract)
 }
 
 fn create_input() -> Value {

@@ -3,7 +3,7 @@
 //! Decided intents are fed back through the replay reducer, so what the
 //! decisions propose is what a receipt can hold.
 
-use crate::coordinator::decide::{Conflict, LaneRefusal, lane_refused};
+use crate::coordinator::decide::{Conflict, ErrorKind, LaneRefusal, lane_refused};
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
 
@@ -1031,20 +1031,23 @@ fn stall_record_must_match_the_recomputed_decision_exactly() {
     let (decision, ev) = bound_stall("no fresh evidence");
     let request = stall_record(&decision, &ev, "2026-07-14T01:02:04Z");
     // Refused as stale, naming the decision liveness gives at --at.
-    let stale = |result, at: &str, current: (LivenessAction, &str), reason_only| {
+    let stale = |result: Result<_, FlowError>,
+                 at: &str,
+                 current: (LivenessAction, &str),
+                 reason_only: bool| {
         let (action, reason) = current;
-        let Err(FlowError::Conflict(Conflict::Lane(LaneRefusal::StaleDecision {
+        let Err(ErrorKind::Conflict(Conflict::Lane(LaneRefusal::StaleDecision {
             lane_id,
             at: said_at,
             current,
             reason_only: said,
-        }))) = result
+        }))) = result.as_ref().map_err(FlowError::kind)
         else {
             panic!("not a stale decision: {result:?}");
         };
         assert_eq!((lane_id.as_str(), said_at.as_str()), ("build", at));
         assert_eq!(
-            (current.action, current.reason, said),
+            (current.action, current.reason, *said),
             (action, reason, reason_only)
         );
     };

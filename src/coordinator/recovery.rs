@@ -8,7 +8,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, invalid, require_evidence};
+use super::decide::{ErrorKind, FlowError, invalid, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::recovery_refusal::{DiagnosisCheck, RecoveryRefusal};
 use crate::receipt::canonical;
@@ -167,7 +167,7 @@ pub fn provenance(
     .into_iter()
     .map(|(key, value)| (key.to_owned(), value))
     .collect();
-    check_recovery_provenance(&map).map_err(FlowError::Contract)?;
+    check_recovery_provenance(&map).map_err(ErrorKind::Contract)?;
     Ok(map)
 }
 

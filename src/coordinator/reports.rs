@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, invalid};
+use super::decide::{ErrorKind, FlowError, Intent, invalid};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::{HandoffReport, LiveReport};
 use super::report_refusal::ReportRefusal;
@@ -166,7 +166,7 @@ pub fn validate_report_payload(
         if as_int(&map["exit_status"]).is_none() {
             return invalid(InputRule::ExitStatusNotInteger);
         }
-        check_evidence(&map["evidence_refs"], limits).map_err(FlowError::Contract)?;
+        check_evidence(&map["evidence_refs"], limits).map_err(ErrorKind::Contract)?;
     }
     Ok(map.clone())
 }

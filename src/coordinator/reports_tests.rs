@@ -73,7 +73,9 @@ fn with(mut payload: Value, key: &str, value: Value) -> Value {
 fn refused(kind: ReportKind, payload: &Value) -> String {
     match validate_report_payload(kind, payload, &Limits::default()) {
         // Exit 2, a typed input reason or a rule of the receipt contract.
-        Err(error @ (FlowError::Input(_) | FlowError::Contract(_))) => error.message().into_owned(),
+        Err(error) if matches!(error.kind(), ErrorKind::Input(_) | ErrorKind::Contract(_)) => {
+            error.message().into_owned()
+        }
         other => panic!("{payload}: {other:?}"),
     }
 }

@@ -3,7 +3,7 @@
 use crate::receipt::vocab::EventType;
 use serde_json::Value;
 
-use super::decide::{FlowError, Intent, require_evidence};
+use super::decide::{ErrorKind, FlowError, Intent, require_evidence};
 use super::machine::{RunEdge, run_edge};
 use super::state::CoordinatorState;
 
@@ -65,10 +65,11 @@ pub fn decide_run_transition(
     let current = state.run_state_enum();
     if !edge.from.contains(&Some(current)) {
         // Only run_created leaves the empty run (None); no command does.
-        return Err(FlowError::RunTransitionRefused {
+        return Err(ErrorKind::RunTransitionRefused {
             state: current,
             allowed: edge.from.iter().flatten().copied().collect(),
-        });
+        }
+        .into());
     }
     let mut intent = Intent::run(
         command.event_type(),
@@ -124,10 +125,11 @@ mod tests {
         ] {
             assert_eq!(
                 decide_run_transition(&planned(), command, "2026-07-14T01:00:00Z", &ev, Some("r")),
-                Err(FlowError::RunTransitionRefused {
+                Err(ErrorKind::RunTransitionRefused {
                     state: RunState::Planned,
                     allowed: command.edge().from.iter().flatten().copied().collect()
-                })
+                }
+                .into())
             );
         }
         // Cancel is allowed straight from planned (decisions.md 6).

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
-use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{ErrorKind, FlowError, Intent, Policy, invalid, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::{CheckResultInput, ComponentEvidenceInput, checked_input};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
@@ -65,7 +65,7 @@ pub fn validate_topology(
     };
     let mut by_id: BTreeMap<&str, &Value> = BTreeMap::new();
     for component in items {
-        check_component(component, limits).map_err(FlowError::Contract)?;
+        check_component(component, limits).map_err(ErrorKind::Contract)?;
         // check_component guarantees the shape read below.
         let text = |key: &str| component.get(key).and_then(Value::as_str).unwrap_or("");
         let id = text("id");

@@ -515,10 +515,10 @@ fn a_passing_check_never_rests_on_liveness_evidence() {
     let ledger = checked_after_heartbeat(&beat);
     let refused = result(&ledger, true, Value::Null, &beat).unwrap_err();
     assert_eq!(
-        refused.untaught().0,
-        &crate::coordinator::input_refusal::refused_as("liveness evidence cannot pass a check")
+        refused,
+        crate::coordinator::input_refusal::refused_as("liveness evidence cannot pass a check")
     );
-    let hint = refused.untaught().1.and_then(|t| t.hint.clone()).unwrap();
+    let hint = refused.teaching().and_then(|t| t.hint.clone()).unwrap();
     assert!(hint.contains("check lint of component core"), "{hint}");
     assert!(result(&ledger, false, Value::Null, &beat).is_ok());
     assert!(result(&ledger, true, Value::Null, &ev("lint green")).is_ok());

@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::commands::FlowError;
+use crate::commands::{ErrorKind, FlowError};
 use crate::coordinator::decide::{Bug, InputRule};
 use crate::store::discovery::DiscoveryEnv;
 use crate::surface::envelope;
@@ -188,9 +188,9 @@ fn invoke(
     let command = match crate::surface::command_from(&spec.name, arguments.clone()) {
         Ok(command) => command,
         Err(why) => {
-            return refused(FlowError::Internal(Bug::ArgumentsMakeNoCommand(
-                why.to_string(),
-            )));
+            return refused(
+                ErrorKind::Internal(Bug::ArgumentsMakeNoCommand(why.to_string())).into(),
+            );
         }
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -290,7 +290,9 @@ impl ServerHandler for Server {
         // which the SDK moves from the request into the context.
         let arguments = match catalog::checked(&spec, &arguments, &context.meta.0) {
             Ok(arguments) => arguments,
-            Err(message) => return Ok(refusal(&FlowError::Contract(message)).into()),
+            Err(message) => {
+                return Ok(refusal(&FlowError::from(ErrorKind::Contract(message))).into());
+            }
         };
         let config = self.config.clone();
         let owner = self.owner.clone();
@@ -305,7 +307,7 @@ impl ServerHandler for Server {
         .await;
         Ok(match joined {
             Ok((line, ok)) => result(&line, ok),
-            Err(_) => refusal(&FlowError::Internal(Bug::CallUnfinished)),
+            Err(_) => refusal(&FlowError::from(ErrorKind::Internal(Bug::CallUnfinished))),
         }
         .into())
     }

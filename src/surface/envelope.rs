@@ -4,7 +4,7 @@
 use super::teach::Given;
 use serde_json::{Map, Value};
 
-use crate::commands::FlowError;
+use crate::commands::{ErrorKind, FlowError};
 use crate::receipt::canonical;
 
 /// Render like Python's default `json.dumps` with sorted keys.
@@ -84,14 +84,14 @@ pub fn failure(error: &FlowError) -> (u8, String) {
 /// them.
 pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
     let (code, name, retryable, next) = error.classify();
-    let (inner, teach) = error.untaught();
+    let teach = error.teaching();
     // What was attached where the error was made, over what its reason
     // teaches, over its class's default.
-    let own = inner.own_teaching();
+    let own = error.own_teaching();
     let hint = teach
         .and_then(|t| t.hint.clone())
         .or_else(|| own.as_ref().and_then(|t| t.hint.clone()))
-        .or_else(|| super::teach::default_hint(inner))
+        .or_else(|| super::teach::default_hint(error.kind()))
         .map(|hint| super::teach::fill(&hint, given));
     let mut fields = teach
         .and_then(|t| t.fields.clone())
@@ -99,7 +99,7 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
     let mut full_message = error.full_message();
     let input_error = name == "contract_error";
     super::teach::name_the_file(&mut full_message, fields.as_mut(), given, input_error);
-    let error = inner;
+    let kind = error.kind();
     let mut map = Map::new();
     map.insert("error".into(), Value::String(name.to_string()));
     let message: String = full_message.chars().take(500).collect();
@@ -109,7 +109,7 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
     if let Some(next) = next {
         map.insert("next_command".into(), Value::String(next.to_string()));
     }
-    if let FlowError::ReceiptDamaged(damage) = error {
+    if let ErrorKind::ReceiptDamaged(damage) = kind {
         // Extra keys beyond the reference's envelope: where trust ends.
         map.insert(
             "first_bad_sequence".into(),
@@ -124,7 +124,7 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
             Value::String(damage.last_trusted_checksum.clone()),
         );
     }
-    if let FlowError::Breach { breaches, .. } = error {
+    if let ErrorKind::Breach { breaches, .. } = kind {
         // Extra keys: which events broke which rule, and the way on.
         let shown: Vec<_> = breaches.iter().take(16).cloned().collect();
         map.insert(
@@ -136,15 +136,15 @@ pub fn failure_with(error: &FlowError, given: Given) -> (u8, String) {
             Value::String(crate::coordinator::breach::HINT.to_string()),
         );
     }
-    if let FlowError::Export { endpoint, .. } = error {
+    if let ErrorKind::Export { endpoint, .. } = kind {
         // Extra key: the receiver that failed (no user info, no query).
         map.insert("endpoint".into(), Value::String(endpoint.clone()));
     }
-    if let FlowError::CompletionBlocked {
+    if let ErrorKind::CompletionBlocked {
         missing_ids,
         breaches,
         ..
-    } = error
+    } = kind
     {
         map.insert(
             "missing_ids".into(),
@@ -210,16 +210,16 @@ mod tests {
 
     #[test]
     fn failure_envelope_shape() {
-        let (code, text) = failure(&FlowError::ReceiptCorrupt(
+        let (code, text) = failure(&FlowError::from(ErrorKind::ReceiptCorrupt(
             "receipt contains no events".into(),
-        ));
+        )));
         assert_eq!(code, 3);
         assert_eq!(
             text,
             r#"{"error": "receipt_corrupt", "hint": "find where trust ends: bluetape-flow receipt-diagnose --run-id <run_id>; a damaged run goes on in a new one made by recovery-run-create", "message": "receipt contains no events", "next_command": "receipt-diagnose", "ok": false, "retryable": false}"#
         );
         let long = "x".repeat(600);
-        let (_, text) = failure(&FlowError::Contract(long));
+        let (_, text) = failure(&FlowError::from(ErrorKind::Contract(long)));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["message"].as_str().unwrap().len(), 500);
     }
@@ -231,7 +231,7 @@ mod tests {
         use crate::store::StoreError;
         let envelope = |e: StoreError| {
             let error = FlowError::from(e);
-            assert!(matches!(error, FlowError::Store(_)), "{error:?}");
+            assert!(matches!(error.kind(), ErrorKind::Store(_)), "{error:?}");
             let (code, text) = failure(&error);
             (code, serde_json::from_str::<Value>(&text).unwrap())
         };

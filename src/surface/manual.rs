@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 use super::envelope;
-use crate::commands::FlowError;
+use crate::commands::{ErrorKind, FlowError};
 
 /// Write every page into `dir` and answer with a root-less envelope.
 pub fn write(tree: &Command, dir: &Path) -> Result<String, FlowError> {
@@ -61,7 +61,7 @@ fn page(command: Command) -> Result<Vec<u8>, FlowError> {
         }
         Ok(())
     })();
-    rendered.map_err(|e| FlowError::Contract(format!("cannot render a man page: {e}")))?;
+    rendered.map_err(|e| ErrorKind::Contract(format!("cannot render a man page: {e}")))?;
     out.extend_from_slice(preformatted_sections(&extra).as_bytes());
     Ok(out)
 }

@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::commands::{self, FlowError, FlowResult};
+use crate::commands::{self, ErrorKind, FlowError, FlowResult};
 use crate::store::discovery::{DiscoveryEnv, discover};
 
 const EPILOG: &str = "Required fields are shown per command. UTC timestamps end in Z. Read-only commands never \
@@ -573,7 +573,7 @@ pub fn panic_error(payload: &(dyn std::any::Any + Send)) -> FlowError {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string());
-    FlowError::Internal(crate::coordinator::decide::Bug::Panic(what))
+    ErrorKind::Internal(crate::coordinator::decide::Bug::Panic(what)).into()
 }
 
 /// Test-only (debug builds): `BLUETAPE_TEST_PANIC=1` panics inside command

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::ffi::OsString;
 
-use crate::commands::FlowError;
+use crate::commands::ErrorKind;
 use crate::commands::error::{INSECURE_HINT, LOCK_HELD_HINT};
 use crate::coordinator::approval::ApprovalRefusal;
 use crate::coordinator::views::quote;
@@ -160,29 +160,29 @@ pub fn name_the_file(
 }
 
 /// The hint of an error class when the refusal brings none of its own.
-pub fn default_hint(error: &FlowError) -> Option<String> {
+pub fn default_hint(error: &ErrorKind) -> Option<String> {
     let text = match error {
-        FlowError::ReceiptCorrupt(_) | FlowError::ReceiptDamaged(_) => {
+        ErrorKind::ReceiptCorrupt(_) | ErrorKind::ReceiptDamaged(_) => {
             "find where trust ends: bluetape-flow receipt-diagnose --run-id {run_id}; a damaged run goes on in a new one made by recovery-run-create"
         }
-        FlowError::ProofInvalid(_) => {
+        ErrorKind::ProofInvalid(_) => {
             "the proof, the event and the keys given do not belong together (this is no state-root damage): make the proof again where the run lives, bluetape-flow prove-event --run-id {run_id} --sequence N --out proof.txt (prove-append --from HEAD for an append), against a head signed by the key you check with (bluetape-flow verify --run-id {run_id} --key VKEY says which keys sign its heads)"
         }
-        FlowError::CompletionBlocked { .. } => {
+        ErrorKind::CompletionBlocked { .. } => {
             "see what completion still needs: bluetape-flow completion-check --run-id {run_id}"
         }
-        FlowError::Unsupported(_) => {
+        ErrorKind::Unsupported(_) => {
             "this run uses manifest 1.0 (Phase 1); Phase 2 commands need a run made by this tool's init"
         }
-        FlowError::Approval(ApprovalRefusal::Refused(_)) => {
+        ErrorKind::Approval(ApprovalRefusal::Refused(_)) => {
             "retrying as the same identity cannot help: see who may approve with bluetape-flow approvals --run-id {run_id}"
         }
-        FlowError::Approval(ApprovalRefusal::Expired(_)) => {
+        ErrorKind::Approval(ApprovalRefusal::Expired(_)) => {
             "the approval window has passed; cancel this run (bluetape-flow run-cancel --run-id {run_id} --owner-file {owner_file} --evidence FILE) and init a new one"
         }
-        FlowError::Store(StoreError::Insecure(_)) => INSECURE_HINT,
-        FlowError::Store(StoreError::LockHeld(_)) => LOCK_HELD_HINT,
-        FlowError::Approval(ApprovalRefusal::Consumed(_)) => {
+        ErrorKind::Store(StoreError::Insecure(_)) => INSECURE_HINT,
+        ErrorKind::Store(StoreError::LockHeld(_)) => LOCK_HELD_HINT,
+        ErrorKind::Approval(ApprovalRefusal::Consumed(_)) => {
             "the run is approved already; a second approval cannot be recorded: see bluetape-flow approvals --run-id {run_id}"
         }
         _ => return None,

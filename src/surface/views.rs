@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use super::envelope;
 use super::table::{self, cell, fit, inert, number_or_dash, pad, paint, row, text_or_dash, yes_no};
 use crate::commands::views::{self as view_commands, ApprovalView, RunStatus, StatusListing};
-use crate::commands::{FlowError, FlowResult};
+use crate::commands::{ErrorKind, FlowError, FlowResult};
 use crate::coordinator::breach::Breach;
 use crate::coordinator::views::LaneVerdict;
 use crate::coordinator::views::{LogRow, has_type, log_row, touches_lane};
@@ -918,7 +918,8 @@ fn log(
             }
             // An append in progress (a torn last line) is waited for.
             Err(error) if matches!(error.classify(), (_, "coordinator_conflict", true, _)) => {}
-            Err(FlowError::ReceiptDamaged(damage)) if damage.reason == INCOMPLETE => {}
+            Err(error) if matches!(error.kind(), ErrorKind::ReceiptDamaged(damage) if damage.reason == INCOMPLETE) =>
+                {}
             Err(error) => return Err(error),
         }
     }

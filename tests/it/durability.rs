@@ -14,8 +14,8 @@ use std::path::Path;
 /// progress" (retryable), never a false corruption.
 #[test]
 fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption() {
-    use bluetape_flow::commands::FlowError;
     use bluetape_flow::commands::ledger::{Verdict, damage_error, open_run, verify_receipt};
+    use bluetape_flow::commands::{ErrorKind, FlowError};
     use bluetape_flow::coordinator::raced::Raced;
     let bed = TestBed::planned(&["runtime"]);
     let (root, run_id) = (&bed.root, &bed.run_id);
@@ -28,8 +28,8 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
         panic!("a torn line is damage")
     };
     assert!(matches!(
-        damage_error(&run, &damage, false),
-        FlowError::ReceiptDamaged(_)
+        damage_error(&run, &damage, false).kind(),
+        ErrorKind::ReceiptDamaged(_)
     ));
     // The writer completes the line and releases the lock.
     std::fs::write(&receipt, &whole).unwrap();
@@ -45,8 +45,8 @@ fn a_torn_tail_completed_before_the_reader_looks_at_the_lock_is_not_corruption()
     );
     // A lock holder's own view is never softened.
     assert!(matches!(
-        damage_error(&run, &damage, true),
-        FlowError::ReceiptDamaged(_)
+        damage_error(&run, &damage, true).kind(),
+        ErrorKind::ReceiptDamaged(_)
     ));
 }
 

@@ -21,7 +21,7 @@ use crate::bed::{Flow, Output, snapshot};
 use crate::reliability::{LaneRun, Rng, figure, full, lines, seed, size};
 use bluetape_flow::commands::init::{InitEntropy, InitRequest, init};
 use bluetape_flow::commands::inspect::diagnose;
-use bluetape_flow::commands::{FlowError, verify};
+use bluetape_flow::commands::{ErrorKind, FlowError, verify};
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::RunId;
 use bluetape_flow::store::discovery::DiscoveryEnv;
@@ -162,8 +162,8 @@ impl<'a> Family<'a> {
 
 /// The first bad sequence as `verify` and `receipt-diagnose` name it.
 fn library_verdicts(root: &Path, run_id: &str) -> (Option<u64>, Option<u64>) {
-    let verified = match verify(&StateRoot::begin(root), run_id) {
-        Err(FlowError::ReceiptDamaged(damage)) => Some(damage.first_bad_sequence),
+    let verified = match verify(&StateRoot::begin(root), run_id).map_err(FlowError::into_kind) {
+        Err(ErrorKind::ReceiptDamaged(damage)) => Some(damage.first_bad_sequence),
         _ => None,
     };
     let diagnosed = match diagnose(&StateRoot::begin(root), run_id).map(|d| json!(d)) {

@@ -23,7 +23,7 @@ use bluetape_flow::commands::lanes::lane_create;
 use bluetape_flow::commands::lifecycle::run_transition;
 use bluetape_flow::commands::liveness::heartbeat;
 use bluetape_flow::commands::mutate::{MutationContext, OpenMutation};
-use bluetape_flow::commands::{FlowError, verify};
+use bluetape_flow::commands::{ErrorKind, FlowError, verify};
 use bluetape_flow::coordinator::run_commands::RunCommand;
 use bluetape_flow::receipt::canonical;
 use bluetape_flow::receipt::verify::event_checksum;
@@ -674,8 +674,8 @@ fn reliability_hostile_input_receipt_lines_never_panic_or_verify() {
         let before = f.fingerprint();
         let verified = verify(&StateRoot::begin(&f.run.root), &f.run.run_id);
         let damaged = matches!(
-            &verified,
-            Err(FlowError::ReceiptDamaged(d)) if d.first_bad_sequence == next_sequence
+            verified.as_ref().map_err(FlowError::kind),
+            Err(ErrorKind::ReceiptDamaged(d)) if d.first_bad_sequence == next_sequence
         );
         prop_assert!(damaged, "{:?}: verify said {:?}", h, verified);
         let diagnosis = diagnose(&StateRoot::begin(&f.run.root), &f.run.run_id).map(|d| json!(d));
