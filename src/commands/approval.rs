@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::error::{ErrorKind, FlowError, FlowResult};
-use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use super::ledger::{OpenRun, open_run, verify_receipt};
 use super::lifecycle::decided_at;
 use super::mutate::{DecideOn, DecisionInput, MutationAnswer, OpenMutation, mutate_gathered};
 use crate::coordinator::approval::{
@@ -182,14 +182,12 @@ pub fn recovery_gate(
 /// Fold the whole verified receipt into the approval ledger.
 fn read_ledger(run: &OpenRun, holding_lock: bool) -> FlowResult<(ApprovalLedger, String)> {
     let mut ledger = ApprovalLedger::default();
-    match verify_receipt(run, |event| {
+    let position = verify_receipt(run, |event| {
         ledger.observe_ref(event);
         Ok(())
-    })? {
-        Verdict::Intact(position) => Ok((ledger, position.checksum)),
-        Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
-    }
+    })?
+    .intact(run, holding_lock)?;
+    Ok((ledger, position.checksum))
 }
 
 /// The gate's view of a run: its ledger and the frozen policy's status.
@@ -376,11 +374,10 @@ pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<ApprovalsAnswer> 
     run.dir.validate()?;
     // One pass: the approval ledger and the replay that applies the gate
     // (and our other rules) to every event, whoever wrote it.
-    let origin = crate::coordinator::RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok();
     let replay_policy = super::rebuild::replay_policy(&run);
-    let mut state = origin.as_ref().map(CoordinatorState::new);
+    let mut state = run.origin().ok().as_ref().map(CoordinatorState::new);
     let mut ledger = ApprovalLedger::default();
-    match verify_receipt(&run, |event| {
+    verify_receipt(&run, |event| {
         ledger.observe_ref(event);
         if let Some(replaying) = state.as_mut()
             && replaying
@@ -390,11 +387,8 @@ pub fn approvals(root: &StateRoot, run_id: &str) -> FlowResult<ApprovalsAnswer> 
             state = None;
         }
         Ok(())
-    })? {
-        Verdict::Intact(_) => {}
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
-    }
+    })?
+    .intact(&run, false)?;
     let file = ledger.binding.as_ref().map(|_| read_policy_file(&run.dir));
     let status = PolicyStatus::resolve(&ledger, file);
     let breaches = state.map(|s| s.breaches().to_vec()).unwrap_or_default();

@@ -16,7 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::error::{ErrorKind, FlowError, FlowResult};
-use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use super::ledger::OpenRun;
 use crate::coordinator::OnRefusal;
 use crate::coordinator::approval::ApprovalLedger;
 use crate::coordinator::raced::Raced;
@@ -113,38 +113,24 @@ fn first_event_facts(event: &ObjectRef<'_>) -> (Option<(String, String)>, Option
 
 /// Full verification and replay of a Phase 2 run (a gate's read).
 pub fn replay_full(root: &StateRoot, run_id: &str) -> FlowResult<Replayed> {
-    let run = open_run(root, run_id)?;
-    if run.manifest.contract.family != Family::V1_1 {
-        return Err(ErrorKind::Unsupported(
-            "bundles, publications and attestations need a Phase 2 (manifest 1.1) run".into(),
-        )
-        .into());
-    }
-    run.dir.validate()?;
-    let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
-        .map_err(|_| ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()))?;
-    let policy = super::rebuild::replay_policy(&run);
-    let mut state = CoordinatorState::new(&origin);
     let mut ledger = ApprovalLedger::default();
     let mut first = None;
     let mut completed_at = None;
-    let verdict = verify_receipt(&run, |event| {
-        if first.is_none() {
-            first = Some(first_event_facts(event));
-        }
-        if let Some(at) = completion_time(event) {
-            completed_at = Some(at);
-        }
-        ledger.observe_ref(event);
-        state
-            .apply_ref(event, &policy, OnRefusal::Spoil)
-            .map_err(|e| e.to_string())
-    })?;
-    let position = match verdict {
-        Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
-    };
+    let (run, state, position) = super::rebuild::replay_whole(
+        root,
+        run_id,
+        "bundles, publications and attestations need a Phase 2 (manifest 1.1) run",
+        |event, _| {
+            if first.is_none() {
+                first = Some(first_event_facts(event));
+            }
+            if let Some(at) = completion_time(event) {
+                completed_at = Some(at);
+            }
+            ledger.observe_ref(event);
+            Ok(())
+        },
+    )?;
     let (quarantine, recovery_of) = first.unwrap_or((None, None));
     Ok(Replayed {
         run,

@@ -6,6 +6,7 @@ use crate::store::root::StateRoot;
 use std::sync::Arc;
 
 use super::error::{ErrorKind, FlowError, FlowResult};
+use crate::coordinator::RunOrigin;
 use crate::coordinator::raced::Raced;
 use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::manifest::{RunManifest, load_run_manifest};
@@ -149,13 +150,23 @@ impl OpenRun {
 
     /// Coordinator commands need a Phase 2 (1.1) run.
     pub fn require_phase2(&self) -> FlowResult<()> {
+        self.phase2_or("the selected run manifest does not support coordinator commands")
+    }
+
+    /// A Phase 2 (1.1) run, or exit 7 saying `why` a Phase 1 run cannot be
+    /// used.
+    pub fn phase2_or(&self, why: &str) -> FlowResult<()> {
         match self.manifest.contract.family {
             Family::V1_1 => Ok(()),
-            Family::V1_0 => Err(ErrorKind::Unsupported(
-                "the selected run manifest does not support coordinator commands".into(),
-            )
-            .into()),
+            Family::V1_0 => Err(ErrorKind::Unsupported(why.into()).into()),
         }
+    }
+
+    /// The initial owner the snapshot's `_run` names, which a replay
+    /// starts from: without one nothing in the run can be trusted.
+    pub fn origin(&self) -> FlowResult<RunOrigin> {
+        RunOrigin::of_snapshot(self.manifest.run.as_ref())
+            .map_err(|_| ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()).into())
     }
 }
 
@@ -173,6 +184,19 @@ pub enum Verdict {
         message: String,
         trusted_checksum: String,
     },
+}
+
+impl Verdict {
+    /// The head of an intact receipt, for a command that needs all of it:
+    /// damage is the error [`damage_error`] gives, and an event the
+    /// consumer refused makes the receipt corrupt for this run.
+    pub fn intact(self, run: &OpenRun, holding_lock: bool) -> FlowResult<ChainPosition> {
+        match self {
+            Verdict::Intact(position) => Ok(position),
+            Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
+            Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
+        }
+    }
 }
 
 /// What to do about a head record that names no head (DEVIATIONS 104).

@@ -44,7 +44,7 @@ use std::path::Path;
 use crate::store;
 
 pub use error::{ErrorKind, FlowError, FlowResult};
-use ledger::{Verdict, damage_error, open_run, verify_chain};
+use ledger::{open_run, verify_chain};
 
 /// What `verify` answers: the verified head and, for a Phase 2 run, the
 /// breaches its replay found.
@@ -142,13 +142,7 @@ pub fn verify_signed(
     let (position, state) = if run.manifest.contract.family == crate::receipt::rules::Family::V1_1 {
         verify_replayed(&run)?
     } else {
-        match verify_chain(&run)? {
-            Verdict::Intact(position) => (position, None),
-            Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-            Verdict::Rejected { message, .. } => {
-                return Err(ErrorKind::ReceiptCorrupt(message).into());
-            }
-        }
+        (verify_chain(&run)?.intact(&run, false)?, None)
     };
     let heads = transparency::verify_heads(&run, &position, keys.as_ref(), external.as_deref())?;
     let signed_through = heads
@@ -199,7 +193,7 @@ fn verify_replayed(
     // of `derived.key` can write any checkpoint; contracts/receipt.md
     // "Checkpoint"). The replay streams (long receipts parsed on two more
     // threads) and its liveness digests are kept compactly.
-    let origin = crate::coordinator::RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok();
+    let origin = run.origin().ok();
     let policy = rebuild::replay_policy(run);
     let mut state = origin
         .as_ref()
@@ -224,10 +218,5 @@ fn verify_replayed(
         }
         Ok(())
     })?;
-    let position = match verdict {
-        Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
-    };
-    Ok((position, state))
+    Ok((verdict.intact(run, false)?, state))
 }

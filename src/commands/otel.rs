@@ -5,7 +5,6 @@
 //! the breaches and final states), then streamed again (pass 2, every
 //! line re-verified) into bounded batches that leave as they fill.
 
-use crate::coordinator::OnRefusal;
 use crate::coordinator::decide::{InputRefusal, InputRule};
 use crate::store::root::StateRoot;
 use std::io::Write;
@@ -333,38 +332,20 @@ const SPILL_EVERY: u64 = 256;
 /// (the checks of `bundle-export`'s), and the facts the trace needs from
 /// it. The replayed state is dropped before pass 2.
 fn replay(root: &StateRoot, run_id: &str) -> FlowResult<(super::ledger::OpenRun, RunFacts)> {
-    use super::ledger::{Verdict, damage_error, open_run, verify_receipt};
-    use crate::coordinator::{CoordinatorState, RunOrigin};
-    let run = open_run(root, run_id)?;
-    if run.manifest.contract.family != crate::receipt::rules::Family::V1_1 {
-        return Err(ErrorKind::Unsupported(
-            "otel-export needs a Phase 2 (manifest 1.1) run: a Phase 1 run has no lanes to trace"
-                .into(),
-        )
-        .into());
-    }
-    run.dir.validate()?;
-    let origin = RunOrigin::of_snapshot(run.manifest.run.as_ref())
-        .map_err(|_| ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()))?;
-    let policy = super::rebuild::replay_policy(&run);
-    let mut state = CoordinatorState::new(&origin);
     let spilled = std::sync::Arc::new(crate::coordinator::state::CompactDigests::default());
     let mut seen = 0u64;
-    let verdict = verify_receipt(&run, |event| {
-        state
-            .apply_ref(event, &policy, OnRefusal::Spoil)
-            .map_err(|e| e.to_string())?;
-        seen += 1;
-        if seen.is_multiple_of(SPILL_EVERY) {
-            state.spill_liveness_digests(&spilled)?;
-        }
-        Ok(())
-    })?;
-    let position = match verdict {
-        Verdict::Intact(position) => position,
-        Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, false)),
-        Verdict::Rejected { message, .. } => return Err(ErrorKind::ReceiptCorrupt(message).into()),
-    };
+    let (run, state, position) = super::rebuild::replay_whole(
+        root,
+        run_id,
+        "otel-export needs a Phase 2 (manifest 1.1) run: a Phase 1 run has no lanes to trace",
+        |_, state| {
+            seen += 1;
+            if seen.is_multiple_of(SPILL_EVERY) {
+                state.spill_liveness_digests(&spilled)?;
+            }
+            Ok(())
+        },
+    )?;
     let meta = run.manifest.run.as_ref();
     let text = |key: &str| {
         meta.and_then(|r| r.get(key))

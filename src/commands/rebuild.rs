@@ -6,10 +6,11 @@ use crate::store::root::StateRoot;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::error::{ErrorKind, FlowResult};
-use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_receipt};
+use super::error::FlowResult;
+use super::ledger::{OpenRun, Verdict, open_run, verify_receipt};
 use crate::coordinator::simple::{CoordinatorCache, RunCacheRecord, SimpleRunCache};
 use crate::coordinator::{CoordinatorState, OnRefusal, ReplayPolicy, RunOrigin};
+use crate::receipt::json_ref::ObjectRef;
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
 
@@ -36,7 +37,7 @@ pub fn coordinator_run_cache(run_id: &str, manifest_hash: &str, state: &Coordina
 /// Stream-verify and replay a Phase 2 run from genesis. `None` when the
 /// snapshot's `_run` names no initial owner (nothing can be trusted then).
 pub fn replay_verdict(run: &OpenRun) -> FlowResult<Option<(Verdict, CoordinatorState)>> {
-    let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
+    let Ok(origin) = run.origin() else {
         return Ok(None);
     };
     replay_from(run, &origin, &replay_policy(run), OnRefusal::Restore).map(Some)
@@ -60,6 +61,31 @@ pub fn replay_from(
     Ok((verdict, state))
 }
 
+/// Stream-verify and replay a whole Phase 2 run for a read that must see
+/// all of it (a gate, an export): a Phase 1 run is refused saying `phase1`,
+/// and `after` sees each verified event once the state has applied it.
+/// Damage, or an event replay refuses, is the command's error.
+pub fn replay_whole(
+    root: &StateRoot,
+    run_id: &str,
+    phase1: &str,
+    mut after: impl FnMut(&ObjectRef<'_>, &mut CoordinatorState) -> Result<(), String>,
+) -> FlowResult<(OpenRun, CoordinatorState, ChainPosition)> {
+    let run = open_run(root, run_id)?;
+    run.phase2_or(phase1)?;
+    run.dir.validate()?;
+    let mut state = CoordinatorState::new(&run.origin()?);
+    let policy = replay_policy(&run);
+    let verdict = verify_receipt(&run, |event| {
+        state
+            .apply_ref(event, &policy, OnRefusal::Spoil)
+            .map_err(|e| e.to_string())?;
+        after(event, &mut state)
+    })?;
+    let position = verdict.intact(&run, false)?;
+    Ok((run, state, position))
+}
+
 /// The replay rules of a run: its manifest's, and its approval policy file
 /// for the gate (read only when the run has one).
 pub fn replay_policy(run: &OpenRun) -> ReplayPolicy {
@@ -74,14 +100,9 @@ pub fn replay_run(
     holding_lock: bool,
 ) -> FlowResult<(CoordinatorState, ChainPosition)> {
     run.confirm_manifest(holding_lock)?;
-    let Some((verdict, state)) = replay_verdict(run)? else {
-        return Err(ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()).into());
-    };
-    match verdict {
-        Verdict::Intact(position) => Ok((state, position)),
-        Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
-    }
+    let (verdict, state) =
+        replay_from(run, &run.origin()?, &replay_policy(run), OnRefusal::Restore)?;
+    Ok((state, verdict.intact(run, holding_lock)?))
 }
 
 /// What `rebuild` answers: the verified head the caches now describe.
@@ -138,16 +159,11 @@ pub fn rebuild(root: &StateRoot, run_id: &str) -> FlowResult<Rebuilt> {
         }
         Family::V1_0 => {
             let mut cache = SimpleRunCache::default();
-            let position = match verify_receipt(&run, |event| {
+            let position = verify_receipt(&run, |event| {
                 cache.observe(&event.to_map());
                 Ok(())
-            })? {
-                Verdict::Intact(position) => position,
-                Verdict::Damaged(damage) => return Err(damage_error(&run, &damage, true)),
-                Verdict::Rejected { message, .. } => {
-                    return Err(ErrorKind::ReceiptCorrupt(message).into());
-                }
-            };
+            })?
+            .intact(&run, true)?;
             run.dir
                 .write_cache(&run.dir.run_cache_path(), &cache.to_json(run_id, &hash))?;
             position

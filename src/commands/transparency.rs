@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::error::{ErrorKind, FlowError, FlowResult};
-use super::ledger::{OpenRun, Verdict, damage_error, open_run, verify_chain};
+use super::ledger::{OpenRun, open_run, verify_chain};
 use crate::receipt::merkle::{
     Hash, HashReader, MemoryHashes, RootAccumulator, check_consistency, check_inclusion,
     consistency_proof, hash_from_base64, hash_to_base64, inclusion_proof, leaf_hash,
@@ -173,11 +173,7 @@ fn verified_position(run: &OpenRun, holding_lock: bool) -> FlowResult<ChainPosit
     {
         return Ok(position);
     }
-    match verify_chain(run)? {
-        Verdict::Intact(position) => Ok(position),
-        Verdict::Damaged(damage) => Err(damage_error(run, &damage, holding_lock)),
-        Verdict::Rejected { message, .. } => Err(ErrorKind::ReceiptCorrupt(message).into()),
-    }
+    verify_chain(run)?.intact(run, holding_lock)
 }
 
 fn event_field(line: &[u8], key: &str) -> Option<Value> {

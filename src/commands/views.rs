@@ -24,7 +24,7 @@ use crate::coordinator::decide::Policy;
 use crate::coordinator::liveness::parse_instant;
 use crate::coordinator::raced::Raced;
 use crate::coordinator::views::{RunDetail, gap_count, lane_counts, run_detail};
-use crate::coordinator::{CoordinatorState, ReplayPolicy, RunOrigin};
+use crate::coordinator::{CoordinatorState, ReplayPolicy};
 use crate::receipt::rules::Family;
 use crate::receipt::verify::ChainPosition;
 use crate::receipt::vocab::LaneState;
@@ -128,7 +128,7 @@ pub struct BreachMarker {
 impl BreachMarker {
     pub fn new(run: &OpenRun) -> BreachMarker {
         let state = (run.manifest.contract.family == Family::V1_1)
-            .then(|| RunOrigin::of_snapshot(run.manifest.run.as_ref()).ok())
+            .then(|| run.origin().ok())
             .flatten()
             .map(|origin| Box::new(CoordinatorState::new(&origin)));
         BreachMarker {
@@ -190,14 +190,17 @@ enum Loaded {
 }
 
 fn load_phase2(run: &OpenRun) -> FlowResult<Loaded> {
-    let Ok(origin) = RunOrigin::of_snapshot(run.manifest.run.as_ref()) else {
-        return Ok(Loaded::Damaged {
-            prefix: None,
-            first_bad: 1,
-            trusted_sequence: 0,
-            trusted_checksum: String::new(),
-            error: ErrorKind::ReceiptCorrupt("run owner metadata is invalid".into()).into(),
-        });
+    let origin = match run.origin() {
+        Ok(origin) => origin,
+        Err(error) => {
+            return Ok(Loaded::Damaged {
+                prefix: None,
+                first_bad: 1,
+                trusted_sequence: 0,
+                trusted_checksum: String::new(),
+                error,
+            });
+        }
     };
     // The gate's policy file too: the replay `verify` does.
     let policy = super::rebuild::replay_policy(run);
