@@ -1053,6 +1053,11 @@ pub fn invalid<T>(reason: impl Into<InputRefusal>) -> Result<T, FlowError> {
     Err(ErrorKind::Input(reason.into()).into())
 }
 
+/// A decision refused for a typed reason (a conflict, exit 5).
+pub fn refused<T>(reason: impl Into<FlowError>) -> Result<T, FlowError> {
+    Err(reason.into())
+}
+
 /// The manifest values decisions use, always from the run's own snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {

@@ -16,7 +16,7 @@
 use crate::receipt::vocab::{EventType, StateName};
 use serde_json::{Map, Value, json};
 
-use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, refused, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::{ReassignInput, checked_input};
 use super::lane_commands::{narrowing_refusal, require_active_lane_owner, require_lane_run_state};
@@ -360,10 +360,6 @@ pub fn decide_reassign(
         ]),
     );
     Ok(vec![reassigned, created])
-}
-
-fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
 }
 
 /// The original lane of a lineage step: `replaced`, or the step is refused.

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::decide::{ErrorKind, FlowError, Intent, invalid};
+use super::decide::{ErrorKind, FlowError, Intent, invalid, refused};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::{HandoffReport, LiveReport};
 use super::report_refusal::ReportRefusal;
@@ -214,10 +214,6 @@ pub struct ReportOutput {
     pub report_checksum: String,
     /// The receipt head the report names (the head before its event).
     pub report_receipt_head: String,
-}
-
-fn refused<T>(reason: ReportRefusal) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
 }
 
 /// Check the payload against the run (its id, current epoch and manifest)

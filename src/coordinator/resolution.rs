@@ -13,7 +13,7 @@ use crate::receipt::vocab::EventType;
 use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
-use super::decide::{FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{FlowError, Intent, Policy, invalid, refused, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::lane_commands::{identifier, require_lane_run_state};
 use super::resolution_refusal::ResolutionRefusal as Refused;
@@ -58,10 +58,6 @@ pub fn precheck_resolve(
 /// The digest of a lane's current (non-liveness) evidence list.
 fn lane_evidence_digest(refs: &[Value]) -> String {
     canonical::digest(&Value::Array(refs.to_vec()))
-}
-
-fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
 }
 
 /// In-lock decision of `lane-resolve`, in the reference's order:

@@ -12,10 +12,6 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(crate::coordinator::input_refusal::refused_as(message))
 }
 
-fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
-}
-
 fn not_failed<T>(lane_id: &str, state: Option<LaneState>) -> Result<T, FlowError> {
     refused(Refused::NotFailed {
         lane_id: lane_id.into(),

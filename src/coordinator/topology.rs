@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::completion::require_completion_evidence;
 use super::component_refusal::ComponentRefusal as Refused;
-use super::decide::{ErrorKind, FlowError, Intent, Policy, invalid, require_evidence};
+use super::decide::{ErrorKind, FlowError, Intent, Policy, invalid, refused, require_evidence};
 use super::decide::{InputRefusal, InputRule};
 use super::inputs::{CheckResultInput, ComponentEvidenceInput, checked_input};
 use super::lane_commands::{identifier, is_python_space, require_fields, require_lane_run_state};
@@ -200,10 +200,6 @@ pub fn decide_register(
         None,
         metadata,
     )])
-}
-
-fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
 }
 
 /// The registered component `component_id`, or the refusal naming the

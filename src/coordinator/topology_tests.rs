@@ -12,10 +12,6 @@ fn bad<T>(message: &str) -> Result<T, FlowError> {
     Err(crate::coordinator::input_refusal::refused_as(message))
 }
 
-fn refused<T>(reason: Refused) -> Result<T, FlowError> {
-    Err(FlowError::from(reason))
-}
-
 /// "topology component does not exist", in a run whose topology is
 /// `components`.
 fn missing<T>(component_id: &str, components: &[&str]) -> Result<T, FlowError> {
