@@ -473,11 +473,10 @@ fn mutate_pipeline(
             .get(state.breaches().len().saturating_sub(new))
             .filter(|_| new > 0)
         {
-            return Err(ErrorKind::Contract(format!(
+            return Err(FlowError::contract(format!(
                 "refusing to append an event that breaks our rules: {}",
                 breach.describe()
-            ))
-            .into());
+            )));
         }
         break (state, sealed, proof, position, basis, lanes_before);
     };

@@ -975,7 +975,7 @@ pub fn metadata_refusal(fault: crate::receipt::rules::MetadataFault, limits: &Li
         _ => None,
     };
     let Some(limit) = limit else {
-        return ErrorKind::Contract(message).into();
+        return FlowError::contract(message);
     };
     let expected = match key.as_str() {
         "write_scope" | "replacement_write_scope" => {

@@ -449,7 +449,7 @@ pub fn refused_as(message: &str) -> FlowError {
         }
         .into();
     }
-    ErrorKind::Contract(message.into()).into()
+    FlowError::contract(message)
 }
 
 #[cfg(test)]

@@ -291,7 +291,7 @@ impl ServerHandler for Server {
         let arguments = match catalog::checked(&spec, &arguments, &context.meta.0) {
             Ok(arguments) => arguments,
             Err(message) => {
-                return Ok(refusal(&FlowError::from(ErrorKind::Contract(message))).into());
+                return Ok(refusal(&FlowError::contract(message)).into());
             }
         };
         let config = self.config.clone();

@@ -219,7 +219,7 @@ mod tests {
             r#"{"error": "receipt_corrupt", "hint": "find where trust ends: bluetape-flow receipt-diagnose --run-id <run_id>; a damaged run goes on in a new one made by recovery-run-create", "message": "receipt contains no events", "next_command": "receipt-diagnose", "ok": false, "retryable": false}"#
         );
         let long = "x".repeat(600);
-        let (_, text) = failure(&FlowError::from(ErrorKind::Contract(long)));
+        let (_, text) = failure(&FlowError::contract(long));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["message"].as_str().unwrap().len(), 500);
     }
