@@ -9,12 +9,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::coordinator::state::RunState;
-use crate::coordinator::test_ledger::{LaneEvents, Ledger, ev, intents_json, needs_active_run};
+use crate::coordinator::test_ledger::{
+    LaneEvents, Ledger, assert_reassigned, checkpoint_evidence, ev, intents_json, needs_active_run,
+    reassign_input, with,
+};
 use LineageCommand::{Block, Close, Repair};
-
-fn checkpoint_evidence() -> Value {
-    json!([{"kind": "recovery", "summary": "checkpoint 3 recovered from agent-1 notes"}])
-}
 
 /// The lane stages a replacement starts from.
 impl Ledger {
@@ -33,22 +32,9 @@ impl Ledger {
     }
 }
 
-fn reassign_input() -> Value {
-    json!({
-        "lane_id": "build", "replacement_lane_id": "build-2",
-        "replacement_agent_id": "agent-2", "decided_at": "2026-07-14T01:11:00Z",
-        "replacement_assignment": "Resume build from checkpoint 3",
-        "replacement_write_scope": ["src/runtime"],
-        "replacement_startup_ack_deadline": "2026-07-14T01:11:30Z",
-        "replacement_command_deadline": "2026-07-14T01:30:00Z",
-    })
-}
-
 /// `reassign_input()` with `key` set to `value`.
 fn reassign_with(key: &str, value: Value) -> Value {
-    let mut input = reassign_input();
-    input[key] = value;
-    input
+    with(reassign_input(), key, value)
 }
 
 /// The scope canonicaliser stand-in: lists of strings pass unchanged.
@@ -363,17 +349,7 @@ fn reassign_writes_the_lineage_transaction() {
     );
 
     ledger.commit(intents);
-    let original = ledger.lane_json("build");
-    assert_eq!(original["state"], "replaced");
-    assert_eq!(original["replacement_lane_id"], "build-2");
-    assert_eq!(
-        original["replacement_reservation"]["replacement_agent_id"],
-        "agent-2"
-    );
-    let child = ledger.lane_json("build-2");
-    assert_eq!(child["state"], "pending");
-    assert_eq!(child["parent_lane_id"], "build");
-    assert_eq!(child["replacement_count"], 1);
+    assert_reassigned(&ledger.lane_json("build"), &ledger.lane_json("build-2"));
     assert!(ledger.state.incomplete_replacements().is_empty());
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::coordinator::report_refusal::ReportRefusal;
-use crate::coordinator::test_ledger::needs_active_run;
+use crate::coordinator::test_ledger::{needs_active_run, with};
 use crate::coordinator::{ReplayPolicy, RunOrigin};
 
 const RUN: &str = "20261130T020310Z-728df1d6";
@@ -62,11 +62,6 @@ fn live(state: &CoordinatorState) -> Value {
     for (k, v) in extra.as_object().unwrap() {
         payload[k] = v.clone();
     }
-    payload
-}
-
-fn with(mut payload: Value, key: &str, value: Value) -> Value {
-    payload[key] = value;
     payload
 }
 

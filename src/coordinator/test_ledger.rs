@@ -16,7 +16,10 @@ pub const FP: &str = "1111111111111111111111111111111111111111111111111111111111
 /// The inputs the integration bed builds too, from the same file.
 #[path = "../../tests/it/bed/inputs.rs"]
 mod bed_inputs;
-pub use bed_inputs::{component, ev};
+pub use bed_inputs::{
+    assert_reassigned, checkpoint_evidence, component, ev, reassign_input, with,
+    write_scope_refusals,
+};
 
 pub struct Ledger {
     pub state: CoordinatorState,

@@ -9,7 +9,9 @@ use super::root::StateRoot;
 use super::run::RunDir;
 use super::secure::{atomic_write, create_dir_0700, ensure_secure_dir, open_secure_dir, sync_dir};
 
-const SUBDIRS: [&str; 6] = [
+/// The directories of a state root (reference-runtime §1.2), in the order
+/// `init` checks and creates them.
+pub const SUBDIRS: [&str; 6] = [
     "runs",
     "reports",
     "candidates",

@@ -8,7 +8,7 @@
 use crate::bed as common;
 
 use bluetape_flow::receipt::canonical;
-use common::{Output, TestBed, bed_type, fixtures_dir};
+use common::{Output, TestBed, bed_type, fixtures_dir, with};
 use serde_json::{Value, json};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -117,11 +117,6 @@ impl Bed {
         );
         self.flow.run(&argv)
     }
-}
-
-fn with(mut payload: Value, key: &str, value: Value) -> Value {
-    payload[key] = value;
-    payload
 }
 
 #[test]

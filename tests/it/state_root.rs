@@ -119,14 +119,7 @@ fn init_refused_for_loose(work: &Work, handle: &str, dir: &str) {
 
 #[test]
 fn state_root_subdirectories_without_mode_0700_are_refused() {
-    for dir in [
-        "runs",
-        "reports",
-        "candidates",
-        "locks",
-        "handles",
-        "quarantine",
-    ] {
+    for dir in bluetape_flow::store::layout::SUBDIRS {
         let (work, _) = Work::with_run();
         init_refused_for_loose(&work, "second", dir);
     }

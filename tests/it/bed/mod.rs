@@ -12,7 +12,10 @@ pub mod inputs;
 pub mod refusal;
 pub mod topo;
 
-pub use inputs::{component, ev};
+pub use inputs::{
+    assert_reassigned, checkpoint_evidence, component, ev, reassign_input, with,
+    write_scope_refusals,
+};
 
 use bluetape_flow::receipt::event::EventDraft;
 use bluetape_flow::receipt::primitives::{AgentId, LaneId, RunId, Sha256Hex};
