@@ -1,9 +1,10 @@
-# Start both approved runs: the main run and $OTHER.
-bluetape-flow run-start --run-id "$RUN" \
-  --owner-file .bluetape/handles/main.owner \
-  --evidence '[{"kind": "plan", "summary": "main session started the api/web plan"}]' \
-  --at 2026-07-14T01:00:02Z
-bluetape-flow run-start --run-id "$OTHER" \
-  --owner-file .bluetape/handles/other.owner \
-  --evidence '[{"kind": "plan", "summary": "main session started the hotfix"}]' \
-  --at 2026-07-14T01:00:03Z
+# Start the three approved runs: the main run, $OTHER and alice's $KEYED
+# (each with its own owner handle).
+for spec in "$RUN main api/web" "$OTHER other hotfix" "$KEYED keyed signed"; do
+  read -r run handle plan <<< "$spec"
+  bluetape-flow run-start --run-id "$run" \
+    --owner-file ".bluetape/handles/$handle.owner" \
+    --evidence "[{\"kind\": \"plan\",
+      \"summary\": \"main session started the $plan plan\"}]" \
+    --at 2026-07-14T01:00:05Z
+done
