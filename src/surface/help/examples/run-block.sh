@@ -3,5 +3,5 @@
 bluetape-flow run-block --run-id "$OTHER" \
   --owner-file .bluetape/handles/other.owner \
   --evidence '[{"kind": "plan", "summary": "hotfix waits for a production api key"}]' \
-  --at 2026-07-14T01:23:00Z \
+  --at 2026-07-14T01:03:00Z \
   --reason "production api key missing"
