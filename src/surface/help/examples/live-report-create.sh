@@ -3,9 +3,8 @@
 bluetape-flow resume-check --run-id "$RUN" > done.json
 head=$(sed -E 's/.*"last_checksum": "([0-9a-f]+)".*/\1/' done.json)
 manifest=$(sed -E 's/.*"manifest_hash": "([0-9a-f]+)".*/\1/' done.json)
-# stand-ins for the real hashes (tree, AGENTS.md, skill, files, outputs)
-# (64 hex digits each; here a padded checksum of the name)
-h() { printf '%064x' "$(printf '%s' "$1" | cksum | cut -d' ' -f1)"; }
+# stand-ins for the real hashes (tree, AGENTS.md, skill, files, outputs):
+# h, the padded checksum of a name, of the handoff-create example
 cat > live.json <<EOF
 {"canonical_sha": "$(h tree)", "agents_hash": "$(h AGENTS.md)",
  "skill_hash": "$(h SKILL.md)", "manifest_hash": "$manifest",
