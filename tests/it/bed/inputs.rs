@@ -28,10 +28,14 @@ pub fn with(mut value: Value, key: &str, v: Value) -> Value {
 /// Write scopes every scope field refuses before any path is looked at
 /// (`write_scope` of lane-create, `replacement_write_scope` of
 /// lane-reassign), with the reference's message.
-pub fn write_scope_refusals() -> [(Value, &'static str); 3] {
+pub fn write_scope_refusals() -> [(Value, &'static str); 4] {
     [
         (json!("src"), "write_scope must be a bounded list"),
         (json!(["../x"]), "write scope must not contain traversal"),
+        (
+            json!(["src/../lib"]),
+            "write scope must not contain traversal",
+        ),
         (
             json!(["/abs"]),
             "write scope must be canonical and relative",
